@@ -1,0 +1,65 @@
+"""groupcomm: causal message delivery for collaborative applications.
+
+Applications talk through a :class:`~groupcomm.communicator.Communicator`; every message
+passes a send pipeline and a receive pipeline of filters; causality modules are pairs
+of filters sharing a manager, chosen by name at start-up.
+"""
+
+from groupcomm.causality import (
+    CausalityError,
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import (
+    FilterHost,
+    MessageFilter,
+    MessageFilterCreator,
+    MessageForwarder,
+    MessageForwarderCreator,
+    MessageProcessor,
+    ReceivedMessageFilterSelector,
+    SendMessageFilterSelector,
+    SessionMessageListener,
+)
+from groupcomm.messages import (
+    ControlMessage,
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    SystemMessage,
+    Tag,
+)
+from groupcomm.node import ProtocolNode, UnknownPeerError
+from groupcomm.registry import UnknownModuleError, get_module, install
+
+__all__ = [
+    "CausalityError",
+    "CausalityManager",
+    "CausalityModule",
+    "ControlMessage",
+    "FilterHost",
+    "GroupMessage",
+    "MessageFilter",
+    "MessageFilterCreator",
+    "MessageForwarder",
+    "MessageForwarderCreator",
+    "MessageProcessor",
+    "ModuleReceiveFilter",
+    "ModuleSendFilter",
+    "ProtocolNode",
+    "ProtocolViolation",
+    "ReceivedMessage",
+    "ReceivedMessageFilterSelector",
+    "SendMessageFilterSelector",
+    "SentMessage",
+    "SessionMessageListener",
+    "SystemMessage",
+    "Tag",
+    "UnknownModuleError",
+    "UnknownPeerError",
+    "get_module",
+    "install",
+]

@@ -1,0 +1,224 @@
+"""Causality modules: abstract factories of a manager and the two filters sharing it.
+
+A :class:`CausalityModule` makes, per communicator, a fresh :class:`CausalityManager`
+(a session listener holding the protocol state) and the send and receive filters that
+share it. The two factories a module hands to the selectors find the communicator's
+manager through ``host.shared``, so however many communicators live in one process
+(tests, the simulator, the model checker), none shares state with another.
+
+Managers keep their state in plain values and implement :meth:`snapshot` /
+:meth:`restore`, which the model checker uses to branch and to deduplicate states.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
+from typing import Any, ClassVar
+
+from groupcomm.filtering import (
+    FilterHost,
+    MessageFilter,
+    MessageFilterCreator,
+    ReceivedMessageFilterSelector,
+    SendMessageFilterSelector,
+)
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+
+class CausalityError(Exception):
+    """A causality module refused a request (a local mistake, e.g. unicast via vector)."""
+
+
+class ProtocolViolation(Exception):
+    """A peer sent something the protocol cannot accept (a remote mistake)."""
+
+
+class CausalityManager(ABC):
+    """Shared state of one module at one communicator; listens to joins and leaves.
+
+    Subclasses set :attr:`send_filter` / :attr:`receive_filter` (done by the module) and
+    keep their state snapshot-able.
+    """
+
+    def __init__(self, host: FilterHost) -> None:
+        self.host = host
+        self.members: list[str] = []
+        self.send_filter: MessageFilter[SentMessage] | None = None
+        self.receive_filter: MessageFilter[ReceivedMessage] | None = None
+
+    # -- session listener -------------------------------------------------------------
+    def client_joined(
+        self,
+        client_name: str,
+        application_name: str,
+        session_name: str,
+        is_new_session: bool,
+        is_new_application: bool,
+        all_users: Sequence[str],
+    ) -> None:
+        """Track membership in join order (the same order at every member)."""
+        for user in all_users:
+            if user not in self.members:
+                self.members.append(user)
+                self.member_added(user)
+
+    def client_left(self, client_name: str, application_name: str) -> None:
+        """Forget a member; what still waits on it stays visible in :meth:`held`."""
+        if client_name in self.members:
+            self.member_removed(client_name)
+
+    def member_added(self, name: str) -> None:  # noqa: B027 - optional hook
+        """Hook: a member joined (extend clocks, matrices, ...)."""
+
+    def member_removed(self, name: str) -> None:  # noqa: B027 - optional hook
+        """Hook: a member left."""
+
+    # -- introspection ----------------------------------------------------------------
+    @abstractmethod
+    def held(self) -> list[GroupMessage]:
+        """Messages this module holds (buffered for delivery, or unsent), oldest first."""
+
+    @abstractmethod
+    def snapshot(self) -> Hashable:
+        """A canonical, hashable value of the whole protocol state (incl. held messages)."""
+
+    @abstractmethod
+    def restore(self, snapshot: Hashable) -> None:
+        """Set the state back to ``snapshot`` (as returned by :meth:`snapshot`)."""
+
+    # -- plumbing shared by the modules -------------------------------------------------
+    def send_downstream(self, message: SentMessage) -> None:
+        """Hand ``message`` to the stage after the send filter (towards the network)."""
+        assert self.send_filter is not None
+        self.send_filter.forward(message)
+
+    def deliver_upstream(self, message: ReceivedMessage) -> None:
+        """Hand ``message`` to the stage after the receive filter (towards the app)."""
+        assert self.receive_filter is not None
+        self.receive_filter.forward(message)
+
+
+class ModuleSendFilter(MessageFilter[SentMessage]):
+    """Base send filter: forwards system messages, hands user messages to the manager."""
+
+    def __init__(self, manager: CausalityManager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def filter_message(self, message: SentMessage) -> None:
+        if not message.is_user_message():
+            self.forward(message)
+            return
+        self.on_user_message(message)
+
+    @abstractmethod
+    def on_user_message(self, message: SentMessage) -> None:
+        """Stamp, hold or forward an application message."""
+
+
+class ModuleReceiveFilter(MessageFilter[ReceivedMessage]):
+    """Base receive filter: own control messages to :meth:`on_control`, others unchanged."""
+
+    protocol: ClassVar[str] = ""
+
+    def __init__(self, manager: CausalityManager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def filter_message(self, message: ReceivedMessage) -> None:
+        if message.is_user_message():
+            self.on_user_message(message)
+        elif self.protocol and message.is_control_for(self.protocol):
+            self.on_control(message)
+        else:
+            self.forward(message)
+
+    @abstractmethod
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        """Deliver, buffer or reorder an application message."""
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        """Consume one of this module's control messages (never delivered to the app)."""
+        raise ProtocolViolation(
+            f"{type(self).__name__} got control message {message.user_message!r} "
+            "but its module defines none"
+        )
+
+
+class CausalityModule(ABC):
+    """Abstract factory of a manager and its two filters, one set per communicator."""
+
+    #: Registry name (``none``, ``fifo``, ``vector``, ``matrix``, ``mfss``, ``cykas``).
+    name: ClassVar[str]
+    #: One line for ``groupcomm filters``.
+    description: ClassVar[str] = ""
+    #: True when the module only supports sends to every other member (``vector``).
+    broadcast_only: ClassVar[bool] = False
+
+    @abstractmethod
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        """A fresh manager for ``host``."""
+
+    @abstractmethod
+    def create_send_filter(self, manager: CausalityManager) -> MessageFilter[SentMessage]:
+        """The send filter sharing ``manager``."""
+
+    @abstractmethod
+    def create_receive_filter(
+        self, manager: CausalityManager
+    ) -> MessageFilter[ReceivedMessage]:
+        """The receive filter sharing ``manager``."""
+
+    # -- per-communicator instantiation ---------------------------------------------------
+    def manager_for(self, host: FilterHost) -> CausalityManager:
+        """The manager of this module at ``host``, created (and registered) on first use."""
+        key = f"causality:{self.name}"
+        manager = host.shared.get(key)
+        if manager is None:
+            manager = self.create_manager(host)
+            host.shared[key] = manager
+            host.add_session_listener(manager)
+        return manager
+
+    def send_creator(self) -> MessageFilterCreator[SentMessage]:
+        """The factory to put in :data:`SendMessageFilterSelector`."""
+        return _ModuleFilterCreator(self, "send")
+
+    def receive_creator(self) -> MessageFilterCreator[ReceivedMessage]:
+        """The factory to put in :data:`ReceivedMessageFilterSelector`."""
+        return _ModuleFilterCreator(self, "receive")
+
+    def install(self) -> None:
+        """Set both selectors to this module (one call, before creating communicators)."""
+        SendMessageFilterSelector.set_message_filter_creator(self.send_creator())
+        ReceivedMessageFilterSelector.set_message_filter_creator(self.receive_creator())
+
+    def check_destinations(
+        self, sender: str, destinations: Sequence[str], members: Sequence[str]
+    ) -> None:
+        """Raise :class:`CausalityError` when the module cannot carry this send."""
+
+
+class _ModuleFilterCreator(MessageFilterCreator[Any]):
+    """One side of a module; both sides of one communicator share its manager."""
+
+    def __init__(self, module: CausalityModule, side: str) -> None:
+        self.module = module
+        self.side = side
+        self.description = module.description
+
+    def get_message_filter(self, host: FilterHost) -> MessageFilter[Any]:
+        manager = self.module.manager_for(host)
+        if self.side == "send":
+            if manager.send_filter is None:
+                manager.send_filter = self.module.create_send_filter(manager)
+            return manager.send_filter
+        if manager.receive_filter is None:
+            manager.receive_filter = self.module.create_receive_filter(manager)
+        return manager.receive_filter
+
+
+def module_of(creator: MessageFilterCreator[Any]) -> CausalityModule | None:
+    """The causality module behind a selector's factory, if it is one."""
+    return creator.module if isinstance(creator, _ModuleFilterCreator) else None

@@ -1,0 +1,191 @@
+"""A deterministic in-process network for tests.
+
+It runs the real pipelines (real filters and managers) of N :class:`ProtocolNode` s
+and passes every frame through the real codec, so a filter that aliases state into a
+message it sent shows up as a bug. The test chooses the order in which in-flight
+frames arrive: oldest first, a seeded random choice, or any index it likes; links can
+be made FIFO per ordered pair.
+
+Applications are modelled in the callback style: ``on_deliver`` reactions may send
+from inside a delivery, and those sends are tagged at the call.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groupcomm.causality import CausalityModule
+from groupcomm.codec import decode_message, encode_message
+from groupcomm.filtering import MessageFilterCreator
+from groupcomm.messages import ReceivedMessage, SentMessage
+from groupcomm.node import ProtocolNode
+from groupcomm.tracing import MemoryTracer, NullTracer, Tracer
+
+Reaction = Callable[["LocalNetwork", str, ReceivedMessage], None]
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A frame on its way from ``source`` to ``dest``."""
+
+    seq: int
+    source: str
+    dest: str
+    frame: bytes
+    message_id: str
+    control: bool
+
+
+class LocalNetwork:
+    """N nodes joined to one session, with a controllable in-flight set."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        module: CausalityModule | str | None = None,
+        *,
+        extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
+        extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
+        fifo_links: bool = False,
+        trace: bool = True,
+    ) -> None:
+        if isinstance(module, str) or module is None:
+            from groupcomm.registry import get_module
+
+            module = get_module(module or "none")
+        self.module = module
+        self.fifo_links = fifo_links
+        self.step_count = 0
+        self.tracer: Tracer = MemoryTracer() if trace else NullTracer()
+        self.in_flight: list[InFlight] = []
+        self._seq = 0
+        self.deliveries: dict[str, list[ReceivedMessage]] = {n: [] for n in names}
+        self.reactions: dict[str, list[Reaction]] = {n: [] for n in names}
+        self.nodes: dict[str, ProtocolNode] = {}
+        for name in names:
+            node = ProtocolNode(
+                name,
+                transmit=self._make_transmit(name),
+                clock=lambda: float(self.step_count),
+                send_creators=[module.send_creator(), *extra_send],
+                receive_creators=[*extra_receive, module.receive_creator()],
+                tracer=self.tracer,
+            )
+            node.message_listeners.append(self._make_listener(name))
+            self.nodes[name] = node
+        joined: list[str] = []
+        for name in names:
+            joined.append(name)
+            for member in joined:
+                self.nodes[member].client_joined(
+                    name, is_new_session=len(joined) == 1, all_users=tuple(joined)
+                )
+
+    # -- wiring -----------------------------------------------------------------------------
+    def _make_transmit(self, source: str) -> Callable[[SentMessage, tuple[str, ...]], None]:
+        def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
+            frame = encode_message(message)
+            for dest in dests:
+                self._seq += 1
+                self.in_flight.append(
+                    InFlight(self._seq, source, dest, frame, message.message_id,
+                             not message.is_user_message())
+                )
+
+        return transmit
+
+    def _make_listener(self, name: str) -> Callable[[ReceivedMessage], None]:
+        def listener(message: ReceivedMessage) -> None:
+            self.deliveries[name].append(message)
+            for reaction in self.reactions[name]:
+                reaction(self, name, message)
+
+        return listener
+
+    # -- driving ----------------------------------------------------------------------------
+    def send(self, sender: str, payload: Any, dests: Iterable[str]) -> SentMessage:
+        """Application ``sender`` sends ``payload`` to ``dests``."""
+        return self.nodes[sender].send(payload, dests)
+
+    def to_others(self, sender: str, payload: Any) -> SentMessage:
+        """Broadcast to every other member."""
+        return self.send(sender, payload, [n for n in self.nodes if n != sender])
+
+    def leave(self, name: str) -> None:
+        """``name`` leaves: every other node is told; frames to and from it are dropped."""
+        self.in_flight = [f for f in self.in_flight if name not in (f.source, f.dest)]
+        node = self.nodes.pop(name)
+        node.tracer = NullTracer()
+        for other in self.nodes.values():
+            other.client_left(name)
+
+    def arrivable(self) -> list[int]:
+        """Indices into :attr:`in_flight` that may arrive next (FIFO links: heads only)."""
+        if not self.fifo_links:
+            return list(range(len(self.in_flight)))
+        seen: set[tuple[str, str]] = set()
+        heads = []
+        for index, frame in enumerate(self.in_flight):
+            pair = (frame.source, frame.dest)
+            if pair not in seen:
+                seen.add(pair)
+                heads.append(index)
+        return heads
+
+    def deliver(self, index: int = 0) -> InFlight:
+        """Let in-flight frame ``index`` arrive at its destination."""
+        frame = self.in_flight.pop(index)
+        self.step_count += 1
+        node = self.nodes.get(frame.dest)
+        if node is not None:
+            message = decode_message(frame.frame)
+            node.receive(message.received_by(frame.dest))
+        return frame
+
+    def run(
+        self,
+        rng: random.Random | None = None,
+        *,
+        max_steps: int = 1_000_000,
+        choose: Callable[[list[int], list[InFlight]], int] | None = None,
+    ) -> int:
+        """Deliver until nothing is in flight; returns the number of arrivals.
+
+        Order: ``choose(candidates, in_flight)`` if given, else a random candidate from
+        ``rng``, else the oldest. Raises ``RuntimeError`` past ``max_steps``.
+        """
+        steps = 0
+        while self.in_flight:
+            if steps >= max_steps:
+                raise RuntimeError(f"network still busy after {max_steps} arrivals")
+            candidates = self.arrivable()
+            if choose is not None:
+                index = choose(candidates, self.in_flight)
+            elif rng is not None:
+                index = rng.choice(candidates)
+            else:
+                index = candidates[0]
+            self.deliver(index)
+            steps += 1
+        return steps
+
+    # -- inspection ---------------------------------------------------------------------------
+    def delivered_ids(self, name: str) -> list[str]:
+        """Message ids delivered to ``name`` in order."""
+        return [m.message_id for m in self.deliveries[name]]
+
+    def delivered_payloads(self, name: str) -> list[Any]:
+        """Payloads delivered to ``name`` in order."""
+        return [m.user_message for m in self.deliveries[name]]
+
+    def manager(self, name: str) -> Any:
+        """The causality manager of ``name``."""
+        return self.nodes[name].shared[f"causality:{self.module.name}"]
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """All trace records so far (empty when tracing is off)."""
+        return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []

@@ -1,0 +1,261 @@
+"""Messages that travel through the send and receive pipelines.
+
+Messages are immutable: a filter that stamps metadata makes a new message with
+:meth:`GroupMessage.with_headers`. Header values are restricted to immutable,
+compactly encodable values (ints, strs, bytes, bools, ``None`` and nested tuples of
+those), so the metadata attached to a message is a snapshot by construction — the
+"deep copy" caveat of the source slides (003) cannot bite — and a message can be
+hashed for the model checker's state deduplication.
+
+User objects travel as ``user_message``; system messages (joins, leaves, protocol
+control messages) are instances of :class:`SystemMessage` and pass through filters
+that do not own them unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+HeaderValue = int | str | bytes | bool | None | tuple["HeaderValue", ...]
+
+_ATOMS = (int, str, bytes, bool, type(None))
+
+
+class MessageError(ValueError):
+    """A message was built with fields of the wrong shape (a local mistake)."""
+
+
+def check_header_value(value: Any, path: str = "header") -> None:
+    """Raise :class:`MessageError` unless ``value`` is a valid (immutable) header value."""
+    if isinstance(value, _ATOMS):
+        return
+    if isinstance(value, tuple):
+        for index, item in enumerate(value):
+            check_header_value(item, f"{path}[{index}]")
+        return
+    raise MessageError(
+        f"{path} has type {type(value).__name__}; header values must be int, str, bytes, "
+        "bool, None or tuples of those (immutable, so metadata is a send-time snapshot)"
+    )
+
+
+class SystemMessage:
+    """Base class of messages that are not application payloads."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMessage(SystemMessage):
+    """A causality module's own control message (ACK, YCT, ...).
+
+    ``protocol`` names the module that owns it; filters of other modules forward it
+    unchanged. ``about`` optionally names the application message it concerns.
+    """
+
+    protocol: str
+    kind: str
+    about: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipNotice(SystemMessage):
+    """A join or leave, as told by the session server (passes filters unfiltered)."""
+
+    kind: str  # "join" | "leave"
+    client_name: str
+    all_users: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+class GroupMessage:
+    """What every pipeline stage sees.
+
+    ``vc`` is the ground-truth application-boundary vector clock of the send event. It
+    is the oracle for traces and the tag exposed to the application; it is carried
+    outside ``headers`` and is never counted as protocol metadata.
+    """
+
+    application_name: str
+    session_name: str
+    user_message: Any
+    message_id: str
+    sender: str
+    headers: Mapping[str, HeaderValue] = field(default_factory=dict)
+    vc: tuple[tuple[str, int], ...] = ()
+    kind: str = "normal"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message_id, str) or not self.message_id:
+            raise MessageError("message_id must be a non-empty string")
+        if not isinstance(self.sender, str) or not self.sender:
+            raise MessageError("sender must be a non-empty string")
+        for key, value in self.headers.items():
+            if not isinstance(key, str):
+                raise MessageError(f"header keys must be str, got {type(key).__name__}")
+            check_header_value(value, f"header {key!r}")
+
+    def is_user_message(self) -> bool:
+        """True for application payloads, False for system messages."""
+        return not isinstance(self.user_message, SystemMessage)
+
+    def is_control_for(self, protocol: str) -> bool:
+        """True when this is a control message owned by ``protocol``."""
+        return isinstance(self.user_message, ControlMessage) and (
+            self.user_message.protocol == protocol
+        )
+
+    def with_headers(self, **updates: HeaderValue) -> GroupMessage:
+        """A copy with ``updates`` merged into the headers."""
+        merged = dict(self.headers)
+        merged.update(updates)
+        return dataclasses.replace(self, headers=merged)
+
+    def without_headers(self, *names: str) -> GroupMessage:
+        """A copy with the named headers removed (a receive filter consuming its stamp)."""
+        return dataclasses.replace(
+            self, headers={k: v for k, v in self.headers.items() if k not in names}
+        )
+
+    def replace(self, **changes: Any) -> GroupMessage:
+        """A copy with fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def vector_clock(self) -> dict[str, int]:
+        """The send event's ground-truth vector clock as a dict."""
+        return dict(self.vc)
+
+    def freeze(self) -> tuple:
+        """A hashable identity of everything that travels, except the user payload.
+
+        Used by the model checker to deduplicate states; message ids are unique in a run,
+        so leaving the (possibly unhashable) payload out loses nothing.
+        """
+        return (
+            type(self).__name__,
+            self.message_id,
+            self.sender,
+            self.kind,
+            tuple(sorted(self.headers.items())),
+            self._extra_key(),
+            self.user_message if isinstance(self.user_message, SystemMessage) else None,
+        )
+
+    def _extra_key(self) -> tuple:
+        return ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GroupMessage) and self.freeze() == other.freeze()
+
+    def __hash__(self) -> int:
+        return hash(self.freeze())
+
+
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+class SentMessage(GroupMessage):
+    """A message on its way out; ``destinations`` are client names."""
+
+    destinations: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        GroupMessage.__post_init__(self)
+        if not isinstance(self.destinations, tuple) or not all(
+            isinstance(d, str) and d for d in self.destinations
+        ):
+            raise MessageError("destinations must be a tuple of non-empty client names")
+
+    def _extra_key(self) -> tuple:
+        return self.destinations
+
+    def to(self, destinations: tuple[str, ...]) -> SentMessage:
+        """A copy addressed to ``destinations`` (a multicast split per destination)."""
+        return dataclasses.replace(self, destinations=tuple(destinations))
+
+    def received_by(self, receiver: str) -> ReceivedMessage:
+        """The :class:`ReceivedMessage` that ``receiver`` gets for this message."""
+        return ReceivedMessage(
+            application_name=self.application_name,
+            session_name=self.session_name,
+            user_message=self.user_message,
+            message_id=self.message_id,
+            sender=self.sender,
+            headers=self.headers,
+            vc=self.vc,
+            kind=self.kind,
+            receiver=receiver,
+        )
+
+
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+class ReceivedMessage(GroupMessage):
+    """A message that arrived; ``client_name`` is the sender (as in the slides)."""
+
+    receiver: str = ""
+
+    @property
+    def client_name(self) -> str:
+        """The sending client's name."""
+        return self.sender
+
+    def _extra_key(self) -> tuple:
+        return (self.receiver,)
+
+    @property
+    def tag(self) -> Tag:
+        """The tagged-causal-delivery tag of this message (001): its send's vector clock."""
+        return Tag(self.vc)
+
+
+class Tag:
+    """A precise happens-before tag: the application-boundary vector clock of a send.
+
+    Two tags relate exactly when the sends they stamp are related by happens-before as
+    the applications saw them (source 001).
+    """
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: tuple[tuple[str, int], ...] | Mapping[str, int]) -> None:
+        self._clock = dict(clock)
+
+    @property
+    def clock(self) -> dict[str, int]:
+        """A copy of the vector clock."""
+        return dict(self._clock)
+
+    def happened_before(self, other: Tag) -> bool:
+        """True when this tag's send happened before ``other``'s."""
+        return vc_less(self._clock, other._clock)
+
+    def concurrent_with(self, other: Tag) -> bool:
+        """True when neither send happened before the other (and they differ)."""
+        return (
+            self._clock != other._clock
+            and not vc_less(self._clock, other._clock)
+            and not vc_less(other._clock, self._clock)
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tag) and self._clock == other._clock
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._clock.items())))
+
+    def __repr__(self) -> str:
+        return f"Tag({self._clock!r})"
+
+
+def vc_less(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
+    """Strict componentwise order of two vector clocks (missing entries are 0)."""
+    strictly = False
+    for key in a.keys() | b.keys():
+        x, y = a.get(key, 0), b.get(key, 0)
+        if x > y:
+            return False
+        if x < y:
+            strictly = True
+    return strictly

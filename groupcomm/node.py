@@ -1,0 +1,327 @@
+"""One process's protocol stack, independent of any transport.
+
+A :class:`ProtocolNode` owns the send and receive pipelines of one client, its
+causality module's manager, the application-boundary vector clock (the ground truth
+for traces and for delivery tags) and the local work queues. The ZeroMQ communicator,
+the in-process test network, the simulator and the model checker each wrap one node
+per process and supply the two ends: a ``transmit`` function for what leaves the send
+pipeline and a clock for trace timestamps.
+
+Work is queued and drained in a loop rather than run re-entrantly: a send made from
+inside a delivery callback is tagged at the call and runs through the send pipeline
+before the next callback (source 001, callback model), and a message a process sends
+to itself enters its receive pipeline only after the current step has finished, so no
+filter is ever re-entered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from groupcomm.causality import CausalityModule, module_of
+from groupcomm.codec import meta_bytes
+from groupcomm.filtering import (
+    CallableProcessor,
+    FilterHost,
+    MessageFilter,
+    MessageFilterCreator,
+    Pipeline,
+    ReceivedMessageFilterSelector,
+    SendMessageFilterSelector,
+    SessionMessageListener,
+)
+from groupcomm.messages import ControlMessage, ReceivedMessage, SentMessage
+from groupcomm.tracing import NullTracer, Tracer
+
+log = logging.getLogger(__name__)
+
+
+class UnknownPeerError(LookupError):
+    """A send named a client that is not a member of the session."""
+
+
+Transmit = Callable[[SentMessage, tuple[str, ...]], None]
+Deliver = Callable[[ReceivedMessage], None]
+
+
+class ProtocolNode(FilterHost):
+    """Pipelines, manager and application clock of one client (see module docstring).
+
+    ``send_creators`` / ``receive_creators`` are the filter factories in pipeline order;
+    when ``None`` the selectors' current factories are used (one filter each). The
+    receive pipeline runs in the order given, so extra filters listed before the
+    causality module's receive filter see messages first.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        application: str = "app",
+        session: str = "session",
+        transmit: Transmit,
+        clock: Callable[[], float],
+        send_creators: Sequence[MessageFilterCreator[SentMessage]] | None = None,
+        receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
+        tracer: Tracer | None = None,
+        protocol_name: str | None = None,
+    ) -> None:
+        self._name = name
+        self.application = application
+        self.session = session
+        self._transmit = transmit
+        self.clock = clock
+        self.tracer: Tracer = tracer or NullTracer()
+        self._shared: dict[str, Any] = {}
+        self._session_listeners: list[SessionMessageListener] = []
+        self.members: list[str] = []
+
+        if send_creators is None:
+            send_creators = [SendMessageFilterSelector.get_message_filter_creator()]
+        if receive_creators is None:
+            receive_creators = [ReceivedMessageFilterSelector.get_message_filter_creator()]
+        self.module: CausalityModule | None = None
+        for creator in (*send_creators, *receive_creators):
+            found = module_of(creator)
+            if found is not None:
+                self.module = found
+                break
+        self.protocol = protocol_name or (self.module.name if self.module else "none")
+
+        send_filters: list[MessageFilter[SentMessage]] = [
+            c.get_message_filter(self) for c in send_creators
+        ]
+        receive_filters: list[MessageFilter[ReceivedMessage]] = [
+            c.get_message_filter(self) for c in receive_creators
+        ]
+        self.send_pipeline = Pipeline(send_filters, CallableProcessor(self._leave_send_pipeline))
+        self.receive_pipeline = Pipeline(
+            receive_filters, CallableProcessor(self._leave_receive_pipeline)
+        )
+
+        # application-boundary clock; guarded because pull-model apps tag on their thread
+        self._clock_lock = threading.Lock()
+        self._app_clock: dict[str, int] = {}
+        self._next_id = 0
+
+        self._sends: deque[SentMessage] = deque()
+        self._deliveries: deque[ReceivedMessage] = deque()
+        self._inputs: deque[ReceivedMessage] = deque()
+        self._draining = False
+        #: Called with each message ready for the application, on the owner thread.
+        self.on_deliverable: Deliver = self.deliver_to_application
+        #: Application callbacks (callback model); see :meth:`deliver_to_application`.
+        self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
+        self.unconsumed_control = 0
+
+    # -- FilterHost ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def shared(self) -> dict[str, Any]:
+        return self._shared
+
+    def add_session_listener(self, listener: SessionMessageListener) -> None:
+        self._session_listeners.append(listener)
+
+    def trace(self, event: str, message: Any = None, **fields: Any) -> None:
+        if not self.tracer.enabled:
+            return
+        record: dict[str, Any] = {
+            "ts": self.clock(),
+            "process": self._name,
+            "event": event,
+            "protocol": self.protocol,
+        }
+        if message is not None:
+            record["msg"] = message.message_id
+            record.setdefault("sender", message.sender)
+        record.update(fields)
+        self.tracer.emit(record)
+
+    # -- membership -----------------------------------------------------------------------
+    def client_joined(
+        self,
+        client_name: str,
+        is_new_session: bool = False,
+        is_new_application: bool = False,
+        all_users: Sequence[str] = (),
+    ) -> None:
+        """Tell every session listener that ``client_name`` joined (owner thread)."""
+        users = list(all_users) or [*self.members, client_name]
+        self.members = [u for u in users]
+        self.trace("join", client=client_name, members=list(users))
+        for listener in list(self._session_listeners):
+            listener.client_joined(
+                client_name,
+                self.application,
+                self.session,
+                is_new_session,
+                is_new_application,
+                tuple(users),
+            )
+        self.drain()
+
+    def client_left(self, client_name: str) -> None:
+        """Tell every session listener that ``client_name`` left (owner thread)."""
+        if client_name in self.members:
+            self.members.remove(client_name)
+        self.trace("leave", client=client_name)
+        for listener in list(self._session_listeners):
+            listener.client_left(client_name, self.application)
+        self.drain()
+
+    # -- application side ---------------------------------------------------------------
+    def tag_send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
+        """Make and tag an application message at the moment the application sends it.
+
+        Thread-safe. Raises :class:`UnknownPeerError` for a destination that is not a
+        member, ``ValueError`` for an empty destination list, and the module's
+        :class:`~groupcomm.causality.CausalityError` for a send it cannot carry.
+        """
+        dests = tuple(dict.fromkeys(destinations))
+        if not dests:
+            raise ValueError("a message needs at least one destination")
+        members = self.members
+        unknown = [d for d in dests if d not in members and d != self._name]
+        if unknown:
+            raise UnknownPeerError(
+                f"unknown user(s) {', '.join(map(repr, unknown))} in session {self.session!r}; "
+                f"members are {', '.join(members) or '(none)'}"
+            )
+        if self.module is not None:
+            self.module.check_destinations(self._name, dests, members)
+        with self._clock_lock:
+            self._next_id += 1
+            self._app_clock[self._name] = self._app_clock.get(self._name, 0) + 1
+            vc = tuple(sorted(self._app_clock.items()))
+            message = SentMessage(
+                application_name=self.application,
+                session_name=self.session,
+                user_message=payload,
+                message_id=f"{self._name}#{self._next_id}",
+                sender=self._name,
+                vc=vc,
+                destinations=dests,
+            )
+            if self.tracer.enabled:
+                self.trace("send", message, dests=list(dests), vc=dict(vc))
+        return message
+
+    def submit(self, message: SentMessage) -> None:
+        """Run a tagged message through the send pipeline (owner thread)."""
+        self._sends.append(message)
+        self.drain()
+
+    def send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
+        """Tag and submit in one call (owner thread)."""
+        message = self.tag_send(payload, destinations)
+        self.submit(message)
+        return message
+
+    def application_delivered(self, message: ReceivedMessage) -> None:
+        """Advance the application clock: the application now sees ``message``.
+
+        Thread-safe: the callback model calls it just before each callback, the pull
+        model when ``receive()`` hands the message over.
+        """
+        with self._clock_lock:
+            clock = self._app_clock
+            for process, count in message.vc:
+                if clock.get(process, 0) < count:
+                    clock[process] = count
+            clock[self._name] = clock.get(self._name, 0) + 1
+            if self.tracer.enabled:
+                self.trace("deliver", message, vc=dict(clock))
+
+    def deliver_to_application(self, message: ReceivedMessage) -> None:
+        """Callback model: advance the clock, then call every message listener."""
+        self.application_delivered(message)
+        for listener in list(self.message_listeners):
+            try:
+                listener(message)
+            except Exception:
+                log.exception("%s: message listener raised on %s", self._name, message.message_id)
+
+    @property
+    def application_clock(self) -> dict[str, int]:
+        """A copy of the application-boundary vector clock."""
+        with self._clock_lock:
+            return dict(self._app_clock)
+
+    # -- network side -------------------------------------------------------------------
+    def receive(self, message: ReceivedMessage) -> None:
+        """A message arrived from the network (owner thread)."""
+        if self.tracer.enabled:
+            if isinstance(message.user_message, ControlMessage):
+                self.trace(
+                    "control_receive", message, kind=message.user_message.kind,
+                    about=message.user_message.about,
+                )
+            else:
+                self.trace("receive", message, kind=message.kind)
+        self._inputs.append(message)
+        self.drain()
+
+    def drain(self) -> None:
+        """Process queued work until none is left: sends, then deliveries, then inputs."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            sends, deliveries, inputs = self._sends, self._deliveries, self._inputs
+            while True:
+                if sends:
+                    self.send_pipeline.process_message(sends.popleft())
+                elif deliveries:
+                    self.on_deliverable(deliveries.popleft())
+                elif inputs:
+                    self.receive_pipeline.process_message(inputs.popleft())
+                else:
+                    return
+        finally:
+            self._draining = False
+
+    @property
+    def idle(self) -> bool:
+        """True when no local work is queued."""
+        return not (self._sends or self._deliveries or self._inputs)
+
+    # -- pipeline ends --------------------------------------------------------------------
+    def _leave_send_pipeline(self, message: SentMessage) -> None:
+        remote = tuple(d for d in message.destinations if d != self._name)
+        if self.tracer.enabled:
+            size = meta_bytes(message)
+            control = message.user_message
+            for dest in message.destinations:
+                if isinstance(control, ControlMessage):
+                    self.trace(
+                        "control_send", message, kind=control.kind, meta_bytes=size,
+                        to=dest, about=control.about,
+                    )
+                else:
+                    self.trace("network_send", message, kind=message.kind, meta_bytes=size,
+                               to=dest)
+        if remote:
+            self._transmit(message, remote)
+        if len(remote) != len(message.destinations):
+            # to self: loops back after the current step (never re-enters a filter)
+            self._inputs.append(message.received_by(self._name))
+
+    def _leave_receive_pipeline(self, message: ReceivedMessage) -> None:
+        if message.is_user_message():
+            self._deliveries.append(message)
+            return
+        self.unconsumed_control += 1
+        log.warning(
+            "%s: control message %r from %s reached the application end: no filter owns it "
+            "(does the peer run another causality module?)",
+            self._name, message.user_message, message.sender,
+        )
+        self.trace("reject", message, reason="unconsumed_control")

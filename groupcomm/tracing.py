@@ -1,0 +1,183 @@
+"""Trace writing in the schema of DESIGN.md (a contract shared with the analyzer).
+
+One JSON object per line, one file per process (``<process>.jsonl``) in a trace
+directory. :class:`NullTracer` is what runs when tracing is off: its ``enabled`` flag is
+checked by callers before they build any event, so tracing off costs one attribute
+read per event site.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+APP_EVENTS = ("send", "deliver")
+PROTOCOL_EVENTS = (
+    "network_send",
+    "receive",
+    "buffer",
+    "unbuffer",
+    "control_send",
+    "control_receive",
+    "join",
+    "leave",
+    "reject",
+)
+EVENTS = APP_EVENTS + PROTOCOL_EVENTS
+
+TRACE_DIR_ENV = "GROUPCOMM_TRACE_DIR"
+
+
+class Tracer:
+    """Interface of trace sinks."""
+
+    enabled: bool = False
+
+    def emit(self, record: dict[str, Any]) -> None:
+        """Write one event (``ts``, ``process``, ``event``, ``protocol`` and the rest)."""
+
+    def close(self) -> None:
+        """Flush and release the sink."""
+
+
+class NullTracer(Tracer):
+    """Tracing off."""
+
+    enabled = False
+
+
+class JsonlTracer(Tracer):
+    """Appends events to ``<trace_dir>/<process>.jsonl``; thread-safe (pull-model apps
+    record ``deliver`` on their own thread)."""
+
+    enabled = True
+
+    def __init__(self, trace_dir: str | os.PathLike[str], process: str) -> None:
+        directory = Path(trace_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{_safe_file_name(process)}.jsonl"
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def emit(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"))
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line + "\n")
+
+    def flush(self) -> None:
+        """Push buffered lines to the file."""
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+class MemoryTracer(Tracer):
+    """Keeps events in a list (tests, simulator, checker)."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def emit(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.records.append(record)
+
+    def write_dir(self, trace_dir: str | os.PathLike[str]) -> list[Path]:
+        """Write the kept events as one ``<process>.jsonl`` per process."""
+        return write_trace_dir(self.records, trace_dir)
+
+
+def tracer_for(process: str, trace_dir: str | os.PathLike[str] | None) -> Tracer:
+    """A :class:`JsonlTracer` when a directory is given (or in ``GROUPCOMM_TRACE_DIR``)."""
+    directory = trace_dir if trace_dir is not None else os.environ.get(TRACE_DIR_ENV)
+    if not directory:
+        return NullTracer()
+    return JsonlTracer(directory, process)
+
+
+def write_trace_dir(
+    records: Iterable[Mapping[str, Any]], trace_dir: str | os.PathLike[str]
+) -> list[Path]:
+    """Write ``records`` grouped by ``process`` into ``trace_dir``; returns the files."""
+    directory = Path(trace_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    handles: dict[str, IO[str]] = {}
+    try:
+        for record in records:
+            process = str(record["process"])
+            handle = handles.get(process)
+            if handle is None:
+                handle = open(  # noqa: SIM115
+                    directory / f"{_safe_file_name(process)}.jsonl", "w", encoding="utf-8"
+                )
+                handles[process] = handle
+            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+    finally:
+        for handle in handles.values():
+            handle.close()
+    return [directory / f"{_safe_file_name(p)}.jsonl" for p in handles]
+
+
+class TraceSchemaError(ValueError):
+    """A trace record does not fit the schema."""
+
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "send": ("msg", "sender", "dests", "vc"),
+    "deliver": ("msg", "sender", "vc"),
+    "network_send": ("msg", "kind", "meta_bytes"),
+    "control_send": ("kind", "meta_bytes"),
+    "control_receive": ("kind",),
+    "receive": ("msg",),
+    "buffer": ("msg",),
+    "unbuffer": ("msg",),
+}
+
+
+def validate_record(record: Mapping[str, Any]) -> None:
+    """Raise :class:`TraceSchemaError` naming the first field that breaks the schema."""
+    if not isinstance(record.get("ts"), int | float) or isinstance(record.get("ts"), bool):
+        raise TraceSchemaError(f"'ts' must be a number in {dict(record)!r}")
+    for name in ("process", "event", "protocol"):
+        if not isinstance(record.get(name), str):
+            raise TraceSchemaError(f"{name!r} must be a string in {dict(record)!r}")
+    event = record["event"]
+    if event not in EVENTS:
+        raise TraceSchemaError(f"unknown event {event!r}")
+    for name in _REQUIRED.get(event, ()):
+        if name not in record:
+            raise TraceSchemaError(f"{event} event lacks {name!r}: {dict(record)!r}")
+    if "msg" in record and not isinstance(record["msg"], str):
+        raise TraceSchemaError("'msg' must be a string")
+    if "dests" in record and not (
+        isinstance(record["dests"], list) and all(isinstance(d, str) for d in record["dests"])
+    ):
+        raise TraceSchemaError("'dests' must be a list of strings")
+    if "vc" in record:
+        vc = record["vc"]
+        if not isinstance(vc, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in vc.items()
+        ):
+            raise TraceSchemaError("'vc' must be an object of str -> int")
+    if "meta_bytes" in record and not (
+        isinstance(record["meta_bytes"], int) and record["meta_bytes"] >= 0
+    ):
+        raise TraceSchemaError("'meta_bytes' must be a non-negative int")
+
+
+def _safe_file_name(process: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in process) or "_"
