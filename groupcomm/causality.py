@@ -198,6 +198,7 @@ class CausalityModule(ABC):
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
         """Raise :class:`CausalityError` when the module cannot carry this send."""
+        return None
 
 
 class _ModuleFilterCreator(MessageFilterCreator[Any]):

@@ -124,10 +124,13 @@ def decode_headers(data: bytes) -> dict[str, HeaderValue]:
 def meta_bytes(message: SentMessage) -> int:
     """Protocol metadata bytes this message carries on the wire (the ``meta_bytes`` field).
 
-    For application messages: the encoded headers. For control messages the whole
+    For application messages: the encoded headers, plus one byte when the message's
+    ``kind`` is not ``normal`` (Cykas' eager flag is protocol information). For control messages the whole
     message is protocol traffic: its control fields plus headers.
     """
     size = len(encode_headers(message.headers))
+    if message.kind != "normal":
+        size += 1  # the kind (eager, ...) is one byte of the envelope that carries meaning
     control = message.user_message
     if isinstance(control, ControlMessage):
         size += len(msgpack.packb((control.kind, control.about), use_bin_type=True))

@@ -288,6 +288,34 @@ class ProtocolNode(FilterHost):
         finally:
             self._draining = False
 
+    def snapshot(self) -> tuple:
+        """Hashable state of the node between steps: application clock, id counter,
+        membership and every causality manager's snapshot (the model checker's view).
+
+        Raises ``RuntimeError`` while work is queued (snapshots are taken between steps).
+        """
+        if not self.idle:
+            raise RuntimeError(f"{self._name}: snapshot taken with work still queued")
+        managers = tuple(
+            (key, value.snapshot())
+            for key, value in sorted(self._shared.items())
+            if hasattr(value, "snapshot")
+        )
+        with self._clock_lock:
+            clock = tuple(sorted(self._app_clock.items()))
+            next_id = self._next_id
+        return (clock, next_id, tuple(self.members), managers)
+
+    def restore(self, snapshot: tuple) -> None:
+        """Set the node back to a :meth:`snapshot`."""
+        clock, next_id, members, managers = snapshot
+        with self._clock_lock:
+            self._app_clock = dict(clock)
+            self._next_id = next_id
+        self.members = list(members)
+        for key, value in managers:
+            self._shared[key].restore(value)
+
     @property
     def idle(self) -> bool:
         """True when no local work is queued."""
