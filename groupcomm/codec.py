@@ -299,14 +299,16 @@ class FrameCodec:
         return signed[_PREFIX.size :], nonce, counter
 
     def seal_message(self, message: SentMessage, payload: tuple[int, bytes] | None = None) -> bytes:
-        """Encode and sign an application or control message."""
-        return self.seal(encode_message(message, payload))
+        """Encode and sign an application or control message (an ``M`` frame)."""
+        return self.seal(b"M" + encode_message(message, payload))
 
     def open_message(self, frame: bytes) -> Envelope:
         """Verify then decode a message frame (``malformed`` if the envelope is bad)."""
         body, nonce, counter = self.open(frame)
+        if body[:1] != b"M":
+            raise FrameRejected("malformed", f"expected a message frame, got {body[:1]!r}")
         try:
-            message = decode_message(body)
+            message = decode_message(body[1:])
         except MessageError as error:
             raise FrameRejected("malformed", str(error)) from None
         return Envelope(message, nonce, counter)

@@ -1,0 +1,107 @@
+"""The ``groupcomm`` command.
+
+Each subcommand lives in its own module; this one only parses the first word, gives
+the overview, and turns bad arguments into one clear line (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+#: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("groupcomm.serve_cli", "run a session server"),
+    "demo": ("apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
+    "im": ("apps.im", "terminal instant messenger (one participant)"),
+    "filters": ("groupcomm.filters_cli", "list installed causality modules and filters"),
+    "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
+    "bench": ("groupcomm.bench", "measure the communicator against raw pyzmq"),
+    "stress": ("apps.stress", "many real processes, random traffic and injected faults"),
+    "simulate": ("groupcomm.sim.cli", "discrete-event simulation of the protocols"),
+    "check": ("groupcomm.check.cli", "bounded model checking of the protocol filters"),
+}
+
+
+class CliError(Exception):
+    """A bad command line: printed as one line, exit code 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that raises :class:`CliError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def run_main(
+    build: Callable[[], ArgumentParser],
+    body: Callable[[argparse.Namespace], int],
+    argv: Sequence[str] | None,
+) -> int:
+    """Parse ``argv`` with ``build()`` and run ``body``; bad arguments give one line, exit 2."""
+    try:
+        args = build().parse_args(list(argv) if argv is not None else None)
+    except CliError as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    try:
+        return body(args)
+    except CliError as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def setup_logging(verbose: int = 0) -> None:
+    """Log to stderr: warnings by default, info with -v, debug with -vv."""
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def _overview() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = [
+        "usage: groupcomm COMMAND [options]   (groupcomm COMMAND --help for details)",
+        "",
+        "Causal message delivery for collaborative applications.",
+        "",
+        "commands:",
+    ]
+    lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``groupcomm`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_overview())
+        return 0
+    command, rest = args[0], args[1:]
+    entry = SUBCOMMANDS.get(command)
+    if entry is None:
+        print(
+            f"groupcomm: unknown command {command!r}; commands: {', '.join(SUBCOMMANDS)}",
+            file=sys.stderr,
+        )
+        return 2
+    module_name = entry[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        print(f"groupcomm {command}: not available in this installation ({error})",
+              file=sys.stderr)
+        return 2
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

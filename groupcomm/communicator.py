@@ -1,0 +1,561 @@
+"""The communicator: what applications talk through.
+
+One I/O thread per communicator owns its ZeroMQ sockets and runs both pipelines, so
+filters and managers are single-threaded. Calls from other threads are handed to it
+through a queue and a wake-up pipe. Application sends are tagged at the call (on the
+caller's thread) so tags reflect exactly what the application had seen (source 001).
+
+Two routings: ``relayed`` (every frame goes through the session server) and ``direct``
+(each client binds a PULL socket; the server tells members each other's addresses and
+peers PUSH to each other).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import zmq
+
+from groupcomm.causality import CausalityModule, ProtocolViolation
+from groupcomm.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected, decode_message
+from groupcomm.codec import encode_message as _encode_message
+from groupcomm.delays import DelayPlan
+from groupcomm.filtering import MessageFilterCreator, SessionMessageListener
+from groupcomm.keys import resolve_key
+from groupcomm.messages import MessageError, ReceivedMessage, SentMessage
+from groupcomm.node import ProtocolNode
+from groupcomm.server import RejectLog
+from groupcomm.tracing import Tracer, tracer_for
+from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+
+log = logging.getLogger(__name__)
+
+ROUTINGS = ("relayed", "direct")
+
+
+class CommunicatorError(RuntimeError):
+    """The communicator cannot do what was asked (not joined, closed, ...)."""
+
+
+class JoinError(CommunicatorError):
+    """Joining the session failed (duplicate name, no server, wrong key, ...)."""
+
+
+class Communicator:
+    """A client of a session: sends through the send pipeline, delivers through the
+    receive pipeline.
+
+    ``causality`` names a module (or is a module instance); otherwise the explicitly
+    given ``send_filters`` / ``receive_filters`` factories are used; otherwise the
+    selectors' current factories. ``extra_send`` / ``extra_receive`` factories are
+    added below the causality module (nearer the network) on each side.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        session: str,
+        *,
+        server: str,
+        application: str = "default",
+        key: bytes | None = None,
+        key_file: str | None = None,
+        routing: str = "relayed",
+        causality: str | CausalityModule | None = None,
+        send_filters: Sequence[MessageFilterCreator[SentMessage]] | None = None,
+        receive_filters: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
+        extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
+        extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
+        trace_dir: str | os.PathLike[str] | None = None,
+        tracer: Tracer | None = None,
+        bind_host: str = "127.0.0.1",
+        advertise_host: str | None = None,
+        heartbeat_interval: float = 0.5,
+        join_timeout: float = 10.0,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        context: zmq.Context | None = None,
+    ) -> None:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        if not name or not session or not application:
+            raise ValueError("name, session and application must be non-empty")
+        resolved = key if key is not None else resolve_key(key_file)
+        if resolved is None:
+            raise JoinError(
+                "no session key: give key_file, or set GROUPCOMM_KEY_FILE or GROUPCOMM_KEY"
+            )
+        self.name = name
+        self.session = session
+        self.application = application
+        self.routing = routing
+        self.server_address = server
+        self.heartbeat_interval = heartbeat_interval
+        self.codec = FrameCodec(resolved, max_frame=max_frame)
+        self.delays = DelayPlan()
+        self.rejects = RejectLog(f"communicator {name}")
+        self.stats: Counter[str] = Counter()
+        self._context = context or zmq.Context.instance()
+
+        if causality is not None:
+            from groupcomm.registry import get_module
+
+            module = get_module(causality) if isinstance(causality, str) else causality
+            send_filters = [module.send_creator()]
+            receive_filters = [module.receive_creator()]
+        if send_filters is not None:
+            send_filters = [*send_filters, *extra_send]
+        elif extra_send:
+            from groupcomm.filtering import SendMessageFilterSelector
+
+            send_filters = [SendMessageFilterSelector.get_message_filter_creator(), *extra_send]
+        if receive_filters is not None:
+            receive_filters = [*extra_receive, *receive_filters]
+        elif extra_receive:
+            from groupcomm.filtering import ReceivedMessageFilterSelector
+
+            receive_filters = [
+                *extra_receive, ReceivedMessageFilterSelector.get_message_filter_creator()
+            ]
+        self.tracer = tracer or tracer_for(name, trace_dir)
+        self.node = ProtocolNode(
+            name,
+            application=application,
+            session=session,
+            transmit=self._transmit,
+            clock=time.time,
+            send_creators=send_filters,
+            receive_creators=receive_filters,
+            tracer=self.tracer,
+        )
+        self.node.on_deliverable = self._deliverable
+        self._inbox: queue.Queue[ReceivedMessage] = queue.Queue()
+        self._calls: deque[Callable[[], None]] = deque()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        self._wake_pending = False
+        self._wake_lock = threading.Lock()
+        self._addresses: dict[str, str] = {}
+        self._pushes: dict[str, zmq.Socket] = {}
+        self._joined = threading.Event()
+        self._join_error: str | None = None
+        self._left = threading.Event()
+        self._stop = False
+        self._closed = False
+        self._bind_host = bind_host
+        self._advertise_host = advertise_host or bind_host
+        self.direct_address = ""
+        self._io_thread = threading.Thread(
+            target=self._run, name=f"groupcomm-io-{name}", daemon=True
+        )
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+        self._io_thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            raise JoinError(f"cannot start communicator {name!r}: {self._start_error}")
+        if not self._joined.wait(join_timeout):
+            self.close()
+            raise JoinError(
+                f"{name!r} could not join session {session!r} at {server} within "
+                f"{join_timeout:g}s (is the server running, and is the session key the same?)"
+            )
+        if self._join_error is not None:
+            error = self._join_error
+            self.close()
+            raise JoinError(error)
+
+    # -- application API ---------------------------------------------------------------------
+    def to_others(self, obj: Any) -> SentMessage:
+        """Send ``obj`` to every other member of the session."""
+        return self._send(obj, [m for m in self.node.members if m != self.name])
+
+    def to_all(self, obj: Any) -> SentMessage:
+        """Send ``obj`` to every member, this client included."""
+        return self._send(obj, list(self.node.members))
+
+    def to_user(self, name: str, obj: Any) -> SentMessage:
+        """Send ``obj`` to one member (``UnknownPeerError`` if not a member)."""
+        return self._send(obj, [name])
+
+    def to_users(self, names: Iterable[str], obj: Any) -> SentMessage:
+        """Send ``obj`` to the named members."""
+        return self._send(obj, list(names))
+
+    def _send(self, obj: Any, dests: list[str]) -> SentMessage:
+        self._check_open()
+        message = self.node.tag_send(obj, dests)
+        self.stats["app_sends"] += 1
+        self._call_soon(lambda: self.node.submit(message))
+        return message
+
+    def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
+        """Deliver messages by calling ``callback(message)`` on the I/O thread.
+
+        With at least one listener the communicator is in the callback model; messages
+        already waiting for :meth:`receive` stay there.
+        """
+        self.node.message_listeners.append(callback)
+
+    def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
+        """Stop calling ``callback``."""
+        self.node.message_listeners.remove(callback)
+
+    def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
+        """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
+
+        The application's clock advances here, when the message is handed over.
+        """
+        try:
+            message = self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.node.application_delivered(message)
+        return message
+
+    def add_session_message_listener(self, listener: SessionMessageListener) -> None:
+        """Be told of joins and leaves (on the I/O thread)."""
+        self._call(lambda: self.node.add_session_listener(listener))
+
+    def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
+        """Frames to ``name`` wait at least ``ms`` ms before they leave (testing)."""
+        self.delays.set_minimum_delay(name, ms)
+
+    def set_delay_variation(self, ms: float, keep_fifo: bool = True) -> None:
+        """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order."""
+        self.delays.set_jitter(ms, keep_fifo)
+
+    @property
+    def members(self) -> list[str]:
+        """Current members of the session in join order."""
+        return list(self.node.members)
+
+    def held(self) -> list[Any]:
+        """Messages the causality module still holds (buffered or unsent)."""
+        def collect() -> list[Any]:
+            module = self.node.module
+            if module is None:
+                return []
+            manager = self.node.shared.get(f"causality:{module.name}")
+            return manager.held() if manager is not None else []
+
+        return self._call(collect)
+
+    def counters(self) -> dict[str, int]:
+        """Send/receive counts and rejected frames by reason."""
+        result = dict(self.stats)
+        for reason, count in self.rejects.counts.items():
+            result[f"rejected_{reason}"] = count
+        return result
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self, timeout: float = 2.0) -> None:
+        """Leave the session, stop the I/O thread and release the sockets."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._io_thread.is_alive():
+            if self._joined.is_set() and self._join_error is None:
+                self._call_soon(self._send_leave)
+                self._left.wait(timeout)
+            self._stop = True
+            self._wake()
+            self._io_thread.join(timeout)
+        for fd in (self._wake_read, self._wake_write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.tracer.close()
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CommunicatorError(f"communicator {self.name!r} is closed")
+
+    # -- thread hand-over ---------------------------------------------------------------------
+    def _on_io_thread(self) -> bool:
+        return threading.current_thread() is self._io_thread
+
+    def _call_soon(self, function: Callable[[], None]) -> None:
+        if self._on_io_thread():
+            function()
+            return
+        self._calls.append(function)
+        self._wake()
+
+    def _call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
+        if self._on_io_thread() or not self._io_thread.is_alive():
+            return function()
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # handed back to the caller
+                future.set_exception(error)
+
+        self._calls.append(run)
+        self._wake()
+        return future.result(timeout)
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        try:
+            os.write(self._wake_write, b"x")
+        except OSError:
+            pass
+
+    # -- I/O thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._dealer = self._context.socket(zmq.DEALER)
+            self._dealer.setsockopt(zmq.LINGER, 0)
+            self._dealer.connect(self.server_address)
+            self._pull: zmq.Socket | None = None
+            if self.routing == "direct":
+                self._pull = self._context.socket(zmq.PULL)
+                self._pull.setsockopt(zmq.LINGER, 0)
+                self._pull.setsockopt(zmq.MAXMSGSIZE, self.codec.max_frame + 64)
+                port = self._pull.bind_to_random_port(f"tcp://{self._bind_host}")
+                self.direct_address = f"tcp://{self._advertise_host}:{port}"
+        except Exception as error:
+            self._start_error = error
+            self._started.set()
+            return
+        self._started.set()
+        poller = zmq.Poller()
+        poller.register(self._dealer, zmq.POLLIN)
+        if self._pull is not None:
+            poller.register(self._pull, zmq.POLLIN)
+        poller.register(self._wake_read, zmq.POLLIN)
+        self._send_session("join", address=self.direct_address)
+        next_heartbeat = time.monotonic() + self.heartbeat_interval
+        try:
+            while not self._stop:
+                now = time.monotonic()
+                deadline = next_heartbeat
+                due = self.delays.next_due()
+                if due is not None:
+                    deadline = min(deadline, due)
+                events = dict(poller.poll(max(0.0, (deadline - now) * 1000)))
+                if self._wake_read in events:
+                    self._run_calls()
+                if self._dealer in events:
+                    self._drain_socket(self._dealer, from_server=True)
+                if self._pull is not None and self._pull in events:
+                    self._drain_socket(self._pull, from_server=False)
+                if self._calls:
+                    self._run_calls()
+                now = time.monotonic()
+                if due is not None and now >= due:
+                    for peer, frame in self.delays.pop_due(now):
+                        self._send_frame_now(peer, frame)
+                if now >= next_heartbeat:
+                    if self._joined.is_set():
+                        self._send_session("heartbeat")
+                    next_heartbeat = now + self.heartbeat_interval
+        except Exception:
+            log.exception("%s: I/O thread failed", self.name)
+        finally:
+            self._dealer.close(linger=0)
+            if self._pull is not None:
+                self._pull.close(linger=0)
+            for push in self._pushes.values():
+                push.close(linger=0)
+            if isinstance(self.tracer, Tracer) and hasattr(self.tracer, "flush"):
+                self.tracer.flush()
+
+    def _run_calls(self) -> None:
+        with self._wake_lock:
+            self._wake_pending = False
+        try:
+            while os.read(self._wake_read, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        calls = self._calls
+        while calls:
+            function = calls.popleft()
+            try:
+                function()
+            except ProtocolViolation as error:
+                self.stats["protocol_errors"] += 1
+                log.error("%s: protocol error: %s", self.name, error)
+            except Exception:
+                log.exception("%s: error while running a handed-over call", self.name)
+
+    def _drain_socket(self, socket: zmq.Socket, from_server: bool) -> None:
+        for _ in range(500):
+            try:
+                parts = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if from_server and len(parts) == 1:
+                self._handle_session_frame(parts[0])
+            elif (from_server and len(parts) == 2 and parts[0] == MESSAGE) or (
+                not from_server and len(parts) == 1
+            ):
+                self._handle_message_frame(parts[-1])
+            else:
+                self.rejects.reject("malformed", f"unexpected {len(parts)}-part message")
+
+    def _handle_session_frame(self, frame: bytes) -> None:
+        try:
+            body, _, _ = self.codec.open(frame)
+            if kind_of(body) != SESSION:
+                raise FrameRejected("malformed", "expected a session frame from the server")
+            notice = open_session(body)
+        except FrameRejected as error:
+            self.rejects.reject(error.reason, error.detail, "server")
+            return
+        op = notice["op"]
+        if op == "joined":
+            self._on_joined(notice)
+        elif op == "left":
+            self._on_left(notice)
+        elif op == "error":
+            self._on_error(notice)
+        elif op == "welcome":
+            log.debug("%s: welcomed by server %s", self.name, notice["server_id"])
+        else:
+            self.rejects.reject("malformed", f"unexpected session op {op!r}", "server")
+
+    def _on_joined(self, notice: dict[str, Any]) -> None:
+        addresses = notice["addresses"]
+        if isinstance(addresses, dict):
+            self._addresses.update({str(k): str(v) for k, v in addresses.items()})
+        users = [str(u) for u in notice["all_users"]]
+        self.node.client_joined(
+            notice["client"],
+            is_new_session=bool(notice["is_new_session"]),
+            is_new_application=bool(notice["is_new_application"]),
+            all_users=users,
+        )
+        if notice["client"] == self.name:
+            self._joined.set()
+
+    def _on_left(self, notice: dict[str, Any]) -> None:
+        client = notice["client"]
+        if client == self.name:
+            self._left.set()
+            return
+        self._addresses.pop(client, None)
+        push = self._pushes.pop(client, None)
+        if push is not None:
+            push.close(linger=0)
+        self.node.client_left(client)
+
+    def _on_error(self, notice: dict[str, Any]) -> None:
+        detail = f"{notice['reason']}: {notice['detail']}"
+        if not self._joined.is_set():
+            self._join_error = detail
+            self._joined.set()
+            return
+        log.error("%s: server error: %s", self.name, detail)
+        self.stats[f"server_error_{notice['reason']}"] += 1
+
+    def _handle_message_frame(self, frame: bytes) -> None:
+        try:
+            body, _, _ = self.codec.open(frame)
+            if kind_of(body) != MESSAGE:
+                raise FrameRejected("malformed", "expected a message frame")
+            try:
+                message = decode_message(body[1:])
+            except MessageError as error:
+                raise FrameRejected("malformed", str(error)) from None
+            if message.session_name != self.session or (
+                message.application_name != self.application
+            ):
+                raise FrameRejected(
+                    "wrong_session",
+                    f"message for {message.application_name}/{message.session_name}",
+                )
+            if message.sender not in self.node.members:
+                raise FrameRejected("unknown_peer", f"sender {message.sender!r} is not a member")
+            if self.name not in message.destinations:
+                raise FrameRejected("malformed", f"{message.message_id} is not addressed to us")
+        except FrameRejected as error:
+            self.rejects.reject(error.reason, error.detail)
+            return
+        self.stats["frames_received"] += 1
+        try:
+            self.node.receive(message.received_by(self.name))
+        except ProtocolViolation as error:
+            self.stats["protocol_errors"] += 1
+            log.error("%s: dropped %s from %s: %s", self.name, message.message_id,
+                      message.sender, error)
+
+    # -- sending ------------------------------------------------------------------------------
+    def _send_session(self, op: str, **fields: Any) -> None:
+        self._dealer.send(
+            seal_session(self.codec, op, client=self.name, application=self.application,
+                         session=self.session, **fields)
+        )
+
+    def _send_leave(self) -> None:
+        self._send_session("leave")
+
+    def _transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        frame = self.codec.seal(MESSAGE + _encode_message(message))
+        self.stats["frames_sent"] += len(dests)
+        if self.delays.active:
+            now = time.monotonic()
+            ready = [d for d in dests if not self.delays.schedule(now, d, frame)]
+        else:
+            ready = list(dests)
+        if not ready:
+            return
+        if self.routing == "relayed":
+            self._relay(frame, ready)
+        else:
+            for dest in ready:
+                self._push(dest, frame)
+
+    def _send_frame_now(self, peer: str, frame: bytes) -> None:
+        if self.routing == "relayed":
+            self._relay(frame, [peer])
+        else:
+            self._push(peer, frame)
+
+    def _relay(self, frame: bytes, dests: list[str]) -> None:
+        command = seal_session(self.codec, "relay", client=self.name,
+                               application=self.application, session=self.session,
+                               dests=dests)
+        self._dealer.send_multipart([command, frame])
+
+    def _push(self, peer: str, frame: bytes) -> None:
+        socket = self._pushes.get(peer)
+        if socket is None:
+            address = self._addresses.get(peer)
+            if not address:
+                self.stats["undeliverable"] += 1
+                log.error("%s: no direct address for %r; frame dropped", self.name, peer)
+                return
+            socket = self._context.socket(zmq.PUSH)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(address)
+            self._pushes[peer] = socket
+        socket.send(frame)
+
+    def _deliverable(self, message: ReceivedMessage) -> None:
+        self.stats["delivered"] += 1
+        if self.node.message_listeners:
+            self.node.deliver_to_application(message)
+        else:
+            self._inbox.put(message)

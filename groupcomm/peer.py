@@ -1,0 +1,169 @@
+"""A remote-controlled client process: JSON commands on stdin, JSON events on stdout.
+
+Integration tests, the stress command and the demonstration start real client
+processes with ``python -m groupcomm.peer`` and drive them through this small line
+protocol, so every test of the transport exercises separate processes talking ZeroMQ.
+
+Commands (one JSON object per line)::
+
+    {"op": "send", "to": ["bob"] | "others" | "all", "payload": <json>, "label": "m1"}
+    {"op": "send", "to": [...], "function": "lambda: 6 * 7"}   # a function as payload
+    {"op": "delay", "peer": "carol", "ms": 300}
+    {"op": "jitter", "ms": 20, "keep_fifo": true}
+    {"op": "held"}          {"op": "counters"}          {"op": "members"}
+    {"op": "quit"}
+
+Events: ``ready``, ``joined``, ``left``, ``deliver`` (id, sender, payload, tag,
+label), ``sent``, ``held``, ``counters``, ``members``, ``error`` and ``bye``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.communicator import Communicator, CommunicatorError
+from groupcomm.messages import ReceivedMessage
+
+
+class _Labelled:
+    """A payload with a scenario label (m1, m2, ...) that the receiver reports."""
+
+    def __init__(self, label: str, body: Any) -> None:
+        self.label = label
+        self.body = body
+
+
+class Peer:
+    """Runs one communicator and translates the line protocol."""
+
+    def __init__(self, communicator: Communicator) -> None:
+        self.communicator = communicator
+        self._out_lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        with self._out_lock:
+            sys.stdout.write(json.dumps({"event": event, **fields}, default=repr) + "\n")
+            sys.stdout.flush()
+
+    # session listener
+    def client_joined(self, client_name: str, application_name: str, session_name: str,
+                      is_new_session: bool, is_new_application: bool,
+                      all_users: Sequence[str]) -> None:
+        self.emit("joined", client=client_name, all_users=list(all_users),
+                  is_new_session=is_new_session)
+
+    def client_left(self, client_name: str, application_name: str) -> None:
+        self.emit("left", client=client_name)
+
+    def on_message(self, message: ReceivedMessage) -> None:
+        payload = message.user_message
+        label = None
+        if isinstance(payload, _Labelled):
+            label, payload = payload.label, payload.body
+        if callable(payload):
+            try:
+                payload = {"called": payload()}
+            except Exception as error:  # report, keep running
+                payload = {"call_failed": repr(error)}
+        self.emit("deliver", id=message.message_id, sender=message.sender, payload=payload,
+                  label=label, tag=message.tag.clock)
+
+    def handle(self, command: dict[str, Any]) -> bool:
+        op = command.get("op")
+        comm = self.communicator
+        if op == "send":
+            to = command.get("to", "others")
+            if "function" in command:
+                body: Any = eval(command["function"], {"__name__": "__main__"})  # noqa: S307 - test tool input
+            else:
+                body = command.get("payload")
+            label = command.get("label")
+            payload = _Labelled(label, body) if label else body
+            if to == "others":
+                sent = comm.to_others(payload)
+            elif to == "all":
+                sent = comm.to_all(payload)
+            else:
+                sent = comm.to_users(list(to), payload)
+            self.emit("sent", id=sent.message_id, to=list(sent.destinations), label=label)
+        elif op == "delay":
+            comm.set_minimum_delay_to_peer(command["peer"], float(command["ms"]))
+        elif op == "jitter":
+            comm.set_delay_variation(float(command["ms"]), bool(command.get("keep_fifo", True)))
+        elif op == "held":
+            self.emit("held", ids=[m.message_id for m in comm.held()])
+        elif op == "counters":
+            self.emit("counters", counters=comm.counters())
+        elif op == "members":
+            self.emit("members", members=comm.members)
+        elif op == "quit":
+            return False
+        else:
+            self.emit("error", message=f"unknown op {op!r}")
+        return True
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m groupcomm.peer",
+                            description="A client driven by JSON lines on stdin.")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--session", default="s")
+    parser.add_argument("--application", default="default")
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--key-file")
+    parser.add_argument("--causality", default=None)
+    parser.add_argument("--direct", action="store_true")
+    parser.add_argument("--trace-dir")
+    parser.add_argument("--heartbeat", type=float, default=0.5)
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    try:
+        communicator = Communicator(
+            args.name, args.session, server=args.server, application=args.application,
+            key_file=args.key_file, causality=args.causality,
+            routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
+            heartbeat_interval=args.heartbeat,
+        )
+    except (CommunicatorError, LookupError, ValueError) as error:
+        raise CliError(f"peer {args.name}: {error}") from None
+    peer = Peer(communicator)
+    communicator.add_session_message_listener(peer)
+    communicator.add_message_listener(peer.on_message)
+    peer.emit("ready", name=args.name, members=communicator.members,
+              address=communicator.direct_address)
+    try:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                command = json.loads(line)
+                if not isinstance(command, dict):
+                    raise ValueError("a command must be a JSON object")
+                if not peer.handle(command):
+                    break
+            except Exception as error:  # report bad commands, keep running
+                peer.emit("error", message=f"{type(error).__name__}: {error}")
+    finally:
+        communicator.close()
+        peer.emit("bye")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a remote-controlled peer."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""``groupcomm serve``: run a session server in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.keys import KeyError_, resolve_key, write_new_key
+from groupcomm.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm serve",
+        description=(
+            "Run a session server: clients join named sessions of named applications, are "
+            "told of each other's joins and leaves in the same order, and may relay messages "
+            "through it. Frames are signed with HMAC-SHA256 under the session key."
+        ),
+    )
+    parser.add_argument("--bind", default="tcp://127.0.0.1:5555",
+                        help="ZeroMQ address to bind; port 0 picks a free port "
+                        "(default tcp://127.0.0.1:5555)")
+    parser.add_argument("--key-file", help="file holding the session key (hex); default: "
+                        "$GROUPCOMM_KEY / $GROUPCOMM_KEY_FILE, else a new key is generated")
+    parser.add_argument("--new-key-file", help="where to write a generated key "
+                        "(default: a fresh file in the temporary directory)")
+    parser.add_argument("--heartbeat-timeout", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT,
+                        help="seconds without heartbeats before a client is reported as left "
+                        f"(default {DEFAULT_HEARTBEAT_TIMEOUT})")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log joins and leaves (-v) or everything (-vv)")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    if args.heartbeat_timeout <= 0:
+        raise CliError("groupcomm serve: --heartbeat-timeout must be positive")
+    try:
+        key = resolve_key(args.key_file)
+    except KeyError_ as error:
+        raise CliError(f"groupcomm serve: {error}") from None
+    key_path = args.key_file
+    if key is None:
+        if args.new_key_file:
+            key_path = args.new_key_file
+        else:
+            handle, key_path = tempfile.mkstemp(prefix="groupcomm-", suffix=".key")
+            os.close(handle)
+        key = write_new_key(key_path)
+    try:
+        server = SessionServer(key, args.bind, heartbeat_timeout=args.heartbeat_timeout)
+    except Exception as error:  # zmq errors: address in use, bad address
+        raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGINT, lambda *_: server.stop())
+    print(f"listening on {server.address}", flush=True)
+    if key_path:
+        print(f"key file: {Path(key_path).resolve()}", flush=True)
+    server.serve_forever()
+    print("server stopped", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm serve [--bind ADDR] [--key-file F]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""The session server: membership of named sessions of named applications, and relay.
+
+Clients connect a DEALER socket to the server's ROUTER. The server sequences joins and
+leaves per session and tells every member about each one, in the same order at every
+member (all notices of a session leave the server's single thread in one order, and a
+ZeroMQ connection is FIFO). It relays messages for clients that use relayed routing
+and tells members each other's direct addresses for direct routing. A client whose
+heartbeats stop is declared gone and reported as left.
+
+Every frame is verified before anything in it is decoded; bad frames are dropped,
+counted by reason and logged, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from groupcomm.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
+from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT_TIMEOUT = 3.0
+
+
+@dataclass
+class Member:
+    """A client in a session."""
+
+    name: str
+    identity: bytes
+    address: str
+    last_seen: float
+
+
+@dataclass
+class Session:
+    """Members of one session of one application, in join order."""
+
+    application: str
+    name: str
+    members: OrderedDict[str, Member] = field(default_factory=OrderedDict)
+
+
+class RejectLog:
+    """Counts rejected input by reason and logs it clearly without flooding the log."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.counts: Counter[str] = Counter()
+
+    def reject(self, reason: str, detail: str, peer: str = "?") -> None:
+        """Count one rejection; log the first few of each reason, then every 1000th."""
+        self.counts[reason] += 1
+        count = self.counts[reason]
+        if count <= 5 or count % 1000 == 0:
+            log.warning(
+                "%s rejected a frame from %s (%s, %d so far): %s",
+                self.who, peer, reason, count, detail,
+            )
+
+
+class SessionServer:
+    """Runs on the thread that calls :meth:`serve_forever` (it owns the socket)."""
+
+    def __init__(
+        self,
+        key: bytes,
+        bind: str = "tcp://127.0.0.1:0",
+        *,
+        heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.codec = FrameCodec(key, max_frame=max_frame)
+        self.heartbeat_timeout = heartbeat_timeout
+        self._context = context or zmq.Context.instance()
+        self.socket = self._context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame * 2 + 4096)
+        self.socket.bind(bind)
+        self.address: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.server_id = os.urandom(4).hex()
+        self.sessions: dict[tuple[str, str], Session] = {}
+        self.applications: set[str] = set()
+        self.by_identity: dict[bytes, tuple[str, str, str]] = {}
+        self.rejects = RejectLog("session server")
+        self.relayed = 0
+        self._stopping = False
+
+    # -- loop ---------------------------------------------------------------------------------
+    def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Serve until :meth:`stop` is called or ``should_stop()`` is true."""
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        check_every = max(self.heartbeat_timeout / 4, 0.05)
+        next_check = time.monotonic() + check_every
+        try:
+            while not self._stopping and not should_stop():
+                timeout_ms = max(0.0, (next_check - time.monotonic()) * 1000)
+                if poller.poll(timeout_ms):
+                    # drain what is ready without going back to poll for each message
+                    for _ in range(1000):
+                        try:
+                            parts = self.socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                        except zmq.Again:
+                            break
+                        self.handle(parts)
+                if time.monotonic() >= next_check:
+                    self.expire_silent_clients()
+                    next_check = time.monotonic() + check_every
+        finally:
+            self.socket.close(linger=0)
+
+    def stop(self) -> None:
+        """Ask the loop to end (call from the serving thread or a signal handler)."""
+        self._stopping = True
+
+    # -- input ------------------------------------------------------------------------------
+    def handle(self, parts: list[bytes]) -> None:
+        """Handle one multipart message from a client: ``[identity, frame, (frame)]``."""
+        if len(parts) < 2:
+            self.rejects.reject("malformed", "message without a frame")
+            return
+        identity, frame = parts[0], parts[1]
+        peer = self._describe(identity)
+        try:
+            body, _, _ = self.codec.open(frame)
+            if kind_of(body) != SESSION:
+                raise FrameRejected("malformed", "the server takes session frames only")
+            command = open_session(body)
+        except FrameRejected as error:
+            self.rejects.reject(error.reason, error.detail, peer)
+            return
+        op = command["op"]
+        try:
+            if op == "join":
+                self._join(identity, command)
+            elif op == "leave":
+                self._leave(identity, command)
+            elif op == "heartbeat":
+                self._heartbeat(identity, command)
+            elif op == "relay":
+                self._relay(identity, command, parts[2:])
+            else:
+                self.rejects.reject("malformed", f"op {op!r} is not for the server", peer)
+        except (TypeError, ValueError) as error:
+            self.rejects.reject("malformed", f"{op}: {error}", peer)
+
+    def _describe(self, identity: bytes) -> str:
+        known = self.by_identity.get(identity)
+        return f"{known[2]}@{known[1]}" if known else f"connection {identity.hex()[:8]}"
+
+    def _send(self, identity: bytes, op: str, **fields: Any) -> None:
+        self.socket.send_multipart([identity, seal_session(self.codec, op, **fields)])
+
+    def _session_of(self, command: dict[str, Any]) -> tuple[str, str, str]:
+        client, app, session = command["client"], command["application"], command["session"]
+        if not all(isinstance(v, str) and v for v in (client, app, session)):
+            raise ValueError("client, application and session must be non-empty strings")
+        return client, app, session
+
+    def _join(self, identity: bytes, command: dict[str, Any]) -> None:
+        client, app, name = self._session_of(command)
+        address = command["address"]
+        if not isinstance(address, str):
+            raise ValueError("address must be a string")
+        key = (app, name)
+        is_new_application = app not in self.applications
+        is_new_session = key not in self.sessions
+        session = self.sessions.setdefault(key, Session(app, name))
+        self.applications.add(app)
+        existing = session.members.get(client)
+        if existing is not None:
+            if existing.identity == identity:
+                return  # a retried join from the same connection: already a member
+            log.warning("refused duplicate client name %r in session %s/%s", client, app, name)
+            self._send(
+                identity, "error", reason="duplicate_name",
+                detail=f"client name {client!r} is already taken in session {name!r} "
+                f"of application {app!r}",
+            )
+            return
+        previous = self.by_identity.get(identity)
+        if previous is not None:
+            self._send(identity, "error", reason="already_joined",
+                       detail=f"this connection already joined as {previous[2]!r}")
+            return
+        session.members[client] = Member(client, identity, address, time.monotonic())
+        self.by_identity[identity] = (app, name, client)
+        log.info("%s joined %s/%s (%d members)", client, app, name, len(session.members))
+        self._send(identity, "welcome", client=client, server_id=self.server_id)
+        users = list(session.members)
+        addresses = {m.name: m.address for m in session.members.values()}
+        for member in session.members.values():
+            self._send(
+                member.identity, "joined", client=client, application=app, session=name,
+                is_new_session=is_new_session, is_new_application=is_new_application,
+                all_users=users, addresses=addresses,
+            )
+
+    def _member(self, identity: bytes, command: dict[str, Any]) -> tuple[Session, Member] | None:
+        client, app, name = self._session_of(command)
+        session = self.sessions.get((app, name))
+        member = session.members.get(client) if session else None
+        if session is None or member is None or member.identity != identity:
+            return None
+        return session, member
+
+    def _leave(self, identity: bytes, command: dict[str, Any]) -> None:
+        found = self._member(identity, command)
+        if found is None:
+            self.rejects.reject("unknown_peer", "leave from a client that is not a member",
+                                self._describe(identity))
+            return
+        session, member = found
+        self._send(identity, "left", client=member.name, application=session.application,
+                   session=session.name)
+        self._remove(session, member, "left")
+
+    def _remove(self, session: Session, member: Member, why: str) -> None:
+        del session.members[member.name]
+        self.by_identity.pop(member.identity, None)
+        log.info("%s %s %s/%s", member.name, why, session.application, session.name)
+        for other in session.members.values():
+            self._send(other.identity, "left", client=member.name,
+                       application=session.application, session=session.name)
+        if not session.members:
+            del self.sessions[(session.application, session.name)]
+
+    def _heartbeat(self, identity: bytes, command: dict[str, Any]) -> None:
+        found = self._member(identity, command)
+        if found is None:
+            # e.g. the server restarted: tell the client so it can join again
+            self._send(identity, "error", reason="not_a_member",
+                       detail="heartbeat from a client that is not a member; join again")
+            return
+        found[1].last_seen = time.monotonic()
+
+    def _relay(self, identity: bytes, command: dict[str, Any], payload: list[bytes]) -> None:
+        found = self._member(identity, command)
+        if found is None:
+            self.rejects.reject("unknown_peer", "relay from a client that is not a member",
+                                self._describe(identity))
+            self._send(identity, "error", reason="not_a_member",
+                       detail="relay from a client that is not a member; join again")
+            return
+        session, member = found
+        member.last_seen = time.monotonic()
+        if len(payload) != 1:
+            self.rejects.reject("malformed", "relay without exactly one message frame",
+                                member.name)
+            return
+        dests = command["dests"]
+        if not isinstance(dests, list | tuple) or not all(isinstance(d, str) for d in dests):
+            raise ValueError("dests must be a list of names")
+        frame = payload[0]
+        for dest in dests:
+            target = session.members.get(dest)
+            if target is None:
+                self.rejects.reject("unknown_peer", f"relay to unknown client {dest!r}",
+                                    member.name)
+                continue
+            self.socket.send_multipart([target.identity, MESSAGE, frame])
+            self.relayed += 1
+
+    def expire_silent_clients(self) -> None:
+        """Declare clients whose heartbeats stopped as left."""
+        deadline = time.monotonic() - self.heartbeat_timeout
+        for session in list(self.sessions.values()):
+            for member in list(session.members.values()):
+                if member.last_seen < deadline:
+                    log.warning("%s in %s/%s stopped sending heartbeats; reporting it as left",
+                                member.name, session.application, session.name)
+                    self._remove(session, member, "timed out of")
