@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import os
 import pickle
 import struct
-import types
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,26 +71,21 @@ class FrameRejected(Exception):
         self.detail = detail
 
 
-class _FastPickler(pickle.Pickler):
-    """Standard pickle, except functions from ``__main__`` (which the receiver cannot
-    import by reference) are refused so the caller falls back to dill."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, types.FunctionType) and (
-            obj.__module__ == "__main__" or "<locals>" in obj.__qualname__
-        ):
-            raise pickle.PicklingError("function must travel by value")
-        return NotImplemented
-
-
 def dump_payload(obj: Any) -> tuple[int, bytes]:
-    """Serialize a user object: ``(format, bytes)``; standard pickle first, dill if needed."""
-    buffer = io.BytesIO()
+    """Serialize a user object: ``(format, bytes)``; standard pickle first, dill if needed.
+
+    Standard pickle stores functions by reference; a function defined in ``__main__``
+    cannot be imported by the receiver that way, so a pickle that names ``__main__``
+    is redone with dill, which stores such functions by value. Lambdas and closures
+    make standard pickle fail, and go to dill too.
+    """
     try:
-        _FastPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-        return PAYLOAD_PICKLE, buffer.getvalue()
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
         return PAYLOAD_DILL, dill.dumps(obj, recurse=True)
+    if b"__main__" in data:
+        return PAYLOAD_DILL, dill.dumps(obj, recurse=True)
+    return PAYLOAD_PICKLE, data
 
 
 def load_payload(fmt: int, data: bytes) -> Any:
@@ -174,6 +167,22 @@ def encode_message(message: SentMessage, payload: tuple[int, bytes] | None = Non
 
 def decode_message(data: bytes) -> SentMessage:
     """Inverse of :func:`encode_message`; raises ``MessageError`` on a bad shape."""
+    message = _decode(data, None)
+    assert isinstance(message, SentMessage)
+    return message
+
+
+def decode_received(data: bytes, receiver: str) -> ReceivedMessage:
+    """The :class:`ReceivedMessage` ``receiver`` gets from an envelope, built directly.
+
+    Raises ``MessageError`` on a bad shape or when ``receiver`` is not a destination.
+    """
+    message = _decode(data, receiver)
+    assert isinstance(message, ReceivedMessage)
+    return message
+
+
+def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
     try:
         fields = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several unrelated types
@@ -208,17 +217,38 @@ def decode_message(data: bytes) -> SentMessage:
         decoded_headers = decode_headers(headers)
     except Exception as error:
         raise MessageError(f"headers malformed: {error}") from None
+    if not isinstance(dests, tuple):
+        raise MessageError("envelope destinations must be an array")
+    if receiver is not None:
+        if receiver not in dests:
+            raise MessageError(f"{message_id!r} is not addressed to {receiver!r}")
+        return ReceivedMessage(
+            application_name=app, session_name=session, user_message=user,
+            message_id=message_id, sender=sender, headers=decoded_headers, vc=vc,
+            kind=kind, receiver=receiver,
+        )
     return SentMessage(
-        application_name=app,
-        session_name=session,
-        user_message=user,
-        message_id=message_id,
-        sender=sender,
-        headers=decoded_headers,
-        vc=vc,
-        kind=kind,
-        destinations=dests if isinstance(dests, tuple) else (),
+        application_name=app, session_name=session, user_message=user,
+        message_id=message_id, sender=sender, headers=decoded_headers, vc=vc, kind=kind,
+        destinations=dests,
     )
+
+
+def encode_batch(envelopes: list[bytes]) -> bytes:
+    """Several message envelopes in one frame body (``B`` frames): one signature,
+    one ZeroMQ send, however many messages were queued for the same destinations."""
+    return b"B" + msgpack.packb(envelopes, use_bin_type=True)
+
+
+def decode_batch(body: bytes) -> list[bytes]:
+    """Inverse of :func:`encode_batch`; raises ``MessageError`` on a bad shape."""
+    try:
+        envelopes = msgpack.unpackb(body[1:], raw=False, use_list=True)
+    except Exception as error:
+        raise MessageError(f"batch is not msgpack: {error}") from None
+    if not isinstance(envelopes, list) or not all(isinstance(e, bytes) for e in envelopes):
+        raise MessageError("a batch must be an array of envelopes")
+    return envelopes
 
 
 class ReplayWindow:

@@ -12,6 +12,7 @@ peers PUSH to each other).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -25,8 +26,15 @@ from typing import Any
 import zmq
 
 from groupcomm.causality import CausalityModule, ProtocolViolation
-from groupcomm.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected, decode_message
-from groupcomm.codec import encode_message as _encode_message
+from groupcomm.codec import (
+    DEFAULT_MAX_FRAME,
+    FrameCodec,
+    FrameRejected,
+    decode_batch,
+    decode_received,
+    encode_batch,
+    encode_message,
+)
 from groupcomm.delays import DelayPlan
 from groupcomm.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.keys import resolve_key
@@ -34,11 +42,13 @@ from groupcomm.messages import MessageError, ReceivedMessage, SentMessage
 from groupcomm.node import ProtocolNode
 from groupcomm.server import RejectLog
 from groupcomm.tracing import Tracer, tracer_for
-from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+from groupcomm.wire import BATCH, MESSAGE, SESSION, kind_of, open_session, seal_session
 
 log = logging.getLogger(__name__)
 
 ROUTINGS = ("relayed", "direct")
+#: A burst of queued envelopes is sent as soon as it reaches this size.
+MAX_BATCH_BYTES = 512 * 1024
 
 
 class CommunicatorError(RuntimeError):
@@ -141,7 +151,10 @@ class Communicator:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         self._wake_pending = False
-        self._wake_lock = threading.Lock()
+        # envelopes waiting to leave, by destination tuple; flushed once per loop turn
+        # so that a burst of sends becomes one signed frame per destination set
+        self._outbox: dict[tuple[str, ...], list[bytes]] = {}
+        self._outbox_bytes = 0
         self._addresses: dict[str, str] = {}
         self._pushes: dict[str, zmq.Socket] = {}
         self._joined = threading.Event()
@@ -193,7 +206,11 @@ class Communicator:
         self._check_open()
         message = self.node.tag_send(obj, dests)
         self.stats["app_sends"] += 1
-        self._call_soon(lambda: self.node.submit(message))
+        if self._on_io_thread():
+            self.node.submit(message)
+        else:
+            self._calls.append(functools.partial(self.node.submit, message))
+            self._wake()
         return message
 
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
@@ -312,10 +329,12 @@ class Communicator:
         return future.result(timeout)
 
     def _wake(self) -> None:
-        with self._wake_lock:
-            if self._wake_pending:
-                return
-            self._wake_pending = True
+        # Lock-free on purpose: callers append their work *before* reading the flag and
+        # the I/O thread clears it *before* draining, so a stale "pending" read can only
+        # skip a write whose work the coming drain picks up anyway.
+        if self._wake_pending:
+            return
+        self._wake_pending = True
         try:
             os.write(self._wake_write, b"x")
         except OSError:
@@ -362,10 +381,13 @@ class Communicator:
                     self._drain_socket(self._pull, from_server=False)
                 if self._calls:
                     self._run_calls()
+                if self._outbox:
+                    self._flush_outbox()
                 now = time.monotonic()
                 if due is not None and now >= due:
-                    for peer, frame in self.delays.pop_due(now):
-                        self._send_frame_now(peer, frame)
+                    for peer, envelope in self.delays.pop_due(now):
+                        self._queue_envelope((peer,), envelope)
+                    self._flush_outbox()
                 if now >= next_heartbeat:
                     if self._joined.is_set():
                         self._send_session("heartbeat")
@@ -382,8 +404,7 @@ class Communicator:
                 self.tracer.flush()
 
     def _run_calls(self) -> None:
-        with self._wake_lock:
-            self._wake_pending = False
+        self._wake_pending = False
         try:
             while os.read(self._wake_read, 4096):
                 pass
@@ -473,10 +494,27 @@ class Communicator:
     def _handle_message_frame(self, frame: bytes) -> None:
         try:
             body, _, _ = self.codec.open(frame)
-            if kind_of(body) != MESSAGE:
+            head = kind_of(body)
+            if head == MESSAGE:
+                envelopes = [body[1:]]
+            elif head == BATCH:
+                try:
+                    envelopes = decode_batch(body)
+                except MessageError as error:
+                    raise FrameRejected("malformed", str(error)) from None
+            else:
                 raise FrameRejected("malformed", "expected a message frame")
+        except FrameRejected as error:
+            self.rejects.reject(error.reason, error.detail)
+            return
+        self.stats["frames_received"] += 1
+        for envelope in envelopes:
+            self._handle_envelope(envelope)
+
+    def _handle_envelope(self, envelope: bytes) -> None:
+        try:
             try:
-                message = decode_message(body[1:])
+                message = decode_received(envelope, self.name)
             except MessageError as error:
                 raise FrameRejected("malformed", str(error)) from None
             if message.session_name != self.session or (
@@ -488,14 +526,12 @@ class Communicator:
                 )
             if message.sender not in self.node.members:
                 raise FrameRejected("unknown_peer", f"sender {message.sender!r} is not a member")
-            if self.name not in message.destinations:
-                raise FrameRejected("malformed", f"{message.message_id} is not addressed to us")
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail)
             return
-        self.stats["frames_received"] += 1
+        self.stats["messages_received"] += 1
         try:
-            self.node.receive(message.received_by(self.name))
+            self.node.receive(message)
         except ProtocolViolation as error:
             self.stats["protocol_errors"] += 1
             log.error("%s: dropped %s from %s: %s", self.name, message.message_id,
@@ -509,29 +545,43 @@ class Communicator:
         )
 
     def _send_leave(self) -> None:
+        self._flush_outbox()
         self._send_session("leave")
 
     def _transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
-        frame = self.codec.seal(MESSAGE + _encode_message(message))
-        self.stats["frames_sent"] += len(dests)
+        envelope = encode_message(message)
+        self.stats["messages_sent"] += len(dests)
         if self.delays.active:
             now = time.monotonic()
-            ready = [d for d in dests if not self.delays.schedule(now, d, frame)]
+            ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
+            if not ready:
+                return
         else:
-            ready = list(dests)
-        if not ready:
-            return
+            ready = dests
         if self.routing == "relayed":
-            self._relay(frame, ready)
+            self._queue_envelope(ready, envelope)
         else:
             for dest in ready:
-                self._push(dest, frame)
+                self._queue_envelope((dest,), envelope)
 
-    def _send_frame_now(self, peer: str, frame: bytes) -> None:
-        if self.routing == "relayed":
-            self._relay(frame, [peer])
-        else:
-            self._push(peer, frame)
+    def _queue_envelope(self, dests: tuple[str, ...], envelope: bytes) -> None:
+        self._outbox.setdefault(dests, []).append(envelope)
+        self._outbox_bytes += len(envelope)
+        if self._outbox_bytes > MAX_BATCH_BYTES:
+            self._flush_outbox()
+
+    def _flush_outbox(self) -> None:
+        """Sign and send what is queued: one frame per destination set."""
+        outbox, self._outbox, self._outbox_bytes = self._outbox, {}, 0
+        for dests, envelopes in outbox.items():
+            body = MESSAGE + envelopes[0] if len(envelopes) == 1 else encode_batch(envelopes)
+            frame = self.codec.seal(body)
+            self.stats["frames_sent"] += len(dests)
+            if self.routing == "relayed":
+                self._relay(frame, list(dests))
+            else:
+                for dest in dests:
+                    self._push(dest, frame)
 
     def _relay(self, frame: bytes, dests: list[str]) -> None:
         command = seal_session(self.codec, "relay", client=self.name,

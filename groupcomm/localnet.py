@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcomm.causality import CausalityModule
-from groupcomm.codec import decode_message, encode_message
+from groupcomm.codec import decode_received, encode_message
 from groupcomm.filtering import MessageFilterCreator
 from groupcomm.messages import ReceivedMessage, SentMessage
 from groupcomm.node import ProtocolNode
@@ -141,8 +141,7 @@ class LocalNetwork:
         self.step_count += 1
         node = self.nodes.get(frame.dest)
         if node is not None:
-            message = decode_message(frame.frame)
-            node.receive(message.received_by(frame.dest))
+            node.receive(decode_received(frame.frame, frame.dest))
         return frame
 
     def run(

@@ -2,7 +2,8 @@
 
 Every frame is signed by :class:`~groupcomm.codec.FrameCodec`. The first byte of a
 verified body says what follows: ``M`` an application or control message envelope
-(see :mod:`groupcomm.codec`), ``S`` a session command or notice (msgpack map). A
+(see :mod:`groupcomm.codec`), ``B`` a batch of such envelopes queued for the same
+destinations in one turn of the I/O loop, ``S`` a session command or notice (msgpack map). A
 relayed message travels as a two-part ZeroMQ message: a signed ``S`` relay command
 naming the destinations, then the sender's signed ``M`` frame, which the server
 forwards unchanged (receivers verify the original sender's signature).
@@ -17,6 +18,7 @@ import msgpack
 from groupcomm.codec import FrameCodec, FrameRejected
 
 MESSAGE = b"M"
+BATCH = b"B"
 SESSION = b"S"
 
 #: Session commands (client -> server) and notices (server -> client) and their fields.
@@ -57,8 +59,8 @@ def open_session(body: bytes) -> dict[str, Any]:
 
 
 def kind_of(body: bytes) -> bytes:
-    """``MESSAGE`` or ``SESSION``; raises :class:`FrameRejected` otherwise."""
+    """``MESSAGE``, ``BATCH`` or ``SESSION``; raises :class:`FrameRejected` otherwise."""
     head = body[:1]
-    if head not in (MESSAGE, SESSION):
+    if head not in (MESSAGE, BATCH, SESSION):
         raise FrameRejected("malformed", f"unknown frame type {head!r}")
     return head

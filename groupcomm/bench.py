@@ -1,0 +1,220 @@
+"""``groupcomm bench``: the communicator against the fastest plain pyzmq code, same run.
+
+Baseline: a PUSH process sends N small objects, each pickled with the standard pickle
+and signed with HMAC-SHA256 in the same frame; a PULL process verifies and unpickles
+them. Communicator: a session server and two client processes with forwarding
+pipelines (the ``none`` module) and direct routing, the sender calling ``to_user``
+N times, the receiver counting deliveries in a listener. Both rates are measured the
+same way, at the receiver, from the first to the last message; the ratio is what
+counts (these machines are noisy, so absolute numbers are only indicative).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import multiprocessing as mp
+import os
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+
+
+def _payload(i: int, size: int) -> dict[str, Any]:
+    return {"seq": i, "text": "x" * size}
+
+
+# -- baseline ---------------------------------------------------------------------------------
+def _raw_receiver(address_q: Any, result_q: Any, count: int, key: bytes) -> None:
+    import zmq
+
+    socket = zmq.Context.instance().socket(zmq.PULL)
+    port = socket.bind_to_random_port("tcp://127.0.0.1")
+    address_q.put(f"tcp://127.0.0.1:{port}")
+    received = 0
+    first = 0.0
+    while received < count:
+        frame = socket.recv()
+        signature, body = frame[:32], frame[32:]
+        if not hmac.compare_digest(signature, hmac.new(key, body, hashlib.sha256).digest()):
+            continue
+        pickle.loads(body)
+        received += 1
+        if received == 1:
+            first = time.perf_counter()
+    result_q.put(("raw", first, time.perf_counter(), received))
+    socket.close(linger=0)
+
+
+def _raw_sender(address: str, count: int, size: int, key: bytes) -> None:
+    import zmq
+
+    socket = zmq.Context.instance().socket(zmq.PUSH)
+    socket.connect(address)
+    dumps, new, sha = pickle.dumps, hmac.new, hashlib.sha256
+    for i in range(count):
+        body = dumps(_payload(i, size), protocol=pickle.HIGHEST_PROTOCOL)
+        socket.send(new(key, body, sha).digest() + body)
+    socket.close(linger=-1)
+
+
+def run_raw(count: int, size: int) -> float:
+    """Messages per second of the plain pyzmq baseline."""
+    ctx = mp.get_context("spawn")
+    key = os.urandom(32)
+    address_q, result_q = ctx.Queue(), ctx.Queue()
+    receiver = ctx.Process(target=_raw_receiver, args=(address_q, result_q, count, key))
+    receiver.start()
+    try:
+        address = address_q.get(timeout=30)
+        sender = ctx.Process(target=_raw_sender, args=(address, count, size, key))
+        sender.start()
+        _, first, last, received = result_q.get(timeout=300)
+        sender.join(30)
+    finally:
+        receiver.join(5)
+        if receiver.is_alive():
+            receiver.kill()
+    return (received - 1) / max(last - first, 1e-9)
+
+
+# -- communicator ---------------------------------------------------------------------------
+def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
+                   causality: str) -> None:
+    import threading
+
+    from groupcomm.communicator import Communicator
+
+    done = threading.Event()
+    state = {"n": 0, "first": 0.0, "last": 0.0}
+
+    def on_message(_message: Any) -> None:
+        state["n"] += 1
+        if state["n"] == 1:
+            state["first"] = time.perf_counter()
+        if state["n"] == count:
+            state["last"] = time.perf_counter()
+            done.set()
+
+    with Communicator("receiver", "bench", server=server, key_file=key_file,
+                      routing="direct", causality=causality) as comm:
+        comm.add_message_listener(on_message)
+        ready_q.put("ready")
+        done.wait(600)
+        result_q.put(("comm", state["first"], state["last"], state["n"]))
+
+
+def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str) -> None:
+    from groupcomm.communicator import Communicator
+
+    with Communicator("sender", "bench", server=server, key_file=key_file,
+                      routing="direct", causality=causality) as comm:
+        deadline = time.monotonic() + 30
+        while "receiver" not in comm.members and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for i in range(count):
+            comm.to_user("receiver", _payload(i, size))
+        # closing leaves the session; give the I/O thread time to flush what is queued
+        while comm._calls and time.monotonic() < deadline + 600:  # noqa: SLF001
+            time.sleep(0.01)
+        time.sleep(0.5)
+
+
+def run_communicator(count: int, size: int, causality: str = "none") -> float:
+    """Messages per second through two communicators with forwarding pipelines."""
+    from groupcomm.keys import write_new_key
+    from groupcomm.procs import ServerProcess
+
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory() as workdir:
+        key_file = Path(workdir) / "bench.key"
+        write_new_key(key_file)
+        server = ServerProcess(key_file)
+        ready_q, result_q = ctx.Queue(), ctx.Queue()
+        receiver = ctx.Process(target=_comm_receiver, args=(
+            server.address, str(key_file), ready_q, result_q, count, causality))
+        sender = None
+        try:
+            receiver.start()
+            ready_q.get(timeout=60)
+            sender = ctx.Process(target=_comm_sender, args=(
+                server.address, str(key_file), count, size, causality))
+            sender.start()
+            _, first, last, received = result_q.get(timeout=600)
+        finally:
+            for process in (sender, receiver):
+                if process is not None:
+                    process.join(10)
+                    if process.is_alive():
+                        process.kill()
+            server.terminate()
+    if received < count:
+        raise RuntimeError(f"only {received}/{count} messages arrived")
+    return (received - 1) / max(last - first, 1e-9)
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm bench",
+        description=(
+            "Measure, in one run and for the same messages, raw pyzmq PUSH/PULL with signed "
+            "pickle frames (the baseline) and the communicator with forwarding pipelines "
+            "between two processes; print both rates and their ratio."
+        ),
+    )
+    parser.add_argument("--messages", type=int, default=50_000, help="messages per run")
+    parser.add_argument("--size", type=int, default=32, help="payload text bytes")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; best is kept")
+    parser.add_argument("--causality", default="none",
+                        help="module for the communicator run (default none)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    if args.messages < 2 or args.repeat < 1 or args.size < 0:
+        raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0")
+    raw_rates, comm_rates = [], []
+    for run in range(args.repeat):
+        print(f"run {run + 1}/{args.repeat}: baseline...", file=sys.stderr, flush=True)
+        raw_rates.append(run_raw(args.messages, args.size))
+        print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
+        comm_rates.append(run_communicator(args.messages, args.size, args.causality))
+    raw, comm = max(raw_rates), max(comm_rates)
+    result = {
+        "messages": args.messages,
+        "payload_bytes": args.size,
+        "causality": args.causality,
+        "baseline_msgs_per_s": round(raw),
+        "communicator_msgs_per_s": round(comm),
+        "ratio": round(comm / raw, 3),
+        "baseline_runs": [round(r) for r in raw_rates],
+        "communicator_runs": [round(r) for r in comm_rates],
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"baseline (raw pyzmq, signed pickle): {result['baseline_msgs_per_s']:>9,} msg/s")
+        print(f"communicator ({args.causality} filters):       "
+              f"{result['communicator_msgs_per_s']:>9,} msg/s")
+        print(f"ratio: {result['ratio']:.2f}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm bench [--messages N] [--json]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
