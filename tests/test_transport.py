@@ -11,7 +11,7 @@ import zmq
 
 from groupcomm.codec import FrameCodec
 from groupcomm.keys import read_key_file
-from groupcomm.procs import ProcessGroup, ProcessError
+from groupcomm.procs import ProcessError, ProcessGroup
 from groupcomm.tracing import validate_record
 
 NAMES = ["alice", "bob", "carol"]

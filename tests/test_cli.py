@@ -1,0 +1,81 @@
+"""The command line explains itself and turns bad arguments into one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from groupcomm.cli import SUBCOMMANDS, main
+
+
+def test_overview_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("command", ["serve", "bench"])
+def test_subcommand_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    assert "usage" in capsys.readouterr().out
+
+
+def test_unknown_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown command 'frobnicate'" in err and "\n" not in err
+
+
+def test_bad_arguments_are_one_line_without_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "serve", "--heartbeat-timeout", "soon"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--heartbeat-timeout" in result.stderr
+
+
+def test_serve_refuses_a_bad_key_file(tmp_path) -> None:
+    bad = tmp_path / "bad.key"
+    bad.write_text("not hex")
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "serve", "--key-file", str(bad)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2 and "hex" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_generates_a_private_key_file_and_never_prints_the_key(tmp_path) -> None:
+    import os
+    import signal
+    import time
+
+    key_path = tmp_path / "new.key"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "groupcomm.cli", "serve", "--bind", "tcp://127.0.0.1:0",
+         "--new-key-file", str(key_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GROUPCOMM_KEY")},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        second = process.stdout.readline()
+        assert first.startswith("listening on tcp://127.0.0.1:")
+        assert second.strip() == f"key file: {key_path.resolve()}"
+        deadline = time.monotonic() + 10
+        while not key_path.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert key_path.stat().st_mode & 0o777 == 0o600
+        assert key_path.read_text().strip() not in first + second
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
