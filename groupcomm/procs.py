@@ -241,3 +241,57 @@ class ProcessGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class LineProcess(_Child):
+    """A child whose stdout lines are collected (the IM app, driven as a person would)."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        super().__init__(name, argv, env)
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def type(self, text: str) -> None:
+        """Type one line."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(text + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise ProcessError(f"{self.name} is gone: {error}; {self.stderr_tail()}") from None
+
+    def wait_line(self, predicate: Callable[[str], bool], timeout: float = 20.0,
+                  what: str = "line") -> str:
+        """The first output line matching ``predicate`` (waiting up to ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if predicate(line):
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.alive():
+                    raise ProcessError(
+                        f"{self.name}: no {what} within {timeout:g}s; screen: "
+                        f"{self.lines[-8:]}; stderr: {self.stderr_tail()}"
+                    )
+                self._cond.wait(min(remaining, 0.2))
+
+    def quit(self, command: str = "/quit", timeout: float = 10.0) -> None:
+        """Type ``command`` and wait for the process to end (killing it if it hangs)."""
+        if self.alive():
+            try:
+                self.type(command)
+                self.process.wait(timeout)
+            except (ProcessError, subprocess.TimeoutExpired):
+                self.kill()

@@ -36,4 +36,6 @@ def groupcomm_causality_modules() -> list[type[Any]]:
 
 @hookimpl
 def groupcomm_filters() -> list[dict[str, Any]]:
-    return []
+    from groupcomm.faults import FAULT_FILTERS
+
+    return list(FAULT_FILTERS)

@@ -1,0 +1,276 @@
+"""``groupcomm demo``: the end-to-end demonstration.
+
+A session server and three IM clients (alice, bob, carol) run as separate processes
+on 127.0.0.1 and are driven as people would drive them, typing lines. Two scenarios
+from the source documents:
+
+* ``meeting`` (seeds 000/002, unicast): with a delay injected from alice to carol,
+  alice tells carol "Let's meet at 3pm" (m1), then asks bob to join (m2), then bob
+  asks carol what the meeting is about (m3). Without causal delivery carol sees m3
+  before m1 and is confused.
+* ``lunch`` (seed 003, broadcast): alice asks everyone "Done?" (m1), bob answers
+  everyone "Lunch?" (m2) after seeing it, carol answers "Yes, No" (m3) after seeing
+  both; alice's messages to carol are delayed.
+
+Each run's traces are analysed with PySpark (one session reused across runs) and a
+table shows carol's delivery order, the causal violations the analysis found, median
+latency, metadata bytes and control messages per application message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.keys import write_new_key
+from groupcomm.procs import LineProcess, ProcessError, ServerProcess
+from groupcomm.registry import UnknownModuleError, available_modules, get_module
+
+log = logging.getLogger(__name__)
+
+PEOPLE = ("alice", "bob", "carol")
+DELAY_MS = 1000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Who types what, when; ``texts`` maps each label to the text typed."""
+
+    name: str
+    texts: dict[str, str]
+    broadcast: bool
+
+
+MEETING = Scenario("meeting", {"m1": "Let's meet at 3pm", "m2": "Please join the meeting",
+                               "m3": "What is the meeting about?"}, broadcast=False)
+LUNCH = Scenario("lunch", {"m1": "Done?", "m2": "Lunch?", "m3": "Yes, No"}, broadcast=True)
+UNICAST_DEFAULTS = ("none", "fifo", "matrix", "mfss", "cykas")
+BROADCAST_DEFAULTS = ("none", "vector", "matrix")
+
+
+def plan_runs(causality: str) -> list[tuple[Scenario, str]]:
+    """The (scenario, module) pairs to run for ``--causality`` (a name or ``all``)."""
+    installed = available_modules()
+    if causality == "all":
+        runs = [(MEETING, m) for m in UNICAST_DEFAULTS if m in installed]
+        runs += [(LUNCH, m) for m in BROADCAST_DEFAULTS if m in installed]
+        return runs
+    module = get_module(causality)  # raises UnknownModuleError listing what exists
+    runs = [] if module.broadcast_only else [(MEETING, causality)]
+    return [*runs, (LUNCH, causality)]
+
+
+def _shown(line: str, sender: str, text: str) -> bool:
+    return f"] {text}" in line and f"[{sender}]" in line
+
+
+def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
+    found = []
+    for line in screen:
+        if not line.startswith("#"):
+            continue
+        for label, text in scenario.texts.items():
+            if line.split("] ", 1)[-1].startswith(text):
+                found.append(label)
+    return found
+
+
+class Run:
+    """One scenario under one module: processes, traces, deliveries."""
+
+    def __init__(self, scenario: Scenario, causality: str, workdir: Path, trace_dir: Path,
+                 timeout: float) -> None:
+        self.scenario = scenario
+        self.causality = causality
+        self.workdir = workdir
+        self.trace_dir = trace_dir
+        self.timeout = timeout
+        self.server: ServerProcess | None = None
+        self.people: dict[str, LineProcess] = {}
+
+    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
+        assert self.server is not None
+        argv = [sys.executable, "-m", "apps.im", "--name", name, "--session", "demo",
+                "--server", self.server.address, "--key-file", str(key_file),
+                "--causality", self.causality, "--trace-dir", str(self.trace_dir), *extra]
+        person = LineProcess(name, argv)
+        self.people[name] = person
+        return person
+
+    def execute(self) -> dict[str, list[str]]:
+        """Run the scenario; returns each person's delivered labels in screen order."""
+        key_file = self.workdir / "session.key"
+        write_new_key(key_file)
+        self.server = ServerProcess(key_file)
+        try:
+            for name in PEOPLE:
+                extra = ["--delay", f"carol={DELAY_MS}"] if name == "alice" else []
+                self._start_person(name, key_file, extra)
+            for person in self.people.values():
+                person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
+                                 self.timeout, "all three joined")
+            self._play()
+        finally:
+            for person in self.people.values():
+                person.quit()
+            self.server.terminate()
+        return {name: _labels(p.lines, self.scenario) for name, p in self.people.items()}
+
+    def _play(self) -> None:
+        alice, bob, carol = (self.people[n] for n in PEOPLE)
+        t = self.scenario.texts
+        wait = self.timeout
+        if not self.scenario.broadcast:
+            alice.type(f"/to carol {t['m1']}")
+            alice.type(f"/to bob {t['m2']}")
+            bob.wait_line(lambda s: _shown(s, "alice", t["m2"]), wait, "m2 at bob")
+            bob.type(f"/to carol {t['m3']}")
+            carol.wait_line(lambda s: _shown(s, "alice", t["m1"]), wait, "m1 at carol")
+            carol.wait_line(lambda s: _shown(s, "bob", t["m3"]), wait, "m3 at carol")
+            return
+        alice.type(t["m1"])
+        bob.wait_line(lambda s: _shown(s, "alice", t["m1"]), wait, "m1 at bob")
+        bob.type(t["m2"])
+        carol.wait_line(lambda s: _shown(s, "alice", t["m1"]), wait, "m1 at carol")
+        carol.wait_line(lambda s: _shown(s, "bob", t["m2"]), wait, "m2 at carol")
+        carol.type(t["m3"])
+        for person in (alice, bob):
+            person.wait_line(lambda s: _shown(s, "carol", t["m3"]), wait, "m3")
+
+
+def analyze_run(trace_dir: Path, report_dir: Path | None, spark: Any) -> dict[str, Any]:
+    """The Spark analysis of one run's traces."""
+    from trace_analysis import analyze
+
+    return analyze(str(trace_dir), spark=spark,
+                   report_dir=str(report_dir) if report_dir else None)
+
+
+def summarize(result: dict[str, Any], causality: str) -> dict[str, Any]:
+    """The figures the demo table shows, from the analysis result."""
+    per = (result.get("per_protocol") or {}).get(causality, {})
+    latency = per.get("latency_ms") or result.get("latency_ms") or {}
+    control = per.get("control_per_message") or {}
+    control_total = sum(control.values()) if isinstance(control, dict) else control
+    return {
+        "causal_violations": result.get("causal_violations"),
+        "fifo_violations": result.get("fifo_violations"),
+        "undelivered": result.get("undelivered"),
+        "median_latency_ms": latency.get("p50"),
+        "meta_bytes_per_message": per.get("meta_bytes_per_message"),
+        "control_messages_per_message": control_total,
+    }
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(runs: list[dict[str, Any]]) -> None:
+    header = (f"{'scenario':9} {'causality':9} {'carol delivered':16} {'violations':>10} "
+              f"{'p50 ms':>8} {'meta B/msg':>10} {'ctrl/msg':>8}")
+    print(header)
+    print("-" * len(header))
+    for run in runs:
+        order = " ".join(run["deliveries"]["carol"])
+        confused = "  <- carol confused" if run["causal_violations"] else ""
+        print(f"{run['scenario']:9} {run['causality']:9} {order:16} "
+              f"{_fmt(run['causal_violations']):>10} {_fmt(run['median_latency_ms']):>8} "
+              f"{_fmt(run['meta_bytes_per_message']):>10} "
+              f"{_fmt(run['control_messages_per_message'], 2):>8}{confused}")
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm demo",
+        description="Start a session server and three IM clients (alice, bob, carol) as "
+        "separate processes, replay the seeds' scenarios with a delay from alice to carol, "
+        "analyse the traces with PySpark and print what each module did.",
+    )
+    parser.add_argument("--causality", default="all",
+                        help="module to demonstrate, or all (default)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
+    parser.add_argument("--report", metavar="DIR",
+                        help="write the analysis report (plots, space-time diagrams) here")
+    parser.add_argument("--master", help="Spark master URL (default local[2])")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds to wait for each step (default 30)")
+    parser.add_argument("--no-analysis", action="store_true",
+                        help="skip the Spark analysis (deliveries only)")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    try:
+        runs = plan_runs(args.causality)
+    except UnknownModuleError as error:
+        raise CliError(f"groupcomm demo: {error}") from None
+    keep = args.trace_dir is not None
+    base = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-demo-"))
+    spark = None
+    results: list[dict[str, Any]] = []
+    started = time.monotonic()
+    try:
+        if not args.no_analysis:
+            from trace_analysis import get_spark
+
+            print("starting Spark...", file=sys.stderr, flush=True)
+            spark = get_spark(args.master)
+        for index, (scenario, causality) in enumerate(runs, 1):
+            label = f"{scenario.name}-{causality}"
+            print(f"[{index}/{len(runs)}] {scenario.name} scenario with {causality}...",
+                  file=sys.stderr, flush=True)
+            trace_dir = base / label
+            if trace_dir.exists():
+                shutil.rmtree(trace_dir)
+            with tempfile.TemporaryDirectory() as workdir:
+                deliveries = Run(scenario, causality, Path(workdir), trace_dir,
+                                 args.timeout).execute()
+            row: dict[str, Any] = {"causality": causality, "scenario": scenario.name,
+                                   "deliveries": deliveries, "trace_dir": str(trace_dir)}
+            if spark is not None:
+                report = Path(args.report) / label if args.report else None
+                row.update(summarize(analyze_run(trace_dir, report, spark), causality))
+            else:
+                row.update(summarize({}, causality))
+            results.append(row)
+    except ProcessError as error:
+        raise CliError(f"groupcomm demo: {error}") from None
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"runs": results, "seconds": round(elapsed, 1)}))
+    else:
+        print_table(results)
+        print(f"\n{len(results)} runs in {elapsed:.0f} s"
+              + (f"; traces in {base}" if keep else "")
+              + (f"; reports in {args.report}" if args.report else ""))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""``groupcomm im``: a terminal instant messenger for one participant.
+
+Plain lines go to everyone else; ``/to NAME text`` to one person; ``/who`` lists the
+members; ``/held`` shows what the causality module still holds; ``/quit`` leaves
+cleanly; ``/help`` explains. Each message is shown with its sender; a message that
+was concurrent with one already shown is marked ``(concurrent with #N)``: the
+framework's tags are precise, so the mark means the two senders had not seen each
+other's message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import TextIO
+
+from groupcomm.causality import CausalityError
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.communicator import Communicator, CommunicatorError
+from groupcomm.messages import ReceivedMessage, Tag
+from groupcomm.node import UnknownPeerError
+from groupcomm.selection import SelectionError, filter_creators, resolve
+
+DEFAULT_SERVER = "tcp://127.0.0.1:5555"
+HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /quit, /help"
+
+
+class ChatScreen:
+    """Shows what happens in the session; thread-safe (callbacks run on the I/O thread)."""
+
+    def __init__(self, me: str, out: TextIO) -> None:
+        self.me = me
+        self.out = out
+        self._lock = threading.Lock()
+        self.shown: list[tuple[int, str, Tag]] = []
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def message(self, message: ReceivedMessage) -> None:
+        tag = message.tag
+        concurrent = [number for number, sender, other in self.shown
+                      if sender != message.sender and tag.concurrent_with(other)]
+        number = len(self.shown) + 1
+        self.shown.append((number, message.sender, tag))
+        text = message.user_message
+        if not isinstance(text, str):
+            text = repr(text)
+        mark = f"  (concurrent with #{', #'.join(map(str, concurrent))})" if concurrent else ""
+        self.line(f"#{number} [{message.sender}] {text}{mark}")
+
+    # session listener
+    def client_joined(self, client_name: str, application_name: str, session_name: str,
+                      is_new_session: bool, is_new_application: bool,
+                      all_users: Sequence[str]) -> None:
+        if client_name != self.me:
+            self.line(f"* {client_name} joined ({', '.join(all_users)})")
+
+    def client_left(self, client_name: str, application_name: str) -> None:
+        self.line(f"* {client_name} left")
+
+
+class ChatApp:
+    """Reads commands, sends through the communicator."""
+
+    def __init__(self, communicator: Communicator, screen: ChatScreen) -> None:
+        self.communicator = communicator
+        self.screen = screen
+
+    def handle(self, line: str) -> bool:
+        """Act on one typed line; False when the user quits."""
+        line = line.rstrip("\n")
+        if not line.strip():
+            return True
+        comm = self.communicator
+        try:
+            if line.startswith("/"):
+                command, _, rest = line.partition(" ")
+                if command == "/quit":
+                    return False
+                if command == "/who":
+                    self.screen.line(f"* members: {', '.join(comm.members)}")
+                elif command == "/help":
+                    self.screen.line(HELP)
+                elif command == "/held":
+                    held = comm.held()
+                    self.screen.line(f"* held: {', '.join(m.message_id for m in held) or 'none'}")
+                elif command == "/to":
+                    name, _, text = rest.strip().partition(" ")
+                    if not name or not text.strip():
+                        self.screen.line("usage: /to NAME text")
+                    else:
+                        comm.to_user(name, text.strip())
+                else:
+                    self.screen.line(f"unknown command {command}; {HELP}")
+            else:
+                others = [m for m in comm.members if m != comm.name]
+                if not others:
+                    self.screen.line("* nobody else is here yet")
+                else:
+                    comm.to_others(line)
+        except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
+            self.screen.line(f"! {error}")
+        return True
+
+
+def _parse_delay(spec: str) -> tuple[str, float]:
+    peer, eq, ms = spec.partition("=")
+    try:
+        if not eq or not peer:
+            raise ValueError
+        value = float(ms)
+        if value < 0:
+            raise ValueError
+    except ValueError:
+        raise CliError(f"groupcomm im: --delay takes PEER=MS with MS >= 0, got {spec!r}") from None
+    return peer, value
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm im",
+        description="Chat in a session. Plain lines go to everyone else; /to NAME text to "
+        "one person; /who lists members; /held shows held messages; /quit leaves.",
+    )
+    parser.add_argument("--name", required=True, help="your name in the session")
+    parser.add_argument("--session", required=True, help="session to join")
+    parser.add_argument("--application", default="im", help="application name (default im)")
+    parser.add_argument("--server", default=DEFAULT_SERVER,
+                        help=f"session server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
+    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
+                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
+    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
+                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
+    parser.add_argument("--config", help="config file (TOML) with causality / filters")
+    parser.add_argument("--direct", action="store_true",
+                        help="send peer to peer instead of through the server")
+    parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
+                        help="minimum delay for messages to PEER (testing; repeatable)")
+    parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
+                        help="random extra delay per message, per-peer order kept")
+    parser.add_argument("--trace-dir", help="write a trace of this run here")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    delays = [_parse_delay(spec) for spec in args.delay]
+    if args.jitter < 0:
+        raise CliError("groupcomm im: --jitter must be >= 0")
+    try:
+        selection = resolve(args.causality, args.filter, args.config)
+        extra_send, extra_receive = filter_creators(selection.filters)
+    except SelectionError as error:
+        raise CliError(f"groupcomm im: {error}") from None
+    screen = ChatScreen(args.name, sys.stdout)
+    try:
+        communicator = Communicator(
+            args.name, args.session, server=args.server, application=args.application,
+            key_file=args.key_file, causality=selection.causality,
+            extra_send=extra_send, extra_receive=extra_receive,
+            routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
+        )
+    except (CommunicatorError, OSError, ValueError) as error:
+        raise CliError(f"groupcomm im: {error}") from None
+    for peer, ms in delays:
+        communicator.set_minimum_delay_to_peer(peer, ms)
+    if args.jitter:
+        communicator.set_delay_variation(args.jitter)
+    communicator.add_session_message_listener(screen)
+    communicator.add_message_listener(screen.message)
+    app = ChatApp(communicator, screen)
+    screen.line(f"* {args.name} joined {args.session} with causality {selection.causality} "
+                f"(members: {', '.join(communicator.members)}); /help for commands")
+    try:
+        for line in sys.stdin:
+            if not app.handle(line):
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        communicator.close()
+        screen.line("* bye")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm im --name NAME --session SESSION [...]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
