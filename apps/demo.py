@@ -77,8 +77,8 @@ def _shown(line: str, sender: str, text: str) -> bool:
 def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
     found = []
     for line in screen:
-        if not line.startswith("#"):
-            continue
+        if not line.startswith("#") or "] " not in line or "[you" in line:
+            continue  # not a delivered message (own sends are shown as "[you -> ...]")
         for label, text in scenario.texts.items():
             if line.split("] ", 1)[-1].startswith(text):
                 found.append(label)

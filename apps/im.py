@@ -20,7 +20,7 @@ from typing import TextIO
 from groupcomm.causality import CausalityError
 from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.communicator import Communicator, CommunicatorError
-from groupcomm.messages import ReceivedMessage, Tag
+from groupcomm.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.node import UnknownPeerError
 from groupcomm.selection import SelectionError, filter_creators, resolve
 
@@ -35,24 +35,34 @@ class ChatScreen:
         self.me = me
         self.out = out
         self._lock = threading.Lock()
+        self._print_lock = threading.Lock()
         self.shown: list[tuple[int, str, Tag]] = []
 
     def line(self, text: str) -> None:
-        with self._lock:
+        with self._print_lock:
             self.out.write(text + "\n")
             self.out.flush()
 
     def message(self, message: ReceivedMessage) -> None:
-        tag = message.tag
-        concurrent = [number for number, sender, other in self.shown
-                      if sender != message.sender and tag.concurrent_with(other)]
-        number = len(self.shown) + 1
-        self.shown.append((number, message.sender, tag))
+        """Show a delivered message, marking the shown ones it was concurrent with."""
         text = message.user_message
-        if not isinstance(text, str):
-            text = repr(text)
+        self._show(message.sender, message.sender, message.tag,
+                   text if isinstance(text, str) else repr(text))
+
+    def sent(self, message: SentMessage) -> None:
+        """Show what this person sent (numbered, so later messages can refer to it)."""
+        others = [d for d in message.destinations if d != self.me]
+        self._show(self.me, f"you -> {', '.join(others)}", Tag(message.vc),
+                   str(message.user_message))
+
+    def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
+        with self._lock:
+            concurrent = [number for number, other_sender, other in self.shown
+                          if other_sender != sender and tag.concurrent_with(other)]
+            number = len(self.shown) + 1
+            self.shown.append((number, sender, tag))
         mark = f"  (concurrent with #{', #'.join(map(str, concurrent))})" if concurrent else ""
-        self.line(f"#{number} [{message.sender}] {text}{mark}")
+        self.line(f"#{number} [{who}] {text}{mark}")
 
     # session listener
     def client_joined(self, client_name: str, application_name: str, session_name: str,
@@ -95,7 +105,7 @@ class ChatApp:
                     if not name or not text.strip():
                         self.screen.line("usage: /to NAME text")
                     else:
-                        comm.to_user(name, text.strip())
+                        self.screen.sent(comm.to_user(name, text.strip()))
                 else:
                     self.screen.line(f"unknown command {command}; {HELP}")
             else:
@@ -103,7 +113,7 @@ class ChatApp:
                 if not others:
                     self.screen.line("* nobody else is here yet")
                 else:
-                    comm.to_others(line)
+                    self.screen.sent(comm.to_others(line))
         except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
             self.screen.line(f"! {error}")
         return True

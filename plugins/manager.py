@@ -18,15 +18,22 @@ class PluginError(RuntimeError):
     """A plugin is broken (misspelt hook, bad return value, duplicate name)."""
 
 
-def plugin_manager() -> pluggy.PluginManager:
-    """A manager with the built-ins and every ``groupcomm.plugins`` entry point loaded.
+def plugin_manager(extra: tuple[Any, ...] = ()) -> pluggy.PluginManager:
+    """A manager with the built-ins, every ``groupcomm.plugins`` entry point and the
+    ``extra`` plugin objects loaded.
 
-    Raises :class:`PluginError` when a plugin implements a hook that does not exist.
+    Raises :class:`PluginError` when a plugin implements a hook that does not exist
+    (a misspelt hook name would otherwise be silently ignored).
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     manager.register(builtin, name="builtin")
-    manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    try:
+        manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    except Exception as error:  # an entry point that does not import names itself
+        raise PluginError(f"a groupcomm plugin failed to load: {error!r}") from None
+    for plugin in extra:
+        manager.register(plugin)
     try:
         manager.check_pending()
     except pluggy.PluginValidationError as error:

@@ -1,0 +1,119 @@
+"""Plugins through entry points, start-up selection precedence, unknown names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groupcomm.selection import SelectionError, filter_creators, parse_filter_spec, resolve
+from plugins import hookimpl
+from plugins.manager import PluginError, plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "groupcomm-example-plugin"
+
+
+@pytest.fixture(scope="module")
+def installed_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example plugin package installed (pip) into a fresh target directory."""
+    target = tmp_path_factory.mktemp("site")
+    work = tmp_path_factory.mktemp("build")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(EXAMPLE)],
+        check=True, cwd=work, capture_output=True, timeout=300,
+    )
+    return target
+
+
+def run_with(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_third_party_plugin_is_discovered_through_its_entry_point(installed_example) -> None:
+    result = run_with(installed_example, "-m", "groupcomm.cli", "filters", "--json")
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    modules = {m["name"]: m for m in listing["causality_modules"]}
+    filters = {f["name"]: f for f in listing["filters"]}
+    assert modules["counting-none"]["origin"] == "groupcomm-example-plugin 0.1.0"
+    assert filters["shout"]["sides"] == ["receive"]
+    assert modules["none"]["origin"] == "built-in"
+
+
+def test_third_party_module_and_filter_run_in_a_session(installed_example) -> None:
+    script = (
+        "from groupcomm.localnet import LocalNetwork\n"
+        "from groupcomm.selection import resolve, filter_creators\n"
+        "sel = resolve('counting-none', ['shout'])\n"
+        "send, receive = filter_creators(sel.filters)\n"
+        "net = LocalNetwork(['a', 'b'], sel.causality, extra_receive=receive)\n"
+        "net.send('a', 'hello', ['b']); net.run()\n"
+        "print(net.delivered_payloads('b'), net.manager('b').delivered)\n"
+    )
+    result = run_with(installed_example, "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['HELLO'] 1"
+
+
+class Misspelt:
+    @hookimpl
+    def groupcomm_causality_module(self) -> list:  # missing the final "s"
+        return []
+
+
+def test_misspelt_hooks_are_caught_at_start_up() -> None:
+    with pytest.raises(PluginError, match="groupcomm_causality_module"):
+        plugin_manager(extra=(Misspelt(),))
+
+
+def test_selection_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GROUPCOMM_CAUSALITY", raising=False)
+    monkeypatch.delenv("GROUPCOMM_FILTERS", raising=False)
+    monkeypatch.delenv("GROUPCOMM_CONFIG", raising=False)
+    assert resolve().causality == "none"
+    (tmp_path / "groupcomm.toml").write_text('causality = "none"\nfilters = ["drop:p=0.5"]\n')
+    chosen = resolve()
+    assert chosen.causality_source.endswith("groupcomm.toml")
+    assert chosen.filters == ["drop:p=0.5"]
+    monkeypatch.setenv("GROUPCOMM_FILTERS", "duplicate:p=0.1;reorder")
+    assert resolve().filters == ["duplicate:p=0.1", "reorder"]
+    monkeypatch.setenv("GROUPCOMM_CAUSALITY", "bogus")
+    with pytest.raises(SelectionError, match=r"unknown causality module 'bogus'.*\$GROUPCOMM"):
+        resolve()
+    chosen = resolve("none", ["drop:p=0.2"])  # the command line wins
+    assert (chosen.causality_source, chosen.filters) == ("command line", ["drop:p=0.2"])
+
+
+def test_unknown_names_and_bad_specs_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(SelectionError, match="installed: .*none"):
+        resolve("no-such-module")
+    with pytest.raises(SelectionError, match="unknown filter 'nope'"):
+        resolve("none", ["nope"])
+    with pytest.raises(SelectionError, match="key=value"):
+        parse_filter_spec("drop:p")
+    with pytest.raises(SelectionError, match="bad options"):
+        filter_creators(["drop:p=2"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text("causality = 3\n")
+    with pytest.raises(SelectionError, match="must be a string"):
+        resolve(config_path=bad)
+    with pytest.raises(SelectionError, match="does not exist"):
+        resolve(config_path=tmp_path / "missing.toml")
+
+
+def test_im_refuses_an_unknown_module_in_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "apps.im", "--name", "a", "--session", "s",
+         "--causality", "bogus"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "installed:" in result.stderr
