@@ -47,6 +47,8 @@ from groupcomm.wire import BATCH, MESSAGE, SESSION, kind_of, open_session, seal_
 log = logging.getLogger(__name__)
 
 ROUTINGS = ("relayed", "direct")
+#: How often filters with timers (the reliable layer) are ticked, in seconds.
+TICK_INTERVAL = 0.02
 #: A burst of queued envelopes is sent as soon as it reaches this size.
 MAX_BATCH_BYTES = 512 * 1024
 
@@ -365,10 +367,13 @@ class Communicator:
         poller.register(self._wake_read, zmq.POLLIN)
         self._send_session("join", address=self.direct_address)
         next_heartbeat = time.monotonic() + self.heartbeat_interval
+        next_tick = time.monotonic() + TICK_INTERVAL
         try:
             while not self._stop:
                 now = time.monotonic()
                 deadline = next_heartbeat
+                if self.node.tickers:
+                    deadline = min(deadline, next_tick)
                 due = self.delays.next_due()
                 if due is not None:
                     deadline = min(deadline, due)
@@ -388,6 +393,11 @@ class Communicator:
                     for peer, envelope in self.delays.pop_due(now):
                         self._queue_envelope((peer,), envelope)
                     self._flush_outbox()
+                if self.node.tickers and now >= next_tick:
+                    self.node.tick()
+                    next_tick = now + TICK_INTERVAL
+                    if self._outbox:
+                        self._flush_outbox()
                 if now >= next_heartbeat:
                     if self._joined.is_set():
                         self._send_session("heartbeat")

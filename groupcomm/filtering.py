@@ -73,6 +73,12 @@ class FilterHost(Protocol):
     def trace(self, event: str, message: GroupMessage | None = None, **fields: Any) -> None:
         """Record a protocol-level trace event (``buffer``, ``unbuffer``, ...)."""
 
+    def now(self) -> float:
+        """The host's clock in seconds (wall clock, or virtual time in the simulator)."""
+
+    def add_ticker(self, ticker: Callable[[float], None]) -> None:
+        """Have ``ticker(now)`` called periodically (retransmission timers and the like)."""
+
 
 class MessageFilter(ABC, Generic[M]):
     """A pipeline stage that may forward, stamp, buffer, reorder or hold messages."""

@@ -77,6 +77,8 @@ class ProtocolNode(FilterHost):
         self.clock = clock
         self.tracer: Tracer = tracer or NullTracer()
         self._shared: dict[str, Any] = {}
+        #: Periodic callbacks registered by filters (see :meth:`tick`).
+        self.tickers: list[Callable[[float], None]] = []
         self._session_listeners: list[SessionMessageListener] = []
         self.members: list[str] = []
 
@@ -129,6 +131,21 @@ class ProtocolNode(FilterHost):
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self._session_listeners.append(listener)
+
+    def now(self) -> float:
+        return self.clock()
+
+    def add_ticker(self, ticker: Callable[[float], None]) -> None:
+        self.tickers.append(ticker)
+
+    def tick(self) -> None:
+        """Run the periodic callbacks of filters that keep timers, then the queued work."""
+        if not self.tickers:
+            return
+        now = self.clock()
+        for ticker in list(self.tickers):
+            ticker(now)
+        self.drain()
 
     def trace(self, event: str, message: Any = None, **fields: Any) -> None:
         if not self.tracer.enabled:

@@ -121,7 +121,13 @@ def parse_filter_spec(spec: str) -> tuple[str, dict[str, str]]:
 def filter_creators(
     specs: Sequence[str],
 ) -> tuple[list[MessageFilterCreator[Any]], list[MessageFilterCreator[Any]]]:
-    """Send-side and receive-side factories for the extra filter specs."""
+    """Send-side and receive-side factories for the extra filter specs.
+
+    Specs are listed from the causality module outward, toward the network: on the
+    send side they run in that order after the module's send filter; on the receive
+    side in the reverse order before the module's receive filter, so ``reliable``
+    listed before ``drop`` sees messages above the drops on both sides.
+    """
     send: list[MessageFilterCreator[Any]] = []
     receive: list[MessageFilterCreator[Any]] = []
     for spec in specs:
@@ -134,4 +140,5 @@ def filter_creators(
                 receive.append(info.receive(**options))
         except (TypeError, ValueError) as error:
             raise SelectionError(f"filter {name!r}: bad options {options}: {error}") from None
+    receive.reverse()
     return send, receive

@@ -37,5 +37,6 @@ def groupcomm_causality_modules() -> list[type[Any]]:
 @hookimpl
 def groupcomm_filters() -> list[dict[str, Any]]:
     from groupcomm.faults import FAULT_FILTERS
+    from groupcomm.reliable import RELIABLE_FILTER
 
-    return list(FAULT_FILTERS)
+    return [RELIABLE_FILTER, *FAULT_FILTERS]

@@ -1,0 +1,270 @@
+"""``reliable``: a layer under any causality module that makes links reliable and FIFO.
+
+The causality modules assume every sent message eventually arrives. This layer sits
+between the causality module and the network (select it with ``--filter reliable``,
+listed before any fault filter so that faults happen below it). Per ordered pair of
+processes it numbers frames (header ``~r``), acknowledges them (cumulative
+acknowledgement plus up to :data:`MAX_SACK` selectively received numbers above it,
+header ``~a``), retransmits what is not acknowledged with exponential backoff, drops
+duplicates, and hands frames upward in sending order (so the link is also FIFO).
+
+Design, after studying JGroups' UNICAST3 (per-pair seqnos, acks, retransmission
+tables) and the ack/resend loop of trcb_base; our own code:
+
+* Control messages of the causality module (ACK, YCT) are carried reliably too: they
+  matter as much as the application messages. The layer's own acknowledgements are
+  not retransmitted; a lost acknowledgement is repaired by the retransmission it
+  provokes, which the receiver drops as a duplicate and acknowledges again.
+* Retransmission timers run on the host's clock through :meth:`FilterHost.add_ticker`
+  (the communicator ticks every 20 ms); the code draws no random numbers and reads no
+  clock itself.
+* At most :data:`WINDOW` frames per peer are in flight; further frames wait in a
+  per-peer queue and leave as acknowledgements free the window (the communicator
+  bounds what applications can queue, see ``max_pending``).
+* When a peer leaves, everything kept for it (in flight, queued, out-of-order) is
+  dropped: there is nobody left to deliver it to or from.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groupcomm.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+
+PROTOCOL = "reliable"
+SEQ = "~r"
+ACK = "~a"
+INITIAL_RTO = 0.2
+MAX_RTO = 3.0
+WINDOW = 4096
+MAX_SACK = 64
+#: Frames further ahead than this of the next expected one are dropped (and resent).
+RECEIVE_WINDOW = 8192
+
+
+@dataclass
+class _InFlight:
+    message: SentMessage
+    due: float
+    rto: float
+    attempts: int = 1
+
+
+class ReliableManager:
+    """State shared by the two filters of the reliable layer at one communicator."""
+
+    def __init__(self, host: FilterHost) -> None:
+        self.host = host
+        self.next_seq: dict[str, int] = {}
+        self.in_flight: dict[str, OrderedDict[int, _InFlight]] = {}
+        self.waiting: dict[str, deque[SentMessage]] = {}
+        self.next_expected: dict[str, int] = {}
+        self.out_of_order: dict[str, dict[int, ReceivedMessage]] = {}
+        self.send_filter: ReliableSendFilter | None = None
+        self.receive_filter: ReliableReceiveFilter | None = None
+        self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
+                      "too_far_ahead": 0}
+        self._ack_ids = 0
+        host.add_session_listener(self)
+        host.add_ticker(self.tick)
+
+    # -- session listener ---------------------------------------------------------------
+    def client_joined(self, client_name: str, application_name: str, session_name: str,
+                      is_new_session: bool, is_new_application: bool,
+                      all_users: Sequence[str]) -> None:
+        return None
+
+    def client_left(self, client_name: str, application_name: str) -> None:
+        for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
+                      self.out_of_order):
+            table.pop(client_name, None)
+
+    # -- sending ------------------------------------------------------------------------
+    def send(self, message: SentMessage) -> None:
+        """Number and send ``message`` to each remote destination."""
+        assert self.send_filter is not None
+        me = self.host.name
+        if me in message.destinations:
+            self.send_filter.forward(message.to((me,)))  # loops back locally, no link
+        for dest in message.destinations:
+            if dest == me:
+                continue
+            seq = self.next_seq.get(dest, 0) + 1
+            self.next_seq[dest] = seq
+            stamped = message.to((dest,)).with_headers(**{SEQ: seq})
+            assert isinstance(stamped, SentMessage)
+            flight = self.in_flight.setdefault(dest, OrderedDict())
+            if len(flight) >= WINDOW:
+                self.waiting.setdefault(dest, deque()).append(stamped)
+                continue
+            self._transmit(dest, seq, stamped)
+
+    def _transmit(self, dest: str, seq: int, stamped: SentMessage) -> None:
+        assert self.send_filter is not None
+        self.in_flight.setdefault(dest, OrderedDict())[seq] = _InFlight(
+            stamped, self.host.now() + INITIAL_RTO, INITIAL_RTO)
+        self.send_filter.forward(stamped)
+
+    def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int]) -> None:
+        """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers."""
+        flight = self.in_flight.get(peer)
+        if not flight:
+            return
+        for seq in [s for s in flight if s <= cumulative]:
+            del flight[seq]
+        for seq in selective:
+            flight.pop(seq, None)
+        queue = self.waiting.get(peer)
+        while queue and len(flight) < WINDOW:
+            stamped = queue.popleft()
+            self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
+
+    def tick(self, now: float) -> None:
+        """Resend what is overdue, doubling its timeout (up to :data:`MAX_RTO`)."""
+        assert self.send_filter is not None
+        for flight in self.in_flight.values():
+            for entry in flight.values():
+                if entry.due <= now:
+                    entry.attempts += 1
+                    entry.rto = min(entry.rto * 2, MAX_RTO)
+                    entry.due = now + entry.rto
+                    self.stats["retransmissions"] += 1
+                    self.send_filter.forward(entry.message)
+
+    # -- receiving ----------------------------------------------------------------------
+    def receive(self, message: ReceivedMessage) -> None:
+        """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""
+        assert self.receive_filter is not None
+        peer = message.sender
+        seq = message.headers.get(SEQ)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            from groupcomm.causality import ProtocolViolation
+
+            raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
+        expected = self.next_expected.get(peer, 1)
+        pending = self.out_of_order.setdefault(peer, {})
+        if seq < expected or seq in pending:
+            self.stats["duplicates_dropped"] += 1
+        elif seq >= expected + RECEIVE_WINDOW:
+            self.stats["too_far_ahead"] += 1
+        else:
+            pending[seq] = message
+            while expected in pending:
+                ready = pending.pop(expected)
+                expected += 1
+                self.next_expected[peer] = expected
+                self.receive_filter.forward(ready.without_headers(SEQ))  # type: ignore[arg-type]
+        self._send_ack(message)
+
+    def _send_ack(self, about: ReceivedMessage) -> None:
+        peer = about.sender
+        assert self.send_filter is not None
+        if peer not in self.next_expected and peer not in self.out_of_order:
+            return  # the peer left meanwhile
+        cumulative = self.next_expected.get(peer, 1) - 1
+        selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
+        self._ack_ids += 1
+        ack = SentMessage(
+            application_name=about.application_name, session_name=about.session_name,
+            user_message=ControlMessage(PROTOCOL, "rack"),
+            message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
+            headers={ACK: (cumulative, selective)}, destinations=(peer,),
+        )
+        self.stats["acks_sent"] += 1
+        self.send_filter.forward(ack)
+
+    def held(self) -> list[GroupMessage]:
+        """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
+        out: list[GroupMessage] = []
+        for flight in self.in_flight.values():
+            out.extend(entry.message for entry in flight.values())
+        for queue in self.waiting.values():
+            out.extend(queue)
+        for pending in self.out_of_order.values():
+            out.extend(pending.values())
+        return out
+
+
+class ReliableSendFilter(MessageFilter[SentMessage]):
+    """Numbers and keeps every frame until it is acknowledged."""
+
+    def __init__(self, manager: ReliableManager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def filter_message(self, message: SentMessage) -> None:
+        if message.is_control_for(PROTOCOL):
+            self.forward(message)
+        else:
+            self.manager.send(message)
+
+
+class ReliableReceiveFilter(MessageFilter[ReceivedMessage]):
+    """Consumes acknowledgements; deduplicates and orders numbered frames."""
+
+    def __init__(self, manager: ReliableManager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def filter_message(self, message: ReceivedMessage) -> None:
+        if message.is_control_for(PROTOCOL):
+            value = message.headers.get(ACK)
+            if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
+                    and isinstance(value[1], tuple)
+                    and all(isinstance(s, int) for s in value[1])):
+                self.manager.acknowledged(message.sender, value[0], value[1])
+                return
+            from groupcomm.causality import ProtocolViolation
+
+            raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
+        if SEQ in message.headers:
+            self.manager.receive(message)
+        else:
+            self.forward(message)  # looped back locally, or a peer without the layer
+
+
+class _ReliableCreator(MessageFilterCreator[Any]):
+    description = "retransmission, acknowledgements, duplicate suppression, per-pair FIFO"
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+
+    def get_message_filter(self, host: FilterHost) -> MessageFilter[Any]:
+        manager = host.shared.get("reliable")
+        if manager is None:
+            manager = ReliableManager(host)
+            host.shared["reliable"] = manager
+        if self.side == "send":
+            if manager.send_filter is None:
+                manager.send_filter = ReliableSendFilter(manager)
+            return manager.send_filter
+        if manager.receive_filter is None:
+            manager.receive_filter = ReliableReceiveFilter(manager)
+        return manager.receive_filter
+
+
+def reliable_send(**options: Any) -> _ReliableCreator:
+    """Send side of ``--filter reliable`` (takes no options)."""
+    if options:
+        raise ValueError(f"reliable takes no options, got {sorted(options)}")
+    return _ReliableCreator("send")
+
+
+def reliable_receive(**options: Any) -> _ReliableCreator:
+    """Receive side of ``--filter reliable``."""
+    if options:
+        raise ValueError(f"reliable takes no options, got {sorted(options)}")
+    return _ReliableCreator("receive")
+
+
+RELIABLE_FILTER = {
+    "name": "reliable",
+    "send": reliable_send,
+    "receive": reliable_receive,
+    "description": "reliable FIFO links under any causality module: seqnos, acks, "
+                   "retransmission with backoff, duplicate suppression",
+}
