@@ -47,6 +47,8 @@ from groupcomm.wire import BATCH, MESSAGE, SESSION, kind_of, open_session, seal_
 log = logging.getLogger(__name__)
 
 ROUTINGS = ("relayed", "direct")
+#: Heartbeats without an answer before the server is reported unreachable.
+SERVER_SILENCE_HEARTBEATS = 4
 #: How often filters with timers (the reliable layer) are ticked, in seconds.
 TICK_INTERVAL = 0.02
 #: A burst of queued envelopes is sent as soon as it reaches this size.
@@ -164,6 +166,10 @@ class Communicator:
         self._left = threading.Event()
         self._stop = False
         self._closed = False
+        self._server_seen = time.monotonic()
+        self._last_rejoin = 0.0
+        #: True while the session server has not answered for a few heartbeats.
+        self.server_unreachable = False
         self._bind_host = bind_host
         self._advertise_host = advertise_host or bind_host
         self.direct_address = ""
@@ -347,6 +353,9 @@ class Communicator:
         try:
             self._dealer = self._context.socket(zmq.DEALER)
             self._dealer.setsockopt(zmq.LINGER, 0)
+            # libzmq reconnects by itself, backing off from 100 ms to 2 s
+            self._dealer.setsockopt(zmq.RECONNECT_IVL, 100)
+            self._dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             self._dealer.connect(self.server_address)
             self._pull: zmq.Socket | None = None
             if self.routing == "direct":
@@ -400,6 +409,7 @@ class Communicator:
                         self._flush_outbox()
                 if now >= next_heartbeat:
                     if self._joined.is_set():
+                        self._check_server(now)
                         self._send_session("heartbeat")
                     next_heartbeat = now + self.heartbeat_interval
         except Exception:
@@ -446,6 +456,27 @@ class Communicator:
             else:
                 self.rejects.reject("malformed", f"unexpected {len(parts)}-part message")
 
+    def _check_server(self, now: float) -> None:
+        """Notice a silent server (it answers every heartbeat) and say so once."""
+        silent = now - self._server_seen
+        if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
+            if not self.server_unreachable:
+                self.server_unreachable = True
+                self.stats["server_outages"] += 1
+                log.warning("%s: no answer from the session server for %.1fs; retrying "
+                            "(direct traffic goes on; relayed frames wait)", self.name, silent)
+
+    def _rejoin(self) -> None:
+        """The server does not know us (it restarted): join again, at most once a beat."""
+        now = time.monotonic()
+        if now - self._last_rejoin < self.heartbeat_interval:
+            return
+        self._last_rejoin = now
+        self.stats["rejoins"] += 1
+        log.warning("%s: the session server does not know this client (restarted?); "
+                    "joining again", self.name)
+        self._send_session("join", address=self.direct_address)
+
     def _handle_session_frame(self, frame: bytes) -> None:
         try:
             body, _, _ = self.codec.open(frame)
@@ -456,6 +487,12 @@ class Communicator:
             self.rejects.reject(error.reason, error.detail, "server")
             return
         op = notice["op"]
+        self._server_seen = time.monotonic()
+        if self.server_unreachable:
+            self.server_unreachable = False
+            log.warning("%s: the session server answers again", self.name)
+        if op == "pong":
+            return
         if op == "joined":
             self._on_joined(notice)
         elif op == "left":
@@ -497,6 +534,9 @@ class Communicator:
         if not self._joined.is_set():
             self._join_error = detail
             self._joined.set()
+            return
+        if notice["reason"] == "not_a_member" and not self._closed:
+            self._rejoin()
             return
         log.error("%s: server error: %s", self.name, detail)
         self.stats[f"server_error_{notice['reason']}"] += 1

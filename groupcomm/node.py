@@ -172,7 +172,9 @@ class ProtocolNode(FilterHost):
     ) -> None:
         """Tell every session listener that ``client_name`` joined (owner thread)."""
         users = list(all_users) or [*self.members, client_name]
-        self.members = [u for u in users]
+        # merge rather than replace: after a server restart members rejoin one by one,
+        # and someone who has not rejoined yet is still a member of this session
+        self.members = [*self.members, *(u for u in users if u not in self.members)]
         self.trace("join", client=client_name, members=list(users))
         for listener in list(self._session_listeners):
             listener.client_joined(

@@ -118,6 +118,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--server", required=True)
     parser.add_argument("--key-file")
     parser.add_argument("--causality", default=None)
+    parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
     parser.add_argument("--heartbeat", type=float, default=0.5)
@@ -127,10 +128,17 @@ def build_parser() -> ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
+    from groupcomm.selection import SelectionError, filter_creators
+
+    try:
+        extra_send, extra_receive = filter_creators(args.filter)
+    except (SelectionError, LookupError) as error:
+        raise CliError(f"peer {args.name}: {error}") from None
     try:
         communicator = Communicator(
             args.name, args.session, server=args.server, application=args.application,
             key_file=args.key_file, causality=args.causality,
+            extra_send=extra_send, extra_receive=extra_receive,
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
             heartbeat_interval=args.heartbeat,
         )

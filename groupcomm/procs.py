@@ -105,9 +105,12 @@ class PeerProcess(_Child):
 
     def __init__(self, name: str, server: str, key_file: Path, *, session: str = "s",
                  causality: str | None = None, direct: bool = False,
-                 trace_dir: str | None = None, extra: Sequence[str] = ()) -> None:
+                 trace_dir: str | None = None, filters: Sequence[str] = (),
+                 extra: Sequence[str] = ()) -> None:
         argv = [sys.executable, "-m", "groupcomm.peer", "--name", name, "--server", server,
                 "--key-file", str(key_file), "--session", session]
+        for spec in filters:
+            argv += ["--filter", spec]
         if causality:
             argv += ["--causality", causality]
         if direct:
@@ -195,18 +198,32 @@ class PeerProcess(_Child):
 class ProcessGroup:
     """A session key, a server and peers; everything is reaped on exit."""
 
-    def __init__(self, workdir: Path, *, server_extra: Sequence[str] = ()) -> None:
+    def __init__(self, workdir: Path, *, server_extra: Sequence[str] = (),
+                 server_bind: str = "tcp://127.0.0.1:0") -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.key_file = self.workdir / "session.key"
         write_new_key(self.key_file)
         self.server_extra = list(server_extra)
+        self.server_bind = server_bind
         self.server: ServerProcess | None = None
         self.peers: dict[str, PeerProcess] = {}
 
     def __enter__(self) -> ProcessGroup:
-        self.server = ServerProcess(self.key_file, extra=self.server_extra)
+        self.server = ServerProcess(self.key_file, bind=self.server_bind,
+                                    extra=self.server_extra)
         return self
+
+    def stop_server(self) -> None:
+        """Stop the server (SIGTERM); its address stays known for :meth:`start_server`."""
+        assert self.server is not None
+        self.server.terminate()
+
+    def start_server(self) -> None:
+        """Start the server again on the same address with the same key."""
+        assert self.server is not None
+        self.server = ServerProcess(self.key_file, bind=self.server.address,
+                                    extra=self.server_extra)
 
     def start_peer(self, name: str, **options: Any) -> PeerProcess:
         """Start a peer and wait until it has joined."""

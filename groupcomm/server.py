@@ -245,6 +245,7 @@ class SessionServer:
                        detail="heartbeat from a client that is not a member; join again")
             return
         found[1].last_seen = time.monotonic()
+        self._send(identity, "pong", server_id=self.server_id)
 
     def _relay(self, identity: bytes, command: dict[str, Any], payload: list[bytes]) -> None:
         found = self._member(identity, command)

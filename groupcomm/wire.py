@@ -32,6 +32,7 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "left": ("client", "application", "session"),
     "error": ("reason", "detail"),
     "welcome": ("client", "server_id"),
+    "pong": ("server_id",),
 }
 
 
