@@ -8,6 +8,14 @@ caller's thread) so tags reflect exactly what the application had seen (source 0
 Two routings: ``relayed`` (every frame goes through the session server) and ``direct``
 (each client binds a PULL socket; the server tells members each other's addresses and
 peers PUSH to each other).
+
+Bounded queues: at most ``max_pending`` sends wait for the I/O thread — a sending
+thread then waits, and gets :class:`SendQueueFull` after ``send_timeout`` seconds; a
+socket that cannot take a frame (a slow peer) keeps it in an ordered backlog, and
+past :data:`MAX_BACKLOG_FRAMES` waiting frames the communicator takes no new sends
+(so the application's sends wait); with ``max_inbox`` undelivered messages in the
+pull-model inbox it stops reading from the network, which pushes back on the senders
+through ZeroMQ's high-water marks. Nothing already accepted is dropped.
 """
 
 from __future__ import annotations
@@ -51,12 +59,20 @@ ROUTINGS = ("relayed", "direct")
 SERVER_SILENCE_HEARTBEATS = 4
 #: How often filters with timers (the reliable layer) are ticked, in seconds.
 TICK_INTERVAL = 0.02
+#: Frames waiting for slow sockets before the communicator stops taking new sends.
+MAX_BACKLOG_FRAMES = 10_000
+#: How often, in seconds, a full socket or a paused inbox is looked at again.
+BACKLOG_RETRY = 0.01
 #: A burst of queued envelopes is sent as soon as it reaches this size.
 MAX_BATCH_BYTES = 512 * 1024
 
 
 class CommunicatorError(RuntimeError):
     """The communicator cannot do what was asked (not joined, closed, ...)."""
+
+
+class SendQueueFull(CommunicatorError):
+    """The bounded send queue stayed full for ``send_timeout`` seconds."""
 
 
 class JoinError(CommunicatorError):
@@ -95,6 +111,9 @@ class Communicator:
         heartbeat_interval: float = 0.5,
         join_timeout: float = 10.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        max_pending: int = 10_000,
+        max_inbox: int = 100_000,
+        send_timeout: float = 30.0,
         context: zmq.Context | None = None,
     ) -> None:
         if routing not in ROUTINGS:
@@ -159,6 +178,13 @@ class Communicator:
         # so that a burst of sends becomes one signed frame per destination set
         self._outbox: dict[tuple[str, ...], list[bytes]] = {}
         self._outbox_bytes = 0
+        # frames a socket could not take yet (a slow peer), per socket, in order
+        self._backlogs: dict[zmq.Socket, deque[list[bytes]]] = {}
+        self._backlog_frames = 0
+        self.max_pending = max_pending
+        self.max_inbox = max_inbox
+        self.send_timeout = send_timeout
+        self._room = threading.Condition()
         self._addresses: dict[str, str] = {}
         self._pushes: dict[str, zmq.Socket] = {}
         self._joined = threading.Event()
@@ -217,9 +243,26 @@ class Communicator:
         if self._on_io_thread():
             self.node.submit(message)
         else:
+            if len(self._calls) >= self.max_pending:
+                self._wait_for_room()
             self._calls.append(functools.partial(self.node.submit, message))
             self._wake()
         return message
+
+    def _wait_for_room(self) -> None:
+        """Block the sending thread while the I/O thread is behind (bounded queue)."""
+        deadline = time.monotonic() + self.send_timeout
+        with self._room:
+            while len(self._calls) >= self.max_pending:
+                self._wake()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    raise SendQueueFull(
+                        f"{self.name}: {len(self._calls)} sends are waiting for the network "
+                        f"(limit max_pending={self.max_pending}) and none left for "
+                        f"{self.send_timeout:g}s: a peer or the server is too slow"
+                    )
+                self._room.wait(min(remaining, 0.05))
 
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Deliver messages by calling ``callback(message)`` on the I/O thread.
@@ -370,15 +413,25 @@ class Communicator:
             return
         self._started.set()
         poller = zmq.Poller()
-        poller.register(self._dealer, zmq.POLLIN)
-        if self._pull is not None:
-            poller.register(self._pull, zmq.POLLIN)
         poller.register(self._wake_read, zmq.POLLIN)
+        inputs = [self._dealer] if self._pull is None else [self._dealer, self._pull]
+        reading = False
         self._send_session("join", address=self.direct_address)
         next_heartbeat = time.monotonic() + self.heartbeat_interval
         next_tick = time.monotonic() + TICK_INTERVAL
         try:
             while not self._stop:
+                # backpressure: stop reading while the application's inbox is full
+                want_read = self._inbox.qsize() < self.max_inbox
+                if want_read != reading:
+                    for socket in inputs:
+                        if want_read:
+                            poller.register(socket, zmq.POLLIN)
+                        else:
+                            poller.unregister(socket)
+                    reading = want_read
+                    if not want_read:
+                        self.stats["inbox_full_pauses"] += 1
                 now = time.monotonic()
                 deadline = next_heartbeat
                 if self.node.tickers:
@@ -386,15 +439,21 @@ class Communicator:
                 due = self.delays.next_due()
                 if due is not None:
                     deadline = min(deadline, due)
+                if self._backlog_frames or not reading:
+                    deadline = min(deadline, now + BACKLOG_RETRY)
                 events = dict(poller.poll(max(0.0, (deadline - now) * 1000)))
-                if self._wake_read in events:
-                    self._run_calls()
-                if self._dealer in events:
+                if self._backlog_frames:
+                    self._flush_backlogs()
+                if reading and self._dealer in events:
                     self._drain_socket(self._dealer, from_server=True)
-                if self._pull is not None and self._pull in events:
+                if reading and self._pull is not None and self._pull in events:
                     self._drain_socket(self._pull, from_server=False)
-                if self._calls:
-                    self._run_calls()
+                # backpressure: take no new sends while a slow peer's frames pile up
+                if self._wake_read in events or self._calls:
+                    if self._backlog_frames < MAX_BACKLOG_FRAMES:
+                        self._run_calls()
+                    else:
+                        self._clear_wake()
                 if self._outbox:
                     self._flush_outbox()
                 now = time.monotonic()
@@ -423,14 +482,18 @@ class Communicator:
             if isinstance(self.tracer, Tracer) and hasattr(self.tracer, "flush"):
                 self.tracer.flush()
 
-    def _run_calls(self) -> None:
+    def _clear_wake(self) -> None:
         self._wake_pending = False
         try:
             while os.read(self._wake_read, 4096):
                 pass
         except (BlockingIOError, OSError):
             pass
+
+    def _run_calls(self) -> None:
+        self._clear_wake()
         calls = self._calls
+        waking = len(calls) >= self.max_pending  # a sender may be waiting for room
         while calls:
             function = calls.popleft()
             try:
@@ -440,6 +503,9 @@ class Communicator:
                 log.error("%s: protocol error: %s", self.name, error)
             except Exception:
                 log.exception("%s: error while running a handed-over call", self.name)
+        if waking:
+            with self._room:
+                self._room.notify_all()
 
     def _drain_socket(self, socket: zmq.Socket, from_server: bool) -> None:
         for _ in range(500):
@@ -526,6 +592,9 @@ class Communicator:
         self._addresses.pop(client, None)
         push = self._pushes.pop(client, None)
         if push is not None:
+            dropped = self._backlogs.pop(push, None)
+            if dropped:
+                self._backlog_frames -= len(dropped)
             push.close(linger=0)
         self.node.client_left(client)
 
@@ -589,10 +658,38 @@ class Communicator:
 
     # -- sending ------------------------------------------------------------------------------
     def _send_session(self, op: str, **fields: Any) -> None:
-        self._dealer.send(
+        self._send_parts(self._dealer, [
             seal_session(self.codec, op, client=self.name, application=self.application,
                          session=self.session, **fields)
-        )
+        ])
+
+    def _send_parts(self, socket: zmq.Socket, parts: list[bytes]) -> None:
+        """Send without blocking; what the socket cannot take now waits, in order."""
+        backlog = self._backlogs.get(socket)
+        if not backlog:
+            try:
+                socket.send_multipart(parts, zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                backlog = self._backlogs.setdefault(socket, deque())
+        backlog.append(parts)
+        self._backlog_frames += 1
+
+    def _flush_backlogs(self) -> None:
+        for socket, backlog in list(self._backlogs.items()):
+            while backlog:
+                try:
+                    socket.send_multipart(backlog[0], zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError:  # the socket was closed (the peer left)
+                    self._backlog_frames -= len(backlog)
+                    backlog.clear()
+                    break
+                backlog.popleft()
+                self._backlog_frames -= 1
+            if not backlog:
+                del self._backlogs[socket]
 
     def _send_leave(self) -> None:
         self._flush_outbox()
@@ -637,7 +734,7 @@ class Communicator:
         command = seal_session(self.codec, "relay", client=self.name,
                                application=self.application, session=self.session,
                                dests=dests)
-        self._dealer.send_multipart([command, frame])
+        self._send_parts(self._dealer, [command, frame])
 
     def _push(self, peer: str, frame: bytes) -> None:
         socket = self._pushes.get(peer)
@@ -651,7 +748,7 @@ class Communicator:
             socket.setsockopt(zmq.LINGER, 0)
             socket.connect(address)
             self._pushes[peer] = socket
-        socket.send(frame)
+        self._send_parts(socket, [frame])
 
     def _deliverable(self, message: ReceivedMessage) -> None:
         self.stats["delivered"] += 1
