@@ -1,0 +1,232 @@
+"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.fuzz``).
+
+Two campaigns, each input checked for: no exception other than the documented
+rejections (:class:`FrameRejected`, :class:`MessageError`), no hang (the slowest input
+is reported), and — for frames that do not carry a valid signature — nothing
+deserialized at all: msgpack, pickle and dill are watched and must not be called
+before the signature is verified.
+
+* ``unsigned``: random bytes and mutations (bit flips, truncations, insertions,
+  splices) of valid signed frames, fed to :meth:`FrameCodec.open` and the
+  communicator's frame handling path.
+* ``signed``: mutations of valid bodies (message envelopes, batches, session
+  commands), re-signed with the session key, so the parsers behind the signature are
+  reached: what a buggy or hostile key holder could send.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dill
+import msgpack
+
+from groupcomm import codec as codec_module
+from groupcomm import wire as wire_module
+from groupcomm.cli import ArgumentParser, CliError, run_main
+from groupcomm.codec import (
+    FrameCodec,
+    FrameRejected,
+    decode_batch,
+    decode_received,
+    encode_batch,
+    encode_message,
+)
+from groupcomm.messages import ControlMessage, MessageError, SentMessage
+from groupcomm.wire import BATCH, MESSAGE, SESSION, kind_of, open_session, seal_session
+
+KEY = b"fuzzing-key-0123456789abcdef0123"
+
+
+def seed_bodies() -> list[bytes]:
+    """Valid frame bodies of every kind to mutate."""
+    base = dict(application_name="im", session_name="s", message_id="alice#1",
+                sender="alice", vc=(("alice", 1), ("bob", 2)), destinations=("bob", "carol"))
+    messages = [
+        SentMessage(user_message="hello", **base),  # type: ignore[arg-type]
+        SentMessage(user_message={"k": [1, 2, 3]}, headers={"m": (1, (2, 3)), "s": b"\x01"},
+                    **base),  # type: ignore[arg-type]
+        SentMessage(user_message=ControlMessage("cykas", "ack", "bob#3"), kind="eager",
+                    **base),  # type: ignore[arg-type]
+    ]
+    envelopes = [encode_message(m) for m in messages]
+    bodies = [MESSAGE + e for e in envelopes] + [encode_batch(envelopes)]
+    session = FrameCodec(KEY)
+    for op, fields in (("join", {"address": "tcp://1.2.3.4:5"}), ("heartbeat", {}),
+                       ("relay", {"dests": ["bob"]})):
+        frame = seal_session(session, op, client="alice", application="im", session="s",
+                             **fields)
+        bodies.append(frame[codec_module.HEADER_SIZE:])
+    return bodies
+
+
+def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes]) -> bytes:
+    """One to four random mutations of ``data``."""
+    buffer = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        choice = rng.randrange(6)
+        if choice == 0 and buffer:  # flip bits
+            for _ in range(rng.randint(1, 8)):
+                index = rng.randrange(len(buffer))
+                buffer[index] ^= 1 << rng.randrange(8)
+        elif choice == 1 and buffer:  # truncate
+            del buffer[rng.randrange(len(buffer)):]
+        elif choice == 2:  # insert random bytes
+            index = rng.randrange(len(buffer) + 1)
+            buffer[index:index] = rng.randbytes(rng.randint(1, 16))
+        elif choice == 3 and pool:  # splice with another input
+            other = rng.choice(pool)
+            cut = rng.randrange(len(buffer) + 1)
+            buffer[cut:] = other[rng.randrange(len(other) + 1):]
+        elif choice == 4 and buffer:  # interesting bytes (msgpack type markers, sizes)
+            index = rng.randrange(len(buffer))
+            buffer[index] = rng.choice(b"\x00\x7f\x80\x90\x9f\xa0\xc0\xc1\xc2\xc4\xc6"
+                                       b"\xca\xcf\xd3\xdc\xdd\xde\xdf\xff")
+        elif buffer:  # duplicate a chunk
+            start = rng.randrange(len(buffer))
+            buffer[start:start] = buffer[start:start + rng.randint(1, 32)]
+    return bytes(buffer)
+
+
+class _Watch:
+    """Counts calls of the deserializers while active."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        targets = [(pickle, "loads"), (dill, "loads"), (msgpack, "unpackb"),
+                   (codec_module.msgpack, "unpackb"), (wire_module.msgpack, "unpackb")]
+        saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
+
+        def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self.calls += 1
+                return original(*args, **kwargs)
+            return wrapper
+
+        for obj, name, original in saved:
+            setattr(obj, name, counting(original))
+        try:
+            yield
+        finally:
+            for obj, name, original in saved:
+                setattr(obj, name, original)
+
+
+def handle_frame(receiver: FrameCodec, frame: bytes) -> str:
+    """What a communicator does with one incoming frame, short of delivering it."""
+    try:
+        body, _, _ = receiver.open(frame)
+        head = kind_of(body)
+        if head == SESSION:
+            open_session(body)
+        elif head == BATCH:
+            for envelope in decode_batch(body):
+                decode_received(envelope, "bob")
+        else:
+            decode_received(body[1:], "bob")
+    except FrameRejected as error:
+        return error.reason
+    except MessageError:
+        return "malformed"
+    return "accepted"
+
+
+def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run both campaigns with ``inputs`` inputs in all; return the figures."""
+    rng = random.Random(seed)
+    bodies = seed_bodies()
+    sender = FrameCodec(KEY)
+    valid_frames = [sender.seal(b) for b in bodies]
+    watch = _Watch()
+    outcomes: dict[str, dict[str, int]] = {"unsigned": {}, "signed": {}}
+    crashes: list[dict[str, Any]] = []
+    slowest = 0.0
+    started = time.perf_counter()
+    half = inputs // 2
+    receiver = FrameCodec(KEY, max_frame=1 << 16)
+    for index in range(inputs):
+        signed = index >= half
+        if signed:
+            frame = sender.seal(mutate(rng.choice(bodies), rng, bodies))
+        elif rng.random() < 0.2:
+            frame = rng.randbytes(rng.randint(0, 200))
+        else:
+            frame = mutate(rng.choice(valid_frames), rng, valid_frames)
+        before = watch.calls
+        t0 = time.perf_counter()
+        try:
+            if signed:
+                outcome = handle_frame(receiver, frame)
+            else:
+                with watch.active():
+                    outcome = handle_frame(receiver, frame)
+        except Exception as error:  # a crash: the decoder raised something undocumented
+            crashes.append({"input": frame.hex()[:400], "error": repr(error),
+                            "campaign": "signed" if signed else "unsigned"})
+            outcome = "crash"
+        elapsed = time.perf_counter() - t0
+        slowest = max(slowest, elapsed)
+        campaign = outcomes["signed" if signed else "unsigned"]
+        campaign[outcome] = campaign.get(outcome, 0) + 1
+        if not signed and outcome != "accepted" and watch.calls != before:
+            crashes.append({"input": frame.hex()[:400], "campaign": "unsigned",
+                            "error": "deserialized before the signature was verified"})
+        if progress and (index + 1) % 100_000 == 0:
+            rate = (index + 1) / (time.perf_counter() - started)
+            progress(f"{index + 1:,}/{inputs:,} inputs, {len(crashes)} crashes, "
+                     f"{rate:,.0f} inputs/s")
+    seconds = time.perf_counter() - started
+    return {
+        "inputs": inputs,
+        "seed": seed,
+        "crashes": len(crashes),
+        "crash_samples": crashes[:5],
+        "outcomes": outcomes,
+        "slowest_input_ms": round(slowest * 1000, 3),
+        "seconds": round(seconds, 1),
+        "inputs_per_s": round(inputs / seconds),
+    }
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m groupcomm.fuzz",
+                            description="Fuzz the frame decoder and envelope parser.")
+    parser.add_argument("--inputs", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.inputs < 1:
+        raise CliError("--inputs must be positive")
+    result = run(args.inputs, args.seed, lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['inputs']:,} inputs in {result['seconds']} s "
+              f"({result['inputs_per_s']:,}/s): {result['crashes']} crashes; slowest input "
+              f"{result['slowest_input_ms']} ms")
+        for campaign, counts in result["outcomes"].items():
+            print(f"  {campaign}: {counts}")
+    return 1 if result["crashes"] else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the fuzzer."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

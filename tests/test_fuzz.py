@@ -1,0 +1,35 @@
+"""Hostile input: the decoder never crashes and never deserializes unverified bytes."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groupcomm.codec import FrameCodec
+from groupcomm.fuzz import KEY, _Watch, handle_frame, run, seed_bodies
+
+REASONS = {"accepted", "bad_signature", "truncated", "oversized", "replayed", "malformed"}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_are_rejected_without_deserializing(data: bytes) -> None:
+    watch = _Watch()
+    with watch.active():
+        outcome = handle_frame(FrameCodec(KEY), data)
+    assert outcome in REASONS - {"accepted"}
+    assert watch.calls == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(seed_bodies()), st.binary(max_size=64), st.integers(0, 400))
+def test_signed_garbage_is_a_clean_rejection(body: bytes, junk: bytes, cut: int) -> None:
+    sender, receiver = FrameCodec(KEY), FrameCodec(KEY)
+    outcome = handle_frame(receiver, sender.seal(body[:cut] + junk))
+    assert outcome in REASONS
+
+
+def test_a_short_fuzzing_campaign_finds_no_crash() -> None:
+    result = run(30_000, seed=7)
+    assert result["crashes"] == 0, result["crash_samples"]
+    assert result["outcomes"]["signed"]["malformed"] > 0
