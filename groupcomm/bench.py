@@ -123,7 +123,7 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
         for i in range(count):
             comm.to_user("receiver", _payload(i, size))
         # closing leaves the session; give the I/O thread time to flush what is queued
-        while comm._calls and time.monotonic() < deadline + 600:  # noqa: SLF001
+        while comm._outgoing and time.monotonic() < deadline + 600:  # noqa: SLF001
             time.sleep(0.01)
         time.sleep(0.5)
 

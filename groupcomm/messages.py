@@ -70,13 +70,49 @@ class MembershipNotice(SystemMessage):
     all_users: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+# Messages are built on every hop of the hot path: the generated frozen-dataclass
+# __init__ costs twice as much as setting the slots directly, so the classes below
+# write their own (still frozen: attribute assignment after construction raises).
+_set = object.__setattr__
+_EMPTY: Mapping[str, HeaderValue] = {}
+
+
+def _init_group(
+    obj: GroupMessage, application_name: str, session_name: str, user_message: Any,
+    message_id: str, sender: str, headers: Mapping[str, HeaderValue] | None,
+    vc: tuple[tuple[str, int], ...], kind: str,
+) -> None:
+    if type(message_id) is not str or not message_id:
+        raise MessageError("message_id must be a non-empty string")
+    if type(sender) is not str or not sender:
+        raise MessageError("sender must be a non-empty string")
+    if headers:
+        for key, value in headers.items():
+            if not isinstance(key, str):
+                raise MessageError(f"header keys must be str, got {type(key).__name__}")
+            check_header_value(value, f"header {key!r}")
+    else:
+        headers = _EMPTY
+    _set(obj, "application_name", application_name)
+    _set(obj, "session_name", session_name)
+    _set(obj, "user_message", user_message)
+    _set(obj, "message_id", message_id)
+    _set(obj, "sender", sender)
+    _set(obj, "headers", headers)
+    _set(obj, "vc", vc)
+    _set(obj, "kind", kind)
+
+
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class GroupMessage:
     """What every pipeline stage sees.
 
     ``vc`` is the ground-truth application-boundary vector clock of the send event. It
     is the oracle for traces and the tag exposed to the application; it is carried
     outside ``headers`` and is never counted as protocol metadata.
+
+    Raises :class:`MessageError` when built with an empty id or sender, or with header
+    values that are not immutable (see :func:`check_header_value`).
     """
 
     application_name: str
@@ -88,15 +124,13 @@ class GroupMessage:
     vc: tuple[tuple[str, int], ...] = ()
     kind: str = "normal"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.message_id, str) or not self.message_id:
-            raise MessageError("message_id must be a non-empty string")
-        if not isinstance(self.sender, str) or not self.sender:
-            raise MessageError("sender must be a non-empty string")
-        for key, value in self.headers.items():
-            if not isinstance(key, str):
-                raise MessageError(f"header keys must be str, got {type(key).__name__}")
-            check_header_value(value, f"header {key!r}")
+    def __init__(
+        self, *, application_name: str, session_name: str, user_message: Any,
+        message_id: str, sender: str, headers: Mapping[str, HeaderValue] | None = None,
+        vc: tuple[tuple[str, int], ...] = (), kind: str = "normal",
+    ) -> None:
+        _init_group(self, application_name, session_name, user_message, message_id, sender,
+                    headers, vc, kind)
 
     def is_user_message(self) -> bool:
         """True for application payloads, False for system messages."""
@@ -155,18 +189,26 @@ class GroupMessage:
         return hash(self.freeze())
 
 
-@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class SentMessage(GroupMessage):
     """A message on its way out; ``destinations`` are client names."""
 
     destinations: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        GroupMessage.__post_init__(self)
-        if not isinstance(self.destinations, tuple) or not all(
-            isinstance(d, str) and d for d in self.destinations
-        ):
-            raise MessageError("destinations must be a tuple of non-empty client names")
+    def __init__(
+        self, *, application_name: str, session_name: str, user_message: Any,
+        message_id: str, sender: str, headers: Mapping[str, HeaderValue] | None = None,
+        vc: tuple[tuple[str, int], ...] = (), kind: str = "normal",
+        destinations: tuple[str, ...] = (),
+    ) -> None:
+        _init_group(self, application_name, session_name, user_message, message_id, sender,
+                    headers, vc, kind)
+        if type(destinations) is not tuple:
+            raise MessageError("destinations must be a tuple of client names")
+        for dest in destinations:
+            if type(dest) is not str or not dest:
+                raise MessageError("destinations must be non-empty client names")
+        _set(self, "destinations", destinations)
 
     def _extra_key(self) -> tuple:
         return self.destinations
@@ -190,11 +232,20 @@ class SentMessage(GroupMessage):
         )
 
 
-@dataclass(frozen=True, eq=False, slots=True, kw_only=True)
+@dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class ReceivedMessage(GroupMessage):
     """A message that arrived; ``client_name`` is the sender (as in the slides)."""
 
     receiver: str = ""
+
+    def __init__(
+        self, *, application_name: str, session_name: str, user_message: Any,
+        message_id: str, sender: str, headers: Mapping[str, HeaderValue] | None = None,
+        vc: tuple[tuple[str, int], ...] = (), kind: str = "normal", receiver: str = "",
+    ) -> None:
+        _init_group(self, application_name, session_name, user_message, message_id, sender,
+                    headers, vc, kind)
+        _set(self, "receiver", receiver)
 
     @property
     def client_name(self) -> str:

@@ -81,6 +81,7 @@ class ProtocolNode(FilterHost):
         self.tickers: list[Callable[[float], None]] = []
         self._session_listeners: list[SessionMessageListener] = []
         self.members: list[str] = []
+        self._member_set: frozenset[str] = frozenset()
 
         if send_creators is None:
             send_creators = [SendMessageFilterSelector.get_message_filter_creator()]
@@ -175,6 +176,7 @@ class ProtocolNode(FilterHost):
         # merge rather than replace: after a server restart members rejoin one by one,
         # and someone who has not rejoined yet is still a member of this session
         self.members = [*self.members, *(u for u in users if u not in self.members)]
+        self._member_set = frozenset(self.members)
         self.trace("join", client=client_name, members=list(users))
         for listener in list(self._session_listeners):
             listener.client_joined(
@@ -190,7 +192,8 @@ class ProtocolNode(FilterHost):
     def client_left(self, client_name: str) -> None:
         """Tell every session listener that ``client_name`` left (owner thread)."""
         if client_name in self.members:
-            self.members.remove(client_name)
+            self.members = [m for m in self.members if m != client_name]
+            self._member_set = frozenset(self.members)
         self.trace("leave", client=client_name)
         for listener in list(self._session_listeners):
             listener.client_left(client_name, self.application)
@@ -207,25 +210,28 @@ class ProtocolNode(FilterHost):
         dests = tuple(dict.fromkeys(destinations))
         if not dests:
             raise ValueError("a message needs at least one destination")
-        members = self.members
-        unknown = [d for d in dests if d not in members and d != self._name]
-        if unknown:
-            raise UnknownPeerError(
-                f"unknown user(s) {', '.join(map(repr, unknown))} in session {self.session!r}; "
-                f"members are {', '.join(members) or '(none)'}"
-            )
+        members = self._member_set
+        name = self._name
+        for dest in dests:
+            if dest not in members and dest != name:
+                unknown = [d for d in dests if d not in members and d != name]
+                raise UnknownPeerError(
+                    f"unknown user(s) {', '.join(map(repr, unknown))} in session "
+                    f"{self.session!r}; members are {', '.join(self.members) or '(none)'}"
+                )
         if self.module is not None:
-            self.module.check_destinations(self._name, dests, members)
+            self.module.check_destinations(name, dests, self.members)
         with self._clock_lock:
             self._next_id += 1
-            self._app_clock[self._name] = self._app_clock.get(self._name, 0) + 1
-            vc = tuple(sorted(self._app_clock.items()))
+            clock = self._app_clock
+            clock[name] = clock.get(name, 0) + 1
+            vc = tuple(clock.items())
             message = SentMessage(
                 application_name=self.application,
                 session_name=self.session,
                 user_message=payload,
-                message_id=f"{self._name}#{self._next_id}",
-                sender=self._name,
+                message_id=f"{name}#{self._next_id}",
+                sender=name,
                 vc=vc,
                 destinations=dests,
             )
@@ -236,6 +242,11 @@ class ProtocolNode(FilterHost):
     def submit(self, message: SentMessage) -> None:
         """Run a tagged message through the send pipeline (owner thread)."""
         self._sends.append(message)
+        self.drain()
+
+    def submit_many(self, messages: Iterable[SentMessage]) -> None:
+        """Run several tagged messages through the send pipeline, in order (owner thread)."""
+        self._sends.extend(messages)
         self.drain()
 
     def send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
@@ -277,6 +288,11 @@ class ProtocolNode(FilterHost):
     # -- network side -------------------------------------------------------------------
     def receive(self, message: ReceivedMessage) -> None:
         """A message arrived from the network (owner thread)."""
+        self.arrived(message)
+        self.drain()
+
+    def arrived(self, message: ReceivedMessage) -> None:
+        """Queue a message that arrived, without processing it yet (see :meth:`drain`)."""
         if self.tracer.enabled:
             if isinstance(message.user_message, ControlMessage):
                 self.trace(
@@ -286,7 +302,6 @@ class ProtocolNode(FilterHost):
             else:
                 self.trace("receive", message, kind=message.kind)
         self._inputs.append(message)
-        self.drain()
 
     def drain(self) -> None:
         """Process queued work until none is left: sends, then deliveries, then inputs."""
@@ -332,6 +347,7 @@ class ProtocolNode(FilterHost):
             self._app_clock = dict(clock)
             self._next_id = next_id
         self.members = list(members)
+        self._member_set = frozenset(self.members)
         for key, value in managers:
             self._shared[key].restore(value)
 
@@ -342,7 +358,8 @@ class ProtocolNode(FilterHost):
 
     # -- pipeline ends --------------------------------------------------------------------
     def _leave_send_pipeline(self, message: SentMessage) -> None:
-        remote = tuple(d for d in message.destinations if d != self._name)
+        dests = message.destinations
+        remote = dests if self._name not in dests else tuple(d for d in dests if d != self._name)
         if self.tracer.enabled:
             size = meta_bytes(message)
             control = message.user_message
@@ -357,7 +374,7 @@ class ProtocolNode(FilterHost):
                                to=dest)
         if remote:
             self._transmit(message, remote)
-        if len(remote) != len(message.destinations):
+        if len(remote) != len(dests):
             # to self: loops back after the current step (never re-enters a filter)
             self._inputs.append(message.received_by(self._name))
 
