@@ -44,6 +44,13 @@ class CausalityManager(ABC):
     def __init__(self, host: FilterHost) -> None:
         self.host = host
         self.members: list[str] = []
+        #: Where control messages go: learnt from the session listener calls.
+        self.application_name = "app"
+        self.session_name = "session"
+        #: Numbers this manager's control messages (their ids must be unique in a run).
+        self.control_count = 0
+        #: Counters a test or an operator can read (duplicates dropped, ...).
+        self.stats: dict[str, int] = {}
         self.send_filter: MessageFilter[SentMessage] | None = None
         self.receive_filter: MessageFilter[ReceivedMessage] | None = None
 
@@ -58,6 +65,8 @@ class CausalityManager(ABC):
         all_users: Sequence[str],
     ) -> None:
         """Track membership in join order (the same order at every member)."""
+        self.application_name = application_name
+        self.session_name = session_name
         for user in all_users:
             if user not in self.members:
                 self.members.append(user)
@@ -78,6 +87,26 @@ class CausalityManager(ABC):
     @abstractmethod
     def held(self) -> list[GroupMessage]:
         """Messages this module holds (buffered for delivery, or unsent), oldest first."""
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        """Held message id -> the members it waits on (empty list: waits on nothing
+        named, e.g. an unsent message behind an earlier one). For operators and tests."""
+        return {m.message_id: [] for m in self.held()}
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Give up waiting for messages ``name`` will never send (it left or crashed):
+        deliver, in causal order as far as it is known, what waits only on it.
+
+        Returns the released message ids. Unsafe in general (a message of ``name`` still
+        in flight would then arrive out of order), so it is never done automatically by
+        the buffering modules; the application decides. Modules that hold nothing on
+        behalf of a peer return ``[]``.
+        """
+        return []
+
+    def count(self, counter: str, by: int = 1) -> None:
+        """Increase the named counter in :attr:`stats`."""
+        self.stats[counter] = self.stats.get(counter, 0) + by
 
     @abstractmethod
     def snapshot(self) -> Hashable:
@@ -155,6 +184,12 @@ class CausalityModule(ABC):
     description: ClassVar[str] = ""
     #: True when the module only supports sends to every other member (``vector``).
     broadcast_only: ClassVar[bool] = False
+    #: True when the protocol orders unicast send events only (``mfss``, ``cykas``): the
+    #: node then sends a message to several members as that many unicasts, one after the
+    #: other, each its own send event (the model of the paper these protocols come from).
+    unicast_events: ClassVar[bool] = False
+    #: True for protocols kept because they are wrong (the checker must catch them).
+    known_bad: ClassVar[bool] = False
 
     @abstractmethod
     def create_manager(self, host: FilterHost) -> CausalityManager:

@@ -239,17 +239,18 @@ class Communicator:
 
     def _send(self, obj: Any, dests: list[str]) -> SentMessage:
         self._check_open()
-        message = self.node.tag_send(obj, dests)
-        self.stats["app_sends"] += 1
+        messages = self.node.tag_sends(obj, dests)
+        self.stats["app_sends"] += len(messages)
         if threading.current_thread() is self._io_thread:
-            self.node.submit(message)
+            self.node.submit_many(messages)
         else:
             if len(self._outgoing) >= self.max_pending:
                 self._wait_for_room()
-            self._outgoing.append(message)
+            self._outgoing.extend(messages)
             if not self._wake_pending:
                 self._wake()
-        return message
+        # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
+        return messages[0]
 
     def _wait_for_room(self) -> None:
         """Block the sending thread while the I/O thread is behind (bounded queue)."""
@@ -309,14 +310,16 @@ class Communicator:
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""
-        def collect() -> list[Any]:
-            module = self.node.module
-            if module is None:
-                return []
-            manager = self.node.shared.get(f"causality:{module.name}")
-            return manager.held() if manager is not None else []
+        return self._call(lambda: [m for m in self.node.held()])
 
-        return self._call(collect)
+    def waiting_for(self) -> dict[str, list[str]]:
+        """Held message id -> the members it waits on."""
+        return self._call(self.node.waiting_for)
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Stop waiting for what ``name`` (gone) never sent; returns the released ids.
+        See :meth:`groupcomm.causality.CausalityManager.release_waiting_on`."""
+        return self._call(lambda: self.node.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
         """Send/receive counts and rejected frames by reason."""

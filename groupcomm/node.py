@@ -34,7 +34,7 @@ from groupcomm.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
-from groupcomm.messages import ControlMessage, ReceivedMessage, SentMessage
+from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 from groupcomm.tracing import NullTracer, Tracer
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,17 @@ class ProtocolNode(FilterHost):
 
         Thread-safe. Raises :class:`UnknownPeerError` for a destination that is not a
         member, ``ValueError`` for an empty destination list, and the module's
-        :class:`~groupcomm.causality.CausalityError` for a send it cannot carry.
+        :class:`~groupcomm.causality.CausalityError` for a send it cannot carry. With a
+        module that orders unicast events only (``mfss``, ``cykas``) a message to several
+        members is split (see :meth:`tag_sends`); this returns the first part.
+        """
+        return self.tag_sends(payload, destinations)[0]
+
+    def tag_sends(self, payload: Any, destinations: Iterable[str]) -> list[SentMessage]:
+        """Like :meth:`tag_send`, returning every message the send became.
+
+        One message, unless the module has ``unicast_events``: then one unicast per
+        destination, in the order given, each its own send event with its own clock.
         """
         dests = tuple(dict.fromkeys(destinations))
         if not dests:
@@ -219,8 +229,15 @@ class ProtocolNode(FilterHost):
                     f"unknown user(s) {', '.join(map(repr, unknown))} in session "
                     f"{self.session!r}; members are {', '.join(self.members) or '(none)'}"
                 )
-        if self.module is not None:
-            self.module.check_destinations(name, dests, self.members)
+        module = self.module
+        if module is not None:
+            module.check_destinations(name, dests, self.members)
+            if module.unicast_events and len(dests) > 1:
+                return [self._tag_one(payload, (dest,)) for dest in dests]
+        return [self._tag_one(payload, dests)]
+
+    def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
+        name = self._name
         with self._clock_lock:
             self._next_id += 1
             clock = self._app_clock
@@ -251,9 +268,9 @@ class ProtocolNode(FilterHost):
 
     def send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
         """Tag and submit in one call (owner thread)."""
-        message = self.tag_send(payload, destinations)
-        self.submit(message)
-        return message
+        messages = self.tag_sends(payload, destinations)
+        self.submit_many(messages)
+        return messages[0]
 
     def application_delivered(self, message: ReceivedMessage) -> None:
         """Advance the application clock: the application now sees ``message``.
@@ -350,6 +367,31 @@ class ProtocolNode(FilterHost):
         self._member_set = frozenset(self.members)
         for key, value in managers:
             self._shared[key].restore(value)
+
+    # -- what the causality module holds ----------------------------------------------------
+    @property
+    def manager(self) -> Any:
+        """The causality module's manager at this node (``None`` without a module)."""
+        if self.module is None:
+            return None
+        return self._shared.get(f"causality:{self.module.name}")
+
+    def held(self) -> list[GroupMessage]:
+        """Messages the causality module holds (buffered for delivery, or unsent)."""
+        manager = self.manager
+        return manager.held() if manager is not None else []
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        """Held message id -> the members it waits on."""
+        manager = self.manager
+        return manager.waiting_for() if manager is not None else {}
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Give up waiting for ``name`` (owner thread); delivers what that frees."""
+        manager = self.manager
+        released = manager.release_waiting_on(name) if manager is not None else []
+        self.drain()
+        return released
 
     @property
     def idle(self) -> bool:

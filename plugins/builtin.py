@@ -15,6 +15,10 @@ BUILTIN_MODULES = {
     "matrix": "filters.matrix:MatrixModule",
     "mfss": "filters.mfss:MfssModule",
     "cykas": "filters.cykas:CykasModule",
+    # known-bad protocols, kept for the model checker and the trace analysis to catch
+    "cykas-secret-sends": "filters.cykas:CykasSecretSendsModule",
+    "scalar-id": "filters.scalar_id:ScalarIdModule",
+    "last-sender": "filters.last_sender:LastSenderModule",
 }
 
 

@@ -1,0 +1,143 @@
+"""Helpers the causality modules share: control messages, header readers that turn a
+peer's wrong-shape metadata into a precise :class:`ProtocolViolation`, and the compact
+encodings of clocks and matrices.
+
+Clocks travel keyed by member name, not by position: members join and leave, and a
+late joiner does not know who left before it came, so positions would not mean the
+same at every member. To stay compact the names are sent once per message and the
+entries refer to them by index; only non-zero entries are sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from groupcomm.causality import CausalityManager, ProtocolViolation
+from groupcomm.messages import ControlMessage, GroupMessage, HeaderValue, SentMessage
+
+Clock = dict[str, int]
+Matrix = dict[str, dict[str, int]]
+
+
+def control_message(
+    manager: CausalityManager,
+    protocol: str,
+    kind: str,
+    to: str,
+    about: str = "",
+    headers: Mapping[str, HeaderValue] | None = None,
+) -> SentMessage:
+    """A control message of ``protocol`` from this host to ``to`` (never delivered)."""
+    manager.control_count += 1
+    name = manager.host.name
+    return SentMessage(
+        application_name=manager.application_name,
+        session_name=manager.session_name,
+        user_message=ControlMessage(protocol, kind, about),
+        message_id=f"{name}~{kind}{manager.control_count}",
+        sender=name,
+        headers=headers,
+        destinations=(to,),
+    )
+
+
+def header(message: GroupMessage, key: str, protocol: str) -> Any:
+    """The header ``key`` of ``message``; a missing one breaks the protocol."""
+    try:
+        return message.headers[key]
+    except KeyError:
+        raise ProtocolViolation(
+            f"{protocol}: message {message.message_id} from {message.sender} carries no "
+            f"{key!r} header (is the sender running another causality module?)"
+        ) from None
+
+
+def int_header(message: GroupMessage, key: str, protocol: str, minimum: int = 0) -> int:
+    """An integer header no smaller than ``minimum``."""
+    value = header(message, key, protocol)
+    if type(value) is not int or value < minimum:
+        raise ProtocolViolation(
+            f"{protocol}: header {key!r} of {message.message_id} from {message.sender} "
+            f"must be an integer >= {minimum}, got {value!r}"
+        )
+    return value
+
+
+def encode_clock(clock: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``(names, counts)`` of the non-zero entries, names sorted (canonical)."""
+    names = tuple(sorted(k for k, v in clock.items() if v))
+    return names, tuple(clock[k] for k in names)
+
+
+def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
+    """Inverse of :func:`encode_clock`, validating the shape."""
+    value = header(message, key, protocol)
+    where = f"{protocol}: header {key!r} of {message.message_id} from {message.sender}"
+    if not (isinstance(value, tuple) and len(value) == 2):
+        raise ProtocolViolation(f"{where} must be a pair (names, counts), got {value!r:.80}")
+    names, counts = value
+    if not (isinstance(names, tuple) and isinstance(counts, tuple)) or len(names) != len(
+        counts
+    ):
+        raise ProtocolViolation(f"{where}: names and counts must be tuples of equal length")
+    clock: Clock = {}
+    for name, count in zip(names, counts, strict=True):
+        if type(name) is not str or not name or type(count) is not int or count < 0:
+            raise ProtocolViolation(f"{where}: bad entry {name!r}: {count!r}")
+        clock[name] = count
+    return clock
+
+
+def encode_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, ...], tuple]:
+    """``(names, flat)`` where ``flat`` is ``(row, column, count)`` index triples of the
+    non-zero entries; names sorted, entries in row-major order (canonical)."""
+    names = sorted(
+        {r for r, row in matrix.items() if any(row.values())}
+        | {c for row in matrix.values() for c, v in row.items() if v}
+    )
+    index = {n: i for i, n in enumerate(names)}
+    flat: list[int] = []
+    for r in sorted(matrix):
+        row = matrix[r]
+        for c in sorted(row):
+            v = row[c]
+            if v:
+                flat += (index[r], index[c], v)
+    return tuple(names), tuple(flat)
+
+
+def decode_matrix(message: GroupMessage, key: str, protocol: str) -> Matrix:
+    """Inverse of :func:`encode_matrix`, validating the shape."""
+    value = header(message, key, protocol)
+    where = f"{protocol}: header {key!r} of {message.message_id} from {message.sender}"
+    if not (isinstance(value, tuple) and len(value) == 2):
+        raise ProtocolViolation(f"{where} must be a pair (names, entries), got {value!r:.80}")
+    names, flat = value
+    if not (isinstance(names, tuple) and isinstance(flat, tuple)) or len(flat) % 3:
+        raise ProtocolViolation(f"{where}: names must be a tuple and entries index triples")
+    if not all(type(n) is str and n for n in names):
+        raise ProtocolViolation(f"{where}: names must be non-empty strings")
+    matrix: Matrix = {}
+    size = len(names)
+    for i in range(0, len(flat), 3):
+        r, c, v = flat[i : i + 3]
+        if not (
+            type(r) is int and type(c) is int and type(v) is int
+            and 0 <= r < size and 0 <= c < size and v >= 0
+        ):
+            raise ProtocolViolation(f"{where}: bad entry {flat[i : i + 3]!r}")
+        matrix.setdefault(names[r], {})[names[c]] = v
+    return matrix
+
+
+def freeze_clock(clock: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """A canonical hashable form of a clock (zero entries dropped)."""
+    return tuple(sorted((k, v) for k, v in clock.items() if v))
+
+
+def freeze_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple:
+    """A canonical hashable form of a matrix (zero entries dropped)."""
+    return tuple(
+        (r, freeze_clock(row)) for r, row in sorted(matrix.items()) if any(row.values())
+    )

@@ -1,0 +1,297 @@
+"""``cykas``: sender-side causal order with eager sends and secret mode (004 §2.2).
+
+State per process (the names of the paper):
+
+* ``OB`` - FIFO of unsent application messages;
+* ``UNACK`` - per peer, the id of the message network-sent to it that awaits its ACK;
+* ``MODE`` - number of YCTs ("you can talk") awaited; 0 is normal mode, > 0 secret mode;
+* ``EAGER_SENT`` - per peer, a FIFO of sets of peers whose ACKs are awaited before that
+  peer may be sent a YCT.
+
+Rules (DESIGN.md, "Protocols"): an application send appends to OB and tries to send.
+Trying looks only at the head of OB (destination j): stop in secret mode or while
+UNACK[j]; otherwise send it **eager** when any ACK is outstanding (recording
+{k : UNACK[k]} ∪ {j} in EAGER_SENT[j]) and **normal** otherwise, set UNACK[j], pop,
+repeat. A receiver delivers normal and eager messages at once and ACKs right away; an
+eager one also puts it in secret mode (MODE += 1) until the sender's YCT arrives. An ACK
+from j clears UNACK[j], removes j from every awaited set and sends a YCT to each peer
+whose head set became empty. ACK and YCT may always be sent, in secret mode too; they are
+never delivered to the application. Eager messages carry one byte of metadata (their
+kind); normal ones none.
+
+Choices where the source is silent:
+
+* Multicasts are sent as successive unicasts (``unicast_events``), self-addressed copies
+  are delivered through the local loop in OB order, with no ACK.
+* MODE is also kept per eager sender (``yct_from``), so that a peer leaving while we wait
+  for its YCT does not leave us in secret mode for ever: we stop waiting for it. Likewise
+  an ACK that will never come from a departed peer is treated as received (YCTs that
+  waited only on it are sent), and unsent messages to it are dropped and counted in
+  ``stats["undeliverable"]``. A message of the departed peer still in flight could then be
+  overtaken; the trace shows it if it happens.
+
+``CykasSecretSendsModule`` (``cykas-secret-sends``) is the broken variant of 004 §2.3: in
+secret mode it still sends to the peer that put it there. It exists so the model checker
+and the trace analysis can be shown to catch the violation (Figure 3 of the paper).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Hashable
+
+from filters._common import control_message
+from groupcomm.causality import (
+    CausalityError,
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+log = logging.getLogger(__name__)
+
+NAME = "cykas"
+
+
+class CykasManager(CausalityManager):
+    """OB, UNACK, MODE and EAGER_SENT of one process."""
+
+    #: the known-bad variant sends to its eager sender while in secret mode
+    secret_sends = False
+    protocol = NAME
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.ob: deque[SentMessage] = deque()
+        self.unack: dict[str, str] = {}
+        self.mode = 0
+        self.yct_from: dict[str, int] = {}
+        self.eager_sent: dict[str, deque[set[str]]] = {}
+
+    # -- sending ------------------------------------------------------------------------
+    def enqueue(self, message: SentMessage) -> None:
+        if len(message.destinations) != 1:
+            raise CausalityError(f"{self.protocol}: {message.message_id} must have one "
+                                 "destination (the node splits multicasts for this module)")
+        self.ob.append(message)
+        if not self._try_send(first=message):
+            self.host.trace("buffer", message, side="send", waiting_for=self._blockers())
+
+    def try_send(self) -> None:
+        """Send from the head of OB while the rules allow (after every ACK and YCT)."""
+        self._try_send(first=None)
+
+    def _may_send_in_secret_mode(self, dest: str) -> bool:
+        return self.secret_sends and self.yct_from.get(dest, 0) > 0
+
+    def _try_send(self, first: SentMessage | None) -> bool:
+        """Returns True when ``first`` (just enqueued) went out at once."""
+        me = self.host.name
+        sent_first = False
+        while self.ob:
+            message = self.ob[0]
+            (dest,) = message.destinations
+            if self.mode > 0 and not (dest == me or self._may_send_in_secret_mode(dest)):
+                break
+            if dest in self.unack:
+                break
+            self.ob.popleft()
+            if message is first:
+                sent_first = True
+            else:
+                self.host.trace("unbuffer", message, side="send")
+            if dest == me:
+                self.send_downstream(message)
+                continue
+            if self.unack:
+                awaited = set(self.unack) | {dest}
+                self.eager_sent.setdefault(dest, deque()).append(awaited)
+                message = message.replace(kind="eager")  # type: ignore[assignment]
+            self.unack[dest] = message.message_id
+            self.send_downstream(message)
+        return sent_first
+
+    def _blockers(self) -> list[str]:
+        if not self.ob:
+            return []
+        (dest,) = self.ob[0].destinations
+        if self.mode > 0:
+            return sorted(p for p, n in self.yct_from.items() if n > 0)
+        return [dest] if dest in self.unack else []
+
+    # -- receiving ----------------------------------------------------------------------
+    def deliver(self, message: ReceivedMessage) -> None:
+        sender = message.sender
+        if message.kind not in ("normal", "eager"):
+            raise ProtocolViolation(
+                f"{self.protocol}: {message.message_id} from {sender} has kind "
+                f"{message.kind!r}; expected normal or eager"
+            )
+        if sender != self.host.name:
+            if message.kind == "eager":
+                self.mode += 1
+                self.yct_from[sender] = self.yct_from.get(sender, 0) + 1
+            self.send_downstream(
+                control_message(self, self.protocol, "ack", sender, about=message.message_id)
+            )
+        self.deliver_upstream(message)
+
+    def on_ack(self, message: ReceivedMessage) -> None:
+        sender = message.sender
+        about = message.user_message.about
+        if self.unack.get(sender) != about:
+            raise ProtocolViolation(
+                f"{self.protocol}: unexpected ack from {sender} for {about!r} "
+                f"(awaiting {self.unack.get(sender)!r})"
+            )
+        self._acked(sender)
+        self.try_send()
+
+    def _acked(self, peer: str) -> None:
+        self.unack.pop(peer, None)
+        for waiting in self.eager_sent.values():
+            for awaited in waiting:
+                awaited.discard(peer)
+        for target in sorted(self.eager_sent):
+            queue = self.eager_sent[target]
+            while queue and not queue[0]:
+                queue.popleft()
+                if target in self.members or target == self.host.name:
+                    self.send_downstream(control_message(self, self.protocol, "yct", target))
+            if not queue:
+                del self.eager_sent[target]
+
+    def on_yct(self, message: ReceivedMessage) -> None:
+        sender = message.sender
+        if self.yct_from.get(sender, 0) < 1:
+            raise ProtocolViolation(
+                f"{self.protocol}: unexpected yct from {sender} (not in secret mode for it)"
+            )
+        self._yct(sender)
+        self.try_send()
+
+    def _yct(self, peer: str) -> None:
+        self.yct_from[peer] -= 1
+        if not self.yct_from[peer]:
+            del self.yct_from[peer]
+        self.mode -= 1
+
+    # -- membership ---------------------------------------------------------------------
+    def member_removed(self, name: str) -> None:
+        dropped = [m for m in self.ob if m.destinations == (name,)]
+        if dropped:
+            self.ob = deque(m for m in self.ob if m.destinations != (name,))
+            self.count("undeliverable", len(dropped))
+            log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
+                        self.host.name, name, len(dropped),
+                        ", ".join(m.message_id for m in dropped[:10]))
+        self.eager_sent.pop(name, None)  # no YCT can reach it any more
+        if name in self.unack:
+            self._acked(name)
+        while self.yct_from.get(name, 0):
+            log.info("%s: %s left while we waited for its YCT; leaving secret mode for it",
+                     self.host.name, name)
+            self._yct(name)
+        self.try_send()
+
+    # -- introspection ------------------------------------------------------------------
+    def held(self) -> list[GroupMessage]:
+        return list(self.ob)
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        blockers = self._blockers()
+        return {m.message_id: blockers for m in self.ob}
+
+    def snapshot(self) -> Hashable:
+        return (
+            tuple(self.ob),
+            tuple(sorted(self.unack.items())),
+            self.mode,
+            tuple(sorted(self.yct_from.items())),
+            tuple(
+                (p, tuple(tuple(sorted(s)) for s in q))
+                for p, q in sorted(self.eager_sent.items())
+            ),
+            self.control_count,
+        )
+
+    def restore(self, snapshot: Hashable) -> None:
+        ob, unack, self.mode, yct_from, eager, self.control_count = snapshot  # type: ignore[misc]
+        self.ob = deque(ob)
+        self.unack = dict(unack)
+        self.yct_from = dict(yct_from)
+        self.eager_sent = {p: deque(set(s) for s in q) for p, q in eager}
+
+
+class CykasSecretSendsManager(CykasManager):
+    """The known-bad variant (004 §2.3): sends to its eager sender in secret mode."""
+
+    secret_sends = True
+    protocol = "cykas-secret-sends"
+
+
+class CykasSendFilter(ModuleSendFilter):
+    """Puts application messages in OB."""
+
+    manager: CykasManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        self.manager.enqueue(message)
+
+
+class CykasReceiveFilter(ModuleReceiveFilter):
+    """Delivers on receipt, ACKs, tracks secret mode; consumes ACK and YCT."""
+
+    manager: CykasManager
+
+    def __init__(self, manager: CykasManager) -> None:
+        super().__init__(manager)
+        self.protocol = manager.protocol  # type: ignore[misc]
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.deliver(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        kind = message.user_message.kind
+        if kind == "ack":
+            self.manager.on_ack(message)
+        elif kind == "yct":
+            self.manager.on_yct(message)
+        else:
+            raise ProtocolViolation(
+                f"{self.manager.protocol}: unknown control message {kind!r} "
+                f"from {message.sender}"
+            )
+
+
+class CykasModule(CausalityModule):
+    """Sender-side causal order with eager sends (Cykas)."""
+
+    name = NAME
+    description = "sender-side causal order with eager sends and secret mode (Cykas)"
+    unicast_events = True
+    manager_class: type[CykasManager] = CykasManager
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return self.manager_class(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> CykasSendFilter:
+        return CykasSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> CykasReceiveFilter:
+        assert isinstance(manager, CykasManager)
+        return CykasReceiveFilter(manager)
+
+
+class CykasSecretSendsModule(CykasModule):
+    """KNOWN BAD: Cykas that sends to its eager sender while in secret mode."""
+
+    name = "cykas-secret-sends"
+    description = "KNOWN BAD (004 §2.3): cykas that sends to its eager sender in secret mode"
+    known_bad = True
+    manager_class = CykasSecretSendsManager

@@ -1,0 +1,134 @@
+"""``last-sender`` (KNOWN BAD): the "last sender time stamp" scheme of seed 003.
+
+Every site counts the messages it delivered from each site. A message carries the
+sender and count of the last message its sender delivered (header ``l``: ``(site,
+count)``, or ``()`` when it delivered none). A site delivers a message when its own
+count for that site has reached the stamped count, else buffers it. A message may have
+several causes and this scheme sends only the most recent one, so a message whose
+other causes are still on the way is delivered too early: kept to be caught by the
+trace analysis and the model checker. Broadcast only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from filters._common import header
+from groupcomm.causality import (
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+NAME = "last-sender"
+STAMP = "l"
+
+
+class LastSenderManager(CausalityManager):
+    """Delivered counts per site, the last delivery, and the buffer."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.counts: dict[str, int] = {}
+        self.last: tuple = ()
+        self.buffer: list[tuple[tuple, ReceivedMessage]] = []
+
+    def stamp(self, message: SentMessage) -> SentMessage:
+        return message.with_headers(**{STAMP: self.last})  # type: ignore[return-value]
+
+    def accept(self, message: ReceivedMessage) -> None:
+        if message.sender == self.host.name:
+            self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+            return
+        stamp = header(message, STAMP, NAME)
+        if not (stamp == () or (
+            isinstance(stamp, tuple) and len(stamp) == 2 and type(stamp[0]) is str
+            and type(stamp[1]) is int and stamp[1] >= 1
+        )):
+            raise ProtocolViolation(
+                f"{NAME}: header {STAMP!r} of {message.message_id} must be () or "
+                f"(site, count >= 1), got {stamp!r:.80}"
+            )
+        if self._ready(stamp):
+            self._deliver(message)
+            self._drain()
+        else:
+            self.buffer.append((stamp, message))
+            self.host.trace("buffer", message, waiting_for=[stamp[0]])
+
+    def _ready(self, stamp: tuple) -> bool:
+        return not stamp or stamp[0] == self.host.name or self.counts.get(stamp[0], 0) >= stamp[1]
+
+    def _deliver(self, message: ReceivedMessage) -> None:
+        count = self.counts.get(message.sender, 0) + 1
+        self.counts[message.sender] = count
+        self.last = (message.sender, count)
+        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+
+    def _drain(self) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for index, (stamp, message) in enumerate(self.buffer):
+                if self._ready(stamp):
+                    del self.buffer[index]
+                    self.host.trace("unbuffer", message)
+                    self._deliver(message)
+                    progress = True
+                    break
+
+    def held(self) -> list[GroupMessage]:
+        return [m for _, m in self.buffer]
+
+    def snapshot(self) -> Hashable:
+        return (tuple(sorted(self.counts.items())), self.last, tuple(self.buffer),
+                self.control_count)
+
+    def restore(self, snapshot: Hashable) -> None:
+        counts, self.last, buffer, self.control_count = snapshot  # type: ignore[misc]
+        self.counts = dict(counts)
+        self.buffer = list(buffer)
+
+
+class LastSenderSendFilter(ModuleSendFilter):
+    manager: LastSenderManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        self.forward(self.manager.stamp(message))
+
+
+class LastSenderReceiveFilter(ModuleReceiveFilter):
+    manager: LastSenderManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+
+class LastSenderModule(CausalityModule):
+    """KNOWN BAD: only the most recent cause travels."""
+
+    name = NAME
+    description = "KNOWN BAD (003): last-sender stamp; misses all but one cause"
+    broadcast_only = True
+    known_bad = True
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return LastSenderManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> LastSenderSendFilter:
+        return LastSenderSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> LastSenderReceiveFilter:
+        return LastSenderReceiveFilter(manager)
+
+    def check_destinations(
+        self, sender: str, destinations: Sequence[str], members: Sequence[str]
+    ) -> None:
+        from filters.vector import VectorModule
+
+        VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]

@@ -1,0 +1,221 @@
+"""``matrix``: causal unicast and multicast (seed 000; Raynal, Schiper and Toueg 1991).
+
+SENT is an n x n matrix (row: sender, column: receiver) and DELIV a vector, both sparse
+and keyed by member name, so members may join at any time (a newcomer's row and column
+start at zero, which is exactly right: nothing was sent to it before it came).
+
+**The variant chosen.** The blog post (000) describes "attach SENT, then increment
+SENT[i][j]" and, at the receiver, "increment SENT[j][i], then merge". It also notes the
+equivalent form that increments *before* attaching and adds a "one greater" clause for
+the sender's own entry. We use that second form because it is the one that makes a
+multicast correct: a message to {a, b} increments SENT[i][a] and SENT[i][b] and then
+attaches one snapshot for both copies, so b learns that a message went to a (and will
+hold a's reply to it until it is delivered). Sending the copies as successive unicasts
+("attach, increment, attach, increment") would let a's reaction overtake b's copy: a
+causal violation of the application's single send event. So, for m from j at i:
+
+* deliverable when ``DELIV_i[j] == SENT_m[j][i] - 1`` and
+  ``DELIV_i[k] >= SENT_m[k][i]`` for every k != j;
+* after delivery ``DELIV_i[j] += 1`` and ``SENT_i = max(SENT_i, SENT_m)`` (the merge
+  already contains m, so the separate increment of the unicast form is not repeated).
+
+On unicast traffic the states are the same as the blog's at every step (the worked
+example is a test). **Self-addressed messages** (``to_all``) count once: SENT_i[i][i] is
+incremented when sending and never again when the copy loops back (counting it at both
+ends is the known pitfall that blocks every later self-addressed message).
+
+The metadata (header ``M``) carries the non-zero entries of SENT as index triples into a
+list of names sent once per message; it grows with the square of the members that talk
+to each other, which is the cost 004 measures against the sender-side protocols.
+
+A member that leaves with a message to us still in flight (or lost) leaves whatever
+depends on that message held: see :meth:`MatrixManager.held`, ``waiting_for`` (which
+names it) and ``release_waiting_on``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+
+from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
+from groupcomm.causality import (
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+log = logging.getLogger(__name__)
+
+NAME = "matrix"
+STAMP = "M"
+
+
+class MatrixManager(CausalityManager):
+    """SENT, DELIV and the buffer of one member."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.sent: dict[str, dict[str, int]] = {}
+        self.deliv: dict[str, int] = {}
+        self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
+
+    def sent_matrix(self, order: list[str]) -> list[list[int]]:
+        """SENT as a dense list of rows in the given member order (for tests, displays)."""
+        return [[self.sent.get(r, {}).get(c, 0) for c in order] for r in order]
+
+    # -- send side ----------------------------------------------------------------------
+    def stamp(self, message: SentMessage) -> SentMessage:
+        row = self.sent.setdefault(self.host.name, {})
+        for dest in message.destinations:
+            row[dest] = row.get(dest, 0) + 1
+        return message.with_headers(**{STAMP: encode_matrix(self.sent)})  # type: ignore[return-value]
+
+    # -- receive side -------------------------------------------------------------------
+    def accept(self, message: ReceivedMessage) -> None:
+        stamp = decode_matrix(message, STAMP, NAME)
+        me, sender = self.host.name, message.sender
+        own = stamp.get(sender, {}).get(me, 0)
+        if own < 1:
+            raise ProtocolViolation(
+                f"{NAME}: stamp of {message.message_id} does not count the message itself "
+                f"(SENT[{sender}][{me}] = {own})"
+            )
+        if own <= self.deliv.get(sender, 0) or any(
+            m.message_id == message.message_id for m, _ in self.buffer
+        ):
+            self.count("duplicates")
+            return
+        if self._deliverable(sender, stamp):
+            self._deliver(message, stamp)
+            self._drain()
+        else:
+            self.buffer.append((message, stamp))
+            self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))
+
+    def _deliverable(self, sender: str, stamp: dict[str, dict[str, int]]) -> bool:
+        me = self.host.name
+        deliv = self.deliv
+        for k, row in stamp.items():
+            need = row.get(me, 0)
+            if k == sender:
+                need -= 1
+                if deliv.get(k, 0) != need:
+                    return False
+            elif deliv.get(k, 0) < need:
+                return False
+        return True
+
+    def _waits_on(self, sender: str, stamp: dict[str, dict[str, int]]) -> list[str]:
+        me = self.host.name
+        return sorted(
+            k for k, row in stamp.items()
+            if self.deliv.get(k, 0) < row.get(me, 0) - (1 if k == sender else 0)
+        )
+
+    def _deliver(self, message: ReceivedMessage, stamp: dict[str, dict[str, int]]) -> None:
+        sender = message.sender
+        self.deliv[sender] = self.deliv.get(sender, 0) + 1
+        sent = self.sent
+        for r, row in stamp.items():
+            mine = sent.setdefault(r, {})
+            for c, v in row.items():
+                if mine.get(c, 0) < v:
+                    mine[c] = v
+        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+
+    def _drain(self) -> None:
+        progress = True
+        while progress and self.buffer:
+            progress = False
+            for index, (message, stamp) in enumerate(self.buffer):
+                if self._deliverable(message.sender, stamp):
+                    del self.buffer[index]
+                    self.host.trace("unbuffer", message)
+                    self._deliver(message, stamp)
+                    progress = True
+                    break
+
+    # -- introspection ------------------------------------------------------------------
+    def held(self) -> list[GroupMessage]:
+        return [m for m, _ in self.buffer]
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        return {m.message_id: self._waits_on(m.sender, s) for m, s in self.buffer}
+
+    def member_removed(self, name: str) -> None:
+        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
+        if waiting:
+            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
+                        "release_waiting_on)", self.host.name, name, len(waiting),
+                        ", ".join(waiting[:10]))
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Count the messages ``name`` sent us that never came as delivered."""
+        before = {m.message_id for m, _ in self.buffer}
+        me = self.host.name
+        for _ in range(len(self.buffer) + 1):
+            self._drain()
+            current = self.deliv.get(name, 0)
+            own = [s[name][me] - 1 for m, s in self.buffer if m.sender == name]
+            needed = [s.get(name, {}).get(me, 0) for m, s in self.buffer if m.sender != name]
+            options = [x for x in (min(own, default=0), max(needed, default=0)) if x > current]
+            if not options:
+                break
+            self.deliv[name] = min(options)
+        released = sorted(before - {m.message_id for m, _ in self.buffer})
+        self.count("released", len(released))
+        return released
+
+    def snapshot(self) -> Hashable:
+        return (
+            freeze_matrix(self.sent),
+            freeze_clock(self.deliv),
+            tuple(sorted((m, freeze_matrix(s)) for m, s in self.buffer)),
+            self.control_count,
+        )
+
+    def restore(self, snapshot: Hashable) -> None:
+        sent, deliv, buffer, self.control_count = snapshot  # type: ignore[misc]
+        self.sent = {r: dict(row) for r, row in sent}
+        self.deliv = dict(deliv)
+        self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
+
+
+class MatrixSendFilter(ModuleSendFilter):
+    """Counts the send in SENT and attaches the snapshot."""
+
+    manager: MatrixManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        self.forward(self.manager.stamp(message))
+
+
+class MatrixReceiveFilter(ModuleReceiveFilter):
+    """Delivers once every message the sender knew was on its way to us has arrived."""
+
+    manager: MatrixManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+
+class MatrixModule(CausalityModule):
+    """Raynal-Schiper-Toueg causal order for unicast and multicast."""
+
+    name = NAME
+    description = "causal unicast/multicast with Raynal-Schiper-Toueg SENT matrices"
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return MatrixManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> MatrixSendFilter:
+        return MatrixSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> MatrixReceiveFilter:
+        return MatrixReceiveFilter(manager)

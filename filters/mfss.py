@@ -1,0 +1,165 @@
+"""``mfss``: Mattern and Fünfrocken's sender-side causal order (004 §2.1).
+
+Each process keeps an output buffer (FIFO). It network-sends the head of the buffer
+only when it holds no un-acknowledged message; a receiver delivers on receipt and sends
+an ``ack`` control message at once. Application messages carry no metadata at all; the
+price is one ACK per message and a sender that waits a round trip between sends.
+
+Choices where the source is silent:
+
+* A message to several members is sent as that many unicasts, one after the other (the
+  protocol orders unicast send events; see ``unicast_events`` and
+  :meth:`groupcomm.node.ProtocolNode.tag_sends`).
+* A message to oneself (``to_all``) is delivered through the local loop without an ACK,
+  still in buffer order.
+* **Departures.** When the peer whose ACK we await leaves, we stop waiting (it will never
+  answer) and go on with the buffer; buffered messages addressed to it are dropped,
+  counted in ``stats["undeliverable"]`` and logged, since no one can receive them. Nothing
+  else is held on a peer's behalf, so survivors never wedge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Hashable
+
+from filters._common import control_message
+from groupcomm.causality import (
+    CausalityError,
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+log = logging.getLogger(__name__)
+
+NAME = "mfss"
+
+
+class MfssManager(CausalityManager):
+    """The output buffer and the message whose ACK is awaited."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.buffer: deque[SentMessage] = deque()
+        #: (message id, destination) of the message awaiting its ACK, if any
+        self.unacked: tuple[str, str] | None = None
+
+    def enqueue(self, message: SentMessage) -> None:
+        if self.unacked is None and not self.buffer:
+            self._send(message)
+            return
+        self.buffer.append(message)
+        self.host.trace("buffer", message, side="send", waiting_for=[self.unacked[1]]
+                        if self.unacked else [])
+
+    def try_send(self) -> None:
+        """Send from the head of the buffer while nothing is un-acknowledged."""
+        while self.buffer and self.unacked is None:
+            message = self.buffer.popleft()
+            self.host.trace("unbuffer", message, side="send")
+            self._send(message)
+
+    def _send(self, message: SentMessage) -> None:
+        me = self.host.name
+        if len(message.destinations) != 1:
+            raise CausalityError(f"{NAME}: {message.message_id} must have one destination "
+                                 "(the node splits multicasts for this module)")
+        (dest,) = message.destinations
+        if dest != me:
+            self.unacked = (message.message_id, dest)
+        self.send_downstream(message)
+
+    def deliver(self, message: ReceivedMessage) -> None:
+        if message.sender != self.host.name:
+            self.send_downstream(
+                control_message(self, NAME, "ack", message.sender, about=message.message_id)
+            )
+        self.deliver_upstream(message)
+
+    def on_ack(self, message: ReceivedMessage) -> None:
+        about = message.user_message.about
+        if self.unacked != (about, message.sender):
+            raise ProtocolViolation(
+                f"{NAME}: unexpected ack from {message.sender} for {about!r} "
+                f"(awaiting {self.unacked!r})"
+            )
+        self.unacked = None
+        self.try_send()
+
+    def member_removed(self, name: str) -> None:
+        dropped = [m for m in self.buffer if m.destinations == (name,)]
+        if dropped:
+            self.buffer = deque(m for m in self.buffer if m.destinations != (name,))
+            self.count("undeliverable", len(dropped))
+            log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
+                        self.host.name, name, len(dropped),
+                        ", ".join(m.message_id for m in dropped[:10]))
+        if self.unacked is not None and self.unacked[1] == name:
+            log.info("%s: %s left before acknowledging %s; sending on", self.host.name,
+                     name, self.unacked[0])
+            self.unacked = None
+            self.try_send()
+
+    def held(self) -> list[GroupMessage]:
+        return list(self.buffer)
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        waits = [self.unacked[1]] if self.unacked else []
+        return {m.message_id: waits for m in self.buffer}
+
+    def snapshot(self) -> Hashable:
+        return (tuple(self.buffer), self.unacked, self.control_count)
+
+    def restore(self, snapshot: Hashable) -> None:
+        buffer, self.unacked, self.control_count = snapshot  # type: ignore[misc]
+        self.buffer = deque(buffer)
+
+
+class MfssSendFilter(ModuleSendFilter):
+    """Puts application messages in the output buffer."""
+
+    manager: MfssManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        self.manager.enqueue(message)
+
+
+class MfssReceiveFilter(ModuleReceiveFilter):
+    """Delivers on receipt and acknowledges; consumes ACKs."""
+
+    manager: MfssManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.deliver(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        if message.user_message.kind != "ack":
+            raise ProtocolViolation(
+                f"{NAME}: unknown control message {message.user_message.kind!r} "
+                f"from {message.sender}"
+            )
+        self.manager.on_ack(message)
+
+
+class MfssModule(CausalityModule):
+    """Sender-side causal order: one un-acknowledged message at a time."""
+
+    name = NAME
+    description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"
+    unicast_events = True
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return MfssManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> MfssSendFilter:
+        return MfssSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> MfssReceiveFilter:
+        return MfssReceiveFilter(manager)

@@ -1,0 +1,112 @@
+"""``scalar-id`` (KNOWN BAD): the "global scalar id" scheme of seed 003.
+
+Every site keeps one global id, initially 0. Sending a message increments it and stamps
+the message with it (header ``g``). A site delivers a message whose id is the successor
+of its current id, buffers one whose id is higher, and on delivery sets its id to the
+message's. The slides leave open what happens to a *concurrent* message (an id at or
+below the current one); this module delivers it at once, which keeps it live and makes
+it deliver effects before their causes when two sites send concurrently. It is kept to
+be caught by the trace analysis and the model checker, not to be used. Broadcast only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from filters._common import int_header
+from groupcomm.causality import (
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+NAME = "scalar-id"
+STAMP = "g"
+
+
+class ScalarIdManager(CausalityManager):
+    """The global id and the buffer of early messages."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.global_id = 0
+        self.buffer: list[tuple[int, ReceivedMessage]] = []
+
+    def stamp(self, message: SentMessage) -> SentMessage:
+        self.global_id += 1
+        return message.with_headers(**{STAMP: self.global_id})  # type: ignore[return-value]
+
+    def accept(self, message: ReceivedMessage) -> None:
+        if message.sender == self.host.name:
+            self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+            return
+        stamp = int_header(message, STAMP, NAME, minimum=1)
+        if stamp > self.global_id + 1:
+            self.buffer.append((stamp, message))
+            self.buffer.sort(key=lambda e: e[0])
+            self.host.trace("buffer", message)
+            return
+        if stamp <= self.global_id:
+            self.count("concurrent_delivered")  # the scheme's blind spot
+        self._deliver(stamp, message)
+        while self.buffer and self.buffer[0][0] <= self.global_id + 1:
+            stamp, held = self.buffer.pop(0)
+            self.host.trace("unbuffer", held)
+            self._deliver(stamp, held)
+
+    def _deliver(self, stamp: int, message: ReceivedMessage) -> None:
+        self.global_id = max(self.global_id, stamp)
+        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+
+    def held(self) -> list[GroupMessage]:
+        return [m for _, m in self.buffer]
+
+    def snapshot(self) -> Hashable:
+        return (self.global_id, tuple(self.buffer), self.control_count)
+
+    def restore(self, snapshot: Hashable) -> None:
+        self.global_id, buffer, self.control_count = snapshot  # type: ignore[misc]
+        self.buffer = list(buffer)
+
+
+class ScalarIdSendFilter(ModuleSendFilter):
+    manager: ScalarIdManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        self.forward(self.manager.stamp(message))
+
+
+class ScalarIdReceiveFilter(ModuleReceiveFilter):
+    manager: ScalarIdManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+
+class ScalarIdModule(CausalityModule):
+    """KNOWN BAD: one global scalar id."""
+
+    name = NAME
+    description = "KNOWN BAD (003): global scalar id; wrong with concurrent senders"
+    broadcast_only = True
+    known_bad = True
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return ScalarIdManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> ScalarIdSendFilter:
+        return ScalarIdSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> ScalarIdReceiveFilter:
+        return ScalarIdReceiveFilter(manager)
+
+    def check_destinations(
+        self, sender: str, destinations: Sequence[str], members: Sequence[str]
+    ) -> None:
+        from filters.vector import VectorModule
+
+        VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]

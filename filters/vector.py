@@ -1,0 +1,312 @@
+"""``vector``: causal broadcast with vector timestamps (seed 003; Birman, Schiper and
+Stephenson 1991).
+
+Each site keeps one vector: its own entry counts its broadcasts, every other entry the
+messages delivered from that site. On a broadcast the site increments its own entry and
+attaches a copy (header ``v``, sparse, names sent once). Site i delivers m from j when
+``V_m[j] == V_i[j] + 1`` and ``V_m[k] <= V_i[k]`` for every k != j; otherwise m is
+buffered and retried after every delivery. The traceable steps of the slides are logged
+at DEBUG under their names (``VectorTimeStampedMessageBuffered`` ...).
+
+Choices where the sources are silent:
+
+* **Broadcast only.** A unicast or a send to a subset is refused at the call
+  (:class:`CausalityError`, naming the modules that carry it): the members left out would
+  block every later message of the sender forever (000, footnote 1). A message to every
+  member including the sender (``to_all``) is fine; the copy to oneself is delivered at
+  once (everything it depends on was delivered here before it was sent).
+* **Late joiners are handled, not refused.** A member that joins after messages have
+  flowed cannot know how many messages each old member had already broadcast. So every
+  member that sees a join sends the newcomer one ``base`` control message with its own
+  count at that moment; the newcomer treats that many messages of that sender as
+  delivered and holds anything that depends on a sender whose base has not arrived. A
+  broadcast that was tagged before the join but stamped after it (and so is not addressed
+  to the newcomer) is followed by a ``skip`` control message to the newcomer, which fills
+  that number in its sequence; without it the newcomer would wait for it forever.
+* **Departures.** A member that leaves with messages still held that depend on one of
+  its messages that never arrived leaves them held: they are listed by
+  :meth:`VectorManager.held` / :meth:`VectorManager.waiting_for`, logged at WARNING, and
+  released past the gap only when the application calls
+  :meth:`VectorManager.release_waiting_on`.
+
+Which delivered messages were concurrent is visible to the application through the
+message tags (:class:`groupcomm.messages.Tag`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+
+from filters._common import control_message, decode_clock, encode_clock, freeze_clock, int_header
+from groupcomm.causality import (
+    CausalityError,
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.filtering import FilterHost
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+
+log = logging.getLogger(__name__)
+
+NAME = "vector"
+STAMP = "v"
+BASE = "b"
+SKIP = "s"
+
+
+class VectorManager(CausalityManager):
+    """The site vector, the buffer, and the bases a late joiner waits for."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.clock: dict[str, int] = {}
+        #: held application messages and skip markers, with their decoded stamps
+        self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
+        self.skips: dict[str, set[int]] = {}
+        #: senders whose count at our join we do not know yet (we joined late)
+        self.awaiting_base: set[str] = set()
+
+    # -- membership ---------------------------------------------------------------------
+    def client_joined(
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
+    ) -> None:
+        me = self.host.name
+        if client_name == me and me not in self.members:
+            # we are the newcomer: everyone already here tells us their count
+            self.awaiting_base |= {u for u in all_users if u != me and u not in self.clock}
+        is_new = client_name != me and client_name not in self.members
+        super().client_joined(client_name, application_name, session_name, is_new_session,
+                              is_new_application, all_users)
+        if is_new:
+            base = self.clock.get(me, 0)
+            self.manager_send(control_message(self, NAME, "base", client_name,
+                                              headers={BASE: base}))
+
+    def member_removed(self, name: str) -> None:
+        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
+        if waiting:
+            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
+                        "release_waiting_on)", self.host.name, name, len(waiting),
+                        ", ".join(waiting[:10]))
+
+    def manager_send(self, message: SentMessage) -> None:
+        self.send_downstream(message)
+
+    # -- send side ----------------------------------------------------------------------
+    def stamp(self, message: SentMessage) -> list[SentMessage]:
+        me = self.host.name
+        seq = self.clock.get(me, 0) + 1
+        self.clock[me] = seq
+        log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
+        out = [message.with_headers(**{STAMP: encode_clock(self.clock)})]
+        addressed = set(message.destinations)
+        for member in self.members:
+            if member != me and member not in addressed:
+                # joined after this message was tagged: fill the number in its sequence
+                out.append(control_message(self, NAME, "skip", member,
+                                           about=message.message_id, headers={SKIP: seq}))
+        return out  # type: ignore[return-value]
+
+    # -- receive side -------------------------------------------------------------------
+    def accept(self, message: ReceivedMessage) -> None:
+        me = self.host.name
+        if message.sender == me:
+            self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+            return
+        stamp = decode_clock(message, STAMP, NAME)
+        sender = message.sender
+        if stamp.get(sender, 0) < 1:
+            raise ProtocolViolation(
+                f"{NAME}: stamp of {message.message_id} has no entry >= 1 for its sender "
+                f"{sender}: {stamp}"
+            )
+        if stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
+            self.count("duplicates")
+            return
+        if any(m.message_id == message.message_id for m, _ in self.buffer):
+            self.count("duplicates")
+            return
+        if self._deliverable(sender, stamp):
+            log.debug("%s: VectorTimeStampedMessageDelivered %s", me, message.message_id)
+            self._deliver(message, stamp)
+            self._drain()
+        else:
+            log.debug("%s: VectorTimeStampedMessageBuffered %s", me, message.message_id)
+            self.buffer.append((message, stamp))
+            self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        kind = message.user_message.kind
+        sender = message.sender
+        if kind == "base":
+            base = int_header(message, BASE, NAME)
+            if sender in self.awaiting_base:
+                self.awaiting_base.discard(sender)
+                self.clock[sender] = max(self.clock.get(sender, 0), base)
+                self._drain()
+            return
+        if kind == "skip":
+            seq = int_header(message, SKIP, NAME, minimum=1)
+            if seq <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
+                self.count("duplicates")
+                return
+            self.skips.setdefault(sender, set()).add(seq)
+            self._drain()
+            return
+        raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
+
+    def _deliverable(self, sender: str, stamp: dict[str, int]) -> bool:
+        if sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1:
+            return False
+        me = self.host.name
+        for k, count in stamp.items():
+            if k == sender or k == me:
+                continue  # our own broadcasts were all sent before we could depend on them
+            if k in self.awaiting_base or count > self.clock.get(k, 0):
+                return False
+        return True
+
+    def _waits_on(self, sender: str, stamp: dict[str, int]) -> list[str]:
+        me = self.host.name
+        waits = [] if stamp[sender] == self.clock.get(sender, 0) + 1 else [sender]
+        if sender in self.awaiting_base:
+            waits = [sender]
+        waits += sorted(
+            k for k, c in stamp.items()
+            if k not in (sender, me) and (k in self.awaiting_base or c > self.clock.get(k, 0))
+        )
+        return waits
+
+    def _deliver(self, message: ReceivedMessage, stamp: dict[str, int]) -> None:
+        sender = message.sender
+        self.clock[sender] = stamp[sender]
+        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+
+    def _drain(self) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for sender, seqs in list(self.skips.items()):
+                if sender in self.awaiting_base:
+                    continue
+                while (nxt := self.clock.get(sender, 0) + 1) in seqs:
+                    seqs.discard(nxt)
+                    self.clock[sender] = nxt
+                    progress = True
+                for stale in [s for s in seqs if s <= self.clock.get(sender, 0)]:
+                    seqs.discard(stale)
+                if not seqs:
+                    del self.skips[sender]
+            for index, (message, stamp) in enumerate(self.buffer):
+                if self._deliverable(message.sender, stamp):
+                    del self.buffer[index]
+                    log.debug("%s: VectorTimeStampedMessageRemovedFromBuffer %s",
+                              self.host.name, message.message_id)
+                    self.host.trace("unbuffer", message)
+                    self._deliver(message, stamp)
+                    progress = True
+                    break
+
+    # -- introspection ------------------------------------------------------------------
+    def held(self) -> list[GroupMessage]:
+        return [m for m, _ in self.buffer]
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        return {m.message_id: self._waits_on(m.sender, s) for m, s in self.buffer}
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Treat every message ``name`` sent as delivered, then deliver what can go."""
+        before = {m.message_id for m, _ in self.buffer}
+        self.awaiting_base.discard(name)
+        self.skips.pop(name, None)
+        for _ in range(len(self.buffer) + 1):
+            self._drain()
+            waiting = [(m, s) for m, s in self.buffer if name in self._waits_on(m.sender, s)]
+            if not waiting:
+                break
+            current = self.clock.get(name, 0)
+            # jump over the gap, but never past a held message of name itself
+            own = [s[name] for m, s in self.buffer if m.sender == name]
+            needed = [s.get(name, 0) for m, s in waiting if m.sender != name]
+            options = [x for x in (min(own) - 1 if own else 0, max(needed, default=0))
+                       if x > current]
+            if not options:
+                break
+            self.clock[name] = min(options)
+        released = sorted(before - {m.message_id for m, _ in self.buffer})
+        self.count("released", len(released))
+        return released
+
+    def snapshot(self) -> Hashable:
+        return (
+            freeze_clock(self.clock),
+            tuple(sorted((m, freeze_clock(s)) for m, s in self.buffer)),
+            tuple(sorted((k, tuple(sorted(v))) for k, v in self.skips.items() if v)),
+            tuple(sorted(self.awaiting_base)),
+            self.control_count,
+        )
+
+    def restore(self, snapshot: Hashable) -> None:
+        clock, buffer, skips, awaiting, self.control_count = snapshot  # type: ignore[misc]
+        self.clock = dict(clock)
+        self.buffer = [(m, dict(s)) for m, s in buffer]
+        self.skips = {k: set(v) for k, v in skips}
+        self.awaiting_base = set(awaiting)
+
+
+class VectorSendFilter(ModuleSendFilter):
+    """Stamps each broadcast with a copy of the site vector."""
+
+    manager: VectorManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        for out in self.manager.stamp(message):
+            self.forward(out)
+
+
+class VectorReceiveFilter(ModuleReceiveFilter):
+    """Delivers in causal order, buffering what arrives before its causes."""
+
+    manager: VectorManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        self.manager.on_control(message)
+
+
+class VectorModule(CausalityModule):
+    """Causal broadcast (every message to every other member)."""
+
+    name = NAME
+    description = "causal broadcast with vector timestamps (broadcast only)"
+    broadcast_only = True
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return VectorManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> VectorSendFilter:
+        return VectorSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> VectorReceiveFilter:
+        return VectorReceiveFilter(manager)
+
+    def check_destinations(
+        self, sender: str, destinations: Sequence[str], members: Sequence[str]
+    ) -> None:
+        others = {m for m in members if m != sender}
+        missing = others - set(destinations)
+        if missing:
+            raise CausalityError(
+                f"the vector module carries broadcasts only (to_others / to_all); this send "
+                f"leaves out {', '.join(sorted(missing))}, whose missing message would block "
+                "every later one of yours forever. For unicast or multicast causal order use "
+                "matrix, mfss or cykas"
+            )
