@@ -49,9 +49,11 @@ class ChatScreen:
         self._show(message.sender, message.sender, message.tag,
                    text if isinstance(text, str) else repr(text))
 
-    def sent(self, message: SentMessage) -> None:
-        """Show what this person sent (numbered, so later messages can refer to it)."""
-        others = [d for d in message.destinations if d != self.me]
+    def sent(self, messages: list[SentMessage]) -> None:
+        """Show what this person sent (numbered, so later messages can refer to it); a
+        send that the module split into unicasts is shown once."""
+        message = messages[0]
+        others = [d for m in messages for d in m.destinations if d != self.me]
         self._show(self.me, f"you -> {', '.join(others)}", Tag(message.vc),
                    str(message.user_message))
 
@@ -105,7 +107,7 @@ class ChatApp:
                     if not name or not text.strip():
                         self.screen.line("usage: /to NAME text")
                     else:
-                        self.screen.sent(comm.to_user(name, text.strip()))
+                        self.screen.sent(comm.send([name], text.strip()))
                 else:
                     self.screen.line(f"unknown command {command}; {HELP}")
             else:
@@ -113,7 +115,7 @@ class ChatApp:
                 if not others:
                     self.screen.line("* nobody else is here yet")
                 else:
-                    self.screen.sent(comm.to_others(line))
+                    self.screen.sent(comm.send(comm.others, line))
         except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
             self.screen.line(f"! {error}")
         return True

@@ -237,7 +237,16 @@ class Communicator:
         """Send ``obj`` to the named members."""
         return self._send(obj, list(names))
 
+    def send(self, destinations: Iterable[str], obj: Any) -> list[SentMessage]:
+        """Send ``obj`` to ``destinations``; returns every message the send became (one,
+        or one unicast per destination with ``mfss`` / ``cykas``)."""
+        return self._send_all(obj, list(destinations))
+
     def _send(self, obj: Any, dests: list[str]) -> SentMessage:
+        # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
+        return self._send_all(obj, dests)[0]
+
+    def _send_all(self, obj: Any, dests: list[str]) -> list[SentMessage]:
         self._check_open()
         messages = self.node.tag_sends(obj, dests)
         self.stats["app_sends"] += len(messages)
@@ -249,8 +258,7 @@ class Communicator:
             self._outgoing.extend(messages)
             if not self._wake_pending:
                 self._wake()
-        # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
-        return messages[0]
+        return messages
 
     def _wait_for_room(self) -> None:
         """Block the sending thread while the I/O thread is behind (bounded queue)."""
@@ -302,6 +310,11 @@ class Communicator:
     def set_delay_variation(self, ms: float, keep_fifo: bool = True) -> None:
         """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order."""
         self.delays.set_jitter(ms, keep_fifo)
+
+    @property
+    def others(self) -> list[str]:
+        """Every member but this client, in join order."""
+        return [m for m in self.node.members if m != self.name]
 
     @property
     def members(self) -> list[str]:

@@ -38,7 +38,7 @@ def chat(group: ProcessGroup) -> Iterator:
         child.close(force=True)
 
 
-@pytest.mark.parametrize("causality", ["none"])
+@pytest.mark.parametrize("causality", ["none", "matrix", "cykas"])
 def test_three_people_chat_through_terminals(chat, causality: str) -> None:
     # alice's messages to bob are delayed, so bob can answer before seeing hers
     alice = chat("alice", "--causality", causality, "--delay", "bob=1500")

@@ -1,0 +1,205 @@
+"""The analysis of one trace directory: load, check, measure, and optionally report.
+
+:func:`analyze` is the Python API behind ``groupcomm analyze``; it returns the JSON
+object the command prints with ``--json``. Library code here never prints: stages are
+logged (logger ``trace_analysis``) and reported to an optional ``progress`` callback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trace_analysis import execution as execution_mod
+from trace_analysis.checks import CheckResult, build_tables, run_checks
+from trace_analysis.load import Loaded, load
+from trace_analysis.metrics import (
+    OVERALL,
+    buffering,
+    latency,
+    summarize_counts,
+)
+from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
+from trace_analysis.session import get_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+#: the most violating triples listed in --violations-out (counts are always exact)
+DEFAULT_VIOLATIONS_LIMIT = 100_000
+LATENCY_PLOT_SAMPLES = 50_000
+EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+
+
+def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> dict[str, Any]:
+    names = {k for k in ratios if k is not OVERALL} | set(checks.per_protocol)
+    names |= {k for k in lat if k is not OVERALL} | {k for k in buf if k is not OVERALL}
+    out = {}
+    for name in sorted(names):
+        counts = checks.protocol(name)
+        r = ratios.get(name, {})
+        latency_ms = {k: v for k, v in lat.get(name, EMPTY_LATENCY).items() if k != "deliveries"}
+        out[name] = {
+            "events": r.get("events", 0),
+            "messages": counts["messages"],
+            "deliveries": counts["deliveries"],
+            "causal_violations": counts["causal_violations"],
+            "fifo_violations": counts["fifo_violations"],
+            "undelivered": counts["undelivered"],
+            "duplicates": counts["duplicates"],
+            "latency_ms": latency_ms,
+            "buffered_ms": buf.get(name, {"messages": 0}),
+            "meta_bytes_per_message": r.get("meta_bytes_per_message"),
+            "control_per_message": r.get("control_per_message", {}),
+            "control_bytes_per_message": r.get("control_bytes_per_message"),
+            "eager_share": r.get("eager_share"),
+            "network_sends": r.get("network_sends", 0),
+        }
+    return out
+
+
+def _assemble(trace_dir: Path, loaded: Loaded, checks: CheckResult, counts: list[dict],
+              lat: dict, buf: dict) -> dict[str, Any]:
+    ratios, per_process = summarize_counts(counts)
+    overall = ratios.get(OVERALL, {})
+    latency_ms = {k: v for k, v in lat.get(OVERALL, EMPTY_LATENCY).items() if k != "deliveries"}
+    return {
+        "trace_dir": str(trace_dir),
+        "files": len(loaded.files),
+        "lines": loaded.lines,
+        "events": overall.get("events", 0),
+        "messages": checks.messages,
+        "processes": len(per_process),
+        "deliveries": checks.deliveries,
+        "causal_violations": checks.causal_violations,
+        "fifo_violations": checks.fifo_violations,
+        "violating_deliveries": checks.violating_deliveries,
+        "undelivered": checks.undelivered,
+        "duplicates": checks.duplicates,
+        "duplicate_sends": checks.duplicate_sends,
+        "orphan_deliveries": checks.orphan_deliveries,
+        "unexpected_deliveries": checks.unexpected_deliveries,
+        "undelivered_samples": [{"msg": m, "process": p} for m, p in checks.undelivered_samples],
+        "malformed_lines": loaded.malformed,
+        "malformed_samples": loaded.malformed_samples,
+        "blank_lines": loaded.blank_lines,
+        "latency_ms": latency_ms,
+        "buffered_ms": buf.get(OVERALL, {"messages": 0}),
+        "meta_bytes_per_message": overall.get("meta_bytes_per_message"),
+        "control_per_message": overall.get("control_per_message", {}),
+        "control_bytes_per_message": overall.get("control_bytes_per_message"),
+        "eager_share": overall.get("eager_share"),
+        "per_protocol": _per_protocol(checks, ratios, lat, buf),
+        "per_process": per_process,
+        "violations_listed": len(checks.triples),
+        "violations_complete": checks.triples_complete,
+    }
+
+
+def write_violations(checks: CheckResult, path: str | Path) -> Path:
+    """One JSON object per violating triple: ``delivered_first`` was delivered at
+    ``process`` before ``delivered_second``, although ``delivered_second`` (also given as
+    ``should_be_first``) happened before it; ``fifo`` tells whether both have the same
+    sender. When the listing is capped, a last line ``{"note": ..., "listed": N,
+    "total": M}`` says so (counts are exact either way)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", encoding="utf-8") as handle:
+        for triple in checks.triples:
+            handle.write(json.dumps(triple, separators=(",", ":")) + "\n")
+        if not checks.triples_complete:
+            handle.write(json.dumps({
+                "note": "listing capped: only the first triples are listed",
+                "listed": len(checks.triples), "total": checks.causal_violations,
+            }) + "\n")
+    return target
+
+
+def _latency_samples(deliveries: Any, total: int) -> dict[str, list[float]]:
+    from pyspark.sql import functions as F
+
+    frame = deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
+        "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
+    if total > LATENCY_PLOT_SAMPLES:
+        frame = frame.sample(fraction=LATENCY_PLOT_SAMPLES / total, seed=7)
+    samples: dict[str, list[float]] = {}
+    for row in frame.collect():
+        samples.setdefault(row["protocol"], []).append(row["ms"])
+    return samples
+
+
+def analyze(
+    trace_dir: str | Path,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    report_dir: str | Path | None = None,
+    violations_out: str | Path | None = None,
+    progress: Progress | None = None,
+    violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
+    malformed_samples: int = 5,
+) -> dict[str, Any]:
+    """Check and measure the traces in ``trace_dir``; returns the result object.
+
+    ``spark`` is reused when given, else :func:`get_spark` (``master``) provides one.
+    ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
+    most ``violations_limit``; the counts are exact regardless).
+
+    Raises :class:`trace_analysis.load.TraceDirError` for a missing or empty directory
+    and :class:`trace_analysis.session.SparkUnavailableError` when Spark cannot start.
+    """
+    say = progress or (lambda message: None)
+
+    def stage(message: str) -> None:
+        log.info("%s", message)
+        say(message)
+
+    started = time.monotonic()
+    directory = Path(trace_dir)
+    if spark is None:
+        stage("starting Spark")
+        spark = get_spark(master)
+    loaded = load(spark, directory, malformed_samples, stage)
+    seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
+    try:
+        mark = time.monotonic()
+        tables = build_tables(loaded.events, stage)
+        try:
+            checks = run_checks(tables, violations_limit, progress=stage)
+            seconds["checks"] = round(time.monotonic() - mark, 2)
+            mark = time.monotonic()
+            counts = loaded.counts
+            lat = latency(tables.deliveries)
+            buf = buffering(loaded.events)
+            result = _assemble(directory, loaded, checks, counts, lat, buf)
+            seconds["metrics"] = round(time.monotonic() - mark, 2)
+            stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")
+            if violations_out is not None:
+                result["violations_out"] = str(write_violations(checks, violations_out))
+            if report_dir is not None:
+                mark = time.monotonic()
+                app_events = sum(p.get("send", 0) + p.get("deliver", 0)
+                                 for p in result["per_process"].values())
+                execution = (execution_mod.collect(loaded.events)
+                             if app_events <= SHIVIZ_MAX_EVENTS else None)
+                samples = _latency_samples(tables.deliveries, checks.deliveries)
+                missing = (execution_mod.undelivered_pairs(execution) if execution is not None
+                           else checks.undelivered_samples)
+                write_report(result, report_dir, samples, execution, missing, checks.triples)
+                seconds["report"] = round(time.monotonic() - mark, 2)
+                stage(f"report written to {report_dir} ({seconds['report']:.1f} s)")
+        finally:
+            tables.unpersist()
+    finally:
+        loaded.unpersist()
+    seconds["total"] = round(time.monotonic() - started, 2)
+    result["seconds"] = seconds
+    if report_dir is not None:
+        write_summary(result, report_dir)
+    return result

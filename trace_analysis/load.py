@@ -1,0 +1,420 @@
+"""Read a trace directory: count every line, keep the events the checks need.
+
+Two passes of Spark's native JSON parser, because caching ten million parsed rows costs
+more than parsing them twice:
+
+**Pass 1** reads every line with ``spark.read.text`` (one row per line, blank lines
+included), with the file, the start of its file block and a
+``monotonically_increasing_id`` (deterministic for a given set of files, so pass 2 gets
+the same ids; within a file, ``(block start, id)`` follows line order, which is the
+delivery order the checks need). ``from_json`` with the explicit schema of
+:mod:`trace_analysis.schema` parses it (PERMISSIVE, ``_corrupt_record`` set when a value
+does not fit its type), and a native predicate vouches for the line when the parse is
+clean, required fields are there, and the raw text shows that string fields really are
+JSON strings (Spark's parser silently turns ``5`` into ``"5"`` where a string is
+expected; the text search runs only for values that could be such a conversion). The
+pass ends in an aggregation: counts and metadata bytes per (block, protocol, process,
+event, kind) for clean lines, and one group per line the fast path could not vouch for
+(not JSON, missing fields, wrong types, but also legal lines such as non-ASCII escapes in
+``dests``). Those few go through the Python validator
+:func:`trace_analysis.schema.parse_line` as a UDF, which decides.
+
+**Pass 2** reads the text again, keeps the lines whose ``"event":"…"`` (looked up in the
+first 160 characters, no JSON parsing) is ``send``, ``deliver``, ``buffer`` or
+``unbuffer`` (or cannot be found there), parses only those and caches them. The number
+of such events must equal pass 1's count for each type; if a line was written in a
+layout the look-up misses, the counts differ and pass 2 runs again without the filter.
+
+Line numbers for the malformed samples come from pass 1's per-block counts: the lines in
+earlier blocks of the same file plus the row's offset in its block.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from trace_analysis import schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+TRACE_PATTERNS = ("*.jsonl", "*.jsonl.gz")
+#: columns of :attr:`Loaded.events`
+EVENT_COLUMNS = ("file", "blk", "rid") + schema.FIELDS
+#: the events pass 2 keeps (everything else is only counted)
+HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
+_GLOB_CHARS = set("\\{}[]*?^")
+
+Progress = Callable[[str], None]
+
+
+class TraceDirError(ValueError):
+    """The trace directory is missing or holds no trace files."""
+
+
+@dataclass
+class Loaded:
+    """The parsed trace: counts of every valid event, the events the checks need (cached),
+    and what was wrong with the rest."""
+
+    #: send, deliver, buffer and unbuffer events; columns EVENT_COLUMNS
+    events: DataFrame
+    #: one dict per (protocol, process, event, kind) of valid events: n, bytes (meta_bytes)
+    counts: list[dict[str, Any]]
+    files: list[Path]
+    lines: int
+    blank_lines: int
+    malformed: int
+    malformed_samples: list[dict[str, Any]]
+    seconds: float
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def unpersist(self) -> None:
+        """Drop the cached data (the session lives on for the next analysis)."""
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def list_trace_files(trace_dir: str | Path) -> list[Path]:
+    """The trace files of a directory, sorted; raises :class:`TraceDirError`."""
+    directory = Path(trace_dir)
+    if not directory.exists():
+        raise TraceDirError(f"trace directory {directory} does not exist")
+    if not directory.is_dir():
+        raise TraceDirError(f"{directory} is not a directory")
+    files = sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
+                    if p.is_file()})
+    if not files:
+        raise TraceDirError(f"no trace files (*.jsonl) in {directory}")
+    return files
+
+
+def display_name(file_uri: str) -> str:
+    """``alice.jsonl`` for a Spark file URI."""
+    return Path(unquote(urlparse(file_uri).path)).name
+
+
+def _hadoop_path(path: Path) -> str:
+    """A path Spark will not expand as a glob pattern."""
+    text = str(path.resolve())
+    return "".join("\\" + c if c in _GLOB_CHARS else c for c in text)
+
+
+def spark_schema() -> Any:
+    """The ``from_json`` schema: the analyzed fields plus ``_corrupt_record``."""
+    from pyspark.sql import types as T
+
+    types = {
+        "ts": T.DoubleType(),
+        "dests": T.ArrayType(T.StringType()),
+        "vc": T.MapType(T.StringType(), T.LongType()),
+        "meta_bytes": T.LongType(),
+    }
+    fields = [T.StructField(name, types.get(name, T.StringType())) for name in schema.FIELDS]
+    return T.StructType(fields + [T.StructField("_corrupt_record", T.StringType())])
+
+
+def _parsed_type() -> Any:
+    from pyspark.sql import types as T
+
+    base = spark_schema()
+    return T.StructType(
+        [T.StructField("status", T.StringType()), T.StructField("reason", T.StringType())]
+        + [f for f in base.fields if f.name != "_corrupt_record"]
+    )
+
+
+def parse_for_spark(raw: str | None) -> tuple:
+    """The Python validator as a Spark UDF: (status, reason, *FIELDS)."""
+    status, reason, record = schema.parse_line(raw or "")
+    if record is None:
+        return (status, reason) + (None,) * len(schema.FIELDS)
+    return (status, reason) + tuple(record[name] for name in schema.FIELDS)
+
+
+def _looks_coerced(value: Column) -> Column:
+    """True when ``value`` could be Spark's text of a non-string JSON value (a number,
+    ``true``/``false``, an object or an array) rather than a JSON string."""
+    from pyspark.sql import functions as F
+
+    return F.substring(value, 1, 1).isin(*"-0123456789{[") | value.isin("true", "false")
+
+
+def _string_ok(raw: Column, value: Column, name: str) -> Column:
+    """True when ``value`` is absent, cannot be a coerced non-string, or the raw text
+    shows a JSON string for ``name`` (the text search runs only for odd-looking values)."""
+    return (value.isNull() | ~_looks_coerced(value)
+            | raw.contains(f'"{name}":"') | raw.contains(f'"{name}": "'))
+
+
+def _clean_predicate(raw: Column, j: Column) -> Column:
+    """The native fast path: True only for lines the Python validator would accept with
+    exactly the values Spark parsed (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    event = j["event"]
+    conditions = [
+        j.isNotNull(),
+        j["_corrupt_record"].isNull(),
+        raw.startswith("{"),
+        raw.endswith("}"),
+        ~raw.contains("}{"),
+        ~F.isnan(j["ts"]),
+        F.abs(j["ts"]) != float("inf"),
+    ]
+    conditions += [j[name].isNotNull() for name in schema.ALWAYS]
+    conditions += [_string_ok(raw, j[name], name) for name in schema.STRING_FIELDS]
+    dests = j["dests"]
+    dests_json = F.to_json(dests)
+    conditions.append(
+        dests.isNull()
+        | (F.forall(dests, lambda d: d.isNotNull())
+           & (F.forall(dests, lambda d: ~_looks_coerced(d))
+              | raw.contains(F.concat(F.lit('"dests":'), dests_json))
+              | raw.contains(F.concat(F.lit('"dests": '),
+                                      F.regexp_replace(dests_json, '","', '", "')))))
+    )
+    values = F.map_values(j["vc"])
+    conditions.append(j["vc"].isNull() | (
+        (F.coalesce(F.array_min(values), F.lit(0)) >= 0)
+        & (F.size(F.array_compact(values)) == F.size(values))))
+    conditions.append(j["meta_bytes"].isNull() | (j["meta_bytes"] >= 0))
+    for event_name, names in schema.REQUIRED.items():
+        present = [j[name].isNotNull() for name in names]
+        required = present[0]
+        for item in present[1:]:
+            required = required & item
+        conditions.append((event != event_name) | required)
+    conditions.append(
+        (event != "send") | (F.coalesce(j["vc"][j["sender"]], F.lit(0)) >= 1)
+    )
+    predicate = conditions[0]
+    for condition in conditions[1:]:
+        predicate = predicate & F.coalesce(condition, F.lit(False))
+    return F.coalesce(predicate, F.lit(False))
+
+
+def _kept(event: Column, value: Column, name: str) -> Column:
+    """``value`` where the analysis uses ``name`` for this event type, else null."""
+    from pyspark.sql import functions as F
+
+    if name in schema.ALWAYS:
+        return value.alias(name)
+    users = [e for e, names in schema.KEPT.items() if name in names]
+    return F.when(event.isin(users), value).alias(name)
+
+
+def _json(column: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.from_json(
+        column, spark_schema(),
+        {"mode": "PERMISSIVE", "allowSingleQuotes": "false",
+         "columnNameOfCorruptRecord": "_corrupt_record"},
+    )
+
+
+def _lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """One row per line: file, blk, rid, value (the same ids on every call)."""
+    from pyspark.sql import functions as F
+
+    return spark.read.text([_hadoop_path(p) for p in files]).select(
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("blk"),
+        F.monotonically_increasing_id().alias("rid"),
+        "value",
+    )
+
+
+def _summarize(lines: DataFrame) -> DataFrame:
+    """Pass 1: per-block counts of clean lines, and every other line on its own."""
+    from pyspark.sql import functions as F
+
+    parsed = lines.select("file", "blk", "rid", F.col("value").alias("raw"),
+                          _json("value").alias("j"))
+    clean = _clean_predicate(F.col("raw"), F.col("j"))
+    step = parsed.select("file", "blk", "rid", "raw", clean.alias("clean"),
+                         *[F.col("j")[name].alias(name)
+                           for name in ("protocol", "process", "event", "kind", "meta_bytes")])
+    odd = ~F.col("clean")
+    return step.groupBy(
+        "file", "blk", "clean", "protocol", "process", "event", "kind",
+        F.when(odd, F.col("rid")).alias("srid"), F.when(odd, F.col("raw")).alias("sraw"),
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum("meta_bytes").alias("bytes"),
+        F.min("rid").alias("first_rid"),
+    )
+
+
+def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
+    """Pass 2: the parsed send, deliver, buffer and unbuffer lines (and, with
+    ``prefilter``, few others), with the fields the analysis keeps."""
+    from pyspark.sql import functions as F
+
+    if prefilter:
+        head = F.substring(F.col("value"), 1, 160)
+        at = F.locate('"event":"', head)
+        name = F.substring_index(F.substring(head, at + 9, 24), '"', 1)
+        lines = lines.filter((at == 0) | name.isin(*HEAVY_EVENTS))
+    parsed = lines.select("file", "blk", "rid", _json("value").alias("j"))
+    event = F.col("j.event")
+    return parsed.select("file", "blk", "rid",
+                         *[_kept(event, F.col("j")[name], name) for name in schema.FIELDS])
+
+
+def _line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
+                  rows: list[Any]) -> dict[tuple[str, int, int], int]:
+    """1-based line numbers of ``rows`` (each with file, blk, rid) from the per-block
+    (lines, first id) of pass 1."""
+    before: dict[tuple[str, int], int] = {}
+    for file in {key[0] for key in blocks}:
+        total = 0
+        for blk in sorted(b for f, b in blocks if f == file):
+            before[(file, blk)] = total
+            total += blocks[(file, blk)][0]
+    return {
+        (row["file"], row["blk"], row["rid"]):
+            before[(row["file"], row["blk"])] + row["rid"] - blocks[(row["file"], row["blk"])][1]
+            + 1
+        for row in rows
+    }
+
+
+def _check_suspicious(
+    summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]], samples: int
+) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
+    """Run the Python validator on the lines the fast path did not vouch for."""
+    from pyspark.sql import functions as F
+
+    validate = F.udf(parse_for_spark, _parsed_type(), useArrow=False)
+    checked = (
+        summary.filter(~F.col("clean"))
+        .select("file", "blk", F.col("srid").alias("rid"), F.col("sraw").alias("raw"))
+        .select("file", "blk", "rid", "raw", validate("raw").alias("p"))
+        .select("file", "blk", "rid", "raw", "p.*")
+        .persist()
+    )
+    statuses = {row["status"]: row["count"] for row in checked.groupBy("status").count()
+                .collect()}
+    sample_rows: list[dict[str, Any]] = []
+    if statuses.get(schema.MALFORMED) and samples > 0:
+        rows = (checked.filter(F.col("status") == schema.MALFORMED)
+                .orderBy("file", "blk", "rid").limit(samples).collect())
+        numbers = _line_numbers(blocks, rows)
+        sample_rows = [
+            {
+                "file": display_name(row["file"]),
+                "line": numbers[(row["file"], row["blk"], row["rid"])],
+                "reason": row["reason"],
+                "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "...",
+            }
+            for row in rows
+        ]
+    return checked, statuses, sample_rows
+
+
+def _add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
+    for row in rows:
+        key = (row["protocol"], row["process"], row["event"], row["kind"])
+        entry = counts.setdefault(key, [0, 0])
+        entry[0] += row["n"]
+        entry[1] += row["bytes"] or 0
+
+
+def load(
+    spark: SparkSession,
+    trace_dir: str | Path,
+    samples: int = 5,
+    progress: Progress | None = None,
+) -> Loaded:
+    """Parse every trace file of ``trace_dir`` (see the module docstring).
+
+    Raises :class:`TraceDirError` for a missing or empty directory.
+    """
+    from pyspark.sql import functions as F
+
+    say = progress or (lambda message: None)
+    started = time.monotonic()
+    files = list_trace_files(trace_dir)
+    size = sum(p.stat().st_size for p in files)
+    say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
+    log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
+    lines_frame = _lines(spark, files)
+
+    summary = _summarize(lines_frame).persist()
+    cached = [summary]
+    blocks: dict[tuple[str, int], tuple[int, int]] = {
+        (row["file"], row["blk"]): (row["n"], row["first"])
+        for row in summary.groupBy("file", "blk")
+        .agg(F.sum("n").alias("n"), F.min("first_rid").alias("first")).collect()
+    }
+    lines = sum(n for n, _ in blocks.values())
+    clean_rows = summary.filter("clean").groupBy("protocol", "process", "event", "kind").agg(
+        F.sum("n").alias("n"), F.sum("bytes").alias("bytes")).collect()
+    counts: dict[tuple, list[int]] = {}
+    _add_counts(counts, clean_rows)
+    suspicious = lines - sum(row["n"] for row in clean_rows)
+    say(f"pass 1: {lines:,} lines ({time.monotonic() - started:.1f} s); "
+        f"{suspicious:,} need a closer look")
+
+    blank = malformed = 0
+    sample_rows: list[dict[str, Any]] = []
+    fixed = None
+    if suspicious:
+        checked, statuses, sample_rows = _check_suspicious(summary, blocks, samples)
+        cached.append(checked)
+        blank = statuses.get(schema.BLANK, 0)
+        malformed = statuses.get(schema.MALFORMED, 0)
+        valid = checked.filter(F.col("status") == schema.OK)
+        _add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("meta_bytes").alias("bytes")).collect())
+        fixed = valid.filter(F.col("event").isin(*HEAVY_EVENTS)).select(
+            "file", "blk", "rid",
+            *[_kept(F.col("event"), F.col(name), name) for name in schema.FIELDS])
+        if malformed:
+            log.warning("%d malformed lines in %s (first: %s)", malformed, trace_dir,
+                        ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
+
+    expected = {event: sum(row["n"] for row in clean_rows if row["event"] == event)
+                for event in HEAVY_EVENTS}
+    heavy: DataFrame | None = None
+    for prefilter in (True, False):
+        candidate = _heavy_rows(lines_frame, prefilter)
+        if suspicious:
+            candidate = candidate.join(
+                summary.filter(~F.col("clean")).select(F.col("srid").alias("rid")), "rid",
+                "left_anti")
+        candidate = candidate.persist()
+        found = {row["event"]: row["count"] for row in candidate.groupBy("event").count()
+                 .collect() if row["event"] in HEAVY_EVENTS}
+        if all(found.get(event, 0) == n for event, n in expected.items()) or not prefilter:
+            if found != {e: n for e, n in expected.items() if n}:
+                log.warning("the trace files changed while they were read: pass 2 found %s, "
+                            "pass 1 counted %s", found, expected)
+            heavy = candidate
+            break
+        candidate.unpersist()
+        log.info("pass 2 look-up missed events (%s, expected %s); parsing every line",
+                 found, expected)
+    assert heavy is not None  # the loop always ends with the unfiltered pass
+    cached.append(heavy)
+    events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
+    if fixed is not None:
+        events = events.unionByName(fixed)
+    seconds = time.monotonic() - started
+    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
+        f"{blank:,} blank ({seconds:.1f} s)")
+    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
+                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
+    return Loaded(events, count_rows, files, lines, blank, malformed, sample_rows, seconds,
+                  cached)

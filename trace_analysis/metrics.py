@@ -1,0 +1,136 @@
+"""Performance metrics, per protocol and overall, from the loaded events.
+
+* latency: send ``ts`` to first-delivery ``ts``, in ms, exact percentiles (p50, p95,
+  p99) plus mean and max;
+* time buffered: first ``buffer`` to first ``unbuffer`` of a (process, message), in ms;
+  a buffer that never ends is counted as ``unfinished``;
+* metadata bytes per application message: the ``meta_bytes`` of every ``network_send``
+  divided by the number of application sends (``control_bytes_per_message`` likewise for
+  ``control_send``);
+* control messages per application message, by kind (``ack``, ``yct``, ...);
+* eager share: ``network_send`` of kind ``eager`` over all ``network_send``;
+* event counts per process and per event type.
+
+Everything is aggregated in Spark and only the small per-group results are collected.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+PERCENTILES = (0.5, 0.95, 0.99)
+OVERALL = None  # the key of the figures over all protocols
+
+
+def _ratio(numerator: float, denominator: float, digits: int = 4) -> float | None:
+    return round(numerator / denominator, digits) if denominator else None
+
+
+def _distribution(row: Any) -> dict[str, float | None]:
+    values = row["pct"] or [None] * len(PERCENTILES)
+    out = {f"p{int(q * 100)}": (round(v, 3) if v is not None else None)
+           for q, v in zip(PERCENTILES, values, strict=True)}
+    out["mean"] = round(row["mean"], 3) if row["mean"] is not None else None
+    out["max"] = round(row["max"], 3) if row["max"] is not None else None
+    return out
+
+
+def _by_protocol(frame: DataFrame, value: str, extra: list[Any]) -> dict[str | None, Any]:
+    """Distribution of ``value`` per protocol, and overall (key None)."""
+    from pyspark.sql import functions as F
+
+    def aggregates() -> list[Any]:
+        return [F.percentile(F.col(value), list(PERCENTILES)).alias("pct"),
+                F.mean(value).alias("mean"), F.max(value).alias("max"),
+                F.count(value).alias("n"), *extra]
+
+    rows = {row["protocol"]: row for row in frame.groupBy("protocol").agg(*aggregates())
+            .collect()}
+    if len(rows) == 1:
+        rows[OVERALL] = next(iter(rows.values()))
+    elif rows:
+        rows[OVERALL] = frame.agg(*aggregates()).first()
+    return rows
+
+
+def latency(deliveries: DataFrame) -> dict[str | None, dict[str, Any]]:
+    """Send-to-first-delivery latency per protocol (key None: overall)."""
+    from pyspark.sql import functions as F
+
+    frame = deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
+        "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
+    return {key: {**_distribution(row), "deliveries": row["n"]}
+            for key, row in _by_protocol(frame, "ms", []).items()}
+
+
+def buffering(events: DataFrame) -> dict[str | None, dict[str, Any]]:
+    """Time between buffer and unbuffer per protocol (key None: overall)."""
+    from pyspark.sql import functions as F
+
+    event = F.col("event")
+    spans = (
+        events.filter(event.isin("buffer", "unbuffer"))
+        .groupBy("protocol", "process", "msg")
+        .agg(F.min(F.when(event == "buffer", F.col("ts"))).alias("start"),
+             F.min(F.when(event == "unbuffer", F.col("ts"))).alias("end"))
+        .filter(F.col("start").isNotNull())
+        .select("protocol",
+                F.when(F.col("end") >= F.col("start"),
+                       (F.col("end") - F.col("start")) * 1000.0).alias("ms"),
+                F.col("end").isNull().alias("open"))
+    )
+    extra = [F.count_if(F.col("open")).alias("open_count")]
+    return {
+        key: {"messages": row["n"] + row["open_count"], **_distribution(row),
+              "unfinished": row["open_count"]}
+        for key, row in _by_protocol(spans, "ms", extra).items()
+    }
+
+
+def summarize_counts(counts: list[dict[str, Any]]) -> tuple[dict[str | None, dict[str, Any]],
+                                                            dict[str, dict[str, int]]]:
+    """Per-protocol ratios (key None: overall) and per-process event counts."""
+    per_process: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    totals: dict[str | None, dict[str, Any]] = {}
+
+    def bucket(key: str | None) -> dict[str, Any]:
+        return totals.setdefault(key, {
+            "events": 0, "sends": 0, "network_sends": 0, "eager": 0, "meta_bytes": 0,
+            "control_bytes": 0, "control": defaultdict(int),
+        })
+
+    for row in counts:
+        n, event = row["n"], row["event"]
+        per_process[row["process"]]["events"] += n
+        per_process[row["process"]][event] += n
+        for key in (row["protocol"], OVERALL):
+            b = bucket(key)
+            b["events"] += n
+            if event == "send":
+                b["sends"] += n
+            elif event == "network_send":
+                b["network_sends"] += n
+                b["meta_bytes"] += row["bytes"] or 0
+                if row["kind"] == "eager":
+                    b["eager"] += n
+            elif event == "control_send":
+                b["control"][row["kind"]] += n
+                b["control_bytes"] += row["bytes"] or 0
+    ratios = {}
+    for key, b in totals.items():
+        sends = b["sends"]
+        ratios[key] = {
+            "events": b["events"],
+            "network_sends": b["network_sends"],
+            "meta_bytes_per_message": _ratio(b["meta_bytes"], sends),
+            "control_per_message": {kind: _ratio(count, sends)
+                                    for kind, count in sorted(b["control"].items())},
+            "control_bytes_per_message": _ratio(b["control_bytes"], sends),
+            "eager_share": _ratio(b["eager"], b["network_sends"]),
+        }
+    processes = {name: dict(sorted(values.items())) for name, values in sorted(per_process.items())}
+    return ratios, processes

@@ -1,0 +1,181 @@
+"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log.
+
+Files written (each listed in ``summary.json`` under ``report``):
+
+* ``summary.json`` — the analysis result;
+* ``per_protocol.csv``, ``per_process.csv``, ``malformed_samples.csv``,
+  ``violations.csv`` (the listed triples) — tables;
+* ``latency.png`` — latency distribution (empirical CDF) per protocol;
+* ``meta_bytes.png`` — protocol metadata and control bytes per application message;
+* ``spacetime.png`` — only for executions of at most
+  :data:`trace_analysis.spacetime.MAX_MESSAGES` messages;
+* ``shiviz.log`` and ``shiviz_regex.txt`` — likewise limited (see :data:`SHIVIZ_MAX_EVENTS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trace_analysis.execution import Execution
+from trace_analysis.shiviz import write_shiviz
+from trace_analysis.spacetime import MAX_MESSAGES, draw_spacetime
+
+log = logging.getLogger(__name__)
+
+SHIVIZ_MAX_EVENTS = 20_000
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flat(f"{prefix}.{key}" if prefix else str(key), inner))
+        return out
+    return {prefix: value}
+
+
+def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
+    """The CSV tables of ``result``."""
+    paths = []
+    per_protocol = {name: _flat("", values) for name, values in result["per_protocol"].items()}
+    columns = sorted({key for values in per_protocol.values() for key in values})
+    paths.append(_write_csv(directory / "per_protocol.csv", ["protocol", *columns],
+                            [[name, *(values.get(c) for c in columns)]
+                             for name, values in sorted(per_protocol.items())]))
+    per_process = result["per_process"]
+    columns = sorted({key for values in per_process.values() for key in values})
+    paths.append(_write_csv(directory / "per_process.csv", ["process", *columns],
+                            [[name, *(values.get(c, 0) for c in columns)]
+                             for name, values in sorted(per_process.items())]))
+    paths.append(_write_csv(directory / "malformed_samples.csv",
+                            ["file", "line", "reason", "text"],
+                            [[s["file"], s["line"], s["reason"], s["text"]]
+                             for s in result["malformed_samples"]]))
+    return paths
+
+
+def write_violations_csv(triples: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    return _write_csv(path, ["process", "delivered_first", "delivered_second", "fifo"],
+                      [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
+                       for t in triples])
+
+
+def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
+    """Empirical CDF of the latency per protocol (log scale when it spans decades)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    positive = True
+    for name, values in sorted(samples.items()):
+        if not len(values):
+            continue
+        data = np.sort(np.asarray(values, dtype=float))
+        positive = positive and bool(data[0] > 0)
+        ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post",
+                label=f"{name} (n={len(data):,})")
+    if positive and samples and any(len(v) for v in samples.values()):
+        ax.set_xscale("log")
+    ax.set_xlabel("send → deliver latency (ms)")
+    ax.set_ylabel("fraction of deliveries")
+    ax.set_title("latency distribution per protocol")
+    ax.grid(True, alpha=0.3)
+    if any(len(v) for v in samples.values()):
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no deliveries", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_meta_bytes(per_protocol: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+    """Bars: metadata bytes and control bytes per application message, per protocol."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    names = sorted(per_protocol)
+    meta = [per_protocol[n].get("meta_bytes_per_message") or 0 for n in names]
+    control = [per_protocol[n].get("control_bytes_per_message") or 0 for n in names]
+    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(names) + 2), 4.5))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], meta, width=0.4, label="metadata on messages")
+    ax.bar([x + 0.2 for x in xs], control, width=0.4, label="control messages")
+    ax.set_xticks(list(xs), names)
+    ax.set_ylabel("bytes per application message")
+    ax.set_title("protocol overhead per application message")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    result: dict[str, Any],
+    directory: str | Path,
+    latency_samples: Mapping[str, Sequence[float]],
+    execution: Execution | None,
+    undelivered: Sequence[tuple[str, str]],
+    triples: Sequence[Mapping[str, Any]],
+) -> dict[str, str]:
+    """Write every report file but ``summary.json`` (:func:`write_summary`, once the result
+    is complete); returns {what: path} (also stored in ``result["report"]``).
+
+    ``execution`` is None when the run is too large for a ShiViz log (the caller checks
+    :data:`SHIVIZ_MAX_EVENTS`); the space-time diagram needs it too.
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    for path in write_tables(result, out):
+        files[path.stem] = str(path)
+    files["violations"] = str(write_violations_csv(triples, out / "violations.csv"))
+    files["latency_plot"] = str(plot_latency(latency_samples, out / "latency.png"))
+    files["meta_bytes_plot"] = str(plot_meta_bytes(result["per_protocol"],
+                                                   out / "meta_bytes.png"))
+    notes = []
+    messages = result["messages"]
+    if execution is not None and messages <= MAX_MESSAGES:
+        files["spacetime"] = str(draw_spacetime(
+            execution, out / "spacetime.png", triples, undelivered,
+            title=f"{messages} messages, {result['causal_violations']} causal violations"))
+    else:
+        notes.append(f"no space-time diagram: {messages:,} messages (limit {MAX_MESSAGES})")
+    if execution is not None:
+        log_path, regex_path = write_shiviz(execution, out)
+        files["shiviz_log"] = str(log_path)
+        files["shiviz_regex"] = str(regex_path)
+    else:
+        notes.append(f"no ShiViz log: more than {SHIVIZ_MAX_EVENTS:,} sends and deliveries")
+    if notes:
+        files["notes"] = "; ".join(notes)
+    result["report"] = files
+    files["summary"] = str(out / "summary.json")
+    return files
+
+
+def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
+    """``summary.json``: the analysis result."""
+    path = Path(directory) / "summary.json"
+    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,137 @@
+"""One quiet SparkSession per Python process.
+
+Starting Spark costs seconds; the demonstration analyses several small traces in a row,
+so :func:`get_spark` creates the session once and hands the same one back afterwards.
+The session is tuned for small jobs on a small machine: few shuffle partitions, no web
+UI, no console progress bar, log4j limited to errors (a properties file written to a
+temporary directory, because Spark's own start-up banner comes before any setting made
+from Python).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MASTER = "local[2]"
+#: driver memory when this module starts the JVM; override with $GROUPCOMM_SPARK_MEMORY
+DEFAULT_DRIVER_MEMORY = "6g"
+SHUFFLE_PARTITIONS = 4
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+class SparkUnavailableError(RuntimeError):
+    """Spark cannot start here (no Java, or the JVM failed to start)."""
+
+
+def java_command() -> str | None:
+    """The ``java`` Spark would run ($JAVA_HOME/bin/java, else the PATH), or None."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("java")
+
+
+def _log4j_file() -> Path:
+    path = Path(tempfile.gettempdir()) / f"groupcomm-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != _LOG4J:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J)
+        tmp.replace(path)
+    return path
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """Make ``trace_analysis`` importable on remote executors (Python UDFs need it)."""
+    package = Path(__file__).resolve().parent
+    archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        for path in package.rglob("*.py"):
+            bundle.write(path, Path("trace_analysis") / path.relative_to(package))
+    spark.sparkContext.addPyFile(str(archive))
+
+
+def get_spark(master: str | None = None) -> SparkSession:
+    """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
+
+    Later calls return the same session; asking for another master then only logs a
+    warning (Spark allows one context per process).
+
+    Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not start.
+    """
+    global _session
+    with _lock:
+        if _session is not None and _session.sparkContext._jsc is not None:
+            current = _session.sparkContext.master
+            if master and master != current:
+                log.warning("Spark already runs with master %s; %s ignored", current, master)
+            return _session
+        if java_command() is None:
+            raise SparkUnavailableError(
+                "Java is required for the Spark analysis but was not found "
+                "(install Java 17 and put it on PATH or set JAVA_HOME)"
+            )
+        from pyspark.sql import SparkSession
+
+        master = master or DEFAULT_MASTER
+        local = master.startswith("local")
+        log4j = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+        builder = (
+            SparkSession.builder.master(master)
+            .appName("groupcomm-analyze")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.driver.extraJavaOptions", log4j)
+            .config("spark.executor.extraJavaOptions", log4j)
+            .config("spark.sql.session.timeZone", "UTC")
+        )
+        if local:
+            memory = os.environ.get("GROUPCOMM_SPARK_MEMORY", DEFAULT_DRIVER_MEMORY)
+            builder = (
+                builder.config("spark.driver.memory", memory)
+                .config("spark.pyspark.python", sys.executable)
+                .config("spark.pyspark.driver.python", sys.executable)
+                # Python workers must import this package even when it is not installed
+                .config("spark.executorEnv.PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+            )
+        try:
+            spark = builder.getOrCreate()
+        except Exception as error:  # py4j/pyspark raise several types for a failed JVM
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise SparkUnavailableError(f"Spark did not start: {first}") from error
+        spark.sparkContext.setLogLevel("ERROR")
+        if not local:
+            _ship_package(spark)
+        log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
+        _session = spark
+        return spark
