@@ -1,0 +1,246 @@
+"""The Spark trace analysis on crafted traces with known answers, on random traces
+against a brute-force checker (whole-vector comparisons, all pairs), on a real run of
+the communicator, and with malformed lines mixed in."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groupcomm.localnet import LocalNetwork
+from groupcomm.messages import vc_less
+from groupcomm.tracing import write_trace_dir
+from trace_analysis import analyze, get_spark
+from trace_analysis.cli import main as analyze_main
+from trace_analysis.reference import check_directory
+
+
+@pytest.fixture(scope="module")
+def spark():
+    return get_spark()
+
+
+class Trace:
+    """Builds a trace by hand: sends with explicit clocks, deliveries in order."""
+
+    def __init__(self, protocol: str = "test") -> None:
+        self.protocol = protocol
+        self.records: list[dict[str, Any]] = []
+        self.clocks: dict[str, dict[str, int]] = {}
+        self.ts = 0.0
+
+    def _clock(self, process: str) -> dict[str, int]:
+        return self.clocks.setdefault(process, {})
+
+    def send(self, process: str, msg: str, dests: list[str]) -> None:
+        clock = self._clock(process)
+        clock[process] = clock.get(process, 0) + 1
+        self.ts += 1
+        self.records.append({"ts": self.ts, "process": process, "event": "send", "msg": msg,
+                             "sender": process, "dests": dests, "vc": dict(clock),
+                             "protocol": self.protocol})
+        self.records.append({"ts": self.ts, "process": process, "event": "network_send",
+                             "msg": msg, "kind": "normal", "meta_bytes": 4,
+                             "protocol": self.protocol})
+
+    def deliver(self, process: str, msg: str) -> None:
+        send = next(r for r in self.records if r["event"] == "send" and r["msg"] == msg)
+        clock = self._clock(process)
+        for k, v in send["vc"].items():
+            clock[k] = max(clock.get(k, 0), v)
+        clock[process] = clock.get(process, 0) + 1
+        self.ts += 1
+        self.records.append({"ts": self.ts, "process": process, "event": "deliver", "msg": msg,
+                             "sender": send["sender"], "vc": dict(clock),
+                             "protocol": self.protocol})
+
+    def write(self, directory: Path) -> Path:
+        write_trace_dir(self.records, directory)
+        return directory
+
+
+def brute_force(records: list[dict[str, Any]]) -> dict[str, int]:
+    sends = {r["msg"]: r for r in records if r["event"] == "send"}
+    out = {"causal_violations": 0, "fifo_violations": 0, "undelivered": 0, "duplicates": 0}
+    delivered: dict[str, list[str]] = {}
+    for r in records:
+        if r["event"] == "deliver":
+            delivered.setdefault(r["process"], []).append(r["msg"])
+    for process, order in delivered.items():
+        firsts: list[str] = []
+        for msg in order:
+            if msg in firsts:
+                out["duplicates"] += 1
+            else:
+                firsts.append(msg)
+        for j, later in enumerate(firsts):
+            for earlier in firsts[:j]:
+                # later was delivered after earlier, but later -> earlier
+                if vc_less(sends[later]["vc"], sends[earlier]["vc"]):
+                    out["causal_violations"] += 1
+                    if sends[later]["sender"] == sends[earlier]["sender"]:
+                        out["fifo_violations"] += 1
+    for msg, send in sends.items():
+        for dest in set(send["dests"]):
+            if msg not in delivered.get(dest, []):
+                out["undelivered"] += 1
+    return out
+
+
+def counts(result: dict[str, Any]) -> dict[str, int]:
+    return {k: result[k] for k in ("causal_violations", "fifo_violations", "undelivered",
+                                   "duplicates")}
+
+
+def test_crafted_trace_with_known_answers(spark, tmp_path: Path) -> None:
+    t = Trace()
+    # a violation that appears only through transitivity: a1 -> b1 -> c1, d gets c1 first
+    t.send("a", "a1", ["b", "d"])
+    t.deliver("b", "a1")
+    t.send("b", "b1", ["c"])
+    t.deliver("c", "b1")
+    t.send("c", "c1", ["d"])
+    t.deliver("d", "c1")
+    t.deliver("d", "a1")
+    # a FIFO violation that is also causal: a2, a3 to b, delivered in reverse
+    t.send("a", "a2", ["b"])
+    t.send("a", "a3", ["b"])
+    t.deliver("b", "a3")
+    t.deliver("b", "a2")
+    # an undelivered message and a duplicate delivery
+    t.send("c", "c2", ["a", "b"])
+    t.deliver("a", "c2")
+    t.deliver("a", "c2")
+    result = analyze(t.write(tmp_path / "t"), spark=spark,
+                     violations_out=tmp_path / "v.jsonl")
+    assert counts(result) == {"causal_violations": 2, "fifo_violations": 1, "undelivered": 1,
+                              "duplicates": 1}
+    assert counts(result) == brute_force(t.records)
+    triples = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert len(triples) == 2
+    assert {(v["process"], v["delivered_first"], v["delivered_second"]) for v in triples} == {
+        ("d", "c1", "a1"), ("b", "a3", "a2")}
+    assert {v["fifo"] for v in triples} == {True, False}
+    assert result["messages"] == 6 and result["processes"] == 4
+    assert result["per_protocol"]["test"]["meta_bytes_per_message"] == 4
+
+
+def random_trace(seed: int) -> Trace:
+    rng = random.Random(seed)
+    t = Trace()
+    names = ["p", "q", "r", "s"][: rng.randint(2, 4)]
+    pending: list[tuple[str, str]] = []
+    for i in range(rng.randint(5, 40)):
+        if pending and rng.random() < 0.6:
+            dest, msg = pending.pop(rng.randrange(len(pending)))
+            t.deliver(dest, msg)
+            if rng.random() < 0.1:
+                t.deliver(dest, msg)
+        else:
+            sender = rng.choice(names)
+            dests = rng.sample(names, rng.randint(1, len(names)))
+            msg = f"{sender}-{i}"
+            t.send(sender, msg, dests)
+            pending += [(d, msg) for d in dests]
+    for dest, msg in pending:
+        if rng.random() < 0.9:
+            t.deliver(dest, msg)
+    return t
+
+
+def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path) -> None:
+    for seed in range(6):
+        t = random_trace(seed)
+        directory = t.write(tmp_path / f"r{seed}")
+        expected = brute_force(t.records)
+        assert counts(analyze(directory, spark=spark)) == expected, seed
+        reference = check_directory(directory)
+        assert {k: getattr(reference, k) for k in expected} == expected, seed
+
+
+def test_real_run_trace_with_malformed_lines(spark, tmp_path: Path) -> None:
+    net = LocalNetwork(["alice", "bob", "carol"], "none")
+    rng = random.Random(4)
+    for i in range(12):
+        sender = rng.choice(["alice", "bob", "carol"])
+        net.send(sender, i, [n for n in ["alice", "bob", "carol"] if n != sender])
+    net.run(rng)
+    directory = tmp_path / "run"
+    write_trace_dir(net.records, directory)
+    clean = analyze(directory, spark=spark)
+    with open(directory / "bob.jsonl", "a", encoding="utf-8") as handle:
+        handle.write("this is not json\n")
+        handle.write('{"ts": 1, "process": "bob"}\n')
+        handle.write('{"ts": "x", "process": "bob", "event": "deliver", "protocol": "none"}\n')
+        handle.write("\n")
+    dirty = analyze(directory, spark=spark)
+    assert dirty["malformed_lines"] == 3
+    assert {s["line"] for s in dirty["malformed_samples"]} == {
+        sum(1 for _ in open(directory / "bob.jsonl")) - k for k in (3, 2, 1)}
+    assert counts(dirty) == counts(clean) == brute_force(net.records)
+    assert dirty["events"] == clean["events"]
+
+
+def test_real_processes_trace_and_report(spark, tmp_path: Path, group) -> None:
+    traces = tmp_path / "traces"
+    for name in ["alice", "bob", "carol"]:
+        group.start_peer(name, causality="cykas", trace_dir=str(traces))
+    group.wait_members(["alice", "bob", "carol"])
+    alice, bob, carol = (group.peers[n] for n in ["alice", "bob", "carol"])
+    for i in range(5):
+        alice.command(op="send", to="others", payload=i)
+        bob.command(op="send", to=["carol"], payload=i)
+    carol.wait_count("deliver", 10)
+    bob.wait_count("deliver", 5)
+    for peer in group.peers.values():
+        peer.quit()
+    report = tmp_path / "report"
+    result = analyze(traces, spark=spark, report_dir=report)
+    assert counts(result) == {"causal_violations": 0, "fifo_violations": 0, "undelivered": 0,
+                              "duplicates": 0}
+    cykas = result["per_protocol"]["cykas"]
+    assert cykas["control_per_message"]["ack"] == 1.0
+    assert 0 < cykas["eager_share"] <= 1
+    for name in ["summary.json", "latency.png", "meta_bytes.png", "spacetime.png",
+                 "shiviz.log", "shiviz_regex.txt", "per_protocol.csv"]:
+        assert (report / name).stat().st_size > 0, name
+
+
+def test_shiviz_log_clocks_rise_by_one_per_host(spark, tmp_path: Path) -> None:
+    import re
+
+    t = random_trace(11)
+    analyze(t.write(tmp_path / "t"), spark=spark, report_dir=tmp_path / "rep")
+    regex = (tmp_path / "rep" / "shiviz_regex.txt").read_text().strip().splitlines()[0]
+    text = (tmp_path / "rep" / "shiviz.log").read_text()
+    last: dict[str, int] = {}
+    pattern = re.compile(regex.replace("(?<", "(?P<"), re.M)  # JavaScript -> Python
+    matches = list(pattern.finditer(text))
+    assert matches
+    for match in matches:
+        host = match.group("host")
+        clock = json.loads(match.group("clock"))
+        assert clock[host] == last.get(host, 0) + 1
+        last[host] = clock[host]
+
+
+def test_cli_json_and_errors(tmp_path: Path, capsys) -> None:
+    t = random_trace(3)
+    directory = t.write(tmp_path / "t")
+    assert analyze_main([str(directory), "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("events", "messages", "processes", "causal_violations", "fifo_violations",
+                "undelivered", "duplicates", "malformed_lines", "latency_ms", "per_protocol"):
+        assert key in out
+    assert set(out["latency_ms"]) >= {"p50", "p95", "p99"}
+    assert analyze_main([str(directory), "--quiet"]) == 0
+    assert "causal violations" in capsys.readouterr().out
+    assert analyze_main([str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert analyze_main([str(tmp_path / "empty")]) == 2
+    assert "no trace files" in capsys.readouterr().err
