@@ -70,7 +70,7 @@ def brute_force(records: list[dict[str, Any]]) -> dict[str, int]:
     for r in records:
         if r["event"] == "deliver":
             delivered.setdefault(r["process"], []).append(r["msg"])
-    for process, order in delivered.items():
+    for order in delivered.values():
         firsts: list[str] = []
         for msg in order:
             if msg in firsts:
