@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "im": ("apps.im", "terminal instant messenger (one participant)"),
     "filters": ("groupcomm.filters_cli", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
+    "overhead": ("groupcomm.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
     "bench": ("groupcomm.bench", "measure the communicator against raw pyzmq"),
     "stress": ("apps.stress", "many real processes, random traffic and injected faults"),

@@ -11,7 +11,16 @@ Commands (one JSON object per line)::
     {"op": "delay", "peer": "carol", "ms": 300}
     {"op": "jitter", "ms": 20, "keep_fifo": true}
     {"op": "held"}          {"op": "counters"}          {"op": "members"}
+    {"op": "burst", "count": 1000, "seed": 1, "rate": 0, "broadcast_only": false}
+    {"op": "stats"}         {"op": "release", "peer": "bob"}
     {"op": "quit"}
+
+``burst`` sends ``count`` random messages from a background thread (unicast, multicast
+and broadcast mixed; broadcasts only with ``broadcast_only``), ``rate`` per second (0:
+as fast as the bounded send queue allows), then emits ``burst_done`` with the number
+sent to each destination. With ``--count-only`` deliveries are counted per sender
+instead of being reported one by one; ``stats`` reports those counts, the peak memory
+of the process, the communicator's counters and what the causality module holds.
 
 Events: ``ready``, ``joined``, ``left``, ``deliver`` (id, sender, payload, tag,
 label), ``sent``, ``held``, ``counters``, ``members``, ``error`` and ``bye``.
@@ -42,9 +51,11 @@ class _Labelled:
 class Peer:
     """Runs one communicator and translates the line protocol."""
 
-    def __init__(self, communicator: Communicator) -> None:
+    def __init__(self, communicator: Communicator, count_only: bool = False) -> None:
         self.communicator = communicator
         self._out_lock = threading.Lock()
+        self.count_only = count_only
+        self.delivered: dict[str, int] = {}
 
     def emit(self, event: str, **fields: Any) -> None:
         with self._out_lock:
@@ -62,6 +73,9 @@ class Peer:
         self.emit("left", client=client_name)
 
     def on_message(self, message: ReceivedMessage) -> None:
+        if self.count_only:
+            self.delivered[message.sender] = self.delivered.get(message.sender, 0) + 1
+            return
         payload = message.user_message
         label = None
         if isinstance(payload, _Labelled):
@@ -102,11 +116,65 @@ class Peer:
             self.emit("counters", counters=comm.counters())
         elif op == "members":
             self.emit("members", members=comm.members)
+        elif op == "burst":
+            threading.Thread(target=self._burst, args=(command,), daemon=True).start()
+        elif op == "stats":
+            import resource
+
+            peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            held = comm.held()
+            self.emit("stats", delivered=dict(self.delivered), peak_rss_mb=round(peak_kb / 1024, 1),
+                      counters=comm.counters(), held=len(held),
+                      waiting_for=comm.waiting_for())
+        elif op == "release":
+            self.emit("released", ids=comm.release_waiting_on(command["peer"]))
         elif op == "quit":
             return False
         else:
             self.emit("error", message=f"unknown op {op!r}")
         return True
+
+
+    def _burst(self, command: dict[str, Any]) -> None:
+        """Send random traffic (a background thread; see the module docstring)."""
+        import random
+        import time
+
+        comm = self.communicator
+        rng = random.Random(f"{command.get('seed', 0)}:{comm.name}")
+        count = int(command.get("count", 100))
+        rate = float(command.get("rate", 0))
+        broadcast_only = bool(command.get("broadcast_only", False))
+        sent: dict[str, int] = {}
+        failed = 0
+        started = time.monotonic()
+        for i in range(count):
+            others = comm.others
+            if not others:
+                break
+            shape = "broadcast" if broadcast_only else rng.choice(
+                ["unicast", "unicast", "multicast", "broadcast"])
+            if shape == "unicast":
+                dests = [rng.choice(others)]
+            elif shape == "multicast":
+                dests = rng.sample(others, rng.randint(1, len(others)))
+            else:
+                dests = others
+            try:
+                comm.send(dests, {"seq": i, "from": comm.name})
+            except Exception as error:  # a peer left between the choice and the send
+                failed += 1
+                if failed <= 3:
+                    self.emit("error", message=f"burst send {i}: {error}")
+                continue
+            for dest in dests:
+                sent[dest] = sent.get(dest, 0) + 1
+            if rate > 0:
+                delay = started + (i + 1) / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        self.emit("burst_done", sent=sent, failed=failed,
+                  seconds=round(time.monotonic() - started, 3))
 
 
 def build_parser() -> ArgumentParser:
@@ -122,6 +190,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
     parser.add_argument("--heartbeat", type=float, default=0.5)
+    parser.add_argument("--count-only", action="store_true",
+                        help="count deliveries per sender instead of reporting each")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
@@ -144,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (CommunicatorError, LookupError, ValueError) as error:
         raise CliError(f"peer {args.name}: {error}") from None
-    peer = Peer(communicator)
+    peer = Peer(communicator, count_only=args.count_only)
     communicator.add_session_message_listener(peer)
     communicator.add_message_listener(peer.on_message)
     peer.emit("ready", name=args.name, members=communicator.members,

@@ -40,6 +40,9 @@ SEQ = "~r"
 ACK = "~a"
 INITIAL_RTO = 0.2
 MAX_RTO = 3.0
+#: floor of the adaptive timeout (a local link's round trip is well under a millisecond,
+#: but the peer's I/O thread may be busy for a few)
+MIN_RTO = 0.03
 WINDOW = 4096
 MAX_SACK = 64
 #: Frames further ahead than this of the next expected one are dropped (and resent).
@@ -51,6 +54,7 @@ class _InFlight:
     message: SentMessage
     due: float
     rto: float
+    sent_at: float = 0.0
     attempts: int = 1
 
 
@@ -69,6 +73,9 @@ class ReliableManager:
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
                       "too_far_ahead": 0}
         self._ack_ids = 0
+        #: per peer: smoothed round trip and its variation (RFC 6298), from frames sent once
+        self.srtt: dict[str, float] = {}
+        self.rttvar: dict[str, float] = {}
         host.add_session_listener(self)
         host.add_ticker(self.tick)
 
@@ -80,7 +87,7 @@ class ReliableManager:
 
     def client_left(self, client_name: str, application_name: str) -> None:
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
-                      self.out_of_order):
+                      self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)
 
     # -- sending ------------------------------------------------------------------------
@@ -105,19 +112,38 @@ class ReliableManager:
 
     def _transmit(self, dest: str, seq: int, stamped: SentMessage) -> None:
         assert self.send_filter is not None
+        now = self.host.now()
+        rto = self.rto(dest)
         self.in_flight.setdefault(dest, OrderedDict())[seq] = _InFlight(
-            stamped, self.host.now() + INITIAL_RTO, INITIAL_RTO)
+            stamped, now + rto, rto, sent_at=now)
         self.send_filter.forward(stamped)
+
+    def rto(self, peer: str) -> float:
+        """The retransmission timeout for ``peer``: SRTT + 4 RTTVAR, within bounds."""
+        srtt = self.srtt.get(peer)
+        if srtt is None:
+            return INITIAL_RTO
+        return min(MAX_RTO, max(MIN_RTO, srtt + 4 * self.rttvar[peer]))
+
+    def _sample_rtt(self, peer: str, sample: float) -> None:
+        srtt = self.srtt.get(peer)
+        if srtt is None:
+            self.srtt[peer], self.rttvar[peer] = sample, sample / 2
+            return
+        self.rttvar[peer] = 0.75 * self.rttvar[peer] + 0.25 * abs(srtt - sample)
+        self.srtt[peer] = 0.875 * srtt + 0.125 * sample
 
     def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int]) -> None:
         """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers."""
         flight = self.in_flight.get(peer)
         if not flight:
             return
-        for seq in [s for s in flight if s <= cumulative]:
-            del flight[seq]
-        for seq in selective:
-            flight.pop(seq, None)
+        acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
+        acked += [e for e in (flight.pop(s, None) for s in selective) if e is not None]
+        # Karn's rule: only frames sent once give an unambiguous round trip
+        once = [e for e in acked if e.attempts == 1]
+        if once:
+            self._sample_rtt(peer, max(0.0, self.host.now() - max(e.sent_at for e in once)))
         queue = self.waiting.get(peer)
         while queue and len(flight) < WINDOW:
             stamped = queue.popleft()
@@ -130,7 +156,7 @@ class ReliableManager:
             for entry in flight.values():
                 if entry.due <= now:
                     entry.attempts += 1
-                    entry.rto = min(entry.rto * 2, MAX_RTO)
+                    entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
                     entry.due = now + entry.rto
                     self.stats["retransmissions"] += 1
                     self.send_filter.forward(entry.message)

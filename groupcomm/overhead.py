@@ -1,0 +1,146 @@
+"""``groupcomm overhead``: what each causality module costs.
+
+* **Metadata and control traffic**, per application message, at several group sizes:
+  every process sends ``--messages`` messages to uniformly random other members (vector
+  and the other broadcast-only modules broadcast instead, since they refuse unicasts)
+  through the real filters and codec of :class:`groupcomm.localnet.LocalNetwork`,
+  frames arriving in a seeded random order. Reported: protocol metadata bytes per
+  application message (``meta_bytes`` of every network send of application messages,
+  summed, divided by application sends) and control messages (ACK, YCT, ...) per
+  application message, with their bytes.
+* **Throughput** (``--throughput``): each module through the real communicator between
+  two processes (the ``groupcomm bench`` set-up), relative to ``none`` measured in the
+  same run. Sender-side modules wait for an ACK per message, so they are bound by the
+  round trip, not by the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+
+MODULES = ("none", "fifo", "vector", "matrix", "mfss", "cykas")
+
+
+def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:
+    """Metadata and control traffic of ``module`` with ``processes`` members."""
+    from groupcomm.localnet import LocalNetwork
+    from groupcomm.registry import get_module
+
+    broadcast = get_module(module).broadcast_only
+    names = [f"p{i:02d}" for i in range(processes)]
+    net = LocalNetwork(names, module)
+    net.tracer.records.clear()  # count traffic after the joins (vector's bases) separately
+    rng = random.Random(seed)
+    plan = [name for name in names for _ in range(messages)]
+    rng.shuffle(plan)
+    for sender in plan:
+        if broadcast:
+            net.to_others(sender, "x")
+        else:
+            net.send(sender, "x", [rng.choice([n for n in names if n != sender])])
+        for _ in range(rng.randint(0, 2 * processes)):  # let some frames arrive meanwhile
+            if net.in_flight:
+                net.deliver(rng.randrange(len(net.in_flight)))
+    net.run(rng)
+    app = meta = copies = 0
+    control: Counter[str] = Counter()
+    control_bytes = 0
+    for record in net.records:
+        event = record["event"]
+        if event == "send":
+            app += 1
+        elif event == "network_send":
+            meta += record["meta_bytes"]
+            copies += 1
+        elif event == "control_send":
+            control[record["kind"]] += 1
+            control_bytes += record["meta_bytes"]
+    held = sum(len(net.manager(n).held()) for n in names)
+    return {
+        "module": module, "processes": processes, "traffic": "broadcast" if broadcast
+        else "unicast", "app_messages": app,
+        "meta_bytes_per_message": round(meta / app, 1),
+        # one copy per destination: what each frame on the wire carries
+        "meta_bytes_per_copy": round(meta / max(copies, 1), 1),
+        "control_per_message": {k: round(v / app, 3) for k, v in sorted(control.items())},
+        "control_bytes_per_message": round(control_bytes / app, 1),
+        "held_at_end": held,
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    modules = args.modules or list(MODULES)
+    from groupcomm.registry import UnknownModuleError, get_module
+
+    try:
+        for name in modules:
+            get_module(name)
+    except UnknownModuleError as error:
+        raise CliError(f"groupcomm overhead: {error}") from None
+    if any(n < 2 for n in args.sizes) or args.messages < 1:
+        raise CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
+    rows = []
+    for size in args.sizes:
+        for module in modules:
+            print(f"overhead: {module} at n={size}...", file=sys.stderr, flush=True)
+            rows.append(measure_overhead(module, size, args.messages, args.seed))
+    throughput: list[dict[str, Any]] = []
+    if args.throughput:
+        from groupcomm.bench import run_communicator
+
+        for module in ["none", *[m for m in modules if m != "none"]]:
+            print(f"throughput: {module}...", file=sys.stderr, flush=True)
+            rate = max(run_communicator(args.throughput, 32, module) for _ in range(args.repeat))
+            throughput.append({"module": module, "msgs_per_s": round(rate)})
+        base = throughput[0]["msgs_per_s"]
+        for row in throughput:
+            row["relative_to_none"] = round(row["msgs_per_s"] / base, 3)
+    if args.json:
+        print(json.dumps({"overhead": rows, "throughput": throughput}))
+        return 0
+    print(f"{'module':8} {'n':>4} {'traffic':9} {'meta B/msg':>10} {'B/copy':>7} {'ctrl/msg':>9} "
+          f"{'ctrl B/msg':>10}  control by kind")
+    for row in rows:
+        total = sum(row["control_per_message"].values())
+        kinds = ", ".join(f"{k} {v}" for k, v in row["control_per_message"].items())
+        print(f"{row['module']:8} {row['processes']:>4} {row['traffic']:9} "
+              f"{row['meta_bytes_per_message']:>10} {row['meta_bytes_per_copy']:>7} {total:>9.3f} "
+              f"{row['control_bytes_per_message']:>10}  {kinds}")
+    if throughput:
+        print(f"\n{'module':8} {'msg/s':>9} {'vs none':>8}")
+        for row in throughput:
+            print(f"{row['module']:8} {row['msgs_per_s']:>9,} {row['relative_to_none']:>8.3f}")
+    return 0
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm overhead",
+        description="Metadata bytes and control messages per application message of each "
+        "causality module at several group sizes, and (--throughput N) each module's "
+        "throughput through the real communicator relative to none in the same run.",
+    )
+    parser.add_argument("--modules", nargs="+", help=f"default: {' '.join(MODULES)}")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 10, 50])
+    parser.add_argument("--messages", type=int, default=20, help="messages per process")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--throughput", type=int, default=0, metavar="N",
+                        help="also measure throughput with N messages per module")
+    parser.add_argument("--repeat", type=int, default=1, help="throughput runs (best kept)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``groupcomm overhead``."""
+    return run_main(build_parser, _run, argv)
