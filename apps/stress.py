@@ -79,6 +79,9 @@ def build_parser() -> ArgumentParser:
                         help="send each outgoing frame twice with probability P")
     parser.add_argument("--no-reliable", action="store_true",
                         help="do not put the reliable layer under the module")
+    parser.add_argument("--reliable", action="store_true",
+                        help="put the reliable layer under the module even without drops "
+                        "(it recovers relayed frames lost in a server restart)")
     parser.add_argument("--kill", type=_kill_spec, action="append", default=[],
                         metavar="NAME@SECONDS", help="kill client NAME (p1, p2, ...) after "
                         "SECONDS of traffic")
@@ -124,7 +127,7 @@ class StressRun:
     def filters(self) -> list[str]:
         specs = []
         faults = self.args.drop > 0 or self.args.duplicate > 0
-        if faults and not self.args.no_reliable:
+        if (faults or self.args.reliable) and not self.args.no_reliable:
             specs.append("reliable")
         if self.args.drop > 0:
             specs.append(f"drop:p={self.args.drop},seed={self.args.seed}")
