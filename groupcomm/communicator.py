@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 ROUTINGS = ("relayed", "direct")
 #: Heartbeats without an answer before the server is reported unreachable.
 SERVER_SILENCE_HEARTBEATS = 4
+#: Messages from a sender whose join notice has not arrived yet are kept this long ...
+EARLY_WAIT = 5.0
+#: ... and at most this many of them (then they are rejected as unknown_peer).
+MAX_EARLY_MESSAGES = 10_000
 #: How often filters with timers (the reliable layer) are ticked, in seconds.
 TICK_INTERVAL = 0.02
 #: Frames waiting for slow sockets before the communicator stops taking new sends.
@@ -172,6 +176,8 @@ class Communicator:
         self._calls: deque[Callable[[], None]] = deque()
         #: tagged application sends waiting for the I/O thread (bounded by max_pending)
         self._outgoing: deque[SentMessage] = deque()
+        #: (expiry, message) from senders not yet known to be members (see _hold_early)
+        self._early: list[tuple[float, ReceivedMessage]] = []
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         self._wake_pending = False
@@ -479,6 +485,8 @@ class Communicator:
                     for peer, envelope in self.delays.pop_due(now):
                         self._queue_envelope((peer,), envelope)
                     self._flush_outbox()
+                if self._early:
+                    self._release_early(now)
                 if self.node.tickers and now >= next_tick:
                     self.node.tick()
                     next_tick = now + TICK_INTERVAL
@@ -593,6 +601,34 @@ class Communicator:
         else:
             self.rejects.reject("malformed", f"unexpected session op {op!r}", "server")
 
+    def _hold_early(self, message: ReceivedMessage) -> None:
+        """A signed message from a client we have not yet been told joined: with direct
+        routing its first frames can overtake the server's join notice. Keep it (bounded,
+        briefly) and hand it over when the join arrives; reject it after that."""
+        if len(self._early) >= MAX_EARLY_MESSAGES:
+            self.rejects.reject("unknown_peer", f"sender {message.sender!r} is not a member "
+                                f"(and {len(self._early)} early messages already wait)")
+            return
+        self._early.append((time.monotonic() + EARLY_WAIT, message))
+
+    def _release_early(self, now: float | None = None) -> None:
+        """Hand over early messages whose sender joined; reject the expired ones."""
+        if not self._early:
+            return
+        members = set(self.node.members)
+        keep: list[tuple[float, ReceivedMessage]] = []
+        for due, message in self._early:
+            if message.sender in members:
+                self.stats["messages_received"] += 1
+                self.node.arrived(message)
+            elif now is not None and now >= due:
+                self.rejects.reject("unknown_peer", f"sender {message.sender!r} is not a "
+                                    f"member (waited {EARLY_WAIT:g}s for its join)")
+            else:
+                keep.append((due, message))
+        self._early = keep
+        self._drain_node()
+
     def _on_joined(self, notice: dict[str, Any]) -> None:
         addresses = notice["addresses"]
         if isinstance(addresses, dict):
@@ -606,6 +642,7 @@ class Communicator:
         )
         if notice["client"] == self.name:
             self._joined.set()
+        self._release_early()
 
     def _on_left(self, notice: dict[str, Any]) -> None:
         client = notice["client"]
@@ -679,7 +716,8 @@ class Communicator:
                     f"message for {message.application_name}/{message.session_name}",
                 )
             if message.sender not in self.node.members:
-                raise FrameRejected("unknown_peer", f"sender {message.sender!r} is not a member")
+                self._hold_early(message)
+                return
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail)
             return
