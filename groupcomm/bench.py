@@ -122,9 +122,8 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
             time.sleep(0.01)
         for i in range(count):
             comm.to_user("receiver", _payload(i, size))
-        # closing leaves the session; give the I/O thread time to flush what is queued
-        while comm._outgoing and time.monotonic() < deadline + 600:  # noqa: SLF001
-            time.sleep(0.01)
+        # sender-side modules hold messages until ACKs come back: wait for all to leave
+        comm.flush(timeout=600)
         time.sleep(0.5)
 
 

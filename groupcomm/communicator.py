@@ -348,10 +348,41 @@ class Communicator:
         return result
 
     # -- lifecycle ----------------------------------------------------------------------------
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every send has left this client: nothing queued for the I/O thread,
+        nothing the causality module still holds back (``mfss`` / ``cykas`` output
+        buffers), no frame waiting for a slow socket or an injected delay. Returns False
+        when ``timeout`` passed first. Received messages held for delivery do not count:
+        they wait on other members, not on this one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self._outgoing and not self._io_thread.is_alive():
+                return True
+            try:
+                busy = self._call(lambda: bool(
+                    self._outgoing or not self.node.idle
+                    or any(isinstance(m, SentMessage) for m in self.node.held())
+                    or self._backlog_frames or self._outbox or len(self.delays)
+                ), timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # the I/O thread stopped or did not answer in time
+                return not self._outgoing
+            if not busy:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     def close(self, timeout: float = 2.0) -> None:
-        """Leave the session, stop the I/O thread and release the sockets."""
+        """Leave the session, stop the I/O thread and release the sockets.
+
+        Sends still on their way out get up to ``timeout`` seconds first (see
+        :meth:`flush`); what is left after that is not sent.
+        """
         if self._closed:
             return
+        if self._io_thread.is_alive() and self._joined.is_set() and self._join_error is None:
+            if not self.flush(timeout):
+                log.warning("%s: closing with sends still queued or held back", self.name)
         self._closed = True
         if self._io_thread.is_alive():
             if self._joined.is_set() and self._join_error is None:
