@@ -153,6 +153,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--config", help="config file (TOML) with causality / filters")
     parser.add_argument("--direct", action="store_true",
                         help="send peer to peer instead of through the server")
+    parser.add_argument("--bind-host", default="127.0.0.1",
+                        help="address to listen on for direct traffic (default 127.0.0.1; "
+                        "0.0.0.0 for every interface)")
+    parser.add_argument("--advertise-host",
+                        help="address other members reach this one at (default: --bind-host)")
     parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
                         help="minimum delay for messages to PEER (testing; repeatable)")
     parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
@@ -179,6 +184,7 @@ def _run(args: argparse.Namespace) -> int:
             key_file=args.key_file, causality=selection.causality,
             extra_send=extra_send, extra_receive=extra_receive,
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
+            bind_host=args.bind_host, advertise_host=args.advertise_host,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None

@@ -189,6 +189,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
+    parser.add_argument("--bind-host", default="127.0.0.1",
+                        help="address to listen on for direct traffic (default 127.0.0.1; "
+                        "0.0.0.0 for every interface)")
+    parser.add_argument("--advertise-host",
+                        help="address other members reach this one at (default: --bind-host)")
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--count-only", action="store_true",
                         help="count deliveries per sender instead of reporting each")
@@ -211,6 +216,7 @@ def _run(args: argparse.Namespace) -> int:
             extra_send=extra_send, extra_receive=extra_receive,
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
             heartbeat_interval=args.heartbeat,
+            bind_host=args.bind_host, advertise_host=args.advertise_host,
         )
     except (CommunicatorError, LookupError, ValueError) as error:
         raise CliError(f"peer {args.name}: {error}") from None

@@ -106,8 +106,9 @@ class PeerProcess(_Child):
     def __init__(self, name: str, server: str, key_file: Path, *, session: str = "s",
                  causality: str | None = None, direct: bool = False,
                  trace_dir: str | None = None, filters: Sequence[str] = (),
-                 extra: Sequence[str] = ()) -> None:
-        argv = [sys.executable, "-m", "groupcomm.peer", "--name", name, "--server", server,
+                 extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> None:
+        # wrapper: a command the peer runs under, e.g. ``ip netns exec NS``
+        argv = [*wrapper, sys.executable, "-m", "groupcomm.peer", "--name", name, "--server", server,
                 "--key-file", str(key_file), "--session", session]
         for spec in filters:
             argv += ["--filter", spec]
