@@ -175,7 +175,8 @@ class MatrixManager(CausalityManager):
         return (
             freeze_matrix(self.sent),
             freeze_clock(self.deliv),
-            tuple(sorted((m, freeze_matrix(s)) for m, s in self.buffer)),
+            tuple(sorted(((m, freeze_matrix(s)) for m, s in self.buffer),
+                         key=lambda entry: entry[0].message_id)),
             self.control_count,
         )
 

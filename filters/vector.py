@@ -245,7 +245,8 @@ class VectorManager(CausalityManager):
     def snapshot(self) -> Hashable:
         return (
             freeze_clock(self.clock),
-            tuple(sorted((m, freeze_clock(s)) for m, s in self.buffer)),
+            tuple(sorted(((m, freeze_clock(s)) for m, s in self.buffer),
+                         key=lambda entry: entry[0].message_id)),
             tuple(sorted((k, tuple(sorted(v))) for k, v in self.skips.items() if v)),
             tuple(sorted(self.awaiting_base)),
             self.control_count,
