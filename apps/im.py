@@ -153,6 +153,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--config", help="config file (TOML) with causality / filters")
     parser.add_argument("--direct", action="store_true",
                         help="send peer to peer instead of through the server")
+    parser.add_argument("--curve-dir", metavar="DIR",
+                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
+                        "NAME.key_secret and server.key (see groupcomm keys)")
     parser.add_argument("--bind-host", default="127.0.0.1",
                         help="address to listen on for direct traffic (default 127.0.0.1; "
                         "0.0.0.0 for every interface)")
@@ -185,6 +188,7 @@ def _run(args: argparse.Namespace) -> int:
             extra_send=extra_send, extra_receive=extra_receive,
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
             bind_host=args.bind_host, advertise_host=args.advertise_host,
+            curve_dir=args.curve_dir,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("groupcomm.serve_cli", "run a session server"),
+    "keys": ("groupcomm.curve", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("apps.im", "terminal instant messenger (one participant)"),
     "filters": ("groupcomm.filters_cli", "list installed causality modules and filters"),

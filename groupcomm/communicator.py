@@ -42,6 +42,7 @@ from groupcomm.codec import (
     encode_batch,
     encode_message,
 )
+from groupcomm.curve import ClientKeys, CurveKeyError
 from groupcomm.delays import DelayPlan
 from groupcomm.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.keys import resolve_key
@@ -118,9 +119,21 @@ class Communicator:
         max_inbox: int = 100_000,
         send_timeout: float = 30.0,
         context: zmq.Context | None = None,
+        curve_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        #: per-client keys (:mod:`groupcomm.curve`): encrypted, authenticated connection
+        #: to the server, and relayed messages checked against the sender it attests
+        self._curve: ClientKeys | None = None
+        if curve_dir is not None:
+            if routing != "relayed":
+                raise ValueError("per-client keys (curve_dir) work with relayed routing only: "
+                                 "direct connections are not authenticated per client")
+            try:
+                self._curve = ClientKeys.from_dir(curve_dir, name)
+            except CurveKeyError as error:
+                raise ValueError(f"per-client keys: {error}") from None
         if not name or not session or not application:
             raise ValueError("name, session and application must be non-empty")
         resolved = key if key is not None else resolve_key(key_file)
@@ -454,6 +467,8 @@ class Communicator:
             # libzmq reconnects by itself, backing off from 100 ms to 2 s
             self._dealer.setsockopt(zmq.RECONNECT_IVL, 100)
             self._dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            if self._curve is not None:
+                self._curve.apply(self._dealer)
             self._dealer.connect(self.server_address)
             self._pull: zmq.Socket | None = None
             if self.routing == "direct":
@@ -577,6 +592,11 @@ class Communicator:
                 return
             if from_server and len(parts) == 1:
                 self._handle_session_frame(parts[0])
+            elif self._curve is not None:
+                if from_server and len(parts) == 3 and parts[0] == MESSAGE:
+                    self._handle_message_frame(parts[1], attested=parts[2])
+                else:
+                    self.rejects.reject("malformed", "relayed frame without its attested sender")
             elif (from_server and len(parts) == 2 and parts[0] == MESSAGE) or (
                 not from_server and len(parts) == 1
             ):
@@ -701,7 +721,7 @@ class Communicator:
         log.error("%s: server error: %s", self.name, detail)
         self.stats[f"server_error_{notice['reason']}"] += 1
 
-    def _handle_message_frame(self, frame: bytes) -> None:
+    def _handle_message_frame(self, frame: bytes, attested: bytes | None = None) -> None:
         try:
             body, _, _ = self.codec.open(frame)
             head = kind_of(body)
@@ -718,8 +738,9 @@ class Communicator:
             self.rejects.reject(error.reason, error.detail)
             return
         self.stats["frames_received"] += 1
+        sender = attested.decode("utf-8", "replace") if attested is not None else None
         for envelope in envelopes:
-            self._handle_envelope(envelope)
+            self._handle_envelope(envelope, sender)
         self._drain_node()
 
     def _drain_node(self) -> None:
@@ -733,12 +754,17 @@ class Communicator:
                 self.stats["protocol_errors"] += 1
                 log.error("%s: dropped a message that breaks the protocol: %s", self.name, error)
 
-    def _handle_envelope(self, envelope: bytes) -> None:
+    def _handle_envelope(self, envelope: bytes, attested: str | None = None) -> None:
         try:
             try:
                 message = decode_received(envelope, self.name)
             except MessageError as error:
                 raise FrameRejected("malformed", str(error)) from None
+            if attested is not None and message.sender != attested:
+                raise FrameRejected(
+                    "impersonation",
+                    f"{attested!r} sent a message signed as from {message.sender!r}",
+                )
             if message.session_name != self.session or (
                 message.application_name != self.application
             ):

@@ -189,6 +189,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
+    parser.add_argument("--curve-dir", metavar="DIR",
+                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
+                        "NAME.key_secret and server.key (see groupcomm keys)")
     parser.add_argument("--bind-host", default="127.0.0.1",
                         help="address to listen on for direct traffic (default 127.0.0.1; "
                         "0.0.0.0 for every interface)")
@@ -217,6 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
             heartbeat_interval=args.heartbeat,
             bind_host=args.bind_host, advertise_host=args.advertise_host,
+            curve_dir=args.curve_dir,
         )
     except (CommunicatorError, LookupError, ValueError) as error:
         raise CliError(f"peer {args.name}: {error}") from None

@@ -34,6 +34,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--heartbeat-timeout", type=float, default=DEFAULT_HEARTBEAT_TIMEOUT,
                         help="seconds without heartbeats before a client is reported as left "
                         f"(default {DEFAULT_HEARTBEAT_TIMEOUT})")
+    parser.add_argument("--curve-dir", metavar="DIR",
+                        help="per-client keys (CurveZMQ): encrypt connections, accept only "
+                        "clients whose NAME.key is in DIR, under that name (see groupcomm "
+                        "keys); off by default")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log joins and leaves (-v) or everything (-vv)")
     return parser
@@ -55,8 +59,17 @@ def _run(args: argparse.Namespace) -> int:
             handle, key_path = tempfile.mkstemp(prefix="groupcomm-", suffix=".key")
             os.close(handle)
         key = write_new_key(key_path)
+    curve = None
+    if args.curve_dir:
+        from groupcomm.curve import CurveKeyError, ServerKeys
+
+        try:
+            curve = ServerKeys.from_dir(args.curve_dir)
+        except CurveKeyError as error:
+            raise CliError(f"groupcomm serve: --curve-dir: {error}") from None
     try:
-        server = SessionServer(key, args.bind, heartbeat_timeout=args.heartbeat_timeout)
+        server = SessionServer(key, args.bind, heartbeat_timeout=args.heartbeat_timeout,
+                               curve=curve)
     except Exception as error:  # zmq errors: address in use, bad address
         raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
     signal.signal(signal.SIGTERM, lambda *_: server.stop())

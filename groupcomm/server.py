@@ -24,6 +24,7 @@ from typing import Any
 import zmq
 
 from groupcomm.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
+from groupcomm.curve import ServerKeys, start_authenticator
 from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,18 @@ class SessionServer:
         heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
         max_frame: int = DEFAULT_MAX_FRAME,
         context: zmq.Context | None = None,
+        curve: ServerKeys | None = None,
     ) -> None:
         self.codec = FrameCodec(key, max_frame=max_frame)
         self.heartbeat_timeout = heartbeat_timeout
         self._context = context or zmq.Context.instance()
+        #: per-client keys (see :mod:`groupcomm.curve`): joins must use the key's name,
+        #: relayed frames carry the sender the server received them from
+        self.curve = curve
+        self._auth = start_authenticator(self._context, curve) if curve else None
         self.socket = self._context.socket(zmq.ROUTER)
+        if curve:
+            curve.apply(self.socket)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame * 2 + 4096)
@@ -111,23 +119,31 @@ class SessionServer:
                     # drain what is ready without going back to poll for each message
                     for _ in range(1000):
                         try:
-                            parts = self.socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                            if self.curve is None:
+                                parts = self.socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                                self.handle(parts)
+                            else:  # the User-Id property lives on the frames
+                                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                                self.handle([f.bytes for f in frames],
+                                            user=frames[-1].get("User-Id"))
                         except zmq.Again:
                             break
-                        self.handle(parts)
                 if time.monotonic() >= next_check:
                     self.expire_silent_clients()
                     next_check = time.monotonic() + check_every
         finally:
             self.socket.close(linger=0)
+            if self._auth is not None:
+                self._auth.stop()
 
     def stop(self) -> None:
         """Ask the loop to end (call from the serving thread or a signal handler)."""
         self._stopping = True
 
     # -- input ------------------------------------------------------------------------------
-    def handle(self, parts: list[bytes]) -> None:
-        """Handle one multipart message from a client: ``[identity, frame, (frame)]``."""
+    def handle(self, parts: list[bytes], user: str | None = None) -> None:
+        """Handle one multipart message from a client: ``[identity, frame, (frame)]``;
+        ``user`` is the authenticated client name with per-client keys."""
         if len(parts) < 2:
             self.rejects.reject("malformed", "message without a frame")
             return
@@ -144,6 +160,14 @@ class SessionServer:
         op = command["op"]
         try:
             if op == "join":
+                if self.curve is not None and command.get("client") != user:
+                    self.rejects.reject("name_not_authenticated",
+                                        f"join as {command.get('client')!r} with the key of "
+                                        f"{user!r}", peer)
+                    self._send(identity, "error", reason="name_not_authenticated",
+                               detail=f"this key belongs to {user!r}, not "
+                               f"{command.get('client')!r}")
+                    return
                 self._join(identity, command)
             elif op == "leave":
                 self._leave(identity, command)
@@ -271,7 +295,11 @@ class SessionServer:
                 self.rejects.reject("unknown_peer", f"relay to unknown client {dest!r}",
                                     member.name)
                 continue
-            self.socket.send_multipart([target.identity, MESSAGE, frame])
+            if self.curve is None:
+                self.socket.send_multipart([target.identity, MESSAGE, frame])
+            else:  # attest who sent it: the receiver checks the signed sender against it
+                self.socket.send_multipart([target.identity, MESSAGE, frame,
+                                            member.name.encode()])
             self.relayed += 1
 
     def expire_silent_clients(self) -> None:
