@@ -104,6 +104,9 @@ class SessionServer:
         self.rejects = RejectLog("session server")
         self.relayed = 0
         self._stopping = False
+        #: when the server last had no input waiting: everything sent before then has
+        #: been read, so silence is judged against this, not against the wall clock
+        self._caught_up_at = time.monotonic()
 
     # -- loop ---------------------------------------------------------------------------------
     def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
@@ -115,7 +118,9 @@ class SessionServer:
         try:
             while not self._stopping and not should_stop():
                 timeout_ms = max(0.0, (next_check - time.monotonic()) * 1000)
-                if poller.poll(timeout_ms):
+                if not poller.poll(timeout_ms):
+                    self._caught_up_at = time.monotonic()
+                else:
                     # drain what is ready without going back to poll for each message
                     for _ in range(1000):
                         try:
@@ -127,6 +132,7 @@ class SessionServer:
                                 self.handle([f.bytes for f in frames],
                                             user=frames[-1].get("User-Id"))
                         except zmq.Again:
+                            self._caught_up_at = time.monotonic()
                             break
                 if time.monotonic() >= next_check:
                     self.expire_silent_clients()
@@ -303,8 +309,15 @@ class SessionServer:
             self.relayed += 1
 
     def expire_silent_clients(self) -> None:
-        """Declare clients whose heartbeats stopped as left."""
-        deadline = time.monotonic() - self.heartbeat_timeout
+        """Declare clients whose heartbeats stopped as left.
+
+        A client is silent when nothing came from it for ``heartbeat_timeout`` before the
+        last moment the server had read all its input. Measured against the wall clock
+        instead, a server that falls behind under load (its input queue holding seconds
+        of frames) would declare busy, live clients gone and drop what is relayed to them.
+        The price: while the server never catches up, departures are noticed late.
+        """
+        deadline = self._caught_up_at - self.heartbeat_timeout
         for session in list(self.sessions.values()):
             for member in list(session.members.values()):
                 if member.last_seen < deadline:

@@ -78,3 +78,38 @@ def test_killed_peer_mid_run_survivors_go_on_and_see_what_is_held(group: Process
     bob.wait_for(lambda e: e.get("payload") == "still here")
     alice.command(op="held")
     assert alice.wait_for(lambda e: e.get("event") == "held")["ids"] == []
+
+
+def test_a_server_that_falls_behind_does_not_declare_live_clients_gone() -> None:
+    """Silence is judged against the last time the server had read all its input: a
+    server whose queue holds seconds of frames must not expire the clients that sent
+    them (under load that dropped whatever was relayed to them)."""
+    import os
+    import time
+
+    import zmq
+
+    from groupcomm.codec import FrameCodec
+    from groupcomm.server import SessionServer
+    from groupcomm.wire import seal_session
+
+    key = os.urandom(32)
+    context = zmq.Context()
+    server = SessionServer(key, "tcp://127.0.0.1:0", heartbeat_timeout=1.0, context=context)
+    try:
+        client = FrameCodec(key)
+        join = seal_session(client, "join", client="alice", application="a", session="s",
+                            address="")
+        server.handle([b"id-alice", join])
+        member = server.sessions[("a", "s")].members["alice"]
+        member.last_seen = time.monotonic() - 5  # nothing from alice for 5 s...
+        server._caught_up_at = member.last_seen + 0.5  # noqa: SLF001  ...but the server is behind
+        server.expire_silent_clients()
+        assert "alice" in server.sessions[("a", "s")].members
+        server._caught_up_at = time.monotonic()  # noqa: SLF001  caught up: now she is silent
+        server.expire_silent_clients()
+        session = server.sessions.get(("a", "s"))
+        assert session is None or "alice" not in session.members
+    finally:
+        server.socket.close(linger=0)
+        context.term()
