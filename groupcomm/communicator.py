@@ -69,6 +69,9 @@ MAX_BACKLOG_FRAMES = 10_000
 BACKLOG_RETRY = 0.01
 #: A burst of queued envelopes is sent as soon as it reaches this size.
 MAX_BATCH_BYTES = 512 * 1024
+#: longest stretch (s) the I/O thread reads input before it turns to heartbeats, timers
+#: and sends: a flood of arrivals on a loaded machine must not make this client look dead
+READ_BUDGET = 0.05
 
 
 class CommunicatorError(RuntimeError):
@@ -585,7 +588,10 @@ class Communicator:
                 log.exception("%s: error while running a handed-over call", self.name)
 
     def _drain_socket(self, socket: zmq.Socket, from_server: bool) -> None:
+        stop_at = time.monotonic() + READ_BUDGET
         for _ in range(500):
+            if time.monotonic() > stop_at:
+                return
             try:
                 parts = socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
