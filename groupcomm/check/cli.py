@@ -1,0 +1,142 @@
+"""``groupcomm check``: bounded model checking of a causality module's real filters.
+
+Examples::
+
+    groupcomm check --protocol cykas-secret-sends --processes 3 --messages 2
+    groupcomm check --protocol mfss --processes 3 --messages 2 --reduce
+    groupcomm check --protocol none --processes 2 --messages 2 --trace-dir /tmp/cex
+    groupcomm analyze /tmp/cex --report /tmp/cex-report
+
+Exit status: 0 ok, 1 violation, 3 incomplete (``--max-states`` reached or Ctrl-C),
+2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm check",
+        description="Explore every interleaving of application sends and frame arrivals "
+        "of N processes running a causality module's real filters (bounded), and check "
+        "causal delivery, FIFO, liveness and that no filter raises.",
+    )
+    parser.add_argument("--protocol", required=True, help="causality module (groupcomm filters)")
+    parser.add_argument("--processes", type=int, default=3, help="number of processes (2-9)")
+    parser.add_argument("--messages", type=int, default=2,
+                        help="application sends per process (destinations explored)")
+    parser.add_argument("--fifo-network", action="store_true",
+                        help="per-pair FIFO links (default: unordered, non-duplicating)")
+    parser.add_argument("--dfs", action="store_true", help="depth-first (default breadth-first)")
+    parser.add_argument("--reduce", action="store_true",
+                        help="hash compaction: keep 64-bit digests of visited states")
+    parser.add_argument("--max-states", type=int, default=None, metavar="N",
+                        help="stop after N unique states (result: incomplete)")
+    parser.add_argument("--workload", metavar="FILE",
+                        help='JSON {"sends": {"p1": [["p2"], ["p2","p3"]], "p2": [], ...}}: '
+                        "fixed destinations (interleavings still explored)")
+    parser.add_argument("--destinations", choices=("auto", "unicast", "broadcast"),
+                        default="auto", help="nondeterministic destinations: single other "
+                        "process (unicast), all others (broadcast), or auto (broadcast for "
+                        "broadcast-only modules)")
+    parser.add_argument("--unicast", dest="destinations", action="store_const",
+                        const="unicast", help="same as --destinations unicast")
+    parser.add_argument("--bypass-refusal", action="store_true",
+                        help="tag sends without the module's destination check (what the "
+                        "filters would do with a send they refuse)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--trace-dir", metavar="DIR",
+                        help="write the counterexample as <process>.jsonl trace files")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from groupcomm.check.model import CheckConfig, ConfigError, load_workload
+
+    if args.max_states is not None and args.max_states < 1:
+        raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
+    if args.processes < 2 or args.processes > 9:
+        raise CliError(f"groupcomm check: --processes must be 2..9, got {args.processes}")
+    if args.messages < 0:
+        raise CliError(f"groupcomm check: --messages must be >= 0, got {args.messages}")
+    workload = None
+    if args.workload:
+        try:
+            workload = load_workload(args.workload)
+        except ConfigError as error:
+            raise CliError(f"groupcomm check: {error}") from None
+
+    def progress(info: dict[str, Any]) -> None:
+        print(f"check: {info['states']:,} states, {info['transitions']:,} transitions, "
+              f"depth {info['depth']}, frontier {info['frontier']:,}, "
+              f"{info['rate']:,.0f} states/s, {info['seconds']:.0f} s", file=sys.stderr,
+              flush=True)
+
+    return CheckConfig(
+        protocol=args.protocol, processes=args.processes, messages=args.messages,
+        fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
+        max_states=args.max_states, workload=workload, destinations=args.destinations,
+        bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
+    )
+
+
+def _body(args: argparse.Namespace) -> int:
+    from groupcomm.check.model import ConfigError, Model, check, write_counterexample
+
+    setup_logging(args.verbose)
+    config = _config(args)
+    try:
+        Model(config)  # validate before searching (unknown protocol, bounds)
+        result = check(config)
+    except ConfigError as error:
+        raise CliError(f"groupcomm check: {error}") from None
+    written = []
+    if args.trace_dir and result.result == "violation":
+        written = [str(p) for p in write_counterexample(config, result, args.trace_dir)]
+    if args.json:
+        out = result.as_dict()
+        out["trace_files"] = written
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"result: {result.result}")
+        print(f"protocol: {result.protocol} ({result.processes} processes, "
+              + (f"{result.messages} messages each" if not config.workload else "workload")
+              + (", FIFO network" if config.fifo_network else "") + ")")
+        if result.property:
+            print(f"property: {result.property}")
+            print(f"detail: {result.detail}")
+        print(f"states: {result.states:,} unique")
+        print(f"transitions: {result.transitions:,}")
+        print(f"max_depth: {result.max_depth}")
+        print(f"terminal_states: {result.terminal_states:,}")
+        rate = result.states / result.seconds if result.seconds else 0
+        print(f"seconds: {result.seconds:.2f} ({rate:,.0f} states/s)")
+        if result.stopped:
+            print(f"stopped: {result.stopped}")
+        if result.counterexample:
+            print(f"counterexample ({len(result.counterexample)} steps):")
+            for n, step in enumerate(result.counterexample, start=1):
+                print(f"  {n:3d}. {step}")
+        if result.completion:
+            print("then, so that the traces show both deliveries:")
+            for n, step in enumerate(result.completion, start=len(result.counterexample) + 1):
+                print(f"  {n:3d}. {step}")
+        if written:
+            print(f"trace files: {args.trace_dir} ({len(written)} files); confirm with "
+                  f"groupcomm analyze {args.trace_dir} --report DIR")
+    return {"ok": 0, "violation": 1}.get(result.result, 3)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``groupcomm check``."""
+    return run_main(build_parser, _body, argv)
