@@ -13,6 +13,7 @@ BUILTIN_MODULES = {
     "fifo": "filters.fifo:FifoModule",
     "vector": "filters.vector:VectorModule",
     "matrix": "filters.matrix:MatrixModule",
+    "matrix-delta": "filters.matrix_delta:MatrixDeltaModule",
     "mfss": "filters.mfss:MfssModule",
     "cykas": "filters.cykas:CykasModule",
     # known-bad protocols, kept for the model checker and the trace analysis to catch
