@@ -29,7 +29,10 @@ from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HEARTBEAT_TIMEOUT = 3.0
+#: generous on purpose: a client starved of CPU on a loaded machine (or a server that
+#: falls behind) must not be declared gone; a member removed by mistake comes back as a
+#: new member and loses what was relayed to it meanwhile (see README, faults)
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
 
 
 @dataclass
