@@ -61,6 +61,10 @@ SERVER_SILENCE_HEARTBEATS = 4
 EARLY_WAIT = 5.0
 #: ... and at most this many of them (then they are rejected as unknown_peer).
 MAX_EARLY_MESSAGES = 10_000
+#: A member that left gracefully may still have direct frames on their way here (the
+#: server's "left" notice can overtake them): it stays a member until they have all
+#: arrived, or this many seconds have passed.
+DEPART_WAIT = 10.0
 #: How often filters with timers (the reliable layer) are ticked, in seconds.
 TICK_INTERVAL = 0.02
 #: Frames waiting for slow sockets before the communicator stops taking new sends.
@@ -154,7 +158,13 @@ class Communicator:
         self.delays = DelayPlan()
         self.rejects = RejectLog(f"communicator {name}")
         self.stats: Counter[str] = Counter()
-        self._context = context or zmq.Context.instance()
+        # a context of our own (unless given one), so that close() can wait for frames
+        # still queued in ZeroMQ to leave (context.term() honours the sockets' linger)
+        self._own_context = context is None
+        self._context = context or zmq.Context()
+        #: linger (ms) for peer sockets when the I/O thread closes them: 0 unless closing
+        #: gracefully, when frames already handed to ZeroMQ get time to leave
+        self._push_linger_ms = 0
 
         if causality is not None:
             from groupcomm.registry import get_module
@@ -210,6 +220,14 @@ class Communicator:
         self._room = threading.Condition()
         self._addresses: dict[str, str] = {}
         self._pushes: dict[str, zmq.Socket] = {}
+        #: frames pushed directly to each peer / received directly from each sender; a
+        #: graceful leave carries the former, so receivers know when a leaver's last
+        #: direct frame has arrived
+        self._direct_sent: Counter[str] = Counter()
+        self._direct_received: Counter[str] = Counter()
+        #: members that left while some of their direct frames were still on the way:
+        #: name -> (frames they sent here, when to stop waiting)
+        self._departing: dict[str, tuple[int, float]] = {}
         self._joined = threading.Event()
         self._join_error: str | None = None
         self._left = threading.Event()
@@ -404,9 +422,13 @@ class Communicator:
             if self._joined.is_set() and self._join_error is None:
                 self._call_soon(self._send_leave)
                 self._left.wait(timeout)
+            self._push_linger_ms = int(timeout * 1000)
             self._stop = True
             self._wake()
             self._io_thread.join(timeout)
+        if self._own_context and not self._io_thread.is_alive():
+            # returns once frames still queued for peers have left (or linger passed)
+            self._context.term()
         for fd in (self._wake_read, self._wake_write):
             try:
                 os.close(fd)
@@ -536,6 +558,8 @@ class Communicator:
                     self._flush_outbox()
                 if self._early:
                     self._release_early(now)
+                if self._departing:
+                    self._expire_departing(now)
                 if self.node.tickers and now >= next_tick:
                     self.node.tick()
                     next_tick = now + TICK_INTERVAL
@@ -553,7 +577,7 @@ class Communicator:
             if self._pull is not None:
                 self._pull.close(linger=0)
             for push in self._pushes.values():
-                push.close(linger=0)
+                push.close(linger=self._push_linger_ms)
             if isinstance(self.tracer, Tracer) and hasattr(self.tracer, "flush"):
                 self.tracer.flush()
 
@@ -603,10 +627,10 @@ class Communicator:
                     self._handle_message_frame(parts[1], attested=parts[2])
                 else:
                     self.rejects.reject("malformed", "relayed frame without its attested sender")
-            elif (from_server and len(parts) == 2 and parts[0] == MESSAGE) or (
-                not from_server and len(parts) == 1
-            ):
+            elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
                 self._handle_message_frame(parts[-1])
+            elif not from_server and len(parts) == 1:
+                self._handle_message_frame(parts[0], direct=True)
             else:
                 self.rejects.reject("malformed", f"unexpected {len(parts)}-part message")
 
@@ -687,6 +711,8 @@ class Communicator:
         self._drain_node()
 
     def _on_joined(self, notice: dict[str, Any]) -> None:
+        if notice["client"] in self._departing:  # back under the same name: a new member
+            self._complete_leave(notice["client"])
         addresses = notice["addresses"]
         if isinstance(addresses, dict):
             self._addresses.update({str(k): str(v) for k, v in addresses.items()})
@@ -706,6 +732,32 @@ class Communicator:
         if client == self.name:
             self._left.set()
             return
+        expected = notice.get("direct_frames")
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            expected = 0  # left without saying (gone), or relayed only
+        if self._direct_received[client] < expected:
+            # its last direct frames are still on the way: keep it a member until they
+            # are in, so that nothing it sent before leaving is refused as unknown
+            log.debug("%s: %s left; waiting for %d more of its direct frames", self.name,
+                      client, expected - self._direct_received[client])
+            self._departing[client] = (expected, time.monotonic() + DEPART_WAIT)
+            return
+        self._complete_leave(client)
+
+    def _expire_departing(self, now: float) -> None:
+        for client, (expected, due) in list(self._departing.items()):
+            if now >= due:
+                missing = expected - self._direct_received[client]
+                self.stats["departed_frames_missing"] += missing
+                log.warning("%s: %s left; %d of the %d frames it sent here directly never "
+                            "arrived (waited %gs)", self.name, client, missing, expected,
+                            DEPART_WAIT)
+                self._complete_leave(client)
+
+    def _complete_leave(self, client: str) -> None:
+        self._departing.pop(client, None)
+        self._direct_received.pop(client, None)
+        self._direct_sent.pop(client, None)  # a later member of that name counts anew
         self._addresses.pop(client, None)
         push = self._pushes.pop(client, None)
         if push is not None:
@@ -727,7 +779,8 @@ class Communicator:
         log.error("%s: server error: %s", self.name, detail)
         self.stats[f"server_error_{notice['reason']}"] += 1
 
-    def _handle_message_frame(self, frame: bytes, attested: bytes | None = None) -> None:
+    def _handle_message_frame(self, frame: bytes, attested: bytes | None = None,
+                              direct: bool = False) -> None:
         try:
             body, _, _ = self.codec.open(frame)
             head = kind_of(body)
@@ -745,9 +798,15 @@ class Communicator:
             return
         self.stats["frames_received"] += 1
         sender = attested.decode("utf-8", "replace") if attested is not None else None
+        origin = None
         for envelope in envelopes:
-            self._handle_envelope(envelope, sender)
+            origin = self._handle_envelope(envelope, sender) or origin
         self._drain_node()
+        if direct and origin is not None:
+            self._direct_received[origin] += 1
+            departing = self._departing.get(origin)
+            if departing is not None and self._direct_received[origin] >= departing[0]:
+                self._complete_leave(origin)
 
     def _drain_node(self) -> None:
         """Run the node's queued work; a peer's bad message is counted and skipped, and
@@ -760,7 +819,8 @@ class Communicator:
                 self.stats["protocol_errors"] += 1
                 log.error("%s: dropped a message that breaks the protocol: %s", self.name, error)
 
-    def _handle_envelope(self, envelope: bytes, attested: str | None = None) -> None:
+    def _handle_envelope(self, envelope: bytes, attested: str | None = None) -> str | None:
+        """Hand one verified envelope on; returns its sender's name once it decoded."""
         try:
             try:
                 message = decode_received(envelope, self.name)
@@ -780,12 +840,13 @@ class Communicator:
                 )
             if message.sender not in self.node.members:
                 self._hold_early(message)
-                return
+                return message.sender
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail)
-            return
+            return None
         self.stats["messages_received"] += 1
         self.node.arrived(message)
+        return message.sender
 
     # -- sending ------------------------------------------------------------------------------
     def _send_session(self, op: str, **fields: Any) -> None:
@@ -824,7 +885,7 @@ class Communicator:
 
     def _send_leave(self) -> None:
         self._flush_outbox()
-        self._send_session("leave")
+        self._send_session("leave", direct_frames=dict(self._direct_sent))
 
     def _transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
         envelope = encode_message(message)
@@ -879,6 +940,7 @@ class Communicator:
             socket.setsockopt(zmq.LINGER, 0)
             socket.connect(address)
             self._pushes[peer] = socket
+        self._direct_sent[peer] += 1
         self._send_parts(socket, [frame])
 
     def _deliverable(self, message: ReceivedMessage) -> None:

@@ -256,17 +256,30 @@ class SessionServer:
                                 self._describe(identity))
             return
         session, member = found
+        direct_frames = command.get("direct_frames", {})
+        if not isinstance(direct_frames, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in direct_frames.items()
+        ):
+            # the leave still counts; receivers just cannot wait for its last frames
+            self.rejects.reject("malformed", "leave: direct_frames must map names to "
+                                "counts >= 0; ignored", self._describe(identity))
+            direct_frames = {}
         self._send(identity, "left", client=member.name, application=session.application,
                    session=session.name)
-        self._remove(session, member, "left")
+        self._remove(session, member, "left", direct_frames)
 
-    def _remove(self, session: Session, member: Member, why: str) -> None:
+    def _remove(self, session: Session, member: Member, why: str,
+                direct_frames: dict[str, int] | None = None) -> None:
+        """Drop ``member`` and tell the others; ``direct_frames`` (graceful leave) says how
+        many frames it pushed straight to each of them, so each can wait for the last."""
         del session.members[member.name]
         self.by_identity.pop(member.identity, None)
         log.info("%s %s %s/%s", member.name, why, session.application, session.name)
         for other in session.members.values():
             self._send(other.identity, "left", client=member.name,
-                       application=session.application, session=session.name)
+                       application=session.application, session=session.name,
+                       direct_frames=(direct_frames or {}).get(other.name, 0))
         if not session.members:
             del self.sessions[(session.application, session.name)]
 

@@ -21,7 +21,11 @@ MESSAGE = b"M"
 BATCH = b"B"
 SESSION = b"S"
 
-#: Session commands (client -> server) and notices (server -> client) and their fields.
+#: Session commands (client -> server) and notices (server -> client) and their required
+#: fields. Optional: ``leave`` may carry ``direct_frames`` ({peer: frames pushed to it
+#: directly}), and ``left`` then carries ``direct_frames`` (int, how many of them the
+#: receiving member should still expect) so that a leaver's last direct frames, which
+#: the notice can overtake, are not refused as coming from a non-member.
 SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "join": ("client", "application", "session", "address"),
     "leave": ("client", "application", "session"),
