@@ -202,16 +202,19 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
     if not isinstance(fields, tuple) or len(fields) != 10:
         raise MessageError("envelope must be a 10-element array")
     (app, session, message_id, sender, dests, kind, headers, vc, fmt, payload) = fields
-    for name, value in (("application", app), ("session", session), ("kind", kind)):
-        if not isinstance(value, str):
-            raise MessageError(f"envelope field {name} must be a string")
-    if not isinstance(headers, bytes) or not isinstance(payload, bytes):
+    if type(app) is not str or type(session) is not str or type(kind) is not str:
+        for name, value in (("application", app), ("session", session), ("kind", kind)):
+            if not isinstance(value, str):
+                raise MessageError(f"envelope field {name} must be a string")
+    if type(headers) is not bytes or type(payload) is not bytes:
         raise MessageError("envelope headers and payload must be bytes")
-    if not isinstance(vc, tuple) or not all(
-        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int)
-        for p in vc
-    ):
+    if type(vc) is not tuple:
         raise MessageError("envelope vector clock must be (name, int) pairs")
+    for pair in vc:  # a loop, not all(<generator>): this runs for every message
+        if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or (
+            type(pair[1]) is not int
+        ):
+            raise MessageError("envelope vector clock must be (name, int) pairs")
     if fmt == PAYLOAD_CONTROL:
         try:
             protocol, control_kind, about = msgpack.unpackb(payload, raw=False)
@@ -234,6 +237,13 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
     if receiver is not None:
         if receiver not in dests:
             raise MessageError(f"{message_id!r} is not addressed to {receiver!r}")
+        if not decoded_headers:  # the common case: every field is checked above or here
+            if type(message_id) is not str or not message_id:
+                raise MessageError("message_id must be a non-empty string")
+            if type(sender) is not str or not sender:
+                raise MessageError("sender must be a non-empty string")
+            return ReceivedMessage.checked_elsewhere(app, session, user, message_id, sender,
+                                                     vc, kind, receiver)
         return ReceivedMessage(
             application_name=app, session_name=session, user_message=user,
             message_id=message_id, sender=sender, headers=decoded_headers, vc=vc,

@@ -217,7 +217,10 @@ class ProtocolNode(FilterHost):
         One message, unless the module has ``unicast_events``: then one unicast per
         destination, in the order given, each its own send event with its own clock.
         """
-        dests = tuple(dict.fromkeys(destinations))
+        if type(destinations) is list and len(destinations) == 1:
+            dests = (destinations[0],)  # the common unicast: nothing to deduplicate
+        else:
+            dests = tuple(dict.fromkeys(destinations))
         if not dests:
             raise ValueError("a message needs at least one destination")
         members = self._member_set
@@ -243,14 +246,10 @@ class ProtocolNode(FilterHost):
             clock = self._app_clock
             clock[name] = clock.get(name, 0) + 1
             vc = tuple(clock.items())
-            message = SentMessage(
-                application_name=self.application,
-                session_name=self.session,
-                user_message=payload,
-                message_id=f"{name}#{self._next_id}",
-                sender=name,
-                vc=vc,
-                destinations=dests,
+            # every value is known good: our own name, a fresh id, checked member names
+            message = SentMessage.checked_elsewhere(
+                self.application, self.session, payload, f"{name}#{self._next_id}", name,
+                vc, dests,
             )
             if self.tracer.enabled:
                 self.trace("send", message, dests=list(dests), vc=dict(vc))
