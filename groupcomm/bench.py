@@ -7,6 +7,13 @@ pipelines (the ``none`` module) and direct routing, the sender calling ``to_user
 N times, the receiver counting deliveries in a listener. Both rates are measured the
 same way, at the receiver, from the first to the last message; the ratio is what
 counts (these machines are noisy, so absolute numbers are only indicative).
+
+Each process also reports the CPU time it spent per message (all its threads, ZeroMQ's
+included): sender from its first send until everything has left, receiver from the
+first message to the last. Throughput suffers when other jobs share the cores; CPU per
+message much less so, so ``cpu_ratio`` (the baseline's busier side over the
+communicator's busier side: the throughput ratio to expect with a free core per
+process) is the figure to compare across noisy runs.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ def _raw_receiver(address_q: Any, result_q: Any, count: int, key: bytes) -> None
     port = socket.bind_to_random_port("tcp://127.0.0.1")
     address_q.put(f"tcp://127.0.0.1:{port}")
     received = 0
-    first = 0.0
+    first = cpu_first = 0.0
     while received < count:
         frame = socket.recv()
         signature, body = frame[:32], frame[32:]
@@ -48,42 +55,55 @@ def _raw_receiver(address_q: Any, result_q: Any, count: int, key: bytes) -> None
         pickle.loads(body)
         received += 1
         if received == 1:
-            first = time.perf_counter()
-    result_q.put(("raw", first, time.perf_counter(), received))
+            first, cpu_first = time.perf_counter(), time.process_time()
+    result_q.put(("raw", first, time.perf_counter(), received,
+                  time.process_time() - cpu_first))
     socket.close(linger=0)
 
 
-def _raw_sender(address: str, count: int, size: int, key: bytes) -> None:
+def _raw_sender(address: str, count: int, size: int, key: bytes, cpu_q: Any) -> None:
     import zmq
 
     socket = zmq.Context.instance().socket(zmq.PUSH)
     socket.connect(address)
     # the fastest plain code: one-shot C HMAC, standard pickle, one frame per message
     dumps, digest = pickle.dumps, hmac.digest
+    cpu = time.process_time()
     for i in range(count):
         body = dumps(_payload(i, size), protocol=pickle.HIGHEST_PROTOCOL)
         socket.send(digest(key, body, "sha256") + body)
     socket.close(linger=-1)
+    cpu_q.put(time.process_time() - cpu)
 
 
-def run_raw(count: int, size: int) -> float:
-    """Messages per second of the plain pyzmq baseline."""
+def _measured(count: int, first: float, last: float, received: int, receiver_cpu: float,
+              sender_cpu: float) -> dict[str, float]:
+    return {
+        "rate": (received - 1) / max(last - first, 1e-9),
+        "sender_cpu_us": 1e6 * sender_cpu / count,
+        "receiver_cpu_us": 1e6 * receiver_cpu / max(received - 1, 1),
+    }
+
+
+def run_raw(count: int, size: int) -> dict[str, float]:
+    """Rate and CPU per message of the plain pyzmq baseline."""
     ctx = mp.get_context("spawn")
     key = os.urandom(32)
-    address_q, result_q = ctx.Queue(), ctx.Queue()
+    address_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
     receiver = ctx.Process(target=_raw_receiver, args=(address_q, result_q, count, key))
     receiver.start()
     try:
         address = address_q.get(timeout=30)
-        sender = ctx.Process(target=_raw_sender, args=(address, count, size, key))
+        sender = ctx.Process(target=_raw_sender, args=(address, count, size, key, cpu_q))
         sender.start()
-        _, first, last, received = result_q.get(timeout=300)
+        _, first, last, received, receiver_cpu = result_q.get(timeout=300)
+        sender_cpu = cpu_q.get(timeout=60)
         sender.join(30)
     finally:
         receiver.join(5)
         if receiver.is_alive():
             receiver.kill()
-    return (received - 1) / max(last - first, 1e-9)
+    return _measured(count, first, last, received, receiver_cpu, sender_cpu)
 
 
 # -- communicator ---------------------------------------------------------------------------
@@ -94,14 +114,15 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
     from groupcomm.communicator import Communicator
 
     done = threading.Event()
-    state = {"n": 0, "first": 0.0, "last": 0.0}
+    state = {"n": 0, "first": 0.0, "last": 0.0, "cpu_first": 0.0, "cpu": 0.0}
 
     def on_message(_message: Any) -> None:
         state["n"] += 1
         if state["n"] == 1:
-            state["first"] = time.perf_counter()
+            state["first"], state["cpu_first"] = time.perf_counter(), time.process_time()
         if state["n"] == count:
             state["last"] = time.perf_counter()
+            state["cpu"] = time.process_time() - state["cpu_first"]
             done.set()
 
     with Communicator("receiver", "bench", server=server, key_file=key_file,
@@ -109,10 +130,11 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
         comm.add_message_listener(on_message)
         ready_q.put("ready")
         done.wait(600)
-        result_q.put(("comm", state["first"], state["last"], state["n"]))
+        result_q.put(("comm", state["first"], state["last"], state["n"], state["cpu"]))
 
 
-def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str) -> None:
+def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
+                 cpu_q: Any) -> None:
     from groupcomm.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
@@ -120,15 +142,17 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)
+        cpu = time.process_time()
         for i in range(count):
             comm.to_user("receiver", _payload(i, size))
         # sender-side modules hold messages until ACKs come back: wait for all to leave
         comm.flush(timeout=600)
+        cpu_q.put(time.process_time() - cpu)
         time.sleep(0.5)
 
 
-def run_communicator(count: int, size: int, causality: str = "none") -> float:
-    """Messages per second through two communicators with forwarding pipelines."""
+def run_communicator(count: int, size: int, causality: str = "none") -> dict[str, float]:
+    """Rate and CPU per message through two communicators with forwarding pipelines."""
     from groupcomm.keys import write_new_key
     from groupcomm.procs import ServerProcess
 
@@ -137,7 +161,7 @@ def run_communicator(count: int, size: int, causality: str = "none") -> float:
         key_file = Path(workdir) / "bench.key"
         write_new_key(key_file)
         server = ServerProcess(key_file)
-        ready_q, result_q = ctx.Queue(), ctx.Queue()
+        ready_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         receiver = ctx.Process(target=_comm_receiver, args=(
             server.address, str(key_file), ready_q, result_q, count, causality))
         sender = None
@@ -145,9 +169,10 @@ def run_communicator(count: int, size: int, causality: str = "none") -> float:
             receiver.start()
             ready_q.get(timeout=60)
             sender = ctx.Process(target=_comm_sender, args=(
-                server.address, str(key_file), count, size, causality))
+                server.address, str(key_file), count, size, causality, cpu_q))
             sender.start()
-            _, first, last, received = result_q.get(timeout=600)
+            _, first, last, received, receiver_cpu = result_q.get(timeout=600)
+            sender_cpu = cpu_q.get(timeout=600)
         finally:
             for process in (sender, receiver):
                 if process is not None:
@@ -157,7 +182,7 @@ def run_communicator(count: int, size: int, causality: str = "none") -> float:
             server.terminate()
     if received < count:
         raise RuntimeError(f"only {received}/{count} messages arrived")
-    return (received - 1) / max(last - first, 1e-9)
+    return _measured(count, first, last, received, receiver_cpu, sender_cpu)
 
 
 def build_parser() -> ArgumentParser:
@@ -183,13 +208,25 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.messages < 2 or args.repeat < 1 or args.size < 0:
         raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0")
-    raw_rates, comm_rates = [], []
+    raw_runs: list[dict[str, float]] = []
+    comm_runs: list[dict[str, float]] = []
     for run in range(args.repeat):
         print(f"run {run + 1}/{args.repeat}: baseline...", file=sys.stderr, flush=True)
-        raw_rates.append(run_raw(args.messages, args.size))
+        raw_runs.append(run_raw(args.messages, args.size))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
-        comm_rates.append(run_communicator(args.messages, args.size, args.causality))
-    raw, comm = max(raw_rates), max(comm_rates)
+        comm_runs.append(run_communicator(args.messages, args.size, args.causality))
+    raw = max(r["rate"] for r in raw_runs)
+    comm = max(r["rate"] for r in comm_runs)
+
+    def least(runs: list[dict[str, float]], side: str) -> float:
+        return min(r[f"{side}_cpu_us"] for r in runs)  # the least disturbed run
+
+    cpu = {
+        "baseline": {side: round(least(raw_runs, side), 2) for side in ("sender", "receiver")},
+        "communicator": {side: round(least(comm_runs, side), 2)
+                         for side in ("sender", "receiver")},
+    }
+    cpu_ratio = max(cpu["baseline"].values()) / max(max(cpu["communicator"].values()), 1e-9)
     result = {
         "messages": args.messages,
         "payload_bytes": args.size,
@@ -197,8 +234,10 @@ def _run(args: argparse.Namespace) -> int:
         "baseline_msgs_per_s": round(raw),
         "communicator_msgs_per_s": round(comm),
         "ratio": round(comm / raw, 3),
-        "baseline_runs": [round(r) for r in raw_rates],
-        "communicator_runs": [round(r) for r in comm_rates],
+        "baseline_runs": [round(r["rate"]) for r in raw_runs],
+        "communicator_runs": [round(r["rate"]) for r in comm_runs],
+        "cpu_us_per_msg": cpu,
+        "cpu_ratio": round(cpu_ratio, 3),
     }
     if args.json:
         print(json.dumps(result))
@@ -207,6 +246,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"communicator ({args.causality} filters):       "
               f"{result['communicator_msgs_per_s']:>9,} msg/s")
         print(f"ratio: {result['ratio']:.2f}")
+        for name, sides in cpu.items():
+            print(f"CPU per message, {name}: sender {sides['sender']:.1f} us, "
+                  f"receiver {sides['receiver']:.1f} us")
+        print(f"CPU ratio (busier side, baseline / communicator): {result['cpu_ratio']:.2f}")
     return 0
 
 

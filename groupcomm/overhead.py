@@ -99,7 +99,8 @@ def _run(args: argparse.Namespace) -> int:
 
         for module in ["none", *[m for m in modules if m != "none"]]:
             print(f"throughput: {module}...", file=sys.stderr, flush=True)
-            rate = max(run_communicator(args.throughput, 32, module) for _ in range(args.repeat))
+            rate = max(run_communicator(args.throughput, 32, module)["rate"]
+                       for _ in range(args.repeat))
             throughput.append({"module": module, "msgs_per_s": round(rate)})
         base = throughput[0]["msgs_per_s"]
         for row in throughput:
