@@ -8,7 +8,8 @@ and explores every interleaving of application sends and arrivals up to a bound,
 judging causal delivery, FIFO, liveness and "no filter raised" on every path.
 
 Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
-(:mod:`groupcomm.check.cli`).
+(:mod:`groupcomm.check.cli`). Reductions: hash compaction (``reduce``), symmetry
+(:mod:`groupcomm.check.symmetry`); both cores: :mod:`groupcomm.check.parallel`.
 """
 
 from __future__ import annotations

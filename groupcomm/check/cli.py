@@ -38,6 +38,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--dfs", action="store_true", help="depth-first (default breadth-first)")
     parser.add_argument("--reduce", action="store_true",
                         help="hash compaction: keep 64-bit digests of visited states")
+    parser.add_argument("--symmetry", action="store_true",
+                        help="symmetry reduction: explore states that differ only in process "
+                        "names (and control-message numbering) once")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="breadth-first search on N processes (hash-partitioned states)")
     parser.add_argument("--max-states", type=int, default=None, metavar="N",
                         help="stop after N unique states (result: incomplete)")
     parser.add_argument("--workload", metavar="FILE",
@@ -65,6 +70,10 @@ def _config(args: argparse.Namespace) -> Any:
 
     if args.max_states is not None and args.max_states < 1:
         raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
+    if args.workers < 1:
+        raise CliError(f"groupcomm check: --workers must be >= 1, got {args.workers}")
+    if args.workers > 1 and args.dfs:
+        raise CliError("groupcomm check: --workers runs a breadth-first search, not --dfs")
     if args.processes < 2 or args.processes > 9:
         raise CliError(f"groupcomm check: --processes must be 2..9, got {args.processes}")
     if args.messages < 0:
@@ -85,6 +94,7 @@ def _config(args: argparse.Namespace) -> Any:
     return CheckConfig(
         protocol=args.protocol, processes=args.processes, messages=args.messages,
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
+        symmetry=args.symmetry, workers=args.workers,
         max_states=args.max_states, workload=workload, destinations=args.destinations,
         bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
     )
@@ -112,6 +122,11 @@ def _body(args: argparse.Namespace) -> int:
         print(f"protocol: {result.protocol} ({result.processes} processes, "
               + (f"{result.messages} messages each" if not config.workload else "workload")
               + (", FIFO network" if config.fifo_network else "") + ")")
+        if config.symmetry:
+            print(f"symmetry: {result.config.get('symmetry')}")
+        if config.workers > 1:
+            print(f"workers: {config.workers}"
+                  + (f" ({result.config['parallel']})" if result.config.get("parallel") else ""))
         if result.property:
             print(f"property: {result.property}")
             print(f"detail: {result.detail}")

@@ -36,7 +36,12 @@ counterexample), depth-first on request. States are deduplicated on the whole st
 (``reduce``) on a 64-bit digest of it (hash compaction, Holzmann's bitstate cousin:
 sound up to digest collisions, probability about n²/2⁶⁵ for n states - 3·10⁻⁶ at ten
 million), with the frontier's node snapshots interned so equal snapshots are stored
-once. Counterexamples are kept as shared parent links of the frontier, not per state.
+once. Counterexamples are kept as shared parent links of the frontier, not per state
+(with ``reduce``, not at all: a violation is found again with them). ``symmetry``
+deduplicates on a canonical key instead - states that differ only in process names
+or control-message numbering count once (:mod:`groupcomm.check.symmetry`) - and
+``workers`` spreads a breadth-first search over processes
+(:mod:`groupcomm.check.parallel`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,10 @@ class CheckConfig:
     fifo_network: bool = False
     dfs: bool = False
     reduce: bool = False
+    #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
+    symmetry: bool = False
+    #: breadth-first search on this many processes (:mod:`groupcomm.check.parallel`)
+    workers: int = 1
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"
@@ -215,7 +224,8 @@ class Model:
     counterexample into trace files); searching runs with tracing off.
     """
 
-    def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
+    def __init__(self, config: CheckConfig, *, trace: bool = False,
+                 content_ids: bool = False) -> None:
         from groupcomm.registry import UnknownModuleError, get_module
 
         self.config = config
@@ -242,14 +252,21 @@ class Model:
         self._delivered_now: list[ReceivedMessage] = []
         self.nodes = [self._make_node(name) for name in self.names]
         #: per process: interned snapshots (id -> snapshot, snapshot -> id)
-        self._snaps: list[list[tuple]] = [[] for _ in self.names]
+        self._snaps: list[dict[int, tuple]] = [{} for _ in self.names]
         self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
+        #: number snapshots by a digest of their value instead of in order of discovery,
+        #: so that the ids mean the same in every worker of a parallel search (two
+        #: values with one digest raise instead of merging)
+        self.content_ids = content_ids
         #: memo of local steps (off while tracing: a replay must run every step)
         self._memo = not trace
         #: when True causal and FIFO violations are not raised (to extend a
         #: counterexample until the overtaken message is delivered too)
         self.lenient = False
         self._cache: dict[tuple, tuple] = {}
+        self._entries: dict[tuple, tuple] = {}
+        #: truth entries, shared between the states that have them (memory)
+        self._truths: dict[tuple, tuple] = {}
         # the same join sequence as LocalNetwork: one by one, everyone told
         initial_frames: list[tuple[str, str, bytes]] = []
         for count, name in enumerate(self.names, start=1):
@@ -318,7 +335,14 @@ class Model:
         if not frames:
             return network
         if not self.config.fifo_network:
-            return tuple(sorted(network + tuple((d, s, f) for s, d, f in frames)))
+            # the (dest, source, frame) entries of one local step are built once and
+            # shared by every state they join (memory: frontiers hold millions)
+            frames = tuple(frames)
+            entries = self._entries.get(frames)
+            if entries is None:
+                entries = tuple((d, s, f) for s, d, f in frames)
+                self._entries[frames] = entries
+            return tuple(sorted(network + entries))
         channels = {pair: list(queue) for pair, queue in network}
         for s, d, f in frames:
             channels.setdefault((s, d), []).append(f)
@@ -364,6 +388,7 @@ class Model:
         :class:`Violation` (with ``.action`` set) when one breaks a property."""
         snaps, network, truth = state
         workload = self.config.workload is not None
+        run = self._run
         for i, (left, _, _, _) in enumerate(truth):
             if not left:
                 continue
@@ -371,10 +396,20 @@ class Model:
                        else self.choices[i])
             for dests in options:
                 action = ("send", self.names[i], dests)
-                yield action, *self._run_as(state, action, network)
+                try:
+                    nxt, text = run(state, action, network)
+                except Violation as violation:
+                    violation.action = action
+                    raise
+                yield action, nxt, text
         for s, d, f, rest in self.arrivals(network):
             action = ("arrive", s, d, f)
-            yield action, *self._run_as(state, action, rest)
+            try:
+                nxt, text = run(state, action, rest)
+            except Violation as violation:
+                violation.action = action
+                raise
+            yield action, nxt, text
 
     def _run_as(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         try:
@@ -395,9 +430,15 @@ class Model:
 
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state
-        kind, who = action[0], (action[1] if action[0] == "send" else action[2])
+        kind = action[0]
+        if kind == "send":
+            who, arg = action[1], action[2]
+        else:
+            who, arg = action[2], action[3]
         i = self.index[who]
-        local = self._local(i, snaps[i], kind, action[2] if kind == "send" else action[3])
+        local = self._cache.get((i, snaps[i], kind, arg))
+        if local is None:
+            local = self._local(i, snaps[i], kind, arg)
         if local[0] == "violation":
             raise Violation(local[1], local[2])
         _, new_snap, frames, sent_msgs, got, text = local
@@ -412,10 +453,14 @@ class Model:
                                     f"the checker's {tuple(own)}")
                 new_sent.append((dests, node_vc))
             new_truth_i = (left - 1, tuple(own), tuple(new_sent), delivered)
-        else:
+        elif got:
             for j, k, msg_id in got:
                 vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
             new_truth_i = (left, vc, sent, delivered)
+        else:  # nothing delivered: the truth does not change
+            new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
+            return (new_snaps, self._add_frames(network, frames), truth), text
+        new_truth_i = self._truths.setdefault(new_truth_i, new_truth_i)
         new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
         new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
         return (new_snaps, self._add_frames(network, frames), new_truth), text
@@ -439,10 +484,25 @@ class Model:
         key = _exact(snap)
         found = table.get(key)
         if found is None:
-            found = len(self._snaps[i])
+            snaps = self._snaps[i]
+            if self.content_ids:
+                found = hash(key)
+                if found in snaps:
+                    raise RuntimeError(f"snapshot digest collision at {self.names[i]}")
+            else:
+                found = len(snaps)
             table[key] = found
-            self._snaps[i].append(snap)
+            snaps[found] = snap
         return found
+
+    def adopt_snapshot(self, i: int, snap_id: int, snap: tuple) -> None:
+        """Take a snapshot interned by another worker (content ids only)."""
+        known = self._snaps[i].get(snap_id)
+        if known is None:
+            self._snaps[i][snap_id] = snap
+            self._snap_ids[i][_exact(snap)] = snap_id
+        elif _exact(known) != _exact(snap):
+            raise RuntimeError(f"snapshot digest collision at {self.names[i]}")
 
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         who = self.names[i]
@@ -532,7 +592,10 @@ class Model:
         if key in delivered:
             raise Violation("duplicate", f"{me} delivered {msg_id} twice")
         own = sent_j[k][1]
-        # m' -> m iff vc(m')[sender(m')] <= vc(m)[sender(m')] (DESIGN.md)
+        # m' -> m iff vc(m')[sender(m')] <= vc(m)[sender(m')] (DESIGN.md). A delivery that
+        # overtakes a message of its own sender is reported as fifo whichever other
+        # messages it overtakes too, so the property does not depend on process names
+        missing: tuple[int, int] | None = None
         for s, (_, _, sent_s, _) in enumerate(truth):
             limit = own[s]
             for n, (dests, vc_s) in enumerate(sent_s):
@@ -542,11 +605,19 @@ class Model:
                     continue
                 if self.lenient:
                     continue
-                prop = "fifo" if s == j else "causal"
-                violation = Violation(prop, f"{me} delivered {msg_id} before "
-                                      f"{self.names[s]}#{n + 1}, which happened before it")
-                violation.missing = (i, s, n)
-                raise violation
+                if s == j:
+                    missing = (s, n)
+                    break
+                if missing is None:
+                    missing = (s, n)
+            if missing is not None and missing[0] == j:
+                break
+        if missing is not None:
+            s, n = missing
+            violation = Violation("fifo" if s == j else "causal", f"{me} delivered {msg_id} "
+                                  f"before {self.names[s]}#{n + 1}, which happened before it")
+            violation.missing = (i, s, n)
+            raise violation
         new_vc = tuple(x if x >= y else y for x, y in zip(vc, own, strict=True))
         new_vc = new_vc[:i] + (new_vc[i] + 1,) + new_vc[i + 1:]
         return new_vc, delivered | {key}
@@ -594,8 +665,33 @@ def describe_action(action: tuple) -> str:
 
 # -- search ---------------------------------------------------------------------------------
 def check(config: CheckConfig) -> CheckResult:
-    """Explore every interleaving within the bounds of ``config``; see the module doc."""
+    """Explore every interleaving within the bounds of ``config``; see the module doc.
+
+    With ``reduce`` the search keeps no parent links (they would cost more memory than
+    the digests); when it finds a violation, the search is run again with them, from
+    the warm model, to get the counterexample (same order, so the same one)."""
+    if config.workers != 1:
+        if config.workers < 1:
+            raise ConfigError(f"workers must be at least 1, got {config.workers}")
+        if config.dfs:
+            raise ConfigError("--workers runs a breadth-first search: not with --dfs")
+        from groupcomm.check.parallel import check_parallel
+
+        return check_parallel(config)
     model = Model(config)
+    if not config.reduce:
+        return search(model, config, keep_paths=True)
+    result = search(model, config, keep_paths=False)
+    if result.result == "violation":
+        seconds = result.seconds
+        result = search(model, config, keep_paths=True)
+        result.seconds += seconds
+    return result
+
+
+def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResult:
+    """The breadth-first (or depth-first) search of :func:`check` on ``model``; without
+    ``keep_paths`` a violation is reported without its counterexample."""
     result = CheckResult(
         result="ok", protocol=config.protocol, processes=model.n,
         messages=config.messages if config.workload is None else max(
@@ -604,14 +700,27 @@ def check(config: CheckConfig) -> CheckResult:
             "fifo_network": config.fifo_network, "dfs": config.dfs, "reduce": config.reduce,
             "max_states": config.max_states, "workload": config.workload is not None,
             "destinations": config.destinations, "bypass_refusal": config.bypass_refusal,
+            "symmetry": None,
         },
     )
     start = time.perf_counter()
     last_report = start
     initial = model.initial_state
     reduce = config.reduce
-    seen: set = {hash(initial) if reduce else initial}
-    # frontier entries: (state, depth, path) where path is (action, text, parent path)
+    canon: Callable[[tuple], Any] | None = None
+    if config.symmetry:
+        from groupcomm.check.symmetry import Symmetry
+
+        symmetry = Symmetry(model)
+        canon = symmetry.key
+        result.config["symmetry"] = symmetry.describe()
+        result.config["symmetry_group"] = symmetry.size
+    first = canon(initial) if canon is not None else initial
+    seen: set = {hash(first) if reduce else first}
+    #: with symmetry: concrete states already generated (their keys are in ``seen``)
+    known: set = set()
+    # frontier entries: (state, depth, path) where path is (action, parent path); the
+    # step texts are recomputed for the counterexample only (they cost memory)
     frontier: deque[tuple[tuple, int, tuple | None]] = deque([(initial, 0, None)])
     pop = frontier.pop if config.dfs else frontier.popleft
     states = 1
@@ -632,21 +741,30 @@ def check(config: CheckConfig) -> CheckResult:
                 except Violation as violation:
                     failed = violation.action
                     assert failed is not None
-                    found = (violation, (failed, _text_of_failed(failed, violation), path),
-                             depth + 1)
+                    found = (violation, (failed, path) if keep_paths else None, depth + 1)
                     transitions += 1
                     break
                 any_enabled = True
                 transitions += 1
-                key = hash(nxt) if reduce else nxt
+                if canon is not None:
+                    # the same concrete state again (a diamond of independent steps):
+                    # its key is known to be in ``seen``, skip computing it
+                    concrete = hash(nxt) if reduce else nxt
+                    if concrete in known:
+                        continue
+                    known.add(concrete)
+                    key = canon(nxt)
+                else:
+                    key = nxt
+                if reduce:
+                    key = hash(key)
                 if key in seen:
                     continue
                 seen.add(key)
                 states += 1
                 if depth + 1 > max_depth:
                     max_depth = depth + 1
-                frontier.append((nxt, depth + 1,
-                                 (action, text, path)))
+                frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
             if found is not None:
                 break
             if not any_enabled:
@@ -681,19 +799,33 @@ def check(config: CheckConfig) -> CheckResult:
         result.result = "violation"
         result.property = violation.prop
         result.detail = violation.detail
-        steps: list[tuple[tuple, str]] = []
+        actions: list[tuple] = []
         while path is not None:
-            action, text, path = path
-            steps.append((action, text))
-        steps.reverse()
-        result.actions = [a for a, _ in steps]
-        result.counterexample = [t for _, t in steps]
-        if violation.missing is not None:
+            action, path = path
+            actions.append(action)
+        actions.reverse()
+        result.actions = actions
+        result.counterexample = _texts(model, actions, violation) if keep_paths else []
+        if keep_paths and violation.missing is not None:
             result.completion_actions, result.completion = _complete(
                 model, result.actions, violation.missing)
     elif result.stopped is not None:
         result.result = "incomplete"
     return result
+
+
+def _texts(model: Model, actions: list[tuple], violation: Violation) -> list[str]:
+    """The step texts of a counterexample (its last step the violation, unless the
+    violation is of a terminal state)."""
+    texts = []
+    state = model.initial_state
+    for n, action in enumerate(actions):
+        if n == len(actions) - 1 and violation.action is not None:
+            texts.append(_text_of_failed(action, violation))
+            break
+        state, text = model.apply(state, action)
+        texts.append(text)
+    return texts
 
 
 def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],

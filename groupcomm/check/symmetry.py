@@ -1,0 +1,533 @@
+"""Symmetry reduction for the model checker: states that differ only in the names of
+the processes (and in the numbering of control messages) are explored once.
+
+**Why it is sound.** With nondeterministic destinations every process runs the same
+module with the same budget, so renaming the processes by a permutation π maps a
+reachable state to a reachable state, a transition to a transition and a violation to a
+violation of the same property (the modules compare process names only for equality;
+where they iterate in name order - Cykas' YCTs after an ACK, the sorted buffers of
+matrix and vector - only the emission order of frames to *different* peers, the
+numbering of control messages or the order of deliveries that commute is affected). A
+second, name-free equivalence is folded in: control-message ids (``p1~ack3``) and the
+managers' control counters only keep frames apart - no module reads them - so the key
+drops the number. Two states with the same :meth:`Symmetry.key` are therefore
+bisimilar, and breadth-first search over keys keeps the verdict and the length of the
+shortest counterexample. Both claims are tested, not assumed: ``tests/test_check.py``
+renames random reachable states (and renumbers their control ids) *concretely*, restores
+them into the real filter objects, and checks that stepping then renaming gives the same
+successors (and the same violations) as renaming then stepping.
+
+**What is renamed.** Everywhere a process name lives:
+
+* node snapshots - application clock keys, membership, and each manager's snapshot:
+  every string that is a process name, a message id ``name#k`` or a control id
+  ``name~kindk``; held messages are rebuilt with renamed id, sender, receiver,
+  destinations, ground-truth clock and headers (decoded per header key - ``M``/``D``
+  matrices, ``v`` clocks, ``l`` last-sender pairs - and re-encoded canonically);
+  the renamed snapshot is then restored into the real node of the new name and
+  snapshotted again, so the module's own canonical ordering is re-applied;
+* frames in flight: decoded with the real codec, renamed the same way (control
+  ``about`` ids too) and re-encoded (the checker's frames are plain envelopes: no
+  signature, nonce or replay counter to redo);
+* the checker's ground truth: clocks indexed by process, send records (destinations and
+  clocks), delivered sets of ``(sender, index)``.
+
+**The group.** Only permutations that fix the configuration are used: they must map
+each process's destination choices onto those of its image (a workload file can make
+processes asymmetric) and the initial state onto itself (vector's joins happen one by
+one in name order, so its initial state - ``base`` messages in flight - is not
+symmetric: no permutation survives and symmetry is off for it).
+
+**Canonical form.** The key of a state is the minimum over the group of the renamed,
+normalised state; only permutations that sort a cheap per-process signature (sends
+left, messages sent and delivered, events it knows of, frames from and to it) are tried, which keeps the
+minimum well defined (the signature is invariant) and usually leaves one or two
+candidates. Renamings of snapshots, frames and truth entries are memoized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import permutations
+from typing import TYPE_CHECKING, Any
+
+from groupcomm.check.model import ConfigError, _exact
+from groupcomm.codec import decode_message, encode_message
+from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+
+if TYPE_CHECKING:
+    from groupcomm.check.model import Model
+
+
+class SymmetryError(ConfigError):
+    """Symmetry reduction cannot be used (or met a value it cannot rename)."""
+
+
+#: modules whose snapshots and headers are known to hold names only where renamed here
+#: (exact classes: a subclass may look at its own name, as the test modules do)
+SUPPORTED = {
+    "none": "filters.none.NoneModule",
+    "fifo": "filters.fifo.FifoModule",
+    "matrix": "filters.matrix.MatrixModule",
+    "mfss": "filters.mfss.MfssModule",
+    "cykas": "filters.cykas.CykasModule",
+    "cykas-secret-sends": "filters.cykas.CykasSecretSendsModule",
+    "scalar-id": "filters.scalar_id.ScalarIdModule",
+    "last-sender": "filters.last_sender.LastSenderModule",
+    "vector": "filters.vector.VectorModule",
+}
+
+_ATOMS = (int, bool, float, bytes, type(None))
+
+
+def _qualname(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# -- header codecs (per header key) -------------------------------------------------------------
+def _rename_clock(value: Any, name: Callable[[str], str]) -> Any:
+    from filters._common import encode_clock
+
+    names, counts = value
+    return encode_clock({name(n): c for n, c in zip(names, counts, strict=True)})
+
+
+def _rename_matrix(value: Any, name: Callable[[str], str]) -> Any:
+    from filters._common import encode_matrix
+
+    names, flat = value
+    matrix: dict[str, dict[str, int]] = {}
+    for k in range(0, len(flat), 3):
+        r, c, v = flat[k:k + 3]
+        matrix.setdefault(name(names[r]), {})[name(names[c])] = v
+    return encode_matrix(matrix)
+
+
+def _rename_site(value: Any, name: Callable[[str], str]) -> Any:
+    return (name(value[0]), value[1]) if value else value
+
+
+def _same(value: Any, name: Callable[[str], str]) -> Any:
+    if not isinstance(value, int):
+        raise SymmetryError(f"expected an integer header, got {value!r:.60}")
+    return value
+
+
+HEADERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
+    "M": _rename_matrix,  # matrix: SENT
+    "D": _rename_matrix,  # matrix-delta: changed entries
+    "v": _rename_clock,   # vector: site vector
+    "l": _rename_site,    # last-sender: (site, count)
+    "f": _same,           # fifo: pair sequence number
+    "g": _same,           # scalar-id: global id
+    "b": _same,           # vector: base count
+    "s": _same,           # vector: skipped number
+}
+
+
+class _Renaming:
+    """One permutation of the process names, applied to values (memoized strings)."""
+
+    def __init__(self, mapping: dict[str, str], order: dict[str, int], strip: bool,
+                 relabel: dict[str, tuple[int, int]] | None = None) -> None:
+        self.mapping = mapping
+        self.order = order
+        #: drop the number of control ids (the key's name-free normalisation)
+        self.strip = strip
+        #: concrete renumbering of control ids (tests): sender -> (c, _): k -> c - k
+        self.relabel = relabel
+        self._strings: dict[str, str] = {}
+
+    def name(self, value: str) -> str:
+        try:
+            return self.mapping[value]
+        except KeyError:
+            raise SymmetryError(f"{value!r} is not a process name") from None
+
+    def string(self, value: str) -> str:
+        out = self._strings.get(value)
+        if out is None:
+            out = self._string(value)
+            self._strings[value] = out
+        return out
+
+    def _string(self, value: str) -> str:
+        mapping = self.mapping
+        if value in mapping:
+            return mapping[value]
+        prefix, sep, rest = value.partition("#")
+        if sep and prefix in mapping and rest.isdigit():
+            return f"{mapping[prefix]}#{rest}"
+        prefix, sep, rest = value.partition("~")
+        if sep and prefix in mapping:
+            kind = rest.rstrip("0123456789")
+            number = rest[len(kind):]
+            if self.strip:
+                return f"{mapping[prefix]}~{kind}"
+            if self.relabel is not None and number:
+                base = self.relabel[prefix][0]
+                number = str(base - int(number))
+            return f"{mapping[prefix]}~{kind}{number}"
+        return value
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self.string(value)
+        if kind is tuple:
+            return tuple([self.value(v) for v in value])
+        if isinstance(value, GroupMessage):
+            return self.message(value)
+        if kind in _ATOMS:
+            return value
+        if kind is frozenset:
+            return frozenset(self.value(v) for v in value)
+        raise SymmetryError(f"cannot rename a {kind.__name__} in a snapshot")
+
+    def names(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        order = self.order
+        return tuple(sorted((self.name(n) for n in names), key=order.__getitem__))
+
+    def message(self, message: GroupMessage) -> GroupMessage:
+        user = message.user_message
+        if isinstance(user, ControlMessage):
+            user = ControlMessage(user.protocol, user.kind, self.string(user.about)
+                                  if user.about else user.about)
+        elif user is not None:
+            raise SymmetryError("cannot rename a message with an application payload")
+        headers = {}
+        for key, value in message.headers.items():
+            rename = HEADERS.get(key)
+            if rename is None:
+                raise SymmetryError(f"unknown header {key!r} (symmetry knows "
+                                    f"{', '.join(sorted(HEADERS))})")
+            headers[key] = rename(value, self.name)
+        common = {
+            "application_name": message.application_name,
+            "session_name": message.session_name,
+            "user_message": user,
+            "message_id": self.string(message.message_id),
+            "sender": self.name(message.sender),
+            "headers": headers,
+            # sorted, as the node's clock always is when it tags (restored sorted)
+            "vc": tuple(sorted((self.name(n), c) for n, c in message.vc)),
+            "kind": message.kind,
+        }
+        if type(message) is SentMessage:
+            return SentMessage(**common, destinations=self.names(message.destinations))
+        if type(message) is ReceivedMessage:
+            return ReceivedMessage(**common, receiver=self.name(message.receiver))
+        raise SymmetryError(f"cannot rename a {type(message).__name__}")
+
+    def frame(self, frame: bytes) -> bytes:
+        renamed = self.message(decode_message(frame))
+        assert isinstance(renamed, SentMessage)
+        return encode_message(renamed)
+
+
+class Symmetry:
+    """The symmetry group of a model's configuration and the canonical key of states."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        names = model.names
+        self.n = n = len(names)
+        module = model.module
+        expected = SUPPORTED.get(model.config.protocol)
+        if expected is None or _qualname(module) != expected:
+            raise SymmetryError(
+                f"--symmetry supports the modules {', '.join(sorted(SUPPORTED))} (whose "
+                f"snapshots and headers it knows how to rename), not {model.config.protocol!r}")
+        if model.config.bypass_refusal:
+            raise SymmetryError("--symmetry cannot be combined with --bypass-refusal")
+        self.order = {name: i for i, name in enumerate(names)}
+        self.fifo = model.config.fifo_network
+        self.perms: list[tuple[int, ...]] = []
+        self.inverses: list[tuple[int, ...]] = []
+        self._renamings: list[_Renaming] = []
+        self._frame_renamings: list[_Renaming] = []
+        # per permutation: per process: snapshot id -> key id; frames; truth entries
+        self._snap_keys: list[list[dict[int, int]]] = []
+        self._frames: list[dict[Any, Any]] = []
+        self._truths: list[list[dict[tuple, tuple]]] = []
+        self._key_ids: dict[Any, int] = {}
+        self._key_values: set[int] = set()
+        #: why permutations were dropped (for the user)
+        self.notes: list[str] = []
+        identity = tuple(range(n))
+        candidates = [identity] + [p for p in permutations(range(n)) if p != identity]
+        self._install(identity)
+        initial_key = self._candidate(0, model.initial_state)
+        choices_dropped = state_dropped = 0
+        for perm in candidates[1:]:
+            if not self._fixes_choices(perm):
+                choices_dropped += 1
+                continue
+            index = self._install(perm)
+            if self._candidate(index, model.initial_state) != initial_key:
+                self._uninstall()
+                state_dropped += 1
+                continue
+        if choices_dropped:
+            why = ("the workload gives processes different sends" if model.config.workload
+                   is not None else "multicasts are split into unicasts in name order")
+            self.notes.append(f"{choices_dropped} permutation(s) dropped: {why}")
+        if state_dropped:
+            self.notes.append(f"{state_dropped} permutation(s) dropped: the initial state "
+                              "is not symmetric (the module's join messages depend on the "
+                              "join order)")
+        self.size = len(self.perms)
+        self.full = self.size == len(candidates)
+        self._by_inverse = {inverse: index for index, inverse in enumerate(self.inverses)}
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _install(self, perm: tuple[int, ...]) -> int:
+        names = self.model.names
+        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
+        inverse = [0] * self.n
+        for i, j in enumerate(perm):
+            inverse[j] = i
+        self.perms.append(perm)
+        self.inverses.append(tuple(inverse))
+        self._renamings.append(_Renaming(mapping, self.order, strip=True))
+        self._snap_keys.append([{} for _ in range(self.n)])
+        self._frames.append({})
+        self._truths.append([{} for _ in range(self.n)])
+        return len(self.perms) - 1
+
+    def _uninstall(self) -> None:
+        for table in (self.perms, self.inverses, self._renamings, self._snap_keys,
+                      self._frames, self._truths):
+            table.pop()
+
+    def _fixes_choices(self, perm: tuple[int, ...]) -> bool:
+        model = self.model
+        names = model.names
+        ordered = model.module.unicast_events  # the split order of a multicast matters
+        for i in range(self.n):
+            mine = [tuple(names[perm[self.order[d]]] for d in dests)
+                    for dests in model.choices[i]]
+            theirs = list(model.choices[perm[i]])
+            if not ordered:
+                mine = [tuple(sorted(d)) for d in mine]
+                theirs = [tuple(sorted(d)) for d in theirs]
+            if model.config.workload is None:
+                mine, theirs = sorted(mine), sorted(theirs)  # a set of options
+            if mine != theirs:
+                return False
+        return True
+
+    # -- renaming one piece ---------------------------------------------------------------------
+    def _snapshot(self, renaming: _Renaming, i: int, snap: tuple, *,
+                  zero_controls: bool) -> tuple:
+        """The snapshot of process ``i`` renamed, restored into the real node of its new
+        name and snapshotted again (the module re-applies its canonical order)."""
+        model = self.model
+        clock, next_id, _members, managers = renaming.value(snap)
+        node = model.nodes[self.order[renaming.name(model.names[i])]]
+        node.restore((clock, next_id, tuple(model.names), managers))
+        if zero_controls or renaming.relabel is not None:
+            for manager in node._shared.values():  # noqa: SLF001
+                if hasattr(manager, "control_count"):
+                    if zero_controls:
+                        manager.control_count = 0
+                    else:
+                        manager.control_count = renaming.relabel[model.names[i]][0]
+        return node.snapshot()
+
+    def _snap_key(self, index: int, i: int, snap_id: int) -> int:
+        table = self._snap_keys[index][i]
+        found = table.get(snap_id)
+        if found is None:
+            snap = self._snapshot(self._renamings[index], i, self.model._snaps[i][snap_id],  # noqa: SLF001
+                                  zero_controls=True)
+            value = (self.perms[index][i], _exact(snap))
+            found = self._key_ids.get(value)
+            if found is None:
+                found = hash(value) if self.model.content_ids else len(self._key_ids)
+                if self.model.content_ids and found in self._key_values:
+                    raise RuntimeError("snapshot digest collision in the symmetry key")
+                self._key_ids[value] = found
+                self._key_values.add(found)
+            table[snap_id] = found
+        return found
+
+    def _truth(self, index: int, i: int, entry: tuple) -> tuple:
+        table = self._truths[index][i]
+        found = table.get(entry)
+        if found is None:
+            found = self._rename_truth(self.perms[index], self._renamings[index], entry)
+            table[entry] = found
+        return found
+
+    def _rename_truth(self, perm: tuple[int, ...], renaming: _Renaming, entry: tuple) -> tuple:
+        inverse = [0] * self.n
+        for i, j in enumerate(perm):
+            inverse[j] = i
+        left, vc, sent, delivered = entry
+        return (
+            left,
+            tuple(vc[inverse[j]] for j in range(self.n)),
+            tuple((renaming.names(dests), tuple(c[inverse[j]] for j in range(self.n)))
+                  for dests, c in sent),
+            frozenset((perm[j], k) for j, k in delivered),
+        )
+
+    # -- the key ----------------------------------------------------------------------------------
+    def _candidate(self, index: int, state: tuple) -> tuple:
+        snaps, network, truth = state
+        snap_tables = self._snap_keys[index]
+        truth_tables = self._truths[index]
+        out_snaps = []
+        out_truth = []
+        for i in self.inverses[index]:
+            sid = snaps[i]
+            found = snap_tables[i].get(sid)
+            if found is None:
+                found = self._snap_key(index, i, sid)
+            out_snaps.append(found)
+            entry = truth[i]
+            renamed = truth_tables[i].get(entry)
+            if renamed is None:
+                renamed = self._truth(index, i, entry)
+            out_truth.append(renamed)
+        get = self._frames[index].get
+        if not self.fifo:
+            entries = [get(e) or self._frame_entry(index, e) for e in network]
+        else:
+            entries = [(get(pair) or self._frame_entry(index, pair),
+                        tuple([get(f) or self._frame_entry(index, f) for f in queue]))
+                       for pair, queue in network]
+        entries.sort()
+        return (tuple(out_snaps), tuple(entries), tuple(out_truth))
+
+    def _frame_entry(self, index: int, entry: Any) -> Any:
+        """Memo miss: a network entry ``(dest, source, frame)``, a FIFO channel
+        ``(source, dest)`` or a frame, renamed and normalised."""
+        renaming = self._renamings[index]
+        if type(entry) is bytes:
+            found: Any = renaming.frame(entry)
+        elif len(entry) == 2:
+            found = (renaming.name(entry[0]), renaming.name(entry[1]))
+        else:
+            d, s, f = entry
+            found = (renaming.name(d), renaming.name(s), renaming.frame(f))
+        self._frames[index][entry] = found
+        return found
+
+    def signature(self, state: tuple) -> list[tuple]:
+        """Per process, values that do not change under renaming (see :meth:`key`)."""
+        _, network, truth = state
+        order = self.order
+        n = self.n
+        out_frames = [0] * n
+        in_frames = [0] * n
+        if not self.fifo:
+            for d, s, _ in network:
+                out_frames[order[s]] += 1
+                in_frames[order[d]] += 1
+        else:
+            for (s, d), queue in network:
+                out_frames[order[s]] += len(queue)
+                in_frames[order[d]] += len(queue)
+        return [(left, len(sent), len(delivered), sum(vc), out_frames[i], in_frames[i])
+                for i, (left, vc, sent, delivered) in enumerate(truth)]
+
+    def key(self, state: tuple, signature: list[tuple] | None = None) -> tuple:
+        """The canonical key: equal for two states iff one is a renaming of the other
+        (up to control-message numbering), as far as the group allows. ``signature``:
+        :meth:`signature` of ``state`` if already known."""
+        if self.size == 1:
+            return self._candidate(0, state)
+        sig = signature if signature is not None else self.signature(state)
+        if self.full:
+            # the whole symmetric group: the permutations that sort the signatures
+            order = sorted(range(self.n), key=sig.__getitem__)
+            ordered = [sig[i] for i in order]
+            if len(set(ordered)) == self.n:
+                return self._candidate(self._by_inverse[tuple(order)], state)
+            chosen = [index for index, inverse in enumerate(self.inverses)
+                      if [sig[i] for i in inverse] == ordered]
+        else:
+            best_sig = None
+            chosen = []
+            for index, inverse in enumerate(self.inverses):
+                seq = [sig[i] for i in inverse]
+                if best_sig is None or seq < best_sig:
+                    best_sig = seq
+                    chosen = [index]
+                elif seq == best_sig:
+                    chosen.append(index)
+        best = self._candidate(chosen[0], state)
+        for index in chosen[1:]:
+            candidate = self._candidate(index, state)
+            if candidate < best:
+                best = candidate
+        return best
+
+    # -- concrete renaming (tests: a renamed state must behave like the original) -------------
+    def rename_state(self, state: tuple, perm: tuple[int, ...], *,
+                     renumber_controls: bool = False) -> tuple:
+        """``state`` with process ``i`` renamed ``perm[i]``, as a real state of the same
+        model (its snapshots interned, its frames re-encoded); with
+        ``renumber_controls`` every control id ``name~kindk`` also becomes
+        ``name~kind(c-k)`` and the manager's counter ``c`` (``c`` = old counter + 10),
+        which reverses the numbering and keeps new ids fresh."""
+        model = self.model
+        names = model.names
+        snaps, network, truth = state
+        relabel = None
+        if renumber_controls:
+            relabel = {}
+            for i, name in enumerate(names):
+                model.nodes[i].restore(model._snaps[i][snaps[i]])  # noqa: SLF001
+                counts = [m.control_count for m in model.nodes[i]._shared.values()  # noqa: SLF001
+                          if hasattr(m, "control_count")]
+                relabel[name] = (max(counts, default=0) + 10, 0)
+        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
+        renaming = _Renaming(mapping, self.order, strip=False, relabel=relabel)
+        new_snaps = [0] * self.n
+        new_truth: list[tuple] = [()] * self.n
+        for i in range(self.n):
+            snap = self._snapshot(renaming, i, model._snaps[i][snaps[i]],  # noqa: SLF001
+                                  zero_controls=False)
+            new_snaps[perm[i]] = model._intern(perm[i], snap)  # noqa: SLF001
+            new_truth[perm[i]] = self._rename_truth(perm, renaming, truth[i])
+        frames = []
+        if not model.config.fifo_network:
+            for d, s, f in network:
+                frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
+        else:
+            for (s, d), queue in network:
+                for f in queue:
+                    frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
+        return (tuple(new_snaps), model._add_frames(model._empty_network(), frames),  # noqa: SLF001
+                tuple(new_truth))
+
+    def normal_action(self, action: tuple, perm: tuple[int, ...] | None = None) -> tuple:
+        """An action renamed by ``perm`` (identity if None) with its frame normalised."""
+        names = self.model.names
+        perm = perm or tuple(range(self.n))
+        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
+        renaming = _Renaming(mapping, self.order, strip=True)
+        if action[0] == "send":
+            return ("send", renaming.name(action[1]), renaming.names(action[2]))
+        return ("arrive", renaming.name(action[1]), renaming.name(action[2]),
+                renaming.frame(action[3]))
+
+    def normal_form(self, state: tuple, perm: tuple[int, ...] | None = None) -> tuple:
+        """``state`` renamed by ``perm`` (identity if None) and normalised (no minimum):
+        what :meth:`key` minimises over."""
+        index = self._install(perm or tuple(range(self.n)))
+        try:
+            return self._candidate(index, state)
+        finally:
+            self._uninstall()
+
+    def describe(self) -> str:
+        if self.size > 1:
+            text = f"{self.size} permutations of the process names"
+        else:
+            text = "no process symmetry (control-message numbering still abstracted)"
+        return text + (f"; {'; '.join(self.notes)}" if self.notes else "")
