@@ -52,8 +52,6 @@ EVENT_COLUMNS = ("file", "blk", "rid") + schema.FIELDS
 #: the events pass 2 keeps (everything else is only counted)
 HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
 _GLOB_CHARS = set("\\{}[]*?^")
-#: at most this many odd lines are validated on the driver; more go through a Python UDF
-DRIVER_VALIDATION_LIMIT = 20_000
 
 Progress = Callable[[str], None]
 
@@ -199,10 +197,6 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
     conditions.append(
         (event != "send") | (F.coalesce(j["vc"][j["sender"]], F.lit(0)) >= 1)
     )
-    # a repeated key: Spark's map keeps both, Python the last one; let Python decide
-    conditions.append(
-        (event != "send") | (F.size(F.array_distinct(F.map_keys(j["vc"]))) == F.size(j["vc"]))
-    )
     predicate = conditions[0]
     for condition in conditions[1:]:
         predicate = predicate & F.coalesce(condition, F.lit(False))
@@ -241,42 +235,41 @@ def _lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     )
 
 
-def _condense(lines: DataFrame) -> DataFrame:
-    """The one pass over the text (see the module docstring): parse, validate, and
-    aggregate clean light lines per (block, protocol, process, event, kind) while every
-    clean heavy line and every odd line stays a group of its own (key ``hrid``)."""
+def _summarize(lines: DataFrame) -> DataFrame:
+    """Pass 1: per-block counts of clean lines, and every other line on its own."""
     from pyspark.sql import functions as F
 
     parsed = lines.select("file", "blk", "rid", F.col("value").alias("raw"),
                           _json("value").alias("j"))
-    clean = F.col("clean")
-    j = F.col("j")
-    event = j["event"]
-    heavy = clean & event.isin(*HEAVY_EVENTS)
-
-    def kept(name: str) -> Column:
-        users = [e for e, names in schema.KEPT.items() if name in names and e in HEAVY_EVENTS]
-        value = F.map_entries(j[name]) if name == "vc" else j[name]  # maps cannot be keys
-        return F.when(heavy & event.isin(users), value).alias(name)
-
-    keys = parsed.select("file", "blk", "rid", "raw", "j",
-                         _clean_predicate(F.col("raw"), j).alias("clean")).select(
-        "file", "blk", "rid", "clean",
-        *[F.when(clean, j[name]).alias(name)
-          for name in ("protocol", "process", "event", "kind", "meta_bytes")],
-        F.when(heavy | ~clean, F.col("rid")).alias("hrid"),
-        F.when(heavy, j["ts"]).alias("ts"),
-        *[kept(name) for name in ("msg", "sender", "dests", "vc")],
-        F.when(~clean, F.col("raw")).alias("raw"),
-    )
-    return keys.groupBy(
-        "file", "blk", "clean", "protocol", "process", "event", "kind", "hrid", "ts", "msg",
-        "sender", "dests", "vc", "raw",
+    clean = _clean_predicate(F.col("raw"), F.col("j"))
+    step = parsed.select("file", "blk", "rid", "raw", clean.alias("clean"),
+                         *[F.col("j")[name].alias(name)
+                           for name in ("protocol", "process", "event", "kind", "meta_bytes")])
+    odd = ~F.col("clean")
+    return step.groupBy(
+        "file", "blk", "clean", "protocol", "process", "event", "kind",
+        F.when(odd, F.col("rid")).alias("srid"), F.when(odd, F.col("raw")).alias("sraw"),
     ).agg(
         F.count(F.lit(1)).alias("n"),
         F.sum("meta_bytes").alias("bytes"),
         F.min("rid").alias("first_rid"),
     )
+
+
+def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
+    """Pass 2: the parsed send, deliver, buffer and unbuffer lines (and, with
+    ``prefilter``, few others), with the fields the analysis keeps."""
+    from pyspark.sql import functions as F
+
+    if prefilter:
+        head = F.substring(F.col("value"), 1, 160)
+        at = F.locate('"event":"', head)
+        name = F.substring_index(F.substring(head, at + 9, 24), '"', 1)
+        lines = lines.filter((at == 0) | name.isin(*HEAVY_EVENTS))
+    parsed = lines.select("file", "blk", "rid", _json("value").alias("j"))
+    event = F.col("j.event")
+    return parsed.select("file", "blk", "rid",
+                         *[_kept(event, F.col("j")[name], name) for name in schema.FIELDS])
 
 
 def _line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
@@ -297,78 +290,17 @@ def _line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
     }
 
 
-def _sample(row: Any, numbers: dict[tuple[str, int, int], int]) -> dict[str, Any]:
-    raw = row["raw"]
-    return {
-        "file": display_name(row["file"]),
-        "line": numbers[(row["file"], row["blk"], row["rid"])],
-        "reason": row["reason"],
-        "text": raw if len(raw) <= 200 else raw[:200] + "...",
-    }
-
-
-@dataclass
-class _Checked:
-    """What the Python validator said about the lines the fast path did not vouch for."""
-
-    statuses: dict[str, int]
-    samples: list[dict[str, Any]]
-    #: (protocol, process, event, kind, n, bytes) rows of the valid ones
-    counts: list[dict[str, Any]]
-    #: their heavy events (columns EVENT_COLUMNS), or None when there are none
-    heavy: DataFrame | None
-    cached: list[DataFrame] = field(default_factory=list)
-
-
-def _validate_on_driver(spark: SparkSession, odd: list[Any],
-                        blocks: dict[tuple[str, int], tuple[int, int]],
-                        samples: int) -> _Checked:
-    """The Python validator on the few odd lines, collected to the driver."""
-    statuses: dict[str, int] = {}
-    malformed: list[tuple[Any, str | None]] = []
-    counts: dict[tuple, list[int]] = {}
-    heavy: list[tuple] = []
-    for row in odd:
-        status, reason, record = schema.parse_line(row["raw"] or "")
-        statuses[status] = statuses.get(status, 0) + 1
-        if status == schema.MALFORMED:
-            malformed.append((row, reason))
-        if record is None:
-            continue
-        key = (record["protocol"], record["process"], record["event"], record["kind"])
-        entry = counts.setdefault(key, [0, 0])
-        entry[0] += 1
-        entry[1] += record["meta_bytes"] or 0
-        if record["event"] in HEAVY_EVENTS:
-            kept = schema.KEPT.get(record["event"], ())
-            heavy.append((row["file"], row["blk"], row["rid"]) + tuple(
-                record[name] if name in schema.ALWAYS or name in kept else None
-                for name in schema.FIELDS))
-    malformed.sort(key=lambda item: (item[0]["file"], item[0]["blk"], item[0]["rid"]))
-    chosen = malformed[:max(0, samples)]
-    numbers = _line_numbers(blocks, [row for row, _ in chosen])
-    sample_rows = [_sample({**row.asDict(), "reason": reason}, numbers)
-                   for row, reason in chosen]
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in counts.items()]
-    frame = None
-    if heavy:
-        from pyspark.sql import types as T
-
-        columns = [T.StructField("file", T.StringType()), T.StructField("blk", T.LongType()),
-                   T.StructField("rid", T.LongType())] + list(spark_schema().fields[:-1])
-        frame = spark.createDataFrame(heavy, T.StructType(columns))
-    return _Checked(statuses, sample_rows, count_rows, frame)
-
-
-def _validate_in_spark(odd: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]],
-                       samples: int) -> _Checked:
-    """The Python validator as a UDF, for many odd lines."""
+def _check_suspicious(
+    summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]], samples: int
+) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
+    """Run the Python validator on the lines the fast path did not vouch for."""
     from pyspark.sql import functions as F
 
     validate = F.udf(parse_for_spark, _parsed_type(), useArrow=False)
     checked = (
-        odd.select("file", "blk", "rid", "raw", validate("raw").alias("p"))
+        summary.filter(~F.col("clean"))
+        .select("file", "blk", F.col("srid").alias("rid"), F.col("sraw").alias("raw"))
+        .select("file", "blk", "rid", "raw", validate("raw").alias("p"))
         .select("file", "blk", "rid", "raw", "p.*")
         .persist()
     )
@@ -379,15 +311,16 @@ def _validate_in_spark(odd: DataFrame, blocks: dict[tuple[str, int], tuple[int, 
         rows = (checked.filter(F.col("status") == schema.MALFORMED)
                 .orderBy("file", "blk", "rid").limit(samples).collect())
         numbers = _line_numbers(blocks, rows)
-        sample_rows = [_sample(row, numbers) for row in rows]
-    valid = checked.filter(F.col("status") == schema.OK)
-    count_rows = [row.asDict() for row in valid.groupBy("protocol", "process", "event", "kind")
-                  .agg(F.count(F.lit(1)).alias("n"), F.sum("meta_bytes").alias("bytes"))
-                  .collect()]
-    heavy = valid.filter(F.col("event").isin(*HEAVY_EVENTS)).select(
-        "file", "blk", "rid",
-        *[_kept(F.col("event"), F.col(name), name) for name in schema.FIELDS])
-    return _Checked(statuses, sample_rows, count_rows, heavy, [checked])
+        sample_rows = [
+            {
+                "file": display_name(row["file"]),
+                "line": numbers[(row["file"], row["blk"], row["rid"])],
+                "reason": row["reason"],
+                "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "...",
+            }
+            for row in rows
+        ]
+    return checked, statuses, sample_rows
 
 
 def _add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
@@ -416,56 +349,68 @@ def load(
     size = sum(p.stat().st_size for p in files)
     say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
     log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
+    lines_frame = _lines(spark, files)
 
-    condensed = _condense(_lines(spark, files)).persist()
-    cached = [condensed]
-    summary = condensed.groupBy("file", "blk", "protocol", "process", "event", "kind").agg(
-        F.sum("n").alias("n"), F.sum("bytes").alias("bytes"),
-        F.min("first_rid").alias("first_rid"),
-        F.sum(F.when(~F.col("clean"), F.col("n"))).alias("odd"),
-    ).collect()
-    blocks: dict[tuple[str, int], tuple[int, int]] = {}
-    counts: dict[tuple, list[int]] = {}
-    suspicious = 0
-    for row in summary:
-        block = (row["file"], row["blk"])
-        n, first = blocks.get(block, (0, row["first_rid"]))
-        blocks[block] = (n + row["n"], min(first, row["first_rid"]))
-        if row["odd"]:  # odd lines have no protocol, process, event or kind
-            suspicious += row["odd"]
-        else:
-            _add_counts(counts, [row])
+    summary = _summarize(lines_frame).persist()
+    cached = [summary]
+    blocks: dict[tuple[str, int], tuple[int, int]] = {
+        (row["file"], row["blk"]): (row["n"], row["first"])
+        for row in summary.groupBy("file", "blk")
+        .agg(F.sum("n").alias("n"), F.min("first_rid").alias("first")).collect()
+    }
     lines = sum(n for n, _ in blocks.values())
-    say(f"parsed {lines:,} lines ({time.monotonic() - started:.1f} s); "
+    clean_rows = summary.filter("clean").groupBy("protocol", "process", "event", "kind").agg(
+        F.sum("n").alias("n"), F.sum("bytes").alias("bytes")).collect()
+    counts: dict[tuple, list[int]] = {}
+    _add_counts(counts, clean_rows)
+    suspicious = lines - sum(row["n"] for row in clean_rows)
+    say(f"pass 1: {lines:,} lines ({time.monotonic() - started:.1f} s); "
         f"{suspicious:,} need a closer look")
 
-    types = dict(zip(schema.FIELDS, spark_schema().fields, strict=False))
-    events = condensed.filter(F.col("clean") & F.col("hrid").isNotNull()).select(*[
-        F.col("hrid").alias("rid") if name == "rid"
-        else F.map_from_entries("vc").alias("vc") if name == "vc"
-        else F.lit(None).cast(types[name].dataType).alias(name) if name in ("kind", "meta_bytes")
-        else F.col(name)
-        for name in EVENT_COLUMNS
-    ])
     blank = malformed = 0
     sample_rows: list[dict[str, Any]] = []
+    fixed = None
     if suspicious:
-        odd = condensed.filter(~F.col("clean")).select(
-            "file", "blk", F.col("hrid").alias("rid"), "raw")
-        if suspicious <= DRIVER_VALIDATION_LIMIT:
-            checked = _validate_on_driver(spark, odd.collect(), blocks, samples)
-        else:
-            checked = _validate_in_spark(odd, blocks, samples)
-        cached += checked.cached
-        blank = checked.statuses.get(schema.BLANK, 0)
-        malformed = checked.statuses.get(schema.MALFORMED, 0)
-        sample_rows = checked.samples
-        _add_counts(counts, checked.counts)
-        if checked.heavy is not None:
-            events = events.unionByName(checked.heavy)
+        checked, statuses, sample_rows = _check_suspicious(summary, blocks, samples)
+        cached.append(checked)
+        blank = statuses.get(schema.BLANK, 0)
+        malformed = statuses.get(schema.MALFORMED, 0)
+        valid = checked.filter(F.col("status") == schema.OK)
+        _add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("meta_bytes").alias("bytes")).collect())
+        fixed = valid.filter(F.col("event").isin(*HEAVY_EVENTS)).select(
+            "file", "blk", "rid",
+            *[_kept(F.col("event"), F.col(name), name) for name in schema.FIELDS])
         if malformed:
             log.warning("%d malformed lines in %s (first: %s)", malformed, trace_dir,
                         ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
+
+    expected = {event: sum(row["n"] for row in clean_rows if row["event"] == event)
+                for event in HEAVY_EVENTS}
+    heavy: DataFrame | None = None
+    for prefilter in (True, False):
+        candidate = _heavy_rows(lines_frame, prefilter)
+        if suspicious:
+            candidate = candidate.join(
+                summary.filter(~F.col("clean")).select(F.col("srid").alias("rid")), "rid",
+                "left_anti")
+        candidate = candidate.persist()
+        found = {row["event"]: row["count"] for row in candidate.groupBy("event").count()
+                 .collect() if row["event"] in HEAVY_EVENTS}
+        if all(found.get(event, 0) == n for event, n in expected.items()) or not prefilter:
+            if found != {e: n for e, n in expected.items() if n}:
+                log.warning("the trace files changed while they were read: pass 2 found %s, "
+                            "pass 1 counted %s", found, expected)
+            heavy = candidate
+            break
+        candidate.unpersist()
+        log.info("pass 2 look-up missed events (%s, expected %s); parsing every line",
+                 found, expected)
+    assert heavy is not None  # the loop always ends with the unfiltered pass
+    cached.append(heavy)
+    events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
+    if fixed is not None:
+        events = events.unionByName(fixed)
     seconds = time.monotonic() - started
     say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
         f"{blank:,} blank ({seconds:.1f} s)")

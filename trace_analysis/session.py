@@ -29,10 +29,6 @@ DEFAULT_MASTER = "local[2]"
 #: driver memory when this module starts the JVM; override with $GROUPCOMM_SPARK_MEMORY
 DEFAULT_DRIVER_MEMORY = "6g"
 SHUFFLE_PARTITIONS = 4
-#: let HotSpot compile Spark's generated methods however long they are: the fused
-#: parse-and-validate stage of :mod:`trace_analysis.load` is longer than HotSpot's 8000
-#: bytecode limit, and interpreted it ran three times slower
-JIT_OPTIONS = os.environ.get("XJ", "-XX:-DontCompileHugeMethods")
 
 _LOG4J = """\
 rootLogger.level = error
@@ -107,7 +103,7 @@ def get_spark(master: str | None = None) -> SparkSession:
 
         master = master or DEFAULT_MASTER
         local = master.startswith("local")
-        java_options = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {JIT_OPTIONS}"
+        log4j = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
         builder = (
             SparkSession.builder.master(master)
             .appName("groupcomm-analyze")
@@ -115,12 +111,10 @@ def get_spark(master: str | None = None) -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
             .config("spark.sql.adaptive.enabled", "true")
-            .config("spark.driver.extraJavaOptions", java_options)
-            .config("spark.executor.extraJavaOptions", java_options)
+            .config("spark.driver.extraJavaOptions", log4j)
+            .config("spark.executor.extraJavaOptions", log4j)
             .config("spark.sql.session.timeZone", "UTC")
         )
-        for item in filter(None, os.environ.get("XCONF", "").split(";")):  # EXPERIMENT
-            builder = builder.config(*item.split("=", 1))
         if local:
             memory = os.environ.get("GROUPCOMM_SPARK_MEMORY", DEFAULT_DRIVER_MEMORY)
             builder = (
