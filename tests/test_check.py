@@ -561,31 +561,3 @@ def test_symmetry_matches_plain_search_at_three_by_two(protocol: str) -> None:
     assert plain.result == reduced.result == "ok"
     assert reduced.states * 5 < plain.states
 
-
-# -- both cores ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("protocol", "n", "k", "options"), [
-    ("cykas", 3, 1, {"symmetry": True, "reduce": True}),
-    ("mfss", 2, 2, {"reduce": True}),
-    ("matrix", 3, 1, {}),
-    ("cykas", 3, 1, {"symmetry": True, "fifo_network": True}),
-])
-def test_parallel_search_explores_the_same_states(protocol, n, k, options) -> None:
-    sequential = run(protocol, n, k, **options)
-    parallel = run(protocol, n, k, workers=2, **options)
-    assert parallel.result == sequential.result == "ok"
-    assert (parallel.states, parallel.transitions, parallel.max_depth,
-            parallel.terminal_states) == (sequential.states, sequential.transitions,
-                                          sequential.max_depth, sequential.terminal_states)
-    assert parallel.config["workers"] == 2
-
-
-def test_parallel_search_finds_the_shortest_counterexample() -> None:
-    sequential = run("fifo", 3, 2, symmetry=True, reduce=True)
-    parallel = run("fifo", 3, 2, symmetry=True, reduce=True, workers=2)
-    assert (parallel.result, parallel.property) == ("violation", "causal")
-    assert parallel.counterexample == sequential.counterexample
-    capped = run("mfss", 3, 2, workers=2, reduce=True, max_states=2000)
-    assert capped.result == "incomplete" and capped.states >= 2000
-    with pytest.raises(ConfigError):
-        run("mfss", 2, 1, workers=2, dfs=True)
-    assert check_main(["--protocol", "mfss", "--workers", "0", "-q"]) == 2

@@ -8,8 +8,8 @@ and explores every interleaving of application sends and arrivals up to a bound,
 judging causal delivery, FIFO, liveness and "no filter raised" on every path.
 
 Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
-(:mod:`groupcomm.check.cli`). Reductions: hash compaction (``reduce``), symmetry
-(:mod:`groupcomm.check.symmetry`); both cores: :mod:`groupcomm.check.parallel`.
+(:mod:`groupcomm.check.cli`). Reductions: hash compaction (``reduce``) and symmetry
+(:mod:`groupcomm.check.symmetry`).
 """
 
 from __future__ import annotations

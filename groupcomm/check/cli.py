@@ -41,8 +41,6 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--symmetry", action="store_true",
                         help="symmetry reduction: explore states that differ only in process "
                         "names (and control-message numbering) once")
-    parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="breadth-first search on N processes (hash-partitioned states)")
     parser.add_argument("--max-states", type=int, default=None, metavar="N",
                         help="stop after N unique states (result: incomplete)")
     parser.add_argument("--workload", metavar="FILE",
@@ -70,10 +68,6 @@ def _config(args: argparse.Namespace) -> Any:
 
     if args.max_states is not None and args.max_states < 1:
         raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
-    if args.workers < 1:
-        raise CliError(f"groupcomm check: --workers must be >= 1, got {args.workers}")
-    if args.workers > 1 and args.dfs:
-        raise CliError("groupcomm check: --workers runs a breadth-first search, not --dfs")
     if args.processes < 2 or args.processes > 9:
         raise CliError(f"groupcomm check: --processes must be 2..9, got {args.processes}")
     if args.messages < 0:
@@ -94,7 +88,7 @@ def _config(args: argparse.Namespace) -> Any:
     return CheckConfig(
         protocol=args.protocol, processes=args.processes, messages=args.messages,
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
-        symmetry=args.symmetry, workers=args.workers,
+        symmetry=args.symmetry,
         max_states=args.max_states, workload=workload, destinations=args.destinations,
         bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
     )
@@ -124,9 +118,6 @@ def _body(args: argparse.Namespace) -> int:
               + (", FIFO network" if config.fifo_network else "") + ")")
         if config.symmetry:
             print(f"symmetry: {result.config.get('symmetry')}")
-        if config.workers > 1:
-            print(f"workers: {config.workers}"
-                  + (f" ({result.config['parallel']})" if result.config.get("parallel") else ""))
         if result.property:
             print(f"property: {result.property}")
             print(f"detail: {result.detail}")

@@ -39,9 +39,7 @@ million), with the frontier's node snapshots interned so equal snapshots are sto
 once. Counterexamples are kept as shared parent links of the frontier, not per state
 (with ``reduce``, not at all: a violation is found again with them). ``symmetry``
 deduplicates on a canonical key instead - states that differ only in process names
-or control-message numbering count once (:mod:`groupcomm.check.symmetry`) - and
-``workers`` spreads a breadth-first search over processes
-(:mod:`groupcomm.check.parallel`).
+or control-message numbering count once (:mod:`groupcomm.check.symmetry`).
 """
 
 from __future__ import annotations
@@ -88,8 +86,6 @@ class CheckConfig:
     reduce: bool = False
     #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
     symmetry: bool = False
-    #: breadth-first search on this many processes (:mod:`groupcomm.check.parallel`)
-    workers: int = 1
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"
@@ -224,8 +220,7 @@ class Model:
     counterexample into trace files); searching runs with tracing off.
     """
 
-    def __init__(self, config: CheckConfig, *, trace: bool = False,
-                 content_ids: bool = False) -> None:
+    def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
         from groupcomm.registry import UnknownModuleError, get_module
 
         self.config = config
@@ -254,10 +249,6 @@ class Model:
         #: per process: interned snapshots (id -> snapshot, snapshot -> id)
         self._snaps: list[dict[int, tuple]] = [{} for _ in self.names]
         self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
-        #: number snapshots by a digest of their value instead of in order of discovery,
-        #: so that the ids mean the same in every worker of a parallel search (two
-        #: values with one digest raise instead of merging)
-        self.content_ids = content_ids
         #: memo of local steps (off while tracing: a replay must run every step)
         self._memo = not trace
         #: when True causal and FIFO violations are not raised (to extend a
@@ -265,6 +256,7 @@ class Model:
         self.lenient = False
         self._cache: dict[tuple, tuple] = {}
         self._entries: dict[tuple, tuple] = {}
+        self._values: dict[Any, Any] = {}
         #: truth entries, shared between the states that have them (memory)
         self._truths: dict[tuple, tuple] = {}
         # the same join sequence as LocalNetwork: one by one, everyone told
@@ -340,7 +332,7 @@ class Model:
             frames = tuple(frames)
             entries = self._entries.get(frames)
             if entries is None:
-                entries = tuple((d, s, f) for s, d, f in frames)
+                entries = tuple(self.shared((d, s, f)) for s, d, f in frames)
                 self._entries[frames] = entries
             return tuple(sorted(network + entries))
         channels = {pair: list(queue) for pair, queue in network}
@@ -485,24 +477,16 @@ class Model:
         found = table.get(key)
         if found is None:
             snaps = self._snaps[i]
-            if self.content_ids:
-                found = hash(key)
-                if found in snaps:
-                    raise RuntimeError(f"snapshot digest collision at {self.names[i]}")
-            else:
-                found = len(snaps)
+            found = len(snaps)
             table[key] = found
             snaps[found] = snap
         return found
 
-    def adopt_snapshot(self, i: int, snap_id: int, snap: tuple) -> None:
-        """Take a snapshot interned by another worker (content ids only)."""
-        known = self._snaps[i].get(snap_id)
-        if known is None:
-            self._snaps[i][snap_id] = snap
-            self._snap_ids[i][_exact(snap)] = snap_id
-        elif _exact(known) != _exact(snap):
-            raise RuntimeError(f"snapshot digest collision at {self.names[i]}")
+    def shared(self, value: Any) -> Any:
+        """The one copy of ``value`` (a network entry) the states of this model share:
+        equal entries that are the same object cost less memory and compare at once
+        (identity) in the sorts and lookups of every step."""
+        return self._values.setdefault(value, value)
 
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         who = self.names[i]
@@ -670,14 +654,6 @@ def check(config: CheckConfig) -> CheckResult:
     With ``reduce`` the search keeps no parent links (they would cost more memory than
     the digests); when it finds a violation, the search is run again with them, from
     the warm model, to get the counterexample (same order, so the same one)."""
-    if config.workers != 1:
-        if config.workers < 1:
-            raise ConfigError(f"workers must be at least 1, got {config.workers}")
-        if config.dfs:
-            raise ConfigError("--workers runs a breadth-first search: not with --dfs")
-        from groupcomm.check.parallel import check_parallel
-
-        return check_parallel(config)
     model = Model(config)
     if not config.reduce:
         return search(model, config, keep_paths=True)

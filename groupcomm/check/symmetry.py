@@ -252,7 +252,6 @@ class Symmetry:
         self._frames: list[dict[Any, Any]] = []
         self._truths: list[list[dict[tuple, tuple]]] = []
         self._key_ids: dict[Any, int] = {}
-        self._key_values: set[int] = set()
         #: why permutations were dropped (for the user)
         self.notes: list[str] = []
         identity = tuple(range(n))
@@ -343,13 +342,7 @@ class Symmetry:
             snap = self._snapshot(self._renamings[index], i, self.model._snaps[i][snap_id],  # noqa: SLF001
                                   zero_controls=True)
             value = (self.perms[index][i], _exact(snap))
-            found = self._key_ids.get(value)
-            if found is None:
-                found = hash(value) if self.model.content_ids else len(self._key_ids)
-                if self.model.content_ids and found in self._key_values:
-                    raise RuntimeError("snapshot digest collision in the symmetry key")
-                self._key_ids[value] = found
-                self._key_values.add(found)
+            found = self._key_ids.setdefault(value, len(self._key_ids))
             table[snap_id] = found
         return found
 
@@ -434,13 +427,12 @@ class Symmetry:
         return [(left, len(sent), len(delivered), sum(vc), out_frames[i], in_frames[i])
                 for i, (left, vc, sent, delivered) in enumerate(truth)]
 
-    def key(self, state: tuple, signature: list[tuple] | None = None) -> tuple:
+    def key(self, state: tuple) -> tuple:
         """The canonical key: equal for two states iff one is a renaming of the other
-        (up to control-message numbering), as far as the group allows. ``signature``:
-        :meth:`signature` of ``state`` if already known."""
+        (up to control-message numbering), as far as the group allows."""
         if self.size == 1:
             return self._candidate(0, state)
-        sig = signature if signature is not None else self.signature(state)
+        sig = self.signature(state)
         if self.full:
             # the whole symmetric group: the permutations that sort the signatures
             order = sorted(range(self.n), key=sig.__getitem__)
