@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_analysis import execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
-from trace_analysis.load import Loaded, load
+from trace_analysis.load import LOADERS, Loaded, load
 from trace_analysis.metrics import (
     OVERALL,
     buffering,
@@ -144,6 +144,7 @@ def analyze(
     progress: Progress | None = None,
     violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
     malformed_samples: int = 5,
+    loader: str = LOADERS[0],
 ) -> dict[str, Any]:
     """Check and measure the traces in ``trace_dir``; returns the result object.
 
@@ -165,7 +166,7 @@ def analyze(
     if spark is None:
         stage("starting Spark")
         spark = get_spark(master)
-    loaded = load(spark, directory, malformed_samples, stage)
+    loaded = load(spark, directory, malformed_samples, stage, loader)
     seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
     try:
         mark = time.monotonic()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from trace_analysis.load import LOADERS
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",
             "malformed_lines", "messages")
@@ -39,6 +40,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--protocol", default="cykas")
     parser.add_argument("--dir", help="where to write traces (default: a temporary dir)")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
+    parser.add_argument("--loader", choices=LOADERS, default=LOADERS[0],
+                        help="the Spark loader to time (default workers)")
     parser.add_argument("--skip-python", action="store_true",
                         help="time only the Spark analysis")
     parser.add_argument("--keep", action="store_true", help="keep the generated traces")
@@ -61,12 +64,12 @@ def bench_one(events: int, args: argparse.Namespace, root: Path, spark: Any) -> 
     mark = time.monotonic()
     synth = generate(SynthSpec(events=events, processes=args.processes,
                                protocol=args.protocol), directory)
-    row: dict[str, Any] = {"events": synth.lines, "bytes": synth.bytes,
+    row: dict[str, Any] = {"events": synth.lines, "bytes": synth.bytes, "loader": args.loader,
                            "processes": args.processes,
                            "generate_s": round(time.monotonic() - mark, 1)}
     _say(f"{synth.lines:,} lines, {synth.bytes / 1e9:.2f} GB; Spark analysis ...")
     mark = time.monotonic()
-    spark_result = analyze(directory, spark=spark, progress=_say)
+    spark_result = analyze(directory, spark=spark, progress=_say, loader=args.loader)
     row["spark_s"] = round(time.monotonic() - mark, 1)
     row["spark_events_per_s"] = round(synth.lines / row["spark_s"])
     row["found"] = {k: spark_result[k] for k in COMPARED}

@@ -20,7 +20,10 @@ Method (linear in the number of events; no pair of deliveries is ever joined):
    earlier deliveries; the delivery is *flagged* when the maximum of its sender's column
    reaches its own ``x``. One sort of the deliveries by (process, position), no Python.
    (Duplicate deliveries come after the first one, so they cannot raise a maximum.)
-3. Exact counts: only the (process, sender) groups with a flagged delivery are sent to
+3. Exact counts: with few flagged deliveries (at most :data:`SMALL_FLAGGED`), each is
+   joined (broadcast) with the earlier first deliveries at its process and the ones at
+   or above its value are counted and listed in the JVM — O(flagged × deliveries).
+   With more, only the (process, sender) groups with a flagged delivery are sent to
    Python (``mapPartitions``), where :mod:`trace_analysis.counting` counts for each
    flagged delivery the earlier deliveries at or above its value in O(n log² n), and the
    FIFO ones among them, and lists triples for ``--violations-out``. With correct
@@ -197,8 +200,69 @@ def _undelivered_samples(tables: Tables, limit: int) -> list[tuple[str, str]]:
     return sorted(pairs)[:limit]
 
 
+#: at most this many flagged deliveries are counted with a broadcast join (each against
+#: the earlier deliveries at its process: O(flagged x deliveries) comparisons in the JVM);
+#: more go through the O(n log^2 n) counting in Python workers
+SMALL_FLAGGED = 64
+
+
 def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
-    """Method step 3, for the (process, sender) groups with a flagged delivery."""
+    """Method step 3: exact counts and triples of the flagged deliveries."""
+    from pyspark.sql import functions as F
+
+    d = tables.deliveries
+    flagged = (d.filter("flag").join(F.broadcast(tables.sends.select("msg", "x")), "msg")
+               .select("p", "pos", "sidx", "sender", "x", "msg", "protocol")
+               .limit(SMALL_FLAGGED + 1).collect())
+    if not flagged:
+        return
+    if len(flagged) > SMALL_FLAGGED:
+        _exact_counts_sorted(tables, result, limit)
+        return
+    spark = d.sparkSession
+    queries = spark.createDataFrame(
+        [(r["p"], r["pos"], r["sidx"], r["sender"], r["x"], r["msg"], r["protocol"])
+         for r in flagged],
+        "fp string, fpos long, qidx int, qs string, fx long, fmsg string, fprotocol string")
+    pairs = (
+        d.filter(F.col("has_send") & (F.col("copy") == 1))
+        .select("p", "pos", "msg", "sender")
+        .join(F.broadcast(queries), (F.col("p") == F.col("fp")) & (F.col("pos") < F.col("fpos")))
+        .join(F.broadcast(tables.sends.select("msg", "vals")), "msg")
+        .filter(F.col("vals")[F.col("qidx")] >= F.col("fx"))
+        .select("fp", "fpos", "fmsg", "fprotocol", "qs", "pos", "msg",
+                (F.col("sender") == F.col("qs")).alias("fifo"))
+        .persist()
+    )
+    try:
+        budget = max(0, limit)
+        totals = {(r["fp"], r["fpos"]): (r["causal"], r["fifo"]) for r in pairs.groupBy(
+            "fp", "fpos").agg(F.count(F.lit(1)).alias("causal"),
+                              F.count_if("fifo").alias("fifo")).collect()}
+        listed = (pairs.orderBy("fp", "fpos", F.col("pos").desc()).limit(budget).collect()
+                  if budget else [])
+    finally:
+        pairs.unpersist()
+    for row in flagged:
+        causal, fifo = totals.get((row["p"], row["pos"]), (0, 0))
+        result.causal_violations += causal
+        result.fifo_violations += fifo
+        result.violating_deliveries += 1
+        counts = result.protocol(row["protocol"])
+        counts["causal_violations"] += causal
+        counts["fifo_violations"] += fifo
+    listed.sort(key=lambda r: (r["fp"], r["fpos"], r["pos"]))
+    result.triples = [
+        {"process": r["fp"], "delivered_first": r["msg"], "delivered_second": r["fmsg"],
+         "should_be_first": r["fmsg"], "fifo": r["fifo"], "sender_of_second": r["qs"]}
+        for r in listed
+    ]
+    result.triples_complete = len(result.triples) == result.causal_violations
+
+
+def _exact_counts_sorted(tables: Tables, result: CheckResult, limit: int) -> None:
+    """Method step 3 for many flagged deliveries: the (process, sender) groups with a
+    flagged delivery, sorted, counted in Python workers (:mod:`trace_analysis.counting`)."""
     from pyspark.sql import functions as F
 
     d = tables.deliveries

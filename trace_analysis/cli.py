@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from trace_analysis.load import LOADERS
 
 
 def build_parser() -> ArgumentParser:
@@ -29,6 +30,10 @@ def build_parser() -> ArgumentParser:
                         help="write every violating triple as JSON lines to FILE")
     parser.add_argument("--violations-limit", type=int, default=None,
                         help="most triples listed in --violations-out (counts stay exact)")
+    parser.add_argument("--loader", choices=LOADERS, default=LOADERS[0],
+                        help="how the trace lines are parsed: 'workers' (one pass, msgspec "
+                        "in Spark's Python workers; default) or 'native' (two passes of "
+                        "Spark's JSON reader)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -96,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         list_trace_files(args.trace_dir)  # a missing or empty directory fails before Spark
         result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
                          violations_out=args.violations_out, progress=progress,
-                         violations_limit=limit)
+                         violations_limit=limit, loader=args.loader)
     except (TraceDirError, SparkUnavailableError) as error:
         raise CliError(f"groupcomm analyze: {error}") from None
     if args.json:

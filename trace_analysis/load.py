@@ -1,6 +1,11 @@
 """Read a trace directory: count every line, keep the events the checks need.
 
-Two passes of Spark's native JSON parser, because caching ten million parsed rows costs
+:func:`load` dispatches to one of two loaders that give the same :class:`Loaded`:
+``workers`` (the default, :mod:`trace_analysis.worker_load`: one pass, parsed with
+msgspec in Spark's Python workers) and ``native``, described here and kept as a second
+opinion and for where the Python workers cannot read the files themselves.
+
+The native loader makes two passes of Spark's native JSON parser, because caching ten million parsed rows costs
 more than parsing them twice:
 
 **Pass 1** reads every line with ``spark.read.text`` (one row per line, blank lines
@@ -51,6 +56,8 @@ TRACE_PATTERNS = ("*.jsonl", "*.jsonl.gz")
 EVENT_COLUMNS = ("file", "blk", "rid") + schema.FIELDS
 #: the events pass 2 keeps (everything else is only counted)
 HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
+#: the loaders :func:`load` offers (the first is the default)
+LOADERS = ("workers", "native")
 _GLOB_CHARS = set("\\{}[]*?^")
 
 Progress = Callable[[str], None]
@@ -336,19 +343,27 @@ def load(
     trace_dir: str | Path,
     samples: int = 5,
     progress: Progress | None = None,
+    loader: str = LOADERS[0],
 ) -> Loaded:
-    """Parse every trace file of ``trace_dir`` (see the module docstring).
+    """Parse every trace file of ``trace_dir`` with ``loader`` (one of :data:`LOADERS`;
+    see the module docstring).
 
     Raises :class:`TraceDirError` for a missing or empty directory.
     """
     from pyspark.sql import functions as F
 
+    if loader not in LOADERS:
+        raise ValueError(f"unknown loader {loader!r} (choose from {', '.join(LOADERS)})")
     say = progress or (lambda message: None)
     started = time.monotonic()
     files = list_trace_files(trace_dir)
     size = sum(p.stat().st_size for p in files)
     say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
     log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
+    if loader == "workers":
+        from trace_analysis.worker_load import load_in_workers
+
+        return load_in_workers(spark, files, samples, say)
     lines_frame = _lines(spark, files)
 
     summary = _summarize(lines_frame).persist()

@@ -79,6 +79,18 @@ def _ship_package(spark: SparkSession) -> None:
     spark.sparkContext.addPyFile(str(archive))
 
 
+def worker_python_path() -> str:
+    """PYTHONPATH for local Python workers: this package's root, then the driver's
+    site-packages. Spark starts workers with the interpreter behind a virtual
+    environment's symlink, which does not see the environment's packages (msgspec,
+    pyarrow, numpy) — so they are put on the path explicitly."""
+    import site
+
+    entries = [str(Path(__file__).resolve().parents[1])]
+    entries += [p for p in site.getsitepackages() if Path(p).is_dir()]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def get_spark(master: str | None = None) -> SparkSession:
     """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
 
@@ -121,8 +133,7 @@ def get_spark(master: str | None = None) -> SparkSession:
                 builder.config("spark.driver.memory", memory)
                 .config("spark.pyspark.python", sys.executable)
                 .config("spark.pyspark.driver.python", sys.executable)
-                # Python workers must import this package even when it is not installed
-                .config("spark.executorEnv.PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+                .config("spark.executorEnv.PYTHONPATH", worker_python_path())
             )
         try:
             spark = builder.getOrCreate()

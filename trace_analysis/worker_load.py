@@ -1,0 +1,98 @@
+"""The default loader: one pass, parsing in Spark's Python workers.
+
+The driver splits the trace files into chunks of about 32 MB that start at line starts
+(:func:`trace_analysis.chunks.plan_chunks`) and runs one Spark task per chunk
+(``mapInArrow`` over the chunk numbers). Each task reads its byte range itself, decodes
+every line with ``msgspec`` and the schema's one validator for what the fast decoder
+does not accept, counts every valid event, and hands back Arrow batches of only the
+events the checks need plus a few summary rows (:mod:`trace_analysis.chunks`). The
+result is cached; the summary rows are collected (counts, lines, blank and malformed
+lines with samples) and the events go on to the checks.
+
+Compared with the native loader (:mod:`trace_analysis.load`, ``--loader native``),
+the text is read once, never crosses the JVM/Python boundary, and is parsed once. The
+files must be readable at the same path by every executor — on a cluster, a shared
+file system — which is also what the native loader needs for local paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trace_analysis import chunks as chunks_mod
+from trace_analysis.load import EVENT_COLUMNS, Loaded, _line_numbers, display_name
+from trace_analysis.progress import TaskProgress
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def load_in_workers(
+    spark: SparkSession,
+    files: list[Path],
+    samples: int,
+    say: Callable[[str], None],
+    chunk_bytes: int = chunks_mod.CHUNK_BYTES,
+) -> Loaded:
+    """Parse ``files`` (already listed and checked) in Python workers; see the module
+    docstring."""
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    chunks = chunks_mod.plan_chunks(files, chunk_bytes)
+    keep = max(0, samples)
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        return chunks_mod.parse_partitions(batches, chunks, keep)
+
+    parsed = (spark.range(0, len(chunks), 1, len(chunks))
+              .mapInArrow(parse, chunks_mod.output_ddl())
+              .persist())
+    say(f"parsing {len(chunks)} chunks in Python workers")
+    with TaskProgress(spark, say, "parsing"):
+        rows = parsed.filter(F.col("rec") != "e").drop("ts", "dests", "vc").collect()
+
+    counts: dict[tuple, list[int]] = {}
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}
+    bad_rows = []
+    lines = blank = malformed = 0
+    for row in rows:
+        if row["rec"] == "c":
+            entry = counts.setdefault(
+                (row["protocol"], row["process"], row["event"], row["kind"]), [0, 0])
+            entry[0] += row["n"]
+            entry[1] += row["bytes"]
+        elif row["rec"] == "k":
+            blocks[(row["file"], row["blk"])] = (row["n"], 0)
+            lines += row["n"]
+            blank += row["blank"]
+            malformed += row["bad"]
+        else:
+            bad_rows.append(row)
+    bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
+    bad_rows = bad_rows[:keep]
+    numbers = _line_numbers(blocks, bad_rows)
+    sample_rows = [
+        {"file": display_name(row["file"]),
+         "line": numbers[(row["file"], row["blk"], row["rid"])],
+         "reason": row["reason"],
+         "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
+        for row in bad_rows
+    ]
+    if malformed:
+        log.warning("%d malformed lines (first: %s)", malformed,
+                    ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
+    events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
+    seconds = time.monotonic() - started
+    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
+        f"{blank:,} blank ({seconds:.1f} s)")
+    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
+                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
+    return Loaded(events, count_rows, list(files), lines, blank, malformed, sample_rows,
+                  seconds, [parsed])
