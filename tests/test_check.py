@@ -561,3 +561,212 @@ def test_symmetry_matches_plain_search_at_three_by_two(protocol: str) -> None:
     assert plain.result == reduced.result == "ok"
     assert reduced.states * 5 < plain.states
 
+
+
+# -- partial-order reduction (--por) -------------------------------------------------------------
+def _explore(model: Model, reduce_with=None) -> tuple[set, set, int]:
+    """Every state reachable in the full graph (or, with ``reduce_with`` - a
+    :class:`PersistentSets` - in the reduced one), continuing past violations: the
+    terminal states, the violating transitions with their properties, and the number of
+    states."""
+    from groupcomm.check.model import Violation
+
+    seen = {model.initial_state}
+    stack = [model.initial_state]
+    terminals: set = set()
+    violations: set = set()
+    while stack:
+        state = stack.pop()
+        actions = model.enabled(state)
+        if not actions:
+            terminals.add(state)
+            continue
+        if reduce_with is not None:
+            actors = reduce_with.actors(state)
+            if actors is not None:
+                chosen = [a for a in actions
+                          if model.index[a[1] if a[0] == "send" else a[2]] in actors]
+                assert chosen  # a persistent set of a non-terminal state is not empty
+                actions = chosen
+        for action in actions:
+            try:
+                nxt, _ = model.apply(state, action)
+            except Violation as violation:
+                violations.add((action, violation.prop))
+                continue
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return terminals, violations, len(seen)
+
+
+POR_CASES = [
+    # protocol, processes, messages, options
+    ("none", 2, 2, {}),
+    ("none", 3, 1, {}),
+    # the causal triangle and the paper's Figure 3 as fixed workloads (small graphs)
+    ("fifo", 3, 0, {"workload": load_workload(
+        {"sends": {"p1": [["p3"], ["p2"]], "p2": [["p3"]], "p3": []}})}),
+    ("cykas-secret-sends", 3, 0, {"workload": load_workload(
+        {"sends": {"p1": [["p2"], ["p3"]], "p2": [["p1"], ["p3"]], "p3": [["p1"]]}})}),
+    pytest.param("fifo", 3, 2, {}, marks=pytest.mark.slow),
+    pytest.param("cykas-secret-sends", 3, 2, {}, marks=pytest.mark.slow),
+    ("scalar-id", 3, 1, {}),
+    ("last-sender", 3, 1, {}),
+    ("vector", 3, 1, {"destinations": "unicast"}),
+    ("vector", 3, 1, {}),
+    ("matrix", 3, 1, {}),
+    ("matrix", 2, 2, {}),
+    ("matrix", 3, 1, {"destinations": "broadcast"}),
+    ("matrix-delta", 3, 1, {}),
+    ("mfss", 3, 1, {}),
+    ("mfss", 2, 2, {}),
+    ("cykas", 3, 1, {}),
+    ("cykas", 2, 2, {}),
+]
+
+
+@pytest.mark.parametrize(("protocol", "n", "k", "options"), POR_CASES)
+@pytest.mark.parametrize("fifo", [False, True])
+def test_persistent_sets_keep_terminal_states_and_violations(protocol, n, k, options,
+                                                             fifo) -> None:
+    """Soundness of --por on the real objects: the reduced graph reaches exactly the
+    terminal states of the full one, and every transition that violates a property in
+    the full graph (same actor, same input) violates the same property somewhere in the
+    reduced one."""
+    from groupcomm.check.por import PersistentSets
+
+    model = Model(CheckConfig(protocol=protocol, processes=n, messages=k, fifo_network=fifo,
+                              **options))
+    full_terminals, full_violations, full_states = _explore(model)
+    sets = PersistentSets(model)
+    terminals, violations, states = _explore(model, sets)
+    assert terminals == full_terminals
+    assert violations == full_violations
+    assert states <= full_states
+
+
+def test_persistent_sets_follow_a_workload() -> None:
+    from groupcomm.check.por import PersistentSets
+
+    ring = load_workload({"sends": {"a": [["b"]], "b": [["c"]], "c": [["a"]]}})
+    for protocol in ("fifo", "cykas", "mfss"):
+        model = Model(CheckConfig(protocol=protocol, workload=ring))
+        full = _explore(model)
+        reduced = _explore(model, PersistentSets(model))
+        assert reduced[:2] == full[:2]
+
+
+def test_state_graphs_are_acyclic() -> None:
+    """The persistent-set argument needs a finite acyclic state space (every emitted
+    frame carries a fresh id): checked on small bounds."""
+    for protocol, n, k in [("mfss", 3, 1), ("cykas", 2, 2), ("matrix", 2, 2), ("vector", 3, 1),
+                           ("fifo", 2, 2)]:
+        model = Model(CheckConfig(protocol=protocol, processes=n, messages=k))
+        colour: dict = {}
+        stack = [(model.initial_state, iter(model.enabled(model.initial_state)))]
+        colour[model.initial_state] = 1
+        while stack:
+            state, actions = stack[-1]
+            action = next(actions, None)
+            if action is None:
+                colour[state] = 2
+                stack.pop()
+                continue
+            nxt, _ = model.apply(state, action)
+            assert colour.get(nxt) != 1, f"{protocol}: a cycle"
+            if nxt not in colour:
+                colour[nxt] = 1
+                stack.append((nxt, iter(model.enabled(nxt))))
+
+
+def test_the_emission_analysis_tells_protocols_apart() -> None:
+    """Both processes have sent and their messages are in flight. In matrix a receipt
+    emits nothing, so one process's arrivals form a persistent set; in mfss the receiver
+    ACKs to the sender, so neither process can be deferred."""
+    from groupcomm.check.por import PersistentSets
+
+    for protocol, expected in (("matrix", frozenset({0})), ("mfss", None)):
+        model = Model(CheckConfig(protocol=protocol, processes=2, messages=1))
+        state = model.initial_state
+        state, _ = model.apply(state, ("send", "p1", ("p2",)))
+        state, _ = model.apply(state, ("send", "p2", ("p1",)))
+        assert PersistentSets(model).actors(state) == expected
+
+
+def test_persistent_sets_give_up_safely_at_the_bound(monkeypatch) -> None:
+    from groupcomm.check.por import PersistentSets
+
+    monkeypatch.setattr(PersistentSets, "EMISSION_LIMIT", 1)
+    model = Model(CheckConfig(protocol="matrix", processes=3, messages=1))
+    full = _explore(model)
+    reduced = _explore(model, PersistentSets(model))
+    assert reduced[:2] == full[:2]
+
+
+@pytest.mark.parametrize(("protocol", "n", "k", "options", "prop"), KNOWN_BAD)
+def test_por_search_catches_known_bad_protocols(protocol, n, k, options, prop,
+                                                tmp_path: Path) -> None:
+    plain = run(protocol, n, k, **options)
+    for extra in ({}, {"symmetry": True, "reduce": True}):
+        config = CheckConfig(protocol=protocol, processes=n, messages=k, por=True,
+                             **extra, **options)
+        result = check(config)
+        assert (result.result, result.property) == ("violation", prop), result.detail
+        assert len(result.counterexample) >= len(plain.counterexample)
+        texts, _ = replay(config, result.actions)  # a real run
+        assert texts[:-1] == result.counterexample[:-1]
+    write_counterexample(config, result, tmp_path / "cex")
+    confirmed = check_directory(tmp_path / "cex")
+    assert confirmed.causal_violations >= 1 or prop == "refused"
+
+
+@pytest.mark.parametrize(("protocol", "n", "k"), SMALL)
+@pytest.mark.parametrize("fifo", [False, True])
+def test_por_search_gives_the_same_verdict(protocol: str, n: int, k: int, fifo: bool) -> None:
+    plain = run(protocol, n, k, fifo_network=fifo)
+    for extra in ({}, {"reduce": True, "symmetry": protocol != "vector"}):
+        reduced = run(protocol, n, k, fifo_network=fifo, por=True, **extra)
+        assert (reduced.result, reduced.property) == (plain.result, plain.property)
+        if plain.result == "ok":
+            assert reduced.terminal_states <= plain.terminal_states
+            if not extra:
+                assert reduced.terminal_states == plain.terminal_states
+        assert reduced.states <= plain.states
+
+
+PINNED_POR = [
+    # protocol, processes, messages, symmetry, unique states, terminal states
+    ("matrix", 3, 1, False, 210, 50),
+    ("mfss", 3, 1, False, 659, 50),
+    ("cykas", 3, 1, False, 659, 50),
+    ("vector", 3, 1, False, 1293, 19),
+    ("mfss", 2, 2, False, 385, 20),
+]
+
+
+@pytest.mark.parametrize(("protocol", "n", "k", "sym", "states", "terminal"), PINNED_POR)
+def test_pinned_por_state_counts(protocol, n, k, sym, states, terminal) -> None:
+    result = run(protocol, n, k, por=True, symmetry=sym)
+    assert result.result == "ok", result.detail
+    assert (result.states, result.terminal_states) == (states, terminal)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("protocol", "states"), [("matrix", 12_727), ("mfss", 66_051),
+                                                  ("cykas", 244_929)])
+def test_por_with_symmetry_at_three_by_two(protocol: str, states: int) -> None:
+    result = run(protocol, 3, 2, reduce=True, symmetry=True, por=True)
+    assert result.result == "ok", result.detail
+    assert result.states == states
+    assert result.terminal_states == 1804  # as without --por
+
+
+def test_cli_por_flag(capsys) -> None:
+    assert check_main(["--protocol", "matrix", "--processes", "3", "--messages", "1", "--por",
+                       "--symmetry", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "result: ok" in out and "partial-order reduction:" in out
+    assert check_main(["--protocol", "fifo", "--processes", "3", "--messages", "2", "--por",
+                       "-q"]) == 1
+    assert "property: causal" in capsys.readouterr().out

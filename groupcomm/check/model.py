@@ -39,7 +39,9 @@ million), with the frontier's node snapshots interned so equal snapshots are sto
 once. Counterexamples are kept as shared parent links of the frontier, not per state
 (with ``reduce``, not at all: a violation is found again with them). ``symmetry``
 deduplicates on a canonical key instead - states that differ only in process names
-or control-message numbering count once (:mod:`groupcomm.check.symmetry`).
+or control-message numbering count once (:mod:`groupcomm.check.symmetry`). ``por``
+expands only a persistent set of the enabled transitions in each state - those of the
+processes the others can no longer send to (:mod:`groupcomm.check.por`).
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ class CheckConfig:
     reduce: bool = False
     #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
     symmetry: bool = False
+    #: partial-order reduction: expand a persistent set of transitions (see
+    #: :mod:`groupcomm.check.por`)
+    por: bool = False
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"
@@ -375,14 +380,16 @@ class Model:
             actions.append(("arrive", s, d, f))
         return actions
 
-    def successors(self, state: tuple) -> Iterable[tuple[tuple, tuple, str]]:
-        """``(action, next state, description)`` for every enabled transition; raises
+    def successors(self, state: tuple, actors: frozenset[int] | None = None
+                   ) -> Iterable[tuple[tuple, tuple, str]]:
+        """``(action, next state, description)`` for every enabled transition (only those
+        of the processes in ``actors``, if given: a persistent set); raises
         :class:`Violation` (with ``.action`` set) when one breaks a property."""
         snaps, network, truth = state
         workload = self.config.workload is not None
         run = self._run
         for i, (left, _, _, _) in enumerate(truth):
-            if not left:
+            if not left or (actors is not None and i not in actors):
                 continue
             options = ([self.choices[i][len(self.choices[i]) - left]] if workload
                        else self.choices[i])
@@ -394,7 +401,10 @@ class Model:
                     violation.action = action
                     raise
                 yield action, nxt, text
+        index = self.index
         for s, d, f, rest in self.arrivals(network):
+            if actors is not None and index[d] not in actors:
+                continue
             action = ("arrive", s, d, f)
             try:
                 nxt, text = run(state, action, rest)
@@ -635,10 +645,17 @@ def _exact(value: Any) -> Any:
     ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
     two snapshots that differ only in a held message's clock stay apart."""
     if isinstance(value, tuple):
-        return tuple(_exact(v) for v in value)
+        for v in value:
+            if type(v) not in _ATOMIC:
+                return tuple([_exact(v) for v in value])
+        return value  # only atoms (the common case: clocks, matrices, counters)
     if isinstance(value, GroupMessage):
         return (value.freeze(), value.vc)
     return value
+
+
+#: values :func:`_exact` leaves as they are
+_ATOMIC = frozenset({int, str, bytes, float, bool, type(None)})
 
 
 def describe_action(action: tuple) -> str:
@@ -676,7 +693,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
             "fifo_network": config.fifo_network, "dfs": config.dfs, "reduce": config.reduce,
             "max_states": config.max_states, "workload": config.workload is not None,
             "destinations": config.destinations, "bypass_refusal": config.bypass_refusal,
-            "symmetry": None,
+            "symmetry": None, "por": config.por,
         },
     )
     start = time.perf_counter()
@@ -691,6 +708,13 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
         canon = symmetry.key
         result.config["symmetry"] = symmetry.describe()
         result.config["symmetry_group"] = symmetry.size
+    persistent: Callable[[tuple], frozenset[int] | None] | None = None
+    sets = None
+    if config.por:
+        from groupcomm.check.por import PersistentSets
+
+        sets = PersistentSets(model)
+        persistent = sets.actors
     first = canon(initial) if canon is not None else initial
     seen: set = {hash(first) if reduce else first}
     #: with symmetry: concrete states already generated (their keys are in ``seen``)
@@ -708,7 +732,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
         while frontier:
             state, depth, path = pop()
             any_enabled = False
-            gen = model.successors(state)
+            gen = model.successors(state, persistent(state) if persistent else None)
             while True:
                 try:
                     action, nxt, text = next(gen)
@@ -770,6 +794,8 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     result.transitions = transitions
     result.max_depth = max_depth
     result.terminal_states = terminal
+    if sets is not None:
+        result.config["por_reduced_states"] = sets.reduced
     if found is not None:
         violation, path, _ = found
         result.result = "violation"
