@@ -105,10 +105,13 @@ def test_chunk_parser_agrees_with_the_validator(seed: int) -> None:
     # lone surrogates cannot go to Arrow: the chunk parser replaces them
     assert result.counts == {tuple(chunks._utf8_safe(k) for k in key): value
                              for key, value in counts.items()}
-    got = [tuple(float(v) if i == 1 else v for i, v in enumerate(e)) for e in result.events]
+    flat = sorted(e for group in result.groups for e in group)
+    assert [e[3] for e in result.groups[0]] == ["send"] * len(result.groups[0])
+    assert {e[3] for e in result.groups[1]} <= {"deliver"}
+    got = [tuple(float(v) if i == 1 else v for i, v in enumerate(e)) for e in flat]
     want = [tuple(float(v) if i == 1 else v for i, v in enumerate(e)) for e in events]
     assert got == [tuple(chunks._utf8_safe(v) for v in e) for e in want]
-    assert len(result.events) > 100 and len(bad) > 100  # the corpus exercises both paths
+    assert len(flat) > 100 and len(bad) > 100  # the corpus exercises both paths
 
 
 def test_malformed_samples_keep_the_text_and_the_reason() -> None:
@@ -157,10 +160,11 @@ def test_batches_carry_events_and_summary_rows() -> None:
     lines = [json.dumps(r) for r in VALID] + ["", "garbage"]
     data = "\n".join(lines).encode()
     chunk = chunks.Chunk("/x/a.jsonl", "file:///x/a.jsonl", 100, 100 + len(data))
-    events, summary = chunks.to_batches(chunk, chunks.parse_chunk(data), samples=5)
+    sends, deliveries, others, summary = chunks.to_batches(
+        chunk, chunks.parse_chunk(data), samples=5)
     names = [name for name, _ in chunks.OUTPUT_COLUMNS]
-    assert events.schema.names == summary.schema.names == names
-    rows = events.to_pylist()
+    assert sends.schema.names == summary.schema.names == names
+    rows = sends.to_pylist() + deliveries.to_pylist() + others.to_pylist()
     assert [r["event"] for r in rows] == ["send", "deliver", "buffer", "unbuffer"]
     assert rows[0]["vc"] == sorted(VC.items()) or dict(rows[0]["vc"]) == VC
     assert rows[0]["dests"] == ["b", "c"] and rows[1]["vc"] is None

@@ -156,8 +156,9 @@ def _utf8_safe(value: Any) -> Any:
 class ChunkResult:
     """What :func:`parse_chunk` found (plain Python; :func:`to_batches` makes Arrow)."""
 
-    #: (rid, ts, process, event, protocol, msg, sender, dests, vc) of the heavy events
-    events: list[tuple]
+    #: (rid, ts, process, event, protocol, msg, sender, dests, vc) of the heavy events, in
+    #: three lists: sends, deliveries, buffer and unbuffer (see :func:`to_batches`)
+    groups: list[list[tuple]]
     #: (protocol, process, event, kind) -> [events, metadata bytes]
     counts: dict[tuple, list[int]]
     #: (rid, reason, first characters) of malformed lines
@@ -172,7 +173,9 @@ def parse_chunk(data: bytes) -> ChunkResult:
     heavy = HEAVY_EVENTS
     # ValidationError is a DecodeError; invalid UTF-8 raises UnicodeDecodeError
     failed = (msgspec.DecodeError, UnicodeDecodeError)
-    events: list[tuple] = []
+    sends: list[tuple] = []
+    deliveries: list[tuple] = []
+    others: list[tuple] = []
     counts: dict[tuple, list[int]] = {}
     malformed: list[tuple[int, str, str]] = []
     blank = 0
@@ -226,12 +229,12 @@ def parse_chunk(data: bytes) -> ChunkResult:
             # schema.KEPT: sends keep msg, sender, dests, vc; deliveries msg and sender;
             # buffer and unbuffer msg
             if event == "deliver":
-                events.append((rid, ts, process, event, protocol, msg, sender, None, None))
+                deliveries.append((rid, ts, process, event, protocol, msg, sender, None, None))
             elif event == "send":
-                events.append((rid, ts, process, event, protocol, msg, sender, dests, vc))
+                sends.append((rid, ts, process, event, protocol, msg, sender, dests, vc))
             else:
-                events.append((rid, ts, process, event, protocol, msg, None, None, None))
-    return ChunkResult(events, counts, malformed, len(lines), blank)
+                others.append((rid, ts, process, event, protocol, msg, None, None, None))
+    return ChunkResult([sends, deliveries, others], counts, malformed, len(lines), blank)
 
 
 # -- Arrow ---------------------------------------------------------------------------------
@@ -267,10 +270,13 @@ def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]
     import pyarrow as pa
 
     arrow = _arrow_schema()
-    if result.events:
-        n = len(result.events)
-        rid, ts, process, event, protocol, msg, sender, dests, vc = zip(*result.events,
-                                                                        strict=True)
+    # one batch per kind of event: Spark's cache keeps min/max statistics per batch of
+    # rows, so a scan for sends (or deliveries) skips the batches of the other kinds
+    for events in result.groups:
+        if not events:
+            continue
+        n = len(events)
+        rid, ts, process, event, protocol, msg, sender, dests, vc = zip(*events, strict=True)
         columns = {
             "rec": pa.array(["e"] * n, pa.string()),
             "file": pa.array([chunk.uri] * n, pa.string()),

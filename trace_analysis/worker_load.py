@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: partitions of the cached events per core of the Spark application
+SCAN_PARTITIONS_PER_CORE = 4
+
 
 def load_in_workers(
     spark: SparkSession,
@@ -51,8 +54,12 @@ def load_in_workers(
     def parse(batches: Iterator[Any]) -> Iterator[Any]:
         return chunks_mod.parse_partitions(batches, chunks, keep)
 
+    # one task per chunk while parsing (progress, balance); the cached result is read by
+    # every later scan, where a hundred small partitions would cost a task each
+    partitions = max(1, spark.sparkContext.defaultParallelism) * SCAN_PARTITIONS_PER_CORE
     parsed = (spark.range(0, len(chunks), 1, len(chunks))
               .mapInArrow(parse, chunks_mod.output_ddl())
+              .coalesce(min(len(chunks), partitions))
               .persist())
     say(f"parsing {len(chunks)} chunks in Python workers")
     with TaskProgress(spark, say, "parsing"):
