@@ -46,6 +46,7 @@ processes the others can no longer send to (:mod:`groupcomm.check.por`).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -672,14 +673,23 @@ def check(config: CheckConfig) -> CheckResult:
     the digests); when it finds a violation, the search is run again with them, from
     the warm model, to get the counterexample (same order, so the same one)."""
     model = Model(config)
-    if not config.reduce:
-        return search(model, config, keep_paths=True)
-    result = search(model, config, keep_paths=False)
-    if result.result == "violation":
-        seconds = result.seconds
-        result = search(model, config, keep_paths=True)
-        result.seconds += seconds
-    return result
+    # the search allocates millions of long-lived tuples (frontier, memos) and makes no
+    # reference cycles: the cyclic collector would only rescan them (measured: up to a
+    # third of the CPU time at 3x3; same peak memory without it)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if not config.reduce:
+            return search(model, config, keep_paths=True)
+        result = search(model, config, keep_paths=False)
+        if result.result == "violation":
+            seconds = result.seconds
+            result = search(model, config, keep_paths=True)
+            result.seconds += seconds
+        return result
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResult:

@@ -133,18 +133,24 @@ class PersistentSets:
         # acts alone on the frames in flight to it (None: not computed yet)
         targets: list[int | None] = [None] * n
         memo = self._targets
-        best: int | None = None
-        best_size = sum(counts)
+        total = sum(counts)
         full = (1 << n) - 1
-        for subset, members, rest_members in self._subsets:
-            rest = full & ~subset
-            if rest & ~idle:
+        # candidates S whose complement R is idle, by the size of T (smallest first):
+        # the first one that qualifies is the best
+        candidates = []
+        for position, (subset, members, rest_members) in enumerate(self._subsets):
+            if (full & ~subset) & ~idle:
                 continue  # a member of R has sends left: it may send to S
             size = 0
             for i in members:
                 size += counts[i]
-            if size == 0 or size >= best_size:
-                continue
+            if 0 < size < total:
+                # ties: fewer processes first, then in name order
+                candidates.append((size, position, subset, rest_members))
+        candidates.sort()
+        best: int | None = None
+        for _, _, subset, rest_members in candidates:
+            rest = full & ~subset
             internal = False
             for r in rest_members:
                 t = targets[r]
@@ -167,9 +173,8 @@ class PersistentSets:
                 # R's members may feed each other: the fixpoint over their inputs
                 if internal and not self._quiet(rest, subset, snaps, inputs):
                     continue
-                best, best_size = subset, size
-                if size == 1:
-                    break
+                best = subset
+                break
         if best is None:
             return None
         self.reduced += 1
