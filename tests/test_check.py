@@ -610,7 +610,6 @@ POR_CASES = [
     ("cykas-secret-sends", 3, 0, {"workload": load_workload(
         {"sends": {"p1": [["p2"], ["p3"]], "p2": [["p1"], ["p3"]], "p3": [["p1"]]}})}),
     pytest.param("fifo", 3, 2, {}, marks=pytest.mark.slow),
-    pytest.param("cykas-secret-sends", 3, 2, {}, marks=pytest.mark.slow),
     ("scalar-id", 3, 1, {}),
     ("last-sender", 3, 1, {}),
     ("vector", 3, 1, {"destinations": "unicast"}),
