@@ -2,7 +2,9 @@
 
 ``analyze(trace_dir)`` checks a trace directory (DESIGN.md, "Trace schema") and returns
 one JSON-ready dict; ``get_spark()`` gives the process's single SparkSession;
-``main(argv)`` is ``groupcomm analyze``. See :mod:`trace_analysis.checks` for the method.
+``main(argv)`` is ``groupcomm analyze``. See :mod:`trace_analysis.worker_load` for how
+the lines are read (one pass, msgspec in Spark's Python workers) and
+:mod:`trace_analysis.checks` for the method of the checks.
 """
 
 from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
