@@ -41,7 +41,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from trace_analysis import schema
+from trace_analysis import load, schema
 
 #: target size of one chunk (one Spark task)
 CHUNK_BYTES = 32 * 1024 * 1024
@@ -50,7 +50,7 @@ _SCAN = 1 << 16
 #: characters of a malformed line kept for the samples
 SAMPLE_CHARS = 201
 
-HEAVY_EVENTS = frozenset(("send", "deliver", "buffer", "unbuffer"))
+HEAVY_EVENTS = frozenset(load.HEAVY_EVENTS)
 
 
 @dataclass(frozen=True)

@@ -414,13 +414,6 @@ class Model:
                 raise
             yield action, nxt, text
 
-    def _run_as(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
-        try:
-            return self._run(state, action, network)
-        except Violation as violation:
-            violation.action = action
-            raise
-
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
         if action[0] == "send":
