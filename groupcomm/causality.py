@@ -23,7 +23,7 @@ from groupcomm.filtering import (
     ReceivedMessageFilterSelector,
     SendMessageFilterSelector,
 )
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage, SystemMessage
 
 
 class CausalityError(Exception):
@@ -136,7 +136,8 @@ class ModuleSendFilter(MessageFilter[SentMessage]):
         self.manager = manager
 
     def filter_message(self, message: SentMessage) -> None:
-        if not message.is_user_message():
+        # is_user_message() spelled out: this runs for every message sent
+        if isinstance(message.user_message, SystemMessage):
             self.forward(message)
             return
         self.on_user_message(message)
@@ -156,7 +157,7 @@ class ModuleReceiveFilter(MessageFilter[ReceivedMessage]):
         self.manager = manager
 
     def filter_message(self, message: ReceivedMessage) -> None:
-        if message.is_user_message():
+        if not isinstance(message.user_message, SystemMessage):  # is_user_message(), inlined
             self.on_user_message(message)
         elif self.protocol and message.is_control_for(self.protocol):
             self.on_control(message)

@@ -99,7 +99,10 @@ class MessageFilter(ABC, Generic[M]):
 
     def forward(self, message: M) -> None:
         """Hand ``message`` to the next stage."""
-        self.message_processor.process_message(message)
+        processor = self._processor  # not the property: this runs for every message
+        if processor is None:
+            raise RuntimeError(f"{type(self).__name__} has no message processor yet")
+        processor.process_message(message)
 
     @abstractmethod
     def filter_message(self, message: M) -> None:
@@ -167,19 +170,22 @@ ReceivedMessageFilterSelector: _Selector[ReceivedMessage] = _Selector("receive")
 
 
 class CallableProcessor(Generic[M]):
-    """Adapts a function to :class:`MessageProcessor` (the ends of a pipeline)."""
+    """Adapts a function to :class:`MessageProcessor` (the ends of a pipeline).
 
-    __slots__ = ("_function",)
+    ``process_message`` *is* the function (an instance attribute, not a method that
+    calls it): every message leaving a pipeline passes here, and one Python call less
+    per message is measurable.
+    """
+
+    __slots__ = ("process_message",)
 
     def __init__(self, function: Callable[[M], None]) -> None:
-        self._function = function
-
-    def process_message(self, message: M) -> None:
-        self._function(message)
+        self.process_message: Callable[[M], None] = function
 
 
 class Pipeline(Generic[M]):
-    """Filters chained in order, ending in a sink processor."""
+    """Filters chained in order, ending in a sink processor; a
+    :class:`MessageProcessor` itself (see ``process_message``)."""
 
     def __init__(self, filters: Sequence[MessageFilter[M]], sink: MessageProcessor[M]) -> None:
         self.filters: tuple[MessageFilter[M], ...] = tuple(filters)
@@ -188,19 +194,16 @@ class Pipeline(Generic[M]):
             stage.set_message_processor(downstream)
             downstream = _FilterEntry(stage)
         self._entry = downstream
-
-    def process_message(self, message: M) -> None:
-        """Feed ``message`` to the first filter (or the sink when there is none)."""
-        self._entry.process_message(message)
+        #: ``process_message(message)`` feeds the first filter (or the sink when there is
+        #: none); bound once here rather than forwarded by a method on every message
+        self.process_message: Callable[[M], None] = downstream.process_message
 
 
 class _FilterEntry(Generic[M]):
-    """A filter seen as the processor of the stage before it."""
+    """A filter seen as the processor of the stage before it: ``process_message`` is
+    the filter's bound ``filter_message`` (no wrapper call per message)."""
 
-    __slots__ = ("_filter",)
+    __slots__ = ("process_message",)
 
     def __init__(self, stage: MessageFilter[M]) -> None:
-        self._filter = stage
-
-    def process_message(self, message: M) -> None:
-        self._filter.filter_message(message)
+        self.process_message: Callable[[M], None] = stage.filter_message

@@ -39,9 +39,11 @@ from groupcomm.codec import (
     decode_received,
     encode_batch,
     encode_message,
+    pack_envelopes,
+    unpack_envelopes,
 )
 from groupcomm.messages import ControlMessage, MessageError, SentMessage
-from groupcomm.wire import BATCH, MESSAGE, SESSION, kind_of, open_session, seal_session
+from groupcomm.wire import BATCH, MESSAGE, PACKED, SESSION, kind_of, open_session, seal_session
 
 KEY = b"fuzzing-key-0123456789abcdef0123"
 
@@ -59,6 +61,7 @@ def seed_bodies() -> list[bytes]:
     ]
     envelopes = [encode_message(m) for m in messages]
     bodies = [MESSAGE + e for e in envelopes] + [encode_batch(envelopes)]
+    bodies += pack_envelopes(messages, 1 << 20)  # what communicators send (P frames)
     session = FrameCodec(KEY)
     for op, fields in (("join", {"address": "tcp://1.2.3.4:5"}), ("heartbeat", {}),
                        ("relay", {"dests": ["bob"]})):
@@ -130,6 +133,9 @@ def handle_frame(receiver: FrameCodec, frame: bytes) -> str:
         head = kind_of(body)
         if head == SESSION:
             open_session(body)
+        elif head == PACKED:
+            if unpack_envelopes(body, "bob")[4]:  # messages refused one by one
+                return "malformed"
         elif head == BATCH:
             for envelope in decode_batch(body):
                 decode_received(envelope, "bob")

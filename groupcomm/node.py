@@ -34,7 +34,13 @@ from groupcomm.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
-from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.messages import (
+    ControlMessage,
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    sent_unchecked,
+)
 from groupcomm.tracing import NullTracer, Tracer
 
 log = logging.getLogger(__name__)
@@ -242,15 +248,13 @@ class ProtocolNode(FilterHost):
     def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
         name = self._name
         with self._clock_lock:
-            self._next_id += 1
+            self._next_id = next_id = self._next_id + 1
             clock = self._app_clock
             clock[name] = clock.get(name, 0) + 1
             vc = tuple(clock.items())
             # every value is known good: our own name, a fresh id, checked member names
-            message = SentMessage.checked_elsewhere(
-                self.application, self.session, payload, f"{name}#{self._next_id}", name,
-                vc, dests,
-            )
+            message = sent_unchecked(self.application, self.session, payload,
+                                     f"{name}#{next_id}", name, vc, dests)
             if self.tracer.enabled:
                 self.trace("send", message, dests=list(dests), vc=dict(vc))
         return message
@@ -318,6 +322,14 @@ class ProtocolNode(FilterHost):
             else:
                 self.trace("receive", message, kind=message.kind)
         self._inputs.append(message)
+
+    def arrived_many(self, messages: list[ReceivedMessage]) -> None:
+        """:meth:`arrived` for each of ``messages``, in order (a decoded batch)."""
+        if self.tracer.enabled:
+            for message in messages:
+                self.arrived(message)
+        else:
+            self._inputs.extend(messages)
 
     def drain(self) -> None:
         """Process queued work until none is left: sends, then deliveries, then inputs."""

@@ -2,11 +2,13 @@
 
 Every frame is signed by :class:`~groupcomm.codec.FrameCodec`. The first byte of a
 verified body says what follows: ``M`` an application or control message envelope
-(see :mod:`groupcomm.codec`), ``B`` a batch of such envelopes queued for the same
-destinations in one turn of the I/O loop, ``S`` a session command or notice (msgpack map). A
-relayed message travels as a two-part ZeroMQ message: a signed ``S`` relay command
-naming the destinations, then the sender's signed ``M`` frame, which the server
-forwards unchanged (receivers verify the original sender's signature).
+(see :mod:`groupcomm.codec`), ``P`` the messages queued for the same destinations in
+one turn of the I/O loop, packed as one msgpack document (what communicators send; see
+:func:`~groupcomm.codec.pack_envelopes`), ``B`` an older batch form (an array of ``M``
+envelopes; still accepted), ``S`` a session command or notice (msgpack map). A relayed
+message travels as a two-part ZeroMQ message: a signed ``S`` relay command naming the
+destinations, then the sender's signed message frame, which the server forwards
+unchanged (receivers verify the original sender's signature).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from groupcomm.codec import FrameCodec, FrameRejected
 
 MESSAGE = b"M"
 BATCH = b"B"
+PACKED = b"P"
 SESSION = b"S"
 
 #: Session commands (client -> server) and notices (server -> client) and their required
@@ -64,8 +67,9 @@ def open_session(body: bytes) -> dict[str, Any]:
 
 
 def kind_of(body: bytes) -> bytes:
-    """``MESSAGE``, ``BATCH`` or ``SESSION``; raises :class:`FrameRejected` otherwise."""
+    """``MESSAGE``, ``PACKED``, ``BATCH`` or ``SESSION``; raises :class:`FrameRejected`
+    otherwise."""
     head = body[:1]
-    if head not in (MESSAGE, BATCH, SESSION):
+    if head not in (MESSAGE, PACKED, BATCH, SESSION):
         raise FrameRejected("malformed", f"unknown frame type {head!r}")
     return head
