@@ -364,6 +364,21 @@ class Model:
             out.append((s, d, queue[0], remaining))
         return out
 
+    def _without(self, network: tuple, s: str, d: str, f: bytes) -> tuple:
+        """``network`` after frame ``f`` from ``s`` to ``d`` (enabled) arrives."""
+        if not self.config.fifo_network:
+            for k, entry in enumerate(network):
+                if entry[2] == f and entry[0] == d and entry[1] == s:
+                    return network[:k] + network[k + 1:]
+        else:
+            for k, ((s2, d2), queue) in enumerate(network):
+                if s2 == s and d2 == d and queue[0] == f:
+                    rest = queue[1:]
+                    if rest:
+                        return network[:k] + (((s, d), rest),) + network[k + 1:]
+                    return network[:k] + network[k + 1:]
+        raise ValueError(f"transition {describe_action(('arrive', s, d, f))} is not enabled")
+
     # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
@@ -381,12 +396,24 @@ class Model:
             actions.append(("arrive", s, d, f))
         return actions
 
-    def successors(self, state: tuple, actors: frozenset[int] | None = None
+    def successors(self, state: tuple,
+                   actors: frozenset[int] | tuple[str, str, bytes] | None = None
                    ) -> Iterable[tuple[tuple, tuple, str]]:
         """``(action, next state, description)`` for every enabled transition (only those
-        of the processes in ``actors``, if given: a persistent set); raises
-        :class:`Violation` (with ``.action`` set) when one breaks a property."""
+        of the processes in ``actors``, if given, or only the arrival ``(source, dest,
+        frame)`` if ``actors`` is one: a persistent set); raises :class:`Violation` (with
+        ``.action`` set) when one breaks a property."""
         snaps, network, truth = state
+        if type(actors) is tuple:
+            s, d, f = actors
+            action = ("arrive", s, d, f)
+            try:
+                nxt, text = self._run(state, action, self._without(network, s, d, f))
+            except Violation as violation:
+                violation.action = action
+                raise
+            yield action, nxt, text
+            return
         workload = self.config.workload is not None
         run = self._run
         for i, (left, _, _, _) in enumerate(truth):
@@ -711,13 +738,13 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
         canon = symmetry.key
         result.config["symmetry"] = symmetry.describe()
         result.config["symmetry_group"] = symmetry.size
-    persistent: Callable[[tuple], frozenset[int] | None] | None = None
+    persistent: Callable[[tuple], Any] | None = None
     sets = None
     if config.por:
         from groupcomm.check.por import PersistentSets
 
         sets = PersistentSets(model)
-        persistent = sets.actors
+        persistent = sets.choose
     first = canon(initial) if canon is not None else initial
     seen: set = {hash(first) if reduce else first}
     #: with symmetry: concrete states already generated (their keys are in ``seen``)
@@ -798,7 +825,8 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     result.max_depth = max_depth
     result.terminal_states = terminal
     if sets is not None:
-        result.config["por_reduced_states"] = sets.reduced
+        result.config["por_reduced_states"] = sets.reduced + sets.singletons
+        result.config["por_commuting_states"] = sets.singletons
     if found is not None:
         violation, path, _ = found
         result.result = "violation"

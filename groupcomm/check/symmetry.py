@@ -252,6 +252,15 @@ class Symmetry:
         self._frames: list[dict[Any, Any]] = []
         self._truths: list[list[dict[tuple, tuple]]] = []
         self._key_ids: dict[Any, int] = {}
+        #: renamed truth entries and network entries -> small ids (the key is a tuple of
+        #: ints: cheap to hash and compare; equal values get equal ids, so the minimum
+        #: over a class's candidates is still one canonical key)
+        self._truth_ids: dict[tuple, int] = {}
+        self._entry_ids: dict[Any, int] = {}
+        #: truth entry (by identity) -> its part of the signature
+        self._sigs: dict[int, tuple] = {}
+        #: objects whose id() keys a memo (kept alive so that no id is reused)
+        self._alive: list[Any] = []
         #: why permutations were dropped (for the user)
         self.notes: list[str] = []
         identity = tuple(range(n))
@@ -346,12 +355,16 @@ class Symmetry:
             table[snap_id] = found
         return found
 
-    def _truth(self, index: int, i: int, entry: tuple) -> tuple:
+    def _truth(self, index: int, i: int, entry: tuple) -> int:
+        """The id of truth entry ``entry`` of process ``i`` renamed by permutation
+        ``index`` (memoized by the entry's identity: the model shares equal entries)."""
         table = self._truths[index][i]
-        found = table.get(entry)
+        found = table.get(id(entry))
         if found is None:
-            found = self._rename_truth(self.perms[index], self._renamings[index], entry)
-            table[entry] = found
+            renamed = self._rename_truth(self.perms[index], self._renamings[index], entry)
+            found = self._truth_ids.setdefault(renamed, len(self._truth_ids))
+            table[id(entry)] = found
+            self._alive.append(entry)
         return found
 
     def _rename_truth(self, perm: tuple[int, ...], renaming: _Renaming, entry: tuple) -> tuple:
@@ -381,7 +394,7 @@ class Symmetry:
                 found = self._snap_key(index, i, sid)
             out_snaps.append(found)
             entry = truth[i]
-            renamed = truth_tables[i].get(entry)
+            renamed = truth_tables[i].get(id(entry))
             if renamed is None:
                 renamed = self._truth(index, i, entry)
             out_truth.append(renamed)
@@ -393,11 +406,15 @@ class Symmetry:
                         tuple([get(f) or self._frame_entry(index, f) for f in queue]))
                        for pair, queue in network]
         entries.sort()
-        return (tuple(out_snaps), tuple(entries), tuple(out_truth))
+        # one flat tuple of ints: n snapshot keys, n truth ids, then the network
+        out_snaps += out_truth
+        out_snaps += entries
+        return tuple(out_snaps)
 
-    def _frame_entry(self, index: int, entry: Any) -> Any:
+    def _frame_entry(self, index: int, entry: Any) -> int:
         """Memo miss: a network entry ``(dest, source, frame)``, a FIFO channel
-        ``(source, dest)`` or a frame, renamed and normalised."""
+        ``(source, dest)`` or a frame, renamed and normalised, as an id (from 1: the
+        memo is read with ``or``)."""
         renaming = self._renamings[index]
         if type(entry) is bytes:
             found: Any = renaming.frame(entry)
@@ -406,8 +423,10 @@ class Symmetry:
         else:
             d, s, f = entry
             found = (renaming.name(d), renaming.name(s), renaming.frame(f))
-        self._frames[index][entry] = found
-        return found
+        ids = self._entry_ids
+        number = ids.setdefault(found, len(ids) + 1)
+        self._frames[index][entry] = number
+        return number
 
     def signature(self, state: tuple) -> list[tuple]:
         """Per process, values that do not change under renaming (see :meth:`key`)."""
@@ -424,12 +443,22 @@ class Symmetry:
             for (s, d), queue in network:
                 out_frames[order[s]] += len(queue)
                 in_frames[order[d]] += len(queue)
-        return [(left, len(sent), len(delivered), sum(vc), out_frames[i], in_frames[i])
-                for i, (left, vc, sent, delivered) in enumerate(truth)]
+        sigs = self._sigs
+        out = []
+        for i, entry in enumerate(truth):
+            part = sigs.get(id(entry))
+            if part is None:
+                left, vc, sent, delivered = entry
+                part = (left, len(sent), len(delivered), sum(vc))
+                sigs[id(entry)] = part
+                self._alive.append(entry)
+            out.append((*part, out_frames[i], in_frames[i]))
+        return out
 
     def key(self, state: tuple) -> tuple:
         """The canonical key: equal for two states iff one is a renaming of the other
-        (up to control-message numbering), as far as the group allows."""
+        (up to control-message numbering), as far as the group allows. A flat tuple of
+        ids (see :meth:`_candidate`)."""
         if self.size == 1:
             return self._candidate(0, state)
         sig = self.signature(state)
