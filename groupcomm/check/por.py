@@ -93,6 +93,21 @@ for cykas (an ACK before an application send makes that send normal, after it ea
 a YCT and an eager arrival change MODE in an order-dependent way), which is why cykas
 declares nothing.
 
+**The actor rule with declared-commuting controls.** Under H the actor rule may also
+let R emit declared-commuting controls to S, provided every member s of S, receiving
+any subset of the controls R may emit to it, in any order, and nothing else, breaks
+nothing, delivers nothing and emits nothing (:meth:`PersistentSets._inert`, with the
+real objects; an mfss ACK is inert when its receiver has nothing buffered). Then T = the
+enabled transitions of S is still persistent: along a path avoiding T the transitions
+are R's (independent of T by F2) and arrivals at S of such controls (independent of
+every member of T by H: they are enabled together, since T's transitions stay enabled),
+and no other transition of S becomes enabled, because those arrivals emit nothing and R
+emits nothing else to S. R's fixpoint still feeds R with everything R emits to R,
+controls included. (Without the inertness condition this would be wrong: an ACK that
+releases a buffered message to another member of S enables a transition of S outside
+T; the 3x2 mfss search then lost 396 of its 1,804 terminal classes, which is how the
+condition was found.)
+
 **H is checked with the real filters, not trusted blindly**: in every state where the
 search uses {a}, the diamond of a with every other enabled transition of p (each send
 choice, each other arrival) is closed with the model's memoized local steps - same
@@ -160,7 +175,8 @@ class PersistentSets:
         #: (process, snapshot id, inputs) -> bit set of the processes it may emit to
         #: (-1: anything)
         self._targets: dict[tuple, int] = {}
-        self._quiets: dict[tuple, bool] = {}
+        self._quiets: dict[tuple, tuple | None] = {}
+        self._inerts: dict[tuple, bool] = {}
         self._emitted: dict[tuple, frozenset[tuple[int, bytes]] | None] = {}
         self._budget = 0
         #: how many states were expanded with a persistent set smaller than everything
@@ -303,8 +319,10 @@ class PersistentSets:
         if sum(1 for c in counts if c) < 2:
             return None  # one process acts: its transitions are all there is
         # per idle process, computed when needed: the processes it may emit to when it
-        # acts alone on the frames in flight to it (None: not computed yet)
-        targets: list[int | None] = [None] * n
+        # acts alone on the frames in flight to it (None: not computed yet), as the bit
+        # set reached by frames that are not declared-commuting controls (-1: anything)
+        # and the declared-commuting controls it may emit
+        targets: list[tuple[int, int, tuple] | None] = [None] * n
         memo = self._targets
         total = sum(counts)
         full = (1 << n) - 1
@@ -325,26 +343,35 @@ class PersistentSets:
         for _, _, subset, rest_members in candidates:
             rest = full & ~subset
             internal = False
+            soft: list[tuple[int, bytes]] = []
             for r in rest_members:
-                t = targets[r]
-                if t is None:
+                found = targets[r]
+                if found is None:
                     if not inputs[r]:
-                        t = 0
+                        found = (0, 0, ())
                     else:
                         key = (r, snaps[r], tuple(inputs[r]))
-                        t = memo.get(key)
-                        if t is None:
+                        found = memo.get(key)
+                        if found is None:
                             emitted = self._emissions(r, snaps[r], frozenset(inputs[r]))
-                            t = -1 if emitted is None else sum({1 << k for k, _ in emitted})
-                            memo[key] = t
-                    targets[r] = t
-                if t & subset:
+                            found = (-1, -1, ()) if emitted is None else self._split(emitted)
+                            memo[key] = found
+                    targets[r] = found
+                hard, reach, controls = found
+                if hard & subset:
                     break
-                if t & rest:
+                if reach & rest:
                     internal = True
+                if reach & subset:
+                    soft.extend(controls)
             else:
                 # R's members may feed each other: the fixpoint over their inputs
-                if internal and not self._quiet(rest, subset, snaps, inputs):
+                if internal:
+                    more = self._quiet(rest, subset, snaps, inputs)
+                    if more is None:
+                        continue
+                    soft.extend(more)
+                if soft and not self._inert_at(subset, snaps, soft):
                     continue
                 best = subset
                 break
@@ -353,35 +380,85 @@ class PersistentSets:
         self.reduced += 1
         return self._actor_sets[best]
 
-    def _quiet(self, rest: int, subset: int, snaps: tuple, inputs: list[list[bytes]]) -> bool:
+    def _split(self, emitted: frozenset[tuple[int, bytes]]) -> tuple[int, int, tuple]:
+        """``(hard, reach, controls)`` of a set of emissions: the bit set reached by
+        frames that are not declared-commuting controls, the bit set reached by all, and
+        the declared-commuting ``(dest, frame)`` s."""
+        names = self.model.names
+        kind_of = self._kind
+        hard = reach = 0
+        controls = []
+        for k, frame in emitted:
+            reach |= 1 << k
+            if self.commuting and kind_of(frame, names[k]) is not None:
+                controls.append((k, frame))
+            else:
+                hard |= 1 << k
+        return hard, reach, tuple(sorted(controls))
+
+    def _inert_at(self, subset: int, snaps: tuple, controls: list[tuple[int, bytes]]) -> bool:
+        """Whether every member k of ``subset``, receiving any subset of the declared-
+        commuting controls addressed to it in ``controls``, in any order and nothing
+        else, breaks nothing, delivers nothing and emits nothing."""
+        per: dict[int, set[bytes]] = {}
+        for k, frame in controls:
+            if subset >> k & 1:
+                per.setdefault(k, set()).add(frame)
+        return all(self._inert(k, snaps[k], frozenset(frames)) for k, frames in per.items())
+
+    def _inert(self, i: int, sid: int, frames: frozenset[bytes]) -> bool:
+        key = (i, sid, frames)
+        found = self._inerts.get(key)
+        if found is None:
+            found = True
+            local = self.model._local  # noqa: SLF001
+            for frame in frames:
+                step = local(i, sid, "arrive", frame)
+                if step[0] != "ok" or step[2] or step[4] or (
+                        len(frames) > 1 and not self._inert(i, step[1], frames - {frame})):
+                    found = False
+                    break
+            self._inerts[key] = found
+        return found
+
+    def _quiet(self, rest: int, subset: int, snaps: tuple, inputs: list[list[bytes]]
+               ) -> tuple[tuple[int, bytes], ...] | None:
         """Whether the processes of ``rest`` (bit set, none with sends left), acting alone
         on the frames in flight to them and on what they emit to each other, can never
-        emit a frame to a member of ``subset``."""
+        emit a frame to a member of ``subset`` other than a declared-commuting control:
+        the ``(dest, frame)`` of those controls if so, None if not."""
         members = [i for i in range(self.n) if rest >> i & 1]
         key = (rest, subset, tuple((snaps[i], tuple(inputs[i])) for i in members))
-        found = self._quiets.get(key)
-        if found is None:
+        found = self._quiets.get(key, False)
+        if found is False:
             found = self._fixpoint(rest, subset, members, snaps, inputs)
             self._quiets[key] = found
         return found
 
     def _fixpoint(self, rest: int, subset: int, members: list[int], snaps: tuple,
-                  inputs: list[list[bytes]]) -> bool:
+                  inputs: list[list[bytes]]) -> tuple[tuple[int, bytes], ...] | None:
         got = {i: set(inputs[i]) for i in members}
+        names = self.model.names
+        soft: set[tuple[int, bytes]] = set()
         changed = True
         while changed:
             changed = False
             for i in members:
                 emitted = self._emissions(i, snaps[i], frozenset(got[i]))
                 if emitted is None:
-                    return False
+                    return None
                 for k, frame in emitted:
-                    if subset >> k & 1 or not rest >> k & 1:
-                        return False
+                    if subset >> k & 1:
+                        if self.commuting and self._kind(frame, names[k]) is not None:
+                            soft.add((k, frame))  # a declared-commuting control (H)
+                            continue
+                        return None
+                    if not rest >> k & 1:
+                        return None
                     if frame not in got[k]:
                         got[k].add(frame)
                         changed = True
-        return True
+        return tuple(sorted(soft))
 
     def _emissions(self, i: int, snap_id: int, frames: frozenset[bytes]
                    ) -> frozenset[tuple[int, bytes]] | None:
