@@ -69,7 +69,8 @@ bounds.
 rule above defers nothing while some process still has sends left, so it reduces little
 in the first two thirds of a 3x3 run. A finer dependency inside one process is used
 where the module *declares* it (:data:`COMMUTING_CONTROLS`, keyed by the exact module
-class like the symmetry table; today only mfss: ``ack``), in the manner of Promela's
+class like the symmetry table; today only mfss: ``ack``, on the unordered network only -
+see :func:`declared_commuting`), in the manner of Promela's
 ``xr``/``xs`` channel assertions that Spin's partial-order reduction trusts and checks
 at run time. The declaration is the hypothesis
 
@@ -143,7 +144,13 @@ class CommutationError(ConfigError):
 
 
 def declared_commuting(model: Model) -> frozenset[str]:
-    """The control kinds :data:`COMMUTING_CONTROLS` declares for ``model``'s module."""
+    """The control kinds :data:`COMMUTING_CONTROLS` declares for ``model``'s module;
+    none on a FIFO network (the declarations are for the unordered network: on FIFO
+    links the order of two frames to the same peer is part of the state, and an mfss ACK
+    that releases a message to q and a delivery that ACKs q put their frames on the same
+    channel in the order of the two steps)."""
+    if model.config.fifo_network:
+        return frozenset()
     cls = type(model.module)
     return COMMUTING_CONTROLS.get(f"{cls.__module__}.{cls.__qualname__}", frozenset())
 
