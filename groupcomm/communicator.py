@@ -79,6 +79,13 @@ MAX_BATCH_BYTES = 512 * 1024
 #: Messages queued for the network are encoded and sent once this many wait (otherwise
 #: once per turn of the I/O loop).
 MAX_OUTBOX_MESSAGES = 4096
+#: A thread sending faster than the I/O thread takes its sends lets the I/O thread run
+#: (a zero sleep releases the GIL) each time this many sends wait. Without it the sender
+#: keeps the GIL for the interpreter's whole switch interval (5 ms, thousands of sends):
+#: the sends wait longer, and live long enough for the garbage collector to promote them
+#: and then run full collections — about 1.5 µs of CPU per message in the bench, against
+#: 0.4 µs with the hand-off.
+HANDOFF_EVERY = 256
 #: longest stretch (s) the I/O thread reads input before it turns to heartbeats, timers
 #: and sends: a flood of arrivals on a loaded machine must not make this client look dead
 READ_BUDGET = 0.05
@@ -282,7 +289,23 @@ class Communicator:
 
     def to_user(self, name: str, obj: Any) -> SentMessage:
         """Send ``obj`` to one member (``UnknownPeerError`` if not a member)."""
-        return self._send_all(obj, [name])[0]  # not through _send: one call less per send
+        # the common send, spelled out (see _send_all): no lists, two calls less
+        if self._closed:
+            self._check_open()
+        message = self.node.tag_unicast(obj, name)
+        self.stats["app_sends"] += 1
+        if threading.get_ident() == self._io_ident:
+            self.node.submit(message)
+        else:
+            if len(self._outgoing) >= self.max_pending:
+                self._wait_for_room()
+            outgoing = self._outgoing
+            outgoing.append(message)
+            if not self._wake_pending:
+                self._wake()
+            elif not len(outgoing) % HANDOFF_EVERY:
+                time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
+        return message
 
     def to_users(self, names: Iterable[str], obj: Any) -> SentMessage:
         """Send ``obj`` to the named members."""
@@ -305,11 +328,14 @@ class Communicator:
         if threading.get_ident() == self._io_ident:
             self.node.submit_many(messages)
         else:
-            if len(self._outgoing) >= self.max_pending:
+            outgoing = self._outgoing
+            if len(outgoing) >= self.max_pending:
                 self._wait_for_room()
-            self._outgoing.extend(messages)
+            outgoing.extend(messages)
             if not self._wake_pending:
                 self._wake()
+            elif len(outgoing) % HANDOFF_EVERY < len(messages):
+                time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
         return messages
 
     def _wait_for_room(self) -> None:

@@ -39,6 +39,7 @@ from groupcomm.messages import (
     GroupMessage,
     ReceivedMessage,
     SentMessage,
+    SystemMessage,
     sent_unchecked,
 )
 from groupcomm.tracing import NullTracer, Tracer
@@ -245,6 +246,16 @@ class ProtocolNode(FilterHost):
                 return [self._tag_one(payload, (dest,)) for dest in dests]
         return [self._tag_one(payload, dests)]
 
+    def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
+        """:meth:`tag_send` to one destination (the common case, without the list)."""
+        if destination not in self._member_set and destination != self._name:
+            return self.tag_sends(payload, [destination])[0]  # raises UnknownPeerError
+        dests = (destination,)
+        module = self.module
+        if module is not None:
+            module.check_destinations(self._name, dests, self.members)
+        return self._tag_one(payload, dests)
+
     def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
         name = self._name
         with self._clock_lock:
@@ -292,8 +303,20 @@ class ProtocolNode(FilterHost):
 
     def deliver_to_application(self, message: ReceivedMessage) -> None:
         """Callback model: advance the clock, then call every message listener."""
-        self.application_delivered(message)
-        for listener in list(self.message_listeners):
+        # application_delivered, spelled out: this runs for every message delivered
+        with self._clock_lock:
+            clock = self._app_clock
+            for process, count in message.vc:
+                if clock.get(process, 0) < count:
+                    clock[process] = count
+            name = self._name
+            clock[name] = clock.get(name, 0) + 1
+            if self.tracer.enabled:
+                self.trace("deliver", message, vc=dict(clock))
+        listeners = self.message_listeners
+        # iterate over a copy (a listener may add or remove listeners), but do not copy
+        # the usual single listener
+        for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
             try:
                 listener(message)
             except Exception:
@@ -427,12 +450,12 @@ class ProtocolNode(FilterHost):
                                to=dest)
         if remote:
             self._transmit(message, remote)
-        if len(remote) != len(dests):
+        if remote is not dests:
             # to self: loops back after the current step (never re-enters a filter)
             self._inputs.append(message.received_by(self._name))
 
     def _leave_receive_pipeline(self, message: ReceivedMessage) -> None:
-        if message.is_user_message():
+        if not isinstance(message.user_message, SystemMessage):  # is_user_message(), inlined
             self._deliveries.append(message)
             return
         self.unconsumed_control += 1
