@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 
 from groupcomm.codec import (
@@ -18,8 +19,11 @@ from groupcomm.codec import (
     encode_message,
     load_payload,
     meta_bytes,
+    pack_envelope,
+    pack_envelopes,
+    unpack_envelopes,
 )
-from groupcomm.messages import ControlMessage, MessageError, SentMessage
+from groupcomm.messages import ControlMessage, MessageError, ReceivedMessage, SentMessage
 
 KEY = b"k" * 32
 
@@ -135,3 +139,95 @@ def test_batches_round_trip() -> None:
     assert decode_batch(encode_batch(envelopes)) == envelopes
     with pytest.raises(MessageError):
         decode_batch(b"B\x93\x01\x02\x03")
+
+
+def _received(message: SentMessage, receiver: str = "bob") -> ReceivedMessage:
+    return message.received_by(receiver)
+
+
+def test_packed_batches_round_trip_every_kind_of_message() -> None:
+    sent = [
+        message(message_id="alice#1"),
+        message(message_id="alice#2", headers={"m": (1, (2, 3)), "s": b"\x01"}, kind="eager"),
+        message(message_id="alice#3", user_message=ControlMessage("cykas", "ack", "bob#3")),
+        message(message_id="alice#4", user_message=lambda x: x + 1),  # dill
+        message(message_id="alice#5", destinations=("bob", "carol"), vc=(("alice", 5),
+                                                                          ("bob", 2))),
+    ]
+    bodies = list(pack_envelopes(sent, 1 << 20))
+    assert len(bodies) == 1 and bodies[0][:1] == b"P"
+    app, session, sender, got, errors = unpack_envelopes(bodies[0], "bob")
+    assert (app, session, sender, errors) == ("app", "s", "alice", [])
+    assert [m.message_id for m in got] == [m.message_id for m in sent]
+    assert got[3].user_message(1) == 2
+    for original, decoded in zip(sent, got, strict=True):
+        if original.message_id != "alice#4":
+            assert decoded == _received(original)
+            assert decoded.user_message == original.user_message
+
+
+def test_packed_batches_keep_order_and_respect_the_budget() -> None:
+    sent = [message(message_id=f"alice#{i}", user_message="x" * 100) for i in range(50)]
+    bodies = list(pack_envelopes(sent, 1000))
+    assert len(bodies) > 5
+    assert all(len(body) <= 1000 + 64 for body in bodies)
+    ids = [m.message_id for body in bodies for m in unpack_envelopes(body, "bob")[3]]
+    assert ids == [m.message_id for m in sent]
+    big = message(message_id="alice#99", user_message="y" * 5000)
+    assert len(list(pack_envelopes([sent[0], big, sent[1]], 1000))) == 3  # travels alone
+
+
+def test_packed_batches_split_where_the_sender_changes() -> None:
+    sent = [message(message_id="alice#1"), message(message_id="carol#1", sender="carol"),
+            message(message_id="carol#2", sender="carol")]
+    bodies = list(pack_envelopes(sent, 1 << 20))
+    assert [unpack_envelopes(b, "bob")[2] for b in bodies] == ["alice", "carol"]
+
+
+def test_messages_packed_in_advance_join_a_batch() -> None:
+    first, second = message(message_id="alice#1"), message(message_id="alice#2")
+    bodies = list(pack_envelopes([first, pack_envelope(second)], 1 << 20))
+    assert [m.message_id for m in unpack_envelopes(bodies[0], "bob")[3]] == ["alice#1",
+                                                                             "alice#2"]
+
+
+def test_a_message_that_cannot_be_serialized_is_left_out() -> None:
+    bad = message(message_id="alice#2", user_message=(i for i in range(3)))  # not even dill
+    sent = [message(message_id="alice#1"), bad, message(message_id="alice#3")]
+    refused: list[str] = []
+    bodies = list(pack_envelopes(sent, 1 << 20, lambda m, error: refused.append(m.message_id)))
+    assert refused == ["alice#2"]
+    assert [m.message_id for m in unpack_envelopes(bodies[0], "bob")[3]] == ["alice#1",
+                                                                             "alice#3"]
+    with pytest.raises(TypeError):
+        list(pack_envelopes(sent, 1 << 20))
+
+
+def test_bad_messages_in_a_packed_batch_are_refused_one_by_one() -> None:
+    good = msgpack.unpackb(next(iter(pack_envelopes([message()], 1 << 20)))[1:])[3][0]
+    entries = [
+        good,
+        [1, 2, 3],                                          # wrong length
+        ["", *good[1:]],                                    # empty message id
+        [good[0], ["carol"], *good[2:]],                    # not addressed to bob
+        [*good[:4], [["alice", "one"]], *good[5:]],         # vector clock of the wrong shape
+        [*good[:5], 7, good[6]],                            # unknown payload format
+        [*good[:6], b"\x80\x05not a pickle"],               # payload does not unpickle
+        [*good[:3], b"\xc1", *good[4:]],                    # headers not msgpack
+    ]
+    body = b"P" + msgpack.packb(["app", "s", "alice", entries], use_bin_type=True)
+    _, _, _, got, errors = unpack_envelopes(body, "bob")
+    assert [m.message_id for m in got] == ["alice#1"]
+    assert len(errors) == len(entries) - 1
+
+
+@pytest.mark.parametrize("body", [
+    b"P\xc1",                                                       # not msgpack
+    b"P" + msgpack.packb(["app", "s", "alice"]),                    # 3 elements
+    b"P" + msgpack.packb(["app", "s", "", []]),                     # empty sender
+    b"P" + msgpack.packb([1, "s", "alice", []]),                    # application not a str
+    b"P" + msgpack.packb(["app", "s", "alice", {"a": 1}]),          # messages not an array
+])
+def test_malformed_packed_batches_are_refused_whole(body: bytes) -> None:
+    with pytest.raises(MessageError):
+        unpack_envelopes(body, "bob")

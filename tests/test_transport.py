@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
 import zmq
 
@@ -179,3 +181,35 @@ def test_traces_validate_against_the_schema(group: ProcessGroup, tmp_path: Path)
     delivers = [r for r in events["bob"] if r["event"] == "deliver"]
     assert sends[0]["vc"] == {"alice": 1, "bob": 2} and delivers[0]["vc"] == {"alice": 1, "bob": 1}
     assert {r["event"] for r in events["alice"]} >= {"send", "network_send", "join", "deliver"}
+
+
+def test_bad_packed_frames_are_refused_message_by_message(group: ProcessGroup) -> None:
+    """``P`` frames (what communicators send): a malformed body is refused whole; in a
+    well-formed one each bad message is refused and counted, and the good ones arrive."""
+    start_three(group, direct=True)
+    bob = group.peers["bob"]
+    bob_address = next(e for e in bob.events if e.get("event") == "ready")["address"]
+    good = FrameCodec(read_key_file(group.key_file))
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(bob_address)
+    entry = ["alice#100000", ["bob"], "normal", b"", [["alice", 100000]], 0,
+             pickle.dumps("packed-ok")]
+    entries = [[1, 2], entry, ["alice#100001", ["carol"], *entry[2:]],
+               ["alice#100002", ["bob"], "normal", b"", [["alice", 100001]], 0, b"\x80junk"]]
+    try:
+        push.send(good.seal(b"P\xc1"))
+        push.send(good.seal(b"P" + msgpack.packb(["default", "s", "alice", entries])))
+        delivered = bob.wait_for(lambda e: e.get("payload") == "packed-ok")
+        assert delivered["sender"] == "alice"
+        deadline = time.monotonic() + 20
+        while True:
+            seen = len([e for e in bob.events if e.get("event") == "counters"])
+            bob.command(op="counters")
+            counters = bob.wait_count("counters", seen + 1)[-1]["counters"]
+            if counters.get("rejected_malformed", 0) >= 4:
+                break
+            assert time.monotonic() < deadline, counters
+        assert counters["rejected_malformed"] == 4
+    finally:
+        push.close(linger=0)
