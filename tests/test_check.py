@@ -985,3 +985,27 @@ def test_cli_por_flag(capsys) -> None:
     assert check_main(["--protocol", "fifo", "--processes", "3", "--messages", "2", "--por",
                        "-q"]) == 1
     assert "property: causal" in capsys.readouterr().out
+
+
+# -- compact frontier (--compact) -----------------------------------------------------------------
+@pytest.mark.parametrize(("protocol", "n", "k", "options"), [
+    ("cykas", 3, 1, {}),
+    ("mfss", 2, 2, {"symmetry": True, "por": True}),
+    ("matrix", 3, 1, {"symmetry": True}),
+    ("cykas-secret-sends", 3, 2, {}),
+    ("fifo", 3, 2, {"por": True}),
+    ("cykas", 2, 2, {"fifo_network": True}),  # FIFO links: the plain frontier is kept
+])
+def test_compact_frontier_changes_nothing_but_memory(protocol, n, k, options) -> None:
+    plain = run(protocol, n, k, reduce=True, **options)
+    compact = run(protocol, n, k, reduce=True, compact=True, **options)
+    assert compact.as_dict() | {"seconds": 0, "states_per_second": 0, "config": {}} == \
+        plain.as_dict() | {"seconds": 0, "states_per_second": 0, "config": {}}
+
+
+def test_packed_states_unpack_to_equal_states() -> None:
+    model = Model(CheckConfig(protocol="cykas", processes=3, messages=2))
+    for state in _random_states(model, walks=4, seed=3):
+        packed = model.pack(state)
+        assert isinstance(packed, bytes) and len(packed) == 4 * (6 + len(state[1]))
+        assert model.unpack(packed) == state

@@ -47,6 +47,10 @@ def build_parser() -> ArgumentParser:
                         "transitions of processes that the others can no longer send to "
                         "(a persistent set; same verdicts and terminal states, found with "
                         "the real filters); combines with --symmetry and --reduce")
+    parser.add_argument("--compact", action="store_true",
+                        help="with --reduce (breadth-first, unordered network): keep the "
+                        "frontier's states packed into bytes, for bounds whose frontier "
+                        "does not fit in memory otherwise")
     parser.add_argument("--max-states", type=int, default=None, metavar="N",
                         help="stop after N unique states (result: incomplete)")
     parser.add_argument("--workload", metavar="FILE",
@@ -94,7 +98,7 @@ def _config(args: argparse.Namespace) -> Any:
     return CheckConfig(
         protocol=args.protocol, processes=args.processes, messages=args.messages,
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
-        symmetry=args.symmetry, por=args.por,
+        symmetry=args.symmetry, por=args.por, compact=args.compact,
         max_states=args.max_states, workload=workload, destinations=args.destinations,
         bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
     )

@@ -50,6 +50,7 @@ import gc
 import json
 import os
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class CheckConfig:
     #: partial-order reduction: expand a persistent set of transitions (see
     #: :mod:`groupcomm.check.por`)
     por: bool = False
+    #: with ``reduce`` and breadth-first search on an unordered network: keep the
+    #: frontier's states packed into bytes (memory; costs a little time)
+    compact: bool = False
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"
@@ -265,6 +269,10 @@ class Model:
         self._values: dict[Any, Any] = {}
         #: truth entries, shared between the states that have them (memory)
         self._truths: dict[tuple, tuple] = {}
+        #: compact states (:meth:`pack`): id() of a truth or network entry -> its number,
+        #: and the entries by number (which also keeps them alive)
+        self._numbers: dict[int, int] = {}
+        self._numbered: list[Any] = []
         # the same join sequence as LocalNetwork: one by one, everyone told
         initial_frames: list[tuple[str, str, bytes]] = []
         for count, name in enumerate(self.names, start=1):
@@ -513,6 +521,41 @@ class Model:
             snaps[found] = snap
         return found
 
+    # -- compact states (the frontier of a hash-compacted search) -------------------------------
+    def pack(self, state: tuple) -> bytes:
+        """``state`` as bytes: 32-bit snapshot ids, then numbers standing for its truth
+        entries and network entries (the objects the states share). Unordered networks
+        only; :meth:`unpack` gives back an equal state."""
+        snaps, network, truth = state
+        numbers = self._numbers
+        out = list(snaps)
+        for entry in truth:
+            number = numbers.get(id(entry))
+            if number is None:
+                number = self._number(entry)
+            out.append(number)
+        for entry in network:
+            number = numbers.get(id(entry))
+            if number is None:
+                number = self._number(entry)
+            out.append(number)
+        return array("I", out).tobytes()
+
+    def unpack(self, packed: bytes) -> tuple:
+        """The state :meth:`pack` made ``packed`` from."""
+        values = array("I")
+        values.frombytes(packed)
+        n = self.n
+        numbered = self._numbered
+        return (tuple(values[:n]), tuple([numbered[k] for k in values[2 * n:]]),
+                tuple([numbered[k] for k in values[n:2 * n]]))
+
+    def _number(self, entry: Any) -> int:
+        number = len(self._numbered)
+        self._numbered.append(entry)
+        self._numbers[id(entry)] = number
+        return number
+
     def shared(self, value: Any) -> Any:
         """The one copy of ``value`` (a network entry) the states of this model share:
         equal entries that are the same object cost less memory and compare at once
@@ -723,7 +766,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
             "fifo_network": config.fifo_network, "dfs": config.dfs, "reduce": config.reduce,
             "max_states": config.max_states, "workload": config.workload is not None,
             "destinations": config.destinations, "bypass_refusal": config.bypass_refusal,
-            "symmetry": None, "por": config.por,
+            "symmetry": None, "por": config.por, "compact": config.compact,
         },
     )
     start = time.perf_counter()
@@ -751,8 +794,18 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     known: set = set()
     # frontier entries: (state, depth, path) where path is (action, parent path); the
     # step texts are recomputed for the counterexample only (they cost memory)
-    frontier: deque[tuple[tuple, int, tuple | None]] = deque([(initial, 0, None)])
+    frontier: deque[Any] = deque([(initial, 0, None)])
     pop = frontier.pop if config.dfs else frontier.popleft
+    # a breadth-first hash-compacted search keeps its frontier compact: each state packed
+    # into bytes (Model.pack), depths counted per level instead of stored
+    compact = (config.compact and not keep_paths and not config.dfs
+               and not config.fifo_network)
+    if compact:
+        frontier = deque([model.pack(initial)])
+        pop = frontier.popleft
+        pack, unpack = model.pack, model.unpack
+        level_left = 1  # states of the current level still in the frontier
+        level = 0
     states = 1
     transitions = 0
     max_depth = 0
@@ -760,7 +813,14 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     found: tuple | None = None
     try:
         while frontier:
-            state, depth, path = pop()
+            if compact:
+                if not level_left:
+                    level += 1
+                    level_left = len(frontier)
+                level_left -= 1
+                state, depth, path = unpack(pop()), level, None
+            else:
+                state, depth, path = pop()
             any_enabled = False
             gen = model.successors(state, persistent(state) if persistent else None)
             while True:
@@ -794,7 +854,10 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                 states += 1
                 if depth + 1 > max_depth:
                     max_depth = depth + 1
-                frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
+                if compact:
+                    frontier.append(pack(nxt))
+                else:
+                    frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
             if found is not None:
                 break
             if not any_enabled:

@@ -161,6 +161,10 @@ class PersistentSets:
 
     #: bound on the local states one :meth:`_emissions` explores before giving up
     EMISSION_LIMIT = 4096
+    #: the memo of emission nodes is emptied when it grows past this many entries (it
+    #: is a pure cache; at 3x3 it grew by about one entry per state and was the largest
+    #: table of a cykas search)
+    MEMO_LIMIT = 3_000_000
 
     def __init__(self, model: Model, commuting: frozenset[str] | None = None) -> None:
         self.model = model
@@ -185,6 +189,8 @@ class PersistentSets:
         self._quiets: dict[tuple, tuple | None] = {}
         self._inerts: dict[tuple, bool] = {}
         self._emitted: dict[tuple, frozenset[tuple[int, bytes]] | None] = {}
+        #: frame sets and emission sets of the memo, one copy each (memory)
+        self._shared: dict[frozenset, frozenset] = {}
         self._budget = 0
         #: how many states were expanded with a persistent set smaller than everything
         self.reduced = 0
@@ -480,6 +486,9 @@ class PersistentSets:
         found = self._emitted.get(key, False)
         if found is not False:
             return found
+        if len(self._emitted) > self.MEMO_LIMIT:
+            self._emitted.clear()
+            self._shared.clear()
         self._budget = self.EMISSION_LIMIT
         try:
             return self._emit(i, snap_id, frames)
@@ -499,6 +508,7 @@ class PersistentSets:
         model = self.model
         cache = model._cache  # noqa: SLF001 - the model's memo of local steps
         index = model.index
+        shared = self._shared
         out: set[tuple[int, bytes]] = set()
         for frame in frames:
             local = cache.get((i, snap_id, "arrive", frame))
@@ -509,8 +519,13 @@ class PersistentSets:
             for _, dest, emitted in local[2]:
                 out.add((index[dest], emitted))
             if len(frames) > 1:
-                out |= self._emit(i, local[1], frames - {frame})
-        result = frozenset(out) if out else _NOTHING
+                rest = frames - {frame}
+                out |= self._emit(i, local[1], shared.setdefault(rest, rest))
+        if out:
+            result = frozenset(out)
+            result = shared.setdefault(result, result)  # equal sets stored once (memory)
+        else:
+            result = _NOTHING
         self._emitted[key] = result
         return result
 
