@@ -613,6 +613,7 @@ class Communicator:
         except Exception:
             log.exception("%s: I/O thread failed", self.name)
         finally:
+            self._io_ident = None  # a later thread may be given the same id
             self._dealer.close(linger=0)
             if self._pull is not None:
                 self._pull.close(linger=0)
