@@ -44,9 +44,10 @@ def build_parser() -> ArgumentParser:
                         "names (and control-message numbering) once")
     parser.add_argument("--por", action="store_true",
                         help="partial-order reduction: in each state expand only the "
-                        "transitions of processes that the others can no longer send to "
-                        "(a persistent set; same verdicts and terminal states, found with "
-                        "the real filters); combines with --symmetry and --reduce")
+                        "transitions of processes that the others can no longer send to, "
+                        "or one arrival of a control the module declares commuting (mfss' "
+                        "ACK; checked with the real filters) (a persistent set; same "
+                        "verdicts and terminal states); combines with --symmetry and --reduce")
     parser.add_argument("--compact", action="store_true",
                         help="with --reduce (breadth-first, unordered network): keep the "
                         "frontier's states packed into bytes, for bounds whose frontier "

@@ -41,7 +41,9 @@ once. Counterexamples are kept as shared parent links of the frontier, not per s
 deduplicates on a canonical key instead - states that differ only in process names
 or control-message numbering count once (:mod:`groupcomm.check.symmetry`). ``por``
 expands only a persistent set of the enabled transitions in each state - those of the
-processes the others can no longer send to (:mod:`groupcomm.check.por`).
+processes the others can no longer send to, or one arrival of a control the module
+declares commuting (:mod:`groupcomm.check.por`). ``compact`` keeps a breadth-first
+hash-compacted search's frontier packed into bytes (:meth:`Model.pack`).
 """
 
 from __future__ import annotations
