@@ -15,11 +15,15 @@ Method (linear in the number of events; no pair of deliveries is ever joined):
    broadcast to the deliveries: no shuffle of the deliveries for the join.
 2. Scaling fact: for the send of m by s, m → m′ iff vcsend(m)[s] <= vcsend(m′)[s]. So the
    first delivery of m at p has a violation iff an earlier delivery m′ at p has
-   vcsend(m′)[s] >= vcsend(m)[s]. One window per process (ordered by position in the
-   file) computes, for every sender column k, the running maximum of ``vals[k]`` over the
-   earlier deliveries; the delivery is *flagged* when the maximum of its sender's column
-   reaches its own ``x``. One sort of the deliveries by (process, position), no Python.
-   (Duplicate deliveries come after the first one, so they cannot raise a maximum.)
+   vcsend(m′)[s] >= vcsend(m)[s]. The deliveries are shuffled once by process (narrow
+   rows; the send clocks are attached after the shuffle from the broadcast), and each
+   process's deliveries are laid out in numpy (:mod:`trace_analysis.layout`, one
+   ``applyInArrow`` group per process): sorted by position in the file, the running
+   maximum of every sender column ``vals[k]`` over the earlier deliveries is one
+   cumulative maximum, and the delivery is *flagged* when the maximum of its sender's
+   column reaches its own ``x``. O(n log n) per process for the sort, O(n × K) for the
+   maxima. (Duplicate deliveries come after the first one, so they cannot raise a
+   maximum above what the first one did.)
 3. Exact counts: with few flagged deliveries (at most :data:`SMALL_FLAGGED`), each is
    joined (broadcast) with the earlier first deliveries at its process and the ones at
    or above its value are counted and listed in the JVM — O(flagged × deliveries).
@@ -43,6 +47,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from trace_analysis.counting import count_sorted_rows
+from trace_analysis.layout import NO_VALUE, lay_out
+from trace_analysis.layout import OUTPUT_DDL as LAYOUT_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -134,43 +140,32 @@ def _sends(events: DataFrame) -> tuple[DataFrame, list[str], int]:
 def build_tables(events: DataFrame, progress: Progress | None = None) -> Tables:
     """Method steps 1 and 2: sends by message id; deliveries with their send's clock laid
     out per sender, positions, duplicates and flags (both cached)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     say = progress or (lambda message: None)
     sends, senders, duplicate_sends = _sends(events)
     sends = sends.persist()
+    width = len(senders)
+    no_send = (F.array_repeat(F.lit(NO_VALUE).cast("bigint"), width) if width
+               else F.array().cast("array<bigint>"))
     joined = (
         events.filter(F.col("event") == "deliver")
         .select(F.col("process").alias("p"), "msg", "ts", "protocol", "file", "blk", "rid")
         .repartition("p")  # shuffle the narrow rows, then attach the broadcast clocks
         .join(F.broadcast(sends), "msg", "left")
+        .select("p", "msg", "ts", "protocol", "sender", "sidx", "x", "send_ts",
+                "send_protocol",
+                F.coalesce(F.array_contains("dests", F.col("p")), F.lit(False))
+                .alias("in_dests"),
+                F.coalesce("vals", no_send).alias("vals"), "file", "blk", "rid")
     )
-    order = ("file", "blk", "rid")
-    by_process = Window.partitionBy("p").orderBy(*order)
-    earlier = by_process.rowsBetween(Window.unboundedPreceding, -1)
-    columns: list[Any] = [
-        "p", "msg", "ts", "protocol", "sender", "sidx", "x", "send_ts", "send_protocol",
-        F.col("x").isNotNull().alias("has_send"),
-        F.coalesce(F.array_contains("dests", F.col("p")), F.lit(False)).alias("in_dests"),
-        F.row_number().over(Window.partitionBy("p", "msg").orderBy(*order)).alias("copy"),
-        F.row_number().over(by_process).alias("pos"),
-    ]
-    if senders:
-        columns.append(F.array(*[F.max(F.col("vals")[k]).over(earlier)
-                                 for k in range(len(senders))]).alias("prior"))
-    laid_out = joined.select(*columns)
-    if senders:
-        flag = F.coalesce(
-            (F.col("copy") == 1) & F.col("has_send")
-            & (F.col("prior")[F.col("sidx")] >= F.col("x")),
-            F.lit(False))
-    else:
-        flag = F.lit(False)
-    deliveries = laid_out.select(
-        "p", "msg", "ts", "protocol", "sender", "sidx", "send_ts", "send_protocol",
-        "has_send", "in_dests", "copy", "pos", flag.alias("flag"),
-    ).persist()
+
+    def lay_out_process(table):  # type: ignore[no-untyped-def]
+        # no type hints and no functools.partial: PySpark infers the UDF kind from them
+        return lay_out(table, width)
+
+    # one group per process, laid out in numpy (positions, copies, running maxima)
+    deliveries = joined.groupBy("p").applyInArrow(lay_out_process, LAYOUT_DDL).persist()
     say(f"joined deliveries to their sends ({len(senders)} senders)")
     return Tables(sends, deliveries, senders, duplicate_sends, [sends, deliveries])
 
