@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from groupcomm.localnet import LocalNetwork
@@ -171,6 +172,39 @@ def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path,
                 (tmp_path / "s.jsonl").read_text().splitlines()), seed
         reference = check_directory(directory)
         assert {k: getattr(reference, k) for k in expected} == expected, seed
+
+
+def test_latency_percentiles_in_numpy_and_in_spark_agree(spark, tmp_path: Path,
+                                                         monkeypatch) -> None:
+    from trace_analysis import metrics
+
+    rng = random.Random(11)
+    records = []
+    for protocol, processes in (("fifo", ["a", "b", "c"]), ("matrix", ["d", "e"])):
+        t = Trace(protocol)
+        for number in range(40):
+            sender = rng.choice(processes)
+            others = [p for p in processes if p != sender]
+            t.send(sender, f"{protocol}{number}", others)
+            t.ts += rng.random() * 5  # uneven latencies
+            for dest in others:
+                t.deliver(dest, f"{protocol}{number}")
+        records += t.records
+    directory = tmp_path / "two"
+    write_trace_dir(records, directory)
+    in_numpy = analyze(directory, spark=spark)
+    monkeypatch.setattr(metrics, "LOCAL_PERCENTILE_ROWS", -1)
+    in_spark = analyze(directory, spark=spark)
+    for key in ("fifo", "matrix"):
+        a = in_numpy["per_protocol"][key]["latency_ms"]
+        b = in_spark["per_protocol"][key]["latency_ms"]
+        assert set(a) == {"p50", "p95", "p99", "mean", "max"}
+        assert a == pytest.approx(b, abs=1e-3), key
+    assert in_numpy["latency_ms"] == pytest.approx(in_spark["latency_ms"], abs=1e-3)
+    sends = {r["msg"]: r["ts"] for r in records if r["event"] == "send"}
+    direct = [(r["ts"] - sends[r["msg"]]) * 1000 for r in records if r["event"] == "deliver"]
+    assert in_numpy["latency_ms"]["p50"] == pytest.approx(
+        float(np.percentile(direct, 50)), abs=1e-3)
 
 
 def test_real_run_trace_with_malformed_lines(spark, tmp_path: Path) -> None:

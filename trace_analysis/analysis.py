@@ -176,7 +176,7 @@ def analyze(
             seconds["checks"] = round(time.monotonic() - mark, 2)
             mark = time.monotonic()
             counts = loaded.counts
-            lat = latency(tables.deliveries)
+            lat = latency(tables.deliveries, expected_rows=checks.deliveries)
             buf = buffering(loaded.events)
             result = _assemble(directory, loaded, checks, counts, lat, buf)
             seconds["metrics"] = round(time.monotonic() - mark, 2)

@@ -8,22 +8,24 @@ order at p is the line order of p's deliver events.
 
 Method (linear in the number of events; no pair of deliveries is ever joined):
 
-1. Sends are keyed by message id (the first send record wins; later ones are counted)
-   and reduced to what the checks need: the sender, its own clock entry
+1. Sends are keyed by message id (the first send record in line order wins; later ones
+   are counted) and reduced to what the checks need: the sender, its own clock entry
    ``x = vcsend(m)[sender]`` and the positional vector ``vals[k] = vcsend(m)[s_k]`` over
-   the senders s_0 … s_K of the trace. They are few (one per message), so they are
-   broadcast to the deliveries: no shuffle of the deliveries for the join.
+   the senders s_0 … s_K of the trace. They are few (one per message, a few per cent of
+   the events), so they are collected as Arrow and indexed in numpy on the driver
+   (:mod:`trace_analysis.send_index`), then broadcast to the Python workers as Arrow IPC
+   (and kept as a small DataFrame for the joins of step 3).
 2. Scaling fact: for the send of m by s, m → m′ iff vcsend(m)[s] <= vcsend(m′)[s]. So the
    first delivery of m at p has a violation iff an earlier delivery m′ at p has
-   vcsend(m′)[s] >= vcsend(m)[s]. The deliveries are shuffled once by process (narrow
-   rows; the send clocks are attached after the shuffle from the broadcast), and each
-   process's deliveries are laid out in numpy (:mod:`trace_analysis.layout`, one
-   ``applyInArrow`` group per process): sorted by position in the file, the running
-   maximum of every sender column ``vals[k]`` over the earlier deliveries is one
-   cumulative maximum, and the delivery is *flagged* when the maximum of its sender's
-   column reaches its own ``x``. O(n log n) per process for the sort, O(n × K) for the
-   maxima. (Duplicate deliveries come after the first one, so they cannot raise a
-   maximum above what the first one did.)
+   vcsend(m′)[s] >= vcsend(m)[s]. The deliveries are shuffled once by process as narrow
+   rows, and each process's deliveries are laid out in numpy
+   (:mod:`trace_analysis.layout`, one ``applyInArrow`` group per process): each message
+   is looked up in the broadcast send index (no K-long arrays travel through the JVM),
+   the deliveries are sorted by position in the file, the running maximum of every
+   sender column over the earlier deliveries is one cumulative maximum, and the
+   delivery is *flagged* when the maximum of its sender's column reaches its own ``x``.
+   O(n log n) per process for the sort, O(n × K) for the maxima. (A duplicate delivery
+   repeats its first delivery's clock, so it cannot raise a maximum.)
 3. Exact counts: with few flagged deliveries (at most :data:`SMALL_FLAGGED`), each is
    joined (broadcast) with the earlier first deliveries at its process and the ones at
    or above its value are counted and listed in the JVM — O(flagged × deliveries).
@@ -41,14 +43,17 @@ Method (linear in the number of events; no pair of deliveries is ever joined):
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from trace_analysis.counting import count_sorted_rows
-from trace_analysis.layout import NO_VALUE, lay_out
 from trace_analysis.layout import OUTPUT_DDL as LAYOUT_DDL
+from trace_analysis.layout import lay_out, send_table_bytes, worker_lookup
+from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
+from trace_analysis.send_index import SEND_DDL, SendIndex, index_sends
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,11 +78,17 @@ class Tables:
     senders: list[str]
     duplicate_sends: int
     cached: list[DataFrame] = field(default_factory=list)
+    broadcasts: list[Any] = field(default_factory=list)
+    #: protocol -> (messages, expected deliveries), counted when the sends were indexed
+    send_counts: dict[str | None, tuple[int, int]] = field(default_factory=dict)
 
     def unpersist(self) -> None:
         for frame in self.cached:
             frame.unpersist()
         self.cached.clear()
+        for shipped in self.broadcasts:
+            shipped.destroy()
+        self.broadcasts.clear()
 
 
 @dataclass
@@ -106,35 +117,16 @@ class CheckResult:
         })
 
 
-def _sends(events: DataFrame) -> tuple[DataFrame, list[str], int]:
-    """Method step 1: one row per message id; returns (sends, senders, duplicate sends)."""
-    from pyspark.sql import Window
+def _send_index(events: DataFrame) -> SendIndex:
+    """Method step 1: the send events collected as Arrow and indexed in numpy."""
     from pyspark.sql import functions as F
 
-    raw = events.filter(F.col("event") == "send")
-    stats = (raw.groupBy("msg").agg(F.count(F.lit(1)).alias("c"), F.first("sender").alias("s"))
-             .agg(F.sum(F.col("c") - 1).alias("dups"), F.collect_set("s").alias("senders"))
-             .first())
-    duplicates = int(stats["dups"] or 0)
-    senders: list[str] = sorted(stats["senders"] or [])
-    if duplicates:
-        log.warning("%d send records repeat a message id; the first one is used", duplicates)
-        raw = raw.withColumn("copy", F.row_number().over(
-            Window.partitionBy("msg").orderBy("file", "blk", "rid"))).filter("copy = 1")
-    names = (F.array(*[F.lit(s) for s in senders]) if senders
-             else F.array().cast("array<string>"))
-    vc = F.col("vc")
-    vals = (F.array(*[F.coalesce(vc[s], F.lit(0)) for s in senders]) if senders
-            else F.array().cast("array<bigint>"))
-    sends = raw.select(
-        "msg", "sender",
-        (F.array_position(names, F.col("sender")) - 1).cast("int").alias("sidx"),
-        vc[F.col("sender")].alias("x"),
-        vals.alias("vals"),
-        F.array_distinct("dests").alias("dests"),
-        F.col("ts").alias("send_ts"), F.col("protocol").alias("send_protocol"),
-    )
-    return sends, senders, duplicates
+    raw = events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS).toArrow()
+    index = index_sends(raw)
+    if index.duplicate_sends:
+        log.warning("%d send records repeat a message id; the first one is used",
+                    index.duplicate_sends)
+    return index
 
 
 def build_tables(events: DataFrame, progress: Progress | None = None) -> Tables:
@@ -143,31 +135,28 @@ def build_tables(events: DataFrame, progress: Progress | None = None) -> Tables:
     from pyspark.sql import functions as F
 
     say = progress or (lambda message: None)
-    sends, senders, duplicate_sends = _sends(events)
-    sends = sends.persist()
-    width = len(senders)
-    no_send = (F.array_repeat(F.lit(NO_VALUE).cast("bigint"), width) if width
-               else F.array().cast("array<bigint>"))
-    joined = (
-        events.filter(F.col("event") == "deliver")
-        .select(F.col("process").alias("p"), "msg", "ts", "protocol", "file", "blk", "rid")
-        .repartition("p")  # shuffle the narrow rows, then attach the broadcast clocks
-        .join(F.broadcast(sends), "msg", "left")
-        .select("p", "msg", "ts", "protocol", "sender", "sidx", "x", "send_ts",
-                "send_protocol",
-                F.coalesce(F.array_contains("dests", F.col("p")), F.lit(False))
-                .alias("in_dests"),
-                F.coalesce("vals", no_send).alias("vals"), "file", "blk", "rid")
-    )
+    index = _send_index(events)
+    spark = events.sparkSession
+    # a few partitions: the table is small, and each partition costs a task per scan
+    partitions = max(1, spark.sparkContext.defaultParallelism)
+    sends = spark.createDataFrame(index.table, SEND_DDL).coalesce(partitions).persist()
+    shipped = spark.sparkContext.broadcast(send_table_bytes(index.table))
+    token = uuid.uuid4().hex
 
     def lay_out_process(table):  # type: ignore[no-untyped-def]
         # no type hints and no functools.partial: PySpark infers the UDF kind from them
-        return lay_out(table, width)
+        return lay_out(table, worker_lookup(token, shipped))
 
-    # one group per process, laid out in numpy (positions, copies, running maxima)
-    deliveries = joined.groupBy("p").applyInArrow(lay_out_process, LAYOUT_DDL).persist()
-    say(f"joined deliveries to their sends ({len(senders)} senders)")
-    return Tables(sends, deliveries, senders, duplicate_sends, [sends, deliveries])
+    # one group per process, laid out in numpy (sends, positions, copies, running maxima)
+    deliveries = (
+        events.filter(F.col("event") == "deliver")
+        .select(F.col("process").alias("p"), "msg", "ts", "protocol", "file", "blk", "rid")
+        .groupBy("p").applyInArrow(lay_out_process, LAYOUT_DDL)
+        .persist()
+    )
+    say(f"indexed {index.table.num_rows:,} sends ({index.width} senders)")
+    return Tables(sends, deliveries, index.senders, index.duplicate_sends,
+                  [sends, deliveries], [shipped], index.per_protocol())
 
 
 def _undelivered_samples(tables: Tables, limit: int) -> list[tuple[str, str]]:
@@ -203,6 +192,7 @@ SMALL_FLAGGED = 64
 
 def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
     """Method step 3: exact counts and triples of the flagged deliveries."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     d = tables.deliveries
@@ -215,10 +205,16 @@ def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
         _exact_counts_sorted(tables, result, limit)
         return
     spark = d.sparkSession
-    queries = spark.createDataFrame(
-        [(r["p"], r["pos"], r["sidx"], r["sender"], r["x"], r["msg"], r["protocol"])
-         for r in flagged],
-        "fp string, fpos long, qidx int, qs string, fx long, fmsg string, fprotocol string")
+    # from Arrow: a local relation built in the JVM, no Python worker to start
+    queries = spark.createDataFrame(pa.table({
+        "fp": pa.array([r["p"] for r in flagged], pa.string()),
+        "fpos": pa.array([r["pos"] for r in flagged], pa.int64()),
+        "qidx": pa.array([r["sidx"] for r in flagged], pa.int32()),
+        "qs": pa.array([r["sender"] for r in flagged], pa.string()),
+        "fx": pa.array([r["x"] for r in flagged], pa.int64()),
+        "fmsg": pa.array([r["msg"] for r in flagged], pa.string()),
+        "fprotocol": pa.array([r["protocol"] for r in flagged], pa.string()),
+    }), "fp string, fpos long, qidx int, qs string, fx long, fmsg string, fprotocol string")
     pairs = (
         d.filter(F.col("has_send") & (F.col("copy") == 1))
         .select("p", "pos", "msg", "sender")
@@ -258,6 +254,7 @@ def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
 def _exact_counts_sorted(tables: Tables, result: CheckResult, limit: int) -> None:
     """Method step 3 for many flagged deliveries: the (process, sender) groups with a
     flagged delivery, sorted, counted in Python workers (:mod:`trace_analysis.counting`)."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     d = tables.deliveries
@@ -265,8 +262,11 @@ def _exact_counts_sorted(tables: Tables, result: CheckResult, limit: int) -> Non
     if not pairs:
         return
     spark = d.sparkSession
-    pair_frame = spark.createDataFrame(
-        [(r["p"], r["sidx"], r["sender"]) for r in pairs], "p string, qidx int, qs string")
+    pair_frame = spark.createDataFrame(pa.table({
+        "p": pa.array([r["p"] for r in pairs], pa.string()),
+        "qidx": pa.array([r["sidx"] for r in pairs], pa.int32()),
+        "qs": pa.array([r["sender"] for r in pairs], pa.string()),
+    }), "p string, qidx int, qs string")
     groups = (
         d.filter(F.col("has_send") & (F.col("copy") == 1))
         .join(F.broadcast(pair_frame), "p")
@@ -314,11 +314,10 @@ def run_checks(
     say = progress or (lambda message: None)
     result = CheckResult(duplicate_sends=tables.duplicate_sends)
     expected: dict[str, int] = {}
-    for row in tables.sends.groupBy("send_protocol").agg(
-            F.count(F.lit(1)).alias("n"), F.sum(F.size("dests")).alias("dests")).collect():
-        result.messages += row["n"]
-        result.protocol(row["send_protocol"])["messages"] += row["n"]
-        expected[row["send_protocol"]] = int(row["dests"] or 0)
+    for name, (messages, wanted) in tables.send_counts.items():
+        result.messages += messages
+        result.protocol(name)["messages"] += messages
+        expected[name] = wanted
 
     first = F.col("copy") == 1
     sent = first & F.col("has_send")

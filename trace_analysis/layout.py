@@ -1,10 +1,14 @@
-"""One process's deliveries laid out in numpy: positions, copies and violation flags.
+"""One process's deliveries laid out in numpy: their sends, positions, copies and flags.
 
 Spark hands :func:`lay_out` all the deliveries of one process (``groupBy("p")
-.applyInArrow``), each already joined with its send's clock laid out per sender
-(``vals``). The function orders them by line position (file, blk, rid) and computes, in
-a few vectorised passes instead of two window sorts in the JVM:
+.applyInArrow``) as narrow rows (process, message id, time, protocol, line position).
+Each worker looks the messages up in the send index (:mod:`trace_analysis.send_index`,
+shipped once per worker as an Arrow broadcast and kept as a :class:`SendLookup`), orders
+the deliveries by line position (file, blk, rid) and computes, in a few vectorised
+passes instead of a join and two window sorts in the JVM:
 
+* the send's sender, index ``sidx``, time and protocol, ``has_send``, and ``in_dests``
+  (the process is among the message's destinations);
 * ``pos``: the 1-based position of the delivery among the process's deliveries;
 * ``copy``: 1 for the first delivery of its message at the process, 2 for the second…;
 * ``flag``: the first delivery of a message m from sender s is flagged when an earlier
@@ -19,16 +23,88 @@ from __future__ import annotations
 
 from typing import Any
 
-#: the columns :func:`lay_out` expects (``vals`` is ``array<bigint>`` of one entry per
-#: sender, -1 where the delivery has no send)
-INPUT_COLUMNS = ("p", "msg", "ts", "protocol", "sender", "sidx", "x", "send_ts",
-                 "send_protocol", "in_dests", "vals", "file", "blk", "rid")
+#: the columns :func:`lay_out` expects
+INPUT_COLUMNS = ("p", "msg", "ts", "protocol", "file", "blk", "rid")
 #: the Spark schema of the result, as DDL
 OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, sidx int, "
               "send_ts double, send_protocol string, has_send boolean, in_dests boolean, "
               "copy int, pos int, flag boolean")
-#: stands for "no send" in ``vals``: below every clock entry, which are never negative
+#: stands for "no send" in the clock rows: below every clock entry, which are never
+#: negative
 NO_VALUE = -1
+
+
+class SendLookup:
+    """The send index (an Arrow table of :mod:`trace_analysis.send_index`) prepared for
+    lookups by message id: clocks as an M × K matrix, destinations flattened."""
+
+    def __init__(self, sends: Any) -> None:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        sends = sends.combine_chunks()
+        self.sends = sends
+        self.msg = sends.column("msg").combine_chunks()
+        vals = sends.column("vals").combine_chunks()
+        count = len(vals)
+        self.width = (len(vals.flatten()) // count) if count else 0
+        self.matrix = (vals.flatten().to_numpy(zero_copy_only=False)
+                       .reshape(count, self.width).astype(np.int64, copy=False))
+        self.x = sends.column("x").combine_chunks()
+        self.has_x = self.x.is_valid().to_numpy(zero_copy_only=False)
+        self.sidx = (sends.column("sidx").combine_chunks().fill_null(0)
+                     .to_numpy(zero_copy_only=False).astype(np.int64))
+        dests = sends.column("dests").combine_chunks()
+        self.dest_rows = pc.list_parent_indices(dests).to_numpy(zero_copy_only=False)
+        self.dest_names = pc.list_flatten(dests)
+        self._dest_masks: dict[str, Any] = {}
+
+    def rows_of(self, msg: Any) -> Any:
+        """The index row of each message id in ``msg`` (null where it has no send)."""
+        import pyarrow.compute as pc
+
+        return pc.index_in(msg, value_set=self.msg)
+
+    def addressed_to(self, process: str) -> Any:
+        """For every send, whether ``process`` is among its destinations."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        mask = self._dest_masks.get(process)
+        if mask is None:
+            mask = np.zeros(len(self.msg), dtype=bool)
+            hits = pc.equal(self.dest_names, process).fill_null(False)
+            mask[self.dest_rows[hits.to_numpy(zero_copy_only=False)]] = True
+            self._dest_masks = {process: mask}  # one process at a time per group
+        return mask
+
+
+#: per worker process: the lookup of the analysis being run (token -> lookup); one at a
+#: time, so a reused worker does not keep an earlier analysis's sends
+_lookups: dict[str, SendLookup] = {}
+
+
+def send_table_bytes(sends: Any) -> bytes:
+    """The send table as an Arrow IPC stream, the form it is broadcast in."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, sends.schema) as writer:
+        writer.write_table(sends)
+    return sink.getvalue().to_pybytes()
+
+
+def worker_lookup(token: str, shipped: Any) -> SendLookup:
+    """The :class:`SendLookup` of the broadcast ``shipped`` (Arrow IPC bytes), decoded
+    once per worker process and analysis (``token``)."""
+    import pyarrow as pa
+
+    lookup = _lookups.get(token)
+    if lookup is None:
+        _lookups.clear()
+        lookup = SendLookup(pa.ipc.open_stream(shipped.value).read_all())
+        _lookups[token] = lookup
+    return lookup
 
 
 def occurrence(codes: Any) -> Any:
@@ -60,10 +136,10 @@ def prior_maximum(vals: Any) -> Any:
     return prior
 
 
-def lay_out(table: Any, width: int) -> Any:
-    """The deliveries of one process (columns :data:`INPUT_COLUMNS`, ``width`` senders),
-    in line order, with ``has_send``, ``copy``, ``pos`` and ``flag`` (schema
-    :data:`OUTPUT_DDL`)."""
+def lay_out(table: Any, lookup: SendLookup) -> Any:
+    """The deliveries of one process (columns :data:`INPUT_COLUMNS`) in line order, with
+    their sends looked up in ``lookup`` and ``has_send``, ``in_dests``, ``copy``,
+    ``pos`` and ``flag`` (schema :data:`OUTPUT_DDL`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -72,33 +148,51 @@ def lay_out(table: Any, width: int) -> Any:
     if n:
         table = table.take(pc.sort_indices(table, sort_keys=[
             ("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")]))
-    x_column = table.column("x")
-    has_send = pc.is_valid(x_column).to_numpy(zero_copy_only=False)
-    codes = (pc.dictionary_encode(table.column("msg")).combine_chunks().indices
-             .fill_null(-1).to_numpy(zero_copy_only=False))
+    msg = table.column("msg").combine_chunks()
+    indexed = len(lookup.msg) > 0
+    if indexed:
+        found = lookup.rows_of(msg)
+        has_row = found.is_valid().to_numpy(zero_copy_only=False)
+        rows = found.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        has_send = has_row & lookup.has_x[rows]
+    else:  # no send in the trace: every delivery lacks its send
+        has_row = has_send = np.zeros(n, dtype=bool)
+        rows = np.zeros(n, dtype=np.int64)
+    codes = (pc.dictionary_encode(msg).indices.fill_null(-1)
+             .to_numpy(zero_copy_only=False))
     copy = occurrence(codes)
 
+    in_dests = np.zeros(n, dtype=bool)
+    if n and indexed:
+        process = table.column("p")[0].as_py()
+        in_dests = has_row & lookup.addressed_to(process)[rows]
+
     flag = np.zeros(n, dtype=bool)
-    if n and width:
-        vals = table.column("vals").combine_chunks()
-        if vals.null_count:  # a delivery without a send: below every clock entry
-            vals = pc.coalesce(vals, pa.scalar([NO_VALUE] * width, vals.type))
-        matrix = vals.flatten().to_numpy(zero_copy_only=False).reshape(n, width)
+    width = lookup.width
+    if n and width and indexed:
+        matrix = np.where(has_row[:, None], lookup.matrix[rows], NO_VALUE)
         prior = prior_maximum(matrix)
-        sidx = table.column("sidx").fill_null(0).to_numpy(zero_copy_only=False)
-        x = x_column.fill_null(0).to_numpy(zero_copy_only=False)
-        rows = np.arange(n)
-        candidates = has_send & (copy == 1) & (sidx >= 0) & (sidx < width)
-        reached = prior[rows, np.clip(sidx, 0, width - 1)] >= x
-        flag = candidates & reached
+        sidx = lookup.sidx[rows]
+        x = matrix[np.arange(n), sidx]
+        flag = has_send & (copy == 1) & (prior[np.arange(n), sidx] >= x)
+
+    taken = pa.array(rows, pa.int64())
+    missing = pa.array(~has_row)
+
+    def sent(column: str) -> Any:
+        kind = lookup.sends.schema.field(column).type
+        if not indexed or not n:
+            return pa.nulls(n, kind)
+        values = lookup.sends.column(column).take(taken).combine_chunks()
+        return pc.if_else(missing, pa.scalar(None, kind), values)
 
     return pa.table({
-        "p": table.column("p"), "msg": table.column("msg"), "ts": table.column("ts"),
-        "protocol": table.column("protocol"), "sender": table.column("sender"),
-        "sidx": table.column("sidx").cast(pa.int32()), "send_ts": table.column("send_ts"),
-        "send_protocol": table.column("send_protocol"),
+        "p": table.column("p"), "msg": msg, "ts": table.column("ts"),
+        "protocol": table.column("protocol"), "sender": sent("sender"),
+        "sidx": sent("sidx").cast(pa.int32()), "send_ts": sent("send_ts"),
+        "send_protocol": sent("send_protocol"),
         "has_send": pa.array(has_send, pa.bool_()),
-        "in_dests": table.column("in_dests").fill_null(False),
+        "in_dests": pa.array(in_dests, pa.bool_()),
         "copy": pa.array(copy, pa.int32()),
         "pos": pa.array(np.arange(1, n + 1, dtype=np.int32), pa.int32()),
         "flag": pa.array(flag, pa.bool_()),

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 PERCENTILES = (0.5, 0.95, 0.99)
 OVERALL = None  # the key of the figures over all protocols
+#: up to this many latencies are collected (as Arrow, 8 bytes each plus the protocol) and
+#: their percentiles computed in numpy, which is several times faster than Spark's exact
+#: ``percentile`` (one task merges a hash map of every value); more stay in Spark
+LOCAL_PERCENTILE_ROWS = 20_000_000
 
 
 def _ratio(numerator: float, denominator: float, digits: int = 4) -> float | None:
@@ -57,14 +61,55 @@ def _by_protocol(frame: DataFrame, value: str, extra: list[Any]) -> dict[str | N
     return rows
 
 
-def latency(deliveries: DataFrame) -> dict[str | None, dict[str, Any]]:
-    """Send-to-first-delivery latency per protocol (key None: overall)."""
+def _local_by_protocol(frame: DataFrame, value: str) -> dict[str | None, Any]:
+    """:func:`_by_protocol` computed in numpy on the collected column ``value``: the
+    same figures (numpy's default percentile interpolates linearly between the closest
+    ranks, as Spark's exact ``percentile`` does)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    table = frame.select("protocol", value).toArrow()
+    values = table.column(value).to_numpy(zero_copy_only=False).astype(float)
+    present = pc.is_valid(table.column(value)).to_numpy(zero_copy_only=False)
+    protocols = pc.dictionary_encode(table.column("protocol")).combine_chunks()
+    codes = protocols.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    names = protocols.dictionary.to_pylist()
+
+    def figures(chosen: Any) -> dict[str, Any]:
+        sample = values[chosen & present]
+        if not len(sample):
+            return {"pct": None, "mean": None, "max": None, "n": 0}
+        return {"pct": [float(v) for v in np.percentile(sample, [q * 100 for q in
+                                                                  PERCENTILES])],
+                "mean": float(sample.mean()), "max": float(sample.max()),
+                "n": int(len(sample))}
+
+    rows: dict[str | None, Any] = {}
+    for code in np.unique(codes):
+        rows[None if code < 0 else names[code]] = figures(codes == code)
+    if len(rows) == 1:
+        rows[OVERALL] = next(iter(rows.values()))
+    elif rows:
+        rows[OVERALL] = figures(np.ones(len(values), dtype=bool))
+    return rows
+
+
+def latency(deliveries: DataFrame, expected_rows: int | None = None,
+            local_limit: int | None = None) -> dict[str | None, dict[str, Any]]:
+    """Send-to-first-delivery latency per protocol (key None: overall). With
+    ``expected_rows`` (the first deliveries) at most ``local_limit`` (default
+    :data:`LOCAL_PERCENTILE_ROWS`), the values are collected and summarised in numpy;
+    otherwise in Spark."""
     from pyspark.sql import functions as F
 
     frame = deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
         "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
-    return {key: {**_distribution(row), "deliveries": row["n"]}
-            for key, row in _by_protocol(frame, "ms", []).items()}
+    limit = LOCAL_PERCENTILE_ROWS if local_limit is None else local_limit
+    if expected_rows is not None and expected_rows <= limit:
+        rows = _local_by_protocol(frame, "ms")
+    else:
+        rows = _by_protocol(frame, "ms", [])
+    return {key: {**_distribution(row), "deliveries": row["n"]} for key, row in rows.items()}
 
 
 def buffering(events: DataFrame) -> dict[str | None, dict[str, Any]]:
