@@ -52,6 +52,7 @@ from groupcomm.messages import MessageError, ReceivedMessage, SentMessage
 from groupcomm.node import ProtocolNode
 from groupcomm.server import RejectLog
 from groupcomm.tracing import Tracer, tracer_for
+from groupcomm.wakeup import WakeSignal
 from groupcomm.wire import BATCH, MESSAGE, PACKED, SESSION, kind_of, open_session, seal_session
 
 log = logging.getLogger(__name__)
@@ -217,9 +218,7 @@ class Communicator:
         self._outgoing: deque[SentMessage] = deque()
         #: (expiry, message) from senders not yet known to be members (see _hold_early)
         self._early: list[tuple[float, ReceivedMessage]] = []
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        self._wake_pending = False
+        self._wakeup = WakeSignal()
         # messages waiting to leave, by destination tuple; flushed once per loop turn so
         # that a burst of sends is encoded in one call and becomes one signed frame per
         # destination set (see _flush_outbox)
@@ -301,8 +300,8 @@ class Communicator:
                 self._wait_for_room()
             outgoing = self._outgoing
             outgoing.append(message)
-            if not self._wake_pending:
-                self._wake()
+            if not self._wakeup.pending:
+                self._wakeup.wake()
             elif not len(outgoing) % HANDOFF_EVERY:
                 time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
         return message
@@ -332,8 +331,8 @@ class Communicator:
             if len(outgoing) >= self.max_pending:
                 self._wait_for_room()
             outgoing.extend(messages)
-            if not self._wake_pending:
-                self._wake()
+            if not self._wakeup.pending:
+                self._wakeup.wake()
             elif len(outgoing) % HANDOFF_EVERY < len(messages):
                 time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
         return messages
@@ -343,7 +342,7 @@ class Communicator:
         deadline = time.monotonic() + self.send_timeout
         with self._room:
             while len(self._outgoing) >= self.max_pending:
-                self._wake()
+                self._wakeup.wake()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
                     raise SendQueueFull(
@@ -462,16 +461,12 @@ class Communicator:
                 self._left.wait(timeout)
             self._push_linger_ms = int(timeout * 1000)
             self._stop = True
-            self._wake()
+            self._wakeup.wake()
             self._io_thread.join(timeout)
         if self._own_context and not self._io_thread.is_alive():
             # returns once frames still queued for peers have left (or linger passed)
             self._context.term()
-        for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._wakeup.close()
         self.tracer.close()
 
     def __enter__(self) -> Communicator:
@@ -493,7 +488,7 @@ class Communicator:
             function()
             return
         self._calls.append(function)
-        self._wake()
+        self._wakeup.wake()
 
     def _call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
         if self._on_io_thread() or not self._io_thread.is_alive():
@@ -507,20 +502,8 @@ class Communicator:
                 future.set_exception(error)
 
         self._calls.append(run)
-        self._wake()
+        self._wakeup.wake()
         return future.result(timeout)
-
-    def _wake(self) -> None:
-        # Lock-free on purpose: callers append their work *before* reading the flag and
-        # the I/O thread clears it *before* draining, so a stale "pending" read can only
-        # skip a write whose work the coming drain picks up anyway.
-        if self._wake_pending:
-            return
-        self._wake_pending = True
-        try:
-            os.write(self._wake_write, b"x")
-        except OSError:
-            pass
 
     # -- I/O thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -547,7 +530,7 @@ class Communicator:
             return
         self._started.set()
         poller = zmq.Poller()
-        poller.register(self._wake_read, zmq.POLLIN)
+        poller.register(self._wakeup.fileno, zmq.POLLIN)
         inputs = [self._dealer] if self._pull is None else [self._dealer, self._pull]
         reading = False
         self._send_session("join", address=self.direct_address)
@@ -583,11 +566,11 @@ class Communicator:
                 if reading and self._pull is not None and self._pull in events:
                     self._drain_socket(self._pull, from_server=False)
                 # backpressure: take no new sends while a slow peer's frames pile up
-                if self._wake_read in events or self._calls or self._outgoing:
+                if self._wakeup.fileno in events or self._calls or self._outgoing:
                     if self._backlog_frames < MAX_BACKLOG_FRAMES:
                         self._run_calls()
                     else:
-                        self._clear_wake()
+                        self._wakeup.clear()
                 if self._outbox:
                     self._flush_outbox()
                 now = time.monotonic()
@@ -622,16 +605,8 @@ class Communicator:
             if isinstance(self.tracer, Tracer) and hasattr(self.tracer, "flush"):
                 self.tracer.flush()
 
-    def _clear_wake(self) -> None:
-        self._wake_pending = False
-        try:
-            while os.read(self._wake_read, 4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
     def _run_calls(self) -> None:
-        self._clear_wake()
+        self._wakeup.clear()
         outgoing = self._outgoing
         if outgoing:
             waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room

@@ -36,7 +36,7 @@ def test_send_queue_full_makes_the_sender_wait_then_fail(group: ProcessGroup) ->
                       key_file=str(group.key_file), max_pending=3, send_timeout=0.3) as alice:
         stall = __import__("threading").Event()
         alice._calls.append(lambda: stall.wait(5))  # noqa: SLF001 - hold the I/O thread
-        alice._wake()  # noqa: SLF001
+        alice._wakeup.wake()  # noqa: SLF001
         with pytest.raises(SendQueueFull, match="max_pending=3"):
             for i in range(10):
                 alice.to_user("alice", i)
