@@ -116,6 +116,15 @@ class CheckResult:
             "duplicates": 0, "deliveries": 0, "messages": 0,
         })
 
+    def add_violating_delivery(self, protocol: str, causal: int, fifo: int) -> None:
+        """Count one flagged delivery with its ``causal`` triples, ``fifo`` of them FIFO."""
+        self.causal_violations += causal
+        self.fifo_violations += fifo
+        self.violating_deliveries += 1
+        counts = self.protocol(protocol)
+        counts["causal_violations"] += causal
+        counts["fifo_violations"] += fifo
+
 
 def _send_index(events: DataFrame) -> SendIndex:
     """Method step 1: the send events collected as Arrow and indexed in numpy."""
@@ -236,12 +245,7 @@ def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
         pairs.unpersist()
     for row in flagged:
         causal, fifo = totals.get((row["p"], row["pos"]), (0, 0))
-        result.causal_violations += causal
-        result.fifo_violations += fifo
-        result.violating_deliveries += 1
-        counts = result.protocol(row["protocol"])
-        counts["causal_violations"] += causal
-        counts["fifo_violations"] += fifo
+        result.add_violating_delivery(row["protocol"], causal, fifo)
     listed.sort(key=lambda r: (r["fp"], r["fpos"], r["pos"]))
     result.triples = [
         {"process": r["fp"], "delivered_first": r["msg"], "delivered_second": r["fmsg"],
@@ -285,12 +289,7 @@ def _exact_counts_sorted(tables: Tables, result: CheckResult, limit: int) -> Non
     rows = groups.rdd.mapPartitions(partial(count_sorted_rows, budget=budget))
     listed: list[tuple[str, int, str, str, bool, str]] = []
     for p, s, pos, msg, protocol, causal, fifo, triples in rows.collect():
-        result.causal_violations += causal
-        result.fifo_violations += fifo
-        result.violating_deliveries += 1
-        counts = result.protocol(protocol)
-        counts["causal_violations"] += causal
-        counts["fifo_violations"] += fifo
+        result.add_violating_delivery(protocol, causal, fifo)
         for earlier, same_sender in triples:
             listed.append((p, pos, earlier, msg, same_sender, s))
     listed.sort(key=lambda t: (t[0], t[1]))

@@ -279,7 +279,7 @@ def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
                          *[_kept(event, F.col("j")[name], name) for name in schema.FIELDS])
 
 
-def _line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
+def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
                   rows: list[Any]) -> dict[tuple[str, int, int], int]:
     """1-based line numbers of ``rows`` (each with file, blk, rid) from the per-block
     (lines, first id) of pass 1."""
@@ -317,7 +317,7 @@ def _check_suspicious(
     if statuses.get(schema.MALFORMED) and samples > 0:
         rows = (checked.filter(F.col("status") == schema.MALFORMED)
                 .orderBy("file", "blk", "rid").limit(samples).collect())
-        numbers = _line_numbers(blocks, rows)
+        numbers = line_numbers(blocks, rows)
         sample_rows = [
             {
                 "file": display_name(row["file"]),

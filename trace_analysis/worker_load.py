@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_analysis import chunks as chunks_mod
-from trace_analysis.load import EVENT_COLUMNS, Loaded, _line_numbers, display_name
+from trace_analysis.load import EVENT_COLUMNS, Loaded, display_name, line_numbers
 from trace_analysis.progress import TaskProgress
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def load_in_workers(
             bad_rows.append(row)
     bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
     bad_rows = bad_rows[:keep]
-    numbers = _line_numbers(blocks, bad_rows)
+    numbers = line_numbers(blocks, bad_rows)
     sample_rows = [
         {"file": display_name(row["file"]),
          "line": numbers[(row["file"], row["blk"], row["rid"])],
