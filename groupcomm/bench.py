@@ -3,8 +3,9 @@
 Baseline: a PUSH process sends N small objects, each pickled with the standard pickle
 and signed with HMAC-SHA256 in the same frame; a PULL process verifies and unpickles
 them. Communicator: a session server and two client processes with forwarding
-pipelines (the ``none`` module) and direct routing, the sender calling ``to_user``
-N times, the receiver counting deliveries in a listener. Both rates are measured the
+pipelines (the ``none`` module) and direct routing (``--routing relayed`` sends every
+frame through the server instead: three processes on the path), the sender calling
+``to_user`` N times, the receiver counting deliveries in a listener. Both rates are measured the
 same way, at the receiver, from the first to the last message; the ratio is what
 counts (these machines are noisy, so absolute numbers are only indicative).
 
@@ -108,7 +109,7 @@ def run_raw(count: int, size: int) -> dict[str, float]:
 
 # -- communicator ---------------------------------------------------------------------------
 def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
-                   causality: str) -> None:
+                   causality: str, routing: str) -> None:
     import threading
 
     from groupcomm.communicator import Communicator
@@ -126,7 +127,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
             done.set()
 
     with Communicator("receiver", "bench", server=server, key_file=key_file,
-                      routing="direct", causality=causality) as comm:
+                      routing=routing, causality=causality) as comm:
         comm.add_message_listener(on_message)
         ready_q.put("ready")
         done.wait(600)
@@ -134,11 +135,11 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
 
 
 def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
-                 cpu_q: Any) -> None:
+                 routing: str, cpu_q: Any) -> None:
     from groupcomm.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
-                      routing="direct", causality=causality) as comm:
+                      routing=routing, causality=causality) as comm:
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -151,7 +152,8 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
         time.sleep(0.5)
 
 
-def run_communicator(count: int, size: int, causality: str = "none") -> dict[str, float]:
+def run_communicator(count: int, size: int, causality: str = "none",
+                     routing: str = "direct") -> dict[str, float]:
     """Rate and CPU per message through two communicators with forwarding pipelines."""
     from groupcomm.keys import write_new_key
     from groupcomm.procs import ServerProcess
@@ -163,13 +165,13 @@ def run_communicator(count: int, size: int, causality: str = "none") -> dict[str
         server = ServerProcess(key_file)
         ready_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         receiver = ctx.Process(target=_comm_receiver, args=(
-            server.address, str(key_file), ready_q, result_q, count, causality))
+            server.address, str(key_file), ready_q, result_q, count, causality, routing))
         sender = None
         try:
             receiver.start()
             ready_q.get(timeout=60)
             sender = ctx.Process(target=_comm_sender, args=(
-                server.address, str(key_file), count, size, causality, cpu_q))
+                server.address, str(key_file), count, size, causality, routing, cpu_q))
             sender.start()
             _, first, last, received, receiver_cpu = result_q.get(timeout=600)
             sender_cpu = cpu_q.get(timeout=600)
@@ -199,6 +201,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; best is kept")
     parser.add_argument("--causality", default="none",
                         help="module for the communicator run (default none)")
+    parser.add_argument("--routing", choices=("direct", "relayed"), default="direct",
+                        help="communicator routing: peer to peer (default) or through the "
+                             "session server")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -214,7 +219,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run {run + 1}/{args.repeat}: baseline...", file=sys.stderr, flush=True)
         raw_runs.append(run_raw(args.messages, args.size))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
-        comm_runs.append(run_communicator(args.messages, args.size, args.causality))
+        comm_runs.append(run_communicator(args.messages, args.size, args.causality,
+                                          args.routing))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
 
@@ -231,6 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         "messages": args.messages,
         "payload_bytes": args.size,
         "causality": args.causality,
+        "routing": args.routing,
         "baseline_msgs_per_s": round(raw),
         "communicator_msgs_per_s": round(comm),
         "ratio": round(comm / raw, 3),
@@ -243,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(f"baseline (raw pyzmq, signed pickle): {result['baseline_msgs_per_s']:>9,} msg/s")
-        print(f"communicator ({args.causality} filters):       "
+        print(f"communicator ({args.causality} filters, {args.routing}): "
               f"{result['communicator_msgs_per_s']:>9,} msg/s")
         print(f"ratio: {result['ratio']:.2f}")
         for name, sides in cpu.items():
