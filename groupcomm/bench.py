@@ -5,9 +5,9 @@ and signed with HMAC-SHA256 in the same frame; a PULL process verifies and unpic
 them. Communicator: a session server and two client processes with forwarding
 pipelines (the ``none`` module) and direct routing (``--routing relayed`` sends every
 frame through the server instead: three processes on the path), the sender calling
-``to_user`` N times, the receiver counting deliveries in a listener. Both rates are measured the
-same way, at the receiver, from the first to the last message; the ratio is what
-counts (these machines are noisy, so absolute numbers are only indicative).
+``to_user`` N times, the receiver counting deliveries in a listener. Both rates are
+measured the same way, at the receiver, from the first to the last message; the ratio is
+what counts (these machines are noisy, so absolute numbers are only indicative).
 
 Each process also reports the CPU time it spent per message (all its threads, ZeroMQ's
 included): sender from its first send until everything has left, receiver from the

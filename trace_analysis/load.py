@@ -280,7 +280,7 @@ def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
 
 
 def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
-                  rows: list[Any]) -> dict[tuple[str, int, int], int]:
+                 rows: list[Any]) -> dict[tuple[str, int, int], int]:
     """1-based line numbers of ``rows`` (each with file, blk, rid) from the per-block
     (lines, first id) of pass 1."""
     before: dict[tuple[str, int], int] = {}
