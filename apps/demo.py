@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.keys import write_new_key
-from groupcomm.procs import LineProcess, ProcessError, ServerProcess
-from groupcomm.registry import UnknownModuleError, available_modules, get_module
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.core.registry import UnknownModuleError, available_modules, get_module
+from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
+from groupcomm.transport.keys import write_new_key
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-from groupcomm.causality import CausalityError
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.communicator import Communicator, CommunicatorError
-from groupcomm.messages import ReceivedMessage, SentMessage, Tag
-from groupcomm.node import UnknownPeerError
-from groupcomm.selection import SelectionError, filter_creators, resolve
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.core.causality import CausalityError
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
+from groupcomm.core.node import UnknownPeerError
+from groupcomm.core.selection import SelectionError, filter_creators, resolve
+from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /quit, /help"

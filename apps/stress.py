@@ -1,6 +1,6 @@
 """``groupcomm stress``: many real client processes, random traffic and injected faults.
 
-A session server and N client processes (``python -m groupcomm.peer --count-only``) run
+A session server and N client processes (``python -m groupcomm.tools.peer --count-only``) run
 on 127.0.0.1. Each sends its share of ``--messages`` random unicast, multicast and
 broadcast messages (broadcasts only for broadcast-only modules such as ``vector``)
 through the selected causality module, while the requested faults are injected:
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.procs import PeerProcess, ProcessError, ProcessGroup
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
 
 
 def _kill_spec(text: str) -> tuple[str, float]:
@@ -137,7 +137,7 @@ class StressRun:
 
     def execute(self) -> dict[str, Any]:
         args = self.args
-        from groupcomm.registry import get_module
+        from groupcomm.core.registry import get_module
 
         broadcast_only = get_module(args.causality).broadcast_only
         with ProcessGroup(self.workdir) as group:
@@ -290,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.processes < 2 or args.messages < 1:
         raise CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
-    from groupcomm.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import UnknownModuleError, get_module
 
     try:
         get_module(args.causality)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from groupcomm.causality import CausalityManager, ProtocolViolation
-from groupcomm.messages import ControlMessage, GroupMessage, HeaderValue, SentMessage
+from groupcomm.core.causality import CausalityManager, ProtocolViolation
+from groupcomm.core.messages import ControlMessage, GroupMessage, HeaderValue, SentMessage
 
 Clock = dict[str, int]
 Matrix = dict[str, dict[str, int]]

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Hashable
 
 from filters._common import control_message
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
     CausalityModule,
@@ -50,8 +50,8 @@ from groupcomm.causality import (
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

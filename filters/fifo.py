@@ -23,14 +23,14 @@ import logging
 from collections.abc import Hashable
 
 from filters._common import int_header
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
     ModuleReceiveFilter,
     ModuleSendFilter,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from filters._common import header
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
     ModuleReceiveFilter,
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 NAME = "last-sender"
 STAMP = "l"

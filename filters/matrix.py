@@ -39,15 +39,15 @@ import logging
 from collections.abc import Hashable
 
 from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
     ModuleReceiveFilter,
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ skips it with :meth:`MatrixManager.release_waiting_on`, the entries that only th
 message carried are never merged, so this member's later stamps may understate what it
 knows — causality towards third parties is then no longer guaranteed, and the module
 logs a warning saying so. A delta that is malformed (no entry for the message itself) is
-refused with :class:`~groupcomm.causality.ProtocolViolation`, as in ``matrix``.
+refused with :class:`~groupcomm.core.causality.ProtocolViolation`, as in ``matrix``.
 
 **Bookkeeping at the sender.** Every change of an entry of SENT gets a fresh version
 number and moves that entry to the end of an insertion-ordered dict; the delta for d is
@@ -49,15 +49,15 @@ from collections.abc import Hashable
 
 from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
 from filters.matrix import MatrixManager
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
     ModuleReceiveFilter,
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

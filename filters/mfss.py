@@ -9,7 +9,7 @@ Choices where the source is silent:
 
 * A message to several members is sent as that many unicasts, one after the other (the
   protocol orders unicast send events; see ``unicast_events`` and
-  :meth:`groupcomm.node.ProtocolNode.tag_sends`).
+  :meth:`groupcomm.core.node.ProtocolNode.tag_sends`).
 * A message to oneself (``to_all``) is delivered through the local loop without an ACK,
   still in buffer order.
 * **Departures.** When the peer whose ACK we await leaves, we stop waiting (it will never
@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Hashable
 
 from filters._common import control_message
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
     CausalityModule,
@@ -33,8 +33,8 @@ from groupcomm.causality import (
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ Choices where the sources are silent:
   :meth:`VectorManager.release_waiting_on`.
 
 Which delivered messages were concurrent is visible to the application through the
-message tags (:class:`groupcomm.messages.Tag`).
+message tags (:class:`groupcomm.core.messages.Tag`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import logging
 from collections.abc import Hashable, Sequence
 
 from filters._common import control_message, decode_clock, encode_clock, freeze_clock, int_header
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
     CausalityModule,
@@ -47,8 +47,8 @@ from groupcomm.causality import (
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import FilterHost
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """groupcomm: causal message delivery for collaborative applications.
 
-Applications talk through a :class:`~groupcomm.communicator.Communicator`; every message
+Applications talk through a :class:`~groupcomm.transport.communicator.Communicator`; every message
 passes a send pipeline and a receive pipeline of filters; causality modules are pairs
 of filters sharing a manager, chosen by name at start-up.
 """
 
-from groupcomm.causality import (
+from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
     CausalityModule,
@@ -13,7 +13,7 @@ from groupcomm.causality import (
     ModuleSendFilter,
     ProtocolViolation,
 )
-from groupcomm.filtering import (
+from groupcomm.core.filtering import (
     FilterHost,
     MessageFilter,
     MessageFilterCreator,
@@ -24,7 +24,7 @@ from groupcomm.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
-from groupcomm.messages import (
+from groupcomm.core.messages import (
     ControlMessage,
     GroupMessage,
     ReceivedMessage,
@@ -32,8 +32,8 @@ from groupcomm.messages import (
     SystemMessage,
     Tag,
 )
-from groupcomm.node import ProtocolNode, UnknownPeerError
-from groupcomm.registry import UnknownModuleError, get_module, install
+from groupcomm.core.node import ProtocolNode, UnknownPeerError
+from groupcomm.core.registry import UnknownModuleError, get_module, install
 
 __all__ = [
     "CausalityError",

@@ -41,7 +41,7 @@ def groupcomm_causality_modules() -> list[type[Any]]:
 
 @hookimpl
 def groupcomm_filters() -> list[dict[str, Any]]:
-    from groupcomm.faults import FAULT_FILTERS
-    from groupcomm.reliable import RELIABLE_FILTER
+    from groupcomm.layers.faults import FAULT_FILTERS
+    from groupcomm.layers.reliable import RELIABLE_FILTER
 
     return [RELIABLE_FILTER, *FAULT_FILTERS]

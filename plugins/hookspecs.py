@@ -15,7 +15,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def groupcomm_causality_modules() -> list[type[Any]]:
     """Called once at start-up when the registry is first used.
 
-    Return a list of :class:`groupcomm.causality.CausalityModule` subclasses (each with a
+    Return a list of :class:`groupcomm.core.causality.CausalityModule` subclasses (each with a
     unique ``name`` and a one-line ``description``), or an empty list.
     """
 
@@ -26,5 +26,5 @@ def groupcomm_filters() -> list[dict[str, Any]]:
 
     Return a list of extra filters, each a dict with ``name`` (str), ``description``
     (one line), and ``send`` and/or ``receive``: callables taking keyword options and
-    returning a :class:`groupcomm.filtering.MessageFilterCreator` for that side.
+    returning a :class:`groupcomm.core.filtering.MessageFilterCreator` for that side.
     """

@@ -50,7 +50,7 @@ def _origin(manager: pluggy.PluginManager, plugin: Any) -> str:
 
 def collect() -> tuple[dict[str, Any], dict[str, Any]]:
     """Ask every plugin for its modules and filters; returns registry entries by name."""
-    from groupcomm.registry import FilterInfo, ModuleInfo
+    from groupcomm.core.registry import FilterInfo, ModuleInfo
 
     manager = plugin_manager()
     modules: dict[str, ModuleInfo] = {}

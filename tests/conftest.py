@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.procs import ProcessGroup
+from groupcomm.tools.procs import ProcessGroup
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def group(tmp_path: Path) -> Iterator[ProcessGroup]:
 def _reset_selectors() -> Iterator[None]:
     """Tests that install a module through the selectors must not leak it."""
     yield
-    from groupcomm.filtering import ReceivedMessageFilterSelector, SendMessageFilterSelector
+    from groupcomm.core.filtering import ReceivedMessageFilterSelector, SendMessageFilterSelector
 
     SendMessageFilterSelector.reset()
     ReceivedMessageFilterSelector.reset()

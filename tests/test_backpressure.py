@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from groupcomm.communicator import Communicator, SendQueueFull
-from groupcomm.procs import ProcessGroup
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.communicator import Communicator, SendQueueFull
 
 
 def test_full_inbox_pauses_reading_and_loses_nothing(group: ProcessGroup) -> None:

@@ -1,7 +1,7 @@
 """Causality modules over the deterministic in-process network (real filters, real codec).
 
 Properties are checked against the application-boundary vector clocks of the trace
-(groupcomm.oracle), never against a module's own state.
+(groupcomm.core.oracle), never against a module's own state.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groupcomm.causality import CausalityError, ProtocolViolation
-from groupcomm.codec import meta_bytes
-from groupcomm.localnet import LocalNetwork
-from groupcomm.messages import ControlMessage, ReceivedMessage, SentMessage
-from groupcomm.oracle import check_records
-from groupcomm.registry import get_module
+from groupcomm.core.causality import CausalityError, ProtocolViolation
+from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
+from groupcomm.core.oracle import check_records
+from groupcomm.core.registry import get_module
+from groupcomm.tools.localnet import LocalNetwork
+from groupcomm.transport.codec import meta_bytes
 
 CAUSAL = ["vector", "matrix", "mfss", "cykas"]
 UNICAST_CAPABLE = ["fifo", "matrix", "mfss", "cykas", "none"]
@@ -261,7 +261,7 @@ def test_vector_late_joiner_gets_bases_and_delivers_in_order() -> None:
         net.to_others("b", f"b{i}")
     settle(net)
     # c joins after six messages have flowed
-    from groupcomm.node import ProtocolNode
+    from groupcomm.core.node import ProtocolNode
 
     node = ProtocolNode("c", transmit=net._make_transmit("c"),  # noqa: SLF001
                         clock=lambda: float(net.step_count),
@@ -445,7 +445,7 @@ def test_metadata_is_a_send_time_snapshot_and_its_size_is_reported() -> None:
     net.send("a", 2, ["c"])
     # what travelled for the first message did not change when the state moved on
     frame = next(f for f in net.in_flight if f.message_id == first.message_id)
-    from groupcomm.codec import decode_received
+    from groupcomm.transport.codec import decode_received
 
     assert decode_received(frame.frame, "b").headers["M"] == (("a", "b"), (0, 1, 1))
     sizes = [r["meta_bytes"] for r in net.records if r["event"] == "network_send"]
@@ -518,5 +518,5 @@ def test_filters_do_no_io() -> None:
                 top = name.split(".")[0]
                 assert top not in FORBIDDEN, f"{path.name} imports {name}"
                 if top == "groupcomm":
-                    assert name in {"groupcomm.causality", "groupcomm.filtering",
-                                    "groupcomm.messages"}, f"{path.name} imports {name}"
+                    assert name in {"groupcomm.core.causality", "groupcomm.core.filtering",
+                                    "groupcomm.core.messages"}, f"{path.name} imports {name}"

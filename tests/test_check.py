@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from groupcomm.check import CheckConfig, ConfigError, Model, check, load_workload
-from groupcomm.check.cli import main as check_main
 from groupcomm.check.model import replay, write_counterexample
+from groupcomm.cli.check import main as check_main
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,8 +162,8 @@ def test_dfs_explores_the_same_states_when_ok(protocol: str, n: int, k: int) -> 
 @pytest.fixture
 def extra_modules() -> Iterator[None]:
     from filters.mfss import MfssManager, MfssModule
-    from groupcomm import registry
-    from groupcomm.causality import ProtocolViolation
+    from groupcomm.core import registry
+    from groupcomm.core.causality import ProtocolViolation
 
     class ForgetfulManager(MfssManager):
         """MFSS that never sends the second message of its buffer: a liveness bug."""
@@ -409,7 +409,7 @@ def test_a_wrong_renaming_is_caught_by_the_real_objects(monkeypatch) -> None:
     # the oracle is not vacuous: forgetting to rename the id an ACK is about makes the
     # real sender reject the ACK, so the renamed state behaves differently
     from groupcomm.check import symmetry as sym
-    from groupcomm.messages import ControlMessage
+    from groupcomm.core.messages import ControlMessage
 
     model = Model(CheckConfig(protocol="mfss", processes=3, messages=1))
     symmetry = sym.Symmetry(model)
@@ -715,8 +715,8 @@ def _commuting_pairs(model: Model, kinds: frozenset[str]) -> Iterator[tuple[tupl
     """Every (state, a, x) of the full graph: a an arrival of a control of ``kinds`` that
     breaks nothing and delivers nothing, x another enabled transition of its receiver."""
     from groupcomm.check.model import Violation
-    from groupcomm.codec import decode_received
-    from groupcomm.messages import ControlMessage
+    from groupcomm.core.messages import ControlMessage
+    from groupcomm.transport.codec import decode_received
 
     seen = {model.initial_state}
     stack = [model.initial_state]
@@ -817,9 +817,9 @@ def per_peer_mfss() -> Iterator[str]:
     from collections import deque
 
     from filters.mfss import MfssManager, MfssModule
-    from groupcomm import registry
-    from groupcomm.causality import ProtocolViolation
+    from groupcomm.core import registry
     from groupcomm.check import por
+    from groupcomm.core.causality import ProtocolViolation
 
     class PerPeerManager(MfssManager):
         def __init__(self, host) -> None:

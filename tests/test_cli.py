@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from groupcomm.cli import SUBCOMMANDS, main
+from groupcomm.cli.main import SUBCOMMANDS, main
 
 
 def test_overview_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

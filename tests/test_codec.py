@@ -5,7 +5,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from groupcomm.codec import (
+from groupcomm.core.messages import ControlMessage, MessageError, ReceivedMessage, SentMessage
+from groupcomm.transport.codec import (
     PAYLOAD_DILL,
     PAYLOAD_PICKLE,
     FrameCodec,
@@ -23,7 +24,6 @@ from groupcomm.codec import (
     pack_envelopes,
     unpack_envelopes,
 )
-from groupcomm.messages import ControlMessage, MessageError, ReceivedMessage, SentMessage
 
 KEY = b"k" * 32
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from groupcomm.causality import module_of
-from groupcomm.delays import DelayPlan
-from groupcomm.filtering import (
+from groupcomm.core.causality import module_of
+from groupcomm.core.filtering import (
     CallableProcessor,
     MessageFilter,
     MessageForwarder,
@@ -15,10 +14,11 @@ from groupcomm.filtering import (
     ReceivedMessageFilterSelector,
     SendMessageFilterSelector,
 )
-from groupcomm.localnet import LocalNetwork
-from groupcomm.messages import MessageError, SentMessage, Tag
-from groupcomm.node import ProtocolNode, UnknownPeerError
-from groupcomm.registry import get_module
+from groupcomm.core.messages import MessageError, SentMessage, Tag
+from groupcomm.core.node import ProtocolNode, UnknownPeerError
+from groupcomm.core.registry import get_module
+from groupcomm.tools.localnet import LocalNetwork
+from groupcomm.transport.delays import DelayPlan
 
 
 def sent(message_id: str = "a#1", **changes: object) -> SentMessage:

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import zmq
 
-from groupcomm.codec import encode_message
-from groupcomm.communicator import Communicator, JoinError
-from groupcomm.curve import ClientKeys, CurveKeyError, ServerKeys, create_keys
-from groupcomm.keys import resolve_key, write_new_key
-from groupcomm.messages import SentMessage
-from groupcomm.server import SessionServer
-from groupcomm.wire import MESSAGE
+from groupcomm.core.messages import SentMessage
+from groupcomm.transport.codec import encode_message
+from groupcomm.transport.communicator import Communicator, JoinError
+from groupcomm.transport.curve import ClientKeys, CurveKeyError, ServerKeys, create_keys
+from groupcomm.transport.keys import resolve_key, write_new_key
+from groupcomm.transport.server import SessionServer
+from groupcomm.transport.wire import MESSAGE
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
 

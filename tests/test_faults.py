@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.procs import ProcessGroup
+from groupcomm.tools.procs import ProcessGroup
 
 
 def free_port() -> int:
@@ -89,9 +89,9 @@ def test_a_server_that_falls_behind_does_not_declare_live_clients_gone() -> None
 
     import zmq
 
-    from groupcomm.codec import FrameCodec
-    from groupcomm.server import SessionServer
-    from groupcomm.wire import seal_session
+    from groupcomm.transport.codec import FrameCodec
+    from groupcomm.transport.server import SessionServer
+    from groupcomm.transport.wire import seal_session
 
     key = os.urandom(32)
     context = zmq.Context()

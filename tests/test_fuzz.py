@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupcomm.codec import FrameCodec
-from groupcomm.fuzz import KEY, _Watch, handle_frame, run, seed_bodies
+from groupcomm.tools.fuzz import KEY, _Watch, handle_frame, run, seed_bodies
+from groupcomm.transport.codec import FrameCodec
 
 REASONS = {"accepted", "bad_signature", "truncated", "oversized", "replayed", "malformed"}
 

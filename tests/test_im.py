@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pexpect
 import pytest
 
-from groupcomm.procs import ProcessGroup
+from groupcomm.tools.procs import ProcessGroup
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import zmq
 
-import groupcomm.communicator as communicator_module
-from groupcomm.codec import FrameCodec
-from groupcomm.communicator import Communicator
-from groupcomm.procs import ProcessGroup
-from groupcomm.server import SessionServer
-from groupcomm.wire import open_session, seal_session
+import groupcomm.transport.communicator as communicator_module
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.codec import FrameCodec
+from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.server import SessionServer
+from groupcomm.transport.wire import open_session, seal_session
 
 
 class Recorder:

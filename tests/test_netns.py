@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.oracle import check_records
-from groupcomm.procs import ProcessGroup
+from groupcomm.core.oracle import check_records
+from groupcomm.tools.procs import ProcessGroup
 
 NAMES = ["alice", "bob", "carol"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.selection import SelectionError, filter_creators, parse_filter_spec, resolve
+from groupcomm.core.selection import SelectionError, filter_creators, parse_filter_spec, resolve
 from plugins import hookimpl
 from plugins.manager import PluginError, plugin_manager
 
@@ -50,8 +50,8 @@ def test_third_party_plugin_is_discovered_through_its_entry_point(installed_exam
 
 def test_third_party_module_and_filter_run_in_a_session(installed_example) -> None:
     script = (
-        "from groupcomm.localnet import LocalNetwork\n"
-        "from groupcomm.selection import resolve, filter_creators\n"
+        "from groupcomm.tools.localnet import LocalNetwork\n"
+        "from groupcomm.core.selection import resolve, filter_creators\n"
         "sel = resolve('counting-none', ['shout'])\n"
         "send, receive = filter_creators(sel.filters)\n"
         "net = LocalNetwork(['a', 'b'], sel.causality, extra_receive=receive)\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from groupcomm.communicator import Communicator
-from groupcomm.procs import ProcessGroup
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.communicator import Communicator
 
 
 def wait_until(predicate, timeout: float = 20.0) -> None:
@@ -34,7 +34,7 @@ def test_pull_model_tags_reflect_what_the_application_saw(group: ProcessGroup) -
         reply = alice.to_user("carol", "reply")  # m2 is delivered to the inbox, not seen
         m2 = alice.receive(timeout=5)
         assert m2 is not None and m2.user_message == "m2"
-        from groupcomm.messages import Tag
+        from groupcomm.core.messages import Tag
 
         assert m1.tag.happened_before(Tag(reply.vc))
         assert m2.tag.concurrent_with(Tag(reply.vc))

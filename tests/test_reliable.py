@@ -8,9 +8,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupcomm.localnet import LocalNetwork
-from groupcomm.reliable import MAX_RTO
-from groupcomm.selection import filter_creators
+from groupcomm.core.selection import filter_creators
+from groupcomm.layers.reliable import MAX_RTO
+from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from groupcomm.localnet import LocalNetwork
+from groupcomm.cli.simulate import main as sim_main
 from groupcomm.sim import SimConfig, SimulationError, figures, script_from_dict, simulate
-from groupcomm.sim.cli import main as sim_main
+from groupcomm.tools.localnet import LocalNetwork
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from groupcomm.localnet import LocalNetwork
-from groupcomm.messages import vc_less
-from groupcomm.tracing import write_trace_dir
+from groupcomm.core.messages import vc_less
+from groupcomm.core.tracing import write_trace_dir
+from groupcomm.tools.localnet import LocalNetwork
 from trace_analysis import analyze, get_spark
 from trace_analysis.cli import main as analyze_main
 from trace_analysis.reference import check_directory

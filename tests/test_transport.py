@@ -11,10 +11,10 @@ import msgpack
 import pytest
 import zmq
 
-from groupcomm.codec import FrameCodec
-from groupcomm.keys import read_key_file
-from groupcomm.procs import ProcessError, ProcessGroup
-from groupcomm.tracing import validate_record
+from groupcomm.core.tracing import validate_record
+from groupcomm.tools.procs import ProcessError, ProcessGroup
+from groupcomm.transport.codec import FrameCodec
+from groupcomm.transport.keys import read_key_file
 
 NAMES = ["alice", "bob", "carol"]
 

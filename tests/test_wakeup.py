@@ -17,8 +17,8 @@ from collections import deque
 
 import pytest
 
-from groupcomm import wakeup
-from groupcomm.wakeup import WakeSignal
+from groupcomm.transport import wakeup
+from groupcomm.transport.wakeup import WakeSignal
 
 
 def _readable(signal: WakeSignal) -> bool:

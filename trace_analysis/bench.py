@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from trace_analysis.load import LOADERS
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from trace_analysis.load import LOADERS
 
 

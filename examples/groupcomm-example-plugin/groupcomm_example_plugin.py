@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from filters.none import NoneManager, NoneModule, NoneReceiveFilter
-from groupcomm.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
 from plugins import hookimpl
 
 

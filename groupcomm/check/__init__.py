@@ -3,12 +3,12 @@
 Why a model checker and not only random testing: the bugs of causal-delivery protocols
 (004 §2.3's secret-mode sends, FIFO across three processes, broadcast-only modules fed
 unicasts) hide in rare arrival orders. This package runs the *real* filters and managers
-of N :class:`~groupcomm.node.ProtocolNode` s, passes every frame through the real codec,
+of N :class:`~groupcomm.core.node.ProtocolNode` s, passes every frame through the real codec,
 and explores every interleaving of application sends and arrivals up to a bound,
 judging causal delivery, FIFO, liveness and "no filter raised" on every path.
 
 Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
-(:mod:`groupcomm.check.cli`). Reductions: hash compaction (``reduce``) and symmetry
+(:mod:`groupcomm.cli.check`). Reductions: hash compaction (``reduce``) and symmetry
 (:mod:`groupcomm.check.symmetry`).
 """
 

@@ -1,4 +1,4 @@
-"""The model: N real :class:`~groupcomm.node.ProtocolNode` s, a network of frames, and the
+"""The model: N real :class:`~groupcomm.core.node.ProtocolNode` s, a network of frames, and the
 checker's own ground truth; and the search over it.
 
 **State.** A state is a tuple ``(nodes, network, truth)``:
@@ -59,11 +59,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groupcomm.causality import CausalityError
-from groupcomm.codec import decode_received, encode_message
-from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.node import ProtocolNode
-from groupcomm.tracing import MemoryTracer, NullTracer, write_trace_dir
+from groupcomm.core.causality import CausalityError
+from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.tracing import MemoryTracer, NullTracer, write_trace_dir
+from groupcomm.transport.codec import decode_received, encode_message
 
 PROPERTIES = ("causal", "fifo", "duplicate", "exception", "refused", "liveness")
 
@@ -233,7 +233,7 @@ class Model:
     """
 
     def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
-        from groupcomm.registry import UnknownModuleError, get_module
+        from groupcomm.core.registry import UnknownModuleError, get_module
 
         self.config = config
         try:

@@ -125,8 +125,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groupcomm.check.model import ConfigError
-from groupcomm.codec import decode_received
-from groupcomm.messages import ControlMessage
+from groupcomm.core.messages import ControlMessage
+from groupcomm.transport.codec import decode_received
 
 if TYPE_CHECKING:
     from groupcomm.check.model import Model

@@ -52,8 +52,8 @@ from itertools import permutations
 from typing import TYPE_CHECKING, Any
 
 from groupcomm.check.model import ConfigError, _exact
-from groupcomm.codec import decode_message, encode_message
-from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.transport.codec import decode_message, encode_message
 
 if TYPE_CHECKING:
     from groupcomm.check.model import Model

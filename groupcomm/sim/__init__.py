@@ -6,7 +6,7 @@ bandwidth, links with propagation delay, and applications that run long jobs:
 processes send), :mod:`~groupcomm.sim.matrix_model` (a vectorised model of the matrix
 protocol for large runs, cross-checked against the real module),
 :mod:`~groupcomm.sim.figures` (the paper's Figures 4-6) and
-:mod:`~groupcomm.sim.cli` (``groupcomm simulate``).
+:mod:`~groupcomm.cli.simulate` (``groupcomm simulate``).
 """
 
 from groupcomm.sim.engine import SimConfig, SimResult, Simulation, SimulationError, simulate

@@ -1,6 +1,6 @@
 """The discrete-event engine: real protocol filters in virtual time.
 
-Every simulated process is a :class:`~groupcomm.node.ProtocolNode` with the *same*
+Every simulated process is a :class:`~groupcomm.core.node.ProtocolNode` with the *same*
 causality module objects (manager, send filter, receive filter) the communicator uses;
 the engine only supplies the two ends a node needs — ``transmit`` and a clock that reads
 virtual time — and plays the application and the network around it.
@@ -17,7 +17,7 @@ and cost nothing.
 **Frame sizes.** ``header_bytes + payload_bytes + meta_bytes(message)`` for application
 messages and ``header_bytes + meta_bytes(message)`` for control messages (ACK, YCT):
 ``meta_bytes`` is the real codec's count of the protocol metadata the message carries
-(:func:`groupcomm.codec.meta_bytes`), the payload is a fixed size, and the header is a
+(:func:`groupcomm.transport.codec.meta_bytes`), the payload is a fixed size, and the header is a
 fixed envelope (defaults: 64 + 64). The frame is *not* encoded: the ground-truth vector
 clock a node attaches to each message (the oracle's, not the protocol's) travels outside
 the simulated wire, costs no time and no bytes, and messages are immutable, so passing
@@ -54,13 +54,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from groupcomm.codec import meta_bytes
-from groupcomm.messages import ReceivedMessage, SentMessage
-from groupcomm.node import ProtocolNode
-from groupcomm.oracle import Verdict, check_records
-from groupcomm.registry import get_module
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.oracle import Verdict, check_records
+from groupcomm.core.registry import get_module
+from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer
 from groupcomm.sim.workload import PlannedSend, Workload, random_workload
-from groupcomm.tracing import MemoryTracer, NullTracer, Tracer
+from groupcomm.transport.codec import meta_bytes
 
 log = logging.getLogger(__name__)
 

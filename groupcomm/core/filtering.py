@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
 
 M = TypeVar("M", bound=GroupMessage)
 M_contra = TypeVar("M_contra", bound=GroupMessage, contravariant=True)

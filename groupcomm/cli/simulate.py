@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
 PROG = "groupcomm simulate"
 
@@ -50,8 +50,8 @@ def _number(text: str) -> float:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    from groupcomm.causality import CausalityError, ProtocolViolation
-    from groupcomm.registry import UnknownModuleError, get_module
+    from groupcomm.core.causality import CausalityError, ProtocolViolation
+    from groupcomm.core.registry import UnknownModuleError, get_module
     from groupcomm.sim.engine import SimConfig, SimulationError, simulate
     from groupcomm.sim.workload import WorkloadError, load_script
 

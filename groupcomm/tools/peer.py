@@ -1,7 +1,7 @@
 """A remote-controlled client process: JSON commands on stdin, JSON events on stdout.
 
 Integration tests, the stress command and the demonstration start real client
-processes with ``python -m groupcomm.peer`` and drive them through this small line
+processes with ``python -m groupcomm.tools.peer`` and drive them through this small line
 protocol, so every test of the transport exercises separate processes talking ZeroMQ.
 
 Commands (one JSON object per line)::
@@ -35,9 +35,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.communicator import Communicator, CommunicatorError
-from groupcomm.messages import ReceivedMessage
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.core.messages import ReceivedMessage
+from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 
 class _Labelled:
@@ -178,7 +178,7 @@ class Peer:
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m groupcomm.peer",
+    parser = ArgumentParser(prog="python -m groupcomm.tools.peer",
                             description="A client driven by JSON lines on stdin.")
     parser.add_argument("--name", required=True)
     parser.add_argument("--session", default="s")
@@ -206,7 +206,7 @@ def build_parser() -> ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    from groupcomm.selection import SelectionError, filter_creators
+    from groupcomm.core.selection import SelectionError, filter_creators
 
     try:
         extra_send, extra_receive = filter_creators(args.filter)

@@ -10,9 +10,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.keys import KeyError_, resolve_key, write_new_key
-from groupcomm.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.transport.keys import KeyError_, resolve_key, write_new_key
+from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
 
 
 def build_parser() -> ArgumentParser:
@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         key = write_new_key(key_path)
     curve = None
     if args.curve_dir:
-        from groupcomm.curve import CurveKeyError, ServerKeys
+        from groupcomm.transport.curve import CurveKeyError, ServerKeys
 
         try:
             curve = ServerKeys.from_dir(args.curve_dir)

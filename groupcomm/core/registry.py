@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from groupcomm.causality import CausalityModule
-from groupcomm.filtering import MessageFilterCreator
+from groupcomm.core.causality import CausalityModule
+from groupcomm.core.filtering import MessageFilterCreator
 
 
 class UnknownModuleError(LookupError):

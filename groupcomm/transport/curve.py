@@ -26,10 +26,8 @@ hold everything; in production give each party only what it needs.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,34 +165,3 @@ def create_keys(directory: str | Path, names: Sequence[str]) -> list[Path]:
         Path(secret_path).chmod(0o600)
         made += [Path(public_path), Path(secret_path)]
     return made
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm keys DIR NAME [NAME ...]``: create CurveZMQ key pairs."""
-    from groupcomm.cli import ArgumentParser, CliError, run_main
-
-    def build() -> ArgumentParser:
-        parser = ArgumentParser(
-            prog="groupcomm keys",
-            description="Create CurveZMQ key pairs for per-client authentication: one "
-            "for the server (name it 'server') and one per client name. Give the server "
-            "server.key_secret and every NAME.key; give each client its NAME.key_secret "
-            "and server.key.")
-        parser.add_argument("directory")
-        parser.add_argument("names", nargs="+", metavar="NAME")
-        return parser
-
-    def body(args: argparse.Namespace) -> int:
-        try:
-            made = create_keys(args.directory, args.names)
-        except CurveKeyError as error:
-            raise CliError(f"groupcomm keys: {error}") from None
-        for path in made:
-            print(path)
-        return 0
-
-    return run_main(build, body, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

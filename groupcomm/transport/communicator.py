@@ -32,8 +32,12 @@ from typing import Any
 
 import zmq
 
-from groupcomm.causality import CausalityModule, ProtocolViolation
-from groupcomm.codec import (
+from groupcomm.core.causality import CausalityModule, ProtocolViolation
+from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
+from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.tracing import Tracer, tracer_for
+from groupcomm.transport.codec import (
     DEFAULT_MAX_FRAME,
     FrameCodec,
     FrameRejected,
@@ -44,16 +48,20 @@ from groupcomm.codec import (
     pack_envelopes,
     unpack_envelopes,
 )
-from groupcomm.curve import ClientKeys, CurveKeyError
-from groupcomm.delays import DelayPlan
-from groupcomm.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.keys import resolve_key
-from groupcomm.messages import MessageError, ReceivedMessage, SentMessage
-from groupcomm.node import ProtocolNode
-from groupcomm.server import RejectLog
-from groupcomm.tracing import Tracer, tracer_for
-from groupcomm.wakeup import WakeSignal
-from groupcomm.wire import BATCH, MESSAGE, PACKED, SESSION, kind_of, open_session, seal_session
+from groupcomm.transport.curve import ClientKeys, CurveKeyError
+from groupcomm.transport.delays import DelayPlan
+from groupcomm.transport.keys import resolve_key
+from groupcomm.transport.server import RejectLog
+from groupcomm.transport.wakeup import WakeSignal
+from groupcomm.transport.wire import (
+    BATCH,
+    MESSAGE,
+    PACKED,
+    SESSION,
+    kind_of,
+    open_session,
+    seal_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +152,7 @@ class Communicator:
     ) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
-        #: per-client keys (:mod:`groupcomm.curve`): encrypted, authenticated connection
+        #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
         #: to the server, and relayed messages checked against the sender it attests
         self._curve: ClientKeys | None = None
         if curve_dir is not None:
@@ -181,7 +189,7 @@ class Communicator:
         self._push_linger_ms = 0
 
         if causality is not None:
-            from groupcomm.registry import get_module
+            from groupcomm.core.registry import get_module
 
             module = get_module(causality) if isinstance(causality, str) else causality
             send_filters = [module.send_creator()]
@@ -189,13 +197,13 @@ class Communicator:
         if send_filters is not None:
             send_filters = [*send_filters, *extra_send]
         elif extra_send:
-            from groupcomm.filtering import SendMessageFilterSelector
+            from groupcomm.core.filtering import SendMessageFilterSelector
 
             send_filters = [SendMessageFilterSelector.get_message_filter_creator(), *extra_send]
         if receive_filters is not None:
             receive_filters = [*extra_receive, *receive_filters]
         elif extra_receive:
-            from groupcomm.filtering import ReceivedMessageFilterSelector
+            from groupcomm.core.filtering import ReceivedMessageFilterSelector
 
             receive_filters = [
                 *extra_receive, ReceivedMessageFilterSelector.get_message_filter_creator()
@@ -408,7 +416,7 @@ class Communicator:
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Stop waiting for what ``name`` (gone) never sent; returns the released ids.
-        See :meth:`groupcomm.causality.CausalityManager.release_waiting_on`."""
+        See :meth:`groupcomm.core.causality.CausalityManager.release_waiting_on`."""
         return self._call(lambda: self.node.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
@@ -994,7 +1002,7 @@ class Communicator:
 
     def _flush_outbox(self) -> None:
         """Encode, sign and send what is queued: per destination set, the messages in
-        one call (:func:`~groupcomm.codec.pack_envelopes`), one frame per batch."""
+        one call (:func:`~groupcomm.transport.codec.pack_envelopes`), one frame per batch."""
         outbox, self._outbox, self._outbox_count = self._outbox, {}, 0
         relayed = self.routing == "relayed"
         seal = self.codec.seal

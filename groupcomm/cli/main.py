@@ -6,67 +6,25 @@ the overview, and turns bad arguments into one clear line (exit code 2).
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("groupcomm.serve_cli", "run a session server"),
-    "keys": ("groupcomm.curve", "create CurveZMQ key pairs for per-client authentication"),
+    "serve": ("groupcomm.cli.serve", "run a session server"),
+    "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("apps.im", "terminal instant messenger (one participant)"),
-    "filters": ("groupcomm.filters_cli", "list installed causality modules and filters"),
+    "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
-    "overhead": ("groupcomm.overhead", "metadata, control traffic and throughput per module"),
+    "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
-    "bench": ("groupcomm.bench", "measure the communicator against raw pyzmq"),
+    "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
     "stress": ("apps.stress", "many real processes, random traffic and injected faults"),
-    "simulate": ("groupcomm.sim.cli", "discrete-event simulation of the protocols"),
-    "check": ("groupcomm.check.cli", "bounded model checking of the protocol filters"),
+    "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
+    "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),
 }
-
-
-class CliError(Exception):
-    """A bad command line: printed as one line, exit code 2."""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises :class:`CliError` instead of printing usage and exiting."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def run_main(
-    build: Callable[[], ArgumentParser],
-    body: Callable[[argparse.Namespace], int],
-    argv: Sequence[str] | None,
-) -> int:
-    """Parse ``argv`` with ``build()`` and run ``body``; bad arguments give one line, exit 2."""
-    try:
-        args = build().parse_args(list(argv) if argv is not None else None)
-    except CliError as error:
-        print(str(error), file=sys.stderr)
-        return 2
-    try:
-        return body(args)
-    except CliError as error:
-        print(str(error), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-def setup_logging(verbose: int = 0) -> None:
-    """Log to stderr: warnings by default, info with -v, debug with -vv."""
-    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
 
 
 def _overview() -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.keys import write_new_key
+from groupcomm.transport.keys import write_new_key
 
 
 class ProcessError(RuntimeError):
@@ -76,7 +76,7 @@ class ServerProcess(_Child):
                  extra: Sequence[str] = (), timeout: float = 20.0) -> None:
         super().__init__(
             "server",
-            [sys.executable, "-m", "groupcomm.serve_cli", "--bind", bind,
+            [sys.executable, "-m", "groupcomm.cli.serve", "--bind", bind,
              "--key-file", str(key_file), *extra],
             None,
         )
@@ -101,14 +101,14 @@ class ServerProcess(_Child):
 
 
 class PeerProcess(_Child):
-    """``python -m groupcomm.peer`` in a child process, with its events collected."""
+    """``python -m groupcomm.tools.peer`` in a child process, with its events collected."""
 
     def __init__(self, name: str, server: str, key_file: Path, *, session: str = "s",
                  causality: str | None = None, direct: bool = False,
                  trace_dir: str | None = None, filters: Sequence[str] = (),
                  extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> None:
         # wrapper: a command the peer runs under, e.g. ``ip netns exec NS``
-        argv = [*wrapper, sys.executable, "-m", "groupcomm.peer", "--name", name, "--server", server,
+        argv = [*wrapper, sys.executable, "-m", "groupcomm.tools.peer", "--name", name, "--server", server,
                 "--key-file", str(key_file), "--session", session]
         for spec in filters:
             argv += ["--filter", spec]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from groupcomm.filtering import FilterHost, MessageFilter, MessageFilterCreator
-from groupcomm.messages import GroupMessage
+from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.core.messages import GroupMessage
 
 
 def _probability(value: str | float) -> float:

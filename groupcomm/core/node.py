@@ -22,9 +22,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from groupcomm.causality import CausalityModule, module_of
-from groupcomm.codec import meta_bytes
-from groupcomm.filtering import (
+from groupcomm.core.causality import CausalityModule, module_of
+from groupcomm.core.filtering import (
     CallableProcessor,
     FilterHost,
     MessageFilter,
@@ -34,7 +33,7 @@ from groupcomm.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
-from groupcomm.messages import (
+from groupcomm.core.messages import (
     ControlMessage,
     GroupMessage,
     ReceivedMessage,
@@ -42,7 +41,8 @@ from groupcomm.messages import (
     SystemMessage,
     sent_unchecked,
 )
-from groupcomm.tracing import NullTracer, Tracer
+from groupcomm.core.tracing import NullTracer, Tracer
+from groupcomm.transport.codec import meta_bytes
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class ProtocolNode(FilterHost):
 
         Thread-safe. Raises :class:`UnknownPeerError` for a destination that is not a
         member, ``ValueError`` for an empty destination list, and the module's
-        :class:`~groupcomm.causality.CausalityError` for a send it cannot carry. With a
+        :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry. With a
         module that orders unicast events only (``mfss``, ``cykas``) a message to several
         members is split (see :meth:`tag_sends`); this returns the first part.
         """

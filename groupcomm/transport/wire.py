@@ -1,10 +1,10 @@
 """Frames between clients and the session server, and between peers.
 
-Every frame is signed by :class:`~groupcomm.codec.FrameCodec`. The first byte of a
+Every frame is signed by :class:`~groupcomm.transport.codec.FrameCodec`. The first byte of a
 verified body says what follows: ``M`` an application or control message envelope
-(see :mod:`groupcomm.codec`), ``P`` the messages queued for the same destinations in
+(see :mod:`groupcomm.transport.codec`), ``P`` the messages queued for the same destinations in
 one turn of the I/O loop, packed as one msgpack document (what communicators send; see
-:func:`~groupcomm.codec.pack_envelopes`), ``B`` an older batch form (an array of ``M``
+:func:`~groupcomm.transport.codec.pack_envelopes`), ``B`` an older batch form (an array of ``M``
 envelopes; still accepted), ``S`` a session command or notice (msgpack map). A relayed
 message travels as a two-part ZeroMQ message: a signed ``S`` relay command naming the
 destinations, then the sender's signed message frame, which the server forwards
@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from groupcomm.codec import FrameCodec, FrameRejected
+from groupcomm.transport.codec import FrameCodec, FrameRejected
 
 MESSAGE = b"M"
 BATCH = b"B"

@@ -1,4 +1,4 @@
-"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.fuzz``).
+"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``).
 
 Two campaigns, each input checked for: no exception other than the documented
 rejections (:class:`FrameRejected`, :class:`MessageError`), no hang (the slowest input
@@ -29,10 +29,11 @@ from typing import Any
 import dill
 import msgpack
 
-from groupcomm import codec as codec_module
-from groupcomm import wire as wire_module
-from groupcomm.cli import ArgumentParser, CliError, run_main
-from groupcomm.codec import (
+from groupcomm.cli.args import ArgumentParser, CliError, run_main
+from groupcomm.core.messages import ControlMessage, MessageError, SentMessage
+from groupcomm.transport import codec as codec_module
+from groupcomm.transport import wire as wire_module
+from groupcomm.transport.codec import (
     FrameCodec,
     FrameRejected,
     decode_batch,
@@ -42,8 +43,15 @@ from groupcomm.codec import (
     pack_envelopes,
     unpack_envelopes,
 )
-from groupcomm.messages import ControlMessage, MessageError, SentMessage
-from groupcomm.wire import BATCH, MESSAGE, PACKED, SESSION, kind_of, open_session, seal_session
+from groupcomm.transport.wire import (
+    BATCH,
+    MESSAGE,
+    PACKED,
+    SESSION,
+    kind_of,
+    open_session,
+    seal_session,
+)
 
 KEY = b"fuzzing-key-0123456789abcdef0123"
 
@@ -206,7 +214,7 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m groupcomm.fuzz",
+    parser = ArgumentParser(prog="python -m groupcomm.tools.fuzz",
                             description="Fuzz the frame decoder and envelope parser.")
     parser.add_argument("--inputs", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)

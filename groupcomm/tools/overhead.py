@@ -3,7 +3,7 @@
 * **Metadata and control traffic**, per application message, at several group sizes:
   every process sends ``--messages`` messages to uniformly random other members (vector
   and the other broadcast-only modules broadcast instead, since they refuse unicasts)
-  through the real filters and codec of :class:`groupcomm.localnet.LocalNetwork`,
+  through the real filters and codec of :class:`groupcomm.tools.localnet.LocalNetwork`,
   frames arriving in a seeded random order. Reported: protocol metadata bytes per
   application message (``meta_bytes`` of every network send of application messages,
   summed, divided by application sends) and control messages (ACK, YCT, ...) per
@@ -24,15 +24,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
 MODULES = ("none", "fifo", "vector", "matrix", "mfss", "cykas")
 
 
 def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:
     """Metadata and control traffic of ``module`` with ``processes`` members."""
-    from groupcomm.localnet import LocalNetwork
-    from groupcomm.registry import get_module
+    from groupcomm.core.registry import get_module
+    from groupcomm.tools.localnet import LocalNetwork
 
     broadcast = get_module(module).broadcast_only
     names = [f"p{i:02d}" for i in range(processes)]
@@ -79,7 +79,7 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     modules = args.modules or list(MODULES)
-    from groupcomm.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import UnknownModuleError, get_module
 
     try:
         for name in modules:
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
             rows.append(measure_overhead(module, size, args.messages, args.seed))
     throughput: list[dict[str, Any]] = []
     if args.throughput:
-        from groupcomm.bench import run_communicator
+        from groupcomm.tools.bench import run_communicator
 
         for module in ["none", *[m for m in modules if m != "none"]]:
             print(f"throughput: {module}...", file=sys.stderr, flush=True)

@@ -31,7 +31,7 @@ from typing import Any
 import dill
 import msgpack
 
-from groupcomm.messages import (
+from groupcomm.core.messages import (
     ControlMessage,
     HeaderValue,
     MessageError,

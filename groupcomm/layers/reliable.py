@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from groupcomm.filtering import FilterHost, MessageFilter, MessageFilterCreator
-from groupcomm.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 
 PROTOCOL = "reliable"
 SEQ = "~r"
@@ -168,7 +168,7 @@ class ReliableManager:
         peer = message.sender
         seq = message.headers.get(SEQ)
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            from groupcomm.causality import ProtocolViolation
+            from groupcomm.core.causality import ProtocolViolation
 
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         expected = self.next_expected.get(peer, 1)
@@ -244,7 +244,7 @@ class ReliableReceiveFilter(MessageFilter[ReceivedMessage]):
                     and all(isinstance(s, int) for s in value[1])):
                 self.manager.acknowledged(message.sender, value[0], value[1])
                 return
-            from groupcomm.causality import ProtocolViolation
+            from groupcomm.core.causality import ProtocolViolation
 
             raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
         if SEQ in message.headers:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groupcomm.filtering import MessageFilterCreator
-from groupcomm.registry import UnknownModuleError, get_filter, get_module
+from groupcomm.core.filtering import MessageFilterCreator
+from groupcomm.core.registry import UnknownModuleError, get_filter, get_module
 
 CAUSALITY_ENV = "GROUPCOMM_CAUSALITY"
 FILTERS_ENV = "GROUPCOMM_FILTERS"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
 
 def _payload(i: int, size: int) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
                    causality: str, routing: str) -> None:
     import threading
 
-    from groupcomm.communicator import Communicator
+    from groupcomm.transport.communicator import Communicator
 
     done = threading.Event()
     state = {"n": 0, "first": 0.0, "last": 0.0, "cpu_first": 0.0, "cpu": 0.0}
@@ -136,7 +136,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
 
 def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
                  routing: str, cpu_q: Any) -> None:
-    from groupcomm.communicator import Communicator
+    from groupcomm.transport.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
                       routing=routing, causality=causality) as comm:
@@ -155,8 +155,8 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
 def run_communicator(count: int, size: int, causality: str = "none",
                      routing: str = "direct") -> dict[str, float]:
     """Rate and CPU per message through two communicators with forwarding pipelines."""
-    from groupcomm.keys import write_new_key
-    from groupcomm.procs import ServerProcess
+    from groupcomm.tools.procs import ServerProcess
+    from groupcomm.transport.keys import write_new_key
 
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as workdir:

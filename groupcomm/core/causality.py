@@ -16,14 +16,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
-from groupcomm.filtering import (
+from groupcomm.core.filtering import (
     FilterHost,
     MessageFilter,
     MessageFilterCreator,
     ReceivedMessageFilterSelector,
     SendMessageFilterSelector,
 )
-from groupcomm.messages import GroupMessage, ReceivedMessage, SentMessage, SystemMessage
+from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage, SystemMessage
 
 
 class CausalityError(Exception):

@@ -7,8 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from groupcomm.cli import ArgumentParser, CliError, run_main
-from groupcomm.registry import available_filters, available_modules
+from groupcomm.cli.args import ArgumentParser, CliError, run_main
+from groupcomm.core.registry import available_filters, available_modules
 
 
 def build_parser() -> ArgumentParser:

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from groupcomm.causality import CausalityModule
-from groupcomm.codec import decode_received, encode_message
-from groupcomm.filtering import MessageFilterCreator
-from groupcomm.messages import ReceivedMessage, SentMessage
-from groupcomm.node import ProtocolNode
-from groupcomm.tracing import MemoryTracer, NullTracer, Tracer
+from groupcomm.core.causality import CausalityModule
+from groupcomm.core.filtering import MessageFilterCreator
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer
+from groupcomm.transport.codec import decode_received, encode_message
 
 Reaction = Callable[["LocalNetwork", str, ReceivedMessage], None]
 
@@ -53,7 +53,7 @@ class LocalNetwork:
         trace: bool = True,
     ) -> None:
         if isinstance(module, str) or module is None:
-            from groupcomm.registry import get_module
+            from groupcomm.core.registry import get_module
 
             module = get_module(module or "none")
         self.module = module

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
 
 def build_parser() -> ArgumentParser:

@@ -23,9 +23,9 @@ from typing import Any
 
 import zmq
 
-from groupcomm.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
-from groupcomm.curve import ServerKeys, start_authenticator
-from groupcomm.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+from groupcomm.transport.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
+from groupcomm.transport.curve import ServerKeys, start_authenticator
+from groupcomm.transport.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class SessionServer:
         self.codec = FrameCodec(key, max_frame=max_frame)
         self.heartbeat_timeout = heartbeat_timeout
         self._context = context or zmq.Context.instance()
-        #: per-client keys (see :mod:`groupcomm.curve`): joins must use the key's name,
+        #: per-client keys (see :mod:`groupcomm.transport.curve`): joins must use the key's name,
         #: relayed frames carry the sender the server received them from
         self.curve = curve
         self._auth = start_authenticator(self._context, curve) if curve else None
