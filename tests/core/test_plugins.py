@@ -14,7 +14,7 @@ from groupcomm.core.selection import SelectionError, filter_creators, parse_filt
 from plugins import hookimpl
 from plugins.manager import PluginError, plugin_manager
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "groupcomm-example-plugin"
 
 

@@ -26,7 +26,7 @@ def lossy_network(module: str, drop: float, dup: float, seed: int) -> LocalNetwo
     return net
 
 
-def settle(net: LocalNetwork, rng: random.Random, rounds: int = 500) -> None:
+def settle_with_retransmissions(net: LocalNetwork, rng: random.Random, rounds: int = 500) -> None:
     """Deliver everything in random order; advance time so retransmissions fire."""
     for _ in range(rounds):
         net.run(rng)
@@ -55,7 +55,7 @@ def test_exactly_once_and_fifo_per_pair_despite_faults(seed, drop, dup, count) -
             order.setdefault((sender, dest), []).append(message.message_id)
         while net.in_flight and rng.random() < 0.6:  # interleave arrivals with sends
             net.deliver(rng.randrange(len(net.in_flight)))
-    settle(net, rng)
+    settle_with_retransmissions(net, rng)
     for name in NAMES:
         ids = net.delivered_ids(name)
         assert len(ids) == len(set(ids)) == expected[name]
@@ -69,7 +69,7 @@ def test_retransmissions_and_duplicates_are_counted() -> None:
     net = lossy_network("none", 0.4, 0.4, 7)
     for i in range(50):
         net.send("a", i, ["b", "c"])
-    settle(net, rng)
+    settle_with_retransmissions(net, rng)
     stats = net.nodes["a"].shared["reliable"].stats
     assert stats["retransmissions"] > 0
     assert sum(n.shared["reliable"].stats["duplicates_dropped"] for n in net.nodes.values()) > 0
@@ -87,6 +87,6 @@ def test_a_departed_peer_is_forgotten() -> None:
 def test_loopback_copies_bypass_the_layer() -> None:
     net = lossy_network("none", 0.0, 0.0, 1)
     net.send("a", "me too", ["a", "b"])
-    settle(net, random.Random(0))
+    settle_with_retransmissions(net, random.Random(0))
     assert net.delivered_payloads("a") == ["me too"]
     assert net.delivered_payloads("b") == ["me too"]

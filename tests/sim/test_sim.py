@@ -18,7 +18,7 @@ from groupcomm.sim import SimConfig, SimulationError, figures, script_from_dict,
 from groupcomm.tools.localnet import LocalNetwork
 from trace_analysis.reference import check_directory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAUSAL = ["matrix", "matrix-delta", "mfss", "cykas"]
 
 

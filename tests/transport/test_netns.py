@@ -11,7 +11,6 @@ namespaces cannot be made (not root, no ``ip``, no bridge support).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from groupcomm.core.oracle import check_records
 from groupcomm.tools.procs import ProcessGroup
+from tests.helpers import read_traces
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -102,12 +102,6 @@ def lan() -> Iterator[Lan]:
         _ip("link", "del", bridge)
 
 
-def _read_traces(trace_dir: Path) -> list[dict]:
-    records = []
-    for path in sorted(trace_dir.glob("*.jsonl")):
-        records += [json.loads(line) for line in path.read_text().splitlines() if line]
-    return records
-
 
 @pytest.mark.parametrize("direct", [False, True], ids=["relayed", "direct"])
 def test_meeting_across_network_namespaces(lan: Lan, tmp_path: Path, direct: bool) -> None:
@@ -131,5 +125,5 @@ def test_meeting_across_network_namespaces(lan: Lan, tmp_path: Path, direct: boo
         assert [e["label"] for e in carol.wait_count("deliver", 2)] == ["m1", "m3"]
         for peer in group.peers.values():
             peer.quit()
-    verdict = check_records(_read_traces(traces))
+    verdict = check_records(read_traces(traces))
     assert verdict.ok, verdict

@@ -7,8 +7,7 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,10 @@ from groupcomm.transport.curve import ClientKeys, CurveKeyError, ServerKeys, cre
 from groupcomm.transport.keys import resolve_key, write_new_key
 from groupcomm.transport.server import SessionServer
 from groupcomm.transport.wire import MESSAGE
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
 
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

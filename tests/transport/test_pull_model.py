@@ -4,17 +4,9 @@ tag of a send made meanwhile."""
 
 from __future__ import annotations
 
-import time
-
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
-
-
-def wait_until(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
+from tests.helpers import wait_until
 
 
 def test_pull_model_tags_reflect_what_the_application_saw(group: ProcessGroup) -> None:

@@ -21,7 +21,7 @@ from groupcomm.check.model import replay, write_counterexample
 from groupcomm.cli.check import main as check_main
 from trace_analysis.reference import check_directory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(protocol: str, processes: int, messages: int, **options) -> object:
@@ -817,8 +817,8 @@ def per_peer_mfss() -> Iterator[str]:
     from collections import deque
 
     from filters.mfss import MfssManager, MfssModule
-    from groupcomm.core import registry
     from groupcomm.check import por
+    from groupcomm.core import registry
     from groupcomm.core.causality import ProtocolViolation
 
     class PerPeerManager(MfssManager):

@@ -7,13 +7,13 @@ bob (having seen m2) asks carol m3. Lunch (003, broadcast): "Done?" / "Lunch?" /
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from groupcomm.core.oracle import check_records
 from groupcomm.tools.procs import ProcessGroup
+from tests.helpers import read_traces
 
 NAMES = ["alice", "bob", "carol"]
 DELAY_MS = 600
@@ -24,12 +24,6 @@ def start(group: ProcessGroup, causality: str, trace_dir: Path) -> None:
         group.start_peer(name, causality=causality, trace_dir=str(trace_dir))
     group.wait_members(NAMES)
 
-
-def read_traces(trace_dir: Path) -> list[dict]:
-    records = []
-    for path in sorted(trace_dir.glob("*.jsonl")):
-        records += [json.loads(line) for line in path.read_text().splitlines() if line]
-    return records
 
 
 @pytest.mark.parametrize(("causality", "expected"), [

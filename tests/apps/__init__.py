@@ -1,0 +1,1 @@
+"""Tests of the applications and end-to-end runs (apps/)."""

@@ -1,0 +1,1 @@
+"""Tests of the bounded model checker (groupcomm.check)."""

@@ -1,0 +1,1 @@
+"""Tests of the message and filter model (groupcomm.core) and of plugins."""

@@ -1,0 +1,1 @@
+"""Tests of the causality modules (filters/) over the deterministic in-process network."""

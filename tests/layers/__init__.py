@@ -1,0 +1,1 @@
+"""Tests of the extra filter layers (groupcomm.layers)."""

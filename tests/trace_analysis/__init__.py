@@ -1,0 +1,1 @@
+"""Tests of the PySpark trace analysis (trace_analysis/)."""

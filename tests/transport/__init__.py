@@ -1,0 +1,1 @@
+"""Tests of the ZeroMQ transport (groupcomm.transport), most with real processes."""
