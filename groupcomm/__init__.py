@@ -1,9 +1,17 @@
 """groupcomm: causal message delivery for collaborative applications.
 
-Applications talk through a :class:`~groupcomm.transport.communicator.Communicator`; every message
-passes a send pipeline and a receive pipeline of filters; causality modules are pairs
-of filters sharing a manager, chosen by name at start-up.
+Applications talk through a :class:`Communicator`; every message passes a send pipeline
+and a receive pipeline of filters; causality modules are pairs of filters sharing a
+manager, chosen by name at start-up.
+
+The names below are the public API. The message and filter model comes from
+:mod:`groupcomm.core` (no sockets, no threads of its own); the communicator and its
+errors come from :mod:`groupcomm.transport` and are imported on first use, so that the
+simulator, the model checker and the filters can import this package without loading
+ZeroMQ. docs/architecture.md maps the packages.
 """
+
+from typing import Any
 
 from groupcomm.core.causality import (
     CausalityError,
@@ -35,8 +43,28 @@ from groupcomm.core.messages import (
 from groupcomm.core.node import ProtocolNode, UnknownPeerError
 from groupcomm.core.registry import UnknownModuleError, get_module, install
 
+#: public names that live in the transport, loaded on first access (PEP 562)
+_TRANSPORT = {
+    "Communicator": "groupcomm.transport.communicator",
+    "CommunicatorError": "groupcomm.transport.communicator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _TRANSPORT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'groupcomm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "CausalityError",
+    "Communicator",
+    "CommunicatorError",
     "CausalityManager",
     "CausalityModule",
     "ControlMessage",
