@@ -115,6 +115,10 @@ class _Writer:
             handle.close()
 
 
+#: how deep into a queue the violation injection looks for a pair to swap
+_VIOLATION_WINDOW = 32
+
+
 class _Simulation:
     """The sequential execution; one instance per :func:`generate` call."""
 
@@ -224,19 +228,42 @@ class _Simulation:
         """Inject one anomaly at ``p`` if its queue allows; True when done."""
         queue = self.queues[p]
         if which == "violations":
-            if len(queue) < 2:
+            early = self._one_cause_message(queue)
+            if early is None:
                 return False
-            first, second = queue[0], queue[1]
-            if first[2][first[1]] > second[2][first[1]]:
-                return False  # not causally related: swapping them is legal
-            del queue[1]
-            self.deliver(p, second)
+            message = queue[early]
+            del queue[early]
+            self.deliver(p, message)
             return True
+        if not queue:
+            return False
         if which == "undelivered":
             queue.popleft()
             return True
         self.deliver(p, queue.popleft(), twice=True)
         return True
+
+    @staticmethod
+    def _one_cause_message(queue: deque[tuple]) -> int | None:
+        """The position of a queued message that exactly one message queued before it
+        happened before, or None. Delivering it first makes exactly one causal
+        violation: a queue holds messages in the order they were sent, so nothing queued
+        after a message can have happened before it. The search looks at the first
+        :data:`_VIOLATION_WINDOW` messages only, so an attempt costs little when it fails
+        (the caller then delivers normally and tries again at the next step)."""
+        window = min(len(queue), _VIOLATION_WINDOW)
+        for j in range(1, window):
+            later = queue[j][2]
+            causes = 0
+            for k in range(j):
+                sender = queue[k][1]
+                if queue[k][2][sender] <= later[sender]:
+                    causes += 1
+                    if causes > 1:
+                        break
+            if causes == 1:
+                return j
+        return None
 
     def _malformed(self) -> None:
         rng = self.rng
@@ -278,9 +305,10 @@ class _Simulation:
             p = rng.randrange(n)
             queue = queues[p]
             if queue and rng.random() < 0.9:
-                if plan and written >= plan[-1][0]:
-                    if self._anomaly(p, plan[-1][1]):
-                        self.injected[plan.pop()[1]] += 1
+                # a due anomaly that this queue cannot take waits for another step: the
+                # delivery goes ahead, so the run always progresses toward its size
+                if plan and written >= plan[-1][0] and self._anomaly(p, plan[-1][1]):
+                    self.injected[plan.pop()[1]] += 1
                     continue
                 self.deliver(p, queue.popleft())
             else:
@@ -292,6 +320,9 @@ class _Simulation:
             self._malformed()
         for p in range(n):  # let every pending message arrive
             while queues[p]:
+                if plan and self._anomaly(p, plan[-1][1]):
+                    self.injected[plan.pop()[1]] += 1
+                    continue
                 self.deliver(p, queues[p].popleft())
 
 
