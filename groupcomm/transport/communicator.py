@@ -174,8 +174,8 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
             send_creators=send_filters,
             receive_creators=receive_filters,
             tracer=self.tracer,
+            deliver=self._deliverable,
         )
-        self.node.on_deliverable = self._deliverable
         self._init_outbox(max_frame)
         self._init_session_link()
         self._inbox: queue.Queue[ReceivedMessage] = queue.Queue()

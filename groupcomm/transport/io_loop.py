@@ -144,7 +144,7 @@ class IOLoop:
         if outgoing:
             waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
             batch = [outgoing.popleft() for _ in range(len(outgoing))]
-            self.node._sends.extend(batch)  # noqa: SLF001 - the node is ours
+            self.node.queue_sends(batch)
             self._drain_node()
             if waking:
                 with self._room:
