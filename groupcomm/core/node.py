@@ -293,32 +293,40 @@ class ProtocolNode(FilterHost):
         :meth:`drain`; a host that handles the pipeline's errors drains itself)."""
         self._sends.extend(messages)
 
-    def application_delivered(self, message: ReceivedMessage) -> None:
-        """Advance the application clock: the application now sees ``message``.
+    def application_delivered(
+        self, message: ReceivedMessage, listeners: Sequence[Deliver] = ()
+    ) -> None:
+        """Advance the application clock (the application now sees ``message``), then call
+        each of ``listeners`` with it.
 
-        Thread-safe: the callback model calls it just before each callback, the pull
-        model when ``receive()`` hands the message over.
+        The one place the clock advances. Thread-safe: the pull model calls it when
+        ``receive()`` hands the message over; the callback model, with the message
+        listeners, on the owner thread (see :meth:`deliver_to_application`). A listener
+        that raises is logged and the next one still runs.
         """
         with self._clock_lock:
             clock = self._app_clock
             for process, count in message.vc:
                 if clock.get(process, 0) < count:
                     clock[process] = count
-            clock[self._name] = clock.get(self._name, 0) + 1
+            name = self._name
+            clock[name] = clock.get(name, 0) + 1
             if self.tracer.enabled:
                 self.trace("deliver", message, vc=dict(clock))
+        if listeners:
+            # iterate over a copy (a listener may add or remove listeners), but do not
+            # copy the usual single listener
+            for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
+                try:
+                    listener(message)
+                except Exception:
+                    log.exception("%s: message listener raised on %s", self._name,
+                                  message.message_id)
 
     def deliver_to_application(self, message: ReceivedMessage) -> None:
-        """Callback model: advance the clock, then call every message listener."""
-        self.application_delivered(message)
-        listeners = self.message_listeners
-        # iterate over a copy (a listener may add or remove listeners), but do not copy
-        # the usual single listener
-        for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
-            try:
-                listener(message)
-            except Exception:
-                log.exception("%s: message listener raised on %s", self._name, message.message_id)
+        """Callback model (the default ``deliver``): advance the clock, then call every
+        message listener."""
+        self.application_delivered(message, self.message_listeners)
 
     @property
     def application_clock(self) -> dict[str, int]:

@@ -447,7 +447,8 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
     # -- the node's deliver callback (I/O thread) -----------------------------------------------
     def _deliverable(self, message: ReceivedMessage) -> None:
         self.stats["delivered"] += 1
-        if self.node.message_listeners:
-            self.node.deliver_to_application(message)
+        listeners = self.node.message_listeners
+        if listeners:  # callback model (the clock advances as the listeners are called)
+            self.node.application_delivered(message, listeners)
         else:
             self._inbox.put(message)
