@@ -438,6 +438,13 @@ class ProtocolNode(FilterHost):
         """True when no local work is queued."""
         return not (self._sends or self._deliveries or self._inputs)
 
+    def discard_queued(self) -> None:
+        """Drop every queued send, delivery and input (a host that abandons a step that
+        failed, then :meth:`restore` s a snapshot)."""
+        self._sends.clear()
+        self._deliveries.clear()
+        self._inputs.clear()
+
     # -- pipeline ends --------------------------------------------------------------------
     def _leave_send_pipeline(self, message: SentMessage) -> None:
         dests = message.destinations
