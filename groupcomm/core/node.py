@@ -62,6 +62,17 @@ class ProtocolNode(FilterHost):
     when ``None`` the selectors' current factories are used (one filter each). The
     receive pipeline runs in the order given, so extra filters listed before the
     causality module's receive filter see messages first.
+
+    ``deliver`` is called with each message ready for the application, on the owner
+    thread; without it the node delivers in the callback model
+    (:meth:`deliver_to_application`: advance the clock, call :attr:`message_listeners`).
+    A host that delivers otherwise (the pull model, the model checker) advances the
+    application clock itself with :meth:`application_delivered`.
+
+    Entry points: :meth:`tag_sends` / :meth:`tag_unicast` (any thread) make application
+    messages; :meth:`submit` / :meth:`submit_many` run them through the send pipeline, or
+    :meth:`queue_sends` queues them for the next :meth:`drain`; :meth:`receive` takes a
+    message from the network, or :meth:`arrived` / :meth:`arrived_many` queue it.
     """
 
     def __init__(
@@ -76,6 +87,7 @@ class ProtocolNode(FilterHost):
         receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
         tracer: Tracer | None = None,
         protocol_name: str | None = None,
+        deliver: Deliver | None = None,
     ) -> None:
         self._name = name
         self.application = application
@@ -122,8 +134,11 @@ class ProtocolNode(FilterHost):
         self._deliveries: deque[ReceivedMessage] = deque()
         self._inputs: deque[ReceivedMessage] = deque()
         self._draining = False
-        #: Called with each message ready for the application, on the owner thread.
-        self.on_deliverable: Deliver = self.deliver_to_application
+        #: Called with each message ready for the application, on the owner thread (the
+        #: ``deliver`` argument; assigning it after construction still works).
+        self.on_deliverable: Deliver = (
+            deliver if deliver is not None else self.deliver_to_application
+        )
         #: Application callbacks (callback model); see :meth:`deliver_to_application`.
         self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
         self.unconsumed_control = 0
@@ -207,22 +222,15 @@ class ProtocolNode(FilterHost):
         self.drain()
 
     # -- application side ---------------------------------------------------------------
-    def tag_send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
-        """Make and tag an application message at the moment the application sends it.
-
-        Thread-safe. Raises :class:`UnknownPeerError` for a destination that is not a
-        member, ``ValueError`` for an empty destination list, and the module's
-        :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry. With a
-        module that orders unicast events only (``mfss``, ``cykas``) a message to several
-        members is split (see :meth:`tag_sends`); this returns the first part.
-        """
-        return self.tag_sends(payload, destinations)[0]
-
     def tag_sends(self, payload: Any, destinations: Iterable[str]) -> list[SentMessage]:
-        """Like :meth:`tag_send`, returning every message the send became.
+        """Make and tag application messages at the moment the application sends; returns
+        every message the send became.
 
-        One message, unless the module has ``unicast_events``: then one unicast per
-        destination, in the order given, each its own send event with its own clock.
+        One message, unless the module has ``unicast_events`` (``mfss``, ``cykas``): then
+        one unicast per destination, in the order given, each its own send event with its
+        own clock. Thread-safe. Raises :class:`UnknownPeerError` for a destination that is
+        not a member, ``ValueError`` for an empty destination list, and the module's
+        :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry.
         """
         if type(destinations) is list and len(destinations) == 1:
             dests = (destinations[0],)  # the common unicast: nothing to deduplicate
@@ -247,7 +255,7 @@ class ProtocolNode(FilterHost):
         return [self._tag_one(payload, dests)]
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
-        """:meth:`tag_send` to one destination (the common case, without the list)."""
+        """:meth:`tag_sends` to one destination (the common case, without the list)."""
         if destination not in self._member_set and destination != self._name:
             return self.tag_sends(payload, [destination])[0]  # raises UnknownPeerError
         dests = (destination,)
@@ -280,30 +288,22 @@ class ProtocolNode(FilterHost):
         self._sends.extend(messages)
         self.drain()
 
-    def send(self, payload: Any, destinations: Iterable[str]) -> SentMessage:
-        """Tag and submit in one call (owner thread)."""
-        messages = self.tag_sends(payload, destinations)
-        self.submit_many(messages)
-        return messages[0]
+    def queue_sends(self, messages: Iterable[SentMessage]) -> None:
+        """Queue tagged messages for the send pipeline, without processing them yet (see
+        :meth:`drain`; a host that handles the pipeline's errors drains itself)."""
+        self._sends.extend(messages)
 
-    def application_delivered(self, message: ReceivedMessage) -> None:
-        """Advance the application clock: the application now sees ``message``.
+    def application_delivered(
+        self, message: ReceivedMessage, listeners: Sequence[Deliver] = ()
+    ) -> None:
+        """Advance the application clock (the application now sees ``message``), then call
+        each of ``listeners`` with it.
 
-        Thread-safe: the callback model calls it just before each callback, the pull
-        model when ``receive()`` hands the message over.
+        The one place the clock advances. Thread-safe: the pull model calls it when
+        ``receive()`` hands the message over; the callback model, with the message
+        listeners, on the owner thread (see :meth:`deliver_to_application`). A listener
+        that raises is logged and the next one still runs.
         """
-        with self._clock_lock:
-            clock = self._app_clock
-            for process, count in message.vc:
-                if clock.get(process, 0) < count:
-                    clock[process] = count
-            clock[self._name] = clock.get(self._name, 0) + 1
-            if self.tracer.enabled:
-                self.trace("deliver", message, vc=dict(clock))
-
-    def deliver_to_application(self, message: ReceivedMessage) -> None:
-        """Callback model: advance the clock, then call every message listener."""
-        # application_delivered, spelled out: this runs for every message delivered
         with self._clock_lock:
             clock = self._app_clock
             for process, count in message.vc:
@@ -313,14 +313,20 @@ class ProtocolNode(FilterHost):
             clock[name] = clock.get(name, 0) + 1
             if self.tracer.enabled:
                 self.trace("deliver", message, vc=dict(clock))
-        listeners = self.message_listeners
-        # iterate over a copy (a listener may add or remove listeners), but do not copy
-        # the usual single listener
-        for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
-            try:
-                listener(message)
-            except Exception:
-                log.exception("%s: message listener raised on %s", self._name, message.message_id)
+        if listeners:
+            # iterate over a copy (a listener may add or remove listeners), but do not
+            # copy the usual single listener
+            for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
+                try:
+                    listener(message)
+                except Exception:
+                    log.exception("%s: message listener raised on %s", self._name,
+                                  message.message_id)
+
+    def deliver_to_application(self, message: ReceivedMessage) -> None:
+        """Callback model (the default ``deliver``): advance the clock, then call every
+        message listener."""
+        self.application_delivered(message, self.message_listeners)
 
     @property
     def application_clock(self) -> dict[str, int]:
@@ -431,6 +437,13 @@ class ProtocolNode(FilterHost):
     def idle(self) -> bool:
         """True when no local work is queued."""
         return not (self._sends or self._deliveries or self._inputs)
+
+    def discard_queued(self) -> None:
+        """Drop every queued send, delivery and input (a host that abandons a step that
+        failed, then :meth:`restore` s a snapshot)."""
+        self._sends.clear()
+        self._deliveries.clear()
+        self._inputs.clear()
 
     # -- pipeline ends --------------------------------------------------------------------
     def _leave_send_pipeline(self, message: SentMessage) -> None:

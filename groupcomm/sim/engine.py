@@ -491,7 +491,8 @@ class RealStack:
         return listener
 
     def app_send(self, planned: PlannedSend) -> None:
-        self.nodes[planned.sender].send((planned.key, planned.job_ms), planned.dests)
+        node = self.nodes[planned.sender]
+        node.submit_many(node.tag_sends((planned.key, planned.job_ms), planned.dests))
 
     def arrive(self, frame: Frame) -> None:
         self.nodes[frame.dest].receive(frame.item.received_by(frame.dest))

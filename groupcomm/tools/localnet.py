@@ -108,7 +108,10 @@ class LocalNetwork:
     # -- driving ----------------------------------------------------------------------------
     def send(self, sender: str, payload: Any, dests: Iterable[str]) -> SentMessage:
         """Application ``sender`` sends ``payload`` to ``dests``."""
-        return self.nodes[sender].send(payload, dests)
+        node = self.nodes[sender]
+        messages = node.tag_sends(payload, dests)
+        node.submit_many(messages)
+        return messages[0]
 
     def to_others(self, sender: str, payload: Any) -> SentMessage:
         """Broadcast to every other member."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,10 @@ import zmq
 
 from groupcomm.transport.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
 from groupcomm.transport.curve import ServerKeys, start_authenticator
+from groupcomm.transport.rejects import RejectLog
 from groupcomm.transport.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "RejectLog", "Session", "SessionServer"]
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +55,6 @@ class Session:
     application: str
     name: str
     members: OrderedDict[str, Member] = field(default_factory=OrderedDict)
-
-
-class RejectLog:
-    """Counts rejected input by reason and logs it clearly without flooding the log."""
-
-    def __init__(self, who: str) -> None:
-        self.who = who
-        self.counts: Counter[str] = Counter()
-
-    def reject(self, reason: str, detail: str, peer: str = "?") -> None:
-        """Count one rejection; log the first few of each reason, then every 1000th."""
-        self.counts[reason] += 1
-        count = self.counts[reason]
-        if count <= 5 or count % 1000 == 0:
-            log.warning(
-                "%s rejected a frame from %s (%s, %d so far): %s",
-                self.who, peer, reason, count, detail,
-            )
 
 
 class SessionServer:

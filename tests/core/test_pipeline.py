@@ -158,3 +158,29 @@ def test_delay_plan_without_fifo_can_reorder() -> None:
         plan.schedule(0.0, "bob", i)
     out = [item for _, item in plan.pop_due(1.0)]
     assert sorted(out) == list(range(50)) and out != list(range(50))
+
+
+def test_node_delivers_through_the_callback_given_at_construction() -> None:
+    """``deliver=`` replaces the callback model; the host advances the clock itself, and
+    work queued with queue_sends waits for drain; discard_queued drops queued work."""
+    sent: list[tuple[SentMessage, tuple[str, ...]]] = []
+    delivered = []
+
+    def deliver(message) -> None:
+        node.application_delivered(message)
+        delivered.append(message)
+
+    node = ProtocolNode("a", transmit=lambda m, d: sent.append((m, d)), clock=lambda: 0.0,
+                        deliver=deliver)
+    node.message_listeners.append(lambda m: pytest.fail("the callback model is not used"))
+    node.client_joined("a", all_users=["a", "b"])
+    message = node.tag_sends("x", ["a", "b"])[0]
+    node.queue_sends([message])
+    assert not node.idle and not sent
+    node.drain()
+    assert [d for _, d in sent] == [("b",)]
+    assert [m.message_id for m in delivered] == [message.message_id]
+    assert node.application_clock == {"a": 2}
+    node.queue_sends(node.tag_sends("y", ["b"]))
+    node.discard_queued()
+    assert node.idle
