@@ -1,4 +1,6 @@
-"""Discovery: the plugin manager that asks built-in and third-party plugins."""
+"""Discovery: the plugin manager that asks built-in and third-party plugins, and fills
+the registry with what they return (:func:`discover`, declared in the
+``groupcomm.discovery`` entry-point group that :mod:`groupcomm.core.registry` reads)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,13 @@ from typing import Any
 
 import pluggy
 
+from groupcomm.core.registry import (
+    FilterInfo,
+    ModuleInfo,
+    RegistrationError,
+    register_filter,
+    register_module,
+)
 from plugins import builtin, hookspecs
 
 log = logging.getLogger(__name__)
@@ -50,8 +59,6 @@ def _origin(manager: pluggy.PluginManager, plugin: Any) -> str:
 
 def collect() -> tuple[dict[str, Any], dict[str, Any]]:
     """Ask every plugin for its modules and filters; returns registry entries by name."""
-    from groupcomm.core.registry import FilterInfo, ModuleInfo
-
     manager = plugin_manager()
     modules: dict[str, ModuleInfo] = {}
     filters: dict[str, FilterInfo] = {}
@@ -77,3 +84,16 @@ def collect() -> tuple[dict[str, Any], dict[str, Any]]:
             except (KeyError, TypeError) as error:
                 raise PluginError(f"plugin {origin} returned a bad filter entry: {error}") from None
     return modules, filters
+
+
+def discover() -> None:
+    """Fill the registry with every plugin's modules and filters (built-ins first, so a
+    third-party module of the same name replaces the built-in one, with a warning)."""
+    modules, filters = collect()
+    try:
+        for info in modules.values():
+            register_module(info.factory, info.origin)
+        for info in filters.values():
+            register_filter(info.name, info.send, info.receive, info.description, info.origin)
+    except RegistrationError as error:
+        raise PluginError(str(error)) from None

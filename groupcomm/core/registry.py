@@ -1,14 +1,20 @@
 """Causality modules and extra filters by name.
 
-The built-in modules are registered through the same plugin hooks as third-party
-ones (see :mod:`plugins`); this module is the lookup the rest of the framework uses.
+Plugins fill the registry; the rest of the framework looks things up in it. The
+registry does not know who fills it: on the first lookup it calls every function
+declared in the ``groupcomm.discovery`` entry-point group (this project declares
+:func:`plugins.manager.discover`, which asks the built-in and third-party plugins through
+pluggy and calls :func:`register_module` / :func:`register_filter`). Code can also
+register directly, for example a test's own module.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 from groupcomm.core.causality import CausalityModule
@@ -40,10 +46,73 @@ class FilterInfo:
     origin: str
 
 
-_lock = threading.Lock()
+#: entry-point group of the functions that fill the registry on first use
+DISCOVERY_GROUP = "groupcomm.discovery"
+
+log = logging.getLogger(__name__)
+
+# re-entrant: discovery runs under the lock and registers through the same functions
+_lock = threading.RLock()
 _loaded = False
 _modules: dict[str, ModuleInfo] = {}
 _filters: dict[str, FilterInfo] = {}
+
+
+class RegistrationError(ValueError):
+    """A module or filter cannot be registered (no name, not a causality module, no
+    filter creator on either side)."""
+
+
+def register_module(module: type[CausalityModule], origin: str = "") -> ModuleInfo:
+    """Make the causality module class ``module`` available under its ``name``.
+
+    A later registration under the same name replaces the earlier one (with a warning
+    naming both origins). Raises :class:`RegistrationError` for a class that is not a
+    :class:`CausalityModule` subclass or has no name.
+    """
+    if not (isinstance(module, type) and issubclass(module, CausalityModule)):
+        raise RegistrationError(f"{origin or 'a plugin'} registered {module!r}, which is "
+                                "not a CausalityModule subclass")
+    name = getattr(module, "name", None)
+    if not isinstance(name, str) or not name:
+        raise RegistrationError(f"{origin or 'a plugin'} registered a module without a "
+                                f"name: {module!r}")
+    info = ModuleInfo(name, module, getattr(module, "description", ""), origin)
+    with _lock:
+        previous = _modules.get(name)
+        if previous is not None and previous.factory is not module:
+            log.warning("causality module %r from %s replaces the one from %s",
+                        name, origin, previous.origin)
+        _modules[name] = info
+    return info
+
+
+def register_filter(
+    name: str,
+    send: Callable[..., MessageFilterCreator[Any]] | None = None,
+    receive: Callable[..., MessageFilterCreator[Any]] | None = None,
+    description: str = "",
+    origin: str = "",
+) -> FilterInfo:
+    """Make an extra filter available under ``name`` (send side, receive side or both).
+
+    Raises :class:`RegistrationError` without a name or without either side.
+    """
+    if not isinstance(name, str) or not name:
+        raise RegistrationError(f"{origin or 'a plugin'} registered a filter without a name")
+    if send is None and receive is None:
+        raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'} has neither a "
+                                "send nor a receive side")
+    info = FilterInfo(name, send, receive, description, origin)
+    with _lock:
+        _filters[name] = info
+    return info
+
+
+def unregister_module(name: str) -> None:
+    """Forget the module ``name`` (for tests that registered their own)."""
+    with _lock:
+        _modules.pop(name, None)
 
 
 def _ensure_loaded() -> None:
@@ -51,16 +120,13 @@ def _ensure_loaded() -> None:
     with _lock:
         if _loaded:
             return
-        from plugins.manager import collect  # late: plugins import the framework
-
-        modules, filters = collect()
-        _modules.update(modules)
-        _filters.update(filters)
-        _loaded = True
+        _loaded = True  # before discovery: it registers through this module
+        for entry in entry_points(group=DISCOVERY_GROUP):
+            entry.load()()
 
 
 def reload() -> None:
-    """Forget what was discovered and ask the plugins again (tests, after installs)."""
+    """Forget what was registered and run discovery again (tests, after installs)."""
     global _loaded
     with _lock:
         _loaded = False

@@ -191,13 +191,11 @@ def extra_modules() -> Iterator[None]:
             return RaisingManager(host)
 
     registry.available_modules()
-    added = {}
     for module in (ForgetfulModule, RaisingModule):
-        added[module.name] = registry.ModuleInfo(module.name, module, "test", "tests")
-    registry._modules.update(added)  # noqa: SLF001
+        registry.register_module(module, origin="tests")
     yield
-    for name in added:
-        registry._modules.pop(name, None)  # noqa: SLF001
+    for module in (ForgetfulModule, RaisingModule):
+        registry.unregister_module(module.name)
 
 
 def test_liveness_violation_in_a_terminal_state(extra_modules, tmp_path: Path) -> None:
@@ -858,13 +856,12 @@ def per_peer_mfss() -> Iterator[str]:
             return PerPeerManager(host)
 
     registry.available_modules()
-    registry._modules[PerPeerModule.name] = registry.ModuleInfo(  # noqa: SLF001
-        PerPeerModule.name, PerPeerModule, "test", "tests")
+    registry.register_module(PerPeerModule, origin="tests")
     key = f"{PerPeerModule.__module__}.{PerPeerModule.__qualname__}"
     por.COMMUTING_CONTROLS[key] = frozenset({"ack"})
     yield PerPeerModule.name
     por.COMMUTING_CONTROLS.pop(key, None)
-    registry._modules.pop(PerPeerModule.name, None)  # noqa: SLF001
+    registry.unregister_module(PerPeerModule.name)
 
 
 TRIANGLE = {"sends": {"p1": [["p3"], ["p2"]], "p2": [["p3"]], "p3": []}}
