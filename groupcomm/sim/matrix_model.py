@@ -38,14 +38,12 @@ not modelled (the random workloads never make them).
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from groupcomm.sim.stack import Frame, SimulationError, StackHost
 from groupcomm.sim.workload import PlannedSend
-
-if TYPE_CHECKING:
-    from groupcomm.sim.engine import Frame, Simulation
 
 PROTOCOL = "matrix"
 _INF = np.iinfo(np.int32).max
@@ -95,7 +93,7 @@ class _ModelMessage:
 class MatrixModelStack:
     """Matrix protocol state of all processes as arrays (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: StackHost) -> None:
         self.sim = sim
         config = sim.config
         self.names = sorted(sim.names)  # encode_matrix orders names by sort order
@@ -141,8 +139,6 @@ class MatrixModelStack:
 
     # -- sending ----------------------------------------------------------------------------------
     def app_send(self, planned: PlannedSend) -> None:
-        from groupcomm.sim.engine import SimulationError
-
         name = planned.sender
         i = self.idx[name]
         dests = [self.idx[d] for d in planned.dests]
