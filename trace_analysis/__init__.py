@@ -8,7 +8,7 @@ the lines are read (one pass, msgspec in Spark's Python workers) and
 """
 
 from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
-from trace_analysis.load import TraceDirError
+from trace_analysis.loaded import TraceDirError
 from trace_analysis.session import SparkUnavailableError, get_spark
 
 

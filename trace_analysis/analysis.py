@@ -14,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trace_analysis import execution as execution_mod
+import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
-from trace_analysis.load import LOADERS, Loaded, load
+from trace_analysis.load import load
+from trace_analysis.loaded import LOADERS, Loaded
 from trace_analysis.metrics import (
     OVERALL,
     buffering,
@@ -152,7 +153,7 @@ def analyze(
     ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
     most ``violations_limit``; the counts are exact regardless).
 
-    Raises :class:`trace_analysis.load.TraceDirError` for a missing or empty directory
+    Raises :class:`trace_analysis.loaded.TraceDirError` for a missing or empty directory
     and :class:`trace_analysis.session.SparkUnavailableError` when Spark cannot start.
     """
     say = progress or (lambda message: None)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from trace_analysis.load import LOADERS
+from trace_analysis.loaded import LOADERS
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",
             "malformed_lines", "messages")

@@ -41,7 +41,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from trace_analysis import load, schema
+import trace_analysis.schema as schema
+from trace_analysis.loaded import HEAVY_EVENTS as _HEAVY
 
 #: target size of one chunk (one Spark task)
 CHUNK_BYTES = 32 * 1024 * 1024
@@ -50,7 +51,7 @@ _SCAN = 1 << 16
 #: characters of a malformed line kept for the samples
 SAMPLE_CHARS = 201
 
-HEAVY_EVENTS = frozenset(load.HEAVY_EVENTS)
+HEAVY_EVENTS = frozenset(_HEAVY)
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ def parse_chunk(data: bytes) -> ChunkResult:
 
 
 # -- Arrow ---------------------------------------------------------------------------------
-#: the columns of every batch: rec, then :data:`trace_analysis.load.EVENT_COLUMNS`, then
+#: the columns of every batch: rec, then :data:`trace_analysis.loaded.EVENT_COLUMNS`, then
 #: the summary columns
 OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
                   ("rid", "bigint"), ("ts", "double"), ("process", "string"),

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from trace_analysis.load import LOADERS
+from trace_analysis.loaded import LOADERS
 
 
 def build_parser() -> ArgumentParser:
@@ -83,7 +83,7 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
-    from trace_analysis.load import TraceDirError
+    from trace_analysis.loaded import TraceDirError
     from trace_analysis.session import SparkUnavailableError
 
     limit = args.violations_limit if args.violations_limit is not None else (
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[analyze] {message}", file=sys.stderr, flush=True)
 
-    from trace_analysis.load import list_trace_files
+    from trace_analysis.loaded import list_trace_files
 
     try:
         list_trace_files(args.trace_dir)  # a missing or empty directory fails before Spark

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from trace_analysis.counting import count_earlier_at_least
-from trace_analysis.load import list_trace_files
+from trace_analysis.loaded import list_trace_files
 from trace_analysis.schema import MALFORMED, OK, parse_line
 
 

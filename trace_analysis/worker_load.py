@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trace_analysis import chunks as chunks_mod
-from trace_analysis.load import EVENT_COLUMNS, Loaded, display_name, line_numbers
+import trace_analysis.chunks as chunks_mod
+from trace_analysis.loaded import EVENT_COLUMNS, Loaded, display_name, line_numbers
 from trace_analysis.progress import TaskProgress
 
 if TYPE_CHECKING:

@@ -1,0 +1,89 @@
+"""What a loaded trace directory is, independent of the loader and of Spark: the trace
+files of a directory, the columns and events the checks keep, and :class:`Loaded`, the
+result both loaders (:mod:`trace_analysis.load`, :mod:`trace_analysis.worker_load`) give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from trace_analysis.schema import FIELDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+TRACE_PATTERNS = ("*.jsonl", "*.jsonl.gz")
+#: columns of :attr:`Loaded.events`
+EVENT_COLUMNS = ("file", "blk", "rid") + FIELDS
+#: the events pass 2 keeps (everything else is only counted)
+HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
+#: the loaders :func:`load` offers (the first is the default)
+LOADERS = ("workers", "native")
+
+class TraceDirError(ValueError):
+    """The trace directory is missing or holds no trace files."""
+
+
+@dataclass
+class Loaded:
+    """The parsed trace: counts of every valid event, the events the checks need (cached),
+    and what was wrong with the rest."""
+
+    #: send, deliver, buffer and unbuffer events; columns EVENT_COLUMNS
+    events: DataFrame
+    #: one dict per (protocol, process, event, kind) of valid events: n, bytes (meta_bytes)
+    counts: list[dict[str, Any]]
+    files: list[Path]
+    lines: int
+    blank_lines: int
+    malformed: int
+    malformed_samples: list[dict[str, Any]]
+    seconds: float
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def unpersist(self) -> None:
+        """Drop the cached data (the session lives on for the next analysis)."""
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def list_trace_files(trace_dir: str | Path) -> list[Path]:
+    """The trace files of a directory, sorted; raises :class:`TraceDirError`."""
+    directory = Path(trace_dir)
+    if not directory.exists():
+        raise TraceDirError(f"trace directory {directory} does not exist")
+    if not directory.is_dir():
+        raise TraceDirError(f"{directory} is not a directory")
+    files = sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
+                    if p.is_file()})
+    if not files:
+        raise TraceDirError(f"no trace files (*.jsonl) in {directory}")
+    return files
+
+
+def display_name(file_uri: str) -> str:
+    """``alice.jsonl`` for a Spark file URI."""
+    return Path(unquote(urlparse(file_uri).path)).name
+
+
+
+def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
+                 rows: list[Any]) -> dict[tuple[str, int, int], int]:
+    """1-based line numbers of ``rows`` (each with file, blk, rid) from the per-block
+    (lines, first id) of pass 1."""
+    before: dict[tuple[str, int], int] = {}
+    for file in {key[0] for key in blocks}:
+        total = 0
+        for blk in sorted(b for f, b in blocks if f == file):
+            before[(file, blk)] = total
+            total += blocks[(file, blk)][0]
+    return {
+        (row["file"], row["blk"], row["rid"]):
+            before[(row["file"], row["blk"])] + row["rid"] - blocks[(row["file"], row["blk"])][1]
+            + 1
+        for row in rows
+    }
