@@ -14,13 +14,18 @@ Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
 
 from __future__ import annotations
 
-from groupcomm.check.model import (
-    CheckConfig,
-    CheckResult,
-    ConfigError,
-    Model,
-    check,
-    load_workload,
-)
+from groupcomm.check.config import CheckConfig, ConfigError, load_workload
+from groupcomm.check.model import Model
+from groupcomm.check.report import CheckResult, replay, write_counterexample
+from groupcomm.check.search import check
 
-__all__ = ["CheckConfig", "CheckResult", "ConfigError", "Model", "check", "load_workload"]
+__all__ = [
+    "CheckConfig",
+    "CheckResult",
+    "ConfigError",
+    "Model",
+    "check",
+    "load_workload",
+    "replay",
+    "write_counterexample",
+]

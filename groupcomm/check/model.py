@@ -31,184 +31,23 @@ delivered, the liveness failure of 000, footnote 1, caught at the call); and in 
 terminal state (no transition enabled) *liveness* - every message sent has been
 delivered at every destination.
 
-**Search.** Breadth-first by default (the first violation found has a shortest
-counterexample), depth-first on request. States are deduplicated on the whole state, or
-(``reduce``) on a 64-bit digest of it (hash compaction, Holzmann's bitstate cousin:
-sound up to digest collisions, probability about n²/2⁶⁵ for n states - 3·10⁻⁶ at ten
-million), with the frontier's node snapshots interned so equal snapshots are stored
-once. Counterexamples are kept as shared parent links of the frontier, not per state
-(with ``reduce``, not at all: a violation is found again with them). ``symmetry``
-deduplicates on a canonical key instead - states that differ only in process names
-or control-message numbering count once (:mod:`groupcomm.check.symmetry`). ``por``
-expands only a persistent set of the enabled transitions in each state - those of the
-processes the others can no longer send to, or one arrival of a control the module
-declares commuting (:mod:`groupcomm.check.por`). ``compact`` keeps a breadth-first
-hash-compacted search's frontier packed into bytes (:meth:`Model.pack`).
+The search over this model is :mod:`groupcomm.check.search`; its configuration
+:mod:`groupcomm.check.config`; results and counterexamples :mod:`groupcomm.check.report`.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import os
-import time
 from array import array
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
+from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.tracing import MemoryTracer, NullTracer, write_trace_dir
+from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.core.tracing import MemoryTracer, NullTracer
 from groupcomm.transport.codec import decode_received, encode_message
-
-PROPERTIES = ("causal", "fifo", "duplicate", "exception", "refused", "liveness")
-
-
-class ConfigError(ValueError):
-    """A bad checker configuration (unknown protocol, bad bounds, bad workload)."""
-
-
-# -- configuration ----------------------------------------------------------------------------
-@dataclass
-class CheckConfig:
-    """What to check and how.
-
-    ``workload`` maps process name to the destinations of each of its sends, in order
-    (see :func:`load_workload`); without one every process makes ``messages`` sends to
-    destinations chosen nondeterministically (``destinations``: ``auto`` - broadcast to
-    all others for broadcast-only modules, a single other process otherwise;
-    ``unicast``; ``broadcast``).
-    """
-
-    protocol: str = "cykas"
-    processes: int = 3
-    messages: int = 2
-    fifo_network: bool = False
-    dfs: bool = False
-    reduce: bool = False
-    #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
-    symmetry: bool = False
-    #: partial-order reduction: expand a persistent set of transitions (see
-    #: :mod:`groupcomm.check.por`)
-    por: bool = False
-    #: with ``reduce`` and breadth-first search on an unordered network: keep the
-    #: frontier's states packed into bytes (memory; costs a little time)
-    compact: bool = False
-    max_states: int | None = None
-    workload: dict[str, list[tuple[str, ...]]] | None = None
-    destinations: str = "auto"
-    #: tag sends without the module's destination check (shows what the filter would do)
-    bypass_refusal: bool = False
-    #: called with a progress dict about every ``progress_interval`` seconds
-    progress: Callable[[dict[str, Any]], None] | None = None
-    progress_interval: float = 2.0
-
-    def names(self) -> list[str]:
-        if self.workload is not None:
-            return list(self.workload)
-        return [f"p{i + 1}" for i in range(self.processes)]
-
-
-def load_workload(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, list[tuple[str, ...]]]:
-    """Read a workload: JSON ``{"sends": {"p1": [["p2"], ["p2", "p3"]], "p2": [], ...}}``
-    (or that mapping itself). Every process of the run is a key of ``sends``; each entry
-    is the destination list of one application send, made in that order (when is
-    explored). Raises :class:`ConfigError` on anything else."""
-    if isinstance(source, Mapping):
-        data: Any = source
-        where = "workload"
-    else:
-        where = str(source)
-        try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
-        except OSError as error:
-            raise ConfigError(f"cannot read workload {where}: {error.strerror or error}") from None
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"workload {where} is not JSON: {error}") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("sends"), Mapping):
-        raise ConfigError(f"workload {where}: expected an object with a 'sends' object "
-                          '(e.g. {"sends": {"p1": [["p2"]], "p2": []}})')
-    sends = data["sends"]
-    names = list(sends)
-    if len(names) < 2:
-        raise ConfigError(f"workload {where}: needs at least two processes, got {names}")
-    workload: dict[str, list[tuple[str, ...]]] = {}
-    for name, entries in sends.items():
-        if not isinstance(name, str) or not name or "#" in name or "~" in name:
-            raise ConfigError(f"workload {where}: bad process name {name!r}")
-        if not isinstance(entries, list):
-            raise ConfigError(f"workload {where}: sends of {name} must be a list of lists")
-        out = []
-        for entry in entries:
-            if isinstance(entry, str):
-                entry = [entry]
-            if (not isinstance(entry, list) or not entry
-                    or not all(isinstance(d, str) for d in entry)):
-                raise ConfigError(f"workload {where}: each send of {name} must be a non-empty "
-                                  f"list of process names, got {entry!r}")
-            for dest in entry:
-                if dest not in sends or dest == name:
-                    raise ConfigError(f"workload {where}: {name} sends to {dest!r}, which is "
-                                      "not another process of the workload")
-            out.append(tuple(dict.fromkeys(entry)))
-        workload[name] = out
-    return workload
-
-
-# -- results ----------------------------------------------------------------------------------
-@dataclass
-class CheckResult:
-    """What a search found. ``result`` is ``ok``, ``violation`` or ``incomplete`` (stopped
-    by ``max_states`` or interrupted before finishing, nothing found so far)."""
-
-    result: str
-    protocol: str
-    processes: int
-    messages: int
-    property: str | None = None
-    detail: str | None = None
-    states: int = 0
-    transitions: int = 0
-    max_depth: int = 0
-    seconds: float = 0.0
-    terminal_states: int = 0
-    #: human-readable steps of the counterexample
-    counterexample: list[str] = field(default_factory=list)
-    #: the transitions of the counterexample (to replay it)
-    actions: list[tuple] = field(default_factory=list)
-    #: causal / fifo: steps after the violation until the overtaken message is delivered
-    #: as well, so the trace files show both deliveries (DESIGN.md's definition)
-    completion: list[str] = field(default_factory=list)
-    completion_actions: list[tuple] = field(default_factory=list)
-    stopped: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-
-    def is_ok(self) -> bool:
-        return self.result == "ok"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "result": self.result,
-            "protocol": self.protocol,
-            "processes": self.processes,
-            "messages": self.messages,
-            "property": self.property,
-            "detail": self.detail,
-            "states": self.states,
-            "transitions": self.transitions,
-            "max_depth": self.max_depth,
-            "terminal_states": self.terminal_states,
-            "seconds": round(self.seconds, 3),
-            "states_per_second": round(self.states / self.seconds) if self.seconds else None,
-            "stopped": self.stopped,
-            "counterexample": list(self.counterexample),
-            "completion": list(self.completion),
-            "config": dict(self.config),
-        }
 
 
 class Violation(Exception):
@@ -233,8 +72,6 @@ class Model:
     """
 
     def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
-        from groupcomm.core.registry import UnknownModuleError, get_module
-
         self.config = config
         try:
             self.module = get_module(config.protocol)
@@ -259,14 +96,14 @@ class Model:
         self._delivered_now: list[ReceivedMessage] = []
         self.nodes = [self._make_node(name) for name in self.names]
         #: per process: interned snapshots (id -> snapshot, snapshot -> id)
-        self._snaps: list[dict[int, tuple]] = [{} for _ in self.names]
+        self.snapshots: list[dict[int, tuple]] = [{} for _ in self.names]
         self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
         #: memo of local steps (off while tracing: a replay must run every step)
         self._memo = not trace
         #: when True causal and FIFO violations are not raised (to extend a
         #: counterexample until the overtaken message is delivered too)
         self.lenient = False
-        self._cache: dict[tuple, tuple] = {}
+        self.step_cache: dict[tuple, tuple] = {}
         self._entries: dict[tuple, tuple] = {}
         self._values: dict[Any, Any] = {}
         #: truth entries, shared between the states that have them (memory)
@@ -290,8 +127,8 @@ class Model:
                         for i in range(self.n))
         zero = (0,) * self.n
         truth = tuple((budgets[i], zero, (), frozenset()) for i in range(self.n))
-        snaps = tuple(self._intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
-        self.initial_state = (snaps, self._add_frames(self._empty_network(), initial_frames),
+        snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
+        self.initial_state = (snaps, self.add_frames(self.empty_network(), initial_frames),
                               truth)
 
     # -- set-up ---------------------------------------------------------------------------
@@ -301,6 +138,10 @@ class Model:
             for dest in dests:
                 self._outbox.append((name, dest, frame))
 
+        def deliver(message: ReceivedMessage) -> None:
+            node.application_delivered(message)
+            self._delivered_now.append(message)
+
         node = ProtocolNode(
             name,
             transmit=transmit,
@@ -308,13 +149,8 @@ class Model:
             send_creators=[self.module.send_creator()],
             receive_creators=[self.module.receive_creator()],
             tracer=self.tracer,
+            deliver=deliver,
         )
-
-        def on_deliverable(message: ReceivedMessage) -> None:
-            node.application_delivered(message)
-            self._delivered_now.append(message)
-
-        node.on_deliverable = on_deliverable
         return node
 
     def _destination_choices(self) -> list[list[tuple[str, ...]]]:
@@ -336,10 +172,10 @@ class Model:
         return out
 
     # -- network --------------------------------------------------------------------------
-    def _empty_network(self) -> tuple:
+    def empty_network(self) -> tuple:
         return ()
 
-    def _add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
+    def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
         if not frames:
             return network
         if not self.config.fifo_network:
@@ -469,9 +305,9 @@ class Model:
         else:
             who, arg = action[2], action[3]
         i = self.index[who]
-        local = self._cache.get((i, snaps[i], kind, arg))
+        local = self.step_cache.get((i, snaps[i], kind, arg))
         if local is None:
-            local = self._local(i, snaps[i], kind, arg)
+            local = self.local_step(i, snaps[i], kind, arg)
         if local[0] == "violation":
             raise Violation(local[1], local[2])
         _, new_snap, frames, sent_msgs, got, text = local
@@ -492,32 +328,32 @@ class Model:
             new_truth_i = (left, vc, sent, delivered)
         else:  # nothing delivered: the truth does not change
             new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
-            return (new_snaps, self._add_frames(network, frames), truth), text
+            return (new_snaps, self.add_frames(network, frames), truth), text
         new_truth_i = self._truths.setdefault(new_truth_i, new_truth_i)
         new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
         new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
-        return (new_snaps, self._add_frames(network, frames), new_truth), text
+        return (new_snaps, self.add_frames(network, frames), new_truth), text
 
-    def _local(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
+    def local_step(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         """What node ``i`` in its interned state ``snap_id`` does on one input (an
         application send to ``arg`` or the arrival of frame ``arg``): a pure function of
         the snapshot, so memoized. Returns ``("ok", new snap id, frames, sent messages,
         deliveries, text)`` or ``("violation", property, detail)``."""
         key = (i, snap_id, kind, arg)
-        hit = self._cache.get(key)
+        hit = self.step_cache.get(key)
         if hit is not None:
             return hit
         result = self._local_run(i, snap_id, kind, arg)
         if self._memo:
-            self._cache[key] = result
+            self.step_cache[key] = result
         return result
 
-    def _intern(self, i: int, snap: tuple) -> int:
+    def intern(self, i: int, snap: tuple) -> int:
         table = self._snap_ids[i]
-        key = _exact(snap)
+        key = exact(snap)
         found = table.get(key)
         if found is None:
-            snaps = self._snaps[i]
+            snaps = self.snapshots[i]
             found = len(snaps)
             table[key] = found
             snaps[found] = snap
@@ -567,7 +403,7 @@ class Model:
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         who = self.names[i]
         node = self.nodes[i]
-        node.restore(self._snaps[i][snap_id])
+        node.restore(self.snapshots[i][snap_id])
         self._outbox = []
         self._delivered_now = []
         self.step += 1
@@ -577,14 +413,9 @@ class Model:
             if kind == "send":
                 dests: tuple[str, ...] = arg
                 try:
-                    if self.config.bypass_refusal:
-                        # on purpose: tag without the module's destination check
-                        if self.module.unicast_events and len(dests) > 1:
-                            messages = [node._tag_one(None, (d,)) for d in dests]  # noqa: SLF001
-                        else:
-                            messages = [node._tag_one(None, dests)]  # noqa: SLF001
-                    else:
-                        messages = node.tag_sends(None, dests)
+                    # bypass_refusal: on purpose, without the module's destination check
+                    messages = node.tag_sends(None, dests,
+                                              module_check=not self.config.bypass_refusal)
                 except CausalityError as error:
                     self._reset(node)
                     return ("violation", "refused",
@@ -630,14 +461,12 @@ class Model:
         except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
             self._reset(node)
             return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
-        return ("ok", self._intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
+        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
                 tuple(got), text)
 
     @staticmethod
     def _reset(node: ProtocolNode) -> None:
-        node._sends.clear()  # noqa: SLF001 - drop the work of a failed step
-        node._deliveries.clear()  # noqa: SLF001
-        node._inputs.clear()  # noqa: SLF001
+        node.discard_queued()  # drop the work of a failed step
 
     def _judge(self, truth: tuple, i: int, j: int, k: int, msg_id: str, vc: tuple,
                delivered: frozenset) -> tuple[tuple, frozenset]:
@@ -696,7 +525,7 @@ class Model:
     def held_summary(self, state: tuple) -> str:
         parts = []
         for i, node in enumerate(self.nodes):
-            node.restore(self._snaps[i][state[0][i]])
+            node.restore(self.snapshots[i][state[0][i]])
             held = node.held()
             if held:
                 parts.append(f"{self.names[i]} holds {', '.join(m.message_id for m in held)}")
@@ -706,21 +535,21 @@ class Model:
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []
 
 
-def _exact(value: Any) -> Any:
+def exact(value: Any) -> Any:
     """``value`` with every message replaced by what it carries *including* its
     ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
     two snapshots that differ only in a held message's clock stay apart."""
     if isinstance(value, tuple):
         for v in value:
             if type(v) not in _ATOMIC:
-                return tuple([_exact(v) for v in value])
+                return tuple([exact(v) for v in value])
         return value  # only atoms (the common case: clocks, matrices, counters)
     if isinstance(value, GroupMessage):
         return (value.freeze(), value.vc)
     return value
 
 
-#: values :func:`_exact` leaves as they are
+#: values :func:`exact` leaves as they are
 _ATOMIC = frozenset({int, str, bytes, float, bool, type(None)})
 
 
@@ -728,292 +557,3 @@ def describe_action(action: tuple) -> str:
     if action[0] == "send":
         return f"{action[1]} sends to {', '.join(action[2])}"
     return f"frame {action[1]} -> {action[2]} arrives"
-
-
-# -- search ---------------------------------------------------------------------------------
-def check(config: CheckConfig) -> CheckResult:
-    """Explore every interleaving within the bounds of ``config``; see the module doc.
-
-    With ``reduce`` the search keeps no parent links (they would cost more memory than
-    the digests); when it finds a violation, the search is run again with them, from
-    the warm model, to get the counterexample (same order, so the same one)."""
-    model = Model(config)
-    # the search allocates millions of long-lived tuples (frontier, memos) and makes no
-    # reference cycles: the cyclic collector would only rescan them (measured: up to a
-    # third of the CPU time at 3x3; same peak memory without it)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        if not config.reduce:
-            return search(model, config, keep_paths=True)
-        result = search(model, config, keep_paths=False)
-        if result.result == "violation":
-            seconds = result.seconds
-            result = search(model, config, keep_paths=True)
-            result.seconds += seconds
-        return result
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResult:
-    """The breadth-first (or depth-first) search of :func:`check` on ``model``; without
-    ``keep_paths`` a violation is reported without its counterexample."""
-    result = CheckResult(
-        result="ok", protocol=config.protocol, processes=model.n,
-        messages=config.messages if config.workload is None else max(
-            (len(v) for v in config.workload.values()), default=0),
-        config={
-            "fifo_network": config.fifo_network, "dfs": config.dfs, "reduce": config.reduce,
-            "max_states": config.max_states, "workload": config.workload is not None,
-            "destinations": config.destinations, "bypass_refusal": config.bypass_refusal,
-            "symmetry": None, "por": config.por, "compact": config.compact,
-        },
-    )
-    start = time.perf_counter()
-    last_report = start
-    initial = model.initial_state
-    reduce = config.reduce
-    canon: Callable[[tuple], Any] | None = None
-    if config.symmetry:
-        from groupcomm.check.symmetry import Symmetry
-
-        symmetry = Symmetry(model)
-        canon = symmetry.key
-        result.config["symmetry"] = symmetry.describe()
-        result.config["symmetry_group"] = symmetry.size
-    persistent: Callable[[tuple], Any] | None = None
-    sets = None
-    if config.por:
-        from groupcomm.check.por import PersistentSets
-
-        sets = PersistentSets(model)
-        persistent = sets.choose
-    first = canon(initial) if canon is not None else initial
-    seen: set = {hash(first) if reduce else first}
-    #: with symmetry: concrete states already generated (their keys are in ``seen``)
-    known: set = set()
-    # frontier entries: (state, depth, path) where path is (action, parent path); the
-    # step texts are recomputed for the counterexample only (they cost memory)
-    frontier: deque[Any] = deque([(initial, 0, None)])
-    pop = frontier.pop if config.dfs else frontier.popleft
-    # a breadth-first hash-compacted search keeps its frontier compact: each state packed
-    # into bytes (Model.pack), depths counted per level instead of stored
-    compact = (config.compact and not keep_paths and not config.dfs
-               and not config.fifo_network)
-    if compact:
-        frontier = deque([model.pack(initial)])
-        pop = frontier.popleft
-        pack, unpack = model.pack, model.unpack
-        level_left = 1  # states of the current level still in the frontier
-        level = 0
-    states = 1
-    transitions = 0
-    max_depth = 0
-    terminal = 0
-    found: tuple | None = None
-    try:
-        while frontier:
-            if compact:
-                if not level_left:
-                    level += 1
-                    level_left = len(frontier)
-                level_left -= 1
-                state, depth, path = unpack(pop()), level, None
-            else:
-                state, depth, path = pop()
-            any_enabled = False
-            gen = model.successors(state, persistent(state) if persistent else None)
-            while True:
-                try:
-                    action, nxt, text = next(gen)
-                except StopIteration:
-                    break
-                except Violation as violation:
-                    failed = violation.action
-                    assert failed is not None
-                    found = (violation, (failed, path) if keep_paths else None, depth + 1)
-                    transitions += 1
-                    break
-                any_enabled = True
-                transitions += 1
-                if canon is not None:
-                    # the same concrete state again (a diamond of independent steps):
-                    # its key is known to be in ``seen``, skip computing it
-                    concrete = hash(nxt) if reduce else nxt
-                    if concrete in known:
-                        continue
-                    known.add(concrete)
-                    key = canon(nxt)
-                else:
-                    key = nxt
-                if reduce:
-                    key = hash(key)
-                if key in seen:
-                    continue
-                seen.add(key)
-                states += 1
-                if depth + 1 > max_depth:
-                    max_depth = depth + 1
-                if compact:
-                    frontier.append(pack(nxt))
-                else:
-                    frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
-            if found is not None:
-                break
-            if not any_enabled:
-                terminal += 1
-                missing = model.undelivered(state)
-                if missing:
-                    held = model.held_summary(state)
-                    detail = (f"terminal state with {len(missing)} undelivered: "
-                              f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
-                    found = (Violation("liveness", detail), path, depth)
-                    break
-            if config.max_states is not None and states >= config.max_states:
-                result.stopped = f"max_states {config.max_states} reached"
-                break
-            if config.progress is not None:
-                now = time.perf_counter()
-                if now - last_report >= config.progress_interval:
-                    last_report = now
-                    config.progress({"states": states, "transitions": transitions,
-                                     "depth": depth, "frontier": len(frontier),
-                                     "seconds": now - start,
-                                     "rate": states / (now - start)})
-    except KeyboardInterrupt:
-        result.stopped = "interrupted"
-    result.seconds = time.perf_counter() - start
-    result.states = states
-    result.transitions = transitions
-    result.max_depth = max_depth
-    result.terminal_states = terminal
-    if sets is not None:
-        result.config["por_reduced_states"] = sets.reduced + sets.singletons
-        result.config["por_commuting_states"] = sets.singletons
-    if found is not None:
-        violation, path, _ = found
-        result.result = "violation"
-        result.property = violation.prop
-        result.detail = violation.detail
-        actions: list[tuple] = []
-        while path is not None:
-            action, path = path
-            actions.append(action)
-        actions.reverse()
-        result.actions = actions
-        result.counterexample = _texts(model, actions, violation) if keep_paths else []
-        if keep_paths and violation.missing is not None:
-            result.completion_actions, result.completion = _complete(
-                model, result.actions, violation.missing)
-    elif result.stopped is not None:
-        result.result = "incomplete"
-    return result
-
-
-def _texts(model: Model, actions: list[tuple], violation: Violation) -> list[str]:
-    """The step texts of a counterexample (its last step the violation, unless the
-    violation is of a terminal state)."""
-    texts = []
-    state = model.initial_state
-    for n, action in enumerate(actions):
-        if n == len(actions) - 1 and violation.action is not None:
-            texts.append(_text_of_failed(action, violation))
-            break
-        state, text = model.apply(state, action)
-        texts.append(text)
-    return texts
-
-
-def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],
-              limit: int = 200_000) -> tuple[list[tuple], list[str]]:
-    """A shortest continuation of ``actions`` (whose last step broke causal or FIFO
-    order) in which the overtaken message is delivered too; ``([], [])`` if none is
-    found within ``limit`` states."""
-    i, s, n = missing
-    model.lenient = True
-    try:
-        state = model.initial_state
-        for action in actions:
-            state, _ = model.apply(state, action)
-        start = state
-        seen = {start}
-        frontier: deque[tuple[tuple, tuple | None]] = deque([(start, None)])
-        while frontier and len(seen) < limit:
-            state, path = frontier.popleft()
-            if (s, n) in state[2][i][3]:
-                steps: list[tuple[tuple, str]] = []
-                while path is not None:
-                    action, text, path = path
-                    steps.append((action, text))
-                steps.reverse()
-                return [a for a, _ in steps], [t for _, t in steps]
-            try:
-                for action, nxt, text in model.successors(state):
-                    if nxt not in seen:
-                        seen.add(nxt)
-                        frontier.append((nxt, (action, text, path)))
-            except Violation:
-                continue
-        return [], []
-    finally:
-        model.lenient = False
-
-
-def _text_of_failed(action: tuple, violation: Violation) -> str:
-    if action[0] == "send":
-        return f"{action[1]} sends to {', '.join(action[2])}: VIOLATION {violation.prop}"
-    try:
-        message = decode_received(action[3], action[2])
-        what = (message.user_message.kind if isinstance(message.user_message, ControlMessage)
-                else f"{message.message_id} ({message.kind})")
-    except Exception:  # noqa: BLE001 - only for the text
-        what = "a frame"
-    return f"{action[2]} receives {what} from {action[1]}: VIOLATION {violation.prop}"
-
-
-# -- counterexample -> traces -----------------------------------------------------------------
-def replay(config: CheckConfig, actions: list[tuple]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Run ``actions`` from the initial state with tracing on: the step texts and the
-    trace records (DESIGN.md schema). The violating last step is run too: a refused send
-    is recorded as the application's ``send`` (never delivered), other violations keep
-    the records the real nodes wrote up to the failure."""
-    model = Model(config, trace=True)
-    model.lenient = True  # run on past a causal / FIFO violation (the completion)
-    state = model.initial_state
-    texts = []
-    for n, action in enumerate(actions):
-        try:
-            state, text = model.apply(state, action)
-        except Violation as violation:
-            if n != len(actions) - 1:
-                raise
-            texts.append(f"{describe_action(action)}: VIOLATION {violation.prop}")
-            if violation.prop == "refused":
-                _record_refused_send(model, state, action)
-            break
-        texts.append(text)
-    return texts, model.records()
-
-
-def _record_refused_send(model: Model, state: tuple, action: tuple) -> None:
-    _, who, dests = action
-    i = model.index[who]
-    left, vc, sent, _ = state[2][i]
-    own = list(vc)
-    own[i] += 1
-    model.tracer.emit({
-        "ts": float(model.step), "process": who, "event": "send", "protocol":
-        model.config.protocol, "msg": f"{who}#{len(sent) + 1}", "sender": who,
-        "dests": list(dests), "vc": {n: c for n, c in zip(model.names, own, strict=True) if c},
-        "refused": True,
-    })
-
-
-def write_counterexample(config: CheckConfig, result: CheckResult,
-                         trace_dir: str | os.PathLike[str]) -> list[Path]:
-    """Write the counterexample of ``result`` (with its completion, if any) as
-    ``<process>.jsonl`` trace files."""
-    _, records = replay(config, result.actions + result.completion_actions)
-    return write_trace_dir(records, trace_dir)

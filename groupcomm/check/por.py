@@ -122,14 +122,12 @@ exhaustively on full state graphs of small bounds (every reachable state, every 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from groupcomm.check.model import ConfigError
+from groupcomm.check.config import ConfigError
+from groupcomm.check.model import Model
 from groupcomm.core.messages import ControlMessage
 from groupcomm.transport.codec import decode_received
-
-if TYPE_CHECKING:
-    from groupcomm.check.model import Model
 
 #: control kinds whose arrival commutes with every other step of the receiving process
 #: (hypothesis H of the module doc), per exact module class: a subclass may change it
@@ -234,9 +232,9 @@ class PersistentSets:
                 continue
             i = index[d]
             sid = snaps[i]
-            local = model._cache.get((i, sid, "arrive", f))  # noqa: SLF001
+            local = model.step_cache.get((i, sid, "arrive", f))
             if local is None:
-                local = model._local(i, sid, "arrive", f)  # noqa: SLF001
+                local = model.local_step(i, sid, "arrive", f)
             if local[0] != "ok" or local[4]:
                 continue  # it breaks a property or delivers: expand as usual
             # H in this state: close the diamond with every other transition of d
@@ -268,7 +266,7 @@ class PersistentSets:
         if key in self._closed:
             return
         model = self.model
-        local = model._local  # noqa: SLF001
+        local = model.local_step
         a = local(i, sid, "arrive", frame)
         x = local(i, sid, kind, arg)
         ax = local(i, a[1], kind, arg)
@@ -424,7 +422,7 @@ class PersistentSets:
         found = self._inerts.get(key)
         if found is None:
             found = True
-            local = self.model._local  # noqa: SLF001
+            local = self.model.local_step
             for frame in frames:
                 step = local(i, sid, "arrive", frame)
                 if step[0] != "ok" or step[2] or step[4] or (
@@ -506,14 +504,14 @@ class PersistentSets:
         if self._budget < 0:
             raise _TooLarge
         model = self.model
-        cache = model._cache  # noqa: SLF001 - the model's memo of local steps
+        cache = model.step_cache  # the model's memo of local steps
         index = model.index
         shared = self._shared
         out: set[tuple[int, bytes]] = set()
         for frame in frames:
             local = cache.get((i, snap_id, "arrive", frame))
             if local is None:
-                local = model._local(i, snap_id, "arrive", frame)  # noqa: SLF001
+                local = model.local_step(i, snap_id, "arrive", frame)
             if local[0] != "ok":
                 continue
             for _, dest, emitted in local[2]:

@@ -49,14 +49,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import permutations
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from groupcomm.check.model import ConfigError, _exact
+from groupcomm.check.config import ConfigError
+from groupcomm.check.model import Model, exact
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 from groupcomm.transport.codec import decode_message, encode_message
-
-if TYPE_CHECKING:
-    from groupcomm.check.model import Model
 
 
 class SymmetryError(ConfigError):
@@ -336,7 +334,7 @@ class Symmetry:
         node = model.nodes[self.order[renaming.name(model.names[i])]]
         node.restore((clock, next_id, tuple(model.names), managers))
         if zero_controls or renaming.relabel is not None:
-            for manager in node._shared.values():  # noqa: SLF001
+            for manager in node._shared.values():
                 if hasattr(manager, "control_count"):
                     if zero_controls:
                         manager.control_count = 0
@@ -348,9 +346,9 @@ class Symmetry:
         table = self._snap_keys[index][i]
         found = table.get(snap_id)
         if found is None:
-            snap = self._snapshot(self._renamings[index], i, self.model._snaps[i][snap_id],  # noqa: SLF001
+            snap = self._snapshot(self._renamings[index], i, self.model.snapshots[i][snap_id],
                                   zero_controls=True)
-            value = (self.perms[index][i], _exact(snap))
+            value = (self.perms[index][i], exact(snap))
             found = self._key_ids.setdefault(value, len(self._key_ids))
             table[snap_id] = found
         return found
@@ -502,8 +500,8 @@ class Symmetry:
         if renumber_controls:
             relabel = {}
             for i, name in enumerate(names):
-                model.nodes[i].restore(model._snaps[i][snaps[i]])  # noqa: SLF001
-                counts = [m.control_count for m in model.nodes[i]._shared.values()  # noqa: SLF001
+                model.nodes[i].restore(model.snapshots[i][snaps[i]])
+                counts = [m.control_count for m in model.nodes[i]._shared.values()
                           if hasattr(m, "control_count")]
                 relabel[name] = (max(counts, default=0) + 10, 0)
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
@@ -511,9 +509,9 @@ class Symmetry:
         new_snaps = [0] * self.n
         new_truth: list[tuple] = [()] * self.n
         for i in range(self.n):
-            snap = self._snapshot(renaming, i, model._snaps[i][snaps[i]],  # noqa: SLF001
+            snap = self._snapshot(renaming, i, model.snapshots[i][snaps[i]],
                                   zero_controls=False)
-            new_snaps[perm[i]] = model._intern(perm[i], snap)  # noqa: SLF001
+            new_snaps[perm[i]] = model.intern(perm[i], snap)
             new_truth[perm[i]] = self._rename_truth(perm, renaming, truth[i])
         frames = []
         if not model.config.fifo_network:
@@ -523,7 +521,7 @@ class Symmetry:
             for (s, d), queue in network:
                 for f in queue:
                     frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
-        return (tuple(new_snaps), model._add_frames(model._empty_network(), frames),  # noqa: SLF001
+        return (tuple(new_snaps), model.add_frames(model.empty_network(), frames),
                 tuple(new_truth))
 
     def normal_action(self, action: tuple, perm: tuple[int, ...] | None = None) -> tuple:

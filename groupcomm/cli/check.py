@@ -75,7 +75,7 @@ def build_parser() -> ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from groupcomm.check.model import CheckConfig, ConfigError, load_workload
+    from groupcomm.check import CheckConfig, ConfigError, load_workload
 
     if args.max_states is not None and args.max_states < 1:
         raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
@@ -106,7 +106,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _body(args: argparse.Namespace) -> int:
-    from groupcomm.check.model import ConfigError, Model, check, write_counterexample
+    from groupcomm.check import ConfigError, Model, check, write_counterexample
 
     setup_logging(args.verbose)
     config = _config(args)

@@ -222,7 +222,8 @@ class ProtocolNode(FilterHost):
         self.drain()
 
     # -- application side ---------------------------------------------------------------
-    def tag_sends(self, payload: Any, destinations: Iterable[str]) -> list[SentMessage]:
+    def tag_sends(self, payload: Any, destinations: Iterable[str], *,
+                  module_check: bool = True) -> list[SentMessage]:
         """Make and tag application messages at the moment the application sends; returns
         every message the send became.
 
@@ -231,6 +232,8 @@ class ProtocolNode(FilterHost):
         own clock. Thread-safe. Raises :class:`UnknownPeerError` for a destination that is
         not a member, ``ValueError`` for an empty destination list, and the module's
         :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry.
+        ``module_check=False`` skips that last check: the model checker uses it to show
+        what a refused send would do.
         """
         if type(destinations) is list and len(destinations) == 1:
             dests = (destinations[0],)  # the common unicast: nothing to deduplicate
@@ -249,7 +252,8 @@ class ProtocolNode(FilterHost):
                 )
         module = self.module
         if module is not None:
-            module.check_destinations(name, dests, self.members)
+            if module_check:
+                module.check_destinations(name, dests, self.members)
             if module.unicast_events and len(dests) > 1:
                 return [self._tag_one(payload, (dest,)) for dest in dests]
         return [self._tag_one(payload, dests)]

@@ -1,0 +1,104 @@
+"""What the model checker is asked: :class:`CheckConfig` (protocol, bounds, network,
+reductions) and workload files (:func:`load_workload`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROPERTIES = ("causal", "fifo", "duplicate", "exception", "refused", "liveness")
+
+
+class ConfigError(ValueError):
+    """A bad checker configuration (unknown protocol, bad bounds, bad workload)."""
+
+
+# -- configuration ----------------------------------------------------------------------------
+@dataclass
+class CheckConfig:
+    """What to check and how.
+
+    ``workload`` maps process name to the destinations of each of its sends, in order
+    (see :func:`load_workload`); without one every process makes ``messages`` sends to
+    destinations chosen nondeterministically (``destinations``: ``auto`` - broadcast to
+    all others for broadcast-only modules, a single other process otherwise;
+    ``unicast``; ``broadcast``).
+    """
+
+    protocol: str = "cykas"
+    processes: int = 3
+    messages: int = 2
+    fifo_network: bool = False
+    dfs: bool = False
+    reduce: bool = False
+    #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
+    symmetry: bool = False
+    #: partial-order reduction: expand a persistent set of transitions (see
+    #: :mod:`groupcomm.check.por`)
+    por: bool = False
+    #: with ``reduce`` and breadth-first search on an unordered network: keep the
+    #: frontier's states packed into bytes (memory; costs a little time)
+    compact: bool = False
+    max_states: int | None = None
+    workload: dict[str, list[tuple[str, ...]]] | None = None
+    destinations: str = "auto"
+    #: tag sends without the module's destination check (shows what the filter would do)
+    bypass_refusal: bool = False
+    #: called with a progress dict about every ``progress_interval`` seconds
+    progress: Callable[[dict[str, Any]], None] | None = None
+    progress_interval: float = 2.0
+
+    def names(self) -> list[str]:
+        if self.workload is not None:
+            return list(self.workload)
+        return [f"p{i + 1}" for i in range(self.processes)]
+
+
+def load_workload(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, list[tuple[str, ...]]]:
+    """Read a workload: JSON ``{"sends": {"p1": [["p2"], ["p2", "p3"]], "p2": [], ...}}``
+    (or that mapping itself). Every process of the run is a key of ``sends``; each entry
+    is the destination list of one application send, made in that order (when is
+    explored). Raises :class:`ConfigError` on anything else."""
+    if isinstance(source, Mapping):
+        data: Any = source
+        where = "workload"
+    else:
+        where = str(source)
+        try:
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+        except OSError as error:
+            raise ConfigError(f"cannot read workload {where}: {error.strerror or error}") from None
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"workload {where} is not JSON: {error}") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("sends"), Mapping):
+        raise ConfigError(f"workload {where}: expected an object with a 'sends' object "
+                          '(e.g. {"sends": {"p1": [["p2"]], "p2": []}})')
+    sends = data["sends"]
+    names = list(sends)
+    if len(names) < 2:
+        raise ConfigError(f"workload {where}: needs at least two processes, got {names}")
+    workload: dict[str, list[tuple[str, ...]]] = {}
+    for name, entries in sends.items():
+        if not isinstance(name, str) or not name or "#" in name or "~" in name:
+            raise ConfigError(f"workload {where}: bad process name {name!r}")
+        if not isinstance(entries, list):
+            raise ConfigError(f"workload {where}: sends of {name} must be a list of lists")
+        out = []
+        for entry in entries:
+            if isinstance(entry, str):
+                entry = [entry]
+            if (not isinstance(entry, list) or not entry
+                    or not all(isinstance(d, str) for d in entry)):
+                raise ConfigError(f"workload {where}: each send of {name} must be a non-empty "
+                                  f"list of process names, got {entry!r}")
+            for dest in entry:
+                if dest not in sends or dest == name:
+                    raise ConfigError(f"workload {where}: {name} sends to {dest!r}, which is "
+                                      "not another process of the workload")
+            out.append(tuple(dict.fromkeys(entry)))
+        workload[name] = out
+    return workload
