@@ -273,6 +273,7 @@ class CykasModule(CausalityModule):
     """Sender-side causal order with eager sends (Cykas)."""
 
     name = NAME
+    symmetry_headers = {}
     description = "sender-side causal order with eager sends and secret mode (Cykas)"
     unicast_events = True
     manager_class: type[CykasManager] = CykasManager
@@ -292,6 +293,7 @@ class CykasSecretSendsModule(CykasModule):
     """KNOWN BAD: Cykas that sends to its eager sender while in secret mode."""
 
     name = "cykas-secret-sends"
+    symmetry_headers = {}
     description = "KNOWN BAD (004 §2.3): cykas that sends to its eager sender in secret mode"
     known_bad = True
     manager_class = CykasSecretSendsManager

@@ -147,6 +147,7 @@ class FifoModule(CausalityModule):
     """Per-pair FIFO order."""
 
     name = NAME
+    symmetry_headers = {SEQ: "int"}
     description = "per-sender FIFO order: per-pair sequence numbers and an ordered buffer"
 
     def create_manager(self, host: FilterHost) -> CausalityManager:

@@ -113,6 +113,7 @@ class LastSenderModule(CausalityModule):
     """KNOWN BAD: only the most recent cause travels."""
 
     name = NAME
+    symmetry_headers = {STAMP: "site"}
     description = "KNOWN BAD (003): last-sender stamp; misses all but one cause"
     broadcast_only = True
     known_bad = True

@@ -210,6 +210,7 @@ class MatrixModule(CausalityModule):
     """Raynal-Schiper-Toueg causal order for unicast and multicast."""
 
     name = NAME
+    symmetry_headers = {STAMP: "matrix"}
     description = "causal unicast/multicast with Raynal-Schiper-Toueg SENT matrices"
 
     def create_manager(self, host: FilterHost) -> CausalityManager:

@@ -152,6 +152,8 @@ class MfssModule(CausalityModule):
     """Sender-side causal order: one un-acknowledged message at a time."""
 
     name = NAME
+    symmetry_headers = {}
+    commuting_controls = frozenset({"ack"})
     description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"
     unicast_events = True
 

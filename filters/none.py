@@ -49,6 +49,7 @@ class NoneModule(CausalityModule):
     """No ordering at all (arrival order)."""
 
     name = "none"
+    symmetry_headers = {}
     description = "no causal ordering: deliver in arrival order (baseline)"
 
     def create_manager(self, host: FilterHost) -> CausalityManager:

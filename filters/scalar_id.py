@@ -91,6 +91,7 @@ class ScalarIdModule(CausalityModule):
     """KNOWN BAD: one global scalar id."""
 
     name = NAME
+    symmetry_headers = {STAMP: "int"}
     description = "KNOWN BAD (003): global scalar id; wrong with concurrent senders"
     broadcast_only = True
     known_bad = True

@@ -287,6 +287,7 @@ class VectorModule(CausalityModule):
     """Causal broadcast (every message to every other member)."""
 
     name = NAME
+    symmetry_headers = {STAMP: "clock", BASE: "int", SKIP: "int"}
     description = "causal broadcast with vector timestamps (broadcast only)"
     broadcast_only = True
 

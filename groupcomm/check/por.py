@@ -68,8 +68,8 @@ bounds.
 **A second kind of persistent set: one declared-commuting control arrival.** The actor
 rule above defers nothing while some process still has sends left, so it reduces little
 in the first two thirds of a 3x3 run. A finer dependency inside one process is used
-where the module *declares* it (:data:`COMMUTING_CONTROLS`, keyed by the exact module
-class like the symmetry table; today only mfss: ``ack``, on the unordered network only -
+where the module *declares* it (its exact class's ``commuting_controls``, like the
+symmetry declaration; today only mfss: ``ack``, on the unordered network only -
 see :func:`declared_commuting`), in the manner of Promela's
 ``xr``/``xs`` channel assertions that Spin's partial-order reduction trusts and checks
 at run time. The declaration is the hypothesis
@@ -129,12 +129,6 @@ from groupcomm.check.model import Model
 from groupcomm.core.messages import ControlMessage
 from groupcomm.transport.codec import decode_received
 
-#: control kinds whose arrival commutes with every other step of the receiving process
-#: (hypothesis H of the module doc), per exact module class: a subclass may change it
-COMMUTING_CONTROLS: dict[str, frozenset[str]] = {
-    "filters.mfss.MfssModule": frozenset({"ack"}),
-}
-
 
 class CommutationError(ConfigError):
     """A control kind declared commuting (H) does not commute in a state the search
@@ -142,15 +136,15 @@ class CommutationError(ConfigError):
 
 
 def declared_commuting(model: Model) -> frozenset[str]:
-    """The control kinds :data:`COMMUTING_CONTROLS` declares for ``model``'s module;
+    """The control kinds ``model``'s module declares commuting (its exact class's
+    :attr:`~groupcomm.core.causality.CausalityModule.commuting_controls`);
     none on a FIFO network (the declarations are for the unordered network: on FIFO
     links the order of two frames to the same peer is part of the state, and an mfss ACK
     that releases a message to q and a delivery that ACKs q put their frames on the same
     channel in the order of the two steps)."""
     if model.config.fifo_network:
         return frozenset()
-    cls = type(model.module)
-    return COMMUTING_CONTROLS.get(f"{cls.__module__}.{cls.__qualname__}", frozenset())
+    return frozenset(type(model.module).__dict__.get("commuting_controls", frozenset()))
 
 
 class PersistentSets:
@@ -166,7 +160,7 @@ class PersistentSets:
 
     def __init__(self, model: Model, commuting: frozenset[str] | None = None) -> None:
         self.model = model
-        #: declared commuting control kinds (``None``: :data:`COMMUTING_CONTROLS`)
+        #: declared commuting control kinds (``None``: what the module declares)
         self.commuting = declared_commuting(model) if commuting is None else commuting
         #: frame -> its control kind if declared commuting, else None
         self._kinds: dict[bytes, str | None] = {}

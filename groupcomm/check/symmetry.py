@@ -54,6 +54,7 @@ from typing import Any
 from groupcomm.check.config import ConfigError
 from groupcomm.check.model import Model, exact
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.registry import available_modules
 from groupcomm.transport.codec import decode_message, encode_message
 
 
@@ -61,26 +62,7 @@ class SymmetryError(ConfigError):
     """Symmetry reduction cannot be used (or met a value it cannot rename)."""
 
 
-#: modules whose snapshots and headers are known to hold names only where renamed here
-#: (exact classes: a subclass may look at its own name, as the test modules do)
-SUPPORTED = {
-    "none": "filters.none.NoneModule",
-    "fifo": "filters.fifo.FifoModule",
-    "matrix": "filters.matrix.MatrixModule",
-    "mfss": "filters.mfss.MfssModule",
-    "cykas": "filters.cykas.CykasModule",
-    "cykas-secret-sends": "filters.cykas.CykasSecretSendsModule",
-    "scalar-id": "filters.scalar_id.ScalarIdModule",
-    "last-sender": "filters.last_sender.LastSenderModule",
-    "vector": "filters.vector.VectorModule",
-}
-
 _ATOMS = (int, bool, float, bytes, type(None))
-
-
-def _qualname(obj: Any) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 # -- header codecs (per header key) -------------------------------------------------------------
@@ -112,25 +94,48 @@ def _same(value: Any, name: Callable[[str], str]) -> Any:
     return value
 
 
-HEADERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
-    "M": _rename_matrix,  # matrix: SENT
-    "D": _rename_matrix,  # matrix-delta: changed entries
-    "v": _rename_clock,   # vector: site vector
-    "l": _rename_site,    # last-sender: (site, count)
-    "f": _same,           # fifo: pair sequence number
-    "g": _same,           # scalar-id: global id
-    "b": _same,           # vector: base count
-    "s": _same,           # vector: skipped number
+#: how to rename a header value, by the kind a module declares for it
+#: (:attr:`~groupcomm.core.causality.CausalityModule.symmetry_headers`)
+RENAMERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
+    "matrix": _rename_matrix,
+    "clock": _rename_clock,
+    "site": _rename_site,
+    "int": _same,
 }
+
+
+def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], str]], Any]] | None:
+    """The renamer of each header ``module`` declares (on its exact class), or None when
+    the module has not declared itself safe to rename. Raises :class:`SymmetryError` for
+    a kind this module does not know."""
+    declared = type(module).__dict__.get("symmetry_headers")
+    if declared is None:
+        return None
+    renamers = {}
+    for key, kind in declared.items():
+        if kind not in RENAMERS:
+            raise SymmetryError(f"{type(module).__name__} declares header {key!r} of kind "
+                                f"{kind!r}; symmetry knows {', '.join(sorted(RENAMERS))}")
+        renamers[key] = RENAMERS[kind]
+    return renamers
+
+
+def supported_modules() -> list[str]:
+    """The installed modules that declare :attr:`symmetry_headers` on their own class."""
+    return sorted(name for name, info in available_modules().items()
+                  if info.factory.__dict__.get("symmetry_headers") is not None)
 
 
 class _Renaming:
     """One permutation of the process names, applied to values (memoized strings)."""
 
     def __init__(self, mapping: dict[str, str], order: dict[str, int], strip: bool,
+                 headers: dict[str, Callable[[Any, Callable[[str], str]], Any]],
                  relabel: dict[str, tuple[int, int]] | None = None) -> None:
         self.mapping = mapping
         self.order = order
+        #: the module's headers and how to rename each (:func:`declared_headers`)
+        self.headers = headers
         #: drop the number of control ids (the key's name-free normalisation)
         self.strip = strip
         #: concrete renumbering of control ids (tests): sender -> (c, _): k -> c - k
@@ -196,10 +201,10 @@ class _Renaming:
             raise SymmetryError("cannot rename a message with an application payload")
         headers = {}
         for key, value in message.headers.items():
-            rename = HEADERS.get(key)
+            rename = self.headers.get(key)
             if rename is None:
-                raise SymmetryError(f"unknown header {key!r} (symmetry knows "
-                                    f"{', '.join(sorted(HEADERS))})")
+                raise SymmetryError(f"unknown header {key!r} (the module declares "
+                                    f"{', '.join(sorted(self.headers)) or 'none'})")
             headers[key] = rename(value, self.name)
         common = {
             "application_name": message.application_name,
@@ -232,11 +237,13 @@ class Symmetry:
         names = model.names
         self.n = n = len(names)
         module = model.module
-        expected = SUPPORTED.get(model.config.protocol)
-        if expected is None or _qualname(module) != expected:
+        headers = declared_headers(module)
+        if headers is None:
             raise SymmetryError(
-                f"--symmetry supports the modules {', '.join(sorted(SUPPORTED))} (whose "
-                f"snapshots and headers it knows how to rename), not {model.config.protocol!r}")
+                f"--symmetry supports the modules that declare how to rename their headers "
+                f"and snapshots ({', '.join(supported_modules())}), not "
+                f"{model.config.protocol!r}")
+        self.headers = headers
         if model.config.bypass_refusal:
             raise SymmetryError("--symmetry cannot be combined with --bypass-refusal")
         self.order = {name: i for i, name in enumerate(names)}
@@ -296,7 +303,7 @@ class Symmetry:
             inverse[j] = i
         self.perms.append(perm)
         self.inverses.append(tuple(inverse))
-        self._renamings.append(_Renaming(mapping, self.order, strip=True))
+        self._renamings.append(_Renaming(mapping, self.order, True, self.headers))
         self._snap_keys.append([{} for _ in range(self.n)])
         self._frames.append({})
         self._truths.append([{} for _ in range(self.n)])
@@ -505,7 +512,7 @@ class Symmetry:
                           if hasattr(m, "control_count")]
                 relabel[name] = (max(counts, default=0) + 10, 0)
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = _Renaming(mapping, self.order, strip=False, relabel=relabel)
+        renaming = _Renaming(mapping, self.order, False, self.headers, relabel)
         new_snaps = [0] * self.n
         new_truth: list[tuple] = [()] * self.n
         for i in range(self.n):
@@ -529,7 +536,7 @@ class Symmetry:
         names = self.model.names
         perm = perm or tuple(range(self.n))
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = _Renaming(mapping, self.order, strip=True)
+        renaming = _Renaming(mapping, self.order, True, self.headers)
         if action[0] == "send":
             return ("send", renaming.name(action[1]), renaming.names(action[2]))
         return ("arrive", renaming.name(action[1]), renaming.name(action[2]),

@@ -13,7 +13,7 @@ Managers keep their state in plain values and implement :meth:`snapshot` /
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groupcomm.core.filtering import (
@@ -191,6 +191,19 @@ class CausalityModule(ABC):
     unicast_events: ClassVar[bool] = False
     #: True for protocols kept because they are wrong (the checker must catch them).
     known_bad: ClassVar[bool] = False
+    #: For the model checker's symmetry reduction (``groupcomm check --symmetry``): every
+    #: header this module puts on messages, with how its value holds process names
+    #: (``"int"``: none; ``"clock"``: an encoded vector clock; ``"matrix"``: an encoded
+    #: matrix; ``"site"``: a (name, count) pair). ``None``: not shown safe to rename (the
+    #: manager's snapshot must hold names only where the checker renames them), so
+    #: symmetry is refused. Read on the exact class: a subclass that does not declare
+    #: it again is not covered, since it may look at its own name.
+    symmetry_headers: ClassVar[Mapping[str, str] | None] = None
+    #: For the model checker's partial-order reduction (``groupcomm check --por``): the
+    #: control kinds whose arrival commutes with every other step of the receiving
+    #: process on an unordered network (hypothesis H of :mod:`groupcomm.check.por`,
+    #: checked while searching). Read on the exact class, like :attr:`symmetry_headers`.
+    commuting_controls: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def create_manager(self, host: FilterHost) -> CausalityManager:

@@ -134,9 +134,9 @@ class ProtocolNode(FilterHost):
         self._deliveries: deque[ReceivedMessage] = deque()
         self._inputs: deque[ReceivedMessage] = deque()
         self._draining = False
-        #: Called with each message ready for the application, on the owner thread (the
-        #: ``deliver`` argument; assigning it after construction still works).
-        self.on_deliverable: Deliver = (
+        # called with each message ready for the application, on the owner thread (the
+        # ``deliver`` argument; by default the callback model)
+        self._deliver: Deliver = (
             deliver if deliver is not None else self.deliver_to_application
         )
         #: Application callbacks (callback model); see :meth:`deliver_to_application`.
@@ -375,7 +375,7 @@ class ProtocolNode(FilterHost):
                 if sends:
                     self.send_pipeline.process_message(sends.popleft())
                 elif deliveries:
-                    self.on_deliverable(deliveries.popleft())
+                    self._deliver(deliveries.popleft())
                 elif inputs:
                     self.receive_pipeline.process_message(inputs.popleft())
                 else:

@@ -805,10 +805,10 @@ def test_mfss_acks_do_not_commute_on_fifo_links() -> None:
 def test_a_wrong_commutation_declaration_is_stopped(monkeypatch) -> None:
     """Declaring cykas' ACK and YCT commuting is wrong (an ACK before a send makes it
     normal, after it eager): the run-time check of H stops the search."""
+    from filters.cykas import CykasModule
     from groupcomm.check import por
 
-    monkeypatch.setitem(por.COMMUTING_CONTROLS, "filters.cykas.CykasModule",
-                        frozenset({"ack", "yct"}))
+    monkeypatch.setattr(CykasModule, "commuting_controls", frozenset({"ack", "yct"}))
     with pytest.raises(por.CommutationError, match="declares that a '(ack|yct)' arrival"):
         run("cykas", 3, 2, por=True)
     assert check_main(["--protocol", "cykas", "--processes", "3", "--messages", "2",
@@ -822,7 +822,6 @@ def per_peer_mfss() -> Iterator[str]:
     from collections import deque
 
     from filters.mfss import MfssManager, MfssModule
-    from groupcomm.check import por
     from groupcomm.core import registry
     from groupcomm.core.causality import ProtocolViolation
 
@@ -858,16 +857,14 @@ def per_peer_mfss() -> Iterator[str]:
 
     class PerPeerModule(MfssModule):
         name = "test-per-peer-mfss"
+        commuting_controls = frozenset({"ack"})
 
         def create_manager(self, host):
             return PerPeerManager(host)
 
     registry.available_modules()
     registry.register_module(PerPeerModule, origin="tests")
-    key = f"{PerPeerModule.__module__}.{PerPeerModule.__qualname__}"
-    por.COMMUTING_CONTROLS[key] = frozenset({"ack"})
     yield PerPeerModule.name
-    por.COMMUTING_CONTROLS.pop(key, None)
     registry.unregister_module(PerPeerModule.name)
 
 
