@@ -47,7 +47,7 @@ from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessag
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.core.tracing import MemoryTracer, NullTracer
-from groupcomm.transport.codec import decode_received, encode_message
+from groupcomm.wire.envelopes import decode_received, encode_message
 
 
 class Violation(Exception):

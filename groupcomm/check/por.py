@@ -127,7 +127,7 @@ from typing import Any
 from groupcomm.check.config import ConfigError
 from groupcomm.check.model import Model
 from groupcomm.core.messages import ControlMessage
-from groupcomm.transport.codec import decode_received
+from groupcomm.wire.envelopes import decode_received
 
 
 class CommutationError(ConfigError):

@@ -14,7 +14,7 @@ from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model, Violation, describe_action
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.tracing import write_trace_dir
-from groupcomm.transport.codec import decode_received
+from groupcomm.wire.envelopes import decode_received
 
 
 @dataclass

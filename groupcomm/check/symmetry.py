@@ -55,7 +55,7 @@ from groupcomm.check.config import ConfigError
 from groupcomm.check.model import Model, exact
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 from groupcomm.core.registry import available_modules
-from groupcomm.transport.codec import decode_message, encode_message
+from groupcomm.wire.envelopes import decode_message, encode_message
 
 
 class SymmetryError(ConfigError):

@@ -61,15 +61,6 @@ class ControlMessage(SystemMessage):
     about: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class MembershipNotice(SystemMessage):
-    """A join or leave, as told by the session server (passes filters unfiltered)."""
-
-    kind: str  # "join" | "leave"
-    client_name: str
-    all_users: tuple[str, ...] = ()
-
-
 # Messages are built on every hop of the hot path: the generated frozen-dataclass
 # __init__ costs twice as much as setting the slots directly, so the classes below
 # write their own (still frozen: attribute assignment after construction raises).

@@ -33,6 +33,7 @@ from groupcomm.core.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
+from groupcomm.core.headers import meta_bytes
 from groupcomm.core.messages import (
     ControlMessage,
     GroupMessage,
@@ -42,7 +43,6 @@ from groupcomm.core.messages import (
     sent_unchecked,
 )
 from groupcomm.core.tracing import NullTracer, Tracer
-from groupcomm.transport.codec import meta_bytes
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ and cost nothing.
 **Frame sizes.** ``header_bytes + payload_bytes + meta_bytes(message)`` for application
 messages and ``header_bytes + meta_bytes(message)`` for control messages (ACK, YCT):
 ``meta_bytes`` is the real codec's count of the protocol metadata the message carries
-(:func:`groupcomm.transport.codec.meta_bytes`), the payload is a fixed size, and the header is a
+(:func:`groupcomm.wire.meta_bytes`), the payload is a fixed size, and the header is a
 fixed envelope (defaults: 64 + 64). The frame is *not* encoded: the ground-truth vector
 clock a node attaches to each message (the oracle's, not the protocol's) travels outside
 the simulated wire, costs no time and no bytes, and messages are immutable, so passing

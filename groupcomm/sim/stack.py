@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from groupcomm.core.headers import meta_bytes
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
 from groupcomm.core.tracing import Tracer
 from groupcomm.sim.workload import PlannedSend, Workload
-from groupcomm.transport.codec import meta_bytes
 
 
 class SimulationError(RuntimeError):

@@ -22,7 +22,7 @@ from groupcomm.core.filtering import MessageFilterCreator
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer
-from groupcomm.transport.codec import decode_received, encode_message
+from groupcomm.wire.envelopes import decode_received, encode_message
 
 Reaction = Callable[["LocalNetwork", str, ReceivedMessage], None]
 

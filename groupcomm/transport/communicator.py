@@ -37,7 +37,6 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import Tracer, tracer_for
-from groupcomm.transport.codec import DEFAULT_MAX_FRAME, FrameCodec
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
 from groupcomm.transport.inbound import Inbound
 from groupcomm.transport.io_loop import (
@@ -58,6 +57,7 @@ from groupcomm.transport.session_link import (
     SessionLink,
 )
 from groupcomm.transport.wakeup import WakeSignal
+from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FrameCodec
 
 __all__ = [
     "BACKLOG_RETRY", "DEPART_WAIT", "EARLY_WAIT", "HANDOFF_EVERY", "MAX_BACKLOG_FRAMES",

@@ -1,6 +1,6 @@
 """The communicator's inbound path: frames from the network to the node.
 
-Every frame is verified (:class:`~groupcomm.transport.codec.FrameCodec`) before anything
+Every frame is verified (:class:`~groupcomm.wire.FrameCodec`) before anything
 in it is decoded; then each message is checked against the attested sender (per-client
 keys), the session and the membership. Messages from senders whose join notice has not
 arrived yet are held (:meth:`SessionLink._hold_early`); bad input is counted by reason in
@@ -10,13 +10,8 @@ the :class:`~groupcomm.transport.rejects.RejectLog` and dropped. Runs on the I/O
 from __future__ import annotations
 
 from groupcomm.core.messages import MessageError
-from groupcomm.transport.codec import (
-    FrameRejected,
-    decode_batch,
-    decode_received,
-    unpack_envelopes,
-)
-from groupcomm.transport.wire import BATCH, MESSAGE, PACKED, kind_of
+from groupcomm.wire.envelopes import decode_batch, decode_received, unpack_envelopes
+from groupcomm.wire.frames import BATCH, MESSAGE, PACKED, FrameRejected, kind_of
 
 
 class Inbound:

@@ -19,7 +19,7 @@ import zmq
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.tracing import Tracer
-from groupcomm.transport.wire import MESSAGE
+from groupcomm.wire.frames import MESSAGE
 
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")

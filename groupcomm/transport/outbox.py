@@ -18,9 +18,9 @@ from collections import Counter, deque
 import zmq
 
 from groupcomm.core.messages import SentMessage
-from groupcomm.transport.codec import PackedEnvelope, pack_envelope, pack_envelopes
 from groupcomm.transport.delays import DelayPlan
-from groupcomm.transport.wire import seal_session
+from groupcomm.wire.envelopes import PackedEnvelope, pack_envelope, pack_envelopes
+from groupcomm.wire.session import seal_session
 
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")
@@ -109,7 +109,7 @@ class Outbox:
 
     def _flush_outbox(self) -> None:
         """Encode, sign and send what is queued: per destination set, the messages in
-        one call (:func:`~groupcomm.transport.codec.pack_envelopes`), one frame per batch."""
+        one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch."""
         outbox, self._outbox, self._outbox_count = self._outbox, {}, 0
         relayed = self.routing == "relayed"
         seal = self.codec.seal

@@ -23,10 +23,17 @@ from typing import Any
 
 import zmq
 
-from groupcomm.transport.codec import DEFAULT_MAX_FRAME, FrameCodec, FrameRejected
 from groupcomm.transport.curve import ServerKeys, start_authenticator
 from groupcomm.transport.rejects import RejectLog
-from groupcomm.transport.wire import MESSAGE, SESSION, kind_of, open_session, seal_session
+from groupcomm.wire.frames import (
+    DEFAULT_MAX_FRAME,
+    MESSAGE,
+    SESSION,
+    FrameCodec,
+    FrameRejected,
+    kind_of,
+)
+from groupcomm.wire.session import open_session, seal_session
 
 __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "RejectLog", "Session", "SessionServer"]
 

@@ -16,8 +16,8 @@ from collections import Counter
 from typing import Any
 
 from groupcomm.core.messages import ReceivedMessage
-from groupcomm.transport.codec import FrameRejected
-from groupcomm.transport.wire import SESSION, kind_of, open_session, seal_session
+from groupcomm.wire.frames import SESSION, FrameRejected, kind_of
+from groupcomm.wire.session import open_session, seal_session
 
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcomm.core.causality import CausalityError, ProtocolViolation
+from groupcomm.core.headers import meta_bytes
 from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
 from groupcomm.core.oracle import check_records
 from groupcomm.core.registry import get_module
 from groupcomm.tools.localnet import LocalNetwork
-from groupcomm.transport.codec import meta_bytes
 
 CAUSAL = ["vector", "matrix", "mfss", "cykas"]
 UNICAST_CAPABLE = ["fifo", "matrix", "mfss", "cykas", "none"]
@@ -445,7 +445,7 @@ def test_metadata_is_a_send_time_snapshot_and_its_size_is_reported() -> None:
     net.send("a", 2, ["c"])
     # what travelled for the first message did not change when the state moved on
     frame = next(f for f in net.in_flight if f.message_id == first.message_id)
-    from groupcomm.transport.codec import decode_received
+    from groupcomm.wire.envelopes import decode_received
 
     assert decode_received(frame.frame, "b").headers["M"] == (("a", "b"), (0, 1, 1))
     sizes = [r["meta_bytes"] for r in net.records if r["event"] == "network_send"]

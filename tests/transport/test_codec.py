@@ -5,25 +5,20 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from groupcomm.core.headers import meta_bytes
 from groupcomm.core.messages import ControlMessage, MessageError, ReceivedMessage, SentMessage
-from groupcomm.transport.codec import (
-    PAYLOAD_DILL,
-    PAYLOAD_PICKLE,
-    FrameCodec,
-    FrameRejected,
-    ReplayWindow,
+from groupcomm.wire.envelopes import (
     decode_batch,
     decode_message,
     decode_received,
-    dump_payload,
     encode_batch,
     encode_message,
-    load_payload,
-    meta_bytes,
     pack_envelope,
     pack_envelopes,
     unpack_envelopes,
 )
+from groupcomm.wire.frames import FrameCodec, FrameRejected, ReplayWindow
+from groupcomm.wire.payload import PAYLOAD_DILL, PAYLOAD_PICKLE, dump_payload, load_payload
 
 KEY = b"k" * 32
 

@@ -13,8 +13,8 @@ import zmq
 
 from groupcomm.core.tracing import validate_record
 from groupcomm.tools.procs import ProcessError, ProcessGroup
-from groupcomm.transport.codec import FrameCodec
 from groupcomm.transport.keys import read_key_file
+from groupcomm.wire.frames import FrameCodec
 
 NAMES = ["alice", "bob", "carol"]
 

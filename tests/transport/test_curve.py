@@ -14,12 +14,12 @@ import pytest
 import zmq
 
 from groupcomm.core.messages import SentMessage
-from groupcomm.transport.codec import encode_message
 from groupcomm.transport.communicator import Communicator, JoinError
 from groupcomm.transport.curve import ClientKeys, CurveKeyError, ServerKeys, create_keys
 from groupcomm.transport.keys import resolve_key, write_new_key
 from groupcomm.transport.server import SessionServer
-from groupcomm.transport.wire import MESSAGE
+from groupcomm.wire.envelopes import encode_message
+from groupcomm.wire.frames import MESSAGE
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")

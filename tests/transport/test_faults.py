@@ -89,9 +89,9 @@ def test_a_server_that_falls_behind_does_not_declare_live_clients_gone() -> None
 
     import zmq
 
-    from groupcomm.transport.codec import FrameCodec
     from groupcomm.transport.server import SessionServer
-    from groupcomm.transport.wire import seal_session
+    from groupcomm.wire.frames import FrameCodec
+    from groupcomm.wire.session import seal_session
 
     key = os.urandom(32)
     context = zmq.Context()

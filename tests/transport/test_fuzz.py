@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcomm.tools.fuzz import KEY, _Watch, handle_frame, run, seed_bodies
-from groupcomm.transport.codec import FrameCodec
+from groupcomm.wire.frames import FrameCodec
 
 REASONS = {"accepted", "bad_signature", "truncated", "oversized", "replayed", "malformed"}
 

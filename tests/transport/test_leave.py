@@ -18,10 +18,10 @@ import zmq
 
 import groupcomm.transport.session_link as session_link_module
 from groupcomm.tools.procs import ProcessGroup
-from groupcomm.transport.codec import FrameCodec
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.server import SessionServer
-from groupcomm.transport.wire import open_session, seal_session
+from groupcomm.wire.frames import FrameCodec
+from groupcomm.wire.session import open_session, seal_session
 
 
 class Recorder:

@@ -1,15 +1,5 @@
-"""Frames between clients and the session server, and between peers.
-
-Every frame is signed by :class:`~groupcomm.transport.codec.FrameCodec`. The first byte of a
-verified body says what follows: ``M`` an application or control message envelope
-(see :mod:`groupcomm.transport.codec`), ``P`` the messages queued for the same destinations in
-one turn of the I/O loop, packed as one msgpack document (what communicators send; see
-:func:`~groupcomm.transport.codec.pack_envelopes`), ``B`` an older batch form (an array of ``M``
-envelopes; still accepted), ``S`` a session command or notice (msgpack map). A relayed
-message travels as a two-part ZeroMQ message: a signed ``S`` relay command naming the
-destinations, then the sender's signed message frame, which the server forwards
-unchanged (receivers verify the original sender's signature).
-"""
+"""Session commands (client -> server) and notices (server -> client): signed ``S``
+frames holding a msgpack map with an ``op`` and its fields."""
 
 from __future__ import annotations
 
@@ -17,12 +7,7 @@ from typing import Any
 
 import msgpack
 
-from groupcomm.transport.codec import FrameCodec, FrameRejected
-
-MESSAGE = b"M"
-BATCH = b"B"
-PACKED = b"P"
-SESSION = b"S"
+from groupcomm.wire.frames import SESSION, FrameCodec, FrameRejected
 
 #: Session commands (client -> server) and notices (server -> client) and their required
 #: fields. Optional: ``leave`` may carry ``direct_frames`` ({peer: frames pushed to it
@@ -64,12 +49,3 @@ def open_session(body: bytes) -> dict[str, Any]:
     if missing:
         raise FrameRejected("malformed", f"session op {op!r} lacks {', '.join(missing)}")
     return value
-
-
-def kind_of(body: bytes) -> bytes:
-    """``MESSAGE``, ``PACKED``, ``BATCH`` or ``SESSION``; raises :class:`FrameRejected`
-    otherwise."""
-    head = body[:1]
-    if head not in (MESSAGE, PACKED, BATCH, SESSION):
-        raise FrameRejected("malformed", f"unknown frame type {head!r}")
-    return head

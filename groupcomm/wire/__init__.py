@@ -1,0 +1,10 @@
+"""The wire format: bytes in, bytes out, no sockets and no threads of its own.
+
+:mod:`~groupcomm.wire.frames` signs and verifies frames (HMAC-SHA256 under the session
+key, replay window, size limit) and names the frame kinds; only verified bytes reach the
+decoders. :mod:`~groupcomm.wire.envelopes` encodes messages (``P`` batches, what
+communicators send; ``M`` and ``B`` envelopes, still accepted and used by the in-process
+hosts), :mod:`~groupcomm.wire.payload` the user objects they carry, and
+:mod:`~groupcomm.wire.session` the session commands and notices between clients and the
+server. Protocol metadata (headers) is encoded by :mod:`groupcomm.core.headers`.
+"""

@@ -1,0 +1,134 @@
+"""The import rules of docs/architecture.md, checked on the source (every import
+statement, function-level ones included, so a cycle cannot hide inside a function).
+
+* Protocol logic does no I/O: ``filters/`` imports no sockets, threads, clocks or
+  randomness, and ``groupcomm/core`` no sockets, clocks or randomness (its few locks guard
+  state that application threads share).
+* Each package imports only the packages below it in the table, never one above it.
+* No module imports itself back through others (no import cycle).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPS = ("groupcomm", "filters", "plugins", "apps", "trace_analysis")
+
+#: package -> the project packages it may import (its own included)
+ALLOWED: dict[str, set[str]] = {}
+LAYERS = [
+    # (package, may import)
+    ("groupcomm.cli.args", set()),
+    ("groupcomm.core", set()),
+    ("groupcomm.wire", {"groupcomm.core"}),
+    ("filters", {"groupcomm.core"}),
+    ("groupcomm.layers", {"groupcomm.core"}),
+    ("plugins", {"groupcomm.core", "groupcomm.layers"}),
+    ("groupcomm", {"groupcomm.core"}),
+    ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire"}),
+    ("trace_analysis", {"groupcomm.core", "groupcomm.cli.args"}),
+    ("groupcomm.check", {"groupcomm.core", "groupcomm.wire", "filters"}),
+    ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis"}),
+    ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
+                         "groupcomm.layers", "groupcomm.cli.args"}),
+    ("apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
+              "groupcomm.cli.args", "trace_analysis"}),
+    ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
+                       "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",
+                       "groupcomm.cli.args"}),
+]
+NO_IO = {
+    "filters": {"zmq", "socket", "threading", "time", "random", "asyncio", "selectors",
+                "subprocess"},
+    "groupcomm.core": {"zmq", "socket", "time", "random", "asyncio", "selectors", "subprocess"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in TOPS:
+        for path in (ROOT / top).rglob("*.py"):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                # ``from package import module`` imports the module; ``from module
+                # import name`` the module that defines the name
+                submodule = f"{node.module}.{alias.name}"
+                names.add(submodule if submodule in MODULES else node.module)
+    return names
+
+
+def _package(module: str) -> str:
+    """The row of LAYERS a module belongs to: the longest matching prefix."""
+    best = ""
+    for package, _ in LAYERS:
+        if (module == package or module.startswith(package + ".")) and len(package) > len(best):
+            best = package
+    assert best, f"{module} belongs to no package of the layer table"
+    return best
+
+
+GRAPH = {name: {m for m in _imports(path) if m in MODULES and m != name}
+         for name, path in MODULES.items()}
+
+
+@pytest.mark.parametrize("package", sorted(NO_IO))
+def test_protocol_code_imports_no_io(package: str) -> None:
+    banned = NO_IO[package]
+    offenders = [f"{name} imports {imported}"
+                 for name, path in MODULES.items() if _package(name) == package
+                 for imported in sorted(_imports(path)) if imported.split(".")[0] in banned]
+    assert offenders == []
+
+
+def test_no_package_imports_one_above_it() -> None:
+    allowed = dict(LAYERS)
+    offenders = []
+    for name, imported in GRAPH.items():
+        mine = _package(name)
+        for other in imported:
+            theirs = _package(other)
+            if theirs != mine and theirs not in allowed[mine]:
+                offenders.append(f"{name} ({mine}) imports {other} ({theirs})")
+    assert sorted(offenders) == []
+
+
+def test_no_import_cycles() -> None:
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for other in sorted(GRAPH[module]):
+            if state.get(other) == 1:
+                cycles.append(path[path.index(other):] + [other])
+            elif other not in state:
+                visit(other, path + [other])
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_every_module_is_in_the_layer_table() -> None:
+    for name in MODULES:
+        _package(name)
