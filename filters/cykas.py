@@ -8,7 +8,7 @@ State per process (the names of the paper):
 * ``EAGER_SENT`` - per peer, a FIFO of sets of peers whose ACKs are awaited before that
   peer may be sent a YCT.
 
-Rules (DESIGN.md, "Protocols"): an application send appends to OB and tries to send.
+Rules (docs/protocols.md): an application send appends to OB and tries to send.
 Trying looks only at the head of OB (destination j): stop in secret mode or while
 UNACK[j]; otherwise send it **eager** when any ACK is outstanding (recording
 {k : UNACK[k]} ∪ {j} in EAGER_SENT[j]) and **normal** otherwise, set UNACK[j], pop,

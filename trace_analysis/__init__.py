@@ -1,6 +1,6 @@
 """Spark analysis of groupcomm traces: causal and FIFO violations, liveness, metrics.
 
-``analyze(trace_dir)`` checks a trace directory (DESIGN.md, "Trace schema") and returns
+``analyze(trace_dir)`` checks a trace directory (docs/trace_schema.md) and returns
 one JSON-ready dict; ``get_spark()`` gives the process's single SparkSession;
 ``main(argv)`` is ``groupcomm analyze``. See :mod:`trace_analysis.worker_load` for how
 the lines are read (one pass, msgspec in Spark's Python workers) and

@@ -1,6 +1,6 @@
 """Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates.
 
-Definitions (DESIGN.md): m → m′ iff vc(send m) < vc(send m′). A causal violation is a
+Definitions (docs/trace_schema.md): m → m′ iff vc(send m) < vc(send m′). A causal violation is a
 triple (p, m, m′) with m → m′, both delivered at p and m′ delivered first; a FIFO
 violation is one where m and m′ have the same sender. Only the first delivery of a
 message at a process takes part (later ones are counted as duplicates); the delivery

@@ -16,7 +16,7 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm analyze",
         description=(
-            "Check a trace directory (one <process>.jsonl per process, DESIGN.md schema) for "
+            "Check a trace directory (one <process>.jsonl per process, docs/trace_schema.md) for "
             "causal and FIFO violations, undelivered and duplicate messages, and measure "
             "latency, buffering, metadata and control overhead per protocol, with PySpark."
         ),

@@ -6,7 +6,7 @@ flagged delivery come here. A group is p's first deliveries in order, each with
 ``a[j] = vcsend(m_j)[s]``; a query is a flagged delivery i of a message from s, and
 
 * its causal count is ``#{j < i : a[j] >= a[i]}`` (m_j is causally after m_i, yet was
-  delivered first: DESIGN.md's scaling fact);
+  delivered first: the scaling fact of docs/trace_schema.md);
 * its FIFO count is the same restricted to the j that are from s.
 
 :func:`count_earlier_at_least` computes such counts for any number of queries in

@@ -1,6 +1,6 @@
 """A single-process, pure-Python checker of trace directories (no Spark).
 
-It computes the same counts as the Spark job with the same method (DESIGN.md's scaling
+It computes the same counts as the Spark job with the same method (the scaling
 fact: for the send of m by s, m → m′ iff ``vc(m)[s] <= vc(m′)[s]``): one pass over the
 files keeps, per process, the running maximum of every sender column of the send clocks
 of the messages delivered so far, which flags the deliveries that have a violation;

@@ -1,4 +1,4 @@
-"""The trace schema of DESIGN.md as the analyzer reads it, and the one line validator.
+"""The trace schema (docs/trace_schema.md) as the analyzer reads it, and the one line validator.
 
 Every tool here decides "is this line an event?" with the same rules:
 
@@ -15,7 +15,7 @@ Every tool here decides "is this line an event?" with the same rules:
   integers in 0..2**63-1; ``meta_bytes`` an integer in 0..2**63-1; booleans are not
   numbers);
 * a ``send`` whose ``vc`` lacks a positive entry for its own sender is malformed: the
-  checks rely on that entry (DESIGN.md's scaling fact);
+  checks rely on that entry (the scaling fact);
 * unknown fields are ignored, and so are events with an unknown ``event`` name (they are
   counted as events but take part in no check).
 

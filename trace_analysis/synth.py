@@ -3,7 +3,7 @@
 :func:`generate` runs a simple sequential simulation of ``processes`` processes that send
 unicast, multicast and broadcast messages (sometimes to themselves) and deliver them in a
 causal order, and writes one ``<process>.jsonl`` per process in the trace schema of
-DESIGN.md: ``send`` and ``deliver`` with ground-truth vector clocks, ``network_send`` with
+docs/trace_schema.md: ``send`` and ``deliver`` with ground-truth vector clocks, ``network_send`` with
 the protocol's metadata bytes, ``receive``, ``buffer``/``unbuffer``, and the control
 traffic of the sender-side protocols (``ack``, ``yct``).
 

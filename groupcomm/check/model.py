@@ -481,7 +481,7 @@ class Model:
         if key in delivered:
             raise Violation("duplicate", f"{me} delivered {msg_id} twice")
         own = sent_j[k][1]
-        # m' -> m iff vc(m')[sender(m')] <= vc(m)[sender(m')] (DESIGN.md). A delivery that
+        # m' -> m iff vc(m')[sender(m')] <= vc(m)[sender(m')] (docs/trace_schema.md). A delivery that
         # overtakes a message of its own sender is reported as fifo whichever other
         # messages it overtakes too, so the property does not depend on process names
         missing: tuple[int, int] | None = None

@@ -38,7 +38,7 @@ class CheckResult:
     #: the transitions of the counterexample (to replay it)
     actions: list[tuple] = field(default_factory=list)
     #: causal / fifo: steps after the violation until the overtaken message is delivered
-    #: as well, so the trace files show both deliveries (DESIGN.md's definition)
+    #: as well, so the trace files show both deliveries (the definition in docs/trace_schema.md)
     completion: list[str] = field(default_factory=list)
     completion_actions: list[tuple] = field(default_factory=list)
     stopped: str | None = None
@@ -132,7 +132,7 @@ def _text_of_failed(action: tuple, violation: Violation) -> str:
 # -- counterexample -> traces -----------------------------------------------------------------
 def replay(config: CheckConfig, actions: list[tuple]) -> tuple[list[str], list[dict[str, Any]]]:
     """Run ``actions`` from the initial state with tracing on: the step texts and the
-    trace records (DESIGN.md schema). The violating last step is run too: a refused send
+    trace records (docs/trace_schema.md). The violating last step is run too: a refused send
     is recorded as the application's ``send`` (never delivered), other violations keep
     the records the real nodes wrote up to the failure."""
     model = Model(config, trace=True)

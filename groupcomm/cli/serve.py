@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.transport.keys import KeyError_, resolve_key, write_new_key
+from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
 
 
@@ -49,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError("groupcomm serve: --heartbeat-timeout must be positive")
     try:
         key = resolve_key(args.key_file)
-    except KeyError_ as error:
+    except SessionKeyError as error:
         raise CliError(f"groupcomm serve: {error}") from None
     key_path = args.key_file
     if key is None:

@@ -1,4 +1,4 @@
-"""In-memory causal-delivery checks on trace records (the DESIGN.md definitions).
+"""In-memory causal-delivery checks on trace records (the definitions of docs/trace_schema.md).
 
 The Spark analysis (:mod:`trace_analysis`) is the tool for real traces of any size;
 this is the small, dependency-free version that unit tests, the simulator and the model

@@ -1,7 +1,8 @@
 """Choosing the causality module and extra filters at start-up.
 
 Precedence: the command line (``--causality``, ``--filter``), then the environment
-(``GROUPCOMM_CAUSALITY``, ``GROUPCOMM_FILTERS``, comma-separated), then a config file
+(``GROUPCOMM_CAUSALITY``, ``GROUPCOMM_FILTERS``: specs separated by semicolons, since a
+filter's own options are separated by commas), then a config file
 (``--config FILE``, else ``$GROUPCOMM_CONFIG``, else ``./groupcomm.toml``), then the
 default ``none``. An unknown name is a clear error listing what is installed.
 

@@ -1,4 +1,4 @@
-"""Trace writing in the schema of DESIGN.md (a contract shared with the analyzer).
+"""Trace writing in the schema of docs/trace_schema.md (a contract shared with the analyzer).
 
 One JSON object per line, one file per process (``<process>.jsonl``) in a trace
 directory. :class:`NullTracer` is what runs when tracing is off: its ``enabled`` flag is

@@ -14,7 +14,7 @@ KEY_FILE_ENV = "GROUPCOMM_KEY_FILE"
 KEY_BYTES = 32
 
 
-class KeyError_(ValueError):
+class SessionKeyError(ValueError):
     """A key file or key variable is unusable."""
 
 
@@ -23,9 +23,9 @@ def read_key_file(path: str | os.PathLike[str]) -> bytes:
     try:
         text = Path(path).read_text(encoding="ascii").strip()
     except OSError as error:
-        raise KeyError_(f"cannot read key file {path}: {error.strerror}") from None
+        raise SessionKeyError(f"cannot read key file {path}: {error.strerror}") from None
     except UnicodeDecodeError:
-        raise KeyError_(f"key file {path} is not hex text") from None
+        raise SessionKeyError(f"key file {path} is not hex text") from None
     return _parse(text, f"key file {path}")
 
 
@@ -33,9 +33,9 @@ def _parse(text: str, where: str) -> bytes:
     try:
         key = bytes.fromhex(text)
     except ValueError:
-        raise KeyError_(f"{where} must hold the key as hex digits") from None
+        raise SessionKeyError(f"{where} must hold the key as hex digits") from None
     if len(key) < 16:
-        raise KeyError_(f"{where} holds {len(key)} bytes; a session key needs at least 16")
+        raise SessionKeyError(f"{where} holds {len(key)} bytes; a session key needs at least 16")
     return key
 
 
