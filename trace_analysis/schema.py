@@ -31,33 +31,16 @@ import json
 import math
 from typing import Any
 
-APP_EVENTS = ("send", "deliver")
-PROTOCOL_EVENTS = (
-    "network_send",
-    "receive",
-    "buffer",
-    "unbuffer",
-    "control_send",
-    "control_receive",
-    "join",
-    "leave",
-    "reject",
+from groupcomm.core.trace_schema import (  # noqa: F401 - the analyzer's names for them
+    ALWAYS,
+    EVENTS,
+    FIELDS,
+    INT64_MAX,
+    REQUIRED,
+    STRING_FIELDS,
 )
-KNOWN_EVENTS = APP_EVENTS + PROTOCOL_EVENTS
 
-#: fields every event has
-ALWAYS = ("ts", "process", "event", "protocol")
-#: extra fields each event type requires
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "send": ("msg", "sender", "dests", "vc"),
-    "deliver": ("msg", "sender", "vc"),
-    "network_send": ("msg", "kind", "meta_bytes"),
-    "control_send": ("kind", "meta_bytes"),
-    "control_receive": ("kind",),
-    "receive": ("msg",),
-    "buffer": ("msg",),
-    "unbuffer": ("msg",),
-}
+KNOWN_EVENTS = EVENTS
 #: the fields the analysis keeps for each event type (others are dropped after checking)
 KEPT: dict[str, tuple[str, ...]] = {
     "send": ("msg", "sender", "dests", "vc"),
@@ -68,11 +51,6 @@ KEPT: dict[str, tuple[str, ...]] = {
     "buffer": ("msg",),
     "unbuffer": ("msg",),
 }
-STRING_FIELDS = ("process", "event", "protocol", "msg", "sender", "kind")
-#: every field the analyzer reads, in the order of the parsed record
-FIELDS = ("ts", "process", "event", "protocol", "msg", "sender", "dests", "vc", "kind",
-          "meta_bytes")
-INT64_MAX = 2**63 - 1
 
 OK = "ok"
 BLANK = "blank"

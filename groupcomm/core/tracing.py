@@ -15,19 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-APP_EVENTS = ("send", "deliver")
-PROTOCOL_EVENTS = (
-    "network_send",
-    "receive",
-    "buffer",
-    "unbuffer",
-    "control_send",
-    "control_receive",
-    "join",
-    "leave",
-    "reject",
-)
-EVENTS = APP_EVENTS + PROTOCOL_EVENTS
+from groupcomm.core.trace_schema import EVENTS, REQUIRED
 
 TRACE_DIR_ENV = "GROUPCOMM_TRACE_DIR"
 
@@ -135,16 +123,6 @@ class TraceSchemaError(ValueError):
     """A trace record does not fit the schema."""
 
 
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "send": ("msg", "sender", "dests", "vc"),
-    "deliver": ("msg", "sender", "vc"),
-    "network_send": ("msg", "kind", "meta_bytes"),
-    "control_send": ("kind", "meta_bytes"),
-    "control_receive": ("kind",),
-    "receive": ("msg",),
-    "buffer": ("msg",),
-    "unbuffer": ("msg",),
-}
 
 
 def validate_record(record: Mapping[str, Any]) -> None:
@@ -157,7 +135,7 @@ def validate_record(record: Mapping[str, Any]) -> None:
     event = record["event"]
     if event not in EVENTS:
         raise TraceSchemaError(f"unknown event {event!r}")
-    for name in _REQUIRED.get(event, ()):
+    for name in REQUIRED.get(event, ()):
         if name not in record:
             raise TraceSchemaError(f"{event} event lacks {name!r}: {dict(record)!r}")
     if "msg" in record and not isinstance(record["msg"], str):
