@@ -33,6 +33,10 @@ delivered at every destination.
 
 The search over this model is :mod:`groupcomm.check.search`; its configuration
 :mod:`groupcomm.check.config`; results and counterexamples :mod:`groupcomm.check.report`.
+
+One class on purpose: the transition function, its memo of local steps and the
+interning of snapshots share their tables on the hot path of every search, so the
+module runs past 500 lines (about 470 of code).
 """
 
 from __future__ import annotations
@@ -42,25 +46,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
+from groupcomm.check.state import Violation, describe_action, exact
 from groupcomm.core.causality import CausalityError
-from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.core.tracing import MemoryTracer, NullTracer
 from groupcomm.wire.envelopes import decode_received, encode_message
-
-
-class Violation(Exception):
-    """A property failed on a transition (internal: carries the property and why)."""
-
-    def __init__(self, prop: str, detail: str) -> None:
-        super().__init__(f"{prop}: {detail}")
-        self.prop = prop
-        self.detail = detail
-        #: the transition that broke the property (set by :meth:`Model.successors`)
-        self.action: tuple | None = None
-        #: causal / fifo: (process, sender, index) of the message delivered too late
-        self.missing: tuple[int, int, int] | None = None
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -533,27 +525,3 @@ class Model:
 
     def records(self) -> list[dict[str, Any]]:
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []
-
-
-def exact(value: Any) -> Any:
-    """``value`` with every message replaced by what it carries *including* its
-    ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
-    two snapshots that differ only in a held message's clock stay apart."""
-    if isinstance(value, tuple):
-        for v in value:
-            if type(v) not in _ATOMIC:
-                return tuple([exact(v) for v in value])
-        return value  # only atoms (the common case: clocks, matrices, counters)
-    if isinstance(value, GroupMessage):
-        return (value.freeze(), value.vc)
-    return value
-
-
-#: values :func:`exact` leaves as they are
-_ATOMIC = frozenset({int, str, bytes, float, bool, type(None)})
-
-
-def describe_action(action: tuple) -> str:
-    if action[0] == "send":
-        return f"{action[1]} sends to {', '.join(action[2])}"
-    return f"frame {action[1]} -> {action[2]} arrives"

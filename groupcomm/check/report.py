@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.check.config import CheckConfig
-from groupcomm.check.model import Model, Violation, describe_action
+from groupcomm.check.model import Model
+from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.tracing import write_trace_dir
 from groupcomm.wire.envelopes import decode_received

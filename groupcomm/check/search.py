@@ -24,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig
-from groupcomm.check.model import Model, Violation
+from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
 from groupcomm.check.report import CheckResult, _complete, _texts
+from groupcomm.check.state import Violation
 from groupcomm.check.symmetry import Symmetry
 
 

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 from groupcomm.check import CheckConfig, Model, check
-from groupcomm.check.model import Violation
+from groupcomm.check.state import Violation
 
 ROOT = Path(__file__).resolve().parents[2]
 

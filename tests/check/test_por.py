@@ -28,7 +28,7 @@ def _explore(model: Model, reduce_with=None) -> tuple[set, set, int]:
     :class:`PersistentSets` - in the reduced one), continuing past violations: the
     terminal states, the violating transitions with their properties, and the number of
     states."""
-    from groupcomm.check.model import Violation
+    from groupcomm.check.state import Violation
 
     seen = {model.initial_state}
     stack = [model.initial_state]
@@ -173,7 +173,7 @@ def _commuting_pairs(model: Model, kinds: frozenset[str]) -> Iterator[tuple[tupl
                                                                             tuple]]:
     """Every (state, a, x) of the full graph: a an arrival of a control of ``kinds`` that
     breaks nothing and delivers nothing, x another enabled transition of its receiver."""
-    from groupcomm.check.model import Violation
+    from groupcomm.check.state import Violation
     from groupcomm.core.messages import ControlMessage
     from groupcomm.wire.envelopes import decode_received
 
@@ -204,7 +204,7 @@ def _commuting_pairs(model: Model, kinds: frozenset[str]) -> Iterator[tuple[tupl
 
 
 def _outcome(model: Model, state: tuple, action: tuple) -> object:
-    from groupcomm.check.model import Violation
+    from groupcomm.check.state import Violation
 
     try:
         return model.apply(state, action)[0]

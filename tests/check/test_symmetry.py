@@ -27,7 +27,7 @@ def _outcomes(model: Model, symmetry, state: tuple, perm: tuple | None) -> objec
     normalised successor renamed by ``perm``, or the property it violates."""
     from collections import Counter
 
-    from groupcomm.check.model import Violation
+    from groupcomm.check.state import Violation
 
     out: Counter = Counter()
     for action in model.enabled(state):
