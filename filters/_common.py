@@ -10,6 +10,8 @@ entries refer to them by index; only non-zero entries are sent.
 
 from __future__ import annotations
 
+import logging
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,3 +143,18 @@ def freeze_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple:
     return tuple(
         (r, freeze_clock(row)) for r, row in sorted(matrix.items()) if any(row.values())
     )
+
+
+def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: str,
+                   log: logging.Logger) -> deque[SentMessage]:
+    """``unsent`` without the messages addressed to ``name``, who left: no one can receive
+    them. They are counted as ``undeliverable`` and named in a warning (sender-side
+    modules, whose unsent messages each have one destination), on the module's ``log``."""
+    dropped = [m for m in unsent if m.destinations == (name,)]
+    if not dropped:
+        return unsent
+    manager.count("undeliverable", len(dropped))
+    log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
+                manager.host.name, name, len(dropped),
+                ", ".join(m.message_id for m in dropped[:10]))
+    return deque(m for m in unsent if m.destinations != (name,))

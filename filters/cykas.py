@@ -41,7 +41,7 @@ import logging
 from collections import deque
 from collections.abc import Hashable
 
-from filters._common import control_message
+from filters._common import control_message, drop_unsent_to
 from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
@@ -183,13 +183,7 @@ class CykasManager(CausalityManager):
 
     # -- membership ---------------------------------------------------------------------
     def member_removed(self, name: str) -> None:
-        dropped = [m for m in self.ob if m.destinations == (name,)]
-        if dropped:
-            self.ob = deque(m for m in self.ob if m.destinations != (name,))
-            self.count("undeliverable", len(dropped))
-            log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
-                        self.host.name, name, len(dropped),
-                        ", ".join(m.message_id for m in dropped[:10]))
+        self.ob = drop_unsent_to(self, self.ob, name, log)
         self.eager_sent.pop(name, None)  # no YCT can reach it any more
         if name in self.unack:
             self._acked(name)

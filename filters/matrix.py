@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
+from typing import ClassVar
 
 from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
 from groupcomm.core.causality import (
@@ -58,6 +59,10 @@ STAMP = "M"
 class MatrixManager(CausalityManager):
     """SENT, DELIV and the buffer of one member."""
 
+    #: the header holding the sender's SENT (all of it here, a delta in matrix-delta)
+    stamp_header: ClassVar[str] = STAMP
+    protocol: ClassVar[str] = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.sent: dict[str, dict[str, int]] = {}
@@ -77,13 +82,15 @@ class MatrixManager(CausalityManager):
 
     # -- receive side -------------------------------------------------------------------
     def accept(self, message: ReceivedMessage) -> None:
-        stamp = decode_matrix(message, STAMP, NAME)
+        """Deliver ``message`` when DELIV covers its stamp, else buffer it (the rule is the
+        same for a whole matrix and for matrix-delta's changed entries)."""
+        stamp = decode_matrix(message, self.stamp_header, self.protocol)
         me, sender = self.host.name, message.sender
         own = stamp.get(sender, {}).get(me, 0)
         if own < 1:
             raise ProtocolViolation(
-                f"{NAME}: stamp of {message.message_id} does not count the message itself "
-                f"(SENT[{sender}][{me}] = {own})"
+                f"{self.protocol}: stamp of {message.message_id} does not count the message "
+                f"itself (SENT[{sender}][{me}] = {own})"
             )
         if own <= self.deliv.get(sender, 0) or any(
             m.message_id == message.message_id for m, _ in self.buffer

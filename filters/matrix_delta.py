@@ -47,14 +47,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
+from filters._common import encode_matrix, freeze_clock, freeze_matrix
 from filters.matrix import MatrixManager
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
     ModuleReceiveFilter,
     ModuleSendFilter,
-    ProtocolViolation,
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import ReceivedMessage, SentMessage
@@ -69,6 +68,9 @@ Matrix = dict[str, dict[str, int]]
 
 class MatrixDeltaManager(MatrixManager):
     """SENT, DELIV and the buffer (as in ``matrix``) plus per-destination versions."""
+
+    stamp_header = STAMP
+    protocol = NAME
 
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
@@ -114,28 +116,7 @@ class MatrixDeltaManager(MatrixManager):
             copies.append(copy.with_headers(**{STAMP: encode_matrix(delta)}))
         return copies  # type: ignore[return-value]
 
-    # -- receive side -------------------------------------------------------------------
-    def accept(self, message: ReceivedMessage) -> None:
-        delta = decode_matrix(message, STAMP, NAME)
-        me, sender = self.host.name, message.sender
-        own = delta.get(sender, {}).get(me, 0)
-        if own < 1:
-            raise ProtocolViolation(
-                f"{NAME}: delta of {message.message_id} does not count the message itself "
-                f"(SENT[{sender}][{me}] missing or 0)"
-            )
-        if own <= self.deliv.get(sender, 0) or any(
-            m.message_id == message.message_id for m, _ in self.buffer
-        ):
-            self.count("duplicates")
-            return
-        if self._deliverable(sender, delta):
-            self._deliver(message, delta)
-            self._drain()
-        else:
-            self.buffer.append((message, delta))
-            self.host.trace("buffer", message, waiting_for=self._waits_on(sender, delta))
-
+    # -- receive side: matrix's accept, reading the delta header ----------------------
     def _deliver(self, message: ReceivedMessage, stamp: Matrix) -> None:
         sender = message.sender
         self.deliv[sender] = self.deliv.get(sender, 0) + 1

@@ -24,7 +24,7 @@ import logging
 from collections import deque
 from collections.abc import Hashable
 
-from filters._common import control_message
+from filters._common import control_message, drop_unsent_to
 from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
@@ -93,13 +93,7 @@ class MfssManager(CausalityManager):
         self.try_send()
 
     def member_removed(self, name: str) -> None:
-        dropped = [m for m in self.buffer if m.destinations == (name,)]
-        if dropped:
-            self.buffer = deque(m for m in self.buffer if m.destinations != (name,))
-            self.count("undeliverable", len(dropped))
-            log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
-                        self.host.name, name, len(dropped),
-                        ", ".join(m.message_id for m in dropped[:10]))
+        self.buffer = drop_unsent_to(self, self.buffer, name, log)
         if self.unacked is not None and self.unacked[1] == name:
             log.info("%s: %s left before acknowledging %s; sending on", self.host.name,
                      name, self.unacked[0])
