@@ -158,7 +158,8 @@ def write_report(
     if execution is not None and messages <= MAX_MESSAGES:
         files["spacetime"] = str(draw_spacetime(
             execution, out / "spacetime.png", triples, undelivered,
-            title=f"{messages} messages, {result['causal_violations']} causal violations"))
+            title=f"{_count(messages, 'message')}, "
+                  f"{_count(result['causal_violations'], 'causal violation')}"))
     else:
         notes.append(f"no space-time diagram: {messages:,} messages (limit {MAX_MESSAGES})")
     if execution is not None:
@@ -179,3 +180,8 @@ def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
     path = Path(directory) / "summary.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 causal violation``, ``3 causal violations``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

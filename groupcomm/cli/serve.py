@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.transport.address import EndpointError, endpoint
 from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
 
@@ -68,9 +69,13 @@ def _run(args: argparse.Namespace) -> int:
         except CurveKeyError as error:
             raise CliError(f"groupcomm serve: --curve-dir: {error}") from None
     try:
-        server = SessionServer(key, args.bind, heartbeat_timeout=args.heartbeat_timeout,
+        bind = endpoint(args.bind, "--bind")
+    except EndpointError as error:
+        raise CliError(f"groupcomm serve: {error}") from None
+    try:
+        server = SessionServer(key, bind, heartbeat_timeout=args.heartbeat_timeout,
                                curve=curve)
-    except Exception as error:  # zmq errors: address in use, bad address
+    except Exception as error:  # zmq errors: address in use, unknown host
         raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())

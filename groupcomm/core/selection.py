@@ -97,11 +97,13 @@ def resolve(
         selection.filters, selection.filters_source = list(config["filters"]), where
     try:
         get_module(selection.causality)
-        for spec in selection.filters:
-            get_filter(parse_filter_spec(spec)[0])
     except UnknownModuleError as error:
-        source = selection.causality_source
-        raise SelectionError(f"{error} (chosen by {source})") from None
+        raise SelectionError(f"{error} (chosen by {selection.causality_source})") from None
+    for spec in selection.filters:
+        try:
+            get_filter(parse_filter_spec(spec)[0])
+        except UnknownModuleError as error:
+            raise SelectionError(f"{error} (chosen by {selection.filters_source})") from None
     return selection
 
 

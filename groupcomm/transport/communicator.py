@@ -37,6 +37,7 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import Tracer, tracer_for
+from groupcomm.transport.address import endpoint
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
 from groupcomm.transport.inbound import Inbound
 from groupcomm.transport.io_loop import (
@@ -148,7 +149,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         self.session = session
         self.application = application
         self.routing = routing
-        self.server_address = server
+        self.server_address = server = endpoint(server, "server address")
         self.heartbeat_interval = heartbeat_interval
         self.codec = FrameCodec(resolved, max_frame=max_frame)
         self.rejects = RejectLog(f"communicator {name}")
@@ -306,12 +307,24 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
     def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
         """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
 
-        The application's clock advances here, when the message is handed over.
+        The application's clock advances here, when the message is handed over. Raises
+        :class:`CommunicatorError` at once when message listeners are registered and
+        nothing is waiting: messages then go to the listeners (callback model), so
+        ``receive()`` would only ever time out.
         """
         try:
-            message = self._inbox.get(timeout=timeout)
+            message = self._inbox.get_nowait()
         except queue.Empty:
-            return None
+            if self.node.message_listeners:
+                raise CommunicatorError(
+                    "receive() gets nothing while message listeners are registered: "
+                    "messages go to the listeners (callback model); remove them with "
+                    "remove_message_listener() to pull with receive()"
+                ) from None
+            try:
+                message = self._inbox.get(timeout=timeout)
+            except queue.Empty:
+                return None
         self.node.application_delivered(message)
         return message
 

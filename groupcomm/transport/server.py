@@ -23,6 +23,7 @@ from typing import Any
 
 import zmq
 
+from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
 from groupcomm.transport.rejects import RejectLog
 from groupcomm.wire.frames import (
@@ -90,7 +91,7 @@ class SessionServer:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame * 2 + 4096)
-        self.socket.bind(bind)
+        self.socket.bind(endpoint(bind, "bind address"))
         self.address: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.server_id = os.urandom(4).hex()
         self.sessions: dict[tuple[str, str], Session] = {}

@@ -42,6 +42,19 @@ def test_bad_arguments_are_one_line_without_traceback() -> None:
     assert "--heartbeat-timeout" in result.stderr
 
 
+@pytest.mark.parametrize(("bind", "says"), [
+    ("tcp://127.0.0.1:99999", "ports are 0-65535"),
+    ("127.0.0.1", "is not tcp://HOST:PORT or HOST:PORT"),
+])
+def test_serve_refuses_a_bad_bind_address_in_one_line(bind: str, says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "serve", "--bind", bind],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr
+
+
 def test_serve_refuses_a_bad_key_file(tmp_path) -> None:
     bad = tmp_path / "bad.key"
     bad.write_text("not hex")

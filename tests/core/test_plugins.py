@@ -98,6 +98,9 @@ def test_unknown_names_and_bad_specs_are_clear(tmp_path: Path) -> None:
         resolve("no-such-module")
     with pytest.raises(SelectionError, match="unknown filter 'nope'"):
         resolve("none", ["nope"])
+    # the error names where the wrong name came from, not where the module came from
+    with pytest.raises(SelectionError, match=r"unknown filter 'nope'.*\(chosen by command line\)"):
+        resolve(None, ["nope"])
     with pytest.raises(SelectionError, match="key=value"):
         parse_filter_spec("drop:p")
     with pytest.raises(SelectionError, match="bad options"):

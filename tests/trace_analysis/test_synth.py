@@ -36,3 +36,4 @@ def test_the_checker_finds_exactly_what_was_injected(tmp_path: Path, seed: int) 
     assert found.duplicates == spec.duplicates
     assert found.malformed_lines == spec.malformed
     assert found.events + found.malformed_lines == result.lines
+

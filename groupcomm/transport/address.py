@@ -1,0 +1,39 @@
+"""ZeroMQ endpoints as people type them.
+
+``tcp://HOST:PORT`` is what ZeroMQ takes; people also type ``HOST:PORT``, and a port out
+of range is accepted by some ZeroMQ versions and silently bound elsewhere. Both the
+server's ``--bind`` and the clients' ``--server`` go through :func:`endpoint`, which
+turns ``HOST:PORT`` into ``tcp://HOST:PORT`` and refuses anything it cannot read with a
+message that says which form is expected.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: transports ZeroMQ offers besides tcp, passed on unchecked
+_OTHER_TRANSPORTS = ("ipc://", "inproc://")
+_TCP = re.compile(r"^(?:tcp://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\s\[\]]+):(?P<port>\*|\d+)$")
+
+
+class EndpointError(ValueError):
+    """An address that is not ``tcp://HOST:PORT`` (or ``HOST:PORT``) with a valid port."""
+
+
+def endpoint(text: str, what: str = "address") -> str:
+    """``text`` as a ZeroMQ endpoint: ``HOST:PORT`` becomes ``tcp://HOST:PORT``; ports
+    must be 0-65535 (0 or ``*`` picks a free port when binding).
+
+    Raises :class:`EndpointError` naming ``what`` and the expected form.
+    """
+    text = text.strip()
+    if text.startswith(_OTHER_TRANSPORTS):
+        return text
+    match = _TCP.match(text)
+    if match is None:
+        raise EndpointError(f"{what} {text!r} is not tcp://HOST:PORT or HOST:PORT "
+                            "(for example tcp://127.0.0.1:5555)")
+    port = match["port"]
+    if port != "*" and not 0 <= int(port) <= 65535:
+        raise EndpointError(f"{what} {text!r} has port {port}; ports are 0-65535")
+    return f"tcp://{match['host']}:{port}"

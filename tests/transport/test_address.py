@@ -1,0 +1,57 @@
+"""Addresses as people type them: ``HOST:PORT`` is accepted, bad ports are refused
+clearly, a client given ``HOST:PORT`` joins a real server, and a communicator with a
+listener says at once that ``receive()`` will get nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcomm import Communicator, CommunicatorError
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.address import EndpointError, endpoint
+
+
+@pytest.mark.parametrize(("typed", "expected"), [
+    ("127.0.0.1:5555", "tcp://127.0.0.1:5555"),
+    ("tcp://127.0.0.1:5555", "tcp://127.0.0.1:5555"),
+    (" localhost:0 ", "tcp://localhost:0"),
+    ("tcp://*:7000", "tcp://*:7000"),
+    ("[::1]:80", "tcp://[::1]:80"),
+    ("ipc:///tmp/g.sock", "ipc:///tmp/g.sock"),
+])
+def test_endpoints_people_type(typed: str, expected: str) -> None:
+    assert endpoint(typed) == expected
+
+
+@pytest.mark.parametrize(("typed", "says"), [
+    ("tcp://127.0.0.1:99999", "ports are 0-65535"),
+    ("127.0.0.1", "is not tcp://HOST:PORT or HOST:PORT"),
+    ("http://example:80", "is not tcp://HOST:PORT or HOST:PORT"),
+    ("127.0.0.1:port", "is not tcp://HOST:PORT or HOST:PORT"),
+])
+def test_bad_endpoints_say_what_form_is_expected(typed: str, says: str) -> None:
+    with pytest.raises(EndpointError, match=says):
+        endpoint(typed, "server address")
+
+
+def test_a_client_given_host_and_port_joins(group: ProcessGroup) -> None:
+    assert group.server is not None
+    host_port = group.server.address.removeprefix("tcp://")
+    with Communicator("alice", "s", server=host_port, key_file=str(group.key_file)) as alice:
+        assert alice.server_address == group.server.address
+        assert "alice" in alice.members
+
+
+def test_a_bad_server_address_is_refused_before_anything_starts() -> None:
+    with pytest.raises(EndpointError, match="server address '127.0.0.1:70000' has port"):
+        Communicator("alice", "s", server="127.0.0.1:70000", key=b"k" * 32)
+
+
+def test_receive_in_the_callback_model_raises_at_once(group: ProcessGroup) -> None:
+    assert group.server is not None
+    with Communicator("alice", "s", server=group.server.address,
+                      key_file=str(group.key_file)) as alice:
+        assert alice.receive(timeout=0.01) is None  # pull model: nothing yet
+        alice.add_message_listener(lambda message: None)
+        with pytest.raises(CommunicatorError, match="message listeners are registered"):
+            alice.receive(timeout=30)
