@@ -1,16 +1,20 @@
 """``groupcomm im``: a terminal instant messenger for one participant.
 
 Plain lines go to everyone else; ``/to NAME text`` to one person; ``/who`` lists the
-members; ``/held`` shows what the causality module still holds; ``/quit`` leaves
-cleanly; ``/help`` explains. Each message is shown with its sender; a message that
-was concurrent with one already shown is marked ``(concurrent with #N)``: the
-framework's tags are precise, so the mark means the two senders had not seen each
-other's message.
+members; ``/held`` shows what the causality module still holds (sender, text, and whom
+each message waits on); ``/release NAME`` gives up waiting for what NAME, gone, never
+sent; ``/quit`` leaves cleanly; ``/help`` explains. Each message is shown with its
+sender; a message that was concurrent with one already shown is marked ``(concurrent
+with #N)``: the framework's tags are precise, so the mark means the two senders had not
+seen each other's message (messages shown before its sender joined are not compared:
+the newcomer could not have seen them). Warnings of the framework appear as ``! ...``
+lines, without the log's timestamps (``-v`` logs to stderr instead).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
@@ -25,7 +29,8 @@ from groupcomm.core.selection import SelectionError, filter_creators, resolve
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
-HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /quit, /help"
+HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
+        "/release NAME, /quit, /help")
 
 
 class ChatScreen:
@@ -37,6 +42,10 @@ class ChatScreen:
         self._lock = threading.Lock()
         self._print_lock = threading.Lock()
         self.shown: list[tuple[int, str, Tag]] = []
+        #: member -> how many messages were shown when its join was seen here (a
+        #: newcomer's messages are concurrent with everything before it, trivially)
+        self._joined_at: dict[str, int] = {}
+        self.communicator: Communicator | None = None
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -54,12 +63,13 @@ class ChatScreen:
         send that the module split into unicasts is shown once."""
         message = messages[0]
         others = [d for m in messages for d in m.destinations if d != self.me]
-        self._show(self.me, f"you -> {', '.join(others)}", Tag(message.vc),
+        self._show(self.me, f"you -> {', '.join(others) or 'yourself'}", Tag(message.vc),
                    str(message.user_message))
 
     def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
         with self._lock:
-            concurrent = [number for number, other_sender, other in self.shown
+            since = self._joined_at.get(sender, 0)
+            concurrent = [number for number, other_sender, other in self.shown[since:]
                           if other_sender != sender and tag.concurrent_with(other)]
             number = len(self.shown) + 1
             self.shown.append((number, sender, tag))
@@ -71,10 +81,52 @@ class ChatScreen:
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
         if client_name != self.me:
+            with self._lock:
+                self._joined_at[client_name] = len(self.shown)
             self.line(f"* {client_name} joined ({', '.join(all_users)})")
 
     def client_left(self, client_name: str, application_name: str) -> None:
         self.line(f"* {client_name} left")
+        comm = self.communicator
+        if comm is None:
+            return
+        waiting = [mid for mid, on in comm.waiting_for().items() if client_name in on]
+        if waiting:
+            self.line(f"* {len(waiting)} held message(s) wait on {client_name}; "
+                      f"/release {client_name} delivers them anyway (out of order if "
+                      f"{client_name}'s messages are still on their way)")
+
+    def held(self, held: list[object], waiting: dict[str, list[str]]) -> None:
+        """``/held``: each held message with its sender or destination, its text and
+        whom it waits on."""
+        if not held:
+            self.line("* held: none")
+            return
+        self.line(f"* held: {len(held)}")
+        for message in held:
+            text = getattr(message, "user_message", None)
+            text = text if isinstance(text, str) else repr(text)
+            if isinstance(message, SentMessage):
+                who = f"to {', '.join(message.destinations)}, not sent yet"
+            else:
+                who = f"from {message.sender}"  # type: ignore[attr-defined]
+            on = waiting.get(message.message_id, [])  # type: ignore[attr-defined]
+            why = f"waits on {', '.join(on)}" if on else "waits behind earlier messages"
+            self.line(f"  {message.message_id} {who}: {text!r} ({why})")  # type: ignore[attr-defined]
+
+
+class ScreenLogHandler(logging.Handler):
+    """Shows the framework's warnings as chat lines (``! ...``), without timestamps."""
+
+    def __init__(self, screen: ChatScreen) -> None:
+        super().__init__(logging.WARNING)
+        self.screen = screen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.screen.line(f"! {record.getMessage()}")
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
 
 
 class ChatApp:
@@ -100,8 +152,18 @@ class ChatApp:
                 elif command == "/help":
                     self.screen.line(HELP)
                 elif command == "/held":
-                    held = comm.held()
-                    self.screen.line(f"* held: {', '.join(m.message_id for m in held) or 'none'}")
+                    self.screen.held(comm.held(), comm.waiting_for())
+                elif command == "/release":
+                    name = rest.strip()
+                    if not name:
+                        self.screen.line("usage: /release NAME")
+                    elif name in comm.members:
+                        self.screen.line(f"* {name} is still here; /release is for members "
+                                         "who left")
+                    else:
+                        released = comm.release_waiting_on(name)
+                        self.screen.line(f"* released {len(released)} message(s) that "
+                                         f"waited on {name}")
                 elif command == "/to":
                     name, _, text = rest.strip().partition(" ")
                     if not name or not text.strip():
@@ -138,7 +200,8 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm im",
         description="Chat in a session. Plain lines go to everyone else; /to NAME text to "
-        "one person; /who lists members; /held shows held messages; /quit leaves.",
+        "one person; /who lists members; /held shows held messages; /release NAME gives "
+        "up waiting for a member who left; /quit leaves.",
     )
     parser.add_argument("--name", required=True, help="your name in the session")
     parser.add_argument("--session", required=True, help="session to join")
@@ -181,6 +244,13 @@ def _run(args: argparse.Namespace) -> int:
     except SelectionError as error:
         raise CliError(f"groupcomm im: {error}") from None
     screen = ChatScreen(args.name, sys.stdout)
+    if args.verbose == 0:
+        # warnings belong on the chat screen as its own lines, not as timestamped log
+        # records interleaved with it
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.addHandler(ScreenLogHandler(screen))
     try:
         communicator = Communicator(
             args.name, args.session, server=args.server, application=args.application,
@@ -196,6 +266,7 @@ def _run(args: argparse.Namespace) -> int:
         communicator.set_minimum_delay_to_peer(peer, ms)
     if args.jitter:
         communicator.set_delay_variation(args.jitter)
+    screen.communicator = communicator
     communicator.add_session_message_listener(screen)
     communicator.add_message_listener(screen.message)
     app = ChatApp(communicator, screen)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -77,3 +79,45 @@ def test_three_people_chat_through_terminals(chat, causality: str) -> None:
     bob.expect(r"\* bye")
     alice.expect(r"\* bob left")
     carol.expect(r"\* bob left")
+
+
+def test_held_messages_are_shown_and_released_after_a_departure(chat) -> None:
+    """carol's message to bob is delayed; alice answers carol in a message to bob that
+    depends on it; carol dies before hers leaves. bob's screen says what waits on whom,
+    and /release carol delivers it."""
+    alice = chat("alice", "--causality", "matrix")
+    bob = chat("bob", "--causality", "matrix")
+    carol = chat("carol", "--causality", "matrix", "--delay", "bob=60000")
+    for person in (alice, bob):
+        person.expect(r"\* carol joined")
+    carol.sendline("/to bob lost on the way")
+    carol.expect(r"\[you -> bob\] lost on the way")
+    carol.sendline("/to alice lunch?")
+    alice.expect(r"\[carol\] lunch\?")
+    alice.sendline("/to bob carol asks about lunch")
+    alice.expect(r"\[you -> bob\] carol asks about lunch")
+    carol.kill(signal.SIGKILL)
+    # the module's warning is a chat line, not a timestamped log record
+    bob.expect(r"! bob: carol left; 1 held message\(s\) wait on it")
+    assert not re.search(r"\d\d:\d\d:\d\d", bob.before or "")
+    bob.expect(r"\* carol left")
+    bob.expect(r"\* 1 held message\(s\) wait on carol; /release carol delivers them anyway")
+    bob.sendline("/held")
+    bob.expect(r"\* held: 1")
+    bob.expect(r"alice#\d+ from alice: 'carol asks about lunch' \(waits on carol\)")
+    bob.sendline("/release alice")
+    bob.expect(r"\* alice is still here")
+    bob.sendline("/release carol")
+    # delivered (and shown) during the release, before the summary line
+    bob.expect(r"\[alice\] carol asks about lunch")
+    bob.expect(r"\* released 1 message\(s\) that waited on carol")
+    bob.sendline("/held")
+    bob.expect(r"\* held: none")
+
+
+def test_a_note_to_oneself_says_so(chat) -> None:
+    alice = chat("alice", "--causality", "matrix")
+    alice.sendline("/to alice remember the milk")
+    alice.expect(r"#1 \[you -> yourself\] remember the milk")
+    alice.sendline("/help")
+    alice.expect(r"/release NAME")
