@@ -10,6 +10,7 @@ message that says which form is expected.
 from __future__ import annotations
 
 import re
+import socket
 
 #: transports ZeroMQ offers besides tcp, passed on unchecked
 _OTHER_TRANSPORTS = ("ipc://", "inproc://")
@@ -37,3 +38,27 @@ def endpoint(text: str, what: str = "address") -> str:
     if port != "*" and not 0 <= int(port) <= 65535:
         raise EndpointError(f"{what} {text!r} has port {port}; ports are 0-65535")
     return f"tcp://{match['host']}:{port}"
+
+
+def nobody_listens(address: str, timeout: float = 1.0) -> str | None:
+    """Why nothing can be reached at the ``tcp://`` endpoint ``address`` (refused,
+    unknown host), or None when something accepts a TCP connection there or the
+    question cannot be answered in ``timeout`` seconds (not tcp, or no answer yet).
+
+    A plain TCP connection, opened and closed at once: ZeroMQ on the other end sees a
+    peer that went away before its handshake and ignores it.
+    """
+    match = _TCP.match(address)
+    if match is None or not address.startswith("tcp://") or match["port"] == "*":
+        return None
+    host = match["host"].strip("[]")
+    port = int(match["port"])
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return f"nothing listens at {host}:{port} (connection refused)"
+    except socket.gaierror as error:
+        return f"cannot resolve host {host!r} ({error.strerror})"
+    except OSError:
+        return None  # timed out or unreachable for now: let the join wait decide

@@ -37,7 +37,7 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import Tracer, tracer_for
-from groupcomm.transport.address import endpoint
+from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
 from groupcomm.transport.inbound import Inbound
 from groupcomm.transport.io_loop import (
@@ -76,6 +76,10 @@ log = logging.getLogger(__name__)
 #: and then run full collections — about 1.5 µs of CPU per message in the bench, against
 #: 0.4 µs with the hand-off.
 HANDOFF_EVERY = 256
+
+
+#: seconds to wait for the join before asking whether anything listens at the address
+LISTENER_PROBE_AFTER = 0.5
 
 
 class CommunicatorError(RuntimeError):
@@ -205,12 +209,23 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         self._started.wait()
         if self._start_error is not None:
             raise JoinError(f"cannot start communicator {name!r}: {self._start_error}")
-        if not self._joined.wait(join_timeout):
-            self.close()
-            raise JoinError(
-                f"{name!r} could not join session {session!r} at {server} within "
-                f"{join_timeout:g}s (is the server running, and is the session key the same?)"
-            )
+        if not self._joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
+            # not joined yet: if nothing listens there, say so now rather than at the
+            # timeout; if something does, the likely cause is a key the server cannot
+            # verify (it drops such frames without reading them, so it cannot answer)
+            nobody = nobody_listens(server)
+            if nobody is not None:
+                self.close()
+                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
+                                "is the session server running at that address?")
+            if not self._joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
+                self.close()
+                raise JoinError(
+                    f"{name!r} could not join session {session!r}: the server at {server} "
+                    f"accepts connections but did not answer within {join_timeout:g}s; "
+                    "is the session key the server's? (it drops frames signed with "
+                    "another key without reading them)"
+                )
         if self._join_error is not None:
             error = self._join_error
             self.close()

@@ -55,3 +55,35 @@ def test_receive_in_the_callback_model_raises_at_once(group: ProcessGroup) -> No
         alice.add_message_listener(lambda message: None)
         with pytest.raises(CommunicatorError, match="message listeners are registered"):
             alice.receive(timeout=30)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_no_server_is_told_apart_and_fails_fast() -> None:
+    import time
+
+    from groupcomm.transport.communicator import JoinError
+
+    started = time.monotonic()
+    with pytest.raises(JoinError, match=r"nothing listens at 127\.0\.0\.1:\d+ \(connection "
+                                        r"refused\); is the session server running"):
+        Communicator("alice", "s", server=f"127.0.0.1:{_free_port()}", key=b"k" * 32,
+                     join_timeout=30)
+    # told long before the join timeout (30 s): about the probe's half second
+    assert time.monotonic() - started < 10
+
+
+def test_a_wrong_key_is_told_apart(group: ProcessGroup) -> None:
+    from groupcomm.transport.communicator import JoinError
+
+    assert group.server is not None
+    with pytest.raises(JoinError, match="accepts connections but did not answer within 2s; "
+                                        "is the session key the server's"):
+        Communicator("alice", "s", server=group.server.address, key=b"w" * 32,
+                     join_timeout=2)
