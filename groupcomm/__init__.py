@@ -40,7 +40,7 @@ from groupcomm.core.messages import (
     SystemMessage,
     Tag,
 )
-from groupcomm.core.node import ProtocolNode, UnknownPeerError
+from groupcomm.core.node import ModuleMismatchError, ProtocolNode, UnknownPeerError
 from groupcomm.core.registry import UnknownModuleError, get_module, install
 
 #: public names that live in the transport, loaded on first access (PEP 562)
@@ -75,6 +75,7 @@ __all__ = [
     "MessageForwarder",
     "MessageForwarderCreator",
     "MessageProcessor",
+    "ModuleMismatchError",
     "ModuleReceiveFilter",
     "ModuleSendFilter",
     "ProtocolNode",

@@ -8,6 +8,7 @@ from groupcomm.core.causality import module_of
 from groupcomm.core.filtering import (
     CallableProcessor,
     MessageFilter,
+    MessageFilterCreator,
     MessageForwarder,
     MessageForwarderCreator,
     Pipeline,
@@ -184,3 +185,32 @@ def test_node_delivers_through_the_callback_given_at_construction() -> None:
     node.queue_sends(node.tag_sends("y", ["b"]))
     node.discard_queued()
     assert node.idle
+
+
+class _Upper(MessageFilter):
+    def filter_message(self, message) -> None:
+        if message.is_user_message() and isinstance(message.user_message, str):
+            message = message.replace(user_message=message.user_message.upper())
+        self.forward(message)
+
+
+class _UpperCreator(MessageFilterCreator):
+    def get_message_filter(self, host) -> _Upper:
+        return _Upper()
+
+
+def test_a_selector_that_replaces_half_of_an_installed_module_is_refused() -> None:
+    import groupcomm
+    from groupcomm.core.node import ModuleMismatchError
+
+    groupcomm.install("matrix")
+    SendMessageFilterSelector.set_message_filter_creator(_UpperCreator())
+    with pytest.raises(ModuleMismatchError, match="the send side holds no causality module "
+                                                  "and the receive side 'matrix'.*extra_send"):
+        ProtocolNode("alice", transmit=lambda message, dests: None, clock=lambda: 0.0)
+    # the supported way: the module on both sides, the filter beside it
+    module = groupcomm.get_module("matrix")
+    node = ProtocolNode("alice", transmit=lambda message, dests: None, clock=lambda: 0.0,
+                        send_creators=[module.send_creator(), _UpperCreator()],
+                        receive_creators=[module.receive_creator()])
+    assert node.module is not None and node.module.name == "matrix"
