@@ -288,6 +288,6 @@ class CykasSecretSendsModule(CykasModule):
 
     name = "cykas-secret-sends"
     symmetry_headers = {}
-    description = "KNOWN BAD (004 §2.3): cykas that sends to its eager sender in secret mode"
+    description = "KNOWN BAD (Cykas paper, §2.3): cykas that sends to its eager sender in secret mode"
     known_bad = True
     manager_class = CykasSecretSendsManager

@@ -114,7 +114,7 @@ class LastSenderModule(CausalityModule):
 
     name = NAME
     symmetry_headers = {STAMP: "site"}
-    description = "KNOWN BAD (003): last-sender stamp; misses all but one cause"
+    description = "KNOWN BAD: last-sender stamp; misses all but one cause"
     broadcast_only = True
     known_bad = True
 

@@ -92,7 +92,7 @@ class ScalarIdModule(CausalityModule):
 
     name = NAME
     symmetry_headers = {STAMP: "int"}
-    description = "KNOWN BAD (003): global scalar id; wrong with concurrent senders"
+    description = "KNOWN BAD: global scalar id; wrong with concurrent senders"
     broadcast_only = True
     known_bad = True
 

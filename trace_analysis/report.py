@@ -6,7 +6,8 @@ Files written (each listed in ``summary.json`` under ``report``):
 * ``per_protocol.csv``, ``per_process.csv``, ``malformed_samples.csv``,
   ``violations.csv`` (the listed triples) — tables;
 * ``latency.png`` — latency distribution (empirical CDF) per protocol;
-* ``meta_bytes.png`` — protocol metadata and control bytes per application message;
+* ``meta_bytes.png`` — protocol metadata and control bytes per application message (left
+  out, with a note, when every protocol of the trace has none);
 * ``spacetime.png`` — only for executions of at most
   :data:`trace_analysis.spacetime.MAX_MESSAGES` messages;
 * ``shiviz.log`` and ``shiviz_regex.txt`` — likewise limited (see :data:`SHIVIZ_MAX_EVENTS`).
@@ -151,9 +152,14 @@ def write_report(
         files[path.stem] = str(path)
     files["violations"] = str(write_violations_csv(triples, out / "violations.csv"))
     files["latency_plot"] = str(plot_latency(latency_samples, out / "latency.png"))
-    files["meta_bytes_plot"] = str(plot_meta_bytes(result["per_protocol"],
-                                                   out / "meta_bytes.png"))
     notes = []
+    per_protocol = result["per_protocol"]
+    if any(per_protocol[n].get("meta_bytes_per_message") or
+           per_protocol[n].get("control_bytes_per_message") for n in per_protocol):
+        files["meta_bytes_plot"] = str(plot_meta_bytes(per_protocol, out / "meta_bytes.png"))
+    else:  # an empty chart says nothing: name the reason instead
+        notes.append("no meta_bytes plot: no protocol metadata or control traffic "
+                     f"({', '.join(sorted(per_protocol)) or 'no protocol'})")
     messages = result["messages"]
     if execution is not None and messages <= MAX_MESSAGES:
         files["spacetime"] = str(draw_spacetime(

@@ -329,3 +329,18 @@ def test_cli_json_and_errors(tmp_path: Path, capsys) -> None:
     (tmp_path / "empty").mkdir()
     assert analyze_main([str(tmp_path / "empty")]) == 2
     assert "no trace files" in capsys.readouterr().err
+
+
+def test_no_empty_overhead_plot_for_a_protocol_without_metadata(spark, tmp_path: Path) -> None:
+    trace = Trace("none")
+    trace.send("a", "a#1", ["b"])
+    trace.deliver("b", "a#1")
+    for record in trace.records:  # this protocol puts no metadata on the wire
+        if "meta_bytes" in record:
+            record["meta_bytes"] = 0
+    directory = trace.write(tmp_path / "t")
+    result = analyze(directory, spark=spark, report_dir=tmp_path / "rep")
+    assert not (tmp_path / "rep" / "meta_bytes.png").exists()
+    assert "no meta_bytes plot: no protocol metadata or control traffic (none)" in \
+        result["report"]["notes"]
+    assert (tmp_path / "rep" / "latency.png").stat().st_size > 0
