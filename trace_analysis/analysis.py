@@ -22,6 +22,7 @@ from trace_analysis.metrics import (
     OVERALL,
     buffering,
     latency,
+    latency_frame,
     summarize_counts,
 )
 from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
@@ -39,6 +40,10 @@ LATENCY_PLOT_SAMPLES = 50_000
 EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
 
 
+#: counts kept beside the latency figures, not figures themselves
+_LATENCY_COUNTS = ("deliveries", "before_send")
+
+
 def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> dict[str, Any]:
     names = {k for k in ratios if k is not OVERALL} | set(checks.per_protocol)
     names |= {k for k in lat if k is not OVERALL} | {k for k in buf if k is not OVERALL}
@@ -46,7 +51,8 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
     for name in sorted(names):
         counts = checks.protocol(name)
         r = ratios.get(name, {})
-        latency_ms = {k: v for k, v in lat.get(name, EMPTY_LATENCY).items() if k != "deliveries"}
+        name_lat = lat.get(name, EMPTY_LATENCY)
+        latency_ms = {k: v for k, v in name_lat.items() if k not in _LATENCY_COUNTS}
         out[name] = {
             "events": r.get("events", 0),
             "messages": counts["messages"],
@@ -56,6 +62,7 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
             "undelivered": counts["undelivered"],
             "duplicates": counts["duplicates"],
             "latency_ms": latency_ms,
+            "deliveries_before_send": name_lat.get("before_send", 0),
             "buffered_ms": buf.get(name, {"messages": 0}),
             "meta_bytes_per_message": r.get("meta_bytes_per_message"),
             "control_per_message": r.get("control_per_message", {}),
@@ -70,7 +77,8 @@ def _assemble(trace_dir: Path, loaded: Loaded, checks: CheckResult, counts: list
               lat: dict, buf: dict) -> dict[str, Any]:
     ratios, per_process = summarize_counts(counts)
     overall = ratios.get(OVERALL, {})
-    latency_ms = {k: v for k, v in lat.get(OVERALL, EMPTY_LATENCY).items() if k != "deliveries"}
+    overall_lat = lat.get(OVERALL, EMPTY_LATENCY)
+    latency_ms = {k: v for k, v in overall_lat.items() if k not in _LATENCY_COUNTS}
     return {
         "trace_dir": str(trace_dir),
         "files": len(loaded.files),
@@ -85,6 +93,7 @@ def _assemble(trace_dir: Path, loaded: Loaded, checks: CheckResult, counts: list
         "undelivered": checks.undelivered,
         "duplicates": checks.duplicates,
         "duplicate_sends": checks.duplicate_sends,
+        "deliveries_before_send": overall_lat.get("before_send", 0),
         "orphan_deliveries": checks.orphan_deliveries,
         "unexpected_deliveries": checks.unexpected_deliveries,
         "undelivered_samples": [{"msg": m, "process": p} for m, p in checks.undelivered_samples],
@@ -126,8 +135,7 @@ def write_violations(checks: CheckResult, path: str | Path) -> Path:
 def _latency_samples(deliveries: Any, total: int) -> dict[str, list[float]]:
     from pyspark.sql import functions as F
 
-    frame = deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
-        "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
+    frame = latency_frame(deliveries).filter(F.col("ms") >= 0)  # see metrics.latency
     if total > LATENCY_PLOT_SAMPLES:
         frame = frame.sample(fraction=LATENCY_PLOT_SAMPLES / total, seed=7)
     samples: dict[str, list[float]] = {}

@@ -58,7 +58,14 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
           f"{result['fifo_violations']}   undelivered {result['undelivered']}   duplicates "
           f"{result['duplicates']}\n")
     write(f"latency ms p50 {_fmt(lat.get('p50'))}  p95 {_fmt(lat.get('p95'))}  "
-          f"p99 {_fmt(lat.get('p99'))}\n\n")
+          f"p99 {_fmt(lat.get('p99'))}\n")
+    repeated, early = result.get("duplicate_sends", 0), result.get("deliveries_before_send", 0)
+    if repeated or early:
+        write(f"INCONSISTENT TRACE: {repeated} send record(s) repeat a message id, {early} "
+              "delivery(ies) stamped before their send (a restarted process reusing ids, or "
+              "clocks of different machines); the latter are left out of the latency "
+              "figures\n")
+    write("\n")
     columns = ["protocol", "messages", "causal", "fifo", "undeliv", "dup", "p50 ms", "p99 ms",
                "buffered", "meta B/msg", "ack/msg", "yct/msg", "eager"]
     rows = []

@@ -102,14 +102,36 @@ def latency(deliveries: DataFrame, expected_rows: int | None = None,
     otherwise in Spark."""
     from pyspark.sql import functions as F
 
-    frame = deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
-        "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
+    frame = latency_frame(deliveries)
+    # a delivery stamped before its send is an inconsistent trace (clocks of different
+    # machines, or a restarted process reusing message ids), not a latency: counted
+    # apart and left out of the figures
+    before = {row["protocol"]: row["count"] for row in
+              frame.filter(F.col("ms") < 0).groupBy("protocol").count().collect()}
+    frame = frame.filter(F.col("ms") >= 0)
     limit = LOCAL_PERCENTILE_ROWS if local_limit is None else local_limit
     if expected_rows is not None and expected_rows <= limit:
         rows = _local_by_protocol(frame, "ms")
     else:
         rows = _by_protocol(frame, "ms", [])
-    return {key: {**_distribution(row), "deliveries": row["n"]} for key, row in rows.items()}
+    out = {key: {**_distribution(row), "deliveries": row["n"],
+                 "before_send": before.get(key, 0) if key is not OVERALL
+                 else sum(before.values())}
+           for key, row in rows.items()}
+    nothing = _distribution({"pct": None, "mean": None, "max": None})
+    for protocol, count in before.items():  # protocols whose every latency was negative
+        out.setdefault(protocol, {**nothing, "deliveries": 0, "before_send": count})
+    if before and OVERALL not in out:
+        out[OVERALL] = {**nothing, "deliveries": 0, "before_send": sum(before.values())}
+    return out
+
+
+def latency_frame(deliveries: DataFrame) -> DataFrame:
+    """(protocol, ms): send-to-delivery time of each first delivery whose send is known."""
+    from pyspark.sql import functions as F
+
+    return deliveries.filter((F.col("copy") == 1) & F.col("has_send")).select(
+        "protocol", ((F.col("ts") - F.col("send_ts")) * 1000.0).alias("ms"))
 
 
 def buffering(events: DataFrame) -> dict[str | None, dict[str, Any]]:

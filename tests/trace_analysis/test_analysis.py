@@ -344,3 +344,29 @@ def test_no_empty_overhead_plot_for_a_protocol_without_metadata(spark, tmp_path:
     assert "no meta_bytes plot: no protocol metadata or control traffic (none)" in \
         result["report"]["notes"]
     assert (tmp_path / "rep" / "latency.png").stat().st_size > 0
+
+
+def test_an_impossible_trace_is_flagged_and_kept_out_of_the_latency(spark, tmp_path: Path,
+                                                                    capsys) -> None:
+    from trace_analysis.cli import print_table
+
+    t = Trace()
+    t.send("a", "a1", ["b"])
+    t.deliver("b", "a1")
+    t.send("c", "c1", ["b"])
+    t.deliver("b", "c1")
+    # a restarted "a" reuses its first id, and b's delivery is stamped before its send
+    t.send("a", "a1", ["b"])
+    t.records[-2]["ts"] = 1e6
+    t.records[-1]["ts"] = 1e6
+    delivered = next(r for r in t.records if r["event"] == "deliver" and r["msg"] == "c1")
+    delivered["ts"] = 0.5  # c1 was sent at ts 3
+    result = analyze(t.write(tmp_path / "t"), spark=spark, report_dir=tmp_path / "rep")
+    assert result["duplicate_sends"] == 1
+    assert result["deliveries_before_send"] == 1
+    assert result["per_protocol"]["test"]["deliveries_before_send"] == 1
+    assert result["latency_ms"]["max"] >= 0 and result["latency_ms"]["mean"] >= 0
+    print_table(result)
+    out = capsys.readouterr().out
+    assert "INCONSISTENT TRACE: 1 send record(s) repeat a message id, 1 delivery(ies) " \
+           "stamped before their send" in out
