@@ -19,7 +19,14 @@ Choices where the sources are silent:
   flowed cannot know how many messages each old member had already broadcast. So every
   member that sees a join sends the newcomer one ``base`` control message with its own
   count at that moment; the newcomer treats that many messages of that sender as
-  delivered and holds anything that depends on a sender whose base has not arrived. A
+  delivered and holds anything that depends on a sender whose base has not arrived.
+  The base also carries the sender's whole vector (header ``k``): a process named there
+  that is not a member at the newcomer's join left before it, so none of its messages
+  is addressed to the newcomer and a dependency on one is void (without this, the
+  newcomer would wait for ever on a predecessor's messages, for example those of
+  ``carol`` when ``carol~2`` joins). A member that leaves before its base arrived is
+  still waited for (its base, and what it sent after, may have been lost with it): what
+  depends on it stays held and exposed, like any message waiting on a departed member. A
   broadcast that was tagged before the join but stamped after it (and so is not addressed
   to the newcomer) is followed by a ``skip`` control message to the newcomer, which fills
   that number in its sequence; without it the newcomer would wait for it forever.
@@ -55,6 +62,7 @@ log = logging.getLogger(__name__)
 NAME = "vector"
 STAMP = "v"
 BASE = "b"
+KNOWN = "k"
 SKIP = "s"
 
 
@@ -69,6 +77,11 @@ class VectorManager(CausalityManager):
         self.skips: dict[str, set[int]] = {}
         #: senders whose count at our join we do not know yet (we joined late)
         self.awaiting_base: set[str] = set()
+        #: processes none of whose messages is addressed to us (gone before our join, or
+        #: before they saw it): a dependency on one of their messages is void
+        self.void: set[str] = set()
+        #: the members when we joined (late): a process a base names beyond them is void
+        self.joined_with: frozenset[str] = frozenset()
 
     # -- membership ---------------------------------------------------------------------
     def client_joined(
@@ -79,13 +92,15 @@ class VectorManager(CausalityManager):
         if client_name == me and me not in self.members:
             # we are the newcomer: everyone already here tells us their count
             self.awaiting_base |= {u for u in all_users if u != me and u not in self.clock}
+            self.joined_with = frozenset(all_users)
         is_new = client_name != me and client_name not in self.members
         super().client_joined(client_name, application_name, session_name, is_new_session,
                               is_new_application, all_users)
         if is_new:
             base = self.clock.get(me, 0)
             self.manager_send(control_message(self, NAME, "base", client_name,
-                                              headers={BASE: base}))
+                                              headers={BASE: base,
+                                                       KNOWN: encode_clock(self.clock)}))
 
     def member_removed(self, name: str) -> None:
         waiting = [mid for mid, on in self.waiting_for().items() if name in on]
@@ -148,6 +163,9 @@ class VectorManager(CausalityManager):
             if sender in self.awaiting_base:
                 self.awaiting_base.discard(sender)
                 self.clock[sender] = max(self.clock.get(sender, 0), base)
+                if KNOWN in message.headers:
+                    known = decode_clock(message, KNOWN, NAME)
+                    self.void |= {k for k in known if k not in self.joined_with}
                 self._drain()
             return
         if kind == "skip":
@@ -164,8 +182,9 @@ class VectorManager(CausalityManager):
         if sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1:
             return False
         me = self.host.name
+        void = self.void
         for k, count in stamp.items():
-            if k == sender or k == me:
+            if k == sender or k == me or k in void:
                 continue  # our own broadcasts were all sent before we could depend on them
             if k in self.awaiting_base or count > self.clock.get(k, 0):
                 return False
@@ -178,7 +197,8 @@ class VectorManager(CausalityManager):
             waits = [sender]
         waits += sorted(
             k for k, c in stamp.items()
-            if k not in (sender, me) and (k in self.awaiting_base or c > self.clock.get(k, 0))
+            if k not in (sender, me) and k not in self.void
+            and (k in self.awaiting_base or c > self.clock.get(k, 0))
         )
         return waits
 
@@ -249,15 +269,20 @@ class VectorManager(CausalityManager):
                          key=lambda entry: entry[0].message_id)),
             tuple(sorted((k, tuple(sorted(v))) for k, v in self.skips.items() if v)),
             tuple(sorted(self.awaiting_base)),
+            tuple(sorted(self.void)),
+            tuple(sorted(self.joined_with)),
             self.control_count,
         )
 
     def restore(self, snapshot: Hashable) -> None:
-        clock, buffer, skips, awaiting, self.control_count = snapshot  # type: ignore[misc]
+        (clock, buffer, skips, awaiting, void, joined_with,
+         self.control_count) = snapshot  # type: ignore[misc]
         self.clock = dict(clock)
         self.buffer = [(m, dict(s)) for m, s in buffer]
         self.skips = {k: set(v) for k, v in skips}
         self.awaiting_base = set(awaiting)
+        self.void = set(void)
+        self.joined_with = frozenset(joined_with)
 
 
 class VectorSendFilter(ModuleSendFilter):
@@ -287,7 +312,7 @@ class VectorModule(CausalityModule):
     """Causal broadcast (every message to every other member)."""
 
     name = NAME
-    symmetry_headers = {STAMP: "clock", BASE: "int", SKIP: "int"}
+    symmetry_headers = {STAMP: "clock", BASE: "int", KNOWN: "clock", SKIP: "int"}
     description = "causal broadcast with vector timestamps (broadcast only)"
     broadcast_only = True
 

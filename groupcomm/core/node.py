@@ -177,6 +177,11 @@ class ProtocolNode(FilterHost):
     def shared(self) -> dict[str, Any]:
         return self._shared
 
+    @property
+    def member_set(self) -> frozenset[str]:
+        """The current members, as a set."""
+        return self._member_set
+
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self._session_listeners.append(listener)
 

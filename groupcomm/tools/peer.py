@@ -116,6 +116,8 @@ class Peer:
             self.emit("counters", counters=comm.counters())
         elif op == "members":
             self.emit("members", members=comm.members)
+        elif op == "undeliverable":
+            self.emit("undeliverable", ids=comm.undeliverable())
         elif op == "burst":
             threading.Thread(target=self._burst, args=(command,), daemon=True).start()
         elif op == "stats":
@@ -227,7 +229,8 @@ def _run(args: argparse.Namespace) -> int:
     peer = Peer(communicator, count_only=args.count_only)
     communicator.add_session_message_listener(peer)
     communicator.add_message_listener(peer.on_message)
-    peer.emit("ready", name=args.name, members=communicator.members,
+    peer.emit("ready", name=args.name, member=communicator.member_id,
+              members=communicator.members,
               address=communicator.direct_address)
     try:
         for line in sys.stdin:

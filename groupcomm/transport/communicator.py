@@ -34,6 +34,7 @@ import zmq
 
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
+from groupcomm.core.membership import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import Tracer, tracer_for
@@ -144,6 +145,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         self._curve = client_keys(curve_dir, routing, name)
         if not name or not session or not application:
             raise ValueError("name, session and application must be non-empty")
+        check_client_name(name)
         resolved = key if key is not None else resolve_key(key_file)
         if resolved is None:
             raise JoinError(
@@ -166,23 +168,18 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         #: gracefully, when frames already handed to ZeroMQ get time to leave
         self._push_linger_ms = 0
 
-        send_filters, receive_filters = filter_stacks(
+        self._filter_stacks = filter_stacks(
             causality, send_filters, receive_filters, extra_send, extra_receive
         )
         self.tracer = tracer or tracer_for(name, trace_dir)
-        self.node = ProtocolNode(
-            name,
-            application=application,
-            session=session,
-            transmit=self._transmit,
-            clock=time.time,
-            send_creators=send_filters,
-            receive_creators=receive_filters,
-            tracer=self.tracer,
-            deliver=self._deliverable,
-        )
+        #: the application's session listeners (they move to a new node, see _new_node)
+        self._session_listeners: list[SessionMessageListener] = []
+        self.node = self._make_node(name)
         self._init_outbox(max_frame)
         self._init_session_link()
+        self._joined = threading.Event()
+        self._join_error: str | None = None
+        self._left = threading.Event()
         self._inbox: queue.Queue[ReceivedMessage] = queue.Queue()
         self._calls: deque[Callable[[], None]] = deque()
         #: tagged application sends waiting for the I/O thread (bounded by max_pending)
@@ -231,10 +228,25 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
             self.close()
             raise JoinError(error)
 
+    def _make_node(self, member: str) -> ProtocolNode:
+        """A protocol node for this client as ``member`` (its member id)."""
+        send_filters, receive_filters = self._filter_stacks
+        return ProtocolNode(
+            member,
+            application=self.application,
+            session=self.session,
+            transmit=self._transmit,
+            clock=time.time,
+            send_creators=send_filters,
+            receive_creators=receive_filters,
+            tracer=self.tracer,
+            deliver=self._deliverable,
+        )
+
     # -- application API ---------------------------------------------------------------------
     def to_others(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every other member of the session."""
-        return self._send(obj, [m for m in self.node.members if m != self.name])
+        return self._send(obj, [m for m in self.node.members if m != self.node.name])
 
     def to_all(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every member, this client included."""
@@ -245,7 +257,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         # the common send, spelled out (see _send_all): no lists, two calls less
         if self._closed:
             self._check_open()
-        message = self.node.tag_unicast(obj, name)
+        message = self.node.tag_unicast(obj, self.membership.resolve(name))
         self.stats["app_sends"] += 1
         if threading.get_ident() == self._io_ident:
             self.node.submit(message)
@@ -262,12 +274,12 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
 
     def to_users(self, names: Iterable[str], obj: Any) -> SentMessage:
         """Send ``obj`` to the named members."""
-        return self._send(obj, list(names))
+        return self._send(obj, [self.membership.resolve(n) for n in names])
 
     def send(self, destinations: Iterable[str], obj: Any) -> list[SentMessage]:
         """Send ``obj`` to ``destinations``; returns every message the send became (one,
         or one unicast per destination with ``mfss`` / ``cykas``)."""
-        return self._send_all(obj, list(destinations))
+        return self._send_all(obj, [self.membership.resolve(n) for n in destinations])
 
     def _send(self, obj: Any, dests: list[str]) -> SentMessage:
         # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
@@ -344,8 +356,14 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         return message
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
-        """Be told of joins and leaves (on the I/O thread)."""
-        self._call(lambda: self.node.add_session_listener(listener))
+        """Be told of joins and leaves (on the I/O thread). Members are named by member
+        id: ``carol``, then ``carol~2`` for the same name back after it left (see
+        :mod:`groupcomm.core.membership`)."""
+        def add() -> None:
+            self._session_listeners.append(listener)
+            self.node.add_session_listener(listener)
+
+        self._call(add)
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
         """Frames to ``name`` wait at least ``ms`` ms before they leave (testing)."""
@@ -358,12 +376,24 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
     @property
     def others(self) -> list[str]:
         """Every member but this client, in join order."""
-        return [m for m in self.node.members if m != self.name]
+        return [m for m in self.node.members if m != self.node.name]
 
     @property
     def members(self) -> list[str]:
-        """Current members of the session in join order."""
+        """Current members of the session in join order, by member id."""
         return list(self.node.members)
+
+    @property
+    def member_id(self) -> str:
+        """This client's member id: its name, or ``name~N`` when the session had seen
+        the name before (a restart, or a return after being declared gone)."""
+        return self.node.name
+
+    def undeliverable(self) -> list[str]:
+        """Ids of messages this client accepted for sending but could not send: it was
+        declared gone while stalled and came back as a new member, so what its old
+        incarnation still held cannot be sent as the new one's (newest last)."""
+        return list(self._undeliverable)
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""
@@ -381,6 +411,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
     def counters(self) -> dict[str, int]:
         """Send/receive counts and rejected frames by reason."""
         result = dict(self.stats)
+        result.update(self.membership.stats)
         for reason, count in self.rejects.counts.items():
             result[f"rejected_{reason}"] = count
         return result

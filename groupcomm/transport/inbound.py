@@ -2,8 +2,9 @@
 
 Every frame is verified (:class:`~groupcomm.wire.FrameCodec`) before anything
 in it is decoded; then each message is checked against the attested sender (per-client
-keys), the session and the membership. Messages from senders whose join notice has not
-arrived yet are held (:meth:`SessionLink._hold_early`); bad input is counted by reason in
+keys), the session and the membership. Messages from senders that are not current
+members go to the session protocol (:meth:`SessionLink._admit`: early, departing or a
+stale incarnation); bad input is counted by reason in
 the :class:`~groupcomm.transport.rejects.RejectLog` and dropped. Runs on the I/O thread.
 """
 
@@ -47,17 +48,14 @@ class Inbound:
                 origin = self._handle_envelope(envelope, sender) or origin
         self._drain_node()
         if direct and origin is not None:
-            self._direct_received[origin] += 1
-            departing = self._departing.get(origin)
-            if departing is not None and self._direct_received[origin] >= departing[0]:
-                self._complete_leave(origin)
+            self._apply(self.membership.on_direct_frame(origin))
 
     def _handle_packed(self, body: bytes, attested: bytes | None) -> str | None:
         """Hand on the messages of a verified ``P`` body (the checks every message of
         one sender shares are made once); returns the sender's name once it decoded.
         Raises :class:`FrameRejected` when the body as a whole is malformed."""
         try:
-            app, session, sender, messages, errors = unpack_envelopes(body, self.name)
+            app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
         except MessageError as error:
             raise FrameRejected("malformed", str(error)) from None
         reject = self.rejects.reject
@@ -75,9 +73,8 @@ class Inbound:
             return sender
         if not messages:
             return sender
-        if sender not in self.node.members:
-            for message in messages:
-                self._hold_early(message)
+        if sender not in self.node.member_set:
+            self._admit(messages)
             return sender
         self.stats["messages_received"] += len(messages)
         self.node.arrived_many(messages)
@@ -87,7 +84,7 @@ class Inbound:
         """Hand one verified envelope on; returns its sender's name once it decoded."""
         try:
             try:
-                message = decode_received(envelope, self.name)
+                message = decode_received(envelope, self.node.name)
             except MessageError as error:
                 raise FrameRejected("malformed", str(error)) from None
             if attested is not None and message.sender != attested:
@@ -102,8 +99,8 @@ class Inbound:
                     "wrong_session",
                     f"message for {message.application_name}/{message.session_name}",
                 )
-            if message.sender not in self.node.members:
-                self._hold_early(message)
+            if message.sender not in self.node.member_set:
+                self._admit([message])
                 return message.sender
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail)

@@ -18,7 +18,7 @@ import time
 import zmq
 
 from groupcomm.core.causality import ProtocolViolation
-from groupcomm.core.tracing import Tracer
+from groupcomm.core.tracing import JsonlTracer
 from groupcomm.wire.frames import MESSAGE
 
 # the communicator's logger: its messages keep the name they always had
@@ -66,7 +66,7 @@ class IOLoop:
         poller.register(self._wakeup.fileno, zmq.POLLIN)
         inputs = [self._dealer] if self._pull is None else [self._dealer, self._pull]
         reading = False
-        self._send_session("join", address=self.direct_address)
+        self._apply(self.membership.start(self.direct_address))
         next_heartbeat = time.monotonic() + self.heartbeat_interval
         next_tick = time.monotonic() + TICK_INTERVAL
         try:
@@ -100,7 +100,8 @@ class IOLoop:
                     self._drain_socket(self._pull, from_server=False)
                 # backpressure: take no new sends while a slow peer's frames pile up
                 if self._wakeup.fileno in events or self._calls or self._outgoing:
-                    if self._backlog_frames < MAX_BACKLOG_FRAMES:
+                    if (self._backlog_frames < MAX_BACKLOG_FRAMES
+                            and self._outbox_count < MAX_BACKLOG_FRAMES):
                         self._run_calls()
                     else:
                         self._wakeup.clear()
@@ -112,20 +113,19 @@ class IOLoop:
                     for peer, envelope in self.delays.pop_due(now):
                         outbox.setdefault((peer,), []).append(envelope)
                     self._flush_outbox()
-                if self._early:
-                    self._release_early(now)
-                if self._departing:
-                    self._expire_departing(now)
+                self._session_tick(now)
                 if self.node.tickers and now >= next_tick:
                     self.node.tick()
                     next_tick = now + TICK_INTERVAL
                     if self._outbox:
                         self._flush_outbox()
                 if now >= next_heartbeat:
-                    if self._joined.is_set():
-                        self._check_server(now)
-                        self._send_session("heartbeat")
+                    self._heartbeat(now)
                     next_heartbeat = now + self.heartbeat_interval
+                    if isinstance(self.tracer, JsonlTracer):
+                        # trace lines reach the file at least once a heartbeat, so a
+                        # process killed outright leaves its trace up to then
+                        self.tracer.flush()
         except Exception:
             log.exception("%s: I/O thread failed", self.name)
         finally:
@@ -135,7 +135,7 @@ class IOLoop:
                 self._pull.close(linger=0)
             for push in self._pushes.values():
                 push.close(linger=self._push_linger_ms)
-            if isinstance(self.tracer, Tracer) and hasattr(self.tracer, "flush"):
+            if isinstance(self.tracer, JsonlTracer):
                 self.tracer.flush()
 
     def _run_calls(self) -> None:
@@ -144,6 +144,12 @@ class IOLoop:
         if outgoing:
             waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
             batch = [outgoing.popleft() for _ in range(len(outgoing))]
+            name = self.node.name
+            if batch[0].sender != name or batch[-1].sender != name:
+                # tagged by the node of an incarnation that is gone (see _new_node)
+                self._report_undeliverable([m.message_id for m in batch if m.sender != name],
+                                           f"came back as {name} before they left")
+                batch = [m for m in batch if m.sender == name]
             self.node.queue_sends(batch)
             self._drain_node()
             if waking:
@@ -169,8 +175,9 @@ class IOLoop:
                 parts = socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if from_server and len(parts) == 1:
-                self._handle_session_frame(parts[0])
+            if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
+                # a notice, or an error with the relayed frame the server returned
+                self._handle_session_frame(parts[0], parts[1] if len(parts) == 2 else None)
             elif self._curve is not None:
                 if from_server and len(parts) == 3 and parts[0] == MESSAGE:
                     self._handle_message_frame(parts[1], attested=parts[2])

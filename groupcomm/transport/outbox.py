@@ -109,7 +109,11 @@ class Outbox:
 
     def _flush_outbox(self) -> None:
         """Encode, sign and send what is queued: per destination set, the messages in
-        one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch."""
+        one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch. Relayed
+        frames wait while the server does not know this client (it restarted, and the
+        rejoin is not accepted yet): it would return them."""
+        if self.routing == "relayed" and not self.membership.may_relay:
+            return
         outbox, self._outbox, self._outbox_count = self._outbox, {}, 0
         relayed = self.routing == "relayed"
         seal = self.codec.seal
@@ -132,7 +136,7 @@ class Outbox:
     def _push(self, peer: str, frame: bytes) -> None:
         socket = self._pushes.get(peer)
         if socket is None:
-            address = self._addresses.get(peer)
+            address = self.membership.addresses.get(peer)
             if not address:
                 self.stats["undeliverable"] += 1
                 log.error("%s: no direct address for %r; frame dropped", self.name, peer)

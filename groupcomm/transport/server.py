@@ -23,6 +23,7 @@ from typing import Any
 
 import zmq
 
+from groupcomm.core.membership import member_id, split_member
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
 from groupcomm.transport.rejects import RejectLog
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 #: falls behind) must not be declared gone; a member removed by mistake comes back as a
 #: new member and loses what was relayed to it meanwhile (see README, faults)
 DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: names whose last incarnation the server remembers (least recently joined forgotten)
+MAX_REMEMBERED_NAMES = 100_000
 
 
 @dataclass
@@ -54,6 +57,13 @@ class Member:
     identity: bytes
     address: str
     last_seen: float
+    #: which membership of ``name`` in the session this is (1, 2, ...); see member_id
+    incarnation: int = 1
+
+    @property
+    def member_id(self) -> str:
+        """The name peers know this membership by (``carol``, then ``carol~2``, ...)."""
+        return member_id(self.name, self.incarnation)
 
 
 @dataclass
@@ -97,6 +107,10 @@ class SessionServer:
         self.sessions: dict[tuple[str, str], Session] = {}
         self.applications: set[str] = set()
         self.by_identity: dict[bytes, tuple[str, str, str]] = {}
+        #: the last incarnation given to each name of each session, kept after the name
+        #: leaves (and after the session empties) so that a name that comes back is a new
+        #: member; bounded by MAX_REMEMBERED_NAMES
+        self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self.rejects = RejectLog("session server")
         self.relayed = 0
         self._stopping = False
@@ -221,18 +235,42 @@ class SessionServer:
             self._send(identity, "error", reason="already_joined",
                        detail=f"this connection already joined as {previous[2]!r}")
             return
-        session.members[client] = Member(client, identity, address, time.monotonic())
+        incarnation = self._incarnation_for((app, name, client), command.get("incarnation"))
+        member = Member(client, identity, address, time.monotonic(), incarnation)
+        session.members[client] = member
         self.by_identity[identity] = (app, name, client)
-        log.info("%s joined %s/%s (%d members)", client, app, name, len(session.members))
-        self._send(identity, "welcome", client=client, server_id=self.server_id)
-        users = list(session.members)
-        addresses = {m.name: m.address for m in session.members.values()}
-        for member in session.members.values():
+        log.info("%s joined %s/%s (%d members)", member.member_id, app, name,
+                 len(session.members))
+        self._send(identity, "welcome", client=client, server_id=self.server_id,
+                   incarnation=incarnation)
+        users = [m.member_id for m in session.members.values()]
+        addresses = {m.member_id: m.address for m in session.members.values()}
+        for other in session.members.values():
             self._send(
-                member.identity, "joined", client=client, application=app, session=name,
-                is_new_session=is_new_session, is_new_application=is_new_application,
-                all_users=users, addresses=addresses,
+                other.identity, "joined", client=member.member_id, application=app,
+                session=name, is_new_session=is_new_session,
+                is_new_application=is_new_application, all_users=users, addresses=addresses,
             )
+
+    def _incarnation_for(self, key: tuple[str, str, str], proposed: Any) -> int:
+        """The incarnation of a new membership of ``key``'s name.
+
+        A client that was a member asks to keep its incarnation (``proposed``): after a
+        restart of this server, which has forgotten it, it keeps it (it lost nothing, and
+        every member still knows it by that name). A proposal at or below the last
+        incarnation this server gave the name means the client was removed meanwhile
+        (declared gone while it was stalled): it comes back as the next incarnation.
+        """
+        last = self.incarnations.get(key, 0)
+        if isinstance(proposed, int) and not isinstance(proposed, bool) and proposed > last:
+            incarnation = proposed
+        else:
+            incarnation = last + 1
+        self.incarnations[key] = incarnation
+        self.incarnations.move_to_end(key)
+        if len(self.incarnations) > MAX_REMEMBERED_NAMES:
+            self.incarnations.popitem(last=False)
+        return incarnation
 
     def _member(self, identity: bytes, command: dict[str, Any]) -> tuple[Session, Member] | None:
         client, app, name = self._session_of(command)
@@ -258,8 +296,8 @@ class SessionServer:
             self.rejects.reject("malformed", "leave: direct_frames must map names to "
                                 "counts >= 0; ignored", self._describe(identity))
             direct_frames = {}
-        self._send(identity, "left", client=member.name, application=session.application,
-                   session=session.name)
+        self._send(identity, "left", client=member.member_id,
+                   application=session.application, session=session.name)
         self._remove(session, member, "left", direct_frames)
 
     def _remove(self, session: Session, member: Member, why: str,
@@ -268,11 +306,11 @@ class SessionServer:
         many frames it pushed straight to each of them, so each can wait for the last."""
         del session.members[member.name]
         self.by_identity.pop(member.identity, None)
-        log.info("%s %s %s/%s", member.name, why, session.application, session.name)
+        log.info("%s %s %s/%s", member.member_id, why, session.application, session.name)
         for other in session.members.values():
-            self._send(other.identity, "left", client=member.name,
+            self._send(other.identity, "left", client=member.member_id,
                        application=session.application, session=session.name,
-                       direct_frames=(direct_frames or {}).get(other.name, 0))
+                       direct_frames=(direct_frames or {}).get(other.member_id, 0))
         if not session.members:
             del self.sessions[(session.application, session.name)]
 
@@ -289,33 +327,43 @@ class SessionServer:
     def _relay(self, identity: bytes, command: dict[str, Any], payload: list[bytes]) -> None:
         found = self._member(identity, command)
         if found is None:
-            self.rejects.reject("unknown_peer", "relay from a client that is not a member",
-                                self._describe(identity))
-            self._send(identity, "error", reason="not_a_member",
-                       detail="relay from a client that is not a member; join again")
+            # e.g. this server restarted and the client has not joined again yet: give
+            # the frame back, so that the client sends it again once it has (nothing it
+            # accepted is lost to a restart)
+            self.rejects.reject("unknown_peer", "relay from a client that is not a member; "
+                                "returned to it", self._describe(identity))
+            self._send_parts(identity, "error", payload[:1], reason="not_a_member",
+                             detail="relay from a client that is not a member; join again",
+                             returned=command.get("dests", []))
             return
         session, member = found
         member.last_seen = time.monotonic()
         if len(payload) != 1:
             self.rejects.reject("malformed", "relay without exactly one message frame",
-                                member.name)
+                                member.member_id)
             return
         dests = command["dests"]
         if not isinstance(dests, list | tuple) or not all(isinstance(d, str) for d in dests):
             raise ValueError("dests must be a list of names")
         frame = payload[0]
         for dest in dests:
-            target = session.members.get(dest)
-            if target is None:
-                self.rejects.reject("unknown_peer", f"relay to unknown client {dest!r}",
-                                    member.name)
+            name, incarnation = split_member(dest)
+            target = session.members.get(name)
+            if target is None or target.incarnation != incarnation:
+                why = "unknown client" if target is None else (
+                    f"client that is now {target.member_id}")
+                self.rejects.reject("unknown_peer", f"relay to {why} {dest!r}",
+                                    member.member_id)
                 continue
             if self.curve is None:
                 self.socket.send_multipart([target.identity, MESSAGE, frame])
             else:  # attest who sent it: the receiver checks the signed sender against it
                 self.socket.send_multipart([target.identity, MESSAGE, frame,
-                                            member.name.encode()])
+                                            member.member_id.encode()])
             self.relayed += 1
+
+    def _send_parts(self, identity: bytes, op: str, extra: list[bytes], **fields: Any) -> None:
+        self.socket.send_multipart([identity, seal_session(self.codec, op, **fields), *extra])
 
     def expire_silent_clients(self) -> None:
         """Declare clients whose heartbeats stopped as left.

@@ -1,62 +1,66 @@
-"""The communicator's side of the session protocol: join, leave, heartbeat, rejoin.
-
-It reads the server's session notices (joined, left, error, pong), keeps the membership
-the communicator checks arrivals against (early senders whose join notice has not
-arrived yet, departing members whose last direct frames are still on the way, peers'
-direct addresses), notices a silent server and joins again after a server restart.
-Runs on the I/O thread.
+"""The communicator's side of the session protocol, as I/O: it feeds the server's notices,
+arrivals from non-members and the passing of time to the I/O-free
+:class:`~groupcomm.core.membership.Membership` and carries out the actions it answers
+with (commands to the server, messages to the node, joins and leaves, a fresh node for
+a new incarnation). Runs on the I/O thread.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import Counter
-from typing import Any
+from collections import deque
+from collections.abc import Iterable
 
-from groupcomm.core.messages import ReceivedMessage
+from groupcomm.core.membership import (
+    DEPART_WAIT,
+    EARLY_WAIT,
+    MAX_EARLY_MESSAGES,
+    SERVER_SILENCE_HEARTBEATS,
+    Action,
+    Arrive,
+    DropReturned,
+    Incarnated,
+    JoinDone,
+    LeftSession,
+    MemberJoined,
+    MemberLeft,
+    Membership,
+    Reject,
+    ResendReturned,
+    SendCommand,
+)
+from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.wire.frames import SESSION, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
+
+__all__ = ["DEPART_WAIT", "EARLY_WAIT", "MAX_EARLY_MESSAGES", "SERVER_SILENCE_HEARTBEATS",
+           "SessionLink"]
 
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")
 
-#: Heartbeats without an answer before the server is reported unreachable.
-SERVER_SILENCE_HEARTBEATS = 4
-#: Messages from a sender whose join notice has not arrived yet are kept this long ...
-EARLY_WAIT = 5.0
-#: ... and at most this many of them (then they are rejected as unknown_peer).
-MAX_EARLY_MESSAGES = 10_000
-#: A member that left gracefully may still have direct frames on their way here (the
-#: server's "left" notice can overtake them): it stays a member until they have all
-#: arrived, or this many seconds have passed.
-DEPART_WAIT = 10.0
+#: ids of messages reported undeliverable, kept for :meth:`Communicator.undeliverable`
+MAX_UNDELIVERABLE_IDS = 10_000
 
 
 class SessionLink:
-    """Session membership and the link to the server, a part of
+    """Carries out :class:`Membership`'s actions, a part of
     :class:`~groupcomm.transport.communicator.Communicator` (I/O thread)."""
 
     def _init_session_link(self) -> None:
-        #: (expiry, message) from senders not yet known to be members (see _hold_early)
-        self._early: list[tuple[float, ReceivedMessage]] = []
-        self._addresses: dict[str, str] = {}
-        #: frames received directly from each sender; a graceful leave says how many
-        #: were sent, so receivers know when a leaver's last direct frame has arrived
-        self._direct_received: Counter[str] = Counter()
-        #: members that left while some of their direct frames were still on the way:
-        #: name -> (frames they sent here, when to stop waiting)
-        self._departing: dict[str, tuple[int, float]] = {}
-        self._joined = threading.Event()
-        self._join_error: str | None = None
-        self._left = threading.Event()
-        self._server_seen = time.monotonic()
-        self._last_rejoin = 0.0
-        #: True while the session server has not answered for a few heartbeats.
-        self.server_unreachable = False
+        self.membership = Membership(self.name, heartbeat_interval=self.heartbeat_interval,
+                                     now=time.monotonic())
+        #: ids of application messages this client accepted but could not send (it was
+        #: declared gone, and they belonged to its old incarnation); newest last
+        self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
 
-    def _send_session(self, op: str, **fields: Any) -> None:
+    @property
+    def server_unreachable(self) -> bool:
+        """True while the session server has not answered for a few heartbeats."""
+        return self.membership.server_unreachable
+
+    def _send_session(self, op: str, **fields: object) -> None:
         self._send_parts(self._dealer, [
             seal_session(self.codec, op, client=self.name, application=self.application,
                          session=self.session, **fields)
@@ -64,30 +68,12 @@ class SessionLink:
 
     def _send_leave(self) -> None:
         self._flush_outbox()
-        self._send_session("leave", direct_frames=dict(self._direct_sent))
+        self._apply(self.membership.leave(self._direct_sent))
 
-    def _check_server(self, now: float) -> None:
-        """Notice a silent server (it answers every heartbeat) and say so once."""
-        silent = now - self._server_seen
-        if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
-            if not self.server_unreachable:
-                self.server_unreachable = True
-                self.stats["server_outages"] += 1
-                log.warning("%s: no answer from the session server for %.1fs; retrying "
-                            "(direct traffic goes on; relayed frames wait)", self.name, silent)
+    def _heartbeat(self, now: float) -> None:
+        self._apply(self.membership.heartbeat(now))
 
-    def _rejoin(self) -> None:
-        """The server does not know us (it restarted): join again, at most once a beat."""
-        now = time.monotonic()
-        if now - self._last_rejoin < self.heartbeat_interval:
-            return
-        self._last_rejoin = now
-        self.stats["rejoins"] += 1
-        log.warning("%s: the session server does not know this client (restarted?); "
-                    "joining again", self.name)
-        self._send_session("join", address=self.direct_address)
-
-    def _handle_session_frame(self, frame: bytes) -> None:
+    def _handle_session_frame(self, frame: bytes, returned: bytes | None = None) -> None:
         try:
             body, _, _ = self.codec.open(frame)
             if kind_of(body) != SESSION:
@@ -96,111 +82,90 @@ class SessionLink:
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, "server")
             return
-        op = notice["op"]
-        self._server_seen = time.monotonic()
-        if self.server_unreachable:
-            self.server_unreachable = False
-            log.warning("%s: the session server answers again", self.name)
-        if op == "pong":
-            return
-        if op == "joined":
-            self._on_joined(notice)
-        elif op == "left":
-            self._on_left(notice)
-        elif op == "error":
-            self._on_error(notice)
-        elif op == "welcome":
-            log.debug("%s: welcomed by server %s", self.name, notice["server_id"])
-        else:
-            self.rejects.reject("malformed", f"unexpected session op {op!r}", "server")
+        now = time.monotonic()
+        if returned is not None and notice["op"] == "error":
+            dests = notice.get("returned")
+            if isinstance(dests, list) and all(isinstance(d, str) for d in dests):
+                self._apply(self.membership.on_returned(tuple(dests), returned, now))
+        self._apply(self.membership.on_notice(notice, now))
 
-    def _hold_early(self, message: ReceivedMessage) -> None:
-        """A signed message from a client we have not yet been told joined: with direct
-        routing its first frames can overtake the server's join notice. Keep it (bounded,
-        briefly) and hand it over when the join arrives; reject it after that."""
-        if len(self._early) >= MAX_EARLY_MESSAGES:
-            self.rejects.reject("unknown_peer", f"sender {message.sender!r} is not a member "
-                                f"(and {len(self._early)} early messages already wait)")
-            return
-        self._early.append((time.monotonic() + EARLY_WAIT, message))
+    def _admit(self, messages: Iterable[ReceivedMessage]) -> None:
+        """Messages whose sender is not a current member: early, departing or stale."""
+        now = time.monotonic()
+        for message in messages:
+            self._apply(self.membership.admit(message, now))
 
-    def _release_early(self, now: float | None = None) -> None:
-        """Hand over early messages whose sender joined; reject the expired ones."""
-        if not self._early:
-            return
-        members = set(self.node.members)
-        keep: list[tuple[float, ReceivedMessage]] = []
-        for due, message in self._early:
-            if message.sender in members:
-                self.stats["messages_received"] += 1
-                self.node.arrived(message)
-            elif now is not None and now >= due:
-                self.rejects.reject("unknown_peer", f"sender {message.sender!r} is not a "
-                                    f"member (waited {EARLY_WAIT:g}s for its join)")
-            else:
-                keep.append((due, message))
-        self._early = keep
-        self._drain_node()
+    def _session_tick(self, now: float) -> None:
+        if self.membership.early or self.membership.departing:
+            self._apply(self.membership.tick(now))
 
-    def _on_joined(self, notice: dict[str, Any]) -> None:
-        if notice["client"] in self._departing:  # back under the same name: a new member
-            self._complete_leave(notice["client"])
-        addresses = notice["addresses"]
-        if isinstance(addresses, dict):
-            self._addresses.update({str(k): str(v) for k, v in addresses.items()})
-        users = [str(u) for u in notice["all_users"]]
-        self.node.client_joined(
-            notice["client"],
-            is_new_session=bool(notice["is_new_session"]),
-            is_new_application=bool(notice["is_new_application"]),
-            all_users=users,
-        )
-        if notice["client"] == self.name:
-            self._joined.set()
-        self._release_early()
+    # -- carrying out actions ----------------------------------------------------------------
+    def _apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Arrive):
+                self.stats["messages_received"] += len(action.messages)
+                self.node.arrived_many(list(action.messages))
+                self._drain_node()
+            elif isinstance(action, Reject):
+                self.rejects.reject(action.reason, action.detail)
+            elif isinstance(action, SendCommand):
+                self._send_session(action.op, **action.fields)
+            elif isinstance(action, MemberJoined):
+                self.node.client_joined(action.member, is_new_session=action.is_new_session,
+                                        is_new_application=action.is_new_application,
+                                        all_users=action.all_users)
+            elif isinstance(action, MemberLeft):
+                self._drop_peer(action.member)
+                self.node.client_left(action.member)
+            elif isinstance(action, Incarnated):
+                if action.member != self.node.name:
+                    self._new_node(action.member, action.previous)
+            elif isinstance(action, JoinDone):
+                self._join_error = action.error
+                self._joined.set()
+            elif isinstance(action, ResendReturned):
+                self.stats["frames_resent"] += len(action.frames)
+                for dests, frame in action.frames:
+                    self._relay(frame, list(dests))
+            elif isinstance(action, DropReturned):
+                self.stats["undeliverable_frames"] += action.count
+                log.warning("%s: %d frame(s) of the previous incarnation, returned by the "
+                            "server, are not sent", self.name, action.count)
+            elif isinstance(action, LeftSession):
+                self._left.set()
 
-    def _on_left(self, notice: dict[str, Any]) -> None:
-        client = notice["client"]
-        if client == self.name:
-            self._left.set()
-            return
-        expected = notice.get("direct_frames")
-        if isinstance(expected, bool) or not isinstance(expected, int):
-            expected = 0  # left without saying (gone), or relayed only
-        if self._direct_received[client] < expected:
-            # its last direct frames are still on the way: keep it a member until they
-            # are in, so that nothing it sent before leaving is refused as unknown
-            log.debug("%s: %s left; waiting for %d more of its direct frames", self.name,
-                      client, expected - self._direct_received[client])
-            self._departing[client] = (expected, time.monotonic() + DEPART_WAIT)
-            return
-        self._complete_leave(client)
+    def _new_node(self, member: str, previous: str | None) -> None:
+        """Start this client's protocol node afresh as ``member``.
 
-    def _expire_departing(self, now: float) -> None:
-        for client, (expected, due) in list(self._departing.items()):
-            if now >= due:
-                missing = expected - self._direct_received[client]
-                self.stats["departed_frames_missing"] += missing
-                log.warning("%s: %s left; %d of the %d frames it sent here directly never "
-                            "arrived (waited %gs)", self.name, client, missing, expected,
-                            DEPART_WAIT)
-                self._complete_leave(client)
+        On the first join the node made at construction only takes its member id. After
+        the session declared this client gone (``previous``), it is a new process for
+        every member: what the old node held back unsent is reported undeliverable, what
+        it held for delivery is lost (its senders count it as addressed to a member that
+        left), and the application's listeners move to the new node.
+        """
+        old = self.node
+        if previous is not None:
+            unsent = [m.message_id for m in old.held() if isinstance(m, SentMessage)]
+            unsent += [m.message_id for m in self._outgoing]
+            self._outgoing.clear()
+            lost = [m.message_id for m in old.held() if not isinstance(m, SentMessage)]
+            self._report_undeliverable(unsent, "was declared gone and came back as "
+                                       f"{member}")
+            if lost:
+                self.stats["lost_on_reincarnation"] += len(lost)
+                log.warning("%s: %d message(s) held for delivery are dropped with the old "
+                            "incarnation: %s", member, len(lost), ", ".join(lost[:10]))
+            self._outbox.clear()
+            self._outbox_count = 0
+        self.node = self._make_node(member)
+        self.node.message_listeners = old.message_listeners
+        for listener in self._session_listeners:
+            self.node.add_session_listener(listener)
 
-    def _complete_leave(self, client: str) -> None:
-        self._departing.pop(client, None)
-        self._direct_received.pop(client, None)
-        self._addresses.pop(client, None)
-        self._drop_peer(client)
-        self.node.client_left(client)
-
-    def _on_error(self, notice: dict[str, Any]) -> None:
-        detail = f"{notice['reason']}: {notice['detail']}"
-        if not self._joined.is_set():
-            self._join_error = detail
-            self._joined.set()
+    def _report_undeliverable(self, ids: list[str], why: str) -> None:
+        if not ids:
             return
-        if notice["reason"] == "not_a_member" and not self._closed:
-            self._rejoin()
-            return
-        log.error("%s: server error: %s", self.name, detail)
-        self.stats[f"server_error_{notice['reason']}"] += 1
+        self.stats["undeliverable"] += len(ids)
+        self._undeliverable.extend(ids)
+        log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
+                    "%s", self.name, len(ids), why, ", ".join(ids[:10]))

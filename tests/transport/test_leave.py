@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zmq
 
-import groupcomm.transport.session_link as session_link_module
+import groupcomm.core.membership as membership_module
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.server import SessionServer
@@ -99,7 +99,7 @@ def test_frames_that_never_come_end_the_wait_with_a_count(
     group: ProcessGroup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert group.server is not None
-    monkeypatch.setattr(session_link_module, "DEPART_WAIT", 0.5)
+    monkeypatch.setattr(membership_module, "DEPART_WAIT", 0.5)
     common = dict(server=group.server.address, key_file=str(group.key_file), routing="direct")
     recorder = Recorder()
     with Communicator("reader", "s", **common) as reader:

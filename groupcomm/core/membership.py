@@ -1,0 +1,468 @@
+"""The session protocol of one client, without I/O: who is a member, under which
+incarnation, and what to do with frames and notices that do not fit the current view.
+
+:class:`Membership` takes the server's notices, the senders of arriving messages, direct
+frame counts and the passing of time (every input carries ``now``), and answers with
+actions for its host to carry out (:class:`SendCommand`, :class:`Arrive`,
+:class:`Reject`, :class:`MemberJoined`, :class:`MemberLeft`, ...). It keeps no sockets,
+threads or clocks, so the ZeroMQ communicator, the simulator and the model checker can
+drive the very same object.
+
+**Incarnations.** The server numbers every membership of a name in a session: the first
+is incarnation 1, a name that comes back after it left (or after it was declared gone
+while stalled) is incarnation 2, and so on. Peers know a membership by its *member id*:
+the bare name for incarnation 1 (``carol``), ``name~N`` after (``carol~2``). Message ids
+are made from the member id (``carol~2#1``), so a restarted client's messages are never
+taken for its predecessor's, and every causality module sees each incarnation as a
+process of its own: the predecessor's state is retired by its ``client_left``, the new
+one starts from nothing with its ``client_joined``, in the order the server sent them,
+which is the same at every member. Frames of an incarnation older than the current one
+of its name are refused (``stale_incarnation``) and counted.
+
+**Server restarts.** A client that is a member asks to keep its incarnation when it joins
+again; a restarted server, which has forgotten it, grants that, so a restart changes no
+member id and no causal state. Until that rejoin is accepted the client relays nothing
+(:attr:`Membership.may_relay`), and frames the server returns because it did not know
+the client yet are sent again after it (:class:`ResendReturned`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupcomm.core.messages import ReceivedMessage
+
+log = logging.getLogger(__name__)
+
+#: separates a name from its incarnation in a member id (``carol~2``)
+INCARNATION_SEPARATOR = "~"
+#: characters a client name may not contain: they build member and message ids
+RESERVED_IN_NAMES = (INCARNATION_SEPARATOR, "#")
+
+#: Messages from a sender whose join notice has not arrived yet are kept this long ...
+EARLY_WAIT = 5.0
+#: ... and at most this many of them (then they are rejected as unknown_peer).
+MAX_EARLY_MESSAGES = 10_000
+#: A member that left gracefully may still have direct frames on their way here (the
+#: server's "left" notice can overtake them): it stays a member until they have all
+#: arrived, or this many seconds have passed.
+DEPART_WAIT = 10.0
+#: Heartbeats without an answer before the server is reported unreachable.
+SERVER_SILENCE_HEARTBEATS = 4
+#: Frames the server returned (it did not know this client) kept for sending again.
+MAX_RETURNED_FRAMES = 10_000
+
+
+def member_id(name: str, incarnation: int) -> str:
+    """The id peers know a membership by: ``name`` for incarnation 1, else ``name~N``."""
+    return name if incarnation <= 1 else f"{name}{INCARNATION_SEPARATOR}{incarnation}"
+
+
+def split_member(member: str) -> tuple[str, int]:
+    """``carol~2`` -> ``("carol", 2)``; ``carol`` -> ``("carol", 1)``."""
+    name, sep, number = member.rpartition(INCARNATION_SEPARATOR)
+    if sep and name and number.isdigit() and int(number) >= 2:
+        return name, int(number)
+    return member, 1
+
+
+def display_name(member: str) -> str:
+    """The client name of a member id (``carol~2`` -> ``carol``)."""
+    return split_member(member)[0]
+
+
+def check_client_name(name: str) -> None:
+    """Raise ``ValueError`` for a name that cannot be a client name."""
+    if not name:
+        raise ValueError("a client name must not be empty")
+    reserved = [c for c in RESERVED_IN_NAMES if c in name]
+    if reserved:
+        raise ValueError(f"client name {name!r} contains {' and '.join(map(repr, reserved))}, "
+                         "which member and message ids use (carol~2#1)")
+
+
+# -- actions: what the host carries out -------------------------------------------------------
+@dataclass(frozen=True)
+class SendCommand:
+    """Send a session command to the server (``join``, ``heartbeat``, ``leave``)."""
+
+    op: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Arrive:
+    """Hand these messages, from members, to the protocol node, in order."""
+
+    messages: tuple[ReceivedMessage, ...]
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Count and log a refused input by reason."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class MemberJoined:
+    """Tell the node (and its session listeners) that ``member`` joined."""
+
+    member: str
+    is_new_session: bool
+    is_new_application: bool
+    all_users: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MemberLeft:
+    """Tell the node that ``member`` left; forget its link."""
+
+    member: str
+
+
+@dataclass(frozen=True)
+class Incarnated:
+    """The server admitted this client as ``member``. ``previous`` is the member id it
+    had before (``None`` on the first join): when it differs, the client was removed
+    meanwhile and is now a new process, and the host starts a fresh protocol node."""
+
+    member: str
+    previous: str | None
+
+
+@dataclass(frozen=True)
+class JoinDone:
+    """The first join succeeded (``error`` is ``None``) or failed (the server's reason)."""
+
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ResendReturned:
+    """Relay these frames again (the server returned them before the rejoin)."""
+
+    frames: tuple[tuple[tuple[str, ...], bytes], ...]
+
+
+@dataclass(frozen=True)
+class DropReturned:
+    """These returned frames belong to an incarnation that is gone: report them."""
+
+    count: int
+
+
+@dataclass(frozen=True)
+class LeftSession:
+    """The server confirmed this client's leave."""
+
+
+Action = (SendCommand | Arrive | Reject | MemberJoined | MemberLeft | Incarnated | JoinDone
+          | ResendReturned | DropReturned | LeftSession)
+
+
+class Membership:
+    """The session protocol of one client (see the module docstring)."""
+
+    def __init__(self, name: str, *, heartbeat_interval: float, now: float,
+                 early_wait: float | None = None, depart_wait: float | None = None,
+                 max_early: int | None = None) -> None:
+        check_client_name(name)
+        self.name = name
+        self.heartbeat_interval = heartbeat_interval
+        # the module's values unless given (read now, so that a test can change them)
+        self.early_wait = EARLY_WAIT if early_wait is None else early_wait
+        self.depart_wait = DEPART_WAIT if depart_wait is None else depart_wait
+        self.max_early = MAX_EARLY_MESSAGES if max_early is None else max_early
+        #: this client's incarnation (0 until the server first admits it)
+        self.incarnation = 0
+        #: ``joining`` (first join), ``joined``, ``rejoining`` (the server did not know
+        #: us), ``leaving``, ``left``, ``failed`` (the first join was refused)
+        self.phase = "joining"
+        #: current member id of each member's name, in join order
+        self.current: dict[str, str] = {}
+        #: highest incarnation of each name known to be gone
+        self.retired: dict[str, int] = {}
+        self.addresses: dict[str, str] = {}
+        #: (expiry, message) from senders not yet known to be members
+        self.early: list[tuple[float, ReceivedMessage]] = []
+        #: frames received directly from each member
+        self.direct_received: Counter[str] = Counter()
+        #: members that left while some of their direct frames were still on the way:
+        #: member -> (frames they sent here, when to stop waiting)
+        self.departing: dict[str, tuple[int, float]] = {}
+        #: frames the server returned, to relay again once it knows us
+        self.returned: list[tuple[tuple[str, ...], bytes]] = []
+        self.server_seen = now
+        self.server_unreachable = False
+        self._last_rejoin = -float("inf")
+        #: set by a welcome that gave this client a new incarnation, until its join
+        self._new_incarnation = False
+        self._address = ""
+        self.stats: Counter[str] = Counter()
+
+    # -- who is who -----------------------------------------------------------------------
+    @property
+    def member(self) -> str:
+        """This client's member id (its name until it is first admitted)."""
+        return member_id(self.name, self.incarnation)
+
+    @property
+    def joined(self) -> bool:
+        return self.phase in ("joined", "rejoining", "leaving")
+
+    @property
+    def may_relay(self) -> bool:
+        """False while the server does not know this client: relayed frames would be
+        returned (or, from an old incarnation, refused), so they wait."""
+        return self.phase in ("joined", "leaving")
+
+    def resolve(self, name: str) -> str:
+        """The current member id for ``name``: a member id as is, a bare client name
+        (``carol``) as its current incarnation (``carol~2``)."""
+        if name in self.departing or name not in self.current:
+            return name
+        return self.current[name]
+
+    def is_stale(self, sender: str) -> bool:
+        """True when ``sender`` is an incarnation older than its name's current or
+        latest departed one."""
+        name, incarnation = split_member(sender)
+        current = self.current.get(name)
+        if current is not None and current != sender and split_member(current)[1] > incarnation:
+            return True
+        return incarnation <= self.retired.get(name, 0) and current != sender
+
+    # -- inputs ---------------------------------------------------------------------------
+    def start(self, address: str) -> list[Action]:
+        """The first join; ``address`` is where peers push frames (direct routing)."""
+        self._address = address
+        return [SendCommand("join", {"address": address, "incarnation": self.incarnation})]
+
+    def heartbeat(self, now: float) -> list[Action]:
+        """A heartbeat is due: note a silent server, and beat."""
+        if not self.joined:
+            return []
+        silent = now - self.server_seen
+        if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
+            if not self.server_unreachable:
+                self.server_unreachable = True
+                self.stats["server_outages"] += 1
+                log.warning("%s: no answer from the session server for %.1fs; retrying "
+                            "(direct traffic goes on; relayed frames wait)", self.member, silent)
+        return [SendCommand("heartbeat")]
+
+    def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
+        """The application closes: leave, saying how many frames went to each peer."""
+        self.phase = "leaving"
+        return [SendCommand("leave", {"direct_frames": dict(direct_frames)})]
+
+    def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
+        """A verified session notice from the server."""
+        op = notice["op"]
+        self.server_seen = now
+        if self.server_unreachable:
+            self.server_unreachable = False
+            log.warning("%s: the session server answers again", self.member)
+        if op == "pong":
+            return []
+        if op == "welcome":
+            return self._on_welcome(notice)
+        if op == "joined":
+            return self._on_joined(notice)
+        if op == "left":
+            return self._on_left(notice, now)
+        if op == "error":
+            return self._on_error(notice, now)
+        return [Reject("malformed", f"unexpected session op {op!r}")]
+
+    def on_returned(self, dests: tuple[str, ...], frame: bytes, now: float) -> list[Action]:
+        """The server returned a relayed frame: it does not know this client (it
+        restarted, or removed this client while it was stalled)."""
+        if len(self.returned) < MAX_RETURNED_FRAMES:
+            self.returned.append((dests, frame))
+        else:
+            self.stats["returned_frames_dropped"] += 1
+        return self._rejoin(now)
+
+    def admit(self, message: ReceivedMessage, now: float) -> list[Action]:
+        """A verified message whose sender is not a current member."""
+        if self.is_stale(message.sender):
+            self.stats["stale_frames"] += 1
+            return [Reject("stale_incarnation", f"message {message.message_id} from "
+                           f"{message.sender}, an incarnation that is gone (now "
+                           f"{self.current.get(display_name(message.sender), 'none')})")]
+        if message.sender in self.departing:
+            return [Arrive((message,))]
+        if len(self.early) >= self.max_early:
+            return [Reject("unknown_peer", f"sender {message.sender!r} is not a member (and "
+                           f"{len(self.early)} early messages already wait)")]
+        # with direct routing its first frames can overtake the server's join notice:
+        # keep it (bounded, briefly) and hand it over when the join arrives
+        self.early.append((now + self.early_wait, message))
+        return []
+
+    def on_direct_frame(self, origin: str) -> list[Action]:
+        """A frame from ``origin`` arrived directly (not through the server)."""
+        self.direct_received[origin] += 1
+        departing = self.departing.get(origin)
+        if departing is not None and self.direct_received[origin] >= departing[0]:
+            return self._complete_leave(origin)
+        return []
+
+    def tick(self, now: float) -> list[Action]:
+        """Time passed: expire early messages and departure waits."""
+        actions: list[Action] = []
+        if self.early:
+            actions += self._release_early(now)
+        for member, (expected, due) in list(self.departing.items()):
+            if now >= due:
+                missing = expected - self.direct_received[member]
+                self.stats["departed_frames_missing"] += missing
+                log.warning("%s: %s left; %d of the %d frames it sent here directly never "
+                            "arrived (waited %gs)", self.member, member, missing, expected,
+                            self.depart_wait)
+                actions += self._complete_leave(member)
+        return actions
+
+    # -- notices ----------------------------------------------------------------------------
+    def _on_welcome(self, notice: Mapping[str, Any]) -> list[Action]:
+        incarnation = notice.get("incarnation", 1)
+        if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
+            return [Reject("malformed", f"welcome with incarnation {incarnation!r}")]
+        previous = self.member if self.incarnation else None
+        self.incarnation = incarnation
+        actions: list[Action] = [Incarnated(self.member, previous)]
+        self._new_incarnation = previous is not None and previous != self.member
+        if self._new_incarnation:
+            # we were declared gone while stalled: what the old incarnation relayed and
+            # got back cannot be sent as the new one's
+            log.warning("%s: the session had declared this client gone; it is back as a "
+                        "new member, %s", previous, self.member)
+            self.stats["reincarnations"] += 1
+            if self.returned:
+                actions.append(DropReturned(len(self.returned)))
+                self.returned = []
+        return actions
+
+    def _on_joined(self, notice: Mapping[str, Any]) -> list[Action]:
+        client = str(notice["client"])
+        users = tuple(str(u) for u in notice["all_users"])
+        actions: list[Action] = []
+        addresses = notice["addresses"]
+        if isinstance(addresses, dict):
+            self.addresses.update({str(k): str(v) for k, v in addresses.items()})
+        # a name back under a new incarnation: its predecessor is gone (it may have been
+        # declared gone while this client was itself out of the session)
+        for user in users:
+            name = display_name(user)
+            old = self.current.get(name)
+            if old is not None and old != user:
+                actions += self._complete_leave(old)
+        if client == self.member and self._new_incarnation:
+            # back as a new member after being declared gone: the list is the whole
+            # session now, and whoever is not in it left while we were out
+            listed = {display_name(u) for u in users}
+            for name, old in list(self.current.items()):
+                if name not in listed and name != self.name:
+                    actions += self._complete_leave(old)
+        for user in users:
+            self.current[display_name(user)] = user
+        actions.append(MemberJoined(
+            client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users))
+        if client == self.member:
+            first = self.phase == "joining"
+            self.phase = "joined"
+            self._new_incarnation = False
+            if first:
+                actions.append(JoinDone())
+            if self.returned:
+                actions.append(ResendReturned(tuple(self.returned)))
+                self.returned = []
+        if self.early:
+            actions += self._release_early(None)
+        return actions
+
+    def _on_left(self, notice: Mapping[str, Any], now: float) -> list[Action]:
+        client = str(notice["client"])
+        if client == self.member:
+            self.phase = "left"
+            return [LeftSession()]
+        if self.current.get(display_name(client)) != client:
+            return []  # an incarnation already retired (its successor's join came first)
+        expected = notice.get("direct_frames")
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            expected = 0  # left without saying (gone), or relayed only
+        if self.direct_received[client] < expected:
+            # its last direct frames are still on the way: keep it a member until they
+            # are in, so that nothing it sent before leaving is refused as unknown
+            log.debug("%s: %s left; waiting for %d more of its direct frames", self.member,
+                      client, expected - self.direct_received[client])
+            self.departing[client] = (expected, now + self.depart_wait)
+            return []
+        return self._complete_leave(client)
+
+    def _on_error(self, notice: Mapping[str, Any], now: float) -> list[Action]:
+        detail = f"{notice['reason']}: {notice['detail']}"
+        if self.phase == "joining":
+            self.phase = "failed"
+            return [JoinDone(detail)]
+        if notice["reason"] == "not_a_member" and self.phase != "left":
+            return self._rejoin(now)
+        log.error("%s: server error: %s", self.member, detail)
+        self.stats[f"server_error_{notice['reason']}"] += 1
+        return []
+
+    def _rejoin(self, now: float) -> list[Action]:
+        """The server does not know us (it restarted, or it declared us gone): join
+        again, at most once a heartbeat, asking to keep our incarnation."""
+        if self.phase in ("joining", "failed", "leaving", "left"):
+            return []
+        self.phase = "rejoining"
+        if now - self._last_rejoin < self.heartbeat_interval:
+            return []
+        self._last_rejoin = now
+        self.stats["rejoins"] += 1
+        log.warning("%s: the session server does not know this client (restarted, or it "
+                    "declared this client gone); joining again", self.member)
+        return [SendCommand("join", {"address": self._address,
+                                     "incarnation": self.incarnation})]
+
+    # -- departures and early senders -------------------------------------------------------
+    def _complete_leave(self, member: str) -> list[Action]:
+        self.departing.pop(member, None)
+        self.direct_received.pop(member, None)
+        self.addresses.pop(member, None)
+        name, incarnation = split_member(member)
+        if self.current.get(name) == member:
+            del self.current[name]
+        self.retired[name] = max(self.retired.get(name, 0), incarnation)
+        return [MemberLeft(member)]
+
+    def _release_early(self, now: float | None) -> list[Action]:
+        """Hand over early messages whose sender joined; reject expired and stale ones."""
+        members = set(self.current.values())
+        ready: list[ReceivedMessage] = []
+        actions: list[Action] = []
+        keep: list[tuple[float, ReceivedMessage]] = []
+        for due, message in self.early:
+            if message.sender in members:
+                ready.append(message)
+            elif self.is_stale(message.sender):
+                self.stats["stale_frames"] += 1
+                actions.append(Reject("stale_incarnation", f"message {message.message_id} "
+                                      f"from {message.sender}, an incarnation that is gone"))
+            elif now is not None and now >= due:
+                actions.append(Reject("unknown_peer", f"sender {message.sender!r} is not a "
+                                      f"member (waited {self.early_wait:g}s for its join)"))
+            else:
+                keep.append((due, message))
+        self.early = keep
+        if ready:
+            actions.insert(0, Arrive(tuple(ready)))
+        return actions
