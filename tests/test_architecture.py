@@ -89,6 +89,17 @@ GRAPH = {name: {m for m in _imports(path) if m in MODULES and m != name}
          for name, path in MODULES.items()}
 
 
+#: sans-I/O modules that must not even take a lock: the session protocol and what it
+#: uses, so the simulator and the model checker can drive the very same objects
+NO_THREADS = ("groupcomm.core.membership", "groupcomm.core.messages")
+
+
+@pytest.mark.parametrize("module", NO_THREADS)
+def test_the_session_protocol_imports_no_io_and_no_threads(module: str) -> None:
+    banned = NO_IO["filters"]
+    assert sorted(i for i in _imports(MODULES[module]) if i.split(".")[0] in banned) == []
+
+
 @pytest.mark.parametrize("package", sorted(NO_IO))
 def test_protocol_code_imports_no_io(package: str) -> None:
     banned = NO_IO[package]

@@ -128,12 +128,15 @@ class MemberLeft:
 
 @dataclass(frozen=True)
 class Incarnated:
-    """The server admitted this client as ``member``. ``previous`` is the member id it
-    had before (``None`` on the first join): when it differs, the client was removed
-    meanwhile and is now a new process, and the host starts a fresh protocol node."""
+    """The server admitted this client as ``member`` and told every member (``joined``,
+    this client's own join). ``previous`` is the member id it had before (``None`` on
+    the first join): when it differs, the client was removed meanwhile and is now a new
+    process, and the host starts a fresh protocol node, gives it ``joined`` and only
+    then puts it in place (so the application never sees a node without members)."""
 
     member: str
     previous: str | None
+    joined: MemberJoined
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,7 @@ class Membership:
         self._last_rejoin = -float("inf")
         #: set by a welcome that gave this client a new incarnation, until its join
         self._new_incarnation = False
+        self._previous: str | None = None
         self._address = ""
         self.stats: Counter[str] = Counter()
 
@@ -336,8 +340,9 @@ class Membership:
         if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
             return [Reject("malformed", f"welcome with incarnation {incarnation!r}")]
         previous = self.member if self.incarnation else None
+        self._previous = previous
         self.incarnation = incarnation
-        actions: list[Action] = [Incarnated(self.member, previous)]
+        actions: list[Action] = []
         self._new_incarnation = previous is not None and previous != self.member
         if self._new_incarnation:
             # we were declared gone while stalled: what the old incarnation relayed and
@@ -373,8 +378,12 @@ class Membership:
                     actions += self._complete_leave(old)
         for user in users:
             self.current[display_name(user)] = user
-        actions.append(MemberJoined(
-            client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users))
+        joined = MemberJoined(
+            client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users)
+        if client == self.member and self.phase in ("joining", "rejoining"):
+            actions.append(Incarnated(self.member, self._previous, joined))
+        else:
+            actions.append(joined)
         if client == self.member:
             first = self.phase == "joining"
             self.phase = "joined"

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 DEFAULT_HEARTBEAT_TIMEOUT = 10.0
 #: names whose last incarnation the server remembers (least recently joined forgotten)
 MAX_REMEMBERED_NAMES = 100_000
+#: frames kept for one destination that has not joined this server yet (see _park)
+MAX_PARKED_FRAMES = 10_000
 
 
 @dataclass
@@ -113,6 +115,12 @@ class SessionServer:
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self.rejects = RejectLog("session server")
         self.relayed = 0
+        #: relayed frames for members that have not joined this server yet, kept while it
+        #: is new (see _park): (app, session, member id) -> [(frame, attested sender)]
+        self._parked: dict[tuple[str, str, str], list[tuple[bytes, str]]] = {}
+        self._started_at = time.monotonic()
+        #: how long after its start the server keeps frames for names it has not met
+        self.park_window = 3 * heartbeat_timeout
         self._stopping = False
         #: when the server last had no input waiting: everything sent before then has
         #: been read, so silence is judged against this, not against the wall clock
@@ -251,6 +259,7 @@ class SessionServer:
                 session=name, is_new_session=is_new_session,
                 is_new_application=is_new_application, all_users=users, addresses=addresses,
             )
+        self._unpark(app, name, member)
 
     def _incarnation_for(self, key: tuple[str, str, str], proposed: Any) -> int:
         """The incarnation of a new membership of ``key``'s name.
@@ -349,18 +358,58 @@ class SessionServer:
         for dest in dests:
             name, incarnation = split_member(dest)
             target = session.members.get(name)
+            if target is None and self._park(session, dest, frame, member.member_id):
+                continue
             if target is None or target.incarnation != incarnation:
                 why = "unknown client" if target is None else (
                     f"client that is now {target.member_id}")
                 self.rejects.reject("unknown_peer", f"relay to {why} {dest!r}",
                                     member.member_id)
                 continue
-            if self.curve is None:
-                self.socket.send_multipart([target.identity, MESSAGE, frame])
-            else:  # attest who sent it: the receiver checks the signed sender against it
-                self.socket.send_multipart([target.identity, MESSAGE, frame,
-                                            member.member_id.encode()])
-            self.relayed += 1
+            self._forward(target, frame, member.member_id)
+
+    def _park(self, session: Session, dest: str, frame: bytes, sender: str) -> bool:
+        """Keep a frame for ``dest`` when this server is new and has never met its name:
+        after a restart, members join again one by one, and a member that rejoined
+        first relays to others that have not yet. Returns False when the frame is not
+        kept (the name was met here, the server is no longer new, or too many wait)."""
+        key = (session.application, session.name, dest)
+        if (session.application, session.name, split_member(dest)[0]) in self.incarnations:
+            return False
+        if time.monotonic() - self._started_at > self.park_window:
+            return False
+        parked = self._parked.setdefault(key, [])
+        if len(parked) >= MAX_PARKED_FRAMES:
+            return False
+        parked.append((frame, sender))
+        return True
+
+    def _unpark(self, app: str, session: str, member: Member) -> None:
+        """Hand ``member`` the frames kept for it; drop those kept for another
+        incarnation of its name (that one will not come)."""
+        for key in [k for k in self._parked if k[:2] == (app, session)
+                    and split_member(k[2])[0] == member.name]:
+            frames = self._parked.pop(key)
+            if key[2] != member.member_id:
+                self.rejects.reject("unknown_peer", f"{len(frames)} frame(s) kept for "
+                                    f"{key[2]}, which joined as {member.member_id}")
+                continue
+            for frame, sender in frames:
+                self._forward(member, frame, sender)
+
+    def _forward(self, target: Member, frame: bytes, sender: str) -> None:
+        if self.curve is None:
+            self.socket.send_multipart([target.identity, MESSAGE, frame])
+        else:  # attest who sent it: the receiver checks the signed sender against it
+            self.socket.send_multipart([target.identity, MESSAGE, frame, sender.encode()])
+        self.relayed += 1
+
+    def _drop_expired_parked(self) -> None:
+        if self._parked and time.monotonic() - self._started_at > self.park_window:
+            for (app, session, dest), frames in self._parked.items():
+                self.rejects.reject("unknown_peer", f"{len(frames)} frame(s) kept for "
+                                    f"{dest} in {app}/{session}, which never joined")
+            self._parked.clear()
 
     def _send_parts(self, identity: bytes, op: str, extra: list[bytes], **fields: Any) -> None:
         self.socket.send_multipart([identity, seal_session(self.codec, op, **fields), *extra])
@@ -374,6 +423,7 @@ class SessionServer:
         of frames) would declare busy, live clients gone and drop what is relayed to them.
         The price: while the server never catches up, departures are noticed late.
         """
+        self._drop_expired_parked()
         deadline = self._caught_up_at - self.heartbeat_timeout
         for session in list(self.sessions.values()):
             for member in list(session.members.values()):

@@ -119,7 +119,9 @@ class SessionLink:
                 self.node.client_left(action.member)
             elif isinstance(action, Incarnated):
                 if action.member != self.node.name:
-                    self._new_node(action.member, action.previous)
+                    self._new_node(action.member, action.previous, action.joined)
+                else:
+                    self._apply([action.joined])
             elif isinstance(action, JoinDone):
                 self._join_error = action.error
                 self._joined.set()
@@ -134,7 +136,7 @@ class SessionLink:
             elif isinstance(action, LeftSession):
                 self._left.set()
 
-    def _new_node(self, member: str, previous: str | None) -> None:
+    def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
         """Start this client's protocol node afresh as ``member``.
 
         On the first join the node made at construction only takes its member id. After
@@ -157,10 +159,14 @@ class SessionLink:
                             "incarnation: %s", member, len(lost), ", ".join(lost[:10]))
             self._outbox.clear()
             self._outbox_count = 0
-        self.node = self._make_node(member)
-        self.node.message_listeners = old.message_listeners
+        node = self._make_node(member)
+        node.message_listeners = old.message_listeners
         for listener in self._session_listeners:
-            self.node.add_session_listener(listener)
+            node.add_session_listener(listener)
+        node.client_joined(joined.member, is_new_session=joined.is_new_session,
+                           is_new_application=joined.is_new_application,
+                           all_users=joined.all_users)
+        self.node = node
 
     def _report_undeliverable(self, ids: list[str], why: str) -> None:
         if not ids:
