@@ -65,17 +65,9 @@ class LocalNetwork:
         self.deliveries: dict[str, list[ReceivedMessage]] = {n: [] for n in names}
         self.reactions: dict[str, list[Reaction]] = {n: [] for n in names}
         self.nodes: dict[str, ProtocolNode] = {}
+        self._extra = (list(extra_send), list(extra_receive))
         for name in names:
-            node = ProtocolNode(
-                name,
-                transmit=self._make_transmit(name),
-                clock=lambda: float(self.step_count),
-                send_creators=[module.send_creator(), *extra_send],
-                receive_creators=[*extra_receive, module.receive_creator()],
-                tracer=self.tracer,
-            )
-            node.message_listeners.append(self._make_listener(name))
-            self.nodes[name] = node
+            self.nodes[name] = self._make_node(name)
         joined: list[str] = []
         for name in names:
             joined.append(name)
@@ -85,6 +77,19 @@ class LocalNetwork:
                 )
 
     # -- wiring -----------------------------------------------------------------------------
+    def _make_node(self, name: str) -> ProtocolNode:
+        extra_send, extra_receive = self._extra
+        node = ProtocolNode(
+            name,
+            transmit=self._make_transmit(name),
+            clock=lambda: float(self.step_count),
+            send_creators=[self.module.send_creator(), *extra_send],
+            receive_creators=[*extra_receive, self.module.receive_creator()],
+            tracer=self.tracer,
+        )
+        node.message_listeners.append(self._make_listener(name))
+        return node
+
     def _make_transmit(self, source: str) -> Callable[[SentMessage, tuple[str, ...]], None]:
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
             frame = encode_message(message)
@@ -116,6 +121,22 @@ class LocalNetwork:
     def to_others(self, sender: str, payload: Any) -> SentMessage:
         """Broadcast to every other member."""
         return self.send(sender, payload, [n for n in self.nodes if n != sender])
+
+    def join(self, name: str, told: Iterable[str] | None = None) -> None:
+        """``name`` joins while traffic flows. The newcomer and the members in ``told``
+        (all by default) process its join now; tell the others later with
+        :meth:`tell_join`, as a server's notices reach members at different times."""
+        members = list(self.nodes)
+        self.nodes[name] = self._make_node(name)
+        self.deliveries[name], self.reactions[name] = [], []
+        self._members = [*members, name]
+        self.nodes[name].client_joined(name, all_users=tuple(self._members))
+        for member in (members if told is None else told):
+            self.tell_join(member, name)
+
+    def tell_join(self, member: str, name: str) -> None:
+        """``member`` processes the join of ``name`` (see :meth:`join`)."""
+        self.nodes[member].client_joined(name, all_users=tuple(self._members))
 
     def leave(self, name: str) -> None:
         """``name`` leaves: every other node is told; frames to and from it are dropped."""

@@ -148,3 +148,36 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("module", CAUSAL)
+def test_a_late_joiner_during_traffic_delivers_in_order_and_waits_for_nothing_before(
+    quick_group: ProcessGroup, tmp_path: Path, module: str
+) -> None:
+    from trace_analysis.reference import check_directory
+
+    group = quick_group
+    traces = str(tmp_path / "traces")
+    burst = dict(op="burst", count=300, rate=300, seed=7,
+                 broadcast_only=module == "vector")
+    alice = group.start_peer("alice", causality=module, trace_dir=traces)
+    bob = group.start_peer("bob", causality=module, trace_dir=traces)
+    group.wait_members(["alice", "bob"])
+    alice.command(**burst)
+    bob.command(**burst)
+    alice.wait_count("deliver", 50)  # traffic flows
+    carol = group.start_peer("carol", causality=module, trace_dir=traces)
+    carol.command(**{**burst, "count": 100})
+    peers = (alice, bob, carol)
+    sent = {p.name: p.wait_for(lambda e: e.get("event") == "burst_done", timeout=60)["sent"]
+            for p in peers}
+    for receiver in peers:
+        expected = sum(counts.get(receiver.name, 0) for counts in sent.values())
+        receiver.wait_count("deliver", expected, timeout=60)
+    for peer in peers:
+        assert _held(peer) == [], peer.name
+        peer.quit()
+    result = check_directory(traces)
+    assert (result.undelivered, result.duplicates, result.fifo_violations) == (0, 0, 0)
+    if module != "fifo":
+        assert result.causal_violations == 0
