@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
+from trace_analysis.endings import trace_endings, undelivered_to_departed
 from trace_analysis.load import load
 from trace_analysis.loaded import LOADERS, Loaded
 from trace_analysis.metrics import (
@@ -188,6 +189,13 @@ def analyze(
             lat = latency(tables.deliveries, expected_rows=checks.deliveries)
             buf = buffering(loaded.events)
             result = _assemble(directory, loaded, checks, counts, lat, buf)
+            endings = trace_endings(loaded.files)
+            departed = (undelivered_to_departed(tables.sends, tables.deliveries,
+                                                endings.departed_early())
+                        if checks.undelivered else 0)
+            result["undelivered_to_departed"] = departed
+            result["undelivered_present"] = checks.undelivered - departed
+            result["abrupt_endings"] = endings.abrupt
             seconds["metrics"] = round(time.monotonic() - mark, 2)
             stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")
             if violations_out is not None:

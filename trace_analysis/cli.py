@@ -59,6 +59,15 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
           f"{result['duplicates']}\n")
     write(f"latency ms p50 {_fmt(lat.get('p50'))}  p95 {_fmt(lat.get('p95'))}  "
           f"p99 {_fmt(lat.get('p99'))}\n")
+    departed = result.get("undelivered_to_departed", 0)
+    if departed:
+        write(f"  of the undelivered: {departed} were addressed to members whose trace ended "
+              f"before they could arrive (left, killed or declared gone); "
+              f"{result.get('undelivered_present', 0)} to members still there\n")
+    abrupt = result.get("abrupt_endings") or []
+    if abrupt:
+        write(f"traces that end abruptly (no departure recorded: killed, crashed or declared "
+              f"gone): {', '.join(abrupt)}\n")
     repeated, early = result.get("duplicate_sends", 0), result.get("deliveries_before_send", 0)
     if repeated or early:
         write(f"INCONSISTENT TRACE: {repeated} send record(s) repeat a message id, {early} "

@@ -34,6 +34,7 @@ from groupcomm.core.filtering import (
     SessionMessageListener,
 )
 from groupcomm.core.headers import meta_bytes
+from groupcomm.core.membership import split_member
 from groupcomm.core.messages import (
     ControlMessage,
     GroupMessage,
@@ -229,7 +230,8 @@ class ProtocolNode(FilterHost):
         # and someone who has not rejoined yet is still a member of this session
         self.members = [*self.members, *(u for u in users if u not in self.members)]
         self._member_set = frozenset(self.members)
-        self.trace("join", client=client_name, members=list(users))
+        self.trace("join", client=client_name, members=list(users),
+                   incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
             listener.client_joined(
                 client_name,
@@ -246,7 +248,7 @@ class ProtocolNode(FilterHost):
         if client_name in self.members:
             self.members = [m for m in self.members if m != client_name]
             self._member_set = frozenset(self.members)
-        self.trace("leave", client=client_name)
+        self.trace("leave", client=client_name, incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
             listener.client_left(client_name, self.application)
         self.drain()

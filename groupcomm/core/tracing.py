@@ -49,13 +49,19 @@ class JsonlTracer(Tracer):
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{_safe_file_name(process)}.jsonl"
         self._lock = threading.Lock()
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        # opened at the first line: a communicator that turns out to be another
+        # incarnation (carol~2) leaves no empty carol.jsonl behind
+        self._file: IO[str] | None = None
+        self._closed = False
 
     def emit(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"))
         with self._lock:
-            if self._file is not None:
-                self._file.write(line + "\n")
+            if self._file is None:
+                if self._closed:
+                    return
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self._file.write(line + "\n")
 
     def flush(self) -> None:
         """Push buffered lines to the file."""
@@ -65,6 +71,7 @@ class JsonlTracer(Tracer):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._file is not None:
                 self._file.close()
                 self._file = None

@@ -171,6 +171,10 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         self._filter_stacks = filter_stacks(
             causality, send_filters, receive_filters, extra_send, extra_receive
         )
+        #: a tracer given by the caller serves every incarnation; otherwise each member id
+        #: gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
+        self._given_tracer = tracer
+        self._trace_dir = trace_dir
         self.tracer = tracer or tracer_for(name, trace_dir)
         #: the application's session listeners (they move to a new node, see _new_node)
         self._session_listeners: list[SessionMessageListener] = []
@@ -229,7 +233,8 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
             raise JoinError(error)
 
     def _make_node(self, member: str) -> ProtocolNode:
-        """A protocol node for this client as ``member`` (its member id)."""
+        """A protocol node for this client as ``member`` (its member id), tracing to
+        :attr:`tracer`."""
         send_filters, receive_filters = self._filter_stacks
         return ProtocolNode(
             member,
@@ -461,6 +466,9 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
             self._stop = True
             self._wakeup.wake()
             self._io_thread.join(timeout)
+        # the trace's last line says this process left (an analysis tells a trace that
+        # stops without it: killed, crashed or declared gone)
+        self.node.trace("leave", client=self.node.name)
         if self._own_context and not self._io_thread.is_alive():
             # returns once frames still queued for peers have left (or linger passed)
             self._context.term()

@@ -31,6 +31,7 @@ from groupcomm.core.membership import (
     SendCommand,
 )
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.tracing import tracer_for
 from groupcomm.wire.frames import SESSION, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 
@@ -159,6 +160,9 @@ class SessionLink:
                             "incarnation: %s", member, len(lost), ", ".join(lost[:10]))
             self._outbox.clear()
             self._outbox_count = 0
+        old_tracer = self.tracer
+        if self._given_tracer is None:
+            self.tracer = tracer_for(member, self._trace_dir)
         node = self._make_node(member)
         node.message_listeners = old.message_listeners
         for listener in self._session_listeners:
@@ -167,6 +171,10 @@ class SessionLink:
                            is_new_application=joined.is_new_application,
                            all_users=joined.all_users)
         self.node = node
+        if old_tracer is not self.tracer:
+            # the old incarnation's trace ends without its own departure: it was
+            # declared gone, which an analysis reports as an abrupt ending
+            old_tracer.close()
 
     def _report_undeliverable(self, ids: list[str], why: str) -> None:
         if not ids:

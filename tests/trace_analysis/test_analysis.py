@@ -370,3 +370,29 @@ def test_an_impossible_trace_is_flagged_and_kept_out_of_the_latency(spark, tmp_p
     out = capsys.readouterr().out
     assert "INCONSISTENT TRACE: 1 send record(s) repeat a message id, 1 delivery(ies) " \
            "stamped before their send" in out
+
+
+def test_messages_to_a_member_that_was_gone_are_counted_apart_and_abrupt_ends_named(
+        spark, tmp_path: Path, capsys) -> None:
+    from trace_analysis.cli import print_table
+
+    t = Trace()
+    t.send("a", "a1", ["b", "c"])
+    t.deliver("b", "a1")
+    t.deliver("c", "a1")  # c's trace ends here (killed): no departure recorded
+    t.ts += 5
+    t.send("a", "a2", ["b", "c"])  # sent after c was gone: c cannot get it
+    t.send("a", "a3", ["b"])       # b is there to the end and never gets it: a failure
+    t.deliver("b", "a2")
+    for process in ("a", "b"):
+        t.ts += 1
+        t.records.append({"ts": t.ts, "process": process, "event": "leave",
+                          "client": process, "protocol": "test"})
+    result = analyze(t.write(tmp_path / "t"), spark=spark)
+    assert result["undelivered"] == 2
+    assert (result["undelivered_to_departed"], result["undelivered_present"]) == (1, 1)
+    assert result["abrupt_endings"] == ["c"]
+    print_table(result)
+    out = capsys.readouterr().out
+    assert "1 were addressed to members whose trace ended" in out
+    assert "traces that end abruptly (no departure recorded" in out and ": c\n" in out

@@ -9,6 +9,7 @@ server gives her a new incarnation (``carol~2``): a process of its own for every
 from __future__ import annotations
 
 import signal
+import time
 import socket
 from pathlib import Path
 
@@ -181,3 +182,32 @@ def test_a_late_joiner_during_traffic_delivers_in_order_and_waits_for_nothing_be
     assert (result.undelivered, result.duplicates, result.fifo_violations) == (0, 0, 0)
     if module != "fifo":
         assert result.causal_violations == 0
+
+
+def test_a_killed_process_leaves_its_trace_and_the_analysis_says_it_ended_abruptly(
+    quick_group: ProcessGroup, tmp_path: Path
+) -> None:
+    from trace_analysis.endings import trace_endings
+    from trace_analysis.loaded import list_trace_files
+
+    group = quick_group
+    traces = tmp_path / "traces"
+    alice = group.start_peer("alice", causality="matrix", trace_dir=str(traces))
+    carol = group.start_peer("carol", causality="matrix", trace_dir=str(traces))
+    group.wait_members(["alice", "carol"])
+    for i in range(20):
+        carol.command(op="send", to=["alice"], payload=i)
+    alice.wait_count("deliver", 20)
+    # trace lines reach the file at least once a heartbeat (0.5 s): wait for carol's
+    # twentieth send to be on disk, then kill her outright
+    carol_trace = traces / "carol.jsonl"
+    deadline = time.monotonic() + 10
+    while '"msg":"carol#20"' not in (carol_trace.read_text() if carol_trace.exists() else ""):
+        assert time.monotonic() < deadline, "carol's trace never reached the file"
+        time.sleep(0.05)
+    carol.kill()
+    alice.wait_for(lambda e: e.get("event") == "left" and e.get("client") == "carol",
+                   timeout=20)
+    alice.quit()
+    endings = trace_endings(list_trace_files(traces))
+    assert endings.left == {"alice"} and endings.abrupt == ["carol"]
