@@ -57,7 +57,13 @@ from typing import Any
 from groupcomm.check.config import ConfigError
 from groupcomm.check.model import Model
 from groupcomm.check.state import exact
-from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import (
+    GROUP_HEADER,
+    ControlMessage,
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+)
 from groupcomm.core.registry import available_modules
 from groupcomm.wire.envelopes import decode_message, encode_message
 
@@ -115,7 +121,9 @@ def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], st
     declared = type(module).__dict__.get("symmetry_headers")
     if declared is None:
         return None
-    renamers = {}
+    # the node's own header on the copies of a split multicast: the number of the
+    # send's first copy, which no filter reads
+    renamers: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {GROUP_HEADER: _same}
     for key, kind in declared.items():
         if kind not in RENAMERS:
             raise SymmetryError(f"{type(module).__name__} declares header {key!r} of kind "

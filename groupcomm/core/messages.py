@@ -17,11 +17,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 HeaderValue = int | str | bytes | bool | None | tuple["HeaderValue", ...]
 
 _ATOMS = (int, str, bytes, bool, type(None))
+
+
+#: header the node puts on each copy of a send it splits into unicasts (``mfss``,
+#: ``cykas``): the number of the first copy's id, so that receivers (and state transfer)
+#: can tell the copies of one application-level message apart from other messages
+GROUP_HEADER = "g"
 
 
 class MessageError(ValueError):
@@ -46,6 +52,9 @@ class SystemMessage:
     """Base class of messages that are not application payloads."""
 
     __slots__ = ()
+    #: True for the few system messages the wire carries as pickled payloads (state
+    #: transfer); control messages travel in a form of their own, the rest stay local
+    travels_pickled: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +141,15 @@ class GroupMessage:
         return isinstance(self.user_message, ControlMessage) and (
             self.user_message.protocol == protocol
         )
+
+    @property
+    def app_message_id(self) -> str:
+        """The id of the application-level message: the id itself, or for a copy of a
+        send split into unicasts, the id of its first copy (the same for every copy)."""
+        group = self.headers.get(GROUP_HEADER)
+        if type(group) is int:
+            return f"{self.sender}#{group}"
+        return self.message_id
 
     def with_headers(self, **updates: HeaderValue) -> GroupMessage:
         """A copy with ``updates`` merged into the headers."""

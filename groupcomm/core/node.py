@@ -36,7 +36,7 @@ from groupcomm.core.filtering import (
 from groupcomm.core.headers import meta_bytes
 from groupcomm.core.membership import split_member
 from groupcomm.core.messages import (
-    ControlMessage,
+    GROUP_HEADER,
     GroupMessage,
     ReceivedMessage,
     SentMessage,
@@ -168,6 +168,9 @@ class ProtocolNode(FilterHost):
         #: Application callbacks (callback model); see :meth:`deliver_to_application`.
         self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
         self.unconsumed_control = 0
+        #: the host's handler of system messages no filter consumed (state transfer);
+        #: returns True when the message was its own
+        self.system_listener: Callable[[ReceivedMessage], bool] | None = None
 
     # -- FilterHost ------------------------------------------------------------------------
     @property
@@ -287,7 +290,9 @@ class ProtocolNode(FilterHost):
             if module_check:
                 module.check_destinations(name, dests, self.members)
             if module.unicast_events and len(dests) > 1:
-                return [self._tag_one(payload, (dest,)) for dest in dests]
+                copies = [self._tag_one(payload, (dest,)) for dest in dests]
+                first = int(copies[0].message_id.rpartition("#")[2])
+                return [m.with_headers(**{GROUP_HEADER: first}) for m in copies]
         return [self._tag_one(payload, dests)]
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
@@ -379,11 +384,10 @@ class ProtocolNode(FilterHost):
     def arrived(self, message: ReceivedMessage) -> None:
         """Queue a message that arrived, without processing it yet (see :meth:`drain`)."""
         if self.tracer.enabled:
-            if isinstance(message.user_message, ControlMessage):
-                self.trace(
-                    "control_receive", message, kind=message.user_message.kind,
-                    about=message.user_message.about,
-                )
+            user = message.user_message
+            if isinstance(user, SystemMessage):  # a module's control, or state transfer
+                self.trace("control_receive", message, kind=getattr(user, "kind", "system"),
+                           about=getattr(user, "about", ""))
             else:
                 self.trace("receive", message, kind=message.kind)
         self._inputs.append(message)
@@ -489,10 +493,10 @@ class ProtocolNode(FilterHost):
             size = meta_bytes(message)
             control = message.user_message
             for dest in message.destinations:
-                if isinstance(control, ControlMessage):
+                if isinstance(control, SystemMessage):
                     self.trace(
-                        "control_send", message, kind=control.kind, meta_bytes=size,
-                        to=dest, about=control.about,
+                        "control_send", message, kind=getattr(control, "kind", "system"),
+                        meta_bytes=size, to=dest, about=getattr(control, "about", ""),
                     )
                 else:
                     self.trace("network_send", message, kind=message.kind, meta_bytes=size,
@@ -507,6 +511,8 @@ class ProtocolNode(FilterHost):
         if not isinstance(message.user_message, SystemMessage):  # is_user_message(), inlined
             self._deliveries.append(message)
             return
+        if self.system_listener is not None and self.system_listener(message):
+            return  # the host's own (state transfer)
         self.unconsumed_control += 1
         log.warning(
             "%s: control message %r from %s reached the application end: no filter owns it "

@@ -37,6 +37,7 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.membership import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
+from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
@@ -58,6 +59,7 @@ from groupcomm.transport.session_link import (
     SERVER_SILENCE_HEARTBEATS,
     SessionLink,
 )
+from groupcomm.transport.state_link import StateLink
 from groupcomm.transport.wakeup import WakeSignal
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FrameCodec
 
@@ -95,7 +97,7 @@ class JoinError(CommunicatorError):
     """Joining the session failed (duplicate name, no server, wrong key, ...)."""
 
 
-class Communicator(IOLoop, SessionLink, Inbound, Outbox):
+class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     """A client of a session: sends through the send pipeline, delivers through the
     receive pipeline.
 
@@ -138,6 +140,9 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         send_timeout: float = 30.0,
         context: zmq.Context | None = None,
         curve_dir: str | os.PathLike[str] | None = None,
+        state_provider: Callable[[], Any] | None = None,
+        state_consumer: Callable[[Any], None] | None = None,
+        state_timeout: float = STATE_TIMEOUT,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
@@ -181,6 +186,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         self.node = self._make_node(name)
         self._init_outbox(max_frame)
         self._init_session_link()
+        self._init_state_link(state_provider, state_consumer, state_timeout)
         self._joined = threading.Event()
         self._join_error: str | None = None
         self._left = threading.Event()
@@ -236,7 +242,7 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
         """A protocol node for this client as ``member`` (its member id), tracing to
         :attr:`tracer`."""
         send_filters, receive_filters = self._filter_stacks
-        return ProtocolNode(
+        node = ProtocolNode(
             member,
             application=self.application,
             session=self.session,
@@ -247,6 +253,8 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
             tracer=self.tracer,
             deliver=self._deliverable,
         )
+        node.system_listener = self._on_system
+        return node
 
     # -- application API ---------------------------------------------------------------------
     def to_others(self, obj: Any) -> SentMessage:
@@ -357,6 +365,8 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
                 message = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 return None
+        if self._recent_ids is not None:  # the application has it now (see StateLink)
+            self._recent_ids.append(message.app_message_id)
         self.node.application_delivered(message)
         return message
 
@@ -513,9 +523,22 @@ class Communicator(IOLoop, SessionLink, Inbound, Outbox):
 
     # -- the node's deliver callback (I/O thread) -----------------------------------------------
     def _deliverable(self, message: ReceivedMessage) -> None:
+        gate = self._state_gate
+        if gate is not None:  # a newcomer installing a snapshot (see StateLink)
+            verdict = gate.deliver(message)
+            if verdict != "deliver":
+                if verdict == "skip":
+                    self.stats["delivered_through_state"] += 1
+                    self.node.application_delivered(message)
+                return
+        self._hand_over(message)
+
+    def _hand_over(self, message: ReceivedMessage) -> None:
         self.stats["delivered"] += 1
         listeners = self.node.message_listeners
         if listeners:  # callback model (the clock advances as the listeners are called)
+            if self._recent_ids is not None:  # what a snapshot taken now reflects
+                self._recent_ids.append(message.app_message_id)
             self.node.application_delivered(message, listeners)
         else:
             self._inbox.put(message)

@@ -99,6 +99,7 @@ class SessionLink:
     def _session_tick(self, now: float) -> None:
         if self.membership.early or self.membership.departing:
             self._apply(self.membership.tick(now))
+        self._state_tick(now)
 
     # -- carrying out actions ----------------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
@@ -118,11 +119,14 @@ class SessionLink:
             elif isinstance(action, MemberLeft):
                 self._drop_peer(action.member)
                 self.node.client_left(action.member)
+                self._state_member_left(action.member)
             elif isinstance(action, Incarnated):
                 if action.member != self.node.name:
                     self._new_node(action.member, action.previous, action.joined)
                 else:
                     self._apply([action.joined])
+                if action.previous is None or action.previous != action.member:
+                    self._state_joined(action.joined.all_users)
             elif isinstance(action, JoinDone):
                 self._join_error = action.error
                 self._joined.set()

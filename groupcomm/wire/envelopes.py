@@ -53,7 +53,7 @@ def encode_message(message: SentMessage, payload: tuple[int, bytes] | None = Non
     user = message.user_message
     if isinstance(user, ControlMessage):
         fmt, data = PAYLOAD_CONTROL, msgpack.packb((user.protocol, user.kind, user.about))
-    elif message.is_user_message():
+    elif message.is_user_message() or user.travels_pickled:
         fmt, data = payload if payload is not None else dump_payload(user)
     else:
         raise MessageError(f"{type(user).__name__} does not travel on the wire")
@@ -194,7 +194,7 @@ def pack_envelope(message: SentMessage) -> PackedEnvelope:
     user = message.user_message
     if isinstance(user, ControlMessage):
         fmt, data = PAYLOAD_CONTROL, msgpack.packb((user.protocol, user.kind, user.about))
-    elif isinstance(user, SystemMessage):
+    elif isinstance(user, SystemMessage) and not user.travels_pickled:
         raise MessageError(f"{type(user).__name__} does not travel on the wire")
     else:
         fmt, data = dump_payload(user)

@@ -9,8 +9,8 @@ server gives her a new incarnation (``carol~2``): a process of its own for every
 from __future__ import annotations
 
 import signal
-import time
 import socket
+import time
 from pathlib import Path
 
 import pytest

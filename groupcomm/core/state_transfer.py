@@ -1,0 +1,153 @@
+"""State transfer to a newcomer, without I/O.
+
+A member that joins a session that is already under way usually needs the application's
+state (the conversation so far, the text being edited), not only the messages sent after
+it joined. The application gives its communicator a *provider* (returns a snapshot of the
+application state) and a *consumer* (installs one). A newcomer asks one member for a
+snapshot (the longest-standing one first); that member calls its provider between two
+deliveries and answers with the snapshot and the ids of the messages its application had
+been handed (:data:`REFLECTED_IDS` most recent; application-level ids, so that the copies
+of a send that ``mfss`` and ``cykas`` split into unicasts count as one message). The newcomer holds every delivery from
+its join until the snapshot is installed, then delivers exactly the messages the
+snapshot does not already reflect: none twice, none missing.
+
+Why the recent ids suffice: a message addressed to the newcomer was sent after its sender
+saw the join, so the provider, if it delivered it before its snapshot, did so shortly
+before, among its most recent deliveries. Messages skipped because the snapshot reflects
+them still advance the application clock (their tags stay exact) and are traced as
+delivered: the application has seen them, through the snapshot.
+
+If the asked member has no provider, fails, leaves or does not answer within the
+timeout, the next member is asked; when nobody can answer, the newcomer goes on without
+a snapshot (a warning says so) and delivers everything addressed to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from groupcomm.core.messages import ReceivedMessage, SystemMessage
+
+log = logging.getLogger(__name__)
+
+#: ids of the most recent deliveries a snapshot carries
+REFLECTED_IDS = 10_000
+#: seconds a newcomer waits for one member's answer before asking the next
+STATE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class StateRequest(SystemMessage):
+    """A newcomer asks for the application state."""
+
+    travels_pickled: ClassVar[bool] = True
+    kind: str = "state_request"
+
+
+@dataclass(frozen=True, slots=True)
+class StateReply(SystemMessage):
+    """A member's snapshot (``available`` False: it has none to give)."""
+
+    travels_pickled: ClassVar[bool] = True
+    available: bool
+    state: Any = None
+    reflected: tuple[str, ...] = ()
+    kind: str = "state_reply"
+
+
+@dataclass
+class Ask:
+    """Send a :class:`StateRequest` to ``member``."""
+
+    member: str
+
+
+@dataclass
+class Install:
+    """Call the consumer with ``state`` (when ``reply`` is not None), then deliver
+    ``release`` to the application and mark ``skipped`` as seen (clock and trace)."""
+
+    reply: StateReply | None
+    release: list[ReceivedMessage] = field(default_factory=list)
+    skipped: list[ReceivedMessage] = field(default_factory=list)
+
+
+class NewcomerState:
+    """The newcomer's side: whom to ask, what waits, what the snapshot reflects."""
+
+    def __init__(self, timeout: float = STATE_TIMEOUT) -> None:
+        self.timeout = timeout
+        #: True from the start until a snapshot is installed or nobody can give one
+        self.waiting = True
+        self._candidates: list[str] = []
+        self._asked: str | None = None
+        self._deadline = 0.0
+        self._held: list[ReceivedMessage] = []
+        self._reflected: frozenset[str] = frozenset()
+
+    @property
+    def asked(self) -> str | None:
+        return self._asked
+
+    def joined(self, me: str, members: Sequence[str], now: float) -> list[Ask | Install]:
+        """This client joined (or came back as a new incarnation): ask the members that
+        were there before it, longest-standing first; alone, there is nothing to ask."""
+        self.waiting = True
+        self._candidates = [m for m in members if m != me]
+        return self._ask_next(now)
+
+    def deliver(self, message: ReceivedMessage) -> str:
+        """What to do with a message ready for the application: ``"hold"`` (the
+        snapshot is not in yet), ``"skip"`` (the snapshot reflects it) or
+        ``"deliver"``."""
+        if self.waiting:
+            self._held.append(message)
+            return "hold"
+        if message.app_message_id in self._reflected:
+            return "skip"
+        return "deliver"
+
+    def reply(self, sender: str, reply: StateReply, now: float) -> list[Ask | Install]:
+        if sender != self._asked or not self.waiting:
+            return []  # a late answer from a member asked before: the first one counts
+        if not reply.available:
+            log.info("%s has no application state to give; asking the next member", sender)
+            return self._ask_next(now)
+        self._reflected = frozenset(reply.reflected)
+        return [self._finish(reply)]
+
+    def member_left(self, member: str, now: float) -> list[Ask | Install]:
+        self._candidates = [m for m in self._candidates if m != member]
+        if self.waiting and member == self._asked:
+            return self._ask_next(now)
+        return []
+
+    def tick(self, now: float) -> list[Ask | Install]:
+        if self.waiting and self._asked is not None and now >= self._deadline:
+            log.warning("%s did not send the application state within %gs; asking the next "
+                        "member", self._asked, self.timeout)
+            return self._ask_next(now)
+        return []
+
+    def _ask_next(self, now: float) -> list[Ask | Install]:
+        if self._asked in self._candidates:
+            self._candidates.remove(self._asked)
+        if not self._candidates:
+            if self._asked is not None:
+                log.warning("no member could give the application state; going on without "
+                            "it (every message addressed to this client is delivered)")
+            return [self._finish(None)]
+        self._asked = self._candidates[0]
+        self._deadline = now + self.timeout
+        return [Ask(self._asked)]
+
+    def _finish(self, reply: StateReply | None) -> Install:
+        self.waiting = False
+        self._asked = None
+        held, self._held = self._held, []
+        reflected = self._reflected
+        return Install(reply, [m for m in held if m.app_message_id not in reflected],
+                       [m for m in held if m.app_message_id in reflected])

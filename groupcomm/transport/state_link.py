@@ -1,0 +1,110 @@
+"""The communicator's side of state transfer (:mod:`groupcomm.core.state_transfer`):
+it answers other members' requests with its application's snapshot, and as a newcomer
+asks for one, installs it and delivers only what it does not reflect. Runs on the I/O
+thread; the provider and the consumer are called there, between two deliveries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.state_transfer import (
+    REFLECTED_IDS,
+    Ask,
+    Install,
+    NewcomerState,
+    StateReply,
+    StateRequest,
+)
+
+# the communicator's logger: its messages keep the name they always had
+log = logging.getLogger("groupcomm.transport.communicator")
+
+
+class StateLink:
+    """State transfer, a part of :class:`~groupcomm.transport.communicator.Communicator`."""
+
+    def _init_state_link(self, provider: Callable[[], Any] | None,
+                         consumer: Callable[[Any], None] | None, timeout: float) -> None:
+        self._state_provider = provider
+        self._state_consumer = consumer
+        #: the newcomer's side, when the application installs snapshots
+        self._state_gate = NewcomerState(timeout) if consumer is not None else None
+        #: ids of the latest messages handed to the application (what a snapshot reflects)
+        self._recent_ids: deque[str] | None = (
+            deque(maxlen=REFLECTED_IDS) if provider is not None else None)
+        self._system_sent = 0
+
+    # -- as a newcomer ------------------------------------------------------------------------
+    def _state_joined(self, members: Sequence[str]) -> None:
+        if self._state_gate is not None:
+            self._state_actions(self._state_gate.joined(self.node.name, members,
+                                                        time.monotonic()))
+
+    def _state_member_left(self, member: str) -> None:
+        if self._state_gate is not None and self._state_gate.waiting:
+            self._state_actions(self._state_gate.member_left(member, time.monotonic()))
+
+    def _state_tick(self, now: float) -> None:
+        if self._state_gate is not None and self._state_gate.waiting:
+            self._state_actions(self._state_gate.tick(now))
+
+    def _state_actions(self, actions: list[Ask | Install]) -> None:
+        for action in actions:
+            if isinstance(action, Ask):
+                self.stats["state_requests"] += 1
+                self._send_system(StateRequest(), action.member)
+                continue
+            if action.reply is not None and self._state_consumer is not None:
+                try:
+                    self._state_consumer(action.reply.state)
+                    self.stats["state_installed"] += 1
+                except Exception:
+                    log.exception("%s: the state consumer raised; going on without the "
+                                  "snapshot", self.name)
+            for message in action.skipped:  # seen through the snapshot: clock and trace
+                self.stats["delivered_through_state"] += 1
+                self.node.application_delivered(message)
+            for message in action.release:
+                self._hand_over(message)
+
+    # -- as a member ---------------------------------------------------------------------------
+    def _on_system(self, message: ReceivedMessage) -> bool:
+        """The node's system listener: state requests and replies are ours."""
+        user = message.user_message
+        if isinstance(user, StateRequest):
+            self._send_system(self._snapshot(message.sender), message.sender)
+            return True
+        if isinstance(user, StateReply):
+            if self._state_gate is not None:
+                self._state_actions(self._state_gate.reply(message.sender, user,
+                                                           time.monotonic()))
+            return True
+        return False
+
+    def _snapshot(self, newcomer: str) -> StateReply:
+        if self._state_provider is None or self._recent_ids is None:
+            return StateReply(available=False)
+        try:
+            state = self._state_provider()
+        except Exception:
+            log.exception("%s: the state provider raised; %s gets no snapshot from here",
+                          self.name, newcomer)
+            return StateReply(available=False)
+        self.stats["state_given"] += 1
+        return StateReply(available=True, state=state, reflected=tuple(self._recent_ids))
+
+    def _send_system(self, obj: Any, dest: str) -> None:
+        self._system_sent += 1
+        node = self.node
+        node.submit(SentMessage(
+            application_name=self.application, session_name=self.session, user_message=obj,
+            message_id=f"{node.name}~state{self._system_sent}", sender=node.name,
+            destinations=(dest,),
+        ))
+        self._drain_node()

@@ -1,0 +1,45 @@
+"""The newcomer's side of state transfer as a pure state machine."""
+
+from __future__ import annotations
+
+from groupcomm.core.messages import ReceivedMessage
+from groupcomm.core.state_transfer import Ask, Install, NewcomerState, StateReply
+
+
+def msg(mid: str) -> ReceivedMessage:
+    return ReceivedMessage(application_name="a", session_name="s", user_message=mid,
+                           message_id=mid, sender=mid.split("#")[0], receiver="carol")
+
+
+def test_alone_there_is_nothing_to_ask() -> None:
+    state = NewcomerState()
+    [install] = state.joined("carol", ["carol"], 0.0)
+    assert isinstance(install, Install) and install.reply is None
+    assert not state.waiting and state.deliver(msg("a#1")) == "deliver"
+
+
+def test_deliveries_wait_for_the_snapshot_and_what_it_reflects_is_skipped() -> None:
+    state = NewcomerState()
+    assert state.joined("carol", ["alice", "bob", "carol"], 0.0) == [Ask("alice")]
+    assert state.deliver(msg("bob#4")) == "hold"
+    assert state.deliver(msg("alice#7")) == "hold"
+    # an answer from someone not asked is ignored
+    assert state.reply("bob", StateReply(True, "x", ("bob#4",)), 0.1) == []
+    [install] = state.reply("alice", StateReply(True, ["..."], ("bob#4", "bob#3")), 0.2)
+    assert install.reply.state == ["..."]
+    assert [m.message_id for m in install.release] == ["alice#7"]
+    assert [m.message_id for m in install.skipped] == ["bob#4"]
+    # a copy the snapshot reflects that arrives later is skipped too
+    assert state.deliver(msg("bob#3")) == "skip"
+    assert state.deliver(msg("bob#5")) == "deliver"
+
+
+def test_the_next_member_is_asked_when_one_cannot_answer() -> None:
+    state = NewcomerState(timeout=2.0)
+    assert state.joined("carol", ["alice", "bob", "dave", "carol"], 0.0) == [Ask("alice")]
+    assert state.reply("alice", StateReply(False), 0.5) == [Ask("bob")]
+    assert state.tick(1.0) == []
+    assert state.tick(2.6) == [Ask("dave")]          # bob did not answer in time
+    assert state.member_left("bob", 2.7) == []       # no longer the one asked
+    [install] = state.member_left("dave", 2.8)       # nobody left to ask
+    assert install.reply is None and not state.waiting
