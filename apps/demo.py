@@ -71,7 +71,8 @@ def plan_runs(causality: str) -> list[tuple[Scenario, str]]:
 
 
 def _shown(line: str, sender: str, text: str) -> bool:
-    return f"] {text}" in line and f"[{sender}]" in line
+    # a message to everyone shows as [alice], a private one as [alice -> you]
+    return f"] {text}" in line and (f"[{sender}]" in line or f"[{sender} -> you]" in line)
 
 
 def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:

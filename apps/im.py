@@ -7,8 +7,11 @@ sent; ``/quit`` leaves cleanly; ``/help`` explains. Each message is shown with i
 sender; a message that was concurrent with one already shown is marked ``(concurrent
 with #N)``: the framework's tags are precise, so the mark means the two senders had not
 seen each other's message (messages shown before its sender joined are not compared:
-the newcomer could not have seen them). Warnings of the framework appear as ``! ...``
-lines, without the log's timestamps (``-v`` logs to stderr instead).
+the newcomer could not have seen them). A private message shows as ``[bob -> you]``. A
+newcomer first sees the conversation so far (the last :data:`HISTORY` messages sent to
+everyone, through the communicator's state transfer: one member's screen, taken between
+two messages, with nothing shown twice or missed). Warnings of the framework appear as
+``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import logging
 import os
 import sys
 import threading
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TextIO
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
@@ -29,6 +34,16 @@ from groupcomm.core.selection import SelectionError, filter_creators, resolve
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
+#: messages to everyone a newcomer is shown when it joins
+HISTORY = 200
+
+
+@dataclass(frozen=True)
+class Private:
+    """The payload of ``/to``: shown to its receiver as meant for it alone, and never
+    handed on to a newcomer."""
+
+    text: str
 HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
         "/release NAME, /quit, /help")
 
@@ -39,8 +54,11 @@ class ChatScreen:
     def __init__(self, me: str, out: TextIO) -> None:
         self.me = me
         self.out = out
-        self._lock = threading.Lock()
+        # reentrant: a send and its line are recorded under it, and showing takes it too
+        self._lock = threading.RLock()
         self._print_lock = threading.Lock()
+        #: (who, text) of the latest messages sent to everyone, for newcomers
+        self.history: deque[tuple[str, str]] = deque(maxlen=HISTORY)
         self.shown: list[tuple[int, str, Tag]] = []
         #: member -> how many messages were shown when its join was seen here (a
         #: newcomer's messages are concurrent with everything before it, trivially)
@@ -53,18 +71,46 @@ class ChatScreen:
             self.out.flush()
 
     def message(self, message: ReceivedMessage) -> None:
-        """Show a delivered message, marking the shown ones it was concurrent with."""
-        text = message.user_message
-        self._show(message.sender, message.sender, message.tag,
-                   text if isinstance(text, str) else repr(text))
+        """Show a delivered message, marking the shown ones it was concurrent with (by
+        application-level message: a copy of a send split into unicasts counts as the
+        send)."""
+        payload = message.user_message
+        if isinstance(payload, Private):
+            self._show(message.sender, f"{message.sender} -> you", message.app_tag,
+                       payload.text)
+            return
+        text = payload if isinstance(payload, str) else repr(payload)
+        with self._lock:
+            self.history.append((message.sender, text))
+            self._show(message.sender, message.sender, message.app_tag, text)
 
-    def sent(self, messages: list[SentMessage]) -> None:
+    def sent(self, messages: list[SentMessage], to_everyone: bool = False) -> None:
         """Show what this person sent (numbered, so later messages can refer to it); a
         send that the module split into unicasts is shown once."""
         message = messages[0]
         others = [d for m in messages for d in m.destinations if d != self.me]
-        self._show(self.me, f"you -> {', '.join(others) or 'yourself'}", Tag(message.vc),
-                   str(message.user_message))
+        payload = message.user_message
+        text = payload.text if isinstance(payload, Private) else str(payload)
+        with self._lock:
+            if to_everyone:
+                self.history.append((message.sender, text))
+            self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
+                       Tag(message.vc), text)
+
+    # state transfer (see groupcomm.core.state_transfer)
+    def snapshot(self) -> list[tuple[str, str]]:
+        """The conversation so far, for a newcomer."""
+        with self._lock:
+            return list(self.history)
+
+    def install(self, history: list[tuple[str, str]]) -> None:
+        """Show the conversation so far (this person is the newcomer)."""
+        with self._lock:
+            self.history.extend(history)
+            if history:
+                self.line(f"* conversation so far ({len(history)} message(s)):")
+                for who, text in history:
+                    self.line(f"  [{who}] {text}")
 
     def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
         with self._lock:
@@ -105,6 +151,7 @@ class ChatScreen:
         self.line(f"* held: {len(held)}")
         for message in held:
             text = getattr(message, "user_message", None)
+            text = text.text if isinstance(text, Private) else text
             text = text if isinstance(text, str) else repr(text)
             if isinstance(message, SentMessage):
                 who = f"to {', '.join(message.destinations)}, not sent yet"
@@ -169,7 +216,7 @@ class ChatApp:
                     if not name or not text.strip():
                         self.screen.line("usage: /to NAME text")
                     else:
-                        self.screen.sent(comm.send([name], text.strip()))
+                        self.screen.sent(comm.send([name], Private(text.strip())))
                 else:
                     self.screen.line(f"unknown command {command}; {HELP}")
             else:
@@ -177,7 +224,10 @@ class ChatApp:
                 if not others:
                     self.screen.line("* nobody else is here yet")
                 else:
-                    self.screen.sent(comm.send(comm.others, line))
+                    # sent and recorded in one step, so that a newcomer's snapshot
+                    # (taken on the I/O thread) has both or neither
+                    with self.screen._lock:  # noqa: SLF001 - the screen's own lock
+                        self.screen.sent(comm.send(comm.others, line), to_everyone=True)
         except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
             self.screen.line(f"! {error}")
         return True
@@ -259,6 +309,7 @@ def _run(args: argparse.Namespace) -> int:
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
             bind_host=args.bind_host, advertise_host=args.advertise_host,
             curve_dir=args.curve_dir,
+            state_provider=screen.snapshot, state_consumer=screen.install,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
@@ -291,4 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main())
+    # run as the importable module, so that Private pickles as apps.im.Private, which the
+    # receiving process has, rather than as a class of this __main__
+    from apps.im import main as importable_main
+
+    sys.exit(importable_main())

@@ -25,9 +25,18 @@ _ATOMS = (int, str, bytes, bool, type(None))
 
 
 #: header the node puts on each copy of a send it splits into unicasts (``mfss``,
-#: ``cykas``): the number of the first copy's id, so that receivers (and state transfer)
-#: can tell the copies of one application-level message apart from other messages
+#: ``cykas``): ``(number of the first copy's id, the sender's clock entry at the first
+#: copy)``, so that receivers (and state transfer) can tell the copies of one
+#: application-level message from other messages, and relate it by its first copy
 GROUP_HEADER = "g"
+
+
+def _group(message: GroupMessage) -> tuple[int, int] | None:
+    group = message.headers.get(GROUP_HEADER)
+    if (type(group) is tuple and len(group) == 2 and type(group[0]) is int
+            and type(group[1]) is int):
+        return group  # type: ignore[return-value]
+    return None
 
 
 class MessageError(ValueError):
@@ -146,10 +155,8 @@ class GroupMessage:
     def app_message_id(self) -> str:
         """The id of the application-level message: the id itself, or for a copy of a
         send split into unicasts, the id of its first copy (the same for every copy)."""
-        group = self.headers.get(GROUP_HEADER)
-        if type(group) is int:
-            return f"{self.sender}#{group}"
-        return self.message_id
+        group = _group(self) if self.headers else None
+        return self.message_id if group is None else f"{self.sender}#{group[0]}"
 
     def with_headers(self, **updates: HeaderValue) -> GroupMessage:
         """A copy with ``updates`` merged into the headers."""
@@ -289,6 +296,16 @@ class ReceivedMessage(GroupMessage):
     def tag(self) -> Tag:
         """The tagged-causal-delivery tag of this message (001): its send's vector clock."""
         return Tag(self.vc)
+
+    @property
+    def app_tag(self) -> Tag:
+        """The tag of the application-level message: :attr:`tag`, or for a copy of a
+        send split into unicasts, the tag of its first copy (the same for every copy, so
+        a reply to one copy is not taken as concurrent with another)."""
+        group = _group(self) if self.headers else None
+        if group is None:
+            return Tag(self.vc)
+        return Tag(tuple((k, group[1] if k == self.sender else v) for k, v in self.vc))
 
 
 # The hot paths (tagging a send, decoding an arrival) build messages from fields they

@@ -290,9 +290,11 @@ class ProtocolNode(FilterHost):
             if module_check:
                 module.check_destinations(name, dests, self.members)
             if module.unicast_events and len(dests) > 1:
-                copies = [self._tag_one(payload, (dest,)) for dest in dests]
-                first = int(copies[0].message_id.rpartition("#")[2])
-                return [m.with_headers(**{GROUP_HEADER: first}) for m in copies]
+                with self._clock_lock:  # one run of events: no delivery in between
+                    copies = [self._tag_locked(payload, (dest,)) for dest in dests]
+                first = copies[0]
+                group = (int(first.message_id.rpartition("#")[2]), dict(first.vc)[name])
+                return [m.with_headers(**{GROUP_HEADER: group}) for m in copies]
         return [self._tag_one(payload, dests)]
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
@@ -306,17 +308,31 @@ class ProtocolNode(FilterHost):
         return self._tag_one(payload, dests)
 
     def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
+        # _tag_locked under the lock, spelled out: this runs for every send
         name = self._name
         with self._clock_lock:
             self._next_id = next_id = self._next_id + 1
             clock = self._app_clock
             clock[name] = clock.get(name, 0) + 1
             vc = tuple(clock.items())
-            # every value is known good: our own name, a fresh id, checked member names
             message = sent_unchecked(self.application, self.session, payload,
                                      f"{name}#{next_id}", name, vc, dests)
             if self.tracer.enabled:
                 self.trace("send", message, dests=list(dests), vc=dict(vc))
+        return message
+
+    def _tag_locked(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
+        """One send event; the caller holds the clock lock."""
+        name = self._name
+        self._next_id = next_id = self._next_id + 1
+        clock = self._app_clock
+        clock[name] = clock.get(name, 0) + 1
+        vc = tuple(clock.items())
+        # every value is known good: our own name, a fresh id, checked member names
+        message = sent_unchecked(self.application, self.session, payload,
+                                 f"{name}#{next_id}", name, vc, dests)
+        if self.tracer.enabled:
+            self.trace("send", message, dests=list(dests), vc=dict(vc))
         return message
 
     def submit(self, message: SentMessage) -> None:
@@ -385,9 +401,13 @@ class ProtocolNode(FilterHost):
         """Queue a message that arrived, without processing it yet (see :meth:`drain`)."""
         if self.tracer.enabled:
             user = message.user_message
-            if isinstance(user, SystemMessage):  # a module's control, or state transfer
-                self.trace("control_receive", message, kind=getattr(user, "kind", "system"),
-                           about=getattr(user, "about", ""))
+            if isinstance(user, SystemMessage):
+                # a module's control message; the host's own (state transfer) is session
+                # traffic, not the protocol's, and is not traced
+                if not user.travels_pickled:
+                    self.trace("control_receive", message,
+                               kind=getattr(user, "kind", "system"),
+                               about=getattr(user, "about", ""))
             else:
                 self.trace("receive", message, kind=message.kind)
         self._inputs.append(message)
@@ -492,7 +512,10 @@ class ProtocolNode(FilterHost):
         if self.tracer.enabled:
             size = meta_bytes(message)
             control = message.user_message
-            for dest in message.destinations:
+            # the host's own system messages (state transfer) are not the protocol's
+            traced = () if isinstance(control, SystemMessage) and control.travels_pickled \
+                else message.destinations
+            for dest in traced:
                 if isinstance(control, SystemMessage):
                     self.trace(
                         "control_send", message, kind=getattr(control, "kind", "system"),

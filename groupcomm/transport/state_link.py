@@ -2,6 +2,14 @@
 it answers other members' requests with its application's snapshot, and as a newcomer
 asks for one, installs it and delivers only what it does not reflect. Runs on the I/O
 thread; the provider and the consumer are called there, between two deliveries.
+
+What a snapshot reflects: every message the application was handed (in the pull model,
+once ``receive()`` returned it), and its own sends that do not include itself from the
+moment ``send()`` returns, since an application applies its own operations as it sends
+them (as replicated data types do); a send that includes the sender counts from its
+delivery to the sender. An application that sends from other threads than the one its
+provider reads makes the send and its own state change one step under a lock that the
+provider takes too (the IM app does), so that no snapshot falls between them.
 """
 
 from __future__ import annotations

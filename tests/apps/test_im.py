@@ -57,7 +57,7 @@ def test_three_people_chat_through_terminals(chat, causality: str) -> None:
 
     bob.sendline("/to carol psst, just you")
     bob.expect(r"#2 \[you -> carol\] psst, just you")
-    carol.expect(r"#2 \[bob\] psst, just you")
+    carol.expect(r"#2 \[bob -> you\] psst, just you")
 
     carol.sendline("/who")
     carol.expect(r"\* members: alice, bob, carol")
@@ -93,7 +93,7 @@ def test_held_messages_are_shown_and_released_after_a_departure(chat) -> None:
     carol.sendline("/to bob lost on the way")
     carol.expect(r"\[you -> bob\] lost on the way")
     carol.sendline("/to alice lunch?")
-    alice.expect(r"\[carol\] lunch\?")
+    alice.expect(r"\[carol -> you\] lunch\?")
     alice.sendline("/to bob carol asks about lunch")
     alice.expect(r"\[you -> bob\] carol asks about lunch")
     carol.kill(signal.SIGKILL)
@@ -109,7 +109,7 @@ def test_held_messages_are_shown_and_released_after_a_departure(chat) -> None:
     bob.expect(r"\* alice is still here")
     bob.sendline("/release carol")
     # delivered (and shown) during the release, before the summary line
-    bob.expect(r"\[alice\] carol asks about lunch")
+    bob.expect(r"\[alice -> you\] carol asks about lunch")
     bob.expect(r"\* released 1 message\(s\) that waited on carol")
     bob.sendline("/held")
     bob.expect(r"\* held: none")
@@ -121,3 +121,36 @@ def test_a_note_to_oneself_says_so(chat) -> None:
     alice.expect(r"#1 \[you -> yourself\] remember the milk")
     alice.sendline("/help")
     alice.expect(r"/release NAME")
+
+
+def test_a_newcomer_sees_the_conversation_so_far_and_replies_are_not_marked_concurrent(
+    chat,
+) -> None:
+    alice = chat("alice", "--causality", "cykas")
+    bob = chat("bob", "--causality", "cykas")
+    alice.expect(r"\* bob joined")
+    alice.sendline("hello bob")
+    bob.expect(r"#1 \[alice\] hello bob")
+    bob.sendline("/to alice just between us")
+    alice.expect(r"\[bob -> you\] just between us")
+    bob.sendline("hi alice")
+    alice.expect(r"#3 \[bob\] hi alice")
+
+    carol = chat("carol", "--causality", "cykas")
+    carol.expect(r"\* conversation so far \(2 message\(s\)\):")
+    carol.expect(r"  \[alice\] hello bob")
+    carol.expect(r"  \[bob\] hi alice")
+    for person in (alice, bob):
+        person.expect(r"\* carol joined")
+
+    # alice asks everyone (cykas sends it as one unicast per person); bob answers everyone
+    alice.sendline("lunch?")
+    bob.expect(r"\[alice\] lunch\?")
+    bob.sendline("yes, at noon")
+    carol.expect(r"#1 \[alice\] lunch\?")
+    carol.expect(r"#2 \[bob\] yes, at noon(.*)\r?\n")
+    assert "concurrent" not in carol.match.group(1)
+    # nothing before carol's join is shown twice, and the private line never reached her
+    carol.sendline("/who")
+    carol.expect(r"\* members: alice, bob, carol")
+    assert "just between us" not in carol.before
