@@ -31,6 +31,7 @@ from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.selection import SelectionError, filter_creators, resolve
+from groupcomm.core.state_transfer import Snapshot
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
@@ -57,8 +58,9 @@ class ChatScreen:
         # reentrant: a send and its line are recorded under it, and showing takes it too
         self._lock = threading.RLock()
         self._print_lock = threading.Lock()
-        #: (who, text) of the latest messages sent to everyone, for newcomers
-        self.history: deque[tuple[str, str]] = deque(maxlen=HISTORY)
+        #: (who, text, application-level id) of the latest messages sent to everyone,
+        #: for newcomers
+        self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
         self.shown: list[tuple[int, str, Tag]] = []
         #: member -> how many messages were shown when its join was seen here (a
         #: newcomer's messages are concurrent with everything before it, trivially)
@@ -81,7 +83,7 @@ class ChatScreen:
             return
         text = payload if isinstance(payload, str) else repr(payload)
         with self._lock:
-            self.history.append((message.sender, text))
+            self.history.append((message.sender, text, message.app_message_id))
             self._show(message.sender, message.sender, message.app_tag, text)
 
     def sent(self, messages: list[SentMessage], to_everyone: bool = False) -> None:
@@ -93,23 +95,29 @@ class ChatScreen:
         text = payload.text if isinstance(payload, Private) else str(payload)
         with self._lock:
             if to_everyone:
-                self.history.append((message.sender, text))
+                self.history.append((message.sender, text, message.app_message_id))
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
 
     # state transfer (see groupcomm.core.state_transfer)
-    def snapshot(self) -> list[tuple[str, str]]:
-        """The conversation so far, for a newcomer."""
+    def snapshot(self) -> Snapshot:
+        """The conversation so far, for a newcomer; it holds this person's own messages
+        to everyone (not the private ones), which the snapshot must say."""
         with self._lock:
-            return list(self.history)
+            own = tuple(mid for who, _, mid in self.history if who == self.me_id())
+            return Snapshot(list(self.history), reflects=own)
 
-    def install(self, history: list[tuple[str, str]]) -> None:
+    def me_id(self) -> str:
+        comm = self.communicator
+        return comm.member_id if comm is not None else self.me
+
+    def install(self, history: list[tuple[str, str, str]]) -> None:
         """Show the conversation so far (this person is the newcomer)."""
         with self._lock:
             self.history.extend(history)
             if history:
                 self.line(f"* conversation so far ({len(history)} message(s)):")
-                for who, text in history:
+                for who, text, _ in history:
                     self.line(f"  [{who}] {text}")
 
     def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:

@@ -29,6 +29,15 @@ Choices where the source is silent:
   waited only on it are sent), and unsent messages to it are dropped and counted in
   ``stats["undeliverable"]``. A message of the departed peer still in flight could then be
   overtaken; the trace shows it if it happens.
+* **A member that joins while others are in secret mode.** The paper's group is fixed;
+  here UNACK, EAGER_SENT and MODE only ever name members that existed when the entry was
+  made, and each eager send fixes, at that moment, the ACKs its YCT waits for. A newcomer
+  starts with all three empty and appears in them only through messages sent after its
+  join, under the same rules as anyone: a message to it sent while other ACKs are due is
+  eager and puts it in secret mode until the YCT. So a join changes no existing wait and
+  adds none to it. A name that comes back is a new member (``carol~2``): its
+  predecessor's entries are retired as a departure, above. Tested with joins at random
+  points of random interleavings and with real processes joining during traffic.
 
 ``CykasSecretSendsModule`` (``cykas-secret-sends``) is the broken variant of 004 §2.3: in
 secret mode it still sends to the peer that put it there. It exists so the model checker

@@ -39,6 +39,16 @@ REFLECTED_IDS = 10_000
 STATE_TIMEOUT = 10.0
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a provider may return instead of the bare state: the state, and the
+    application-level ids of this member's own sends that it holds (the messages it was
+    handed are known to the communicator already)."""
+
+    state: Any
+    reflects: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class StateRequest(SystemMessage):
     """A newcomer asks for the application state."""

@@ -272,8 +272,6 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             self._check_open()
         message = self.node.tag_unicast(obj, self.membership.resolve(name))
         self.stats["app_sends"] += 1
-        if self._recent_ids is not None and message.destinations[0] != self.node.name:
-            self._recent_ids.append(message.message_id)  # see StateLink: own sends
         if threading.get_ident() == self._io_ident:
             self.node.submit(message)
         else:
@@ -305,8 +303,6 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             self._check_open()
         messages = self.node.tag_sends(obj, dests)
         self.stats["app_sends"] += len(messages)
-        if self._recent_ids is not None and self.node.name not in dests:
-            self._recent_ids.append(messages[0].app_message_id)  # see StateLink: own sends
         if threading.get_ident() == self._io_ident:
             self.node.submit_many(messages)
         else:

@@ -4,12 +4,12 @@ asks for one, installs it and delivers only what it does not reflect. Runs on th
 thread; the provider and the consumer are called there, between two deliveries.
 
 What a snapshot reflects: every message the application was handed (in the pull model,
-once ``receive()`` returned it), and its own sends that do not include itself from the
-moment ``send()`` returns, since an application applies its own operations as it sends
-them (as replicated data types do); a send that includes the sender counts from its
-delivery to the sender. An application that sends from other threads than the one its
-provider reads makes the send and its own state change one step under a lock that the
-provider takes too (the IM app does), so that no snapshot falls between them.
+once ``receive()`` returned it; a send that includes the sender, once delivered to it).
+Only the application knows which of its own sends to others its state holds (the IM app
+keeps its messages to everyone, not its private ones): its provider returns a
+:class:`~groupcomm.core.state_transfer.Snapshot` naming them. An application that sends
+from another thread than the one its provider runs on makes the send and its own state
+change one step under a lock the provider takes too, so no snapshot falls between them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from groupcomm.core.state_transfer import (
     Ask,
     Install,
     NewcomerState,
+    Snapshot,
     StateReply,
     StateRequest,
 )
@@ -99,13 +100,16 @@ class StateLink:
         if self._state_provider is None or self._recent_ids is None:
             return StateReply(available=False)
         try:
-            state = self._state_provider()
+            value = self._state_provider()
         except Exception:
             log.exception("%s: the state provider raised; %s gets no snapshot from here",
                           self.name, newcomer)
             return StateReply(available=False)
+        state, own = ((value.state, tuple(value.reflects)) if isinstance(value, Snapshot)
+                      else (value, ()))
         self.stats["state_given"] += 1
-        return StateReply(available=True, state=state, reflected=tuple(self._recent_ids))
+        return StateReply(available=True, state=state,
+                          reflected=(*self._recent_ids, *own))
 
     def _send_system(self, obj: Any, dest: str) -> None:
         self._system_sent += 1
