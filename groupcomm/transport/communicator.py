@@ -143,6 +143,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         state_provider: Callable[[], Any] | None = None,
         state_consumer: Callable[[Any], None] | None = None,
         state_timeout: float = STATE_TIMEOUT,
+        release_after: float | None = None,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
@@ -187,6 +188,12 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self._init_outbox(max_frame)
         self._init_session_link()
         self._init_state_link(state_provider, state_consumer, state_timeout)
+        if release_after is not None and release_after < 0:
+            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
+        #: what to do with messages held on a member that left: None holds them (shown by
+        #: held() and waiting_for(), released by release_waiting_on()); a number of
+        #: seconds releases them that long after the departure
+        self.release_after = release_after
         self._joined = threading.Event()
         self._join_error: str | None = None
         self._left = threading.Event()

@@ -55,6 +55,8 @@ class SessionLink:
         #: ids of application messages this client accepted but could not send (it was
         #: declared gone, and they belonged to its old incarnation); newest last
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
+        #: departed member -> when to release what still waits on it (release_after)
+        self._release_due: dict[str, float] = {}
 
     @property
     def server_unreachable(self) -> bool:
@@ -100,6 +102,25 @@ class SessionLink:
         if self.membership.early or self.membership.departing:
             self._apply(self.membership.tick(now))
         self._state_tick(now)
+        if self._release_due:
+            self._release_departed(now)
+
+    def _release_departed(self, now: float) -> None:
+        """The ``release_after`` policy: deliver, past the gap, what still waits on a
+        member that left that long ago (its missing messages are taken as lost)."""
+        for member, due in list(self._release_due.items()):
+            if now < due:
+                continue
+            del self._release_due[member]
+            waiting = [mid for mid, on in self.node.waiting_for().items() if member in on]
+            if not waiting:
+                continue
+            released = self.node.release_waiting_on(member)
+            self.stats["released_after_departure"] += len(released)
+            log.warning("%s: %s left %gs ago; released %d held message(s) that waited on "
+                        "it: %s", self.name, member, self.release_after, len(released),
+                        ", ".join(released[:10]))
+            self._drain_node()
 
     # -- carrying out actions ----------------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
@@ -120,6 +141,8 @@ class SessionLink:
                 self._drop_peer(action.member)
                 self.node.client_left(action.member)
                 self._state_member_left(action.member)
+                if self.release_after is not None:
+                    self._release_due[action.member] = time.monotonic() + self.release_after
             elif isinstance(action, Incarnated):
                 if action.member != self.node.name:
                     self._new_node(action.member, action.previous, action.joined)

@@ -1,0 +1,74 @@
+"""What happens to messages held on a member that left: held and exposed (the default), or
+released after a delay (``release_after``). Real sockets and a real server."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.communicator import Communicator
+from tests.helpers import wait_until
+
+
+def _scenario(group: ProcessGroup, release_after: float | None,
+              ) -> tuple[Communicator, list, Communicator]:
+    """carol's message to bob is delayed for a minute; alice answers carol's message to
+    her in one to bob, which depends on it; carol leaves before hers reaches bob."""
+    assert group.server is not None
+    common: dict[str, Any] = dict(server=group.server.address, key_file=str(group.key_file),
+                                  causality="matrix")
+    got: list = []
+    lock = threading.Lock()
+
+    def record(message: Any) -> None:
+        with lock:
+            got.append(message.user_message)
+
+    alice = Communicator("alice", "s", **common)
+    bob = Communicator("bob", "s", **common, release_after=release_after)
+    bob.add_message_listener(record)
+    carol = Communicator("carol", "s", **common)
+    answered = threading.Event()
+    alice.add_message_listener(lambda m: (alice.to_user("bob", "carol asks about lunch"),
+                                          answered.set()))
+    wait_until(lambda: len(bob.members) == 3 and len(alice.members) == 3, what="joins")
+    carol.set_minimum_delay_to_peer("bob", 60_000)
+    carol.to_user("bob", "lost on the way")
+    carol.to_user("alice", "lunch?")
+    assert answered.wait(10)
+    wait_until(lambda: len(bob.held()) == 1, what="alice's message held at bob")
+    carol.close(timeout=0.2)  # leaves with its message to bob still delayed: lost
+    wait_until(lambda: "carol" not in bob.members, what="carol's departure at bob")
+    return bob, got, alice
+
+
+@pytest.mark.parametrize("release_after", [None, 0.5])
+def test_messages_held_on_a_departed_member_follow_the_policy(
+    group: ProcessGroup, release_after: float | None
+) -> None:
+    bob, got, alice = _scenario(group, release_after)
+    try:
+        if release_after is None:
+            # held and exposed until the application decides
+            assert [m.user_message for m in bob.held()] == ["carol asks about lunch"]
+            assert "carol" in next(iter(bob.waiting_for().values()))
+            assert got == []
+            assert bob.release_waiting_on("carol")
+        else:
+            wait_until(lambda: got == ["carol asks about lunch"], what="the release")
+            assert bob.counters()["released_after_departure"] == 1
+        wait_until(lambda: got == ["carol asks about lunch"], what="the delivery")
+        assert bob.held() == []
+    finally:
+        bob.close()
+        alice.close()
+
+
+def test_release_after_must_not_be_negative(group: ProcessGroup) -> None:
+    assert group.server is not None
+    with pytest.raises(ValueError, match="release_after must be >= 0"):
+        Communicator("bob", "s", server=group.server.address, key_file=str(group.key_file),
+                     release_after=-1)
