@@ -117,6 +117,8 @@ class MemberJoined:
     is_new_session: bool
     is_new_application: bool
     all_users: tuple[str, ...]
+    #: the newcomer asks for the application state (see groupcomm.core.state_transfer)
+    wants_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class Membership:
     """The session protocol of one client (see the module docstring)."""
 
     def __init__(self, name: str, *, heartbeat_interval: float, now: float,
+                 wants_state: bool = False,
                  early_wait: float | None = None, depart_wait: float | None = None,
                  max_early: int | None = None) -> None:
         check_client_name(name)
@@ -208,6 +211,7 @@ class Membership:
         self._new_incarnation = False
         self._previous: str | None = None
         self._address = ""
+        self.wants_state = wants_state
         self.stats: Counter[str] = Counter()
 
     # -- who is who -----------------------------------------------------------------------
@@ -246,7 +250,13 @@ class Membership:
     def start(self, address: str) -> list[Action]:
         """The first join; ``address`` is where peers push frames (direct routing)."""
         self._address = address
-        return [SendCommand("join", {"address": address, "incarnation": self.incarnation})]
+        return [SendCommand("join", self._join_fields())]
+
+    def _join_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"address": self._address, "incarnation": self.incarnation}
+        if self.wants_state:
+            fields["wants_state"] = True
+        return fields
 
     def heartbeat(self, now: float) -> list[Action]:
         """A heartbeat is due: note a silent server, and beat."""
@@ -379,7 +389,8 @@ class Membership:
         for user in users:
             self.current[display_name(user)] = user
         joined = MemberJoined(
-            client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users)
+            client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users,
+            notice.get("wants_state") is True)
         if client == self.member and self.phase in ("joining", "rejoining"):
             actions.append(Incarnated(self.member, self._previous, joined))
         else:
@@ -439,8 +450,7 @@ class Membership:
         self.stats["rejoins"] += 1
         log.warning("%s: the session server does not know this client (restarted, or it "
                     "declared this client gone); joining again", self.member)
-        return [SendCommand("join", {"address": self._address,
-                                     "incarnation": self.incarnation})]
+        return [SendCommand("join", self._join_fields())]
 
     # -- departures and early senders -------------------------------------------------------
     def _complete_leave(self, member: str) -> list[Action]:

@@ -17,6 +17,17 @@ before, among its most recent deliveries. Messages skipped because the snapshot 
 them still advance the application clock (their tags stay exact) and are traced as
 delivered: the application has seen them, through the snapshot.
 
+**The cut.** A snapshot must also hold every message sent to the provider before the
+join, including those still on their way when the newcomer asks (they are not addressed
+to the newcomer, which will never get them). So every member that sees the join of a
+newcomer that asks for state sends every member, itself included, a :class:`JoinMarker`
+through its causality module, after everything it sent before (a module delivers one
+sender's messages in order, and a sender-side module sends them in order). A member
+answers the newcomer's request only once it has delivered the marker of every member
+that was there at the join (:class:`Cuts`): everything they sent it before the join has
+been delivered then, and is in its application's state. Markers are consumed by the
+communicators, never handed to applications.
+
 If the asked member has no provider, fails, leaves or does not answer within the
 timeout, the next member is asked; when nobody can answer, the newcomer goes on without
 a snapshot (a warning says so) and delivers everything addressed to it.
@@ -37,6 +48,69 @@ log = logging.getLogger(__name__)
 REFLECTED_IDS = 10_000
 #: seconds a newcomer waits for one member's answer before asking the next
 STATE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class JoinMarker:
+    """Sent by a member, to every member, once it has seen ``newcomer`` join: what it
+    sent before comes before this (see the module docstring, the cut)."""
+
+    newcomer: str
+
+
+#: newcomers whose cut a member keeps track of at once (the oldest are forgotten)
+MAX_CUTS = 256
+
+
+class Cuts:
+    """A member's side of the cut: per newcomer, which members' markers it has
+    delivered, and whether the newcomer's request may be answered."""
+
+    def __init__(self) -> None:
+        #: newcomer -> members whose marker is still awaited
+        self._awaited: dict[str, set[str]] = {}
+        #: newcomers whose request waits for the cut
+        self.deferred: list[str] = []
+
+    def newcomer(self, newcomer: str, members: Sequence[str]) -> None:
+        """``newcomer`` joined, asking for state; ``members`` were there with it."""
+        self._awaited[newcomer] = {m for m in members if m != newcomer}
+        if len(self._awaited) > MAX_CUTS:
+            del self._awaited[next(iter(self._awaited))]
+
+    def marker(self, newcomer: str, sender: str) -> list[str]:
+        """``sender``'s marker for ``newcomer`` was delivered; returns the newcomers
+        whose deferred request may now be answered."""
+        awaited = self._awaited.get(newcomer)
+        if awaited is not None:
+            awaited.discard(sender)
+        return self._ready()
+
+    def request(self, newcomer: str) -> bool:
+        """True when the request of ``newcomer`` may be answered now; else it waits."""
+        if not self._awaited.get(newcomer):
+            self._awaited.pop(newcomer, None)
+            return True
+        if newcomer not in self.deferred:
+            self.deferred.append(newcomer)
+        return False
+
+    def member_left(self, member: str) -> list[str]:
+        """A member left: its marker will not come (what it sent before the join is
+        lost with it, or was delivered); a newcomer that left asks nothing more."""
+        self._awaited.pop(member, None)
+        if member in self.deferred:
+            self.deferred.remove(member)
+        for awaited in self._awaited.values():
+            awaited.discard(member)
+        return self._ready()
+
+    def _ready(self) -> list[str]:
+        ready = [n for n in self.deferred if not self._awaited.get(n)]
+        for newcomer in ready:
+            self.deferred.remove(newcomer)
+            self._awaited.pop(newcomer, None)
+        return ready
 
 
 @dataclass(frozen=True)

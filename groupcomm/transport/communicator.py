@@ -37,7 +37,7 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.membership import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.state_transfer import STATE_TIMEOUT
+from groupcomm.core.state_transfer import STATE_TIMEOUT, JoinMarker
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
@@ -201,6 +201,10 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self._calls: deque[Callable[[], None]] = deque()
         #: tagged application sends waiting for the I/O thread (bounded by max_pending)
         self._outgoing: deque[SentMessage] = deque()
+        #: application messages the I/O thread has put into the node so far (it alone
+        #: counts them); compared with the node's ids, it tells whether a sending thread
+        #: has tagged a message it has not queued yet (see StateLink._state_newcomer)
+        self._taken = 0
         self._wakeup = WakeSignal()
         self.max_pending = max_pending
         self.max_inbox = max_inbox
@@ -280,6 +284,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         message = self.node.tag_unicast(obj, self.membership.resolve(name))
         self.stats["app_sends"] += 1
         if threading.get_ident() == self._io_ident:
+            self._taken += 1
             self.node.submit(message)
         else:
             if len(self._outgoing) >= self.max_pending:
@@ -311,6 +316,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         messages = self.node.tag_sends(obj, dests)
         self.stats["app_sends"] += len(messages)
         if threading.get_ident() == self._io_ident:
+            self._taken += len(messages)
             self.node.submit_many(messages)
         else:
             outgoing = self._outgoing
@@ -530,6 +536,9 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
 
     # -- the node's deliver callback (I/O thread) -----------------------------------------------
     def _deliverable(self, message: ReceivedMessage) -> None:
+        if type(message.user_message) is JoinMarker:  # the session's, not the application's
+            self._on_marker(message)
+            return
         gate = self._state_gate
         if gate is not None:  # a newcomer installing a snapshot (see StateLink)
             verdict = gate.deliver(message)

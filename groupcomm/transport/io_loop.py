@@ -138,23 +138,31 @@ class IOLoop:
             if isinstance(self.tracer, JsonlTracer):
                 self.tracer.flush()
 
+    def _take_outgoing(self) -> None:
+        """Queue the application's tagged sends in the node, in order (a send the I/O
+        thread makes itself, such as a join marker, must not overtake them)."""
+        outgoing = self._outgoing
+        if not outgoing:
+            return
+        waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
+        batch = [outgoing.popleft() for _ in range(len(outgoing))]
+        self._taken += len(batch)
+        name = self.node.name
+        if batch[0].sender != name or batch[-1].sender != name:
+            # tagged by the node of an incarnation that is gone (see _new_node)
+            self._report_undeliverable([m.message_id for m in batch if m.sender != name],
+                                       f"came back as {name} before they left")
+            batch = [m for m in batch if m.sender == name]
+        self.node.queue_sends(batch)
+        if waking:
+            with self._room:
+                self._room.notify_all()
+
     def _run_calls(self) -> None:
         self._wakeup.clear()
-        outgoing = self._outgoing
-        if outgoing:
-            waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
-            batch = [outgoing.popleft() for _ in range(len(outgoing))]
-            name = self.node.name
-            if batch[0].sender != name or batch[-1].sender != name:
-                # tagged by the node of an incarnation that is gone (see _new_node)
-                self._report_undeliverable([m.message_id for m in batch if m.sender != name],
-                                           f"came back as {name} before they left")
-                batch = [m for m in batch if m.sender == name]
-            self.node.queue_sends(batch)
+        if self._outgoing:
+            self._take_outgoing()
             self._drain_node()
-            if waking:
-                with self._room:
-                    self._room.notify_all()
         calls = self._calls
         while calls:
             function = calls.popleft()

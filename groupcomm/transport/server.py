@@ -61,6 +61,9 @@ class Member:
     last_seen: float
     #: which membership of ``name`` in the session this is (1, 2, ...); see member_id
     incarnation: int = 1
+    #: it asks for the application state (members then mark the end of what they sent
+    #: before its join: see groupcomm.core.state_transfer)
+    wants_state: bool = False
 
     @property
     def member_id(self) -> str:
@@ -244,7 +247,8 @@ class SessionServer:
                        detail=f"this connection already joined as {previous[2]!r}")
             return
         incarnation = self._incarnation_for((app, name, client), command.get("incarnation"))
-        member = Member(client, identity, address, time.monotonic(), incarnation)
+        member = Member(client, identity, address, time.monotonic(), incarnation,
+                        command.get("wants_state") is True)
         session.members[client] = member
         self.by_identity[identity] = (app, name, client)
         log.info("%s joined %s/%s (%d members)", member.member_id, app, name,
@@ -258,6 +262,7 @@ class SessionServer:
                 other.identity, "joined", client=member.member_id, application=app,
                 session=name, is_new_session=is_new_session,
                 is_new_application=is_new_application, all_users=users, addresses=addresses,
+                wants_state=member.wants_state,
             )
         self._unpark(app, name, member)
 

@@ -137,10 +137,13 @@ class SessionLink:
                 self.node.client_joined(action.member, is_new_session=action.is_new_session,
                                         is_new_application=action.is_new_application,
                                         all_users=action.all_users)
+                if action.wants_state and action.member != self.node.name:
+                    self._state_newcomer(action.member, action.all_users)
             elif isinstance(action, MemberLeft):
                 self._drop_peer(action.member)
                 self.node.client_left(action.member)
                 self._state_member_left(action.member)
+                self._state_cut_member_left(action.member)
                 if self.release_after is not None:
                     self._release_due[action.member] = time.monotonic() + self.release_after
             elif isinstance(action, Incarnated):
@@ -198,6 +201,7 @@ class SessionLink:
                            is_new_application=joined.is_new_application,
                            all_users=joined.all_users)
         self.node = node
+        self._taken = self._session_ids = 0  # the new node's ids start again
         if old_tracer is not self.tracer:
             # the old incarnation's trace ends without its own departure: it was
             # declared gone, which an analysis reports as an abrupt ending

@@ -24,7 +24,9 @@ from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.state_transfer import (
     REFLECTED_IDS,
     Ask,
+    Cuts,
     Install,
+    JoinMarker,
     NewcomerState,
     Snapshot,
     StateReply,
@@ -48,6 +50,11 @@ class StateLink:
         self._recent_ids: deque[str] | None = (
             deque(maxlen=REFLECTED_IDS) if provider is not None else None)
         self._system_sent = 0
+        #: the newcomer asks for state: the server tells members, who mark their cut
+        self.membership.wants_state = consumer is not None
+        self._cuts = Cuts()
+        #: ids of the current node taken by sends this layer made itself (join markers)
+        self._session_ids = 0
 
     # -- as a newcomer ------------------------------------------------------------------------
     def _state_joined(self, members: Sequence[str]) -> None:
@@ -83,11 +90,51 @@ class StateLink:
                 self._hand_over(message)
 
     # -- as a member ---------------------------------------------------------------------------
+    def _state_newcomer(self, newcomer: str, members: Sequence[str]) -> None:
+        """``newcomer`` joined and asks for state: mark the end of what this member sent
+        before its join, to every member (see groupcomm.core.state_transfer, the cut)."""
+        self._cuts.newcomer(newcomer, members)
+        node = self.node
+        try:
+            markers = node.tag_sends(JoinMarker(newcomer), list(node.members))
+        except Exception as error:  # the module cannot carry it: the cut is not exact
+            log.warning("%s: cannot mark the join of %s (%s); a snapshot may miss messages "
+                        "sent before it", self.name, newcomer, error)
+            return
+        self.stats["join_markers"] += 1
+        # the markers go after every send the application made before them. A sending
+        # thread tags a message, then queues it: wait (a few microseconds) for one that
+        # has done the first and not yet the second, known by the ids it took
+        first = int(markers[0].message_id.rpartition("#")[2])
+        application_before = first - 1 - self._session_ids
+        self._session_ids += len(markers)
+        deadline = time.monotonic() + 1.0
+        while (self._taken + len(self._outgoing) < application_before
+               and time.monotonic() < deadline):
+            time.sleep(0)
+        self._take_outgoing()
+        node.queue_sends(markers)
+        self._drain_node()
+
+    def _on_marker(self, message: ReceivedMessage) -> None:
+        """A member's :class:`JoinMarker`, delivered in causal order: consumed here."""
+        self.node.application_delivered(message)  # clock and trace, no application
+        self._answer(self._cuts.marker(message.user_message.newcomer, message.sender))
+
+    def _state_cut_member_left(self, member: str) -> None:
+        self._answer(self._cuts.member_left(member))
+
+    def _answer(self, newcomers: list[str]) -> None:
+        for newcomer in newcomers:
+            if newcomer in self.node.member_set:
+                self._send_system(self._snapshot(newcomer), newcomer)
+
     def _on_system(self, message: ReceivedMessage) -> bool:
         """The node's system listener: state requests and replies are ours."""
         user = message.user_message
         if isinstance(user, StateRequest):
-            self._send_system(self._snapshot(message.sender), message.sender)
+            if self._cuts.request(message.sender):
+                self._send_system(self._snapshot(message.sender), message.sender)
             return True
         if isinstance(user, StateReply):
             if self._state_gate is not None:

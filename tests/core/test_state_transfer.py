@@ -43,3 +43,27 @@ def test_the_next_member_is_asked_when_one_cannot_answer() -> None:
     assert state.member_left("bob", 2.7) == []       # no longer the one asked
     [install] = state.member_left("dave", 2.8)       # nobody left to ask
     assert install.reply is None and not state.waiting
+
+
+def test_a_request_waits_for_the_marker_of_every_member_there_at_the_join() -> None:
+    from groupcomm.core.state_transfer import Cuts
+
+    cuts = Cuts()
+    cuts.newcomer("carol", ["alice", "bob", "dave", "carol"])
+    assert cuts.request("carol") is False            # alice, bob and dave still to mark
+    assert cuts.marker("carol", "alice") == []
+    assert cuts.marker("carol", "bob") == []
+    assert cuts.member_left("dave") == ["carol"]      # dave's marker will not come
+    assert cuts.request("carol") is True              # nothing awaited any more
+    # a newcomer that did not ask for state (or one this member never saw) is answered
+    assert cuts.request("erin") is True
+
+
+def test_a_newcomer_that_leaves_is_forgotten() -> None:
+    from groupcomm.core.state_transfer import Cuts
+
+    cuts = Cuts()
+    cuts.newcomer("carol", ["alice", "carol"])
+    assert cuts.request("carol") is False
+    assert cuts.member_left("carol") == []
+    assert cuts.deferred == []
