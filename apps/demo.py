@@ -120,6 +120,15 @@ class Run:
             for person in self.people.values():
                 person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
                                  self.timeout, "all three joined")
+            for name, person in self.people.items():
+                # a newcomer gets the conversation so far first (state transfer); the
+                # scenario starts once everyone has it
+                own = person.wait_line(lambda s: "with causality" in s, self.timeout,
+                                       "its own join")
+                members = own.partition("(members: ")[2].partition(")")[0].split(", ")
+                if any(other in members for other in PEOPLE if other != name):
+                    person.wait_line(lambda s: s.startswith("* up to date"), self.timeout,
+                                     "the conversation so far")
             self._play()
         finally:
             for person in self.people.values():

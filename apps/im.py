@@ -119,6 +119,7 @@ class ChatScreen:
                 self.line(f"* conversation so far ({len(history)} message(s)):")
                 for who, text, _ in history:
                     self.line(f"  [{who}] {text}")
+            self.line(f"* up to date ({len(history)} earlier message(s))")
 
     def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
         with self._lock:

@@ -37,12 +37,14 @@ from groupcomm.core.headers import meta_bytes
 from groupcomm.core.membership import split_member
 from groupcomm.core.messages import (
     GROUP_HEADER,
+    ControlMessage,
     GroupMessage,
     ReceivedMessage,
     SentMessage,
     SystemMessage,
     sent_unchecked,
 )
+from groupcomm.core.state_transfer import SESSION_TRAFFIC
 from groupcomm.core.tracing import NullTracer, Tracer
 
 log = logging.getLogger(__name__)
@@ -168,6 +170,8 @@ class ProtocolNode(FilterHost):
         #: Application callbacks (callback model); see :meth:`deliver_to_application`.
         self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
         self.unconsumed_control = 0
+        #: ids of the session layer's own messages seen here (see trace)
+        self._session_messages: set[str] = set()
         #: the host's handler of system messages no filter consumed (state transfer);
         #: returns True when the message was its own
         self.system_listener: Callable[[ReceivedMessage], bool] | None = None
@@ -207,6 +211,18 @@ class ProtocolNode(FilterHost):
     def trace(self, event: str, message: Any = None, **fields: Any) -> None:
         if not self.tracer.enabled:
             return
+        if message is not None:
+            # the session layer's own messages, and a module's control messages about
+            # them (an ACK of a join marker), are neither the application's nor the
+            # protocol's: the analysis would count them as either
+            user = message.user_message
+            if type(user) in SESSION_TRAFFIC:
+                if len(self._session_messages) >= 10_000:
+                    self._session_messages.clear()
+                self._session_messages.add(message.message_id)
+                return
+            if type(user) is ControlMessage and user.about in self._session_messages:
+                return
         record: dict[str, Any] = {
             "ts": self.clock(),
             "process": self._name,
@@ -402,12 +418,8 @@ class ProtocolNode(FilterHost):
         if self.tracer.enabled:
             user = message.user_message
             if isinstance(user, SystemMessage):
-                # a module's control message; the host's own (state transfer) is session
-                # traffic, not the protocol's, and is not traced
-                if not user.travels_pickled:
-                    self.trace("control_receive", message,
-                               kind=getattr(user, "kind", "system"),
-                               about=getattr(user, "about", ""))
+                self.trace("control_receive", message, kind=getattr(user, "kind", "system"),
+                           about=getattr(user, "about", ""))
             else:
                 self.trace("receive", message, kind=message.kind)
         self._inputs.append(message)
@@ -512,10 +524,7 @@ class ProtocolNode(FilterHost):
         if self.tracer.enabled:
             size = meta_bytes(message)
             control = message.user_message
-            # the host's own system messages (state transfer) are not the protocol's
-            traced = () if isinstance(control, SystemMessage) and control.travels_pickled \
-                else message.destinations
-            for dest in traced:
+            for dest in message.destinations:
                 if isinstance(control, SystemMessage):
                     self.trace(
                         "control_send", message, kind=getattr(control, "kind", "system"),

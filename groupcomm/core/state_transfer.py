@@ -235,3 +235,8 @@ class NewcomerState:
         reflected = self._reflected
         return Install(reply, [m for m in held if m.app_message_id not in reflected],
                        [m for m in held if m.app_message_id in reflected])
+
+
+#: the payload types of the session layer's own messages, which are neither the
+#: application's nor the protocol's and are not traced (see ProtocolNode.trace)
+SESSION_TRAFFIC: frozenset[type] = frozenset({JoinMarker, StateRequest, StateReply})

@@ -117,8 +117,8 @@ class StateLink:
         self._drain_node()
 
     def _on_marker(self, message: ReceivedMessage) -> None:
-        """A member's :class:`JoinMarker`, delivered in causal order: consumed here."""
-        self.node.application_delivered(message)  # clock and trace, no application
+        """A member's :class:`JoinMarker`, delivered in causal order: consumed here (the
+        application never sees it, so its clock does not count it)."""
         self._answer(self._cuts.marker(message.user_message.newcomer, message.sender))
 
     def _state_cut_member_left(self, member: str) -> None:
