@@ -154,7 +154,6 @@ def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: 
     if not dropped:
         return unsent
     manager.count("undeliverable", len(dropped))
-    log.warning("%s: %s left; dropped %d unsent message(s) addressed to it: %s",
-                manager.host.name, name, len(dropped),
-                ", ".join(m.message_id for m in dropped[:10]))
+    manager.host.report_undeliverable([m.message_id for m in dropped if m.is_user_message()],
+                                      f"to {name} were not sent: it left")
     return deque(m for m in unsent if m.destinations != (name,))

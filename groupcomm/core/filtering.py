@@ -79,6 +79,10 @@ class FilterHost(Protocol):
     def add_ticker(self, ticker: Callable[[float], None]) -> None:
         """Have ``ticker(now)`` called periodically (retransmission timers and the like)."""
 
+    def report_undeliverable(self, message_ids: Sequence[str], why: str) -> None:
+        """Application messages accepted for sending that will not reach (or are not
+        known to have reached) a destination: the application is told."""
+
 
 class MessageFilter(ABC, Generic[M]):
     """A pipeline stage that may forward, stamp, buffer, reorder or hold messages."""

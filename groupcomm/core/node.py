@@ -170,6 +170,9 @@ class ProtocolNode(FilterHost):
         #: Application callbacks (callback model); see :meth:`deliver_to_application`.
         self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
         self.unconsumed_control = 0
+        #: ids of application messages that will not reach (or are not known to have
+        #: reached) a destination, newest last (see report_undeliverable)
+        self.undeliverable: deque[str] = deque(maxlen=10_000)
         #: ids of the session layer's own messages seen here (see trace)
         self._session_messages: set[str] = set()
         #: the host's handler of system messages no filter consumed (state transfer);
@@ -198,6 +201,13 @@ class ProtocolNode(FilterHost):
 
     def add_ticker(self, ticker: Callable[[float], None]) -> None:
         self.tickers.append(ticker)
+
+    def report_undeliverable(self, message_ids: Sequence[str], why: str) -> None:
+        if not message_ids:
+            return
+        self.undeliverable.extend(message_ids)
+        log.warning("%s: %d message(s) accepted for sending %s: %s", self._name,
+                    len(message_ids), why, ", ".join(message_ids[:10]))
 
     def tick(self) -> None:
         """Run the periodic callbacks of filters that keep timers, then the queued work."""

@@ -86,6 +86,18 @@ class ReliableManager:
         return None
 
     def client_left(self, client_name: str, application_name: str) -> None:
+        # what it never acknowledged may not have reached it: the application is told
+        # (a false suspicion included: the name comes back as a new member, which these
+        # were not addressed to)
+        unacked = [f.message for f in self.in_flight.get(client_name, {}).values()]
+        unacked += list(self.waiting.get(client_name, ()))
+        ids = [m.message_id for m in unacked if m.is_user_message()]
+        if ids:
+            self.stats["unacknowledged_at_departure"] = (
+                self.stats.get("unacknowledged_at_departure", 0) + len(ids))
+            self.host.report_undeliverable(
+                ids, f"to {client_name} were not acknowledged before it left (they may "
+                "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)

@@ -420,8 +420,10 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def undeliverable(self) -> list[str]:
         """Ids of messages this client accepted for sending but could not send: it was
         declared gone while stalled and came back as a new member, so what its old
-        incarnation still held cannot be sent as the new one's (newest last)."""
-        return list(self._undeliverable)
+        incarnation still held cannot be sent as the new one's), or a destination left
+        before they were sent (``mfss``, ``cykas``) or, with the ``reliable`` layer,
+        before it acknowledged them (they may not have reached it). Newest last."""
+        return [*self._undeliverable, *self.node.undeliverable]
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""

@@ -211,3 +211,42 @@ def test_a_killed_process_leaves_its_trace_and_the_analysis_says_it_ended_abrupt
     alice.quit()
     endings = trace_endings(list_trace_files(traces))
     assert endings.left == {"alice"} and endings.abrupt == ["carol"]
+
+
+@pytest.mark.parametrize("module", ["matrix", "cykas"])
+def test_with_the_reliable_layer_nothing_sent_to_a_falsely_suspected_member_goes_unreported(
+    quick_group: ProcessGroup, module: str
+) -> None:
+    """alice sends to carol while carol is frozen past the heartbeat timeout. Each of those
+    messages either reached carol (read once she resumed, before she learnt she was gone)
+    or is reported to alice by undeliverable(): with the reliable layer, nothing the
+    application accepted is lost without a word. Then carol~2 and alice talk normally."""
+    group = quick_group
+    alice = group.start_peer("alice", causality=module, direct=True, filters=["reliable"])
+    carol = group.start_peer("carol", causality=module, direct=True, filters=["reliable"])
+    group.wait_members(["alice", "carol"])
+    carol.process.send_signal(signal.SIGSTOP)
+    try:
+        for i in range(5):
+            alice.command(op="send", to=["carol"], payload=f"while frozen {i}",
+                          label=f"f{i}")
+        sent = [alice.wait_for(lambda e, i=i: e.get("event") == "sent"
+                               and e.get("label") == f"f{i}")["id"] for i in range(5)]
+        alice.wait_for(lambda e: e.get("event") == "left" and e.get("client") == "carol",
+                       timeout=20, what="carol declared gone")
+    finally:
+        carol.process.send_signal(signal.SIGCONT)
+    for peer in (alice, carol):
+        peer.wait_for(lambda e: e.get("event") == "joined" and e.get("client") == "carol~2",
+                      timeout=20, what="carol back as carol~2")
+    seen = len([e for e in alice.events if e.get("event") == "undeliverable"])
+    alice.command(op="undeliverable")
+    reported = set(alice.wait_count("undeliverable", seen + 1)[-1]["ids"])
+    reached = {e["id"] for e in carol.deliveries() if e["sender"] == "alice"}
+    assert set(sent) <= reported | reached, (sent, reported, reached)
+    assert reported, "carol was frozen: at least the unacknowledged ones are reported"
+    carol.command(op="send", to=["alice"], payload="back")
+    alice.wait_for(lambda e: e.get("payload") == "back", what="carol~2's message")
+    alice.command(op="send", to=["carol~2"], payload="welcome back")
+    carol.wait_for(lambda e: e.get("payload") == "welcome back", what="alice's message")
+    assert _held(alice) == [] and _held(carol) == []
