@@ -14,6 +14,17 @@ and each process's peak memory. Every process it started is reaped, also on Ctrl
 Accounting: ``expected`` counts, per destination, what live senders report having sent
 to it; messages to or from a killed client are reported apart (``to_killed``), since
 nobody can deliver them. ``lost`` is what survivors expected and never delivered.
+
+``--churn`` changes the session while the traffic flows (the last three clients churn; at
+least five clients): a client joins late (``late``) and sends its share; one leaves
+(``close()``); one is killed and started again under its name (it comes back as a new
+member, ``NAME~2``, and sends a little); one is frozen with SIGSTOP past the server's
+heartbeat timeout and resumed (a false suspicion: it too comes back as ``NAME~2``). The
+accounting then covers the members present from their join to the end, which must lose
+nothing; what was sent to or by the churning clients is reported apart (``churn``: what
+the stable members sent them, what they got from them, and what their senders were told
+was undeliverable), and the Spark analysis of every trace, the churning clients'
+included, must find no causal violation and no duplicate.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -30,6 +42,11 @@ from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
+from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
+
+#: with --churn, the server declares a silent client gone after this many seconds (the
+#: frozen client is stopped past it); well under the default, so a run stays short
+CHURN_HEARTBEAT_TIMEOUT = min(DEFAULT_HEARTBEAT_TIMEOUT, 5.0)
 
 
 def _kill_spec(text: str) -> tuple[str, float]:
@@ -87,6 +104,10 @@ def build_parser() -> ArgumentParser:
                         "SECONDS of traffic")
     parser.add_argument("--restart-server", type=_seconds, metavar="SECONDS",
                         help="stop the session server after SECONDS and start it again")
+    parser.add_argument("--churn", action="store_true",
+                        help="change the session during the traffic: a late joiner, a "
+                        "leave, a kill and restart under the same name, a freeze past the "
+                        "heartbeat timeout (needs at least 5 processes)")
     parser.add_argument("--direct", action="store_true",
                         help="send directly between clients instead of through the server")
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
@@ -123,6 +144,19 @@ class StressRun:
         self.trace_dir = trace_dir
         self.killed: set[str] = set()
         self.say = (lambda m: print(f"[stress] {m}", file=sys.stderr, flush=True))
+        #: --churn: the clients that leave, are restarted or frozen (never "stable"), the
+        #: late joiner, and what is still to happen: (second, what, client)
+        self.churned: set[str] = set()
+        self.late = "late"
+        self.plan: list[tuple[float, str, str]] = []
+        if args.churn:
+            leaver, restarted, frozen = self.names[-3:]
+            self.churned = {leaver, restarted, frozen}
+            self.plan = [(1.0, "join", self.late), (2.0, "leave", leaver),
+                         (3.0, "kill", restarted), (4.0, "restart", restarted),
+                         (5.0, "freeze", frozen),
+                         (5.0 + CHURN_HEARTBEAT_TIMEOUT + 2.0, "resume", frozen)]
+        self._broadcast_only = False
 
     def filters(self) -> list[str]:
         specs = []
@@ -140,7 +174,10 @@ class StressRun:
         from groupcomm.core.registry import get_module
 
         broadcast_only = get_module(args.causality).broadcast_only
-        with ProcessGroup(self.workdir) as group:
+        self._broadcast_only = broadcast_only
+        server_extra = (["--heartbeat-timeout", str(CHURN_HEARTBEAT_TIMEOUT)]
+                        if args.churn else [])
+        with ProcessGroup(self.workdir, server_extra=server_extra) as group:
             self.say(f"starting {len(self.names)} clients ({args.causality}"
                      f"{', ' + ', '.join(self.filters()) if self.filters() else ''})")
             for name in self.names:
@@ -163,10 +200,79 @@ class StressRun:
             for name, peer in peers.items():
                 if name not in self.killed:
                     peer.quit()
-        return self._result(sent, stats, elapsed, settled is not None)
+        result = self._result(sent, stats, elapsed, settled is not None)
+        if args.churn:
+            result["churn"] = self._churn_counts(sent, stats)
+        return result
+
+    def _start(self, group: ProcessGroup, name: str) -> PeerProcess:
+        return group.start_peer(name, causality=self.args.causality, direct=self.args.direct,
+                                trace_dir=str(self.trace_dir), filters=self.filters(),
+                                extra=["--count-only"])
+
+    def _churn_due(self, group: ProcessGroup, now: float) -> None:
+        """Carry out the --churn plan's steps that are due."""
+        while self.plan and now >= self.plan[0][0]:
+            _, what, name = self.plan.pop(0)
+            if what in ("restart", "resume") and not self._seen_gone(group, name):
+                # the server has not declared it gone yet (its heartbeat timeout): a
+                # restart would be refused as a duplicate name, and a freeze not be one
+                self.plan.insert(0, (now + 0.25, what, name))
+                return
+            self.say(f"churn at {now:.1f} s: {what} {name}")
+            share = max(1, self.args.messages // len(self.names))
+            burst = dict(op="burst", seed=self.args.seed, rate=self.args.rate,
+                         broadcast_only=self._broadcast_only)
+            if what == "join":
+                self.names.append(name)
+                self._start(group, name).command(**burst, count=share)
+            elif what == "leave":
+                group.peers[name].quit()
+                self.killed.add(name)
+            elif what == "kill":
+                group.peers[name].kill()
+                self.killed.add(name)
+            elif what == "restart":
+                self._start(group, name).command(**burst, count=max(1, share // 10))
+                self.killed.discard(name)
+            elif what == "freeze":
+                group.peers[name].process.send_signal(signal.SIGSTOP)
+            elif what == "resume":
+                group.peers[name].process.send_signal(signal.SIGCONT)
+
+    def _seen_gone(self, group: ProcessGroup, name: str) -> bool:
+        """True once the first client has been told that ``name`` left."""
+        witness = group.peers[self.names[0]]
+        return any(e.get("event") == "left" and e.get("client") == name
+                   for e in list(witness.events))
+
+    def _churn_counts(self, sent: dict[str, dict[str, int]],
+                      stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """What the stable members sent to the churning clients (any incarnation), what
+        they delivered from them, and what senders were told could not be delivered."""
+        def churning(member: str) -> bool:
+            return member.split("~")[0] in self.churned
+
+        stable = [n for n in sent if not churning(n)]
+        return {
+            "clients": sorted(self.churned),
+            "late_joiner": self.late,
+            "sent_to_churning": sum(c for n in stable for d, c in sent[n].items()
+                                    if churning(d)),
+            "delivered_from_churning": sum(c for n, s in stats.items() if not churning(n)
+                                           for d, c in s.get("delivered", {}).items()
+                                           if churning(d)),
+            "reported_undeliverable": sum(s.get("counters", {}).get("undeliverable", 0)
+                                          for s in stats.values()),
+            "stale_frames_refused": sum(
+                s.get("counters", {}).get("rejected_stale_incarnation", 0)
+                for s in stats.values()),
+        }
 
     def _faults_due(self, group: ProcessGroup, started: float, state: dict[str, Any]) -> None:
         now = time.monotonic() - started
+        if self.plan:
+            self._churn_due(group, now)
         for name, when in self.args.kill:
             if name not in self.killed and now >= when:
                 self.say(f"killing {name} at {now:.1f} s")
@@ -195,7 +301,8 @@ class StressRun:
             if len(sent) + len(self.killed - set(sent)) >= len(self.names):
                 # kills scheduled after the senders finished still happen
                 pending = [w for n, w in self.args.kill if n not in self.killed]
-                if not pending and (self.args.restart_server is None or state.get("restarted")):
+                if not pending and not self.plan and (
+                        self.args.restart_server is None or state.get("restarted")):
                     return sent
             if time.monotonic() - last_report > 5:
                 last_report = time.monotonic()
@@ -215,7 +322,7 @@ class StressRun:
             stats = self._stats(peers)
             complete = all(
                 sum(stats[n]["delivered"].get(s, 0) for s in expected[n])
-                >= sum(expected[n].values()) for n in stats
+                >= sum(expected[n].values()) for n in expected if n in stats
             )
             if complete:
                 return time.monotonic(), stats
@@ -241,10 +348,12 @@ class StressRun:
         return out
 
     def _expected(self, sent: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-        """destination -> sender -> messages expected (live senders, live destinations)."""
-        expected: dict[str, dict[str, int]] = {n: {} for n in self.names if n not in self.killed}
+        """destination -> sender -> messages expected (live senders, live destinations;
+        with --churn, only the members present from their join to the end)."""
+        out = self.killed | self.churned
+        expected: dict[str, dict[str, int]] = {n: {} for n in self.names if n not in out}
         for sender, per_dest in sent.items():
-            if sender in self.killed:
+            if sender in out:
                 continue
             for dest, count in per_dest.items():
                 if dest in expected:
@@ -296,6 +405,9 @@ def _run(args: argparse.Namespace) -> int:
         get_module(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm stress: {error}") from None
+    if args.churn and args.processes < 5:
+        raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
+                       "the others stay)")
     names = {f"p{i}" for i in range(1, args.processes + 1)}
     for name, _ in args.kill:
         if name not in names:
@@ -325,9 +437,13 @@ def _run(args: argparse.Namespace) -> int:
                 "duplicates", "malformed_lines", "latency_ms")}
             result["causal_violations"] = analysis["causal_violations"]
             result["duplicates_in_trace"] = analysis["duplicates"]
-            if killed:
+            result["analysis"]["undelivered_to_departed"] = analysis.get(
+                "undelivered_to_departed", 0)
+            result["analysis"]["abrupt_endings"] = analysis.get("abrupt_endings", [])
+            if killed or args.churn:
                 result["analysis"]["note"] = (
-                    "undelivered includes messages to and from the killed clients")
+                    "undelivered includes messages to and from the clients that left, were "
+                    "killed or were declared gone")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if not keep:

@@ -378,7 +378,12 @@ class Membership:
             name = display_name(user)
             old = self.current.get(name)
             if old is not None and old != user:
-                actions += self._complete_leave(old)
+                if name == self.name:  # our own predecessor: retired, its node replaced
+                    self.current.pop(name)
+                    self.retired[name] = max(self.retired.get(name, 0),
+                                             split_member(old)[1])
+                else:
+                    actions += self._complete_leave(old)
         if client == self.member and self._new_incarnation:
             # back as a new member after being declared gone: the list is the whole
             # session now, and whoever is not in it left while we were out

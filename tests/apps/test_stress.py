@@ -63,8 +63,25 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
     assert_clean(result)
 
 
+@pytest.mark.parametrize("causality", ["matrix", "cykas"])
+def test_stress_churn_late_join_leave_restart_and_false_suspicion(causality: str) -> None:
+    # rate-limited so that the traffic spans the churn (about 12 s of it)
+    result = stress("--processes", "5", "--messages", "1500", "--rate", "25",
+                    "--causality", causality, "--churn", "--reliable", "--timeout", "120")
+    assert_clean(result)
+    assert result["causal_violations"] == 0 and result["duplicates_in_trace"] == 0
+    churn = result["churn"]
+    assert churn["clients"] == ["p3", "p4", "p5"] and "late" in result["peak_rss_mb"]
+    # the late joiner was a stable member: what it was sent is in the accounting
+    assert result["expected"] > 0 and result["delivered"] == result["expected"]
+    # the killed and the frozen clients came back as new members; their old traces end
+    # without a departure
+    assert set(result["analysis"]["abrupt_endings"]) >= {"p4", "p5"}
+
+
 def test_stress_bad_arguments() -> None:
-    for args, needle in [(["--kill", "p9@1"], "clients are p1..p4"),
+    for args, needle in [(["--churn", "--processes", "4"], "--churn needs at least 5"),
+                         (["--kill", "p9@1"], "clients are p1..p4"),
                          (["--kill", "p1"], "NAME@SECONDS"),
                          (["--drop", "2"], "probability"),
                          (["--causality", "nope"], "unknown causality module")]:
