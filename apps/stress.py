@@ -152,10 +152,11 @@ class StressRun:
         if args.churn:
             leaver, restarted, frozen = self.names[-3:]
             self.churned = {leaver, restarted, frozen}
-            self.plan = [(1.0, "join", self.late), (2.0, "leave", leaver),
-                         (3.0, "kill", restarted), (4.0, "restart", restarted),
-                         (5.0, "freeze", frozen),
-                         (5.0 + CHURN_HEARTBEAT_TIMEOUT + 2.0, "resume", frozen)]
+            # early in the traffic, so that it all happens while messages flow; a
+            # restart and a resume wait until the server has declared the client gone
+            self.plan = [(0.5, "join", self.late), (1.0, "leave", leaver),
+                         (1.5, "kill", restarted), (2.0, "freeze", frozen),
+                         (2.5, "restart", restarted), (3.0, "resume", frozen)]
         self._broadcast_only = False
 
     def filters(self) -> list[str]:
@@ -227,7 +228,7 @@ class StressRun:
                 self.names.append(name)
                 self._start(group, name).command(**burst, count=share)
             elif what == "leave":
-                group.peers[name].quit()
+                group.peers[name].command(op="quit")  # it closes; reaped at the end
                 self.killed.add(name)
             elif what == "kill":
                 group.peers[name].kill()

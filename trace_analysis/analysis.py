@@ -191,7 +191,7 @@ def analyze(
             result = _assemble(directory, loaded, checks, counts, lat, buf)
             endings = trace_endings(loaded.files)
             departed = (undelivered_to_departed(tables.sends, tables.deliveries,
-                                                endings.departed_early())
+                                                endings.departed())
                         if checks.undelivered else 0)
             result["undelivered_to_departed"] = departed
             result["undelivered_present"] = checks.undelivered - departed

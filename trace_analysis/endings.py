@@ -8,10 +8,12 @@ next to the analysis. Abrupt endings are judged only when at least one process o
 directory recorded its own departure: traces from the simulator or the model checker
 record none, and end when the run ends.
 
-A message addressed to a member whose trace ended (cleanly or not) shortly after, or
-before, the message was sent could not reach it: such (message, destination) pairs are
-counted as ``undelivered_to_departed``, apart from the undelivered messages that are
-protocol failures.
+A (message, destination) pair never delivered whose destination's membership ended during
+the run (its trace stops abruptly, or it left more than :data:`DEPARTURE_GRACE` seconds
+before the last process ended) is counted as ``undelivered_to_departed``: the member
+left, was killed or was declared gone before the message reached it. The others,
+``undelivered_present``, are protocol failures (at the end of a run every process
+leaves, within a moment of the others: that is not a departure that excuses a loss).
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: a message sent less than this many seconds before its destination's trace ended
-#: could still have been on its way when it left
+#: processes that leave within this many seconds of the last one simply ended with the run
 DEPARTURE_GRACE = 1.0
 #: how much of a file's end is read to find its last line
 _TAIL_BYTES = 64 * 1024
@@ -41,13 +42,14 @@ class Endings:
     abrupt: list[str] = field(default_factory=list)
     judged: bool = False
 
-    def departed_early(self) -> dict[str, float]:
-        """Processes that ended before the others (by more than the grace): process ->
-        the time of its last record."""
+    def departed(self) -> set[str]:
+        """Processes whose membership ended during the run: traces that stop abruptly,
+        and those that left more than the grace before the last process ended."""
         if not self.last_ts:
-            return {}
+            return set(self.abrupt)
         end = max(self.last_ts.values())
-        return {p: ts for p, ts in self.last_ts.items() if ts < end - DEPARTURE_GRACE}
+        early = {p for p, ts in self.last_ts.items() if ts < end - DEPARTURE_GRACE}
+        return early | set(self.abrupt)
 
 
 def _last_record(path: Path) -> dict[str, Any] | None:
@@ -86,18 +88,14 @@ def trace_endings(files: list[Path]) -> Endings:
     return endings
 
 
-def undelivered_to_departed(sends: Any, deliveries: Any, early: dict[str, float]) -> int:
-    """(message, destination) pairs never delivered whose destination's trace ended
-    before the message was sent plus :data:`DEPARTURE_GRACE` (Spark frames: the send
-    table and the laid-out deliveries)."""
-    if not early:
+def undelivered_to_departed(sends: Any, deliveries: Any, departed: set[str]) -> int:
+    """(message, destination) pairs never delivered whose destination is one of
+    ``departed`` (Spark frames: the send table and the laid-out deliveries)."""
+    if not departed:
         return 0
     from pyspark.sql import functions as F
 
-    spark = sends.sparkSession
-    ends = spark.createDataFrame(list(early.items()), "p string, end_ts double")
-    pairs = (sends.select("msg", "send_ts", F.explode("dests").alias("p"))
-             .join(F.broadcast(ends), "p")
-             .filter(F.col("send_ts") > F.col("end_ts") - DEPARTURE_GRACE))
+    pairs = (sends.select("msg", F.explode("dests").alias("p"))
+             .filter(F.col("p").isin(sorted(departed))))
     reached = deliveries.filter(F.col("copy") == 1).select("msg", "p")
     return pairs.join(reached, ["msg", "p"], "left_anti").count()
