@@ -438,8 +438,9 @@ def _run(args: argparse.Namespace) -> int:
                 "duplicates", "malformed_lines", "latency_ms")}
             result["causal_violations"] = analysis["causal_violations"]
             result["duplicates_in_trace"] = analysis["duplicates"]
-            result["analysis"]["undelivered_to_departed"] = analysis.get(
-                "undelivered_to_departed", 0)
+            for key in ("undelivered_to_departed", "undelivered_from_departed",
+                        "undelivered_present"):
+                result["analysis"][key] = analysis.get(key, 0)
             result["analysis"]["abrupt_endings"] = analysis.get("abrupt_endings", [])
             if killed or args.churn:
                 result["analysis"]["note"] = (

@@ -24,9 +24,10 @@ Choices where the sources are silent:
   that is not a member at the newcomer's join left before it, so none of its messages
   is addressed to the newcomer and a dependency on one is void (without this, the
   newcomer would wait for ever on a predecessor's messages, for example those of
-  ``carol`` when ``carol~2`` joins). A member that leaves before its base arrived is
-  still waited for (its base, and what it sent after, may have been lost with it): what
-  depends on it stays held and exposed, like any message waiting on a departed member. A
+  ``carol`` when ``carol~2`` joins). A member that leaves before its base arrived never
+  saw the join (the server relays a member's frames before its departure notice, so a
+  base it sent would have come first): none of its messages is addressed to the
+  newcomer, and it becomes void too (found by ``groupcomm check --join``). A
   broadcast that was tagged before the join but stamped after it (and so is not addressed
   to the newcomer) is followed by a ``skip`` control message to the newcomer, which fills
   that number in its sequence; without it the newcomer would wait for it forever.
@@ -103,6 +104,13 @@ class VectorManager(CausalityManager):
                                                        KNOWN: encode_clock(self.clock)}))
 
     def member_removed(self, name: str) -> None:
+        if name in self.awaiting_base:
+            # it left without having seen our join: the server relays a member's frames
+            # before its departure notice, so no base (and no message addressed to us) is
+            # on its way; a dependency on its messages is void
+            self.awaiting_base.discard(name)
+            self.void.add(name)
+            self._drain()
         waiting = [mid for mid, on in self.waiting_for().items() if name in on]
         if waiting:
             log.warning("%s: %s left; %d held message(s) wait on it: %s (see "

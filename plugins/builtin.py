@@ -20,6 +20,7 @@ BUILTIN_MODULES = {
     "cykas-secret-sends": "filters.cykas:CykasSecretSendsModule",
     "scalar-id": "filters.scalar_id:ScalarIdModule",
     "last-sender": "filters.last_sender:LastSenderModule",
+    "vector-forgets-joins": "filters.vector_forgets_joins:VectorForgetsJoinsModule",
 }
 
 

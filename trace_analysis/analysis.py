@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
-from trace_analysis.endings import trace_endings, undelivered_to_departed
+from trace_analysis.endings import trace_endings, undelivered_with_departed
 from trace_analysis.load import load
 from trace_analysis.loaded import LOADERS, Loaded
 from trace_analysis.metrics import (
@@ -190,11 +190,12 @@ def analyze(
             buf = buffering(loaded.events)
             result = _assemble(directory, loaded, checks, counts, lat, buf)
             endings = trace_endings(loaded.files)
-            departed = (undelivered_to_departed(tables.sends, tables.deliveries,
-                                                endings.departed())
-                        if checks.undelivered else 0)
-            result["undelivered_to_departed"] = departed
-            result["undelivered_present"] = checks.undelivered - departed
+            to_departed, from_departed = (
+                undelivered_with_departed(tables.sends, tables.deliveries, endings.departed())
+                if checks.undelivered else (0, 0))
+            result["undelivered_to_departed"] = to_departed
+            result["undelivered_from_departed"] = from_departed
+            result["undelivered_present"] = checks.undelivered - to_departed - from_departed
             result["abrupt_endings"] = endings.abrupt
             seconds["metrics"] = round(time.monotonic() - mark, 2)
             stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")

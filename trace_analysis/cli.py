@@ -60,10 +60,13 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
     write(f"latency ms p50 {_fmt(lat.get('p50'))}  p95 {_fmt(lat.get('p95'))}  "
           f"p99 {_fmt(lat.get('p99'))}\n")
     departed = result.get("undelivered_to_departed", 0)
-    if departed:
-        write(f"  of the undelivered: {departed} were addressed to members whose trace ended "
-              f"before they could arrive (left, killed or declared gone); "
-              f"{result.get('undelivered_present', 0)} to members still there\n")
+    with_sender = result.get("undelivered_from_departed", 0)
+    if departed or with_sender:
+        write(f"  of the undelivered: {departed} were addressed to members whose membership "
+              f"ended before they could arrive (left, killed or declared gone); "
+              f"{with_sender} went down with a sender that left, was killed or was declared "
+              f"gone; {result.get('undelivered_present', 0)} to members still there, from "
+              "senders still there\n")
     abrupt = result.get("abrupt_endings") or []
     if abrupt:
         write(f"traces that end abruptly (no departure recorded: killed, crashed or declared "

@@ -11,9 +11,13 @@ record none, and end when the run ends.
 A (message, destination) pair never delivered whose destination's membership ended during
 the run (its trace stops abruptly, or it left more than :data:`DEPARTURE_GRACE` seconds
 before the last process ended) is counted as ``undelivered_to_departed``: the member
-left, was killed or was declared gone before the message reached it. The others,
-``undelivered_present``, are protocol failures (at the end of a run every process
-leaves, within a moment of the others: that is not a departure that excuses a loss).
+left, was killed or was declared gone before the message reached it. A pair whose
+destination stayed but whose sender's membership ended is ``undelivered_from_departed``:
+the message went down with its sender (a sender-side module's output buffer, or frames
+that never left a killed process; the sender's module reports them undeliverable). The
+others, ``undelivered_present``, are protocol failures (at the end of a run every
+process leaves, within a moment of the others: that is not a departure that excuses a
+loss).
 """
 
 from __future__ import annotations
@@ -88,14 +92,22 @@ def trace_endings(files: list[Path]) -> Endings:
     return endings
 
 
-def undelivered_to_departed(sends: Any, deliveries: Any, departed: set[str]) -> int:
+def undelivered_with_departed(sends: Any, deliveries: Any,
+                              departed: set[str]) -> tuple[int, int]:
     """(message, destination) pairs never delivered whose destination is one of
-    ``departed`` (Spark frames: the send table and the laid-out deliveries)."""
+    ``departed``, and those whose destination is not but whose sender is (Spark frames:
+    the send table and the laid-out deliveries)."""
     if not departed:
-        return 0
+        return 0, 0
     from pyspark.sql import functions as F
 
-    pairs = (sends.select("msg", F.explode("dests").alias("p"))
-             .filter(F.col("p").isin(sorted(departed))))
+    gone = sorted(departed)
+    pairs = sends.select("msg", "sender", F.explode("dests").alias("p"))
     reached = deliveries.filter(F.col("copy") == 1).select("msg", "p")
-    return pairs.join(reached, ["msg", "p"], "left_anti").count()
+    missing = (pairs.filter(F.col("p").isin(gone) | F.col("sender").isin(gone))
+               .join(reached, ["msg", "p"], "left_anti"))
+    row = missing.agg(
+        F.sum(F.col("p").isin(gone).cast("long")).alias("to"),
+        F.sum((~F.col("p").isin(gone)).cast("long")).alias("from"),
+    ).first()
+    return int(row["to"] or 0), int(row["from"] or 0)

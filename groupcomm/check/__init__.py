@@ -9,21 +9,25 @@ judging causal delivery, FIFO, liveness and "no filter raised" on every path.
 
 Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
 (:mod:`groupcomm.cli.check`). Reductions: hash compaction (``reduce``) and symmetry
-(:mod:`groupcomm.check.symmetry`).
+(:mod:`groupcomm.check.symmetry`). Joins and departures interleaved with the traffic:
+:mod:`groupcomm.check.churn`.
 """
 
 from __future__ import annotations
 
+from groupcomm.check.churn import ChurnModel, build_model
 from groupcomm.check.config import CheckConfig, ConfigError, load_workload
 from groupcomm.check.model import Model
 from groupcomm.check.report import CheckResult, replay, write_counterexample
 from groupcomm.check.search import check
 
 __all__ = [
+    "ChurnModel",
     "CheckConfig",
     "CheckResult",
     "ConfigError",
     "Model",
+    "build_model",
     "check",
     "load_workload",
     "replay",

@@ -48,6 +48,11 @@ class CheckConfig:
     destinations: str = "auto"
     #: tag sends without the module's destination check (shows what the filter would do)
     bypass_refusal: bool = False
+    #: processes that are not members at the start and join at some point (explored)
+    late: tuple[str, ...] = ()
+    #: processes that leave the session at some point (explored; see
+    #: :mod:`groupcomm.check.churn`)
+    leaving: tuple[str, ...] = ()
     #: called with a progress dict about every ``progress_interval`` seconds
     progress: Callable[[dict[str, Any]], None] | None = None
     progress_interval: float = 2.0

@@ -106,10 +106,12 @@ class Model:
         self._numbered: list[Any] = []
         # the same join sequence as LocalNetwork: one by one, everyone told
         initial_frames: list[tuple[str, str, bytes]] = []
-        for count, name in enumerate(self.names, start=1):
-            for member in self.names[:count]:
+        # (late joiners, see groupcomm.check.churn, start as fresh nodes outside the session)
+        first = [name for name in self.names if name not in config.late]
+        for count, name in enumerate(first, start=1):
+            for member in first[:count]:
                 self.nodes[self.index[member]].client_joined(
-                    name, is_new_session=count == 1, all_users=tuple(self.names[:count])
+                    name, is_new_session=count == 1, all_users=tuple(first[:count])
                 )
         initial_frames, self._outbox = self._outbox, []
         if self._delivered_now:
@@ -222,17 +224,27 @@ class Model:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
         _, network, truth = state
         actions: list[tuple] = []
-        workload = self.config.workload is not None
         for i, (left, _, _, _) in enumerate(truth):
             if left:
-                if workload:
-                    actions.append(("send", self.names[i], self.choices[i][len(self.choices[i]) - left]))
-                else:
-                    for dests in self.choices[i]:
-                        actions.append(("send", self.names[i], dests))
+                for dests in self.send_options(state, i, left):
+                    actions.append(("send", self.names[i], dests))
         for s, d, f, _ in self.arrivals(network):
             actions.append(("arrive", s, d, f))
         return actions
+
+    def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
+        """The destination sets process ``i`` may send its next message to (``left``
+        sends still to make)."""
+        if self.config.workload is not None:
+            return [self.choices[i][len(self.choices[i]) - left]]
+        return self.choices[i]
+
+    @staticmethod
+    def actor(action: tuple) -> tuple[str, Any]:
+        """The process a transition runs on, and its input (destinations or frame)."""
+        if action[0] == "send":
+            return action[1], action[2]
+        return action[2], action[3]
 
     def successors(self, state: tuple,
                    actors: frozenset[int] | tuple[str, str, bytes] | None = None
@@ -252,14 +264,11 @@ class Model:
                 raise
             yield action, nxt, text
             return
-        workload = self.config.workload is not None
         run = self._run
         for i, (left, _, _, _) in enumerate(truth):
             if not left or (actors is not None and i not in actors):
                 continue
-            options = ([self.choices[i][len(self.choices[i]) - left]] if workload
-                       else self.choices[i])
-            for dests in options:
+            for dests in self.send_options(state, i, left):
                 action = ("send", self.names[i], dests)
                 try:
                     nxt, text = run(state, action, network)
@@ -292,10 +301,7 @@ class Model:
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state
         kind = action[0]
-        if kind == "send":
-            who, arg = action[1], action[2]
-        else:
-            who, arg = action[2], action[3]
+        who, arg = self.actor(action)
         i = self.index[who]
         local = self.step_cache.get((i, snaps[i], kind, arg))
         if local is None:
@@ -427,14 +433,11 @@ class Model:
                 frame: bytes = arg
                 message = decode_received(frame, who)
                 node.receive(message)
-                for m in self._delivered_now:
-                    sender_name, _, number = m.message_id.rpartition("#")
-                    j = self.index.get(sender_name)
-                    if j is None or not number.isdigit():
-                        self._reset(node)
-                        return ("violation", "exception",
-                                f"{who} delivered {m.message_id}, which no process sent")
-                    got.append((j, int(number) - 1, m.message_id))
+                unknown = self.collect_deliveries(got)
+                if unknown:
+                    self._reset(node)
+                    return ("violation", "exception",
+                            f"{who} delivered {unknown}, which no process sent")
                 if isinstance(message.user_message, ControlMessage):
                     control = message.user_message
                     about = f" about {control.about}" if control.about else ""
@@ -455,6 +458,17 @@ class Model:
             return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
         return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
                 tuple(got), text)
+
+    def collect_deliveries(self, got: list[tuple[int, int, str]]) -> str | None:
+        """Append ``(sender index, send index, id)`` to ``got`` for each application
+        delivery of the step; returns the id of one no process sent, if any."""
+        for m in self._delivered_now:
+            sender_name, _, number = m.message_id.rpartition("#")
+            j = self.index.get(sender_name)
+            if j is None or not number.isdigit():
+                return m.message_id
+            got.append((j, int(number) - 1, m.message_id))
+        return None
 
     @staticmethod
     def _reset(node: ProtocolNode) -> None:

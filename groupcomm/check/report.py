@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groupcomm.check.churn import ChurnModel, build_model, notice_text
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
 from groupcomm.check.state import Violation, describe_action
@@ -119,8 +120,10 @@ def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],
 
 
 def _text_of_failed(action: tuple, violation: Violation) -> str:
-    if action[0] == "send":
-        return f"{action[1]} sends to {', '.join(action[2])}: VIOLATION {violation.prop}"
+    if action[0] != "arrive":
+        return f"{describe_action(action)}: VIOLATION {violation.prop}"
+    if action[3][:1] == b"\x00":
+        return f"{action[2]} is told {notice_text(action[3])}: VIOLATION {violation.prop}"
     try:
         message = decode_received(action[3], action[2])
         what = (message.user_message.kind if isinstance(message.user_message, ControlMessage)
@@ -136,7 +139,7 @@ def replay(config: CheckConfig, actions: list[tuple]) -> tuple[list[str], list[d
     trace records (docs/trace_schema.md). The violating last step is run too: a refused send
     is recorded as the application's ``send`` (never delivered), other violations keep
     the records the real nodes wrote up to the failure."""
-    model = Model(config, trace=True)
+    model = build_model(config, trace=True)
     model.lenient = True  # run on past a causal / FIFO violation (the completion)
     state = model.initial_state
     texts = []
@@ -151,6 +154,8 @@ def replay(config: CheckConfig, actions: list[tuple]) -> tuple[list[str], list[d
                 _record_refused_send(model, state, action)
             break
         texts.append(text)
+    if isinstance(model, ChurnModel):
+        model.record_end(state)
     return texts, model.records()
 
 

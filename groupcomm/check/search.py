@@ -18,11 +18,13 @@ hash-compacted search's frontier packed into bytes (:meth:`Model.pack`).
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from groupcomm.check.churn import build_model
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
@@ -37,12 +39,17 @@ def check(config: CheckConfig) -> CheckResult:
     With ``reduce`` the search keeps no parent links (they would cost more memory than
     the digests); when it finds a violation, the search is run again with them, from
     the warm model, to get the counterexample (same order, so the same one)."""
-    model = Model(config)
+    model = build_model(config)
     # the search allocates millions of long-lived tuples (frontier, memos) and makes no
     # reference cycles: the cyclic collector would only rescan them (measured: up to a
     # third of the CPU time at 3x3; same peak memory without it)
     collecting = gc.isenabled()
     gc.disable()
+    # the filters log what a session would want to hear about (a departed member's held
+    # messages, unsent messages dropped); repeated for every explored state it is noise
+    filters_log = logging.getLogger("filters")
+    level = filters_log.level
+    filters_log.setLevel(max(level, logging.ERROR))
     try:
         if not config.reduce:
             return search(model, config, keep_paths=True)
@@ -53,6 +60,7 @@ def check(config: CheckConfig) -> CheckResult:
             result.seconds += seconds
         return result
     finally:
+        filters_log.setLevel(level)
         if collecting:
             gc.enable()
 
@@ -69,6 +77,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
             "max_states": config.max_states, "workload": config.workload is not None,
             "destinations": config.destinations, "bypass_refusal": config.bypass_refusal,
             "symmetry": None, "por": config.por, "compact": config.compact,
+            "join": list(config.late), "leave": list(config.leaving),
         },
     )
     start = time.perf_counter()

@@ -43,4 +43,11 @@ _ATOMIC = frozenset({int, str, bytes, float, bool, type(None)})
 def describe_action(action: tuple) -> str:
     if action[0] == "send":
         return f"{action[1]} sends to {', '.join(action[2])}"
-    return f"frame {action[1]} -> {action[2]} arrives"
+    if action[0] == "join":
+        return f"{action[1]} joins"
+    if action[0] == "leave":
+        return f"{action[1]} leaves"
+    if action[3][:1] == b"\x00":
+        what = "join" if action[3][2:3] == b"J" else "departure"
+        return f"{action[2]} is told of a {what}"
+    return f"frame {action[1].rstrip(chr(0))} -> {action[2]} arrives"

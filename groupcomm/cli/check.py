@@ -6,6 +6,7 @@ Examples::
     groupcomm check --protocol mfss --processes 3 --messages 2 --reduce
     groupcomm check --protocol matrix --processes 3 --messages 3 --reduce --symmetry --por
     groupcomm check --protocol none --processes 2 --messages 2 --trace-dir /tmp/cex
+    groupcomm check --protocol vector --processes 3 --messages 1 --join p3 --leave p2
     groupcomm analyze /tmp/cex --report /tmp/cex-report
 
 Exit status: 0 ok, 1 violation, 3 incomplete (``--max-states`` reached or Ctrl-C),
@@ -63,6 +64,13 @@ def build_parser() -> ArgumentParser:
                         "broadcast-only modules)")
     parser.add_argument("--unicast", dest="destinations", action="store_const",
                         const="unicast", help="same as --destinations unicast")
+    parser.add_argument("--join", action="append", default=[], metavar="PROCESS",
+                        help="PROCESS (p1..pN) is not a member at the start and joins at some "
+                        "point (every point explored); repeatable")
+    parser.add_argument("--leave", action="append", default=[], metavar="PROCESS",
+                        help="PROCESS leaves the session at some point (every point "
+                        "explored); repeatable. With --join/--leave: unordered network, no "
+                        "--symmetry/--por/--workload")
     parser.add_argument("--bypass-refusal", action="store_true",
                         help="tag sends without the module's destination check (what the "
                         "filters would do with a send they refuse)")
@@ -102,16 +110,17 @@ def _config(args: argparse.Namespace) -> Any:
         symmetry=args.symmetry, por=args.por, compact=args.compact,
         max_states=args.max_states, workload=workload, destinations=args.destinations,
         bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
+        late=tuple(args.join), leaving=tuple(args.leave),
     )
 
 
 def _body(args: argparse.Namespace) -> int:
-    from groupcomm.check import ConfigError, Model, check, write_counterexample
+    from groupcomm.check import ConfigError, build_model, check, write_counterexample
 
     setup_logging(args.verbose)
     config = _config(args)
     try:
-        Model(config)  # validate before searching (unknown protocol, bounds)
+        build_model(config)  # validate before searching (unknown protocol, bounds)
         result = check(config)
     except ConfigError as error:
         raise CliError(f"groupcomm check: {error}") from None
@@ -126,7 +135,9 @@ def _body(args: argparse.Namespace) -> int:
         print(f"result: {result.result}")
         print(f"protocol: {result.protocol} ({result.processes} processes, "
               + (f"{result.messages} messages each" if not config.workload else "workload")
-              + (", FIFO network" if config.fifo_network else "") + ")")
+              + (", FIFO network" if config.fifo_network else "")
+              + (f", {', '.join(config.late)} joining late" if config.late else "")
+              + (f", {', '.join(config.leaving)} leaving" if config.leaving else "") + ")")
         if config.symmetry:
             print(f"symmetry: {result.config.get('symmetry')}")
         if config.por:

@@ -76,6 +76,7 @@ class CausalityManager(ABC):
         """Forget a member; what still waits on it stays visible in :meth:`held`."""
         if client_name in self.members:
             self.member_removed(client_name)
+            self.members.remove(client_name)
 
     def member_added(self, name: str) -> None:  # noqa: B027 - optional hook
         """Hook: a member joined (extend clocks, matrices, ...)."""

@@ -488,7 +488,11 @@ class ProtocolNode(FilterHost):
         self.members = list(members)
         self._member_set = frozenset(self.members)
         for key, value in managers:
-            self._shared[key].restore(value)
+            shared = self._shared[key]
+            shared.restore(value)
+            if hasattr(shared, "members"):
+                # a manager tracks the same members, in the same join order, as the node
+                shared.members = list(members)
 
     # -- what the causality module holds ----------------------------------------------------
     @property

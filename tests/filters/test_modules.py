@@ -367,6 +367,7 @@ def test_cykas_secret_sends_variant_differs_in_secret_mode() -> None:
 @pytest.mark.parametrize("module", ["fifo", "matrix", "vector"])
 def test_held_messages_of_a_departed_member_are_visible_and_releasable(module: str) -> None:
     net = LocalNetwork(["a", "b", "c"], module)
+    net.run()  # the joins' control messages (vector's bases) arrive
     if module == "vector":
         net.to_others("a", "lost")
     else:

@@ -379,20 +379,24 @@ def test_messages_to_a_member_that_was_gone_are_counted_apart_and_abrupt_ends_na
     t = Trace()
     t.send("a", "a1", ["b", "c"])
     t.deliver("b", "a1")
+    t.send("c", "c1", ["b"])  # never reaches b: it goes down with c
     t.deliver("c", "a1")  # c's trace ends here (killed): no departure recorded
     t.ts += 5
     t.send("a", "a2", ["b", "c"])  # sent after c was gone: c cannot get it
     t.send("a", "a3", ["b"])       # b is there to the end and never gets it: a failure
     t.deliver("b", "a2")
+
     for process in ("a", "b"):
         t.ts += 1
         t.records.append({"ts": t.ts, "process": process, "event": "leave",
                           "client": process, "protocol": "test"})
     result = analyze(t.write(tmp_path / "t"), spark=spark)
-    assert result["undelivered"] == 2
-    assert (result["undelivered_to_departed"], result["undelivered_present"]) == (1, 1)
+    assert result["undelivered"] == 3
+    assert (result["undelivered_to_departed"], result["undelivered_from_departed"],
+            result["undelivered_present"]) == (1, 1, 1)
     assert result["abrupt_endings"] == ["c"]
     print_table(result)
     out = capsys.readouterr().out
-    assert "1 were addressed to members whose trace ended" in out
+    assert "1 were addressed to members whose membership ended" in out
+    assert "1 went down with a sender" in out
     assert "traces that end abruptly (no departure recorded" in out and ": c\n" in out
