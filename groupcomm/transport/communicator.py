@@ -27,7 +27,6 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
 from typing import Any
 
 import zmq
@@ -37,10 +36,11 @@ from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListene
 from groupcomm.core.membership import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.state_transfer import STATE_TIMEOUT, JoinMarker
+from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
-from groupcomm.transport.address import endpoint, nobody_listens
+from groupcomm.transport.address import endpoint
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
+from groupcomm.transport.errors import CommunicatorError, JoinError, SendQueueFull
 from groupcomm.transport.inbound import Inbound
 from groupcomm.transport.io_loop import (
     BACKLOG_RETRY,
@@ -79,22 +79,6 @@ log = logging.getLogger(__name__)
 #: and then run full collections — about 1.5 µs of CPU per message in the bench, against
 #: 0.4 µs with the hand-off.
 HANDOFF_EVERY = 256
-
-
-#: seconds to wait for the join before asking whether anything listens at the address
-LISTENER_PROBE_AFTER = 0.5
-
-
-class CommunicatorError(RuntimeError):
-    """The communicator cannot do what was asked (not joined, closed, ...)."""
-
-
-class SendQueueFull(CommunicatorError):
-    """The bounded send queue stayed full for ``send_timeout`` seconds."""
-
-
-class JoinError(CommunicatorError):
-    """Joining the session failed (duplicate name, no server, wrong key, ...)."""
 
 
 class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
@@ -227,27 +211,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self._started.wait()
         if self._start_error is not None:
             raise JoinError(f"cannot start communicator {name!r}: {self._start_error}")
-        if not self._joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
-            # not joined yet: if nothing listens there, say so now rather than at the
-            # timeout; if something does, the likely cause is a key the server cannot
-            # verify (it drops such frames without reading them, so it cannot answer)
-            nobody = nobody_listens(server)
-            if nobody is not None:
-                self.close()
-                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
-                                "is the session server running at that address?")
-            if not self._joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
-                self.close()
-                raise JoinError(
-                    f"{name!r} could not join session {session!r}: the server at {server} "
-                    f"accepts connections but did not answer within {join_timeout:g}s; "
-                    "is the session key the server's? (it drops frames signed with "
-                    "another key without reading them)"
-                )
-        if self._join_error is not None:
-            error = self._join_error
-            self.close()
-            raise JoinError(error)
+        self._await_join(join_timeout)
 
     def _make_node(self, member: str) -> ProtocolNode:
         """A protocol node for this client as ``member`` (its member id), tracing to
@@ -509,47 +473,6 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def _check_open(self) -> None:
         if self._closed:
             raise CommunicatorError(f"communicator {self.name!r} is closed")
-
-    # -- thread hand-over ---------------------------------------------------------------------
-    def _on_io_thread(self) -> bool:
-        return threading.get_ident() == self._io_ident
-
-    def _call_soon(self, function: Callable[[], None]) -> None:
-        if self._on_io_thread():
-            function()
-            return
-        self._calls.append(function)
-        self._wakeup.wake()
-
-    def _call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
-        if self._on_io_thread() or not self._io_thread.is_alive():
-            return function()
-        future: Future[Any] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(function())
-            except BaseException as error:  # handed back to the caller
-                future.set_exception(error)
-
-        self._calls.append(run)
-        self._wakeup.wake()
-        return future.result(timeout)
-
-    # -- the node's deliver callback (I/O thread) -----------------------------------------------
-    def _deliverable(self, message: ReceivedMessage) -> None:
-        if type(message.user_message) is JoinMarker:  # the session's, not the application's
-            self._on_marker(message)
-            return
-        gate = self._state_gate
-        if gate is not None:  # a newcomer installing a snapshot (see StateLink)
-            verdict = gate.deliver(message)
-            if verdict != "deliver":
-                if verdict == "skip":
-                    self.stats["delivered_through_state"] += 1
-                    self.node.application_delivered(message)
-                return
-        self._hand_over(message)
 
     def _hand_over(self, message: ReceivedMessage) -> None:
         self.stats["delivered"] += 1

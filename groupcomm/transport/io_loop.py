@@ -14,6 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import zmq
 
@@ -208,3 +211,29 @@ class IOLoop:
             except ProtocolViolation as error:
                 self.stats["protocol_errors"] += 1
                 log.error("%s: dropped a message that breaks the protocol: %s", self.name, error)
+
+    # -- thread hand-over ---------------------------------------------------------------------
+    def _on_io_thread(self) -> bool:
+        return threading.get_ident() == self._io_ident
+
+    def _call_soon(self, function: Callable[[], None]) -> None:
+        if self._on_io_thread():
+            function()
+            return
+        self._calls.append(function)
+        self._wakeup.wake()
+
+    def _call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
+        if self._on_io_thread() or not self._io_thread.is_alive():
+            return function()
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # handed back to the caller
+                future.set_exception(error)
+
+        self._calls.append(run)
+        self._wakeup.wake()
+        return future.result(timeout)

@@ -32,6 +32,8 @@ from groupcomm.core.membership import (
 )
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import tracer_for
+from groupcomm.transport.address import nobody_listens
+from groupcomm.transport.errors import JoinError
 from groupcomm.wire.frames import SESSION, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 
@@ -41,6 +43,9 @@ __all__ = ["DEPART_WAIT", "EARLY_WAIT", "MAX_EARLY_MESSAGES", "SERVER_SILENCE_HE
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")
 
+#: seconds to wait for the join before asking whether anything listens at the address
+LISTENER_PROBE_AFTER = 0.5
+
 #: ids of messages reported undeliverable, kept for :meth:`Communicator.undeliverable`
 MAX_UNDELIVERABLE_IDS = 10_000
 
@@ -48,6 +53,32 @@ MAX_UNDELIVERABLE_IDS = 10_000
 class SessionLink:
     """Carries out :class:`Membership`'s actions, a part of
     :class:`~groupcomm.transport.communicator.Communicator` (I/O thread)."""
+
+    def _await_join(self, join_timeout: float) -> None:
+        """Wait (on the application's thread) until the server accepted the join; raise
+        :class:`JoinError` saying why not, and close, if it did not."""
+        name, session, server = self.name, self.session, self.server_address
+        if not self._joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
+            # not joined yet: if nothing listens there, say so now rather than at the
+            # timeout; if something does, the likely cause is a key the server cannot
+            # verify (it drops such frames without reading them, so it cannot answer)
+            nobody = nobody_listens(server)
+            if nobody is not None:
+                self.close()
+                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
+                                "is the session server running at that address?")
+            if not self._joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
+                self.close()
+                raise JoinError(
+                    f"{name!r} could not join session {session!r}: the server at {server} "
+                    f"accepts connections but did not answer within {join_timeout:g}s; "
+                    "is the session key the server's? (it drops frames signed with "
+                    "another key without reading them)"
+                )
+        if self._join_error is not None:
+            error = self._join_error
+            self.close()
+            raise JoinError(error)
 
     def _init_session_link(self) -> None:
         self.membership = Membership(self.name, heartbeat_interval=self.heartbeat_interval,
@@ -195,13 +226,19 @@ class SessionLink:
             self.tracer = tracer_for(member, self._trace_dir)
         node = self._make_node(member)
         node.message_listeners = old.message_listeners
-        for listener in self._session_listeners:
-            node.add_session_listener(listener)
         node.client_joined(joined.member, is_new_session=joined.is_new_session,
                            is_new_application=joined.is_new_application,
                            all_users=joined.all_users)
+        # the new node is in place before the application hears of the join: a send it
+        # makes in reply is tagged by the new incarnation (one the old node tagged
+        # meanwhile is reported undeliverable by _take_outgoing)
         self.node = node
         self._taken = self._session_ids = 0  # the new node's ids start again
+        for listener in self._session_listeners:
+            node.add_session_listener(listener)
+            listener.client_joined(joined.member, self.application, self.session,
+                                   joined.is_new_session, joined.is_new_application,
+                                   tuple(joined.all_users))
         if old_tracer is not self.tracer:
             # the old incarnation's trace ends without its own departure: it was
             # declared gone, which an analysis reports as an abrupt ending

@@ -167,3 +167,18 @@ class StateLink:
             destinations=(dest,),
         ))
         self._drain_node()
+
+    # -- the node's deliver callback (I/O thread) -----------------------------------------------
+    def _deliverable(self, message: ReceivedMessage) -> None:
+        if type(message.user_message) is JoinMarker:  # the session's, not the application's
+            self._on_marker(message)
+            return
+        gate = self._state_gate
+        if gate is not None:  # a newcomer installing a snapshot (see StateLink)
+            verdict = gate.deliver(message)
+            if verdict != "deliver":
+                if verdict == "skip":
+                    self.stats["delivered_through_state"] += 1
+                    self.node.application_delivered(message)
+                return
+        self._hand_over(message)
