@@ -312,10 +312,25 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Deliver messages by calling ``callback(message)`` on the I/O thread.
 
-        With at least one listener the communicator is in the callback model; messages
-        already waiting for :meth:`receive` stay there.
+        With at least one listener the communicator is in the callback model. Messages
+        delivered before the first listener was added (waiting for :meth:`receive`: for
+        example those that arrived between the join and this call) are handed to it first,
+        in order, so nothing is left behind in the pull model's inbox.
         """
-        self.node.message_listeners.append(callback)
+        def add() -> None:
+            listeners = self.node.message_listeners
+            listeners.append(callback)
+            if len(listeners) == 1:
+                while True:
+                    try:
+                        message = self._inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if self._recent_ids is not None:  # see StateLink
+                        self._recent_ids.append(message.app_message_id)
+                    self.node.application_delivered(message, listeners)
+
+        self._call(add)
 
     def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Stop calling ``callback``."""

@@ -87,3 +87,39 @@ def test_a_wrong_key_is_told_apart(group: ProcessGroup) -> None:
                                         "is the session key the server's"):
         Communicator("alice", "s", server=group.server.address, key=b"w" * 32,
                      join_timeout=2)
+
+
+def test_a_listener_added_after_messages_arrived_gets_them_first_in_order(
+        group: ProcessGroup) -> None:
+    """Messages delivered between the join and add_message_listener() (pull model until
+    then) reach the first listener, before the later ones: none stays in the inbox."""
+    import threading
+    import time
+
+    assert group.server is not None
+    common = dict(server=group.server.address, key_file=str(group.key_file),
+                  causality="matrix")
+    with Communicator("alice", "s", **common) as alice, Communicator("bob", "s", **common) as bob:
+        deadline = time.monotonic() + 10
+        while "bob" not in alice.members and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for i in range(3):
+            bob.to_user("alice", f"early {i}")
+        while alice.counters().get("delivered", 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # delivered to the pull model's inbox
+        assert alice.counters()["delivered"] == 3
+        got: list[str] = []
+        done = threading.Event()
+
+        def record(message) -> None:
+            got.append(message.user_message)
+            if len(got) == 5:
+                done.set()
+
+        alice.add_message_listener(record)
+        for i in range(2):
+            bob.to_user("alice", f"late {i}")
+        assert done.wait(10), got
+        assert got == ["early 0", "early 1", "early 2", "late 0", "late 1"]
+        with pytest.raises(CommunicatorError):  # nothing left behind for receive()
+            alice.receive(timeout=0)
