@@ -319,6 +319,7 @@ def _run(args: argparse.Namespace) -> int:
             bind_host=args.bind_host, advertise_host=args.advertise_host,
             curve_dir=args.curve_dir,
             state_provider=screen.snapshot, state_consumer=screen.install,
+            session_listener=screen, message_listener=screen.message,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
@@ -327,11 +328,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.jitter:
         communicator.set_delay_variation(args.jitter)
     screen.communicator = communicator
-    communicator.add_session_message_listener(screen)
-    communicator.add_message_listener(screen.message)
     app = ChatApp(communicator, screen)
     screen.line(f"* {args.name} joined {args.session} with causality {selection.causality} "
-                f"(members: {', '.join(communicator.members)}); /help for commands")
+                f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
     try:
         for line in sys.stdin:
             if not app.handle(line):

@@ -89,6 +89,8 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     given ``send_filters`` / ``receive_filters`` factories are used; otherwise the
     selectors' current factories. ``extra_send`` / ``extra_receive`` factories are
     added below the causality module (nearer the network) on each side.
+    ``message_listener`` / ``session_listener`` are registered before the join, so they
+    miss nothing (see :meth:`add_message_listener`, :meth:`add_session_message_listener`).
 
     This class is the API and the hand-over between threads; the I/O thread's parts
     are its bases: :class:`~groupcomm.transport.io_loop.IOLoop` (the poll loop),
@@ -128,6 +130,8 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         state_consumer: Callable[[Any], None] | None = None,
         state_timeout: float = STATE_TIMEOUT,
         release_after: float | None = None,
+        message_listener: Callable[[ReceivedMessage], Any] | None = None,
+        session_listener: SessionMessageListener | None = None,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
@@ -169,6 +173,13 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         #: the application's session listeners (they move to a new node, see _new_node)
         self._session_listeners: list[SessionMessageListener] = []
         self.node = self._make_node(name)
+        # listeners given here hear everything from the join on (one added after the
+        # constructor returns may miss a member that joined in between)
+        if session_listener is not None:
+            self._session_listeners.append(session_listener)
+            self.node.add_session_listener(session_listener)
+        if message_listener is not None:
+            self.node.message_listeners.append(message_listener)
         self._init_outbox(max_frame)
         self._init_session_link()
         self._init_state_link(state_provider, state_consumer, state_timeout)
@@ -395,6 +406,12 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         """This client's member id: its name, or ``name~N`` when the session had seen
         the name before (a restart, or a return after being declared gone)."""
         return self.node.name
+
+    @property
+    def members_at_join(self) -> list[str]:
+        """The members when this client (its current incarnation) joined, itself
+        included: more than itself means it joined late (and got state, if it asked)."""
+        return list(self._members_at_join)
 
     def undeliverable(self) -> list[str]:
         """Ids of messages this client accepted for sending but could not send: it was

@@ -86,6 +86,8 @@ class SessionLink:
         #: ids of application messages this client accepted but could not send (it was
         #: declared gone, and they belonged to its old incarnation); newest last
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
+        #: the members listed when this client's current incarnation joined
+        self._members_at_join: tuple[str, ...] = ()
         #: departed member -> when to release what still waits on it (release_after)
         self._release_due: dict[str, float] = {}
 
@@ -178,6 +180,7 @@ class SessionLink:
                 if self.release_after is not None:
                     self._release_due[action.member] = time.monotonic() + self.release_after
             elif isinstance(action, Incarnated):
+                self._members_at_join = tuple(action.joined.all_users)
                 if action.member != self.node.name:
                     self._new_node(action.member, action.previous, action.joined)
                 else:

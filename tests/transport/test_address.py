@@ -123,3 +123,31 @@ def test_a_listener_added_after_messages_arrived_gets_them_first_in_order(
         assert got == ["early 0", "early 1", "early 2", "late 0", "late 1"]
         with pytest.raises(CommunicatorError):  # nothing left behind for receive()
             alice.receive(timeout=0)
+
+
+def test_listeners_given_to_the_constructor_hear_everything_from_the_join_on(
+        group: ProcessGroup) -> None:
+    import threading
+
+    assert group.server is not None
+    joined: list[str] = []
+    got: list[str] = []
+    heard = threading.Event()
+
+    class Session:
+        def client_joined(self, client_name, *_rest) -> None:
+            joined.append(client_name)
+
+        def client_left(self, client_name, application_name) -> None:
+            pass
+
+    def record(message) -> None:
+        got.append(message.user_message)
+        heard.set()
+
+    common = dict(server=group.server.address, key_file=str(group.key_file))
+    with Communicator("alice", "s", session_listener=Session(), message_listener=record,
+                      **common), Communicator("bob", "s", **common) as bob:
+        bob.to_user("alice", "hello")
+        assert heard.wait(10)
+    assert joined[:2] == ["alice", "bob"] and got == ["hello"]
