@@ -47,6 +47,9 @@ from groupcomm.core.registry import UnknownModuleError, get_module, install
 _TRANSPORT = {
     "Communicator": "groupcomm.transport.communicator",
     "CommunicatorError": "groupcomm.transport.communicator",
+    "JoinError": "groupcomm.transport.communicator",
+    "MessageTooLarge": "groupcomm.transport.communicator",
+    "SendQueueFull": "groupcomm.transport.communicator",
 }
 
 
@@ -70,6 +73,8 @@ __all__ = [
     "ControlMessage",
     "FilterHost",
     "GroupMessage",
+    "JoinError",
+    "MessageTooLarge",
     "MessageFilter",
     "MessageFilterCreator",
     "MessageForwarder",
@@ -83,6 +88,7 @@ __all__ = [
     "ReceivedMessage",
     "ReceivedMessageFilterSelector",
     "SendMessageFilterSelector",
+    "SendQueueFull",
     "SentMessage",
     "SessionMessageListener",
     "SystemMessage",

@@ -112,6 +112,18 @@ def _init_group(
     _set(obj, "kind", kind)
 
 
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """Travels in place of an application payload that its sender could not send (larger
+    than a frame may be, or not serializable). The message keeps its id, destinations and
+    the causality module's headers, so receivers' modules count it like any other and
+    nothing after it waits for ever; the receiving communicator does not hand it to the
+    application (it counts it, ``withdrawn``), and the sender reports the message in
+    ``undeliverable()``."""
+
+    reason: str
+
+
 @dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class GroupMessage:
     """What every pipeline stage sees.

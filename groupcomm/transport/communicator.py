@@ -40,7 +40,12 @@ from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
-from groupcomm.transport.errors import CommunicatorError, JoinError, SendQueueFull
+from groupcomm.transport.errors import (
+    CommunicatorError,
+    JoinError,
+    MessageTooLarge,
+    SendQueueFull,
+)
 from groupcomm.transport.inbound import Inbound
 from groupcomm.transport.io_loop import (
     BACKLOG_RETRY,
@@ -67,10 +72,16 @@ __all__ = [
     "BACKLOG_RETRY", "DEPART_WAIT", "EARLY_WAIT", "HANDOFF_EVERY", "MAX_BACKLOG_FRAMES",
     "MAX_BATCH_BYTES", "MAX_EARLY_MESSAGES", "MAX_OUTBOX_MESSAGES", "READ_BUDGET", "ROUTINGS",
     "SERVER_SILENCE_HEARTBEATS", "TICK_INTERVAL", "Communicator", "CommunicatorError",
-    "JoinError", "SendQueueFull",
+    "JoinError", "MessageTooLarge", "SendQueueFull",
 ]
 
 log = logging.getLogger(__name__)
+
+#: payloads whose size is checked at the call (others are measured when packed)
+SIZED_PAYLOADS = frozenset({str, bytes, bytearray})
+#: bytes of an envelope that are not the payload: ids, destinations, clock and the
+#: module's headers (generous: a matrix header for dozens of members fits)
+PAYLOAD_HEADROOM = 64 * 1024
 
 #: A thread sending faster than the I/O thread takes its sends lets the I/O thread run
 #: (a zero sleep releases the GIL) each time this many sends wait. Without it the sender
@@ -181,6 +192,8 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         if message_listener is not None:
             self.node.message_listeners.append(message_listener)
         self._init_outbox(max_frame)
+        #: str payloads may take up to 4 bytes a character: shorter ones always fit
+        self._check_size_from = (self._frame_limit - PAYLOAD_HEADROOM) // 4
         self._init_session_link()
         self._init_state_link(state_provider, state_consumer, state_timeout)
         if release_after is not None and release_after < 0:
@@ -256,6 +269,8 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         # the common send, spelled out (see _send_all): no lists, two calls less
         if self._closed:
             self._check_open()
+        if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
+            self._check_size(obj)
         message = self.node.tag_unicast(obj, self.membership.resolve(name))
         self.stats["app_sends"] += 1
         if threading.get_ident() == self._io_ident:
@@ -288,6 +303,8 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def _send_all(self, obj: Any, dests: list[str]) -> list[SentMessage]:
         if self._closed:
             self._check_open()
+        if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
+            self._check_size(obj)
         messages = self.node.tag_sends(obj, dests)
         self.stats["app_sends"] += len(messages)
         if threading.get_ident() == self._io_ident:
@@ -303,6 +320,17 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             elif len(outgoing) % HANDOFF_EVERY < len(messages):
                 time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
         return messages
+
+    def _check_size(self, obj: str | bytes | bytearray) -> None:
+        """Refuse, at the call, a payload that cannot fit in a frame (one that passes but
+        still does not fit once packed goes as a stand-in: see Outbox._unencodable)."""
+        size = len(obj.encode("utf-8", "surrogatepass")) if type(obj) is str else len(obj)
+        limit = self._frame_limit - PAYLOAD_HEADROOM
+        if size > limit:
+            raise MessageTooLarge(
+                f"{self.name}: a payload of {size:,} bytes does not fit in a frame (at most "
+                f"{limit:,} bytes of payload with max_frame={self.codec.max_frame:,}): "
+                "nothing was sent; split it, or raise max_frame on every member")
 
     def _wait_for_room(self) -> None:
         """Block the sending thread while the I/O thread is behind (bounded queue)."""

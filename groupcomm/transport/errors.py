@@ -13,3 +13,7 @@ class SendQueueFull(CommunicatorError):
 
 class JoinError(CommunicatorError):
     """Joining the session failed (duplicate name, no server, wrong key, ...)."""
+
+
+class MessageTooLarge(CommunicatorError, ValueError):
+    """A payload larger than a frame may carry (``max_frame``), refused at the call."""

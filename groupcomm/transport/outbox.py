@@ -17,9 +17,14 @@ from collections import Counter, deque
 
 import zmq
 
-from groupcomm.core.messages import SentMessage
+from groupcomm.core.messages import SentMessage, Withdrawn
 from groupcomm.transport.delays import DelayPlan
-from groupcomm.wire.envelopes import PackedEnvelope, pack_envelope, pack_envelopes
+from groupcomm.wire.envelopes import (
+    PackedEnvelope,
+    PayloadTooLarge,
+    pack_envelope,
+    pack_envelopes,
+)
 from groupcomm.wire.session import seal_session
 
 # the communicator's logger: its messages keep the name they always had
@@ -31,6 +36,9 @@ MAX_BATCH_BYTES = 512 * 1024
 #: Messages queued for the network are encoded and sent once this many wait (otherwise
 #: once per turn of the I/O loop).
 MAX_OUTBOX_MESSAGES = 4096
+#: bytes of a frame that are not the message envelope: the body's head (application,
+#: session and sender names) and the signature
+FRAME_HEADROOM = 4096
 
 
 class Outbox:
@@ -45,6 +53,9 @@ class Outbox:
         self._outbox: dict[tuple[str, ...], list[SentMessage | PackedEnvelope]] = {}
         self._outbox_count = 0
         self._batch_budget = min(MAX_BATCH_BYTES, max_frame // 2)
+        #: the largest message envelope a frame carries (room left for the body's head
+        #: and the signature)
+        self._frame_limit = max_frame - FRAME_HEADROOM
         # frames a socket could not take yet (a slow peer), per socket, in order
         self._backlogs: dict[zmq.Socket, deque[list[bytes]]] = {}
         self._backlog_frames = 0
@@ -69,11 +80,7 @@ class Outbox:
             else:
                 queued.append(message)
         else:  # direct multicast: one frame per peer, the message serialized once
-            try:
-                envelope = pack_envelope(message)
-            except Exception as error:
-                self._unencodable(message, error)
-                return
+            envelope = self._pack_one(message)
             for dest in dests:
                 outbox.setdefault((dest,), []).append(envelope)
         self._outbox_count += 1
@@ -83,11 +90,7 @@ class Outbox:
     def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
         """Injected delays (testing): the message is serialized now, as when it leaves
         at once, and waits per peer in the delay plan."""
-        try:
-            envelope = pack_envelope(message)
-        except Exception as error:
-            self._unencodable(message, error)
-            return
+        envelope = self._pack_one(message)
         now = time.monotonic()
         ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
         if not ready:
@@ -102,10 +105,25 @@ class Outbox:
         if self._outbox_count >= MAX_OUTBOX_MESSAGES:
             self._flush_outbox()
 
-    def _unencodable(self, message: SentMessage, error: Exception) -> None:
+    def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
+        """A message whose payload cannot travel (not serializable, or too large for a
+        frame): reported undeliverable, and a stand-in with the same id and headers goes
+        instead, so that the receivers' causality modules do not wait for it for ever."""
         self.stats["unencodable"] += 1
-        log.error("%s: message %s cannot be serialized and is not sent: %r", self.name,
-                  message.message_id, error)
+        log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in that "
+                  "keeps the causal order", self.name, message.message_id, error)
+        self._report_undeliverable([message.message_id], f"could not send them: {error}")
+        return message.replace(user_message=Withdrawn(f"{type(error).__name__}: {error}"))
+
+    def _pack_one(self, message: SentMessage) -> PackedEnvelope:
+        """:func:`pack_envelope`, with a stand-in for a payload that cannot travel."""
+        try:
+            envelope = pack_envelope(message)
+            if len(envelope[1]) > self._frame_limit:
+                raise PayloadTooLarge(len(envelope[1]), self._frame_limit)
+        except Exception as error:
+            envelope = pack_envelope(self._unencodable(message, error))
+        return envelope
 
     def _flush_outbox(self) -> None:
         """Encode, sign and send what is queued: per destination set, the messages in
@@ -118,7 +136,8 @@ class Outbox:
         relayed = self.routing == "relayed"
         seal = self.codec.seal
         for dests, items in outbox.items():
-            for body in pack_envelopes(items, self._batch_budget, self._unencodable):
+            for body in pack_envelopes(items, self._batch_budget, self._unencodable,
+                                       self._frame_limit):
                 frame = seal(body)
                 self.stats["frames_sent"] += len(dests)
                 if relayed:

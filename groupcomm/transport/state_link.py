@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.state_transfer import (
     REFLECTED_IDS,
     Ask,
@@ -172,6 +172,12 @@ class StateLink:
     def _deliverable(self, message: ReceivedMessage) -> None:
         if type(message.user_message) is JoinMarker:  # the session's, not the application's
             self._on_marker(message)
+            return
+        if type(message.user_message) is Withdrawn:  # its payload could not travel
+            self.stats["withdrawn"] += 1
+            log.warning("%s: message %s from %s never reaches the application: its sender "
+                        "could not send it (%s)", self.name, message.message_id,
+                        message.sender, message.user_message.reason)
             return
         gate = self._state_gate
         if gate is not None:  # a newcomer installing a snapshot (see StateLink)

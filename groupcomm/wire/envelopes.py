@@ -189,6 +189,16 @@ PackedEnvelope = tuple[tuple[str, str, str], bytes]
 _PACKED_HEAD = PACKED + b"\x94"  # frame kind, then a fixed 4-element msgpack array
 
 
+class PayloadTooLarge(MessageError):
+    """A message whose envelope is larger than a frame may carry."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size:,} bytes packed, more than the {limit:,} a frame may carry "
+                         "(max_frame)")
+        self.size = size
+        self.limit = limit
+
+
 def pack_envelope(message: SentMessage) -> PackedEnvelope:
     """One message as a :data:`PackedEnvelope` (raises ``MessageError`` if it cannot travel)."""
     user = message.user_message
@@ -209,6 +219,7 @@ def pack_envelopes(
     items: Iterable[SentMessage | PackedEnvelope],
     budget: int,
     on_error: Any = None,
+    limit: int | None = None,
 ) -> Iterator[bytes]:
     """``P`` frame bodies carrying ``items`` in order (one msgpack call per message and
     none per field lookup: this is the send path of every message).
@@ -216,8 +227,9 @@ def pack_envelopes(
     Consecutive messages of the same application, session and sender share a body, and
     a body takes no message that would bring it past ``budget`` bytes (a single larger
     message travels alone), so with ``budget`` well under the receivers' maximum frame
-    size batching never makes a frame they refuse. A message that cannot be serialized is left out and
-    ``on_error(message, error)`` is called (it is raised when ``on_error`` is None).
+    size batching never makes a frame they refuse. ``on_error(message, error)`` is called for a message that cannot be serialized, or
+    whose envelope is larger than ``limit`` bytes (it is raised when ``on_error`` is
+    None): the message is left out, or replaced by the message ``on_error`` returns.
     """
     packer = _packer()
     pack = packer.pack
@@ -248,11 +260,15 @@ def pack_envelopes(
                     packed = pack((message.message_id, message.destinations, message.kind,
                                    pack(dict(headers)) if headers else b"", message.vc, fmt,
                                    data))
+                if limit is not None and len(packed) > limit:
+                    raise PayloadTooLarge(len(packed), limit)
             except Exception as error:
                 if on_error is None:
                     raise
-                on_error(message, error)
-                continue
+                replacement = on_error(message, error)
+                if replacement is None:
+                    continue
+                packed = pack_envelope(replacement)[1]
             item_app = message.application_name
             item_session = message.session_name
             item_sender = message.sender
