@@ -37,6 +37,10 @@ from groupcomm.transport.communicator import Communicator, CommunicatorError
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
+#: an own message the causality module still holds this long after it was typed is
+#: shown as pending (under mfss it waits for the previous message's ACK; a dead peer
+#: makes that the heartbeat timeout)
+PENDING_AFTER = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,11 @@ class ChatScreen:
         #: newcomer's messages are concurrent with everything before it, trivially)
         self._joined_at: dict[str, int] = {}
         self.communicator: Communicator | None = None
+        #: own messages not yet sent by the causality module: application id -> [line
+        #: number, ids of the copies still held, shown as pending]
+        self._unsent: dict[str, list] = {}
+        #: copies that left before their line was shown (the I/O thread can be first)
+        self._gone: deque[str] = deque(maxlen=1024)
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -98,6 +107,36 @@ class ChatScreen:
                 self.history.append((message.sender, text, message.app_message_id))
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
+            copies = {m.message_id for m in messages} - set(self._gone)
+            if copies:
+                self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
+                timer = threading.Timer(PENDING_AFTER, self._still_pending,
+                                        (message.app_message_id,))
+                timer.daemon = True
+                timer.start()
+
+    def on_sent(self, message: SentMessage) -> None:
+        """The communicator's sent listener: a copy of an own message left (I/O thread)."""
+        with self._lock:
+            entry = self._unsent.get(message.app_message_id)
+            if entry is None:
+                self._gone.append(message.message_id)
+                return
+            entry[1].discard(message.message_id)
+            if entry[1]:
+                return
+            del self._unsent[message.app_message_id]
+            if entry[2]:
+                self.line(f"* #{entry[0]} sent")
+
+    def _still_pending(self, app_id: str) -> None:
+        with self._lock:
+            entry = self._unsent.get(app_id)
+            if entry is None or entry[2]:
+                return
+            entry[2] = True
+            self.line(f"* #{entry[0]} pending: the causality module has not sent it yet "
+                      "(it waits for an earlier message's acknowledgement)")
 
     # state transfer (see groupcomm.core.state_transfer)
     def snapshot(self) -> Snapshot:
@@ -320,6 +359,7 @@ def _run(args: argparse.Namespace) -> int:
             curve_dir=args.curve_dir,
             state_provider=screen.snapshot, state_consumer=screen.install,
             session_listener=screen, message_listener=screen.message,
+            sent_listener=screen.on_sent,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None

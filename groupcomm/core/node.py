@@ -178,6 +178,9 @@ class ProtocolNode(FilterHost):
         #: the host's handler of system messages no filter consumed (state transfer);
         #: returns True when the message was its own
         self.system_listener: Callable[[ReceivedMessage], bool] | None = None
+        #: called with each application message as it leaves the send pipeline for the
+        #: network (after the causality module let it go)
+        self.sent_listener: Callable[[SentMessage], None] | None = None
 
     # -- FilterHost ------------------------------------------------------------------------
     @property
@@ -549,6 +552,8 @@ class ProtocolNode(FilterHost):
                                to=dest)
         if remote:
             self._transmit(message, remote)
+        if self.sent_listener is not None and message.is_user_message():
+            self.sent_listener(message)
         if remote is not dests:
             # to self: loops back after the current step (never re-enters a filter)
             self._inputs.append(message.received_by(self._name))

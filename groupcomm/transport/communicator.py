@@ -143,6 +143,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         release_after: float | None = None,
         message_listener: Callable[[ReceivedMessage], Any] | None = None,
         session_listener: SessionMessageListener | None = None,
+        sent_listener: Callable[[SentMessage], Any] | None = None,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
@@ -191,6 +192,9 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             self.node.add_session_listener(session_listener)
         if message_listener is not None:
             self.node.message_listeners.append(message_listener)
+        #: called on the I/O thread as each application message leaves for the network
+        #: (a sender-side module may hold one back for a while: the IM shows it pending)
+        self.node.sent_listener = sent_listener
         self._init_outbox(max_frame)
         #: str payloads may take up to 4 bytes a character: shorter ones always fit
         self._check_size_from = (self._frame_limit - PAYLOAD_HEADROOM) // 4

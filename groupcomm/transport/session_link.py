@@ -229,6 +229,7 @@ class SessionLink:
             self.tracer = tracer_for(member, self._trace_dir)
         node = self._make_node(member)
         node.message_listeners = old.message_listeners
+        node.sent_listener = old.sent_listener
         node.client_joined(joined.member, is_new_session=joined.is_new_session,
                            is_new_application=joined.is_new_application,
                            all_users=joined.all_users)

@@ -154,3 +154,27 @@ def test_a_newcomer_sees_the_conversation_so_far_and_replies_are_not_marked_conc
     carol.sendline("/who")
     carol.expect(r"\* members: alice, bob, carol")
     assert "just between us" not in carol.before
+
+
+def test_a_message_the_module_holds_back_is_shown_pending_then_sent(chat) -> None:
+    """Under mfss a sender waits for each message's ACK: with bob stopped, alice's next
+    message (to carol) waits in the module. The screen says so, and says when it leaves
+    (once the server declares bob gone and mfss stops waiting for him)."""
+    alice = chat("alice", "--causality", "mfss")
+    bob = chat("bob", "--causality", "mfss")
+    carol = chat("carol", "--causality", "mfss")
+    alice.expect(r"\* carol joined")
+    bob.kill(signal.SIGSTOP)
+    try:
+        alice.sendline("/to bob are you there?")
+        alice.expect(r"#1 \[you -> bob\] are you there\?")
+        alice.sendline("/to carol bob is quiet")
+        alice.expect(r"#2 \[you -> carol\] bob is quiet")
+        alice.expect(r"\* #2 pending: the causality module has not sent it yet")
+        carol_saw = carol.expect([r"bob is quiet", r"\* bob left"])
+        assert carol_saw == 1  # nothing reached carol while alice waited
+        alice.expect(r"\* bob left")
+        alice.expect(r"\* #2 sent")
+        carol.expect(r"#1 \[alice -> you\] bob is quiet")
+    finally:
+        bob.kill(signal.SIGCONT)
