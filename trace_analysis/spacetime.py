@@ -18,6 +18,26 @@ from trace_analysis.execution import Execution
 MAX_MESSAGES = 300
 
 
+#: the width of one character of a label at font size 7, as a share of the time axis
+#: (an 11-inch figure)
+CHAR_WIDTH = 0.0075
+
+
+def label_lanes(points: list[tuple[float, str]], span: float) -> list[tuple[float, str, int]]:
+    """Where the labels of one process's sends go: ``(x, text, lane)`` with lane 0 above
+    the line and 1 below, each label starting after the previous one of its lane has
+    ended; a label that fits in neither lane is left out (its dot stays)."""
+    ends = [float("-inf"), float("-inf")]
+    placed = []
+    for x, text in sorted(points):
+        for lane in (0, 1):
+            if x >= ends[lane]:
+                ends[lane] = x + (len(text) + 1) * CHAR_WIDTH * span
+                placed.append((x, text, lane))
+                break
+    return placed
+
+
 def draw_spacetime(
     execution: Execution,
     path: Path,
@@ -78,9 +98,13 @@ def draw_spacetime(
         ax.plot(end, row[dest], marker="x", color="0.35", markersize=8)
     for send in sends.values():
         ax.plot(send.ts - t0, row[send.process], marker="o", color="black", markersize=3)
-        if labels:
-            ax.annotate(send.msg, (send.ts - t0, row[send.process]), fontsize=7,
-                        xytext=(2, 5), textcoords="offset points")
+    if labels:
+        for process in processes:
+            placed = label_lanes([(send.ts - t0, send.msg) for send in sends.values()
+                                  if send.process == process], span)
+            for x, text, lane in placed:
+                ax.annotate(text, (x, row[process]), fontsize=7,
+                            xytext=(2, 5 if lane == 0 else -11), textcoords="offset points")
     ax.set_yticks(list(row.values()), list(row.keys()))
     ax.set_xlim(-0.03 * span, span * 1.08)
     ax.set_ylim(-0.7, len(processes) - 0.3)
