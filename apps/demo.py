@@ -101,7 +101,7 @@ class Run:
 
     def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
         assert self.server is not None
-        argv = [sys.executable, "-m", "apps.im", "--name", name, "--session", "demo",
+        argv = [sys.executable, "-m", "groupcomm.apps.im", "--name", name, "--session", "demo",
                 "--server", self.server.address, "--key-file", str(key_file),
                 "--causality", self.causality, "--trace-dir", str(self.trace_dir), *extra]
         person = LineProcess(name, argv)

@@ -390,8 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    # run as the importable module, so that Private pickles as apps.im.Private, which the
+    # run as the importable module, so that Private pickles as groupcomm.apps.im.Private, which the
     # receiving process has, rather than as a class of this __main__
-    from apps.im import main as importable_main
+    from groupcomm.apps.im import main as importable_main
 
     sys.exit(importable_main())

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from filters._common import int_header
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
@@ -31,6 +30,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import int_header
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from filters._common import header
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
@@ -23,6 +22,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import header
 
 NAME = "last-sender"
 STAMP = "l"
@@ -130,6 +130,6 @@ class LastSenderModule(CausalityModule):
     def check_destinations(
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
-        from filters.vector import VectorModule
+        from groupcomm.filters.vector import VectorModule
 
         VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]

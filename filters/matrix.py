@@ -39,7 +39,6 @@ import logging
 from collections.abc import Hashable
 from typing import ClassVar
 
-from filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
@@ -49,6 +48,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from filters._common import encode_matrix, freeze_clock, freeze_matrix
-from filters.matrix import MatrixManager
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
@@ -57,6 +55,8 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.filters._common import encode_matrix, freeze_clock, freeze_matrix
+from groupcomm.filters.matrix import MatrixManager
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ import logging
 from collections import deque
 from collections.abc import Hashable
 
-from filters._common import control_message, drop_unsent_to
 from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
@@ -35,6 +34,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import control_message, drop_unsent_to
 
 log = logging.getLogger(__name__)
 

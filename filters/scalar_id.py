@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from filters._common import int_header
 from groupcomm.core.causality import (
     CausalityManager,
     CausalityModule,
@@ -22,6 +21,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import int_header
 
 NAME = "scalar-id"
 STAMP = "g"
@@ -108,6 +108,6 @@ class ScalarIdModule(CausalityModule):
     def check_destinations(
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
-        from filters.vector import VectorModule
+        from groupcomm.filters.vector import VectorModule
 
         VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]

@@ -46,7 +46,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Sequence
 
-from filters._common import control_message, decode_clock, encode_clock, freeze_clock, int_header
 from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
@@ -57,6 +56,13 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.filters._common import (
+    control_message,
+    decode_clock,
+    encode_clock,
+    freeze_clock,
+    int_header,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from filters.vector import VectorManager, VectorModule
 from groupcomm.core.causality import CausalityManager
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import ReceivedMessage
+from groupcomm.filters.vector import VectorManager, VectorModule
 
 NAME = "vector-forgets-joins"
 

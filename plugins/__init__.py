@@ -2,9 +2,9 @@
 
 Third-party packages add causality modules or extra filters by declaring an entry point
 in the ``groupcomm.plugins`` group that names a module implementing the hooks of
-:mod:`plugins.hookspecs` with :data:`hookimpl`.
+:mod:`groupcomm.plugins.hookspecs` with :data:`hookimpl`.
 """
 
-from plugins.hookspecs import PROJECT, hookimpl, hookspec
+from groupcomm.plugins.hookspecs import PROJECT, hookimpl, hookspec
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]

@@ -5,22 +5,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from plugins.hookspecs import hookimpl
+from groupcomm.plugins.hookspecs import hookimpl
 
 #: name -> "module:Class"; imported lazily so a broken module names itself clearly.
 BUILTIN_MODULES = {
-    "none": "filters.none:NoneModule",
-    "fifo": "filters.fifo:FifoModule",
-    "vector": "filters.vector:VectorModule",
-    "matrix": "filters.matrix:MatrixModule",
-    "matrix-delta": "filters.matrix_delta:MatrixDeltaModule",
-    "mfss": "filters.mfss:MfssModule",
-    "cykas": "filters.cykas:CykasModule",
+    "none": "groupcomm.filters.none:NoneModule",
+    "fifo": "groupcomm.filters.fifo:FifoModule",
+    "vector": "groupcomm.filters.vector:VectorModule",
+    "matrix": "groupcomm.filters.matrix:MatrixModule",
+    "matrix-delta": "groupcomm.filters.matrix_delta:MatrixDeltaModule",
+    "mfss": "groupcomm.filters.mfss:MfssModule",
+    "cykas": "groupcomm.filters.cykas:CykasModule",
     # known-bad protocols, kept for the model checker and the trace analysis to catch
-    "cykas-secret-sends": "filters.cykas:CykasSecretSendsModule",
-    "scalar-id": "filters.scalar_id:ScalarIdModule",
-    "last-sender": "filters.last_sender:LastSenderModule",
-    "vector-forgets-joins": "filters.vector_forgets_joins:VectorForgetsJoinsModule",
+    "cykas-secret-sends": "groupcomm.filters.cykas:CykasSecretSendsModule",
+    "scalar-id": "groupcomm.filters.scalar_id:ScalarIdModule",
+    "last-sender": "groupcomm.filters.last_sender:LastSenderModule",
+    "vector-forgets-joins": "groupcomm.filters.vector_forgets_joins:VectorForgetsJoinsModule",
 }
 
 

@@ -16,7 +16,7 @@ from groupcomm.core.registry import (
     register_filter,
     register_module,
 )
-from plugins import builtin, hookspecs
+from groupcomm.plugins import builtin, hookspecs
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from filters.none import NoneManager, NoneModule, NoneReceiveFilter
 from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
-from plugins import hookimpl
+from groupcomm.filters.none import NoneManager, NoneModule, NoneReceiveFilter
+from groupcomm.plugins import hookimpl
 
 
 class CountingReceiveFilter(NoneReceiveFilter):

@@ -77,14 +77,14 @@ _ATOMS = (int, bool, float, bytes, type(None))
 
 # -- header codecs (per header key) -------------------------------------------------------------
 def _rename_clock(value: Any, name: Callable[[str], str]) -> Any:
-    from filters._common import encode_clock
+    from groupcomm.filters._common import encode_clock
 
     names, counts = value
     return encode_clock({name(n): c for n, c in zip(names, counts, strict=True)})
 
 
 def _rename_matrix(value: Any, name: Callable[[str], str]) -> Any:
-    from filters._common import encode_matrix
+    from groupcomm.filters._common import encode_matrix
 
     names, flat = value
     matrix: dict[str, dict[str, int]] = {}

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("groupcomm.cli.serve", "run a session server"),
     "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
-    "demo": ("apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
-    "im": ("apps.im", "terminal instant messenger (one participant)"),
+    "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
+    "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
     "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
-    "stress": ("apps.stress", "many real processes, random traffic and injected faults"),
+    "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),
 }

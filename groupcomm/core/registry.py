@@ -3,7 +3,7 @@
 Plugins fill the registry; the rest of the framework looks things up in it. The
 registry does not know who fills it: on the first lookup it calls every function
 declared in the ``groupcomm.discovery`` entry-point group (this project declares
-:func:`plugins.manager.discover`, which asks the built-in and third-party plugins through
+:func:`groupcomm.plugins.manager.discover`, which asks the built-in and third-party plugins through
 pluggy and calls :func:`register_module` / :func:`register_filter`). Code can also
 register directly, for example a test's own module.
 """

@@ -21,7 +21,7 @@ def chat(group: ProcessGroup) -> Iterator:
         assert group.server is not None
         child = pexpect.spawn(
             sys.executable,
-            ["-m", "apps.im", "--name", name, "--session", "office", "--server",
+            ["-m", "groupcomm.apps.im", "--name", name, "--session", "office", "--server",
              group.server.address, "--key-file", str(group.key_file), *extra],
             encoding="utf-8", timeout=20, dimensions=(40, 160),
         )

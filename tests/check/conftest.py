@@ -9,9 +9,9 @@ import pytest
 
 @pytest.fixture
 def extra_modules() -> Iterator[None]:
-    from filters.mfss import MfssManager, MfssModule
     from groupcomm.core import registry
     from groupcomm.core.causality import ProtocolViolation
+    from groupcomm.filters.mfss import MfssManager, MfssModule
 
     class ForgetfulManager(MfssManager):
         """MFSS that never sends the second message of its buffer: a liveness bug."""

@@ -259,8 +259,8 @@ def test_mfss_acks_do_not_commute_on_fifo_links() -> None:
 def test_a_wrong_commutation_declaration_is_stopped(monkeypatch) -> None:
     """Declaring cykas' ACK and YCT commuting is wrong (an ACK before a send makes it
     normal, after it eager): the run-time check of H stops the search."""
-    from filters.cykas import CykasModule
     from groupcomm.check import por
+    from groupcomm.filters.cykas import CykasModule
 
     monkeypatch.setattr(CykasModule, "commuting_controls", frozenset({"ack", "yct"}))
     with pytest.raises(por.CommutationError, match="declares that a '(ack|yct)' arrival"):
@@ -275,9 +275,9 @@ def per_peer_mfss() -> Iterator[str]:
     causal triangle gets through), declared ACK-commuting (H holds for it)."""
     from collections import deque
 
-    from filters.mfss import MfssManager, MfssModule
     from groupcomm.core import registry
     from groupcomm.core.causality import ProtocolViolation
+    from groupcomm.filters.mfss import MfssManager, MfssModule
 
     class PerPeerManager(MfssManager):
         def __init__(self, host) -> None:

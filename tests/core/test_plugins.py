@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from groupcomm.core.selection import SelectionError, filter_creators, parse_filter_spec, resolve
-from plugins import hookimpl
-from plugins.manager import PluginError, plugin_manager
+from groupcomm.plugins import hookimpl
+from groupcomm.plugins.manager import PluginError, plugin_manager
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "groupcomm-example-plugin"
@@ -115,7 +115,7 @@ def test_unknown_names_and_bad_specs_are_clear(tmp_path: Path) -> None:
 
 def test_im_refuses_an_unknown_module_in_one_line() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "apps.im", "--name", "a", "--session", "s",
+        [sys.executable, "-m", "groupcomm.apps.im", "--name", "a", "--session", "s",
          "--causality", "bogus"], capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
     assert result.returncode == 2
