@@ -30,6 +30,7 @@ LAYERS = [
     ("groupcomm.wire", {"groupcomm.core"}),
     ("groupcomm.filters", {"groupcomm.core"}),
     ("groupcomm.layers", {"groupcomm.core"}),
+    ("groupcomm.replicated", {"groupcomm.core"}),
     ("groupcomm.plugins", {"groupcomm.core", "groupcomm.layers"}),
     ("groupcomm", {"groupcomm.core"}),
     ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire"}),
@@ -48,6 +49,8 @@ NO_IO = {
     "groupcomm.filters": {"zmq", "socket", "threading", "time", "random", "asyncio", "selectors",
                 "subprocess"},
     "groupcomm.core": {"zmq", "socket", "time", "random", "asyncio", "selectors", "subprocess"},
+    "groupcomm.replicated": {"zmq", "socket", "threading", "time", "random", "asyncio",
+                             "selectors", "subprocess"},
 }
 
 

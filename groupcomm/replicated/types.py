@@ -1,0 +1,104 @@
+"""The counter, the add-wins set and the multi-value register (see the package doc).
+
+Each type has ``prepare_*`` methods that return the operation to broadcast (plain data:
+a tuple of a kind and arguments) and :meth:`effect`, which applies a delivered operation
+with its tag. An operation of the wrong shape raises ``ValueError`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from groupcomm.core.messages import Tag
+
+
+def _kind(op: Any, kinds: tuple[str, ...], arity: int) -> str:
+    if not isinstance(op, tuple) or len(op) != arity or op[0] not in kinds:
+        raise ValueError(f"not an operation of this type: {op!r} (expected one of "
+                         f"{', '.join(kinds)} with {arity - 1} argument(s))")
+    return op[0]
+
+
+class Counter:
+    """An op-based counter: increments commute, so every delivery order agrees (the tag
+    is not needed; it is taken for the same interface as the other types)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    @staticmethod
+    def prepare_add(amount: int) -> tuple[str, int]:
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise ValueError(f"a counter adds integers, got {amount!r}")
+        return ("add", amount)
+
+    def effect(self, op: Any, tag: Tag) -> None:
+        _kind(op, ("add",), 2)
+        if isinstance(op[1], bool) or not isinstance(op[1], int):
+            raise ValueError(f"a counter adds integers, got {op[1]!r}")
+        self.value += op[1]
+
+
+class AddWinsSet:
+    """An op-based add-wins (observed-remove) set.
+
+    ``add(e)`` records the add's tag; ``remove(e)`` removes the adds of ``e`` whose tags
+    happened before it: the adds its sender had seen, all delivered here already since
+    delivery is causal. An add concurrent with a remove is not among them, so it
+    survives: add wins. The value is the set of elements with a surviving add.
+    """
+
+    def __init__(self) -> None:
+        self._adds: dict[Hashable, set[Tag]] = {}
+
+    @staticmethod
+    def prepare_add(element: Hashable) -> tuple[str, Hashable]:
+        return ("add", element)
+
+    @staticmethod
+    def prepare_remove(element: Hashable) -> tuple[str, Hashable]:
+        return ("remove", element)
+
+    def effect(self, op: Any, tag: Tag) -> None:
+        kind = _kind(op, ("add", "remove"), 2)
+        element = op[1]
+        if kind == "add":
+            self._adds.setdefault(element, set()).add(tag)
+            return
+        kept = {t for t in self._adds.get(element, ()) if not t.happened_before(tag)}
+        if kept:
+            self._adds[element] = kept
+        else:
+            self._adds.pop(element, None)
+
+    @property
+    def value(self) -> frozenset:
+        return frozenset(self._adds)
+
+    def __contains__(self, element: object) -> bool:
+        return element in self._adds
+
+
+class MultiValueRegister:
+    """An op-based multi-value register: a write supersedes the writes that happened
+    before it; concurrent writes are all kept (and shown), until a later write that has
+    seen them replaces them all. ``value`` lists the current values in a deterministic
+    order (by their tags), the same at every replica."""
+
+    def __init__(self) -> None:
+        self._writes: list[tuple[Any, Tag]] = []
+
+    @staticmethod
+    def prepare_write(value: Any) -> tuple[str, Any]:
+        return ("write", value)
+
+    def effect(self, op: Any, tag: Tag) -> None:
+        _kind(op, ("write",), 2)
+        self._writes = [(v, t) for v, t in self._writes if not t.happened_before(tag)]
+        self._writes.append((op[1], tag))
+
+    @property
+    def value(self) -> list[Any]:
+        ordered = sorted(self._writes, key=lambda entry: sorted(entry[1].clock.items()))
+        return [v for v, _ in ordered]
