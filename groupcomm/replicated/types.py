@@ -1,8 +1,11 @@
-"""The counter, the add-wins set and the multi-value register (see the package doc).
+"""The counter, the add-wins set, the multi-value register and the text sequence (see
+the package doc).
 
 Each type has ``prepare_*`` methods that return the operation to broadcast (plain data:
 a tuple of a kind and arguments) and :meth:`effect`, which applies a delivered operation
-with its tag. An operation of the wrong shape raises ``ValueError`` and changes nothing.
+with its tag and the id of the message that carried it (``app_message_id``; only the
+sequence needs it). An operation of the wrong shape raises ``ValueError`` and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class Counter:
             raise ValueError(f"a counter adds integers, got {amount!r}")
         return ("add", amount)
 
-    def effect(self, op: Any, tag: Tag) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
         _kind(op, ("add",), 2)
         if isinstance(op[1], bool) or not isinstance(op[1], int):
             raise ValueError(f"a counter adds integers, got {op[1]!r}")
@@ -60,7 +63,7 @@ class AddWinsSet:
     def prepare_remove(element: Hashable) -> tuple[str, Hashable]:
         return ("remove", element)
 
-    def effect(self, op: Any, tag: Tag) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
         kind = _kind(op, ("add", "remove"), 2)
         element = op[1]
         if kind == "add":
@@ -93,7 +96,7 @@ class MultiValueRegister:
     def prepare_write(value: Any) -> tuple[str, Any]:
         return ("write", value)
 
-    def effect(self, op: Any, tag: Tag) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
         _kind(op, ("write",), 2)
         self._writes = [(v, t) for v, t in self._writes if not t.happened_before(tag)]
         self._writes.append((op[1], tag))
@@ -102,3 +105,78 @@ class MultiValueRegister:
     def value(self) -> list[Any]:
         ordered = sorted(self._writes, key=lambda entry: sorted(entry[1].clock.items()))
         return [v for v, _ in ordered]
+
+
+class TextSequence:
+    """An op-based sequence of characters (RGA, Roh et al. 2011), for shared text.
+
+    Every inserted character is identified by the id of the message that inserted it
+    (``message.app_message_id``) and ordered by a timestamp taken from its tag: the sum
+    of the tag's clock (larger for a send that happened after another), ties broken by
+    the id. An insert names the character it goes after (``None``: the start); among
+    inserts after the same character the one with the larger timestamp comes first, so
+    concurrent inserts at one place end in the same order everywhere. A delete hides one
+    character and keeps it as a tombstone, so inserts that refer to it still find their
+    place; an insert concurrent with a delete of its left neighbour survives. Causal
+    delivery guarantees that the character an operation names has been delivered first;
+    without it an operation can name one that is not here yet, and :meth:`effect` raises
+    ``ValueError`` (the operation fails).
+    """
+
+    def __init__(self) -> None:
+        #: [id, timestamp, character, deleted] in document order, tombstones included
+        self._items: list[list[Any]] = []
+        self._index: dict[str, int] = {}
+
+    # -- operations ----------------------------------------------------------------------
+    def prepare_insert(self, position: int, character: str) -> tuple[str, str | None, str]:
+        """Insert ``character`` so that it becomes visible character number ``position``."""
+        if not isinstance(character, str) or len(character) != 1:
+            raise ValueError(f"insert one character at a time, got {character!r}")
+        visible = self._visible()
+        if not 0 <= position <= len(visible):
+            raise ValueError(f"position {position} is outside the text (0..{len(visible)})")
+        return ("insert", visible[position - 1][0] if position else None, character)
+
+    def prepare_delete(self, position: int) -> tuple[str, str]:
+        visible = self._visible()
+        if not 0 <= position < len(visible):
+            raise ValueError(f"no character at position {position} (0..{len(visible) - 1})")
+        return ("delete", visible[position][0])
+
+    def effect(self, op: Any, tag: Tag, op_id: str) -> None:
+        inserting = isinstance(op, tuple) and len(op) > 0 and op[0] == "insert"
+        kind = _kind(op, ("insert", "delete"), 3 if inserting else 2)
+        if kind == "delete":
+            where = self._index.get(op[1])
+            if where is None:
+                raise ValueError(f"delete of {op[1]}, which has not been inserted here")
+            self._items[where][3] = True
+            return
+        _, after, character = op
+        if op_id in self._index:
+            raise ValueError(f"{op_id} inserted twice")
+        if after is None:
+            place = 0
+        elif after in self._index:
+            place = self._index[after] + 1
+        else:
+            raise ValueError(f"insert after {after}, which has not been inserted here")
+        stamp = (sum(tag.clock.values()), op_id)
+        items = self._items
+        while place < len(items) and items[place][1] > stamp:
+            place += 1
+        items.insert(place, [op_id, stamp, character, False])
+        self._index = {item[0]: k for k, item in enumerate(items)}
+
+    # -- reading ---------------------------------------------------------------------------
+    def _visible(self) -> list[list[Any]]:
+        return [item for item in self._items if not item[3]]
+
+    @property
+    def value(self) -> str:
+        return "".join(item[2] for item in self._items if not item[3])
+
+    @property
+    def tombstones(self) -> int:
+        return sum(1 for item in self._items if item[3])
