@@ -32,7 +32,9 @@ depends on, and replicas diverge (the tests show it). :func:`unsupported_reason`
 so for a module; ``none`` and ``fifo`` give no causal order at all.
 """
 
+from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.support import unsupported_reason
 from groupcomm.replicated.types import AddWinsSet, Counter, MultiValueRegister, TextSequence
 
-__all__ = ["AddWinsSet", "Counter", "MultiValueRegister", "TextSequence", "unsupported_reason"]
+__all__ = ["AddWinsSet", "Counter", "MultiValueRegister", "Stability", "TextSequence",
+           "unsupported_reason"]

@@ -14,6 +14,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from groupcomm.core.messages import Tag
+from groupcomm.replicated.stability import Stability
 
 
 def _kind(op: Any, kinds: tuple[str, ...], arity: int) -> str:
@@ -124,7 +125,8 @@ class TextSequence:
     """
 
     def __init__(self) -> None:
-        #: [id, timestamp, character, deleted] in document order, tombstones included
+        #: [id, timestamp, character, tag of its delete or None, id of the character it
+        #: was inserted after or None] in document order, tombstones included
         self._items: list[list[Any]] = []
         self._index: dict[str, int] = {}
 
@@ -151,7 +153,8 @@ class TextSequence:
             where = self._index.get(op[1])
             if where is None:
                 raise ValueError(f"delete of {op[1]}, which has not been inserted here")
-            self._items[where][3] = True
+            if self._items[where][3] is None:
+                self._items[where][3] = tag
             return
         _, after, character = op
         if op_id in self._index:
@@ -166,17 +169,38 @@ class TextSequence:
         items = self._items
         while place < len(items) and items[place][1] > stamp:
             place += 1
-        items.insert(place, [op_id, stamp, character, False])
+        items.insert(place, [op_id, stamp, character, None, after])
         self._index = {item[0]: k for k, item in enumerate(items)}
 
     # -- reading ---------------------------------------------------------------------------
     def _visible(self) -> list[list[Any]]:
-        return [item for item in self._items if not item[3]]
+        return [item for item in self._items if item[3] is None]
 
     @property
     def value(self) -> str:
-        return "".join(item[2] for item in self._items if not item[3])
+        return "".join(item[2] for item in self._items if item[3] is None)
 
     @property
     def tombstones(self) -> int:
-        return sum(1 for item in self._items if item[3])
+        return sum(1 for item in self._items if item[3] is not None)
+
+    def collect(self, stability: Stability) -> int:
+        """Drop the tombstones whose delete is causally stable and that no remaining
+        character was inserted after: every member has seen the delete, so no insert
+        on its way or to come names them, and without children of their own they take
+        no part in placing later inserts. Returns how many went."""
+        children: dict[str | None, int] = {}
+        for item in self._items:
+            children[item[4]] = children.get(item[4], 0) + 1
+        kept_reversed = []
+        for item in reversed(self._items):  # children come after their parents
+            if (item[3] is not None and not children.get(item[0])
+                    and stability.is_stable(item[3])):
+                children[item[4]] -= 1
+                continue
+            kept_reversed.append(item)
+        dropped = len(self._items) - len(kept_reversed)
+        if dropped:
+            self._items = kept_reversed[::-1]
+            self._index = {item[0]: k for k, item in enumerate(self._items)}
+        return dropped
