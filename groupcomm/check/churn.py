@@ -324,11 +324,7 @@ class ChurnModel(Model):
         if kind == "send" or (kind == "arrive" and not is_notice(arg)):
             return super()._local_run(i, snap_id, kind, arg)
         who = self.names[i]
-        node = self.nodes[i]
-        node.restore(self.snapshots[i][snap_id])
-        self._outbox = []
-        self._delivered_now = []
-        self.step += 1
+        node = self._start_step(i, snap_id)
         got: list[tuple[int, int, str]] = []
         try:
             if kind == "join":

@@ -398,13 +398,18 @@ class Model:
         (identity) in the sorts and lookups of every step."""
         return self._values.setdefault(value, value)
 
-    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
-        who = self.names[i]
+    def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
+        """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""
         node = self.nodes[i]
         node.restore(self.snapshots[i][snap_id])
         self._outbox = []
         self._delivered_now = []
         self.step += 1
+        return node
+
+    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
+        who = self.names[i]
+        node = self._start_step(i, snap_id)
         sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         got: list[tuple[int, int, str]] = []
         try:
