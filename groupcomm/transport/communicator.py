@@ -196,8 +196,10 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         #: (a sender-side module may hold one back for a while: the IM shows it pending)
         self.node.sent_listener = sent_listener
         self._init_outbox(max_frame)
+        #: the largest payload a send may carry (room left for ids, clock and headers)
+        self._payload_limit = self._frame_limit - min(PAYLOAD_HEADROOM, self._frame_limit // 4)
         #: str payloads may take up to 4 bytes a character: shorter ones always fit
-        self._check_size_from = (self._frame_limit - PAYLOAD_HEADROOM) // 4
+        self._check_size_from = self._payload_limit // 4
         self._init_session_link()
         self._init_state_link(state_provider, state_consumer, state_timeout)
         if release_after is not None and release_after < 0:
@@ -329,7 +331,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         """Refuse, at the call, a payload that cannot fit in a frame (one that passes but
         still does not fit once packed goes as a stand-in: see Outbox._unencodable)."""
         size = len(obj.encode("utf-8", "surrogatepass")) if type(obj) is str else len(obj)
-        limit = self._frame_limit - PAYLOAD_HEADROOM
+        limit = self._payload_limit
         if size > limit:
             raise MessageTooLarge(
                 f"{self.name}: a payload of {size:,} bytes does not fit in a frame (at most "

@@ -55,7 +55,7 @@ class Outbox:
         self._batch_budget = min(MAX_BATCH_BYTES, max_frame // 2)
         #: the largest message envelope a frame carries (room left for the body's head
         #: and the signature)
-        self._frame_limit = max_frame - FRAME_HEADROOM
+        self._frame_limit = max_frame - min(FRAME_HEADROOM, max_frame // 8)
         # frames a socket could not take yet (a slow peer), per socket, in order
         self._backlogs: dict[zmq.Socket, deque[list[bytes]]] = {}
         self._backlog_frames = 0

@@ -73,3 +73,15 @@ def test_a_payload_too_large_once_packed_travels_as_a_stand_in(group: ProcessGro
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_small_max_frame_still_carries_what_fits(group: ProcessGroup) -> None:
+    alice, bob, got, arrived = _pair(group, "matrix", max_frame=64 * 1024)
+    try:
+        alice.to_user("bob", "x" * 1000)
+        assert arrived.wait(10) and got == ["x" * 1000]
+        with pytest.raises(MessageTooLarge, match="max_frame=65,536"):
+            alice.to_user("bob", "y" * 100_000)
+    finally:
+        alice.close()
+        bob.close()
