@@ -371,9 +371,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
                         message = self._inbox.get_nowait()
                     except queue.Empty:
                         break
-                    if self._recent_ids is not None:  # see StateLink
-                        self._recent_ids.append(message.app_message_id)
-                    self.node.application_delivered(message, listeners)
+                    self._hand_over_from_inbox(message, listeners)
 
         self._call(add)
 
@@ -402,10 +400,16 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
                 message = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 return None
-        if self._recent_ids is not None:  # the application has it now (see StateLink)
-            self._recent_ids.append(message.app_message_id)
-        self.node.application_delivered(message)
+        self._hand_over_from_inbox(message)
         return message
+
+    def _hand_over_from_inbox(self, message: ReceivedMessage,
+                              listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()) -> None:
+        """The application has a message that waited in the inbox now: a snapshot taken
+        from here on reflects it (StateLink), and the application clock advances."""
+        if self._recent_ids is not None:
+            self._recent_ids.append(message.app_message_id)
+        self.node.application_delivered(message, listeners)
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
         """Be told of joins and leaves (on the I/O thread). Members are named by member
