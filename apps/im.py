@@ -26,15 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from groupcomm.apps.session_options import add_session_arguments, session_options
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.node import UnknownPeerError
-from groupcomm.core.selection import SelectionError, filter_creators, resolve
 from groupcomm.core.state_transfer import Snapshot
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
-DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
 #: an own message the causality module still holds this long after it was typed is
@@ -281,19 +280,6 @@ class ChatApp:
         return True
 
 
-def _parse_delay(spec: str) -> tuple[str, float]:
-    peer, eq, ms = spec.partition("=")
-    try:
-        if not eq or not peer:
-            raise ValueError
-        value = float(ms)
-        if value < 0:
-            raise ValueError
-    except ValueError:
-        raise CliError(f"groupcomm im: --delay takes PEER=MS with MS >= 0, got {spec!r}") from None
-    return peer, value
-
-
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm im",
@@ -301,46 +287,13 @@ def build_parser() -> ArgumentParser:
         "one person; /who lists members; /held shows held messages; /release NAME gives "
         "up waiting for a member who left; /quit leaves.",
     )
-    parser.add_argument("--name", required=True, help="your name in the session")
-    parser.add_argument("--session", required=True, help="session to join")
-    parser.add_argument("--application", default="im", help="application name (default im)")
-    parser.add_argument("--server", default=DEFAULT_SERVER,
-                        help=f"session server address (default {DEFAULT_SERVER})")
-    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
-    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
-                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
-    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
-                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
-    parser.add_argument("--config", help="config file (TOML) with causality / filters")
-    parser.add_argument("--direct", action="store_true",
-                        help="send peer to peer instead of through the server")
-    parser.add_argument("--curve-dir", metavar="DIR",
-                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
-                        "NAME.key_secret and server.key (see groupcomm keys)")
-    parser.add_argument("--bind-host", default="127.0.0.1",
-                        help="address to listen on for direct traffic (default 127.0.0.1; "
-                        "0.0.0.0 for every interface)")
-    parser.add_argument("--advertise-host",
-                        help="address other members reach this one at (default: --bind-host)")
-    parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
-                        help="minimum delay for messages to PEER (testing; repeatable)")
-    parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
-                        help="random extra delay per message, per-peer order kept")
-    parser.add_argument("--trace-dir", help="write a trace of this run here")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_session_arguments(parser, "im")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    delays = [_parse_delay(spec) for spec in args.delay]
-    if args.jitter < 0:
-        raise CliError("groupcomm im: --jitter must be >= 0")
-    try:
-        selection = resolve(args.causality, args.filter, args.config)
-        extra_send, extra_receive = filter_creators(selection.filters)
-    except SelectionError as error:
-        raise CliError(f"groupcomm im: {error}") from None
+    options = session_options(args, "groupcomm im")
     screen = ChatScreen(args.name, sys.stdout)
     if args.verbose == 0:
         # warnings belong on the chat screen as its own lines, not as timestamped log
@@ -351,25 +304,17 @@ def _run(args: argparse.Namespace) -> int:
         root.addHandler(ScreenLogHandler(screen))
     try:
         communicator = Communicator(
-            args.name, args.session, server=args.server, application=args.application,
-            key_file=args.key_file, causality=selection.causality,
-            extra_send=extra_send, extra_receive=extra_receive,
-            routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
-            bind_host=args.bind_host, advertise_host=args.advertise_host,
-            curve_dir=args.curve_dir,
+            args.name, args.session, **options.communicator_kwargs,
             state_provider=screen.snapshot, state_consumer=screen.install,
             session_listener=screen, message_listener=screen.message,
             sent_listener=screen.on_sent,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
-    for peer, ms in delays:
-        communicator.set_minimum_delay_to_peer(peer, ms)
-    if args.jitter:
-        communicator.set_delay_variation(args.jitter)
+    options.inject_delays(communicator)
     screen.communicator = communicator
     app = ChatApp(communicator, screen)
-    screen.line(f"* {args.name} joined {args.session} with causality {selection.causality} "
+    screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
     try:
         for line in sys.stdin:

@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
+    "edit": ("groupcomm.apps.edit", "terminal editor: edit one text together (one participant)"),
     "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),

@@ -414,6 +414,17 @@ class ProtocolNode(FilterHost):
         message listener."""
         self.application_delivered(message, self.message_listeners)
 
+    def merge_application_clock(self, clock: Iterable[tuple[str, int]]) -> None:
+        """Take in what another member's application had seen (a state transfer's
+        snapshot): the entries of ``clock`` raise this clock's, none lowers it. Entries
+        of the wrong shape are ignored."""
+        with self._clock_lock:
+            own = self._app_clock
+            for entry in clock:
+                if (isinstance(entry, tuple) and len(entry) == 2 and type(entry[0]) is str
+                        and type(entry[1]) is int and own.get(entry[0], 0) < entry[1]):
+                    own[entry[0]] = entry[1]
+
     @property
     def application_clock(self) -> dict[str, int]:
         """A copy of the application-boundary vector clock."""

@@ -139,6 +139,9 @@ class StateReply(SystemMessage):
     available: bool
     state: Any = None
     reflected: tuple[str, ...] = ()
+    #: the provider's application clock at the snapshot: the newcomer merges it, so its
+    #: tags say that its sends happened after everything the snapshot holds
+    clock: tuple[tuple[str, int], ...] = ()
     kind: str = "state_reply"
 
 

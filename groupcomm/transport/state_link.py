@@ -15,6 +15,7 @@ change one step under a lock the provider takes too, so no snapshot falls betwee
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -46,6 +47,10 @@ class StateLink:
         self._state_consumer = consumer
         #: the newcomer's side, when the application installs snapshots
         self._state_gate = NewcomerState(timeout) if consumer is not None else None
+        #: set once the newcomer's state transfer is over (see wait_for_state)
+        self._state_settled = threading.Event()
+        if consumer is None:
+            self._state_settled.set()
         #: ids of the latest messages handed to the application (what a snapshot reflects)
         self._recent_ids: deque[str] | None = (
             deque(maxlen=REFLECTED_IDS) if provider is not None else None)
@@ -57,8 +62,17 @@ class StateLink:
         self._session_ids = 0
 
     # -- as a newcomer ------------------------------------------------------------------------
+    def wait_for_state(self, timeout: float | None = None) -> bool:
+        """Wait until the state transfer of this newcomer is over: the snapshot is
+        installed, or no member could give one (a warning says so). True when it is
+        over, False on ``timeout``; at once for a client without a state consumer. An
+        application that edits shared state waits for it before its first edit, which
+        the snapshot would otherwise replace."""
+        return self._state_settled.wait(timeout)
+
     def _state_joined(self, members: Sequence[str]) -> None:
         if self._state_gate is not None:
+            self._state_settled.clear()  # a new incarnation asks again
             self._state_actions(self._state_gate.joined(self.node.name, members,
                                                         time.monotonic()))
 
@@ -77,6 +91,8 @@ class StateLink:
                 self._send_system(StateRequest(), action.member)
                 continue
             if action.reply is not None and self._state_consumer is not None:
+                # what the snapshot holds happened before this member's next sends
+                self.node.merge_application_clock(action.reply.clock)
                 try:
                     self._state_consumer(action.reply.state)
                     self.stats["state_installed"] += 1
@@ -88,6 +104,7 @@ class StateLink:
                 self.node.application_delivered(message)
             for message in action.release:
                 self._hand_over(message)
+            self._state_settled.set()
 
     # -- as a member ---------------------------------------------------------------------------
     def _state_newcomer(self, newcomer: str, members: Sequence[str]) -> None:
@@ -155,8 +172,10 @@ class StateLink:
         state, own = ((value.state, tuple(value.reflects)) if isinstance(value, Snapshot)
                       else (value, ()))
         self.stats["state_given"] += 1
+        # read after the provider: an own send racing it is covered rather than missed
+        clock = tuple(self.node.application_clock.items())
         return StateReply(available=True, state=state,
-                          reflected=(*self._recent_ids, *own))
+                          reflected=(*self._recent_ids, *own), clock=clock)
 
     def _send_system(self, obj: Any, dest: str) -> None:
         self._system_sent += 1

@@ -43,9 +43,10 @@ def _operation(kind: str, replica, code: int, element: int):
         return replica.prepare_add(element) if code else replica.prepare_remove(element)
     if kind == "text":
         length = len(replica.value)
-        if code or not length:
-            return replica.prepare_insert(element % (length + 1), "xyz"[element])
-        return replica.prepare_delete(element % length)
+        if code or not length:  # runs of one to three characters, as typed or pasted
+            return replica.prepare_insert(element % (length + 1), "xyz"[:element + 1])
+        start = element % length
+        return replica.prepare_delete(start, min(length - start, 1 + element % 2))
     return replica.prepare_write(f"v{element}")
 
 
@@ -163,6 +164,35 @@ def test_concurrent_inserts_at_one_place_keep_one_order_and_deletes_leave_tombst
         TextSequence().effect(("insert", "p9#1", "z"), Tag({"p9": 2}), "p9#2")
     with pytest.raises(ValueError, match="outside the text"):
         a.prepare_insert(9, "q")
+
+
+def test_runs_ranges_anchors_and_state_transfer() -> None:
+    a = TextSequence()
+    a.effect(a.prepare_insert(0, "hello"), Tag({"p1": 1}), "p1#1")
+    a.effect(a.prepare_insert(5, " world"), Tag({"p1": 2}), "p1#2")
+    assert a.value == "hello world" and len(a) == 11
+    cursor = a.anchor(5)                    # just after "hello"
+    b = TextSequence.from_state(a.state())  # a newcomer continues from a copy
+    a.effect(a.prepare_insert(0, ">> "), Tag({"p1": 3}), "p1#3")
+    assert a.position(cursor) == 8 and b.position(cursor) == 5
+    delete = a.prepare_delete(3, 5)         # "hello", one operation
+    assert delete[0] == "delete" and len(delete[1]) == 5
+    a.effect(delete, Tag({"p1": 4}), "p1#4")
+    assert a.value == ">>  world" and a.tombstones == 5
+    assert a.position(cursor) == 3          # a deleted character still marks its place
+    b.effect(b.prepare_insert(5, "!"), Tag({"p1": 2, "p2": 1}), "p2#1")
+    for op, tag, op_id in [(("insert", None, ">> "), {"p1": 3}, "p1#3"),
+                           (delete, {"p1": 4}, "p1#4")]:
+        b.effect(op, Tag(tag), op_id)
+    a.effect(("insert", "p1#1+4", "!"), Tag({"p1": 2, "p2": 1}), "p2#1")
+    assert a.value == b.value == ">> ! world"
+    for bad in [("delete", ()), ("delete", ("p1#1", 3)), ("delete", "nope"),
+                ("insert", None, ""), ("insert", None, 5)]:
+        with pytest.raises(ValueError):
+            a.effect(bad, Tag({"p1": 9}), "p1#9")
+    assert a.value == ">> ! world"          # a refused operation changes nothing
+    with pytest.raises(ValueError, match="not the state"):
+        TextSequence.from_state([["x", (1, "x"), "ab", None, None]])
 
 
 def test_which_modules_carry_the_types() -> None:

@@ -1,0 +1,153 @@
+"""``groupcomm edit``: a terminal editor in which several people edit one text at once.
+
+Each person runs ``groupcomm edit --name NAME --session SESSION``; what anyone types
+appears in everyone's copy, and every copy ends identical (the replicated text of
+:mod:`groupcomm.replicated`, carried by the causality module's tags). The top line says
+who is in the session, each name in the colour of its cursor; the others' cursors are
+shown in the text in those colours; the bottom line shows the module, the size of the
+text and what it keeps, and the keys. A newcomer gets the current text through state
+transfer. ``--file PATH`` seeds an empty session with the file's text and is where
+Ctrl-S and leaving save it.
+
+Keys: characters, Enter and pasting insert; Backspace and Delete delete; the arrows,
+Home, End, PageUp and PageDown move; Ctrl-S saves (with ``--file``); Ctrl-Q leaves.
+
+Modules that do not carry the replicated text (``none``, ``fifo``, ``mfss``, ``cykas``
+and the known-bad ones; see :func:`~groupcomm.replicated.unsupported_reason`) are
+refused with the reason, unless ``--allow-divergence``, which runs anyway and keeps a
+warning on the screen: copies may then diverge and operations fail, and the screen
+counts the failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from groupcomm.apps.session_options import add_session_arguments, session_options
+from groupcomm.apps.shared_text import SharedText, presence_slot
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.filters.latest_value import DEFAULT_HOLD, LatestValueCreator
+from groupcomm.replicated import unsupported_reason
+from groupcomm.transport.communicator import Communicator, CommunicatorError
+
+log = logging.getLogger(__name__)
+
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm edit",
+        description="Edit one text together with the other members of a session. Keys: "
+        "type, Enter, Backspace, Delete, arrows, Home/End, PageUp/PageDown; Ctrl-S saves "
+        "to --file; Ctrl-Q leaves.",
+    )
+    add_session_arguments(parser, "edit")
+    parser.add_argument("--file", metavar="PATH",
+                        help="seed an empty session with this file's text; Ctrl-S and "
+                        "leaving save the text here")
+    parser.add_argument("--allow-divergence", action="store_true",
+                        help="run with a module that does not carry the replicated text "
+                        "(none, fifo, mfss, cykas), with a warning on the screen")
+    parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
+                        metavar="MS", help="jitter buffer for the others' cursor moves "
+                        f"(default {DEFAULT_HOLD * 1000:g} ms; edits are never held)")
+    return parser
+
+
+class StatusLog(logging.Handler):
+    """Keeps the framework's latest warning for the status line."""
+
+    def __init__(self, on_change) -> None:
+        super().__init__(logging.WARNING)
+        self.latest = ""
+        self.on_change = on_change
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.latest = record.getMessage().splitlines()[0][:200]
+            self.on_change()
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    prog = "groupcomm edit"
+    if args.presence_hold < 0:
+        raise CliError(f"{prog}: --presence-hold must be >= 0")
+    options = session_options(
+        args, prog, extra_receive=[LatestValueCreator(presence_slot, args.presence_hold / 1000)])
+    module = options.selection.causality or "none"
+    reason = unsupported_reason(module)
+    if reason and not args.allow_divergence:
+        raise CliError(f"{prog}: refusing {reason} (copies of the text must converge; "
+                       "use matrix, matrix-delta or vector, or --allow-divergence to watch "
+                       "them diverge)")
+    seed = None
+    if args.file and os.path.exists(args.file):
+        try:
+            with open(args.file, encoding="utf-8") as source:
+                seed = source.read()
+        except (OSError, UnicodeDecodeError) as error:
+            raise CliError(f"{prog}: cannot read --file {args.file}: {error}") from None
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError(f"{prog}: needs a terminal (run it in one, or in tmux)")
+
+    from groupcomm.apps.edit_screen import EditScreen  # prompt_toolkit, only when used
+
+    shared = SharedText(args.name, collect=reason is None)
+    screen = EditScreen(shared, args.session, module, warning=reason, file=args.file)
+    shared.on_change = screen.refresh
+    status = StatusLog(screen.refresh)
+    screen.status_log = status
+    if args.verbose == 0:
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            root.removeHandler(handler)  # the terminal belongs to the editor
+        root.addHandler(status)
+    try:
+        communicator = Communicator(
+            args.name, args.session, **options.communicator_kwargs,
+            state_provider=shared.snapshot, state_consumer=shared.install,
+            session_listener=shared, message_listener=shared.on_message,
+        )
+    except (CommunicatorError, OSError, ValueError) as error:
+        raise CliError(f"{prog}: {error}") from None
+    try:
+        options.inject_delays(communicator)
+        if len(communicator.members_at_join) > 1:
+            print(f"joined {args.session}; getting the text from "
+                  f"{communicator.members_at_join[0]}...", flush=True)
+        communicator.wait_for_state()  # an edit before it would be replaced by the snapshot
+        shared.attach(communicator)
+        if seed is not None:
+            if communicator.members_at_join == [communicator.member_id]:
+                shared.insert(seed)
+                shared.move_to(0)
+            else:
+                status.latest = (f"{args.file} not loaded: the session already has a text "
+                                 "(it is saved there on Ctrl-S)")
+        screen.run()
+    finally:
+        communicator.close()
+        if args.file:
+            written = shared.save(args.file)
+            print(f"saved {written} characters to {args.file}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm edit --name NAME --session SESSION [...]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    # run as the importable module, so that Presence pickles as
+    # groupcomm.apps.shared_text.Presence, which the receiving process has
+    from groupcomm.apps.edit import main as importable_main
+
+    sys.exit(importable_main())

@@ -1,0 +1,233 @@
+"""The screen of ``groupcomm edit`` (prompt_toolkit, full screen).
+
+The text is drawn from the replica on every change, never edited in a prompt_toolkit
+buffer: the replica (:class:`~groupcomm.apps.shared_text.SharedText`) is the only copy,
+and keys are turned into its operations. Deliveries arrive on the communicator's thread
+and only ask for a redraw (``Application.invalidate`` is thread-safe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prompt_toolkit.application import Application
+from prompt_toolkit.data_structures import Point
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import HSplit, Layout, Window
+from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.styles import Style
+
+from groupcomm.apps.shared_text import SharedText
+
+COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiyellow")
+
+
+def line_and_column(text: str, position: int) -> tuple[int, int]:
+    before = text[:position]
+    line = before.count("\n")
+    return line, position - (before.rfind("\n") + 1)
+
+
+def position_of(text: str, line: int, column: int) -> int:
+    """The position at ``line``, ``column`` (clamped to the line and the text)."""
+    lines = text.split("\n")
+    line = max(0, min(line, len(lines) - 1))
+    start = sum(len(part) + 1 for part in lines[:line])
+    return start + max(0, min(column, len(lines[line])))
+
+
+class EditScreen:
+    """Draws the shared text, the members and the status; turns keys into edits."""
+
+    def __init__(self, shared: SharedText, session: str, module: str, *,
+                 warning: str | None = None, file: str | None = None) -> None:
+        self.shared = shared
+        self.session = session
+        self.module = module
+        self.warning = warning
+        self.file = file
+        self.status_log: Any = None
+        self.note = ""
+        self._colour: dict[str, str] = {}
+        self._cursor = Point(0, 0)
+        text_control = FormattedTextControl(self._text_fragments, focusable=True,
+                                            show_cursor=True,
+                                            get_cursor_position=lambda: self._cursor)
+        rows = [Window(FormattedTextControl(self._title), height=1, style="class:bar")]
+        if warning:
+            rows.append(Window(FormattedTextControl(
+                [("class:warning", f" ! copies may diverge: {warning}")]), height=1))
+        rows += [Window(text_control, wrap_lines=False),
+                 Window(FormattedTextControl(self._status), height=1, style="class:bar")]
+        self.app: Application = Application(
+            layout=Layout(HSplit(rows), focused_element=text_control),
+            key_bindings=self._keys(), full_screen=True, mouse_support=False,
+            style=Style.from_dict({"bar": "reverse", "warning": "bold ansired",
+                                   **{f"c{k}": f"bg:{c} fg:ansiblack"
+                                      for k, c in enumerate(COLOURS)}}))
+
+    def run(self) -> None:
+        self.app.run()
+
+    def refresh(self) -> None:
+        """Redraw soon (any thread)."""
+        if self.app.is_running:
+            self.app.invalidate()
+
+    # -- drawing --------------------------------------------------------------------------
+    def _colour_of(self, member: str) -> str:
+        if member not in self._colour:
+            self._colour[member] = f"class:c{len(self._colour) % len(COLOURS)}"
+        return self._colour[member]
+
+    def _title(self) -> StyleAndTextTuples:
+        shared = self.shared
+        with shared.lock:
+            members = list(shared.members)
+        parts: StyleAndTextTuples = [("", f" {self.session} · members: ")]
+        for k, member in enumerate(members):
+            if k:
+                parts.append(("", ", "))
+            if member == shared.me:
+                parts.append(("bold", f"{member} (you)"))
+            else:
+                parts.append((self._colour_of(member), member))
+        return parts
+
+    def _text_fragments(self) -> StyleAndTextTuples:
+        value, mine, others = self.shared.view()
+        line, column = line_and_column(value, mine)
+        self._cursor = Point(x=column, y=line)
+        at: dict[int, str] = {}
+        for member, position in sorted(others.items()):
+            at.setdefault(position, self._colour_of(member))
+        fragments: StyleAndTextTuples = []
+        start = 0
+        for position in sorted(at):
+            fragments.append(("", value[start:position]))
+            char = value[position:position + 1]
+            if char in ("", "\n"):  # a cursor at the end of a line: a coloured blank
+                fragments.append((at[position], " "))
+                fragments.append(("", char))
+            else:
+                fragments.append((at[position], char))
+            start = position + 1
+        fragments.append(("", value[start:]))
+        return fragments
+
+    def _status(self) -> StyleAndTextTuples:
+        shared = self.shared
+        with shared.lock:
+            length = shared.text.visible_length()
+            kept = len(shared.text)
+            failures = shared.failures
+        parts = [f" {self.module}", f"{length} chars ({kept - length} deleted kept)"]
+        if failures:
+            parts.append(f"{failures} edit(s) failed: copies differ")
+        latest = self.note or (self.status_log.latest if self.status_log else "")
+        if latest:
+            parts.append(latest)
+        keys = "^S save  ^Q quit" if self.file else "^Q quit"
+        return [("", " · ".join(parts) + "   " + keys)]
+
+    # -- keys -----------------------------------------------------------------------------
+    def _keys(self) -> KeyBindings:
+        keys = KeyBindings()
+        shared = self.shared
+
+        def move_lines(delta: int) -> None:
+            value, mine, _ = shared.view()
+            line, column = line_and_column(value, mine)
+            shared.move_to(position_of(value, line + delta, column))
+
+        @keys.add(Keys.Any)
+        def _(event: KeyPressEvent) -> None:
+            if event.data and event.data.isprintable():
+                self._edit(shared.insert, event.data)
+
+        @keys.add(Keys.BracketedPaste)
+        def _(event: KeyPressEvent) -> None:
+            text = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            if text:
+                self._edit(shared.insert, text)
+
+        @keys.add("enter")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.insert, "\n")
+
+        @keys.add("tab")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.insert, "    ")
+
+        @keys.add("backspace")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.backspace)
+
+        @keys.add("delete")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.delete)
+
+        @keys.add("left")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.move_to, shared.position - 1)
+
+        @keys.add("right")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(shared.move_to, shared.position + 1)
+
+        @keys.add("up")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(move_lines, -1)
+
+        @keys.add("down")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(move_lines, 1)
+
+        @keys.add("pageup")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(move_lines, -20)
+
+        @keys.add("pagedown")
+        def _(event: KeyPressEvent) -> None:
+            self._edit(move_lines, 20)
+
+        @keys.add("home")
+        def _(event: KeyPressEvent) -> None:
+            value, mine, _ = shared.view()
+            self._edit(shared.move_to, value.rfind("\n", 0, mine) + 1)
+
+        @keys.add("end")
+        def _(event: KeyPressEvent) -> None:
+            value, mine, _ = shared.view()
+            end = value.find("\n", mine)
+            self._edit(shared.move_to, len(value) if end < 0 else end)
+
+        @keys.add("c-s")
+        def _(event: KeyPressEvent) -> None:
+            if not self.file:
+                self.note = "no --file to save to"
+                return
+            try:
+                written = shared.save(self.file)
+            except OSError as error:
+                self.note = f"not saved: {error}"
+            else:
+                self.note = f"saved {written} characters to {self.file}"
+
+        @keys.add("c-q")
+        @keys.add("c-c")
+        def _(event: KeyPressEvent) -> None:
+            event.app.exit()
+
+        return keys
+
+    def _edit(self, action, *args: Any) -> None:
+        """Run a key's edit; a refused one (the communicator is closing, the module
+        refuses the send) becomes the status line instead of ending the editor."""
+        self.note = ""
+        try:
+            action(*args)
+        except Exception as error:  # noqa: BLE001 - shown, and the editor goes on
+            self.note = f"not done: {error}"

@@ -1,0 +1,98 @@
+"""The command-line options every interactive app shares (``im``, ``edit``): where the
+session is, which causality module and filters, routing, keys, injected delays, traces."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from groupcomm.cli.args import ArgumentParser, CliError
+from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
+
+DEFAULT_SERVER = "tcp://127.0.0.1:5555"
+
+
+def add_session_arguments(parser: ArgumentParser, application: str) -> None:
+    """Add the shared options (``--name`` and ``--session`` included) to ``parser``."""
+    parser.add_argument("--name", required=True, help="your name in the session")
+    parser.add_argument("--session", required=True, help="session to join")
+    parser.add_argument("--application", default=application,
+                        help=f"application name (default {application})")
+    parser.add_argument("--server", default=DEFAULT_SERVER,
+                        help=f"session server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
+    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
+                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
+    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
+                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
+    parser.add_argument("--config", help="config file (TOML) with causality / filters")
+    parser.add_argument("--direct", action="store_true",
+                        help="send peer to peer instead of through the server")
+    parser.add_argument("--curve-dir", metavar="DIR",
+                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
+                        "NAME.key_secret and server.key (see groupcomm keys)")
+    parser.add_argument("--bind-host", default="127.0.0.1",
+                        help="address to listen on for direct traffic (default 127.0.0.1; "
+                        "0.0.0.0 for every interface)")
+    parser.add_argument("--advertise-host",
+                        help="address other members reach this one at (default: --bind-host)")
+    parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
+                        help="minimum delay for messages to PEER (testing; repeatable)")
+    parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
+                        help="random extra delay per message, per-peer order kept")
+    parser.add_argument("--trace-dir", help="write a trace of this run here")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def parse_delay(spec: str, prog: str) -> tuple[str, float]:
+    """``PEER=MS`` as (peer, milliseconds); a :class:`CliError` naming ``prog`` if not."""
+    peer, eq, ms = spec.partition("=")
+    try:
+        if not eq or not peer:
+            raise ValueError
+        value = float(ms)
+        if value < 0:
+            raise ValueError
+    except ValueError:
+        raise CliError(f"{prog}: --delay takes PEER=MS with MS >= 0, got {spec!r}") from None
+    return peer, value
+
+
+@dataclass
+class SessionOptions:
+    """The parsed shared options: the module selection, the communicator's keyword
+    arguments, and the delays to inject once it is built."""
+
+    selection: Selection
+    communicator_kwargs: dict[str, Any]
+    delays: list[tuple[str, float]]
+    jitter: float
+
+    def inject_delays(self, communicator: Any) -> None:
+        for peer, ms in self.delays:
+            communicator.set_minimum_delay_to_peer(peer, ms)
+        if self.jitter:
+            communicator.set_delay_variation(self.jitter)
+
+
+def session_options(args: argparse.Namespace, prog: str, extra_receive: list | None = None,
+                    ) -> SessionOptions:
+    """Check the shared options; every problem is one :class:`CliError` line."""
+    delays = [parse_delay(spec, prog) for spec in args.delay]
+    if args.jitter < 0:
+        raise CliError(f"{prog}: --jitter must be >= 0")
+    try:
+        selection = resolve(args.causality, args.filter, args.config)
+        extra_send, extra_rcv = filter_creators(selection.filters)
+    except SelectionError as error:
+        raise CliError(f"{prog}: {error}") from None
+    kwargs = dict(
+        server=args.server, application=args.application, key_file=args.key_file,
+        causality=selection.causality, extra_send=extra_send,
+        extra_receive=[*(extra_receive or []), *extra_rcv],
+        routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
+        bind_host=args.bind_host, advertise_host=args.advertise_host,
+        curve_dir=args.curve_dir,
+    )
+    return SessionOptions(selection, kwargs, delays, args.jitter)

@@ -1,0 +1,112 @@
+"""A jitter buffer for volatile values, latest value wins (the slides' telepointer demo).
+
+Some messages only say where something is now: a telepointer, a cursor, a selection.
+Shown as they arrive, network jitter makes them jump; each one is obsolete as soon as
+the next one from the same sender for the same thing arrives. This receive filter holds
+such messages for ``hold`` seconds after their arrival, so that they are shown at an
+even pace, and marks a held message whose value a newer one from the same sender
+replaced with the header ``superseded`` (an application shows only the others).
+
+Nothing else waits for them: any other message that arrives (a text edit, a control
+message) first releases everything held, in arrival order, then passes at once. The
+filter never changes the order in which messages go on, and never drops one, so a
+causality module after it and the trace analysis see every message, in the order it
+came; the only change is when held messages go on (not traced as ``buffer``: the
+trace's buffering figures stay those of the causality module; the hold shows in the
+latency).
+
+Which messages are volatile, and what they are about, says the ``slot`` function given
+to :class:`LatestValueCreator`: it receives a user message's payload and returns a key
+(for example ``"cursor"``) or ``None`` for a message that is never held. Time comes from
+the host's clock and ticker: no I/O here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.core.messages import ReceivedMessage
+
+#: the header a replaced value is handed on with
+SUPERSEDED = "superseded"
+#: seconds a volatile value is held by default (a few ticks of the I/O loop)
+DEFAULT_HOLD = 0.06
+
+
+class LatestValueFilter(MessageFilter[ReceivedMessage]):
+    """Holds volatile messages up to ``hold`` seconds; see the module docstring."""
+
+    def __init__(self, host: FilterHost, slot: Callable[[Any], Hashable | None],
+                 hold: float) -> None:
+        super().__init__()
+        self.host = host
+        self.slot = slot
+        self.hold = hold
+        #: [release time, message, superseded] in arrival order
+        self._queue: deque[list[Any]] = deque()
+        #: (sender, slot) -> the queue entry holding its latest value
+        self._latest: dict[tuple[str, Hashable], list[Any]] = {}
+        #: how many held values a newer one replaced
+        self.superseded = 0
+        host.add_ticker(self._tick)
+
+    def filter_message(self, message: ReceivedMessage) -> None:
+        key = self._slot_of(message)
+        if key is None:
+            self.release_all()
+            self.forward(message)
+            return
+        older = self._latest.get(key)
+        if older is not None and not older[2]:
+            older[2] = True
+            self.superseded += 1
+        entry = [self.host.now() + self.hold, message, False]
+        self._queue.append(entry)
+        self._latest[key] = entry
+
+    def _slot_of(self, message: ReceivedMessage) -> tuple[str, Hashable] | None:
+        if not message.is_user_message():
+            return None
+        try:
+            key = self.slot(message.user_message)
+        except Exception:  # noqa: BLE001 - a faulty slot function must not lose a message
+            return None
+        return None if key is None else (message.sender, key)
+
+    def _tick(self, now: float) -> None:
+        queue = self._queue
+        while queue and queue[0][0] <= now:
+            self._release(queue.popleft())
+
+    def release_all(self) -> None:
+        """Hand on everything held, in arrival order."""
+        queue = self._queue
+        while queue:
+            self._release(queue.popleft())
+
+    def _release(self, entry: list[Any]) -> None:
+        _, message, superseded = entry
+        key = self._slot_of(message)
+        if key is not None and self._latest.get(key) is entry:
+            del self._latest[key]
+        self.forward(message.with_headers(**{SUPERSEDED: True}) if superseded else message)
+
+    def held(self) -> list[ReceivedMessage]:
+        return [entry[1] for entry in self._queue]
+
+
+class LatestValueCreator(MessageFilterCreator[ReceivedMessage]):
+    """Makes a :class:`LatestValueFilter` per communicator (pass it as ``extra_receive``)."""
+
+    def __init__(self, slot: Callable[[Any], Hashable | None],
+                 hold: float = DEFAULT_HOLD) -> None:
+        if hold < 0:
+            raise ValueError(f"hold must be >= 0 seconds, got {hold}")
+        self.slot = slot
+        self.hold = hold
+
+    def get_message_filter(self, host: FilterHost) -> LatestValueFilter:
+        return LatestValueFilter(host, self.slot, self.hold)
