@@ -11,6 +11,12 @@ from the source documents:
 * ``lunch`` (seed 003, broadcast): alice asks everyone "Done?" (m1), bob answers
   everyone "Lunch?" (m2) after seeing it, carol answers "Yes, No" (m3) after seeing
   both; alice's messages to carol are delayed.
+* ``shared-text`` (seeds 001/003, replicated state): three ``groupcomm edit --batch``
+  editors share one text. alice types "Hello" (delayed to carol), bob adds " world"
+  after it once he sees it, carol types "Dear all: " at the start meanwhile. With a
+  module that carries the replicated text every copy ends "Dear all: Hello world";
+  without causal order carol gets bob's edit before the "Hello" it refers to, the edit
+  fails, and the copies differ.
 
 Each run's traces are analysed with PySpark (one session reused across runs) and a
 table shows carol's delivery order, the causal violations the analysis found, median
@@ -33,6 +39,7 @@ from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, available_modules, get_module
+from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
 
@@ -49,13 +56,18 @@ class Scenario:
     name: str
     texts: dict[str, str]
     broadcast: bool
+    #: "chat" (the IM) or "text" (the shared editor)
+    kind: str = "chat"
 
 
 MEETING = Scenario("meeting", {"m1": "Let's meet at 3pm", "m2": "Please join the meeting",
                                "m3": "What is the meeting about?"}, broadcast=False)
 LUNCH = Scenario("lunch", {"m1": "Done?", "m2": "Lunch?", "m3": "Yes, No"}, broadcast=True)
+SHARED_TEXT = Scenario("shared-text", {"m1": "Hello", "m2": " world", "m3": "Dear all: "},
+                       broadcast=True, kind="text")
 UNICAST_DEFAULTS = ("none", "fifo", "matrix", "mfss", "cykas")
 BROADCAST_DEFAULTS = ("none", "vector", "matrix")
+TEXT_DEFAULTS = ("none", "fifo", "vector", "matrix")
 
 
 def plan_runs(causality: str) -> list[tuple[Scenario, str]]:
@@ -64,10 +76,14 @@ def plan_runs(causality: str) -> list[tuple[Scenario, str]]:
     if causality == "all":
         runs = [(MEETING, m) for m in UNICAST_DEFAULTS if m in installed]
         runs += [(LUNCH, m) for m in BROADCAST_DEFAULTS if m in installed]
+        runs += [(SHARED_TEXT, m) for m in TEXT_DEFAULTS if m in installed]
         return runs
     module = get_module(causality)  # raises UnknownModuleError listing what exists
     runs = [] if module.broadcast_only else [(MEETING, causality)]
-    return [*runs, (LUNCH, causality)]
+    runs.append((LUNCH, causality))
+    if unsupported_reason(module) is None or causality in TEXT_DEFAULTS:
+        runs.append((SHARED_TEXT, causality))  # the editor refuses mfss and cykas
+    return runs
 
 
 def _shown(line: str, sender: str, text: str) -> bool:
@@ -158,6 +174,68 @@ class Run:
             person.wait_line(lambda s: _shown(s, "carol", t["m3"]), wait, "m3")
 
 
+class TextRun(Run):
+    """The shared-text scenario: three batch editors (see the module docstring)."""
+
+    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
+        assert self.server is not None
+        argv = [sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--allow-divergence",
+                "--name", name, "--session", "demo", "--server", self.server.address,
+                "--key-file", str(key_file), "--causality", self.causality,
+                "--trace-dir", str(self.trace_dir), *extra]
+        person = LineProcess(name, argv)
+        self.people[name] = person
+        return person
+
+    def execute(self) -> dict[str, Any]:  # type: ignore[override]
+        """Run the scenario; returns each person's final text and failed edits."""
+        key_file = self.workdir / "session.key"
+        write_new_key(key_file)
+        self.server = ServerProcess(key_file)
+        finals: dict[str, Any] = {}
+        try:
+            for name in PEOPLE:
+                extra = ["--delay", f"carol={DELAY_MS}"] if name == "alice" else []
+                person = self._start_person(name, key_file, extra)
+                person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
+                                 "its join")
+            for person in self.people.values():
+                person.type(f"wait-members 3 {self.timeout:g}")
+                person.wait_line(lambda s: s.startswith("members "), self.timeout,
+                                 "all three joined")
+            self._play()
+            for name, person in self.people.items():
+                person.type("quiet 1.5")
+                person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
+                person.type("show")
+                line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")
+                finals[name] = json.loads(line[len("text "):])
+        finally:
+            for person in self.people.values():
+                person.quit("quit")
+            self.server.terminate()
+        return finals
+
+    def _play(self) -> None:
+        alice, bob, carol = (self.people[n] for n in PEOPLE)
+        t = {label: json.dumps(text) for label, text in self.scenario.texts.items()}
+        alice.type(f"type {t['m1']}")
+        carol.type(f"type {t['m3']}")
+        bob.type(f"wait-text {t['m1']} {self.timeout:g}")
+        bob.wait_line(lambda s: s.startswith("seen "), self.timeout, "Hello at bob")
+        bob.type("end")
+        bob.type(f"type {t['m2']}")
+
+
+def text_outcome(finals: dict[str, Any]) -> dict[str, Any]:
+    """What the table shows of a shared-text run: carol's text, whether the copies are
+    identical, how many edits failed."""
+    texts = {name: final["text"] for name, final in finals.items()}
+    return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
+            "texts": texts, "identical": len(set(texts.values())) == 1,
+            "failed_edits": sum(final["failures"] for final in finals.values())}
+
+
 def analyze_run(trace_dir: Path, report_dir: Path | None, spark: Any) -> dict[str, Any]:
     """The Spark analysis of one run's traces."""
     from trace_analysis import analyze
@@ -191,17 +269,23 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def print_table(runs: list[dict[str, Any]]) -> None:
-    header = (f"{'scenario':9} {'causality':9} {'carol delivered':16} {'violations':>10} "
-              f"{'p50 ms':>8} {'meta B/msg':>10} {'ctrl/msg':>8}")
+    header = (f"{'scenario':11} {'causality':9} {'carol has':24} {'same text':>9} "
+              f"{'violations':>10} {'p50 ms':>8} {'meta B/msg':>10} {'ctrl/msg':>8}")
     print(header)
     print("-" * len(header))
     for run in runs:
         order = " ".join(run["deliveries"]["carol"])
-        confused = "  <- carol confused" if run["causal_violations"] else ""
-        print(f"{run['scenario']:9} {run['causality']:9} {order:16} "
+        if "identical" in run:
+            same = "yes" if run["identical"] else "NO"
+            note = (f"  <- copies differ, {run['failed_edits']} edit(s) failed"
+                    if not run["identical"] else "")
+        else:
+            same = "-"
+            note = "  <- carol confused" if run["causal_violations"] else ""
+        print(f"{run['scenario']:11} {run['causality']:9} {order:24} {same:>9} "
               f"{_fmt(run['causal_violations']):>10} {_fmt(run['median_latency_ms']):>8} "
               f"{_fmt(run['meta_bytes_per_message']):>10} "
-              f"{_fmt(run['control_messages_per_message'], 2):>8}{confused}")
+              f"{_fmt(run['control_messages_per_message'], 2):>8}{note}")
 
 
 def build_parser() -> ArgumentParser:
@@ -250,11 +334,15 @@ def _run(args: argparse.Namespace) -> int:
             trace_dir = base / label
             if trace_dir.exists():
                 shutil.rmtree(trace_dir)
-            with tempfile.TemporaryDirectory() as workdir:
-                deliveries = Run(scenario, causality, Path(workdir), trace_dir,
-                                 args.timeout).execute()
             row: dict[str, Any] = {"causality": causality, "scenario": scenario.name,
-                                   "deliveries": deliveries, "trace_dir": str(trace_dir)}
+                                   "trace_dir": str(trace_dir)}
+            with tempfile.TemporaryDirectory() as workdir:
+                if scenario.kind == "text":
+                    row.update(text_outcome(TextRun(scenario, causality, Path(workdir),
+                                                    trace_dir, args.timeout).execute()))
+                else:
+                    row["deliveries"] = Run(scenario, causality, Path(workdir), trace_dir,
+                                            args.timeout).execute()
             if spark is not None:
                 report = Path(args.report) / label if args.report else None
                 row.update(summarize(analyze_run(trace_dir, report, spark), causality))

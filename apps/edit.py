@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from groupcomm.apps.session_options import add_session_arguments, session_options
 from groupcomm.apps.shared_text import SharedText, presence_slot
@@ -52,6 +53,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--allow-divergence", action="store_true",
                         help="run with a module that does not carry the replicated text "
                         "(none, fifo, mfss, cykas), with a warning on the screen")
+    parser.add_argument("--batch", action="store_true",
+                        help="no screen: read commands from stdin (type, goto, end, backspace, "
+                        "delete, wait-text, quiet, show, quit; see the module's doc)")
     parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
                         metavar="MS", help="jitter buffer for the others' cursor moves "
                         f"(default {DEFAULT_HOLD * 1000:g} ms; edits are never held)")
@@ -94,17 +98,21 @@ def _run(args: argparse.Namespace) -> int:
                 seed = source.read()
         except (OSError, UnicodeDecodeError) as error:
             raise CliError(f"{prog}: cannot read --file {args.file}: {error}") from None
-    if not sys.stdin.isatty() or not sys.stdout.isatty():
-        raise CliError(f"{prog}: needs a terminal (run it in one, or in tmux)")
-
-    from groupcomm.apps.edit_screen import EditScreen  # prompt_toolkit, only when used
-
+    if not args.batch and (not sys.stdin.isatty() or not sys.stdout.isatty()):
+        raise CliError(f"{prog}: needs a terminal (run it in one, or in tmux; --batch "
+                       "reads commands from stdin instead)")
     shared = SharedText(args.name, collect=reason is None)
-    screen = EditScreen(shared, args.session, module, warning=reason, file=args.file)
-    shared.on_change = screen.refresh
-    status = StatusLog(screen.refresh)
-    screen.status_log = status
-    if args.verbose == 0:
+    if args.batch:
+        screen: Any = None
+        status = StatusLog(lambda: None)
+    else:
+        from groupcomm.apps.edit_screen import EditScreen  # prompt_toolkit, when used
+
+        screen = EditScreen(shared, args.session, module, warning=reason, file=args.file)
+        shared.on_change = screen.refresh
+        status = StatusLog(screen.refresh)
+        screen.status_log = status
+    if args.verbose == 0 and not args.batch:
         root = logging.getLogger()
         for handler in list(root.handlers):
             root.removeHandler(handler)  # the terminal belongs to the editor
@@ -131,7 +139,17 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 status.latest = (f"{args.file} not loaded: the session already has a text "
                                  "(it is saved there on Ctrl-S)")
-        screen.run()
+                log.warning("%s", status.latest)
+        if screen is not None:
+            screen.run()
+        else:
+            from groupcomm.apps.edit_batch import BatchEditor
+
+            if reason:
+                print(f"! copies may diverge: {reason}", flush=True)
+            print(f"{args.name} joined {args.session} with causality {module} (members: "
+                  f"{', '.join(communicator.members_at_join)})", flush=True)
+            BatchEditor(shared, sys.stdout).run(sys.stdin)
     finally:
         communicator.close()
         if args.file:

@@ -118,15 +118,17 @@ class SharedText:
             self._apply_own(self.text.prepare_delete(at))
         self.on_change()
 
-    def move_to(self, position: int) -> None:
-        """Put the cursor at ``position`` (clamped to the text) and tell the others."""
+    def move_to(self, position: int, announce: bool = True) -> None:
+        """Put the cursor at ``position`` (clamped to the text) and tell the others
+        (unless not ``announce``: an edit right after shows them where it is)."""
         with self.lock:
             position = max(0, min(position, self.text.visible_length()))
             anchor = self.text.anchor(position)
             if anchor == self.cursor:
                 return
             self.cursor = anchor
-            self._broadcast(Presence(anchor))
+            if announce:
+                self._broadcast(Presence(anchor))
         self.on_change()
 
     def _apply_own(self, op: tuple) -> str:

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
+    "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),

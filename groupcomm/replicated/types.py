@@ -108,6 +108,10 @@ class MultiValueRegister:
         return [v for v, _ in ordered]
 
 
+#: the timestamp of a character whose insert is causally stable: smaller than any other
+STABLE = (0, "")
+
+
 class TextSequence:
     """An op-based sequence of characters (RGA, Roh et al. 2011), for shared text.
 
@@ -128,8 +132,8 @@ class TextSequence:
     """
 
     def __init__(self) -> None:
-        #: [id, timestamp, character, tag of its delete or None, id of the character it
-        #: was inserted after or None] in document order, tombstones included
+        #: [id, timestamp, character, tag of its delete or None, tag of its insert or
+        #: None once stable] in document order, tombstones included
         self._items: list[list[Any]] = []
         self._index: dict[str, int] = {}
 
@@ -174,9 +178,8 @@ class TextSequence:
         items = self._items
         while place < len(items) and items[place][1] > stamp:
             place += 1
-        run = [[op_id, stamp, text[0], None, after]]
-        run.extend([f"{op_id}+{k}", stamp, ch, None, f"{op_id}+{k - 1}" if k > 1 else op_id]
-                   for k, ch in enumerate(text[1:], 1))
+        run = [[op_id, stamp, ch, None, tag] if k == 0 else
+               [f"{op_id}+{k}", stamp, ch, None, tag] for k, ch in enumerate(text)]
         items[place:place] = run
         index = self._index
         for k in range(place, len(items)):
@@ -247,8 +250,9 @@ class TextSequence:
         does not have that shape."""
         if not isinstance(state, list) or not all(
                 isinstance(item, list) and len(item) == 5 and isinstance(item[0], str)
-                and isinstance(item[2], str) and len(item[2]) == 1
-                and (item[3] is None or isinstance(item[3], Tag)) for item in state):
+                and isinstance(item[1], tuple) and isinstance(item[2], str)
+                and len(item[2]) == 1 and (item[3] is None or isinstance(item[3], Tag))
+                and (item[4] is None or isinstance(item[4], Tag)) for item in state):
             raise ValueError("not the state of a TextSequence")
         text = cls()
         text._items = [list(item) for item in state]
@@ -256,18 +260,26 @@ class TextSequence:
         return text
 
     def collect(self, stability: Stability) -> int:
-        """Drop the tombstones whose delete is causally stable and that no remaining
-        character was inserted after: every member has seen the delete, so no insert
-        on its way or to come names them, and without children of their own they take
-        no part in placing later inserts. Returns how many went."""
-        children: dict[str | None, int] = {}
+        """Forget what causal stability makes useless; returns how many tombstones went.
+
+        Once an insert is stable (every member has delivered it), every operation still
+        to come happened after it: a later insert at the same place has a larger
+        timestamp anyway, so the character's timestamp and tag are replaced by
+        :data:`STABLE`, which stops the placement scan just as the real one would. A
+        tombstone whose delete is stable is never named again; it goes when the
+        character after it is stable too (or it is the last): the scan stopped at it
+        and now stops at that character, one place later among tombstones only, so
+        every insert still lands between the same visible characters.
+        """
+        is_stable = stability.is_stable
         for item in self._items:
-            children[item[4]] = children.get(item[4], 0) + 1
-        kept_reversed = []
-        for item in reversed(self._items):  # children come after their parents
-            if (item[3] is not None and not children.get(item[0])
-                    and stability.is_stable(item[3])):
-                children[item[4]] -= 1
+            if item[4] is not None and is_stable(item[4]):
+                item[1], item[4] = STABLE, None
+        kept_reversed: list[list[Any]] = []
+        for item in reversed(self._items):
+            if (item[3] is not None and item[4] is None
+                    and (not kept_reversed or kept_reversed[-1][4] is None)
+                    and is_stable(item[3])):
                 continue
             kept_reversed.append(item)
         dropped = len(self._items) - len(kept_reversed)

@@ -19,6 +19,9 @@ EXPECTED_CAROL = {
     ("lunch", "vector"): ["m1", "m2"],
     ("lunch", "matrix"): ["m1", "m2"],
 }
+FULL_TEXT = "Dear all: Hello world"
+#: the shared-text scenario: whether the copies end identical, by module
+EXPECTED_TEXT = {"none": False, "fifo": False, "vector": True, "matrix": True}
 
 
 def run_demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -30,9 +33,22 @@ def test_demo_json_for_every_module(tmp_path) -> None:
     done = run_demo("--json", "--report", str(tmp_path / "report"))
     assert done.returncode == 0, done.stderr[-2000:]
     runs = json.loads(done.stdout)["runs"]
-    assert {(r["scenario"], r["causality"]) for r in runs} == set(EXPECTED_CAROL)
+    assert {(r["scenario"], r["causality"]) for r in runs} == set(EXPECTED_CAROL) | {
+        ("shared-text", m) for m in EXPECTED_TEXT}
     for run in runs:
         key = (run["scenario"], run["causality"])
+        if run["scenario"] == "shared-text":
+            causal = EXPECTED_TEXT[run["causality"]]
+            assert run["identical"] is causal, run["texts"]
+            # without causal order carol gets bob's " world" before the "Hello" it
+            # follows: that edit fails at carol, and the analysis sees her deliver it
+            # (and bob's cursor move) before alice's edit
+            assert run["texts"]["alice"] == run["texts"]["bob"] == FULL_TEXT
+            assert run["texts"]["carol"] == (FULL_TEXT if causal else "Dear all: Hello")
+            assert run["failed_edits"] == (0 if causal else 1)
+            assert (run["causal_violations"] == 0) is causal
+            assert run["undelivered"] == 0
+            continue
         assert run["deliveries"]["carol"] == EXPECTED_CAROL[key], key
         assert run["causal_violations"] == (1 if run["causality"] in ("none", "fifo") else 0)
         assert run["undelivered"] == 0
@@ -42,7 +58,7 @@ def test_demo_json_for_every_module(tmp_path) -> None:
     assert by[("meeting", "mfss")]["control_messages_per_message"] == pytest.approx(1.0)
     assert by[("meeting", "matrix")]["meta_bytes_per_message"] > 0
     assert (tmp_path / "report" / "meeting-none" / "spacetime.png").exists()
-    assert "[1/8]" in done.stderr  # progress
+    assert "[1/12]" in done.stderr  # progress
 
 
 def test_demo_unknown_module_is_a_clear_error() -> None:

@@ -1,0 +1,171 @@
+"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin.
+
+For scripts, demonstrations and tests that need many editors and exact answers. One
+command per line; texts are JSON strings (so a newline is ``"\\n"``)::
+
+    type "Hello"        insert at the cursor          goto 5 / end    move the cursor
+    backspace [N]       delete N before the cursor    delete [N]      delete N after it
+    wait-text "world" [SECONDS]   wait until the text contains it (prints ``seen``)
+    quiet [SECONDS]     wait until nothing was applied for SECONDS and nothing is held
+    wait-members N [SECONDS]      wait until the session has N members (prints ``members``)
+    random N [SEED]     make N random edits at once (inserts of 1-3 characters and deletes
+                        at random places; prints ``done N``)
+    wait-applied N [SECONDS]      wait until N edits (own ones included) were applied;
+                        prints ``applied N at T`` (T: the wall clock, for benchmarks)
+    show                print ``text {"text": ..., "failures": ..., ...}`` (one JSON line)
+    quit                leave
+
+Every answer is one line; a bad command prints ``error ...`` and the editor goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from groupcomm.apps.shared_text import SharedText
+
+#: seconds a wait-text or quiet waits at most unless told
+WAIT = 30.0
+
+
+class BatchEditor:
+    """Runs the commands of one input stream against a :class:`SharedText`."""
+
+    def __init__(self, shared: SharedText, out: TextIO) -> None:
+        self.shared = shared
+        self.out = out
+        self._last_applied = (shared.applied, time.monotonic())
+
+    def say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def run(self, lines: TextIO) -> None:
+        for line in lines:
+            if not self.handle(line.strip()):
+                return
+
+    def handle(self, line: str) -> bool:
+        """Act on one command; False on ``quit``."""
+        if not line:
+            return True
+        command, _, rest = line.partition(" ")
+        try:
+            if command == "quit":
+                return False
+            action = self._commands().get(command)
+            if action is None:
+                raise ValueError(f"unknown command {command!r} (type, goto, end, backspace, "
+                                 "delete, wait-text, wait-members, random, wait-applied, quiet, show, "
+                                 "quit)")
+            action(rest.strip())
+        except Exception as error:  # noqa: BLE001 - one line per bad command, go on
+            self.say(f"error {command}: {error}")
+        return True
+
+    def _commands(self) -> dict[str, Callable[[str], None]]:
+        shared = self.shared
+        return {
+            "type": lambda rest: shared.insert(_text(rest)),
+            "goto": lambda rest: shared.move_to(int(rest)),
+            "end": lambda rest: shared.move_to(shared.text.visible_length()),
+            "backspace": lambda rest: [shared.backspace() for _ in range(_count(rest))],
+            "delete": lambda rest: [shared.delete() for _ in range(_count(rest))],
+            "wait-text": self._wait_text,
+            "quiet": self._quiet,
+            "wait-members": self._wait_members,
+            "random": self._random,
+            "wait-applied": self._wait_applied,
+            "show": lambda rest: self.say("text " + json.dumps(self.state())),
+        }
+
+    def state(self) -> dict[str, Any]:
+        shared = self.shared
+        with shared.lock:
+            return {"text": shared.text.value, "failures": shared.failures,
+                    "last_failure": shared.last_failure, "members": list(shared.members),
+                    "kept": len(shared.text), "applied": shared.applied}
+
+    def _wait_text(self, rest: str) -> None:
+        wanted, _, timeout = rest.rpartition(" ") if rest.endswith(tuple("0123456789")) \
+            else (rest, "", "")
+        text = _text(wanted)
+        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
+        while text not in self.shared.text.value:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} did not appear")
+            time.sleep(0.02)
+        self.say(f"seen {json.dumps(text)}")
+
+    def _random(self, rest: str) -> None:
+        count, _, seed = rest.partition(" ")
+        rng = random.Random(int(seed) if seed else None)
+        shared = self.shared
+        for _ in range(_count(count)):
+            length = shared.text.visible_length()
+            # each step is one edit (the cursor jumps without telling the others)
+            if length and rng.random() < 0.3:
+                shared.move_to(rng.randint(1, length), announce=False)
+                shared.backspace()
+            else:
+                shared.move_to(rng.randint(0, length), announce=False)
+                shared.insert("abc"[:rng.randint(1, 3)])
+        self.say(f"done {count}")
+
+    def _wait_applied(self, rest: str) -> None:
+        count, _, timeout = rest.partition(" ")
+        wanted = int(count)
+        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
+        while self.shared.applied < wanted:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.shared.applied} edit(s) applied, not {wanted}")
+            time.sleep(0.001)
+        self.say(f"applied {self.shared.applied} at {time.time():.6f}")
+
+    def _wait_members(self, rest: str) -> None:
+        count, _, timeout = rest.partition(" ")
+        wanted = int(count)
+        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
+        while len(self.shared.members) < wanted:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.shared.members)} member(s), not {wanted}")
+            time.sleep(0.02)
+        self.say("members " + ", ".join(self.shared.members))
+
+    def _quiet(self, rest: str) -> None:
+        """Nothing applied for ``rest`` seconds (default 1) and nothing held."""
+        still = float(rest) if rest else 1.0
+        comm = self.shared.communicator
+        deadline = time.monotonic() + WAIT + still
+        applied, since = self.shared.applied, time.monotonic()
+        while time.monotonic() < deadline:
+            now_applied = self.shared.applied
+            if now_applied != applied or comm.held():
+                applied, since = now_applied, time.monotonic()
+            elif time.monotonic() - since >= still:
+                self.say("quiet")
+                return
+            time.sleep(0.02)
+        raise TimeoutError(f"edits kept arriving (or stayed held) for {WAIT:g} s")
+
+
+def _text(argument: str) -> str:
+    try:
+        value = json.loads(argument)
+    except json.JSONDecodeError:
+        raise ValueError(f"give the text as a JSON string, e.g. \"Hello\", not {argument!r}") \
+            from None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"give a non-empty JSON string, not {argument!r}")
+    return value
+
+
+def _count(argument: str) -> int:
+    count = int(argument) if argument else 1
+    if count < 1:
+        raise ValueError("the count must be >= 1")
+    return count

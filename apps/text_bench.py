@@ -1,0 +1,254 @@
+"""``groupcomm text-bench``: how fast the shared text is, and how much it keeps.
+
+Three measurements:
+
+* **local**: a session of three editors is recorded on the deterministic in-process
+  network (each edit applied at once by its editor, the others' on delivery), then one
+  replica's deliveries are replayed into a fresh text: edits applied per second by the
+  type alone.
+* **metadata**: the same session, with and without collecting causally stable
+  tombstones every ``--collect-every`` edits: bytes of the text's state (pickled) per
+  visible character at the end, and the characters kept (tombstones included) along
+  the way (``--plot`` draws them).
+* **communicator**: three ``groupcomm edit --batch`` processes and a server on
+  127.0.0.1; each makes ``--edits`` random edits as fast as it can; the time until every
+  editor has applied every edit gives edits per second through the whole stack, per
+  module, and whether the copies ended identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.core.messages import Tag
+from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.replicated import Stability, TextSequence
+from groupcomm.tools.localnet import LocalNetwork
+from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
+from groupcomm.transport.keys import write_new_key
+
+NAMES = ("p1", "p2", "p3")
+
+
+def record_session(edits: int, collect_every: int | None, seed: int = 7,
+                   module: str = "matrix") -> dict[str, Any]:
+    """Three editors on the in-process network; returns p1's deliveries (op, tag, id),
+    the final text, its state size and the characters kept after each collection."""
+    net = LocalNetwork(list(NAMES), module, trace=False)
+    texts = {n: TextSequence() for n in NAMES}
+    stability = {n: Stability(n, NAMES) for n in NAMES}
+    stream: list[tuple[Any, Tag, str]] = []
+
+    def apply(who: str, op: Any, tag: Tag, op_id: str, sender: str) -> None:
+        texts[who].effect(op, tag, op_id)
+        stability[who].delivered(sender, tag)
+        if who == "p1":
+            stream.append((op, tag, op_id))
+
+    for name in NAMES:
+        net.reactions[name].append(lambda _net, who, m: apply(
+            who, m.user_message, m.app_tag, m.app_message_id, m.sender))
+    rng = random.Random(seed)
+    kept: list[tuple[int, int]] = []
+    for step in range(edits):
+        who = NAMES[step % 3]
+        text = texts[who]
+        length = text.visible_length()
+        if length > 200 or (length and rng.random() < 0.3):
+            op = text.prepare_delete(rng.randrange(length))
+        else:
+            op = text.prepare_insert(rng.randint(0, length), "abc"[:rng.randint(1, 3)])
+        sent = net.send(who, op, [n for n in NAMES if n != who])
+        apply(who, op, Tag(sent.vc), sent.message_id, who)
+        for _ in range(rng.randint(0, 4)):
+            if net.in_flight:
+                net.deliver(rng.choice(net.arrivable()))
+        if collect_every and step % collect_every == collect_every - 1:
+            for name in NAMES:
+                texts[name].collect(stability[name])
+        if step % 100 == 99:
+            kept.append((step + 1, len(texts["p1"])))
+    net.run(rng)
+    if collect_every:
+        texts["p1"].collect(stability["p1"])
+    final = texts["p1"]
+    assert len({t.value for t in texts.values()}) == 1, "replicas diverged"
+    return {"stream": stream, "text": final.value, "kept": kept,
+            "characters_kept": len(final),
+            "state_bytes": len(pickle.dumps(final.state(), pickle.HIGHEST_PROTOCOL))}
+
+
+def local_rate(stream: list[tuple[Any, Tag, str]], repeat: int = 3) -> float:
+    """Edits per second replaying ``stream`` into a fresh text (best of ``repeat``)."""
+    best = float("inf")
+    for _ in range(repeat):
+        text = TextSequence()
+        started = time.perf_counter()
+        for op, tag, op_id in stream:
+            text.effect(op, tag, op_id)
+        best = min(best, time.perf_counter() - started)
+    return len(stream) / best
+
+
+def through_communicator(module: str, edits: int, timeout: float) -> dict[str, Any]:
+    """Three batch editors, ``edits`` random edits each at once; see the module doc."""
+    with tempfile.TemporaryDirectory() as workdir:
+        key_file = Path(workdir) / "session.key"
+        write_new_key(key_file)
+        server = ServerProcess(key_file)
+        people: list[LineProcess] = []
+        try:
+            for name in NAMES:
+                person = LineProcess(name, [
+                    sys.executable, "-m", "groupcomm.apps.edit", "--batch",
+                    "--allow-divergence", "--name", name, "--session", "bench", "--server",
+                    server.address, "--key-file", str(key_file), "--causality", module])
+                people.append(person)
+                person.wait_line(lambda s: " joined bench" in s, timeout, "its join")
+            for person in people:
+                person.type("wait-members 3")
+                person.wait_line(lambda s: s.startswith("members "), timeout, "everyone")
+            started = time.time()
+            for k, person in enumerate(people):
+                person.type(f"random {edits} {k}")
+            total = edits * len(people)
+            ends = []
+            for person in people:
+                person.type(f"wait-applied {total} {timeout:g}")
+                line = person.wait_line(lambda s: s.startswith(("applied", "error")),
+                                        timeout * 2, "every edit applied")
+                if line.startswith("error"):
+                    raise ProcessError(f"{person.name}: {line}")
+                ends.append(float(line.rpartition(" at ")[2]))
+            texts = []
+            for person in people:
+                person.type("show")
+                texts.append(json.loads(person.wait_line(
+                    lambda s: s.startswith("text "), timeout, "show")[5:]))
+        finally:
+            for person in people:
+                person.quit("quit")
+            server.terminate()
+    elapsed = max(ends) - started
+    return {"module": module, "edits": total, "seconds": round(elapsed, 3),
+            "edits_per_second": round(total / elapsed),
+            "identical": len({t["text"] for t in texts}) == 1,
+            "failed_edits": sum(t["failures"] for t in texts)}
+
+
+def plot_kept(with_collection: list, without: list, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot(*zip(*without, strict=True), label="without collection")
+    axes.plot(*zip(*with_collection, strict=True), label="collecting stable tombstones")
+    axes.set_xlabel("edits (three editors)")
+    axes.set_ylabel("characters kept (visible + tombstones)")
+    axes.set_title("Shared text: metadata kept under causal stability")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm text-bench",
+        description="Edits per second of the shared text (alone and through the "
+        "communicator with three editor processes) and the metadata it keeps with and "
+        "without causal-stability collection.")
+    parser.add_argument("--edits", type=int, default=2000,
+                        help="edits per editor through the communicator (default 2000)")
+    parser.add_argument("--local-edits", type=int, default=20_000,
+                        help="edits of the recorded session (default 20000)")
+    parser.add_argument("--causality", action="append", metavar="NAME",
+                        help="module(s) for the communicator run (repeatable; default "
+                        "matrix and cykas)")
+    parser.add_argument("--collect-every", type=int, default=50, metavar="N")
+    parser.add_argument("--plot", metavar="PNG", help="draw the characters kept over time")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    if args.edits < 1 or args.local_edits < 100 or args.collect_every < 1:
+        raise CliError("groupcomm text-bench: --edits >= 1, --local-edits >= 100 and "
+                       "--collect-every >= 1")
+    modules = args.causality or ["matrix", "cykas"]
+    for module in modules:
+        try:
+            get_module(module)
+        except UnknownModuleError as error:
+            raise CliError(f"groupcomm text-bench: {error}") from None
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    say(f"recording a {args.local_edits}-edit session of three editors, twice...")
+    collected = record_session(args.local_edits, args.collect_every)
+    plain = record_session(args.local_edits, None)
+    result: dict[str, Any] = {
+        "local": {"edits": len(collected["stream"]),
+                  "edits_per_second": round(local_rate(plain["stream"]))},
+        "metadata": {
+            "visible_characters": len(plain["text"]),
+            "bytes_per_character_collected": round(
+                collected["state_bytes"] / max(1, len(collected["text"])), 1),
+            "bytes_per_character_without": round(
+                plain["state_bytes"] / max(1, len(plain["text"])), 1),
+            "kept_collected": collected["characters_kept"],
+            "kept_without": plain["characters_kept"]},
+        "communicator": []}
+    if args.plot:
+        plot_kept(collected["kept"], plain["kept"], args.plot)
+    for module in modules:
+        say(f"three editors, {args.edits} edits each, under {module}...")
+        try:
+            result["communicator"].append(through_communicator(module, args.edits,
+                                                               args.timeout))
+        except ProcessError as error:
+            raise CliError(f"groupcomm text-bench: {error}") from None
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    local, meta = result["local"], result["metadata"]
+    print(f"text type alone: {local['edits_per_second']:,} edits/s "
+          f"(replaying {local['edits']:,} edits of three editors)")
+    print(f"metadata after {args.local_edits:,} edits ({meta['visible_characters']} visible "
+          f"characters): {meta['bytes_per_character_collected']} B/char collecting stable "
+          f"tombstones every {args.collect_every} edits ({meta['kept_collected']:,} "
+          f"characters kept), {meta['bytes_per_character_without']} B/char without "
+          f"({meta['kept_without']:,} kept)")
+    for run in result["communicator"]:
+        same = "identical" if run["identical"] else (
+            f"DIFFERENT ({run['failed_edits']} edit(s) failed)")
+        print(f"through the communicator, {run['module']}: {run['edits_per_second']:,} "
+              f"edits/s ({run['edits']:,} edits in {run['seconds']} s), copies {same}")
+    if args.plot:
+        print(f"plot: {args.plot}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm text-bench [--edits N] [--causality NAME ...] [--plot PNG] [--json]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
