@@ -40,9 +40,17 @@ class CheckConfig:
     #: partial-order reduction: expand a persistent set of transitions (see
     #: :mod:`groupcomm.check.por`)
     por: bool = False
-    #: with ``reduce`` and breadth-first search on an unordered network: keep the
-    #: frontier's states packed into bytes (memory; costs a little time)
+    #: with ``reduce`` and breadth-first search on an unordered network: compact storage
+    #: (:mod:`groupcomm.check.storage`): visited fingerprints in NumPy, the frontier
+    #: packed into bytes and spilled to disk past half of ``memory_budget_gb``
     compact: bool = False
+    memory_budget_gb: float | None = None
+    #: where a spilled frontier goes (default: the temporary directory)
+    spill_dir: Path | None = None
+    #: compact storage: write a checkpoint here between levels (at most every
+    #: ``checkpoint_interval`` seconds) and resume from the one found there
+    checkpoint: Path | None = None
+    checkpoint_interval: float = 600.0
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"

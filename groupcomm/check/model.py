@@ -392,6 +392,22 @@ class Model:
         self._numbers[id(entry)] = number
         return number
 
+    # -- checkpoints --------------------------------------------------------------------------
+    def tables(self) -> dict[str, Any]:
+        """What packed states and state keys refer to (interned snapshots, numbered
+        entries): a checkpoint saves it, :meth:`restore_tables` puts it back."""
+        return {"snapshots": self.snapshots, "numbered": self._numbered}
+
+    def restore_tables(self, tables: dict[str, Any]) -> None:
+        """Continue with the tables of a checkpoint of the same model (a superset of
+        this fresh model's: interning is deterministic)."""
+        self.snapshots = tables["snapshots"]
+        self._snap_ids = [{exact(snap): k for k, snap in table.items()}
+                          for table in self.snapshots]
+        self._numbered = tables["numbered"]
+        self._numbers = {id(entry): k for k, entry in enumerate(self._numbered)}
+        self.step_cache.clear()
+
     def shared(self, value: Any) -> Any:
         """The one copy of ``value`` (a network entry) the states of this model share:
         equal entries that are the same object cost less memory and compare at once

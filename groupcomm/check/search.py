@@ -26,6 +26,7 @@ from typing import Any
 
 from groupcomm.check.churn import build_model
 from groupcomm.check.config import CheckConfig
+from groupcomm.check.levels import LevelSearch
 from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
 from groupcomm.check.report import CheckResult, _complete, _texts
@@ -85,6 +86,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     initial = model.initial_state
     reduce = config.reduce
     canon: Callable[[tuple], Any] | None = None
+    symmetry = None
     if config.symmetry:
         symmetry = Symmetry(model)
         canon = symmetry.key
@@ -95,6 +97,12 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     if config.por:
         sets = PersistentSets(model)
         persistent = sets.choose
+    if config.compact and reduce and not keep_paths and not config.dfs \
+            and not config.fifo_network:
+        levels = LevelSearch(model, config, canon, persistent, symmetry)
+        levels.run(result)
+        _finish(result, sets, levels.found, None, model, keep_paths=False)
+        return result
     first = canon(initial) if canon is not None else initial
     seen: set = {hash(first) if reduce else first}
     #: with symmetry: concrete states already generated (their keys are in ``seen``)
@@ -103,16 +111,6 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     # step texts are recomputed for the counterexample only (they cost memory)
     frontier: deque[Any] = deque([(initial, 0, None)])
     pop = frontier.pop if config.dfs else frontier.popleft
-    # a breadth-first hash-compacted search keeps its frontier compact: each state packed
-    # into bytes (Model.pack), depths counted per level instead of stored
-    compact = (config.compact and not keep_paths and not config.dfs
-               and not config.fifo_network)
-    if compact:
-        frontier = deque([model.pack(initial)])
-        pop = frontier.popleft
-        pack, unpack = model.pack, model.unpack
-        level_left = 1  # states of the current level still in the frontier
-        level = 0
     states = 1
     transitions = 0
     max_depth = 0
@@ -120,14 +118,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     found: tuple | None = None
     try:
         while frontier:
-            if compact:
-                if not level_left:
-                    level += 1
-                    level_left = len(frontier)
-                level_left -= 1
-                state, depth, path = unpack(pop()), level, None
-            else:
-                state, depth, path = pop()
+            state, depth, path = pop()
             any_enabled = False
             gen = model.successors(state, persistent(state) if persistent else None)
             while True:
@@ -161,10 +152,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                 states += 1
                 if depth + 1 > max_depth:
                     max_depth = depth + 1
-                if compact:
-                    frontier.append(pack(nxt))
-                else:
-                    frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
+                frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
             if found is not None:
                 break
             if not any_enabled:
@@ -194,11 +182,21 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     result.transitions = transitions
     result.max_depth = max_depth
     result.terminal_states = terminal
+    _finish(result, sets, None if found is None else (found[0], found[2]), found,
+            model, keep_paths=keep_paths)
+    return result
+
+
+def _finish(result: CheckResult, sets: PersistentSets | None, found: tuple | None,
+            found_with_path: tuple | None, model: Model, *, keep_paths: bool) -> None:
+    """The verdict and counterexample part of ``result``: ``found`` is (violation,
+    depth) or ``None``; ``found_with_path`` the search's (violation, path, depth)."""
     if sets is not None:
         result.config["por_reduced_states"] = sets.reduced + sets.singletons
         result.config["por_commuting_states"] = sets.singletons
     if found is not None:
-        violation, path, _ = found
+        violation = found[0]
+        path = found_with_path[1] if found_with_path is not None else None
         result.result = "violation"
         result.property = violation.prop
         result.detail = violation.detail
@@ -214,4 +212,3 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                 model, result.actions, violation.missing)
     elif result.stopped is not None:
         result.result = "incomplete"
-    return result

@@ -472,6 +472,18 @@ class Symmetry:
             out.append((*part, out_frames[i], in_frames[i]))
         return out
 
+    def tables(self) -> dict[str, Any]:
+        """The id tables canonical keys are made of (ids are given in discovery order,
+        so a resumed search needs the same ones; see :meth:`Model.tables`)."""
+        return {"key_ids": self._key_ids, "truth_ids": self._truth_ids,
+                "entry_ids": self._entry_ids, "snap_keys": self._snap_keys}
+
+    def restore_tables(self, tables: dict[str, Any]) -> None:
+        self._key_ids = tables["key_ids"]
+        self._truth_ids = tables["truth_ids"]
+        self._entry_ids = tables["entry_ids"]
+        self._snap_keys = tables["snap_keys"]
+
     def key(self, state: tuple) -> tuple:
         """The canonical key: equal for two states iff one is a renaming of the other
         (up to control-message numbering), as far as the group allows. A flat tuple of

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
@@ -49,10 +51,22 @@ def build_parser() -> ArgumentParser:
                         "or one arrival of a control the module declares commuting (mfss' "
                         "ACK; checked with the real filters) (a persistent set; same "
                         "verdicts and terminal states); combines with --symmetry and --reduce")
-    parser.add_argument("--compact", action="store_true",
-                        help="with --reduce (breadth-first, unordered network): keep the "
-                        "frontier's states packed into bytes, for bounds whose frontier "
-                        "does not fit in memory otherwise")
+    parser.add_argument("--plain-visited", action="store_true",
+                        help="with --reduce: keep visited digests in a Python set and the "
+                        "frontier as objects (the default, breadth-first on an unordered "
+                        "network, is compact storage: 8-byte fingerprints in NumPy, the "
+                        "frontier packed and spilled to disk past half of --memory-budget)")
+    parser.add_argument("--memory-budget", type=float, default=4.0, metavar="GB",
+                        help="compact storage: memory for the frontier before it goes to "
+                        "disk is half of this (default 4)")
+    parser.add_argument("--checkpoint", metavar="DIR",
+                        help="compact storage: save the search between BFS levels in DIR "
+                        "(at most every --checkpoint-every seconds) and resume from the "
+                        "checkpoint found there (same bounds and options)")
+    parser.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS",
+                        help="seconds between checkpoints (default 600)")
+    parser.add_argument("--spill-dir", metavar="DIR",
+                        help="where a spilled frontier goes (default: the temporary directory)")
     parser.add_argument("--max-states", type=int, default=None, metavar="N",
                         help="stop after N unique states (result: incomplete)")
     parser.add_argument("--workload", metavar="FILE",
@@ -98,16 +112,32 @@ def _config(args: argparse.Namespace) -> Any:
         except ConfigError as error:
             raise CliError(f"groupcomm check: {error}") from None
 
+    if args.memory_budget <= 0:
+        raise CliError("groupcomm check: --memory-budget must be > 0 GB")
+
     def progress(info: dict[str, Any]) -> None:
-        print(f"check: {info['states']:,} states, {info['transitions']:,} transitions, "
-              f"depth {info['depth']}, frontier {info['frontier']:,}, "
-              f"{info['rate']:,.0f} states/s, {info['seconds']:.0f} s", file=sys.stderr,
-              flush=True)
+        line = (f"check: {info['states']:,} states, {info['transitions']:,} transitions, "
+                f"depth {info['depth']}, frontier {info['frontier']:,}, "
+                f"{info['rate']:,.0f} states/s, {info['seconds']:.0f} s")
+        if "level" in info:  # compact storage: the level's progress and the memory
+            done, size = info["level_done"], info["level_size"]
+            rate = done / max(info["seconds_in_level"], 1e-9)
+            left = (size - done) / rate if rate else 0.0
+            line += (f"; level {info['level']}: {done:,}/{size:,} expanded, ends in "
+                     f"~{left:.0f} s, next level {info['next_level']:,} so far; visited "
+                     f"{info['visited_bytes'] / 2**20:,.0f} MiB, peak RSS "
+                     f"{info['peak_rss_bytes'] / 2**30:.2f} GiB, P(collision) "
+                     f"{info['collision_probability']:.1e}")
+        print(line, file=sys.stderr, flush=True)
 
     return CheckConfig(
         protocol=args.protocol, processes=args.processes, messages=args.messages,
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
-        symmetry=args.symmetry, por=args.por, compact=args.compact,
+        symmetry=args.symmetry, por=args.por, compact=not args.plain_visited,
+        memory_budget_gb=args.memory_budget,
+        spill_dir=Path(args.spill_dir) if args.spill_dir else None,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        checkpoint_interval=args.checkpoint_every,
         max_states=args.max_states, workload=workload, destinations=args.destinations,
         bypass_refusal=args.bypass_refusal, progress=None if args.quiet else progress,
         late=tuple(args.join), leaving=tuple(args.leave),
@@ -122,7 +152,7 @@ def _body(args: argparse.Namespace) -> int:
     try:
         build_model(config)  # validate before searching (unknown protocol, bounds)
         result = check(config)
-    except ConfigError as error:
+    except (ConfigError, ValueError) as error:
         raise CliError(f"groupcomm check: {error}") from None
     written = []
     if args.trace_dir and result.result == "violation":
@@ -152,6 +182,14 @@ def _body(args: argparse.Namespace) -> int:
         print(f"terminal_states: {result.terminal_states:,}")
         rate = result.states / result.seconds if result.seconds else 0
         print(f"seconds: {result.seconds:.2f} ({rate:,.0f} states/s)")
+        if "visited_bytes" in result.config:
+            print(f"storage: {result.config['visited_bytes']:,} bytes of fingerprints "
+                  f"(8 per class); probability of a fingerprint collision "
+                  f"{result.config['collision_probability']:.1e}"
+                  + (f"; resumed at level {result.config['resumed_at_level']}"
+                     if "resumed_at_level" in result.config else "")
+                  + (f"; {result.config['checkpoints_written']} checkpoint(s) written"
+                     if result.config.get("checkpoints_written") else ""))
         if result.stopped:
             print(f"stopped: {result.stopped}")
         if result.counterexample:
@@ -170,4 +208,12 @@ def _body(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm check``."""
+    given = list(sys.argv[2:] if argv is None else argv)
+    if any(a == "--checkpoint" or a.startswith("--checkpoint=") for a in given) \
+            and os.environ.get("PYTHONHASHSEED") in (None, "", "random"):
+        # fingerprints are Python hashes, seeded per process: a run that is to be
+        # resumed must hash as the one that wrote the checkpoint
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "groupcomm.cli", "check", *given],
+                  {**os.environ, "PYTHONHASHSEED": "0"})
     return run_main(build_parser, _body, argv)

@@ -1,0 +1,260 @@
+"""The breadth-first search level by level on compact storage (``reduce`` with
+``compact``; see :mod:`groupcomm.check.storage`).
+
+Each level's states are unpacked one by one from the frontier and expanded; the
+fingerprints of their successors are collected in batches and asked of the visited set
+all at once, and the new ones' packed states go to the next level's frontier. Counts
+are those of the one-state-at-a-time search (same states, transitions, depth and
+terminal states); only memory and the order inside a level differ. Memos that only save
+time are emptied when they grow past :data:`MEMO_LIMIT` entries.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from groupcomm.check.config import CheckConfig
+from groupcomm.check.model import Model
+from groupcomm.check.report import CheckResult
+from groupcomm.check.state import Violation
+from groupcomm.check.storage import (
+    FingerprintSet,
+    Frontier,
+    collision_probability,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+#: successors asked of the visited set at once
+BATCH = 65_536
+#: entries past which a memo that only saves time is emptied
+MEMO_LIMIT = 4_000_000
+#: the frontier's share of the memory budget before it goes to disk
+FRONTIER_SHARE = 0.5
+MASK = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class LevelSearch:
+    """One compact breadth-first search; :meth:`run` fills a :class:`CheckResult`."""
+
+    def __init__(self, model: Model, config: CheckConfig,
+                 canon: Callable[[tuple], Any] | None,
+                 persistent: Callable[[tuple], Any] | None, symmetry: Any = None) -> None:
+        self.model = model
+        self.symmetry = symmetry
+        self.config = config
+        self.canon = canon
+        self.persistent = persistent
+        budget = int((config.memory_budget_gb or 4.0) * 2 ** 30 * FRONTIER_SHARE)
+        self.frontier_budget = budget
+        self.spill_dir = config.spill_dir
+        self.visited = FingerprintSet()
+        self.known: set[int] = set()
+        self.states = self.transitions = self.terminal = self.max_depth = 0
+        self.level = 0
+        self.found: tuple | None = None
+        self.stopped: str | None = None
+        #: seconds spent before the checkpoint this search resumed from
+        self.earlier_seconds = 0.0
+        self.resumed_level: int | None = None
+        self.checkpoints = 0
+
+    # -- the search ------------------------------------------------------------------------
+    def run(self, result: CheckResult) -> None:
+        model = self.model
+        start = time.perf_counter()
+        self._last_report = start
+        self._start = start
+        frontier = self._resume()
+        if frontier is None:
+            initial = model.initial_state
+            first = self.canon(initial) if self.canon is not None else initial
+            self.visited.add_new(np.array([hash(first) & MASK], dtype=np.uint64))
+            self.states = 1
+            frontier = Frontier(self.frontier_budget, self.spill_dir)
+            frontier.append(model.pack(initial))
+        last_checkpoint = time.perf_counter()
+        try:
+            while len(frontier) and self.found is None and self.stopped is None:
+                frontier = self._expand_level(frontier)
+                if (self.config.checkpoint is not None and self.found is None
+                        and self.stopped is None and len(frontier)
+                        and time.perf_counter() - last_checkpoint
+                        >= self.config.checkpoint_interval):
+                    self._checkpoint(frontier, time.perf_counter() - start)
+                    last_checkpoint = time.perf_counter()
+        except KeyboardInterrupt:
+            self.stopped = "interrupted"
+        finally:
+            frontier.close()
+        result.seconds = time.perf_counter() - start + self.earlier_seconds
+        if self.resumed_level is not None:
+            result.config["resumed_at_level"] = self.resumed_level
+        result.config["checkpoints_written"] = self.checkpoints
+        result.states = self.states
+        result.transitions = self.transitions
+        result.max_depth = self.max_depth
+        result.terminal_states = self.terminal
+        result.config["visited_bytes"] = self.visited.nbytes
+        result.config["collision_probability"] = collision_probability(self.states)
+        if self.stopped is not None:
+            result.stopped = self.stopped
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def _identity(self) -> dict[str, Any]:
+        config = self.config
+        seed = os.environ.get("PYTHONHASHSEED")
+        if seed is None or seed == "random":
+            raise ValueError("checkpoints need a fixed PYTHONHASHSEED (state fingerprints "
+                             "are Python hashes; groupcomm check sets it)")
+        return {"protocol": config.protocol, "processes": config.processes,
+                "messages": config.messages, "symmetry": config.symmetry,
+                "por": config.por, "workload": config.workload,
+                "destinations": config.destinations, "join": list(config.late),
+                "leave": list(config.leaving), "bypass_refusal": config.bypass_refusal,
+                "hash_seed": seed}
+
+    def _tables(self) -> dict[str, Any]:
+        return {"model": self.model.tables(),
+                "symmetry": self.symmetry.tables() if self.symmetry is not None else None}
+
+    def _checkpoint(self, frontier: Frontier, seconds: float) -> None:
+        directory = self.config.checkpoint
+        assert directory is not None
+        save_checkpoint(Path(directory), identity=self._identity(), counters={
+            "level": self.level, "states": self.states, "transitions": self.transitions,
+            "terminal": self.terminal, "max_depth": self.max_depth,
+            "seconds": self.earlier_seconds + seconds}, visited=self.visited,
+            frontier=frontier, tables=self._tables())
+        self.checkpoints += 1
+
+    def _resume(self) -> Frontier | None:
+        directory = self.config.checkpoint
+        if directory is None:
+            return None
+        loaded = load_checkpoint(Path(directory), self._identity(), self.frontier_budget,
+                                 self.spill_dir)
+        if loaded is None:
+            return None
+        tables = loaded["tables"]
+        self.model.restore_tables(tables["model"])
+        if self.symmetry is not None and tables["symmetry"] is not None:
+            self.symmetry.restore_tables(tables["symmetry"])
+        counters = loaded["counters"]
+        self.level = self.resumed_level = counters["level"]
+        self.states = counters["states"]
+        self.transitions = counters["transitions"]
+        self.terminal = counters["terminal"]
+        self.max_depth = counters["max_depth"]
+        self.earlier_seconds = counters["seconds"]
+        self.visited = loaded["visited"]
+        return loaded["frontier"]
+
+    def _expand_level(self, frontier: Frontier) -> Frontier:
+        model, config = self.model, self.config
+        unpack = model.unpack
+        following = Frontier(self.frontier_budget, self.spill_dir)
+        keys = array("Q")
+        pending: list[tuple] = []  # successors waiting for their fingerprints' answer
+        level_size = len(frontier)
+        done = 0
+        self._level_start = time.perf_counter()
+        for record in frontier.drain():
+            state = unpack(record)
+            done += 1
+            any_enabled = False
+            gen = model.successors(state, self.persistent(state) if self.persistent else None)
+            while True:
+                try:
+                    _action, nxt, _text = next(gen)
+                except StopIteration:
+                    break
+                except Violation as violation:
+                    self.transitions += 1
+                    self.found = (violation, self.level + 1)
+                    break
+                any_enabled = True
+                self.transitions += 1
+                if self.canon is not None:
+                    # the same concrete state again (a diamond of independent steps):
+                    # its key was asked already
+                    concrete = hash(nxt)
+                    known = self.known
+                    if concrete in known:
+                        continue
+                    if len(known) >= MEMO_LIMIT:
+                        known.clear()
+                    known.add(concrete)
+                    keys.append(hash(self.canon(nxt)) & MASK)
+                else:
+                    keys.append(hash(nxt) & MASK)
+                pending.append(nxt)
+            if self.found is not None:
+                return following
+            if not any_enabled:
+                self.terminal += 1
+                missing = model.undelivered(state)
+                if missing:
+                    held = model.held_summary(state)
+                    detail = (f"terminal state with {len(missing)} undelivered: "
+                              f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
+                    self.found = (Violation("liveness", detail), self.level)
+                    return following
+            if len(keys) >= BATCH:
+                self._admit(keys, pending, following)
+                keys, pending = array("Q"), []
+                if config.max_states is not None and self.states >= config.max_states:
+                    self.stopped = f"max_states {config.max_states} reached"
+                    return following
+            if config.progress is not None:
+                self._report(level_size, done, len(following))
+        self._admit(keys, pending, following)
+        if config.max_states is not None and self.states >= config.max_states:
+            self.stopped = f"max_states {config.max_states} reached"
+        self.level += 1
+        self._trim_memos()
+        return following
+
+    def _admit(self, keys: array, pending: list[tuple], following: Frontier) -> None:
+        if not keys:
+            return
+        fresh = self.visited.add_new(np.frombuffer(keys, dtype=np.uint64))
+        pack = self.model.pack
+        for position in fresh.tolist():
+            following.append(pack(pending[position]))
+        if len(fresh):
+            self.states += len(fresh)
+            self.max_depth = max(self.max_depth, self.level + 1)
+
+    def _trim_memos(self) -> None:
+        model = self.model
+        if len(model.step_cache) > MEMO_LIMIT:
+            model.step_cache.clear()
+
+    def _report(self, level_size: int, done: int, queued: int) -> None:
+        now = time.perf_counter()
+        if now - self._last_report < self.config.progress_interval:
+            return
+        self._last_report = now
+        elapsed = now - self._start
+        assert self.config.progress is not None
+        self.config.progress({
+            "states": self.states, "transitions": self.transitions, "depth": self.level,
+            "level": self.level, "level_done": done, "level_size": level_size,
+            "frontier": level_size - done + queued, "next_level": queued,
+            "seconds": elapsed, "rate": self.states / elapsed if elapsed else 0.0,
+            "seconds_in_level": now - self._level_start,
+            "visited_bytes": self.visited.nbytes, "peak_rss_bytes": peak_rss_bytes(),
+            "collision_probability": collision_probability(self.states)})

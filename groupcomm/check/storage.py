@@ -1,0 +1,279 @@
+"""Compact storage for a long breadth-first search: visited fingerprints in NumPy, the
+frontier packed (and spilled to disk), and checkpoints between levels.
+
+* :class:`FingerprintSet` keeps 64-bit fingerprints in sorted ``uint64`` runs merged
+  like a log-structured tree: 8 bytes per class at rest, at most twice that for the
+  moment two runs merge. Lookups go a batch at a time (``numpy.searchsorted`` in each
+  run), so the search asks about thousands of successors per call.
+* :class:`Frontier` holds one BFS level's packed states as length-prefixed records in a
+  ``bytearray``; past its memory budget it writes them to a file and reads them back in
+  order, so a frontier of tens of millions of states costs disk, not memory.
+* :func:`save_checkpoint` / :func:`load_checkpoint` write and read everything a search
+  needs to go on from the start of a level: the fingerprints, the level's frontier, the
+  counters and the model's interning tables (packed states refer to them).
+
+Fingerprints collide with probability about n²/2⁶⁵ for n classes (hash compaction);
+:func:`collision_probability` gives the figure a run reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: a checkpoint's format; a different one is refused
+CHECKPOINT_VERSION = 1
+_LENGTH = struct.Struct("<I")
+
+
+def collision_probability(classes: int) -> float:
+    """The probability that two of ``classes`` random 64-bit fingerprints are equal."""
+    return min(1.0, classes * (classes - 1) / 2 ** 65)
+
+
+def fingerprint(value: int) -> int:
+    """A Python ``hash`` as an unsigned 64-bit number."""
+    return value & 0xFFFF_FFFF_FFFF_FFFF
+
+
+class FingerprintSet:
+    """A set of unsigned 64-bit fingerprints, asked and filled a batch at a time."""
+
+    def __init__(self) -> None:
+        self._runs: list[np.ndarray] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def nbytes(self) -> int:
+        return sum(run.nbytes for run in self._runs)
+
+    def add_new(self, keys: np.ndarray) -> np.ndarray:
+        """Add ``keys`` (uint64); returns the positions in ``keys`` of the ones that were
+        not in the set before, first occurrences only, in the order given."""
+        if not len(keys):
+            return np.empty(0, dtype=np.intp)
+        unique, first = np.unique(keys, return_index=True)
+        fresh = np.ones(len(unique), dtype=bool)
+        for run in self._runs:
+            where = np.searchsorted(run, unique)
+            where[where == len(run)] = len(run) - 1
+            fresh &= run[where] != unique
+        new = unique[fresh]
+        if len(new):
+            self._runs.append(new)  # np.unique sorted it
+            self._count += len(new)
+            self._merge()
+        return np.sort(first[fresh])
+
+    def _merge(self) -> None:
+        # a run merges with the one before it while that one is not at least twice as
+        # long: O(log n) runs, each fingerprint moved O(log n) times
+        runs = self._runs
+        while len(runs) > 1 and len(runs[-2]) < 2 * len(runs[-1]):
+            last = runs.pop()
+            before = runs.pop()
+            merged = np.concatenate((before, last))
+            merged.sort(kind="stable")
+            runs.append(merged)
+
+    def __contains__(self, key: int) -> bool:
+        probe = np.array([key], dtype=np.uint64)
+        for run in self._runs:
+            where = int(np.searchsorted(run, probe)[0])
+            if where < len(run) and run[where] == probe[0]:
+                return True
+        return False
+
+    def save(self, path: Path) -> None:
+        merged = np.concatenate(self._runs) if self._runs else np.empty(0, np.uint64)
+        merged.sort()
+        np.save(path, merged)
+
+    @classmethod
+    def load(cls, path: Path) -> FingerprintSet:
+        found = cls()
+        run = np.load(path)
+        if run.dtype != np.uint64:
+            raise ValueError(f"{path}: not a fingerprint file")
+        if len(run):
+            found._runs = [run]
+            found._count = len(run)
+        return found
+
+
+class Frontier:
+    """One BFS level of packed states (bytes), in memory up to ``budget`` bytes, then
+    on disk under ``spill_dir``."""
+
+    def __init__(self, budget: int, spill_dir: Path | None = None) -> None:
+        self.budget = budget
+        self.spill_dir = spill_dir
+        self._buffer = bytearray()
+        self._file: Any = None
+        self._path: Path | None = None
+        self._count = 0
+        self.spilled_bytes = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def memory_bytes(self) -> int:
+        return len(self._buffer)
+
+    def append(self, packed: bytes) -> None:
+        buffer = self._buffer
+        buffer += _LENGTH.pack(len(packed))
+        buffer += packed
+        self._count += 1
+        if len(buffer) > self.budget:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._file is None:
+            directory = self.spill_dir or Path(tempfile.gettempdir())
+            directory.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(prefix="frontier-", suffix=".bin",
+                                            dir=directory)
+            os.close(handle)
+            self._path = Path(name)
+            self._file = open(self._path, "wb")  # noqa: SIM115 - closed in drain/close
+        self._file.write(self._buffer)
+        self.spilled_bytes += len(self._buffer)
+        self._buffer = bytearray()
+
+    def drain(self) -> Iterator[bytes]:
+        """Every state, in the order appended; the frontier is empty afterwards."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            path = self._path
+            self._path = None
+            assert path is not None
+            try:
+                with open(path, "rb") as source:
+                    yield from _records(source)
+            finally:
+                path.unlink(missing_ok=True)
+        buffer, self._buffer = self._buffer, bytearray()
+        yield from _records_of(buffer)
+        self._count = 0
+
+    def write_to(self, path: Path) -> None:
+        """A copy of the records in one file (for a checkpoint); the frontier keeps them."""
+        with open(path, "wb") as out:
+            if self._file is not None:
+                self._file.flush()
+                assert self._path is not None
+                with open(self._path, "rb") as source:
+                    shutil.copyfileobj(source, out)
+            out.write(self._buffer)
+
+    @classmethod
+    def read_from(cls, path: Path, budget: int, spill_dir: Path | None) -> Frontier:
+        frontier = cls(budget, spill_dir)
+        with open(path, "rb") as source:
+            for packed in _records(source):
+                frontier.append(packed)
+        return frontier
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+            self._path = None
+
+
+def _records(source: Any, chunk: int = 1 << 22) -> Iterator[bytes]:
+    pending = b""
+    while True:
+        block = source.read(chunk)
+        if not block:
+            break
+        data = pending + block
+        end = 0
+        size = len(data)
+        while end + 4 <= size:
+            (length,) = _LENGTH.unpack_from(data, end)
+            if end + 4 + length > size:
+                break
+            yield data[end + 4:end + 4 + length]
+            end += 4 + length
+        pending = data[end:]
+    if pending:
+        raise ValueError("frontier file ends in the middle of a record")
+
+
+def _records_of(buffer: bytearray) -> Iterator[bytes]:
+    view = bytes(buffer)
+    end = 0
+    while end < len(view):
+        (length,) = _LENGTH.unpack_from(view, end)
+        yield view[end + 4:end + 4 + length]
+        end += 4 + length
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+def save_checkpoint(directory: Path, *, identity: dict[str, Any], counters: dict[str, Any],
+                    visited: FingerprintSet, frontier: Frontier, tables: Any) -> None:
+    """Write a checkpoint at the start of a level, atomically (a new directory renamed
+    over the old one): a stop in the middle leaves the previous checkpoint whole."""
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=directory))
+    try:
+        visited.save(staging / "visited.npy")
+        frontier.write_to(staging / "frontier.bin")
+        with open(staging / "tables.pickle", "wb") as out:
+            pickle.dump(tables, out, protocol=pickle.HIGHEST_PROTOCOL)
+        (staging / "checkpoint.json").write_text(json.dumps(
+            {"version": CHECKPOINT_VERSION, "identity": identity, "counters": counters},
+            indent=1))
+        current = directory / "current"
+        old = directory / ".old"
+        if old.exists():
+            shutil.rmtree(old)
+        if current.exists():
+            current.rename(old)
+        staging.rename(current)
+        if old.exists():
+            shutil.rmtree(old)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def load_checkpoint(directory: Path, identity: dict[str, Any], budget: int,
+                    spill_dir: Path | None) -> dict[str, Any] | None:
+    """The checkpoint in ``directory`` (``None`` if there is none); ``ValueError`` when
+    it belongs to another run (``identity`` differs) or is not a checkpoint."""
+    current = directory / "current"
+    if not (current / "checkpoint.json").exists():
+        return None
+    meta = json.loads((current / "checkpoint.json").read_text())
+    if meta.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{current}: checkpoint format {meta.get('version')}, this "
+                         f"version reads {CHECKPOINT_VERSION}")
+    if meta.get("identity") != identity:
+        differs = sorted(k for k in set(identity) | set(meta.get("identity", {}))
+                         if identity.get(k) != meta.get("identity", {}).get(k))
+        raise ValueError(f"{current} is the checkpoint of another run (differs in: "
+                         f"{', '.join(differs)}); use another --checkpoint directory")
+    with open(current / "tables.pickle", "rb") as source:
+        tables = pickle.load(source)  # noqa: S301 - written by this program, locally
+    return {"counters": meta["counters"], "tables": tables,
+            "visited": FingerprintSet.load(current / "visited.npy"),
+            "frontier": Frontier.read_from(current / "frontier.bin", budget, spill_dir)}
