@@ -35,8 +35,9 @@ from groupcomm.check.storage import (
 
 #: successors asked of the visited set at once
 BATCH = 65_536
-#: entries past which a memo that only saves time is emptied
-MEMO_LIMIT = 4_000_000
+#: entries past which a memo that only saves time is emptied (the local steps cost
+#: about 270 bytes an entry, the persistent sets' memos about 340)
+MEMO_LIMIT = 500_000
 #: the frontier's share of the memory budget before it goes to disk
 FRONTIER_SHARE = 0.5
 MASK = 0xFFFF_FFFF_FFFF_FFFF
@@ -51,9 +52,12 @@ class LevelSearch:
 
     def __init__(self, model: Model, config: CheckConfig,
                  canon: Callable[[tuple], Any] | None,
-                 persistent: Callable[[tuple], Any] | None, symmetry: Any = None) -> None:
+                 persistent: Callable[[tuple], Any] | None, symmetry: Any = None,
+                 sets: Any = None) -> None:
         self.model = model
         self.symmetry = symmetry
+        #: the persistent sets of --por (their memos are trimmed too)
+        self.sets = sets
         self.config = config
         self.canon = canon
         self.persistent = persistent
@@ -215,6 +219,7 @@ class LevelSearch:
             if len(keys) >= BATCH:
                 self._admit(keys, pending, following)
                 keys, pending = array("Q"), []
+                self._trim_memos()
                 if config.max_states is not None and self.states >= config.max_states:
                     self.stopped = f"max_states {config.max_states} reached"
                     return following
@@ -242,6 +247,10 @@ class LevelSearch:
         model = self.model
         if len(model.step_cache) > MEMO_LIMIT:
             model.step_cache.clear()
+        if self.symmetry is not None:
+            self.symmetry.trim(MEMO_LIMIT)
+        if self.sets is not None:
+            self.sets.trim(MEMO_LIMIT)
 
     def _report(self, level_size: int, done: int, queued: int) -> None:
         now = time.perf_counter()

@@ -158,8 +158,9 @@ class PersistentSets:
     EMISSION_LIMIT = 4096
     #: the memo of emission nodes is emptied when it grows past this many entries (it
     #: is a pure cache; at 3x3 it grew by about one entry per state and was the largest
-    #: table of a cykas search; emptying it at 3M cost the mfss 3x3 search ~10 % time)
-    MEMO_LIMIT = 8_000_000
+    #: table of a cykas search; emptying it at 3M cost the mfss 3x3 search ~10 % time;
+    #: with the visited set compact it is the largest table left, hence 2M)
+    MEMO_LIMIT = 2_000_000
 
     def __init__(self, model: Model, commuting: frozenset[str] | None = None) -> None:
         self.model = model
@@ -189,6 +190,18 @@ class PersistentSets:
         self._budget = 0
         #: how many states were expanded with a persistent set smaller than everything
         self.reduced = 0
+
+    def memo_entries(self) -> int:
+        return (len(self._closed) + len(self._targets) + len(self._quiets)
+                + len(self._inerts) + len(self._emitted))
+
+    def trim(self, limit: int) -> None:
+        """Empty the memos (pure caches: only time is lost) once they hold more than
+        ``limit`` entries together."""
+        if self.memo_entries() > limit:
+            for memo in (self._closed, self._targets, self._quiets, self._inerts,
+                         self._emitted, self._shared):
+                memo.clear()
 
     def choose(self, state: tuple) -> frozenset[int] | tuple[str, str, bytes] | None:
         """The persistent set of ``state``: a declared-commuting control arrival

@@ -99,7 +99,7 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
         persistent = sets.choose
     if config.compact and reduce and not keep_paths and not config.dfs \
             and not config.fifo_network:
-        levels = LevelSearch(model, config, canon, persistent, symmetry)
+        levels = LevelSearch(model, config, canon, persistent, symmetry, sets)
         levels.run(result)
         _finish(result, sets, levels.found, None, model, keep_paths=False)
         return result

@@ -219,11 +219,12 @@ def _records(source: Any, chunk: int = 1 << 22) -> Iterator[bytes]:
 
 
 def _records_of(buffer: bytearray) -> Iterator[bytes]:
-    view = bytes(buffer)
+    # the buffer is detached from its frontier: read it in place, without a copy
+    view = memoryview(buffer)
     end = 0
     while end < len(view):
         (length,) = _LENGTH.unpack_from(view, end)
-        yield view[end + 4:end + 4 + length]
+        yield bytes(view[end + 4:end + 4 + length])
         end += 4 + length
 
 

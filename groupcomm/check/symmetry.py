@@ -273,6 +273,7 @@ class Symmetry:
         #: ints: cheap to hash and compare; equal values get equal ids, so the minimum
         #: over a class's candidates is still one canonical key)
         self._truth_ids: dict[tuple, int] = {}
+        self._hash_truths = model.config.reduce
         self._entry_ids: dict[Any, int] = {}
         #: truth entry (by identity) -> its part of the signature
         self._sigs: dict[int, tuple] = {}
@@ -379,7 +380,13 @@ class Symmetry:
         found = table.get(id(entry))
         if found is None:
             renamed = self._rename_truth(self.perms[index], self._renamings[index], entry)
-            found = self._truth_ids.setdefault(renamed, len(self._truth_ids))
+            if self._hash_truths:
+                # hash-compacted search: the renamed entry's hash instead of an id, so
+                # no table grows with every truth entry ever seen (a collision is as
+                # likely as one of the state fingerprints themselves)
+                found = hash(renamed)
+            else:
+                found = self._truth_ids.setdefault(renamed, len(self._truth_ids))
             table[id(entry)] = found
             self._alive.append(entry)
         return found
@@ -471,6 +478,21 @@ class Symmetry:
                 self._alive.append(entry)
             out.append((*part, out_frames[i], in_frames[i]))
         return out
+
+    def trim(self, limit: int) -> None:
+        """Empty the renaming memos (keyed by value or by identity, with the objects
+        kept alive for the latter) once they hold more than ``limit`` entries; the id
+        tables that keys are made of stay."""
+        size = (len(self._alive) + len(self._sigs) + sum(len(d) for d in self._frames)
+                + sum(len(d) for table in self._truths for d in table))
+        if size > limit:
+            for frames in self._frames:
+                frames.clear()
+            for table in self._truths:
+                for memo in table:
+                    memo.clear()
+            self._sigs.clear()
+            self._alive.clear()
 
     def tables(self) -> dict[str, Any]:
         """The id tables canonical keys are made of (ids are given in discovery order,
