@@ -79,6 +79,40 @@ def _ship_package(spark: SparkSession) -> None:
     spark.sparkContext.addPyFile(str(archive))
 
 
+#: the packages the analysis imports on the executors
+WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
+
+
+def _check_workers(spark: SparkSession) -> None:
+    """Ask an executor what its Python lacks before the analysis needs it: one clear
+    line instead of a worker's traceback in the middle of the job."""
+    needed = WORKER_PACKAGES
+
+    def probe(_rows):  # sent by value: nothing of this project is imported there
+        import importlib.util
+        import sys as worker_sys
+
+        missing = [name for name in needed if importlib.util.find_spec(name) is None]
+        yield (worker_sys.executable, ".".join(map(str, worker_sys.version_info[:3])),
+               missing)
+
+    try:
+        answers = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()
+    except Exception as error:  # py4j wraps the worker's failure
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        why = next((line for line in lines if "Error" in line or "version" in line),
+                   lines[0] if lines else repr(error))
+        raise SparkUnavailableError(f"the Spark workers could not run Python: {why[:300]}") \
+            from None
+    for executable, version, missing in answers:
+        if missing:
+            raise SparkUnavailableError(
+                f"the Spark workers' Python ({executable}, Python {version}) lacks "
+                f"{', '.join(missing)}, which the analysis needs there: install them on "
+                f"every worker (pip install {' '.join(missing)}), or point PYSPARK_PYTHON "
+                "(spark.pyspark.python) at a Python that has them on every worker")
+
+
 def worker_python_path() -> str:
     """PYTHONPATH for local Python workers: this package's root, then the driver's
     site-packages. Spark starts workers with the interpreter behind a virtual
@@ -143,6 +177,11 @@ def get_spark(master: str | None = None) -> SparkSession:
         spark.sparkContext.setLogLevel("ERROR")
         if not local:
             _ship_package(spark)
+            try:
+                _check_workers(spark)
+            except SparkUnavailableError:
+                spark.stop()
+                raise
         log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
         _session = spark
         return spark
