@@ -110,16 +110,20 @@ def test_a_member_frozen_past_the_heartbeat_timeout_comes_back_as_a_new_incarnat
         peer.wait_for(lambda e: e.get("event") == "joined" and e.get("client") == "carol~2",
                       timeout=20, what="carol back as carol~2")
     sent = carol.wait_for(lambda e: e.get("event") == "sent" and e.get("label") == "out")
+    # on a loaded machine carol's I/O thread can see the verdict and rejoin before her
+    # command thread reads the send: then "while out" is carol~2's own first message
+    as_new = sent["id"].startswith("carol~2#")
     carol.command(op="send", to=["alice"], payload="back")
     alice.wait_for(lambda e: e.get("payload") == "back", what="carol~2's message")
-    assert _payloads(alice, "carol~2") == ["back"]
+    assert _payloads(alice, "carol~2") == (["while out", "back"] if as_new else ["back"])
     seen = len([e for e in carol.events if e.get("event") == "undeliverable"])
     carol.command(op="undeliverable")
     undeliverable = carol.wait_count("undeliverable", seen + 1)[-1]["ids"]
     refused = _counters(alice).get("rejected_stale_incarnation", 0)
-    # "while out" was either refused at alice as the old incarnation's, or never left
-    assert "while out" not in _payloads(alice)
-    assert refused >= 1 or sent["id"] in undeliverable, (refused, undeliverable, sent)
+    if not as_new:
+        # sent as the old incarnation: refused at alice as stale, or never left
+        assert "while out" not in _payloads(alice)
+        assert refused >= 1 or sent["id"] in undeliverable, (refused, undeliverable, sent)
     assert _held(alice) == [] and _held(carol) == []
 
 
