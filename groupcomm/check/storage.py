@@ -40,11 +40,6 @@ def collision_probability(classes: int) -> float:
     return min(1.0, classes * (classes - 1) / 2 ** 65)
 
 
-def fingerprint(value: int) -> int:
-    """A Python ``hash`` as an unsigned 64-bit number."""
-    return value & 0xFFFF_FFFF_FFFF_FFFF
-
-
 class FingerprintSet:
     """A set of unsigned 64-bit fingerprints, asked and filled a batch at a time."""
 
@@ -128,10 +123,6 @@ class Frontier:
 
     def __len__(self) -> int:
         return self._count
-
-    @property
-    def memory_bytes(self) -> int:
-        return len(self._buffer)
 
     def append(self, packed: bytes) -> None:
         buffer = self._buffer
