@@ -209,12 +209,9 @@ class LevelSearch:
                 return following
             if not any_enabled:
                 self.terminal += 1
-                missing = model.undelivered(state)
-                if missing:
-                    held = model.held_summary(state)
-                    detail = (f"terminal state with {len(missing)} undelivered: "
-                              f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
-                    self.found = (Violation("liveness", detail), self.level)
+                stuck = model.liveness_violation(state)
+                if stuck is not None:
+                    self.found = (stuck, self.level)
                     return following
             if len(keys) >= BATCH:
                 self._admit(keys, pending, following)

@@ -549,6 +549,16 @@ class Model:
                         out.append(f"{self.names[j]}#{k + 1}@{dest}")
         return out
 
+    def liveness_violation(self, state: tuple) -> Violation | None:
+        """For a terminal ``state``: the liveness violation if a message sent was never
+        delivered at one of its destinations (naming them and what each node holds)."""
+        missing = self.undelivered(state)
+        if not missing:
+            return None
+        held = self.held_summary(state)
+        return Violation("liveness", f"terminal state with {len(missing)} undelivered: "
+                         f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
+
     def held_summary(self, state: tuple) -> str:
         parts = []
         for i, node in enumerate(self.nodes):

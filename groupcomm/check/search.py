@@ -157,12 +157,9 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                 break
             if not any_enabled:
                 terminal += 1
-                missing = model.undelivered(state)
-                if missing:
-                    held = model.held_summary(state)
-                    detail = (f"terminal state with {len(missing)} undelivered: "
-                              f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
-                    found = (Violation("liveness", detail), path, depth)
+                stuck = model.liveness_violation(state)
+                if stuck is not None:
+                    found = (stuck, path, depth)
                     break
             if config.max_states is not None and states >= config.max_states:
                 result.stopped = f"max_states {config.max_states} reached"
