@@ -66,6 +66,10 @@ def int_header(message: GroupMessage, key: str, protocol: str, minimum: int = 0)
     return value
 
 
+_INT_ONLY = frozenset({int})
+_STR_ONLY = frozenset({str})
+
+
 def encode_clock(clock: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """``(names, counts)`` of the non-zero entries, names sorted (canonical)."""
     names = tuple(sorted(k for k, v in clock.items() if v))
@@ -83,12 +87,14 @@ def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
         counts
     ):
         raise ProtocolViolation(f"{where}: names and counts must be tuples of equal length")
-    clock: Clock = {}
-    for name, count in zip(names, counts, strict=True):
-        if type(name) is not str or not name or type(count) is not int or count < 0:
-            raise ProtocolViolation(f"{where}: bad entry {name!r}: {count!r}")
-        clock[name] = count
-    return clock
+    # checked in C-level passes (this runs for every message that arrives with a clock);
+    # the loop that says which entry is bad only runs for a bad one
+    if not (_STR_ONLY.issuperset(map(type, names)) and all(names)
+            and _INT_ONLY.issuperset(map(type, counts)) and (not counts or min(counts) >= 0)):
+        for name, count in zip(names, counts, strict=True):
+            if type(name) is not str or not name or type(count) is not int or count < 0:
+                raise ProtocolViolation(f"{where}: bad entry {name!r}: {count!r}")
+    return dict(zip(names, counts, strict=True))
 
 
 def encode_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, ...], tuple]:
@@ -118,18 +124,27 @@ def decode_matrix(message: GroupMessage, key: str, protocol: str) -> Matrix:
     names, flat = value
     if not (isinstance(names, tuple) and isinstance(flat, tuple)) or len(flat) % 3:
         raise ProtocolViolation(f"{where}: names must be a tuple and entries index triples")
-    if not all(type(n) is str and n for n in names):
+    if not (_STR_ONLY.issuperset(map(type, names)) and all(names)):
         raise ProtocolViolation(f"{where}: names must be non-empty strings")
-    matrix: Matrix = {}
     size = len(names)
-    for i in range(0, len(flat), 3):
-        r, c, v = flat[i : i + 3]
-        if not (
-            type(r) is int and type(c) is int and type(v) is int
-            and 0 <= r < size and 0 <= c < size and v >= 0
-        ):
-            raise ProtocolViolation(f"{where}: bad entry {flat[i : i + 3]!r}")
-        matrix.setdefault(names[r], {})[names[c]] = v
+    rows, columns, counts = flat[0::3], flat[1::3], flat[2::3]
+    # checked in C-level passes (this runs for every message that arrives with a stamp);
+    # the loop below, which says which entry is bad, only runs for a bad stamp
+    if not (_INT_ONLY.issuperset(map(type, flat))
+            and (not flat or (min(flat) >= 0 and max(rows) < size and max(columns) < size))):
+        for i in range(0, len(flat), 3):
+            r, c, v = flat[i : i + 3]
+            if not (
+                type(r) is int and type(c) is int and type(v) is int
+                and 0 <= r < size and 0 <= c < size and v >= 0
+            ):
+                raise ProtocolViolation(f"{where}: bad entry {flat[i : i + 3]!r}")
+    matrix: Matrix = {}
+    for r, c, v in zip(rows, columns, counts, strict=True):
+        row = matrix.get(names[r])
+        if row is None:
+            row = matrix[names[r]] = {}
+        row[names[c]] = v
     return matrix
 
 

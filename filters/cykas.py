@@ -279,6 +279,7 @@ class CykasModule(CausalityModule):
     symmetry_headers = {}
     description = "sender-side causal order with eager sends and secret mode (Cykas)"
     unicast_events = True
+    acknowledged_sends = True
     manager_class: type[CykasManager] = CykasManager
 
     def create_manager(self, host: FilterHost) -> CausalityManager:

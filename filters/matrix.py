@@ -68,6 +68,13 @@ class MatrixManager(CausalityManager):
         self.sent: dict[str, dict[str, int]] = {}
         self.deliv: dict[str, int] = {}
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
+        # the stamp's encoding (see encode_matrix), kept from one send to the next: a send
+        # or a merge that only raises entries already non-zero changes values in place;
+        # a new non-zero entry (a new pair, a newcomer) makes the next send re-encode
+        self._stamp_names: tuple[str, ...] = ()
+        self._stamp_flat: list[int] | None = None
+        #: (row, column) -> index of that entry's count in _stamp_flat
+        self._stamp_slot: dict[tuple[str, str], int] = {}
 
     def sent_matrix(self, order: list[str]) -> list[list[int]]:
         """SENT as a dense list of rows in the given member order (for tests, displays)."""
@@ -75,10 +82,31 @@ class MatrixManager(CausalityManager):
 
     # -- send side ----------------------------------------------------------------------
     def stamp(self, message: SentMessage) -> SentMessage:
-        row = self.sent.setdefault(self.host.name, {})
+        me = self.host.name
+        row = self.sent.setdefault(me, {})
         for dest in message.destinations:
-            row[dest] = row.get(dest, 0) + 1
-        return message.with_headers(**{STAMP: encode_matrix(self.sent)})  # type: ignore[return-value]
+            count = row[dest] = row.get(dest, 0) + 1
+            self._encoded_entry(me, dest, count)
+        flat = self._stamp_flat
+        if flat is None:
+            names, counts = encode_matrix(self.sent)
+            index = {(names[counts[i]], names[counts[i + 1]]): i + 2
+                     for i in range(0, len(counts), 3)}
+            self._stamp_names, self._stamp_flat, self._stamp_slot = names, list(counts), index
+            encoded = (names, counts)
+        else:
+            encoded = (self._stamp_names, tuple(flat))
+        return message.with_headers(**{STAMP: encoded})  # type: ignore[return-value]
+
+    def _encoded_entry(self, row: str, column: str, count: int) -> None:
+        """Keep the stamp's encoding in step with SENT[row][column] = count."""
+        flat = self._stamp_flat
+        if flat is not None:
+            slot = self._stamp_slot.get((row, column))
+            if slot is None:
+                self._stamp_flat = None  # a new entry: the names or the order change
+            else:
+                flat[slot] = count
 
     # -- receive side -------------------------------------------------------------------
     def accept(self, message: ReceivedMessage) -> None:
@@ -133,6 +161,7 @@ class MatrixManager(CausalityManager):
             for c, v in row.items():
                 if mine.get(c, 0) < v:
                     mine[c] = v
+                    self._encoded_entry(r, c, v)
         self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
 
     def _drain(self) -> None:
@@ -189,6 +218,7 @@ class MatrixManager(CausalityManager):
 
     def restore(self, snapshot: Hashable) -> None:
         sent, deliv, buffer, self.control_count = snapshot  # type: ignore[misc]
+        self._stamp_flat = None
         self.sent = {r: dict(row) for r, row in sent}
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]

@@ -150,6 +150,7 @@ class MfssModule(CausalityModule):
     commuting_controls = frozenset({"ack"})
     description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"
     unicast_events = True
+    acknowledged_sends = True
 
     def create_manager(self, host: FilterHost) -> CausalityManager:
         return MfssManager(host)

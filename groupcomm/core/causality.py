@@ -190,6 +190,11 @@ class CausalityModule(ABC):
     #: node then sends a message to several members as that many unicasts, one after the
     #: other, each its own send event (the model of the paper these protocols come from).
     unicast_events: ClassVar[bool] = False
+    #: True when a sender waits for acknowledgements before it sends on (``mfss``: one
+    #: message un-acknowledged in all; ``cykas``: one per destination), so that one
+    #: sender's rate to one peer is bounded by one round trip per message
+    #: (``groupcomm bench`` then measures that bound beside the module).
+    acknowledged_sends: ClassVar[bool] = False
     #: True for protocols kept because they are wrong (the checker must catch them).
     known_bad: ClassVar[bool] = False
     #: For the model checker's symmetry reduction (``groupcomm check --symmetry``): every

@@ -43,18 +43,56 @@ class MessageError(ValueError):
     """A message was built with fields of the wrong shape (a local mistake)."""
 
 
-def check_header_value(value: Any, path: str = "header") -> None:
-    """Raise :class:`MessageError` unless ``value`` is a valid (immutable) header value."""
+_ATOM_TYPES = frozenset(_ATOMS)
+
+
+def _valid_header_value(value: Any) -> bool:
+    if type(value) in _ATOM_TYPES:
+        return True
+    if isinstance(value, tuple):
+        # the usual tuple (all ints, or all strs) is checked in one C-level pass
+        if _ATOM_TYPES.issuperset(map(type, value)):
+            return True
+        for item in value:  # a loop, not all(<generator>): stamps are nested tuples
+            if type(item) not in _ATOM_TYPES and not _valid_header_value(item):
+                return False
+        return True
+    return isinstance(value, _ATOMS)
+
+
+def _explain_header_value(value: Any, path: str) -> None:
+    """Raise :class:`MessageError` naming where in ``value`` the first bad part is."""
     if isinstance(value, _ATOMS):
         return
     if isinstance(value, tuple):
         for index, item in enumerate(value):
-            check_header_value(item, f"{path}[{index}]")
+            _explain_header_value(item, f"{path}[{index}]")
         return
     raise MessageError(
         f"{path} has type {type(value).__name__}; header values must be int, str, bytes, "
         "bool, None or tuples of those (immutable, so metadata is a send-time snapshot)"
     )
+
+
+def check_header_value(value: Any, path: str = "header") -> None:
+    """Raise :class:`MessageError` unless ``value`` is a valid (immutable) header value.
+
+    Runs for every header stamped or received, so the check itself is cheap; the
+    message saying where the bad part is is only built for a bad value."""
+    if not _valid_header_value(value):
+        _explain_header_value(value, path)
+
+
+def checked_headers(headers: Mapping[Any, Any]) -> Mapping[str, HeaderValue]:
+    """``headers`` if every key is a str and every value a valid header value; raises
+    :class:`MessageError` otherwise. The usual values (ints and flat tuples of atoms) are
+    checked in C-level passes: this runs for every message that arrives with metadata."""
+    for key, value in headers.items():
+        if type(key) is not str:
+            raise MessageError(f"header keys must be str, got {type(key).__name__}")
+        if not _valid_header_value(value):
+            _explain_header_value(value, f"header {key!r}")
+    return headers
 
 
 class SystemMessage:
@@ -99,7 +137,8 @@ def _init_group(
         for key, value in headers.items():
             if not isinstance(key, str):
                 raise MessageError(f"header keys must be str, got {type(key).__name__}")
-            check_header_value(value, f"header {key!r}")
+            if not _valid_header_value(value):
+                _explain_header_value(value, f"header {key!r}")
     else:
         headers = _EMPTY
     _set(obj, "application_name", application_name)
@@ -172,15 +211,17 @@ class GroupMessage:
 
     def with_headers(self, **updates: HeaderValue) -> GroupMessage:
         """A copy with ``updates`` merged into the headers."""
+        for key, value in updates.items():
+            if not _valid_header_value(value):
+                _explain_header_value(value, f"header {key!r}")
         merged = dict(self.headers)
         merged.update(updates)
-        return dataclasses.replace(self, headers=merged)
+        return _with_headers(self, merged)
 
     def without_headers(self, *names: str) -> GroupMessage:
         """A copy with the named headers removed (a receive filter consuming its stamp)."""
-        return dataclasses.replace(
-            self, headers={k: v for k, v in self.headers.items() if k not in names}
-        )
+        return _with_headers(
+            self, {k: v for k, v in self.headers.items() if k not in names} or _EMPTY)
 
     def replace(self, **changes: Any) -> GroupMessage:
         """A copy with fields changed (``dataclasses.replace``)."""
@@ -359,19 +400,47 @@ def sent_unchecked(
 def received_unchecked(
     application_name: str, session_name: str, user_message: Any, message_id: str,
     sender: str, vc: tuple[tuple[str, int], ...], kind: str, receiver: str,
+    headers: Mapping[str, HeaderValue] = _EMPTY,
 ) -> ReceivedMessage:
-    """A header-less :class:`ReceivedMessage` from fields the caller vouches for (see
-    :meth:`ReceivedMessage.checked_elsewhere`)."""
+    """A :class:`ReceivedMessage` from fields the caller vouches for (see
+    :meth:`ReceivedMessage.checked_elsewhere`; ``headers`` too: see
+    :func:`checked_headers`)."""
     obj = _new(ReceivedMessage)
     _set_app(obj, application_name)
     _set_session(obj, session_name)
     _set_user(obj, user_message)
     _set_id(obj, message_id)
     _set_sender(obj, sender)
-    _set_headers(obj, _EMPTY)
+    _set_headers(obj, headers)
     _set_vc(obj, vc)
     _set_kind(obj, kind)
     _set_receiver(obj, receiver)
+    return obj
+
+
+def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
+    """A copy of ``message`` with ``headers`` (already checked) in place of its own.
+
+    Filters stamp and strip headers on every hop; the other fields were checked when
+    ``message`` was built, so the copy sets the slots directly instead of going through
+    ``dataclasses.replace`` and the constructor's checks (three times the cost)."""
+    cls = type(message)
+    if cls is SentMessage:
+        obj = _new(SentMessage)
+        _set_destinations(obj, message.destinations)  # type: ignore[attr-defined]
+    elif cls is ReceivedMessage:
+        obj = _new(ReceivedMessage)
+        _set_receiver(obj, message.receiver)  # type: ignore[attr-defined]
+    else:  # a subclass may have fields of its own
+        return dataclasses.replace(message, headers=headers)
+    _set_app(obj, message.application_name)
+    _set_session(obj, message.session_name)
+    _set_user(obj, message.user_message)
+    _set_id(obj, message.message_id)
+    _set_sender(obj, message.sender)
+    _set_headers(obj, headers)
+    _set_vc(obj, message.vc)
+    _set_kind(obj, message.kind)
     return obj
 
 

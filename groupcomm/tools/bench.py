@@ -15,6 +15,15 @@ first message to the last. Throughput suffers when other jobs share the cores; C
 message much less so, so ``cpu_ratio`` (the baseline's busier side over the
 communicator's busier side: the throughput ratio to expect with a free core per
 process) is the figure to compare across noisy runs.
+
+Round trip: for modules whose senders wait for acknowledgements (``mfss``, ``cykas``)
+one sender's rate to one peer is bounded by one round trip per message. The bench then
+also measures that bound in the same run: a plain pyzmq ping-pong between two processes
+(each a PULL socket it binds and a PUSH to the other, as direct routing has), a small
+payload pickled and signed one way and a small signed pickled reply the other, one at a
+time. ``round_trip_us`` is the mean time of one exchange, ``round_trip_bound_msgs_per_s``
+its inverse, and ``fraction_of_round_trip_bound`` the module's rate over that bound (1.0:
+nothing but the protocol's own waiting limits it).
 """
 
 from __future__ import annotations
@@ -105,6 +114,92 @@ def run_raw(count: int, size: int) -> dict[str, float]:
         if receiver.is_alive():
             receiver.kill()
     return _measured(count, first, last, received, receiver_cpu, sender_cpu)
+
+
+# -- round trip --------------------------------------------------------------------------------
+ROUND_TRIP_WARMUP = 200
+
+
+def _signed(key: bytes, value: Any) -> bytes:
+    body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return hmac.digest(key, body, "sha256") + body
+
+
+def _opened(key: bytes, frame: bytes) -> Any:
+    signature, body = frame[:32], frame[32:]
+    if not hmac.compare_digest(signature, hmac.digest(key, body, "sha256")):
+        raise RuntimeError("round trip: a frame failed verification")
+    return pickle.loads(body)
+
+
+def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes) -> None:
+    import zmq
+
+    context = zmq.Context.instance()
+    pull = context.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    address_q.put(f"tcp://127.0.0.1:{port}")
+    push = context.socket(zmq.PUSH)
+    push.connect(peer_q.get(timeout=30))
+    for _ in range(exchanges):
+        message = _opened(key, pull.recv())
+        push.send(_signed(key, {"ack": message["seq"]}))
+    push.close(linger=-1)
+    pull.close(linger=0)
+
+
+def _pinger(address: str, peer_q: Any, result_q: Any, count: int, size: int,
+            key: bytes) -> None:
+    import zmq
+
+    context = zmq.Context.instance()
+    pull = context.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    peer_q.put(f"tcp://127.0.0.1:{port}")
+    push = context.socket(zmq.PUSH)
+    push.connect(address)
+    start = 0.0
+    for i in range(ROUND_TRIP_WARMUP + count):
+        if i == ROUND_TRIP_WARMUP:
+            start = time.perf_counter()
+        push.send(_signed(key, _payload(i, size)))
+        if _opened(key, pull.recv())["ack"] != i:
+            raise RuntimeError("round trip: a reply out of turn")
+    result_q.put((time.perf_counter() - start) / count)
+    push.close(linger=0)
+    pull.close(linger=0)
+
+
+def run_round_trip(count: int, size: int) -> float:
+    """The mean time, in seconds, of one plain pyzmq request/response between two
+    processes (signed pickle each way)."""
+    ctx = mp.get_context("spawn")
+    key = os.urandom(32)
+    address_q, peer_q, result_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    exchanges = ROUND_TRIP_WARMUP + count
+    ponger = ctx.Process(target=_ponger, args=(address_q, peer_q, exchanges, key))
+    pinger = None
+    ponger.start()
+    try:
+        address = address_q.get(timeout=30)
+        pinger = ctx.Process(target=_pinger,
+                             args=(address, peer_q, result_q, count, size, key))
+        pinger.start()
+        return float(result_q.get(timeout=300))
+    finally:
+        for process in (pinger, ponger):
+            if process is not None:
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+
+
+def waits_for_acknowledgements(causality: str) -> bool:
+    """Whether ``causality``'s senders wait for acknowledgements (bounded by round
+    trips)."""
+    from groupcomm.core.registry import get_module
+
+    return get_module(causality).acknowledged_sends
 
 
 # -- communicator ---------------------------------------------------------------------------
@@ -204,6 +299,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--routing", choices=("direct", "relayed"), default="direct",
                         help="communicator routing: peer to peer (default) or through the "
                              "session server")
+    parser.add_argument("--round-trip", choices=("auto", "yes", "no"), default="auto",
+                        help="also measure the plain pyzmq round trip and the module's "
+                             "rate as a fraction of one message per round trip (auto: for "
+                             "modules whose senders wait for acknowledgements)")
+    parser.add_argument("--round-trips", type=int, default=5000,
+                        help="exchanges per round-trip measurement (default 5000)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -211,13 +312,25 @@ def build_parser() -> ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    if args.messages < 2 or args.repeat < 1 or args.size < 0:
-        raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0")
+    if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
+        raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
+                       "--round-trips >= 1")
+    from groupcomm.core.registry import UnknownModuleError
+
+    try:
+        round_trip = (args.round_trip == "yes" or args.round_trip == "auto"
+                      and waits_for_acknowledgements(args.causality))
+    except UnknownModuleError as error:
+        raise CliError(f"groupcomm bench: {error}") from None
     raw_runs: list[dict[str, float]] = []
     comm_runs: list[dict[str, float]] = []
+    round_trips: list[float] = []
     for run in range(args.repeat):
         print(f"run {run + 1}/{args.repeat}: baseline...", file=sys.stderr, flush=True)
         raw_runs.append(run_raw(args.messages, args.size))
+        if round_trip:
+            print(f"run {run + 1}/{args.repeat}: round trip...", file=sys.stderr, flush=True)
+            round_trips.append(run_round_trip(args.round_trips, args.size))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
                                           args.routing))
@@ -246,6 +359,14 @@ def _run(args: argparse.Namespace) -> int:
         "cpu_us_per_msg": cpu,
         "cpu_ratio": round(cpu_ratio, 3),
     }
+    if round_trips:
+        rtt = min(round_trips)  # the fastest exchange rate measured: the tightest bound
+        result.update({
+            "round_trip_us": round(rtt * 1e6, 1),
+            "round_trip_runs_us": [round(r * 1e6, 1) for r in round_trips],
+            "round_trip_bound_msgs_per_s": round(1 / rtt),
+            "fraction_of_round_trip_bound": round(comm * rtt, 3),
+        })
     if args.json:
         print(json.dumps(result))
     else:
@@ -257,6 +378,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"CPU per message, {name}: sender {sides['sender']:.1f} us, "
                   f"receiver {sides['receiver']:.1f} us")
         print(f"CPU ratio (busier side, baseline / communicator): {result['cpu_ratio']:.2f}")
+        if round_trips:
+            print(f"round trip (plain pyzmq ping-pong): {result['round_trip_us']:.1f} us, "
+                  f"bound {result['round_trip_bound_msgs_per_s']:,} msg/s; "
+                  f"{args.causality} reaches {result['fraction_of_round_trip_bound']:.2f} "
+                  "of it")
     return 0
 
 

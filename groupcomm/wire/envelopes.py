@@ -24,6 +24,7 @@ from groupcomm.core.messages import (
     ReceivedMessage,
     SentMessage,
     SystemMessage,
+    checked_headers,
     received_unchecked,
 )
 from groupcomm.wire.frames import BATCH, PACKED
@@ -358,11 +359,9 @@ def unpack_envelopes(
                                                kind, receiver))
             continue
         try:
-            messages.append(ReceivedMessage(
-                application_name=app, session_name=session, user_message=user,
-                message_id=message_id, sender=sender, headers=decode_headers(headers), vc=vc,
-                kind=kind, receiver=receiver,
-            ))
+            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
+                                               kind, receiver,
+                                               checked_headers(decode_headers(headers))))
         except Exception as error:
             errors.append(f"headers of {message_id!r} malformed: {error}")
     return app, session, sender, messages, errors
