@@ -23,7 +23,10 @@ also measures that bound in the same run: a plain pyzmq ping-pong between two pr
 payload pickled and signed one way and a small signed pickled reply the other, one at a
 time. ``round_trip_us`` is the mean time of one exchange, ``round_trip_bound_msgs_per_s``
 its inverse, and ``fraction_of_round_trip_bound`` the module's rate over that bound (1.0:
-nothing but the protocol's own waiting limits it).
+nothing but the protocol's own waiting limits it). The same ping-pong with each side
+waiting in a ``zmq.Poller`` beside a pipe (as the communicator's I/O thread waits on its
+sockets and its wake-up pipe) is measured too: ``polled_fraction_of_round_trip_bound``
+is how near an event loop that does no work at all comes to the bound.
 """
 
 from __future__ import annotations
@@ -132,7 +135,29 @@ def _opened(key: bytes, frame: bytes) -> Any:
     return pickle.loads(body)
 
 
-def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes) -> None:
+def _receiver(pull: Any, polled: bool) -> Any:
+    """``recv`` of ``pull``: blocking in libzmq, or (``polled``) waiting in a
+    ``zmq.Poller`` beside a pipe, as an event loop that has more than one input does."""
+    if not polled:
+        return pull.recv
+    import zmq
+
+    read_end, _ = os.pipe()
+    poller = zmq.Poller()
+    poller.register(read_end, zmq.POLLIN)
+    poller.register(pull, zmq.POLLIN)
+
+    def recv() -> bytes:
+        while True:
+            try:
+                return pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                poller.poll(1000)
+
+    return recv
+
+
+def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes, polled: bool) -> None:
     import zmq
 
     context = zmq.Context.instance()
@@ -141,15 +166,16 @@ def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes) -> None:
     address_q.put(f"tcp://127.0.0.1:{port}")
     push = context.socket(zmq.PUSH)
     push.connect(peer_q.get(timeout=30))
+    recv = _receiver(pull, polled)
     for _ in range(exchanges):
-        message = _opened(key, pull.recv())
+        message = _opened(key, recv())
         push.send(_signed(key, {"ack": message["seq"]}))
     push.close(linger=-1)
     pull.close(linger=0)
 
 
 def _pinger(address: str, peer_q: Any, result_q: Any, count: int, size: int,
-            key: bytes) -> None:
+            key: bytes, polled: bool) -> None:
     import zmq
 
     context = zmq.Context.instance()
@@ -158,32 +184,34 @@ def _pinger(address: str, peer_q: Any, result_q: Any, count: int, size: int,
     peer_q.put(f"tcp://127.0.0.1:{port}")
     push = context.socket(zmq.PUSH)
     push.connect(address)
+    recv = _receiver(pull, polled)
     start = 0.0
     for i in range(ROUND_TRIP_WARMUP + count):
         if i == ROUND_TRIP_WARMUP:
             start = time.perf_counter()
         push.send(_signed(key, _payload(i, size)))
-        if _opened(key, pull.recv())["ack"] != i:
+        if _opened(key, recv())["ack"] != i:
             raise RuntimeError("round trip: a reply out of turn")
     result_q.put((time.perf_counter() - start) / count)
     push.close(linger=0)
     pull.close(linger=0)
 
 
-def run_round_trip(count: int, size: int) -> float:
+def run_round_trip(count: int, size: int, polled: bool = False) -> float:
     """The mean time, in seconds, of one plain pyzmq request/response between two
-    processes (signed pickle each way)."""
+    processes (signed pickle each way); ``polled``: each side waits in a ``zmq.Poller``
+    instead of a blocking ``recv``."""
     ctx = mp.get_context("spawn")
     key = os.urandom(32)
     address_q, peer_q, result_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
     exchanges = ROUND_TRIP_WARMUP + count
-    ponger = ctx.Process(target=_ponger, args=(address_q, peer_q, exchanges, key))
+    ponger = ctx.Process(target=_ponger, args=(address_q, peer_q, exchanges, key, polled))
     pinger = None
     ponger.start()
     try:
         address = address_q.get(timeout=30)
         pinger = ctx.Process(target=_pinger,
-                             args=(address, peer_q, result_q, count, size, key))
+                             args=(address, peer_q, result_q, count, size, key, polled))
         pinger.start()
         return float(result_q.get(timeout=300))
     finally:
@@ -325,12 +353,14 @@ def _run(args: argparse.Namespace) -> int:
     raw_runs: list[dict[str, float]] = []
     comm_runs: list[dict[str, float]] = []
     round_trips: list[float] = []
+    polled_trips: list[float] = []
     for run in range(args.repeat):
         print(f"run {run + 1}/{args.repeat}: baseline...", file=sys.stderr, flush=True)
         raw_runs.append(run_raw(args.messages, args.size))
         if round_trip:
             print(f"run {run + 1}/{args.repeat}: round trip...", file=sys.stderr, flush=True)
             round_trips.append(run_round_trip(args.round_trips, args.size))
+            polled_trips.append(run_round_trip(args.round_trips, args.size, polled=True))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
                                           args.routing))
@@ -366,6 +396,9 @@ def _run(args: argparse.Namespace) -> int:
             "round_trip_runs_us": [round(r * 1e6, 1) for r in round_trips],
             "round_trip_bound_msgs_per_s": round(1 / rtt),
             "fraction_of_round_trip_bound": round(comm * rtt, 3),
+            # the same exchange when each side waits in a poller (an event loop's floor)
+            "polled_round_trip_us": round(min(polled_trips) * 1e6, 1),
+            "polled_fraction_of_round_trip_bound": round(rtt / min(polled_trips), 3),
         })
     if args.json:
         print(json.dumps(result))
@@ -383,6 +416,9 @@ def _run(args: argparse.Namespace) -> int:
                   f"bound {result['round_trip_bound_msgs_per_s']:,} msg/s; "
                   f"{args.causality} reaches {result['fraction_of_round_trip_bound']:.2f} "
                   "of it")
+            print(f"the same exchange waiting in a zmq.Poller: "
+                  f"{result['polled_round_trip_us']:.1f} us, "
+                  f"{result['polled_fraction_of_round_trip_bound']:.2f} of the bound")
     return 0
 
 

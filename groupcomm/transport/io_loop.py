@@ -186,6 +186,9 @@ class IOLoop:
                 parts = socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            # asking whether more waits is cheaper than the exception of a recv that
+            # finds nothing, which every frame of a request/response exchange would pay
+            more = socket.get(zmq.EVENTS) & zmq.POLLIN
             if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
                 # a notice, or an error with the relayed frame the server returned
                 self._handle_session_frame(parts[0], parts[1] if len(parts) == 2 else None)
@@ -200,6 +203,8 @@ class IOLoop:
                 self._handle_message_frame(parts[0], direct=True)
             else:
                 self.rejects.reject("malformed", f"unexpected {len(parts)}-part message")
+            if not more:
+                return
 
     def _drain_node(self) -> None:
         """Run the node's queued work; a peer's bad message is counted and skipped, and

@@ -172,7 +172,10 @@ class Outbox:
         backlog = self._backlogs.get(socket)
         if not backlog:
             try:
-                socket.send_multipart(parts, zmq.NOBLOCK)
+                if len(parts) == 1:  # the common frame: one layer of pyzmq less
+                    socket.send(parts[0], zmq.NOBLOCK)
+                else:
+                    socket.send_multipart(parts, zmq.NOBLOCK)
                 return
             except zmq.Again:
                 backlog = self._backlogs.setdefault(socket, deque())

@@ -114,3 +114,32 @@ def test_bench_measures_both_sides_end_to_end(routing: str) -> None:
         for side in ("sender", "receiver"):
             assert figures["cpu_us_per_msg"][name][side] > 0
     assert figures["cpu_ratio"] > 0
+
+
+def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
+    """mfss waits for an ACK per message: the bench measures the plain pyzmq round trip
+    in the same run and reports mfss's rate as a fraction of one message per round trip."""
+    import json
+
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "bench", "--causality", "mfss", "--messages",
+         "300", "--repeat", "1", "--round-trips", "300", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    rtt = figures["round_trip_us"] / 1e6
+    assert rtt > 0 and figures["polled_round_trip_us"] > 0
+    assert figures["round_trip_bound_msgs_per_s"] == pytest.approx(1 / rtt, rel=0.01)
+    assert figures["fraction_of_round_trip_bound"] == pytest.approx(
+        figures["communicator_msgs_per_s"] * rtt, rel=0.02)
+    # one message per round trip at most: a module that sent faster would not be waiting
+    # for its acknowledgements (with a margin: the two are measured minutes apart)
+    assert 0 < figures["fraction_of_round_trip_bound"] < 3
+
+
+def test_bench_round_trip_is_not_measured_for_modules_that_do_not_wait() -> None:
+    from groupcomm.tools.bench import waits_for_acknowledgements
+
+    assert waits_for_acknowledgements("mfss") and waits_for_acknowledgements("cykas")
+    assert not any(waits_for_acknowledgements(m) for m in ("none", "fifo", "vector", "matrix"))
