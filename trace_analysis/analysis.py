@@ -18,7 +18,7 @@ import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
 from trace_analysis.endings import trace_endings, undelivered_with_departed
 from trace_analysis.load import load
-from trace_analysis.loaded import LOADERS, Loaded
+from trace_analysis.loaded import Loaded
 from trace_analysis.metrics import (
     OVERALL,
     buffering,
@@ -28,6 +28,7 @@ from trace_analysis.metrics import (
 )
 from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
 from trace_analysis.session import get_spark
+from trace_analysis.store import read_tail, scheme_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +75,7 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
     return out
 
 
-def _assemble(trace_dir: Path, loaded: Loaded, checks: CheckResult, counts: list[dict],
+def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts: list[dict],
               lat: dict, buf: dict) -> dict[str, Any]:
     ratios, per_process = summarize_counts(counts)
     overall = ratios.get(OVERALL, {})
@@ -154,11 +155,14 @@ def analyze(
     progress: Progress | None = None,
     violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
     malformed_samples: int = 5,
-    loader: str = LOADERS[0],
+    loader: str | None = None,
 ) -> dict[str, Any]:
     """Check and measure the traces in ``trace_dir``; returns the result object.
 
     ``spark`` is reused when given, else :func:`get_spark` (``master``) provides one.
+    ``trace_dir`` is a local directory or a URI Spark's file systems read (``hdfs://``,
+    ``s3a://``, ``file://``; see :mod:`trace_analysis.store`). ``loader``: one of
+    :data:`~trace_analysis.loaded.LOADERS`, None to choose by the location.
     ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
     most ``violations_limit``; the counts are exact regardless).
 
@@ -172,7 +176,7 @@ def analyze(
         say(message)
 
     started = time.monotonic()
-    directory = Path(trace_dir)
+    directory = trace_dir if scheme_of(trace_dir) is not None else Path(trace_dir)
     if spark is None:
         stage("starting Spark")
         spark = get_spark(master)
@@ -189,7 +193,7 @@ def analyze(
             lat = latency(tables.deliveries, expected_rows=checks.deliveries)
             buf = buffering(loaded.events)
             result = _assemble(directory, loaded, checks, counts, lat, buf)
-            endings = trace_endings(loaded.files)
+            endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
             to_departed, from_departed = (
                 undelivered_with_departed(tables.sends, tables.deliveries, endings.departed())
                 if checks.undelivered else (0, 0))

@@ -21,7 +21,9 @@ def build_parser() -> ArgumentParser:
             "latency, buffering, metadata and control overhead per protocol, with PySpark."
         ),
     )
-    parser.add_argument("trace_dir", help="directory of <process>.jsonl trace files")
+    parser.add_argument("trace_dir", help="directory of <process>.jsonl trace files: a "
+                        "local path, or a URI of a file system Spark reads (hdfs://..., "
+                        "s3a://..., file:// on storage every worker shares)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--report", metavar="DIR", help="write summary.json, CSV tables, "
@@ -30,10 +32,12 @@ def build_parser() -> ArgumentParser:
                         help="write every violating triple as JSON lines to FILE")
     parser.add_argument("--violations-limit", type=int, default=None,
                         help="most triples listed in --violations-out (counts stay exact)")
-    parser.add_argument("--loader", choices=LOADERS, default=LOADERS[0],
+    parser.add_argument("--loader", choices=LOADERS, default=None,
                         help="how the trace lines are parsed: 'workers' (one pass, msgspec "
-                        "in Spark's Python workers; default) or 'native' (two passes of "
-                        "Spark's JSON reader)")
+                        "in Spark's Python workers, which open the files themselves; the "
+                        "default for local paths and file://) or 'native' (two passes of "
+                        "Spark's JSON reader, through Spark's file systems; the default "
+                        "for hdfs://, s3a:// and other URIs)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -114,13 +118,18 @@ def _run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[analyze] {message}", file=sys.stderr, flush=True)
 
+    from trace_analysis.load import choose_loader
     from trace_analysis.loaded import list_trace_files
+    from trace_analysis.store import local_path, scheme_of
 
     try:
-        list_trace_files(args.trace_dir)  # a missing or empty directory fails before Spark
+        loader = choose_loader(args.trace_dir, args.loader)
+        if loader == "workers" or scheme_of(args.trace_dir) is None:
+            # a missing or empty local directory fails before Spark starts
+            list_trace_files(local_path(args.trace_dir))
         result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
                          violations_out=args.violations_out, progress=progress,
-                         violations_limit=limit, loader=args.loader)
+                         violations_limit=limit, loader=loader)
     except (TraceDirError, SparkUnavailableError) as error:
         raise CliError(f"groupcomm analyze: {error}") from None
     if args.json:

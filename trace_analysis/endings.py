@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,13 +57,15 @@ class Endings:
         return early | set(self.abrupt)
 
 
-def _last_record(path: Path) -> dict[str, Any] | None:
+def _local_tail(path: Path, size: int) -> bytes:
     with open(path, "rb") as handle:
         handle.seek(0, os.SEEK_END)
-        size = handle.tell()
-        handle.seek(max(0, size - _TAIL_BYTES))
-        lines = handle.read().splitlines()
-    for raw in reversed(lines):
+        handle.seek(max(0, handle.tell() - size))
+        return handle.read()
+
+
+def _last_record(tail: bytes) -> dict[str, Any] | None:
+    for raw in reversed(tail.splitlines()):
         if not raw.strip():
             continue
         try:
@@ -73,12 +76,17 @@ def _last_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def trace_endings(files: list[Path]) -> Endings:
-    """Read the last record of each file."""
+def trace_endings(files: Sequence[Any],
+                  read_tail: Callable[[Any, int], bytes] | None = None) -> Endings:
+    """Read the last record of each file: local paths, or any file ``read_tail(file,
+    size)`` reads the last bytes of (files with a ``stem``: see
+    :class:`trace_analysis.store.RemoteFile`)."""
     endings = Endings()
     unclean: list[str] = []
     for path in files:
-        record = _last_record(path)
+        tail = _local_tail(path, _TAIL_BYTES) if isinstance(path, Path) or read_tail is None \
+            else read_tail(path, _TAIL_BYTES)
+        record = _last_record(tail)
         process = str(record.get("process", path.stem)) if record else path.stem
         ts = record.get("ts") if record else None
         if isinstance(ts, int | float) and not isinstance(ts, bool):

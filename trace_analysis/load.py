@@ -48,10 +48,12 @@ from trace_analysis.loaded import (
     HEAVY_EVENTS,
     LOADERS,
     Loaded,
+    TraceDirError,
     display_name,
     line_numbers,
     list_trace_files,
 )
+from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
 from trace_analysis.worker_load import load_in_workers
 
 if TYPE_CHECKING:
@@ -64,10 +66,27 @@ _GLOB_CHARS = set("\\{}[]*?^")
 Progress = Callable[[str], None]
 
 
-def _hadoop_path(path: Path) -> str:
+def _hadoop_path(path: Path | RemoteFile) -> str:
     """A path Spark will not expand as a glob pattern."""
-    text = str(path.resolve())
+    text = path.uri if isinstance(path, RemoteFile) else str(path.resolve())
     return "".join("\\" + c if c in _GLOB_CHARS else c for c in text)
+
+
+def choose_loader(trace_dir: str | Path, loader: str | None) -> str:
+    """``loader``, or for None the one that reads ``trace_dir`` (``workers`` for a local
+    directory or a ``file://`` URI, ``native`` for other file systems); raises
+    :class:`TraceDirError` for ``workers`` and a location its Python cannot open."""
+    scheme = scheme_of(trace_dir)
+    if loader is None:
+        return LOADERS[0] if scheme in (None, "file") else "native"
+    if loader not in LOADERS:
+        raise ValueError(f"unknown loader {loader!r} (choose from {', '.join(LOADERS)})")
+    if loader == "workers" and scheme not in (None, "file"):
+        raise TraceDirError(
+            f"the workers loader opens trace files with Python on the workers, which "
+            f"cannot read {scheme}:// ({trace_dir}); use --loader native, which reads them "
+            "through Spark's file systems")
+    return loader
 
 
 def spark_schema() -> Any:
@@ -184,7 +203,7 @@ def _json(column: str) -> Column:
     )
 
 
-def _lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+def _lines(spark: SparkSession, files: list[Path] | list[RemoteFile]) -> DataFrame:
     """One row per line: file, blk, rid, value (the same ids on every call)."""
     from pyspark.sql import functions as F
 
@@ -279,25 +298,30 @@ def load(
     trace_dir: str | Path,
     samples: int = 5,
     progress: Progress | None = None,
-    loader: str = LOADERS[0],
+    loader: str | None = None,
 ) -> Loaded:
-    """Parse every trace file of ``trace_dir`` with ``loader`` (one of :data:`LOADERS`;
-    see the module docstring).
+    """Parse every trace file of ``trace_dir`` (a local directory, or a URI: see
+    :mod:`trace_analysis.store`) with ``loader`` (one of :data:`LOADERS`, see the module
+    docstring; None: :func:`choose_loader`).
 
     Raises :class:`TraceDirError` for a missing or empty directory.
     """
     from pyspark.sql import functions as F
 
-    if loader not in LOADERS:
-        raise ValueError(f"unknown loader {loader!r} (choose from {', '.join(LOADERS)})")
+    loader = choose_loader(trace_dir, loader)
     say = progress or (lambda message: None)
     started = time.monotonic()
-    files = list_trace_files(trace_dir)
-    size = sum(p.stat().st_size for p in files)
+    files: list[Path] | list[RemoteFile]
+    if loader == "native" and scheme_of(trace_dir) is not None:
+        files = list_remote_trace_files(spark, str(trace_dir))
+        size = sum(f.size for f in files)
+    else:
+        files = list_trace_files(local_path(trace_dir))
+        size = sum(p.stat().st_size for p in files)
     say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
     log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
     if loader == "workers":
-        return load_in_workers(spark, files, samples, say)
+        return load_in_workers(spark, files, samples, say)  # type: ignore[arg-type]
     lines_frame = _lines(spark, files)
 
     summary = _summarize(lines_frame).persist()
