@@ -156,6 +156,7 @@ def analyze(
     violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
     malformed_samples: int = 5,
     loader: str | None = None,
+    ship_packages: bool = True,
 ) -> dict[str, Any]:
     """Check and measure the traces in ``trace_dir``; returns the result object.
 
@@ -163,6 +164,7 @@ def analyze(
     ``trace_dir`` is a local directory or a URI Spark's file systems read (``hdfs://``,
     ``s3a://``, ``file://``; see :mod:`trace_analysis.store`). ``loader``: one of
     :data:`~trace_analysis.loaded.LOADERS`, None to choose by the location.
+    ``ship_packages``: see :func:`~trace_analysis.session.get_spark`.
     ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
     most ``violations_limit``; the counts are exact regardless).
 
@@ -179,7 +181,7 @@ def analyze(
     directory = trace_dir if scheme_of(trace_dir) is not None else Path(trace_dir)
     if spark is None:
         stage("starting Spark")
-        spark = get_spark(master)
+        spark = get_spark(master, ship_packages)
     loaded = load(spark, directory, malformed_samples, stage, loader)
     seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
     try:

@@ -38,6 +38,10 @@ def build_parser() -> ArgumentParser:
                         "default for local paths and file://) or 'native' (two passes of "
                         "Spark's JSON reader, through Spark's file systems; the default "
                         "for hdfs://, s3a:// and other URIs)")
+    parser.add_argument("--no-ship", action="store_true",
+                        help="on a cluster whose workers' Python lacks numpy, msgspec, "
+                        "pyarrow or pandas, stop with one line saying so instead of shipping "
+                        "this installation's with the job (spark.archives)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -129,7 +133,8 @@ def _run(args: argparse.Namespace) -> int:
             list_trace_files(local_path(args.trace_dir))
         result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
                          violations_out=args.violations_out, progress=progress,
-                         violations_limit=limit, loader=loader)
+                         violations_limit=limit, loader=loader,
+                         ship_packages=not args.no_ship)
     except (TraceDirError, SparkUnavailableError) as error:
         raise CliError(f"groupcomm analyze: {error}") from None
     if args.json:

@@ -69,13 +69,23 @@ def _log4j_file() -> Path:
     return path
 
 
+#: the one module of groupcomm that the analysis imports on the executors
+_TRACE_SCHEMA = Path("groupcomm") / "core" / "trace_schema.py"
+
+
 def _ship_package(spark: SparkSession) -> None:
-    """Make ``trace_analysis`` importable on remote executors (Python UDFs need it)."""
+    """Make ``trace_analysis`` importable on remote executors (Python UDFs need it), with
+    the one module of ``groupcomm`` it uses there (the trace schema's names) under empty
+    package stubs: the whole package would need msgpack, zmq and more on the workers."""
     package = Path(__file__).resolve().parent
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
         for path in package.rglob("*.py"):
             bundle.write(path, Path("trace_analysis") / path.relative_to(package))
+        bundle.write(package.parent / _TRACE_SCHEMA, _TRACE_SCHEMA)
+        stub = '"""Stub on Spark workers: only core.trace_schema is shipped."""\n'
+        bundle.writestr("groupcomm/__init__.py", stub)
+        bundle.writestr("groupcomm/core/__init__.py", stub)
     spark.sparkContext.addPyFile(str(archive))
 
 
@@ -83,18 +93,20 @@ def _ship_package(spark: SparkSession) -> None:
 WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
 
 
-def _check_workers(spark: SparkSession) -> None:
-    """Ask an executor what its Python lacks before the analysis needs it: one clear
-    line instead of a worker's traceback in the middle of the job."""
+def _probe_workers(spark: SparkSession) -> tuple[str, str, str, list[str]]:
+    """Ask an executor for its Python (executable, version, platform) and which of
+    :data:`WORKER_PACKAGES` it lacks; raises :class:`SparkUnavailableError` when the
+    workers cannot run Python at all."""
     needed = WORKER_PACKAGES
 
     def probe(_rows):  # sent by value: nothing of this project is imported there
         import importlib.util
         import sys as worker_sys
+        import sysconfig as worker_sysconfig
 
         missing = [name for name in needed if importlib.util.find_spec(name) is None]
         yield (worker_sys.executable, ".".join(map(str, worker_sys.version_info[:3])),
-               missing)
+               worker_sysconfig.get_platform(), missing)
 
     try:
         answers = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()
@@ -104,13 +116,16 @@ def _check_workers(spark: SparkSession) -> None:
                    lines[0] if lines else repr(error))
         raise SparkUnavailableError(f"the Spark workers could not run Python: {why[:300]}") \
             from None
-    for executable, version, missing in answers:
-        if missing:
-            raise SparkUnavailableError(
-                f"the Spark workers' Python ({executable}, Python {version}) lacks "
-                f"{', '.join(missing)}, which the analysis needs there: install them on "
-                f"every worker (pip install {' '.join(missing)}), or point PYSPARK_PYTHON "
-                "(spark.pyspark.python) at a Python that has them on every worker")
+    executable, version, platform, missing = answers[0]
+    return executable, version, platform, list(missing)
+
+
+def _lacking(answer: tuple[str, str, str, list[str]], why_not_shipped: str) -> str:
+    executable, version, _, missing = answer
+    return (f"the Spark workers' Python ({executable}, Python {version}) lacks "
+            f"{', '.join(missing)}, which the analysis needs there{why_not_shipped}: install "
+            f"them on every worker (pip install {' '.join(missing)}), or point PYSPARK_PYTHON "
+            "(spark.pyspark.python) at a Python that has them on every worker")
 
 
 def worker_python_path() -> str:
@@ -125,8 +140,49 @@ def worker_python_path() -> str:
     return os.pathsep.join(dict.fromkeys(entries))
 
 
-def get_spark(master: str | None = None) -> SparkSession:
+def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
+                   ship_packages: bool) -> SparkSession:
+    """A session whose workers can run the analysis: ``spark`` when their Python has the
+    packages; otherwise (``ship_packages``, and a worker Python of the driver's version
+    and platform) a new session that ships them (:mod:`trace_analysis.worker_deps`).
+    Raises :class:`SparkUnavailableError` with one line saying what the workers lack."""
+    from trace_analysis import worker_deps
+
+    try:
+        _ship_package(spark)
+        answer = _probe_workers(spark)
+        if not answer[3]:
+            return spark
+        _, version, platform, missing = answer
+        if not ship_packages:
+            raise SparkUnavailableError(_lacking(answer, " (not shipped: --no-ship)"))
+        if not worker_deps.compatible(version, platform):
+            raise SparkUnavailableError(_lacking(answer, (
+                f" (not shipped: they would be this driver's builds for "
+                f"{worker_deps.platform_tag()}, and the workers run {version} on {platform})")))
+        log.warning("the Spark workers' Python lacks %s: shipping this installation's "
+                    "with the job (spark.archives)", ", ".join(missing))
+        archive = worker_deps.build_archive(WORKER_PACKAGES)
+        spark.stop()
+        spark = (builder.config("spark.archives", f"{archive}#{worker_deps.ARCHIVE_ALIAS}")
+                 .config("spark.executorEnv.PYTHONPATH", worker_deps.ARCHIVE_ALIAS)
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        _ship_package(spark)
+        answer = _probe_workers(spark)
+        if answer[3]:
+            raise SparkUnavailableError(_lacking(answer, " (even with them shipped)"))
+        return spark
+    except SparkUnavailableError:
+        spark.stop()
+        raise
+
+
+def get_spark(master: str | None = None, ship_packages: bool = True) -> SparkSession:
     """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
+
+    On a cluster, workers whose Python lacks the analysis' packages get them shipped with
+    the job (unless ``ship_packages`` is false; see :func:`_ready_workers`).
 
     Later calls return the same session; asking for another master then only logs a
     warning (Spark allows one context per process).
@@ -176,12 +232,7 @@ def get_spark(master: str | None = None) -> SparkSession:
             raise SparkUnavailableError(f"Spark did not start: {first}") from error
         spark.sparkContext.setLogLevel("ERROR")
         if not local:
-            _ship_package(spark)
-            try:
-                _check_workers(spark)
-            except SparkUnavailableError:
-                spark.stop()
-                raise
+            spark = _ready_workers(spark, builder, ship_packages)
         log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
         _session = spark
         return spark

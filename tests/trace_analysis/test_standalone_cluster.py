@@ -1,9 +1,10 @@
 """``groupcomm analyze --master spark://...`` against a real standalone cluster: a master
 and a worker started from the installed pyspark's own ``spark-class`` on 127.0.0.1.
 
-A worker whose Python lacks the analysis' packages gets one clear line naming them;
-a worker given this environment's Python gives the same result as ``local[2]``. Behind
-the ``slow`` marker: the cluster and three Spark sessions take about 90 s here."""
+A worker given this environment's Python gives the same result as ``local[2]``; a
+worker on the system Python, which lacks the analysis' packages, gets them shipped with
+the job and gives it too, or with ``--no-ship`` one clear line naming them. Behind the
+``slow`` marker: the clusters and the Spark sessions take a few minutes here."""
 
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ def cluster(tmp_path: Path) -> Iterator[str]:
                 process.wait(5)
 
 
-def _analyze(trace: Path, *args: str, python: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+def _analyze(trace: Path, *args: str, python: str | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {})}
     if python is not None:
         env["PYSPARK_PYTHON"] = python
     return subprocess.run([sys.executable, "-m", "groupcomm.cli", "analyze", str(trace),
@@ -97,16 +99,46 @@ def test_analyze_on_a_real_standalone_cluster(cluster: str, tmp_path: Path) -> N
 
     system_python = shutil.which("python3", path="/usr/bin:/bin")
     if system_python:  # a plain Python without this project's packages
-        bare = _analyze(trace, "--master", cluster, python=system_python)
+        bare = _analyze(trace, "--master", cluster, "--no-ship", python=system_python)
         assert bare.returncode != 0
         line = bare.stderr.strip().splitlines()[-1]
         assert "the Spark workers' Python" in line and "lacks" in line and "numpy" in line
-        assert "Traceback" not in bare.stderr
+        assert "--no-ship" in line and "Traceback" not in bare.stderr
 
     remote = _analyze(trace, "--master", cluster, python=sys.executable)
     assert remote.returncode == 0, remote.stderr[-2000:]
-    ours, theirs = json.loads(local.stdout), json.loads(remote.stdout)
+    _same(json.loads(local.stdout), json.loads(remote.stdout))
+
+
+def _same(ours: dict, theirs: dict) -> None:
     for field in ("events", "messages", "deliveries", "causal_violations", "fifo_violations",
                   "undelivered", "duplicates", "malformed_lines"):
         assert ours[field] == theirs[field], field
     assert ours["causal_violations"] == 5 and ours["undelivered"] == 5
+
+
+def test_packages_are_shipped_to_workers_with_a_plain_python(cluster: str,
+                                                              tmp_path: Path) -> None:
+    """Workers on the system Python, which has none of numpy, msgspec, pyarrow, pandas:
+    the analysis ships this installation's with the job and gives local[2]'s result."""
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system Python to play a bare worker")
+    probe = subprocess.run([system_python, "-c", "import sys, sysconfig; print("
+                            "f'{sys.version_info[0]}.{sys.version_info[1]}-'"
+                            "f'{sysconfig.get_platform()}')"],
+                           capture_output=True, text=True, timeout=60)
+    from trace_analysis.worker_deps import platform_tag
+
+    if probe.stdout.strip() != platform_tag():
+        pytest.skip(f"the system Python is {probe.stdout.strip()}, the driver {platform_tag()}")
+    trace = tmp_path / "trace"
+    generate(SynthSpec(events=20_000, processes=6, seed=3), trace)
+    local = _analyze(trace)
+    assert local.returncode == 0, local.stderr[-2000:]
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # the archive is built afresh
+    shipped = _analyze(trace, "--master", cluster, python=system_python, env=env)
+    assert shipped.returncode == 0, shipped.stderr[-3000:]
+    assert "shipping this installation's" in shipped.stderr
+    assert list((tmp_path / "cache" / "groupcomm").glob("spark-worker-deps-*.tar"))
+    _same(json.loads(local.stdout), json.loads(shipped.stdout))
