@@ -31,14 +31,24 @@ import json
 import math
 from typing import Any
 
-from groupcomm.core.trace_schema import (  # noqa: F401 - the analyzer's names for them
-    ALWAYS,
-    EVENTS,
-    FIELDS,
-    INT64_MAX,
-    REQUIRED,
-    STRING_FIELDS,
-)
+try:
+    from groupcomm.core.trace_schema import (  # noqa: F401 - the analyzer's names for them
+        ALWAYS,
+        EVENTS,
+        FIELDS,
+        INT64_MAX,
+        REQUIRED,
+        STRING_FIELDS,
+    )
+except ImportError:  # a Spark worker without groupcomm: the copy shipped with the job
+    from trace_analysis._shipped_trace_schema import (  # type: ignore[no-redef]  # noqa: F401
+        ALWAYS,
+        EVENTS,
+        FIELDS,
+        INT64_MAX,
+        REQUIRED,
+        STRING_FIELDS,
+    )
 
 KNOWN_EVENTS = EVENTS
 #: the fields the analysis keeps for each event type (others are dropped after checking)

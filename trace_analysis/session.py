@@ -69,23 +69,19 @@ def _log4j_file() -> Path:
     return path
 
 
-#: the one module of groupcomm that the analysis imports on the executors
-_TRACE_SCHEMA = Path("groupcomm") / "core" / "trace_schema.py"
-
-
 def _ship_package(spark: SparkSession) -> None:
     """Make ``trace_analysis`` importable on remote executors (Python UDFs need it), with
-    the one module of ``groupcomm`` it uses there (the trace schema's names) under empty
-    package stubs: the whole package would need msgpack, zmq and more on the workers."""
+    a copy of the one module of ``groupcomm`` it uses there (the trace schema), which
+    :mod:`trace_analysis.schema` imports where groupcomm is not installed: the whole
+    package would need msgpack, zmq and more on the workers."""
+    from groupcomm.core import trace_schema
+
     package = Path(__file__).resolve().parent
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
         for path in package.rglob("*.py"):
             bundle.write(path, Path("trace_analysis") / path.relative_to(package))
-        bundle.write(package.parent / _TRACE_SCHEMA, _TRACE_SCHEMA)
-        stub = '"""Stub on Spark workers: only core.trace_schema is shipped."""\n'
-        bundle.writestr("groupcomm/__init__.py", stub)
-        bundle.writestr("groupcomm/core/__init__.py", stub)
+        bundle.write(trace_schema.__file__, "trace_analysis/_shipped_trace_schema.py")
     spark.sparkContext.addPyFile(str(archive))
 
 
@@ -93,11 +89,11 @@ def _ship_package(spark: SparkSession) -> None:
 WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
 
 
-def _probe_workers(spark: SparkSession) -> tuple[str, str, str, list[str]]:
-    """Ask an executor for its Python (executable, version, platform) and which of
-    :data:`WORKER_PACKAGES` it lacks; raises :class:`SparkUnavailableError` when the
-    workers cannot run Python at all."""
-    needed = WORKER_PACKAGES
+def _probe_workers(spark: SparkSession,
+                   needed: tuple[str, ...]) -> tuple[str, str, str, list[str]]:
+    """Ask an executor for its Python (executable, version, platform) and which of the
+    ``needed`` packages it lacks; raises :class:`SparkUnavailableError` when the workers
+    cannot run Python at all."""
 
     def probe(_rows):  # sent by value: nothing of this project is imported there
         import importlib.util
@@ -123,7 +119,7 @@ def _probe_workers(spark: SparkSession) -> tuple[str, str, str, list[str]]:
 def _lacking(answer: tuple[str, str, str, list[str]], why_not_shipped: str) -> str:
     executable, version, _, missing = answer
     return (f"the Spark workers' Python ({executable}, Python {version}) lacks "
-            f"{', '.join(missing)}, which the analysis needs there{why_not_shipped}: install "
+            f"{', '.join(missing)}, which the job needs there{why_not_shipped}: install "
             f"them on every worker (pip install {' '.join(missing)}), or point PYSPARK_PYTHON "
             "(spark.pyspark.python) at a Python that has them on every worker")
 
@@ -141,7 +137,7 @@ def worker_python_path() -> str:
 
 
 def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
-                   ship_packages: bool) -> SparkSession:
+                   ship_packages: bool, packages: tuple[str, ...]) -> SparkSession:
     """A session whose workers can run the analysis: ``spark`` when their Python has the
     packages; otherwise (``ship_packages``, and a worker Python of the driver's version
     and platform) a new session that ships them (:mod:`trace_analysis.worker_deps`).
@@ -150,7 +146,7 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
 
     try:
         _ship_package(spark)
-        answer = _probe_workers(spark)
+        answer = _probe_workers(spark, packages)
         if not answer[3]:
             return spark
         _, version, platform, missing = answer
@@ -162,14 +158,14 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
                 f"{worker_deps.platform_tag()}, and the workers run {version} on {platform})")))
         log.warning("the Spark workers' Python lacks %s: shipping this installation's "
                     "with the job (spark.archives)", ", ".join(missing))
-        archive = worker_deps.build_archive(WORKER_PACKAGES)
+        archive = worker_deps.build_archive(packages)
         spark.stop()
         spark = (builder.config("spark.archives", f"{archive}#{worker_deps.ARCHIVE_ALIAS}")
                  .config("spark.executorEnv.PYTHONPATH", worker_deps.ARCHIVE_ALIAS)
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         _ship_package(spark)
-        answer = _probe_workers(spark)
+        answer = _probe_workers(spark, packages)
         if answer[3]:
             raise SparkUnavailableError(_lacking(answer, " (even with them shipped)"))
         return spark
@@ -178,11 +174,13 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
         raise
 
 
-def get_spark(master: str | None = None, ship_packages: bool = True) -> SparkSession:
+def get_spark(master: str | None = None, ship_packages: bool = True,
+              packages: tuple[str, ...] = WORKER_PACKAGES) -> SparkSession:
     """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
 
-    On a cluster, workers whose Python lacks the analysis' packages get them shipped with
-    the job (unless ``ship_packages`` is false; see :func:`_ready_workers`).
+    On a cluster, workers whose Python lacks ``packages`` (default: the analysis') get
+    them shipped with the job (unless ``ship_packages`` is false; see
+    :func:`_ready_workers`).
 
     Later calls return the same session; asking for another master then only logs a
     warning (Spark allows one context per process).
@@ -232,7 +230,7 @@ def get_spark(master: str | None = None, ship_packages: bool = True) -> SparkSes
             raise SparkUnavailableError(f"Spark did not start: {first}") from error
         spark.sparkContext.setLogLevel("ERROR")
         if not local:
-            spark = _ready_workers(spark, builder, ship_packages)
+            spark = _ready_workers(spark, builder, ship_packages, packages)
         log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
         _session = spark
         return spark

@@ -261,17 +261,41 @@ def _run_pool(runs: Sequence[dict[str, Any]], order: list[int], jobs: int,
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+#: what a run imports on a Spark worker (shipped to workers whose Python lacks them)
+SIM_WORKER_PACKAGES = ("msgpack", "numpy", "pluggy", "dill")
+
+
 def _ship_packages(spark: Any) -> None:
     """Make groupcomm, filters and plugins importable on remote executors."""
     import tempfile
     import zipfile
 
-    root = Path(__file__).resolve().parents[2]
+    import groupcomm
+    import groupcomm.filters
+    import groupcomm.plugins
+
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-sim-")) / "groupcomm_sim.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
-        for package in ("groupcomm", "filters", "plugins"):
-            for path in (root / package).rglob("*.py"):
-                bundle.write(path, path.relative_to(root))
+        # filters and plugins live outside the package's directory in a source checkout
+        # (setup.cfg maps them): each goes in under the name it is imported by
+        for package, name in ((groupcomm, "groupcomm"), (groupcomm.filters, "groupcomm/filters"),
+                              (groupcomm.plugins, "groupcomm/plugins")):
+            directory = Path(package.__file__).resolve().parent
+            for path in directory.rglob("*.py"):
+                inside = path.relative_to(directory)
+                if package is groupcomm and inside.parts[0] in ("filters", "plugins", "apps"):
+                    continue
+                bundle.write(path, Path(name) / inside)
+        # the causality modules are registered through entry points: the workers find
+        # them in this metadata (importlib.metadata reads distributions inside zips)
+        from importlib import metadata
+
+        distribution = metadata.distribution("groupcomm")
+        info = f"groupcomm-{distribution.version}.dist-info"
+        bundle.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: groupcomm\n"
+                        f"Version: {distribution.version}\n")
+        bundle.writestr(f"{info}/entry_points.txt",
+                        distribution.read_text("entry_points.txt") or "")
     spark.sparkContext.addPyFile(str(archive))
 
 
@@ -285,7 +309,7 @@ def _run_spark(runs: Sequence[dict[str, Any]], order: list[int], master: str | N
     # PySpark starts local Python workers with $PYSPARK_PYTHON (default: python3 on the
     # PATH), which may lack this project's dependencies; use this interpreter instead.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = get_spark(master)
+    spark = get_spark(master, packages=SIM_WORKER_PACKAGES)
     context = spark.sparkContext
     if not context.master.startswith("local"):
         _ship_packages(spark)

@@ -142,3 +142,31 @@ def test_packages_are_shipped_to_workers_with_a_plain_python(cluster: str,
     assert "shipping this installation's" in shipped.stderr
     assert list((tmp_path / "cache" / "groupcomm").glob("spark-worker-deps-*.tar"))
     _same(json.loads(local.stdout), json.loads(shipped.stdout))
+
+
+def test_a_simulated_figure_runs_as_tasks_of_workers_with_a_plain_python(
+        cluster: str, tmp_path: Path) -> None:
+    """``simulate figure --spark --master``: the runs are tasks on workers that have
+    nothing of ours; groupcomm goes with the job and msgpack, numpy, pluggy and dill are
+    shipped. Same virtual results as the runs made in this process."""
+    from groupcomm.sim import figures
+
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system Python to play a bare worker")
+    env = {**os.environ, "PYSPARK_PYTHON": system_python,
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "simulate", "figure", "6", "--tiny", "--spark",
+         "--master", cluster, "--out", str(tmp_path / "spark"), "--json"],
+        capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["completed"] and info["done"] == info["runs"]
+    local = figures.run_figure(6, tmp_path / "local", scale="tiny")
+    spark_rows = Path(info["csv"]).read_text().splitlines()
+    local_rows = Path(local["csv"]).read_text().splitlines()
+    header = spark_rows[0].split(",")
+    keep = [i for i, h in enumerate(header) if h not in ("wall_s", "messages_per_s")]
+    assert [[r.split(",")[i] for i in keep] for r in spark_rows] == [
+        [r.split(",")[i] for i in keep] for r in local_rows]
