@@ -73,7 +73,11 @@ class LevelSearch:
         #: seconds spent before the checkpoint this search resumed from
         self.earlier_seconds = 0.0
         self.resumed_level: int | None = None
+        #: states of the resumed level that were expanded before its checkpoint
+        self.resumed_within_level = 0
         self.checkpoints = 0
+        self._last_checkpoint = self._start = self._last_report = 0.0
+        self._states_at_start = 0
 
     # -- the search ------------------------------------------------------------------------
     def run(self, result: CheckResult) -> None:
@@ -81,31 +85,37 @@ class LevelSearch:
         start = time.perf_counter()
         self._last_report = start
         self._start = start
-        frontier = self._resume()
-        if frontier is None:
+        resumed = self._resume()
+        following: Frontier | None = None
+        done = 0
+        if resumed is None:
             initial = model.initial_state
             first = self.canon(initial) if self.canon is not None else initial
             self.visited.add_new(np.array([hash(first) & MASK], dtype=np.uint64))
             self.states = 1
             frontier = Frontier(self.frontier_budget, self.spill_dir)
             frontier.append(model.pack(initial))
-        last_checkpoint = time.perf_counter()
+        else:
+            frontier, following, done = resumed
+        self._states_at_start = self.states
+        self._last_checkpoint = time.perf_counter()
         try:
             while len(frontier) and self.found is None and self.stopped is None:
-                frontier = self._expand_level(frontier)
-                if (self.config.checkpoint is not None and self.found is None
-                        and self.stopped is None and len(frontier)
-                        and time.perf_counter() - last_checkpoint
-                        >= self.config.checkpoint_interval):
-                    self._checkpoint(frontier, time.perf_counter() - start)
-                    last_checkpoint = time.perf_counter()
+                frontier = self._expand_level(frontier, following, done)
+                following, done = None, 0
+                if (self.found is None and self.stopped is None and len(frontier)
+                        and self._checkpoint_due()):
+                    self._checkpoint(frontier)
         except KeyboardInterrupt:
             self.stopped = "interrupted"
         finally:
             frontier.close()
+            if following is not None:
+                following.close()
         result.seconds = time.perf_counter() - start + self.earlier_seconds
         if self.resumed_level is not None:
             result.config["resumed_at_level"] = self.resumed_level
+            result.config["resumed_within_level"] = self.resumed_within_level
         result.config["checkpoints_written"] = self.checkpoints
         result.states = self.states
         result.transitions = self.transitions
@@ -134,17 +144,29 @@ class LevelSearch:
         return {"model": self.model.tables(),
                 "symmetry": self.symmetry.tables() if self.symmetry is not None else None}
 
-    def _checkpoint(self, frontier: Frontier, seconds: float) -> None:
+    def _checkpoint_due(self) -> bool:
+        return (self.config.checkpoint is not None
+                and time.perf_counter() - self._last_checkpoint
+                >= self.config.checkpoint_interval)
+
+    def _checkpoint(self, frontier: Frontier, following: Frontier | None = None,
+                    done: int = 0) -> None:
+        """Save the search: at the start of a level (``frontier`` is the level), or in
+        its middle (the whole level, the first ``done`` states of it expanded, and
+        ``following``, the next level so far): a level can outlast a stop."""
         directory = self.config.checkpoint
         assert directory is not None
+        seconds = time.perf_counter() - self._start
         save_checkpoint(Path(directory), identity=self._identity(), counters={
-            "level": self.level, "states": self.states, "transitions": self.transitions,
-            "terminal": self.terminal, "max_depth": self.max_depth,
-            "seconds": self.earlier_seconds + seconds}, visited=self.visited,
-            frontier=frontier, tables=self._tables())
+            "level": self.level, "done": done, "states": self.states,
+            "transitions": self.transitions, "terminal": self.terminal,
+            "max_depth": self.max_depth, "seconds": self.earlier_seconds + seconds},
+            visited=self.visited, frontier=frontier, tables=self._tables(),
+            following=following)
         self.checkpoints += 1
+        self._last_checkpoint = time.perf_counter()
 
-    def _resume(self) -> Frontier | None:
+    def _resume(self) -> tuple[Frontier, Frontier, int] | None:
         directory = self.config.checkpoint
         if directory is None:
             return None
@@ -164,18 +186,26 @@ class LevelSearch:
         self.max_depth = counters["max_depth"]
         self.earlier_seconds = counters["seconds"]
         self.visited = loaded["visited"]
-        return loaded["frontier"]
+        self.resumed_within_level = counters["done"]
+        return loaded["frontier"], loaded["following"], counters["done"]
 
-    def _expand_level(self, frontier: Frontier) -> Frontier:
+    def _expand_level(self, frontier: Frontier, following: Frontier | None = None,
+                      skip: int = 0) -> Frontier:
+        """Expand one level; ``skip`` of its first states were expanded before a
+        checkpoint, whose next level so far is ``following``."""
         model, config = self.model, self.config
         unpack = model.unpack
-        following = Frontier(self.frontier_budget, self.spill_dir)
+        if following is None:
+            following = Frontier(self.frontier_budget, self.spill_dir)
         keys = array("Q")
         pending: list[tuple] = []  # successors waiting for their fingerprints' answer
         level_size = len(frontier)
         done = 0
         self._level_start = time.perf_counter()
         for record in frontier.drain():
+            if done < skip:  # expanded before the checkpoint this search resumed from
+                done += 1
+                continue
             state = unpack(record)
             done += 1
             any_enabled = False
@@ -220,6 +250,10 @@ class LevelSearch:
                 if config.max_states is not None and self.states >= config.max_states:
                     self.stopped = f"max_states {config.max_states} reached"
                     return following
+                if self._checkpoint_due():
+                    # every successor of the first `done` states is in visited and in
+                    # the next level: a consistent point in the middle of the level
+                    self._checkpoint(frontier, following, done)
             if config.progress is not None:
                 self._report(level_size, done, len(following))
         self._admit(keys, pending, following)
@@ -260,7 +294,9 @@ class LevelSearch:
             "states": self.states, "transitions": self.transitions, "depth": self.level,
             "level": self.level, "level_done": done, "level_size": level_size,
             "frontier": level_size - done + queued, "next_level": queued,
-            "seconds": elapsed, "rate": self.states / elapsed if elapsed else 0.0,
+            # the rate of this process (a resumed search counts the restored classes)
+            "seconds": elapsed,
+            "rate": (self.states - self._states_at_start) / elapsed if elapsed else 0.0,
             "seconds_in_level": now - self._level_start,
             "visited_bytes": self.visited.nbytes, "peak_rss_bytes": peak_rss_bytes(),
             "collision_probability": collision_probability(self.states)})

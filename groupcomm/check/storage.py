@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 
 #: a checkpoint's format; a different one is refused
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+#: version 1 checkpoints are taken at the start of a level only; 2 adds the middle
+READABLE_VERSIONS = (1, 2)
 _LENGTH = struct.Struct("<I")
 
 
@@ -146,28 +148,32 @@ class Frontier:
         self._buffer = bytearray()
 
     def drain(self) -> Iterator[bytes]:
-        """Every state, in the order appended; the frontier is empty afterwards."""
+        """Every state, in the order appended; the frontier is empty afterwards. Until
+        the drain ends, :meth:`write_to` still copies every record (a checkpoint in the
+        middle of a level saves the whole level and how far it got)."""
         if self._file is not None:
             self._file.close()
             self._file = None
-            path = self._path
-            self._path = None
-            assert path is not None
-            try:
+        path = self._path
+        try:
+            if path is not None:
                 with open(path, "rb") as source:
                     yield from _records(source)
-            finally:
+            # read in place: nothing is appended to a frontier while it drains
+            yield from _records_of(self._buffer)
+        finally:
+            if path is not None:
                 path.unlink(missing_ok=True)
-        buffer, self._buffer = self._buffer, bytearray()
-        yield from _records_of(buffer)
-        self._count = 0
+                self._path = None
+            self._buffer = bytearray()
+            self._count = 0
 
     def write_to(self, path: Path) -> None:
         """A copy of the records in one file (for a checkpoint); the frontier keeps them."""
         with open(path, "wb") as out:
             if self._file is not None:
                 self._file.flush()
-                assert self._path is not None
+            if self._path is not None:
                 with open(self._path, "rb") as source:
                     shutil.copyfileobj(source, out)
             out.write(self._buffer)
@@ -221,14 +227,20 @@ def _records_of(buffer: bytearray) -> Iterator[bytes]:
 
 # -- checkpoints ------------------------------------------------------------------------------
 def save_checkpoint(directory: Path, *, identity: dict[str, Any], counters: dict[str, Any],
-                    visited: FingerprintSet, frontier: Frontier, tables: Any) -> None:
-    """Write a checkpoint at the start of a level, atomically (a new directory renamed
-    over the old one): a stop in the middle leaves the previous checkpoint whole."""
+                    visited: FingerprintSet, frontier: Frontier, tables: Any,
+                    following: Frontier | None = None) -> None:
+    """Write a checkpoint, atomically (a new directory renamed over the old one): a stop
+    in the middle leaves the previous checkpoint whole. At the start of a level
+    ``frontier`` is the level; in its middle, ``frontier`` is still the whole level,
+    ``counters["done"]`` how many of its states were expanded (their successors are all
+    in ``visited``) and ``following`` the next level so far."""
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=directory))
     try:
         visited.save(staging / "visited.npy")
         frontier.write_to(staging / "frontier.bin")
+        if following is not None:
+            following.write_to(staging / "following.bin")
         with open(staging / "tables.pickle", "wb") as out:
             pickle.dump(tables, out, protocol=pickle.HIGHEST_PROTOCOL)
         (staging / "checkpoint.json").write_text(json.dumps(
@@ -256,9 +268,9 @@ def load_checkpoint(directory: Path, identity: dict[str, Any], budget: int,
     if not (current / "checkpoint.json").exists():
         return None
     meta = json.loads((current / "checkpoint.json").read_text())
-    if meta.get("version") != CHECKPOINT_VERSION:
+    if meta.get("version") not in READABLE_VERSIONS:
         raise ValueError(f"{current}: checkpoint format {meta.get('version')}, this "
-                         f"version reads {CHECKPOINT_VERSION}")
+                         f"version reads {', '.join(map(str, READABLE_VERSIONS))}")
     if meta.get("identity") != identity:
         differs = sorted(k for k in set(identity) | set(meta.get("identity", {}))
                          if identity.get(k) != meta.get("identity", {}).get(k))
@@ -266,6 +278,10 @@ def load_checkpoint(directory: Path, identity: dict[str, Any], budget: int,
                          f"{', '.join(differs)}); use another --checkpoint directory")
     with open(current / "tables.pickle", "rb") as source:
         tables = pickle.load(source)  # noqa: S301 - written by this program, locally
-    return {"counters": meta["counters"], "tables": tables,
+    following = current / "following.bin"
+    counters = {"done": 0, **meta["counters"]}  # version 1: always the start of a level
+    return {"counters": counters, "tables": tables,
             "visited": FingerprintSet.load(current / "visited.npy"),
-            "frontier": Frontier.read_from(current / "frontier.bin", budget, spill_dir)}
+            "frontier": Frontier.read_from(current / "frontier.bin", budget, spill_dir),
+            "following": (Frontier.read_from(following, budget, spill_dir)
+                          if following.exists() else Frontier(budget, spill_dir))}

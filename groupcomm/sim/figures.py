@@ -269,23 +269,25 @@ def _ship_packages(spark: Any) -> None:
     """Make groupcomm, filters and plugins importable on remote executors."""
     import tempfile
     import zipfile
+    from importlib.util import find_spec
 
-    import groupcomm
-    import groupcomm.filters
-    import groupcomm.plugins
+    def directory(package: str) -> Path:  # where it is, without importing it here
+        spec = find_spec(package)
+        assert spec is not None and spec.submodule_search_locations is not None
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
 
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-sim-")) / "groupcomm_sim.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
         # filters and plugins live outside the package's directory in a source checkout
         # (setup.cfg maps them): each goes in under the name it is imported by
-        for package, name in ((groupcomm, "groupcomm"), (groupcomm.filters, "groupcomm/filters"),
-                              (groupcomm.plugins, "groupcomm/plugins")):
-            directory = Path(package.__file__).resolve().parent
-            for path in directory.rglob("*.py"):
-                inside = path.relative_to(directory)
-                if package is groupcomm and inside.parts[0] in ("filters", "plugins", "apps"):
+        for package in ("groupcomm", "groupcomm.filters", "groupcomm.plugins"):
+            root = directory(package)
+            for path in root.rglob("*.py"):
+                inside = path.relative_to(root)
+                if package == "groupcomm" and inside.parts[0] in ("filters", "plugins",
+                                                                  "apps"):
                     continue
-                bundle.write(path, Path(name) / inside)
+                bundle.write(path, Path(package.replace(".", "/")) / inside)
         # the causality modules are registered through entry points: the workers find
         # them in this metadata (importlib.metadata reads distributions inside zips)
         from importlib import metadata

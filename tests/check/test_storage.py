@@ -95,3 +95,63 @@ def test_a_search_resumed_from_its_checkpoint_ends_as_an_uninterrupted_one(tmp_p
                            timeout=120)
     assert other.returncode == 2
     assert "checkpoint of another run (differs in: symmetry)" in other.stderr
+
+
+def _check_in_small_batches(*args: str) -> dict:
+    """``groupcomm check`` with successors asked of the visited set 2,000 at a time, so
+    that checkpoints fall in the middle of levels (the command's batch is 65,536)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys, groupcomm.check.levels as levels; levels.BATCH = 2000; "
+              "from groupcomm.cli.check import main; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", script, "--protocol", "cykas",
+                           "--processes", "3", "--messages", "2", "--reduce", "--symmetry",
+                           "--json", "-q", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert done.returncode in (0, 3), done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_a_search_resumed_in_the_middle_of_a_level_ends_as_an_uninterrupted_one(
+        tmp_path) -> None:
+    """A checkpoint taken in the middle of a level holds the whole level, how many of its
+    states were expanded and the next level so far; the search resumed from it (in a new
+    process) skips those states and ends with the uninterrupted counts."""
+    whole = _check_in_small_batches()
+    stopped = _check_in_small_batches("--checkpoint", str(tmp_path), "--checkpoint-every",
+                                      "0", "--max-states", "150000")
+    assert stopped["result"] == "incomplete"
+    resumed = _check_in_small_batches("--checkpoint", str(tmp_path))
+    assert resumed["config"]["resumed_within_level"] > 0
+    for field in ("result", "states", "transitions", "max_depth", "terminal_states"):
+        assert resumed[field] == whole[field], field
+
+
+def test_a_checkpoint_of_the_first_format_still_loads(tmp_path) -> None:
+    """Checkpoints written before levels could be saved in their middle (format 1: the
+    start of a level, no next level) load as the start of their level."""
+    import json
+
+    from groupcomm.check.storage import load_checkpoint, save_checkpoint
+
+    visited = FingerprintSet()
+    visited.add_new(np.array([3, 1, 2], dtype=np.uint64))
+    level = Frontier(1 << 20)
+    for packed in (b"a", b"bb", b"ccc"):
+        level.append(packed)
+    save_checkpoint(tmp_path, identity={"protocol": "x"}, counters={
+        "level": 4, "states": 3, "transitions": 9, "terminal": 0, "max_depth": 4,
+        "seconds": 1.0}, visited=visited, frontier=level, tables={"t": 1})
+    meta_path = tmp_path / "current" / "checkpoint.json"
+    meta = json.loads(meta_path.read_text())
+    meta["version"] = 1
+    meta_path.write_text(json.dumps(meta))
+    loaded = load_checkpoint(tmp_path, {"protocol": "x"}, 1 << 20, None)
+    assert loaded is not None
+    assert loaded["counters"]["done"] == 0 and loaded["counters"]["level"] == 4
+    assert list(loaded["frontier"].drain()) == [b"a", b"bb", b"ccc"]
+    assert len(loaded["following"]) == 0
+    assert [key in loaded["visited"] for key in (1, 2, 3, 4)] == [True, True, True, False]
