@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 
 PEOPLE = ("alice", "bob", "carol")
 DELAY_MS = 1000
+#: the shared-text scenario's delay from alice to carol: longer, because bob's reply
+#: takes more steps there (see the text, move to its end, type) and must still reach
+#: carol before alice's text does on a loaded machine
+TEXT_DELAY_MS = 3000
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,7 @@ class TextRun(Run):
         finals: dict[str, Any] = {}
         try:
             for name in PEOPLE:
-                extra = ["--delay", f"carol={DELAY_MS}"] if name == "alice" else []
+                extra = ["--delay", f"carol={TEXT_DELAY_MS}"] if name == "alice" else []
                 person = self._start_person(name, key_file, extra)
                 person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
                                  "its join")
@@ -205,7 +209,9 @@ class TextRun(Run):
                                  "all three joined")
             self._play()
             for name, person in self.people.items():
-                person.type("quiet 1.5")
+                # quiet for longer than the delay: carol's copy of alice's text, held
+                # in alice's delay plan, has arrived before anyone's text is read
+                person.type(f"quiet {TEXT_DELAY_MS / 1000 + 1:g}")
                 person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
                 person.type("show")
                 line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")

@@ -51,6 +51,9 @@ class CheckConfig:
     #: ``checkpoint_interval`` seconds) and resume from the one found there
     checkpoint: Path | None = None
     checkpoint_interval: float = 600.0
+    #: compact storage: entries past which a memo that only saves time is emptied
+    #: (memory against time; see :mod:`groupcomm.check.levels`)
+    memo_limit: int = 500_000
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"

@@ -6,7 +6,8 @@ fingerprints of their successors are collected in batches and asked of the visit
 all at once, and the new ones' packed states go to the next level's frontier. Counts
 are those of the one-state-at-a-time search (same states, transitions, depth and
 terminal states); only memory and the order inside a level differ. Memos that only save
-time are emptied when they grow past :data:`MEMO_LIMIT` entries.
+time are emptied when they grow past ``CheckConfig.memo_limit`` entries (default
+:data:`MEMO_LIMIT`).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from groupcomm.check.storage import (
 
 #: successors asked of the visited set at once
 BATCH = 65_536
-#: entries past which a memo that only saves time is emptied (the local steps cost
-#: about 270 bytes an entry, the persistent sets' memos about 340)
+#: the default of ``CheckConfig.memo_limit``: entries past which a memo that only saves
+#: time is emptied (the local steps cost about 270 bytes an entry, the persistent sets'
+#: memos about 340)
 MEMO_LIMIT = 500_000
 #: the frontier's share of the memory budget before it goes to disk
 FRONTIER_SHARE = 0.5
@@ -228,7 +230,7 @@ class LevelSearch:
                     known = self.known
                     if concrete in known:
                         continue
-                    if len(known) >= MEMO_LIMIT:
+                    if len(known) >= config.memo_limit:
                         known.clear()
                     known.add(concrete)
                     keys.append(hash(self.canon(nxt)) & MASK)
@@ -275,13 +277,13 @@ class LevelSearch:
             self.max_depth = max(self.max_depth, self.level + 1)
 
     def _trim_memos(self) -> None:
-        model = self.model
-        if len(model.step_cache) > MEMO_LIMIT:
+        model, limit = self.model, self.config.memo_limit
+        if len(model.step_cache) > limit:
             model.step_cache.clear()
         if self.symmetry is not None:
-            self.symmetry.trim(MEMO_LIMIT)
+            self.symmetry.trim(limit)
         if self.sets is not None:
-            self.sets.trim(MEMO_LIMIT)
+            self.sets.trim(limit)
 
     def _report(self, level_size: int, done: int, queued: int) -> None:
         now = time.perf_counter()

@@ -59,6 +59,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--memory-budget", type=float, default=4.0, metavar="GB",
                         help="compact storage: memory for the frontier before it goes to "
                         "disk is half of this (default 4)")
+    parser.add_argument("--memo-limit", type=int, default=500_000, metavar="N",
+                        help="compact storage: empty a memo (a pure cache) past N entries; "
+                        "lower saves memory and costs time (default 500000)")
     parser.add_argument("--checkpoint", metavar="DIR",
                         help="compact storage: save the search between BFS levels in DIR "
                         "(at most every --checkpoint-every seconds) and resume from the "
@@ -114,6 +117,8 @@ def _config(args: argparse.Namespace) -> Any:
 
     if args.memory_budget <= 0:
         raise CliError("groupcomm check: --memory-budget must be > 0 GB")
+    if args.memo_limit < 1:
+        raise CliError("groupcomm check: --memo-limit must be >= 1")
 
     def progress(info: dict[str, Any]) -> None:
         line = (f"check: {info['states']:,} states, {info['transitions']:,} transitions, "
@@ -135,6 +140,7 @@ def _config(args: argparse.Namespace) -> Any:
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
         symmetry=args.symmetry, por=args.por, compact=not args.plain_visited,
         memory_budget_gb=args.memory_budget,
+        memo_limit=args.memo_limit,
         spill_dir=Path(args.spill_dir) if args.spill_dir else None,
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         checkpoint_interval=args.checkpoint_every,
