@@ -155,3 +155,18 @@ def test_a_checkpoint_of_the_first_format_still_loads(tmp_path) -> None:
     assert list(loaded["frontier"].drain()) == [b"a", b"bb", b"ccc"]
     assert len(loaded["following"]) == 0
     assert [key in loaded["visited"] for key in (1, 2, 3, 4)] == [True, True, True, False]
+
+
+@pytest.mark.parametrize("protocol", ["mfss", "matrix"])
+def test_a_small_memo_limit_changes_time_not_counts(protocol: str) -> None:
+    """Memos are pure caches: emptied every few dozen entries, the search finds the same
+    classes, transitions, depth and terminal states."""
+    from groupcomm.check import CheckConfig, check
+
+    def run(limit: int):
+        result = check(CheckConfig(protocol=protocol, processes=3, messages=2, reduce=True,
+                                   symmetry=True, por=True, compact=True, memo_limit=limit))
+        return (result.result, result.states, result.transitions, result.max_depth,
+                result.terminal_states)
+
+    assert run(40) == run(500_000)
