@@ -23,3 +23,12 @@ def read_traces(trace_dir: Path) -> list[dict]:
     for path in sorted(trace_dir.glob("*.jsonl")):
         records += [json.loads(line) for line in path.read_text().splitlines() if line]
     return records
+
+
+def virtual_results(csv_path: Path) -> list[list[str]]:
+    """The rows of a figure's CSV without its wall-clock columns (``wall_s``,
+    ``messages_per_s``): what two runs of the same grid must agree on."""
+    rows = csv_path.read_text().splitlines()
+    header = rows[0].split(",")
+    keep = [i for i, h in enumerate(header) if h not in ("wall_s", "messages_per_s")]
+    return [[row.split(",")[i] for i in keep] for row in rows]

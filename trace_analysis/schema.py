@@ -32,23 +32,13 @@ import math
 from typing import Any
 
 try:
-    from groupcomm.core.trace_schema import (  # noqa: F401 - the analyzer's names for them
-        ALWAYS,
-        EVENTS,
-        FIELDS,
-        INT64_MAX,
-        REQUIRED,
-        STRING_FIELDS,
-    )
+    from groupcomm.core import trace_schema as _schema
 except ImportError:  # a Spark worker without groupcomm: the copy shipped with the job
-    from trace_analysis._shipped_trace_schema import (  # type: ignore[no-redef]  # noqa: F401
-        ALWAYS,
-        EVENTS,
-        FIELDS,
-        INT64_MAX,
-        REQUIRED,
-        STRING_FIELDS,
-    )
+    from trace_analysis import _shipped_trace_schema as _schema  # type: ignore[no-redef]
+
+# the analyzer's names for the schema's
+ALWAYS, EVENTS, FIELDS = _schema.ALWAYS, _schema.EVENTS, _schema.FIELDS
+INT64_MAX, REQUIRED, STRING_FIELDS = _schema.INT64_MAX, _schema.REQUIRED, _schema.STRING_FIELDS
 
 KNOWN_EVENTS = EVENTS
 #: the fields the analysis keeps for each event type (others are dropped after checking)
