@@ -27,6 +27,7 @@ construction.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from typing import Any
@@ -34,7 +35,8 @@ from typing import Any
 try:
     from groupcomm.core import trace_schema as _schema
 except ImportError:  # a Spark worker without groupcomm: the copy shipped with the job
-    from trace_analysis import _shipped_trace_schema as _schema  # type: ignore[no-redef]
+    # (by name: the module exists only in the zip the driver sends, see session.py)
+    _schema = importlib.import_module("trace_analysis._shipped_trace_schema")
 
 # the analyzer's names for the schema's
 ALWAYS, EVENTS, FIELDS = _schema.ALWAYS, _schema.EVENTS, _schema.FIELDS
