@@ -119,6 +119,15 @@ def run_raw(count: int, size: int) -> dict[str, float]:
     return _measured(count, first, last, received, receiver_cpu, sender_cpu)
 
 
+def _reap(*processes: Any) -> None:
+    """Wait a moment for each started process (None: never started), then kill it."""
+    for process in processes:
+        if process is not None:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+
+
 # -- round trip --------------------------------------------------------------------------------
 ROUND_TRIP_WARMUP = 200
 
@@ -215,11 +224,7 @@ def run_round_trip(count: int, size: int, polled: bool = False) -> float:
         pinger.start()
         return float(result_q.get(timeout=300))
     finally:
-        for process in (pinger, ponger):
-            if process is not None:
-                process.join(10)
-                if process.is_alive():
-                    process.kill()
+        _reap(pinger, ponger)
 
 
 def waits_for_acknowledgements(causality: str) -> bool:
@@ -299,11 +304,7 @@ def run_communicator(count: int, size: int, causality: str = "none",
             _, first, last, received, receiver_cpu = result_q.get(timeout=600)
             sender_cpu = cpu_q.get(timeout=600)
         finally:
-            for process in (sender, receiver):
-                if process is not None:
-                    process.join(10)
-                    if process.is_alive():
-                        process.kill()
+            _reap(sender, receiver)
             server.terminate()
     if received < count:
         raise RuntimeError(f"only {received}/{count} messages arrived")
