@@ -186,7 +186,8 @@ def analyze(
     seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
     try:
         mark = time.monotonic()
-        tables = build_tables(loaded.events, stage)
+        tables = build_tables(loaded.events, stage, violations_limit,
+                              raw_sends=loaded.sends)
         try:
             checks = run_checks(tables, violations_limit, progress=stage)
             seconds["checks"] = round(time.monotonic() - mark, 2)

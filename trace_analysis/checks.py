@@ -26,18 +26,17 @@ Method (linear in the number of events; no pair of deliveries is ever joined):
    delivery is *flagged* when the maximum of its sender's column reaches its own ``x``.
    O(n log n) per process for the sort, O(n × K) for the maxima. (A duplicate delivery
    repeats its first delivery's clock, so it cannot raise a maximum.)
-3. Exact counts: with few flagged deliveries (at most :data:`SMALL_FLAGGED`), each is
-   joined (broadcast) with the earlier first deliveries at its process and the ones at
-   or above its value are counted and listed in the JVM — O(flagged × deliveries).
-   With more, only the (process, sender) groups with a flagged delivery are sent to
-   Python (``mapPartitions``), where :mod:`trace_analysis.counting` counts for each
-   flagged delivery the earlier deliveries at or above its value in O(n log² n), and the
-   FIFO ones among them, and lists triples for ``--violations-out``. With correct
-   protocols nothing is flagged and this step does not run.
+3. Exact counts: in the same per-process layout, when a process has flagged deliveries,
+   each is counted exactly against the earlier first deliveries of its process
+   (:mod:`trace_analysis.counting`, O(n log² n) per sender with a flagged delivery),
+   and its nearest violating predecessors are listed for ``--violations-out`` within a
+   budget. The counts are summed with the other counters; only the flagged rows are
+   collected. With correct protocols nothing is flagged and nothing is counted.
 4. Undelivered: each send expects one delivery per distinct destination; the first
    deliveries that are at a destination of their message are counted, and the
-   difference is exact. The missing (message, destination) pairs are looked up only for
-   a sample of the messages that fall short.
+   difference is exact. For the samples, each process's layout lists the smallest ids
+   of the messages addressed to it that it never delivered; a destination with no
+   delivery at all is looked up in the send index on the driver.
 """
 
 from __future__ import annotations
@@ -46,12 +45,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from trace_analysis.counting import count_sorted_rows
 from trace_analysis.layout import OUTPUT_DDL as LAYOUT_DDL
-from trace_analysis.layout import lay_out, send_table_bytes, worker_lookup
+from trace_analysis.layout import SendLookup, lay_out, send_table_bytes, worker_lookup
 from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
 from trace_analysis.send_index import SEND_DDL, SendIndex, index_sends
 
@@ -77,6 +74,10 @@ class Tables:
     deliveries: DataFrame
     senders: list[str]
     duplicate_sends: int
+    #: the send index itself (Arrow), for what the driver looks up
+    send_table: Any = None
+    #: how many undelivered (message, destination) pairs to list
+    undelivered_samples: int = 0
     cached: list[DataFrame] = field(default_factory=list)
     broadcasts: list[Any] = field(default_factory=list)
     #: protocol -> (messages, expected deliveries), counted when the sends were indexed
@@ -126,11 +127,13 @@ class CheckResult:
         counts["fifo_violations"] += fifo
 
 
-def _send_index(events: DataFrame) -> SendIndex:
-    """Method step 1: the send events collected as Arrow and indexed in numpy."""
+def _send_index(events: DataFrame, raw: Any = None) -> SendIndex:
+    """Method step 1: the send events (``raw`` when the loader collected them, else
+    collected from ``events`` as Arrow) indexed in numpy."""
     from pyspark.sql import functions as F
 
-    raw = events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS).toArrow()
+    if raw is None:
+        raw = events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS).toArrow()
     index = index_sends(raw)
     if index.duplicate_sends:
         log.warning("%d send records repeat a message id; the first one is used",
@@ -138,23 +141,29 @@ def _send_index(events: DataFrame) -> SendIndex:
     return index
 
 
-def build_tables(events: DataFrame, progress: Progress | None = None) -> Tables:
-    """Method steps 1 and 2: sends by message id; deliveries with their send's clock laid
-    out per sender, positions, duplicates and flags (both cached)."""
+def build_tables(events: DataFrame, progress: Progress | None = None,
+                 violations_limit: int = 100_000, undelivered_samples: int = 20,
+                 raw_sends: Any = None) -> Tables:
+    """Method steps 1 to 4: sends by message id; deliveries with their send's clock laid
+    out per sender, positions, duplicates, flags and the exact counts of the flagged
+    ones (listing at most ``violations_limit`` triples per process), and each process's
+    undelivered messages (listing the ``undelivered_samples`` smallest ids); both
+    cached. ``raw_sends``: the send events as Arrow, when the loader collected them."""
     from pyspark.sql import functions as F
 
     say = progress or (lambda message: None)
-    index = _send_index(events)
+    index = _send_index(events, raw_sends)
     spark = events.sparkSession
     # a few partitions: the table is small, and each partition costs a task per scan
     partitions = max(1, spark.sparkContext.defaultParallelism)
     sends = spark.createDataFrame(index.table, SEND_DDL).coalesce(partitions).persist()
     shipped = spark.sparkContext.broadcast(send_table_bytes(index.table))
     token = uuid.uuid4().hex
+    budget, samples = max(0, violations_limit), max(0, undelivered_samples)
 
     def lay_out_process(table):  # type: ignore[no-untyped-def]
         # no type hints and no functools.partial: PySpark infers the UDF kind from them
-        return lay_out(table, worker_lookup(token, shipped))
+        return lay_out(table, worker_lookup(token, shipped), budget, samples)
 
     # one group per process, laid out in numpy (sends, positions, copies, running maxima)
     deliveries = (
@@ -165,146 +174,63 @@ def build_tables(events: DataFrame, progress: Progress | None = None) -> Tables:
     )
     say(f"indexed {index.table.num_rows:,} sends ({index.width} senders)")
     return Tables(sends, deliveries, index.senders, index.duplicate_sends,
-                  [sends, deliveries], [shipped], index.per_protocol())
+                  index.table, samples, [sends, deliveries], [shipped],
+                  index.per_protocol())
 
 
-def _undelivered_samples(tables: Tables, limit: int) -> list[tuple[str, str]]:
-    """Up to ``limit`` missing (message, destination) pairs (method step 4)."""
-    from pyspark.sql import functions as F
+def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
+    """The smallest missing (message, destination) pairs (method step 4): each
+    process's layout lists its smallest, and every message addressed to a process with
+    no delivery at all is missing there."""
+    import pyarrow.compute as pc
 
-    d = tables.deliveries
-    reached = (d.filter((F.col("copy") == 1) & F.col("has_send") & F.col("in_dests"))
-               .groupBy("msg").count())
-    short = (
-        tables.sends.select("msg", "dests")
-        .join(reached, "msg", "left")
-        .filter(F.size("dests") > F.coalesce(F.col("count"), F.lit(0)))
-        .orderBy("msg").limit(limit).collect()
-    )
-    if not short:
+    limit = tables.undelivered_samples
+    if limit <= 0:
         return []
-    wanted = {row["msg"]: list(row["dests"]) for row in short}
-    got: dict[str, set[str]] = {}
-    for row in (d.filter((F.col("copy") == 1) & F.col("msg").isin(list(wanted)))
-                .select("msg", "p").collect()):
-        got.setdefault(row["msg"], set()).add(row["p"])
-    pairs = [(msg, p) for msg, dests in wanted.items() for p in dests
-             if p not in got.get(msg, set())]
+    firsts = tables.deliveries.filter("pos = 1").select("p", "missing_msgs").collect()
+    pairs = [(msg, row["p"]) for row in firsts for msg in row["missing_msgs"] or []]
+    sends = tables.send_table
+    absent = (set(pc.unique(pc.list_flatten(sends.column("dests"))).drop_null().to_pylist())
+              - {row["p"] for row in firsts})
+    if absent:
+        lookup = SendLookup(sends)
+        for process in absent:
+            ids = lookup.msg.filter(lookup.addressed_to(process))
+            pairs += [(msg, process) for msg in
+                      ids.take(pc.sort_indices(ids)[:limit]).to_pylist()]
     return sorted(pairs)[:limit]
 
 
-#: at most this many flagged deliveries are counted with a broadcast join (each against
-#: the earlier deliveries at its process: O(flagged x deliveries) comparisons in the JVM);
-#: more go through the O(n log^2 n) counting in Python workers
-SMALL_FLAGGED = 64
-
-
-def _exact_counts(tables: Tables, result: CheckResult, limit: int) -> None:
-    """Method step 3: exact counts and triples of the flagged deliveries."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    d = tables.deliveries
-    flagged = (d.filter("flag").join(F.broadcast(tables.sends.select("msg", "x")), "msg")
-               .select("p", "pos", "sidx", "sender", "x", "msg", "protocol")
-               .limit(SMALL_FLAGGED + 1).collect())
-    if not flagged:
-        return
-    if len(flagged) > SMALL_FLAGGED:
-        _exact_counts_sorted(tables, result, limit)
-        return
-    spark = d.sparkSession
-    # from Arrow: a local relation built in the JVM, no Python worker to start
-    queries = spark.createDataFrame(pa.table({
-        "fp": pa.array([r["p"] for r in flagged], pa.string()),
-        "fpos": pa.array([r["pos"] for r in flagged], pa.int64()),
-        "qidx": pa.array([r["sidx"] for r in flagged], pa.int32()),
-        "qs": pa.array([r["sender"] for r in flagged], pa.string()),
-        "fx": pa.array([r["x"] for r in flagged], pa.int64()),
-        "fmsg": pa.array([r["msg"] for r in flagged], pa.string()),
-        "fprotocol": pa.array([r["protocol"] for r in flagged], pa.string()),
-    }), "fp string, fpos long, qidx int, qs string, fx long, fmsg string, fprotocol string")
-    pairs = (
-        d.filter(F.col("has_send") & (F.col("copy") == 1))
-        .select("p", "pos", "msg", "sender")
-        .join(F.broadcast(queries), (F.col("p") == F.col("fp")) & (F.col("pos") < F.col("fpos")))
-        .join(F.broadcast(tables.sends.select("msg", "vals")), "msg")
-        .filter(F.col("vals")[F.col("qidx")] >= F.col("fx"))
-        .select("fp", "fpos", "fmsg", "fprotocol", "qs", "pos", "msg",
-                (F.col("sender") == F.col("qs")).alias("fifo"))
-        .persist()
-    )
-    try:
-        budget = max(0, limit)
-        totals = {(r["fp"], r["fpos"]): (r["causal"], r["fifo"]) for r in pairs.groupBy(
-            "fp", "fpos").agg(F.count(F.lit(1)).alias("causal"),
-                              F.count_if("fifo").alias("fifo")).collect()}
-        listed = (pairs.orderBy("fp", "fpos", F.col("pos").desc()).limit(budget).collect()
-                  if budget else [])
-    finally:
-        pairs.unpersist()
-    for row in flagged:
-        causal, fifo = totals.get((row["p"], row["pos"]), (0, 0))
-        result.add_violating_delivery(row["protocol"], causal, fifo)
-    listed.sort(key=lambda r: (r["fp"], r["fpos"], r["pos"]))
-    result.triples = [
-        {"process": r["fp"], "delivered_first": r["msg"], "delivered_second": r["fmsg"],
-         "should_be_first": r["fmsg"], "fifo": r["fifo"], "sender_of_second": r["qs"]}
-        for r in listed
-    ]
-    result.triples_complete = len(result.triples) == result.causal_violations
-
-
-def _exact_counts_sorted(tables: Tables, result: CheckResult, limit: int) -> None:
-    """Method step 3 for many flagged deliveries: the (process, sender) groups with a
-    flagged delivery, sorted, counted in Python workers (:mod:`trace_analysis.counting`)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    d = tables.deliveries
-    pairs = d.filter("flag").select("p", "sidx", "sender").distinct().collect()
-    if not pairs:
-        return
-    spark = d.sparkSession
-    pair_frame = spark.createDataFrame(pa.table({
-        "p": pa.array([r["p"] for r in pairs], pa.string()),
-        "qidx": pa.array([r["sidx"] for r in pairs], pa.int32()),
-        "qs": pa.array([r["sender"] for r in pairs], pa.string()),
-    }), "p string, qidx int, qs string")
-    groups = (
-        d.filter(F.col("has_send") & (F.col("copy") == 1))
-        .join(F.broadcast(pair_frame), "p")
-        .join(F.broadcast(tables.sends.select("msg", "vals")), "msg")
-        .select(
-            "p", "qs", "pos",
-            F.col("vals")[F.col("qidx")].alias("a"),
-            (F.col("sender") == F.col("qs")).alias("from_s"),
-            (F.col("flag") & (F.col("sender") == F.col("qs"))).alias("query"),
-            "msg", "protocol",
-        )
-        .repartition("p", "qs")
-        .sortWithinPartitions("p", "qs", "pos")
-    )
+def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
+    """Method step 3, on the driver: the flagged deliveries' counts, and their triples
+    in process and delivery order, each with its nearest predecessors first, until
+    ``limit`` are listed."""
+    flagged = (tables.deliveries.filter("flag")
+               .select("p", "pos", "msg", "protocol", "sender", "causal", "fifo",
+                       "earlier", "earlier_fifo")
+               .orderBy("p", "pos").collect())
     budget = max(0, limit)
-    rows = groups.rdd.mapPartitions(partial(count_sorted_rows, budget=budget))
-    listed: list[tuple[str, int, str, str, bool, str]] = []
-    for p, s, pos, msg, protocol, causal, fifo, triples in rows.collect():
-        result.add_violating_delivery(protocol, causal, fifo)
-        for earlier, same_sender in triples:
-            listed.append((p, pos, earlier, msg, same_sender, s))
-    listed.sort(key=lambda t: (t[0], t[1]))
-    result.triples = [
-        {"process": p, "delivered_first": earlier, "delivered_second": msg,
-         "should_be_first": msg, "fifo": same_sender, "sender_of_second": s}
-        for p, _, earlier, msg, same_sender, s in listed[:budget]
-    ]
-    result.triples_complete = len(result.triples) == result.causal_violations
+    triples = []
+    for row in flagged:
+        result.add_violating_delivery(row["protocol"], row["causal"], row["fifo"])
+        earlier = row["earlier"] or []
+        take = min(len(earlier), budget)
+        if not take:
+            continue
+        for before, same_sender in zip(earlier[len(earlier) - take:],
+                                       row["earlier_fifo"][len(earlier) - take:],
+                                       strict=True):
+            triples.append({"process": row["p"], "delivered_first": before,
+                            "delivered_second": row["msg"], "should_be_first": row["msg"],
+                            "fifo": same_sender, "sender_of_second": row["sender"]})
+        budget -= take
+    result.triples = triples
+    result.triples_complete = len(triples) == result.causal_violations
 
 
 def run_checks(
     tables: Tables,
     violations_limit: int = 100_000,
-    undelivered_samples: int = 20,
     progress: Progress | None = None,
 ) -> CheckResult:
     """Every check over ``tables``; at most ``violations_limit`` triples are listed."""
@@ -346,10 +272,10 @@ def run_checks(
         result.undelivered += missing
     say(f"{result.deliveries:,} first deliveries of {result.messages:,} messages; "
         f"{flagged:,} delivered after something that depends on them")
-    if result.undelivered and undelivered_samples > 0:
-        result.undelivered_samples = _undelivered_samples(tables, undelivered_samples)
+    if result.undelivered:
+        result.undelivered_samples = _undelivered_samples(tables)
     if flagged:
-        _exact_counts(tables, result, violations_limit)
+        _flagged_details(tables, result, violations_limit)
     say(f"{result.causal_violations:,} causal violations ({result.fifo_violations:,} FIFO), "
         f"{result.undelivered:,} undelivered, {result.duplicates:,} duplicates")
     if result.orphan_deliveries:

@@ -43,6 +43,7 @@ import msgspec
 
 import trace_analysis.schema as schema
 from trace_analysis.loaded import HEAVY_EVENTS as _HEAVY
+from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
 
 #: target size of one chunk (one Spark task)
 CHUNK_BYTES = 32 * 1024 * 1024
@@ -248,7 +249,9 @@ OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
                   ("vc", "map<string,bigint>"), ("kind", "string"),
                   ("meta_bytes", "bigint"), ("n", "bigint"), ("bytes", "bigint"),
                   ("blank", "bigint"), ("bad", "bigint"), ("reason", "string"),
-                  ("raw", "string"))
+                  ("raw", "string"), ("sends", "binary"))
+#: the columns of the send events in a chunk's ``sends`` summary row
+SEND_COLUMNS = RAW_SEND_COLUMNS
 
 
 def output_ddl() -> str:
@@ -261,16 +264,41 @@ def _arrow_schema() -> Any:
 
     kinds = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64(),
              "array<string>": pa.list_(pa.string()),
-             "map<string,bigint>": pa.map_(pa.string(), pa.int64())}
+             "map<string,bigint>": pa.map_(pa.string(), pa.int64()),
+             "binary": pa.binary()}
     return pa.schema([(name, kinds[kind]) for name, kind in OUTPUT_COLUMNS])
+
+
+def send_table_of(blob: bytes) -> Any:
+    """The send events of one chunk's ``sends`` summary row (an Arrow table with
+    :data:`SEND_COLUMNS`)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all()
+
+
+def _send_blob(batch: Any) -> bytes:
+    """The send events of ``batch`` (columns :data:`SEND_COLUMNS`) as a compressed Arrow
+    IPC stream: the driver gets the sends with the summary rows, as opaque bytes the JVM
+    passes on without converting the clocks."""
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch]).select(list(SEND_COLUMNS))
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]:
     """The Arrow record batches of one chunk: events first, then the summary rows (with
-    the first ``samples`` malformed lines: enough for the first ``samples`` overall)."""
+    the first ``samples`` malformed lines: enough for the first ``samples`` overall, and
+    the sends once more, packed: see :func:`_send_blob`)."""
     import pyarrow as pa
 
     arrow = _arrow_schema()
+    blob = None
     # one batch per kind of event: Spark's cache keeps min/max statistics per batch of
     # rows, so a scan for sends (or deliveries) skips the batches of the other kinds
     for events in result.groups:
@@ -292,7 +320,10 @@ def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]
             "dests": pa.array(dests, arrow.field("dests").type),
             "vc": _map_array(vc, arrow.field("vc").type),
         }
-        yield _batch(arrow, columns, n)
+        batch = _batch(arrow, columns, n)
+        if events is result.groups[0]:
+            blob = _send_blob(batch)
+        yield batch
     summary: list[dict[str, Any]] = [
         {"rec": "c", "protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
          "n": v[0], "bytes": v[1]} for k, v in result.counts.items()]
@@ -300,6 +331,8 @@ def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]
                    for rid, reason, raw in result.malformed[:samples])
     summary.append({"rec": "k", "n": result.lines, "blank": result.blank,
                     "bad": len(result.malformed)})
+    if blob is not None:
+        summary.append({"rec": "s", "sends": blob})
     for row in summary:
         row["file"], row["blk"] = chunk.uri, chunk.start
     yield pa.RecordBatch.from_pylist(summary, schema=arrow)

@@ -1,9 +1,10 @@
-"""Exact violation counts for one (process, sender) group, in numpy (no Spark here).
+"""Exact violation counts of one process's flagged deliveries, in numpy (no Spark here).
 
-The Spark job (:mod:`trace_analysis.checks`) flags the deliveries that have at least
-one violation with a running maximum; only the (process p, sender s) groups holding a
-flagged delivery come here. A group is p's first deliveries in order, each with
-``a[j] = vcsend(m_j)[s]``; a query is a flagged delivery i of a message from s, and
+The per-process layout (:mod:`trace_analysis.layout`) flags the deliveries that have at
+least one violation with a running maximum; when a process has flagged deliveries,
+:func:`count_flagged` counts them exactly in the same worker. For a sender s the group
+is the process's first deliveries in order, each with ``a[j] = vcsend(m_j)[s]``; a
+query is a flagged delivery i of a message from s, and
 
 * its causal count is ``#{j < i : a[j] >= a[i]}`` (m_j is causally after m_i, yet was
   delivered first: the scaling fact of docs/trace_schema.md);
@@ -19,7 +20,7 @@ the levels is exact and no pair is ever enumerated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,71 +71,54 @@ def nearest_earlier_at_least(values: np.ndarray, i: int, want: int) -> np.ndarra
 
 
 @dataclass
-class QueryResult:
-    """The exact counts of one flagged delivery, and some of its violating triples."""
+class FlaggedCounts:
+    """The exact counts of a process's flagged deliveries (arrays over its deliveries,
+    zero where not flagged) and some of their violating triples."""
 
-    process: str
-    sender: str
-    pos: int
-    msg: str
-    protocol: str
-    causal: int
-    fifo: int
-    #: (earlier message delivered first, its sender is the query's sender)
-    listed: list[tuple[str, bool]] = field(default_factory=list)
+    causal: np.ndarray
+    fifo: np.ndarray
+    #: delivery row -> (rows of earlier first deliveries delivered before it although
+    #: causally after it, the nearest ones, ascending; whether each has its sender)
+    listed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
-def count_group(
-    process: str,
-    sender: str,
-    rows: Sequence[tuple[int, int, bool, bool, str, str]],
-    budget: int,
-) -> tuple[list[QueryResult], int]:
-    """Count one group; ``rows`` are (pos, a, from_sender, is_query, msg, protocol) in
-    delivery order. Lists at most ``budget`` triples; returns the results and the budget
-    left."""
-    values = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    from_sender = np.fromiter((r[2] for r in rows), dtype=bool, count=len(rows))
-    queries = np.flatnonzero(np.fromiter((r[3] for r in rows), dtype=bool, count=len(rows)))
-    if len(queries) == 0:
-        return [], budget
-    causal = count_earlier_at_least(values, queries)
-    own = np.flatnonzero(from_sender)
-    # queries are deliveries from this sender: their rank among its deliveries
-    fifo = count_earlier_at_least(values[own], np.searchsorted(own, queries))
-    results = []
-    for i, c, f in zip(queries.tolist(), causal.tolist(), fifo.tolist(), strict=True):
-        pos, _, _, _, msg, protocol = rows[i]
-        result = QueryResult(process, sender, pos, msg, protocol, c, f)
-        if budget > 0 and c > 0:
-            for j in nearest_earlier_at_least(values, i, min(c, budget)).tolist():
-                result.listed.append((rows[j][4], bool(from_sender[j])))
-            budget -= len(result.listed)
-        results.append(result)
-    return results, budget
+def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
+                  flagged: np.ndarray, budget: int) -> FlaggedCounts:
+    """Exact counts of the flagged deliveries of one process, in delivery order.
 
-
-def count_sorted_rows(
-    rows: Iterable[Sequence], budget: int
-) -> Iterator[tuple[str, str, int, str, str, int, int, list[tuple[str, bool]]]]:
-    """Count every group of ``rows`` sorted by (process, sender, pos); each row is
-    (process, sender, pos, a, from_sender, is_query, msg, protocol). Yields one plain
-    tuple per query (the shape a Spark ``mapPartitions`` returns)."""
-    current: tuple[str, str] | None = None
-    group: list[tuple[int, int, bool, bool, str, str]] = []
-
-    def flush() -> Iterator[tuple]:
-        nonlocal budget
-        if current is None:
-            return
-        results, budget = count_group(current[0], current[1], group, budget)
-        for r in results:
-            yield (r.process, r.sender, r.pos, r.msg, r.protocol, r.causal, r.fifo, r.listed)
-
-    for row in rows:
-        key = (row[0], row[1])
-        if key != current:
-            yield from flush()
-            current, group = key, []
-        group.append((row[2], row[3], row[4], row[5], row[6], row[7]))
-    yield from flush()
+    ``clocks`` (n × K) holds each delivery's send clock over the senders, ``sidx`` its
+    sender's column, ``firsts`` marks the first deliveries of messages whose send is
+    known (the only ones that take part) and ``flagged`` the deliveries to count (first
+    deliveries flagged by the running maximum). For a flagged delivery i from sender s
+    the causal count is the number of earlier first deliveries j with
+    ``clocks[j, s] >= clocks[i, s]`` and the FIFO count the same among those from s.
+    At most ``budget`` triples are listed, the flagged deliveries in order, each with
+    its nearest violating predecessors first.
+    """
+    n = len(sidx)
+    causal = np.zeros(n, dtype=np.int64)
+    fifo = np.zeros(n, dtype=np.int64)
+    rows = np.flatnonzero(firsts)  # the group's members, in delivery order
+    queries_at = np.flatnonzero(flagged[rows])  # indices into rows
+    columns: dict[int, np.ndarray] = {}
+    for s in np.unique(sidx[rows[queries_at]]).tolist():
+        values = clocks[rows, s]
+        columns[s] = values
+        mine = queries_at[sidx[rows[queries_at]] == s]
+        causal[rows[mine]] = count_earlier_at_least(values, mine)
+        own = np.flatnonzero(sidx[rows] == s)
+        # the queries are deliveries from s: their rank among its deliveries
+        fifo[rows[mine]] = count_earlier_at_least(values[own], np.searchsorted(own, mine))
+    result = FlaggedCounts(causal, fifo)
+    for i in queries_at.tolist():
+        if budget <= 0:
+            break
+        row = int(rows[i])
+        s = int(sidx[row])
+        want = min(int(causal[row]), budget)
+        if not want:  # flagged by a delivery that takes no part (its clock lacks its sender)
+            continue
+        earlier = nearest_earlier_at_least(columns[s], i, want)
+        result.listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
+        budget -= len(earlier)
+    return result

@@ -14,7 +14,13 @@ passes instead of a join and two window sorts in the JVM:
 * ``flag``: the first delivery of a message m from sender s is flagged when an earlier
   delivery m′ at the process has ``vcsend(m′)[s] >= vcsend(m)[s]`` — the running maximum
   of each sender's column over the earlier deliveries reaches m's own entry (method step
-  2 of :mod:`trace_analysis.checks`).
+  2 of :mod:`trace_analysis.checks`);
+* for flagged deliveries only (with correct protocols, none): the exact ``causal`` and
+  ``fifo`` counts, and in ``earlier`` / ``earlier_fifo`` the nearest earlier deliveries
+  that violate with it, within a budget of triples per process
+  (:func:`trace_analysis.counting.count_flagged`; method step 3);
+* on the process's first row only: ``missing``, how many messages addressed to it it
+  never delivered, and ``missing_msgs``, the smallest of their ids (method step 4).
 
 Pure computation over Arrow tables: no Spark here, so it is tested directly.
 """
@@ -23,12 +29,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from trace_analysis.counting import count_flagged
+
 #: the columns :func:`lay_out` expects
 INPUT_COLUMNS = ("p", "msg", "ts", "protocol", "file", "blk", "rid")
 #: the Spark schema of the result, as DDL
 OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, sidx int, "
               "send_ts double, send_protocol string, has_send boolean, in_dests boolean, "
-              "copy int, pos int, flag boolean")
+              "copy int, pos int, flag boolean, causal long, fifo long, "
+              "earlier array<string>, earlier_fifo array<boolean>, missing long, "
+              "missing_msgs array<string>")
 #: stands for "no send" in the clock rows: below every clock entry, which are never
 #: negative
 NO_VALUE = -1
@@ -136,10 +146,12 @@ def prior_maximum(vals: Any) -> Any:
     return prior
 
 
-def lay_out(table: Any, lookup: SendLookup) -> Any:
+def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -> Any:
     """The deliveries of one process (columns :data:`INPUT_COLUMNS`) in line order, with
     their sends looked up in ``lookup`` and ``has_send``, ``in_dests``, ``copy``,
-    ``pos`` and ``flag`` (schema :data:`OUTPUT_DDL`)."""
+    ``pos``, ``flag`` and the exact counts of the flagged ones, listing at most
+    ``budget`` violating triples, and the process's undelivered messages (counted, and
+    the ``samples`` smallest ids listed) on its first row (schema :data:`OUTPUT_DDL`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -163,18 +175,41 @@ def lay_out(table: Any, lookup: SendLookup) -> Any:
     copy = occurrence(codes)
 
     in_dests = np.zeros(n, dtype=bool)
+    undelivered: list[int | None] = [None] * n
+    missing_msgs: list[list[str] | None] = [None] * n
     if n and indexed:
         process = table.column("p")[0].as_py()
-        in_dests = has_row & lookup.addressed_to(process)[rows]
+        addressed = lookup.addressed_to(process)
+        in_dests = has_row & addressed[rows]
+        # what counts as reached is what the checks count: first deliveries of messages
+        # whose send is known, at a destination
+        unreached = addressed.copy()
+        unreached[rows[in_dests & has_send & (copy == 1)]] = False
+        undelivered[0] = int(unreached.sum())
+        if undelivered[0] and samples > 0:
+            ids = lookup.msg.filter(pa.array(unreached))
+            missing_msgs[0] = ids.take(pc.sort_indices(ids)[:samples]).to_pylist()
+    elif n:
+        undelivered[0] = 0
 
     flag = np.zeros(n, dtype=bool)
+    causal = fifo = np.zeros(n, dtype=np.int64)
+    earlier: list[list[str] | None] = [None] * n
+    earlier_fifo: list[list[bool] | None] = [None] * n
     width = lookup.width
     if n and width and indexed:
         matrix = np.where(has_row[:, None], lookup.matrix[rows], NO_VALUE)
         prior = prior_maximum(matrix)
         sidx = lookup.sidx[rows]
         x = matrix[np.arange(n), sidx]
-        flag = has_send & (copy == 1) & (prior[np.arange(n), sidx] >= x)
+        first = has_send & (copy == 1)
+        flag = first & (prior[np.arange(n), sidx] >= x)
+        if flag.any():
+            counted = count_flagged(matrix, sidx, first, flag, budget)
+            causal, fifo = counted.causal, counted.fifo
+            for row, (before, same_sender) in counted.listed.items():
+                earlier[row] = msg.take(pa.array(before, pa.int64())).to_pylist()
+                earlier_fifo[row] = same_sender.tolist()
 
     taken = pa.array(rows, pa.int64())
     missing = pa.array(~has_row)
@@ -196,4 +231,10 @@ def lay_out(table: Any, lookup: SendLookup) -> Any:
         "copy": pa.array(copy, pa.int32()),
         "pos": pa.array(np.arange(1, n + 1, dtype=np.int32), pa.int32()),
         "flag": pa.array(flag, pa.bool_()),
+        "causal": pa.array(causal, pa.int64()),
+        "fifo": pa.array(fifo, pa.int64()),
+        "earlier": pa.array(earlier, pa.list_(pa.string())),
+        "earlier_fifo": pa.array(earlier_fifo, pa.list_(pa.bool_())),
+        "missing": pa.array(undelivered, pa.int64()),
+        "missing_msgs": pa.array(missing_msgs, pa.list_(pa.string())),
     })

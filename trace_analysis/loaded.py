@@ -43,6 +43,10 @@ class Loaded:
     malformed_samples: list[dict[str, Any]]
     seconds: float
     cached: list[DataFrame] = field(default_factory=list)
+    #: the send events as an Arrow table (columns of
+    #: :data:`trace_analysis.send_index.RAW_COLUMNS`) when the loader collected them
+    #: while parsing; None to select them from ``events``
+    sends: Any = None
 
     def unpersist(self) -> None:
         """Drop the cached data (the session lives on for the next analysis)."""

@@ -68,6 +68,7 @@ def load_in_workers(
     counts: dict[tuple, list[int]] = {}
     blocks: dict[tuple[str, int], tuple[int, int]] = {}
     bad_rows = []
+    send_tables = []
     lines = blank = malformed = 0
     for row in rows:
         if row["rec"] == "c":
@@ -75,6 +76,8 @@ def load_in_workers(
                 (row["protocol"], row["process"], row["event"], row["kind"]), [0, 0])
             entry[0] += row["n"]
             entry[1] += row["bytes"]
+        elif row["rec"] == "s":
+            send_tables.append(chunks_mod.send_table_of(row["sends"]))
         elif row["rec"] == "k":
             blocks[(row["file"], row["blk"])] = (row["n"], 0)
             lines += row["n"]
@@ -101,5 +104,10 @@ def load_in_workers(
         f"{blank:,} blank ({seconds:.1f} s)")
     count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
                    "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
+    sends = None
+    if send_tables:
+        import pyarrow as pa
+
+        sends = pa.concat_tables(send_tables)
     return Loaded(events, count_rows, list(files), lines, blank, malformed, sample_rows,
-                  seconds, [parsed])
+                  seconds, [parsed], sends)

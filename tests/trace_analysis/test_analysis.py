@@ -153,25 +153,79 @@ def random_trace(seed: int) -> Trace:
     return t
 
 
-def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path,
-                                                   monkeypatch) -> None:
-    from trace_analysis import checks
+def brute_force_triples(records: list[dict[str, Any]]) -> set[tuple[str, str, str, bool]]:
+    """(process, delivered first, delivered second, same sender) of every violation."""
+    sends = {r["msg"]: r for r in records if r["event"] == "send"}
+    triples = set()
+    firsts: dict[str, list[str]] = {}
+    for r in records:
+        if r["event"] != "deliver" or r["msg"] in firsts.setdefault(r["process"], []):
+            continue
+        for earlier in firsts[r["process"]]:
+            if vc_less(sends[r["msg"]]["vc"], sends[earlier]["vc"]):
+                triples.add((r["process"], earlier, r["msg"],
+                             sends[r["msg"]]["sender"] == sends[earlier]["sender"]))
+        firsts[r["process"]].append(r["msg"])
+    return triples
 
+
+def brute_force_missing(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Every (message, destination) pair never delivered, sorted."""
+    delivered = {(r["msg"], r["process"]) for r in records if r["event"] == "deliver"}
+    return sorted({(r["msg"], dest) for r in records if r["event"] == "send"
+                   for dest in r["dests"] if (r["msg"], dest) not in delivered})
+
+
+def test_undelivered_samples_include_destinations_that_delivered_nothing(
+        spark, tmp_path: Path) -> None:
+    t = Trace()
+    t.send("a", "a1", ["b", "z"])  # z never delivers anything
+    t.send("a", "a2", ["b", "z"])
+    t.send("b", "b1", ["a", "z"])
+    t.deliver("b", "a2")
+    t.deliver("a", "b1")
+    result = analyze(t.write(tmp_path / "t"), spark=spark)
+    assert result["undelivered"] == 4
+    assert [(r["msg"], r["process"]) for r in result["undelivered_samples"]] == [
+        ("a1", "b"), ("a1", "z"), ("a2", "z"), ("b1", "z")]
+
+
+def listed_triples(path: Path) -> list[tuple[str, str, str, bool]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [(r["process"], r["delivered_first"], r["delivered_second"], r["fifo"])
+            for r in rows if "note" not in r]
+
+
+def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path) -> None:
     for seed in range(6):
         t = random_trace(seed)
         directory = t.write(tmp_path / f"r{seed}")
         expected = brute_force(t.records)
-        joined = analyze(directory, spark=spark, violations_out=tmp_path / "j.jsonl")
-        assert counts(joined) == expected, seed
-        if seed in (0, 3, 5):  # the other counting method (many flagged deliveries) agrees
-            monkeypatch.setattr(checks, "SMALL_FLAGGED", 0)
-            sorted_ = analyze(directory, spark=spark, violations_out=tmp_path / "s.jsonl")
-            monkeypatch.setattr(checks, "SMALL_FLAGGED", 64)
-            assert counts(sorted_) == expected, seed
-            assert sorted((tmp_path / "j.jsonl").read_text().splitlines()) == sorted(
-                (tmp_path / "s.jsonl").read_text().splitlines()), seed
+        result = analyze(directory, spark=spark, violations_out=tmp_path / "v.jsonl")
+        assert counts(result) == expected, seed
+        assert result["violations_complete"], seed
+        listed = listed_triples(tmp_path / "v.jsonl")
+        assert len(listed) == len(set(listed)) == expected["causal_violations"], seed
+        assert set(listed) == brute_force_triples(t.records), seed
+        assert [(r["msg"], r["process"]) for r in result["undelivered_samples"]] == (
+            brute_force_missing(t.records)[:20]), seed
         reference = check_directory(directory)
         assert {k: getattr(reference, k) for k in expected} == expected, seed
+
+
+def test_a_capped_listing_keeps_exact_counts_and_says_so(spark, tmp_path: Path) -> None:
+    t = random_trace(3)
+    directory = t.write(tmp_path / "r")
+    everything = brute_force_triples(t.records)
+    assert len(everything) > 10
+    result = analyze(directory, spark=spark, violations_out=tmp_path / "v.jsonl",
+                     violations_limit=10)
+    assert result["causal_violations"] == len(everything)
+    assert (result["violations_listed"], result["violations_complete"]) == (10, False)
+    listed = listed_triples(tmp_path / "v.jsonl")
+    assert len(set(listed)) == 10 and set(listed) <= everything
+    note = json.loads((tmp_path / "v.jsonl").read_text().splitlines()[-1])
+    assert (note["listed"], note["total"]) == (10, len(everything))
 
 
 def test_latency_percentiles_in_numpy_and_in_spark_agree(spark, tmp_path: Path,

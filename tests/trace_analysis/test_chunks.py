@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trace_analysis import chunks, schema
+from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
 
 VC = {"a": 2, "b": 0, "c": 1}
 VALID = [
@@ -171,6 +172,10 @@ def test_batches_carry_events_and_summary_rows() -> None:
     assert rows[3]["sender"] is None  # unbuffer keeps msg only (schema.KEPT)
     assert {r["file"] for r in rows} == {"file:///x/a.jsonl"} and rows[0]["blk"] == 100
     kinds = [r["rec"] for r in summary.to_pylist()]
-    assert kinds.count("m") == 1 and kinds[-1] == "k"
+    assert kinds.count("m") == 1 and kinds[-2:] == ["k", "s"]
     (last,) = [r for r in summary.to_pylist() if r["rec"] == "k"]
     assert (last["n"], last["blank"], last["bad"]) == (len(lines), 1, 1)
+    # the sends once more, packed for the driver, with the columns the send index reads
+    packed = chunks.send_table_of(summary.to_pylist()[-1]["sends"])
+    assert packed.column_names == list(RAW_SEND_COLUMNS)
+    assert packed.to_pylist() == sends.select(list(RAW_SEND_COLUMNS)).to_pylist()

@@ -40,7 +40,8 @@ DELIVERY_SCHEMA = pa.schema([
     ("rid", pa.int64()),
 ])
 OUTPUT_NAMES = ["p", "msg", "ts", "protocol", "sender", "sidx", "send_ts",
-                "send_protocol", "has_send", "in_dests", "copy", "pos", "flag"]
+                "send_protocol", "has_send", "in_dests", "copy", "pos", "flag", "causal",
+                "fifo", "earlier", "earlier_fifo", "missing", "missing_msgs"]
 PROCESSES = ["p0", "p1", "p2", "p3", "p4"]
 
 
@@ -82,26 +83,33 @@ def random_deliveries(rng: random.Random, messages: list[str],
     return rows
 
 
-def expected_layout(deliveries: list[dict[str, Any]],
-                    sends: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The definitions read literally."""
+def expected_layout(deliveries: list[dict[str, Any]], sends: list[dict[str, Any]],
+                    budget: int = 0, samples: int = 0) -> list[dict[str, Any]]:
+    """The definitions read literally; at most ``budget`` triples listed, flagged
+    deliveries in order, each with its nearest violating predecessors; the ``samples``
+    smallest undelivered ids."""
     first = first_sends(sends)
     senders = sorted({row["sender"] for row in first.values()})
     ordered = sorted(deliveries, key=lambda row: (row["file"], row["blk"], row["rid"]))
     out = []
     seen: dict[str, int] = {}
+    members: list[int] = []  # first deliveries of messages whose clock has their sender
     for index, row in enumerate(ordered):
         seen[row["msg"]] = seen.get(row["msg"], 0) + 1
         send = first.get(row["msg"])
         clock = dict(send["vc"]) if send else {}
         has_send = send is not None and send["sender"] in clock
-        flag = False
+        flag, violating = False, []
         if has_send and seen[row["msg"]] == 1:
             sender = send["sender"]
             flag = any(
                 earlier["msg"] in first
                 and dict(first[earlier["msg"]]["vc"]).get(sender, 0) >= clock[sender]
                 for earlier in ordered[:index])
+            violating = [j for j in members if flag and dict(
+                first[ordered[j]["msg"]]["vc"]).get(sender, 0) >= clock[sender]]
+        listed = violating[len(violating) - min(len(violating), budget):]
+        budget -= len(listed)
         out.append({
             "p": row["p"], "msg": row["msg"], "ts": row["ts"], "protocol": row["protocol"],
             "sender": send["sender"] if send else None,
@@ -110,7 +118,24 @@ def expected_layout(deliveries: list[dict[str, Any]],
             "send_protocol": send["protocol"] if send else None, "has_send": has_send,
             "in_dests": bool(send and send["dests"] and row["p"] in send["dests"]),
             "copy": seen[row["msg"]], "pos": index + 1, "flag": flag,
+            "causal": len(violating),
+            "fifo": sum(first[ordered[j]["msg"]]["sender"] == send["sender"]
+                        for j in violating),
+            "earlier": [ordered[j]["msg"] for j in listed] or None,
+            "earlier_fifo": [first[ordered[j]["msg"]]["sender"] == send["sender"]
+                             for j in listed] or None,
+            "missing": None, "missing_msgs": None,
         })
+        if has_send and seen[row["msg"]] == 1:
+            members.append(index)
+    if out:
+        process = out[0]["p"]
+        reached = {row["msg"] for row in out
+                   if row["copy"] == 1 and row["has_send"] and row["in_dests"]}
+        unreached = sorted(msg for msg, send in first.items()
+                           if process in (send["dests"] or []) and msg not in reached)
+        out[0]["missing"] = len(unreached)
+        out[0]["missing_msgs"] = unreached[:samples] or None
     return out
 
 
@@ -151,9 +176,10 @@ def test_layout_matches_the_definition_on_random_deliveries(seed: int) -> None:
     deliveries = random_deliveries(rng, [s["msg"] for s in sends], rng.randrange(1, 120))
     rng.shuffle(deliveries)  # Spark hands a group over in no particular order
     table = pa.Table.from_pylist(deliveries, schema=DELIVERY_SCHEMA)
-    result = lay_out(table, lookup_of(sends))
+    budget, samples = rng.choice([0, 1, 3, 1000]), rng.choice([0, 2, 50])
+    result = lay_out(table, lookup_of(sends), budget, samples)
     assert result.column_names == OUTPUT_NAMES
-    assert result.to_pylist() == expected_layout(deliveries, sends)
+    assert result.to_pylist() == expected_layout(deliveries, sends, budget, samples)
 
 
 def test_layout_of_a_table_in_many_chunks_like_arrow_batches() -> None:
