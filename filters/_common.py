@@ -168,7 +168,27 @@ def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: 
     dropped = [m for m in unsent if m.destinations == (name,)]
     if not dropped:
         return unsent
+    _report_unsent(manager, dropped, name)
+    return deque(m for m in unsent if m.destinations != (name,))
+
+
+def gone_before_sending(manager: CausalityManager, message: SentMessage) -> bool:
+    """True, after reporting it undeliverable, if ``message`` (one destination) is
+    addressed to someone who is no longer a member.
+
+    The node checks destinations when the application sends, but the message reaches
+    the module later: the member may have left in between, after its departure cleared
+    what the module held for it. A sender-side module that sent it anyway would wait
+    for an acknowledgement that can never come, and every later send with it (a
+    departed name never returns: a member that comes back is ``NAME~2``)."""
+    (dest,) = message.destinations
+    if dest == manager.host.name or dest in manager.members:
+        return False
+    _report_unsent(manager, [message], dest)
+    return True
+
+
+def _report_unsent(manager: CausalityManager, dropped: list[SentMessage], name: str) -> None:
     manager.count("undeliverable", len(dropped))
     manager.host.report_undeliverable([m.message_id for m in dropped if m.is_user_message()],
                                       f"to {name} were not sent: it left")
-    return deque(m for m in unsent if m.destinations != (name,))

@@ -60,7 +60,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.filters._common import control_message, drop_unsent_to
+from groupcomm.filters._common import control_message, drop_unsent_to, gone_before_sending
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ class CykasManager(CausalityManager):
                 sent_first = True
             else:
                 self.host.trace("unbuffer", message, side="send")
+            if gone_before_sending(self, message):
+                continue
             if dest == me:
                 self.send_downstream(message)
                 continue

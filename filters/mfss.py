@@ -34,7 +34,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.filters._common import control_message, drop_unsent_to
+from groupcomm.filters._common import control_message, drop_unsent_to, gone_before_sending
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class MfssManager(CausalityManager):
         if len(message.destinations) != 1:
             raise CausalityError(f"{NAME}: {message.message_id} must have one destination "
                                  "(the node splits multicasts for this module)")
+        if gone_before_sending(self, message):
+            return
         (dest,) = message.destinations
         if dest != me:
             self.unacked = (message.message_id, dest)

@@ -73,6 +73,9 @@ class ReliableManager:
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
                       "too_far_ahead": 0}
         self._ack_ids = 0
+        #: members that left: a name never comes back (a returning member is NAME~2), so
+        #: a frame still addressed to one is undeliverable, not something to retransmit
+        self.departed: set[str] = set()
         #: per peer: smoothed round trip and its variation (RFC 6298), from frames sent once
         self.srtt: dict[str, float] = {}
         self.rttvar: dict[str, float] = {}
@@ -101,6 +104,7 @@ class ReliableManager:
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)
+        self.departed.add(client_name)
 
     # -- sending ------------------------------------------------------------------------
     def send(self, message: SentMessage) -> None:
@@ -111,6 +115,14 @@ class ReliableManager:
             self.send_filter.forward(message.to((me,)))  # loops back locally, no link
         for dest in message.destinations:
             if dest == me:
+                continue
+            if dest in self.departed:
+                # addressed before its departure was processed here: nobody will ever
+                # acknowledge it, and retransmitting it would go on for ever
+                self.stats["to_departed"] = self.stats.get("to_departed", 0) + 1
+                if message.is_user_message():
+                    self.host.report_undeliverable(
+                        [message.message_id], f"to {dest} were not sent: it left")
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq

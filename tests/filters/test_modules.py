@@ -408,6 +408,25 @@ def test_sender_side_modules_go_on_when_the_awaited_peer_leaves(module: str) -> 
     assert net.manager("a").stats.get("undeliverable") == 1
 
 
+@pytest.mark.parametrize("module", ["mfss", "cykas"])
+def test_a_send_that_reaches_the_module_after_its_destination_left_is_dropped(
+        module: str) -> None:
+    # the application addresses c while it is a member; c's departure is processed
+    # before the message reaches the module (the I/O thread handles both in turn)
+    net = LocalNetwork(["a", "b", "c"], module)
+    net.send("a", "to b", ["b"])
+    late = net.nodes["a"].tag_sends("to c, too late", ["c"])
+    net.leave("c")
+    net.nodes["a"].submit_many(late)
+    for number in range(3):
+        net.send("a", f"to b {number}", ["b"])
+    settle(net)
+    # sent anyway, it would wait for an ACK from c for ever, and everything after it too
+    assert net.delivered_payloads("b") == ["to b", "to b 0", "to b 1", "to b 2"]
+    assert net.manager("a").stats.get("undeliverable") == 1
+    assert net.manager("a").held() == []
+
+
 # -- bad input --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("module", "headers", "match"),

@@ -84,6 +84,17 @@ def test_a_departed_peer_is_forgotten() -> None:
     assert not net.nodes["a"].shared["reliable"].held()
 
 
+def test_a_frame_addressed_before_the_departure_is_not_retransmitted_for_ever() -> None:
+    net = lossy_network("none", 0.0, 0.0, 3)
+    late = net.nodes["a"].tag_sends("to b, too late", ["b", "c"])
+    net.leave("b")  # processed before the message reaches the layer
+    net.nodes["a"].submit_many(late)
+    settle_with_retransmissions(net, random.Random(0))  # raises if b's copy stays held
+    reliable = net.nodes["a"].shared["reliable"]
+    assert reliable.stats["to_departed"] == 1 and "b" not in reliable.in_flight
+    assert net.delivered_payloads("c") == ["to b, too late"]
+
+
 def test_loopback_copies_bypass_the_layer() -> None:
     net = lossy_network("none", 0.0, 0.0, 1)
     net.send("a", "me too", ["a", "b"])
