@@ -27,8 +27,10 @@ Choices where the source is silent:
   for its YCT does not leave us in secret mode for ever: we stop waiting for it. Likewise
   an ACK that will never come from a departed peer is treated as received (YCTs that
   waited only on it are sent), and unsent messages to it are dropped and counted in
-  ``stats["undeliverable"]``. A message of the departed peer still in flight could then be
-  overtaken; the trace shows it if it happens.
+  ``stats["undeliverable"]``, as is a message that reaches the head of OB after its
+  destination left (it was addressed while the destination was a member): sent, its ACK
+  would be awaited for ever, and with it every YCT. A message of the departed peer still
+  in flight could then be overtaken; the trace shows it if it happens.
 * **A member that joins while others are in secret mode.** The paper's group is fixed;
   here UNACK, EAGER_SENT and MODE only ever name members that existed when the entry was
   made, and each eager send fixes, at that moment, the ACKs its YCT waits for. A newcomer

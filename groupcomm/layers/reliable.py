@@ -22,7 +22,10 @@ tables) and the ack/resend loop of trcb_base; our own code:
   per-peer queue and leave as acknowledgements free the window (the communicator
   bounds what applications can queue, see ``max_pending``).
 * When a peer leaves, everything kept for it (in flight, queued, out-of-order) is
-  dropped: there is nobody left to deliver it to or from.
+  dropped: there is nobody left to deliver it to or from. A frame that reaches the
+  layer addressed to it afterwards (the application addressed it before the departure
+  was processed) is not sent either: it is reported undeliverable and counted in
+  ``stats["to_departed"]`` instead of being retransmitted for ever.
 """
 
 from __future__ import annotations
