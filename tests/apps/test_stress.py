@@ -63,7 +63,7 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
     assert_clean(result)
 
 
-@pytest.mark.parametrize("causality", ["matrix", "cykas"])
+@pytest.mark.parametrize("causality", ["matrix", "cykas", "mfss"])
 def test_stress_churn_late_join_leave_restart_and_false_suspicion(causality: str) -> None:
     # rate-limited so that the traffic spans the churn (about 12 s of it)
     result = stress("--processes", "5", "--messages", "1500", "--rate", "25",
