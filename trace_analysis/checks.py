@@ -195,9 +195,8 @@ def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
     if absent:
         lookup = SendLookup(sends)
         for process in absent:
-            ids = lookup.msg.filter(lookup.addressed_to(process))
             pairs += [(msg, process) for msg in
-                      ids.take(pc.sort_indices(ids)[:limit]).to_pylist()]
+                      lookup.smallest_ids(lookup.addressed_to(process), limit)]
     return sorted(pairs)[:limit]
 
 

@@ -88,6 +88,15 @@ class SendLookup:
             self._dest_masks = {process: mask}  # one process at a time per group
         return mask
 
+    def smallest_ids(self, chosen: Any, limit: int) -> list[str]:
+        """The ``limit`` smallest message ids among the sends marked in ``chosen`` (a
+        boolean array over the index), ascending."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ids = self.msg.filter(pa.array(chosen, pa.bool_()))
+        return ids.take(pc.sort_indices(ids)[:limit]).to_pylist()
+
 
 #: per worker process: the lookup of the analysis being run (token -> lookup); one at a
 #: time, so a reused worker does not keep an earlier analysis's sends
@@ -187,8 +196,7 @@ def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -
         unreached[rows[in_dests & has_send & (copy == 1)]] = False
         undelivered[0] = int(unreached.sum())
         if undelivered[0] and samples > 0:
-            ids = lookup.msg.filter(pa.array(unreached))
-            missing_msgs[0] = ids.take(pc.sort_indices(ids)[:samples]).to_pylist()
+            missing_msgs[0] = lookup.smallest_ids(unreached, samples)
     elif n:
         undelivered[0] = 0
 
