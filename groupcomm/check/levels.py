@@ -79,6 +79,8 @@ class LevelSearch:
         self.resumed_within_level = 0
         self.checkpoints = 0
         self._last_checkpoint = self._start = self._last_report = 0.0
+        self._level_start = 0.0
+        self._level_skipped = 0  # states of this level expanded before a checkpoint
         self._states_at_start = 0
 
     # -- the search ------------------------------------------------------------------------
@@ -204,9 +206,12 @@ class LevelSearch:
         level_size = len(frontier)
         done = 0
         self._level_start = time.perf_counter()
+        self._level_skipped = skip
         for record in frontier.drain():
             if done < skip:  # expanded before the checkpoint this search resumed from
                 done += 1
+                if done == skip:  # the level's rate counts this process's work only
+                    self._level_start = time.perf_counter()
                 continue
             state = unpack(record)
             done += 1
@@ -300,5 +305,9 @@ class LevelSearch:
             "seconds": elapsed,
             "rate": (self.states - self._states_at_start) / elapsed if elapsed else 0.0,
             "seconds_in_level": now - self._level_start,
+            # states of the level expanded per second by this process (a resumed level's
+            # states skipped up to its checkpoint are not counted: they cost nothing)
+            "level_rate": max(done - self._level_skipped, 0) / max(now - self._level_start,
+                                                                   1e-9),
             "visited_bytes": self.visited.nbytes, "peak_rss_bytes": peak_rss_bytes(),
             "collision_probability": collision_probability(self.states)})

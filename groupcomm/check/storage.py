@@ -2,9 +2,11 @@
 frontier packed (and spilled to disk), and checkpoints between levels.
 
 * :class:`FingerprintSet` keeps 64-bit fingerprints in sorted ``uint64`` runs merged
-  like a log-structured tree: 8 bytes per class at rest, at most twice that for the
-  moment two runs merge. Lookups go a batch at a time (``numpy.searchsorted`` in each
-  run), so the search asks about thousands of successors per call.
+  like a log-structured tree: 8 bytes per class, also while runs merge (a smaller run is
+  merged into a larger one in place, from the back, a bounded chunk at a time, so a
+  billion classes need 8 GB and not the 20 GB a concatenate-and-sort would touch at
+  its peak). Lookups go a batch at a time (``numpy.searchsorted`` in each run), so the
+  search asks about thousands of successors per call.
 * :class:`Frontier` holds one BFS level's packed states as length-prefixed records in a
   ``bytearray``; past its memory budget it writes them to a file and reads them back in
   order, so a frontier of tens of millions of states costs disk, not memory.
@@ -42,10 +44,22 @@ def collision_probability(classes: int) -> float:
     return min(1.0, classes * (classes - 1) / 2 ** 65)
 
 
+def _without_hugepage_advice() -> None:
+    """Stop NumPy advising transparent huge pages for the arrays it allocates from now on
+    in this process (what ``NUMPY_MADVISE_HUGEPAGE=0`` does at import). A run grows in
+    place by ``realloc``; on this kernel a block advised so is copied when it moves, which
+    briefly doubles a run of gigabytes, and the binary searches measured no slower on
+    ordinary pages."""
+    setter = getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
+    if setter is not None:
+        setter(False)
+
+
 class FingerprintSet:
     """A set of unsigned 64-bit fingerprints, asked and filled a batch at a time."""
 
     def __init__(self) -> None:
+        _without_hugepage_advice()  # before any run is allocated
         self._runs: list[np.ndarray] = []
         self._count = 0
 
@@ -80,10 +94,7 @@ class FingerprintSet:
         runs = self._runs
         while len(runs) > 1 and len(runs[-2]) < 2 * len(runs[-1]):
             last = runs.pop()
-            before = runs.pop()
-            merged = np.concatenate((before, last))
-            merged.sort(kind="stable")
-            runs.append(merged)
+            runs[-1] = merge_into(runs[-1], last)
 
     def __contains__(self, key: int) -> bool:
         probe = np.array([key], dtype=np.uint64)
@@ -94,9 +105,12 @@ class FingerprintSet:
         return False
 
     def save(self, path: Path) -> None:
-        merged = np.concatenate(self._runs) if self._runs else np.empty(0, np.uint64)
-        merged.sort()
-        np.save(path, merged)
+        # one sorted run, written as it lies (no copy of a possibly huge array)
+        runs = self._runs
+        while len(runs) > 1:
+            last = runs.pop()
+            runs[-1] = merge_into(runs[-1], last)
+        np.save(path, runs[0] if runs else np.empty(0, np.uint64))
 
     @classmethod
     def load(cls, path: Path) -> FingerprintSet:
@@ -109,6 +123,39 @@ class FingerprintSet:
             found._count = len(run)
         return found
 
+
+#: fingerprints sorted per step of :func:`merge_into` (32 MB of each side at most)
+MERGE_CHUNK = 1 << 22
+
+
+def merge_into(run: np.ndarray, other: np.ndarray, chunk: int = MERGE_CHUNK) -> np.ndarray:
+    """The sorted union of two sorted ``uint64`` runs with no value in common, built in
+    ``run``'s memory: it is grown in place (``realloc``, which moves the pages of a large
+    block instead of copying them) and filled from the back, each step placing every
+    value at or above a threshold chosen so that at most ``chunk`` come from each run:
+    the extra memory is two chunks whatever the sizes. ``run`` may not be used after
+    the call (its buffer belongs to the result)."""
+    i, j = len(run), len(other)
+    if j == 0:
+        return run
+    if not (run.flags.owndata and run.flags.c_contiguous):
+        run = run.copy()
+    run.resize(i + j, refcheck=False)  # nothing holds a view of a run between calls
+    k = i + j
+    while j:
+        # the chunk-th largest value left in either run (0 when a run has no more than
+        # a chunk left): `chunk` values of one run are at or above it, at most as many
+        # of the other
+        threshold = max(run[i - chunk] if i > chunk else 0,
+                        other[j - chunk] if j > chunk else 0)
+        i0 = int(np.searchsorted(run[:i], threshold)) if threshold else 0
+        j0 = int(np.searchsorted(other[:j], threshold)) if threshold else 0
+        piece = np.concatenate((run[i0:i], other[j0:j]))  # a copy: safe to overwrite
+        piece.sort(kind="stable")  # timsort: two sorted runs merge in one pass
+        run[k - len(piece):k] = piece  # k - len(piece) == i0 + j0 >= i0: read already
+        k -= len(piece)
+        i, j = i0, j0
+    return run
 
 class Frontier:
     """One BFS level of packed states (bytes), in memory up to ``budget`` bytes, then

@@ -126,7 +126,7 @@ def _config(args: argparse.Namespace) -> Any:
                 f"{info['rate']:,.0f} states/s, {info['seconds']:.0f} s")
         if "level" in info:  # compact storage: the level's progress and the memory
             done, size = info["level_done"], info["level_size"]
-            rate = done / max(info["seconds_in_level"], 1e-9)
+            rate = info["level_rate"]
             left = (size - done) / rate if rate else 0.0
             line += (f"; level {info['level']}: {done:,}/{size:,} expanded, ends in "
                      f"~{left:.0f} s, next level {info['next_level']:,} so far; visited "

@@ -74,8 +74,36 @@ def test_compact_storage_reports_progress_by_level() -> None:
     assert result.result == "ok" and seen
     last = seen[-1]
     assert {"level", "level_done", "level_size", "next_level", "visited_bytes",
-            "peak_rss_bytes", "collision_probability"} <= set(last)
+            "peak_rss_bytes", "collision_probability", "level_rate"} <= set(last)
     assert 0 < last["collision_probability"] < 1e-9
+    assert last["level_rate"] * last["seconds_in_level"] == pytest.approx(last["level_done"])
+
+
+def test_a_level_resumed_in_its_middle_is_timed_from_its_first_new_state(
+        tmp_path, monkeypatch) -> None:
+    """The states of a level expanded before its checkpoint are skipped in a moment on
+    resuming; counted in the level's rate, they made the estimate of what is left far
+    too short. The rate counts the states this process expanded itself."""
+    import groupcomm.check.levels as levels
+
+    monkeypatch.setattr(levels, "BATCH", 2000)  # checkpoints in the middle of levels
+    # both searches run in this process, so they hash alike whatever its seed is; the
+    # variable only lets the checkpoint be written (the command sets it for real)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    options = {"reduce": True, "compact": True, "symmetry": True, "checkpoint": tmp_path,
+               "checkpoint_interval": 0.0}
+    stopped = run("cykas", 3, 2, max_states=60_000, **options)
+    assert stopped.result == "incomplete"
+    seen: list[dict] = []
+    resumed = run("cykas", 3, 2, progress=seen.append, progress_interval=0.0, **options)
+    skipped = resumed.config["resumed_within_level"]
+    assert skipped > 0
+    first_level = [info for info in seen if info["level"] == resumed.config["resumed_at_level"]]
+    assert first_level
+    for info in first_level:
+        expanded_here = info["level_done"] - skipped
+        assert info["level_rate"] * info["seconds_in_level"] == pytest.approx(
+            max(expanded_here, 0), abs=1e-6)
 
 
 def test_packed_states_unpack_to_equal_states() -> None:

@@ -7,7 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from groupcomm.check.storage import FingerprintSet, Frontier, collision_probability
+from groupcomm.check.storage import (
+    FingerprintSet,
+    Frontier,
+    collision_probability,
+    merge_into,
+)
 
 
 def test_fingerprints_behave_like_a_python_set() -> None:
@@ -28,12 +33,73 @@ def test_fingerprints_behave_like_a_python_set() -> None:
     assert all(key in found for key in list(plain)[:50]) and 12345 not in found
 
 
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_run_merged_in_place_is_the_sorted_union(seed: int) -> None:
+    """The merge writes into the first run's (grown) memory from the back, a few values
+    at a time: any sizes, any interleaving, the value 0, chunks of one value."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64 - 1, int(rng.integers(0, 300)), dtype=np.uint64,
+                          endpoint=True)
+    if seed % 4 == 0:
+        values = np.append(values, np.uint64(0))
+    if seed % 5 == 0:  # one run entirely above the other
+        values = np.arange(int(rng.integers(1, 50)), dtype=np.uint64) * 3
+    values = np.unique(values)
+    rng.shuffle(values)
+    cut = int(rng.integers(0, len(values) + 1))
+    run, other = np.sort(values[:cut]), np.sort(values[cut:])
+    if seed % 3 == 0:
+        run = run[::-1][::-1]  # a view, not owning its memory: copied first
+    merged = merge_into(run, other, chunk=int(rng.integers(1, 12)))
+    assert merged.tolist() == sorted(values.tolist())
+
+
+_PEAK_OF_A_MERGE = """
+import sys
+from pathlib import Path
+import numpy as np
+from groupcomm.check.storage import FingerprintSet, merge_into
+
+def kb(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+FingerprintSet()  # the set's process settings, as in a search
+run = np.arange(0, 16_000_000, 2, dtype=np.uint64)   # 8M even values, 64 MB
+other = np.arange(1, 8_000_000, 2, dtype=np.uint64)  # 4M odd values among them, 32 MB
+Path("/proc/self/clear_refs").write_text("5")  # the kernel's peak := the current RSS
+before = kb("VmRSS")
+merged = merge_into(run, other, chunk=1 << 18)
+ordered = bool(np.all(merged[1:] > merged[:-1]))
+print((kb("VmHWM") - before) / 1024, len(merged), ordered)
+"""
+
+
+def test_a_big_merge_needs_no_more_than_the_result_and_the_smaller_run() -> None:
+    """Merging a run of 8M fingerprints (64 MB) with one of 4M (32 MB) grows the first in
+    place: the peak rises by the growth (32 MB) and two chunks, not by a concatenated
+    copy of both (96 MB; 91 MB measured with concatenate-and-sort). A fresh process, so
+    that no freed memory of another test is reused and hides a copy."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PEAK_OF_A_MERGE], capture_output=True,
+                          text=True, timeout=120, check=True)
+    grown_mb, size, ordered = done.stdout.split()
+    assert (int(size), ordered) == (12_000_000, "True")
+    assert float(grown_mb) < 56, f"the peak grew by {grown_mb} MB"
+
 def test_fingerprints_survive_save_and_load(tmp_path) -> None:
     found = FingerprintSet()
     found.add_new(np.arange(1000, dtype=np.uint64) * 7919)
+    for start in range(1, 4):  # several runs: saved as one
+        found.add_new(np.arange(start * 10**7, start * 10**7 + 50, dtype=np.uint64))
     found.save(tmp_path / "visited.npy")
+    assert len(found) == 1150 and 3 * 10**7 + 49 in found and 7919 in found
     loaded = FingerprintSet.load(tmp_path / "visited.npy")
-    assert len(loaded) == 1000
+    assert len(loaded) == 1150 and 10**7 + 3 in loaded
     assert loaded.add_new(np.array([7919, 3], dtype=np.uint64)).tolist() == [1]
 
 
