@@ -25,6 +25,14 @@ that change"):
   barrier for frames between other members.
 * Sends go to the members the sender knows at that moment (each single other one, or
   all of them for broadcast-only modules).
+* ``("send-racing", p, dests, notice)``: a send whose destination leaves while it waits
+  to be processed. In a communicator the application's thread tags a send (the node
+  checks the destinations against the members it knows then) and the I/O thread runs it
+  through the send pipeline later, and may process a departure in between. When the
+  departure notice of a member among ``dests`` could arrive at ``p`` and ``p`` has a
+  send left, one transition runs the three in that order on ``p``'s real node: tag,
+  process the notice, send pipeline. (A sender-side module that sent such a message
+  anyway waited for ever for an acknowledgement from a departed member.)
 
 The properties are those of :mod:`groupcomm.check.model`, over the messages addressed to
 each process while it was a member; in a terminal state every message owed to a process
@@ -40,7 +48,8 @@ from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
-from groupcomm.check.state import Violation
+from groupcomm.check.state import Violation, describe_action
+from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage
 from groupcomm.wire.envelopes import decode_received
 
@@ -52,6 +61,8 @@ JOIN = b"J"
 LEFT = b"L"
 #: the snapshot of a process that has left
 GONE = ("gone",)
+#: the transition of a send whose destination leaves while it is queued (module doc)
+RACING = "send-racing"
 #: appended to the source of a frame transmitted after a departure, while frames of the
 #: departed process to the same destination are still in flight (they arrive first)
 AFTER = "\x00"
@@ -150,7 +161,26 @@ class ChurnModel(Model):
     def actor(action: tuple) -> tuple[str, Any]:
         if action[0] == "join":
             return action[1], action[2]
+        if action[0] == RACING:
+            return action[1], (action[2], action[3])
         return Model.actor(action)
+
+    def racing_sends(self, state: tuple) -> list[tuple[tuple, tuple]]:
+        """``(action, network without the notice)`` for each send that may race a
+        departure (module doc): a departure notice that may arrive at a process with a
+        send left, and each destination choice of that send that includes the leaver."""
+        truth = state[2]
+        found = []
+        for s, d, f, rest in self.arrivals(state[1]):
+            if notice_kind(f) != LEFT:
+                continue
+            i = self.index[d]
+            left = truth[i][0]
+            if left:
+                for dests in self.send_options(state, i, left):
+                    if s in dests:
+                        found.append(((RACING, d, dests, f), rest))
+        return found
 
     def membership_actions(self, state: tuple) -> list[tuple]:
         snaps = state[0]
@@ -166,15 +196,17 @@ class ChurnModel(Model):
         return actions
 
     def enabled(self, state: tuple) -> list[tuple]:
-        return super().enabled(state) + self.membership_actions(state)
+        return (super().enabled(state) + self.membership_actions(state)
+                + [action for action, _ in self.racing_sends(state)])
 
     def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
         if actors is not None:
             raise ValueError("persistent sets are not available with joins and departures")
         yield from super().successors(state)
-        for action in self.membership_actions(state):
+        moves = [(action, state[1]) for action in self.membership_actions(state)]
+        for action, network in moves + self.racing_sends(state):
             try:
-                nxt, text = self._run(state, action, state[1])
+                nxt, text = self._run(state, action, network)
             except Violation as violation:
                 violation.action = action
                 raise
@@ -183,6 +215,11 @@ class ChurnModel(Model):
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         if action[0] in ("join", "leave"):
             return self._run(state, action, state[1])
+        if action[0] == RACING:
+            for racing, network in self.racing_sends(state):
+                if racing == action:
+                    return self._run(state, action, network)
+            raise ValueError(f"transition {describe_action(action)} is not enabled")
         return super().apply(state, action)
 
     def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
@@ -246,7 +283,10 @@ class ChurnModel(Model):
             return self._leave(state, action[1], network)
         self._gone_now = self._departed(state[0])
         try:
-            nxt, text = super()._run(state, action, network)
+            if action[0] == RACING:
+                nxt, text = self._race(state, action, network)
+            else:
+                nxt, text = super()._run(state, action, network)
         finally:
             self._gone_now = set()
         if action[0] == "join":
@@ -255,6 +295,33 @@ class ChurnModel(Model):
             nxt = (nxt[0], self.add_frames(nxt[1], [(who, m, told) for m in members
                                                     if m != who]), nxt[2])
         return self._settle(nxt), text
+
+    def _race(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
+        """A racing send (module doc): the truth records the send, then judges what the
+        departure let the node deliver."""
+        snaps, _, truth = state
+        who, arg = self.actor(action)
+        i = self.index[who]
+        local = self.local_step(i, snaps[i], RACING, arg)
+        if local[0] == "violation":
+            raise Violation(local[1], local[2])
+        _, new_snap, frames, sent_msgs, got, text = local
+        left, vc, sent, delivered = truth[i]
+        own = list(vc)
+        new_sent = list(sent)
+        for dests, node_vc in sent_msgs:
+            own[i] += 1
+            if tuple(own) != node_vc:
+                raise Violation("exception", f"{who}: node clock {node_vc} differs from "
+                                f"the checker's {tuple(own)}")
+            new_sent.append((dests, node_vc))
+        clock = tuple(own)
+        for j, k, msg_id in got:
+            clock, delivered = self._judge(truth, i, j, k, msg_id, clock, delivered)
+        entry = (left - 1, clock, tuple(new_sent), delivered)
+        entry = self._truths.setdefault(entry, entry)
+        return ((snaps[:i] + (new_snap,) + snaps[i + 1:], self.add_frames(network, frames),
+                 truth[:i] + (entry,) + truth[i + 1:]), text)
 
     def _leave(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state
@@ -323,6 +390,8 @@ class ChurnModel(Model):
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         if kind == "send" or (kind == "arrive" and not is_notice(arg)):
             return super()._local_run(i, snap_id, kind, arg)
+        if kind == RACING:
+            return self._racing_run(i, snap_id, *arg)
         who = self.names[i]
         node = self._start_step(i, snap_id)
         got: list[tuple[int, int, str]] = []
@@ -350,6 +419,50 @@ class ChurnModel(Model):
             self._reset(node)
             return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
         return ("ok", self.intern(i, snap), tuple(self._outbox), (), tuple(got), text)
+
+    def _racing_run(self, i: int, snap_id: int, dests: tuple[str, ...], told: bytes) -> tuple:
+        """Node ``i`` tags a send to ``dests``, then processes the departure notice
+        ``told``, then runs the send through its pipeline (module doc)."""
+        who = self.names[i]
+        subject = told[3:].decode()
+        node = self._start_step(i, snap_id)
+        got: list[tuple[int, int, str]] = []
+        sent_msgs = []
+        try:
+            try:
+                messages = node.tag_sends(None, dests,
+                                          module_check=not self.config.bypass_refusal)
+            except CausalityError as error:
+                self._reset(node)
+                return ("violation", "refused",
+                        f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
+                        f"module refused it ({error}); the message can never be delivered")
+            node.client_left(subject)
+            unknown = self.collect_deliveries(got)
+            if unknown:
+                self._reset(node)
+                return ("violation", "exception", f"{who} delivered {unknown}, which no "
+                        "process sent")
+            before = len(self._delivered_now)
+            for message in messages:
+                clock = dict(message.vc)
+                sent_msgs.append((message.destinations,
+                                  tuple(clock.get(n, 0) for n in self.names)))
+            node.submit_many(messages)
+            if len(self._delivered_now) > before:
+                self._reset(node)
+                return ("violation", "exception", f"{who} delivered during its own send")
+            ids = ", ".join(m.message_id for m in messages)
+            text = (f"{who} sends {ids} to {', '.join(dests)}, then learns that {subject} "
+                    "left before the send reaches its module")
+            if got:
+                text += f" (delivers {', '.join(m for _, _, m in got)})"
+            snap = node.snapshot()
+        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
+            self._reset(node)
+            return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
+        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs), tuple(got),
+                text)
 
     # -- properties -----------------------------------------------------------------------
     def undelivered(self, state: tuple) -> list[str]:

@@ -46,11 +46,13 @@ def check(config: CheckConfig) -> CheckResult:
     # third of the CPU time at 3x3; same peak memory without it)
     collecting = gc.isenabled()
     gc.disable()
-    # the filters log what a session would want to hear about (a departed member's held
-    # messages, unsent messages dropped); repeated for every explored state it is noise
-    filters_log = logging.getLogger("filters")
-    level = filters_log.level
-    filters_log.setLevel(max(level, logging.ERROR))
+    # the filters and the node log what a session would want to hear about (a departed
+    # member's held messages, messages reported undeliverable); repeated for every
+    # explored state it is noise
+    quieted = [logging.getLogger(name) for name in ("groupcomm.filters", "groupcomm.core.node")]
+    levels = [log.level for log in quieted]
+    for log in quieted:
+        log.setLevel(max(log.level, logging.ERROR))
     try:
         if not config.reduce:
             return search(model, config, keep_paths=True)
@@ -61,7 +63,8 @@ def check(config: CheckConfig) -> CheckResult:
             result.seconds += seconds
         return result
     finally:
-        filters_log.setLevel(level)
+        for log, level in zip(quieted, levels, strict=True):
+            log.setLevel(level)
         if collecting:
             gc.enable()
 

@@ -47,6 +47,9 @@ def describe_action(action: tuple) -> str:
         return f"{action[1]} joins"
     if action[0] == "leave":
         return f"{action[1]} leaves"
+    if action[0] == "send-racing":
+        return (f"{action[1]} sends to {', '.join(action[2])} as it learns of a departure "
+                "(before the send reaches its module)")
     if action[3][:1] == b"\x00":
         what = "join" if action[3][2:3] == b"J" else "departure"
         return f"{action[2]} is told of a {what}"
