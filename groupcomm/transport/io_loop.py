@@ -33,6 +33,9 @@ TICK_INTERVAL = 0.02
 MAX_BACKLOG_FRAMES = 10_000
 #: How often, in seconds, a full socket or a paused inbox is looked at again.
 BACKLOG_RETRY = 0.01
+#: plain ints: the flag enums' ``&`` runs in Python, three enum calls per frame read
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 #: longest stretch (s) the I/O thread reads input before it turns to heartbeats, timers
 #: and sends: a flood of arrivals on a loaded machine must not make this client look dead
 READ_BUDGET = 0.05
@@ -74,8 +77,10 @@ class IOLoop:
         next_tick = time.monotonic() + TICK_INTERVAL
         try:
             while not self._stop:
-                # backpressure: stop reading while the application's inbox is full
-                want_read = self._inbox.qsize() < self.max_inbox
+                # backpressure: stop reading while the application's inbox is full (the
+                # length of its deque: qsize() takes the queue's lock on every turn, and
+                # a length read under the GIL is as good for a threshold)
+                want_read = len(self._inbox.queue) < self.max_inbox
                 if want_read != reading:
                     for socket in inputs:
                         if want_read:
@@ -188,7 +193,7 @@ class IOLoop:
                 return
             # asking whether more waits is cheaper than the exception of a recv that
             # finds nothing, which every frame of a request/response exchange would pay
-            more = socket.get(zmq.EVENTS) & zmq.POLLIN
+            more = socket.get(_EVENTS) & _POLLIN
             if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
                 # a notice, or an error with the relayed frame the server returned
                 self._handle_session_frame(parts[0], parts[1] if len(parts) == 2 else None)

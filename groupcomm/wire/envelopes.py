@@ -53,7 +53,7 @@ def encode_message(message: SentMessage, payload: tuple[int, bytes] | None = Non
     """The msgpack envelope of ``message`` (payload serialized unless given)."""
     user = message.user_message
     if isinstance(user, ControlMessage):
-        fmt, data = PAYLOAD_CONTROL, msgpack.packb((user.protocol, user.kind, user.about))
+        fmt, data = PAYLOAD_CONTROL, _packer().pack((user.protocol, user.kind, user.about))
     elif message.is_user_message() or user.travels_pickled:
         fmt, data = payload if payload is not None else dump_payload(user)
     else:
@@ -204,7 +204,7 @@ def pack_envelope(message: SentMessage) -> PackedEnvelope:
     """One message as a :data:`PackedEnvelope` (raises ``MessageError`` if it cannot travel)."""
     user = message.user_message
     if isinstance(user, ControlMessage):
-        fmt, data = PAYLOAD_CONTROL, msgpack.packb((user.protocol, user.kind, user.about))
+        fmt, data = PAYLOAD_CONTROL, _packer().pack((user.protocol, user.kind, user.about))
     elif isinstance(user, SystemMessage) and not user.travels_pickled:
         raise MessageError(f"{type(user).__name__} does not travel on the wire")
     else:

@@ -21,6 +21,7 @@ unchanged (receivers verify the original sender's signature).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import struct
@@ -110,6 +111,10 @@ class FrameCodec:
         if not isinstance(key, bytes) or len(key) < 16:
             raise ValueError("the session key must be at least 16 bytes")
         self._key = key
+        # the key schedule is computed once; each frame copies it (OpenSSL 3's one-shot
+        # HMAC looks the algorithm up and keys it on every call: about 2.9 us against
+        # 1.3 us for a copy, twice per frame, on every frame sent or received)
+        self._mac = hmac.new(key, digestmod=hashlib.sha256)
         self.max_frame = max_frame
         self.nonce = os.urandom(8)
         self._counter = 0
@@ -119,7 +124,9 @@ class FrameCodec:
         """Prefix ``body`` with nonce and counter and sign it (a pure function of state)."""
         self._counter += 1
         signed = _PREFIX.pack(MAGIC, self.nonce, self._counter) + body
-        return hmac.digest(self._key, signed, "sha256") + signed  # one-shot C HMAC
+        mac = self._mac.copy()
+        mac.update(signed)
+        return mac.digest() + signed
 
     def open(self, frame: bytes) -> tuple[bytes, bytes, int]:
         """Verify ``frame``; return ``(body, nonce, counter)`` or raise :class:`FrameRejected`."""
@@ -129,8 +136,9 @@ class FrameCodec:
         if size < HEADER_SIZE:
             raise FrameRejected("truncated", f"{size} bytes < header {HEADER_SIZE}")
         signature, signed = frame[:SIGNATURE_SIZE], frame[SIGNATURE_SIZE:]
-        expected = hmac.digest(self._key, signed, "sha256")
-        if not hmac.compare_digest(signature, expected):
+        mac = self._mac.copy()
+        mac.update(signed)
+        if not hmac.compare_digest(signature, mac.digest()):
             raise FrameRejected("bad_signature", "HMAC-SHA256 does not verify")
         magic, nonce, counter = _PREFIX.unpack_from(signed)
         if magic != MAGIC:
