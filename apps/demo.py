@@ -226,6 +226,11 @@ class TextRun(Run):
         alice, bob, carol = (self.people[n] for n in PEOPLE)
         t = {label: json.dumps(text) for label, text in self.scenario.texts.items()}
         alice.type(f"type {t['m1']}")
+        # carol types once alice's "Hello" is in alice's text: had carol's edit reached
+        # alice first (carol to alice is not delayed), alice would type after it, at the
+        # start, and "Hello" would come first in every copy
+        alice.type(f"wait-text {t['m1']} {self.timeout:g}")
+        alice.wait_line(lambda s: s.startswith("seen "), self.timeout, "Hello at alice")
         carol.type(f"type {t['m3']}")
         bob.type(f"wait-text {t['m1']} {self.timeout:g}")
         bob.wait_line(lambda s: s.startswith("seen "), self.timeout, "Hello at bob")
