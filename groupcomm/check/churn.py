@@ -307,18 +307,10 @@ class ChurnModel(Model):
             raise Violation(local[1], local[2])
         _, new_snap, frames, sent_msgs, got, text = local
         left, vc, sent, delivered = truth[i]
-        own = list(vc)
-        new_sent = list(sent)
-        for dests, node_vc in sent_msgs:
-            own[i] += 1
-            if tuple(own) != node_vc:
-                raise Violation("exception", f"{who}: node clock {node_vc} differs from "
-                                f"the checker's {tuple(own)}")
-            new_sent.append((dests, node_vc))
-        clock = tuple(own)
+        clock, new_sent = self.count_sends(i, vc, sent, sent_msgs)
         for j, k, msg_id in got:
             clock, delivered = self._judge(truth, i, j, k, msg_id, clock, delivered)
-        entry = (left - 1, clock, tuple(new_sent), delivered)
+        entry = (left - 1, clock, new_sent, delivered)
         entry = self._truths.setdefault(entry, entry)
         return ((snaps[:i] + (new_snap,) + snaps[i + 1:], self.add_frames(network, frames),
                  truth[:i] + (entry,) + truth[i + 1:]), text)
@@ -407,11 +399,9 @@ class ChurnModel(Model):
                 subject = arg[3:].decode()
                 node.client_left(subject)
                 text = f"{who} learns that {subject} left"
-            unknown = self.collect_deliveries(got)
-            if unknown:
-                self._reset(node)
-                return ("violation", "exception", f"{who} delivered {unknown}, which no "
-                        "process sent")
+            failed = self.unknown_delivered(node, who, got)
+            if failed is not None:
+                return failed
             if got:
                 text += f" (delivers {', '.join(m for _, _, m in got)})"
             snap = node.snapshot()
@@ -438,11 +428,9 @@ class ChurnModel(Model):
                         f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
                         f"module refused it ({error}); the message can never be delivered")
             node.client_left(subject)
-            unknown = self.collect_deliveries(got)
-            if unknown:
-                self._reset(node)
-                return ("violation", "exception", f"{who} delivered {unknown}, which no "
-                        "process sent")
+            failed = self.unknown_delivered(node, who, got)
+            if failed is not None:
+                return failed
             before = len(self._delivered_now)
             for message in messages:
                 clock = dict(message.vc)

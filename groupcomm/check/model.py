@@ -311,15 +311,8 @@ class Model:
         _, new_snap, frames, sent_msgs, got, text = local
         left, vc, sent, delivered = truth[i]
         if kind == "send":
-            own = list(vc)
-            new_sent = list(sent)
-            for dests, node_vc in sent_msgs:
-                own[i] += 1
-                if tuple(own) != node_vc:
-                    raise Violation("exception", f"{who}: node clock {node_vc} differs from "
-                                    f"the checker's {tuple(own)}")
-                new_sent.append((dests, node_vc))
-            new_truth_i = (left - 1, tuple(own), tuple(new_sent), delivered)
+            own, new_sent = self.count_sends(i, vc, sent, sent_msgs)
+            new_truth_i = (left - 1, own, new_sent, delivered)
         elif got:
             for j, k, msg_id in got:
                 vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
@@ -331,6 +324,19 @@ class Model:
         new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
         new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
         return (new_snaps, self.add_frames(network, frames), new_truth), text
+
+    def count_sends(self, i: int, vc: tuple, sent: tuple, sent_msgs: tuple) -> tuple[tuple, tuple]:
+        """Process ``i``'s clock and sent messages after the sends of one step, each
+        send's clock checked against the one its node gave it."""
+        own = list(vc)
+        new_sent = list(sent)
+        for dests, node_vc in sent_msgs:
+            own[i] += 1
+            if tuple(own) != node_vc:
+                raise Violation("exception", f"{self.names[i]}: node clock {node_vc} differs "
+                                f"from the checker's {tuple(own)}")
+            new_sent.append((dests, node_vc))
+        return tuple(own), tuple(new_sent)
 
     def local_step(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         """What node ``i`` in its interned state ``snap_id`` does on one input (an
@@ -454,11 +460,9 @@ class Model:
                 frame: bytes = arg
                 message = decode_received(frame, who)
                 node.receive(message)
-                unknown = self.collect_deliveries(got)
-                if unknown:
-                    self._reset(node)
-                    return ("violation", "exception",
-                            f"{who} delivered {unknown}, which no process sent")
+                failed = self.unknown_delivered(node, who, got)
+                if failed is not None:
+                    return failed
                 if isinstance(message.user_message, ControlMessage):
                     control = message.user_message
                     about = f" about {control.about}" if control.about else ""
@@ -479,6 +483,16 @@ class Model:
             return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
         return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
                 tuple(got), text)
+
+    def unknown_delivered(self, node: ProtocolNode, who: str,
+                          got: list[tuple[int, int, str]]) -> tuple | None:
+        """:meth:`collect_deliveries`; the step's violation if the node delivered a message
+        no process sent (the node's queued work dropped), else None."""
+        unknown = self.collect_deliveries(got)
+        if unknown is None:
+            return None
+        self._reset(node)
+        return ("violation", "exception", f"{who} delivered {unknown}, which no process sent")
 
     def collect_deliveries(self, got: list[tuple[int, int, str]]) -> str | None:
         """Append ``(sender index, send index, id)`` to ``got`` for each application
