@@ -49,7 +49,6 @@ from typing import Any
 from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
 from groupcomm.check.state import Violation, describe_action
-from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage
 from groupcomm.wire.envelopes import decode_received
 
@@ -382,15 +381,23 @@ class ChurnModel(Model):
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         if kind == "send" or (kind == "arrive" and not is_notice(arg)):
             return super()._local_run(i, snap_id, kind, arg)
-        if kind == RACING:
-            return self._racing_run(i, snap_id, *arg)
         who = self.names[i]
         node = self._start_step(i, snap_id)
         got: list[tuple[int, int, str]] = []
+        sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         try:
             if kind == "join":
                 node.client_joined(who, all_users=arg)
                 text = f"{who} joins (members {', '.join(arg)})"
+            elif kind == RACING:  # tag, the departure notice, then the send pipeline
+                dests, told = arg
+                subject = told[3:].decode()
+                result = self.send_step(node, who, dests, sent_msgs,
+                                        between=lambda: node.client_left(subject))
+                if type(result) is tuple:
+                    return result
+                text = f"{result}, then learns that {subject} left before the send reaches " \
+                    "its module"
             elif notice_kind(arg) == JOIN:
                 subject, _, members = arg[3:].decode().partition("|")
                 node.client_joined(subject, all_users=tuple(members.split(",")))
@@ -402,47 +409,6 @@ class ChurnModel(Model):
             failed = self.unknown_delivered(node, who, got)
             if failed is not None:
                 return failed
-            if got:
-                text += f" (delivers {', '.join(m for _, _, m in got)})"
-            snap = node.snapshot()
-        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
-            self._reset(node)
-            return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
-        return ("ok", self.intern(i, snap), tuple(self._outbox), (), tuple(got), text)
-
-    def _racing_run(self, i: int, snap_id: int, dests: tuple[str, ...], told: bytes) -> tuple:
-        """Node ``i`` tags a send to ``dests``, then processes the departure notice
-        ``told``, then runs the send through its pipeline (module doc)."""
-        who = self.names[i]
-        subject = told[3:].decode()
-        node = self._start_step(i, snap_id)
-        got: list[tuple[int, int, str]] = []
-        sent_msgs = []
-        try:
-            try:
-                messages = node.tag_sends(None, dests,
-                                          module_check=not self.config.bypass_refusal)
-            except CausalityError as error:
-                self._reset(node)
-                return ("violation", "refused",
-                        f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
-                        f"module refused it ({error}); the message can never be delivered")
-            node.client_left(subject)
-            failed = self.unknown_delivered(node, who, got)
-            if failed is not None:
-                return failed
-            before = len(self._delivered_now)
-            for message in messages:
-                clock = dict(message.vc)
-                sent_msgs.append((message.destinations,
-                                  tuple(clock.get(n, 0) for n in self.names)))
-            node.submit_many(messages)
-            if len(self._delivered_now) > before:
-                self._reset(node)
-                return ("violation", "exception", f"{who} delivered during its own send")
-            ids = ", ".join(m.message_id for m in messages)
-            text = (f"{who} sends {ids} to {', '.join(dests)}, then learns that {subject} "
-                    "left before the send reaches its module")
             if got:
                 text += f" (delivers {', '.join(m for _, _, m in got)})"
             snap = node.snapshot()

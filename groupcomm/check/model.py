@@ -42,7 +42,7 @@ module runs past 500 lines (about 470 of code).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
@@ -429,6 +429,35 @@ class Model:
         self.step += 1
         return node
 
+    def send_step(self, node: ProtocolNode, who: str, dests: tuple[str, ...],
+                  sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
+                  between: Callable[[], None] | None = None) -> str | tuple:
+        """The application at ``who`` sends to ``dests``: the node tags the send, then
+        ``between`` runs if given (what the node does before the send reaches its send
+        pipeline; deliveries it makes are the caller's to collect), then the pipeline.
+        Appends each send's destinations and clock to ``sent_msgs``. Returns the step's
+        text, or its violation: the module refused the send, or the node delivered
+        during its own send."""
+        try:
+            # bypass_refusal: on purpose, without the module's destination check
+            messages = node.tag_sends(None, dests, module_check=not self.config.bypass_refusal)
+        except CausalityError as error:
+            self._reset(node)
+            return ("violation", "refused",
+                    f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
+                    f"module refused it ({error}); the message can never be delivered")
+        if between is not None:
+            between()
+        delivered_before = len(self._delivered_now)
+        for message in messages:
+            clock = dict(message.vc)
+            sent_msgs.append((message.destinations, tuple(clock.get(n, 0) for n in self.names)))
+        node.submit_many(messages)
+        if len(self._delivered_now) > delivered_before:
+            self._reset(node)
+            return ("violation", "exception", f"{who} delivered during its own send")
+        return f"{who} sends {', '.join(m.message_id for m in messages)} to {', '.join(dests)}"
+
     def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
         who = self.names[i]
         node = self._start_step(i, snap_id)
@@ -436,26 +465,10 @@ class Model:
         got: list[tuple[int, int, str]] = []
         try:
             if kind == "send":
-                dests: tuple[str, ...] = arg
-                try:
-                    # bypass_refusal: on purpose, without the module's destination check
-                    messages = node.tag_sends(None, dests,
-                                              module_check=not self.config.bypass_refusal)
-                except CausalityError as error:
-                    self._reset(node)
-                    return ("violation", "refused",
-                            f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
-                            f"module refused it ({error}); the message can never be delivered")
-                for message in messages:
-                    clock = dict(message.vc)
-                    sent_msgs.append((message.destinations,
-                                      tuple(clock.get(n, 0) for n in self.names)))
-                node.submit_many(messages)
-                if self._delivered_now:
-                    self._reset(node)
-                    return ("violation", "exception", f"{who} delivered during its own send")
-                ids = ", ".join(m.message_id for m in messages)
-                text = f"{who} sends {ids} to {', '.join(dests)}"
+                result = self.send_step(node, who, arg, sent_msgs)
+                if type(result) is tuple:
+                    return result
+                text = result
             else:
                 frame: bytes = arg
                 message = decode_received(frame, who)
