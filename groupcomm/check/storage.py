@@ -2,10 +2,10 @@
 frontier packed (and spilled to disk), and checkpoints between levels.
 
 * :class:`FingerprintSet` keeps 64-bit fingerprints in sorted ``uint64`` runs merged
-  like a log-structured tree: 8 bytes per class, also while runs merge (a smaller run is
-  merged into a larger one in place, from the back, a bounded chunk at a time, so a
-  billion classes need 8 GB and not the 20 GB a concatenate-and-sort would touch at
-  its peak). Lookups go a batch at a time (``numpy.searchsorted`` in each run), so the
+  like a log-structured tree: 8 bytes per class at rest; a merge grows one run in place
+  by the other's size and fills it from the back a bounded chunk at a time, so a billion
+  classes need 8 GB plus the run being merged, not the 20 GB a concatenate-and-sort
+  would touch at its peak. Lookups go a batch at a time (``numpy.searchsorted`` in each run), so the
   search asks about thousands of successors per call.
 * :class:`Frontier` holds one BFS level's packed states as length-prefixed records in a
   ``bytearray``; past its memory budget it writes them to a file and reads them back in
@@ -88,11 +88,12 @@ class FingerprintSet:
             self._merge()
         return np.sort(first[fresh])
 
-    def _merge(self) -> None:
+    def _merge(self, everything: bool = False) -> None:
         # a run merges with the one before it while that one is not at least twice as
-        # long: O(log n) runs, each fingerprint moved O(log n) times
+        # long: O(log n) runs, each fingerprint moved O(log n) times (``everything``:
+        # down to one run)
         runs = self._runs
-        while len(runs) > 1 and len(runs[-2]) < 2 * len(runs[-1]):
+        while len(runs) > 1 and (everything or len(runs[-2]) < 2 * len(runs[-1])):
             last = runs.pop()
             runs[-1] = merge_into(runs[-1], last)
 
@@ -106,10 +107,8 @@ class FingerprintSet:
 
     def save(self, path: Path) -> None:
         # one sorted run, written as it lies (no copy of a possibly huge array)
+        self._merge(everything=True)
         runs = self._runs
-        while len(runs) > 1:
-            last = runs.pop()
-            runs[-1] = merge_into(runs[-1], last)
         np.save(path, runs[0] if runs else np.empty(0, np.uint64))
 
     @classmethod
@@ -132,9 +131,9 @@ def merge_into(run: np.ndarray, other: np.ndarray, chunk: int = MERGE_CHUNK) -> 
     """The sorted union of two sorted ``uint64`` runs with no value in common, built in
     ``run``'s memory: it is grown in place (``realloc``, which moves the pages of a large
     block instead of copying them) and filled from the back, each step placing every
-    value at or above a threshold chosen so that at most ``chunk`` come from each run:
-    the extra memory is two chunks whatever the sizes. ``run`` may not be used after
-    the call (its buffer belongs to the result)."""
+    value at or above a threshold chosen so that at most ``chunk`` come from each run.
+    Beyond the two runs, the memory used is ``run``'s growth (``other``'s size) and two
+    chunks. ``run`` may not be used after the call (its buffer belongs to the result)."""
     i, j = len(run), len(other)
     if j == 0:
         return run
