@@ -96,6 +96,9 @@ def build_model(config: CheckConfig, *, trace: bool = False) -> Model:
 class ChurnModel(Model):
     """:class:`Model` with joins, departures and the server's notices (module doc)."""
 
+    #: a racing send is a send, then the deliveries its departure notice allowed
+    send_kinds = ("send", RACING)
+
     def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
         names = config.names()
         for role, chosen in (("--join", config.late), ("--leave", config.leaving)):
@@ -282,10 +285,7 @@ class ChurnModel(Model):
             return self._leave(state, action[1], network)
         self._gone_now = self._departed(state[0])
         try:
-            if action[0] == RACING:
-                nxt, text = self._race(state, action, network)
-            else:
-                nxt, text = super()._run(state, action, network)
+            nxt, text = super()._run(state, action, network)
         finally:
             self._gone_now = set()
         if action[0] == "join":
@@ -294,25 +294,6 @@ class ChurnModel(Model):
             nxt = (nxt[0], self.add_frames(nxt[1], [(who, m, told) for m in members
                                                     if m != who]), nxt[2])
         return self._settle(nxt), text
-
-    def _race(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
-        """A racing send (module doc): the truth records the send, then judges what the
-        departure let the node deliver."""
-        snaps, _, truth = state
-        who, arg = self.actor(action)
-        i = self.index[who]
-        local = self.local_step(i, snaps[i], RACING, arg)
-        if local[0] == "violation":
-            raise Violation(local[1], local[2])
-        _, new_snap, frames, sent_msgs, got, text = local
-        left, vc, sent, delivered = truth[i]
-        clock, new_sent = self.count_sends(i, vc, sent, sent_msgs)
-        for j, k, msg_id in got:
-            clock, delivered = self._judge(truth, i, j, k, msg_id, clock, delivered)
-        entry = (left - 1, clock, new_sent, delivered)
-        entry = self._truths.setdefault(entry, entry)
-        return ((snaps[:i] + (new_snap,) + snaps[i + 1:], self.add_frames(network, frames),
-                 truth[:i] + (entry,) + truth[i + 1:]), text)
 
     def _leave(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state

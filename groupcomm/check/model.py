@@ -63,6 +63,9 @@ class Model:
     counterexample into trace files); searching runs with tracing off.
     """
 
+    #: transitions that are an application send (the truth counts them as one)
+    send_kinds: tuple[str, ...] = ("send",)
+
     def __init__(self, config: CheckConfig, *, trace: bool = False) -> None:
         self.config = config
         try:
@@ -310,16 +313,15 @@ class Model:
             raise Violation(local[1], local[2])
         _, new_snap, frames, sent_msgs, got, text = local
         left, vc, sent, delivered = truth[i]
-        if kind == "send":
-            own, new_sent = self.count_sends(i, vc, sent, sent_msgs)
-            new_truth_i = (left - 1, own, new_sent, delivered)
-        elif got:
-            for j, k, msg_id in got:
-                vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-            new_truth_i = (left, vc, sent, delivered)
-        else:  # nothing delivered: the truth does not change
+        if kind in self.send_kinds:  # an application send (the deliveries after it)
+            vc, sent = self.count_sends(i, vc, sent, sent_msgs)
+            left -= 1
+        elif not got:  # nothing sent or delivered: the truth does not change
             new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
             return (new_snaps, self.add_frames(network, frames), truth), text
+        for j, k, msg_id in got:
+            vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
+        new_truth_i = (left, vc, sent, delivered)
         new_truth_i = self._truths.setdefault(new_truth_i, new_truth_i)
         new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
         new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
