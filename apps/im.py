@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -93,6 +93,13 @@ class ChatScreen:
         with self._lock:
             self.history.append((message.sender, text, message.app_message_id))
             self._show(message.sender, message.sender, message.app_tag, text)
+
+    def send(self, send: Callable[[], list[SentMessage]], to_everyone: bool = False) -> None:
+        """Send and show it in one step under the screen's lock, so that the I/O thread
+        can neither deliver a note to oneself before its line nor take a newcomer's
+        snapshot that has the line without the send (or the send without the line)."""
+        with self._lock:
+            self.sent(send(), to_everyone)
 
     def sent(self, messages: list[SentMessage], to_everyone: bool = False) -> None:
         """Show what this person sent (numbered, so later messages can refer to it); a
@@ -263,7 +270,7 @@ class ChatApp:
                     if not name or not text.strip():
                         self.screen.line("usage: /to NAME text")
                     else:
-                        self.screen.sent(comm.send([name], Private(text.strip())))
+                        self.screen.send(lambda: comm.send([name], Private(text.strip())))
                 else:
                     self.screen.line(f"unknown command {command}; {HELP}")
             else:
@@ -271,10 +278,7 @@ class ChatApp:
                 if not others:
                     self.screen.line("* nobody else is here yet")
                 else:
-                    # sent and recorded in one step, so that a newcomer's snapshot
-                    # (taken on the I/O thread) has both or neither
-                    with self.screen._lock:  # noqa: SLF001 - the screen's own lock
-                        self.screen.sent(comm.send(comm.others, line), to_everyone=True)
+                    self.screen.send(lambda: comm.send(comm.others, line), to_everyone=True)
         except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
             self.screen.line(f"! {error}")
         return True
