@@ -89,22 +89,31 @@ def encode_clock(clock: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[int, 
 def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
     """Inverse of :func:`encode_clock`, validating the shape."""
     value = header(message, key, protocol)
-    where = f"{protocol}: header {key!r} of {message.message_id} from {message.sender}"
     if not (isinstance(value, tuple) and len(value) == 2):
-        raise ProtocolViolation(f"{where} must be a pair (names, counts), got {value!r:.80}")
+        raise ProtocolViolation(
+            f"{_where(message, key, protocol)} must be a pair (names, counts), got "
+            f"{value!r:.80}")
     names, counts = value
     if not (isinstance(names, tuple) and isinstance(counts, tuple)) or len(names) != len(
         counts
     ):
-        raise ProtocolViolation(f"{where}: names and counts must be tuples of equal length")
+        raise ProtocolViolation(f"{_where(message, key, protocol)}: names and counts must "
+                                "be tuples of equal length")
     # checked in C-level passes (this runs for every message that arrives with a clock);
     # the loop that says which entry is bad only runs for a bad one
     if not (_STR_ONLY.issuperset(map(type, names)) and all(names)
             and _INT_ONLY.issuperset(map(type, counts)) and (not counts or min(counts) >= 0)):
         for name, count in zip(names, counts, strict=True):
             if type(name) is not str or not name or type(count) is not int or count < 0:
-                raise ProtocolViolation(f"{where}: bad entry {name!r}: {count!r}")
+                raise ProtocolViolation(
+                    f"{_where(message, key, protocol)}: bad entry {name!r}: {count!r}")
     return dict(zip(names, counts, strict=True))
+
+
+def _where(message: GroupMessage, key: str, protocol: str) -> str:
+    """The start of a bad-metadata error (built only for a bad header: formatting it for
+    every message that arrives would cost more than checking it)."""
+    return f"{protocol}: header {key!r} of {message.message_id} from {message.sender}"
 
 
 def encode_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, ...], tuple]:
@@ -128,14 +137,17 @@ def encode_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, .
 def decode_matrix(message: GroupMessage, key: str, protocol: str) -> Matrix:
     """Inverse of :func:`encode_matrix`, validating the shape."""
     value = header(message, key, protocol)
-    where = f"{protocol}: header {key!r} of {message.message_id} from {message.sender}"
     if not (isinstance(value, tuple) and len(value) == 2):
-        raise ProtocolViolation(f"{where} must be a pair (names, entries), got {value!r:.80}")
+        raise ProtocolViolation(
+            f"{_where(message, key, protocol)} must be a pair (names, entries), got "
+            f"{value!r:.80}")
     names, flat = value
     if not (isinstance(names, tuple) and isinstance(flat, tuple)) or len(flat) % 3:
-        raise ProtocolViolation(f"{where}: names must be a tuple and entries index triples")
+        raise ProtocolViolation(f"{_where(message, key, protocol)}: names must be a tuple "
+                                "and entries index triples")
     if not (_STR_ONLY.issuperset(map(type, names)) and all(names)):
-        raise ProtocolViolation(f"{where}: names must be non-empty strings")
+        raise ProtocolViolation(
+            f"{_where(message, key, protocol)}: names must be non-empty strings")
     size = len(names)
     rows, columns, counts = flat[0::3], flat[1::3], flat[2::3]
     # checked in C-level passes (this runs for every message that arrives with a stamp);
@@ -148,7 +160,8 @@ def decode_matrix(message: GroupMessage, key: str, protocol: str) -> Matrix:
                 type(r) is int and type(c) is int and type(v) is int
                 and 0 <= r < size and 0 <= c < size and v >= 0
             ):
-                raise ProtocolViolation(f"{where}: bad entry {flat[i : i + 3]!r}")
+                raise ProtocolViolation(
+                    f"{_where(message, key, protocol)}: bad entry {flat[i : i + 3]!r}")
     matrix: Matrix = {}
     for r, c, v in zip(rows, columns, counts, strict=True):
         row = matrix.get(names[r])

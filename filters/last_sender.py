@@ -38,7 +38,7 @@ class LastSenderManager(CausalityManager):
         self.buffer: list[tuple[tuple, ReceivedMessage]] = []
 
     def stamp(self, message: SentMessage) -> SentMessage:
-        return message.with_headers(**{STAMP: self.last})  # type: ignore[return-value]
+        return message.with_header(STAMP, self.last)  # type: ignore[return-value]
 
     def accept(self, message: ReceivedMessage) -> None:
         if message.sender == self.host.name:

@@ -92,7 +92,7 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
         key = self._slot_of(message)
         if key is not None and self._latest.get(key) is entry:
             del self._latest[key]
-        self.forward(message.with_headers(**{SUPERSEDED: True}) if superseded else message)
+        self.forward(message.with_header(SUPERSEDED, True) if superseded else message)
 
     def held(self) -> list[ReceivedMessage]:
         return [entry[1] for entry in self._queue]

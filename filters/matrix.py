@@ -96,7 +96,7 @@ class MatrixManager(CausalityManager):
             encoded = (names, counts)
         else:
             encoded = (self._stamp_names, tuple(flat))
-        return message.with_headers(**{STAMP: encoded})  # type: ignore[return-value]
+        return message.with_header(STAMP, encoded)  # type: ignore[return-value]
 
     def _encoded_entry(self, row: str, column: str, count: int) -> None:
         """Keep the stamp's encoding in step with SENT[row][column] = count."""
@@ -120,14 +120,15 @@ class MatrixManager(CausalityManager):
                 f"{self.protocol}: stamp of {message.message_id} does not count the message "
                 f"itself (SENT[{sender}][{me}] = {own})"
             )
-        if own <= self.deliv.get(sender, 0) or any(
+        if own <= self.deliv.get(sender, 0) or self.buffer and any(
             m.message_id == message.message_id for m, _ in self.buffer
         ):
             self.count("duplicates")
             return
         if self._deliverable(sender, stamp):
             self._deliver(message, stamp)
-            self._drain()
+            if self.buffer:
+                self._drain()
         else:
             self.buffer.append((message, stamp))
             self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))

@@ -113,7 +113,7 @@ class MatrixDeltaManager(MatrixManager):
             delta = self.delta_for(dest)
             self.last_to[dest] = self.version
             copy = message.to((dest,)) if split else message
-            copies.append(copy.with_headers(**{STAMP: encode_matrix(delta)}))
+            copies.append(copy.with_header(STAMP, encode_matrix(delta)))
         return copies  # type: ignore[return-value]
 
     # -- receive side: matrix's accept, reading the delta header ----------------------

@@ -37,7 +37,7 @@ class ScalarIdManager(CausalityManager):
 
     def stamp(self, message: SentMessage) -> SentMessage:
         self.global_id += 1
-        return message.with_headers(**{STAMP: self.global_id})  # type: ignore[return-value]
+        return message.with_header(STAMP, self.global_id)  # type: ignore[return-value]
 
     def accept(self, message: ReceivedMessage) -> None:
         if message.sender == self.host.name:

@@ -132,7 +132,7 @@ class VectorManager(CausalityManager):
         seq = self.clock.get(me, 0) + 1
         self.clock[me] = seq
         log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
-        out = [message.with_headers(**{STAMP: encode_clock(self.clock)})]
+        out = [message.with_header(STAMP, encode_clock(self.clock))]
         addressed = set(message.destinations)
         for member in self.members:
             if member != me and member not in addressed:
@@ -157,13 +157,14 @@ class VectorManager(CausalityManager):
         if stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
             self.count("duplicates")
             return
-        if any(m.message_id == message.message_id for m, _ in self.buffer):
+        if self.buffer and any(m.message_id == message.message_id for m, _ in self.buffer):
             self.count("duplicates")
             return
         if self._deliverable(sender, stamp):
             log.debug("%s: VectorTimeStampedMessageDelivered %s", me, message.message_id)
             self._deliver(message, stamp)
-            self._drain()
+            if self.buffer or self.skips:
+                self._drain()
         else:
             log.debug("%s: VectorTimeStampedMessageBuffered %s", me, message.message_id)
             self.buffer.append((message, stamp))

@@ -218,10 +218,26 @@ class GroupMessage:
         merged.update(updates)
         return _with_headers(self, merged)
 
+    def with_header(self, key: str, value: HeaderValue) -> GroupMessage:
+        """A copy with the header ``key`` set to ``value`` (a send filter stamping: the
+        one-header form of :meth:`with_headers`, without building keyword arguments)."""
+        if not _valid_header_value(value):
+            _explain_header_value(value, f"header {key!r}")
+        headers = self.headers
+        if headers:
+            merged = dict(headers)
+            merged[key] = value
+        else:
+            merged = {key: value}
+        return _with_headers(self, merged)
+
     def without_headers(self, *names: str) -> GroupMessage:
         """A copy with the named headers removed (a receive filter consuming its stamp)."""
+        headers = self.headers
+        if len(headers) == 1 and len(names) == 1 and names[0] in headers:
+            return _with_headers(self, _EMPTY)  # the usual case: the module's one stamp
         return _with_headers(
-            self, {k: v for k, v in self.headers.items() if k not in names} or _EMPTY)
+            self, {k: v for k, v in headers.items() if k not in names} or _EMPTY)
 
     def replace(self, **changes: Any) -> GroupMessage:
         """A copy with fields changed (``dataclasses.replace``)."""
