@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Mapping
+from itertools import compress
 from typing import Any
 
 from groupcomm.core.causality import CausalityManager, ProtocolViolation
@@ -82,8 +83,12 @@ _STR_ONLY = frozenset({str})
 
 def encode_clock(clock: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """``(names, counts)`` of the non-zero entries, names sorted (canonical)."""
-    names = tuple(sorted(k for k, v in clock.items() if v))
-    return names, tuple(clock[k] for k in names)
+    # C-level passes (every send of vector stamps one)
+    names = sorted(clock)
+    counts = tuple(map(clock.__getitem__, names))
+    if 0 in counts:  # a member known to have sent nothing (a base of 0)
+        return tuple(compress(names, counts)), tuple(filter(None, counts))
+    return tuple(names), counts
 
 
 def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:

@@ -136,6 +136,13 @@ class FifoSendFilter(ModuleSendFilter):
     manager: FifoManager
 
     def on_user_message(self, message: SentMessage) -> None:
+        destinations = message.destinations
+        if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
+            sent = self.manager.sent
+            dest = destinations[0]
+            seq = sent[dest] = sent.get(dest, 0) + 1
+            self.forward(message.with_header(SEQ, seq))
+            return
         for copy in self.manager.stamp(message):
             self.forward(copy)
 

@@ -89,6 +89,13 @@ class VectorManager(CausalityManager):
         self.void: set[str] = set()
         #: the members when we joined (late): a process a base names beyond them is void
         self.joined_with: frozenset[str] = frozenset()
+        self._forget_stamp_names()
+
+    def _forget_stamp_names(self) -> None:
+        # the stamp's names, kept from one send to the next (see _encoded_clock)
+        self._stamp_names: tuple[str, ...] | None = None
+        self._stamp_zero_names: tuple[str, ...] = ()
+        self._stamp_clock_size = 0
 
     # -- membership ---------------------------------------------------------------------
     def client_joined(
@@ -132,7 +139,7 @@ class VectorManager(CausalityManager):
         seq = self.clock.get(me, 0) + 1
         self.clock[me] = seq
         log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
-        out = [message.with_header(STAMP, encode_clock(self.clock))]
+        out = [message.with_header(STAMP, self._encoded_clock())]
         addressed = set(message.destinations)
         for member in self.members:
             if member != me and member not in addressed:
@@ -140,6 +147,24 @@ class VectorManager(CausalityManager):
                 out.append(control_message(self, NAME, "skip", member,
                                            about=message.message_id, headers={SKIP: seq}))
         return out  # type: ignore[return-value]
+
+    def _encoded_clock(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """``encode_clock(self.clock)``, its sorted names kept between sends.
+
+        Entries are only added or raised, never removed or lowered (a restore replaces
+        the whole clock and forgets the names), so the non-zero names are the same as at
+        the last encoding while the clock has as many entries and the entries that were
+        zero still are; then only the counts are read again."""
+        clock = self.clock
+        names = self._stamp_names
+        if (names is not None and len(clock) == self._stamp_clock_size
+                and not any(map(clock.__getitem__, self._stamp_zero_names))):
+            return names, tuple(map(clock.__getitem__, names))
+        encoded = encode_clock(clock)
+        self._stamp_names = encoded[0]
+        self._stamp_zero_names = tuple(k for k, v in clock.items() if not v)
+        self._stamp_clock_size = len(clock)
+        return encoded
 
     # -- receive side -------------------------------------------------------------------
     def accept(self, message: ReceivedMessage) -> None:
@@ -293,6 +318,7 @@ class VectorManager(CausalityManager):
         (clock, buffer, skips, awaiting, void, joined_with,
          self.control_count) = snapshot  # type: ignore[misc]
         self.clock = dict(clock)
+        self._forget_stamp_names()
         self.buffer = [(m, dict(s)) for m, s in buffer]
         self.skips = {k: set(v) for k, v in skips}
         self.awaiting_base = set(awaiting)
@@ -343,8 +369,9 @@ class VectorModule(CausalityModule):
     def check_destinations(
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
-        others = {m for m in members if m != sender}
-        missing = others - set(destinations)
+        # C-level set operations: this runs for every send
+        missing = set(members).difference(destinations)
+        missing.discard(sender)
         if missing:
             raise CausalityError(
                 f"the vector module carries broadcasts only (to_others / to_all); this send "

@@ -54,7 +54,10 @@ def _valid_header_value(value: Any) -> bool:
         if _ATOM_TYPES.issuperset(map(type, value)):
             return True
         for item in value:  # a loop, not all(<generator>): stamps are nested tuples
-            if type(item) not in _ATOM_TYPES and not _valid_header_value(item):
+            if type(item) in _ATOM_TYPES or (
+                    type(item) is tuple and _ATOM_TYPES.issuperset(map(type, item))):
+                continue  # an atom, or a flat tuple of them (a clock's names or counts)
+            if not _valid_header_value(item):
                 return False
         return True
     return isinstance(value, _ATOMS)
@@ -221,7 +224,7 @@ class GroupMessage:
     def with_header(self, key: str, value: HeaderValue) -> GroupMessage:
         """A copy with the header ``key`` set to ``value`` (a send filter stamping: the
         one-header form of :meth:`with_headers`, without building keyword arguments)."""
-        if not _valid_header_value(value):
+        if type(value) not in _ATOM_TYPES and not _valid_header_value(value):
             _explain_header_value(value, f"header {key!r}")
         headers = self.headers
         if headers:

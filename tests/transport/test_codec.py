@@ -209,11 +209,28 @@ def test_bad_messages_in_a_packed_batch_are_refused_one_by_one() -> None:
         [*good[:5], 7, good[6]],                            # unknown payload format
         [*good[:6], b"\x80\x05not a pickle"],               # payload does not unpickle
         [*good[:3], b"\xc1", *good[4:]],                    # headers not msgpack
+        [*good[:3], ["f", 1], *good[4:]],                   # headers not a map
+        [*good[:3], {"f": {"x": 1}}, *good[4:]],            # a header value not allowed
     ]
     body = b"P" + msgpack.packb(["app", "s", "alice", entries], use_bin_type=True)
     _, _, _, got, errors = unpack_envelopes(body, "bob")
     assert [m.message_id for m in got] == ["alice#1"]
     assert len(errors) == len(entries) - 1
+    assert errors[-2] == "envelope headers must be a map"
+    assert errors[-1].startswith("headers of 'alice#1' malformed: header 'f' has type dict")
+
+
+def test_headers_travel_inside_the_batch_and_separately_packed_ones_are_accepted() -> None:
+    stamped = message(headers={"f": 7, "v": (("alice", "bob"), (1, 2))})
+    entry = msgpack.unpackb(next(iter(pack_envelopes([stamped], 1 << 20)))[1:],
+                            use_list=False)[3][0]
+    assert entry[3] == {"f": 7, "v": (("alice", "bob"), (1, 2))}  # a map, not bytes
+    older = [*entry[:3], msgpack.packb({"f": 7, "v": [["alice", "bob"], [1, 2]]}),
+             *entry[4:]]
+    body = b"P" + msgpack.packb(["app", "s", "alice", [older]], use_bin_type=True)
+    _, _, _, got, errors = unpack_envelopes(body, "bob")
+    assert errors == []
+    assert got[0].headers == {"f": 7, "v": (("alice", "bob"), (1, 2))}
 
 
 @pytest.mark.parametrize("body", [
