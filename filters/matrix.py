@@ -47,7 +47,12 @@ from groupcomm.core.causality import (
     ProtocolViolation,
 )
 from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import (
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    with_header_unchecked,
+)
 from groupcomm.filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
 
 log = logging.getLogger(__name__)
@@ -96,7 +101,7 @@ class MatrixManager(CausalityManager):
             encoded = (names, counts)
         else:
             encoded = (self._stamp_names, tuple(flat))
-        return message.with_header(STAMP, encoded)  # type: ignore[return-value]
+        return with_header_unchecked(message, STAMP, encoded)
 
     def _encoded_entry(self, row: str, column: str, count: int) -> None:
         """Keep the stamp's encoding in step with SENT[row][column] = count."""

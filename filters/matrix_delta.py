@@ -54,7 +54,7 @@ from groupcomm.core.causality import (
     ModuleSendFilter,
 )
 from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage, with_header_unchecked
 from groupcomm.filters._common import encode_matrix, freeze_clock, freeze_matrix
 from groupcomm.filters.matrix import MatrixManager
 
@@ -113,7 +113,7 @@ class MatrixDeltaManager(MatrixManager):
             delta = self.delta_for(dest)
             self.last_to[dest] = self.version
             copy = message.to((dest,)) if split else message
-            copies.append(copy.with_header(STAMP, encode_matrix(delta)))
+            copies.append(with_header_unchecked(copy, STAMP, encode_matrix(delta)))
         return copies  # type: ignore[return-value]
 
     # -- receive side: matrix's accept, reading the delta header ----------------------

@@ -55,7 +55,12 @@ from groupcomm.core.causality import (
     ProtocolViolation,
 )
 from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import (
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    with_header_unchecked,
+)
 from groupcomm.filters._common import (
     control_message,
     decode_clock,
@@ -139,14 +144,16 @@ class VectorManager(CausalityManager):
         seq = self.clock.get(me, 0) + 1
         self.clock[me] = seq
         log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
-        out = [message.with_header(STAMP, self._encoded_clock())]
-        addressed = set(message.destinations)
-        for member in self.members:
-            if member != me and member not in addressed:
-                # joined after this message was tagged: fill the number in its sequence
-                out.append(control_message(self, NAME, "skip", member,
-                                           about=message.message_id, headers={SKIP: seq}))
-        return out  # type: ignore[return-value]
+        out = [with_header_unchecked(message, STAMP, self._encoded_clock())]
+        missing = set(self.members).difference(message.destinations)
+        missing.discard(me)
+        if missing:
+            for member in self.members:
+                if member in missing:
+                    # joined after this message was tagged: fill the number in its sequence
+                    out.append(control_message(self, NAME, "skip", member,
+                                               about=message.message_id, headers={SKIP: seq}))
+        return out
 
     def _encoded_clock(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """``encode_clock(self.clock)``, its sorted names kept between sends.

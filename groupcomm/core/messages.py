@@ -437,6 +437,18 @@ def received_unchecked(
     return obj
 
 
+def with_header_unchecked(message: GroupMessage, key: str, value: HeaderValue) -> Any:
+    """:meth:`GroupMessage.with_header` for a value the caller vouches for: a module's own
+    encoding of its state (tuples of names and counts, built by the module on every send),
+    which checking again would cost a third of the copy."""
+    headers = message.headers
+    if headers:
+        merged = dict(headers)
+        merged[key] = value
+        return _with_headers(message, merged)
+    return _with_headers(message, {key: value})
+
+
 def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
     """A copy of ``message`` with ``headers`` (already checked) in place of its own.
 
