@@ -29,7 +29,12 @@ from groupcomm.core.causality import (
     ModuleSendFilter,
 )
 from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
+from groupcomm.core.messages import (
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    with_header_unchecked,
+)
 from groupcomm.filters._common import int_header
 
 log = logging.getLogger(__name__)
@@ -53,7 +58,7 @@ class FifoManager(CausalityManager):
             seq = self.sent.get(dest, 0) + 1
             self.sent[dest] = seq
             copy = message.to((dest,)) if len(message.destinations) > 1 else message
-            copies.append(copy.with_header(SEQ, seq))
+            copies.append(with_header_unchecked(copy, SEQ, seq))
         return copies
 
     def accept(self, message: ReceivedMessage) -> None:
@@ -141,7 +146,7 @@ class FifoSendFilter(ModuleSendFilter):
             sent = self.manager.sent
             dest = destinations[0]
             seq = sent[dest] = sent.get(dest, 0) + 1
-            self.forward(message.with_header(SEQ, seq))
+            self.forward(with_header_unchecked(message, SEQ, seq))
             return
         for copy in self.manager.stamp(message):
             self.forward(copy)

@@ -439,8 +439,8 @@ def received_unchecked(
 
 def with_header_unchecked(message: GroupMessage, key: str, value: HeaderValue) -> Any:
     """:meth:`GroupMessage.with_header` for a value the caller vouches for: a module's own
-    encoding of its state (tuples of names and counts, built by the module on every send),
-    which checking again would cost a third of the copy."""
+    encoding of its state, built on every send (a sequence number; tuples of names and
+    counts, whose check would cost a third of the copy)."""
     headers = message.headers
     if headers:
         merged = dict(headers)
