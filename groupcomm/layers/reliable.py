@@ -50,6 +50,8 @@ WINDOW = 4096
 MAX_SACK = 64
 #: Frames further ahead than this of the next expected one are dropped (and resent).
 RECEIVE_WINDOW = 8192
+#: departed members remembered (see ReliableManager.departed)
+DEPARTED_KEPT = 4096
 
 
 @dataclass
@@ -74,11 +76,15 @@ class ReliableManager:
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
-                      "too_far_ahead": 0}
+                      "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
         self._ack_ids = 0
-        #: members that left: a name never comes back (a returning member is NAME~2), so
-        #: a frame still addressed to one is undeliverable, not something to retransmit
-        self.departed: set[str] = set()
+        #: members that left, the latest DEPARTED_KEPT of them in order: a name never comes
+        #: back (a returning member is NAME~2), so a frame still addressed to one is
+        #: undeliverable, not something to retransmit. Such a frame was tagged before the
+        #: departure reached this member and is sent within a turn or two of the I/O loop,
+        #: so the names of long-gone members are not needed and the set stays bounded in a
+        #: long session with churn.
+        self.departed: OrderedDict[str, None] = OrderedDict()
         #: per peer: smoothed round trip and its variation (RFC 6298), from frames sent once
         self.srtt: dict[str, float] = {}
         self.rttvar: dict[str, float] = {}
@@ -99,15 +105,16 @@ class ReliableManager:
         unacked += list(self.waiting.get(client_name, ()))
         ids = [m.message_id for m in unacked if m.is_user_message()]
         if ids:
-            self.stats["unacknowledged_at_departure"] = (
-                self.stats.get("unacknowledged_at_departure", 0) + len(ids))
+            self.stats["unacknowledged_at_departure"] += len(ids)
             self.host.report_undeliverable(
                 ids, f"to {client_name} were not acknowledged before it left (they may "
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)
-        self.departed.add(client_name)
+        self.departed[client_name] = None
+        if len(self.departed) > DEPARTED_KEPT:
+            self.departed.popitem(last=False)
 
     # -- sending ------------------------------------------------------------------------
     def send(self, message: SentMessage) -> None:
@@ -122,7 +129,7 @@ class ReliableManager:
             if dest in self.departed:
                 # addressed before its departure was processed here: nobody will ever
                 # acknowledge it, and retransmitting it would go on for ever
-                self.stats["to_departed"] = self.stats.get("to_departed", 0) + 1
+                self.stats["to_departed"] += 1
                 if message.is_user_message():
                     self.host.report_undeliverable(
                         [message.message_id], f"to {dest} were not sent: it left")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcomm.core.selection import filter_creators
-from groupcomm.layers.reliable import MAX_RTO
+from groupcomm.layers.reliable import DEPARTED_KEPT, MAX_RTO
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c"]
@@ -93,6 +93,18 @@ def test_a_frame_addressed_before_the_departure_is_not_retransmitted_for_ever() 
     reliable = net.nodes["a"].shared["reliable"]
     assert reliable.stats["to_departed"] == 1 and "b" not in reliable.in_flight
     assert net.delivered_payloads("c") == ["to b, too late"]
+
+
+def test_the_departed_names_kept_are_bounded_and_the_newest() -> None:
+    net = lossy_network("none", 0.0, 0.0, 2)
+    reliable = net.nodes["a"].shared["reliable"]
+    assert reliable.stats["to_departed"] == 0
+    assert reliable.stats["unacknowledged_at_departure"] == 0
+    for i in range(DEPARTED_KEPT + 10):
+        reliable.client_left(f"gone{i}", "app")
+    assert len(reliable.departed) == DEPARTED_KEPT
+    assert "gone9" not in reliable.departed and "gone10" in reliable.departed
+    assert f"gone{DEPARTED_KEPT + 9}" in reliable.departed
 
 
 def test_loopback_copies_bypass_the_layer() -> None:
