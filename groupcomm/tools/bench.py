@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.tools.critical_path import describe, summarize
 
 
 def _payload(i: int, size: int) -> dict[str, Any]:
@@ -237,7 +238,7 @@ def waits_for_acknowledgements(causality: str) -> bool:
 
 # -- communicator ---------------------------------------------------------------------------
 def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
-                   causality: str, routing: str) -> None:
+                   causality: str, routing: str, timeline: bool = False) -> None:
     import threading
 
     from groupcomm.transport.communicator import Communicator
@@ -257,13 +258,21 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
     with Communicator("receiver", "bench", server=server, key_file=key_file,
                       routing=routing, causality=causality) as comm:
         comm.add_message_listener(on_message)
+        if timeline:
+            comm.frame_timeline = []
         ready_q.put("ready")
         done.wait(600)
-        result_q.put(("comm", state["first"], state["last"], state["n"], state["cpu"]))
+        # the last ACK leaves in the I/O thread's turn after the last delivery
+        deadline = time.monotonic() + 5
+        while comm.frame_timeline is not None and time.monotonic() < deadline and not (
+                comm.frame_timeline and comm.frame_timeline[-1][0] == "sent"):
+            time.sleep(0.01)
+        result_q.put(("comm", state["first"], state["last"], state["n"], state["cpu"],
+                      list(comm.frame_timeline or ())))
 
 
 def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
-                 routing: str, cpu_q: Any) -> None:
+                 routing: str, cpu_q: Any, timeline: bool = False) -> None:
     from groupcomm.transport.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
@@ -271,18 +280,22 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)
+        if timeline:
+            comm.frame_timeline = []
         cpu = time.process_time()
         for i in range(count):
             comm.to_user("receiver", _payload(i, size))
         # sender-side modules hold messages until ACKs come back: wait for all to leave
         comm.flush(timeout=600)
-        cpu_q.put(time.process_time() - cpu)
+        cpu_q.put((time.process_time() - cpu, list(comm.frame_timeline or ())))
         time.sleep(0.5)
 
 
 def run_communicator(count: int, size: int, causality: str = "none",
-                     routing: str = "direct") -> dict[str, float]:
-    """Rate and CPU per message through two communicators with forwarding pipelines."""
+                     routing: str = "direct", timeline: bool = False) -> dict[str, Any]:
+    """Rate and CPU per message through two communicators with forwarding pipelines;
+    with ``timeline``, also where one message's time goes (``critical_path``, see
+    :mod:`groupcomm.tools.critical_path`)."""
     from groupcomm.tools.procs import ServerProcess
     from groupcomm.transport.keys import write_new_key
 
@@ -293,22 +306,28 @@ def run_communicator(count: int, size: int, causality: str = "none",
         server = ServerProcess(key_file)
         ready_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         receiver = ctx.Process(target=_comm_receiver, args=(
-            server.address, str(key_file), ready_q, result_q, count, causality, routing))
+            server.address, str(key_file), ready_q, result_q, count, causality, routing,
+            timeline))
         sender = None
         try:
             receiver.start()
             ready_q.get(timeout=60)
             sender = ctx.Process(target=_comm_sender, args=(
-                server.address, str(key_file), count, size, causality, routing, cpu_q))
+                server.address, str(key_file), count, size, causality, routing, cpu_q,
+                timeline))
             sender.start()
-            _, first, last, received, receiver_cpu = result_q.get(timeout=600)
-            sender_cpu = cpu_q.get(timeout=600)
+            _, first, last, received, receiver_cpu, receiver_timeline = result_q.get(
+                timeout=600)
+            sender_cpu, sender_timeline = cpu_q.get(timeout=600)
         finally:
             _reap(sender, receiver)
             server.terminate()
     if received < count:
         raise RuntimeError(f"only {received}/{count} messages arrived")
-    return _measured(count, first, last, received, receiver_cpu, sender_cpu)
+    result: dict[str, Any] = _measured(count, first, last, received, receiver_cpu, sender_cpu)
+    if timeline:
+        result["critical_path"] = summarize(sender_timeline, receiver_timeline)
+    return result
 
 
 def build_parser() -> ArgumentParser:
@@ -334,6 +353,11 @@ def build_parser() -> ArgumentParser:
                              "modules whose senders wait for acknowledgements)")
     parser.add_argument("--round-trips", type=int, default=5000,
                         help="exchanges per round-trip measurement (default 5000)")
+    parser.add_argument("--critical-path", action="store_true",
+                        help="record when each frame is taken up and sent in both "
+                             "processes and split one message's time into turnaround "
+                             "in each process and transfer each way (modules whose "
+                             "senders wait for acknowledgements: mfss, cykas)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -347,12 +371,16 @@ def _run(args: argparse.Namespace) -> int:
     from groupcomm.core.registry import UnknownModuleError
 
     try:
-        round_trip = (args.round_trip == "yes" or args.round_trip == "auto"
-                      and waits_for_acknowledgements(args.causality))
+        acknowledged = waits_for_acknowledgements(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm bench: {error}") from None
+    round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
+    if args.critical_path and not acknowledged:
+        raise CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
+                       f"for acknowledgements (mfss, cykas); {args.causality} does not, so "
+                       "its frames are not answered one by one")
     raw_runs: list[dict[str, float]] = []
-    comm_runs: list[dict[str, float]] = []
+    comm_runs: list[dict[str, Any]] = []
     round_trips: list[float] = []
     polled_trips: list[float] = []
     for run in range(args.repeat):
@@ -364,11 +392,11 @@ def _run(args: argparse.Namespace) -> int:
             polled_trips.append(run_round_trip(args.round_trips, args.size, polled=True))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
-                                          args.routing))
+                                          args.routing, timeline=args.critical_path))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
 
-    def least(runs: list[dict[str, float]], side: str) -> float:
+    def least(runs: list[dict[str, Any]], side: str) -> float:
         return min(r[f"{side}_cpu_us"] for r in runs)  # the least disturbed run
 
     cpu = {
@@ -401,6 +429,8 @@ def _run(args: argparse.Namespace) -> int:
             "polled_round_trip_us": round(min(polled_trips) * 1e6, 1),
             "polled_fraction_of_round_trip_bound": round(rtt / min(polled_trips), 3),
         })
+    if args.critical_path:  # that of the fastest run
+        result["critical_path"] = max(comm_runs, key=lambda r: r["rate"])["critical_path"]
     if args.json:
         print(json.dumps(result))
     else:
@@ -420,6 +450,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"the same exchange waiting in a zmq.Poller: "
                   f"{result['polled_round_trip_us']:.1f} us, "
                   f"{result['polled_fraction_of_round_trip_bound']:.2f} of the bound")
+        if args.critical_path:
+            print(f"where one message's time goes (fastest run, "
+                  f"{1e6 / comm:.1f} us per message):")
+            for line in describe(result["critical_path"]):
+                print(line)
     return 0
 
 

@@ -166,6 +166,11 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self.codec = FrameCodec(resolved, max_frame=max_frame)
         self.rejects = RejectLog(f"communicator {name}")
         self.stats: Counter[str] = Counter()
+        #: when a list, the I/O thread appends ``("in", ns)`` as it takes up each message
+        #: frame and ``("send", ns)``, ``("sent", ns)`` around each frame it sends
+        #: (``time.perf_counter_ns``): the timeline ``groupcomm bench --critical-path``
+        #: reads. None (the default) records nothing.
+        self.frame_timeline: list[tuple[str, int]] | None = None
         # a context of our own (unless given one), so that close() can wait for frames
         # still queued in ZeroMQ to leave (context.term() honours the sockets' linger)
         self._own_context = context is None

@@ -10,6 +10,8 @@ the :class:`~groupcomm.transport.rejects.RejectLog` and dropped. Runs on the I/O
 
 from __future__ import annotations
 
+from time import perf_counter_ns
+
 from groupcomm.core.messages import MessageError
 from groupcomm.wire.envelopes import decode_batch, decode_received, unpack_envelopes
 from groupcomm.wire.frames import BATCH, MESSAGE, PACKED, FrameRejected, kind_of
@@ -21,6 +23,9 @@ class Inbound:
 
     def _handle_message_frame(self, frame: bytes, attested: bytes | None = None,
                               direct: bool = False) -> None:
+        timeline = self.frame_timeline
+        if timeline is not None:
+            timeline.append(("in", perf_counter_ns()))
         try:
             body, _, _ = self.codec.open(frame)
             head = kind_of(body)

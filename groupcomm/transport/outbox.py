@@ -171,11 +171,16 @@ class Outbox:
         """Send without blocking; what the socket cannot take now waits, in order."""
         backlog = self._backlogs.get(socket)
         if not backlog:
+            timeline = self.frame_timeline
+            if timeline is not None:
+                timeline.append(("send", time.perf_counter_ns()))
             try:
                 if len(parts) == 1:  # the common frame: one layer of pyzmq less
                     socket.send(parts[0], zmq.NOBLOCK)
                 else:
                     socket.send_multipart(parts, zmq.NOBLOCK)
+                if timeline is not None:
+                    timeline.append(("sent", time.perf_counter_ns()))
                 return
             except zmq.Again:
                 backlog = self._backlogs.setdefault(socket, deque())

@@ -123,7 +123,7 @@ def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
 
     result = subprocess.run(
         [sys.executable, "-m", "groupcomm.cli", "bench", "--causality", "mfss", "--messages",
-         "300", "--repeat", "1", "--round-trips", "300", "--json"],
+         "300", "--repeat", "1", "--round-trips", "300", "--critical-path", "--json"],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -136,6 +136,27 @@ def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
     # one message per round trip at most: a module that sent faster would not be waiting
     # for its acknowledgements (with a margin: the two are measured minutes apart)
     assert 0 < figures["fraction_of_round_trip_bound"] < 3
+    # where a message's time goes: every message frame answered by an ACK and back
+    path = figures["critical_path"]
+    for part in ("sender_turnaround", "sender_to_receiver", "receiver_turnaround",
+                 "receiver_to_sender"):
+        assert path[part]["n"] >= 290 and path[part]["median_us"] > 0
+        assert path[part]["p10_us"] <= path[part]["median_us"] <= path[part]["p90_us"]
+    for side in ("sender", "receiver"):
+        send_call = path[f"{side}_send_call"]["median_us"]
+        assert 0 < send_call <= path[f"{side}_turnaround"]["p90_us"]
+    assert path["sum_of_medians_us"] > 0
+
+
+def test_bench_critical_path_is_refused_for_modules_whose_frames_are_not_answered() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "bench", "--causality", "fifo",
+         "--critical-path"], capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--critical-path needs a module whose senders wait for acknowledgements" in (
+        result.stderr)
+    assert "Traceback" not in result.stderr
 
 
 def test_bench_round_trip_is_not_measured_for_modules_that_do_not_wait() -> None:

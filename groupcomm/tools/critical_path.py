@@ -1,0 +1,108 @@
+"""Where one message's time goes under a module whose sender waits for acknowledgements.
+
+Both communicators of ``groupcomm bench --critical-path`` record a frame timeline (see
+``Communicator.frame_timeline``): when the I/O thread takes up each message frame
+(``in``) and the moments around each frame it sends (``send``, ``sent``). With one message
+(or ACK) in flight, each frame in one process is answered by the next frame out, so the
+time of one message splits into
+
+* **turnaround** in each process: from taking up a frame to the end of the send of the
+  frame it caused (verify, decode, the module, delivery, the answer's encoding and
+  signature, and the send call itself, shown on its own as ``send call``);
+* **transfer** each way: from the end of a send in one process to the other taking up
+  the frame (libzmq's I/O threads, the kernel, and the wake-up of the polling thread).
+
+``perf_counter_ns`` reads the system's monotonic clock, the same in both processes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+Timeline = Sequence[tuple[str, int]]
+
+#: the parts of one message's time, in the order a message meets them
+PARTS = ("sender_turnaround", "sender_to_receiver", "receiver_turnaround",
+         "receiver_to_sender")
+
+
+def _stats(values_ns: list[int]) -> dict[str, float]:
+    if not values_ns:
+        return {"n": 0, "median_us": 0.0, "p10_us": 0.0, "p90_us": 0.0}
+    if len(values_ns) == 1:
+        low = high = values_ns[0]
+    else:
+        deciles = statistics.quantiles(values_ns, n=10)
+        low, high = deciles[0], deciles[-1]
+    return {"n": len(values_ns), "median_us": round(statistics.median(values_ns) / 1e3, 1),
+            "p10_us": round(low / 1e3, 1), "p90_us": round(high / 1e3, 1)}
+
+
+def turnarounds(timeline: Timeline) -> list[int]:
+    """From each frame taken up to the end of the next send after it (ns); a frame that
+    caused no send before the next one arrived is left out."""
+    found: list[int] = []
+    pending: int | None = None
+    for kind, at in timeline:
+        if kind == "in":
+            pending = at
+        elif kind == "sent" and pending is not None:
+            found.append(at - pending)
+            pending = None
+    return found
+
+
+def send_calls(timeline: Timeline) -> list[int]:
+    """The duration of each send call (ns)."""
+    found: list[int] = []
+    started: int | None = None
+    for kind, at in timeline:
+        if kind == "send":
+            started = at
+        elif kind == "sent" and started is not None:
+            found.append(at - started)
+            started = None
+    return found
+
+
+def transfers(source: Timeline, destination: Timeline) -> list[int]:
+    """From the end of each send in ``source`` to the first frame ``destination`` takes
+    up after it (ns)."""
+    arrivals = [at for kind, at in destination if kind == "in"]
+    found: list[int] = []
+    for kind, at in source:
+        if kind == "sent":
+            index = bisect.bisect_left(arrivals, at)
+            if index < len(arrivals):
+                found.append(arrivals[index] - at)
+    return found
+
+
+def summarize(sender: Timeline, receiver: Timeline) -> dict[str, Any]:
+    """Median, 10th and 90th percentile (µs) of each part of a message's time, and the
+    sum of the medians (close to the time per message when one is in flight)."""
+    parts = {
+        "sender_turnaround": _stats(turnarounds(sender)),
+        "sender_to_receiver": _stats(transfers(sender, receiver)),
+        "receiver_turnaround": _stats(turnarounds(receiver)),
+        "receiver_to_sender": _stats(transfers(receiver, sender)),
+        "sender_send_call": _stats(send_calls(sender)),
+        "receiver_send_call": _stats(send_calls(receiver)),
+    }
+    parts["sum_of_medians_us"] = round(sum(parts[p]["median_us"] for p in PARTS), 1)
+    return parts
+
+
+def describe(summary: dict[str, Any]) -> list[str]:
+    """Lines for a person: one per part, then the sum."""
+    lines = []
+    for part in (*PARTS, "sender_send_call", "receiver_send_call"):
+        stats = summary[part]
+        label = part.replace("_", " ")
+        lines.append(f"  {label:<22} median {stats['median_us']:7.1f} us  p10 "
+                     f"{stats['p10_us']:7.1f}  p90 {stats['p90_us']:7.1f}  (n={stats['n']})")
+    lines.append(f"  sum of the four medians: {summary['sum_of_medians_us']:.1f} us per message")
+    return lines

@@ -1,0 +1,39 @@
+"""Splitting one message's time from two frame timelines (groupcomm.tools.critical_path)."""
+
+from __future__ import annotations
+
+from groupcomm.tools.critical_path import send_calls, summarize, transfers, turnarounds
+
+# one machine, one clock (ns): the sender sends m1 at 100-110, the receiver takes it up at
+# 150, answers with an ACK sent at 190-200, the sender takes that up at 260 and sends m2
+# at 300-305; the receiver takes m2 up at 340 and its ACK leaves at 380-390
+SENDER = [("send", 100), ("sent", 110), ("in", 260), ("send", 300), ("sent", 305)]
+RECEIVER = [("in", 150), ("send", 190), ("sent", 200), ("in", 340), ("send", 380),
+            ("sent", 390)]
+
+
+def test_turnaround_runs_from_a_frame_taken_up_to_the_end_of_the_send_it_caused() -> None:
+    assert turnarounds(SENDER) == [45]
+    assert turnarounds(RECEIVER) == [50, 50]
+    # a frame that caused no send before the next arrived is not paired with a later one
+    assert turnarounds([("in", 0), ("in", 10), ("send", 12), ("sent", 15)]) == [5]
+
+
+def test_transfer_runs_from_the_end_of_a_send_to_the_next_frame_the_peer_takes_up() -> None:
+    assert transfers(SENDER, RECEIVER) == [40, 35]
+    assert transfers(RECEIVER, SENDER) == [60]  # the last ACK's arrival is not recorded
+    assert send_calls(SENDER) == [10, 5]
+
+
+def test_summary_gives_each_part_and_the_sum_of_the_medians() -> None:
+    summary = summarize(SENDER, RECEIVER)
+    assert summary["receiver_turnaround"] == {"n": 2, "median_us": 0.1, "p10_us": 0.1,
+                                              "p90_us": 0.1}
+    assert summary["sender_turnaround"]["n"] == 1
+    assert summary["receiver_to_sender"]["n"] == 1
+    assert summary["sum_of_medians_us"] == round(sum(
+        summary[p]["median_us"] for p in ("sender_turnaround", "sender_to_receiver",
+                                          "receiver_turnaround", "receiver_to_sender")), 1)
+    empty = summarize([], [])
+    assert empty["sender_turnaround"] == {"n": 0, "median_us": 0.0, "p10_us": 0.0,
+                                          "p90_us": 0.0}
