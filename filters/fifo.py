@@ -55,11 +55,14 @@ class FifoManager(CausalityManager):
     def stamp(self, message: SentMessage) -> list[SentMessage]:
         copies = []
         for dest in message.destinations:
-            seq = self.sent.get(dest, 0) + 1
-            self.sent[dest] = seq
             copy = message.to((dest,)) if len(message.destinations) > 1 else message
-            copies.append(with_header_unchecked(copy, SEQ, seq))
+            copies.append(with_header_unchecked(copy, SEQ, self.next_seq(dest)))
         return copies
+
+    def next_seq(self, dest: str) -> int:
+        """Count one more message to ``dest``; its number."""
+        seq = self.sent[dest] = self.sent.get(dest, 0) + 1
+        return seq
 
     def accept(self, message: ReceivedMessage) -> None:
         sender = message.sender
@@ -68,9 +71,7 @@ class FifoManager(CausalityManager):
             seq = int_header(message, SEQ, NAME, minimum=1)  # raises, saying what is wrong
         last = self.delivered.get(sender, 0)
         if seq == last + 1 and sender not in self.buffers:
-            # the usual case: the next number, and nothing held behind it to drain
-            self.delivered[sender] = seq
-            self.deliver_upstream(message.without_headers(SEQ))  # type: ignore[arg-type]
+            self._deliver(message)  # the usual case: the next number, nothing held to drain
             return
         buffer = self.buffers.setdefault(sender, {})
         if seq <= last or seq in buffer:
@@ -143,9 +144,7 @@ class FifoSendFilter(ModuleSendFilter):
     def on_user_message(self, message: SentMessage) -> None:
         destinations = message.destinations
         if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
-            sent = self.manager.sent
-            dest = destinations[0]
-            seq = sent[dest] = sent.get(dest, 0) + 1
+            seq = self.manager.next_seq(destinations[0])
             self.forward(with_header_unchecked(message, SEQ, seq))
             return
         for copy in self.manager.stamp(message):

@@ -226,13 +226,7 @@ class GroupMessage:
         one-header form of :meth:`with_headers`, without building keyword arguments)."""
         if type(value) not in _ATOM_TYPES and not _valid_header_value(value):
             _explain_header_value(value, f"header {key!r}")
-        headers = self.headers
-        if headers:
-            merged = dict(headers)
-            merged[key] = value
-        else:
-            merged = {key: value}
-        return _with_headers(self, merged)
+        return with_header_unchecked(self, key, value)  # type: ignore[no-any-return]
 
     def without_headers(self, *names: str) -> GroupMessage:
         """A copy with the named headers removed (a receive filter consuming its stamp)."""

@@ -41,13 +41,13 @@ def _stats(values_ns: list[int]) -> dict[str, float]:
             "p10_us": round(low / 1e3, 1), "p90_us": round(high / 1e3, 1)}
 
 
-def turnarounds(timeline: Timeline) -> list[int]:
-    """From each frame taken up to the end of the next send after it (ns); a frame that
-    caused no send before the next one arrived is left out."""
+def _spans(timeline: Timeline, start: str) -> list[int]:
+    """From each ``start`` entry to the end of the next send after it (ns); a start with
+    no send before the next start is left out."""
     found: list[int] = []
     pending: int | None = None
     for kind, at in timeline:
-        if kind == "in":
+        if kind == start:
             pending = at
         elif kind == "sent" and pending is not None:
             found.append(at - pending)
@@ -55,17 +55,15 @@ def turnarounds(timeline: Timeline) -> list[int]:
     return found
 
 
+def turnarounds(timeline: Timeline) -> list[int]:
+    """From each frame taken up to the end of the next send after it (ns); a frame that
+    caused no send before the next one arrived is left out."""
+    return _spans(timeline, "in")
+
+
 def send_calls(timeline: Timeline) -> list[int]:
     """The duration of each send call (ns)."""
-    found: list[int] = []
-    started: int | None = None
-    for kind, at in timeline:
-        if kind == "send":
-            started = at
-        elif kind == "sent" and started is not None:
-            found.append(at - started)
-            started = None
-    return found
+    return _spans(timeline, "send")
 
 
 def transfers(source: Timeline, destination: Timeline) -> list[int]:
