@@ -124,8 +124,11 @@ class Peer:
             import resource
 
             peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            # the deliveries first: a message held when held() is read and delivered just
+            # after would otherwise count both as delivered and as held at the end
+            delivered = dict(self.delivered)
             held = comm.held()
-            self.emit("stats", delivered=dict(self.delivered), peak_rss_mb=round(peak_kb / 1024, 1),
+            self.emit("stats", delivered=delivered, peak_rss_mb=round(peak_kb / 1024, 1),
                       counters=comm.counters(), held=len(held),
                       waiting_for=comm.waiting_for())
         elif op == "release":
