@@ -306,8 +306,7 @@ class ChurnModel(Model):
             kept = tuple(d for d in dests if (k, d) in reached)
             dropped += [f"{who}#{k + 1}@{d}" for d in dests if (k, d) not in reached]
             new_sent.append((kept, clock))
-        entry = (0, vc, tuple(new_sent), delivered)
-        entry = self._truths.setdefault(entry, entry)
+        entry = self.shared_truth((0, vc, tuple(new_sent), delivered))
         new_truth = truth[:i] + (entry,) + truth[i + 1:]
         if self.tracing:
             self._record_own_leave(i, snaps)

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
-from groupcomm.check.state import Violation, describe_action, exact
+from groupcomm.check.state import ValuePool, Violation, describe_action, exact
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
@@ -90,6 +90,8 @@ class Model:
         self._outbox: list[tuple[str, str, bytes]] = []
         self._delivered_now: list[ReceivedMessage] = []
         self.nodes = [self._make_node(name) for name in self.names]
+        #: one copy of each equal part of what the tables below keep (memory)
+        self.pool = ValuePool()
         #: per process: interned snapshots (id -> snapshot, snapshot -> id)
         self.snapshots: list[dict[int, tuple]] = [{} for _ in self.names]
         self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
@@ -321,8 +323,7 @@ class Model:
             return (new_snaps, self.add_frames(network, frames), truth), text
         for j, k, msg_id in got:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-        new_truth_i = (left, vc, sent, delivered)
-        new_truth_i = self._truths.setdefault(new_truth_i, new_truth_i)
+        new_truth_i = self.shared_truth((left, vc, sent, delivered))
         new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
         new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
         return (new_snaps, self.add_frames(network, frames), new_truth), text
@@ -361,8 +362,17 @@ class Model:
         if found is None:
             snaps = self.snapshots[i]
             found = len(snaps)
-            table[key] = found
-            snaps[found] = snap
+            share = self.pool.share
+            table[share(key)] = found
+            snaps[found] = share(snap)
+        return found
+
+    def shared_truth(self, entry: tuple) -> tuple:
+        """The one copy of truth entry ``entry`` the states of this model share."""
+        found = self._truths.get(entry)
+        if found is None:
+            found = self.pool.share(entry)
+            self._truths[found] = found
         return found
 
     # -- compact states (the frontier of a hash-compacted search) -------------------------------
@@ -409,8 +419,13 @@ class Model:
     def restore_tables(self, tables: dict[str, Any]) -> None:
         """Continue with the tables of a checkpoint of the same model (a superset of
         this fresh model's: interning is deterministic)."""
-        self.snapshots = tables["snapshots"]
-        self._snap_ids = [{exact(snap): k for k, snap in table.items()}
+        # the pool anew: a checkpoint keeps the sharing inside its tables, and what this
+        # search adds shares with them
+        self.pool = ValuePool()
+        share = self.pool.share
+        self.snapshots = [{k: share(snap) for k, snap in table.items()}
+                          for table in tables["snapshots"]]
+        self._snap_ids = [{share(exact(snap)): k for k, snap in table.items()}
                           for table in self.snapshots]
         self._numbered = tables["numbered"]
         self._numbers = {id(entry): k for k, entry in enumerate(self._numbered)}
@@ -420,7 +435,11 @@ class Model:
         """The one copy of ``value`` (a network entry) the states of this model share:
         equal entries that are the same object cost less memory and compare at once
         (identity) in the sorts and lookups of every step."""
-        return self._values.setdefault(value, value)
+        found = self._values.get(value)
+        if found is None:
+            found = self.pool.share(value)
+            self._values[found] = found
+        return found
 
     def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
         """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""

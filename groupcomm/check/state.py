@@ -25,12 +25,17 @@ class Violation(Exception):
 def exact(value: Any) -> Any:
     """``value`` with every message replaced by what it carries *including* its
     ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
-    two snapshots that differ only in a held message's clock stay apart."""
+    two snapshots that differ only in a held message's clock stay apart. A tuple with
+    no message anywhere inside is returned as it is (not copied: the interning tables
+    keep it as a key beside the snapshot it came from)."""
     if isinstance(value, tuple):
-        for v in value:
+        for position, v in enumerate(value):
             if type(v) not in _ATOMIC:
-                return tuple([exact(v) for v in value])
-        return value  # only atoms (the common case: clocks, matrices, counters)
+                changed = exact(v)
+                if changed is not v:
+                    return value[:position] + (changed,) + tuple(
+                        [exact(w) for w in value[position + 1:]])
+        return value  # no message inside (the common case: clocks, matrices, counters)
     if isinstance(value, GroupMessage):
         return (value.freeze(), value.vc)
     return value
@@ -38,6 +43,46 @@ def exact(value: Any) -> Any:
 
 #: values :func:`exact` leaves as they are
 _ATOMIC = frozenset({int, str, bytes, float, bool, type(None)})
+#: atoms :class:`ValuePool` may share: equal values of these types are the same value
+#: (unlike ``True == 1 == 1.0``, which would turn a flag into a count if pooled by value)
+_POOLED_ATOMS = frozenset({int, str, bytes, type(None)})
+
+
+class ValuePool:
+    """One shared copy of each equal immutable value stored in the search's tables
+    (hash-consing). Snapshots, canonical keys and truth entries are trees of tuples
+    that repeat the same clocks, rows, names and message stamps thousands of times;
+    stored through :meth:`share`, each distinct subtree exists once.
+
+    Only values whose equality is exact are pooled: tuples and frozensets of ints, strings,
+    bytes, ``None`` and pooled values. Anything else (a message, which compares without
+    its ground-truth clock; a bool or float, equal to an int) is kept as it is, and a
+    tuple holding one is rebuilt around its shared parts but not pooled itself."""
+
+    def __init__(self) -> None:
+        self._pool: dict[Any, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._pool)
+
+    def share(self, value: Any) -> Any:
+        """``value``, or an equal value already in the pool (with its parts shared)."""
+        return self._share(value)[0]
+
+    def _share(self, value: Any) -> tuple[Any, bool]:
+        """(the shared value, whether it is pooled)."""
+        kind = type(value)
+        if kind is tuple or kind is frozenset:
+            # (no lookup of the whole value first: ``((True,),) == ((1,),)``, so only a
+            # walk down to the atoms tells whether an equal pooled value is the same)
+            parts = [self._share(v) for v in value]
+            rebuilt = kind([part for part, _ in parts])
+            if all(pooled for _, pooled in parts):
+                return self._pool.setdefault(rebuilt, rebuilt), True
+            return rebuilt, False
+        if kind in _POOLED_ATOMS:
+            return self._pool.setdefault(value, value), True
+        return value, False
 
 
 def describe_action(action: tuple) -> str:

@@ -369,7 +369,10 @@ class Symmetry:
             snap = self._snapshot(self._renamings[index], i, self.model.snapshots[i][snap_id],
                                   zero_controls=True)
             value = (self.perms[index][i], exact(snap))
-            found = self._key_ids.setdefault(value, len(self._key_ids))
+            found = self._key_ids.get(value)
+            if found is None:
+                found = len(self._key_ids)
+                self._key_ids[self.model.pool.share(value)] = found
             table[snap_id] = found
         return found
 
@@ -501,7 +504,8 @@ class Symmetry:
                 "entry_ids": self._entry_ids, "snap_keys": self._snap_keys}
 
     def restore_tables(self, tables: dict[str, Any]) -> None:
-        self._key_ids = tables["key_ids"]
+        share = self.model.pool.share  # (after the model's tables: one pool for both)
+        self._key_ids = {share(value): k for value, k in tables["key_ids"].items()}
         self._truth_ids = tables["truth_ids"]
         self._entry_ids = tables["entry_ids"]
         self._snap_keys = tables["snap_keys"]
