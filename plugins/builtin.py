@@ -14,6 +14,7 @@ BUILTIN_MODULES = {
     "vector": "groupcomm.filters.vector:VectorModule",
     "matrix": "groupcomm.filters.matrix:MatrixModule",
     "matrix-delta": "groupcomm.filters.matrix_delta:MatrixDeltaModule",
+    "ks": "groupcomm.filters.ks:KsModule",
     "mfss": "groupcomm.filters.mfss:MfssModule",
     "cykas": "groupcomm.filters.cykas:CykasModule",
     # known-bad protocols, kept for the model checker and the trace analysis to catch

@@ -25,7 +25,7 @@ Replicas that delivered the same operations hold the same value, whatever the or
 concurrent ones.
 
 Which modules carry these types: those that order a multicast as one event (``vector``,
-``matrix``, ``matrix-delta``). ``mfss`` and ``cykas`` send a multicast as one unicast
+``matrix``, ``matrix-delta``, ``ks``). ``mfss`` and ``cykas`` send a multicast as one unicast
 per destination, each its own send event, and order the copies, not the application
 message: a member can deliver an operation before its copy of one the operation
 depends on, and replicas diverge (the tests show it). :func:`unsupported_reason` says

@@ -27,7 +27,7 @@ from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
-MODULES = ("none", "fifo", "vector", "matrix", "mfss", "cykas")
+MODULES = ("none", "fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas")
 
 
 def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def test_dfs_explores_the_same_states_when_ok(protocol: str, n: int, k: int) -> 
 
 
 # -- compact storage (the default with --reduce) ----------------------------------------------------
-ALL_PROTOCOLS = ["none", "fifo", "vector", "matrix", "matrix-delta", "mfss", "cykas",
+ALL_PROTOCOLS = ["none", "fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas",
                  "cykas-secret-sends", "scalar-id", "last-sender", "vector-forgets-joins"]
 BOUNDS = {"vector-forgets-joins": (3, 1), "matrix": (3, 1), "scalar-id": (3, 1),
           "last-sender": (3, 1), "cykas-secret-sends": (3, 2), "fifo": (3, 2)}

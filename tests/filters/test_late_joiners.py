@@ -12,7 +12,7 @@ import pytest
 from groupcomm.core.oracle import check_records
 from groupcomm.tools.localnet import LocalNetwork
 
-CAUSAL = ["fifo", "vector", "matrix", "matrix-delta", "mfss", "cykas"]
+CAUSAL = ["fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas"]
 
 
 def _send_random(net: LocalNetwork, rng: random.Random, sender: str, label: str) -> None:

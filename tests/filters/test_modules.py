@@ -21,7 +21,7 @@ from groupcomm.core.oracle import check_records
 from groupcomm.core.registry import get_module
 from groupcomm.tools.localnet import LocalNetwork
 
-CAUSAL = ["vector", "matrix", "mfss", "cykas"]
+CAUSAL = ["vector", "matrix", "ks", "mfss", "cykas"]
 UNICAST_CAPABLE = ["fifo", "matrix", "mfss", "cykas", "none"]
 BROADCAST_ONLY = ["vector", "scalar-id", "last-sender"]
 NAMES = ["p1", "p2", "p3", "p4"]
@@ -96,7 +96,7 @@ def test_none_delivers_the_effect_before_its_cause() -> None:
     assert len(found.causal_violations) == 1 and not found.undelivered
 
 
-@pytest.mark.parametrize("module", ["matrix", "mfss", "cykas"])
+@pytest.mark.parametrize("module", ["matrix", "ks", "mfss", "cykas"])
 def test_causal_modules_deliver_the_cause_first(module: str) -> None:
     net = meeting(module)
     assert net.delivered_payloads("carol") == ["m1", "m3"]
@@ -364,7 +364,7 @@ def test_cykas_secret_sends_variant_differs_in_secret_mode() -> None:
 
 
 # -- departures ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("module", ["fifo", "matrix", "vector"])
+@pytest.mark.parametrize("module", ["fifo", "matrix", "ks", "vector"])
 def test_held_messages_of_a_departed_member_are_visible_and_releasable(module: str) -> None:
     net = LocalNetwork(["a", "b", "c"], module)
     net.run()  # the joins' control messages (vector's bases) arrive
@@ -438,6 +438,14 @@ def test_a_send_that_reaches_the_module_after_its_destination_left_is_dropped(
         ("matrix", {"M": (("a", "b"), (0, 9, 1))}, "bad entry"),
         ("matrix", {"M": (("a", "b"), (0, 1))}, "index triples"),
         ("matrix", {"M": ((), ())}, "does not count the message itself"),
+        ("ks", {"K": (1, ("a",))}, "must be a triple"),
+        ("ks", {"K": (0, ("a",), (0, 1, 0))}, "clock must be an integer >= 1"),
+        ("ks", {"K": (1, ("a", ""), (0, 1, 0))}, "non-empty strings"),
+        ("ks", {"K": (1, ("a",), (0, 1, "b"))}, "tuple of integers"),
+        ("ks", {"K": (1, ("a",), (0, 1))}, "cut short"),
+        ("ks", {"K": (1, ("a",), (0, 1, 2, 0))}, "bad record"),
+        ("ks", {"K": (1, ("a",), (3, 1, 0))}, "bad record"),
+        ("ks", {"K": (2, ("a",), (0, 1, 0))}, "no record of the message itself"),
     ],
 )
 def test_wrong_shape_metadata_is_a_protocol_violation(module, headers, match) -> None:
@@ -492,8 +500,8 @@ def test_meta_bytes_counts_control_messages() -> None:
 
 
 # -- snapshots (used by the model checker) -----------------------------------------------------
-@pytest.mark.parametrize("module", ["fifo", "vector", "matrix", "mfss", "cykas", "scalar-id",
-                                    "last-sender"])
+@pytest.mark.parametrize("module", ["fifo", "vector", "matrix", "matrix-delta", "ks", "mfss",
+                                    "cykas", "scalar-id", "last-sender"])
 def test_snapshot_restore_round_trip(module: str) -> None:
     net = LocalNetwork(["a", "b", "c"], module)
     if module in BROADCAST_ONLY:
@@ -514,8 +522,8 @@ def test_snapshot_restore_round_trip(module: str) -> None:
 
 # -- registration and the no-I/O rule --------------------------------------------------------
 def test_every_protocol_is_registered_with_a_description() -> None:
-    for name in ["none", "fifo", "vector", "matrix", "mfss", "cykas", "cykas-secret-sends",
-                 "scalar-id", "last-sender"]:
+    for name in ["none", "fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas",
+                 "cykas-secret-sends", "scalar-id", "last-sender"]:
         module = get_module(name)
         assert module.name == name and module.description
     assert get_module("scalar-id").known_bad and not get_module("cykas").known_bad

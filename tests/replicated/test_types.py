@@ -24,7 +24,7 @@ from groupcomm.replicated import (
 from groupcomm.tools.localnet import LocalNetwork
 
 #: modules that order a multicast as one event: the types converge over them
-CAUSAL = ["vector", "matrix", "matrix-delta"]
+CAUSAL = ["vector", "matrix", "matrix-delta", "ks"]
 TYPES = {"counter": Counter, "set": AddWinsSet, "register": MultiValueRegister,
          "text": TextSequence}
 

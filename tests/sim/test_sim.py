@@ -20,7 +20,7 @@ from tests.helpers import virtual_results
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parents[2]
-CAUSAL = ["matrix", "matrix-delta", "mfss", "cykas"]
+CAUSAL = ["matrix", "matrix-delta", "ks", "mfss", "cykas"]
 
 
 def _script(sends: list[dict[str, Any]], processes: list[str] | None = None) -> Any:

@@ -17,7 +17,7 @@ import pytest
 
 from groupcomm.tools.procs import PeerProcess, ProcessGroup
 
-CAUSAL = ["fifo", "vector", "matrix", "matrix-delta", "mfss", "cykas"]
+CAUSAL = ["fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas"]
 
 
 @pytest.fixture

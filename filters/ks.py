@@ -1,0 +1,347 @@
+"""``ks``: causal unicast and multicast with a pruned log of pending destinations
+(Kshemkalyani and Singhal's conditions; beyond the sources).
+
+``matrix`` makes every message carry everything its sender knows of who sent what to
+whom: n² counters, nearly all of them about messages long since delivered. This module
+carries only what a destination may still have to wait for, and forgets the rest as soon
+as the sender can tell it is no longer needed.
+
+**State** of member i: ``clock``, the number of application sends i made (a multicast is
+one send); ``delivered[k]``, the clock of the latest message from k that i delivered
+(messages from one sender to one destination are delivered in send order, so every
+earlier one addressed to i was delivered too); and a **log** of entries (s, t, Dests):
+"the send with clock t of s may still be undelivered at the members in Dests". Of each
+sender's entries whose Dests is empty only the newest is kept, as a *marker*: it says
+how far i's knowledge of s's sends goes.
+
+**Send** of m to D (clock += 1). The copy for d carries the log, each entry with the
+other destinations of m taken out of its Dests (the copy of m to d' carries that entry
+to d' itself, and anything causally after m that reaches d' waits for m there), plus
+m's own entry (i, clock, D - {d}). Of each sender's entries that end up with an empty
+Dests only the newest travels. Then i takes D out of every entry of its own log (a
+later message to d from anyone who knows of these entries also knows of m, and m waits
+for them at d) and logs (i, clock, D).
+
+**Receive** of m from k with clock t at j: deliverable when ``delivered[s] >= t'`` for
+every entry (s, t', Dests) it carries with j in Dests (other than its own). On delivery
+``delivered[k] = t`` and the carried entries, j taken out of every Dests (j has them
+now), are merged into j's log:
+
+* an entry both have keeps the intersection of the two Dests (each side may know of
+  destinations that no longer wait);
+* a carried entry older than j's newest entry of the same sender that j does not have
+  is dropped: j knows a later send of s, so it knew of this one and forgot it once no
+  destination waited any more (or it reached j already without destinations); likewise
+  an entry of j's log older than the newest carried entry of its sender that the
+  message does not carry is dropped, for the same reason at the sender's side;
+* then each sender's empty entries but the newest are purged.
+
+These are the two conditions of Kshemkalyani and Singhal (1998) on what information a
+message must carry: what a destination has delivered, or is guaranteed to deliver in
+causal order through a later message it will also wait for, is never sent again. The
+model checker explores this module like the others (``groupcomm check --protocol ks``).
+
+**Metadata** (header ``K``): ``(t, names, records)``; ``names`` lists each member the
+records refer to once, and each record is ``sender index, clock, number of
+destinations, destination indices``. Under uniform unicast at 50 members it is a third
+of ``matrix``'s (``groupcomm overhead``, BENCHMARKS.md).
+
+**Membership.** A newcomer has no entries and delivered nothing: entries naming it come
+only with messages sent to it. A member that leaves is taken out of every Dests (nobody
+will deliver on its behalf), so entries about messages to it stop travelling. As in
+``matrix``, messages that wait on a departed member's message that never came stay
+held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
+``release_waiting_on``. Links must be reliable; they need not be FIFO.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Iterable
+
+from groupcomm.core.causality import (
+    CausalityManager,
+    CausalityModule,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+)
+from groupcomm.core.filtering import FilterHost
+from groupcomm.core.messages import (
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    with_header_unchecked,
+)
+from groupcomm.filters._common import freeze_clock, header
+
+log = logging.getLogger(__name__)
+
+NAME = "ks"
+STAMP = "K"
+
+#: sender -> clock of one of its sends -> the members that may still wait for it
+Log = dict[str, dict[int, frozenset[str]]]
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+def purge(entries: Log) -> None:
+    """Drop each sender's entries with no destination left, except its newest one."""
+    for sends in entries.values():
+        if len(sends) > 1:
+            newest = max(sends)
+            for t in [t for t, dests in sends.items() if not dests and t != newest]:
+                del sends[t]
+
+
+def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
+    """``(clock, names, records)`` (see the module doc); canonical: names sorted,
+    records by sender and clock, destinations sorted."""
+    names = sorted(set(entries) | {d for sends in entries.values()
+                                   for dests in sends.values() for d in dests})
+    index = {name: i for i, name in enumerate(names)}
+    flat: list[int] = []
+    for sender in sorted(entries):
+        for t, dests in sorted(entries[sender].items()):
+            flat += (index[sender], t, len(dests))
+            flat += sorted(index[d] for d in dests)
+    return clock, tuple(names), tuple(flat)
+
+
+def decode_log(message: GroupMessage) -> tuple[int, Log]:
+    """Inverse of :func:`encode_log`, validating the shape: the message's clock and the
+    entries it carries (its own included)."""
+    value = header(message, STAMP, NAME)
+    where = f"{NAME}: header {STAMP!r} of {message.message_id} from {message.sender}"
+    if not (isinstance(value, tuple) and len(value) == 3):
+        raise ProtocolViolation(f"{where} must be a triple (clock, names, records), got "
+                                f"{value!r:.80}")
+    clock, names, flat = value
+    if type(clock) is not int or clock < 1:
+        raise ProtocolViolation(f"{where}: the clock must be an integer >= 1, got {clock!r}")
+    if not (isinstance(names, tuple) and all(type(n) is str and n for n in names)):
+        raise ProtocolViolation(f"{where}: names must be a tuple of non-empty strings")
+    if not (isinstance(flat, tuple) and all(type(v) is int and v >= 0 for v in flat)):
+        raise ProtocolViolation(f"{where}: records must be a tuple of integers >= 0")
+    size = len(names)
+    entries: Log = {}
+    position = 0
+    while position < len(flat):
+        if position + 3 > len(flat):
+            raise ProtocolViolation(f"{where}: a record is cut short at {position}")
+        sender, t, count = flat[position:position + 3]
+        dests = flat[position + 3:position + 3 + count]
+        if sender >= size or t < 1 or len(dests) < count or any(d >= size for d in dests):
+            raise ProtocolViolation(f"{where}: bad record {flat[position:position + 3 + count]!r}")
+        entries.setdefault(names[sender], {})[t] = frozenset(names[d] for d in dests)
+        position += 3 + count
+    if clock not in entries.get(message.sender, {}):
+        raise ProtocolViolation(f"{where}: no record of the message itself "
+                                f"({message.sender}, {clock})")
+    return clock, entries
+
+
+class KsManager(CausalityManager):
+    """The send clock, what was delivered, the log of pending destinations and the
+    buffer of one member."""
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.clock = 0
+        self.delivered: dict[str, int] = {}
+        self.log: Log = {}
+        self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
+
+    # -- send side ----------------------------------------------------------------------
+    def stamp_copies(self, message: SentMessage) -> list[SentMessage]:
+        """One copy per destination, each with the entries that destination needs."""
+        me = self.host.name
+        self.clock += 1
+        clock = self.clock
+        dests = frozenset(message.destinations)
+        split = len(message.destinations) > 1
+        copies = []
+        for dest in message.destinations:
+            entries: Log = {}
+            for sender, sends in self.log.items():
+                entries[sender] = {t: (pending - dests) | (pending & {dest})
+                                   for t, pending in sends.items()}
+            entries.setdefault(me, {})[clock] = dests - {dest}
+            purge(entries)
+            copy = message.to((dest,)) if split else message
+            copies.append(with_header_unchecked(copy, STAMP, encode_log(clock, entries)))
+        for sends in self.log.values():
+            for t, pending in sends.items():
+                if pending & dests:
+                    sends[t] = pending - dests
+        self.log.setdefault(me, {})[clock] = dests
+        purge(self.log)
+        return copies  # type: ignore[return-value]
+
+    # -- receive side -------------------------------------------------------------------
+    def accept(self, message: ReceivedMessage) -> None:
+        """Deliver ``message`` once what it waits for here has been delivered, else hold it."""
+        clock, entries = decode_log(message)
+        sender = message.sender
+        if clock <= self.delivered.get(sender, 0) or any(
+                m.message_id == message.message_id for m, _, _ in self.buffer):
+            self.count("duplicates")
+            return
+        if not self._waits_on(sender, clock, entries):
+            self._deliver(message, clock, entries)
+            if self.buffer:
+                self._drain()
+        else:
+            self.buffer.append((message, clock, entries))
+            self.host.trace("buffer", message,
+                            waiting_for=self._waits_on(sender, clock, entries))
+
+    def _waits_on(self, sender: str, clock: int, entries: Log) -> list[str]:
+        """The senders of the messages ``entries`` says must be delivered here first and
+        are not (sorted; empty: deliverable)."""
+        me = self.host.name
+        delivered = self.delivered
+        return sorted({s for s, sends in entries.items()
+                       for t, dests in sends.items()
+                       if me in dests and delivered.get(s, 0) < t
+                       and not (s == sender and t == clock)})
+
+    def _deliver(self, message: ReceivedMessage, clock: int, entries: Log) -> None:
+        me = self.host.name
+        self.delivered[message.sender] = clock
+        self._merge({s: {t: dests - {me} for t, dests in sends.items()}
+                     for s, sends in entries.items()})
+        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+
+    def _merge(self, carried: Log) -> None:
+        mine = self.log
+        for sender, incoming in carried.items():
+            known = mine.get(sender)
+            if known is None:
+                mine[sender] = dict(incoming)
+                continue
+            newest_known, newest_carried = max(known), max(incoming)
+            for t in [t for t in known if t not in incoming and t < newest_carried]:
+                del known[t]  # the sender of the message had forgotten it: no one waits
+            for t, dests in incoming.items():
+                if t in known:
+                    known[t] = known[t] & dests
+                elif t > newest_known:
+                    known[t] = dests
+                # else: older than what this member knows and not in its log: forgotten here
+        purge(mine)
+
+    def _drain(self) -> None:
+        progress = True
+        while progress and self.buffer:
+            progress = False
+            for index, (message, clock, entries) in enumerate(self.buffer):
+                if not self._waits_on(message.sender, clock, entries):
+                    del self.buffer[index]
+                    self.host.trace("unbuffer", message)
+                    self._deliver(message, clock, entries)
+                    progress = True
+                    break
+
+    # -- membership ---------------------------------------------------------------------
+    def member_removed(self, name: str) -> None:
+        for sends in self.log.values():
+            for t, dests in sends.items():
+                if name in dests:
+                    sends[t] = dests - {name}
+        purge(self.log)
+        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
+        if waiting:
+            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
+                        "release_waiting_on)", self.host.name, name, len(waiting),
+                        ", ".join(waiting[:10]))
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        """Count the messages ``name`` sent us that never came as delivered."""
+        before = {m.message_id for m, _, _ in self.buffer}
+        me = self.host.name
+        for _ in range(len(self.buffer) + 1):
+            self._drain()
+            needed = [t for m, clock, entries in self.buffer
+                      for t, dests in entries.get(name, {}).items()
+                      if me in dests and not (m.sender == name and t == clock)
+                      and t > self.delivered.get(name, 0)]
+            if not needed:
+                break
+            self.delivered[name] = min(needed)
+        released = sorted(before - {m.message_id for m, _, _ in self.buffer})
+        self.count("released", len(released))
+        return released
+
+    # -- introspection ------------------------------------------------------------------
+    def held(self) -> list[GroupMessage]:
+        return [m for m, _, _ in self.buffer]
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        return {m.message_id: self._waits_on(m.sender, clock, entries)
+                for m, clock, entries in self.buffer}
+
+    def snapshot(self) -> Hashable:
+        return (
+            self.clock,
+            freeze_clock(self.delivered),
+            freeze_log(self.log),
+            tuple(sorted(((m, clock, freeze_log(entries)) for m, clock, entries in self.buffer),
+                         key=lambda held: held[0].message_id)),
+            self.control_count,
+        )
+
+    def restore(self, snapshot: Hashable) -> None:
+        (self.clock, delivered, entries, buffer,
+         self.control_count) = snapshot  # type: ignore[misc]
+        self.delivered = dict(delivered)
+        self.log = thaw_log(entries)
+        self.buffer = [(m, clock, thaw_log(e)) for m, clock, e in buffer]
+
+
+def freeze_log(entries: Log) -> tuple:
+    """A canonical hashable form of a log."""
+    return tuple((s, tuple((t, tuple(sorted(dests))) for t, dests in sorted(sends.items())))
+                 for s, sends in sorted(entries.items()) if sends)
+
+
+def thaw_log(frozen: Iterable[tuple[str, Iterable[tuple[int, Iterable[str]]]]]) -> Log:
+    return {s: {t: frozenset(dests) for t, dests in sends} for s, sends in frozen}
+
+
+class KsSendFilter(ModuleSendFilter):
+    """Counts the send and attaches each destination's entries."""
+
+    manager: KsManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        for copy in self.manager.stamp_copies(message):
+            self.forward(copy)
+
+
+class KsReceiveFilter(ModuleReceiveFilter):
+    """Delivers once what the message says must come first here has come."""
+
+    manager: KsManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+
+class KsModule(CausalityModule):
+    """Causal unicast and multicast carrying only the destinations that may still wait."""
+
+    name = NAME
+    description = ("causal unicast/multicast sending only what a destination may still "
+                   "wait for (Kshemkalyani-Singhal pruned log)")
+
+    def create_manager(self, host: FilterHost) -> CausalityManager:
+        return KsManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> KsSendFilter:
+        return KsSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> KsReceiveFilter:
+        return KsReceiveFilter(manager)
