@@ -41,10 +41,13 @@ message must carry: what a destination has delivered, or is guaranteed to delive
 causal order through a later message it will also wait for, is never sent again. The
 model checker explores this module like the others (``groupcomm check --protocol ks``).
 
-**Metadata** (header ``K``): ``(t, names, records)``; ``names`` lists each member the
-records refer to once, and each record is ``sender index, clock, number of
-destinations, destination indices``. Under uniform unicast at 50 members it is a third
-of ``matrix``'s (``groupcomm overhead``, BENCHMARKS.md).
+**Metadata** (header ``K``): ``(t, names, newest, records)``. ``names`` lists each member
+the stamp refers to once; ``newest[i]`` is the clock of the newest entry carried of
+``names[i]``'s sends (0: none), which is all a marker needs; each record is an entry with
+destinations left: ``sender index, clock, number of destinations, destination
+indices``. The message's own entry is its sender's newest. Under uniform unicast at 50
+members the stamp is about a third of ``matrix``'s (``groupcomm overhead``,
+BENCHMARKS.md).
 
 **Membership.** A newcomer has no entries and delivered nothing: entries naming it come
 only with messages sent to it. A member that leaves is taken out of every Dests (nobody
@@ -95,18 +98,23 @@ def purge(entries: Log) -> None:
                 del sends[t]
 
 
-def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
-    """``(clock, names, records)`` (see the module doc); canonical: names sorted,
+def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...],
+                                                  tuple[int, ...]]:
+    """``(clock, names, newest, records)`` (see the module doc); canonical: names sorted,
     records by sender and clock, destinations sorted."""
     names = sorted(set(entries) | {d for sends in entries.values()
                                    for dests in sends.values() for d in dests})
     index = {name: i for i, name in enumerate(names)}
+    newest = [0] * len(names)
     flat: list[int] = []
     for sender in sorted(entries):
-        for t, dests in sorted(entries[sender].items()):
-            flat += (index[sender], t, len(dests))
-            flat += sorted(index[d] for d in dests)
-    return clock, tuple(names), tuple(flat)
+        sends = entries[sender]
+        newest[index[sender]] = max(sends)
+        for t, dests in sorted(sends.items()):
+            if dests:
+                flat += (index[sender], t, len(dests))
+                flat += sorted(index[d] for d in dests)
+    return clock, tuple(names), tuple(newest), tuple(flat)
 
 
 def decode_log(message: GroupMessage) -> tuple[int, Log]:
@@ -114,31 +122,36 @@ def decode_log(message: GroupMessage) -> tuple[int, Log]:
     entries it carries (its own included)."""
     value = header(message, STAMP, NAME)
     where = f"{NAME}: header {STAMP!r} of {message.message_id} from {message.sender}"
-    if not (isinstance(value, tuple) and len(value) == 3):
-        raise ProtocolViolation(f"{where} must be a triple (clock, names, records), got "
+    if not (isinstance(value, tuple) and len(value) == 4):
+        raise ProtocolViolation(f"{where} must be (clock, names, newest, records), got "
                                 f"{value!r:.80}")
-    clock, names, flat = value
+    clock, names, newest, flat = value
     if type(clock) is not int or clock < 1:
         raise ProtocolViolation(f"{where}: the clock must be an integer >= 1, got {clock!r}")
     if not (isinstance(names, tuple) and all(type(n) is str and n for n in names)):
         raise ProtocolViolation(f"{where}: names must be a tuple of non-empty strings")
-    if not (isinstance(flat, tuple) and all(type(v) is int and v >= 0 for v in flat)):
-        raise ProtocolViolation(f"{where}: records must be a tuple of integers >= 0")
+    for part, what in ((newest, "newest"), (flat, "records")):
+        if not (isinstance(part, tuple) and all(type(v) is int and v >= 0 for v in part)):
+            raise ProtocolViolation(f"{where}: {what} must be a tuple of integers >= 0")
     size = len(names)
-    entries: Log = {}
+    if len(newest) != size:
+        raise ProtocolViolation(f"{where}: {len(newest)} newest clocks for {size} names")
+    entries: Log = {name: {t: _EMPTY} for name, t in zip(names, newest, strict=True) if t}
     position = 0
     while position < len(flat):
         if position + 3 > len(flat):
             raise ProtocolViolation(f"{where}: a record is cut short at {position}")
         sender, t, count = flat[position:position + 3]
         dests = flat[position + 3:position + 3 + count]
-        if sender >= size or t < 1 or len(dests) < count or any(d >= size for d in dests):
+        if (sender >= size or not 1 <= t <= newest[sender] or not count
+                or len(dests) < count or any(d >= size for d in dests)):
             raise ProtocolViolation(f"{where}: bad record {flat[position:position + 3 + count]!r}")
-        entries.setdefault(names[sender], {})[t] = frozenset(names[d] for d in dests)
+        entries[names[sender]][t] = frozenset(names[d] for d in dests)
         position += 3 + count
-    if clock not in entries.get(message.sender, {}):
-        raise ProtocolViolation(f"{where}: no record of the message itself "
-                                f"({message.sender}, {clock})")
+    own = entries.get(message.sender)
+    if own is None or max(own) != clock:
+        raise ProtocolViolation(f"{where}: the sender's newest send must be the message "
+                                f"itself ({message.sender}, {clock})")
     return clock, entries
 
 

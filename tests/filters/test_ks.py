@@ -24,9 +24,10 @@ def arrive(net: LocalNetwork, source: str, dest: str) -> None:
 
 def test_the_encoding_round_trips_and_is_canonical() -> None:
     entries = {"b": {1: frozenset({"c"}), 3: frozenset()}, "a": {2: frozenset({"c", "b"})}}
-    clock, names, flat = encode_log(2, entries)
+    clock, names, newest, flat = encode_log(2, entries)
     assert names == ("a", "b", "c")
-    assert flat == (0, 2, 2, 1, 2, 1, 1, 1, 2, 1, 3, 0)
+    assert newest == (2, 3, 0)  # b's send 3 is a marker: its clock alone
+    assert flat == (0, 2, 2, 1, 2, 1, 1, 1, 2)
     net = LocalNetwork(["a", "b"], "ks")
     net.send("a", "x", ["b"])
     message = decode_received(net.in_flight[0].frame, "b")
