@@ -87,15 +87,22 @@ STAMP = "K"
 Log = dict[str, dict[int, frozenset[str]]]
 
 _EMPTY: frozenset[str] = frozenset()
+_INT_ONLY = frozenset({int})
+_STR_ONLY = frozenset({str})
 
 
 def purge(entries: Log) -> None:
     """Drop each sender's entries with no destination left, except its newest one."""
     for sends in entries.values():
-        if len(sends) > 1:
-            newest = max(sends)
-            for t in [t for t, dests in sends.items() if not dests and t != newest]:
-                del sends[t]
+        purge_sender(sends)
+
+
+def purge_sender(sends: dict[int, frozenset[str]]) -> None:
+    """:func:`purge` for one sender's entries."""
+    if len(sends) > 1:
+        newest = max(sends)
+        for t in [t for t, dests in sends.items() if not dests and t != newest]:
+            del sends[t]
 
 
 def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...],
@@ -128,10 +135,13 @@ def decode_log(message: GroupMessage) -> tuple[int, Log]:
     clock, names, newest, flat = value
     if type(clock) is not int or clock < 1:
         raise ProtocolViolation(f"{where}: the clock must be an integer >= 1, got {clock!r}")
-    if not (isinstance(names, tuple) and all(type(n) is str and n for n in names)):
+    # C-level passes: this runs for every message that arrives
+    if not (isinstance(names, tuple) and _STR_ONLY.issuperset(map(type, names))
+            and all(names)):
         raise ProtocolViolation(f"{where}: names must be a tuple of non-empty strings")
     for part, what in ((newest, "newest"), (flat, "records")):
-        if not (isinstance(part, tuple) and all(type(v) is int and v >= 0 for v in part)):
+        if not (isinstance(part, tuple) and _INT_ONLY.issuperset(map(type, part))
+                and (not part or min(part) >= 0)):
             raise ProtocolViolation(f"{where}: {what} must be a tuple of integers >= 0")
     size = len(names)
     if len(newest) != size:
@@ -172,24 +182,36 @@ class KsManager(CausalityManager):
         me = self.host.name
         self.clock += 1
         clock = self.clock
-        dests = frozenset(message.destinations)
-        split = len(message.destinations) > 1
-        copies = []
-        for dest in message.destinations:
-            entries: Log = {}
-            for sender, sends in self.log.items():
-                entries[sender] = {t: (pending - dests) | (pending & {dest})
-                                   for t, pending in sends.items()}
-            entries.setdefault(me, {})[clock] = dests - {dest}
-            purge(entries)
-            copy = message.to((dest,)) if split else message
-            copies.append(with_header_unchecked(copy, STAMP, encode_log(clock, entries)))
+        destinations = message.destinations
+        dests = frozenset(destinations)
+        own = self.log.setdefault(me, {})
+        if len(destinations) == 1:
+            # nothing to take out for other copies: the copy carries the log as it is,
+            # with the message's own entry (no other destination)
+            own[clock] = _EMPTY
+            purge_sender(own)
+            copies = [with_header_unchecked(message, STAMP, encode_log(clock, self.log))]
+        else:
+            copies = []
+            for dest in destinations:
+                entries: Log = {}
+                for sender, sends in self.log.items():
+                    entries[sender] = {t: (pending - dests) | (pending & {dest})
+                                       for t, pending in sends.items()}
+                entries[me][clock] = dests - {dest}
+                purge(entries)
+                copies.append(with_header_unchecked(message.to((dest,)), STAMP,
+                                                    encode_log(clock, entries)))
         for sends in self.log.values():
+            changed = False
             for t, pending in sends.items():
-                if pending & dests:
+                if not pending.isdisjoint(dests):
                     sends[t] = pending - dests
-        self.log.setdefault(me, {})[clock] = dests
-        purge(self.log)
+                    changed = True
+            if changed:
+                purge_sender(sends)
+        own[clock] = dests
+        purge_sender(own)
         return copies  # type: ignore[return-value]
 
     # -- receive side -------------------------------------------------------------------
@@ -232,7 +254,8 @@ class KsManager(CausalityManager):
         for sender, incoming in carried.items():
             known = mine.get(sender)
             if known is None:
-                mine[sender] = dict(incoming)
+                mine[sender] = known = dict(incoming)
+                purge_sender(known)  # (taking this member out may have emptied some)
                 continue
             newest_known, newest_carried = max(known), max(incoming)
             for t in [t for t in known if t not in incoming and t < newest_carried]:
@@ -243,7 +266,7 @@ class KsManager(CausalityManager):
                 elif t > newest_known:
                     known[t] = dests
                 # else: older than what this member knows and not in its log: forgotten here
-        purge(mine)
+            purge_sender(known)
 
     def _drain(self) -> None:
         progress = True
