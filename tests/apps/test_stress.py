@@ -33,7 +33,7 @@ def test_stress_matrix_with_jitter_and_spark_analysis() -> None:
     assert all(0 < mb < 500 for mb in result["peak_rss_mb"].values())
 
 
-@pytest.mark.parametrize("causality", ["matrix", "cykas", "vector"])
+@pytest.mark.parametrize("causality", ["matrix", "ks", "cykas", "vector"])
 def test_stress_drops_and_duplicates_under_the_reliable_layer(causality: str) -> None:
     result = stress("--processes", "3", "--messages", "300", "--causality", causality,
                     "--drop", "0.05", "--duplicate", "0.05", "--jitter", "5", "--no-analysis")
@@ -63,7 +63,7 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
     assert_clean(result)
 
 
-@pytest.mark.parametrize("causality", ["matrix", "cykas", "mfss"])
+@pytest.mark.parametrize("causality", ["matrix", "ks", "cykas", "mfss"])
 def test_stress_churn_late_join_leave_restart_and_false_suspicion(causality: str) -> None:
     # rate-limited so that the traffic spans the churn (about 12 s of it)
     result = stress("--processes", "5", "--messages", "1500", "--rate", "25",

@@ -50,7 +50,7 @@ def _member(group: ProcessGroup, name: str, log: Log, module: str) -> Communicat
     return comm
 
 
-@pytest.mark.parametrize("module", ["matrix", "vector", "mfss", "cykas"])
+@pytest.mark.parametrize("module", ["matrix", "vector", "ks", "mfss", "cykas"])
 @pytest.mark.parametrize("quiet_join", [True, False], ids=["quiet-join", "join-in-traffic"])
 def test_a_newcomer_installs_the_state_and_then_sees_every_message_once(
     group: ProcessGroup, module: str, quiet_join: bool
