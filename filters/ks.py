@@ -49,8 +49,9 @@ indices``. The message's own entry is its sender's newest. Under uniform unicast
 members the stamp is about a third of ``matrix``'s (``groupcomm overhead``,
 BENCHMARKS.md).
 
-**Membership.** A newcomer has no entries and delivered nothing: entries naming it come
-only with messages sent to it. A member that leaves is taken out of every Dests (nobody
+**Membership.** A newcomer starts with an empty log and nothing delivered: an entry can
+name it only for a send made after someone knew of its join, so it never waits for what
+was sent before. A member that leaves is taken out of every Dests (nobody
 will deliver on its behalf), so entries about messages to it stop travelling. As in
 ``matrix``, messages that wait on a departed member's message that never came stay
 held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
