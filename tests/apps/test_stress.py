@@ -63,7 +63,10 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
     assert_clean(result)
 
 
-@pytest.mark.parametrize("causality", ["matrix", "ks", "cykas", "mfss"])
+@pytest.mark.parametrize("causality", [
+    "matrix", "cykas", "mfss",
+    pytest.param("ks", marks=pytest.mark.slow),  # 37 s; ks under churn: also test_incarnations
+])
 def test_stress_churn_late_join_leave_restart_and_false_suspicion(causality: str) -> None:
     # rate-limited so that the traffic spans the churn (about 12 s of it)
     result = stress("--processes", "5", "--messages", "1500", "--rate", "25",
