@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groupcomm.core.causality import ProtocolViolation
+from groupcomm.core.messages import ReceivedMessage
 from groupcomm.core.oracle import check_records
 from groupcomm.filters.ks import decode_log, encode_log
 from groupcomm.tools.localnet import LocalNetwork
@@ -79,3 +84,28 @@ def test_stamps_at_fifty_members_are_a_fraction_of_matrix() -> None:
     ks = measure_overhead("ks", 50, 20)
     assert ks["held_at_end"] == 0
     assert ks["meta_bytes_per_message"] < 0.45 * matrix["meta_bytes_per_message"]
+
+
+_ATOMS = st.one_of(st.integers(-3, 9), st.sampled_from(["a", "b", "", "c"]), st.none(),
+                   st.booleans(), st.binary(max_size=2))
+_VALUES = st.recursive(_ATOMS, lambda inner: st.tuples(inner) | st.lists(inner, max_size=6)
+                       .map(tuple), max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES | st.tuples(st.integers(0, 4), st.tuples(st.sampled_from("abc")),
+                                 st.tuples(st.integers(0, 4)),
+                                 st.lists(st.integers(0, 4), max_size=9).map(tuple)))
+def test_any_stamp_is_decoded_or_refused_with_a_protocol_violation(value) -> None:
+    message = ReceivedMessage(application_name="app", session_name="session",
+                              user_message="x", message_id="a#1", sender="a",
+                              headers={"K": value}, receiver="b")
+    try:
+        clock, entries = decode_log(message)
+    except ProtocolViolation as error:
+        assert str(error).startswith("ks: ")
+        return
+    assert max(entries["a"]) == clock  # accepted: the message's own entry is there
+    for sends in entries.values():
+        assert all(type(t) is int and t >= 1 and isinstance(d, frozenset)
+                   for t, d in sends.items())
