@@ -224,7 +224,7 @@ class KsManager(CausalityManager):
                 m.message_id == message.message_id for m, _, _ in self.buffer):
             self.count("duplicates")
             return
-        if not self._waits_on(sender, clock, entries):
+        if self._deliverable(sender, clock, entries):
             self._deliver(message, clock, entries)
             if self.buffer:
                 self._drain()
@@ -232,6 +232,17 @@ class KsManager(CausalityManager):
             self.buffer.append((message, clock, entries))
             self.host.trace("buffer", message,
                             waiting_for=self._waits_on(sender, clock, entries))
+
+    def _deliverable(self, sender: str, clock: int, entries: Log) -> bool:
+        """Whether everything ``entries`` says must be delivered here first has been."""
+        me = self.host.name
+        delivered = self.delivered
+        for s, sends in entries.items():
+            done = delivered.get(s, 0)
+            for t, dests in sends.items():
+                if t > done and me in dests and not (s == sender and t == clock):
+                    return False
+        return True
 
     def _waits_on(self, sender: str, clock: int, entries: Log) -> list[str]:
         """The senders of the messages ``entries`` says must be delivered here first and
@@ -246,7 +257,9 @@ class KsManager(CausalityManager):
     def _deliver(self, message: ReceivedMessage, clock: int, entries: Log) -> None:
         me = self.host.name
         self.delivered[message.sender] = clock
-        self._merge({s: {t: dests - {me} for t, dests in sends.items()}
+        mine = frozenset((me,))
+        self._merge({s: {t: dests - mine if me in dests else dests
+                         for t, dests in sends.items()}
                      for s, sends in entries.items()})
         self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
 
@@ -274,7 +287,7 @@ class KsManager(CausalityManager):
         while progress and self.buffer:
             progress = False
             for index, (message, clock, entries) in enumerate(self.buffer):
-                if not self._waits_on(message.sender, clock, entries):
+                if self._deliverable(message.sender, clock, entries):
                     del self.buffer[index]
                     self.host.trace("unbuffer", message)
                     self._deliver(message, clock, entries)
