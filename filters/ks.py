@@ -61,7 +61,7 @@ held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from groupcomm.core.causality import (
     CausalityManager,
@@ -157,13 +157,32 @@ def decode_log(message: GroupMessage) -> tuple[int, Log]:
         if (sender >= size or not 1 <= t <= newest[sender] or not count
                 or len(dests) < count or any(d >= size for d in dests)):
             raise ProtocolViolation(f"{where}: bad record {flat[position:position + 3 + count]!r}")
-        entries[names[sender]][t] = frozenset(names[d] for d in dests)
         position += 3 + count
+    _add_records(entries, names, flat)
     own = entries.get(message.sender)
     if own is None or max(own) != clock:
         raise ProtocolViolation(f"{where}: the sender's newest send must be the message "
                                 f"itself ({message.sender}, {clock})")
     return clock, entries
+
+
+def _add_records(entries: Log, names: tuple[str, ...], flat: tuple[int, ...]) -> None:
+    """Put the records of an encoded log (already checked) into ``entries``."""
+    position = 0
+    while position < len(flat):
+        sender, t, count = flat[position:position + 3]
+        entries[names[sender]][t] = frozenset(
+            names[d] for d in flat[position + 3:position + 3 + count])
+        position += 3 + count
+
+
+def rename_log(value: tuple, name: Callable[[str], str]) -> tuple:
+    """An encoded log with every member name mapped through ``name`` (the model checker's
+    symmetry reduction; ``value`` is a stamp this module made)."""
+    clock, names, newest, flat = value
+    entries: Log = {name(n): {t: _EMPTY} for n, t in zip(names, newest, strict=True) if t}
+    _add_records(entries, tuple(map(name, names)), flat)
+    return encode_log(clock, entries)
 
 
 class KsManager(CausalityManager):
@@ -384,6 +403,7 @@ class KsModule(CausalityModule):
     """Causal unicast and multicast carrying only the destinations that may still wait."""
 
     name = NAME
+    symmetry_headers = {STAMP: "ks-log"}
     description = ("causal unicast/multicast sending only what a destination may still "
                    "wait for (Kshemkalyani-Singhal pruned log)")
 

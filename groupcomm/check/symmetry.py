@@ -94,6 +94,12 @@ def _rename_matrix(value: Any, name: Callable[[str], str]) -> Any:
     return encode_matrix(matrix)
 
 
+def _rename_ks_log(value: Any, name: Callable[[str], str]) -> Any:
+    from groupcomm.filters.ks import rename_log
+
+    return rename_log(value, name)
+
+
 def _rename_site(value: Any, name: Callable[[str], str]) -> Any:
     return (name(value[0]), value[1]) if value else value
 
@@ -110,6 +116,7 @@ RENAMERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
     "matrix": _rename_matrix,
     "clock": _rename_clock,
     "site": _rename_site,
+    "ks-log": _rename_ks_log,
     "int": _same,
 }
 

@@ -200,10 +200,11 @@ class CausalityModule(ABC):
     #: For the model checker's symmetry reduction (``groupcomm check --symmetry``): every
     #: header this module puts on messages, with how its value holds process names
     #: (``"int"``: none; ``"clock"``: an encoded vector clock; ``"matrix"``: an encoded
-    #: matrix; ``"site"``: a (name, count) pair). ``None``: not shown safe to rename (the
-    #: manager's snapshot must hold names only where the checker renames them), so
-    #: symmetry is refused. Read on the exact class: a subclass that does not declare
-    #: it again is not covered, since it may look at its own name.
+    #: matrix; ``"site"``: a (name, count) pair; ``"ks-log"``: ``ks``'s encoded log).
+    #: ``None``: not shown safe to rename (the manager's snapshot must hold names only
+    #: where the checker renames them), so symmetry is refused. Read on the exact class:
+    #: a subclass that does not declare it again is not covered, since it may look at
+    #: its own name.
     symmetry_headers: ClassVar[Mapping[str, str] | None] = None
     #: For the model checker's partial-order reduction (``groupcomm check --por``): the
     #: control kinds whose arrival commutes with every other step of the receiving

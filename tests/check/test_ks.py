@@ -20,6 +20,13 @@ MIXED = load_workload({"sends": {
 }})
 
 
+def test_symmetry_and_por_keep_the_verdict_at_three_by_two() -> None:
+    reduced = check(CheckConfig(protocol="ks", processes=3, messages=2, reduce=True,
+                                symmetry=True, por=True))
+    assert (reduced.result, reduced.states) == ("ok", 12_727)
+    assert reduced.config["symmetry_group"] == 6
+
+
 def test_ks_is_causal_and_live_with_multicasts_and_unicasts_mixed() -> None:
     result = check(CheckConfig(protocol="ks", workload=MIXED, reduce=True))
     assert result.result == "ok", (result.property, result.counterexample)
@@ -46,12 +53,14 @@ def drops_the_destination_too(self: ks.KsManager, message: SentMessage) -> list[
     return copies
 
 
+@pytest.mark.parametrize("reductions", [{}, {"symmetry": True, "por": True}])
 @pytest.mark.parametrize(("method", "broken"), [
     ("_merge", forgets_what_others_said),
     ("stamp_copies", drops_the_destination_too),
 ])
-def test_a_broken_rule_is_caught(monkeypatch, method, broken) -> None:
+def test_a_broken_rule_is_caught(monkeypatch, method, broken, reductions) -> None:
     monkeypatch.setattr(ks.KsManager, method, broken)
-    result = check(CheckConfig(protocol="ks", processes=3, messages=2, reduce=True))
+    result = check(CheckConfig(protocol="ks", processes=3, messages=2, reduce=True,
+                               **reductions))
     assert result.result == "violation"
     assert result.property in ("causal", "fifo")

@@ -49,6 +49,8 @@ EQUIVARIANCE = [
     ("mfss", 3, 2, {"fifo_network": True}),
     ("matrix", 3, 2, {}),
     ("matrix", 3, 2, {"destinations": "broadcast"}),
+    ("ks", 3, 2, {}),
+    ("ks", 3, 2, {"destinations": "broadcast"}),
     ("fifo", 3, 2, {}),
     ("none", 3, 2, {}),
     ("scalar-id", 3, 2, {}),
@@ -116,7 +118,7 @@ def test_a_wrong_renaming_is_caught_by_the_real_objects(monkeypatch) -> None:
 
 
 SYMMETRIC = [*SMALL, ("mfss", 3, 1), ("cykas", 3, 1), ("matrix", 2, 2), ("last-sender", 3, 1),
-             ("cykas", 3, 1), ("mfss", 2, 2)]
+             ("cykas", 3, 1), ("mfss", 2, 2), ("ks", 3, 1), ("ks", 2, 2)]
 
 
 @pytest.mark.parametrize(("protocol", "n", "k"), SYMMETRIC)
@@ -162,7 +164,7 @@ def _all_states(model: Model) -> list[tuple]:
 
 @pytest.mark.parametrize(("protocol", "n", "k", "fifo"), [
     ("cykas", 3, 1, False), ("mfss", 3, 1, False), ("matrix", 3, 1, False),
-    ("cykas", 2, 2, False), ("mfss", 2, 2, True), ("cykas", 3, 1, True),
+    ("ks", 3, 1, False), ("cykas", 2, 2, False), ("mfss", 2, 2, True), ("cykas", 3, 1, True),
     pytest.param("mfss", 3, 2, False, marks=pytest.mark.slow),
     pytest.param("matrix", 3, 2, False, marks=pytest.mark.slow),
 ])
