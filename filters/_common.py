@@ -188,6 +188,16 @@ def freeze_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple:
     )
 
 
+def warn_held_on(manager: CausalityManager, name: str, log: logging.Logger) -> None:
+    """Warn, on the module's ``log``, that ``name`` left while messages held here wait on
+    it (receiver-side modules; they stay held until ``release_waiting_on``)."""
+    waiting = [mid for mid, on in manager.waiting_for().items() if name in on]
+    if waiting:
+        log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
+                    "release_waiting_on)", manager.host.name, name, len(waiting),
+                    ", ".join(waiting[:10]))
+
+
 def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: str,
                    log: logging.Logger) -> deque[SentMessage]:
     """``unsent`` without the messages addressed to ``name``, who left: no one can receive

@@ -77,7 +77,7 @@ from groupcomm.core.messages import (
     SentMessage,
     with_header_unchecked,
 )
-from groupcomm.filters._common import freeze_clock, header
+from groupcomm.filters._common import freeze_clock, header, warn_held_on
 
 log = logging.getLogger(__name__)
 
@@ -320,11 +320,7 @@ class KsManager(CausalityManager):
                 if name in dests:
                     sends[t] = dests - {name}
         purge(self.log)
-        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
-        if waiting:
-            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
-                        "release_waiting_on)", self.host.name, name, len(waiting),
-                        ", ".join(waiting[:10]))
+        warn_held_on(self, name, log)
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Count the messages ``name`` sent us that never came as delivered."""

@@ -53,7 +53,13 @@ from groupcomm.core.messages import (
     SentMessage,
     with_header_unchecked,
 )
-from groupcomm.filters._common import decode_matrix, encode_matrix, freeze_clock, freeze_matrix
+from groupcomm.filters._common import (
+    decode_matrix,
+    encode_matrix,
+    freeze_clock,
+    freeze_matrix,
+    warn_held_on,
+)
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +196,7 @@ class MatrixManager(CausalityManager):
         return {m.message_id: self._waits_on(m.sender, s) for m, s in self.buffer}
 
     def member_removed(self, name: str) -> None:
-        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
-        if waiting:
-            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
-                        "release_waiting_on)", self.host.name, name, len(waiting),
-                        ", ".join(waiting[:10]))
+        warn_held_on(self, name, log)
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Count the messages ``name`` sent us that never came as delivered."""

@@ -67,6 +67,7 @@ from groupcomm.filters._common import (
     encode_clock,
     freeze_clock,
     int_header,
+    warn_held_on,
 )
 
 log = logging.getLogger(__name__)
@@ -129,11 +130,7 @@ class VectorManager(CausalityManager):
             self.awaiting_base.discard(name)
             self.void.add(name)
             self._drain()
-        waiting = [mid for mid, on in self.waiting_for().items() if name in on]
-        if waiting:
-            log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
-                        "release_waiting_on)", self.host.name, name, len(waiting),
-                        ", ".join(waiting[:10]))
+        warn_held_on(self, name, log)
 
     def manager_send(self, message: SentMessage) -> None:
         self.send_downstream(message)

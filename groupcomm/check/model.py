@@ -369,10 +369,14 @@ class Model:
 
     def shared_truth(self, entry: tuple) -> tuple:
         """The one copy of truth entry ``entry`` the states of this model share."""
-        found = self._truths.get(entry)
+        return self._one_copy(self._truths, entry)
+
+    def _one_copy(self, table: dict[Any, Any], value: Any) -> Any:
+        """``value`` as kept in ``table`` (added, its parts pooled, when new)."""
+        found = table.get(value)
         if found is None:
-            found = self.pool.share(entry)
-            self._truths[found] = found
+            found = self.pool.share(value)
+            table[found] = found
         return found
 
     # -- compact states (the frontier of a hash-compacted search) -------------------------------
@@ -435,11 +439,7 @@ class Model:
         """The one copy of ``value`` (a network entry) the states of this model share:
         equal entries that are the same object cost less memory and compare at once
         (identity) in the sorts and lookups of every step."""
-        found = self._values.get(value)
-        if found is None:
-            found = self.pool.share(value)
-            self._values[found] = found
-        return found
+        return self._one_copy(self._values, value)
 
     def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
         """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""
