@@ -77,7 +77,7 @@ def int_header(message: GroupMessage, key: str, protocol: str, minimum: int = 0)
     return value
 
 
-_INT_ONLY = frozenset({int})
+INT_ONLY = frozenset({int})
 _STR_ONLY = frozenset({str})
 
 
@@ -107,7 +107,7 @@ def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
     # checked in C-level passes (this runs for every message that arrives with a clock);
     # the loop that says which entry is bad only runs for a bad one
     if not (_STR_ONLY.issuperset(map(type, names)) and all(names)
-            and _INT_ONLY.issuperset(map(type, counts)) and (not counts or min(counts) >= 0)):
+            and INT_ONLY.issuperset(map(type, counts)) and (not counts or min(counts) >= 0)):
         for name, count in zip(names, counts, strict=True):
             if type(name) is not str or not name or type(count) is not int or count < 0:
                 raise ProtocolViolation(
@@ -157,7 +157,7 @@ def decode_matrix(message: GroupMessage, key: str, protocol: str) -> Matrix:
     rows, columns, counts = flat[0::3], flat[1::3], flat[2::3]
     # checked in C-level passes (this runs for every message that arrives with a stamp);
     # the loop below, which says which entry is bad, only runs for a bad stamp
-    if not (_INT_ONLY.issuperset(map(type, flat))
+    if not (INT_ONLY.issuperset(map(type, flat))
             and (not flat or (min(flat) >= 0 and max(rows) < size and max(columns) < size))):
         for i in range(0, len(flat), 3):
             r, c, v = flat[i : i + 3]

@@ -34,6 +34,7 @@ from groupcomm.core.messages import (
     ReceivedMessage,
     SentMessage,
     with_header_unchecked,
+    without_header_unchecked,
 )
 from groupcomm.filters._common import int_header
 
@@ -69,9 +70,12 @@ class FifoManager(CausalityManager):
         seq = message.headers.get(SEQ)
         if type(seq) is not int or seq < 1:
             seq = int_header(message, SEQ, NAME, minimum=1)  # raises, saying what is wrong
-        last = self.delivered.get(sender, 0)
+        delivered = self.delivered
+        last = delivered.get(sender, 0)
         if seq == last + 1 and sender not in self.buffers:
-            self._deliver(message)  # the usual case: the next number, nothing held to drain
+            # the usual case: the next number, nothing held to drain (_deliver, inlined)
+            delivered[sender] = seq
+            self.deliver_upstream(without_header_unchecked(message, SEQ))
             return
         buffer = self.buffers.setdefault(sender, {})
         if seq <= last or seq in buffer:
@@ -87,7 +91,7 @@ class FifoManager(CausalityManager):
 
     def _deliver(self, message: ReceivedMessage) -> None:
         self.delivered[message.sender] = self.delivered.get(message.sender, 0) + 1
-        self.deliver_upstream(message.without_headers(SEQ))  # type: ignore[arg-type]
+        self.deliver_upstream(without_header_unchecked(message, SEQ))
 
     def _drain(self, sender: str, traced: bool) -> None:
         buffer = self.buffers.get(sender, {})
@@ -144,7 +148,9 @@ class FifoSendFilter(ModuleSendFilter):
     def on_user_message(self, message: SentMessage) -> None:
         destinations = message.destinations
         if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
-            seq = self.manager.next_seq(destinations[0])
+            sent = self.manager.sent  # next_seq, inlined
+            dest = destinations[0]
+            seq = sent[dest] = sent.get(dest, 0) + 1
             self.forward(with_header_unchecked(message, SEQ, seq))
             return
         for copy in self.manager.stamp(message):

@@ -77,7 +77,7 @@ from groupcomm.core.messages import (
     SentMessage,
     with_header_unchecked,
 )
-from groupcomm.filters._common import freeze_clock, header, warn_held_on
+from groupcomm.filters._common import INT_ONLY, freeze_clock, header, warn_held_on
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,6 @@ STAMP = "K"
 Log = dict[str, dict[int, frozenset[str]]]
 
 _EMPTY: frozenset[str] = frozenset()
-_INT_ONLY = frozenset({int})
 _STR_ONLY = frozenset({str})
 
 
@@ -141,7 +140,7 @@ def decode_log(message: GroupMessage) -> tuple[int, Log]:
             and all(names)):
         raise ProtocolViolation(f"{where}: names must be a tuple of non-empty strings")
     for part, what in ((newest, "newest"), (flat, "records")):
-        if not (isinstance(part, tuple) and _INT_ONLY.issuperset(map(type, part))
+        if not (isinstance(part, tuple) and INT_ONLY.issuperset(map(type, part))
                 and (not part or min(part) >= 0)):
             raise ProtocolViolation(f"{where}: {what} must be a tuple of integers >= 0")
     size = len(names)

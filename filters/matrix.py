@@ -52,8 +52,10 @@ from groupcomm.core.messages import (
     ReceivedMessage,
     SentMessage,
     with_header_unchecked,
+    without_header_unchecked,
 )
 from groupcomm.filters._common import (
+    INT_ONLY,
     decode_matrix,
     encode_matrix,
     freeze_clock,
@@ -86,6 +88,13 @@ class MatrixManager(CausalityManager):
         self._stamp_flat: list[int] | None = None
         #: (row, column) -> index of that entry's count in _stamp_flat
         self._stamp_slot: dict[tuple[str, str], int] = {}
+        #: sender -> how to read its stamps while their shape stays the same (see
+        #: _StampPlan): a sender's successive stamps usually differ only in counts. A
+        #: plan is made when two stamps in a row that took the general path have the
+        #: same shape (matrix-delta's deltas mostly do not: no plan is made for each)
+        self._plans: dict[str, _StampPlan] = {}
+        #: sender -> its last stamp delivered through the general path
+        self._last_general: dict[str, tuple] = {}
 
     def sent_matrix(self, order: list[str]) -> list[list[int]]:
         """SENT as a dense list of rows in the given member order (for tests, displays)."""
@@ -109,6 +118,11 @@ class MatrixManager(CausalityManager):
             encoded = (self._stamp_names, tuple(flat))
         return with_header_unchecked(message, STAMP, encoded)
 
+    def _raised(self, row: str, column: str, count: int) -> None:
+        """SENT[row][column] was raised to ``count`` by a merge (matrix-delta records the
+        change instead)."""
+        self._encoded_entry(row, column, count)
+
     def _encoded_entry(self, row: str, column: str, count: int) -> None:
         """Keep the stamp's encoding in step with SENT[row][column] = count."""
         flat = self._stamp_flat
@@ -123,8 +137,12 @@ class MatrixManager(CausalityManager):
     def accept(self, message: ReceivedMessage) -> None:
         """Deliver ``message`` when DELIV covers its stamp, else buffer it (the rule is the
         same for a whole matrix and for matrix-delta's changed entries)."""
+        sender = message.sender
+        plan = self._plans.get(sender)
+        if plan is not None and not self.buffer and plan.accept(self, message):
+            return
         stamp = decode_matrix(message, self.stamp_header, self.protocol)
-        me, sender = self.host.name, message.sender
+        me = self.host.name
         own = stamp.get(sender, {}).get(me, 0)
         if own < 1:
             raise ProtocolViolation(
@@ -140,9 +158,19 @@ class MatrixManager(CausalityManager):
             self._deliver(message, stamp)
             if self.buffer:
                 self._drain()
+            else:
+                self._learn_shape(sender, message.headers[self.stamp_header])
         else:
             self.buffer.append((message, stamp))
             self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))
+
+    def _learn_shape(self, sender: str, value: tuple) -> None:
+        """After a stamp of ``sender`` was decoded and delivered: when the one before had
+        the same shape, read the next ones of that shape with a plan."""
+        previous = self._last_general.get(sender)
+        self._last_general[sender] = value
+        if previous is not None and _same_shape(previous, value):
+            self._plans[sender] = _StampPlan(value, sender, self.host.name)
 
     def _deliverable(self, sender: str, stamp: dict[str, dict[str, int]]) -> bool:
         me = self.host.name
@@ -173,8 +201,8 @@ class MatrixManager(CausalityManager):
             for c, v in row.items():
                 if mine.get(c, 0) < v:
                     mine[c] = v
-                    self._encoded_entry(r, c, v)
-        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+                    self._raised(r, c, v)
+        self.deliver_upstream(without_header_unchecked(message, self.stamp_header))
 
     def _drain(self) -> None:
         progress = True
@@ -227,9 +255,72 @@ class MatrixManager(CausalityManager):
     def restore(self, snapshot: Hashable) -> None:
         sent, deliv, buffer, self.control_count = snapshot  # type: ignore[misc]
         self._stamp_flat = None
+        self._plans, self._last_general = {}, {}
         self.sent = {r: dict(row) for r, row in sent}
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """True when two well-formed stamps have the same names and (row, column) pairs."""
+    return a[0] == b[0] and a[1][0::3] == b[1][0::3] and a[1][1::3] == b[1][1::3]
+
+
+class _StampPlan:
+    """How to read a sender's stamp whose names and (row, column) pairs are those of a
+    stamp already decoded and delivered: only the counts are new, and they sit at known
+    places, so the receiver tests and merges them without decoding the stamp into a
+    matrix. A stamp of another shape (a new pair, a newcomer), a bad one, or one that
+    arrives while messages are held, takes the general path (:func:`decode_matrix`)."""
+
+    __slots__ = ("names", "rows", "columns", "own", "waits", "targets")
+
+    def __init__(self, stamp: tuple, sender: str, me: str) -> None:
+        names, flat = stamp
+        self.names: tuple[str, ...] = names
+        self.rows: tuple[int, ...] = flat[0::3]
+        self.columns: tuple[int, ...] = flat[1::3]
+        #: (row name, column name) of each count, in the stamp's order
+        self.targets = tuple((names[r], names[c]) for r, c in zip(self.rows, self.columns, strict=True))
+        #: where SENT[sender][me] is, and (where, k) of each other SENT[k][me]
+        self.own = self.targets.index((sender, me))
+        self.waits = tuple((i, r) for i, (r, c) in enumerate(self.targets)
+                           if c == me and r != sender)
+
+    def accept(self, manager: MatrixManager, message: ReceivedMessage) -> bool:
+        """Deliver ``message`` if its stamp has this plan's shape and is deliverable now;
+        False (nothing done) when the general path must decide."""
+        value = message.headers.get(manager.stamp_header)
+        if type(value) is not tuple or len(value) != 2:
+            return False
+        names, flat = value
+        # the shape (checked when the plan was made) compared in C-level passes
+        if (names != self.names or type(flat) is not tuple or flat[0::3] != self.rows
+                or flat[1::3] != self.columns):
+            return False
+        counts = flat[2::3]
+        if not INT_ONLY.issuperset(map(type, counts)) or min(counts) < 0:
+            return False  # the general path says what is wrong
+        sender = message.sender
+        deliv = manager.deliv
+        own = counts[self.own]
+        if own < 1 or own != deliv.get(sender, 0) + 1:
+            return False  # not the next message from sender (a duplicate, or early)
+        for i, k in self.waits:
+            if deliv.get(k, 0) < counts[i]:
+                return False
+        deliv[sender] = own
+        sent = manager.sent
+        raised = manager._raised  # noqa: SLF001 (the manager's own hook, bound once)
+        for (r, c), v in zip(self.targets, counts, strict=True):
+            mine = sent.get(r)
+            if mine is None:
+                mine = sent[r] = {}
+            if mine.get(c, 0) < v:
+                mine[c] = v
+                raised(r, c, v)
+        manager.deliver_upstream(without_header_unchecked(message, manager.stamp_header))
+        return True
 
 
 class MatrixSendFilter(ModuleSendFilter):

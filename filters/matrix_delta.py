@@ -117,17 +117,8 @@ class MatrixDeltaManager(MatrixManager):
         return copies  # type: ignore[return-value]
 
     # -- receive side: matrix's accept, reading the delta header ----------------------
-    def _deliver(self, message: ReceivedMessage, stamp: Matrix) -> None:
-        sender = message.sender
-        self.deliv[sender] = self.deliv.get(sender, 0) + 1
-        sent = self.sent
-        for r, row in stamp.items():
-            mine = sent.setdefault(r, {})
-            for c, v in row.items():
-                if mine.get(c, 0) < v:
-                    mine[c] = v
-                    self._changed(r, c)
-        self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
+    def _raised(self, row: str, column: str, count: int) -> None:
+        self._changed(row, column)
 
     def release_waiting_on(self, name: str) -> list[str]:
         released = super().release_waiting_on(name)

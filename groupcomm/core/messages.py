@@ -443,6 +443,16 @@ def with_header_unchecked(message: GroupMessage, key: str, value: HeaderValue) -
     return _with_headers(message, {key: value})
 
 
+def without_header_unchecked(message: GroupMessage, key: str) -> Any:
+    """:meth:`GroupMessage.without_headers` for one header: a receive filter consuming its
+    stamp (a function, not a method taking ``*names``: this runs for every message a
+    module delivers)."""
+    headers = message.headers
+    if len(headers) == 1 and key in headers:  # the usual case: the module's one stamp
+        return _with_headers(message, _EMPTY)
+    return _with_headers(message, {k: v for k, v in headers.items() if k != key} or _EMPTY)
+
+
 def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
     """A copy of ``message`` with ``headers`` (already checked) in place of its own.
 
