@@ -170,7 +170,12 @@ class MatrixManager(CausalityManager):
         previous = self._last_general.get(sender)
         self._last_general[sender] = value
         if previous is not None and _same_shape(previous, value):
-            self._plans[sender] = _StampPlan(value, sender, self.host.name)
+            plan = _StampPlan(value, sender, self.host.name)
+            # a name or an entry given twice decodes to its last value: only the general
+            # path reads such a stamp as it always did
+            if (len(set(plan.names)) == len(plan.names)
+                    and len(set(plan.targets)) == len(plan.targets)):
+                self._plans[sender] = plan
 
     def _deliverable(self, sender: str, stamp: dict[str, dict[str, int]]) -> bool:
         me = self.host.name
