@@ -44,7 +44,8 @@ message tags (:class:`groupcomm.core.messages.Tag`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from operator import itemgetter
 
 from groupcomm.core.causality import (
     CausalityError,
@@ -107,6 +108,8 @@ class VectorManager(CausalityManager):
         self._stamp_names: tuple[str, ...] | None = None
         self._stamp_zero_names: tuple[str, ...] = ()
         self._stamp_clock_size = 0
+        #: reads the counts of _stamp_names from the clock in one C-level call
+        self._stamp_counts: Callable[[dict[str, int]], tuple[int, ...]] | None = None
 
     # -- membership ---------------------------------------------------------------------
     def client_joined(
@@ -165,14 +168,19 @@ class VectorManager(CausalityManager):
         the last encoding while the clock has as many entries and the entries that were
         zero still are; then only the counts are read again."""
         clock = self.clock
-        names = self._stamp_names
-        if (names is not None and len(clock) == self._stamp_clock_size
-                and not any(map(clock.__getitem__, self._stamp_zero_names))):
-            return names, tuple(map(clock.__getitem__, names))
+        counts = self._stamp_counts
+        if (counts is not None and len(clock) == self._stamp_clock_size
+                and not (self._stamp_zero_names
+                         and any(map(clock.__getitem__, self._stamp_zero_names)))):
+            return self._stamp_names, counts(clock)  # type: ignore[return-value]
         encoded = encode_clock(clock)
-        self._stamp_names = encoded[0]
+        names = self._stamp_names = encoded[0]
         self._stamp_zero_names = tuple(k for k, v in clock.items() if not v)
         self._stamp_clock_size = len(clock)
+        # itemgetter of one key returns the value itself, not a 1-tuple
+        self._stamp_counts = (itemgetter(*names) if len(names) > 1 else
+                              (lambda c, name=names[0]: (c[name],)) if names else
+                              (lambda c: ()))
         return encoded
 
     # -- receive side -------------------------------------------------------------------

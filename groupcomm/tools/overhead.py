@@ -8,6 +8,9 @@
   application message (``meta_bytes`` of every network send of application messages,
   summed, divided by application sends) and control messages (ACK, YCT, ...) per
   application message, with their bytes.
+* **Pipeline CPU** (``--pipeline``): the CPU per message of each module's own send and
+  receive path in one process, without sockets (see
+  :mod:`groupcomm.tools.pipeline_cost`), relative to ``none`` in the same run.
 * **Throughput** (``--throughput``): each module through the real communicator between
   two processes (the ``groupcomm bench`` set-up), relative to ``none`` measured in the
   same run, the modules taking turns; also the CPU per message of the busier process
@@ -116,17 +119,25 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"groupcomm overhead: {error}") from None
     if any(n < 2 for n in args.sizes) or args.messages < 1:
         raise CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
+    if args.pipeline < 0 or args.throughput < 0 or args.repeat < 1:
+        raise CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
+                       "--repeat >= 1")
     rows = []
     for size in args.sizes:
         for module in modules:
             print(f"overhead: {module} at n={size}...", file=sys.stderr, flush=True)
             rows.append(measure_overhead(module, size, args.messages, args.seed))
+    ordered = ["none", *[m for m in modules if m != "none"]]
+    pipeline: list[dict[str, Any]] = []
+    if args.pipeline:
+        from groupcomm.tools.pipeline_cost import measure_pipelines
+
+        pipeline = measure_pipelines(ordered, args.pipeline, args.repeat)
     throughput: list[dict[str, Any]] = []
     if args.throughput:
-        throughput = measure_throughput(
-            ["none", *[m for m in modules if m != "none"]], args.throughput, args.repeat)
+        throughput = measure_throughput(ordered, args.throughput, args.repeat)
     if args.json:
-        print(json.dumps({"overhead": rows, "throughput": throughput}))
+        print(json.dumps({"overhead": rows, "pipeline": pipeline, "throughput": throughput}))
         return 0
     print(f"{'module':8} {'n':>4} {'traffic':9} {'meta B/msg':>10} {'B/copy':>7} {'ctrl/msg':>9} "
           f"{'ctrl B/msg':>10}  control by kind")
@@ -136,6 +147,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{row['module']:8} {row['processes']:>4} {row['traffic']:9} "
               f"{row['meta_bytes_per_message']:>10} {row['meta_bytes_per_copy']:>7} {total:>9.3f} "
               f"{row['control_bytes_per_message']:>10}  {kinds}")
+    if pipeline:
+        print(f"\n{'module':13} {'send us/msg':>12} {'(+ on none)':>11} "
+              f"{'receive us/msg':>15} {'(+ on none)':>11} {'busier vs none':>15}")
+        for row in pipeline:
+            print(f"{row['module']:13} {row['send_us_per_msg']:>12.2f} "
+                  f"{row['send_extra_us']:>+11.2f} {row['receive_us_per_msg']:>15.2f} "
+                  f"{row['receive_extra_us']:>+11.2f} {row['cost_relative_to_none']:>15.3f}")
     if throughput:
         print(f"\n{'module':8} {'msg/s':>9} {'vs none':>8} {'CPU us/msg':>11} {'CPU vs none':>12}")
         for row in throughput:
@@ -157,7 +175,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--throughput", type=int, default=0, metavar="N",
                         help="also measure throughput with N messages per module")
-    parser.add_argument("--repeat", type=int, default=1, help="throughput runs (best kept)")
+    parser.add_argument("--pipeline", type=int, default=0, metavar="N",
+                        help="also measure the CPU per message of each module's send and "
+                        "receive path in one process, without sockets, with N messages")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="throughput and pipeline runs (least CPU and best rate kept)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
