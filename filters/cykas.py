@@ -210,6 +210,9 @@ class CykasManager(CausalityManager):
     def held(self) -> list[GroupMessage]:
         return list(self.ob)
 
+    def holds_sends(self) -> bool:
+        return bool(self.ob)
+
     def waiting_for(self) -> dict[str, list[str]]:
         blockers = self._blockers()
         return {m.message_id: blockers for m in self.ob}

@@ -105,6 +105,9 @@ class MfssManager(CausalityManager):
     def held(self) -> list[GroupMessage]:
         return list(self.buffer)
 
+    def holds_sends(self) -> bool:
+        return bool(self.buffer)
+
     def waiting_for(self) -> dict[str, list[str]]:
         waits = [self.unacked[1]] if self.unacked else []
         return {m.message_id: waits for m in self.buffer}

@@ -89,6 +89,12 @@ class CausalityManager(ABC):
     def held(self) -> list[GroupMessage]:
         """Messages this module holds (buffered for delivery, or unsent), oldest first."""
 
+    def holds_sends(self) -> bool:
+        """True while this module holds back a message of this member's that has not
+        left yet (``Communicator.flush`` asks this every 10 ms; the sender-side modules,
+        which may hold thousands, answer without listing them)."""
+        return any(isinstance(m, SentMessage) for m in self.held())
+
     def waiting_for(self) -> dict[str, list[str]]:
         """Held message id -> the members it waits on (empty list: waits on nothing
         named, e.g. an unsent message behind an earlier one). For operators and tests."""

@@ -521,6 +521,11 @@ class ProtocolNode(FilterHost):
         manager = self.manager
         return manager.held() if manager is not None else []
 
+    def holds_sends(self) -> bool:
+        """True while the causality module holds back a message this member sent."""
+        manager = self.manager
+        return manager.holds_sends() if manager is not None else False
+
     def waiting_for(self) -> dict[str, list[str]]:
         """Held message id -> the members it waits on."""
         manager = self.manager

@@ -498,8 +498,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
                 return True
             try:
                 busy = self._call(lambda: bool(
-                    self._outgoing or not self.node.idle
-                    or any(isinstance(m, SentMessage) for m in self.node.held())
+                    self._outgoing or not self.node.idle or self.node.holds_sends()
                     or self._backlog_frames or self._outbox or len(self.delays)
                 ), timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # the I/O thread stopped or did not answer in time
