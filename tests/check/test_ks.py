@@ -37,9 +37,9 @@ ORIGINAL_MERGE = ks.KsManager._merge
 ORIGINAL_STAMP = ks.KsManager.stamp_copies
 
 
-def forgets_what_others_said(self: ks.KsManager, carried: ks.Log) -> None:
+def forgets_what_others_said(self: ks.KsManager, carried: ks.Log, me: str) -> None:
     """Too eager: keeps only the sender's own entries of what a message carried."""
-    ORIGINAL_MERGE(self, {s: v for s, v in carried.items() if s == self.host.name})
+    ORIGINAL_MERGE(self, {s: v for s, v in carried.items() if s == self.host.name}, me)
 
 
 def drops_the_destination_too(self: ks.KsManager, message: SentMessage) -> list[SentMessage]:
