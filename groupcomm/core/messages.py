@@ -440,6 +440,20 @@ def with_header_unchecked(message: GroupMessage, key: str, value: HeaderValue) -
         merged = dict(headers)
         merged[key] = value
         return _with_headers(message, merged)
+    if type(message) is SentMessage:
+        # the usual case, a module stamping an application send that carries no header
+        # yet: _with_headers spelled out (one call and one type test less per send)
+        obj = _new(SentMessage)
+        _set_destinations(obj, message.destinations)  # type: ignore[attr-defined]
+        _set_app(obj, message.application_name)
+        _set_session(obj, message.session_name)
+        _set_user(obj, message.user_message)
+        _set_id(obj, message.message_id)
+        _set_sender(obj, message.sender)
+        _set_headers(obj, {key: value})
+        _set_vc(obj, message.vc)
+        _set_kind(obj, message.kind)
+        return obj
     return _with_headers(message, {key: value})
 
 
@@ -448,9 +462,23 @@ def without_header_unchecked(message: GroupMessage, key: str) -> Any:
     stamp (a function, not a method taking ``*names``: this runs for every message a
     module delivers)."""
     headers = message.headers
-    if len(headers) == 1 and key in headers:  # the usual case: the module's one stamp
-        return _with_headers(message, _EMPTY)
-    return _with_headers(message, {k: v for k, v in headers.items() if k != key} or _EMPTY)
+    if len(headers) != 1 or key not in headers:
+        return _with_headers(message, {k: v for k, v in headers.items() if k != key} or _EMPTY)
+    if type(message) is ReceivedMessage:
+        # the usual case, a module consuming its one stamp of an application message:
+        # _with_headers spelled out (one call and one type test less per delivery)
+        obj = _new(ReceivedMessage)
+        _set_receiver(obj, message.receiver)  # type: ignore[attr-defined]
+        _set_app(obj, message.application_name)
+        _set_session(obj, message.session_name)
+        _set_user(obj, message.user_message)
+        _set_id(obj, message.message_id)
+        _set_sender(obj, message.sender)
+        _set_headers(obj, _EMPTY)
+        _set_vc(obj, message.vc)
+        _set_kind(obj, message.kind)
+        return obj
+    return _with_headers(message, _EMPTY)
 
 
 def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
