@@ -259,7 +259,10 @@ class CausalityModule(ABC):
     def check_destinations(
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
-        """Raise :class:`CausalityError` when the module cannot carry this send."""
+        """Raise :class:`CausalityError` when the module cannot carry this send.
+
+        ``destinations`` are distinct, and each is one of ``members`` or ``sender``: the
+        node checks that before it asks (an unknown peer is its own error)."""
         return None
 
 

@@ -85,7 +85,9 @@ def test_held_messages_are_visible_from_a_real_client(group: ProcessGroup,
                                                       tmp_path: Path) -> None:
     start(group, "matrix", tmp_path / "traces")
     alice, bob, carol = (group.peers[n] for n in NAMES)
-    alice.command(op="delay", peer="carol", ms=3000)
+    # m1's delay must outlast m2's trip to bob and m3's to carol, also on a loaded machine
+    # (3 s was once too short with another test run sharing the two cores)
+    alice.command(op="delay", peer="carol", ms=6000)
     alice.command(op="send", to=["carol"], payload="slow", label="m1")
     alice.command(op="send", to=["bob"], payload="fast", label="m2")
     bob.wait_for(lambda e: e.get("label") == "m2", what="m2 at bob")
