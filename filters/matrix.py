@@ -286,7 +286,8 @@ class _StampPlan:
         self.rows: tuple[int, ...] = flat[0::3]
         self.columns: tuple[int, ...] = flat[1::3]
         #: (row name, column name) of each count, in the stamp's order
-        self.targets = tuple((names[r], names[c]) for r, c in zip(self.rows, self.columns, strict=True))
+        self.targets = tuple((names[r], names[c])
+                             for r, c in zip(self.rows, self.columns, strict=True))
         #: where SENT[sender][me] is, and (where, k) of each other SENT[k][me]
         self.own = self.targets.index((sender, me))
         self.waits = tuple((i, r) for i, (r, c) in enumerate(self.targets)
@@ -299,8 +300,10 @@ class _StampPlan:
         if type(value) is not tuple or len(value) != 2:
             return False
         names, flat = value
-        # the shape (checked when the plan was made) compared in C-level passes
-        if (names != self.names or type(flat) is not tuple or flat[0::3] != self.rows
+        # the shape (checked when the plan was made) compared in C-level passes; the
+        # length too, or a stamp cut short by one count would match rows and columns
+        if (names != self.names or type(flat) is not tuple
+                or len(flat) != 3 * len(self.rows) or flat[0::3] != self.rows
                 or flat[1::3] != self.columns):
             return False
         counts = flat[2::3]

@@ -101,6 +101,7 @@ def _warmed() -> tuple[LocalNetwork, object]:
     ((-1,), "bad entry"),
     ((True,), "bad entry"),
     (("3",), "bad entry"),
+    ((), "index triples"),  # cut short by its count: rows and columns still match
 ])
 def test_bad_counts_in_a_planned_shape_are_refused_as_before(counts: tuple,
                                                              error: str) -> None:
