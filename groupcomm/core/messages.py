@@ -394,18 +394,19 @@ _set_receiver = ReceivedMessage.__dict__["receiver"].__set__
 def sent_unchecked(
     application_name: str, session_name: str, user_message: Any, message_id: str,
     sender: str, vc: tuple[tuple[str, int], ...], destinations: tuple[str, ...],
+    headers: Mapping[str, HeaderValue] = _EMPTY, kind: str = "normal",
 ) -> SentMessage:
-    """A header-less ``normal`` :class:`SentMessage` from fields the caller vouches for
-    (see :meth:`SentMessage.checked_elsewhere`)."""
+    """A :class:`SentMessage` (header-less and ``normal`` unless told) from fields the
+    caller vouches for (see :meth:`SentMessage.checked_elsewhere`; ``headers`` too)."""
     obj = _new(SentMessage)
     _set_app(obj, application_name)
     _set_session(obj, session_name)
     _set_user(obj, user_message)
     _set_id(obj, message_id)
     _set_sender(obj, sender)
-    _set_headers(obj, _EMPTY)
+    _set_headers(obj, headers)
     _set_vc(obj, vc)
-    _set_kind(obj, "normal")
+    _set_kind(obj, kind)
     _set_destinations(obj, destinations)
     return obj
 
@@ -442,18 +443,11 @@ def with_header_unchecked(message: GroupMessage, key: str, value: HeaderValue) -
         return _with_headers(message, merged)
     if type(message) is SentMessage:
         # the usual case, a module stamping an application send that carries no header
-        # yet: _with_headers spelled out (one call and one type test less per send)
-        obj = _new(SentMessage)
-        _set_destinations(obj, message.destinations)  # type: ignore[attr-defined]
-        _set_app(obj, message.application_name)
-        _set_session(obj, message.session_name)
-        _set_user(obj, message.user_message)
-        _set_id(obj, message.message_id)
-        _set_sender(obj, message.sender)
-        _set_headers(obj, {key: value})
-        _set_vc(obj, message.vc)
-        _set_kind(obj, message.kind)
-        return obj
+        # yet: built by sent_unchecked, without _with_headers' type dispatch (every send)
+        return sent_unchecked(message.application_name, message.session_name,
+                              message.user_message, message.message_id, message.sender,
+                              message.vc, message.destinations,  # type: ignore[attr-defined]
+                              {key: value}, message.kind)
     return _with_headers(message, {key: value})
 
 
@@ -466,18 +460,11 @@ def without_header_unchecked(message: GroupMessage, key: str) -> Any:
         return _with_headers(message, {k: v for k, v in headers.items() if k != key} or _EMPTY)
     if type(message) is ReceivedMessage:
         # the usual case, a module consuming its one stamp of an application message:
-        # _with_headers spelled out (one call and one type test less per delivery)
-        obj = _new(ReceivedMessage)
-        _set_receiver(obj, message.receiver)  # type: ignore[attr-defined]
-        _set_app(obj, message.application_name)
-        _set_session(obj, message.session_name)
-        _set_user(obj, message.user_message)
-        _set_id(obj, message.message_id)
-        _set_sender(obj, message.sender)
-        _set_headers(obj, _EMPTY)
-        _set_vc(obj, message.vc)
-        _set_kind(obj, message.kind)
-        return obj
+        # built by received_unchecked, without _with_headers' type dispatch (every delivery)
+        return received_unchecked(message.application_name, message.session_name,
+                                  message.user_message, message.message_id, message.sender,
+                                  message.vc, message.kind,
+                                  message.receiver)  # type: ignore[attr-defined]
     return _with_headers(message, _EMPTY)
 
 
