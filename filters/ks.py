@@ -46,7 +46,8 @@ the stamp refers to once; ``newest[i]`` is the clock of the newest entry carried
 ``names[i]``'s sends (0: none), which is all a marker needs; each record is an entry with
 destinations left: ``sender index, clock, number of destinations, destination
 indices``. The message's own entry is its sender's newest. Under uniform unicast at 50
-members the stamp is about a third of ``matrix``'s (``groupcomm overhead``,
+members the stamp is about a third of ``matrix``'s after 20 messages per process and a
+tenth after 100, when matrix's stamps have filled up (``groupcomm overhead``,
 BENCHMARKS.md).
 
 **Membership.** A newcomer starts with an empty log and nothing delivered: an entry can

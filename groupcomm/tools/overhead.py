@@ -1,13 +1,15 @@
 """``groupcomm overhead``: what each causality module costs.
 
-* **Metadata and control traffic**, per application message, at several group sizes:
-  every process sends ``--messages`` messages to uniformly random other members (vector
+* **Metadata and control traffic**, per application message, at several group sizes
+  and session lengths: every process sends ``--messages`` messages to uniformly random other members (vector
   and the other broadcast-only modules broadcast instead, since they refuse unicasts)
   through the real filters and codec of :class:`groupcomm.tools.localnet.LocalNetwork`,
   frames arriving in a seeded random order. Reported: protocol metadata bytes per
   application message (``meta_bytes`` of every network send of application messages,
   summed, divided by application sends) and control messages (ACK, YCT, ...) per
-  application message, with their bytes.
+  application message, with their bytes. Several ``--messages`` values show how a
+  module's stamps grow as a session goes on (the first messages of a session find the
+  matrix nearly empty); ``--plot`` draws that (:mod:`groupcomm.tools.metadata_plot`).
 * **Pipeline CPU** (``--pipeline``): the CPU per message of each module's own send and
   receive path in one process, without sockets (see
   :mod:`groupcomm.tools.pipeline_cost`), relative to ``none`` in the same run.
@@ -69,7 +71,8 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
             control_bytes += record["meta_bytes"]
     held = sum(len(net.manager(n).held()) for n in names)
     return {
-        "module": module, "processes": processes, "traffic": "broadcast" if broadcast
+        "module": module, "processes": processes, "messages_per_process": messages,
+        "traffic": "broadcast" if broadcast
         else "unicast", "app_messages": app,
         "meta_bytes_per_message": round(meta / app, 1),
         # one copy per destination: what each frame on the wire carries
@@ -117,16 +120,26 @@ def _run(args: argparse.Namespace) -> int:
             get_module(name)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm overhead: {error}") from None
-    if any(n < 2 for n in args.sizes) or args.messages < 1:
+    if any(n < 2 for n in args.sizes) or any(m < 1 for m in args.messages):
         raise CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
     if args.pipeline < 0 or args.throughput < 0 or args.repeat < 1:
         raise CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
                        "--repeat >= 1")
     rows = []
     for size in args.sizes:
-        for module in modules:
-            print(f"overhead: {module} at n={size}...", file=sys.stderr, flush=True)
-            rows.append(measure_overhead(module, size, args.messages, args.seed))
+        for messages in args.messages:
+            for module in modules:
+                print(f"overhead: {module} at n={size}, {messages} messages per process...",
+                      file=sys.stderr, flush=True)
+                rows.append(measure_overhead(module, size, messages, args.seed))
+    if args.plot:
+        from groupcomm.tools.metadata_plot import plot_metadata
+
+        try:
+            path = plot_metadata(rows, args.plot)
+        except (ValueError, OSError) as error:
+            raise CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
+        print(f"overhead: metadata plot written to {path}", file=sys.stderr)
     ordered = ["none", *[m for m in modules if m != "none"]]
     pipeline: list[dict[str, Any]] = []
     if args.pipeline:
@@ -139,13 +152,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"overhead": rows, "pipeline": pipeline, "throughput": throughput}))
         return 0
-    print(f"{'module':8} {'n':>4} {'traffic':9} {'meta B/msg':>10} {'B/copy':>7} {'ctrl/msg':>9} "
-          f"{'ctrl B/msg':>10}  control by kind")
+    width = max(len("module"), *(len(row["module"]) for row in rows))
+    print(f"{'module':{width}} {'n':>4} {'msgs':>5} {'traffic':9} {'meta B/msg':>10} "
+          f"{'B/copy':>7} {'ctrl/msg':>9} {'ctrl B/msg':>10}  control by kind")
     for row in rows:
         total = sum(row["control_per_message"].values())
         kinds = ", ".join(f"{k} {v}" for k, v in row["control_per_message"].items())
-        print(f"{row['module']:8} {row['processes']:>4} {row['traffic']:9} "
-              f"{row['meta_bytes_per_message']:>10} {row['meta_bytes_per_copy']:>7} {total:>9.3f} "
+        print(f"{row['module']:{width}} {row['processes']:>4} {row['messages_per_process']:>5} "
+              f"{row['traffic']:9} {row['meta_bytes_per_message']:>10} "
+              f"{row['meta_bytes_per_copy']:>7} {total:>9.3f} "
               f"{row['control_bytes_per_message']:>10}  {kinds}")
     if pipeline:
         print(f"\n{'module':13} {'send us/msg':>12} {'(+ on none)':>11} "
@@ -155,9 +170,9 @@ def _run(args: argparse.Namespace) -> int:
                   f"{row['send_extra_us']:>+11.2f} {row['receive_us_per_msg']:>15.2f} "
                   f"{row['receive_extra_us']:>+11.2f} {row['cost_relative_to_none']:>15.3f}")
     if throughput:
-        print(f"\n{'module':8} {'msg/s':>9} {'vs none':>8} {'CPU us/msg':>11} {'CPU vs none':>12}")
+        print(f"\n{'module':13} {'msg/s':>9} {'vs none':>8} {'CPU us/msg':>11} {'CPU vs none':>12}")
         for row in throughput:
-            print(f"{row['module']:8} {row['msgs_per_s']:>9,} {row['relative_to_none']:>8.3f} "
+            print(f"{row['module']:13} {row['msgs_per_s']:>9,} {row['relative_to_none']:>8.3f} "
                   f"{row['busier_cpu_us_per_msg']:>11.2f} {row['cpu_relative_to_none']:>12.3f}")
     return 0
 
@@ -171,7 +186,8 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--modules", nargs="+", help=f"default: {' '.join(MODULES)}")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 10, 50])
-    parser.add_argument("--messages", type=int, default=20, help="messages per process")
+    parser.add_argument("--messages", type=int, nargs="+", default=[20],
+                        help="messages per process; several values measure each")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--throughput", type=int, default=0, metavar="N",
                         help="also measure throughput with N messages per module")
@@ -180,6 +196,10 @@ def build_parser() -> ArgumentParser:
                         "receive path in one process, without sockets, with N messages")
     parser.add_argument("--repeat", type=int, default=1,
                         help="throughput and pipeline runs (least CPU and best rate kept)")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="draw metadata bytes per message against messages per process "
+                        "(or group size, given one --messages value), and relative to "
+                        "matrix's when matrix is measured")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser

@@ -1,12 +1,15 @@
-"""``groupcomm overhead --pipeline``: each module's own CPU per message, without sockets."""
+"""``groupcomm overhead``: session-length sweeps and their plot, and ``--pipeline``: each
+module's own CPU per message, without sockets."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from groupcomm.tools.overhead import main
+from groupcomm.tools.metadata_plot import plot_metadata
+from groupcomm.tools.overhead import main, measure_overhead
 from groupcomm.tools.pipeline_cost import measure_pipeline
 
 
@@ -55,3 +58,57 @@ def test_bad_arguments_say_what_is_wrong(argv: list[str], says: str,
     assert main(["--sizes", "3", "--messages", "1", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_several_session_lengths_each_measured(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sizes", "3", "4", "--messages", "2", "6", "--modules", "matrix", "ks",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["overhead"]
+    assert [(r["processes"], r["messages_per_process"], r["module"]) for r in rows] == [
+        (3, 2, "matrix"), (3, 2, "ks"), (3, 6, "matrix"), (3, 6, "ks"),
+        (4, 2, "matrix"), (4, 2, "ks"), (4, 6, "matrix"), (4, 6, "ks")]
+    # every process sends its messages: the counts follow the lengths asked for
+    assert [r["app_messages"] for r in rows] == [6, 6, 18, 18, 8, 8, 24, 24]
+    # a longer session makes matrix's stamps larger (more of the matrix is non-zero)
+    by = {(r["processes"], r["messages_per_process"], r["module"]): r for r in rows}
+    assert by[(4, 6, "matrix")]["meta_bytes_per_message"] > \
+        by[(4, 2, "matrix")]["meta_bytes_per_message"]
+
+
+def test_table_columns_line_up_with_long_module_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sizes", "3", "--messages", "2", "--modules", "fifo", "matrix-delta"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], lines[1:3]
+    end = header.index("meta B/msg") + len("meta B/msg")
+    for row in rows:
+        # the right-aligned figures end where their heading ends
+        assert row[end - 1] != " " and row[end] == " ", (header, row)
+
+
+def test_plot_draws_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "figures" / "metadata.png"
+    assert main(["--sizes", "4", "--messages", "2", "4", "--modules", "none", "matrix",
+                 "matrix-delta", "ks", "--plot", str(target)]) == 0
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert str(target) in capsys.readouterr().err
+
+
+def test_plot_of_one_length_is_drawn_against_group_size(tmp_path: Path) -> None:
+    rows = [measure_overhead(module, size, 2) for size in (3, 5) for module in ("matrix", "ks")]
+    path = plot_metadata(rows, tmp_path / "by_size.png")
+    assert path.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--messages", "3", "0"], "--messages >= 1"),
+    (["--modules", "none", "mfss", "--plot", "x.png"], "nothing to plot"),
+])
+def test_bad_sweep_or_plot_arguments(argv: list[str], says: str, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--sizes", "3", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not (tmp_path / "x.png").exists()
