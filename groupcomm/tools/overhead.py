@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
@@ -110,6 +112,16 @@ def measure_throughput(modules: list[str], messages: int, repeat: int) -> list[d
     return rows
 
 
+def _check_writable(path: str) -> None:
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"groupcomm overhead: --plot {path}: {error}") from None
+    if Path(path).is_dir() or not os.access(folder, os.W_OK):
+        raise CliError(f"groupcomm overhead: --plot {path}: not a file that can be written")
+
+
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     modules = args.modules or list(MODULES)
@@ -125,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.pipeline < 0 or args.throughput < 0 or args.repeat < 1:
         raise CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
                        "--repeat >= 1")
+    if args.plot:  # before minutes of measuring, not after
+        _check_writable(args.plot)
     rows = []
     for size in args.sizes:
         for messages in args.messages:

@@ -103,12 +103,18 @@ def test_plot_of_one_length_is_drawn_against_group_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv, says", [
     (["--messages", "3", "0"], "--messages >= 1"),
     (["--modules", "none", "mfss", "--plot", "x.png"], "nothing to plot"),
+    (["--modules", "matrix", "--plot", "."], "not a file that can be written"),
+    (["--modules", "matrix", "--plot", "taken/x.png"], "taken"),
 ])
 def test_bad_sweep_or_plot_arguments(argv: list[str], says: str, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("a file where the plot's folder would go")
     assert main(["--sizes", "3", *argv]) == 2
-    err = capsys.readouterr().err
-    assert says in err and "Traceback" not in err
+    captured = capsys.readouterr()
+    assert says in captured.err and "Traceback" not in captured.err
     assert not (tmp_path / "x.png").exists()
+    # a path that cannot be written is refused before anything is measured
+    if "--plot" in argv and "nothing to plot" not in says:
+        assert "overhead: matrix at" not in captured.err
