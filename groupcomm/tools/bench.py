@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.tools.critical_path import describe, summarize
+from groupcomm.tools.critical_path import describe, handling_bound, summarize
 
 
 def _payload(i: int, size: int) -> dict[str, Any]:
@@ -131,6 +131,9 @@ def _reap(*processes: Any) -> None:
 
 # -- round trip --------------------------------------------------------------------------------
 ROUND_TRIP_WARMUP = 200
+#: the fraction of one message per round trip the sender-side modules aim at
+#: (BENCHMARKS.md); ``--critical-path`` says how much handling that leaves
+ROUND_TRIP_TARGET = 0.7
 
 
 def _signed(key: bytes, value: Any) -> bytes:
@@ -430,7 +433,11 @@ def _run(args: argparse.Namespace) -> int:
             "polled_fraction_of_round_trip_bound": round(rtt / min(polled_trips), 3),
         })
     if args.critical_path:  # that of the fastest run
-        result["critical_path"] = max(comm_runs, key=lambda r: r["rate"])["critical_path"]
+        path = max(comm_runs, key=lambda r: r["rate"])["critical_path"]
+        result["critical_path"] = path
+        if round_trips and comm > 0:
+            path.update(handling_bound(path, 1e6 / comm, result["round_trip_us"],
+                                       ROUND_TRIP_TARGET))
     if args.json:
         print(json.dumps(result))
     else:
@@ -455,6 +462,12 @@ def _run(args: argparse.Namespace) -> int:
                   f"{1e6 / comm:.1f} us per message):")
             for line in describe(result["critical_path"]):
                 print(line)
+            path = result["critical_path"]
+            if "rest_us" in path:
+                print(f"  the rest (transfers, send calls, slow tails): {path['rest_us']:.1f} us "
+                      f"per message, {path['fraction_without_handling']:.2f} of the bound with "
+                      f"no handling at all; {ROUND_TRIP_TARGET} of it leaves "
+                      f"{path['handling_budget_us']:.1f} us of handling per turnaround")
     return 0
 
 

@@ -12,6 +12,10 @@ time of one message splits into
 * **transfer** each way: from the end of a send in one process to the other taking up
   the frame (libzmq's I/O threads, the kernel, and the wake-up of the polling thread).
 
+A turnaround but its send call is the **handling**, what Python code could still make
+faster; what the rest of a message's time allows against the round trip is
+:func:`handling_bound`.
+
 ``perf_counter_ns`` reads the system's monotonic clock, the same in both processes.
 """
 
@@ -91,7 +95,29 @@ def summarize(sender: Timeline, receiver: Timeline) -> dict[str, Any]:
         "receiver_send_call": _stats(send_calls(receiver)),
     }
     parts["sum_of_medians_us"] = round(sum(parts[p]["median_us"] for p in PARTS), 1)
+    # the handling: a turnaround but its send call (verify, decode, module, delivery, the
+    # answer's encoding and signature), the part Python code could still change
+    handling = [max(0.0, parts[f"{side}_turnaround"]["median_us"]
+                    - parts[f"{side}_send_call"]["median_us"]) for side in ("sender", "receiver")]
+    parts["handling_us_per_turnaround"] = round(sum(handling) / 2, 1)
     return parts
+
+
+def handling_bound(summary: dict[str, Any], per_message_us: float, round_trip_us: float,
+                   fraction: float) -> dict[str, float]:
+    """What is left of a message's time without its handling, and what that allows.
+
+    ``per_message_us`` is the measured time per message with one in flight. Taking the
+    two turnarounds' handling (medians) out of it leaves the transfers, the send calls and
+    the slow tails: ``rest_us``. That alone reaches ``fraction_without_handling`` of one
+    message per ``round_trip_us``; ``handling_budget_us`` is the handling per turnaround
+    that would still reach ``fraction`` (0 when the rest alone is too slow). Medians make
+    the handling the typical one, so the budget is an estimate, not a promise."""
+    rest = max(0.0, per_message_us - 2 * summary["handling_us_per_turnaround"])
+    budget = max(0.0, (round_trip_us / fraction - rest) / 2)
+    return {"rest_us": round(rest, 1),
+            "fraction_without_handling": round(round_trip_us / rest, 3) if rest else 0.0,
+            "handling_budget_us": round(budget, 1)}
 
 
 def describe(summary: dict[str, Any]) -> list[str]:
@@ -103,4 +129,6 @@ def describe(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  {label:<22} median {stats['median_us']:7.1f} us  p10 "
                      f"{stats['p10_us']:7.1f}  p90 {stats['p90_us']:7.1f}  (n={stats['n']})")
     lines.append(f"  sum of the four medians: {summary['sum_of_medians_us']:.1f} us per message")
+    lines.append(f"  handling (a turnaround but its send call): "
+                 f"{summary['handling_us_per_turnaround']:.1f} us per turnaround")
     return lines

@@ -146,6 +146,13 @@ def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
         send_call = path[f"{side}_send_call"]["median_us"]
         assert 0 < send_call <= path[f"{side}_turnaround"]["p90_us"]
     assert path["sum_of_medians_us"] > 0
+    # the handling taken out of the time per message, and what the rest allows
+    per_message = 1e6 / figures["communicator_msgs_per_s"]
+    assert path["rest_us"] == pytest.approx(
+        per_message - 2 * path["handling_us_per_turnaround"], abs=0.2)
+    assert path["fraction_without_handling"] == pytest.approx(
+        figures["round_trip_us"] / path["rest_us"], rel=0.01)
+    assert path["handling_budget_us"] >= 0
 
 
 def test_bench_critical_path_is_refused_for_modules_whose_frames_are_not_answered() -> None:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from groupcomm.tools.critical_path import send_calls, summarize, transfers, turnarounds
+from groupcomm.tools.critical_path import (
+    handling_bound,
+    send_calls,
+    summarize,
+    transfers,
+    turnarounds,
+)
 
 # one machine, one clock (ns): the sender sends m1 at 100-110, the receiver takes it up at
 # 150, answers with an ACK sent at 190-200, the sender takes that up at 260 and sends m2
@@ -37,3 +43,26 @@ def test_summary_gives_each_part_and_the_sum_of_the_medians() -> None:
     empty = summarize([], [])
     assert empty["sender_turnaround"] == {"n": 0, "median_us": 0.0, "p10_us": 0.0,
                                           "p90_us": 0.0}
+
+
+def test_handling_is_each_turnaround_but_its_send_call() -> None:
+    # in µs: turnarounds 20 and 60 with send calls 10 and 50 at the sender (handling 10
+    # and 10), 15 and 15 with send calls 5 and 5 at the receiver (10 and 10)
+    sender = [("in", 0), ("send", 10_000), ("sent", 20_000), ("in", 100_000),
+              ("send", 110_000), ("sent", 160_000)]
+    receiver = [("in", 30_000), ("send", 40_000), ("sent", 45_000), ("in", 170_000),
+                ("send", 180_000), ("sent", 185_000)]
+    summary = summarize(sender, receiver)
+    assert summary["sender_turnaround"]["median_us"] == 40.0
+    assert summary["sender_send_call"]["median_us"] == 30.0
+    assert summary["handling_us_per_turnaround"] == 10.0
+
+
+def test_handling_bound_against_a_round_trip() -> None:
+    summary = {"handling_us_per_turnaround": 40.0}
+    # 250 us per message, 80 of them handling: the rest, 170 us, allows 140/170 of one
+    # message per 140 us round trip; 0.7 of it (200 us per message) leaves 15 us per side
+    assert handling_bound(summary, 250.0, 140.0, 0.7) == {
+        "rest_us": 170.0, "fraction_without_handling": 0.824, "handling_budget_us": 15.0}
+    # the rest alone already slower than 0.7 allows: nothing left for the handling
+    assert handling_bound(summary, 300.0, 140.0, 0.7)["handling_budget_us"] == 0.0
