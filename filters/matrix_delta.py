@@ -34,12 +34,16 @@ knows — causality towards third parties is then no longer guaranteed, and the 
 logs a warning saying so. A delta that is malformed (no entry for the message itself) is
 refused with :class:`~groupcomm.core.causality.ProtocolViolation`, as in ``matrix``.
 
-**Bookkeeping at the sender.** Every change of an entry of SENT gets a fresh version
-number and moves that entry to the end of an insertion-ordered dict; the delta for d is
-read backwards from the end of that dict down to the version of the last send to d, so
-it costs the size of the delta, not of the matrix. The first message to a destination
-still carries the whole (non-zero) matrix: the saving comes from pairs that talk
-repeatedly.
+**Bookkeeping at the sender.** The version counts this member's sends. Every change of
+an entry of SENT is marked with the version of the next send (the one whose stamps
+must carry it) and moves that entry to the end of an insertion-ordered dict; the delta
+for d is read backwards from the end of that dict down to the version of the last send
+to d, so it costs the size of the delta, not of the matrix. Changes between two sends
+share a version because a delta takes all of them or none: their order is never read,
+and the snapshot lists them by (version, row, column), so that renaming the members
+(the model checker's symmetry reduction) or changing the order of deliveries between two
+sends leaves no trace in the state. The first message to a destination still carries
+the whole (non-zero) matrix: the saving comes from pairs that talk repeatedly.
 """
 
 from __future__ import annotations
@@ -66,6 +70,11 @@ STAMP = "D"
 Matrix = dict[str, dict[str, int]]
 
 
+def _change_order(change: tuple[tuple[str, str], int]) -> tuple[int, str, str]:
+    (row, column), version = change
+    return version, row, column
+
+
 class MatrixDeltaManager(MatrixManager):
     """SENT, DELIV and the buffer (as in ``matrix``) plus per-destination versions."""
 
@@ -74,19 +83,20 @@ class MatrixDeltaManager(MatrixManager):
 
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
-        #: (row, column) -> version of its last change, in order of last change
+        #: (row, column) -> version of the send its last change is due to travel with,
+        #: in order of last change
         self.changes: dict[tuple[str, str], int] = {}
+        #: the number of sends stamped so far
         self.version = 0
-        #: destination -> version of SENT when the last message to it was stamped
+        #: destination -> version of the last send stamped for it
         self.last_to: dict[str, int] = {}
 
     def _changed(self, row: str, column: str) -> None:
-        self.version += 1
         key = (row, column)
         changes = self.changes
         if key in changes:
             del changes[key]
-        changes[key] = self.version
+        changes[key] = self.version + 1
 
     def delta_for(self, dest: str) -> Matrix:
         """Entries of SENT changed since the last message stamped for ``dest``."""
@@ -107,6 +117,7 @@ class MatrixDeltaManager(MatrixManager):
         for dest in message.destinations:
             row[dest] = row.get(dest, 0) + 1
             self._changed(me, dest)
+        self.version += 1
         copies = []
         split = len(message.destinations) > 1
         for dest in message.destinations:
@@ -139,7 +150,8 @@ class MatrixDeltaManager(MatrixManager):
             # messages do not define an ordering
             tuple((m, freeze_matrix(s)) for m, s in self.buffer),
             self.control_count,
-            tuple(self.changes.items()),
+            # by (version, row, column): the order within a version is never read
+            tuple(sorted(self.changes.items(), key=_change_order)),
             self.version,
             freeze_clock(self.last_to),
         )
@@ -180,6 +192,9 @@ class MatrixDeltaModule(CausalityModule):
     name = NAME
     description = ("causal unicast/multicast: matrix clocks sending only the entries changed "
                    "since the last message to the same destination")
+    #: the delta is in matrix's encoding; the snapshot orders changes by name within a
+    #: version, so renaming the members maps states onto states (tested)
+    symmetry_headers = {STAMP: "matrix"}
 
     def create_manager(self, host: FilterHost) -> CausalityManager:
         return MatrixDeltaManager(host)
