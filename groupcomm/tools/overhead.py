@@ -7,7 +7,10 @@
   frames arriving in a seeded random order. Reported: protocol metadata bytes per
   application message (``meta_bytes`` of every network send of application messages,
   summed, divided by application sends) and control messages (ACK, YCT, ...) per
-  application message, with their bytes. Several ``--messages`` values show how a
+  application message, with their bytes; and the CPU per application message of the
+  whole in-process network (all members, the network's own work included), with what
+  each module adds to ``none``'s in the same configuration (one run: the figure moves
+  by a few per cent between runs, the bytes do not). Several ``--messages`` values show how a
   module's stamps grow as a session goes on (the first messages of a session find the
   matrix nearly empty); ``--plot`` draws that (:mod:`groupcomm.tools.metadata_plot`).
 * **Pipeline CPU** (``--pipeline``): the CPU per message of each module's own send and
@@ -23,10 +26,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,15 +54,24 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
     rng = random.Random(seed)
     plan = [name for name in names for _ in range(messages)]
     rng.shuffle(plan)
-    for sender in plan:
-        if broadcast:
-            net.to_others(sender, "x")
-        else:
-            net.send(sender, "x", [rng.choice([n for n in names if n != sender])])
-        for _ in range(rng.randint(0, 2 * processes)):  # let some frames arrive meanwhile
-            if net.in_flight:
-                net.deliver(rng.randrange(len(net.in_flight)))
-    net.run(rng)
+    others = {name: [n for n in names if n != name] for name in names}
+    collecting = gc.isenabled()
+    gc.disable()  # a collection would land on whichever module happens to run then
+    try:
+        start = time.process_time()
+        for sender in plan:
+            if broadcast:
+                net.to_others(sender, "x")
+            else:
+                net.send(sender, "x", [rng.choice(others[sender])])
+            for _ in range(rng.randint(0, 2 * processes)):  # let some frames arrive meanwhile
+                if net.in_flight:
+                    net.deliver(rng.randrange(len(net.in_flight)))
+        net.run(rng)
+        cpu = time.process_time() - start
+    finally:
+        if collecting:
+            gc.enable()
     app = meta = copies = 0
     control: Counter[str] = Counter()
     control_bytes = 0
@@ -82,6 +96,8 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
         "control_per_message": {k: round(v / app, 3) for k, v in sorted(control.items())},
         "control_bytes_per_message": round(control_bytes / app, 1),
         "held_at_end": held,
+        # all members' CPU per application message, the in-process network's included
+        "cpu_us_per_message": round(cpu / app * 1e6, 1),
     }
 
 
@@ -154,6 +170,11 @@ def _run(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as error:
             raise CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
         print(f"overhead: metadata plot written to {path}", file=sys.stderr)
+    base = {(r["processes"], r["messages_per_process"]): r["cpu_us_per_message"]
+            for r in rows if r["module"] == "none"}
+    for row in rows:  # what the module adds to the same traffic without causality
+        cpu = base.get((row["processes"], row["messages_per_process"]))
+        row["cpu_extra_us"] = None if cpu is None else round(row["cpu_us_per_message"] - cpu, 1)
     ordered = ["none", *[m for m in modules if m != "none"]]
     pipeline: list[dict[str, Any]] = []
     if args.pipeline:
@@ -168,14 +189,17 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     width = max(len("module"), *(len(row["module"]) for row in rows))
     print(f"{'module':{width}} {'n':>4} {'msgs':>5} {'traffic':9} {'meta B/msg':>10} "
-          f"{'B/copy':>7} {'ctrl/msg':>9} {'ctrl B/msg':>10}  control by kind")
+          f"{'B/copy':>7} {'ctrl/msg':>9} {'ctrl B/msg':>10} {'CPU us/msg':>10} "
+          f"{'(+ on none)':>11}  control by kind")
     for row in rows:
         total = sum(row["control_per_message"].values())
         kinds = ", ".join(f"{k} {v}" for k, v in row["control_per_message"].items())
+        extra = "" if row["cpu_extra_us"] is None else f"{row['cpu_extra_us']:+.1f}"
         print(f"{row['module']:{width}} {row['processes']:>4} {row['messages_per_process']:>5} "
               f"{row['traffic']:9} {row['meta_bytes_per_message']:>10} "
               f"{row['meta_bytes_per_copy']:>7} {total:>9.3f} "
-              f"{row['control_bytes_per_message']:>10}  {kinds}")
+              f"{row['control_bytes_per_message']:>10} {row['cpu_us_per_message']:>10.1f} "
+              f"{extra:>11}  {kinds}")
     if pipeline:
         print(f"\n{'module':13} {'send us/msg':>12} {'(+ on none)':>11} "
               f"{'receive us/msg':>15} {'(+ on none)':>11} {'busier vs none':>15}")

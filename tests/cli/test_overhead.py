@@ -118,3 +118,19 @@ def test_bad_sweep_or_plot_arguments(argv: list[str], says: str, tmp_path: Path,
     # a path that cannot be written is refused before anything is measured
     if "--plot" in argv and "nothing to plot" not in says:
         assert "overhead: matrix at" not in captured.err
+
+
+def test_cpu_per_message_against_none_in_the_same_configuration(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sizes", "3", "5", "--messages", "3", "--modules", "none", "matrix",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["overhead"]
+    base = {r["processes"]: r["cpu_us_per_message"] for r in rows if r["module"] == "none"}
+    for row in rows:
+        assert row["cpu_us_per_message"] > 0
+        assert row["cpu_extra_us"] == pytest.approx(
+            row["cpu_us_per_message"] - base[row["processes"]], abs=0.11)
+    # without none measured there is nothing to add to: said as null, not as a number
+    assert main(["--sizes", "3", "--messages", "2", "--modules", "fifo", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["overhead"]
+    assert row["cpu_extra_us"] is None and row["cpu_us_per_message"] > 0
