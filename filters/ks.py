@@ -111,18 +111,31 @@ def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[in
                                                   tuple[int, ...]]:
     """``(clock, names, newest, records)`` (see the module doc); canonical: names sorted,
     records by sender and clock, destinations sorted."""
-    names = sorted(set(entries) | {d for sends in entries.values()
-                                   for dests in sends.values() for d in dests})
+    named = set(entries)
+    for sends in entries.values():
+        for dests in sends.values():
+            if dests:  # most entries are markers, with no destination left
+                named.update(dests)
+    names = sorted(named)
     index = {name: i for i, name in enumerate(names)}
     newest = [0] * len(names)
     flat: list[int] = []
-    for sender in sorted(entries):
-        sends = entries[sender]
-        newest[index[sender]] = max(sends)
+    for i, sender in enumerate(names):  # the senders in name order, as names are
+        sends = entries.get(sender)
+        if not sends:
+            continue
+        if len(sends) == 1:  # the common case: one entry (a marker, or a pending send)
+            ((t, dests),) = sends.items()
+            newest[i] = t
+            if dests:
+                flat += (i, t, len(dests))
+                flat += sorted(map(index.__getitem__, dests))
+            continue
+        newest[i] = max(sends)
         for t, dests in sorted(sends.items()):
             if dests:
-                flat += (index[sender], t, len(dests))
-                flat += sorted(index[d] for d in dests)
+                flat += (i, t, len(dests))
+                flat += sorted(map(index.__getitem__, dests))
     return clock, tuple(names), tuple(newest), tuple(flat)
 
 
@@ -149,18 +162,19 @@ def decode_log(message: GroupMessage) -> tuple[int, Log]:
     if len(newest) != size:
         raise ProtocolViolation(f"{_where(message)}: {len(newest)} newest clocks for {size} names")
     entries: Log = {name: {t: _EMPTY} for name, t in zip(names, newest, strict=True) if t}
-    position = 0
-    while position < len(flat):
-        if position + 3 > len(flat):
+    # each record checked and added in one pass (entries is thrown away on an error)
+    position, end = 0, len(flat)
+    while position < end:
+        if position + 3 > end:
             raise ProtocolViolation(f"{_where(message)}: a record is cut short at {position}")
         sender, t, count = flat[position:position + 3]
-        dests = flat[position + 3:position + 3 + count]
+        stop = position + 3 + count
+        dests = flat[position + 3:stop]
         if (sender >= size or not 1 <= t <= newest[sender] or not count
-                or len(dests) < count or any(d >= size for d in dests)):
-            raise ProtocolViolation(
-                f"{_where(message)}: bad record {flat[position:position + 3 + count]!r}")
-        position += 3 + count
-    _add_records(entries, names, flat)
+                or len(dests) < count or max(dests) >= size):
+            raise ProtocolViolation(f"{_where(message)}: bad record {flat[position:stop]!r}")
+        entries[names[sender]][t] = frozenset(map(names.__getitem__, dests))
+        position = stop
     own = entries.get(message.sender)
     if own is None or max(own) != clock:
         raise ProtocolViolation(f"{_where(message)}: the sender's newest send must be the message "
@@ -230,14 +244,25 @@ class KsManager(CausalityManager):
                 purge(entries)
                 copies.append(with_header_unchecked(message.to((dest,)), STAMP,
                                                     encode_log(clock, entries)))
-        for sends in self.log.values():
-            changed = False
-            for t, pending in sends.items():
-                if not pending.isdisjoint(dests):
-                    sends[t] = pending - dests
-                    changed = True
-            if changed:
-                purge_sender(sends)
+        if len(destinations) == 1:  # one membership test per entry, not a set operation
+            dest = destinations[0]
+            for sends in self.log.values():
+                changed = False
+                for t, pending in sends.items():
+                    if dest in pending:
+                        sends[t] = pending - dests
+                        changed = True
+                if changed:
+                    purge_sender(sends)
+        else:
+            for sends in self.log.values():
+                changed = False
+                for t, pending in sends.items():
+                    if not pending.isdisjoint(dests):
+                        sends[t] = pending - dests
+                        changed = True
+                if changed:
+                    purge_sender(sends)
         own[clock] = dests
         purge_sender(own)
         return copies  # type: ignore[return-value]
@@ -297,6 +322,21 @@ class KsManager(CausalityManager):
                 mine[sender] = known = {t: dests - drop if me in dests else dests
                                         for t, dests in incoming.items()}
                 purge_sender(known)  # (taking this member out may have emptied some)
+                continue
+            if len(known) == 1 and len(incoming) == 1:
+                # the usual case: one entry on each side (mostly markers); what the general
+                # merge below does with them, without its passes
+                ((t, dests),) = incoming.items()
+                (t_known,) = known
+                if t < t_known:
+                    continue  # older than what this member knows: forgotten here
+                if me in dests:
+                    dests = dests - drop
+                if t > t_known:  # the newer send stands for the older one
+                    known.clear()
+                    known[t] = dests
+                else:
+                    known[t] = known[t] & dests
                 continue
             newest_known, newest_carried = max(known), max(incoming)
             for t in [t for t in known if t not in incoming and t < newest_carried]:
