@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from itertools import compress
 from typing import Any
 
@@ -230,3 +230,28 @@ def _report_unsent(manager: CausalityManager, dropped: list[SentMessage], name: 
     manager.count("undeliverable", len(dropped))
     manager.host.report_undeliverable([m.message_id for m in dropped if m.is_user_message()],
                                       f"to {name} were not sent: it left")
+
+
+def first_deliverable(buffer: Sequence[tuple], held_by: dict[str, Hashable],
+                      holder: Callable[[tuple], Hashable | None],
+                      still_held: Callable[[tuple, Hashable], bool]) -> int | None:
+    """The index of the first entry of ``buffer`` (``(message, ...)``) that nothing holds
+    any more, or None.
+
+    ``holder(entry)`` names what keeps an entry's message from delivery now (None:
+    deliverable); ``still_held(entry, what)`` tells whether that still does. ``held_by``
+    keeps, per message id, what held it at the last look, so a message still waiting
+    for the same member costs one test instead of a pass over its whole stamp; the first
+    deliverable entry found, and so the order of deliveries, is the one a full scan would
+    find. The cache is the caller's, emptied when its buffer is replaced."""
+    for index, entry in enumerate(buffer):
+        message_id = entry[0].message_id
+        what = held_by.get(message_id)
+        if what is not None and still_held(entry, what):
+            continue
+        what = holder(entry)
+        if what is None:
+            held_by.pop(message_id, None)
+            return index
+        held_by[message_id] = what
+    return None

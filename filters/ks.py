@@ -79,7 +79,13 @@ from groupcomm.core.messages import (
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.filters._common import INT_ONLY, freeze_clock, header, warn_held_on
+from groupcomm.filters._common import (
+    INT_ONLY,
+    first_deliverable,
+    freeze_clock,
+    header,
+    warn_held_on,
+)
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +223,8 @@ class KsManager(CausalityManager):
         self.delivered: dict[str, int] = {}
         self.log: Log = {}
         self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
+        #: message id -> a send that held it at the last look (see first_deliverable)
+        self._held_by: dict[str, tuple[str, int]] = {}
 
     # -- send side ----------------------------------------------------------------------
     def stamp_copies(self, message: SentMessage) -> list[SentMessage]:
@@ -287,14 +295,19 @@ class KsManager(CausalityManager):
 
     def _deliverable(self, sender: str, clock: int, entries: Log) -> bool:
         """Whether everything ``entries`` says must be delivered here first has been."""
+        return self._holder(sender, clock, entries) is None
+
+    def _holder(self, sender: str, clock: int, entries: Log) -> tuple[str, int] | None:
+        """A send ``(s, t)`` that ``entries`` says must be delivered here first and is not
+        yet, or None: deliverable."""
         me = self.host.name
         delivered = self.delivered
         for s, sends in entries.items():
             done = delivered.get(s, 0)
             for t, dests in sends.items():
                 if t > done and me in dests and not (s == sender and t == clock):
-                    return False
-        return True
+                    return s, t
+        return None
 
     def _waits_on(self, sender: str, clock: int, entries: Log) -> list[str]:
         """The senders of the messages ``entries`` says must be delivered here first and
@@ -355,13 +368,15 @@ class KsManager(CausalityManager):
         progress = True
         while progress and self.buffer:
             progress = False
-            for index, (message, clock, entries) in enumerate(self.buffer):
-                if self._deliverable(message.sender, clock, entries):
-                    del self.buffer[index]
-                    self.host.trace("unbuffer", message)
-                    self._deliver(message, clock, entries)
-                    progress = True
-                    break
+            # a send found holding a message holds it until that send is delivered here
+            index = first_deliverable(
+                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1], e[2]),
+                lambda e, send: self.delivered.get(send[0], 0) < send[1])
+            if index is not None:
+                message, clock, entries = self.buffer.pop(index)
+                self.host.trace("unbuffer", message)
+                self._deliver(message, clock, entries)
+                progress = True
 
     # -- membership ---------------------------------------------------------------------
     def member_removed(self, name: str) -> None:
@@ -413,6 +428,7 @@ class KsManager(CausalityManager):
         self.delivered = dict(delivered)
         self.log = thaw_log(entries)
         self.buffer = [(m, clock, thaw_log(e)) for m, clock, e in buffer]
+        self._held_by = {}
 
 
 def freeze_log(entries: Log) -> tuple:

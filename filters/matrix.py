@@ -58,6 +58,7 @@ from groupcomm.filters._common import (
     INT_ONLY,
     decode_matrix,
     encode_matrix,
+    first_deliverable,
     freeze_clock,
     freeze_matrix,
     warn_held_on,
@@ -81,6 +82,8 @@ class MatrixManager(CausalityManager):
         self.sent: dict[str, dict[str, int]] = {}
         self.deliv: dict[str, int] = {}
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
+        #: message id -> the member that held it at the last look (see first_deliverable)
+        self._held_by: dict[str, str] = {}
         # the stamp's encoding (see encode_matrix), kept from one send to the next: a send
         # or a merge that only raises entries already non-zero changes values in place;
         # a new non-zero entry (a new pair, a newcomer) makes the next send re-encode
@@ -178,6 +181,11 @@ class MatrixManager(CausalityManager):
                 self._plans[sender] = plan
 
     def _deliverable(self, sender: str, stamp: dict[str, dict[str, int]]) -> bool:
+        return self._holder(sender, stamp) is None
+
+    def _holder(self, sender: str, stamp: dict[str, dict[str, int]]) -> str | None:
+        """The member whose messages keep a message with ``stamp`` from delivery here now
+        (its sender when it is not the next one from it), or None: deliverable."""
         me = self.host.name
         deliv = self.deliv
         for k, row in stamp.items():
@@ -185,10 +193,17 @@ class MatrixManager(CausalityManager):
             if k == sender:
                 need -= 1
                 if deliv.get(k, 0) != need:
-                    return False
+                    return k
             elif deliv.get(k, 0) < need:
-                return False
-        return True
+                return k
+        return None
+
+    def _still_held(self, sender: str, stamp: dict[str, dict[str, int]], k: str) -> bool:
+        """Whether ``k``, found holding a message by :meth:`_holder`, still does."""
+        need = stamp[k].get(self.host.name, 0)
+        if k == sender:
+            return self.deliv.get(k, 0) != need - 1
+        return self.deliv.get(k, 0) < need
 
     def _waits_on(self, sender: str, stamp: dict[str, dict[str, int]]) -> list[str]:
         me = self.host.name
@@ -213,13 +228,14 @@ class MatrixManager(CausalityManager):
         progress = True
         while progress and self.buffer:
             progress = False
-            for index, (message, stamp) in enumerate(self.buffer):
-                if self._deliverable(message.sender, stamp):
-                    del self.buffer[index]
-                    self.host.trace("unbuffer", message)
-                    self._deliver(message, stamp)
-                    progress = True
-                    break
+            index = first_deliverable(
+                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1]),
+                lambda e, k: self._still_held(e[0].sender, e[1], k))
+            if index is not None:
+                message, stamp = self.buffer.pop(index)
+                self.host.trace("unbuffer", message)
+                self._deliver(message, stamp)
+                progress = True
 
     # -- introspection ------------------------------------------------------------------
     def held(self) -> list[GroupMessage]:
@@ -264,6 +280,7 @@ class MatrixManager(CausalityManager):
         self.sent = {r: dict(row) for r, row in sent}
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
+        self._held_by = {}
 
 
 def _same_shape(a: tuple, b: tuple) -> bool:

@@ -162,6 +162,7 @@ class MatrixDeltaManager(MatrixManager):
         self.sent = {r: dict(row) for r, row in sent}
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
+        self._held_by = {}
         self.changes = dict(changes)
         self.last_to = dict(last_to)
 

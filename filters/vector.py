@@ -68,6 +68,7 @@ from groupcomm.filters._common import (
     control_message,
     decode_clock,
     encode_clock,
+    first_deliverable,
     freeze_clock,
     int_header,
     warn_held_on,
@@ -90,6 +91,8 @@ class VectorManager(CausalityManager):
         self.clock: dict[str, int] = {}
         #: held application messages and skip markers, with their decoded stamps
         self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
+        #: message id -> the member that held it at the last look (see first_deliverable)
+        self._held_by: dict[str, str] = {}
         self.skips: dict[str, set[int]] = {}
         #: senders whose count at our join we do not know yet (we joined late)
         self.awaiting_base: set[str] = set()
@@ -247,16 +250,27 @@ class VectorManager(CausalityManager):
         raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
 
     def _deliverable(self, sender: str, stamp: dict[str, int]) -> bool:
+        return self._holder(sender, stamp) is None
+
+    def _holder(self, sender: str, stamp: dict[str, int]) -> str | None:
+        """The member whose messages keep a message with ``stamp`` from delivery here now
+        (its sender when it is not the next one from it), or None: deliverable."""
         if sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1:
-            return False
+            return sender
         me = self.host.name
         void = self.void
         for k, count in stamp.items():
             if k == sender or k == me or k in void:
                 continue  # our own broadcasts were all sent before we could depend on them
             if k in self.awaiting_base or count > self.clock.get(k, 0):
-                return False
-        return True
+                return k
+        return None
+
+    def _still_held(self, sender: str, stamp: dict[str, int], k: str) -> bool:
+        """Whether ``k``, found holding a message by :meth:`_holder`, still does."""
+        if k == sender:
+            return sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1
+        return k not in self.void and (k in self.awaiting_base or stamp[k] > self.clock.get(k, 0))
 
     def _waits_on(self, sender: str, stamp: dict[str, int]) -> list[str]:
         me = self.host.name
@@ -290,15 +304,16 @@ class VectorManager(CausalityManager):
                     seqs.discard(stale)
                 if not seqs:
                     del self.skips[sender]
-            for index, (message, stamp) in enumerate(self.buffer):
-                if self._deliverable(message.sender, stamp):
-                    del self.buffer[index]
-                    log.debug("%s: VectorTimeStampedMessageRemovedFromBuffer %s",
-                              self.host.name, message.message_id)
-                    self.host.trace("unbuffer", message)
-                    self._deliver(message, stamp)
-                    progress = True
-                    break
+            index = first_deliverable(
+                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1]),
+                lambda e, k: self._still_held(e[0].sender, e[1], k))
+            if index is not None:
+                message, stamp = self.buffer.pop(index)
+                log.debug("%s: VectorTimeStampedMessageRemovedFromBuffer %s",
+                          self.host.name, message.message_id)
+                self.host.trace("unbuffer", message)
+                self._deliver(message, stamp)
+                progress = True
 
     # -- introspection ------------------------------------------------------------------
     def held(self) -> list[GroupMessage]:
@@ -349,6 +364,7 @@ class VectorManager(CausalityManager):
         self._forget_stamp_names()
         self._plans = {}
         self.buffer = [(m, dict(s)) for m, s in buffer]
+        self._held_by = {}
         self.skips = {k: set(v) for k, v in skips}
         self.awaiting_base = set(awaiting)
         self.void = set(void)
