@@ -225,6 +225,8 @@ class KsManager(CausalityManager):
         self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
         #: message id -> a send that held it at the last look (see first_deliverable)
         self._held_by: dict[str, tuple[str, int]] = {}
+        #: the ids of the buffered messages (a duplicate is found without a scan)
+        self._buffered_ids: set[str] = set()
 
     # -- send side ----------------------------------------------------------------------
     def stamp_copies(self, message: SentMessage) -> list[SentMessage]:
@@ -280,8 +282,7 @@ class KsManager(CausalityManager):
         """Deliver ``message`` once what it waits for here has been delivered, else hold it."""
         clock, entries = decode_log(message)
         sender = message.sender
-        if clock <= self.delivered.get(sender, 0) or any(
-                m.message_id == message.message_id for m, _, _ in self.buffer):
+        if clock <= self.delivered.get(sender, 0) or message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
         if self._deliverable(sender, clock, entries):
@@ -290,6 +291,7 @@ class KsManager(CausalityManager):
                 self._drain()
         else:
             self.buffer.append((message, clock, entries))
+            self._buffered_ids.add(message.message_id)
             self.host.trace("buffer", message,
                             waiting_for=self._waits_on(sender, clock, entries))
 
@@ -374,6 +376,7 @@ class KsManager(CausalityManager):
                 lambda e, send: self.delivered.get(send[0], 0) < send[1])
             if index is not None:
                 message, clock, entries = self.buffer.pop(index)
+                self._buffered_ids.discard(message.message_id)
                 self.host.trace("unbuffer", message)
                 self._deliver(message, clock, entries)
                 progress = True
@@ -429,6 +432,7 @@ class KsManager(CausalityManager):
         self.log = thaw_log(entries)
         self.buffer = [(m, clock, thaw_log(e)) for m, clock, e in buffer]
         self._held_by = {}
+        self._buffered_ids = {m.message_id for m, _, _ in self.buffer}
 
 
 def freeze_log(entries: Log) -> tuple:

@@ -84,6 +84,8 @@ class MatrixManager(CausalityManager):
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
         #: message id -> the member that held it at the last look (see first_deliverable)
         self._held_by: dict[str, str] = {}
+        #: the ids of the buffered messages (a duplicate is found without a scan)
+        self._buffered_ids: set[str] = set()
         # the stamp's encoding (see encode_matrix), kept from one send to the next: a send
         # or a merge that only raises entries already non-zero changes values in place;
         # a new non-zero entry (a new pair, a newcomer) makes the next send re-encode
@@ -152,9 +154,7 @@ class MatrixManager(CausalityManager):
                 f"{self.protocol}: stamp of {message.message_id} does not count the message "
                 f"itself (SENT[{sender}][{me}] = {own})"
             )
-        if own <= self.deliv.get(sender, 0) or self.buffer and any(
-            m.message_id == message.message_id for m, _ in self.buffer
-        ):
+        if own <= self.deliv.get(sender, 0) or message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
         if self._deliverable(sender, stamp):
@@ -165,6 +165,7 @@ class MatrixManager(CausalityManager):
                 self._learn_shape(sender, message.headers[self.stamp_header])
         else:
             self.buffer.append((message, stamp))
+            self._buffered_ids.add(message.message_id)
             self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))
 
     def _learn_shape(self, sender: str, value: tuple) -> None:
@@ -233,6 +234,7 @@ class MatrixManager(CausalityManager):
                 lambda e, k: self._still_held(e[0].sender, e[1], k))
             if index is not None:
                 message, stamp = self.buffer.pop(index)
+                self._buffered_ids.discard(message.message_id)
                 self.host.trace("unbuffer", message)
                 self._deliver(message, stamp)
                 progress = True
@@ -281,6 +283,7 @@ class MatrixManager(CausalityManager):
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
         self._held_by = {}
+        self._buffered_ids = {m.message_id for m, _ in self.buffer}
 
 
 def _same_shape(a: tuple, b: tuple) -> bool:

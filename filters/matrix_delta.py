@@ -163,6 +163,7 @@ class MatrixDeltaManager(MatrixManager):
         self.deliv = dict(deliv)
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
         self._held_by = {}
+        self._buffered_ids = {m.message_id for m, _ in self.buffer}
         self.changes = dict(changes)
         self.last_to = dict(last_to)
 

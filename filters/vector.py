@@ -93,6 +93,8 @@ class VectorManager(CausalityManager):
         self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
         #: message id -> the member that held it at the last look (see first_deliverable)
         self._held_by: dict[str, str] = {}
+        #: the ids of the buffered messages (a duplicate is found without a scan)
+        self._buffered_ids: set[str] = set()
         self.skips: dict[str, set[int]] = {}
         #: senders whose count at our join we do not know yet (we joined late)
         self.awaiting_base: set[str] = set()
@@ -206,7 +208,7 @@ class VectorManager(CausalityManager):
         if stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
             self.count("duplicates")
             return
-        if self.buffer and any(m.message_id == message.message_id for m, _ in self.buffer):
+        if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
         if self._deliverable(sender, stamp):
@@ -224,6 +226,7 @@ class VectorManager(CausalityManager):
         else:
             log.debug("%s: VectorTimeStampedMessageBuffered %s", me, message.message_id)
             self.buffer.append((message, stamp))
+            self._buffered_ids.add(message.message_id)
             self.host.trace("buffer", message, waiting_for=self._waits_on(sender, stamp))
 
     def on_control(self, message: ReceivedMessage) -> None:
@@ -309,6 +312,7 @@ class VectorManager(CausalityManager):
                 lambda e, k: self._still_held(e[0].sender, e[1], k))
             if index is not None:
                 message, stamp = self.buffer.pop(index)
+                self._buffered_ids.discard(message.message_id)
                 log.debug("%s: VectorTimeStampedMessageRemovedFromBuffer %s",
                           self.host.name, message.message_id)
                 self.host.trace("unbuffer", message)
@@ -365,6 +369,7 @@ class VectorManager(CausalityManager):
         self._plans = {}
         self.buffer = [(m, dict(s)) for m, s in buffer]
         self._held_by = {}
+        self._buffered_ids = {m.message_id for m, _ in self.buffer}
         self.skips = {k: set(v) for k, v in skips}
         self.awaiting_base = set(awaiting)
         self.void = set(void)
