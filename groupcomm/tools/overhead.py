@@ -218,9 +218,10 @@ def _run(args: argparse.Namespace) -> int:
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm overhead",
-        description="Metadata bytes and control messages per application message of each "
-        "causality module at several group sizes, and (--throughput N) each module's "
-        "throughput through the real communicator relative to none in the same run.",
+        description="Metadata bytes, control messages and CPU per application message of "
+        "each causality module at several group sizes and session lengths, and "
+        "(--throughput N) each module's throughput through the real communicator relative "
+        "to none in the same run.",
     )
     parser.add_argument("--modules", nargs="+", help=f"default: {' '.join(MODULES)}")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 10, 50])
