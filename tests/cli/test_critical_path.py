@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from groupcomm.tools.critical_path import (
+    describe,
     handling_bound,
     send_calls,
     summarize,
@@ -66,3 +67,11 @@ def test_handling_bound_against_a_round_trip() -> None:
         "rest_us": 170.0, "fraction_without_handling": 0.824, "handling_budget_us": 15.0}
     # the rest alone already slower than 0.7 allows: nothing left for the handling
     assert handling_bound(summary, 300.0, 140.0, 0.7)["handling_budget_us"] == 0.0
+
+
+def test_the_description_ends_with_the_sum_and_the_handling() -> None:
+    lines = describe(summarize(SENDER, RECEIVER))
+    assert len(lines) == 8  # four parts, two send calls, the sum, the handling
+    assert lines[-2].strip().startswith("sum of the four medians:")
+    assert "handling (a turnaround but its send call)" in lines[-1]
+    assert lines[-1].rstrip().endswith("us per turnaround")
