@@ -255,3 +255,17 @@ def first_deliverable(buffer: Sequence[tuple], held_by: dict[str, Hashable],
             return index
         held_by[message_id] = what
     return None
+
+
+def take_first_deliverable(buffer: list[tuple], held_by: dict[str, Hashable],
+                           buffered_ids: set[str],
+                           holder: Callable[[tuple], Hashable | None],
+                           still_held: Callable[[tuple, Hashable], bool]) -> tuple | None:
+    """:func:`first_deliverable`'s entry taken out of ``buffer`` (and its id out of
+    ``buffered_ids``, the set a module keeps to find duplicates without a scan), or None."""
+    index = first_deliverable(buffer, held_by, holder, still_held)
+    if index is None:
+        return None
+    entry = buffer.pop(index)
+    buffered_ids.discard(entry[0].message_id)
+    return entry

@@ -81,9 +81,9 @@ from groupcomm.core.messages import (
 )
 from groupcomm.filters._common import (
     INT_ONLY,
-    first_deliverable,
     freeze_clock,
     header,
+    take_first_deliverable,
     warn_held_on,
 )
 
@@ -367,16 +367,20 @@ class KsManager(CausalityManager):
             purge_sender(known)
 
     def _drain(self) -> None:
+        def holder(entry: tuple) -> tuple[str, int] | None:
+            return self._holder(entry[0].sender, entry[1], entry[2])
+
+        def still_held(entry: tuple, send: tuple[str, int]) -> bool:
+            # a send found holding a message holds it until that send is delivered here
+            return self.delivered.get(send[0], 0) < send[1]
+
         progress = True
         while progress and self.buffer:
             progress = False
-            # a send found holding a message holds it until that send is delivered here
-            index = first_deliverable(
-                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1], e[2]),
-                lambda e, send: self.delivered.get(send[0], 0) < send[1])
-            if index is not None:
-                message, clock, entries = self.buffer.pop(index)
-                self._buffered_ids.discard(message.message_id)
+            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
+                                           holder, still_held)
+            if entry is not None:
+                message, clock, entries = entry
                 self.host.trace("unbuffer", message)
                 self._deliver(message, clock, entries)
                 progress = True

@@ -58,9 +58,9 @@ from groupcomm.filters._common import (
     INT_ONLY,
     decode_matrix,
     encode_matrix,
-    first_deliverable,
     freeze_clock,
     freeze_matrix,
+    take_first_deliverable,
     warn_held_on,
 )
 
@@ -226,15 +226,19 @@ class MatrixManager(CausalityManager):
         self.deliver_upstream(without_header_unchecked(message, self.stamp_header))
 
     def _drain(self) -> None:
+        def holder(entry: tuple) -> str | None:
+            return self._holder(entry[0].sender, entry[1])
+
+        def still_held(entry: tuple, k: str) -> bool:
+            return self._still_held(entry[0].sender, entry[1], k)
+
         progress = True
         while progress and self.buffer:
             progress = False
-            index = first_deliverable(
-                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1]),
-                lambda e, k: self._still_held(e[0].sender, e[1], k))
-            if index is not None:
-                message, stamp = self.buffer.pop(index)
-                self._buffered_ids.discard(message.message_id)
+            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
+                                           holder, still_held)
+            if entry is not None:
+                message, stamp = entry
                 self.host.trace("unbuffer", message)
                 self._deliver(message, stamp)
                 progress = True

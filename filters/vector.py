@@ -68,9 +68,9 @@ from groupcomm.filters._common import (
     control_message,
     decode_clock,
     encode_clock,
-    first_deliverable,
     freeze_clock,
     int_header,
+    take_first_deliverable,
     warn_held_on,
 )
 
@@ -293,6 +293,12 @@ class VectorManager(CausalityManager):
         self.deliver_upstream(without_header_unchecked(message, STAMP))
 
     def _drain(self) -> None:
+        def holder(entry: tuple) -> str | None:
+            return self._holder(entry[0].sender, entry[1])
+
+        def still_held(entry: tuple, k: str) -> bool:
+            return self._still_held(entry[0].sender, entry[1], k)
+
         progress = True
         while progress:
             progress = False
@@ -307,12 +313,10 @@ class VectorManager(CausalityManager):
                     seqs.discard(stale)
                 if not seqs:
                     del self.skips[sender]
-            index = first_deliverable(
-                self.buffer, self._held_by, lambda e: self._holder(e[0].sender, e[1]),
-                lambda e, k: self._still_held(e[0].sender, e[1], k))
-            if index is not None:
-                message, stamp = self.buffer.pop(index)
-                self._buffered_ids.discard(message.message_id)
+            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
+                                           holder, still_held)
+            if entry is not None:
+                message, stamp = entry
                 log.debug("%s: VectorTimeStampedMessageRemovedFromBuffer %s",
                           self.host.name, message.message_id)
                 self.host.trace("unbuffer", message)
