@@ -10,6 +10,7 @@ from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from trace_analysis.loaded import LOADERS
+from trace_analysis.report import written_files
 
 
 def build_parser() -> ArgumentParser:
@@ -104,7 +105,7 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
     for sample in result.get("malformed_samples", [])[:5]:
         write(f"malformed: {sample}\n")
     if result.get("report"):
-        write(f"\nreport written: {', '.join(sorted(result['report']))}\n")
+        write(f"\nreport written: {', '.join(written_files(result))}\n")
 
 
 def _run(args: argparse.Namespace) -> int:

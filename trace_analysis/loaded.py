@@ -22,6 +22,8 @@ EVENT_COLUMNS = ("file", "blk", "rid") + FIELDS
 HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
 #: the loaders :func:`load` offers (the first is the default)
 LOADERS = ("workers", "native")
+#: how many subfolders holding traces the error for a folder of trace folders names
+SUBFOLDERS_NAMED = 10
 
 class TraceDirError(ValueError):
     """The trace directory is missing or holds no trace files."""
@@ -62,11 +64,24 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
         raise TraceDirError(f"trace directory {directory} does not exist")
     if not directory.is_dir():
         raise TraceDirError(f"{directory} is not a directory")
-    files = sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
-                    if p.is_file()})
+    files = _trace_files_in(directory)
     if not files:
+        holders = sorted(sub.name for sub in directory.iterdir()
+                         if sub.is_dir() and _trace_files_in(sub))
+        if holders:
+            shown = ", ".join(holders[:SUBFOLDERS_NAMED])
+            more = len(holders) - SUBFOLDERS_NAMED
+            raise TraceDirError(
+                f"no traces in {directory}; its subfolders {shown}"
+                f"{f' (and {more} more)' if more > 0 else ''} hold traces: analyze one "
+                "of them")
         raise TraceDirError(f"no trace files (*.jsonl) in {directory}")
     return files
+
+
+def _trace_files_in(directory: Path) -> list[Path]:
+    return sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
+                   if p.is_file()})
 
 
 def display_name(file_uri: str) -> str:

@@ -1,6 +1,7 @@
 """``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log.
 
-Files written (each listed in ``summary.json`` under ``report``):
+Files written (each listed in ``summary.json`` under ``report``; what was left out, and
+why, under ``report_notes``):
 
 * ``summary.json`` — the analysis result;
 * ``per_protocol.csv``, ``per_process.csv``, ``malformed_samples.csv``,
@@ -164,8 +165,7 @@ def write_report(
     if execution is not None and messages <= MAX_MESSAGES:
         files["spacetime"] = str(draw_spacetime(
             execution, out / "spacetime.png", triples, undelivered,
-            title=f"{_count(messages, 'message')}, "
-                  f"{_count(result['causal_violations'], 'causal violation')}"))
+            title=f"{_count(messages, 'message')}, {_violations_title(result)}"))
     else:
         notes.append(f"no space-time diagram: {messages:,} messages (limit {MAX_MESSAGES})")
     if execution is not None:
@@ -174,11 +174,16 @@ def write_report(
         files["shiviz_regex"] = str(regex_path)
     else:
         notes.append(f"no ShiViz log: more than {SHIVIZ_MAX_EVENTS:,} sends and deliveries")
-    if notes:
-        files["notes"] = "; ".join(notes)
     result["report"] = files
+    result["report_notes"] = notes
     files["summary"] = str(out / "summary.json")
     return files
+
+
+def written_files(result: Mapping[str, Any]) -> list[str]:
+    """The report files of ``result`` that exist, by name (``latency.png``, ...)."""
+    return sorted(Path(path).name for path in (result.get("report") or {}).values()
+                  if Path(path).is_file())
 
 
 def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
@@ -188,6 +193,19 @@ def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
     return path
 
 
+def _violations_title(result: Mapping[str, Any]) -> str:
+    """What the red arrows of the diagram are: ``3 deliveries out of causal order (12
+    violating triples)``; the triples count every earlier delivery a late one should
+    have preceded."""
+    late, triples = result["violating_deliveries"], result["causal_violations"]
+    if not late:
+        return "no delivery out of causal order"
+    return (f"{_count(late, 'delivery')} out of causal order "
+            f"({_count(triples, 'violating triple')})")
+
+
 def _count(n: int, noun: str) -> str:
     """``1 causal violation``, ``3 causal violations``."""
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+    if n == 1:
+        return f"{n:,} {noun}"
+    return f"{n:,} {noun[:-1]}ies" if noun.endswith("y") else f"{n:,} {noun}s"

@@ -396,7 +396,7 @@ def test_no_empty_overhead_plot_for_a_protocol_without_metadata(spark, tmp_path:
     result = analyze(directory, spark=spark, report_dir=tmp_path / "rep")
     assert not (tmp_path / "rep" / "meta_bytes.png").exists()
     assert "no meta_bytes plot: no protocol metadata or control traffic (none)" in \
-        result["report"]["notes"]
+        result["report_notes"]
     assert (tmp_path / "rep" / "latency.png").stat().st_size > 0
 
 
