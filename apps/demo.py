@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    ensure_trace_dir,
+    run_main,
+    setup_logging,
+    warn_if_known_bad,
+)
 from groupcomm.core.registry import UnknownModuleError, available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
@@ -327,6 +334,9 @@ def _run(args: argparse.Namespace) -> int:
         runs = plan_runs(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm demo: {error}") from None
+    for causality in dict.fromkeys(module for _, module in runs):
+        warn_if_known_bad(causality, "groupcomm demo")
+    ensure_trace_dir(args.trace_dir, "groupcomm demo")
     keep = args.trace_dir is not None
     base = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-demo-"))
     spark = None

@@ -7,8 +7,9 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError
+from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, warn_if_known_bad
 from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
+from groupcomm.transport.delays import check_delay_ms, self_delay_error
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 
@@ -45,18 +46,27 @@ def add_session_arguments(parser: ArgumentParser, application: str) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0)
 
 
-def parse_delay(spec: str, prog: str) -> tuple[str, float]:
-    """``PEER=MS`` as (peer, milliseconds); a :class:`CliError` naming ``prog`` if not."""
+def parse_delay(spec: str, prog: str, me: str | None = None) -> tuple[str, float]:
+    """``PEER=MS`` as (peer, milliseconds); a :class:`CliError` naming ``prog`` if not
+    (MS as :func:`~groupcomm.transport.delays.check_delay_ms` takes it, PEER not ``me``)."""
     peer, eq, ms = spec.partition("=")
+    if not eq or not peer:
+        raise CliError(f"{prog}: --delay takes PEER=MS, got {spec!r}")
+    if peer == me:
+        raise CliError(f"{prog}: --delay {spec}: {self_delay_error(peer)}")
     try:
-        if not eq or not peer:
-            raise ValueError
-        value = float(ms)
-        if value < 0:
-            raise ValueError
-    except ValueError:
-        raise CliError(f"{prog}: --delay takes PEER=MS with MS >= 0, got {spec!r}") from None
+        value = check_delay_ms("delay", ms)
+    except ValueError as error:
+        raise CliError(f"{prog}: --delay {spec}: {error}") from None
     return peer, value
+
+
+def parse_jitter(ms: float, prog: str) -> float:
+    """``--jitter MS`` checked like :func:`~groupcomm.transport.delays.check_delay_ms`."""
+    try:
+        return check_delay_ms("jitter", ms)
+    except ValueError as error:
+        raise CliError(f"{prog}: --jitter {ms}: {error}") from None
 
 
 @dataclass
@@ -77,16 +87,20 @@ class SessionOptions:
 
 
 def session_options(args: argparse.Namespace, prog: str, extra_receive: list | None = None,
-                    ) -> SessionOptions:
-    """Check the shared options; every problem is one :class:`CliError` line."""
-    delays = [parse_delay(spec, prog) for spec in args.delay]
-    if args.jitter < 0:
-        raise CliError(f"{prog}: --jitter must be >= 0")
+                    *, warn_known_bad: bool = True) -> SessionOptions:
+    """Check the shared options; every problem is one :class:`CliError` line. A
+    known-bad module gets one warning line on stderr (unless not ``warn_known_bad``:
+    the caller refuses it or warns later)."""
+    delays = [parse_delay(spec, prog, args.name) for spec in args.delay]
+    jitter = parse_jitter(args.jitter, prog)
     try:
         selection = resolve(args.causality, args.filter, args.config)
         extra_send, extra_rcv = filter_creators(selection.filters)
     except SelectionError as error:
         raise CliError(f"{prog}: {error}") from None
+    ensure_trace_dir(args.trace_dir, prog)
+    if warn_known_bad:
+        warn_if_known_bad(selection.causality, prog)
     kwargs = dict(
         server=args.server, application=args.application, key_file=args.key_file,
         causality=selection.causality, extra_send=extra_send,
@@ -95,4 +109,4 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
         bind_host=args.bind_host, advertise_host=args.advertise_host,
         curve_dir=args.curve_dir,
     )
-    return SessionOptions(selection, kwargs, delays, args.jitter)
+    return SessionOptions(selection, kwargs, delays, jitter)

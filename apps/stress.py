@@ -40,8 +40,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    ensure_trace_dir,
+    run_main,
+    setup_logging,
+    warn_if_known_bad,
+)
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
+from groupcomm.transport.delays import check_delay_ms
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
 
 #: with --churn, the server declares a silent client gone after this many seconds (the
@@ -406,6 +414,11 @@ def _run(args: argparse.Namespace) -> int:
         get_module(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm stress: {error}") from None
+    try:
+        check_delay_ms("jitter", args.jitter)
+    except ValueError as error:
+        raise CliError(f"groupcomm stress: --jitter {args.jitter}: {error}") from None
+    warn_if_known_bad(args.causality, "groupcomm stress")
     if args.churn and args.processes < 5:
         raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
                        "the others stay)")
@@ -413,6 +426,7 @@ def _run(args: argparse.Namespace) -> int:
     for name, _ in args.kill:
         if name not in names:
             raise CliError(f"groupcomm stress: --kill {name}: clients are p1..p{args.processes}")
+    ensure_trace_dir(args.trace_dir, "groupcomm stress")
     keep = args.trace_dir is not None
     trace_dir = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-st-"))
     if keep and trace_dir.exists():

@@ -29,7 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    run_main,
+    setup_logging,
+    warn_if_known_bad,
+)
 from groupcomm.core.messages import Tag
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.replicated import Stability, TextSequence
@@ -196,6 +202,8 @@ def _run(args: argparse.Namespace) -> int:
             get_module(module)
         except UnknownModuleError as error:
             raise CliError(f"groupcomm text-bench: {error}") from None
+    for module in modules:
+        warn_if_known_bad(module, "groupcomm text-bench")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

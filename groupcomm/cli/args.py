@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 class CliError(Exception):
@@ -50,3 +52,50 @@ def setup_logging(verbose: int = 0) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+
+
+#: how a known-bad module's description starts: ``KNOWN BAD: why`` or
+#: ``KNOWN BAD (source): why``
+_KNOWN_BAD_PREFIX = re.compile(r"^\s*KNOWN BAD\s*(?:\(([^)]*)\))?\s*:?\s*", re.IGNORECASE)
+
+
+def known_bad_warning(module: str | None, prog: str) -> str | None:
+    """The one warning line for ``module`` when it is known-bad (a module kept because
+    it violates causal order, :attr:`~groupcomm.core.causality.CausalityModule.known_bad`),
+    naming why from its description; ``None`` for any other module or an unknown name
+    (the caller reports that)."""
+    if not module:
+        return None
+    from groupcomm.core.registry import UnknownModuleError, get_module
+
+    try:
+        found = get_module(module)
+    except UnknownModuleError:
+        return None
+    if not getattr(found, "known_bad", False):
+        return None
+    match = _KNOWN_BAD_PREFIX.match(found.description or "")
+    why = (found.description or "")[match.end():].strip() if match else ""
+    source = f" ({match.group(1)})" if match and match.group(1) else ""
+    return (f"{prog}: warning: {found.name} is a known-bad module, kept as a "
+            f"counterexample{source}: {why or 'see groupcomm filters'}; messages may be "
+            "delivered out of causal order")
+
+
+def warn_if_known_bad(module: str | None, prog: str) -> None:
+    """Print :func:`known_bad_warning`'s line on stderr when there is one."""
+    line = known_bad_warning(module, prog)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+
+
+def ensure_trace_dir(path: str | None, prog: str) -> None:
+    """Create the ``--trace-dir`` ``path`` (and its parents) now, so that a path that
+    cannot be created is one :class:`CliError` line instead of an error later."""
+    if not path:
+        return
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"{prog}: cannot create trace directory {path}: "
+                       f"{error.strerror or error}") from None

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    ensure_trace_dir,
+    run_main,
+    setup_logging,
+)
 
 
 def build_parser() -> ArgumentParser:
@@ -155,6 +161,7 @@ def _body(args: argparse.Namespace) -> int:
 
     setup_logging(args.verbose)
     config = _config(args)
+    ensure_trace_dir(args.trace_dir, "groupcomm check")
     try:
         build_model(config)  # validate before searching (unknown protocol, bounds)
         result = check(config)

@@ -19,7 +19,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    ensure_trace_dir,
+    run_main,
+    setup_logging,
+)
 
 PROG = "groupcomm simulate"
 
@@ -68,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         broadcast=args.broadcast, payload_bytes=args.payload_bytes,
         header_bytes=args.header_bytes, seed=args.seed, engine=args.engine,
     )
+    ensure_trace_dir(args.trace_dir, f"{PROG} run")
     trace = bool(args.trace_dir) or args.check
     try:
         workload = load_script(args.script) if args.script else config.workload()

@@ -44,7 +44,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    run_main,
+    setup_logging,
+    warn_if_known_bad,
+)
 from groupcomm.tools.critical_path import describe, handling_bound, summarize
 
 
@@ -377,6 +383,7 @@ def _run(args: argparse.Namespace) -> int:
         acknowledged = waits_for_acknowledgements(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm bench: {error}") from None
+    warn_if_known_bad(args.causality, "groupcomm bench")
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
         raise CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "

@@ -40,6 +40,7 @@ from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
+from groupcomm.transport.delays import self_delay_error
 from groupcomm.transport.errors import (
     CommunicatorError,
     JoinError,
@@ -427,11 +428,18 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self._call(add)
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
-        """Frames to ``name`` wait at least ``ms`` ms before they leave (testing)."""
+        """Frames to ``name`` wait at least ``ms`` ms before they leave (testing).
+
+        :class:`ValueError` when ``name`` is this client or ``ms`` is not a finite
+        number from 0 to :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
+        if name in (self.name, self.member_id):
+            raise ValueError(self_delay_error(name))
         self.delays.set_minimum_delay(name, ms)
 
     def set_delay_variation(self, ms: float, keep_fifo: bool = True) -> None:
-        """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order."""
+        """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order.
+        :class:`ValueError` unless ``ms`` is a finite number from 0 to
+        :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
         self.delays.set_jitter(ms, keep_fifo)
 
     @property

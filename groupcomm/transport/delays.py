@@ -8,10 +8,33 @@ per-peer order anyway (a frame is never due before the previous frame to that pe
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+#: the longest injected delay or jitter accepted: one hour
+MAX_DELAY_MS = 3_600_000.0
+
+
+def check_delay_ms(what: str, ms: float) -> float:
+    """``ms`` as a float when it is a usable delay; else :class:`ValueError` saying
+    ``what`` must be a finite number of milliseconds from 0 to :data:`MAX_DELAY_MS`
+    (NaN or infinity would hold every frame forever)."""
+    try:
+        value = float(ms)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_DELAY_MS):
+        raise ValueError(f"{what} must be a finite number of ms from 0 to "
+                         f"{MAX_DELAY_MS:.0f} (one hour), got {ms}")
+    return value
+
+
+def self_delay_error(name: str) -> str:
+    """The words for a delay to oneself (messages to oneself never cross a link)."""
+    return f"cannot delay messages to {name}: that is this member itself"
 
 
 @dataclass(order=True)
@@ -39,21 +62,21 @@ class DelayPlan:
         self._seq = 0
 
     def set_minimum_delay(self, peer: str, ms: float) -> None:
-        """Frames to ``peer`` wait at least ``ms`` milliseconds (0 removes the delay)."""
-        if ms < 0:
-            raise ValueError(f"delay must be >= 0 ms, got {ms}")
+        """Frames to ``peer`` wait at least ``ms`` milliseconds (0 removes the delay);
+        :class:`ValueError` unless ``ms`` passes :func:`check_delay_ms`."""
+        ms = check_delay_ms("delay", ms)
         with self._lock:
             if ms:
-                self._minimum_ms[peer] = float(ms)
+                self._minimum_ms[peer] = ms
             else:
                 self._minimum_ms.pop(peer, None)
 
     def set_jitter(self, ms: float, keep_fifo: bool = True) -> None:
-        """Add a uniformly random extra delay of up to ``ms`` to every frame."""
-        if ms < 0:
-            raise ValueError(f"jitter must be >= 0 ms, got {ms}")
+        """Add a uniformly random extra delay of up to ``ms`` to every frame;
+        :class:`ValueError` unless ``ms`` passes :func:`check_delay_ms`."""
+        ms = check_delay_ms("jitter", ms)
         with self._lock:
-            self._jitter_ms = float(ms)
+            self._jitter_ms = ms
             self.keep_fifo = keep_fifo
 
     @property
