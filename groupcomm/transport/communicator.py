@@ -459,6 +459,13 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         return self.node.name
 
     @property
+    def payload_limit(self) -> int:
+        """The largest payload (bytes of a ``str``'s UTF-8 text, or of ``bytes``) a send
+        takes: a larger one is refused with :class:`MessageTooLarge` (set by
+        ``max_frame``)."""
+        return self._payload_limit
+
+    @property
     def members_at_join(self) -> list[str]:
         """The members when this client (its current incarnation) joined, itself
         included: more than itself means it joined late (and got state, if it asked)."""
