@@ -44,22 +44,25 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _remove(path: Path | None) -> None:
+    """Remove a key file this run wrote, when it fails before serving."""
+    if path is not None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
+    # every argument is checked before anything is written: a refused command line
+    # leaves no key file behind
     if args.heartbeat_timeout <= 0:
         raise CliError("groupcomm serve: --heartbeat-timeout must be positive")
     try:
         key = resolve_key(args.key_file)
     except SessionKeyError as error:
         raise CliError(f"groupcomm serve: {error}") from None
-    key_path = args.key_file
-    if key is None:
-        if args.new_key_file:
-            key_path = args.new_key_file
-        else:
-            handle, key_path = tempfile.mkstemp(prefix="groupcomm-", suffix=".key")
-            os.close(handle)
-        key = write_new_key(key_path)
     curve = None
     if args.curve_dir:
         from groupcomm.transport.curve import CurveKeyError, ServerKeys
@@ -72,10 +75,28 @@ def _run(args: argparse.Namespace) -> int:
         bind = endpoint(args.bind, "--bind")
     except EndpointError as error:
         raise CliError(f"groupcomm serve: {error}") from None
+    key_path = args.key_file
+    written: Path | None = None  # a key file this run created (removed if it fails)
+    if key is None:
+        if args.new_key_file:
+            key_path = args.new_key_file
+            if not Path(key_path).exists():
+                written = Path(key_path)
+        else:
+            handle, key_path = tempfile.mkstemp(prefix="groupcomm-", suffix=".key")
+            os.close(handle)
+            written = Path(key_path)
+        try:
+            key = write_new_key(key_path)
+        except OSError as error:
+            _remove(written)
+            raise CliError(f"groupcomm serve: cannot write key file {key_path}: "
+                           f"{error.strerror or error}") from None
     try:
         server = SessionServer(key, bind, heartbeat_timeout=args.heartbeat_timeout,
                                curve=curve)
     except Exception as error:  # zmq errors: address in use, unknown host
+        _remove(written)
         raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
