@@ -31,13 +31,19 @@ LAYERS = [
     ("groupcomm.filters", {"groupcomm.core"}),
     ("groupcomm.layers", {"groupcomm.core"}),
     ("groupcomm.replicated", {"groupcomm.core"}),
-    ("groupcomm.plugins", {"groupcomm.core", "groupcomm.layers"}),
+    ("groupcomm.protocol", {"groupcomm.core"}),
+    # the built-in plugin imports the module classes and layers it registers; the core
+    # owns the plugin manager (the registry) and the hook specs, and imports no plugin
+    ("groupcomm.plugins", {"groupcomm.core", "groupcomm.layers", "groupcomm.filters"}),
     ("groupcomm", {"groupcomm.core"}),
-    ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire"}),
+    ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol"}),
     ("trace_analysis", {"groupcomm.core", "groupcomm.cli.args"}),
-    ("groupcomm.check", {"groupcomm.core", "groupcomm.wire", "groupcomm.filters"}),
-    ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis"}),
+    ("groupcomm.check", {"groupcomm.core", "groupcomm.wire", "groupcomm.filters",
+                         "groupcomm.protocol"}),
+    ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis",
+                       "groupcomm.protocol"}),
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
+                         "groupcomm.protocol",
                          "groupcomm.layers", "groupcomm.cli.args"}),
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
                         "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
@@ -52,6 +58,8 @@ NO_IO = {
     "groupcomm.core": {"zmq", "socket", "time", "random", "asyncio", "selectors", "subprocess"},
     "groupcomm.replicated": {"zmq", "socket", "threading", "time", "random", "asyncio",
                              "selectors", "subprocess"},
+    "groupcomm.protocol": {"zmq", "socket", "threading", "time", "random", "asyncio",
+                           "selectors", "subprocess"},
 }
 
 

@@ -206,6 +206,8 @@ class Membership:
         self.returned: list[tuple[tuple[str, ...], bytes]] = []
         self.server_seen = now
         self.server_unreachable = False
+        #: the server answers with frames this client cannot verify (another key)
+        self.server_key_mismatch = False
         self._last_rejoin = -float("inf")
         #: set by a welcome that gave this client a new incarnation, until its join
         self._new_incarnation = False
@@ -264,7 +266,7 @@ class Membership:
             return []
         silent = now - self.server_seen
         if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
-            if not self.server_unreachable:
+            if not self.server_unreachable and not self.server_key_mismatch:
                 self.server_unreachable = True
                 self.stats["server_outages"] += 1
                 log.warning("%s: no answer from the session server for %.1fs; retrying "
@@ -280,11 +282,20 @@ class Membership:
         """A verified session notice from the server."""
         op = notice["op"]
         self.server_seen = now
+        if self.server_key_mismatch:
+            self.server_key_mismatch = False
+            log.warning("%s: the session server accepts this client's key again", self.member)
         if self.server_unreachable:
             self.server_unreachable = False
             log.warning("%s: the session server answers again", self.member)
         if op == "pong":
             return []
+        if op == "probe":
+            # another client asks for this name: the server asks whether we are alive
+            probe = notice.get("probe")
+            if isinstance(probe, bool) or not isinstance(probe, int):
+                return [Reject("malformed", f"probe numbered {probe!r}")]
+            return [SendCommand("heartbeat", {"probe": probe})] if self.joined else []
         if op == "welcome":
             return self._on_welcome(notice)
         if op == "joined":
@@ -294,6 +305,24 @@ class Membership:
         if op == "error":
             return self._on_error(notice, now)
         return [Reject("malformed", f"unexpected session op {op!r}")]
+
+    def on_unverifiable_server_frame(self, now: float) -> list[Action]:
+        """A frame came from the server that does not verify under this client's key:
+        the server answers, but signs with another key (it was restarted with a new
+        one, or this client was given the wrong key file). Said once; the client keeps
+        trying, so it gets in as soon as the keys agree."""
+        if self.phase == "joining":
+            self.phase = "failed"
+            return [JoinDone("wrong_key: the session server answers, but signs with another "
+                             "session key than this client's; give the client the server's "
+                             "key file")]
+        if not self.server_key_mismatch:
+            self.server_key_mismatch = True
+            self.stats["server_key_mismatch"] += 1
+            log.error("%s: the session server answers, but not with this client's session "
+                      "key (it was restarted with another key, or this client has the wrong "
+                      "key file); retrying", self.member)
+        return []
 
     def on_returned(self, dests: tuple[str, ...], frame: bytes, now: float) -> list[Action]:
         """The server returned a relayed frame: it does not know this client (it
@@ -439,6 +468,14 @@ class Membership:
             return [JoinDone(detail)]
         if notice["reason"] == "not_a_member" and self.phase != "left":
             return self._rejoin(now)
+        if notice["reason"] == "replaced" and self.phase == "rejoining":
+            # a new start of this client's name took it over while this one was stalled:
+            # it is out of the session for good (rejoining would take the name back)
+            self.phase = "left"
+            self.stats["replaced"] += 1
+            log.error("%s: %s; this client is no longer in the session", self.member,
+                      notice["detail"])
+            return [LeftSession()]
         log.error("%s: server error: %s", self.member, detail)
         self.stats[f"server_error_{notice['reason']}"] += 1
         return []

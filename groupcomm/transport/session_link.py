@@ -117,6 +117,8 @@ class SessionLink:
             notice = open_session(body)
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, "server")
+            if error.reason == "bad_signature":
+                self._apply(self.membership.on_unverifiable_server_frame(time.monotonic()))
             return
         now = time.monotonic()
         if returned is not None and notice["op"] == "error":

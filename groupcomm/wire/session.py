@@ -25,6 +25,8 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "error": ("reason", "detail"),
     "welcome": ("client", "server_id"),
     "pong": ("server_id",),
+    # another client asks for this one's name: answer with a heartbeat echoing "probe"
+    "probe": ("probe",),
 }
 
 

@@ -92,7 +92,8 @@ def test_duplicate_name_is_refused(group: ProcessGroup) -> None:
     with pytest.raises(ProcessError):
         group.start_peer("alice")
     duplicate = group.peers["alice"]  # the second process replaced the first in the dict
-    assert any("already taken" in line for line in duplicate.stderr_lines)
+    assert any("is taken" in line and "is running" in line
+               for line in duplicate.stderr_lines)
 
 
 def test_send_to_unknown_user_is_a_clear_error(group: ProcessGroup) -> None:

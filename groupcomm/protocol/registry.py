@@ -1,0 +1,616 @@
+"""The session server's rules, without I/O: who is a member of which session, under
+which incarnation, in which order every member hears of joins and leaves, and what
+becomes of relayed frames.
+
+:class:`SessionRegistry` takes typed inputs (:class:`Join`, :class:`Leave`,
+:class:`Heartbeat`, :class:`Relay`, :class:`Tick`), each carrying the connection it came
+from and ``now``, and answers with actions for its host to carry out
+(:class:`Notify`, :class:`Forward`, :class:`Return`, :class:`Rejected`). It keeps no
+sockets, threads or clocks: the ZeroMQ server (:mod:`groupcomm.transport.server`) and
+the model checker drive the very same object. Connections are opaque hashable values
+(ZeroMQ routing identities in the server, process names in the checker).
+
+The rules, in one place:
+
+* **Order.** Every notice of a session is emitted in one order; a host that sends them
+  on FIFO connections (ZeroMQ, the checker's per-member server channel) gives every
+  member the same order of joins and leaves.
+* **Incarnations.** The first membership of a name in a session is incarnation 1; a name
+  that comes back is the next one (``carol~2``). A client that asks to keep its
+  incarnation (it was a member before this server restarted) keeps it when it is above
+  the last one given here. Incarnations are remembered after a name leaves and after
+  its session empties (bounded by ``max_remembered``), so no number is ever reused.
+* **A name taken by a connection that may be dead.** A join under a name another
+  connection holds does not fail at once: the holder is asked to answer
+  (:data:`PROBE`); if it does not within ``takeover_wait`` seconds, it is removed as
+  gone and the newcomer joins as its next incarnation. If it answers, the newcomer is
+  refused (``duplicate_name``), told that a live client holds the name. An older
+  incarnation that comes back (it was stalled, not dead) is refused as ``replaced``: it
+  never takes the name back from its successor.
+* **Join notices before frames.** A relayed frame reaches a member only once that
+  member's join notice was sent; the join notice of a sender goes to every member before
+  any frame it relays (its own join is processed first).
+* **Departures.** A graceful leave says how many frames the leaver pushed directly to
+  each member; each member's ``left`` notice carries its count. A member whose
+  heartbeats stop for ``heartbeat_timeout`` (measured up to the last moment the host had
+  read all its input, see :class:`Tick`) is removed as gone.
+* **Restarts.** A server that is new keeps relayed frames for names it has not met, for
+  ``park_window`` seconds after its start (members rejoin one by one after a restart),
+  and hands them over when the name joins. A relay from a connection that is not a
+  member is returned to it (:class:`Return`), so that it can send it again after it
+  joined again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupcomm.core.membership import member_id, split_member
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT", "MAX_PARKED_FRAMES", "MAX_REMEMBERED_NAMES", "PROBE",
+    "Action", "BadCommand", "Forward", "Heartbeat", "Input", "Join", "Leave", "Member",
+    "Notify", "Rejected", "Relay", "Return", "Session", "SessionRegistry", "Tick",
+    "command_input",
+]
+
+log = logging.getLogger(__name__)
+
+#: generous on purpose: a client starved of CPU on a loaded machine (or a server that
+#: falls behind) must not be declared gone; a member removed by mistake comes back as a
+#: new member and loses what was relayed to it meanwhile
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: names whose last incarnation the registry remembers (least recently joined forgotten)
+MAX_REMEMBERED_NAMES = 100_000
+#: frames kept for one destination that has not joined this server yet
+MAX_PARKED_FRAMES = 10_000
+#: the notice that asks the holder of a name to answer (a heartbeat echoing ``probe``)
+PROBE = "probe"
+#: a takeover never waits longer than this for the holder's answer, whatever the
+#: heartbeat timeout: a person restarting a crashed client should not wait long
+MAX_TAKEOVER_WAIT = 2.0
+
+Connection = Hashable
+
+
+class BadCommand(ValueError):
+    """A session command with missing or wrongly typed fields (the peer's mistake)."""
+
+
+# -- inputs ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Join:
+    """A client asks to join ``session`` of ``application`` as ``client``."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    #: where peers push frames to it (direct routing); may be empty
+    address: str = ""
+    #: the incarnation it had (0 on a first join): kept after a restart of this server
+    incarnation: int = 0
+    wants_state: bool = False
+    #: the name its per-client key authenticates, when keys are in use
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Leave:
+    """A member leaves; ``direct_frames`` counts the frames it pushed to each peer."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    direct_frames: Mapping[str, int] = field(default_factory=dict)
+    #: False when the client's counts were malformed (the leave still counts; receivers
+    #: just cannot wait for its last direct frames)
+    counts_valid: bool = True
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A client is alive; ``probe`` echoes the number of a probe it answers."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    probe: int | None = None
+
+
+@dataclass(frozen=True)
+class Relay:
+    """A member asks to relay ``frame`` (opaque bytes) to member ids ``dests``."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    dests: tuple[str, ...]
+    frame: bytes
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
+    silence is judged against it, not against ``now``, so a host that falls behind under
+    load does not declare busy, live clients gone."""
+
+    now: float
+    caught_up_at: float
+
+
+Input = Join | Leave | Heartbeat | Relay | Tick
+
+
+# -- actions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Notify:
+    """Send the session notice ``op`` with ``fields`` to ``conn``."""
+
+    conn: Connection
+    op: str
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Hand the relayed ``frame`` to ``conn``; ``sender`` is the member id it came from
+    (attested to the receiver when per-client keys are in use)."""
+
+    conn: Connection
+    frame: bytes
+    sender: str
+
+
+@dataclass(frozen=True)
+class Return:
+    """Give ``frame`` back to ``conn``, which is not a member, with a ``not_a_member``
+    error naming its destinations, so it can send it again once it joined again."""
+
+    conn: Connection
+    frame: bytes
+    dests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Count and log refused input by reason (``peer`` says whose)."""
+
+    reason: str
+    detail: str
+    peer: str
+
+
+Action = Notify | Forward | Return | Rejected
+
+
+# -- state -----------------------------------------------------------------------------------
+@dataclass
+class Member:
+    """A client in a session."""
+
+    name: str
+    conn: Connection
+    address: str
+    last_seen: float
+    #: which membership of ``name`` in the session this is (1, 2, ...); see member_id
+    incarnation: int = 1
+    #: it asks for the application state (members then mark the end of what they sent
+    #: before its join: see groupcomm.core.state_transfer)
+    wants_state: bool = False
+
+    @property
+    def member_id(self) -> str:
+        """The name peers know this membership by (``carol``, then ``carol~2``, ...)."""
+        return member_id(self.name, self.incarnation)
+
+
+@dataclass
+class Session:
+    """Members of one session of one application, in join order."""
+
+    application: str
+    name: str
+    members: OrderedDict[str, Member] = field(default_factory=OrderedDict)
+
+
+@dataclass
+class _Takeover:
+    """A join waiting for the current holder of its name to answer a probe."""
+
+    join: Join
+    probe: int
+    due: float
+
+
+def _text(command: Mapping[str, Any], key: str) -> str:
+    value = command.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadCommand(f"{key} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
+                  payload: tuple[bytes, ...] = (), user: str | None = None) -> Input:
+    """The typed input for a verified, decoded session command (``op`` and its fields).
+
+    ``payload`` holds the frames that followed the command (a relay's message frame).
+    Raises :class:`BadCommand` naming the field at fault.
+    """
+    op = command.get("op")
+    common = dict(conn=conn, client=_text(command, "client"),
+                  application=_text(command, "application"),
+                  session=_text(command, "session"), now=now)
+    if op == "join":
+        address = command.get("address", "")
+        if not isinstance(address, str):
+            raise BadCommand(f"address must be a string, not {address!r}")
+        incarnation = command.get("incarnation", 0)
+        return Join(**common, address=address,
+                    incarnation=incarnation if _count(incarnation) else 0,
+                    wants_state=command.get("wants_state") is True, user=user)
+    if op == "leave":
+        direct = command.get("direct_frames", {})
+        valid = isinstance(direct, Mapping) and all(
+            isinstance(k, str) and _count(v) and v >= 0 for k, v in direct.items())
+        return Leave(**common, direct_frames=dict(direct) if valid else {}, counts_valid=valid)
+    if op == "heartbeat":
+        probe = command.get("probe")
+        return Heartbeat(**common, probe=probe if _count(probe) else None)
+    if op == "relay":
+        dests = command.get("dests")
+        if not isinstance(dests, list | tuple) or not all(isinstance(d, str) for d in dests):
+            raise BadCommand(f"dests must be a list of names, not {dests!r}")
+        if len(payload) != 1:
+            raise BadCommand(f"a relay carries exactly one message frame, not {len(payload)}")
+        return Relay(**common, dests=tuple(dests), frame=payload[0])
+    raise BadCommand(f"op {op!r} is not for the server")
+
+
+class SessionRegistry:
+    """The session server's state and rules (see the module docstring).
+
+    ``handle(input)`` applies one input and returns what to do, in order; it never
+    raises for a peer's mistake (that is a :class:`Rejected` action).
+    """
+
+    def __init__(self, *, server_id: str, now: float,
+                 heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+                 takeover_wait: float | None = None,
+                 authenticated: bool = False,
+                 max_remembered: int = MAX_REMEMBERED_NAMES,
+                 max_parked: int = MAX_PARKED_FRAMES) -> None:
+        if heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout!r}")
+        self.server_id = server_id
+        self.heartbeat_timeout = heartbeat_timeout
+        #: how long the holder of a name has to answer a probe before a newcomer takes
+        #: the name over
+        self.takeover_wait = (min(MAX_TAKEOVER_WAIT, heartbeat_timeout / 2)
+                              if takeover_wait is None else takeover_wait)
+        #: joins must use the name their per-client key authenticates
+        self.authenticated = authenticated
+        self.max_remembered = max_remembered
+        self.max_parked = max_parked
+        self.sessions: dict[tuple[str, str], Session] = {}
+        self.applications: set[str] = set()
+        #: connection -> (application, session, client name)
+        self.by_conn: dict[Connection, tuple[str, str, str]] = {}
+        #: the last incarnation given to each name of each session, kept after the name
+        #: leaves (and after the session empties) so that a name that comes back is a
+        #: new member; bounded by max_remembered
+        self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        #: relayed frames for members that have not joined this server yet:
+        #: (app, session, member id) -> [(frame, sender)]
+        self.parked: dict[tuple[str, str, str], list[tuple[bytes, str]]] = {}
+        self.started_at = now
+        #: how long after its start the server keeps frames for names it has not met
+        self.park_window = 3 * heartbeat_timeout
+        #: (app, session, name) -> a join waiting for the name's holder to answer
+        self.takeovers: dict[tuple[str, str, str], _Takeover] = {}
+        self._probes = 0
+        self.relayed = 0
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def handle(self, event: Input) -> list[Action]:
+        """Apply one input; return the actions for the host, in the order to carry out."""
+        out: list[Action] = []
+        if isinstance(event, Relay):
+            self._relay(event, out)
+        elif isinstance(event, Heartbeat):
+            self._heartbeat(event, out)
+        elif isinstance(event, Join):
+            self._join(event, out)
+        elif isinstance(event, Leave):
+            self._leave(event, out)
+        elif isinstance(event, Tick):
+            self._tick(event, out)
+        else:
+            raise TypeError(f"not a session registry input: {event!r}")
+        return out
+
+    def describe(self, conn: Connection) -> str:
+        """Who a connection is, for logs: ``name@session`` or a short connection id."""
+        known = self.by_conn.get(conn)
+        if known:
+            return f"{known[2]}@{known[1]}"
+        shown = conn.hex()[:8] if isinstance(conn, bytes) else str(conn)
+        return f"connection {shown}"
+
+    def members_of(self, application: str, session: str) -> list[str]:
+        """The member ids of a session, in join order (empty if there is none)."""
+        found = self.sessions.get((application, session))
+        return [m.member_id for m in found.members.values()] if found else []
+
+    # -- joins ----------------------------------------------------------------------------
+    def _join(self, join: Join, out: list[Action]) -> None:
+        if self.authenticated and join.client != join.user:
+            out.append(Rejected("name_not_authenticated", f"join as {join.client!r} with the "
+                                f"key of {join.user!r}", self.describe(join.conn)))
+            out.append(Notify(join.conn, "error", {
+                "reason": "name_not_authenticated",
+                "detail": f"this key belongs to {join.user!r}, not {join.client!r}"}))
+            return
+        session = self.sessions.get((join.application, join.session))
+        existing = session.members.get(join.client) if session else None
+        if existing is not None:
+            if existing.conn == join.conn:
+                return  # a retried join from the same connection: already a member
+            self._ask_holder(join, existing, out)
+            return
+        previous = self.by_conn.get(join.conn)
+        if previous is not None:
+            out.append(Notify(join.conn, "error", {
+                "reason": "already_joined",
+                "detail": f"this connection already joined as {previous[2]!r}"}))
+            return
+        self._admit(join, out)
+
+    def _admit(self, join: Join, out: list[Action]) -> None:
+        app, name = join.application, join.session
+        is_new_application = app not in self.applications
+        is_new_session = (app, name) not in self.sessions
+        session = self.sessions.setdefault((app, name), Session(app, name))
+        self.applications.add(app)
+        incarnation = self._incarnation_for((app, name, join.client), join.incarnation)
+        member = Member(join.client, join.conn, join.address, join.now, incarnation,
+                        join.wants_state)
+        session.members[join.client] = member
+        self.by_conn[join.conn] = (app, name, join.client)
+        log.info("%s joined %s/%s (%d members)", member.member_id, app, name,
+                 len(session.members))
+        out.append(Notify(join.conn, "welcome", {
+            "client": join.client, "server_id": self.server_id, "incarnation": incarnation}))
+        users = [m.member_id for m in session.members.values()]
+        addresses = {m.member_id: m.address for m in session.members.values()}
+        notice = {"client": member.member_id, "application": app, "session": name,
+                  "is_new_session": is_new_session, "is_new_application": is_new_application,
+                  "all_users": users, "addresses": addresses,
+                  "wants_state": member.wants_state}
+        for other in session.members.values():
+            out.append(Notify(other.conn, "joined", notice))
+        self._unpark(session, member, out)
+
+    def _incarnation_for(self, key: tuple[str, str, str], proposed: int) -> int:
+        """The incarnation of a new membership of ``key``'s name.
+
+        A client that was a member asks to keep its incarnation (``proposed``): after a
+        restart of this server, which has forgotten it, it keeps it (it lost nothing, and
+        every member still knows it by that name). A proposal at or below the last
+        incarnation given to the name here means the client was removed meanwhile
+        (declared gone while it was stalled): it comes back as the next incarnation.
+        """
+        last = self.incarnations.get(key, 0)
+        incarnation = proposed if proposed > last else last + 1
+        self.incarnations[key] = incarnation
+        self.incarnations.move_to_end(key)
+        if len(self.incarnations) > self.max_remembered:
+            self.incarnations.popitem(last=False)
+        return incarnation
+
+    # -- a name held by a connection that may be dead -------------------------------------
+    def _ask_holder(self, join: Join, holder: Member, out: list[Action]) -> None:
+        if 0 < join.incarnation < holder.incarnation:
+            # an older incarnation (it was stalled and a new start took its name): it
+            # must not take the name back from its successor
+            out.append(Notify(join.conn, "error", {
+                "reason": "replaced",
+                "detail": f"this client was replaced by {holder.member_id}, started under "
+                          "its name while this one did not answer"}))
+            return
+        key = (join.application, join.session, join.client)
+        pending = self.takeovers.get(key)
+        if pending is not None:
+            if pending.join.conn != join.conn:
+                self._refuse_taken(join, "another client is taking it over", out)
+            return  # a retried join while its probe is out
+        self._probes += 1
+        self.takeovers[key] = _Takeover(join, self._probes, join.now + self.takeover_wait)
+        log.info("%s asks for the name of %s in %s/%s; asking the holder whether it is "
+                 "alive", self.describe(join.conn), holder.member_id, join.application,
+                 join.session)
+        out.append(Notify(holder.conn, PROBE, {"probe": self._probes}))
+
+    def _refuse_taken(self, join: Join, why: str, out: list[Action]) -> None:
+        log.warning("refused client name %r in session %s/%s: %s", join.client,
+                    join.application, join.session, why)
+        out.append(Notify(join.conn, "error", {
+            "reason": "duplicate_name",
+            "detail": f"client name {join.client!r} is taken in session {join.session!r} of "
+                      f"application {join.application!r}: {why}; stop that client or pick "
+                      "another name"}))
+
+    def _takeovers_due(self, now: float, out: list[Action]) -> None:
+        for key, pending in list(self.takeovers.items()):
+            if now < pending.due:
+                continue
+            session = self.sessions[key[:2]]  # a pending takeover has a holder
+            holder = session.members[key[2]]
+            log.warning("%s in %s/%s did not answer within %gs; a new client takes its "
+                        "name over", holder.member_id, key[0], key[1], self.takeover_wait)
+            self._remove(session, holder, "was replaced in", None, out)  # admits pending
+
+    # -- the rest of a membership -----------------------------------------------------------
+    def _member(self, event: Leave | Heartbeat | Relay) -> tuple[Session, Member] | None:
+        session = self.sessions.get((event.application, event.session))
+        member = session.members.get(event.client) if session else None
+        if session is None or member is None or member.conn != event.conn:
+            return None
+        return session, member
+
+    def _leave(self, leave: Leave, out: list[Action]) -> None:
+        found = self._member(leave)
+        if found is None:
+            out.append(Rejected("unknown_peer", "leave from a client that is not a member",
+                                self.describe(leave.conn)))
+            return
+        session, member = found
+        if not leave.counts_valid:
+            out.append(Rejected("malformed", "leave: direct_frames must map names to counts "
+                                ">= 0; ignored", self.describe(leave.conn)))
+        out.append(Notify(leave.conn, "left", {"client": member.member_id,
+                                               "application": session.application,
+                                               "session": session.name}))
+        self._remove(session, member, "left", leave.direct_frames, out)
+
+    def _remove(self, session: Session, member: Member, why: str,
+                direct_frames: Mapping[str, int] | None, out: list[Action]) -> None:
+        """Drop ``member`` and tell the others; ``direct_frames`` (graceful leave) says how
+        many frames it pushed straight to each of them, so each can wait for the last."""
+        del session.members[member.name]
+        self.by_conn.pop(member.conn, None)
+        log.info("%s %s %s/%s", member.member_id, why, session.application, session.name)
+        for other in session.members.values():
+            out.append(Notify(other.conn, "left", {
+                "client": member.member_id, "application": session.application,
+                "session": session.name,
+                "direct_frames": (direct_frames or {}).get(other.member_id, 0)}))
+        if not session.members:
+            del self.sessions[(session.application, session.name)]
+        pending = self.takeovers.pop((session.application, session.name, member.name), None)
+        if pending is not None and pending.join.conn not in self.by_conn:
+            # the holder is gone (left, timed out or did not answer): the newcomer that
+            # waited for its name joins now
+            self._admit(pending.join, out)
+
+    def _heartbeat(self, beat: Heartbeat, out: list[Action]) -> None:
+        found = self._member(beat)
+        if found is None:
+            # e.g. the server restarted: tell the client so it can join again
+            out.append(Notify(beat.conn, "error", {
+                "reason": "not_a_member",
+                "detail": "heartbeat from a client that is not a member; join again"}))
+            return
+        member = found[1]
+        member.last_seen = beat.now
+        if beat.probe is not None:
+            key = (beat.application, beat.session, beat.client)
+            pending = self.takeovers.get(key)
+            if pending is not None and pending.probe == beat.probe:
+                del self.takeovers[key]
+                self._refuse_taken(pending.join, f"{member.member_id} is running (it "
+                                   "answered just now)", out)
+        out.append(Notify(beat.conn, "pong", {"server_id": self.server_id}))
+
+    # -- relay ------------------------------------------------------------------------------
+    def _relay(self, relay: Relay, out: list[Action]) -> None:
+        found = self._member(relay)
+        if found is None:
+            # e.g. this server restarted and the client has not joined again yet: give
+            # the frame back, so that the client sends it again once it has (nothing it
+            # accepted is lost to a restart)
+            out.append(Rejected("unknown_peer", "relay from a client that is not a member; "
+                                "returned to it", self.describe(relay.conn)))
+            out.append(Return(relay.conn, relay.frame, relay.dests))
+            return
+        session, member = found
+        member.last_seen = relay.now
+        sender = member.member_id
+        for dest in relay.dests:
+            name, incarnation = split_member(dest)
+            target = session.members.get(name)
+            if target is None and self._park(session, dest, relay, sender):
+                continue
+            if target is None or target.incarnation != incarnation:
+                why = "unknown client" if target is None else (
+                    f"client that is now {target.member_id}")
+                out.append(Rejected("unknown_peer", f"relay to {why} {dest!r}", sender))
+                continue
+            self.relayed += 1
+            out.append(Forward(target.conn, relay.frame, sender))
+
+    def _park(self, session: Session, dest: str, relay: Relay, sender: str) -> bool:
+        """Keep a frame for ``dest`` when this server is new and has never met its name:
+        after a restart, members join again one by one, and a member that rejoined
+        first relays to others that have not yet. Returns False when the frame is not
+        kept (the name was met here, the server is no longer new, or too many wait)."""
+        if (session.application, session.name, split_member(dest)[0]) in self.incarnations:
+            return False
+        if relay.now - self.started_at > self.park_window:
+            return False
+        parked = self.parked.setdefault((session.application, session.name, dest), [])
+        if len(parked) >= self.max_parked:
+            return False
+        parked.append((relay.frame, sender))
+        return True
+
+    def _unpark(self, session: Session, member: Member, out: list[Action]) -> None:
+        """Hand ``member`` the frames kept for it; drop those kept for another
+        incarnation of its name (that one will not come)."""
+        app, name = session.application, session.name
+        for key in [k for k in self.parked
+                    if k[:2] == (app, name) and split_member(k[2])[0] == member.name]:
+            frames = self.parked.pop(key)
+            if key[2] != member.member_id:
+                out.append(Rejected("unknown_peer", f"{len(frames)} frame(s) kept for "
+                                    f"{key[2]}, which joined as {member.member_id}", key[2]))
+                continue
+            for frame, sender in frames:
+                self.relayed += 1
+                out.append(Forward(member.conn, frame, sender))
+
+    # -- time -------------------------------------------------------------------------------
+    def _tick(self, tick: Tick, out: list[Action]) -> None:
+        """Expire parked frames, due takeovers and silent members.
+
+        A member is silent when nothing came from it for ``heartbeat_timeout`` before
+        the last moment the host had read all its input (``caught_up_at``). Measured
+        against ``now`` instead, a server that falls behind under load (its input queue
+        holding seconds of frames) would declare busy, live clients gone and drop what
+        is relayed to them. The price: while the server never catches up, departures
+        are noticed late.
+        """
+        if self.parked and tick.now - self.started_at > self.park_window:
+            for (app, session, dest), frames in self.parked.items():
+                out.append(Rejected("unknown_peer", f"{len(frames)} frame(s) kept for "
+                                    f"{dest} in {app}/{session}, which never joined", dest))
+            self.parked.clear()
+        if self.takeovers:
+            self._takeovers_due(tick.now, out)
+        deadline = tick.caught_up_at - self.heartbeat_timeout
+        for session in list(self.sessions.values()):
+            for member in list(session.members.values()):
+                if member.last_seen < deadline:
+                    log.warning("%s in %s/%s stopped sending heartbeats; reporting it as left",
+                                member.member_id, session.application, session.name)
+                    self._remove(session, member, "timed out of", None, out)
+
+    def next_deadline(self) -> float | None:
+        """The earliest time a :class:`Tick` has something to do besides heartbeats: the
+        first due takeover (hosts tick at least that soon)."""
+        return min((t.due for t in self.takeovers.values()), default=None)

@@ -1,0 +1,164 @@
+"""The session server's rules, driven without sockets: typed inputs in, actions out."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcomm.protocol.registry import (
+    PROBE,
+    BadCommand,
+    Forward,
+    Heartbeat,
+    Join,
+    Leave,
+    Notify,
+    Rejected,
+    Relay,
+    Return,
+    SessionRegistry,
+    Tick,
+    command_input,
+)
+
+APP, SESSION = "a", "s"
+
+
+def registry(**options: object) -> SessionRegistry:
+    return SessionRegistry(server_id="test", now=0.0, heartbeat_timeout=10.0, **options)
+
+
+def join(conn: str, client: str | None = None, now: float = 0.0, **fields: object) -> Join:
+    return Join(conn, client or conn, APP, SESSION, now, **fields)
+
+
+def notices(actions: list, op: str) -> list[tuple[object, dict]]:
+    return [(a.conn, dict(a.fields)) for a in actions
+            if isinstance(a, Notify) and a.op == op]
+
+
+def test_every_member_hears_each_join_in_one_order_and_the_newcomer_last() -> None:
+    r = registry()
+    r.handle(join("alice"))
+    actions = r.handle(join("bob"))
+    assert [(type(a).__name__, a.conn, a.op) for a in actions] == [
+        ("Notify", "bob", "welcome"), ("Notify", "alice", "joined"), ("Notify", "bob", "joined")]
+    assert notices(actions, "joined")[0][1]["all_users"] == ["alice", "bob"]
+    assert r.members_of(APP, SESSION) == ["alice", "bob"]
+
+
+def test_a_name_that_comes_back_is_its_next_incarnation_and_a_restart_keeps_it() -> None:
+    r = registry()
+    r.handle(join("c1", "carol"))
+    r.handle(Leave("c1", "carol", APP, SESSION, 1.0))
+    assert notices(r.handle(join("c2", "carol")), "welcome")[0][1]["incarnation"] == 2
+    r.handle(Leave("c2", "carol", APP, SESSION, 2.0))
+    # a proposal at or below the last incarnation given here: removed meanwhile
+    assert notices(r.handle(join("c3", "carol", incarnation=2)), "welcome")[0][1][
+        "incarnation"] == 3
+    restarted = registry()  # a new server that never met carol keeps what she had
+    assert notices(restarted.handle(join("c4", "carol", incarnation=7)), "welcome")[0][1][
+        "incarnation"] == 7
+
+
+def test_a_name_held_by_a_silent_connection_is_taken_over_after_the_probe_wait() -> None:
+    r = registry()
+    r.handle(join("alice"))
+    r.handle(join("old", "bob"))
+    asked = r.handle(join("new", "bob", now=1.0))
+    assert asked == [Notify("old", PROBE, {"probe": 1})]
+    assert r.next_deadline() == pytest.approx(1.0 + r.takeover_wait)
+    assert r.handle(join("new", "bob", now=1.5)) == []  # a retried join waits too
+    assert r.handle(Tick(1.0 + r.takeover_wait / 2, 1.0 + r.takeover_wait / 2)) == []
+    actions = r.handle(Tick(1.0 + r.takeover_wait, 1.0 + r.takeover_wait))
+    assert [(a.conn, a.op, a.fields.get("client")) for a in actions
+            if isinstance(a, Notify)] == [
+        ("alice", "left", "bob"), ("new", "welcome", "bob"), ("alice", "joined", "bob~2"),
+        ("new", "joined", "bob~2")]
+    assert r.members_of(APP, SESSION) == ["alice", "bob~2"]
+    assert r.next_deadline() is None
+
+
+def test_a_holder_that_answers_the_probe_keeps_its_name() -> None:
+    r = registry()
+    r.handle(join("old", "bob"))
+    r.handle(join("new", "bob", now=1.0))
+    # a heartbeat that does not echo the probe (sent before it) proves nothing
+    assert notices(r.handle(Heartbeat("old", "bob", APP, SESSION, 1.1)), "error") == []
+    answered = r.handle(Heartbeat("old", "bob", APP, SESSION, 1.2, probe=1))
+    refused = notices(answered, "error")
+    assert refused[0][0] == "new" and refused[0][1]["reason"] == "duplicate_name"
+    assert "is running" in refused[0][1]["detail"]
+    assert notices(r.handle(Tick(5.0, 5.0)), "welcome") == []  # nothing pending any more
+    assert r.members_of(APP, SESSION) == ["bob"]
+
+
+def test_a_holder_that_leaves_while_asked_hands_its_name_over_at_once() -> None:
+    r = registry()
+    r.handle(join("old", "bob"))
+    r.handle(join("new", "bob", now=1.0))
+    actions = r.handle(Leave("old", "bob", APP, SESSION, 1.1))
+    assert notices(actions, "welcome") == [("new", {"client": "bob", "server_id": "test",
+                                                    "incarnation": 2})]
+
+
+def test_a_second_newcomer_for_a_name_being_taken_over_is_refused() -> None:
+    r = registry()
+    r.handle(join("old", "bob"))
+    r.handle(join("new", "bob", now=1.0))
+    refused = notices(r.handle(join("third", "bob", now=1.1)), "error")
+    assert refused[0][0] == "third" and "taking it over" in refused[0][1]["detail"]
+
+
+def test_frames_reach_only_current_members_and_come_back_to_strangers() -> None:
+    r = registry()
+    r.handle(join("alice"))
+    r.handle(join("bob"))
+    # past the window in which a new server keeps frames for names it has not met
+    relay = Relay("alice", "alice", APP, SESSION, 100.0, dests=("bob", "bob~2", "zed"),
+                  frame=b"f")
+    actions = r.handle(relay)
+    assert Forward("bob", b"f", "alice") in actions
+    assert [a.reason for a in actions if isinstance(a, Rejected)] == ["unknown_peer"] * 2
+    stranger = Relay("mallory", "mallory", APP, SESSION, 1.0, dests=("bob",), frame=b"g")
+    assert Return("mallory", b"g", ("bob",)) in r.handle(stranger)
+
+
+def test_a_new_server_keeps_frames_for_names_it_has_not_met_until_they_join() -> None:
+    r = registry()
+    r.handle(join("alice", incarnation=4))
+    r.handle(Relay("alice", "alice", APP, SESSION, 1.0, dests=("carol~2",), frame=b"f"))
+    actions = r.handle(join("carol", incarnation=2, now=2.0))
+    # her join notice reaches her before the frame kept for her
+    kinds = [(type(a).__name__, a.conn) for a in actions]
+    assert kinds.index(("Notify", "carol")) < kinds.index(("Forward", "carol"))
+    assert Forward("carol", b"f", "alice~4") in actions
+
+
+def test_silence_is_judged_up_to_the_moment_the_host_caught_up() -> None:
+    r = registry()
+    r.handle(join("alice"))
+    assert r.handle(Tick(now=20.0, caught_up_at=5.0)) == []  # behind: not silent yet
+    assert notices(r.handle(Tick(now=20.0, caught_up_at=20.0)), "left") == []
+    assert r.members_of(APP, SESSION) == []
+
+
+def test_commands_are_validated_into_typed_inputs() -> None:
+    base = {"client": "alice", "application": APP, "session": SESSION}
+    assert isinstance(command_input({"op": "join", **base, "address": ""}, b"c", 0.0), Join)
+    with pytest.raises(BadCommand, match="client must be a non-empty string"):
+        command_input({"op": "join", **base, "client": ""}, b"c", 0.0)
+    with pytest.raises(BadCommand, match="dests must be a list"):
+        command_input({"op": "relay", **base, "dests": "bob"}, b"c", 0.0, payload=(b"f",))
+    with pytest.raises(BadCommand, match="exactly one message frame"):
+        command_input({"op": "relay", **base, "dests": ["bob"]}, b"c", 0.0)
+    with pytest.raises(BadCommand, match="not for the server"):
+        command_input({"op": "pong", **base}, b"c", 0.0)
+    leave = command_input({"op": "leave", **base, "direct_frames": {"bob": -1}}, b"c", 0.0)
+    assert isinstance(leave, Leave) and not leave.counts_valid
+
+
+def test_a_join_under_another_keys_name_is_refused_with_keys() -> None:
+    r = registry(authenticated=True)
+    actions = r.handle(join("c", "alice", user="mallory"))
+    assert [a.reason for a in actions if isinstance(a, Rejected)] == ["name_not_authenticated"]
+    assert r.members_of(APP, SESSION) == []
