@@ -11,10 +11,19 @@ Ctrl-S and leaving save it.
 
 Keys: characters, Enter and pasting insert; Backspace and Delete delete; the arrows,
 Home, End, PageUp and PageDown move; Ctrl-S saves (with ``--file``); Ctrl-Q leaves.
+Without ``--file``, Ctrl-Q on a text that is not empty asks first: ``y`` quits, ``n``
+stays, ``s`` saves the text to a new file named after the session in the current
+directory (``paper.txt``, else ``paper-2.txt``, ...), says where, and quits.
+
+The status line is fitted to the terminal's width, the least important parts left out
+first; the number of deleted characters it shows is what this copy still remembers
+(each copy forgets them once every member has seen the deletions, on its own schedule),
+not a property of the text.
 
 Modules that do not carry the replicated text (``none``, ``fifo``, ``mfss``, ``cykas``
 and the known-bad ones; see :func:`~groupcomm.replicated.unsupported_reason`) are
-refused with the reason, unless ``--allow-divergence``, which runs anyway and keeps a
+refused with the reason and the modules that do carry it
+(:func:`~groupcomm.replicated.supported_modules`), unless ``--allow-divergence``, which runs anyway and keeps a
 warning on the screen: copies may then diverge and operations fail, and the screen
 counts the failures.
 """
@@ -30,9 +39,15 @@ from typing import Any
 
 from groupcomm.apps.session_options import add_session_arguments, session_options
 from groupcomm.apps.shared_text import SharedText, presence_slot
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    run_main,
+    setup_logging,
+    warn_if_known_bad,
+)
 from groupcomm.filters.latest_value import DEFAULT_HOLD, LatestValueCreator
-from groupcomm.replicated import unsupported_reason
+from groupcomm.replicated import supported_modules, unsupported_reason
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 log = logging.getLogger(__name__)
@@ -44,7 +59,7 @@ def build_parser() -> ArgumentParser:
         prog="groupcomm edit",
         description="Edit one text together with the other members of a session. Keys: "
         "type, Enter, Backspace, Delete, arrows, Home/End, PageUp/PageDown; Ctrl-S saves "
-        "to --file; Ctrl-Q leaves.",
+        "to --file; Ctrl-Q leaves (without --file, it asks first and offers to save).",
     )
     add_session_arguments(parser, "edit")
     parser.add_argument("--file", metavar="PATH",
@@ -84,13 +99,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.presence_hold < 0:
         raise CliError(f"{prog}: --presence-hold must be >= 0")
     options = session_options(
-        args, prog, extra_receive=[LatestValueCreator(presence_slot, args.presence_hold / 1000)])
+        args, prog, extra_receive=[LatestValueCreator(presence_slot, args.presence_hold / 1000)],
+        warn_known_bad=False)
     module = options.selection.causality or "none"
     reason = unsupported_reason(module)
     if reason and not args.allow_divergence:
         raise CliError(f"{prog}: refusing {reason} (copies of the text must converge; "
-                       "use matrix, matrix-delta or vector, or --allow-divergence to watch "
-                       "them diverge)")
+                       f"use one of {', '.join(supported_modules())}; or "
+                       "--allow-divergence to watch them diverge)")
+    warn_if_known_bad(module, prog)
     seed = None
     if args.file and os.path.exists(args.file):
         try:
@@ -155,6 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.file:
             written = shared.save(args.file)
             print(f"saved {written} characters to {args.file}")
+        elif screen is not None and screen.saved_to:
+            print(f"saved {screen.saved_chars} characters to {screen.saved_to}")
     return 0
 
 

@@ -8,12 +8,20 @@ and only ask for a redraw (``Application.invalidate`` is thread-safe).
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from prompt_toolkit.application import Application
 from prompt_toolkit.data_structures import Point
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding import (
+    ConditionalKeyBindings,
+    KeyBindings,
+    KeyPressEvent,
+    merge_key_bindings,
+)
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
@@ -22,6 +30,44 @@ from prompt_toolkit.styles import Style
 from groupcomm.apps.shared_text import SharedText
 
 COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiyellow")
+
+
+def default_save_path(session: str, directory: str = ".") -> str:
+    """A file in ``directory`` named after ``session`` that does not exist yet
+    (``paper.txt``, else ``paper-2.txt``, ...), for saving a text without ``--file``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", session).strip("._") or "text"
+    path = os.path.join(directory, f"{stem}.txt")
+    number = 2
+    while os.path.exists(path):
+        path = os.path.join(directory, f"{stem}-{number}.txt")
+        number += 1
+    return path
+
+
+def fit_status(parts: list[tuple[int, str]], width: int, keys: str) -> str:
+    """The status line in ``width`` columns: ``parts`` (priority, text) in their order,
+    then ``keys``; the parts of lowest priority (the highest number) are left out until
+    the rest fits, and a single part still too long is cut with an ellipsis. ``keys``
+    goes before any part but the first two priorities."""
+    kept = list(parts)
+    show_keys = True
+
+    def render() -> str:
+        text = " " + " · ".join(part for _, part in kept)
+        return text + ("   " + keys if show_keys and keys else "")
+
+    while len(render()) > width and kept:
+        lowest = max(priority for priority, _ in kept)
+        if show_keys and lowest < 2:
+            show_keys = False
+            continue
+        if len(kept) == 1:
+            break
+        kept.remove(next(p for p in reversed(kept) if p[0] == lowest))
+    line = render()
+    if len(line) > width:
+        line = line[:max(0, width - 1)] + "…"
+    return line
 
 
 def line_and_column(text: str, position: int) -> tuple[int, int]:
@@ -50,6 +96,12 @@ class EditScreen:
         self.file = file
         self.status_log: Any = None
         self.note = ""
+        #: the question shown while Ctrl-Q waits for y/n/s (no ``--file``)
+        self.asking = ""
+        self.asking_note = ""
+        #: where the text was saved on the way out, when it was (no ``--file``)
+        self.saved_to: str | None = None
+        self.saved_chars = 0
         self._colour: dict[str, str] = {}
         self._cursor = Point(0, 0)
         text_control = FormattedTextControl(self._text_fragments, focusable=True,
@@ -117,23 +169,41 @@ class EditScreen:
         fragments.append(("", value[start:]))
         return fragments
 
+    def _width(self) -> int:
+        try:
+            return self.app.output.get_size().columns
+        except Exception:  # noqa: BLE001 - no terminal size: a common width
+            return 80
+
     def _status(self) -> StyleAndTextTuples:
+        """Module, length, failures, the latest note, the keys and the deleted
+        characters this copy still remembers; what does not fit the terminal's width
+        is left out, least important first (see :func:`fit_status`)."""
+        if self.asking:
+            return [("class:warning", fit_status([(0, self.asking), (1, self.asking_note)],
+                                                 self._width(), ""))]
         shared = self.shared
         with shared.lock:
             length = shared.text.visible_length()
-            kept = len(shared.text)
+            remembered = len(shared.text) - length
             failures = shared.failures
-        parts = [f" {self.module}", f"{length} chars ({kept - length} deleted kept)"]
+        # (priority, text): 0 is kept longest
+        parts: list[tuple[int, str]] = []
         if failures:
-            parts.append(f"{failures} edit(s) failed: copies differ")
+            parts.append((0, f"{failures} edit(s) failed: copies differ"))
+        parts += [(3, self.module), (2, f"{length} chars")]
+        if remembered:
+            # tombstones until every member has seen the deletions: each copy collects
+            # them on its own schedule, so the number is this copy's, not the text's
+            parts.append((5, f"{remembered} deleted chars remembered locally"))
         latest = self.note or (self.status_log.latest if self.status_log else "")
         if latest:
-            parts.append(latest)
+            parts.append((1, latest))
         keys = "^S save  ^Q quit" if self.file else "^Q quit"
-        return [("", " · ".join(parts) + "   " + keys)]
+        return [("", fit_status(parts, self._width(), keys))]
 
     # -- keys -----------------------------------------------------------------------------
-    def _keys(self) -> KeyBindings:
+    def _keys(self) -> Any:
         keys = KeyBindings()
         shared = self.shared
 
@@ -219,9 +289,52 @@ class EditScreen:
         @keys.add("c-q")
         @keys.add("c-c")
         def _(event: KeyPressEvent) -> None:
+            self._quit(event)
+
+        asking = Condition(lambda: bool(self.asking))
+        answers = KeyBindings()
+
+        @answers.add("y")
+        @answers.add("Y")
+        @answers.add("c-q")
+        @answers.add("c-c")
+        def _(event: KeyPressEvent) -> None:
             event.app.exit()
 
-        return keys
+        @answers.add("s")
+        @answers.add("S")
+        def _(event: KeyPressEvent) -> None:
+            path = default_save_path(self.session)
+            try:
+                self.saved_chars = shared.save(path)
+            except OSError as error:
+                self.asking = ""
+                self.note = f"not saved: {error}"
+                return
+            self.saved_to = os.path.abspath(path)
+            event.app.exit()
+
+        @answers.add(Keys.Any)
+        def _(event: KeyPressEvent) -> None:  # n, Escape, anything else: stay
+            self.asking = ""
+            self.note = "not quitting"
+
+        return merge_key_bindings([ConditionalKeyBindings(keys, ~asking),
+                                   ConditionalKeyBindings(answers, asking)])
+
+    def _quit(self, event: KeyPressEvent) -> None:
+        """Leave; without ``--file`` and with some text, ask first (y quits, n stays, s
+        saves to a new file in the current directory and quits)."""
+        with self.shared.lock:
+            empty = self.shared.text.visible_length() == 0
+            alone = [m for m in self.shared.members if m != self.shared.me] == []
+        if self.file or empty:
+            event.app.exit()
+            return
+        self.asking = (f"quit without saving? y quit · n stay · s save to "
+                       f"{default_save_path(self.session)}")
+        self.asking_note = ("nobody else has the text" if alone
+                            else "the others keep the text")
 
     def _edit(self, action, *args: Any) -> None:
         """Run a key's edit; a refused one (the communicator is closing, the module

@@ -33,8 +33,8 @@ so for a module; ``none`` and ``fifo`` give no causal order at all.
 """
 
 from groupcomm.replicated.stability import Stability
-from groupcomm.replicated.support import unsupported_reason
+from groupcomm.replicated.support import supported_modules, unsupported_reason
 from groupcomm.replicated.types import AddWinsSet, Counter, MultiValueRegister, TextSequence
 
 __all__ = ["AddWinsSet", "Counter", "MultiValueRegister", "Stability", "TextSequence",
-           "unsupported_reason"]
+           "supported_modules", "unsupported_reason"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groupcomm.core.causality import CausalityModule
-from groupcomm.core.registry import get_module
+from groupcomm.core.registry import available_modules, get_module
 
 #: modules that give no causal order between different senders
 UNORDERED = {"none": "it gives no delivery order at all",
@@ -24,3 +24,9 @@ def unsupported_reason(module: str | CausalityModule) -> str | None:
     if getattr(found, "known_bad", False):
         return f"{found.name}: a known-bad module (it violates causal order)"
     return None
+
+
+def supported_modules() -> list[str]:
+    """The installed modules the replicated types can rely on (those without an
+    :func:`unsupported_reason`), in registration order."""
+    return [name for name in available_modules() if unsupported_reason(name) is None]

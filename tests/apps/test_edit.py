@@ -35,15 +35,21 @@ class Terminals:
         return subprocess.run(["tmux", "-L", self.socket, *args], check=True,
                               capture_output=True, text=True, timeout=10).stdout
 
-    def start(self, name: str, *extra: str) -> None:
+    def start(self, name: str, *extra: str, file: bool = True, width: int = WIDTH,
+              cwd: Path | None = None) -> None:
+        """Start ``name``'s editor (saving to ``NAME.txt`` unless not ``file``) in a
+        terminal ``width`` columns wide, in ``cwd``; the pane stays after it exits, so
+        that what it printed last can be read (``running`` then turns False)."""
         assert self.group.server is not None
         command = [sys.executable, "-m", "groupcomm.apps.edit", "--name", name,
                    "--session", "paper", "--server", self.group.server.address,
                    "--key-file", str(self.group.key_file), "--trace-dir",
-                   str(self.workdir / "traces"), "--file", str(self.workdir / f"{name}.txt"),
-                   *extra]
-        self.tmux("new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT),
+                   str(self.workdir / "traces"),
+                   *(["--file", str(self.workdir / f"{name}.txt")] if file else []), *extra]
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(HEIGHT),
+                  "-c", str(cwd or self.workdir),
                   " ".join(command) + f" 2> {self.workdir / name}.err")
+        self.tmux("set-option", "-w", "-t", f"{name}:0", "remain-on-exit", "on")
 
     def keys(self, name: str, *keys: str) -> None:
         self.tmux("send-keys", "-t", f"{name}:0", *keys)
@@ -51,6 +57,11 @@ class Terminals:
     def screen(self, name: str, escapes: bool = False) -> list[str]:
         flags = ["-e"] if escapes else []
         return self.tmux("capture-pane", "-p", *flags, "-t", f"{name}:0").split("\n")
+
+    def printed(self, name: str) -> list[str]:
+        """Every line of the pane, its history included, wrapped lines joined."""
+        return [line.rstrip() for line in self.tmux(
+            "capture-pane", "-p", "-J", "-S", "-", "-t", f"{name}:0").split("\n")]
 
     def text(self, name: str) -> str:
         """The text area: between the title bar and the status bar."""
@@ -60,7 +71,10 @@ class Terminals:
     def running(self, name: str) -> bool:
         listed = subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", name],
                                 capture_output=True, timeout=10)
-        return listed.returncode == 0
+        if listed.returncode != 0:
+            return False
+        return self.tmux("display-message", "-p", "-t", f"{name}:0",
+                         "#{pane_dead}").strip() != "1"
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
@@ -168,3 +182,129 @@ def test_a_module_that_cannot_carry_the_text_is_refused_with_the_reason(
         assert done.returncode == 2
         assert f"groupcomm edit: refusing {module}: " in done.stderr and reason in done.stderr
         assert "--allow-divergence" in done.stderr
+
+
+def status_line(terminals: Terminals, name: str) -> str:
+    return terminals.screen(name)[HEIGHT - 1].rstrip()
+
+
+def test_quitting_without_a_file_asks_first_and_can_save_in_the_current_directory(
+        terminals: Terminals, tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "paper.txt").write_text("someone else's file\n")  # never overwritten
+    terminals.start("alice", "--causality", "matrix", file=False, cwd=here)
+    terminals.start("bob", "--causality", "matrix", file=False, cwd=here)
+    for name in ("alice", "bob"):
+        wait_for(f"{name} to see both", lambda n=name: "bob" in terminals.screen(n)[0]
+                 and "alice" in terminals.screen(n)[0], terminals, "alice", "bob")
+    terminals.keys("alice", "-l", "draft one")
+    wait_for("the text at bob's", lambda: terminals.text("bob") == "draft one", terminals,
+             "alice", "bob")
+
+    # Ctrl-Q asks; n stays, and the text is still there to edit
+    terminals.keys("alice", "C-q")
+    wait_for("the question", lambda: status_line(terminals, "alice").startswith(
+        " quit without saving? y quit · n stay · s save to ./paper-2.txt · the others "
+        "keep the text"), terminals, "alice")
+    terminals.keys("alice", "n")
+    wait_for("the question gone", lambda: "not quitting" in status_line(terminals, "alice"),
+             terminals, "alice")
+    assert terminals.running("alice")
+    terminals.keys("alice", "-l", "!")
+    wait_for("the edit after staying", lambda: terminals.text("bob") == "draft one!",
+             terminals, "alice", "bob")
+
+    # Ctrl-Q, s: saved to a new file in the current directory, and it says where
+    terminals.keys("alice", "C-q")
+    wait_for("the question again", lambda: "quit without saving?" in status_line(
+        terminals, "alice"), terminals, "alice")
+    terminals.keys("alice", "s")
+    wait_for("alice to leave", lambda: not terminals.running("alice"), terminals, "alice")
+    saved = here / "paper-2.txt"
+    assert saved.read_text() == "draft one!"
+    assert (here / "paper.txt").read_text() == "someone else's file\n"
+    assert f"saved 10 characters to {saved}" in terminals.printed("alice")
+
+    # the last member is told the text goes with it; y quits without saving
+    wait_for("bob alone", lambda: "alice" not in terminals.screen("bob")[0], terminals, "bob")
+    terminals.keys("bob", "C-q")
+    wait_for("bob's question", lambda: status_line(terminals, "bob").startswith(
+        " quit without saving? y quit · n stay · s save to ./paper-3.txt · nobody else "
+        "has the text"),
+        terminals, "bob")
+    terminals.keys("bob", "y")
+    wait_for("bob to leave", lambda: not terminals.running("bob"), terminals, "bob")
+    assert sorted(p.name for p in here.iterdir()) == ["paper-2.txt", "paper.txt"]
+
+
+def test_an_empty_text_quits_at_once(terminals: Terminals, tmp_path: Path) -> None:
+    terminals.start("alice", "--causality", "matrix", file=False)
+    wait_for("the editor", lambda: "members: alice" in terminals.screen("alice")[0],
+             terminals, "alice")
+    terminals.keys("alice", "C-q")
+    wait_for("alice to leave", lambda: not terminals.running("alice"), terminals, "alice")
+
+
+def test_the_status_line_fits_a_narrow_terminal_and_keeps_what_matters(
+        terminals: Terminals) -> None:
+    width = 40
+    terminals.start("alice", "--causality", "matrix-delta", width=width)
+    wait_for("the editor", lambda: "alice" in terminals.screen("alice")[0], terminals,
+             "alice")
+    terminals.keys("alice", "-l", "abcdefgh")
+    terminals.keys("alice", "BSpace", "BSpace", "BSpace")
+    wait_for("the text", lambda: terminals.text("alice") == "abcde", terminals, "alice")
+    # 40 columns: the keys and the length stay, the module and the deleted count go
+    wait_for("the fitted status", lambda: status_line(terminals, "alice") ==
+             " 5 chars   ^S save  ^Q quit", terminals, "alice")
+    # a note longer than the terminal is cut, never wrapped
+    terminals.keys("alice", "C-s")
+    wait_for("the save note", lambda: status_line(terminals, "alice").startswith(
+        " saved 5 characters to "), terminals, "alice")
+    line = status_line(terminals, "alice")
+    assert len(line) <= width and line.endswith("…")
+    assert terminals.screen("alice")[HEIGHT - 2].strip() == ""  # nothing wrapped
+    terminals.keys("alice", "C-q")
+    wait_for("alice to leave", lambda: not terminals.running("alice"), terminals, "alice")
+
+
+def test_the_deleted_characters_are_said_to_be_this_copys_memory(
+        terminals: Terminals) -> None:
+    terminals.start("alice", "--causality", "matrix")
+    wait_for("the editor", lambda: "alice" in terminals.screen("alice")[0], terminals,
+             "alice")
+    terminals.keys("alice", "-l", "abcdefgh")
+    terminals.keys("alice", "BSpace", "BSpace")
+    wait_for("the status", lambda: status_line(terminals, "alice").startswith(
+        " matrix · 6 chars · 2 deleted chars remembered locally"), terminals, "alice")
+    assert "kept" not in status_line(terminals, "alice")
+    terminals.keys("alice", "C-q")
+    wait_for("alice to leave", lambda: not terminals.running("alice"), terminals, "alice")
+
+
+def test_the_refusal_names_every_module_that_carries_the_text(group: ProcessGroup) -> None:
+    from groupcomm.replicated import supported_modules
+
+    carriers = supported_modules()
+    assert {"vector", "matrix", "matrix-delta", "ks"} <= set(carriers)
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcomm.apps.edit", "--name", "eve", "--session",
+         "paper", "--server", group.server.address, "--causality", "fifo"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert f"use one of {', '.join(carriers)}; or --allow-divergence" in done.stderr
+
+
+def test_a_known_bad_module_allowed_to_diverge_is_warned_of_in_one_line(
+        group: ProcessGroup) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcomm.apps.edit", "--name", "eve", "--session",
+         "paper", "--server", group.server.address, "--key-file", str(group.key_file),
+         "--causality", "last-sender", "--allow-divergence", "--batch"],
+        input="quit\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "warning" in line] == [
+        "groupcomm edit: warning: last-sender is a known-bad module, kept as a "
+        "counterexample: last-sender stamp; misses all but one cause; messages may be "
+        "delivered out of causal order"]
