@@ -17,25 +17,40 @@ two messages, with nothing shown twice or missed). Warnings of the framework app
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import threading
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from groupcomm.apps.session_options import add_session_arguments, session_options
+from groupcomm.apps.im_input import TerminalInput, is_terminal, read_piped, terminal_output
+from groupcomm.apps.session_options import (
+    SessionOptions,
+    add_session_arguments,
+    session_options,
+)
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.causality import CausalityError
+from groupcomm.core.membership import SERVER_SILENCE_HEARTBEATS, display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.state_transfer import Snapshot
-from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.communicator import DEFAULT_MAX_FRAME, Communicator, CommunicatorError
 
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
+#: the smallest --max-frame taken
+MIN_MAX_FRAME = 4096
+#: own messages (and ids shown) remembered, to tell the person which were lost and to
+#: show nothing twice when the conversation so far is handed over again
+REMEMBERED = 10_000
+#: a quoted message is cut to this many characters in a notice about it
+QUOTE = 60
 #: an own message the causality module still holds this long after it was typed is
 #: shown as pending (under mfss it waits for the previous message's ACK; a dead peer
 #: makes that the heartbeat timeout)
@@ -74,6 +89,25 @@ class ChatScreen:
         self._unsent: dict[str, list] = {}
         #: copies that left before their line was shown (the I/O thread can be first)
         self._gone: deque[str] = deque(maxlen=1024)
+        #: member ids known to be in the session (a rejoin after a server restart is
+        #: not news)
+        self._known: set[str] = set()
+        #: this person's member id as last seen joining (None before the first join)
+        self._my_id: str | None = None
+        #: application ids of the messages shown (an ordered set, bounded)
+        self._shown_ids: OrderedDict[str, None] = OrderedDict()
+        #: this person's messages by copy id: (application id, text, destination, sender
+        #: member id, when it left or None)
+        self._own: OrderedDict[str, list] = OrderedDict()
+        #: application ids of own messages already reported lost
+        self._reported_lost: set[str] = set()
+        #: when the server was last heard from, after it stopped answering (see
+        #: log_record)
+        self._server_silent_since: float | None = None
+        #: copies of the previous incarnation that may have been in the frames the server
+        #: returned and that were dropped
+        self._dropped: set[str] = set()
+        self._installs = 0
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -92,6 +126,7 @@ class ChatScreen:
         text = payload if isinstance(payload, str) else repr(payload)
         with self._lock:
             self.history.append((message.sender, text, message.app_message_id))
+            self._remember_shown(message.app_message_id)
             self._show(message.sender, message.sender, message.app_tag, text)
 
     def send(self, send: Callable[[], list[SentMessage]], to_everyone: bool = False) -> None:
@@ -111,9 +146,18 @@ class ChatScreen:
         with self._lock:
             if to_everyone:
                 self.history.append((message.sender, text, message.app_message_id))
+            self._remember_shown(message.app_message_id)
+            gone = set(self._gone)
+            for copy in messages:
+                dest = ", ".join(d for d in copy.destinations if d != self.me) or "yourself"
+                self._own[copy.message_id] = [
+                    message.app_message_id, text, dest, copy.sender,
+                    time.monotonic() if copy.message_id in gone else None]
+            while len(self._own) > REMEMBERED:
+                self._own.popitem(last=False)
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
-            copies = {m.message_id for m in messages} - set(self._gone)
+            copies = {m.message_id for m in messages} - gone
             if copies:
                 self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
                 timer = threading.Timer(PENDING_AFTER, self._still_pending,
@@ -124,9 +168,13 @@ class ChatScreen:
     def on_sent(self, message: SentMessage) -> None:
         """The communicator's sent listener: a copy of an own message left (I/O thread)."""
         with self._lock:
+            own = self._own.get(message.message_id)
+            if own is not None:
+                own[4] = time.monotonic()
             entry = self._unsent.get(message.app_message_id)
             if entry is None:
-                self._gone.append(message.message_id)
+                if own is None:
+                    self._gone.append(message.message_id)
                 return
             entry[1].discard(message.message_id)
             if entry[1]:
@@ -157,14 +205,31 @@ class ChatScreen:
         return comm.member_id if comm is not None else self.me
 
     def install(self, history: list[tuple[str, str, str]]) -> None:
-        """Show the conversation so far (this person is the newcomer)."""
+        """Show the conversation so far (this person is the newcomer). Handed over again
+        (this person came back after the session took it for gone), only what was not
+        shown yet is shown."""
         with self._lock:
-            self.history.extend(history)
-            if history:
-                self.line(f"* conversation so far ({len(history)} message(s)):")
-                for who, text, _ in history:
+            self._installs += 1
+            new = [entry for entry in history if entry[2] not in self._shown_ids]
+            self.history.extend(new)
+            for _, _, app_id in new:
+                self._remember_shown(app_id)
+            if self._installs > 1:
+                if new:
+                    self.line(f"* missed while you were away ({len(new)} message(s)):")
+                    for who, text, _ in new:
+                        self.line(f"  [{display_name(who)}] {text}")
+                return
+            if new:
+                self.line(f"* conversation so far ({len(new)} message(s)):")
+                for who, text, _ in new:
                     self.line(f"  [{who}] {text}")
-            self.line(f"* up to date ({len(history)} earlier message(s))")
+            self.line(f"* up to date ({len(new)} earlier message(s))")
+
+    def _remember_shown(self, app_id: str) -> None:
+        self._shown_ids[app_id] = None
+        if len(self._shown_ids) > REMEMBERED:
+            self._shown_ids.popitem(last=False)
 
     def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
         with self._lock:
@@ -180,12 +245,36 @@ class ChatScreen:
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
-        if client_name != self.me:
-            with self._lock:
-                self._joined_at[client_name] = len(self.shown)
-            self.line(f"* {client_name} joined ({', '.join(all_users)})")
+        with self._lock:
+            if display_name(client_name) == self.me:
+                self._joined_self(client_name, all_users)
+                return
+            known = client_name in self._known
+            self._known.update(all_users)
+            if known:
+                return  # it rejoined a restarted server: it never left
+            self._known.add(client_name)
+            self._joined_at[client_name] = len(self.shown)
+        self.line(f"* {client_name} joined ({', '.join(all_users)})")
+
+    def _joined_self(self, member: str, all_users: Sequence[str]) -> None:
+        """This person's own join: the first (said by the app), a rejoin of a restarted
+        session server (same member id), or a return after the session took this
+        client for gone (a new member id: what it had not sent is lost)."""
+        previous, self._my_id = self._my_id, member
+        self._known.update(all_users)
+        self._server_silent_since = None
+        if previous is None:
+            return
+        if previous == member:
+            self.line("* session server restarted; reconnected")
+            return
+        self.line("* the session took you for gone (no contact for too long); you are back")
+        self.report_lost()
 
     def client_left(self, client_name: str, application_name: str) -> None:
+        with self._lock:
+            self._known.discard(client_name)
         self.line(f"* {client_name} left")
         comm = self.communicator
         if comm is None:
@@ -195,6 +284,68 @@ class ChatScreen:
             self.line(f"* {len(waiting)} held message(s) wait on {client_name}; "
                       f"/release {client_name} delivers them anyway (out of order if "
                       f"{client_name}'s messages are still on their way)")
+
+    # what the framework reports, in chat words
+    def report_lost(self) -> None:
+        """Say which of this person's messages were not sent (the framework reported
+        them undeliverable, or they went in frames of a previous incarnation that the
+        server returned), each once."""
+        comm = self.communicator
+        with self._lock:
+            lost = set(self._dropped)
+            if comm is not None:
+                lost.update(mid for mid in comm.undeliverable() if mid in self._own)
+            by_message: dict[str, list[str]] = {}
+            for copy in lost:
+                app_id, _, dest, _, _ = self._own[copy]
+                if app_id not in self._reported_lost:
+                    by_message.setdefault(app_id, []).append(dest)
+            for app_id, dests in by_message.items():
+                self._reported_lost.add(app_id)
+                copies = [c for c, own in self._own.items() if own[0] == app_id]
+                text = self._own[copies[0]][1]
+                quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
+                # the copies of a send split into unicasts are lost one by one
+                to = "" if len(dests) == len(copies) else f" to {', '.join(sorted(dests))}"
+                self._unsent.pop(app_id, None)
+                self.line(f"* your message '{quoted}' was not sent{to}")
+
+    def log_record(self, record: logging.LogRecord) -> bool:
+        """Take a warning of the framework that the chat says in its own words (or that
+        is not news to a person); False to show it as it is."""
+        text = str(record.msg)
+        if "no answer from the session server" in text:
+            silent = record.args[1] if isinstance(record.args, tuple) and len(record.args) > 1 else 0
+            if isinstance(silent, (int, float)):
+                self._server_silent_since = time.monotonic() - silent
+            return False
+        if "does not know this client" in text or "declared this client gone" in text:
+            return True  # said by the join that follows (see _joined_self)
+        if "frame(s) of the previous incarnation" in text:
+            self._note_dropped_frames()
+            self.report_lost()
+            return True
+        if "accepted for sending" in text:
+            self.report_lost()
+            return True
+        if "release_waiting_on" in text:
+            return True  # client_left says it with /release NAME
+        return False
+
+    def _note_dropped_frames(self) -> None:
+        """Frames of the previous incarnation that the server returned are dropped: its
+        own messages among them were not sent. They are those that left after the
+        server stopped answering (said by a warning after four silent heartbeats; with
+        no such warning, at most that long before now)."""
+        comm = self.communicator
+        interval = comm.heartbeat_interval if comm is not None else 0.5
+        since = self._server_silent_since
+        if since is None:
+            since = time.monotonic() - (SERVER_SILENCE_HEARTBEATS + 1) * interval
+        old = comm.member_id if comm is not None else self._my_id
+        with self._lock:
+            self._dropped.update(copy for copy, own in self._own.items()
+                                 if own[3] == old and own[4] is not None and own[4] >= since)
 
     def held(self, held: list[object], waiting: dict[str, list[str]]) -> None:
         """``/held``: each held message with its sender or destination, its text and
@@ -225,6 +376,8 @@ class ScreenLogHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            if self.screen.log_record(record):
+                return
             self.screen.line(f"! {record.getMessage()}")
         except Exception:  # noqa: BLE001 - logging must never raise into the caller
             self.handleError(record)
@@ -269,7 +422,7 @@ class ChatApp:
                     name, _, text = rest.strip().partition(" ")
                     if not name or not text.strip():
                         self.screen.line("usage: /to NAME text")
-                    else:
+                    elif self._fits(text.strip()):
                         self.screen.send(lambda: comm.send([name], Private(text.strip())))
                 else:
                     self.screen.line(f"unknown command {command}; {HELP}")
@@ -277,11 +430,21 @@ class ChatApp:
                 others = [m for m in comm.members if m != comm.name]
                 if not others:
                     self.screen.line("* nobody else is here yet")
-                else:
+                elif self._fits(line):
                     self.screen.send(lambda: comm.send(comm.others, line), to_everyone=True)
         except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
             self.screen.line(f"! {error}")
         return True
+
+    def _fits(self, text: str) -> bool:
+        """True when ``text`` fits in a frame; else the person is told, nothing sent."""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        limit = self.communicator.payload_limit
+        if size <= limit:
+            return True
+        self.screen.line(f"! not sent: {size:,} bytes, the limit is {limit:,} "
+                         "(split it into smaller messages)")
+        return False
 
 
 def build_parser() -> ArgumentParser:
@@ -292,23 +455,42 @@ def build_parser() -> ArgumentParser:
         "up waiting for a member who left; /quit leaves.",
     )
     add_session_arguments(parser, "im")
+    parser.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME, metavar="BYTES",
+                        help="largest frame sent or taken (default 16 MiB, the same on "
+                        "every member); a longer line is not sent, and you are told")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     options = session_options(args, "groupcomm im")
-    screen = ChatScreen(args.name, sys.stdout)
+    if args.max_frame < MIN_MAX_FRAME:
+        raise CliError(f"groupcomm im: --max-frame must be at least {MIN_MAX_FRAME} bytes")
+    terminal = is_terminal(sys.stdin, sys.stdout)
+    output = terminal_output() if terminal else contextlib.nullcontext(sys.stdout)
+    with output as out:
+        return _chat(args, options, out, terminal)
+
+
+def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
+          terminal: bool) -> int:
+    screen = ChatScreen(args.name, out)
+    root = logging.getLogger()
     if args.verbose == 0:
         # warnings belong on the chat screen as its own lines, not as timestamped log
         # records interleaved with it
-        root = logging.getLogger()
         for handler in list(root.handlers):
             root.removeHandler(handler)
         root.addHandler(ScreenLogHandler(screen))
+    elif terminal:
+        # the log goes above the input line too
+        for handler in root.handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(sys.stderr)
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
+            max_frame=args.max_frame,
             state_provider=screen.snapshot, state_consumer=screen.install,
             session_listener=screen, message_listener=screen.message,
             sent_listener=screen.on_sent,
@@ -321,9 +503,10 @@ def _run(args: argparse.Namespace) -> int:
     screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
     try:
-        for line in sys.stdin:
-            if not app.handle(line):
-                break
+        if terminal:
+            TerminalInput(f"{args.name}> ").run(app.handle)
+        else:
+            read_piped(sys.stdin, app.handle)
     except KeyboardInterrupt:
         pass
     finally:
