@@ -6,6 +6,10 @@ hand deliveries to the applications. Two stacks exist: :class:`RealStack` runs t
 product's nodes and causality modules; :class:`~groupcomm.sim.matrix_model.MatrixModelStack`
 is a vectorised model of the matrix protocol for large runs. Both depend on this module
 only, not on the engine, so the engine can import them.
+
+:class:`RealStack`'s processes join through the session protocol's own objects
+(:class:`~groupcomm.protocol.client_actions.InProcessSession`: a session registry, and a
+:class:`~groupcomm.core.membership.Membership` per process), before time 0.
 """
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
 from groupcomm.core.tracing import Tracer
+from groupcomm.protocol.client_actions import (
+    APPLICATION,
+    SESSION,
+    InProcessSession,
+    carry_out,
+)
 from groupcomm.sim.workload import PlannedSend, Workload
 
 
@@ -84,6 +94,8 @@ class RealStack:
         for name in sim.names:
             node = ProtocolNode(
                 name,
+                application=APPLICATION,
+                session=SESSION,
                 transmit=self._make_transmit(name),
                 clock=clock,
                 send_creators=[self.module.send_creator()],
@@ -92,23 +104,41 @@ class RealStack:
             )
             node.message_listeners.append(self._make_listener(name))
             self.nodes[name] = node
-        names = list(sim.names)
-        if self.module.broadcast_only:
-            # vector's late-joiner handshake needs every member to see every later join
-            # (the members already there send the newcomer a ``base`` message), so the
-            # processes join one by one, as through a session server, before time 0
-            for index, name in enumerate(names):
-                members = tuple(names[: index + 1])
-                for other in members:
-                    self.nodes[other].client_joined(name, is_new_session=index == 0,
-                                                    all_users=members)
-        else:
-            # the whole session exists from the start: one join notice per node telling
-            # it everyone (one by one costs O(n^3) manager work at 500 processes)
-            everyone = tuple(names)
-            for index, name in enumerate(names):
-                self.nodes[name].client_joined(name, is_new_session=index == 0,
-                                               all_users=everyone)
+        self.session = InProcessSession(now=sim.now)
+        self._join_all(list(sim.names))
+
+    def _join_all(self, names: list[str]) -> None:
+        """Every process joins the session, one by one, before time 0."""
+        session, now = self.session, self.sim.now
+        joins = []
+        for name in names:
+            try:
+                member, notices = session.join(name, now)
+            except ValueError as error:
+                raise SimulationError(f"process {name!r} cannot join: {error}") from None
+            assert member == name  # a new registry: every first join is incarnation 1
+            if self.module.broadcast_only:
+                # vector's late-joiner handshake needs every member to see every later
+                # join (the members already there send the newcomer a ``base`` message):
+                # each notice is processed as it comes, as from a session server
+                for process, notice in notices:
+                    self._notify(process, notice)
+            else:
+                joins.append((name, notices))
+        if joins:
+            # the whole session exists from the start: by time 0 every process has heard
+            # of every join, and what it processes is folded into one notice, its own
+            # join with the session's members at time 0 (processing every later join
+            # costs O(n^3) manager work at 500 processes)
+            last = joins[-1][1][-1][1]  # the last joiner's own notice lists everyone
+            for name, notices in joins:
+                own = next(n for process, n in notices if process == name)
+                self._notify(name, {**own, "all_users": last["all_users"],
+                                    "addresses": last["addresses"]})
+
+    def _notify(self, process: str, notice: dict[str, Any]) -> None:
+        carry_out(self.nodes[process],
+                  self.session.on_notice(process, notice, self.sim.now))
 
     def _clock(self) -> float:
         return self.sim.now

@@ -8,20 +8,36 @@ be made FIFO per ordered pair.
 
 Applications are modelled in the callback style: ``on_deliver`` reactions may send
 from inside a delivery, and those sends are tagged at the call.
+
+Joins and leaves go through the session protocol's own objects
+(:class:`~groupcomm.protocol.client_actions.InProcessSession`): a
+:class:`~groupcomm.protocol.registry.SessionRegistry` decides who is told, in which
+order, with which member list and incarnation (a name that comes back is ``name~2``),
+and each process's :class:`~groupcomm.core.membership.Membership` processes its notices
+as a networked client does. Nodes are known by their member ids.
 """
 
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator
+from groupcomm.core.membership import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer
+from groupcomm.protocol.client_actions import (
+    APPLICATION,
+    SESSION,
+    InProcessSession,
+    Notice,
+    carry_out,
+)
 from groupcomm.wire.envelopes import decode_received, encode_message
 
 Reaction = Callable[["LocalNetwork", str, ReceivedMessage], None]
@@ -66,21 +82,25 @@ class LocalNetwork:
         self.reactions: dict[str, list[Reaction]] = {n: [] for n in names}
         self.nodes: dict[str, ProtocolNode] = {}
         self._extra = (list(extra_send), list(extra_receive))
+        self.session = InProcessSession(now=0.0)
+        #: process name -> notices it has not processed yet, oldest first (see join)
+        self._pending: dict[str, deque[Notice]] = {}
         for name in names:
             self.nodes[name] = self._make_node(name)
-        joined: list[str] = []
+        # the processes join one by one, each told of every later join
         for name in names:
-            joined.append(name)
-            for member in joined:
-                self.nodes[member].client_joined(
-                    name, is_new_session=len(joined) == 1, all_users=tuple(joined)
-                )
+            member, notices = self.session.join(name, self._now())
+            assert member == name  # a new registry: every first join is incarnation 1
+            for process, notice in notices:
+                self._notify(process, notice, process_now=True)
 
     # -- wiring -----------------------------------------------------------------------------
     def _make_node(self, name: str) -> ProtocolNode:
         extra_send, extra_receive = self._extra
         node = ProtocolNode(
             name,
+            application=APPLICATION,
+            session=SESSION,
             transmit=self._make_transmit(name),
             clock=lambda: float(self.step_count),
             send_creators=[self.module.send_creator(), *extra_send],
@@ -122,29 +142,64 @@ class LocalNetwork:
         """Broadcast to every other member."""
         return self.send(sender, payload, [n for n in self.nodes if n != sender])
 
-    def join(self, name: str, told: Iterable[str] | None = None) -> None:
-        """``name`` joins while traffic flows. The newcomer and the members in ``told``
-        (all by default) process its join now; tell the others later with
+    def _now(self) -> float:
+        return float(self.step_count)
+
+    def _notify(self, process: str, notice: Notice, *, process_now: bool) -> None:
+        """Queue ``notice`` for ``process``; with ``process_now``, it processes every
+        notice it has queued (in order, as a connection to the server delivers them)."""
+        queue = self._pending.setdefault(process, deque())
+        queue.append(notice)
+        if process_now:
+            self._process_notices(process, len(queue))
+
+    def _process_notices(self, process: str, count: int) -> None:
+        queue = self._pending[process]
+        for _ in range(count):
+            notice = queue.popleft()
+            node = self.nodes[self.session.member_of(process)]
+            carry_out(node, self.session.on_notice(process, notice, self._now()))
+
+    def join(self, name: str, told: Iterable[str] | None = None) -> str:
+        """``name`` joins while traffic flows; returns its member id (``name~2`` for a
+        name that was a member before). The newcomer and the members in ``told`` (all
+        by default) process its join now; tell the others later with
         :meth:`tell_join`, as a server's notices reach members at different times."""
         members = list(self.nodes)
-        self.nodes[name] = self._make_node(name)
-        self.deliveries[name], self.reactions[name] = [], []
-        self._members = [*members, name]
-        self.nodes[name].client_joined(name, all_users=tuple(self._members))
-        for member in (members if told is None else told):
-            self.tell_join(member, name)
+        member, notices = self.session.join(name, self._now())
+        self.nodes[member] = self._make_node(member)
+        self.deliveries[member], self.reactions[member] = [], []
+        by_process = dict(notices)  # one joined notice per member, the newcomer's last
+        self._notify(name, by_process.pop(name), process_now=True)
+        told = members if told is None else list(told)
+        for other in told:
+            notice = by_process.pop(display_name(other), None)
+            if notice is not None:  # not a member, or named twice
+                self._notify(display_name(other), notice, process_now=True)
+        for process, notice in by_process.items():
+            self._notify(process, notice, process_now=False)
+        return member
 
     def tell_join(self, member: str, name: str) -> None:
-        """``member`` processes the join of ``name`` (see :meth:`join`)."""
-        self.nodes[member].client_joined(name, all_users=tuple(self._members))
+        """``member`` processes the join of ``name`` (see :meth:`join`), and every notice
+        it had queued before it. Nothing happens when it has processed it already."""
+        queue = self._pending.get(display_name(member), deque())
+        for index, notice in enumerate(queue):
+            if notice["op"] == "joined" and name in (notice["client"],
+                                                    display_name(notice["client"])):
+                self._process_notices(display_name(member), index + 1)
+                return
 
     def leave(self, name: str) -> None:
-        """``name`` leaves: every other node is told; frames to and from it are dropped."""
+        """``name`` leaves: every other node is told (after the notices it had queued);
+        frames to and from it are dropped."""
         self.in_flight = [f for f in self.in_flight if name not in (f.source, f.dest)]
         node = self.nodes.pop(name)
         node.tracer = NullTracer()
-        for other in self.nodes.values():
-            other.client_left(name)
+        process = display_name(name)
+        self._pending.pop(process, None)
+        for other, notice in self.session.leave(process, self._now()):
+            self._notify(other, notice, process_now=True)
 
     def arrivable(self) -> list[int]:
         """Indices into :attr:`in_flight` that may arrive next (FIFO links: heads only)."""
