@@ -1,0 +1,1 @@
+"""Tests of the tools (groupcomm.tools)."""
