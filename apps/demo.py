@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,6 +330,43 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+@contextmanager
+def stderr_into(path: Path) -> Iterator[None]:
+    """Point this process's file descriptor 2 at ``path`` (appending) for the block.
+
+    Spark's JVM, started in the block, inherits it and keeps it: its start-up lines
+    and whatever it prints later (log4j before its configuration is read, the Python
+    workers it starts) go to ``path`` instead of between the demo's lines. Python's
+    ``sys.stderr`` is the same descriptor, so it is back after the block.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log_file:
+            os.dup2(log_file.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def start_spark(master: str | None, log_path: Path) -> Any:
+    """The SparkSession, its JVM's output kept in ``log_path``; when Spark does not
+    start, the log's last lines are shown and the error is one :class:`CliError`."""
+    from trace_analysis import SparkUnavailableError, get_spark
+
+    print(f"starting Spark (its output: {log_path})...", file=sys.stderr, flush=True)
+    try:
+        with stderr_into(log_path):
+            return get_spark(master)
+    except SparkUnavailableError as error:
+        tail = log_path.read_text(errors="replace").splitlines()[-20:]
+        for line in tail:
+            print(f"  spark: {line}", file=sys.stderr)
+        raise CliError(f"groupcomm demo: {error} (Spark's output: {log_path})") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     try:
@@ -342,12 +381,21 @@ def _run(args: argparse.Namespace) -> int:
     spark = None
     results: list[dict[str, Any]] = []
     started = time.monotonic()
+    # Spark's own output: with the traces when they are kept, else a temporary file
+    # removed when the demo succeeds
+    spark_log: Path | None = None
+    if not args.no_analysis:
+        if keep:
+            base.mkdir(parents=True, exist_ok=True)
+            spark_log = base / "spark.log"
+        else:
+            handle, name = tempfile.mkstemp(prefix="groupcomm-demo-spark-", suffix=".log")
+            os.close(handle)
+            spark_log = Path(name)
+    succeeded = False
     try:
-        if not args.no_analysis:
-            from trace_analysis import get_spark
-
-            print("starting Spark...", file=sys.stderr, flush=True)
-            spark = get_spark(args.master)
+        if spark_log is not None:
+            spark = start_spark(args.master, spark_log)
         for index, (scenario, causality) in enumerate(runs, 1):
             label = f"{scenario.name}-{causality}"
             print(f"[{index}/{len(runs)}] {scenario.name} scenario with {causality}...",
@@ -370,11 +418,17 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 row.update(summarize({}, causality))
             results.append(row)
+        succeeded = True
     except ProcessError as error:
         raise CliError(f"groupcomm demo: {error}") from None
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
+            if spark_log is not None:
+                if succeeded or spark_log.stat().st_size == 0:
+                    spark_log.unlink(missing_ok=True)
+                else:
+                    print(f"Spark's output is kept in {spark_log}", file=sys.stderr)
     elapsed = time.monotonic() - started
     if args.json:
         print(json.dumps({"runs": results, "seconds": round(elapsed, 1)}))
