@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
-from trace_analysis.endings import trace_endings, undelivered_with_departed
+from trace_analysis.endings import (
+    read_releases,
+    released_deliveries,
+    trace_endings,
+    undelivered_by_ending,
+)
 from trace_analysis.load import load
 from trace_analysis.loaded import Loaded
 from trace_analysis.metrics import (
@@ -146,6 +151,15 @@ def _latency_samples(deliveries: Any, total: int) -> dict[str, list[float]]:
     return samples
 
 
+def _lines_with(spark: SparkSession, files: list[Any], needle: bytes) -> list[bytes]:
+    """The lines of (remote) trace files that contain ``needle``, read through Spark."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.text([file.uri for file in files])
+    return [row["value"].encode() for row in
+            frame.filter(F.col("value").contains(needle.decode())).collect()]
+
+
 def analyze(
     trace_dir: str | Path,
     spark: SparkSession | None = None,
@@ -197,13 +211,15 @@ def analyze(
             buf = buffering(loaded.events)
             result = _assemble(directory, loaded, checks, counts, lat, buf)
             endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
-            to_departed, from_departed = (
-                undelivered_with_departed(tables.sends, tables.deliveries, endings.departed())
-                if checks.undelivered else (0, 0))
-            result["undelivered_to_departed"] = to_departed
-            result["undelivered_from_departed"] = from_departed
-            result["undelivered_present"] = checks.undelivered - to_departed - from_departed
+            result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,
+                                                checks.undelivered))
             result["abrupt_endings"] = endings.abrupt
+            result["open_traces"] = endings.open
+            releasing = [p for p, n in result["per_process"].items() if n.get("release")]
+            releases = read_releases(loaded.files, releasing,
+                                     lambda files, needle: _lines_with(spark, files, needle))
+            result["releases"] = len(releases)
+            result["released_deliveries"] = released_deliveries(tables.deliveries, releases)
             seconds["metrics"] = round(time.monotonic() - mark, 2)
             stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")
             if violations_out is not None:

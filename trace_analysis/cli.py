@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from trace_analysis.endings import describe as describe_endings
 from trace_analysis.loaded import LOADERS
 from trace_analysis.report import written_files
 
@@ -68,18 +69,8 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
           f"{result['duplicates']}\n")
     write(f"latency ms p50 {_fmt(lat.get('p50'))}  p95 {_fmt(lat.get('p95'))}  "
           f"p99 {_fmt(lat.get('p99'))}\n")
-    departed = result.get("undelivered_to_departed", 0)
-    with_sender = result.get("undelivered_from_departed", 0)
-    if departed or with_sender:
-        write(f"  of the undelivered: {departed} were addressed to members whose membership "
-              f"ended before they could arrive (left, killed or declared gone); "
-              f"{with_sender} went down with a sender that left, was killed or was declared "
-              f"gone; {result.get('undelivered_present', 0)} to members still there, from "
-              "senders still there\n")
-    abrupt = result.get("abrupt_endings") or []
-    if abrupt:
-        write(f"traces that end abruptly (no departure recorded: killed, crashed or declared "
-              f"gone): {', '.join(abrupt)}\n")
+    for line in describe_endings(result):
+        write(line + "\n")
     repeated, early = result.get("duplicate_sends", 0), result.get("deliveries_before_send", 0)
     if repeated or early:
         write(f"INCONSISTENT TRACE: {repeated} send record(s) repeat a message id, {early} "

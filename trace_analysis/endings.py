@@ -18,13 +18,29 @@ that never left a killed process; the sender's module reports them undeliverable
 others, ``undelivered_present``, are protocol failures (at the end of a run every
 process leaves, within a moment of the others: that is not a departure that excuses a
 loss).
+
+A trace that stops without a departure may also be one still being written: the file
+writer records its process id and host in the first record it writes (``pid``,
+``host``). When that host is this one and that process is still running (and started
+before the record was written, so the id was not reused) and does not write a later
+incarnation of the same name (``carol~2``: the first was declared gone), the trace is
+**open**, not ended: it is left out of the abrupt endings, and the undelivered pairs to or from its
+process are ``undelivered_open`` (the run is not over for them), not counted as
+departed or as failures. A trace written on another host is judged by its content.
+
+A ``release`` record (an application or the ``release_after`` policy gave up waiting
+for a member) names the messages a module delivered without waiting further for their
+causes; those that the process did deliver are counted as ``released_deliveries``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import os
-from collections.abc import Callable, Sequence
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +49,13 @@ from typing import Any
 DEPARTURE_GRACE = 1.0
 #: how much of a file's end is read to find its last line
 _TAIL_BYTES = 64 * 1024
+#: how much of a file is read at a time when its lines are searched
+_CHUNK_BYTES = 8 * 1024 * 1024
+#: a process that started this much after the record naming its id is another process
+#: that got the id again
+_START_SLACK = 1.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,15 +69,31 @@ class Endings:
     #: processes whose trace stops without it (only judged when :attr:`judged`)
     abrupt: list[str] = field(default_factory=list)
     judged: bool = False
+    #: process -> id of its writer, for traces still being written (see the module doc)
+    open: dict[str, int] = field(default_factory=dict)
 
     def departed(self) -> set[str]:
         """Processes whose membership ended during the run: traces that stop abruptly,
-        and those that left more than the grace before the last process ended."""
+        and those that left more than the grace before the last process ended (never an
+        open trace's)."""
         if not self.last_ts:
             return set(self.abrupt)
         end = max(self.last_ts.values())
         early = {p for p, ts in self.last_ts.items() if ts < end - DEPARTURE_GRACE}
-        return early | set(self.abrupt)
+        return (early | set(self.abrupt)) - set(self.open)
+
+    def classify(self, sender: str, destination: str) -> str:
+        """Which count an undelivered (message, destination) pair goes to:
+        ``undelivered_open``, ``undelivered_to_departed``, ``undelivered_from_departed``
+        or ``undelivered_present``."""
+        if sender in self.open or destination in self.open:
+            return "undelivered_open"
+        departed = self.departed()
+        if destination in departed:
+            return "undelivered_to_departed"
+        if sender in departed:
+            return "undelivered_from_departed"
+        return "undelivered_present"
 
 
 def _local_tail(path: Path, size: int) -> bytes:
@@ -76,18 +115,132 @@ def _last_record(tail: bytes) -> dict[str, Any] | None:
     return None
 
 
+def matching_lines(path: Path, needle: bytes) -> list[bytes]:
+    """The lines of the local trace file ``path`` (``.gz`` or not) that contain
+    ``needle``, in order; read a chunk at a time, searched without splitting lines."""
+    found: list[bytes] = []
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        carry = b""
+        while True:
+            chunk = handle.read(_CHUNK_BYTES)
+            data = carry + chunk
+            if not chunk:
+                end = len(data)
+            else:
+                end = data.rfind(b"\n") + 1
+                if end == 0:  # no line ends in this chunk yet
+                    carry = data
+                    continue
+            at = data.find(needle, 0, end)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                stop = data.find(b"\n", at, end)
+                stop = end if stop < 0 else stop
+                found.append(data[start:stop])
+                at = data.find(needle, stop, end)
+            carry = data[end:]
+            if not chunk:
+                return found
+
+
+def _writer(path: Path) -> tuple[int, str, float] | None:
+    """(pid, host, ts) of the last record of ``path`` that names its writer."""
+    for raw in reversed(matching_lines(path, b'"pid"')):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        pid, host, ts = record.get("pid"), record.get("host"), record.get("ts")
+        if (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+                and isinstance(host, str) and isinstance(ts, int | float)):
+            return pid, host, float(ts)
+    return None
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def process_running(pid: int, since: float | None = None) -> bool:
+    """Whether process ``pid`` of this host runs (not a zombie) and, when ``since`` (a
+    wall-clock time) is given and the start time can be read, started no later than it
+    (a later process that got the id again is not the one that was meant)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True  # no /proc: the signal test is all there is
+    if fields[0] in ("Z", "X"):
+        return False  # killed, not yet reaped
+    boot = _boot_time()
+    if since is None or boot is None:
+        return True
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return started <= since + _START_SLACK
+
+
+def still_written(path: Path) -> int | None:
+    """The id of the process of this host still writing the trace ``path``, or None
+    (the writer ended, or ran on another host, or is not recorded)."""
+    writer = _writer(path)
+    if writer is None:
+        return None
+    pid, host, ts = writer
+    if host != socket.gethostname():
+        return None
+    return pid if process_running(pid, ts) else None
+
+
+def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
+    """Whether ``pid`` also writes a later incarnation of ``process`` (``carol~2`` after
+    ``carol``): declared gone, the process went on as a new member, and this trace ended
+    then, without a departure."""
+    from groupcomm.core.membership import split_member
+
+    name, incarnation = split_member(process)
+    for other, path in traces.items():
+        other_name, other_incarnation = split_member(other)
+        if other_name == name and other_incarnation > incarnation:
+            writer = _writer(path)
+            if writer is not None and writer[0] == pid and writer[1] == socket.gethostname():
+                return True
+    return False
+
+
 def trace_endings(files: Sequence[Any],
                   read_tail: Callable[[Any, int], bytes] | None = None) -> Endings:
     """Read the last record of each file: local paths, or any file ``read_tail(file,
     size)`` reads the last bytes of (files with a ``stem``: see
-    :class:`trace_analysis.store.RemoteFile`)."""
+    :class:`trace_analysis.store.RemoteFile`). A local file that stops without a
+    departure is searched for its writer (:func:`still_written`)."""
     endings = Endings()
     unclean: list[str] = []
+    local_files: dict[str, Path] = {}
     for path in files:
-        tail = _local_tail(path, _TAIL_BYTES) if isinstance(path, Path) or read_tail is None \
-            else read_tail(path, _TAIL_BYTES)
+        local = isinstance(path, Path) or read_tail is None
+        tail = _local_tail(path, _TAIL_BYTES) if local else read_tail(path, _TAIL_BYTES)
         record = _last_record(tail)
         process = str(record.get("process", path.stem)) if record else path.stem
+        if local:
+            local_files[process] = Path(path)
         ts = record.get("ts") if record else None
         if isinstance(ts, int | float) and not isinstance(ts, bool):
             endings.last_ts[process] = float(ts)
@@ -95,27 +248,139 @@ def trace_endings(files: Sequence[Any],
             endings.left.add(process)
         else:
             unclean.append(process)
+    for process in list(unclean):
+        pid = still_written(local_files[process]) if process in local_files else None
+        if pid is not None and not _moved_on(process, pid, local_files):
+            endings.open[process] = pid
+            unclean.remove(process)
     endings.judged = bool(endings.left)
     endings.abrupt = sorted(unclean) if endings.judged else []
     return endings
 
 
-def undelivered_with_departed(sends: Any, deliveries: Any,
-                              departed: set[str]) -> tuple[int, int]:
-    """(message, destination) pairs never delivered whose destination is one of
-    ``departed``, and those whose destination is not but whose sender is (Spark frames:
-    the send table and the laid-out deliveries)."""
-    if not departed:
-        return 0, 0
+@dataclass(frozen=True)
+class Release:
+    """A ``release`` record: ``process`` gave up waiting for ``member`` and delivered
+    ``msgs`` without their causes."""
+
+    process: str
+    member: str
+    msgs: tuple[str, ...]
+
+
+def parse_release(raw: bytes | str) -> Release | None:
+    """The release a trace line records, or None (another event, or malformed)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("event") != "release":
+        return None
+    process, member, msgs = record.get("process"), record.get("client"), record.get("msgs")
+    if not (isinstance(process, str) and isinstance(member, str) and isinstance(msgs, list)
+            and all(isinstance(m, str) for m in msgs)):
+        log.warning("a release record without 'client' or 'msgs' is left out: %.200r", raw)
+        return None
+    return Release(process, member, tuple(msgs))
+
+
+def read_releases(files: Sequence[Any], processes: Iterable[str],
+                  read_lines: Callable[[list[Any], bytes], list[bytes]] | None = None
+                  ) -> list[Release]:
+    """The release records of the files of ``processes`` (those that recorded one, by
+    the event counts; every file when a process's file is not found by its name).
+    Local files are searched here; others through ``read_lines(files, needle)``."""
+    from groupcomm.core.tracing import trace_file_stem
+
+    wanted = {trace_file_stem(p) for p in processes}
+    if not wanted:
+        return []
+    chosen = [f for f in files if f.stem.removesuffix(".jsonl") in wanted]
+    if len({f.stem.removesuffix(".jsonl") for f in chosen}) < len(wanted):
+        chosen = list(files)
+    local = [f for f in chosen if isinstance(f, Path) or read_lines is None]
+    remote = [f for f in chosen if not (isinstance(f, Path) or read_lines is None)]
+    lines = [line for f in local for line in matching_lines(Path(f), b'"release"')]
+    if remote and read_lines is not None:
+        lines += read_lines(remote, b'"release"')
+    return [r for r in map(parse_release, lines) if r is not None]
+
+
+def describe(result: Mapping[str, Any]) -> list[str]:
+    """The lines of the readable report about endings, undelivered pairs and releases."""
+    lines = []
+    departed = result.get("undelivered_to_departed", 0)
+    with_sender = result.get("undelivered_from_departed", 0)
+    still = result.get("undelivered_open", 0)
+    if departed or with_sender or still:
+        lines.append(
+            f"  of the undelivered: {departed} were addressed to members whose membership "
+            f"ended before they could arrive (left, killed or declared gone); "
+            f"{with_sender} went down with a sender that left, was killed or was declared "
+            f"gone; {still} are to or from a process still running (open trace); "
+            f"{result.get('undelivered_present', 0)} to members still there, from senders "
+            "still there")
+    opened = result.get("open_traces") or {}
+    if opened:
+        lines.append("traces still open (the run goes on; nothing is judged of their end): "
+                     + ", ".join(f"{p} (pid {pid} alive)" for p, pid in sorted(opened.items())))
+    abrupt = result.get("abrupt_endings") or []
+    if abrupt:
+        lines.append(f"traces that end abruptly (no departure recorded: killed, crashed or "
+                     f"declared gone): {', '.join(abrupt)}")
+    released = result.get("released_deliveries", 0)
+    if released or result.get("releases"):
+        lines.append(f"delivered without their causes after a release: {released} (a module "
+                     f"gave up waiting for a member {result.get('releases', 0)} time(s); "
+                     "a cause that arrived later also counts as a causal violation)")
+    return lines
+
+
+UNDELIVERED_KINDS = ("undelivered_open", "undelivered_to_departed",
+                     "undelivered_from_departed", "undelivered_present")
+
+
+def undelivered_by_ending(sends: Any, deliveries: Any, endings: Endings,
+                          undelivered: int) -> dict[str, int]:
+    """The ``undelivered`` (message, destination) pairs by :meth:`Endings.classify`
+    (Spark frames: the send table and the laid-out deliveries)."""
+    counts = dict.fromkeys(UNDELIVERED_KINDS, 0)
+    counts["undelivered_present"] = undelivered
+    opened, gone = sorted(endings.open), sorted(endings.departed())
+    if not undelivered or not (opened or gone):
+        return counts
     from pyspark.sql import functions as F
 
-    gone = sorted(departed)
+    def among(column: str, names: list[str]) -> Any:
+        return F.col(column).isin(names) if names else F.lit(False)
+
     pairs = sends.select("msg", "sender", F.explode("dests").alias("p"))
     reached = deliveries.filter(F.col("copy") == 1).select("msg", "p")
-    missing = (pairs.filter(F.col("p").isin(gone) | F.col("sender").isin(gone))
-               .join(reached, ["msg", "p"], "left_anti"))
+    involved = among("p", opened + gone) | among("sender", opened + gone)
+    missing = pairs.filter(involved).distinct().join(reached, ["msg", "p"], "left_anti")
+    still = among("p", opened) | among("sender", opened)
     row = missing.agg(
-        F.sum(F.col("p").isin(gone).cast("long")).alias("to"),
-        F.sum((~F.col("p").isin(gone)).cast("long")).alias("from"),
+        F.sum(still.cast("long")).alias("open"),
+        F.sum((~still & among("p", gone)).cast("long")).alias("to"),
+        F.sum((~still & ~among("p", gone)).cast("long")).alias("from"),
     ).first()
-    return int(row["to"] or 0), int(row["from"] or 0)
+    counts["undelivered_open"] = int(row["open"] or 0)
+    counts["undelivered_to_departed"] = int(row["to"] or 0)
+    counts["undelivered_from_departed"] = int(row["from"] or 0)
+    counts["undelivered_present"] = undelivered - sum(
+        counts[k] for k in UNDELIVERED_KINDS[:3])
+    return counts
+
+
+def released_deliveries(deliveries: Any, releases: Sequence[Release]) -> int:
+    """How many (process, message) pairs of ``releases`` the process delivered (a Spark
+    frame of the laid-out deliveries)."""
+    pairs = sorted({(r.process, m) for r in releases for m in r.msgs})
+    if not pairs:
+        return 0
+    from pyspark.sql import functions as F
+
+    spark = deliveries.sparkSession
+    wanted = spark.createDataFrame(pairs, "p string, msg string")
+    firsts = deliveries.filter(F.col("copy") == 1).select("p", "msg")
+    return firsts.join(F.broadcast(wanted), ["p", "msg"], "left_semi").count()

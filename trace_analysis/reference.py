@@ -7,7 +7,9 @@ of the messages delivered so far, which flags the deliveries that have a violati
 exact counts are then computed only for flagged (process, sender) groups with
 :mod:`trace_analysis.counting`. It is the baseline ``groupcomm analyze-bench`` compares
 the Spark analysis against, and a second opinion for tests. Malformed lines are counted
-and skipped, as in the Spark job.
+and skipped, as in the Spark job. How the traces end, and so which undelivered pairs are
+open, departed or present, and which released messages were delivered, are decided by
+the same rules (:mod:`trace_analysis.endings`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from trace_analysis.counting import count_earlier_at_least
+from trace_analysis.endings import Release, parse_release, trace_endings
 from trace_analysis.loaded import list_trace_files
 from trace_analysis.schema import MALFORMED, OK, parse_line
 
@@ -37,6 +40,14 @@ class ReferenceResult:
     duplicates: int = 0
     malformed_lines: int = 0
     per_process: dict[str, int] = field(default_factory=dict)
+    undelivered_open: int = 0
+    undelivered_to_departed: int = 0
+    undelivered_from_departed: int = 0
+    undelivered_present: int = 0
+    abrupt_endings: list[str] = field(default_factory=list)
+    open_traces: dict[str, int] = field(default_factory=dict)
+    releases: int = 0
+    released_deliveries: int = 0
 
 
 def check_directory(
@@ -47,7 +58,9 @@ def check_directory(
     senders: dict[str, int] = {}  # sender name -> column
     sends: dict[str, tuple[int, int, tuple[str, ...], dict[str, int]]] = {}
     deliveries: dict[str, list[str]] = defaultdict(list)
-    for path in list_trace_files(trace_dir):
+    releases: list[Release] = []
+    files = list_trace_files(trace_dir)
+    for path in files:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 status, _, record = parse_line(line.rstrip("\n"))
@@ -60,6 +73,10 @@ def check_directory(
                 event = record["event"]
                 if event == "deliver":
                     deliveries[record["process"]].append(record["msg"])
+                elif event == "release":
+                    release = parse_release(line)
+                    if release is not None:
+                        releases.append(release)
                 elif event == "send":
                     msg = record["msg"]
                     if msg in sends:
@@ -74,6 +91,7 @@ def check_directory(
     names = list(senders)
     expected = sum(len(set(dests)) for _, _, dests, _ in sends.values())
     delivered_at_destination = 0
+    reached: set[tuple[str, str]] = set()  # (message, process) of first deliveries
     for process, order in deliveries.items():
         seen: set[str] = set()
         firsts: list[str] = []
@@ -83,6 +101,7 @@ def check_directory(
                 result.duplicates += 1
                 continue
             seen.add(msg)
+            reached.add((msg, process))
             if msg in sends:
                 firsts.append(msg)
                 if process in sends[msg][2]:
@@ -92,6 +111,16 @@ def check_directory(
         result.causal_violations += causal
         result.fifo_violations += fifo
     result.undelivered = expected - delivered_at_destination
+    endings = trace_endings(files)
+    result.abrupt_endings, result.open_traces = endings.abrupt, dict(endings.open)
+    for msg, (column, _, dests, _) in sends.items():
+        for dest in set(dests):
+            if (msg, dest) not in reached:
+                kind = endings.classify(names[column], dest)
+                setattr(result, kind, getattr(result, kind) + 1)
+    result.releases = len(releases)
+    result.released_deliveries = len({(r.process, m) for r in releases for m in r.msgs
+                                      if (m, r.process) in reached})
     return result
 
 

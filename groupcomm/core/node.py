@@ -532,9 +532,12 @@ class ProtocolNode(FilterHost):
         return manager.waiting_for() if manager is not None else {}
 
     def release_waiting_on(self, name: str) -> list[str]:
-        """Give up waiting for ``name`` (owner thread); delivers what that frees."""
+        """Give up waiting for ``name`` (owner thread); delivers what that frees, and
+        traces a ``release`` naming the messages it lets go without their causes."""
         manager = self.manager
         released = manager.release_waiting_on(name) if manager is not None else []
+        if self.tracer.enabled:
+            self.trace("release", client=name, msgs=list(released))
         self.drain()
         return released
 

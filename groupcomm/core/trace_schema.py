@@ -20,6 +20,7 @@ PROTOCOL_EVENTS = (
     "join",
     "leave",
     "reject",
+    "release",
 )
 EVENTS = APP_EVENTS + PROTOCOL_EVENTS
 
@@ -36,6 +37,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "buffer": ("msg",),
     "unbuffer": ("msg",),
 }
+#: optional fields some events carry, which the analysis reads itself (not through
+#: :data:`FIELDS`): a ``release`` names the member given up on (``client``) and the
+#: messages delivered without waiting further for it (``msgs``); the first record a
+#: file writer writes carries its process id and host (``pid``, ``host``)
+RELEASE_FIELDS = ("client", "msgs")
+WRITER_FIELDS = ("pid", "host")
 #: fields whose value is a string wherever they appear
 STRING_FIELDS = ("process", "event", "protocol", "msg", "sender", "kind")
 #: every field the analyzer reads, in the order of a parsed record

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,7 +41,12 @@ class NullTracer(Tracer):
 
 class JsonlTracer(Tracer):
     """Appends events to ``<trace_dir>/<process>.jsonl``; thread-safe (pull-model apps
-    record ``deliver`` on their own thread)."""
+    record ``deliver`` on their own thread).
+
+    The first record it writes also carries ``pid`` and ``host``, the process writing
+    the file: a trace that stops without a departure is still being written while that
+    process runs (the analysis says so instead of taking it for a killed process's).
+    """
 
     enabled = True
 
@@ -61,6 +67,8 @@ class JsonlTracer(Tracer):
                 if self._closed:
                     return
                 self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+                line = json.dumps({**record, "pid": os.getpid(), "host": socket.gethostname()},
+                                  separators=(",", ":"))
             self._file.write(line + "\n")
 
     def flush(self) -> None:
@@ -158,10 +166,21 @@ def validate_record(record: Mapping[str, Any]) -> None:
             for k, v in vc.items()
         ):
             raise TraceSchemaError("'vc' must be an object of str -> int")
+    if event == "release" and not (
+        isinstance(record.get("client"), str) and isinstance(record.get("msgs"), list)
+        and all(isinstance(m, str) for m in record["msgs"])
+    ):
+        raise TraceSchemaError("a release needs 'client' (a string) and 'msgs' (a list of "
+                               "strings)")
     if "meta_bytes" in record and not (
         isinstance(record["meta_bytes"], int) and record["meta_bytes"] >= 0
     ):
         raise TraceSchemaError("'meta_bytes' must be a non-negative int")
+
+
+def trace_file_stem(process: str) -> str:
+    """The name of ``process``'s trace file without ``.jsonl``."""
+    return _safe_file_name(process)
 
 
 def _safe_file_name(process: str) -> str:
