@@ -4,8 +4,11 @@ In a terminal, an input line of prompt_toolkit at the bottom of the screen: it t
 line of any length (the terminal's own line editing, which cuts a line at 4,095
 characters, is off), what arrives meanwhile is printed above it without breaking it,
 and a line sent is erased from the input line (the chat shows it once, numbered). A
-paste of several lines is several chat lines, as typed. When stdin is not a terminal
-(a pipe, a file: scripted use), lines are read as they come, of any length.
+paste of several lines is several chat lines, as typed. Characters that arrive
+together, faster than anyone types (a paste in a terminal without bracketed paste
+mode), are inserted in one step rather than one key press at a time, which would take
+about a millisecond each. When stdin is not a terminal (a pipe, a file: scripted use),
+lines are read as they come, of any length.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding import KeyPress
 
 #: acts on one line typed (without its end of line); False when the person quits
 LineHandler = Callable[[str], bool]
@@ -48,6 +54,67 @@ def terminal_output() -> Iterator[TextIO]:
         yield sys.stdout
 
 
+def _plain(key: KeyPress) -> bool:
+    """A printable character (the keys named by prompt_toolkit have longer names)."""
+    return len(key.key) == 1 and key.key.isprintable()
+
+
+class KeyCoalescer:
+    """Turns each run of printable characters read at once into one insertion (a
+    ``BracketedPaste`` key press). The first character after another key than Enter
+    stays a key press of its own: it may complete a combination (Escape, then x)."""
+
+    def __init__(self) -> None:
+        self._last: KeyPress | None = None
+
+    def __call__(self, keys: list[KeyPress]) -> list[KeyPress]:
+        from prompt_toolkit.key_binding import KeyPress
+        from prompt_toolkit.keys import Keys
+
+        out: list[KeyPress] = []
+        run: list[KeyPress] = []
+
+        def end_run() -> None:
+            if len(run) > 1:
+                out.append(KeyPress(Keys.BracketedPaste, "".join(k.data for k in run)))
+            else:
+                out.extend(run)
+            run.clear()
+
+        for key in keys:
+            if _plain(key):
+                last = self._last
+                if not run and last is not None and not _plain(last) and last.key not in (
+                        Keys.ControlM, Keys.ControlJ, Keys.BracketedPaste):
+                    out.append(key)  # may complete a combination: keep it a key press
+                else:
+                    run.append(key)
+            else:
+                end_run()
+                out.append(key)
+            self._last = key
+        end_run()
+        return out
+
+
+def _coalescing_input() -> object:
+    """prompt_toolkit's terminal input, with :class:`KeyCoalescer` over what it reads."""
+    from prompt_toolkit.input.vt100 import Vt100Input
+
+    class CoalescingInput(Vt100Input):
+        def __init__(self) -> None:
+            super().__init__(sys.stdin)
+            self._coalesce = KeyCoalescer()
+
+        def read_keys(self) -> list[KeyPress]:
+            return self._coalesce(super().read_keys())
+
+        def flush_keys(self) -> list[KeyPress]:
+            return self._coalesce(super().flush_keys())
+
+    return CoalescingInput()
+
+
 class TerminalInput:
     """The input line: reads lines of any length with a prompt until the person quits
     (``handle`` returns False) or presses Ctrl-D on an empty line."""
@@ -58,7 +125,8 @@ class TerminalInput:
         self.prompt = prompt
         # erase_when_done: the accepted line leaves the input line; the chat shows it
         # (numbered) once it is sent
-        self.session: PromptSession[str] = PromptSession(erase_when_done=True)
+        self.session: PromptSession[str] = PromptSession(
+            erase_when_done=True, input=_coalescing_input())  # type: ignore[arg-type]
 
     def run(self, handle: LineHandler) -> None:
         """Read and hand on lines (Ctrl-C propagates as KeyboardInterrupt)."""

@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-import io
 import re
 import signal
-import sys
 from collections.abc import Iterator
 
-import pexpect
 import pytest
 
 from groupcomm.tools.procs import ProcessGroup
+from tests.apps.im_harness import Start, people, shown
 
 
 @pytest.fixture
-def chat(group: ProcessGroup) -> Iterator:
-    started: list[pexpect.spawn] = []
-
-    def start(name: str, *extra: str) -> pexpect.spawn:
-        assert group.server is not None
-        child = pexpect.spawn(
-            sys.executable,
-            ["-m", "groupcomm.apps.im", "--name", name, "--session", "office", "--server",
-             group.server.address, "--key-file", str(group.key_file), *extra],
-            encoding="utf-8", timeout=20, dimensions=(40, 160),
-        )
-        child.logfile_read = io.StringIO()  # everything shown, for checks over the whole run
-        started.append(child)
-        child.expect(f"{name} joined office with causality")
-        return child
-
-    yield start
-    for child in started:
-        if child.isalive():
-            child.sendline("/quit")
-            try:
-                child.expect(pexpect.EOF, timeout=5)
-            except pexpect.ExceptionPexpect:
-                pass
-        child.close(force=True)
+def chat(group: ProcessGroup) -> Iterator[Start]:
+    yield from people(group)
 
 
 @pytest.mark.parametrize("causality", ["none", "matrix", "cykas"])
@@ -102,8 +77,8 @@ def test_held_messages_are_shown_and_released_after_a_departure(chat) -> None:
     bob.expect(r"\* carol left")
     # said in chat words: no timestamped log record, no API name
     bob.expect(r"\* 1 held message\(s\) wait on carol; /release carol delivers them anyway")
-    assert not re.search(r"\d\d:\d\d:\d\d", bob.logfile_read.getvalue())
-    assert "release_waiting_on" not in bob.logfile_read.getvalue()
+    assert not re.search(r"\d\d:\d\d:\d\d", shown(bob))
+    assert "release_waiting_on" not in shown(bob)
     bob.sendline("/held")
     bob.expect(r"\* held: 1")
     bob.expect(r"alice#\d+ from alice: 'carol asks about lunch' \(waits on carol\)")
