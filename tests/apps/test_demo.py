@@ -65,3 +65,19 @@ def test_demo_unknown_module_is_a_clear_error() -> None:
     done = run_demo("--causality", "nope", timeout=60)
     assert done.returncode == 2
     assert "unknown causality module 'nope'" in done.stderr and "matrix" in done.stderr
+
+
+def test_spark_output_stays_out_of_the_demo_output_and_goes_to_its_log(tmp_path) -> None:
+    """Spark's JVM start-up lines (log4j, the JDK's warnings) go to spark.log beside the
+    traces; the demo's stderr holds only its own progress lines."""
+    traces = tmp_path / "traces"
+    done = run_demo("--causality", "vector", "--trace-dir", str(traces))
+    assert done.returncode == 0, done.stderr[-2000:]
+    spark_log = traces / "spark.log"
+    assert done.stderr.splitlines() == [
+        f"starting Spark (its output: {spark_log})...",
+        "[1/2] lunch scenario with vector...",
+        "[2/2] shared-text scenario with vector...",
+    ]
+    assert spark_log.exists()
+    assert "lunch" in done.stdout and "shared-text" in done.stdout
