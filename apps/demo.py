@@ -374,7 +374,7 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownModuleError as error:
         raise CliError(f"groupcomm demo: {error}") from None
     for causality in dict.fromkeys(module for _, module in runs):
-        warn_if_known_bad(causality, "groupcomm demo")
+        warn_if_known_bad(get_module(causality), "groupcomm demo")
     ensure_trace_dir(args.trace_dir, "groupcomm demo")
     keep = args.trace_dir is not None
     base = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-demo-"))

@@ -46,6 +46,7 @@ from groupcomm.cli.args import (
     setup_logging,
     warn_if_known_bad,
 )
+from groupcomm.core.registry import get_module
 from groupcomm.filters.latest_value import DEFAULT_HOLD, LatestValueCreator
 from groupcomm.replicated import supported_modules, unsupported_reason
 from groupcomm.transport.communicator import Communicator, CommunicatorError
@@ -107,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"{prog}: refusing {reason} (copies of the text must converge; "
                        f"use one of {', '.join(supported_modules())}; or "
                        "--allow-divergence to watch them diverge)")
-    warn_if_known_bad(module, prog)
+    warn_if_known_bad(get_module(module), prog)
     seed = None
     if args.file and os.path.exists(args.file):
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, warn_if_known_bad
+from groupcomm.core.registry import get_module
 from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
 from groupcomm.transport.delays import check_delay_ms, self_delay_error
 
@@ -99,8 +100,8 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
     except SelectionError as error:
         raise CliError(f"{prog}: {error}") from None
     ensure_trace_dir(args.trace_dir, prog)
-    if warn_known_bad:
-        warn_if_known_bad(selection.causality, prog)
+    if warn_known_bad and selection.causality:
+        warn_if_known_bad(get_module(selection.causality), prog)
     kwargs = dict(
         server=args.server, application=args.application, key_file=args.key_file,
         causality=selection.causality, extra_send=extra_send,

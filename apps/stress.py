@@ -411,14 +411,14 @@ def _run(args: argparse.Namespace) -> int:
     from groupcomm.core.registry import UnknownModuleError, get_module
 
     try:
-        get_module(args.causality)
+        module = get_module(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm stress: {error}") from None
     try:
         check_delay_ms("jitter", args.jitter)
     except ValueError as error:
         raise CliError(f"groupcomm stress: --jitter {args.jitter}: {error}") from None
-    warn_if_known_bad(args.causality, "groupcomm stress")
+    warn_if_known_bad(module, "groupcomm stress")
     if args.churn and args.processes < 5:
         raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
                        "the others stay)")

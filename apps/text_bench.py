@@ -203,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
         except UnknownModuleError as error:
             raise CliError(f"groupcomm text-bench: {error}") from None
     for module in modules:
-        warn_if_known_bad(module, "groupcomm text-bench")
+        warn_if_known_bad(get_module(module), "groupcomm text-bench")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -59,30 +59,24 @@ def setup_logging(verbose: int = 0) -> None:
 _KNOWN_BAD_PREFIX = re.compile(r"^\s*KNOWN BAD\s*(?:\(([^)]*)\))?\s*:?\s*", re.IGNORECASE)
 
 
-def known_bad_warning(module: str | None, prog: str) -> str | None:
-    """The one warning line for ``module`` when it is known-bad (a module kept because
-    it violates causal order, :attr:`~groupcomm.core.causality.CausalityModule.known_bad`),
-    naming why from its description; ``None`` for any other module or an unknown name
-    (the caller reports that)."""
-    if not module:
+def known_bad_warning(module: object | None, prog: str) -> str | None:
+    """The one warning line for the causality module instance ``module`` when it is
+    known-bad (kept because it violates causal order:
+    :attr:`~groupcomm.core.causality.CausalityModule.known_bad`), naming why from its
+    description; ``None`` for any other module or none. (Read by attribute: this module
+    imports nothing of the framework.)"""
+    if module is None or not getattr(module, "known_bad", False):
         return None
-    from groupcomm.core.registry import UnknownModuleError, get_module
-
-    try:
-        found = get_module(module)
-    except UnknownModuleError:
-        return None
-    if not getattr(found, "known_bad", False):
-        return None
-    match = _KNOWN_BAD_PREFIX.match(found.description or "")
-    why = (found.description or "")[match.end():].strip() if match else ""
+    description = str(getattr(module, "description", "") or "")
+    match = _KNOWN_BAD_PREFIX.match(description)
+    why = description[match.end():].strip() if match else description.strip()
     source = f" ({match.group(1)})" if match and match.group(1) else ""
-    return (f"{prog}: warning: {found.name} is a known-bad module, kept as a "
-            f"counterexample{source}: {why or 'see groupcomm filters'}; messages may be "
-            "delivered out of causal order")
+    return (f"{prog}: warning: {getattr(module, 'name', module)} is a known-bad module, "
+            f"kept as a counterexample{source}: {why or 'see groupcomm filters'}; "
+            "messages may be delivered out of causal order")
 
 
-def warn_if_known_bad(module: str | None, prog: str) -> None:
+def warn_if_known_bad(module: object | None, prog: str) -> None:
     """Print :func:`known_bad_warning`'s line on stderr when there is one."""
     line = known_bad_warning(module, prog)
     if line:

@@ -377,13 +377,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
         raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
                        "--round-trips >= 1")
-    from groupcomm.core.registry import UnknownModuleError
+    from groupcomm.core.registry import UnknownModuleError, get_module
 
     try:
         acknowledged = waits_for_acknowledgements(args.causality)
     except UnknownModuleError as error:
         raise CliError(f"groupcomm bench: {error}") from None
-    warn_if_known_bad(args.causality, "groupcomm bench")
+    warn_if_known_bad(get_module(args.causality), "groupcomm bench")
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
         raise CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
