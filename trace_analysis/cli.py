@@ -6,12 +6,16 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from trace_analysis.endings import describe as describe_endings
 from trace_analysis.loaded import LOADERS
 from trace_analysis.report import written_files
+
+#: minutes an analysis server waits for work before it stops
+DEFAULT_IDLE_MINUTES = 30.0
 
 
 def build_parser() -> ArgumentParser:
@@ -23,9 +27,9 @@ def build_parser() -> ArgumentParser:
             "latency, buffering, metadata and control overhead per protocol, with PySpark."
         ),
     )
-    parser.add_argument("trace_dir", help="directory of <process>.jsonl trace files: a "
-                        "local path, or a URI of a file system Spark reads (hdfs://..., "
-                        "s3a://..., file:// on storage every worker shares)")
+    parser.add_argument("trace_dir", nargs="?", help="directory of <process>.jsonl trace "
+                        "files: a local path, or a URI of a file system Spark reads "
+                        "(hdfs://..., s3a://..., file:// on storage every worker shares)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--report", metavar="DIR", help="write summary.json, CSV tables, "
@@ -44,6 +48,29 @@ def build_parser() -> ArgumentParser:
                         help="on a cluster whose workers' Python lacks numpy, msgspec, "
                         "pyarrow or pandas, stop with one line saying so instead of shipping "
                         "this installation's with the job (spark.archives)")
+    warm = parser.add_argument_group(
+        "warm Spark", "Starting Spark takes most of the time of a small analysis. An "
+        "analysis server keeps one SparkSession for later analyses of the same master: "
+        "while one runs, `groupcomm analyze` uses it (and says so), unless --no-server.")
+    warm.add_argument("--serve", action="store_true",
+                      help="run the analysis server for --master in this terminal until "
+                      "Ctrl-C (or --idle-timeout)")
+    warm.add_argument("--warm", action="store_true",
+                      help="analyse in the analysis server, starting it in the background "
+                      "when none runs (it stops after --idle-timeout)")
+    warm.add_argument("--idle-timeout", type=float, default=None, metavar="MIN",
+                      help="minutes without a request after which the server stops "
+                      f"(default {DEFAULT_IDLE_MINUTES:g}; 0: never)")
+    warm.add_argument("--stop-server", action="store_true",
+                      help="stop the analysis server for --master, if one runs")
+    warm.add_argument("--no-server", action="store_true",
+                      help="analyse in this process even when an analysis server runs")
+    warm.add_argument("--watch", action="store_true",
+                      help="keep one SparkSession and print a fresh report each time a "
+                      "trace file of TRACE_DIR (a local directory) grows or appears, until "
+                      "Ctrl-C")
+    warm.add_argument("--interval", type=float, default=1.0, metavar="S",
+                      help="with --watch: seconds between looks at the directory (default 1)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -77,6 +104,10 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
               "delivery(ies) stamped before their send (a restarted process reusing ids, or "
               "clocks of different machines); the latter are left out of the latency "
               "figures\n")
+    engine = result.get("engine")
+    if engine:
+        write(f"engine: {engine['name']} {engine.get('spark_version', '')} "
+              f"{engine.get('master', '')}, {engine.get('session', '')}\n")
     write("\n")
     columns = ["protocol", "messages", "causal", "fifo", "undeliv", "dup", "p50 ms", "p99 ms",
                "buffered", "meta B/msg", "ack/msg", "yct/msg", "eager"]
@@ -99,9 +130,214 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
         write(f"\nreport written: {', '.join(written_files(result))}\n")
 
 
+def _check(args: argparse.Namespace) -> None:
+    """One line, exit code 2, for a combination of options that makes no sense."""
+    from trace_analysis.store import scheme_of
+
+    prog = "groupcomm analyze"
+    modes = [name for name, on in (("--serve", args.serve), ("--stop-server", args.stop_server),
+                                   ("--watch", args.watch)) if on]
+    if len(modes) > 1:
+        raise CliError(f"{prog}: {' and '.join(modes)} exclude each other")
+    if args.serve or args.stop_server:
+        if args.trace_dir is not None:
+            raise CliError(f"{prog}: {modes[0]} takes no TRACE_DIR")
+        extra = [name for name, on in (("--warm", args.warm), ("--no-server", args.no_server),
+                                       ("--report", args.report),
+                                       ("--violations-out", args.violations_out)) if on]
+        if extra:
+            raise CliError(f"{prog}: {extra[0]} goes with a TRACE_DIR, not {modes[0]}")
+    elif args.trace_dir is None:
+        raise CliError(f"{prog}: TRACE_DIR is required (or --serve, --stop-server; "
+                       f"see {prog} --help)")
+    if args.warm and args.no_server:
+        raise CliError(f"{prog}: --warm and --no-server exclude each other")
+    if args.idle_timeout is not None:
+        if not (args.serve or args.warm):
+            raise CliError(f"{prog}: --idle-timeout goes with --serve or --warm")
+        if args.idle_timeout < 0:
+            raise CliError(f"{prog}: --idle-timeout must be >= 0 (0: never)")
+    if args.interval <= 0:
+        raise CliError(f"{prog}: --interval must be > 0")
+    if args.watch and scheme_of(args.trace_dir) not in (None, "file"):
+        raise CliError(f"{prog}: --watch takes a local directory, not {args.trace_dir}")
+
+
+class _Analyses:
+    """Runs analyses for the command line: in the analysis server for the master when
+    one runs (or, with ``--warm``, is started), else in this process's SparkSession."""
+
+    def __init__(self, args: argparse.Namespace, limit: int) -> None:
+        from trace_analysis.load import choose_loader
+
+        self.args = args
+        self.limit = limit
+        self.loader = choose_loader(args.trace_dir, args.loader)
+
+    def progress(self, message: str) -> None:
+        if not self.args.quiet:
+            print(f"[analyze] {message}", file=sys.stderr, flush=True)
+
+    @staticmethod
+    def note(message: str) -> None:
+        print(f"groupcomm analyze: note: {message}", file=sys.stderr, flush=True)
+
+    def run(self) -> dict[str, Any]:
+        """One analysis; raises TraceDirError and SparkUnavailableError."""
+        from trace_analysis.loaded import list_trace_files
+        from trace_analysis.store import local_path, scheme_of
+
+        args = self.args
+        if self.loader == "workers" or scheme_of(args.trace_dir) is None:
+            # a missing or empty local directory fails before Spark starts
+            list_trace_files(local_path(args.trace_dir))
+        if not args.no_server:
+            result = self._in_server()
+            if result is not None:
+                return result
+        return self._here()
+
+    def _here(self) -> dict[str, Any]:
+        from trace_analysis.analysis import analyze
+        from trace_analysis.session import get_spark
+
+        args = self.args
+        result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
+                         violations_out=args.violations_out, progress=self.progress,
+                         violations_limit=self.limit, loader=self.loader,
+                         ship_packages=not args.no_ship)
+        spark = get_spark(args.master, not args.no_ship)  # the session analyze used
+        result["engine"] = {"name": "spark", "spark_version": spark.version,
+                            "master": spark.sparkContext.master, "session": "this process"}
+        return result
+
+    def _in_server(self) -> dict[str, Any] | None:
+        """The result from the analysis server, or None (with a note when one was there
+        but could not be used)."""
+        from trace_analysis import server
+
+        args = self.args
+        ship = not args.no_ship
+        if args.warm:
+            minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
+            info = server.find_or_start(args.master, ship, minutes * 60, self.note,
+                                        self.progress)
+        else:
+            info = server.usable(args.master, ship, self.note)
+        if info is None:
+            return None
+        self.progress(f"analysing in {info.describe()}")
+        request = {"trace_dir": _absolute(args.trace_dir),
+                   "report_dir": _absolute(args.report),
+                   "violations_out": _absolute(args.violations_out),
+                   "violations_limit": self.limit, "loader": self.loader}
+        try:
+            result = server.analyze_remote(info, request, self.progress)
+        except server.ServerGone as why:
+            self.note(f"{info.describe()} could not be used ({why}); analysing in this "
+                      "process")
+            return None
+        # the paths as this process would have written them
+        result["trace_dir"] = _shown(args.trace_dir)
+        if args.violations_out is not None:
+            result["violations_out"] = str(Path(args.violations_out))
+        if args.report is not None:
+            from trace_analysis.report import write_summary
+
+            root = _absolute(args.report)
+            result["report"] = {what: str(Path(args.report) / Path(path).relative_to(root))
+                                for what, path in (result.get("report") or {}).items()}
+            write_summary(result, args.report)
+        result["engine"] = {"name": "spark", "spark_version": info.spark_version,
+                            "master": info.master,
+                            "session": f"analysis server (pid {info.pid})"}
+        return result
+
+
+def _absolute(location: str | None) -> str | None:
+    """A local path made absolute (the server runs elsewhere); URIs as they are."""
+    from trace_analysis.store import scheme_of
+
+    if location is None or scheme_of(location) is not None:
+        return location
+    return str(Path(location).absolute())
+
+
+def _shown(location: str) -> str:
+    """How the result names the trace directory (see analysis.analyze)."""
+    from trace_analysis.store import scheme_of
+
+    return location if scheme_of(location) is not None else str(Path(location))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from trace_analysis import server
+    from trace_analysis.session import get_spark
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"[analyze] {message}", file=sys.stderr, flush=True)
+
+    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
+    server.serve(args.master, not args.no_ship, minutes * 60 or None, say)
+    get_spark(args.master, not args.no_ship).stop()
+    return 0
+
+
+def _stop_server(args: argparse.Namespace) -> int:
+    from trace_analysis import server
+
+    info = server.read_state(args.master, not args.no_ship)
+    if info is None:
+        print("no analysis server runs for this master", file=sys.stderr)
+        return 0
+    if server.stop(info):
+        print(f"stopped {info.describe()}", file=sys.stderr)
+        return 0
+    print(f"{info.describe()} did not stop within 30 s", file=sys.stderr)
+    return 1
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, default=str), flush=True)
+    else:
+        print_table(result)
+        sys.stdout.flush()
+
+
+def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
+    import datetime
+    import threading
+
+    from trace_analysis.loaded import TraceDirError
+    from trace_analysis.store import local_path
+    from trace_analysis.watch import describe, watch
+
+    def once(state: Any) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
+        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe(state)})")
+        try:
+            result = analyses.run()
+        except TraceDirError as error:
+            analyses.note(str(error))
+            return
+        if not args.json:
+            print(f"=== {now} UTC, {describe(state)} ===")
+        _print(result, args.json)
+
+    try:
+        watch(local_path(args.trace_dir), once, threading.Event(), args.interval,
+              analyses.progress)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
+    _check(args)
+    from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT
     from trace_analysis.loaded import TraceDirError
     from trace_analysis.session import SparkUnavailableError
 
@@ -109,33 +345,25 @@ def _run(args: argparse.Namespace) -> int:
         DEFAULT_VIOLATIONS_LIMIT)
     if limit < 0:
         raise CliError("groupcomm analyze: --violations-limit must be >= 0")
-
-    def progress(message: str) -> None:
-        if not args.quiet:
-            print(f"[analyze] {message}", file=sys.stderr, flush=True)
-
-    from trace_analysis.load import choose_loader
-    from trace_analysis.loaded import list_trace_files
-    from trace_analysis.store import local_path, scheme_of
-
     try:
-        loader = choose_loader(args.trace_dir, args.loader)
-        if loader == "workers" or scheme_of(args.trace_dir) is None:
-            # a missing or empty local directory fails before Spark starts
-            list_trace_files(local_path(args.trace_dir))
-        result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
-                         violations_out=args.violations_out, progress=progress,
-                         violations_limit=limit, loader=loader,
-                         ship_packages=not args.no_ship)
+        if args.stop_server:
+            return _stop_server(args)
+        if args.serve:
+            return _serve(args)
+        analyses = _Analyses(args, limit)
+        if args.watch:
+            return _watch(args, analyses)
+        result = analyses.run()
     except (TraceDirError, SparkUnavailableError) as error:
         raise CliError(f"groupcomm analyze: {error}") from None
-    if args.json:
-        print(json.dumps(result, default=str))
-    else:
-        print_table(result)
+    _print(result, args.json)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm analyze``."""
     return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,557 @@
+"""A warm Spark for repeated analyses: ``groupcomm analyze --serve`` and the clients that
+find it.
+
+Starting Spark costs about 20 s on a small machine (the JVM, then the Python workers of
+the first job), while a small trace takes one to three seconds in a session that has
+already run an analysis. The analysis server is a process that holds one SparkSession
+(the one :func:`~trace_analysis.session.get_spark` makes, so the pipeline is the same),
+warms it up with one tiny synthetic analysis, then answers analysis requests, one at a
+time, until it is stopped (Ctrl-C, SIGTERM, ``groupcomm analyze --stop-server``) or has
+had nothing to do for ``idle_timeout`` seconds.
+
+**Finding it.** The server writes a state file ``analyze-server-<key>.json`` into
+:func:`state_dir` (``$GROUPCOMM_ANALYZE_SERVER_DIR``, else
+``~/.cache/groupcomm/analyze-server``; mode 0700), where ``<key>`` stands for the Spark
+master and whether packages may be shipped to cluster workers: a client uses a server
+only for the master it would use itself. The file holds the process id, the port (on
+127.0.0.1, chosen by the operating system), a random token every request must carry, and
+a fingerprint of the analysis code and the Python environment.
+
+**Staleness.** A state file whose process is gone is removed. A server that does not
+answer within :data:`HELLO_TIMEOUT` seconds, or that runs other code than the client
+(the fingerprints differ: the code changed since it started), is asked to stop and is
+not used; nor is one that goes away in the middle of an analysis. The client then
+analyses in its own process, or (:func:`find_or_start`) starts a fresh server. A
+server whose Spark fails answers with an error and exits.
+
+**Protocol.** One JSON object per line over TCP. The client sends ``{"token", "op",
+"fingerprint", "request"}`` (``op`` is ``analyze``, ``ping`` or ``stop``); the server
+answers ``{"hello": {...}}``, then, for an analysis, any number of ``{"progress":
+text}`` and finally ``{"result": {...}}`` or ``{"error": text, "kind": kind}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trace_analysis.loaded import TraceDirError
+from trace_analysis.session import DEFAULT_MASTER, SparkUnavailableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: seconds a server has to answer a new connection
+HELLO_TIMEOUT = 10.0
+#: seconds a started server has to become ready (Spark start and warm-up)
+START_TIMEOUT = 240.0
+#: default seconds without a request after which a server stops
+DEFAULT_IDLE_TIMEOUT = 1800.0
+_LINE_LIMIT = 1 << 26
+
+Say = Callable[[str], None]
+
+
+class ServerGone(RuntimeError):
+    """The server cannot be used (dead, silent, stale or gone mid-analysis); the message
+    says why, in a few words."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a state file says about a running server."""
+
+    pid: int
+    port: int
+    token: str
+    master: str
+    ship: bool
+    fingerprint: str
+    spark_version: str
+    state_file: str
+
+    def describe(self) -> str:
+        return f"the analysis server (pid {self.pid}, Spark {self.spark_version}, {self.master})"
+
+
+def state_dir() -> Path:
+    """Where state files and the logs of started servers are kept (created, mode 0700)."""
+    configured = os.environ.get("GROUPCOMM_ANALYZE_SERVER_DIR")
+    directory = Path(configured) if configured else (
+        Path.home() / ".cache" / "groupcomm" / "analyze-server")
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return directory
+
+
+def server_key(master: str | None, ship: bool) -> str:
+    """The name part of the state file of the server for ``master`` (None: local)."""
+    text = f"{master or DEFAULT_MASTER}|ship={int(ship)}"
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def state_file(master: str | None, ship: bool) -> Path:
+    return state_dir() / f"analyze-server-{server_key(master, ship)}.json"
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """Changes when the analysis code, the trace schema, the Python or pyspark change
+    (taken once per process: the code a process runs is the code it found at first)."""
+    from importlib.metadata import version
+
+    from groupcomm.core import trace_schema
+
+    digest = hashlib.sha1(f"{sys.executable}|{version('pyspark')}".encode())
+    package = Path(__file__).resolve().parent
+    for path in [*sorted(package.glob("*.py")), Path(trace_schema.__file__)]:
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_if_ours(path: Path, pid: int) -> None:
+    """Remove the state file ``path`` if it still names ``pid`` (a fresh server may
+    have replaced it)."""
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+
+
+def read_state(master: str | None, ship: bool) -> ServerInfo | None:
+    """The server the state file names for ``master``, or None (no file, an unreadable
+    one, or a process that is gone: the file is then removed)."""
+    path = state_file(master, ship)
+    try:
+        data = json.loads(path.read_text())
+        info = ServerInfo(pid=int(data["pid"]), port=int(data["port"]),
+                          token=str(data["token"]), master=str(data["master"]),
+                          ship=bool(data["ship"]), fingerprint=str(data["fingerprint"]),
+                          spark_version=str(data.get("spark_version", "?")),
+                          state_file=str(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        log.info("unreadable state file %s removed", path)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    if not _alive(info.pid):
+        log.info("the analysis server of %s (pid %d) is gone; state file removed",
+                 path, info.pid)
+        _remove_if_ours(path, info.pid)
+        return None
+    return info
+
+
+# ---------------------------------------------------------------------------- client
+
+
+@contextlib.contextmanager
+def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
+              ) -> Iterator[tuple[dict[str, Any], Iterator[dict[str, Any]]]]:
+    """Connect, send one request, read the hello; yields (hello, further messages)."""
+    try:
+        sock = socket.create_connection(("127.0.0.1", info.port), timeout=HELLO_TIMEOUT)
+    except OSError as error:
+        raise ServerGone(f"no answer on port {info.port} ({error.strerror or error})") \
+            from None
+    with sock, sock.makefile("rb") as reader:
+        def messages() -> Iterator[dict[str, Any]]:
+            while True:
+                try:
+                    line = reader.readline(_LINE_LIMIT)
+                except OSError as error:
+                    raise ServerGone(f"connection lost ({error})") from None
+                if not line:
+                    raise ServerGone("it closed the connection")
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise ServerGone("it sent something that is not JSON") from None
+
+        try:
+            sock.sendall(json.dumps({"token": info.token, "op": op,
+                                     "fingerprint": code_fingerprint(),
+                                     "request": request or {}}).encode() + b"\n")
+            stream = messages()
+            hello = next(stream)
+        except TimeoutError:
+            raise ServerGone(f"no answer within {HELLO_TIMEOUT:.0f} s") from None
+        except OSError as error:
+            raise ServerGone(f"connection lost ({error})") from None
+        if "hello" not in hello:
+            raise ServerGone(str(hello.get("error", "it refused the request")))
+        sock.settimeout(None)  # an analysis takes as long as it takes
+        yield hello["hello"], stream
+
+
+def ping(info: ServerInfo) -> dict[str, Any]:
+    """The server's hello; raises :class:`ServerGone`."""
+    with _exchange(info, "ping") as (hello, _):
+        return hello
+
+
+def stop(info: ServerInfo, wait: float = 30.0) -> bool:
+    """Ask the server to stop and wait up to ``wait`` seconds for its process to end;
+    True when it is gone."""
+    with contextlib.suppress(ServerGone):
+        with _exchange(info, "stop") as (_, stream):
+            next(stream, None)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and _alive(info.pid):
+        time.sleep(0.1)
+    gone = not _alive(info.pid)
+    if gone:
+        _remove_if_ours(Path(info.state_file), info.pid)
+    return gone
+
+
+def analyze_remote(info: ServerInfo, request: dict[str, Any],
+                   progress: Say | None = None) -> dict[str, Any]:
+    """Run one analysis on the server: ``request`` holds :func:`analyze`'s keyword
+    arguments (absolute paths). Raises :class:`ServerGone` when the server is unusable,
+    and :class:`TraceDirError` or :class:`SparkUnavailableError` as the analysis would.
+    """
+    with _exchange(info, "analyze", request) as (_, stream):
+        for message in stream:
+            if "progress" in message:
+                if progress is not None:
+                    progress(str(message["progress"]))
+            elif "result" in message:
+                return message["result"]
+            elif "error" in message:
+                kind, text = message.get("kind"), str(message["error"])
+                if kind == "trace_dir":
+                    raise TraceDirError(text)
+                if kind == "spark":
+                    raise SparkUnavailableError(text)
+                raise ServerGone(f"it failed: {text}")
+    raise ServerGone("it ended the conversation without a result")  # pragma: no cover
+
+
+def usable(master: str | None, ship: bool, note: Say) -> ServerInfo | None:
+    """The running server for ``master``, if it answers and runs this code; a silent or
+    stale one is told to stop (one ``note`` line says so)."""
+    info = read_state(master, ship)
+    if info is None:
+        return None
+    try:
+        hello = ping(info)
+    except ServerGone as why:
+        note(f"{info.describe()} is not usable: {why}")
+        with contextlib.suppress(OSError):
+            os.kill(info.pid, signal.SIGTERM)
+        _remove_if_ours(Path(info.state_file), info.pid)
+        return None
+    if hello.get("fingerprint") != code_fingerprint():
+        note(f"{info.describe()} runs code that has changed since it started: stopping it")
+        stop(info, wait=0)  # it removes its state file; a fresh one may start meanwhile
+        return None
+    return info
+
+
+def spawn(master: str | None, ship: bool, idle_timeout: float) -> subprocess.Popen[bytes]:
+    """Start ``groupcomm analyze --serve`` in the background (its own session, output
+    to ``analyze-server-<key>.log`` beside the state file)."""
+    key = server_key(master, ship)
+    command = [sys.executable, "-m", "groupcomm.cli", "analyze", "--serve",
+               "--idle-timeout", f"{idle_timeout / 60:g}"]
+    if master:
+        command += ["--master", master]
+    if not ship:
+        command.append("--no-ship")
+    log_path = state_dir() / f"analyze-server-{key}.log"
+    with open(log_path, "wb") as out:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=str(state_dir()))
+
+
+def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say,
+                  progress: Say | None = None,
+                  timeout: float = START_TIMEOUT) -> ServerInfo | None:
+    """The usable server for ``master``, started in the background when there is none
+    (it stops after ``idle_timeout`` seconds without work). None, after one ``note``
+    line, when it does not come up within ``timeout`` seconds."""
+    import fcntl
+
+    lock_path = state_dir() / f"analyze-server-{server_key(master, ship)}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others then find it
+        info = usable(master, ship, note)
+        if info is not None:
+            return info
+        if progress is not None:
+            progress("starting the analysis server (Spark), kept for later analyses")
+        child = spawn(master, ship, idle_timeout)
+        log_path = state_dir() / f"analyze-server-{server_key(master, ship)}.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if child.poll() is not None:
+                note(f"the analysis server did not start (exit code {child.returncode}; "
+                     f"see {log_path})")
+                return None
+            info = read_state(master, ship)
+            if info is not None and info.pid == child.pid:
+                return info
+            time.sleep(0.2)
+        note(f"the analysis server did not come up within {timeout:.0f} s (see {log_path})")
+        child.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(10)
+        if child.poll() is None:
+            child.kill()
+        return None
+
+
+# ---------------------------------------------------------------------------- server
+
+
+def _warm_up(spark: SparkSession) -> None:
+    """One tiny analysis, so the first request finds the Python workers started and the
+    code paths loaded (the first analysis of a session takes several times longer)."""
+    from trace_analysis.analysis import analyze
+    from trace_analysis.synth import SynthSpec, generate
+
+    with tempfile.TemporaryDirectory(prefix="groupcomm-warm-") as directory:
+        generate(SynthSpec(events=200, processes=3, protocol="vector", violations=1,
+                           undelivered=1, duplicates=1, malformed=0, pad=0), directory)
+        analyze(directory, spark=spark)
+
+
+class AnalysisServer:
+    """Holds ``spark`` and answers requests on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, spark: SparkSession, master: str | None, ship: bool,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+        self.spark = spark
+        self.master = master or DEFAULT_MASTER
+        self.ship = ship
+        self.idle_timeout = idle_timeout
+        self.token = secrets.token_hex(16)
+        self.fingerprint = code_fingerprint()
+        self.stopping = threading.Event()
+        self._analysis = threading.Lock()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._last_request = time.monotonic()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.state_path = state_file(master, ship)
+
+    def _hello(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "master": self.master, "fingerprint": self.fingerprint,
+                "spark_version": self.spark.version}
+
+    def publish(self) -> None:
+        """Write the state file (atomically; readable by this user only)."""
+        data = {**self._hello(), "port": self.port, "token": self.token, "ship": self.ship}
+        tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle)
+        tmp.replace(self.state_path)
+
+    def serve(self) -> None:
+        """Answer requests until :attr:`stopping` is set or the idle timeout passes."""
+        self._listener.settimeout(0.5)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    conn, _ = self._listener.accept()
+                except TimeoutError:
+                    with self._busy_lock:
+                        idle = self._busy == 0 and self.idle_timeout and (
+                            time.monotonic() - self._last_request > self.idle_timeout)
+                    if idle:
+                        log.warning("no request for %.0f s: the analysis server stops",
+                                    self.idle_timeout)
+                        return
+                    continue
+                threading.Thread(target=self._handle, args=(conn,), daemon=True,
+                                 name="analysis-request").start()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        _remove_if_ours(self.state_path, os.getpid())
+
+    def _handle(self, conn: socket.socket) -> None:
+        with self._busy_lock:
+            self._busy += 1
+        try:
+            with conn:
+                conn.settimeout(HELLO_TIMEOUT)
+                with conn.makefile("rb") as reader:
+                    line = reader.readline(_LINE_LIMIT)
+                conn.settimeout(None)
+                self._answer(conn, line)
+        except OSError as error:
+            log.info("a client went away: %s", error)
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
+                self._last_request = time.monotonic()
+
+    def _answer(self, conn: socket.socket, line: bytes) -> None:
+        def send(message: dict[str, Any]) -> None:
+            conn.sendall(json.dumps(message, default=str).encode() + b"\n")
+
+        try:
+            message = json.loads(line)
+        except ValueError:
+            send({"error": "not a JSON request", "kind": "protocol"})
+            return
+        if not isinstance(message, dict) or not secrets.compare_digest(
+                str(message.get("token", "")), self.token):
+            send({"error": "wrong token", "kind": "protocol"})
+            return
+        send({"hello": self._hello()})
+        op = message.get("op")
+        if op == "ping":
+            return
+        if op == "stop":
+            send({"stopped": True})
+            self.stopping.set()
+            return
+        if op != "analyze":
+            send({"error": f"unknown op {op!r}", "kind": "protocol"})
+            return
+        if message.get("fingerprint") != self.fingerprint:
+            send({"error": "the server runs other code than the client", "kind": "stale"})
+            return
+        self._run_analysis(message.get("request") or {}, send)
+
+    def _run_analysis(self, request: dict[str, Any], send: Callable[[dict], None]) -> None:
+        from trace_analysis.analysis import analyze
+
+        lost = threading.Event()
+
+        def progress(text: str) -> None:
+            if lost.is_set():
+                return
+            try:
+                send({"progress": text})
+            except OSError:
+                lost.set()  # the client went away; the analysis still completes
+
+        if not self._analysis.acquire(blocking=False):
+            progress("waiting for the analysis server to finish another analysis")
+            self._analysis.acquire()
+        try:
+            if self.stopping.is_set():
+                send({"error": "the server is stopping", "kind": "gone"})
+                return
+            try:
+                result = analyze(spark=self.spark, progress=progress, **request)
+            except TraceDirError as error:
+                send({"error": str(error), "kind": "trace_dir"})
+                return
+            except SparkUnavailableError as error:
+                send({"error": str(error), "kind": "spark"})
+                return
+            except Exception as error:
+                log.exception("analysis of %s failed", request.get("trace_dir"))
+                alive = self.spark_alive()
+                first = (str(error).strip().splitlines() or [repr(error)])[0][:300]
+                send({"error": first if alive else f"its Spark died ({first})",
+                      "kind": "internal"})
+                if not alive:
+                    self.stopping.set()
+                return
+            send({"result": result})
+        finally:
+            self._analysis.release()
+
+    def spark_alive(self) -> bool:
+        """Whether the session still has a running SparkContext."""
+        try:
+            return not self.spark.sparkContext._jsc.sc().isStopped()  # type: ignore[union-attr]
+        except Exception:  # py4j: the JVM is gone, or the context was stopped
+            return False
+
+
+def serve(master: str | None = None, ship: bool = True,
+          idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT, say: Say | None = None,
+          ready: Callable[[AnalysisServer], None] | None = None,
+          warm_up: bool = True) -> None:
+    """Run the analysis server in this process until Ctrl-C, SIGTERM, a stop request or
+    ``idle_timeout`` seconds without work (None or 0: no limit). ``say`` gets a few
+    progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
+    analysis first.
+
+    Raises :class:`SparkUnavailableError` when Spark cannot start.
+    """
+    from trace_analysis.session import get_spark
+
+    tell = say or (lambda text: None)
+    previous = usable(master, ship, log.warning)
+    if previous is not None:
+        raise SparkUnavailableError(
+            f"{previous.describe()} already serves this master; stop it first "
+            "(groupcomm analyze --stop-server)")
+    tell("starting Spark")
+    spark = get_spark(master, ship)
+    if warm_up:
+        tell("warming up (one small analysis)")
+        _warm_up(spark)
+    server = AnalysisServer(spark, master, ship, idle_timeout)
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        server.stopping.set()
+
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, on_term)
+    try:
+        server.publish()
+        tell(f"analysis server ready on 127.0.0.1:{server.port} (pid {os.getpid()}, "
+             f"Spark {spark.version}, {server.master}); later `groupcomm analyze` calls "
+             "for this master use it; Ctrl-C stops it")
+        if ready is not None:
+            ready(server)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve()
+    finally:
+        server.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+        tell("analysis server stopped")
+
+
+def info_dict(info: ServerInfo) -> dict[str, Any]:
+    """The state of a server as JSON (for ``--json`` output)."""
+    data = asdict(info)
+    data.pop("token")
+    return data
