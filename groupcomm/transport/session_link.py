@@ -32,6 +32,7 @@ from groupcomm.core.membership import (
 )
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import tracer_for
+from groupcomm.protocol.client_actions import apply_to_node
 from groupcomm.transport.address import nobody_listens
 from groupcomm.transport.errors import JoinError
 from groupcomm.wire.frames import SESSION, FrameRejected, kind_of
@@ -159,24 +160,24 @@ class SessionLink:
 
     # -- carrying out actions ----------------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
+        # what an action does to the node is apply_to_node's (shared with the in-process
+        # hosts); around it, this side's I/O, statistics and state transfer
         for action in actions:
             if isinstance(action, Arrive):
                 self.stats["messages_received"] += len(action.messages)
-                self.node.arrived_many(list(action.messages))
+                apply_to_node(self.node, action)
                 self._drain_node()
             elif isinstance(action, Reject):
                 self.rejects.reject(action.reason, action.detail)
             elif isinstance(action, SendCommand):
                 self._send_session(action.op, **action.fields)
             elif isinstance(action, MemberJoined):
-                self.node.client_joined(action.member, is_new_session=action.is_new_session,
-                                        is_new_application=action.is_new_application,
-                                        all_users=action.all_users)
+                apply_to_node(self.node, action)
                 if action.wants_state and action.member != self.node.name:
                     self._state_newcomer(action.member, action.all_users)
             elif isinstance(action, MemberLeft):
                 self._drop_peer(action.member)
-                self.node.client_left(action.member)
+                apply_to_node(self.node, action)
                 self._state_member_left(action.member)
                 self._state_cut_member_left(action.member)
                 if self.release_after is not None:
@@ -232,9 +233,7 @@ class SessionLink:
         node = self._make_node(member)
         node.message_listeners = old.message_listeners
         node.sent_listener = old.sent_listener
-        node.client_joined(joined.member, is_new_session=joined.is_new_session,
-                           is_new_application=joined.is_new_application,
-                           all_users=joined.all_users)
+        apply_to_node(node, joined)
         # the new node is in place before the application hears of the join: a send it
         # makes in reply is tagged by the new incarnation (one the old node tagged
         # meanwhile is reported undeliverable by _take_outgoing)
