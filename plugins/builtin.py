@@ -1,49 +1,53 @@
-"""The built-in causality modules, registered through the same hooks as third parties."""
+"""The built-in plugin: the project's causality modules and extra filters, through the
+same hooks and the same ``groupcomm.plugins`` entry-point group as a third-party plugin
+(``builtin = groupcomm.plugins.builtin`` in setup.cfg).
+
+The classes are imported directly: a module file that does not import makes this plugin
+fail to load, and the registry reports it with its error.
+"""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from groupcomm.core.causality import CausalityModule
+from groupcomm.filters.cykas import CykasModule, CykasSecretSendsModule
+from groupcomm.filters.fifo import FifoModule
+from groupcomm.filters.ks import KsModule
+from groupcomm.filters.last_sender import LastSenderModule
+from groupcomm.filters.matrix import MatrixModule
+from groupcomm.filters.matrix_delta import MatrixDeltaModule
+from groupcomm.filters.mfss import MfssModule
+from groupcomm.filters.none import NoneModule
+from groupcomm.filters.scalar_id import ScalarIdModule
+from groupcomm.filters.vector import VectorModule
+from groupcomm.filters.vector_forgets_joins import VectorForgetsJoinsModule
+from groupcomm.layers.faults import FAULT_FILTERS
+from groupcomm.layers.reliable import RELIABLE_FILTER
 from groupcomm.plugins.hookspecs import hookimpl
 
-#: name -> "module:Class"; imported lazily so a broken module names itself clearly.
-BUILTIN_MODULES = {
-    "none": "groupcomm.filters.none:NoneModule",
-    "fifo": "groupcomm.filters.fifo:FifoModule",
-    "vector": "groupcomm.filters.vector:VectorModule",
-    "matrix": "groupcomm.filters.matrix:MatrixModule",
-    "matrix-delta": "groupcomm.filters.matrix_delta:MatrixDeltaModule",
-    "ks": "groupcomm.filters.ks:KsModule",
-    "mfss": "groupcomm.filters.mfss:MfssModule",
-    "cykas": "groupcomm.filters.cykas:CykasModule",
+BUILTIN_MODULES: tuple[type[CausalityModule], ...] = (
+    NoneModule,
+    FifoModule,
+    VectorModule,
+    MatrixModule,
+    MatrixDeltaModule,
+    KsModule,
+    MfssModule,
+    CykasModule,
     # known-bad protocols, kept for the model checker and the trace analysis to catch
-    "cykas-secret-sends": "groupcomm.filters.cykas:CykasSecretSendsModule",
-    "scalar-id": "groupcomm.filters.scalar_id:ScalarIdModule",
-    "last-sender": "groupcomm.filters.last_sender:LastSenderModule",
-    "vector-forgets-joins": "groupcomm.filters.vector_forgets_joins:VectorForgetsJoinsModule",
-}
-
-
-def _load(spec: str) -> Any:
-    module_name, _, attribute = spec.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+    CykasSecretSendsModule,
+    ScalarIdModule,
+    LastSenderModule,
+    VectorForgetsJoinsModule,
+)
 
 
 @hookimpl
-def groupcomm_causality_modules() -> list[type[Any]]:
-    found = []
-    for spec in BUILTIN_MODULES.values():
-        try:
-            found.append(_load(spec))
-        except (ImportError, AttributeError):
-            continue  # not written yet in this checkout
-    return found
+def groupcomm_causality_modules() -> list[type[CausalityModule]]:
+    return list(BUILTIN_MODULES)
 
 
 @hookimpl
 def groupcomm_filters() -> list[dict[str, Any]]:
-    from groupcomm.layers.faults import FAULT_FILTERS
-    from groupcomm.layers.reliable import RELIABLE_FILTER
-
     return [RELIABLE_FILTER, *FAULT_FILTERS]

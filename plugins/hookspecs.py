@@ -1,30 +1,17 @@
-"""Hook specifications of groupcomm plugins (the built-in modules use them too)."""
+"""The hooks of groupcomm plugins, for plugins to import (``hookimpl``).
 
-from __future__ import annotations
+The specifications are :mod:`groupcomm.core.hookspecs`, next to the registry (the
+pluggy plugin manager, :mod:`groupcomm.core.registry`) that calls them; this module
+re-exports them under the name plugins have always used.
+"""
 
-from typing import Any
+from groupcomm.core.hookspecs import (
+    PROJECT,
+    groupcomm_causality_modules,
+    groupcomm_filters,
+    hookimpl,
+    hookspec,
+)
 
-import pluggy
-
-PROJECT = "groupcomm"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
-
-
-@hookspec
-def groupcomm_causality_modules() -> list[type[Any]]:
-    """Called once at start-up when the registry is first used.
-
-    Return a list of :class:`groupcomm.core.causality.CausalityModule` subclasses (each with a
-    unique ``name`` and a one-line ``description``), or an empty list.
-    """
-
-
-@hookspec
-def groupcomm_filters() -> list[dict[str, Any]]:
-    """Called once at start-up when the registry is first used.
-
-    Return a list of extra filters, each a dict with ``name`` (str), ``description``
-    (one line), and ``send`` and/or ``receive``: callables taking keyword options and
-    returning a :class:`groupcomm.core.filtering.MessageFilterCreator` for that side.
-    """
+__all__ = ["PROJECT", "groupcomm_causality_modules", "groupcomm_filters", "hookimpl",
+           "hookspec"]

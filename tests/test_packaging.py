@@ -25,4 +25,6 @@ def test_the_wheel_installs_everything_under_groupcomm(tmp_path: Path) -> None:
         assert f"groupcomm/{package}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "groupcomm.plugins.builtin" in text and "groupcomm.plugins.manager:discover" in text
+    # one entry-point group: the built-ins are a plugin like any other
+    assert "[groupcomm.plugins]\nbuiltin = groupcomm.plugins.builtin" in text
+    assert "groupcomm.discovery" not in text

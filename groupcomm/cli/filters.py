@@ -7,26 +7,25 @@ import json
 import sys
 from collections.abc import Sequence
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main
-from groupcomm.core.registry import available_filters, available_modules
+from groupcomm.cli.args import ArgumentParser, run_main
+from groupcomm.core.registry import available_filters, available_modules, plugin_failures
 
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm filters",
         description="List the installed causality modules and extra filters, with one line "
-        "of description each and the plugin they come from.",
+        "of description each and the plugin they come from, and the plugins that failed to "
+        "load, one line each with their error (the listing still exits 0).",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        modules = available_modules()
-        filters = available_filters()
-    except RuntimeError as error:  # a broken plugin names itself
-        raise CliError(f"groupcomm filters: {error}") from None
+    modules = available_modules()
+    filters = available_filters()
+    failures = plugin_failures()  # a broken plugin is listed, not fatal
     if args.json:
         print(json.dumps({
             "causality_modules": [
@@ -37,6 +36,11 @@ def _run(args: argparse.Namespace) -> int:
                 {"name": f.name, "description": f.description, "origin": f.origin,
                  "sides": [s for s in ("send", "receive") if getattr(f, s)]}
                 for f in sorted(filters.values(), key=lambda f: f.name)
+            ],
+            "failed_plugins": [
+                {"name": f.name, "distribution": f.distribution, "module": f.module,
+                 "error": f.error}
+                for f in failures
             ],
         }))
         return 0
@@ -49,6 +53,10 @@ def _run(args: argparse.Namespace) -> int:
         print("  (none installed)")
     for info in sorted(filters.values(), key=lambda f: f.name):
         print(f"  {info.name.ljust(width)}  {info.description}  [{info.origin}]")
+    if failures:
+        print("plugins that failed to load:")
+        for failure in failures:
+            print(f"  {failure}")
     return 0
 
 

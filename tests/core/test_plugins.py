@@ -1,4 +1,7 @@
-"""Plugins through entry points, start-up selection precedence, unknown names."""
+"""Plugins through entry points, start-up selection precedence, unknown names.
+
+Broken plugins (entry points that fail to import, hooks that raise or return junk) are
+tested in test_plugin_failures.py."""
 
 from __future__ import annotations
 
@@ -10,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from groupcomm.core import registry
 from groupcomm.core.selection import SelectionError, filter_creators, parse_filter_spec, resolve
 from groupcomm.plugins import hookimpl
-from groupcomm.plugins.manager import PluginError, plugin_manager
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "groupcomm-example-plugin"
@@ -69,9 +72,49 @@ class Misspelt:
         return []
 
 
-def test_misspelt_hooks_are_caught_at_start_up() -> None:
-    with pytest.raises(PluginError, match="groupcomm_causality_module"):
-        plugin_manager(extra=(Misspelt(),))
+@pytest.fixture
+def fresh_registry():
+    """The registry as installed, before and after the test (it registers its own)."""
+    registry.reload()
+    yield registry
+    registry.reload()
+
+
+def test_misspelt_hooks_are_reported_not_fatal(fresh_registry) -> None:
+    assert fresh_registry.register_plugin(Misspelt(), name="misspelt") is None
+    (failure,) = fresh_registry.plugin_failures()
+    assert failure.name == "misspelt"
+    assert failure.error.startswith("PluginValidationError: unknown hook "
+                                    "'groupcomm_causality_module'")
+    assert fresh_registry.plugin_manager().get_plugin("misspelt") is None
+    assert "vector" in fresh_registry.available_modules()  # nothing else is lost
+    with pytest.raises(fresh_registry.UnknownModuleError,
+                       match=r"these plugins failed to load: misspelt \(registered in code\)"):
+        fresh_registry.get_module("nope")
+
+
+def test_the_built_ins_come_through_the_plugin_entry_point(fresh_registry) -> None:
+    manager = fresh_registry.plugin_manager()
+    assert fresh_registry.plugin_failures() == []
+    assert manager.get_plugin("builtin").__name__ == "groupcomm.plugins.builtin"
+    assert {info.origin for info in fresh_registry.available_modules().values()} == {"built-in"}
+
+
+def test_a_later_registration_replaces_and_unregistering_restores(fresh_registry) -> None:
+    from groupcomm.filters.none import NoneModule
+
+    class LoudNone(NoneModule):
+        name = "none"
+        description = "test: none, registered in code"
+
+    builtin = fresh_registry.available_modules()["none"].factory
+    info = fresh_registry.register_module(LoudNone, origin="tests")
+    assert fresh_registry.available_modules()["none"] == info
+    assert type(fresh_registry.get_module("none")) is LoudNone
+    fresh_registry.unregister_module("none")
+    assert fresh_registry.available_modules()["none"].factory is builtin
+    with pytest.raises(fresh_registry.RegistrationError, match="not a CausalityModule"):
+        fresh_registry.register_module(int)  # type: ignore[arg-type]
 
 
 def test_selection_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

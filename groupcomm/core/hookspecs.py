@@ -1,0 +1,42 @@
+"""The hooks a groupcomm plugin implements (pluggy project ``groupcomm``).
+
+A plugin is a module or object named by an entry point of the ``groupcomm.plugins``
+group, whose functions are marked with :data:`hookimpl` (also importable as
+``groupcomm.plugins.hookimpl``). The built-in modules come through the same group and
+the same hooks (``groupcomm.plugins.builtin``). The plugin manager that calls these
+hooks is the registry, :mod:`groupcomm.core.registry`; the specifications live in the
+core beside it because the core imports nothing of the packages above it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+PROJECT = "groupcomm"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def groupcomm_causality_modules() -> list[type[Any]]:
+    """Return the causality modules this plugin provides.
+
+    A list (or tuple) of :class:`groupcomm.core.causality.CausalityModule` subclasses,
+    each with a unique ``name`` and a one-line ``description``; or an empty list. The
+    registry calls it when it first resolves a name and again whenever the set of
+    plugins changes. An entry that is not such a class, or a hook that raises, is
+    reported as a failed plugin (the other entries and plugins still load).
+    """
+
+
+@hookspec
+def groupcomm_filters() -> list[dict[str, Any]]:
+    """Return the extra filters this plugin provides.
+
+    A list of dicts with ``name`` (str), ``description`` (one line), and ``send`` and/or
+    ``receive``: callables taking keyword options and returning a
+    :class:`groupcomm.core.filtering.MessageFilterCreator` for that side. Called like
+    :func:`groupcomm_causality_modules`, with the same reporting of bad entries.
+    """
