@@ -9,8 +9,9 @@ why, under ``report_notes``):
 * ``latency.png`` — latency distribution (empirical CDF) per protocol;
 * ``meta_bytes.png`` — protocol metadata and control bytes per application message (left
   out, with a note, when every protocol of the trace has none);
-* ``spacetime.png`` — only for executions of at most
-  :data:`trace_analysis.spacetime.MAX_MESSAGES` messages;
+* ``spacetime.png`` — the whole execution, or a window of
+  :data:`trace_analysis.spacetime.WINDOW_MESSAGES` messages of a larger one (around
+  the first delivery out of causal order); drawn when the ShiViz log is;
 * ``shiviz.log`` and ``shiviz_regex.txt`` — likewise limited (see :data:`SHIVIZ_MAX_EVENTS`).
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 from trace_analysis.execution import Execution
 from trace_analysis.shiviz import write_shiviz
-from trace_analysis.spacetime import MAX_MESSAGES, draw_spacetime
+from trace_analysis.spacetime import draw_spacetime
 
 log = logging.getLogger(__name__)
 
@@ -162,18 +163,16 @@ def write_report(
         notes.append("no meta_bytes plot: no protocol metadata or control traffic "
                      f"({', '.join(sorted(per_protocol)) or 'no protocol'})")
     messages = result["messages"]
-    if execution is not None and messages <= MAX_MESSAGES:
+    if execution is not None:
         files["spacetime"] = str(draw_spacetime(
             execution, out / "spacetime.png", triples, undelivered,
             title=f"{_count(messages, 'message')}, {_violations_title(result)}"))
-    else:
-        notes.append(f"no space-time diagram: {messages:,} messages (limit {MAX_MESSAGES})")
-    if execution is not None:
         log_path, regex_path = write_shiviz(execution, out)
         files["shiviz_log"] = str(log_path)
         files["shiviz_regex"] = str(regex_path)
     else:
-        notes.append(f"no ShiViz log: more than {SHIVIZ_MAX_EVENTS:,} sends and deliveries")
+        notes.append(f"no ShiViz log and no space-time diagram: more than "
+                     f"{SHIVIZ_MAX_EVENTS:,} sends and deliveries")
     result["report"] = files
     result["report_notes"] = notes
     files["summary"] = str(out / "summary.json")

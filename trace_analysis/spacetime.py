@@ -1,41 +1,125 @@
-"""Space-time diagram of a small execution (matplotlib, Agg backend).
+"""Space-time diagram of an execution (matplotlib, Agg backend).
 
 Processes are horizontal lines, time runs to the right; each message is an arrow from
 its send to each of its deliveries. Deliveries that arrive after a message that depends
-on them (the second message of a causal-violation triple) are red, duplicate deliveries
-dotted, and a message that never reached a destination ends in a grey cross at the right
-edge of that destination's line.
+on them (the second message of a causal-violation triple) are red, the deliveries they
+were overtaken by orange, duplicate deliveries dotted, and a message that never reached
+a destination ends in a grey cross at the right edge of that destination's line.
+
+So that a large execution stays legible:
+
+* at most :data:`WINDOW_MESSAGES` messages are drawn: when there are more, a window of
+  that many consecutive messages (by send time) around the first delivery out of causal
+  order (else the first undelivered message, else the start), and the figure says which;
+* the time axis is the order of the events (each distinct time stamp is one column;
+  the tick labels give the trace time), so a burst of messages within a millisecond is
+  as wide as the same number of events spread over seconds, and idle stretches take no
+  room (a dotted vertical line marks each);
+* the figure's width follows the number of columns, arrows thin out as they get
+  denser, and the saved image is cropped to what is drawn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from trace_analysis.execution import Execution
+from trace_analysis.execution import AppEvent, Execution
 
-#: draw only executions with at most this many messages
-MAX_MESSAGES = 300
-
-
+#: the most messages drawn; a larger execution is drawn as a window of this many
+WINDOW_MESSAGES = 40
 #: the width of one character of a label at font size 7, as a share of the time axis
-#: (an 11-inch figure)
+#: of an 11-inch figure
 CHAR_WIDTH = 0.0075
+#: inches of figure width per event column, and the bounds of the width
+INCHES_PER_COLUMN = 0.07
+MIN_WIDTH, MAX_WIDTH = 8.0, 24.0
+#: a step between columns this many times the median one is marked as idle time
+IDLE_FACTOR = 20.0
 
 
-def label_lanes(points: list[tuple[float, str]], span: float) -> list[tuple[float, str, int]]:
+def label_lanes(points: list[tuple[float, str]], span: float,
+                char_width: float = CHAR_WIDTH) -> list[tuple[float, str, int]]:
     """Where the labels of one process's sends go: ``(x, text, lane)`` with lane 0 above
     the line and 1 below, each label starting after the previous one of its lane has
-    ended; a label that fits in neither lane is left out (its dot stays)."""
+    ended (``char_width`` of ``span`` per character); a label that fits in neither lane
+    is left out (its dot stays)."""
     ends = [float("-inf"), float("-inf")]
     placed = []
     for x, text in sorted(points):
         for lane in (0, 1):
             if x >= ends[lane]:
-                ends[lane] = x + (len(text) + 1) * CHAR_WIDTH * span
+                ends[lane] = x + (len(text) + 1) * char_width * span
                 placed.append((x, text, lane))
                 break
     return placed
+
+
+@dataclass(frozen=True)
+class Window:
+    """The messages drawn: ``first``..``last`` (1-based, by send time) of ``total``."""
+
+    messages: frozenset[str]
+    first: int
+    last: int
+    total: int
+    around: str
+
+    @property
+    def whole(self) -> bool:
+        return self.first == 1 and self.last == self.total
+
+    def describe(self) -> str:
+        """``messages 21-60 of 300 by send time, around ...``; empty when whole."""
+        if self.whole:
+            return ""
+        return (f"messages {self.first:,}-{self.last:,} of {self.total:,} by send time"
+                f"{f', around {self.around}' if self.around else ''}")
+
+
+def choose_window(execution: Execution, late: set[tuple[str, str]],
+                  undelivered: Sequence[tuple[str, str]],
+                  size: int = WINDOW_MESSAGES) -> Window:
+    """The messages to draw: all when at most ``size``, else ``size`` consecutive ones
+    by send time, centred on the message of the first late delivery (by delivery
+    time), else on the first undelivered message, else from the start."""
+    sends = sorted(execution.sends().values(), key=lambda e: (e.ts, e.msg))
+    order = [e.msg for e in sends]
+    total = len(order)
+    if total <= size:
+        return Window(frozenset(order), 1, total, total, "")
+    focus, around = None, ""
+    late_deliveries = sorted((e.ts, e.msg) for p, events in execution.events.items()
+                             for e in events if e.event == "deliver" and (p, e.msg) in late)
+    if late_deliveries:
+        focus, around = late_deliveries[0][1], "the first delivery out of causal order"
+    else:
+        missing = [msg for msg, _ in undelivered if msg in set(order)]
+        if missing:
+            focus = min(missing, key=order.index)
+            around = "the first message never delivered"
+    start = 0
+    if focus is not None:
+        start = min(max(0, order.index(focus) - size // 2), total - size)
+    chosen = order[start:start + size]
+    return Window(frozenset(chosen), start + 1, start + len(chosen), total, around)
+
+
+def idle_gaps(columns: Sequence[float], factor: float = IDLE_FACTOR) -> list[int]:
+    """The columns after which the time stands still more than ``factor`` times the
+    median step between columns (drawn as dotted vertical lines)."""
+    steps = [b - a for a, b in zip(columns, columns[1:], strict=False)]
+    if len(steps) < 2:
+        return []
+    median = sorted(steps)[len(steps) // 2]
+    return [i for i, step in enumerate(steps) if step > factor * median > 0]
+
+
+def _columns(times: Iterable[float]) -> list[float]:
+    """The distinct times, sorted: column i of the diagram is the i-th."""
+    return sorted(set(times))
 
 
 def draw_spacetime(
@@ -55,17 +139,14 @@ def draw_spacetime(
     processes = execution.processes
     sends = execution.sends()
     row = {p: i for i, p in enumerate(reversed(processes))}
-    late = {(v["process"], v["delivered_second"]) for v in violations}
-    early = {(v["process"], v["delivered_first"]) for v in violations}
-    times = [e.ts for events in execution.events.values() for e in events] or [0.0]
-    t0 = min(times)
-    span = (max(times) - t0) or 1.0
-    labels = len(sends) <= 40
+    triples = list(violations)
+    late = {(v["process"], v["delivered_second"]) for v in triples}
+    early = {(v["process"], v["delivered_first"]) for v in triples}
+    missing = [(m, d) for m, d in undelivered]
+    window = choose_window(execution, late, missing)
+    drawn = window.messages
 
-    height = max(2.5, 0.6 * len(processes) + 1.5)
-    fig, ax = plt.subplots(figsize=(11, height))
-    for p in processes:
-        ax.axhline(row[p], color="0.75", linewidth=1, zorder=0)
+    deliveries: list[tuple[str, AppEvent, bool]] = []  # (process, event, duplicate)
     for p, events in execution.events.items():
         seen: set[str] = set()
         for e in events:
@@ -73,43 +154,72 @@ def draw_spacetime(
                 continue
             duplicate = e.msg in seen
             seen.add(e.msg)
-            send = sends.get(e.msg)
-            if send is None:
-                ax.plot(e.ts - t0, row[p], marker="o", color="black", markersize=4)
-                continue
-            color = "tab:red" if (p, e.msg) in late and not duplicate else "tab:blue"
-            if (p, e.msg) in early and color != "tab:red":
-                color = "tab:orange"
-            rad = 0.4 if send.process == p else 0.0
-            ax.annotate(
-                "", xy=(e.ts - t0, row[p]), xytext=(send.ts - t0, row[send.process]),
-                arrowprops={"arrowstyle": "->", "color": color,
-                            "linestyle": ":" if duplicate else "-",
-                            "linewidth": 1.6 if color == "tab:red" else 1.0,
-                            "connectionstyle": f"arc3,rad={rad}"},
-            )
-    for msg, dest in undelivered:
-        send = sends.get(msg)
-        if send is None or dest not in row:
+            if e.msg in drawn or (e.msg not in sends and window.whole):
+                deliveries.append((p, e, duplicate))
+    shown_sends = [s for m, s in sends.items() if m in drawn]
+    columns = _columns([s.ts for s in shown_sends] + [e.ts for _, e, _ in deliveries]) or [0.0]
+
+    def x_of(ts: float) -> float:
+        return float(bisect.bisect_left(columns, ts))
+
+    span = float(max(1, len(columns) - 1))
+    width = min(MAX_WIDTH, max(MIN_WIDTH, 2.0 + INCHES_PER_COLUMN * len(columns)))
+    height = max(2.5, 0.6 * len(processes) + 1.5)
+    arrows = len(deliveries)
+    thin = 1.0 if arrows <= 60 else 0.7 if arrows <= 200 else 0.5
+    head = 8 if arrows <= 200 else 6
+
+    fig, ax = plt.subplots(figsize=(width, height))
+    for p in processes:
+        ax.axhline(row[p], color="0.75", linewidth=1, zorder=0)
+    for i in idle_gaps(columns):  # where a stretch of idle time takes no room
+        ax.axvline(i + 0.5, color="0.6", linestyle=(0, (2, 3)), linewidth=0.8, zorder=0)
+    for p, e, duplicate in deliveries:
+        send = sends.get(e.msg)
+        if send is None:
+            ax.plot(x_of(e.ts), row[p], marker="o", color="black", markersize=4)
             continue
-        end = span * 1.04
-        ax.plot([send.ts - t0, end], [row[send.process], row[dest]], color="0.55",
+        color = "tab:red" if (p, e.msg) in late and not duplicate else "tab:blue"
+        if (p, e.msg) in early and color != "tab:red":
+            color = "tab:orange"
+        rad = 0.4 if send.process == p else 0.0
+        ax.annotate(
+            "", xy=(x_of(e.ts), row[p]), xytext=(x_of(send.ts), row[send.process]),
+            arrowprops={"arrowstyle": "->", "color": color, "mutation_scale": head,
+                        "linestyle": ":" if duplicate else "-",
+                        "linewidth": {"tab:red": 1.6, "tab:orange": 1.2}.get(color, thin),
+                        "connectionstyle": f"arc3,rad={rad}"},
+            zorder=3 if color == "tab:red" else 2,
+        )
+    end = span * 1.04 + 1
+    for msg, dest in missing:
+        send = sends.get(msg)
+        if send is None or dest not in row or msg not in drawn:
+            continue
+        ax.plot([x_of(send.ts), end], [row[send.process], row[dest]], color="0.55",
                 linestyle="--", linewidth=0.9)
         ax.plot(end, row[dest], marker="x", color="0.35", markersize=8)
-    for send in sends.values():
-        ax.plot(send.ts - t0, row[send.process], marker="o", color="black", markersize=3)
-    if labels:
-        for process in processes:
-            placed = label_lanes([(send.ts - t0, send.msg) for send in sends.values()
-                                  if send.process == process], span)
-            for x, text, lane in placed:
-                ax.annotate(text, (x, row[process]), fontsize=7,
-                            xytext=(2, 5 if lane == 0 else -11), textcoords="offset points")
+    for send in shown_sends:
+        ax.plot(x_of(send.ts), row[send.process], marker="o", color="black", markersize=3)
+    char_width = CHAR_WIDTH * 11 / width
+    for process in processes:
+        placed = label_lanes([(x_of(s.ts), s.msg) for s in shown_sends
+                              if s.process == process], span, char_width)
+        for x, text, lane in placed:
+            ax.annotate(text, (x, row[process]), fontsize=7,
+                        xytext=(2, 5 if lane == 0 else -11), textcoords="offset points")
     ax.set_yticks(list(row.values()), list(row.keys()))
-    ax.set_xlim(-0.03 * span, span * 1.08)
+    ax.set_xlim(-0.03 * span - 0.5, end + 0.5 + 0.03 * span)
     ax.set_ylim(-0.7, len(processes) - 0.3)
-    ax.set_xlabel("time since the first event (trace ts units: s)")
-    ax.set_title(title or "space-time diagram")
+    t0 = columns[0]
+    ticks = sorted({round(i * (len(columns) - 1) / 6) for i in range(7)})
+    ax.set_xticks([float(i) for i in ticks], [f"{columns[i] - t0:.4g}" for i in ticks])
+    ax.set_xlabel("events in time order, one column per time stamp (labels: trace time "
+                  "since the first drawn event, ts units: s; dotted: idle time left out)")
+    heading = title or "space-time diagram"
+    if window.describe():
+        heading += f"\n{window.describe()}"
+    ax.set_title(heading)
     legend = [
         Line2D([0], [0], color="tab:blue", label="message (send → deliver)"),
         Line2D([0], [0], color="tab:red", linewidth=1.6,
@@ -119,10 +229,10 @@ def draw_spacetime(
         Line2D([0], [0], color="0.55", linestyle="--", marker="x", label="never delivered"),
         Line2D([0], [0], color="black", marker="o", linestyle="", markersize=3, label="send"),
     ]
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.8 / height),
-              ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.1 - 0.35 / height),
+              ncol=3, fontsize=8, frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
