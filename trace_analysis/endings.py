@@ -144,8 +144,18 @@ def matching_lines(path: Path, needle: bytes) -> list[bytes]:
                 return found
 
 
+def _head(path: Path, size: int) -> bytes:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        return handle.read(size)
+
+
 def _writer(path: Path) -> tuple[int, str, float] | None:
-    """(pid, host, ts) of the last record of ``path`` that names its writer."""
+    """(pid, host, ts) of the last record of ``path`` that names its writer. A file
+    whose first line names none (the simulator's, the model checker's) is not searched
+    further."""
+    if b'"pid"' not in _head(path, _TAIL_BYTES):
+        return None
     for raw in reversed(matching_lines(path, b'"pid"')):
         try:
             record = json.loads(raw)

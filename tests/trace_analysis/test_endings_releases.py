@@ -173,3 +173,23 @@ def test_a_process_that_went_on_as_a_new_incarnation_ended_its_first_trace(
     endings = trace_endings(sorted(tmp_path.glob("*.jsonl")))
     assert endings.open == {"carol~2": pid}
     assert endings.abrupt == ["carol"]
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_lines_are_found_across_chunk_boundaries(tmp_path: Path, monkeypatch,
+                                                 gzipped: bool) -> None:
+    import gzip
+
+    from trace_analysis import endings
+
+    monkeypatch.setattr(endings, "_CHUNK_BYTES", 7)
+    lines = [f'{{"n":{i},"event":"{"release" if i % 3 == 0 else "send"}"}}'
+             for i in range(20)]
+    text = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / ("a.jsonl.gz" if gzipped else "a.jsonl")
+    path.write_bytes(gzip.compress(text) if gzipped else text)
+    assert endings.matching_lines(path, b'"release"') == \
+        [line.encode() for line in lines if '"release"' in line]
+    path.write_bytes(text.rstrip(b"\n"))  # a last line without its end
+    if not gzipped:
+        assert endings.matching_lines(path, b'"n":19') == [lines[19].encode()]
