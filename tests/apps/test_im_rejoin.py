@@ -1,0 +1,148 @@
+"""The chat across a session server restart and across a return after the session took
+a member for gone (its process stalled): one line says what happened, nothing is shown
+twice, and the framework's frame counts are said as which of the person's messages
+were not sent, only when some were."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterator
+
+import pexpect
+import pytest
+
+from groupcomm.tools.procs import ProcessGroup
+from tests.apps.im_harness import Start, drain, fixed_port_group, people, shown
+
+__all__ = ["fixed_port_group"]  # a fixture, used by name
+
+NOISE = ("does not know this client", "declared this client gone", "frame(s)",
+         "release_waiting_on")
+
+
+@pytest.fixture
+def chat(fixed_port_group: ProcessGroup) -> Iterator[Start]:
+    yield from people(fixed_port_group)
+
+
+def three(chat: Start, causality: str) -> tuple[pexpect.spawn, pexpect.spawn, pexpect.spawn]:
+    alice = chat("alice", "--causality", causality)
+    bob = chat("bob", "--causality", causality)
+    carol = chat("carol", "--causality", causality)
+    for person in (alice, bob):
+        person.expect(r"\* carol joined")
+    alice.sendline("hello all")
+    alice.expect(r"#1 \[you -> bob, carol\] hello all\r?\n")
+    for person in (bob, carol):
+        person.expect(r"#1 \[alice\] hello all\r?\n")
+    return alice, bob, carol
+
+
+@pytest.mark.parametrize("causality", ["matrix", "mfss"])
+def test_a_server_restart_is_one_line_and_the_chat_goes_on(
+    fixed_port_group: ProcessGroup, chat, causality: str,
+) -> None:
+    alice, bob, carol = three(chat, causality)
+    for person in (alice, bob, carol):
+        drain(person)
+    marks = {id(p): len(shown(p)) for p in (alice, bob, carol)}
+    fixed_port_group.stop_server()
+    fixed_port_group.start_server()
+    for person in (alice, bob, carol):
+        person.expect_exact("* session server restarted; reconnected")
+    bob.sendline("after the restart")
+    for person in (alice, carol):
+        person.expect(r"#2 \[bob\] after the restart")
+    carol.sendline("/to alice still here")
+    alice.expect(r"#3 \[carol -> you\] still here")
+    for person in (alice, bob, carol):
+        after = shown(person)[marks[id(person)]:]
+        assert after.count("session server restarted") == 1
+        assert " joined (" not in after  # nobody left, so nobody joins
+        assert "conversation so far" not in after and "hello all" not in after
+        assert not [noise for noise in NOISE if noise in after], after
+
+
+def test_a_member_back_after_being_taken_for_gone_sees_only_what_it_missed(chat) -> None:
+    """carol's process stalls long enough for the session to take her for gone; what
+    alice says meanwhile is shown once, and the acknowledgement mfss sent for it from
+    the gone incarnation, dropped, is not news to carol (she typed nothing)."""
+    alice, bob, carol = three(chat, "mfss")
+    carol.kill(signal.SIGSTOP)
+    try:
+        alice.sendline("while carol is frozen")
+        bob.expect(r"#2 \[alice\] while carol is frozen")
+        alice.expect(r"\* carol left")
+    finally:
+        carol.kill(signal.SIGCONT)
+    carol.expect_exact("* the session took you for gone (no contact for too long); "
+                       "you are back")
+    for person in (alice, bob):
+        person.expect(r"\* carol~2 joined")
+    bob.sendline("welcome back")
+    carol.expect(r"\[bob\] welcome back")
+    carol.sendline("/who")
+    carol.expect(r"\* members: ")
+    screen = shown(carol)
+    assert screen.count("hello all") == 1
+    assert screen.count("while carol is frozen") == 1
+    assert "conversation so far" not in screen
+    assert "your message" not in screen
+    assert not [noise for noise in NOISE if noise in screen], screen
+
+
+def test_a_line_typed_while_taken_for_gone_is_delivered_or_said_not_sent(chat) -> None:
+    """What carol types while her process is stalled goes out when it resumes: as her
+    new member (delivered), or from the gone incarnation (dropped, and she is told).
+    Never both, never neither."""
+    alice, bob, carol = three(chat, "mfss")
+    carol.kill(signal.SIGSTOP)
+    try:
+        carol.send("typed while frozen\r")
+        alice.expect(r"\* carol left")
+        bob.expect(r"\* carol left")
+    finally:
+        carol.kill(signal.SIGCONT)
+    carol.expect_exact("you are back")
+    carol.expect(r"\[you -> [^\]]*\] typed while frozen")
+    # after the return, a line to each: both see it, and anything sent before it by
+    # the same member (under mfss, in order)
+    for person in (alice, bob):
+        person.expect(r"\* carol~2 joined")
+    carol.sendline("sync")
+    for person in (alice, bob):
+        person.expect(r"\[carol~2\] sync")
+    carol.expect(r"\[you -> [^\]]*\] sync")
+    lost = re.search(r"\* your message 'typed while frozen' was not sent( to ([^\r\n]*))?",
+                     shown(carol))
+    for name, person in (("alice", alice), ("bob", bob)):
+        delivered = "typed while frozen" in shown(person)
+        said_lost = lost is not None and (lost.group(2) is None or name in lost.group(2))
+        assert delivered != said_lost, (name, delivered, shown(carol))
+
+
+def test_a_message_held_for_a_member_who_left_is_said_not_sent(chat) -> None:
+    """Under mfss alice's second message to bob waits for bob's acknowledgement of the
+    first; bob stalls and is taken for gone, so it is never sent, and alice is told in
+    chat words (not by message ids)."""
+    alice = chat("alice", "--causality", "mfss")
+    bob = chat("bob", "--causality", "mfss")
+    alice.expect(r"\* bob joined")
+    bob.kill(signal.SIGSTOP)
+    try:
+        alice.sendline("/to bob are you there?")
+        alice.expect(r"#1 \[you -> bob\] are you there\?")
+        alice.sendline("/to bob hello?")
+        alice.expect(r"#2 \[you -> bob\] hello\?")
+        alice.expect(r"\* #2 pending")
+        # the module gives up on it as it learns of the departure, before the screen
+        seen = {alice.expect([r"\* bob left", r"\* your message 'hello\?' was not sent\r?\n"])
+                for _ in range(2)}
+        assert seen == {0, 1}
+    finally:
+        bob.kill(signal.SIGCONT)
+    alice.sendline("/who")
+    alice.expect(r"\* members: ")
+    screen = shown(alice)
+    assert "accepted for sending" not in screen and "alice#" not in screen
