@@ -3,8 +3,9 @@
 A communicator that closes records its own departure last (a ``leave`` event whose
 ``client`` is the process itself). A trace that stops without one belongs to a process
 that was killed, crashed, or was declared gone and came back as a new incarnation (whose
-trace is another file). Only the last line of each file is read, so this costs nothing
-next to the analysis. Abrupt endings are judged only when at least one process of the
+trace is another file). The last line of each file is read (and, of a file that ends
+without a departure, the lines naming its writer: see below), which costs little next
+to the analysis. Abrupt endings are judged only when at least one process of the
 directory recorded its own departure: traces from the simulator or the model checker
 record none, and end when the run ends.
 
@@ -24,9 +25,10 @@ writer records its process id and host in the first record it writes (``pid``,
 ``host``). When that host is this one and that process is still running (and started
 before the record was written, so the id was not reused) and does not write a later
 incarnation of the same name (``carol~2``: the first was declared gone), the trace is
-**open**, not ended: it is left out of the abrupt endings, and the undelivered pairs to or from its
-process are ``undelivered_open`` (the run is not over for them), not counted as
-departed or as failures. A trace written on another host is judged by its content.
+**open**, not ended: it is left out of the abrupt endings, and the undelivered pairs to
+or from its process are ``undelivered_open`` (the run is not over for them), not
+counted as departed or as failures. A trace written on another host, or read through
+Spark's file systems, is judged by its content.
 
 A ``release`` record (an application or the ``release_after`` policy gave up waiting
 for a member) names the messages a module delivered without waiting further for their
