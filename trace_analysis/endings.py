@@ -41,7 +41,7 @@ import gzip
 import json
 import logging
 import os
-import socket
+import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,7 +216,7 @@ def still_written(path: Path) -> int | None:
     if writer is None:
         return None
     pid, host, ts = writer
-    if host != socket.gethostname():
+    if host != platform.node():
         return None
     return pid if process_running(pid, ts) else None
 
@@ -232,7 +232,7 @@ def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
         other_name, other_incarnation = split_member(other)
         if other_name == name and other_incarnation > incarnation:
             writer = _writer(path)
-            if writer is not None and writer[0] == pid and writer[1] == socket.gethostname():
+            if writer is not None and writer[0] == pid and writer[1] == platform.node():
                 return True
     return False
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import platform
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -67,7 +67,7 @@ class JsonlTracer(Tracer):
                 if self._closed:
                     return
                 self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-                line = json.dumps({**record, "pid": os.getpid(), "host": socket.gethostname()},
+                line = json.dumps({**record, "pid": os.getpid(), "host": platform.node()},
                                   separators=(",", ":"))
             self._file.write(line + "\n")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
+import platform
 import subprocess
 import sys
 import threading
@@ -57,7 +57,7 @@ def test_the_first_line_a_file_writer_writes_names_its_process(tmp_path: Path) -
                      "msg": "b#1"})
     tracer.close()
     first, second = (json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines())
-    assert (first["pid"], first["host"]) == (os.getpid(), socket.gethostname())
+    assert (first["pid"], first["host"]) == (os.getpid(), platform.node())
     assert "pid" not in second and "host" not in second
 
 
@@ -75,7 +75,7 @@ def test_a_trace_whose_writer_runs_is_open_not_ended(spark, tmp_path: Path) -> N
         t.ts += 5
         t.records.append({"ts": t.ts, "process": "a", "event": "leave", "client": "a",
                           "protocol": "test"})
-        host = socket.gethostname()
+        host = platform.node()
         for process, pid in (("b", running.pid), ("c", gone.pid)):
             first = next(r for r in t.records if r["process"] == process)
             first.update(pid=pid, host=host)
@@ -159,7 +159,7 @@ def test_a_process_that_went_on_as_a_new_incarnation_ended_its_first_trace(
         tmp_path: Path) -> None:
     """Declared gone, carol's process goes on as carol~2: carol.jsonl is over (abrupt),
     carol~2.jsonl is open."""
-    now, host, pid = time.time(), socket.gethostname(), os.getpid()
+    now, host, pid = time.time(), platform.node(), os.getpid()
     lines = {
         "alice": [{"event": "join", "client": "alice"}, {"event": "leave", "client": "alice"}],
         "carol": [{"event": "join", "client": "carol", "pid": pid, "host": host}],
