@@ -137,6 +137,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _is_a_server(pid: int) -> bool:
+    """Whether process ``pid`` is an ``analyze --serve`` (its command line says so)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"analyze" in words and b"--serve" in words and pid != os.getpid()
+
+
 def _remove_if_ours(path: Path, pid: int) -> None:
     """Remove the state file ``path`` if it still names ``pid`` (a fresh server may
     have replaced it)."""
@@ -188,6 +197,8 @@ def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
             while True:
                 try:
                     line = reader.readline(_LINE_LIMIT)
+                except TimeoutError:  # only the hello has a deadline
+                    raise ServerGone(f"no answer within {HELLO_TIMEOUT:g} s") from None
                 except OSError as error:
                     raise ServerGone(f"connection lost ({error})") from None
                 if not line:
@@ -267,8 +278,9 @@ def usable(master: str | None, ship: bool, note: Say) -> ServerInfo | None:
         hello = ping(info)
     except ServerGone as why:
         note(f"{info.describe()} is not usable: {why}")
-        with contextlib.suppress(OSError):
-            os.kill(info.pid, signal.SIGTERM)
+        if _is_a_server(info.pid):  # never a process that merely reuses the number
+            with contextlib.suppress(OSError):
+                os.kill(info.pid, signal.SIGTERM)
         _remove_if_ours(Path(info.state_file), info.pid)
         return None
     if hello.get("fingerprint") != code_fingerprint():
