@@ -44,6 +44,8 @@ from groupcomm.transport.communicator import DEFAULT_MAX_FRAME, Communicator, Co
 
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
+#: seconds for which a stop of the process or a silence of the server explains a loss
+RECENT = 120.0
 #: the smallest --max-frame taken
 MIN_MAX_FRAME = 4096
 #: own messages (and ids shown) remembered, to tell the person which were lost and to
@@ -65,6 +67,36 @@ class Private:
     text: str
 HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
         "/release NAME, /quit, /help")
+
+
+class StallWatch:
+    """Notices when this process was stopped for a while (Ctrl-Z, SIGSTOP, a stalled
+    machine): the session may have taken it for gone meanwhile."""
+
+    def __init__(self, period: float = 0.1, gap: float = 1.0) -> None:
+        self.period = period
+        self.gap = gap
+        #: a time before which everything happened before the latest stop, and after
+        #: which only what happened after it (None: no stop seen)
+        self.resumed_after: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stall-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(self.period):
+            now = time.monotonic()
+            if now - last > self.gap:
+                # the stop began within a period after ``last``
+                self.resumed_after = last + self.period
+            last = now
 
 
 class ChatScreen:
@@ -99,7 +131,7 @@ class ChatScreen:
         #: this person's messages by copy id: (application id, text, destination, sender
         #: member id, when it left or None)
         self._own: OrderedDict[str, list] = OrderedDict()
-        #: application ids of own messages already reported lost
+        #: copies of own messages already reported lost
         self._reported_lost: set[str] = set()
         #: when the server was last heard from, after it stopped answering (see
         #: log_record)
@@ -108,6 +140,7 @@ class ChatScreen:
         #: returned and that were dropped
         self._dropped: set[str] = set()
         self._installs = 0
+        self.stall_watch = StallWatch()
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -263,13 +296,17 @@ class ChatScreen:
         client for gone (a new member id: what it had not sent is lost)."""
         previous, self._my_id = self._my_id, member
         self._known.update(all_users)
-        self._server_silent_since = None
         if previous is None:
             return
         if previous == member:
+            self._server_silent_since = None
             self.line("* session server restarted; reconnected")
             return
         self.line("* the session took you for gone (no contact for too long); you are back")
+        # what the gone incarnation sent while out of touch went nowhere (some of it
+        # the framework reports; the rest it drops with the old incarnation's queues)
+        self._note_gone_incarnation(previous)
+        self._server_silent_since = None
         self.report_lost()
 
     def client_left(self, client_name: str, application_name: str) -> None:
@@ -289,24 +326,23 @@ class ChatScreen:
     def report_lost(self) -> None:
         """Say which of this person's messages were not sent (the framework reported
         them undeliverable, or they went in frames of a previous incarnation that the
-        server returned), each once."""
+        server returned), each copy once."""
         comm = self.communicator
         with self._lock:
             lost = set(self._dropped)
             if comm is not None:
                 lost.update(mid for mid in comm.undeliverable() if mid in self._own)
             by_message: dict[str, list[str]] = {}
-            for copy in lost:
-                app_id, _, dest, _, _ = self._own[copy]
-                if app_id not in self._reported_lost:
-                    by_message.setdefault(app_id, []).append(dest)
-            for app_id, dests in by_message.items():
-                self._reported_lost.add(app_id)
-                copies = [c for c, own in self._own.items() if own[0] == app_id]
+            for copy in lost - self._reported_lost:
+                self._reported_lost.add(copy)
+                by_message.setdefault(self._own[copy][0], []).append(copy)
+            for app_id, copies in by_message.items():
+                every = [c for c, own in self._own.items() if own[0] == app_id]
                 text = self._own[copies[0]][1]
                 quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
-                # the copies of a send split into unicasts are lost one by one
-                to = "" if len(dests) == len(copies) else f" to {', '.join(sorted(dests))}"
+                # the copies of a send split into unicasts may be lost one by one
+                to = ("" if len(copies) == len(every) else
+                      f" to {', '.join(sorted(self._own[c][2] for c in copies))}")
                 self._unsent.pop(app_id, None)
                 self.line(f"* your message '{quoted}' was not sent{to}")
 
@@ -322,7 +358,8 @@ class ChatScreen:
         if "does not know this client" in text or "declared this client gone" in text:
             return True  # said by the join that follows (see _joined_self)
         if "frame(s) of the previous incarnation" in text:
-            self._note_dropped_frames()
+            comm = self.communicator
+            self._note_gone_incarnation(comm.member_id if comm is not None else self._my_id)
             self.report_lost()
             return True
         if "accepted for sending" in text:
@@ -332,17 +369,18 @@ class ChatScreen:
             return True  # client_left says it with /release NAME
         return False
 
-    def _note_dropped_frames(self) -> None:
-        """Frames of the previous incarnation that the server returned are dropped: its
-        own messages among them were not sent. They are those that left after the
-        server stopped answering (said by a warning after four silent heartbeats; with
-        no such warning, at most that long before now)."""
+    def _note_gone_incarnation(self, old: str | None) -> None:
+        """The incarnation ``old`` of this client is gone (the session took it for
+        gone): what it sent after it lost contact did not reach anyone (the server
+        returned the frames, or they were still queued), and is taken as not sent. That
+        is what left after the process last resumed from a stop, or after the server
+        last answered; with neither known, what left in the last heartbeats."""
         comm = self.communicator
+        now = time.monotonic()
+        known = [t for t in (self._server_silent_since, self.stall_watch.resumed_after)
+                 if t is not None and t > now - RECENT]
         interval = comm.heartbeat_interval if comm is not None else 0.5
-        since = self._server_silent_since
-        if since is None:
-            since = time.monotonic() - (SERVER_SILENCE_HEARTBEATS + 1) * interval
-        old = comm.member_id if comm is not None else self._my_id
+        since = max(known) if known else now - (SERVER_SILENCE_HEARTBEATS + 1) * interval
         with self._lock:
             self._dropped.update(copy for copy, own in self._own.items()
                                  if own[3] == old and own[4] is not None and own[4] >= since)
@@ -368,15 +406,18 @@ class ChatScreen:
 
 
 class ScreenLogHandler(logging.Handler):
-    """Shows the framework's warnings as chat lines (``! ...``), without timestamps."""
+    """Hands the framework's warnings to the screen, which says some in chat words
+    (:meth:`ChatScreen.log_record`); the others, when ``show``, are chat lines
+    (``! ...``), without timestamps."""
 
-    def __init__(self, screen: ChatScreen) -> None:
+    def __init__(self, screen: ChatScreen, show: bool = True) -> None:
         super().__init__(logging.WARNING)
         self.screen = screen
+        self.show = show
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if self.screen.log_record(record):
+            if self.screen.log_record(record) or not self.show:
                 return
             self.screen.line(f"! {record.getMessage()}")
         except Exception:  # noqa: BLE001 - logging must never raise into the caller
@@ -481,12 +522,14 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         # records interleaved with it
         for handler in list(root.handlers):
             root.removeHandler(handler)
-        root.addHandler(ScreenLogHandler(screen))
     elif terminal:
         # the log goes above the input line too
         for handler in root.handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(sys.stderr)
+    # with -v the log shows them all; the screen still says some in chat words
+    root.addHandler(ScreenLogHandler(screen, show=args.verbose == 0))
+    screen.stall_watch.start()
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
@@ -510,6 +553,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     except KeyboardInterrupt:
         pass
     finally:
+        screen.stall_watch.stop()
         communicator.close()
         screen.line("* bye")
     return 0
