@@ -11,7 +11,13 @@ the newcomer could not have seen them). A private message shows as ``[bob -> you
 newcomer first sees the conversation so far (the last :data:`HISTORY` messages sent to
 everyone, through the communicator's state transfer: one member's screen, taken between
 two messages, with nothing shown twice or missed). Warnings of the framework appear as
-``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead).
+``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead); those
+about the session are said in chat words (:meth:`ChatScreen.log_record`): a restart of
+the session server is one line (every member rejoins under its member id: no joins are
+shown), a return after the session took this client for gone shows only what was missed
+and which of this person's messages were not sent. In a terminal the input is a
+prompt_toolkit line under the messages (see :mod:`groupcomm.apps.im_input`), which takes
+lines of any length; a line larger than a frame is not sent, and the person is told.
 """
 
 from __future__ import annotations
