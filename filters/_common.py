@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress
-from typing import Any
+from typing import Any, TypeVar
 
 from groupcomm.core.causality import CausalityManager, ProtocolViolation
 from groupcomm.core.messages import (
@@ -27,6 +27,7 @@ from groupcomm.core.messages import (
 
 Clock = dict[str, int]
 Matrix = dict[str, dict[str, int]]
+T = TypeVar("T")
 
 
 def control_message(
@@ -232,6 +233,20 @@ def _report_unsent(manager: CausalityManager, dropped: list[SentMessage], name: 
                                       f"to {name} were not sent: it left")
 
 
+def blocking(blocker: Callable[[Iterator[T]], T | None], entries: Iterable[T]) -> list[T]:
+    """Every one of ``entries`` that holds a message, by a module's delivery rule.
+
+    ``blocker(entries)`` is the rule for one message: it reads the entries in order and
+    returns the first that holds the message (None: none does), so called again on the
+    same iterator it goes on after that one; the rule is a conjunction over its entries,
+    so what it finds this way is exactly the entries that hold the message each alone."""
+    rest = iter(entries)
+    found = []
+    while (entry := blocker(rest)) is not None:
+        found.append(entry)
+    return found
+
+
 def first_deliverable(buffer: Sequence[tuple], held_by: dict[str, Hashable],
                       holder: Callable[[tuple], Hashable | None],
                       still_held: Callable[[tuple, Hashable], bool]) -> int | None:
@@ -239,7 +254,9 @@ def first_deliverable(buffer: Sequence[tuple], held_by: dict[str, Hashable],
     any more, or None.
 
     ``holder(entry)`` names what keeps an entry's message from delivery now (None:
-    deliverable); ``still_held(entry, what)`` tells whether that still does. ``held_by``
+    deliverable); ``still_held(entry, what)`` tells whether that still does (a module
+    passes its delivery rule for both: applied to the whole stamp, and to the part of it
+    that held the message). ``held_by``
     keeps, per message id, what held it at the last look, so a message still waiting
     for the same member costs one test instead of a pass over its whole stamp; the first
     deliverable entry found, and so the order of deliveries, is the one a full scan would

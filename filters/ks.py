@@ -62,7 +62,7 @@ held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from groupcomm.core.causality import (
     CausalityManager,
@@ -81,6 +81,7 @@ from groupcomm.core.messages import (
 )
 from groupcomm.filters._common import (
     INT_ONLY,
+    blocking,
     freeze_clock,
     header,
     take_first_deliverable,
@@ -223,8 +224,9 @@ class KsManager(CausalityManager):
         self.delivered: dict[str, int] = {}
         self.log: Log = {}
         self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
-        #: message id -> a send that held it at the last look (see first_deliverable)
-        self._held_by: dict[str, tuple[str, int]] = {}
+        #: message id -> the member whose send held it at the last look (see
+        #: first_deliverable)
+        self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
 
@@ -285,7 +287,7 @@ class KsManager(CausalityManager):
         if clock <= self.delivered.get(sender, 0) or message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self._deliverable(sender, clock, entries):
+        if self.blocker(sender, clock, entries.items()) is None:
             self._deliver(message, clock, entries)
             if self.buffer:
                 self._drain()
@@ -295,31 +297,33 @@ class KsManager(CausalityManager):
             self.host.trace("buffer", message,
                             waiting_for=self._waits_on(sender, clock, entries))
 
-    def _deliverable(self, sender: str, clock: int, entries: Log) -> bool:
-        """Whether everything ``entries`` says must be delivered here first has been."""
-        return self._holder(sender, clock, entries) is None
+    # -- the delivery rule -------------------------------------------------------------
+    def blocker(self, sender: str, clock: int,
+                entries: Iterable[tuple[str, Mapping[int, frozenset[str]]]]) -> str | None:
+        """The delivery rule: a member with a send that the log a message carries says
+        must be delivered here first and that is not yet, or None: deliverable.
 
-    def _holder(self, sender: str, clock: int, entries: Log) -> tuple[str, int] | None:
-        """A send ``(s, t)`` that ``entries`` says must be delivered here first and is not
-        yet, or None: deliverable."""
+        ``clock`` is the message's own clock (its own entry is passed over) and
+        ``entries`` its log, sender by sender: ``(s, {t: Dests})``. A send (s, t) holds
+        the message while this member is in its Dests and has delivered no message of s
+        with clock t or later (``delivered[s] < t``).
+
+        The senders are read in order up to the first that holds, so the rule tests any
+        part of a log alone: the drain's cache re-checks the sends of the member that
+        held a message at the last look, and :func:`blocking` finds every one
+        (``waiting_for``)."""
         me = self.host.name
         delivered = self.delivered
-        for s, sends in entries.items():
+        for s, sends in entries:
             done = delivered.get(s, 0)
             for t, dests in sends.items():
                 if t > done and me in dests and not (s == sender and t == clock):
-                    return s, t
+                    return s
         return None
 
     def _waits_on(self, sender: str, clock: int, entries: Log) -> list[str]:
-        """The senders of the messages ``entries`` says must be delivered here first and
-        are not (sorted; empty: deliverable)."""
-        me = self.host.name
-        delivered = self.delivered
-        return sorted({s for s, sends in entries.items()
-                       for t, dests in sends.items()
-                       if me in dests and delivered.get(s, 0) < t
-                       and not (s == sender and t == clock)})
+        """The members :meth:`blocker` finds holding a message (sorted)."""
+        return sorted(blocking(lambda rest: self.blocker(sender, clock, rest), entries.items()))
 
     def _deliver(self, message: ReceivedMessage, clock: int, entries: Log) -> None:
         self.delivered[message.sender] = clock
@@ -367,12 +371,13 @@ class KsManager(CausalityManager):
             purge_sender(known)
 
     def _drain(self) -> None:
-        def holder(entry: tuple) -> tuple[str, int] | None:
-            return self._holder(entry[0].sender, entry[1], entry[2])
+        rule = self.blocker
 
-        def still_held(entry: tuple, send: tuple[str, int]) -> bool:
-            # a send found holding a message holds it until that send is delivered here
-            return self.delivered.get(send[0], 0) < send[1]
+        def holder(entry: tuple) -> str | None:
+            return rule(entry[0].sender, entry[1], entry[2].items())
+
+        def still_held(entry: tuple, s: str) -> bool:
+            return rule(entry[0].sender, entry[1], ((s, entry[2][s]),)) is not None
 
         progress = True
         while progress and self.buffer:

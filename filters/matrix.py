@@ -36,7 +36,7 @@ names it) and ``release_waiting_on``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Iterator
 from typing import ClassVar
 
 from groupcomm.core.causality import (
@@ -56,6 +56,7 @@ from groupcomm.core.messages import (
 )
 from groupcomm.filters._common import (
     INT_ONLY,
+    blocking,
     decode_matrix,
     encode_matrix,
     freeze_clock,
@@ -157,7 +158,7 @@ class MatrixManager(CausalityManager):
         if own <= self.deliv.get(sender, 0) or message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self._deliverable(sender, stamp):
+        if self.blocker(sender, own, _column(stamp, me)) is None:
             self._deliver(message, stamp)
             if self.buffer:
                 self._drain()
@@ -181,37 +182,36 @@ class MatrixManager(CausalityManager):
                     and len(set(plan.targets)) == len(plan.targets)):
                 self._plans[sender] = plan
 
-    def _deliverable(self, sender: str, stamp: dict[str, dict[str, int]]) -> bool:
-        return self._holder(sender, stamp) is None
+    # -- the delivery rule -------------------------------------------------------------
+    def blocker(self, sender: str, own: int | None,
+                column: Iterable[tuple[str, int]]) -> str | None:
+        """The delivery rule: the member whose messages keep a message from ``sender``
+        from delivery here now, or None: deliverable.
 
-    def _holder(self, sender: str, stamp: dict[str, dict[str, int]]) -> str | None:
-        """The member whose messages keep a message with ``stamp`` from delivery here now
-        (its sender when it is not the next one from it), or None: deliverable."""
-        me = self.host.name
+        ``own`` is the message's ``SENT_m[sender][me]`` (None: leave that clause out) and
+        ``column`` the pairs ``(k, SENT_m[k][me])`` of its stamp, the sender's passed
+        over. The sender holds it until it is the next message from the sender to us
+        (``DELIV[sender] == own - 1``); any other k holds it while the stamp counts a
+        message of k to us not delivered here (``DELIV[k] < SENT_m[k][me]``).
+
+        The pairs are read in order up to the first that holds, so the rule tests any
+        part of a stamp alone: the drain's cache re-checks the member that held a message
+        at the last look, and :func:`blocking` finds every one (``waiting_for``). The
+        stamp plan only pre-decodes a stamp for it."""
         deliv = self.deliv
-        for k, row in stamp.items():
-            need = row.get(me, 0)
-            if k == sender:
-                need -= 1
-                if deliv.get(k, 0) != need:
-                    return k
-            elif deliv.get(k, 0) < need:
+        if own is not None and deliv.get(sender, 0) != own - 1:
+            return sender
+        for k, need in column:
+            if deliv.get(k, 0) < need and k != sender:
                 return k
         return None
 
-    def _still_held(self, sender: str, stamp: dict[str, dict[str, int]], k: str) -> bool:
-        """Whether ``k``, found holding a message by :meth:`_holder`, still does."""
-        need = stamp[k].get(self.host.name, 0)
-        if k == sender:
-            return self.deliv.get(k, 0) != need - 1
-        return self.deliv.get(k, 0) < need
-
     def _waits_on(self, sender: str, stamp: dict[str, dict[str, int]]) -> list[str]:
+        """The members :meth:`blocker` finds holding a message (sorted)."""
         me = self.host.name
-        return sorted(
-            k for k, row in stamp.items()
-            if self.deliv.get(k, 0) < row.get(me, 0) - (1 if k == sender else 0)
-        )
+        first = [] if self.blocker(sender, stamp[sender][me], ()) is None else [sender]
+        return sorted(first + blocking(lambda rest: self.blocker(sender, None, rest),
+                                       _column(stamp, me)))
 
     def _deliver(self, message: ReceivedMessage, stamp: dict[str, dict[str, int]]) -> None:
         sender = message.sender
@@ -226,11 +226,16 @@ class MatrixManager(CausalityManager):
         self.deliver_upstream(without_header_unchecked(message, self.stamp_header))
 
     def _drain(self) -> None:
+        rule = self.blocker
+        me = self.host.name
+
         def holder(entry: tuple) -> str | None:
-            return self._holder(entry[0].sender, entry[1])
+            sender, stamp = entry[0].sender, entry[1]
+            return rule(sender, stamp[sender][me], _column(stamp, me))
 
         def still_held(entry: tuple, k: str) -> bool:
-            return self._still_held(entry[0].sender, entry[1], k)
+            sender, stamp = entry[0].sender, entry[1]
+            return rule(sender, stamp[sender][me], ((k, stamp[k].get(me, 0)),)) is not None
 
         progress = True
         while progress and self.buffer:
@@ -290,6 +295,11 @@ class MatrixManager(CausalityManager):
         self._buffered_ids = {m.message_id for m, _ in self.buffer}
 
 
+def _column(stamp: dict[str, dict[str, int]], me: str) -> Iterator[tuple[str, int]]:
+    """``(k, SENT_m[k][me])`` for each row k of a decoded stamp: what the rule reads."""
+    return ((k, row.get(me, 0)) for k, row in stamp.items())
+
+
 def _same_shape(a: tuple, b: tuple) -> bool:
     """True when two well-formed stamps have the same names and (row, column) pairs."""
     return a[0] == b[0] and a[1][0::3] == b[1][0::3] and a[1][1::3] == b[1][1::3]
@@ -302,7 +312,7 @@ class _StampPlan:
     matrix. A stamp of another shape (a new pair, a newcomer), a bad one, or one that
     arrives while messages are held, takes the general path (:func:`decode_matrix`)."""
 
-    __slots__ = ("names", "rows", "columns", "own", "waits", "targets")
+    __slots__ = ("names", "rows", "columns", "own", "at", "waiting", "targets")
 
     def __init__(self, stamp: tuple, sender: str, me: str) -> None:
         names, flat = stamp
@@ -312,10 +322,11 @@ class _StampPlan:
         #: (row name, column name) of each count, in the stamp's order
         self.targets = tuple((names[r], names[c])
                              for r, c in zip(self.rows, self.columns, strict=True))
-        #: where SENT[sender][me] is, and (where, k) of each other SENT[k][me]
+        #: where SENT[sender][me] is; where each other SENT[k][me] is, and its k
         self.own = self.targets.index((sender, me))
-        self.waits = tuple((i, r) for i, (r, c) in enumerate(self.targets)
-                           if c == me and r != sender)
+        column = [(i, r) for i, (r, c) in enumerate(self.targets) if c == me and r != sender]
+        self.at = tuple(i for i, _ in column)
+        self.waiting = tuple(r for _, r in column)
 
     def accept(self, manager: MatrixManager, message: ReceivedMessage) -> bool:
         """Deliver ``message`` if its stamp has this plan's shape and is deliverable now;
@@ -334,14 +345,12 @@ class _StampPlan:
         if not INT_ONLY.issuperset(map(type, counts)) or min(counts) < 0:
             return False  # the general path says what is wrong
         sender = message.sender
-        deliv = manager.deliv
         own = counts[self.own]
-        if own < 1 or own != deliv.get(sender, 0) + 1:
-            return False  # not the next message from sender (a duplicate, or early)
-        for i, k in self.waits:
-            if deliv.get(k, 0) < counts[i]:
-                return False
-        deliv[sender] = own
+        if manager.blocker(sender, own, zip(self.waiting, map(counts.__getitem__, self.at),
+                                            strict=False)  # (same length)
+                           if self.at else ()) is not None:
+            return False  # a duplicate, early, or held
+        manager.deliv[sender] = own
         sent = manager.sent
         raised = manager._raised  # noqa: SLF001 (the manager's own hook, bound once)
         for (r, c), v in zip(self.targets, counts, strict=True):

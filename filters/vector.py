@@ -44,7 +44,7 @@ message tags (:class:`groupcomm.core.messages.Tag`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from operator import itemgetter
 
 from groupcomm.core.causality import (
@@ -65,6 +65,7 @@ from groupcomm.core.messages import (
 )
 from groupcomm.filters._common import (
     INT_ONLY,
+    blocking,
     control_message,
     decode_clock,
     encode_clock,
@@ -196,9 +197,24 @@ class VectorManager(CausalityManager):
             self.deliver_upstream(without_header_unchecked(message, STAMP))
             return
         plan = self._plans.get(sender)
-        if (plan is not None and not self.buffer and not self.skips
-                and not self.awaiting_base and plan.accept(self, message)):
-            return
+        if plan is not None and not (self.buffer or self.skips or self.awaiting_base):
+            # a stamp naming the plan's members, its counts checked in C-level passes,
+            # goes to the rule as it is; any other (a bad one too: the general path says
+            # what is wrong), or a held one, takes the general path
+            value = message.headers.get(STAMP)
+            if type(value) is tuple and len(value) == 2:
+                names, counts = value
+                if (names == plan.names and type(counts) is tuple
+                        and len(counts) == len(names)
+                        and INT_ONLY.issuperset(map(type, counts)) and min(counts) >= 0):
+                    own = counts[plan.own]
+                    if self.blocker(sender, own, zip(names, counts, strict=False)
+                                    if plan.others else ()) is None:
+                        self.clock[sender] = own
+                        log.debug("%s: VectorTimeStampedMessageDelivered %s", me,
+                                  message.message_id)
+                        self.deliver_upstream(without_header_unchecked(message, STAMP))
+                        return
         stamp = decode_clock(message, STAMP, NAME)
         if stamp.get(sender, 0) < 1:
             raise ProtocolViolation(
@@ -211,7 +227,7 @@ class VectorManager(CausalityManager):
         if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self._deliverable(sender, stamp):
+        if self.blocker(sender, stamp[sender], stamp.items()) is None:
             log.debug("%s: VectorTimeStampedMessageDelivered %s", me, message.message_id)
             self._deliver(message, stamp)
             if self.buffer or self.skips:
@@ -222,7 +238,7 @@ class VectorManager(CausalityManager):
                 # names given twice decode to the last count: only the general path
                 # reads such a stamp as it always did
                 if (plan is None or plan.names != names) and len(set(names)) == len(names):
-                    self._plans[sender] = _StampPlan(names, sender, me)
+                    self._plans[sender] = _StampPlan(names, sender)
         else:
             log.debug("%s: VectorTimeStampedMessageBuffered %s", me, message.message_id)
             self.buffer.append((message, stamp))
@@ -252,40 +268,40 @@ class VectorManager(CausalityManager):
             return
         raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
 
-    def _deliverable(self, sender: str, stamp: dict[str, int]) -> bool:
-        return self._holder(sender, stamp) is None
+    # -- the delivery rule -------------------------------------------------------------
+    def blocker(self, sender: str, own: int | None,
+                stamp: Iterable[tuple[str, int]]) -> str | None:
+        """The delivery rule: the member whose messages keep a message from ``sender``
+        from delivery here now, or None: deliverable.
 
-    def _holder(self, sender: str, stamp: dict[str, int]) -> str | None:
-        """The member whose messages keep a message with ``stamp`` from delivery here now
-        (its sender when it is not the next one from it), or None: deliverable."""
-        if sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1:
+        ``own`` is the message's count of its sender's broadcasts (None: leave that
+        clause out) and ``stamp`` its entries ``(k, count)``, the sender's and ours
+        passed over. The sender holds it until it is the next message from the sender
+        (``own == clock[sender] + 1``) and the sender's base has come, if we joined late;
+        any other k holds it while its entry counts a message of k not delivered here
+        (``count > clock[k]``) or k's base has not come. Our own entry never does (the
+        sender depends only on broadcasts of ours it delivered, so sent before), nor does
+        a void process's.
+
+        The entries are read in order up to the first that holds, so the rule tests any
+        part of a stamp alone: the drain's cache re-checks the member that held a message
+        at the last look, and :func:`blocking` finds every one (``waiting_for``). The
+        stamp plan only pre-decodes a stamp for it."""
+        clock = self.clock
+        awaiting = self.awaiting_base
+        if own is not None and (own != clock.get(sender, 0) + 1 or sender in awaiting):
             return sender
-        me = self.host.name
-        void = self.void
-        for k, count in stamp.items():
-            if k == sender or k == me or k in void:
-                continue  # our own broadcasts were all sent before we could depend on them
-            if k in self.awaiting_base or count > self.clock.get(k, 0):
+        for k, count in stamp:
+            if ((count > clock.get(k, 0) or k in awaiting) and k != sender
+                    and k != self.host.name and k not in self.void):
                 return k
         return None
 
-    def _still_held(self, sender: str, stamp: dict[str, int], k: str) -> bool:
-        """Whether ``k``, found holding a message by :meth:`_holder`, still does."""
-        if k == sender:
-            return sender in self.awaiting_base or stamp[sender] != self.clock.get(sender, 0) + 1
-        return k not in self.void and (k in self.awaiting_base or stamp[k] > self.clock.get(k, 0))
-
     def _waits_on(self, sender: str, stamp: dict[str, int]) -> list[str]:
-        me = self.host.name
-        waits = [] if stamp[sender] == self.clock.get(sender, 0) + 1 else [sender]
-        if sender in self.awaiting_base:
-            waits = [sender]
-        waits += sorted(
-            k for k, c in stamp.items()
-            if k not in (sender, me) and k not in self.void
-            and (k in self.awaiting_base or c > self.clock.get(k, 0))
-        )
-        return waits
+        """The members :meth:`blocker` finds holding a message, its sender first."""
+        first = [] if self.blocker(sender, stamp[sender], ()) is None else [sender]
+        return first + sorted(blocking(lambda rest: self.blocker(sender, None, rest),
+                                       stamp.items()))
 
     def _deliver(self, message: ReceivedMessage, stamp: dict[str, int]) -> None:
         sender = message.sender
@@ -293,11 +309,15 @@ class VectorManager(CausalityManager):
         self.deliver_upstream(without_header_unchecked(message, STAMP))
 
     def _drain(self) -> None:
+        rule = self.blocker
+
         def holder(entry: tuple) -> str | None:
-            return self._holder(entry[0].sender, entry[1])
+            sender, stamp = entry[0].sender, entry[1]
+            return rule(sender, stamp[sender], stamp.items())
 
         def still_held(entry: tuple, k: str) -> bool:
-            return self._still_held(entry[0].sender, entry[1], k)
+            sender, stamp = entry[0].sender, entry[1]
+            return rule(sender, stamp[sender], ((k, stamp[k]),)) is not None
 
         progress = True
         while progress:
@@ -381,44 +401,20 @@ class VectorManager(CausalityManager):
 
 
 class _StampPlan:
-    """How to read a sender's stamp that names the same members as one already decoded
-    and delivered (the names change only when members join): the counts are checked and
-    tested where they sit, without decoding the stamp into a clock. A stamp naming other
-    members, a bad one, or one arriving while anything is held or awaited, takes the
-    general path (:func:`decode_clock`)."""
+    """Where to read a sender's stamp that names the same members as one already decoded
+    and delivered (the names change only when members join): :meth:`VectorManager.accept`
+    checks its counts in C-level passes and hands them to :meth:`VectorManager.blocker`
+    as they sit, without decoding the stamp into a clock."""
 
     __slots__ = ("names", "own", "others")
 
-    def __init__(self, names: tuple[str, ...], sender: str, me: str) -> None:
+    def __init__(self, names: tuple[str, ...], sender: str) -> None:
         self.names = names
+        #: where the sender's count is
         self.own = names.index(sender)
-        #: (where, member) of each entry but the sender's and ours
-        self.others = tuple((i, k) for i, k in enumerate(names) if k != sender and k != me)
-
-    def accept(self, manager: VectorManager, message: ReceivedMessage) -> bool:
-        """Deliver ``message`` if its stamp names this plan's members and is deliverable
-        now; False (nothing done) when the general path must decide."""
-        value = message.headers.get(STAMP)
-        if type(value) is not tuple or len(value) != 2:
-            return False
-        names, counts = value
-        if (names != self.names or type(counts) is not tuple or len(counts) != len(names)
-                or not INT_ONLY.issuperset(map(type, counts)) or min(counts) < 0):
-            return False  # the general path says what is wrong, or decides
-        sender = message.sender
-        clock = manager.clock
-        own = counts[self.own]
-        if own != clock.get(sender, 0) + 1:
-            return False  # a duplicate, or early
-        void = manager.void
-        for i, k in self.others:
-            if counts[i] > clock.get(k, 0) and k not in void:
-                return False
-        clock[sender] = own
-        log.debug("%s: VectorTimeStampedMessageDelivered %s", manager.host.name,
-                  message.message_id)
-        manager.deliver_upstream(without_header_unchecked(message, STAMP))
-        return True
+        #: whether the stamp has entries besides the sender's (without, the rule is
+        #: given none to read)
+        self.others = len(names) > 1
 
 
 class VectorSendFilter(ModuleSendFilter):
