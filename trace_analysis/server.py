@@ -92,12 +92,14 @@ class ServerInfo:
         return f"the analysis server (pid {self.pid}, Spark {self.spark_version}, {self.master})"
 
 
-def state_dir() -> Path:
-    """Where state files and the logs of started servers are kept (created, mode 0700)."""
+def state_dir(create: bool = True) -> Path:
+    """Where state files and the logs of started servers are kept (created with mode
+    0700 unless ``create`` is false)."""
     configured = os.environ.get("GROUPCOMM_ANALYZE_SERVER_DIR")
     directory = Path(configured) if configured else (
         Path.home() / ".cache" / "groupcomm" / "analyze-server")
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if create:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     return directory
 
 
@@ -107,8 +109,9 @@ def server_key(master: str | None, ship: bool) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def state_file(master: str | None, ship: bool) -> Path:
-    return state_dir() / f"analyze-server-{server_key(master, ship)}.json"
+def state_file(master: str | None, ship: bool, create: bool = True) -> Path:
+    """The state file of the server for ``master`` (its directory made if ``create``)."""
+    return state_dir(create) / f"analyze-server-{server_key(master, ship)}.json"
 
 
 @functools.cache
@@ -157,7 +160,7 @@ def _remove_if_ours(path: Path, pid: int) -> None:
 def read_state(master: str | None, ship: bool) -> ServerInfo | None:
     """The server the state file names for ``master``, or None (no file, an unreadable
     one, or a process that is gone: the file is then removed)."""
-    path = state_file(master, ship)
+    path = state_file(master, ship, create=False)
     try:
         data = json.loads(path.read_text())
         info = ServerInfo(pid=int(data["pid"]), port=int(data["port"]),
