@@ -91,7 +91,6 @@ def check_directory(
     names = list(senders)
     expected = sum(len(set(dests)) for _, _, dests, _ in sends.values())
     delivered_at_destination = 0
-    reached: set[tuple[str, str]] = set()  # (message, process) of first deliveries
     for process, order in deliveries.items():
         seen: set[str] = set()
         firsts: list[str] = []
@@ -101,7 +100,6 @@ def check_directory(
                 result.duplicates += 1
                 continue
             seen.add(msg)
-            reached.add((msg, process))
             if msg in sends:
                 firsts.append(msg)
                 if process in sends[msg][2]:
@@ -113,14 +111,19 @@ def check_directory(
     result.undelivered = expected - delivered_at_destination
     endings = trace_endings(files)
     result.abrupt_endings, result.open_traces = endings.abrupt, dict(endings.open)
-    for msg, (column, _, dests, _) in sends.items():
-        for dest in set(dests):
-            if (msg, dest) not in reached:
-                kind = endings.classify(names[column], dest)
-                setattr(result, kind, getattr(result, kind) + 1)
+    result.undelivered_present = result.undelivered
+    if result.undelivered and (endings.open or endings.departed()):
+        result.undelivered_present = 0
+        reached = {(msg, process) for process, order in deliveries.items() for msg in order}
+        for msg, (column, _, dests, _) in sends.items():
+            for dest in set(dests):
+                if (msg, dest) not in reached:
+                    kind = endings.classify(names[column], dest)
+                    setattr(result, kind, getattr(result, kind) + 1)
     result.releases = len(releases)
+    delivered = {r.process: set(deliveries.get(r.process, ())) for r in releases}
     result.released_deliveries = len({(r.process, m) for r in releases for m in r.msgs
-                                      if (m, r.process) in reached})
+                                      if m in delivered[r.process]})
     return result
 
 

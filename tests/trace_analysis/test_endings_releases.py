@@ -193,3 +193,22 @@ def test_lines_are_found_across_chunk_boundaries(tmp_path: Path, monkeypatch,
     path.write_bytes(text.rstrip(b"\n"))  # a last line without its end
     if not gzipped:
         assert endings.matching_lines(path, b'"n":19') == [lines[19].encode()]
+
+
+def test_a_release_in_the_in_process_network_is_traced_with_what_it_let_go() -> None:
+    from groupcomm.tools.localnet import LocalNetwork
+
+    net = LocalNetwork(["a", "b", "c"], "matrix")
+    net.send("a", "lost", ["c"])
+    net.send("a", "to b", ["b"])
+    net.in_flight = [f for f in net.in_flight if not (f.source == "a" and f.dest == "c")]
+    net.run()
+    net.send("b", "depends", ["c"])  # b saw a's message: this one waits at c on a's lost one
+    net.run()
+    net.leave("a")
+    released = net.nodes["c"].release_waiting_on("a")
+    assert net.delivered_payloads("c") == ["depends"]
+    records = [r for r in net.records if r["event"] == "release"]
+    assert records == [{"ts": records[0]["ts"], "process": "c", "event": "release",
+                        "protocol": "matrix", "client": "a", "msgs": released}]
+    assert len(released) == 1
