@@ -179,7 +179,8 @@ class ChatScreen:
         """Show what this person sent (numbered, so later messages can refer to it); a
         send that the module split into unicasts is shown once."""
         message = messages[0]
-        others = [d for m in messages for d in m.destinations if d != self.me]
+        me = (self.me, self.me_id())
+        others = [d for m in messages for d in m.destinations if d not in me]
         payload = message.user_message
         text = payload.text if isinstance(payload, Private) else str(payload)
         with self._lock:
@@ -188,7 +189,7 @@ class ChatScreen:
             self._remember_shown(message.app_message_id)
             gone = set(self._gone)
             for copy in messages:
-                dest = ", ".join(d for d in copy.destinations if d != self.me) or "yourself"
+                dest = ", ".join(d for d in copy.destinations if d not in me) or "yourself"
                 self._own[copy.message_id] = [
                     message.app_message_id, text, dest, copy.sender,
                     time.monotonic() if copy.message_id in gone else None]
@@ -340,6 +341,8 @@ class ChatScreen:
                 lost.update(mid for mid in comm.undeliverable() if mid in self._own)
             by_message: dict[str, list[str]] = {}
             for copy in lost - self._reported_lost:
+                if copy not in self._own:
+                    continue  # long forgotten
                 self._reported_lost.add(copy)
                 by_message.setdefault(self._own[copy][0], []).append(copy)
             for app_id, copies in by_message.items():
@@ -357,7 +360,8 @@ class ChatScreen:
         is not news to a person); False to show it as it is."""
         text = str(record.msg)
         if "no answer from the session server" in text:
-            silent = record.args[1] if isinstance(record.args, tuple) and len(record.args) > 1 else 0
+            args = record.args if isinstance(record.args, tuple) else ()
+            silent = args[1] if len(args) > 1 else None  # (member, seconds silent)
             if isinstance(silent, (int, float)):
                 self._server_silent_since = time.monotonic() - silent
             return False
