@@ -50,6 +50,8 @@ from groupcomm.transport.communicator import DEFAULT_MAX_FRAME, Communicator, Co
 
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
+#: seconds after the server answers again within which a rejoin says it instead
+ANSWERS_AGAIN_AFTER = 1.0
 #: seconds for which a stop of the process or a silence of the server explains a loss
 RECENT = 120.0
 #: the smallest --max-frame taken
@@ -147,6 +149,8 @@ class ChatScreen:
         self._dropped: set[str] = set()
         self._installs = 0
         self.stall_watch = StallWatch()
+        #: set when this client rejoined (after the server answered again)
+        self._rejoined = True
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -305,6 +309,7 @@ class ChatScreen:
         self._known.update(all_users)
         if previous is None:
             return
+        self._rejoined = True  # says that the server answers
         if previous == member:
             self._server_silent_since = None
             self.line("* session server restarted; reconnected")
@@ -364,7 +369,18 @@ class ChatScreen:
             silent = args[1] if len(args) > 1 else None  # (member, seconds silent)
             if isinstance(silent, (int, float)):
                 self._server_silent_since = time.monotonic() - silent
-            return False
+            comm = self.communicator
+            direct = comm is not None and comm.routing == "direct"
+            self.line("* no answer from the session server; retrying (" + (
+                "messages go on directly)" if direct else "your messages wait for it)"))
+            return True
+        if "the session server answers again" in text:
+            # a restarted server: the rejoin that follows says so; else say it here
+            self._rejoined = False
+            timer = threading.Timer(ANSWERS_AGAIN_AFTER, self._server_answers)
+            timer.daemon = True
+            timer.start()
+            return True
         if "does not know this client" in text or "declared this client gone" in text:
             return True  # said by the join that follows (see _joined_self)
         if "frame(s) of the previous incarnation" in text:
@@ -378,6 +394,12 @@ class ChatScreen:
         if "release_waiting_on" in text:
             return True  # client_left says it with /release NAME
         return False
+
+    def _server_answers(self) -> None:
+        with self._lock:
+            if not self._rejoined:
+                self._rejoined = True
+                self.line("* the session server answers again")
 
     def _note_gone_incarnation(self, old: str | None) -> None:
         """The incarnation ``old`` of this client is gone (the session took it for
