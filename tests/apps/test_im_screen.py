@@ -35,3 +35,59 @@ def test_a_note_to_oneself_delivered_during_the_send_is_shown_after_its_line() -
         "#1 [you -> yourself] remember the milk",
         "#2 [alice -> you] remember the milk",
     ]
+
+
+def test_a_member_rejoining_a_restarted_server_is_not_news() -> None:
+    out = io.StringIO()
+    screen = ChatScreen("alice", out)
+    screen.client_joined("alice", "im", "office", True, True, ("alice",))
+    screen.client_joined("bob", "im", "office", False, False, ("alice", "bob"))
+    # the server restarts: both rejoin under the same member ids
+    screen.client_joined("bob", "im", "office", True, True, ("bob",))
+    screen.client_joined("alice", "im", "office", False, False, ("bob", "alice"))
+    screen.client_left("bob", "im")
+    screen.client_joined("bob~2", "im", "office", False, False, ("alice", "bob~2"))
+    assert out.getvalue().splitlines() == [
+        "* bob joined (alice, bob)",
+        "* session server restarted; reconnected",
+        "* bob left",
+        "* bob~2 joined (alice, bob~2)",
+    ]
+
+
+def test_the_conversation_handed_over_again_shows_only_what_was_not_shown() -> None:
+    out = io.StringIO()
+    screen = ChatScreen("carol", out)
+    screen.install([("alice", "hello", "alice#1")])
+    screen.install([("alice", "hello", "alice#1"), ("bob~2", "while you were away", "bob~2#1")])
+    screen.install([("alice", "hello", "alice#1")])
+    assert out.getvalue().splitlines() == [
+        "* conversation so far (1 message(s)):",
+        "  [alice] hello",
+        "* up to date (1 earlier message(s))",
+        "* missed while you were away (1 message(s)):",
+        "  [bob] while you were away",
+    ]
+
+
+def test_keys_typed_together_become_one_insertion_but_combinations_stay() -> None:
+    from prompt_toolkit.key_binding import KeyPress
+    from prompt_toolkit.keys import Keys
+
+    from groupcomm.apps.im_input import KeyCoalescer
+
+    def keys(text: str) -> list[KeyPress]:
+        return [KeyPress(c, c) for c in text]
+
+    coalesce = KeyCoalescer()
+    assert [(k.key, k.data) for k in coalesce(keys("hello"))] == [
+        (Keys.BracketedPaste, "hello")]
+    # Escape, then b (a word back): b stays a key press; what follows is inserted
+    escape = KeyPress(Keys.Escape, "\x1b")
+    out = coalesce([escape, *keys("bcd"), KeyPress(Keys.ControlM, "\r"), *keys("ef")])
+    assert [(k.key, k.data) for k in out] == [
+        (Keys.Escape, "\x1b"), ("b", "b"), (Keys.BracketedPaste, "cd"),
+        (Keys.ControlM, "\r"), (Keys.BracketedPaste, "ef")]
+    # a combination split across two reads
+    assert [k.key for k in coalesce([escape])] == [Keys.Escape]
+    assert [(k.key, k.data) for k in coalesce(keys("xy"))] == [("x", "x"), ("y", "y")]
