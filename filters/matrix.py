@@ -36,7 +36,7 @@ names it) and ``release_waiting_on``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar
 
 from groupcomm.core.causality import (
@@ -158,7 +158,7 @@ class MatrixManager(CausalityManager):
         if own <= self.deliv.get(sender, 0) or message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self.blocker(sender, own, _column(stamp, me)) is None:
+        if self.blocker(sender, own, stamp.items()) is None:
             self._deliver(message, stamp)
             if self.buffer:
                 self._drain()
@@ -184,34 +184,36 @@ class MatrixManager(CausalityManager):
 
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None,
-                column: Iterable[tuple[str, int]]) -> str | None:
+                rows: Iterable[tuple[str, Mapping[str, int]]]) -> str | None:
         """The delivery rule: the member whose messages keep a message from ``sender``
         from delivery here now, or None: deliverable.
 
         ``own`` is the message's ``SENT_m[sender][me]`` (None: leave that clause out) and
-        ``column`` the pairs ``(k, SENT_m[k][me])`` of its stamp, the sender's passed
-        over. The sender holds it until it is the next message from the sender to us
+        ``rows`` the rows ``(k, SENT_m[k])`` of its stamp, of which only the counts of
+        messages to us are read (the sender's row is passed over: ``own`` is its count).
+        The sender holds the message until it is the next from the sender to us
         (``DELIV[sender] == own - 1``); any other k holds it while the stamp counts a
         message of k to us not delivered here (``DELIV[k] < SENT_m[k][me]``).
 
-        The pairs are read in order up to the first that holds, so the rule tests any
+        The rows are read in order up to the first that holds, so the rule tests any
         part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). The
-        stamp plan only pre-decodes a stamp for it."""
+        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
+        plan only hands it the counts it reads, where they sit."""
         deliv = self.deliv
         if own is not None and deliv.get(sender, 0) != own - 1:
             return sender
-        for k, need in column:
-            if deliv.get(k, 0) < need and k != sender:
+        me = self.host.name
+        for k, row in rows:
+            if deliv.get(k, 0) < row.get(me, 0) and k != sender:
                 return k
         return None
 
     def _waits_on(self, sender: str, stamp: dict[str, dict[str, int]]) -> list[str]:
         """The members :meth:`blocker` finds holding a message (sorted)."""
-        me = self.host.name
-        first = [] if self.blocker(sender, stamp[sender][me], ()) is None else [sender]
+        own = stamp[sender][self.host.name]
+        first = [] if self.blocker(sender, own, ()) is None else [sender]
         return sorted(first + blocking(lambda rest: self.blocker(sender, None, rest),
-                                       _column(stamp, me)))
+                                       stamp.items()))
 
     def _deliver(self, message: ReceivedMessage, stamp: dict[str, dict[str, int]]) -> None:
         sender = message.sender
@@ -231,11 +233,11 @@ class MatrixManager(CausalityManager):
 
         def holder(entry: tuple) -> str | None:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender][me], _column(stamp, me))
+            return rule(sender, stamp[sender][me], stamp.items())
 
         def still_held(entry: tuple, k: str) -> bool:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender][me], ((k, stamp[k].get(me, 0)),)) is not None
+            return rule(sender, stamp[sender][me], ((k, stamp[k]),)) is not None
 
         progress = True
         while progress and self.buffer:
@@ -295,11 +297,6 @@ class MatrixManager(CausalityManager):
         self._buffered_ids = {m.message_id for m, _ in self.buffer}
 
 
-def _column(stamp: dict[str, dict[str, int]], me: str) -> Iterator[tuple[str, int]]:
-    """``(k, SENT_m[k][me])`` for each row k of a decoded stamp: what the rule reads."""
-    return ((k, row.get(me, 0)) for k, row in stamp.items())
-
-
 def _same_shape(a: tuple, b: tuple) -> bool:
     """True when two well-formed stamps have the same names and (row, column) pairs."""
     return a[0] == b[0] and a[1][0::3] == b[1][0::3] and a[1][1::3] == b[1][1::3]
@@ -312,7 +309,7 @@ class _StampPlan:
     matrix. A stamp of another shape (a new pair, a newcomer), a bad one, or one that
     arrives while messages are held, takes the general path (:func:`decode_matrix`)."""
 
-    __slots__ = ("names", "rows", "columns", "own", "at", "waiting", "targets")
+    __slots__ = ("names", "rows", "columns", "own", "waits", "targets", "me")
 
     def __init__(self, stamp: tuple, sender: str, me: str) -> None:
         names, flat = stamp
@@ -322,11 +319,12 @@ class _StampPlan:
         #: (row name, column name) of each count, in the stamp's order
         self.targets = tuple((names[r], names[c])
                              for r, c in zip(self.rows, self.columns, strict=True))
-        #: where SENT[sender][me] is; where each other SENT[k][me] is, and its k
+        #: where SENT[sender][me] is, and (where, k) of each other SENT[k][me]: the
+        #: counts the rule reads (the rest of the stamp is only merged)
         self.own = self.targets.index((sender, me))
-        column = [(i, r) for i, (r, c) in enumerate(self.targets) if c == me and r != sender]
-        self.at = tuple(i for i, _ in column)
-        self.waiting = tuple(r for _, r in column)
+        self.waits = tuple((i, r) for i, (r, c) in enumerate(self.targets)
+                           if c == me and r != sender)
+        self.me = me
 
     def accept(self, manager: MatrixManager, message: ReceivedMessage) -> bool:
         """Deliver ``message`` if its stamp has this plan's shape and is deliverable now;
@@ -346,9 +344,10 @@ class _StampPlan:
             return False  # the general path says what is wrong
         sender = message.sender
         own = counts[self.own]
-        if manager.blocker(sender, own, zip(self.waiting, map(counts.__getitem__, self.at),
-                                            strict=False)  # (same length)
-                           if self.at else ()) is not None:
+        # each other row the rule reads, as far as it reads it
+        me = self.me
+        rows = [(k, {me: counts[i]}) for i, k in self.waits] if self.waits else ()
+        if manager.blocker(sender, own, rows) is not None:
             return False  # a duplicate, early, or held
         manager.deliv[sender] = own
         sent = manager.sent

@@ -44,8 +44,10 @@ message tags (:class:`groupcomm.core.messages.Tag`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import sys
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import Any
 
 from groupcomm.core.causality import (
     CausalityError,
@@ -208,8 +210,7 @@ class VectorManager(CausalityManager):
                         and len(counts) == len(names)
                         and INT_ONLY.issuperset(map(type, counts)) and min(counts) >= 0):
                     own = counts[plan.own]
-                    if self.blocker(sender, own, zip(names, counts, strict=False)
-                                    if plan.others else ()) is None:
+                    if self.blocker(sender, own, counts, plan.others) is None:
                         self.clock[sender] = own
                         log.debug("%s: VectorTimeStampedMessageDelivered %s", me,
                                   message.message_id)
@@ -227,7 +228,7 @@ class VectorManager(CausalityManager):
         if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self.blocker(sender, stamp[sender], stamp.items()) is None:
+        if self.blocker(sender, stamp[sender], stamp, zip(stamp, stamp, strict=False)) is None:
             log.debug("%s: VectorTimeStampedMessageDelivered %s", me, message.message_id)
             self._deliver(message, stamp)
             if self.buffer or self.skips:
@@ -238,7 +239,7 @@ class VectorManager(CausalityManager):
                 # names given twice decode to the last count: only the general path
                 # reads such a stamp as it always did
                 if (plan is None or plan.names != names) and len(set(names)) == len(names):
-                    self._plans[sender] = _StampPlan(names, sender)
+                    self._plans[sender] = _StampPlan(names, sender, self)
         else:
             log.debug("%s: VectorTimeStampedMessageBuffered %s", me, message.message_id)
             self.buffer.append((message, stamp))
@@ -269,39 +270,42 @@ class VectorManager(CausalityManager):
         raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
 
     # -- the delivery rule -------------------------------------------------------------
-    def blocker(self, sender: str, own: int | None,
-                stamp: Iterable[tuple[str, int]]) -> str | None:
+    def blocker(self, sender: str, own: int | None, counts: Mapping[str, int] | Sequence[int],
+                entries: Iterable[tuple[Any, str]]) -> str | None:
         """The delivery rule: the member whose messages keep a message from ``sender``
         from delivery here now, or None: deliverable.
 
         ``own`` is the message's count of its sender's broadcasts (None: leave that
-        clause out) and ``stamp`` its entries ``(k, count)``, the sender's and ours
-        passed over. The sender holds it until it is the next message from the sender
-        (``own == clock[sender] + 1``) and the sender's base has come, if we joined late;
-        any other k holds it while its entry counts a message of k not delivered here
-        (``count > clock[k]``) or k's base has not come. Our own entry never does (the
-        sender depends only on broadcasts of ours it delivered, so sent before), nor does
-        a void process's.
+        clause out); ``entries`` says where the stamp's other counts are: ``(at, k)``,
+        k's count being ``counts[at]`` (a decoded stamp is its own ``counts``, each at its
+        member's name; a plan's are the stamp's tuple, at known places). The sender holds
+        the message until it is the next from the sender (``own == clock[sender] + 1``)
+        and the sender's base has come, if we joined late; any other k holds it while
+        its count is of a message of k not delivered here (``count > clock[k]``) or k's
+        base has not come. Entries of the sender (``own`` is its count), of ours (the
+        sender depends only on broadcasts of ours it delivered, so sent before) and of a
+        void process are passed over.
 
         The entries are read in order up to the first that holds, so the rule tests any
         part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). The
-        stamp plan only pre-decodes a stamp for it."""
+        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
+        plan only says where a stamp's counts are, and leaves out what the rule passes
+        over whatever it counts."""
         clock = self.clock
         awaiting = self.awaiting_base
         if own is not None and (own != clock.get(sender, 0) + 1 or sender in awaiting):
             return sender
-        for k, count in stamp:
-            if ((count > clock.get(k, 0) or k in awaiting) and k != sender
+        for at, k in entries:
+            if ((counts[at] > clock.get(k, 0) or k in awaiting) and k != sender  # type: ignore[index]
                     and k != self.host.name and k not in self.void):
                 return k
         return None
 
     def _waits_on(self, sender: str, stamp: dict[str, int]) -> list[str]:
         """The members :meth:`blocker` finds holding a message, its sender first."""
-        first = [] if self.blocker(sender, stamp[sender], ()) is None else [sender]
-        return first + sorted(blocking(lambda rest: self.blocker(sender, None, rest),
-                                       stamp.items()))
+        first = [] if self.blocker(sender, stamp[sender], stamp, ()) is None else [sender]
+        return first + sorted(blocking(lambda rest: self.blocker(sender, None, stamp, rest),
+                                       zip(stamp, stamp, strict=False)))
 
     def _deliver(self, message: ReceivedMessage, stamp: dict[str, int]) -> None:
         sender = message.sender
@@ -313,11 +317,11 @@ class VectorManager(CausalityManager):
 
         def holder(entry: tuple) -> str | None:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender], stamp.items())
+            return rule(sender, stamp[sender], stamp, zip(stamp, stamp, strict=False))
 
         def still_held(entry: tuple, k: str) -> bool:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender], ((k, stamp[k]),)) is not None
+            return rule(sender, stamp[sender], stamp, ((k, k),)) is not None
 
         progress = True
         while progress:
@@ -404,17 +408,24 @@ class _StampPlan:
     """Where to read a sender's stamp that names the same members as one already decoded
     and delivered (the names change only when members join): :meth:`VectorManager.accept`
     checks its counts in C-level passes and hands them to :meth:`VectorManager.blocker`
-    as they sit, without decoding the stamp into a clock."""
+    where they sit, without decoding the stamp into a clock."""
 
     __slots__ = ("names", "own", "others")
 
-    def __init__(self, names: tuple[str, ...], sender: str) -> None:
+    def __init__(self, names: tuple[str, ...], sender: str, manager: VectorManager) -> None:
         self.names = names
         #: where the sender's count is
         self.own = names.index(sender)
-        #: whether the stamp has entries besides the sender's (without, the rule is
-        #: given none to read)
-        self.others = len(names) > 1
+        #: (where, k) of the other entries, but those the rule passes over however much
+        #: they count (ours, a void process's: a process stays void), asked of the rule
+        self.others = tuple(
+            (i, k) for i, k in enumerate(names)
+            if i != self.own
+            and manager.blocker(sender, None, _UNBOUNDED, ((0, k),)) is not None)
+
+
+#: a count larger than any: an entry the rule passes over with it is one it never reads
+_UNBOUNDED = (sys.maxsize,)
 
 
 class VectorSendFilter(ModuleSendFilter):

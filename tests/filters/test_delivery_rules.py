@@ -35,35 +35,43 @@ def _receiver(module: str, names: list[str] | None = None) -> Any:
 def test_vector_rule() -> None:
     b: VectorManager = _receiver("vector")
     b.clock.update({"a": 2, "c": 1})
-    rule = b.blocker
+
+    def rule(own: int | None, stamp: dict[str, int]) -> str | None:
+        return b.blocker("a", own, stamp, zip(stamp, stamp, strict=True))
+
     # the next broadcast of a, after everything it depends on; b's own entry never holds
-    assert rule("a", 3, [("a", 3), ("b", 9), ("c", 1)]) is None
-    assert rule("a", 4, []) == "a"  # early
-    assert rule("a", 2, []) == "a"  # a duplicate: never delivered again
-    assert rule("a", 3, [("a", 3), ("c", 2)]) == "c"  # c's second broadcast is missing
-    assert rule("a", None, [("a", 99), ("c", 1)]) is None  # the sender's clause left out
+    assert rule(3, {"a": 3, "b": 9, "c": 1}) is None
+    assert rule(4, {}) == "a"  # early
+    assert rule(2, {}) == "a"  # a duplicate: never delivered again
+    assert rule(3, {"a": 3, "c": 2}) == "c"  # c's second broadcast is missing
+    assert rule(None, {"a": 99, "c": 1}) is None  # the sender's clause left out
     b.void.add("c")
-    assert rule("a", 3, [("c", 5)]) is None  # no message of a void process reaches b
+    assert rule(3, {"c": 5}) is None  # no message of a void process reaches b
     b.void.clear()
     b.awaiting_base.add("c")  # b joined late and c's count has not come
-    assert rule("a", 3, [("c", 0)]) == "c"
+    assert rule(3, {"c": 0}) == "c"
     b.awaiting_base = {"a"}
-    assert rule("a", 3, []) == "a"
+    assert rule(3, {}) == "a"
+    # a plan's counts: the stamp's tuple, read where the plan says
+    b.awaiting_base = set()
+    assert b.blocker("a", 3, (0, 2, 1), [(1, "c")]) == "c"
+    assert b.blocker("a", 3, (0, 2, 1), [(2, "c")]) is None
 
 
 def test_matrix_rule() -> None:
     b: MatrixManager = _receiver("matrix")
     b.deliv.update({"a": 2, "c": 1})
-    rule = b.blocker
-    assert rule("a", 3, [("a", 3), ("c", 1)]) is None  # SENT_m[a][b] = DELIV[a] + 1
-    assert rule("a", 4, []) == "a"
-    assert rule("a", 2, []) == "a"
-    assert rule("a", 3, [("c", 2)]) == "c"  # a knew of a message from c to b not here yet
-    assert rule("a", None, [("a", 7), ("c", 1)]) is None
+
+    def rule(own: int | None, stamp: dict[str, dict[str, int]]) -> str | None:
+        return b.blocker("a", own, stamp.items())
+
+    assert rule(3, {"a": {"b": 3}, "c": {"b": 1}}) is None  # SENT_m[a][b] = DELIV[a] + 1
+    assert rule(4, {}) == "a"
+    assert rule(2, {}) == "a"
+    assert rule(3, {"c": {"b": 2}}) == "c"  # a knew of a message from c to b not here yet
+    assert rule(None, {"a": {"b": 7}, "c": {"b": 1}}) is None
     # only b's column of the stamp counts
-    stamp = {"a": {"b": 3, "c": 9}, "c": {"a": 4, "b": 1}, "d": {"a": 2}}
-    assert list(matrix_module._column(stamp, "b")) == [("a", 3), ("c", 1), ("d", 0)]  # noqa: SLF001
-    assert rule("a", 3, matrix_module._column(stamp, "b")) is None  # noqa: SLF001
+    assert rule(3, {"a": {"b": 3, "c": 9}, "c": {"a": 4, "b": 1}, "d": {"a": 2}}) is None
 
 
 def test_ks_rule() -> None:
@@ -81,10 +89,10 @@ def test_ks_rule() -> None:
 def test_blocking_lists_every_holder_in_one_pass() -> None:
     b: VectorManager = _receiver("vector")
     b.clock.update({"a": 1, "c": 1})
-    entries = [("a", 5), ("c", 2), ("d", 0), ("e", 1), ("b", 7)]
-    assert blocking(lambda rest: b.blocker("a", None, rest), entries) == ["c", "e"]
+    stamp = {"a": 5, "c": 2, "d": 0, "e": 1, "b": 7}
+    entries = zip(stamp, stamp, strict=True)
+    assert blocking(lambda rest: b.blocker("a", None, stamp, rest), entries) == ["c", "e"]
     # what waiting_for reports: the sender first when it holds, then the others sorted
-    stamp = dict(entries)
     assert b._waits_on("a", stamp) == ["a", "c", "e"]  # noqa: SLF001
 
 
@@ -109,8 +117,8 @@ def test_a_planned_stamp_is_held_when_the_rule_holds_it(
     delivered = len(net.delivered_ids("b"))
     rule = type(manager).blocker
 
-    def sender_holds(self: Any, sender: str, own: int | None, stamp: Any) -> str | None:
-        return sender if own is not None else rule(self, sender, own, stamp)
+    def sender_holds(self: Any, sender: str, own: int | None, *stamp: Any) -> str | None:
+        return sender if own is not None else rule(self, sender, own, *stamp)
 
     monkeypatch.setattr(type(manager), "blocker", sender_holds)
     net.send("a", "held", ["b"])
