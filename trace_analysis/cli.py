@@ -272,15 +272,13 @@ def _shown(location: str) -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     from trace_analysis import server
-    from trace_analysis.session import get_spark
 
     def say(message: str) -> None:
         if not args.quiet:
             print(f"[analyze] {message}", file=sys.stderr, flush=True)
 
     minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-    server.serve(args.master, not args.no_ship, minutes * 60 or None, say)
-    get_spark(args.master, not args.no_ship).stop()
+    server.serve(args.master, not args.no_ship, minutes * 60 or None, say, stop_spark=True)
     return 0
 
 

@@ -520,11 +520,11 @@ class AnalysisServer:
 def serve(master: str | None = None, ship: bool = True,
           idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT, say: Say | None = None,
           ready: Callable[[AnalysisServer], None] | None = None,
-          warm_up: bool = True) -> None:
+          warm_up: bool = True, stop_spark: bool = False) -> None:
     """Run the analysis server in this process until Ctrl-C, SIGTERM, a stop request or
     ``idle_timeout`` seconds without work (None or 0: no limit). ``say`` gets a few
     progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
-    analysis first.
+    analysis first; ``stop_spark`` stops the session at the end.
 
     Raises :class:`SparkUnavailableError` when Spark cannot start.
     """
@@ -562,6 +562,9 @@ def serve(master: str | None = None, ship: bool = True,
         server.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+        if stop_spark:
+            with contextlib.suppress(Exception):  # its JVM may be gone already
+                spark.stop()
         tell("analysis server stopped")
 
 

@@ -50,14 +50,15 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @contextlib.contextmanager
-def running_server(warm_up: bool = False) -> Iterator[server_mod.AnalysisServer]:
+def running_server(warm_up: bool = False, idle_timeout: float | None = None
+                   ) -> Iterator[server_mod.AnalysisServer]:
     """``serve()`` in a thread (on the test session); stopped and joined afterwards."""
     ready: queue.Queue[server_mod.AnalysisServer] = queue.Queue()
     failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            server_mod.serve(ready=ready.put, warm_up=warm_up, idle_timeout=None)
+            server_mod.serve(ready=ready.put, warm_up=warm_up, idle_timeout=idle_timeout)
         except BaseException as error:  # reported to the test below
             failed.append(error)
             ready.put(None)  # type: ignore[arg-type]
@@ -186,6 +187,16 @@ def test_a_stopped_server_removes_its_state_file(spark, state: Path) -> None:
         info = server_mod.read_state(None, True)
         assert info is not None and info.port == server.port
     assert not server.state_path.exists()
+
+
+def test_an_idle_server_stops_by_itself(spark, state: Path) -> None:
+    with running_server(idle_timeout=1.0) as server:
+        assert server.stopping.wait(60)  # about a second after it was published
+        deadline = time.monotonic() + 30
+        while server.state_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server.state_path.exists()
+        assert server_mod.read_state(None, True) is None
 
 
 def write_state(state: Path, **fields: Any) -> Path:
