@@ -145,8 +145,34 @@ class MatrixManager(CausalityManager):
         same for a whole matrix and for matrix-delta's changed entries)."""
         sender = message.sender
         plan = self._plans.get(sender)
-        if plan is not None and not self.buffer and plan.accept(self, message):
-            return
+        if plan is not None and not self.buffer:
+            # a stamp of the plan's shape, its counts checked in C-level passes, goes to
+            # the rule and is merged where its counts sit; any other (a bad one too: the
+            # general path says what is wrong), or a held one, takes the general path.
+            # The length is compared too, or a stamp cut short by one count would match
+            # rows and columns
+            value = message.headers.get(self.stamp_header)
+            if (type(value) is tuple and len(value) == 2 and value[0] == plan.names
+                    and type(flat := value[1]) is tuple and len(flat) == 3 * len(plan.rows)
+                    and flat[0::3] == plan.rows and flat[1::3] == plan.columns
+                    and INT_ONLY.issuperset(map(type, counts := flat[2::3]))
+                    and min(counts) >= 0):
+                for i, row in plan.cells:
+                    row[plan.me] = counts[i]
+                own = counts[plan.own]
+                if self.blocker(sender, own, plan.others) is None:
+                    self.deliv[sender] = own
+                    sent = self.sent
+                    raised = self._raised
+                    for (r, c), v in zip(plan.targets, counts, strict=True):
+                        mine = sent.get(r)
+                        if mine is None:
+                            mine = sent[r] = {}
+                        if mine.get(c, 0) < v:
+                            mine[c] = v
+                            raised(r, c, v)
+                    self.deliver_upstream(without_header_unchecked(message, self.stamp_header))
+                    return
         stamp = decode_matrix(message, self.stamp_header, self.protocol)
         me = self.host.name
         own = stamp.get(sender, {}).get(me, 0)
@@ -303,13 +329,13 @@ def _same_shape(a: tuple, b: tuple) -> bool:
 
 
 class _StampPlan:
-    """How to read a sender's stamp whose names and (row, column) pairs are those of a
+    """Where to read a sender's stamp whose names and (row, column) pairs are those of a
     stamp already decoded and delivered: only the counts are new, and they sit at known
-    places, so the receiver tests and merges them without decoding the stamp into a
-    matrix. A stamp of another shape (a new pair, a newcomer), a bad one, or one that
-    arrives while messages are held, takes the general path (:func:`decode_matrix`)."""
+    places, so :meth:`MatrixManager.accept` hands the ones the rule reads to
+    :meth:`MatrixManager.blocker` and merges them without decoding the stamp into a
+    matrix."""
 
-    __slots__ = ("names", "rows", "columns", "own", "waits", "targets", "me")
+    __slots__ = ("names", "rows", "columns", "targets", "own", "cells", "others", "me")
 
     def __init__(self, stamp: tuple, sender: str, me: str) -> None:
         names, flat = stamp
@@ -319,48 +345,18 @@ class _StampPlan:
         #: (row name, column name) of each count, in the stamp's order
         self.targets = tuple((names[r], names[c])
                              for r, c in zip(self.rows, self.columns, strict=True))
-        #: where SENT[sender][me] is, and (where, k) of each other SENT[k][me]: the
-        #: counts the rule reads (the rest of the stamp is only merged)
+        #: where SENT[sender][me] is
         self.own = self.targets.index((sender, me))
-        self.waits = tuple((i, r) for i, (r, c) in enumerate(self.targets)
-                           if c == me and r != sender)
         self.me = me
-
-    def accept(self, manager: MatrixManager, message: ReceivedMessage) -> bool:
-        """Deliver ``message`` if its stamp has this plan's shape and is deliverable now;
-        False (nothing done) when the general path must decide."""
-        value = message.headers.get(manager.stamp_header)
-        if type(value) is not tuple or len(value) != 2:
-            return False
-        names, flat = value
-        # the shape (checked when the plan was made) compared in C-level passes; the
-        # length too, or a stamp cut short by one count would match rows and columns
-        if (names != self.names or type(flat) is not tuple
-                or len(flat) != 3 * len(self.rows) or flat[0::3] != self.rows
-                or flat[1::3] != self.columns):
-            return False
-        counts = flat[2::3]
-        if not INT_ONLY.issuperset(map(type, counts)) or min(counts) < 0:
-            return False  # the general path says what is wrong
-        sender = message.sender
-        own = counts[self.own]
-        # each other row the rule reads, as far as it reads it
-        me = self.me
-        rows = [(k, {me: counts[i]}) for i, k in self.waits] if self.waits else ()
-        if manager.blocker(sender, own, rows) is not None:
-            return False  # a duplicate, early, or held
-        manager.deliv[sender] = own
-        sent = manager.sent
-        raised = manager._raised  # noqa: SLF001 (the manager's own hook, bound once)
-        for (r, c), v in zip(self.targets, counts, strict=True):
-            mine = sent.get(r)
-            if mine is None:
-                mine = sent[r] = {}
-            if mine.get(c, 0) < v:
-                mine[c] = v
-                raised(r, c, v)
-        manager.deliver_upstream(without_header_unchecked(message, manager.stamp_header))
-        return True
+        # the other rows the rule reads, as far as it reads them (SENT[k][me]): rows of
+        # the plan's own, each refilled from its count before the rule is asked (the
+        # rule keeps nothing it is given), so no row is built per stamp
+        column = [(i, r) for i, (r, c) in enumerate(self.targets) if c == me and r != sender]
+        rows = [(r, {me: 0}) for _, r in column]
+        #: (where, row) of each of those counts
+        self.cells = tuple((i, row) for (i, _), (_, row) in zip(column, rows, strict=True))
+        #: (k, row) of each of those rows, as the rule reads them
+        self.others = tuple(rows)
 
 
 class MatrixSendFilter(ModuleSendFilter):

@@ -204,18 +204,16 @@ class VectorManager(CausalityManager):
             # goes to the rule as it is; any other (a bad one too: the general path says
             # what is wrong), or a held one, takes the general path
             value = message.headers.get(STAMP)
-            if type(value) is tuple and len(value) == 2:
-                names, counts = value
-                if (names == plan.names and type(counts) is tuple
-                        and len(counts) == len(names)
-                        and INT_ONLY.issuperset(map(type, counts)) and min(counts) >= 0):
-                    own = counts[plan.own]
-                    if self.blocker(sender, own, counts, plan.others) is None:
-                        self.clock[sender] = own
-                        log.debug("%s: VectorTimeStampedMessageDelivered %s", me,
-                                  message.message_id)
-                        self.deliver_upstream(without_header_unchecked(message, STAMP))
-                        return
+            if (type(value) is tuple and len(value) == 2 and value[0] == plan.names
+                    and type(counts := value[1]) is tuple and len(counts) == len(plan.names)
+                    and INT_ONLY.issuperset(map(type, counts)) and min(counts) >= 0):
+                own = counts[plan.own]
+                if self.blocker(sender, own, counts, plan.others) is None:
+                    self.clock[sender] = own
+                    log.debug("%s: VectorTimeStampedMessageDelivered %s", me,
+                              message.message_id)
+                    self.deliver_upstream(without_header_unchecked(message, STAMP))
+                    return
         stamp = decode_clock(message, STAMP, NAME)
         if stamp.get(sender, 0) < 1:
             raise ProtocolViolation(

@@ -268,3 +268,15 @@ def test_a_stamp_naming_a_member_twice_never_makes_a_plan() -> None:
             headers={"v": (("a", "a"), (7, count))}))
     assert receiver._plans == {}  # noqa: SLF001
     assert receiver.clock["a"] == 2
+
+
+def test_a_vector_plan_reads_only_the_entries_the_rule_can_hold_on() -> None:
+    net = LocalNetwork(["a", "b", "c"], "vector", trace=False)
+    net.run()
+    for sender in ("b", "c", "a", "a"):
+        net.to_others(sender, f"from {sender}")
+        net.run()
+    plan = net.manager("b")._plans["a"]  # noqa: SLF001
+    assert plan.names == ("a", "b", "c")
+    # the sender's count is read apart, and b's own entry never holds a message
+    assert plan.others == ((2, "c"),)
