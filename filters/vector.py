@@ -45,9 +45,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any
 
 from groupcomm.core.causality import (
     CausalityError,
@@ -78,6 +77,10 @@ from groupcomm.filters._common import (
 )
 
 log = logging.getLogger(__name__)
+
+#: the counts of a decoded stamp, whose entries carry their counts: each reads as itself
+#: (``_ITSELF[n] == n`` for every count, all >= 0), indexed in C like a plan's tuple
+_ITSELF = range(sys.maxsize)
 
 NAME = "vector"
 STAMP = "v"
@@ -226,7 +229,7 @@ class VectorManager(CausalityManager):
         if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
-        if self.blocker(sender, stamp[sender], stamp, zip(stamp, stamp, strict=False)) is None:
+        if self.blocker(sender, stamp[sender], _ITSELF, stamp.items()) is None:
             log.debug("%s: VectorTimeStampedMessageDelivered %s", me, message.message_id)
             self._deliver(message, stamp)
             if self.buffer or self.skips:
@@ -268,15 +271,16 @@ class VectorManager(CausalityManager):
         raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
 
     # -- the delivery rule -------------------------------------------------------------
-    def blocker(self, sender: str, own: int | None, counts: Mapping[str, int] | Sequence[int],
-                entries: Iterable[tuple[Any, str]]) -> str | None:
+    def blocker(self, sender: str, own: int | None, counts: Sequence[int],
+                entries: Iterable[tuple[str, int]]) -> str | None:
         """The delivery rule: the member whose messages keep a message from ``sender``
         from delivery here now, or None: deliverable.
 
         ``own`` is the message's count of its sender's broadcasts (None: leave that
-        clause out); ``entries`` says where the stamp's other counts are: ``(at, k)``,
-        k's count being ``counts[at]`` (a decoded stamp is its own ``counts``, each at its
-        member's name; a plan's are the stamp's tuple, at known places). The sender holds
+        clause out); ``entries`` says where the stamp's other counts are: ``(k, at)``,
+        k's count being ``counts[at]`` (a plan's counts are the stamp's tuple, at known
+        places; a decoded stamp passes its items with :data:`_ITSELF`, under which each
+        count reads as itself). The sender holds
         the message until it is the next from the sender (``own == clock[sender] + 1``)
         and the sender's base has come, if we joined late; any other k holds it while
         its count is of a message of k not delivered here (``count > clock[k]``) or k's
@@ -293,17 +297,17 @@ class VectorManager(CausalityManager):
         awaiting = self.awaiting_base
         if own is not None and (own != clock.get(sender, 0) + 1 or sender in awaiting):
             return sender
-        for at, k in entries:
-            if ((counts[at] > clock.get(k, 0) or k in awaiting) and k != sender  # type: ignore[index]
+        for k, at in entries:
+            if ((counts[at] > clock.get(k, 0) or k in awaiting) and k != sender
                     and k != self.host.name and k not in self.void):
                 return k
         return None
 
     def _waits_on(self, sender: str, stamp: dict[str, int]) -> list[str]:
         """The members :meth:`blocker` finds holding a message, its sender first."""
-        first = [] if self.blocker(sender, stamp[sender], stamp, ()) is None else [sender]
-        return first + sorted(blocking(lambda rest: self.blocker(sender, None, stamp, rest),
-                                       zip(stamp, stamp, strict=False)))
+        first = [] if self.blocker(sender, stamp[sender], _ITSELF, ()) is None else [sender]
+        return first + sorted(blocking(lambda rest: self.blocker(sender, None, _ITSELF, rest),
+                                       stamp.items()))
 
     def _deliver(self, message: ReceivedMessage, stamp: dict[str, int]) -> None:
         sender = message.sender
@@ -315,11 +319,11 @@ class VectorManager(CausalityManager):
 
         def holder(entry: tuple) -> str | None:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender], stamp, zip(stamp, stamp, strict=False))
+            return rule(sender, stamp[sender], _ITSELF, stamp.items())
 
         def still_held(entry: tuple, k: str) -> bool:
             sender, stamp = entry[0].sender, entry[1]
-            return rule(sender, stamp[sender], stamp, ((k, k),)) is not None
+            return rule(sender, stamp[sender], _ITSELF, ((k, stamp[k]),)) is not None
 
         progress = True
         while progress:
@@ -414,12 +418,12 @@ class _StampPlan:
         self.names = names
         #: where the sender's count is
         self.own = names.index(sender)
-        #: (where, k) of the other entries, but those the rule passes over however much
+        #: (k, where) of the other entries, but those the rule passes over however much
         #: they count (ours, a void process's: a process stays void), asked of the rule
         self.others = tuple(
-            (i, k) for i, k in enumerate(names)
+            (k, i) for i, k in enumerate(names)
             if i != self.own
-            and manager.blocker(sender, None, _UNBOUNDED, ((0, k),)) is not None)
+            and manager.blocker(sender, None, _UNBOUNDED, ((k, 0),)) is not None)
 
 
 #: a count larger than any: an entry the rule passes over with it is one it never reads
