@@ -80,6 +80,8 @@ class MatrixManager(CausalityManager):
 
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
+        #: this member's name, which the rule reads for every stamp (a host keeps its name)
+        self._me = host.name
         self.sent: dict[str, dict[str, int]] = {}
         self.deliv: dict[str, int] = {}
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
@@ -228,7 +230,7 @@ class MatrixManager(CausalityManager):
         deliv = self.deliv
         if own is not None and deliv.get(sender, 0) != own - 1:
             return sender
-        me = self.host.name
+        me = self._me
         for k, row in rows:
             if deliv.get(k, 0) < row.get(me, 0) and k != sender:
                 return k
