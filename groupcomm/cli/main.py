@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),
+    "check-session": ("groupcomm.cli.check_session",
+                      "exhaustive checking of the session protocol (registry and clients)"),
 }
 
 
