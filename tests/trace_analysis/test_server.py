@@ -140,8 +140,13 @@ def trace_named(name: str, directory: Path) -> Path:
     return Path(shutil.copytree(DEMO / name, directory / name))
 
 
-@pytest.mark.parametrize("name", ["meeting-none", "lunch-none", "shared-text-none", "run",
-                                  "synth-3", "synth-17"])
+# two cases in the default suite (a demo trace with a violation, a random one); the
+# others under -m slow, to keep the suite's time
+@pytest.mark.parametrize("name", [
+    "meeting-none", pytest.param("lunch-none", marks=pytest.mark.slow),
+    pytest.param("shared-text-none", marks=pytest.mark.slow),
+    pytest.param("run", marks=pytest.mark.slow), "synth-3",
+    pytest.param("synth-17", marks=pytest.mark.slow)])
 def test_the_server_answers_what_this_process_answers(shared_server, name: str,
                                                       tmp_path: Path, capsys,
                                                       monkeypatch) -> None:
@@ -262,7 +267,8 @@ def fake_server(behaviour: str) -> tuple[socket.socket, threading.Thread]:
     return listener, thread
 
 
-@pytest.mark.parametrize("behaviour", ["close", "internal"])
+@pytest.mark.parametrize("behaviour", ["close",
+                                       pytest.param("internal", marks=pytest.mark.slow)])
 def test_a_server_that_fails_mid_analysis_is_noted_and_the_analysis_runs_here(
         spark, state: Path, capsys, behaviour: str) -> None:
     listener, thread = fake_server(behaviour)
