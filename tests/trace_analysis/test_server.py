@@ -31,7 +31,23 @@ from trace_analysis.cli import main as analyze_main
 from trace_analysis.synth import SynthSpec, generate
 from trace_analysis.watch import watch
 
-DEMO = Path(__file__).parent / "data" / "demo"
+#: the traces of one demo run under none (meeting, lunch, shared text), made by
+#: :func:`demo_traces` before the first test of this module (never committed data)
+DEMO = Path()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    global DEMO
+    out = tmp_path_factory.mktemp("demo")
+    done = subprocess.run([sys.executable, "-m", "groupcomm.cli", "demo", "--causality",
+                           "none", "--no-analysis", "--trace-dir", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {p.name for p in out.iterdir()} >= {"meeting-none", "lunch-none",
+                                               "shared-text-none"}
+    DEMO = out
+    return out
 #: what may differ between two analyses of the same trace
 VOLATILE = ("seconds", "engine")
 
