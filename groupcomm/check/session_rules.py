@@ -74,6 +74,7 @@ from groupcomm.core.membership import (
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
+from groupcomm.protocol.client_actions import apply_to_node
 from groupcomm.protocol.registry import (
     Action,
     BadCommand,
@@ -584,7 +585,7 @@ class SessionCheck:
     def _hand(self, world: _World, client: _Client, node: ProtocolNode,
               messages: list[ReceivedMessage]) -> None:
         self._deliveries.clear()
-        node.arrived_many(messages)
+        apply_to_node(node, Arrive(tuple(messages)))  # as the transport does
         node.drain()
         for message in self._deliveries:
             world.delivered |= {(f"{message.message_id}@{client.member}", client.member)}
@@ -626,7 +627,7 @@ class SessionCheck:
                 self._learn(client, f"left {action.member}")
                 node = self._restore(client)
                 if node is not None:
-                    node.client_left(action.member)
+                    apply_to_node(node, action)  # as the transport does
                     client.node = node.snapshot()
             elif isinstance(action, Arrive):
                 node = self._restore(client)
@@ -651,8 +652,7 @@ class SessionCheck:
         node = self._restore(client)
         if node is None:
             return
-        node.client_joined(joined.member, is_new_session=joined.is_new_session,
-                           all_users=joined.all_users)
+        apply_to_node(node, joined)  # as the transport does
         client.node = node.snapshot()
 
     def _up(self, world: _World, conn: str, command: tuple) -> None:
