@@ -31,9 +31,11 @@ from groupcomm.wire.frames import BATCH, PACKED
 from groupcomm.wire.payload import (
     PAYLOAD_CONTROL,
     PAYLOAD_DILL,
+    PAYLOAD_MSGPACK,
     PAYLOAD_PICKLE,
     dump_payload,
     load_payload,
+    load_plain,
 )
 
 _local = threading.local()
@@ -118,6 +120,8 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
         except Exception as error:
             raise MessageError(f"control message malformed: {error}") from None
         user: Any = ControlMessage(protocol=protocol, kind=control_kind, about=about)
+    elif fmt == PAYLOAD_MSGPACK:
+        user = load_plain(payload)
     elif fmt in (PAYLOAD_PICKLE, PAYLOAD_DILL):
         try:
             user = load_payload(fmt, payload)
@@ -249,6 +253,12 @@ def pack_envelopes(
             try:
                 if isinstance(user, SystemMessage):
                     packed = pack_envelope(message)[1]
+                elif type(user) is tuple:  # perhaps plain: msgpack (see dump_payload)
+                    fmt, data = dump_payload(user)
+                    headers = message.headers
+                    packed = pack((message.message_id, message.destinations, message.kind,
+                                   headers if type(headers) is dict else dict(headers),
+                                   message.vc, fmt, data))
                 else:
                     # dump_payload, inlined for the common case (standard pickle works)
                     try:
@@ -346,6 +356,8 @@ def unpack_envelopes(
         try:
             if fmt == PAYLOAD_PICKLE:
                 user = loads(payload)
+            elif fmt == PAYLOAD_MSGPACK:
+                user = load_plain(payload)
             elif fmt == PAYLOAD_DILL:
                 user = load_payload(fmt, payload)
             elif fmt == PAYLOAD_CONTROL:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import msgpack
 import pytest
 
@@ -18,7 +20,13 @@ from groupcomm.wire.envelopes import (
     unpack_envelopes,
 )
 from groupcomm.wire.frames import FrameCodec, FrameRejected, ReplayWindow
-from groupcomm.wire.payload import PAYLOAD_DILL, PAYLOAD_PICKLE, dump_payload, load_payload
+from groupcomm.wire.payload import (
+    PAYLOAD_DILL,
+    PAYLOAD_MSGPACK,
+    PAYLOAD_PICKLE,
+    dump_payload,
+    load_payload,
+)
 
 KEY = b"k" * 32
 
@@ -88,6 +96,40 @@ def test_plain_objects_use_standard_pickle_and_lambdas_use_dill() -> None:
     offset = 5
     fmt, data = dump_payload(lambda x: x + offset)
     assert fmt == PAYLOAD_DILL and load_payload(fmt, data)(1) == 6
+
+
+@pytest.mark.parametrize("value", [
+    ("insert", "alice#12", "x"), ("insert", None, "héllo\n"), ("delete", ("a#1", "a#1+1")),
+    ("cursor", None), (), (1, -2, 2.5, True, b"\x00", ((("deep",),),)),
+])
+def test_plain_tuples_travel_as_msgpack_and_come_back_equal(value: tuple) -> None:
+    fmt, data = dump_payload(value)
+    assert fmt == PAYLOAD_MSGPACK
+    back = load_payload(fmt, data)
+    assert back == value and type(back) is tuple
+    assert len(data) < len(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+
+
+@pytest.mark.parametrize("value", [
+    ("a", [1]),                        # a list would come back as a tuple
+    ("a", {"k": 1}),                   # maps are not plain
+    (2 ** 70,),                        # out of msgpack's integer range
+    ("\ud800",),                       # not valid UTF-8
+    ReceivedMessage,                   # not a tuple at all (a class: by reference)
+])
+def test_tuples_msgpack_cannot_carry_exactly_are_pickled(value: object) -> None:
+    fmt, data = dump_payload(value)
+    assert fmt == PAYLOAD_PICKLE and load_payload(fmt, data) == value
+
+
+def test_a_plain_tuple_keeps_its_types_through_a_packed_batch() -> None:
+    sent = message(user_message=("insert", "bob#3+2", "abc"))
+    body = next(iter(pack_envelopes([sent], 1 << 20)))
+    entry = msgpack.unpackb(body[1:])[3][0]
+    assert entry[5] == PAYLOAD_MSGPACK
+    got = unpack_envelopes(body, "bob")[3]
+    assert got[0].user_message == ("insert", "bob#3+2", "abc")
+    assert decode_received(encode_message(sent), "bob").user_message == sent.user_message
 
 
 def test_envelope_round_trip_keeps_headers_and_clock() -> None:
@@ -208,6 +250,8 @@ def test_bad_messages_in_a_packed_batch_are_refused_one_by_one() -> None:
         [*good[:4], [["alice", "one"]], *good[5:]],         # vector clock of the wrong shape
         [*good[:5], 7, good[6]],                            # unknown payload format
         [*good[:6], b"\x80\x05not a pickle"],               # payload does not unpickle
+        [*good[:5], PAYLOAD_MSGPACK, b"\xc1"],              # msgpack payload not msgpack
+        [*good[:5], PAYLOAD_MSGPACK, msgpack.packb({"a": 1})],  # msgpack payload a map
         [*good[:3], b"\xc1", *good[4:]],                    # headers not msgpack
         [*good[:3], ["f", 1], *good[4:]],                   # headers not a map
         [*good[:3], {"f": {"x": 1}}, *good[4:]],            # a header value not allowed
@@ -216,6 +260,8 @@ def test_bad_messages_in_a_packed_batch_are_refused_one_by_one() -> None:
     _, _, _, got, errors = unpack_envelopes(body, "bob")
     assert [m.message_id for m in got] == ["alice#1"]
     assert len(errors) == len(entries) - 1
+    assert "msgpack payload malformed" in errors[6]
+    assert "a msgpack payload must be an array, not dict" in errors[7]
     assert errors[-2] == "envelope headers must be a map"
     assert errors[-1].startswith("headers of 'alice#1' malformed: header 'f' has type dict")
 
