@@ -572,7 +572,11 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
-    options.inject_delays(communicator)
+    try:  # checked against --name already; the member id may differ (alice~2)
+        options.inject_delays(communicator)
+    except ValueError as error:
+        communicator.close()
+        raise CliError(f"groupcomm im: {error}") from None
     screen.communicator = communicator
     app = ChatApp(communicator, screen)
     screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
