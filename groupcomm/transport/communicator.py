@@ -145,6 +145,7 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         message_listener: Callable[[ReceivedMessage], Any] | None = None,
         session_listener: SessionMessageListener | None = None,
         sent_listener: Callable[[SentMessage], Any] | None = None,
+        acknowledged_delivery: bool = False,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
@@ -214,6 +215,15 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         #: held() and waiting_for(), released by release_waiting_on()); a number of
         #: seconds releases them that long after the departure
         self.release_after = release_after
+        #: with acknowledged delivery, a message handed to the application (a listener
+        #: called, receive() returned it) is applied only when acknowledge() says so: the
+        #: application clock and what a snapshot reflects wait until then
+        self.acknowledged_delivery = acknowledged_delivery
+        self._ack_lock = threading.Lock()
+        #: handed over, not acknowledged yet, oldest first
+        self._unacknowledged: deque[ReceivedMessage] = deque()
+        self._handed = 0
+        self._acknowledged = 0
         self._joined = threading.Event()
         self._join_error: str | None = None
         self._left = threading.Event()
@@ -412,10 +422,66 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def _hand_over_from_inbox(self, message: ReceivedMessage,
                               listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()) -> None:
         """The application has a message that waited in the inbox now: a snapshot taken
-        from here on reflects it (StateLink), and the application clock advances."""
+        from here on reflects it (StateLink), and the application clock advances (with
+        acknowledged delivery, both wait for :meth:`acknowledge`)."""
+        if self.acknowledged_delivery:
+            self._hand_unacknowledged(message, listeners)
+            return
         if self._recent_ids is not None:
             self._recent_ids.append(message.app_message_id)
         self.node.application_delivered(message, listeners)
+
+    def _hand_unacknowledged(self, message: ReceivedMessage,
+                             listeners: Sequence[Callable[[ReceivedMessage], Any]]) -> None:
+        """Acknowledged delivery: count ``message`` as handed (before any listener runs,
+        so a listener may acknowledge it at once) and call the listeners; the clock
+        waits for :meth:`acknowledge`."""
+        with self._ack_lock:
+            self._unacknowledged.append(message)
+            self._handed += 1
+        for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
+            try:
+                listener(message)
+            except Exception:
+                log.exception("%s: message listener raised on %s", self.name,
+                              message.message_id)
+
+    def acknowledge(self, count: int) -> None:
+        """Acknowledged delivery: the application has applied the first ``count``
+        messages it was handed (cumulative: a count at or below an earlier one changes
+        nothing). Those messages now advance the application clock, so a later send is
+        tagged after them, and a snapshot given to a newcomer reflects them. Thread-safe.
+
+        :class:`ValueError` for a count beyond what was handed, or not a non-negative
+        int; :class:`CommunicatorError` without ``acknowledged_delivery=True``."""
+        if not self.acknowledged_delivery:
+            raise CommunicatorError(
+                f"{self.name}: acknowledge() needs acknowledged_delivery=True (without it "
+                "a message is applied as it is handed over)")
+        if type(count) is not int or count < 0:
+            raise ValueError(f"acknowledge() takes a count of messages (an int >= 0), "
+                             f"not {count!r}")
+        with self._ack_lock:
+            if count > self._handed:
+                raise ValueError(
+                    f"{self.name}: cannot acknowledge {count} message(s): only "
+                    f"{self._handed} were handed to the application so far "
+                    f"({self._acknowledged} acknowledged)")
+            recent = self._recent_ids
+            # applied in order under the lock, so a concurrent acknowledge() cannot
+            # apply a later message before an earlier one
+            while self._acknowledged < count:
+                message = self._unacknowledged.popleft()
+                self._acknowledged += 1
+                if recent is not None:
+                    recent.append(message.app_message_id)
+                self.node.application_delivered(message)
+
+    @property
+    def handed_over(self) -> int:
+        """Messages handed to the application so far (acknowledged delivery counts them
+        from 1, the numbering :meth:`acknowledge` takes)."""
+        return self._handed
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
         """Be told of joins and leaves (on the I/O thread). Members are named by member
@@ -493,8 +559,11 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         return self._call(lambda: self.node.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
-        """Send/receive counts and rejected frames by reason."""
-        result = dict(self.stats)
+        """Send/receive counts and rejected frames by reason; ``frames_sent`` and
+        ``frame_bytes_sent`` count the message frames this client put on the wire (to
+        the server or to peers) and their bytes."""
+        result = {"frames_sent": 0, "frame_bytes_sent": 0}
+        result.update(self.stats)
         result.update(self.membership.stats)
         for reason, count in self.rejects.counts.items():
             result[f"rejected_{reason}"] = count
@@ -566,7 +635,9 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def _hand_over(self, message: ReceivedMessage) -> None:
         self.stats["delivered"] += 1
         listeners = self.node.message_listeners
-        if listeners:  # callback model (the clock advances as the listeners are called)
+        if listeners and self.acknowledged_delivery:
+            self._hand_unacknowledged(message, listeners)
+        elif listeners:  # callback model (the clock advances as the listeners are called)
             if self._recent_ids is not None:  # what a snapshot taken now reflects
                 self._recent_ids.append(message.app_message_id)
             self.node.application_delivered(message, listeners)

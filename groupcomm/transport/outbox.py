@@ -139,7 +139,6 @@ class Outbox:
             for body in pack_envelopes(items, self._batch_budget, self._unencodable,
                                        self._frame_limit):
                 frame = seal(body)
-                self.stats["frames_sent"] += len(dests)
                 if relayed:
                     self._relay(frame, list(dests))
                 else:
@@ -150,6 +149,11 @@ class Outbox:
         command = seal_session(self.codec, "relay", client=self.name,
                                application=self.application, session=self.session,
                                dests=dests)
+        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
+        # frames (a relayed one is one frame, its relay command's bytes included)
+        stats = self.stats
+        stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(command) + len(frame)
         self._send_parts(self._dealer, [command, frame])
 
     def _push(self, peer: str, frame: bytes) -> None:
@@ -165,6 +169,9 @@ class Outbox:
             socket.connect(address)
             self._pushes[peer] = socket
         self._direct_sent[peer] += 1
+        stats = self.stats
+        stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(frame)
         self._send_parts(socket, [frame])
 
     def _send_parts(self, socket: zmq.Socket, parts: list[bytes]) -> None:
