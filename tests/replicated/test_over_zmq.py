@@ -79,9 +79,9 @@ def test_a_late_joiners_edit_waits_for_what_its_snapshot_holds(editors) -> None:
     a.insert("xyz")
     d = editors("d", "matrix")                            # a gives d the text with "xyz"
     assert d.text.value == "xyz"
-    tag_of_z = a.text._items[2][1]                         # (stamp, id) of "z"
+    tag_of_z = list(a.text.items())[2][1]                  # (stamp, id) of "z"
     d.move_to(3)
     d.insert("!")                                         # after "z", which c lacks yet
-    assert d.text._items[3][1] > tag_of_z                  # tagged after the snapshot
+    assert list(d.text.items())[3][1] > tag_of_z           # tagged after the snapshot
     settle([a, b, c, d])
     assert c.text.value == "xyz!" and c.failures == 0
