@@ -9,6 +9,11 @@ text and what it keeps, and the keys. A newcomer gets the current text through s
 transfer. ``--file PATH`` seeds an empty session with the file's text and is where
 Ctrl-S and leaving save it.
 
+Typing is coalesced: consecutive keystrokes that continue each other travel as one
+operation, sent ``--coalesce`` milliseconds after the first (default 30; 0 sends every
+key at once) or earlier on anything else (a move, a delete, Enter, a paste, an edit by
+someone else at the same place, leaving); they show on one's own screen at once.
+
 Keys: characters, Enter and pasting insert; Backspace and Delete delete; the arrows,
 Home, End, PageUp and PageDown move; Ctrl-S saves (with ``--file``); Ctrl-Q leaves.
 Without ``--file``, Ctrl-Q on a text that is not empty asks first: ``y`` quits, ``n``
@@ -38,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.session_options import add_session_arguments, session_options
-from groupcomm.apps.shared_text import SharedText, presence_slot
+from groupcomm.apps.shared_text import DEFAULT_WINDOW, SharedText, presence_slot
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -71,10 +76,14 @@ def build_parser() -> ArgumentParser:
                         "(none, fifo, mfss, cykas), with a warning on the screen")
     parser.add_argument("--batch", action="store_true",
                         help="no screen: read commands from stdin (type, goto, end, backspace, "
-                        "delete, wait-text, quiet, show, quit; see the module's doc)")
+                        "delete, wait-text, quiet, typing, show, quit; see groupcomm.apps.edit_batch)")
     parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
                         metavar="MS", help="jitter buffer for the others' cursor moves "
                         f"(default {DEFAULT_HOLD * 1000:g} ms; edits are never held)")
+    parser.add_argument("--coalesce", type=float, default=DEFAULT_WINDOW * 1000, metavar="MS",
+                        help="send consecutive keystrokes as one edit, at most MS after the "
+                        f"first (default {DEFAULT_WINDOW * 1000:g}; 0: every key at once; "
+                        "cursor moves are never held)")
     return parser
 
 
@@ -99,6 +108,9 @@ def _run(args: argparse.Namespace) -> int:
     prog = "groupcomm edit"
     if args.presence_hold < 0:
         raise CliError(f"{prog}: --presence-hold must be >= 0")
+    if not 0 <= args.coalesce <= 10_000:
+        raise CliError(f"{prog}: --coalesce must be between 0 and 10000 ms, not "
+                       f"{args.coalesce:g}")
     options = session_options(
         args, prog, extra_receive=[LatestValueCreator(presence_slot, args.presence_hold / 1000)],
         warn_known_bad=False)
@@ -119,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.batch and (not sys.stdin.isatty() or not sys.stdout.isatty()):
         raise CliError(f"{prog}: needs a terminal (run it in one, or in tmux; --batch "
                        "reads commands from stdin instead)")
-    shared = SharedText(args.name, collect=reason is None)
+    shared = SharedText(args.name, collect=reason is None, window=args.coalesce / 1000)
     if args.batch:
         screen: Any = None
         status = StatusLog(lambda: None)
@@ -169,6 +181,10 @@ def _run(args: argparse.Namespace) -> int:
                   f"{', '.join(communicator.members_at_join)})", flush=True)
             BatchEditor(shared, sys.stdout).run(sys.stdin)
     finally:
+        try:
+            shared.close()  # what was typed last is sent before leaving
+        except Exception as error:  # noqa: BLE001 - leaving goes on; the text is saved
+            log.warning("the last typing was not sent: %s", error)
         communicator.close()
         if args.file:
             written = shared.save(args.file)
@@ -184,8 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run as the importable module, so that Presence pickles as
-    # groupcomm.apps.shared_text.Presence, which the receiving process has
+    # run as the importable module (groupcomm.apps.edit), as the entry point does
     from groupcomm.apps.edit import main as importable_main
 
     sys.exit(importable_main())

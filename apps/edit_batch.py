@@ -10,9 +10,16 @@ command per line; texts are JSON strings (so a newline is ``"\\n"``)::
     wait-members N [SECONDS]      wait until the session has N members (prints ``members``)
     random N [SEED]     make N random edits at once (inserts of 1-3 characters and deletes
                         at random places; prints ``done N``)
+    typing N RATE [SEED]          a person typing words: N keystrokes at RATE a second
+                        (intervals drawn around 1/RATE), mostly letters and spaces, now and
+                        then a Backspace, a Delete or a move to a random place; prints
+                        ``keys [...]`` (each keystroke: ["i", at, char], ["b", at],
+                        ["d", at] or ["m", at], ``at`` the cursor's position before it)
+                        then ``typed N``
     wait-applied N [SECONDS]      wait until N edits (own ones included) were applied;
                         prints ``applied N at T`` (T: the wall clock, for benchmarks)
-    show                print ``text {"text": ..., "failures": ..., ...}`` (one JSON line)
+    show                print ``text {"text": ..., "failures": ..., ...}`` (one JSON line;
+                        typing still held for coalescing is sent first, as by ``quiet``)
     quit                leave
 
 Every answer is one line; a bad command prints ``error ...`` and the editor goes on.
@@ -60,8 +67,8 @@ class BatchEditor:
             action = self._commands().get(command)
             if action is None:
                 raise ValueError(f"unknown command {command!r} (type, goto, end, backspace, "
-                                 "delete, wait-text, wait-members, random, wait-applied, quiet, show, "
-                                 "quit)")
+                                 "delete, wait-text, wait-members, random, typing, wait-applied, "
+                                 "quiet, show, quit)")
             action(rest.strip())
         except Exception as error:  # noqa: BLE001 - one line per bad command, go on
             self.say(f"error {command}: {error}")
@@ -80,22 +87,35 @@ class BatchEditor:
             "wait-members": self._wait_members,
             "random": self._random,
             "wait-applied": self._wait_applied,
-            "show": lambda rest: self.say("text " + json.dumps(self.state())),
+            "show": self._show,
+            "typing": self._typing,
         }
+
+    def _show(self, rest: str) -> None:
+        self.shared.flush()
+        self.say("text " + json.dumps(self.state()))
 
     def state(self) -> dict[str, Any]:
         shared = self.shared
         with shared.lock:
-            return {"text": shared.text.value, "failures": shared.failures,
-                    "last_failure": shared.last_failure, "members": list(shared.members),
-                    "kept": len(shared.text), "applied": shared.applied}
+            state = {"text": shared.text.value, "failures": shared.failures,
+                     "last_failure": shared.last_failure, "members": list(shared.members),
+                     "kept": len(shared.text), "applied": shared.applied}
+        comm = shared.communicator
+        if comm is not None and hasattr(comm, "counters"):
+            counters = comm.counters()
+            # what this member put on the wire (see groupcomm text-wire)
+            for name in ("frames_sent", "frame_bytes_sent", "app_sends"):
+                if name in counters:
+                    state[name] = counters[name]
+        return state
 
     def _wait_text(self, rest: str) -> None:
         wanted, _, timeout = rest.rpartition(" ") if rest.endswith(tuple("0123456789")) \
             else (rest, "", "")
         text = _text(wanted)
         deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
-        while text not in self.shared.text.value:
+        while text not in self.shared.view()[0]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{text!r} did not appear")
             time.sleep(0.02)
@@ -115,6 +135,26 @@ class BatchEditor:
                 shared.move_to(rng.randint(0, length), announce=False)
                 shared.insert("abc"[:rng.randint(1, 3)])
         self.say(f"done {count}")
+
+    def _typing(self, rest: str) -> None:
+        count_text, rate_text, seed = (rest.split() + ["", ""])[:3]
+        count, rate = _count(count_text), float(rate_text or "nan")
+        if not 0 < rate <= 1000:
+            raise ValueError(f"give the rate in keystrokes a second (0 < RATE <= 1000), "
+                             f"not {rate_text!r}")
+        rng = random.Random(int(seed) if seed else None)
+        shared = self.shared
+        keys: list[list[Any]] = []
+        next_at = time.monotonic()
+        for _ in range(count):
+            next_at += rng.uniform(0.5, 1.5) / rate
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            keys.append(_keystroke(shared, rng))
+        shared.flush()
+        self.say("keys " + json.dumps(keys, separators=(",", ":")))
+        self.say(f"typed {count}")
 
     def _wait_applied(self, rest: str) -> None:
         count, _, timeout = rest.partition(" ")
@@ -139,6 +179,7 @@ class BatchEditor:
     def _quiet(self, rest: str) -> None:
         """Nothing applied for ``rest`` seconds (default 1) and nothing held."""
         still = float(rest) if rest else 1.0
+        self.shared.flush()  # this person stops typing
         comm = self.shared.communicator
         deadline = time.monotonic() + WAIT + still
         applied, since = self.shared.applied, time.monotonic()
@@ -151,6 +192,30 @@ class BatchEditor:
                 return
             time.sleep(0.02)
         raise TimeoutError(f"edits kept arriving (or stayed held) for {WAIT:g} s")
+
+
+#: letters of the words the typing mode types, weighted roughly as in English
+LETTERS = "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhhrrrrrrddddlllluuu"
+
+
+def _keystroke(shared: SharedText, rng: random.Random) -> list[Any]:
+    """One keystroke of a person typing words (see ``typing``): what it was."""
+    at = shared.position
+    roll = rng.random()
+    if roll < 0.03:
+        shared.backspace()
+        return ["b", at]
+    if roll < 0.05:
+        shared.delete()
+        return ["d", at]
+    if roll < 0.07:
+        length = len(shared.view()[0])
+        to = rng.randint(0, length)
+        shared.move_to(to)
+        return ["m", to]
+    char = " " if rng.random() < 0.18 else rng.choice(LETTERS)
+    shared.insert(char)
+    return ["i", at, char]
 
 
 def _text(argument: str) -> str:

@@ -4,12 +4,19 @@ The text is drawn from the replica on every change, never edited in a prompt_too
 buffer: the replica (:class:`~groupcomm.apps.shared_text.SharedText`) is the only copy,
 and keys are turned into its operations. Deliveries arrive on the communicator's thread
 and only ask for a redraw (``Application.invalidate`` is thread-safe).
+
+Only the lines in view are handed to prompt_toolkit (a paper of 100,000 characters is
+some 1,300 lines, of which a terminal shows a few dozen): the screen keeps the first
+line shown and scrolls it to keep the cursor in view, and cursor positions are mapped to
+lines and columns through a :class:`LineIndex` of where each line starts, made once per
+version of the text, not per key.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_right
 from typing import Any
 
 from prompt_toolkit.application import Application
@@ -70,18 +77,46 @@ def fit_status(parts: list[tuple[int, str]], width: int, keys: str) -> str:
     return line
 
 
+class LineIndex:
+    """Where each line of a text starts: position <-> (line, column) by bisection."""
+
+    def __init__(self, text: str) -> None:
+        self.length = len(text)
+        # str.find runs in C: one pass over the text, no list of line strings
+        starts = [0]
+        find = text.find
+        at = find("\n")
+        while at >= 0:
+            starts.append(at + 1)
+            at = find("\n", at + 1)
+        self.starts = starts
+
+    @property
+    def lines(self) -> int:
+        return len(self.starts)
+
+    def line_and_column(self, position: int) -> tuple[int, int]:
+        line = bisect_right(self.starts, position) - 1
+        return line, position - self.starts[line]
+
+    def line_end(self, line: int) -> int:
+        """The position of the end of ``line`` (its newline, or the end of the text)."""
+        return self.starts[line + 1] - 1 if line + 1 < len(self.starts) else self.length
+
+    def position_of(self, line: int, column: int) -> int:
+        """The position at ``line``, ``column`` (clamped to the line and the text)."""
+        line = max(0, min(line, len(self.starts) - 1))
+        start = self.starts[line]
+        return start + max(0, min(column, self.line_end(line) - start))
+
+
 def line_and_column(text: str, position: int) -> tuple[int, int]:
-    before = text[:position]
-    line = before.count("\n")
-    return line, position - (before.rfind("\n") + 1)
+    return LineIndex(text).line_and_column(position)
 
 
 def position_of(text: str, line: int, column: int) -> int:
     """The position at ``line``, ``column`` (clamped to the line and the text)."""
-    lines = text.split("\n")
-    line = max(0, min(line, len(lines) - 1))
-    start = sum(len(part) + 1 for part in lines[:line])
-    return start + max(0, min(column, len(lines[line])))
+    return LineIndex(text).position_of(line, column)
 
 
 class EditScreen:
@@ -104,6 +139,9 @@ class EditScreen:
         self.saved_chars = 0
         self._colour: dict[str, str] = {}
         self._cursor = Point(0, 0)
+        #: the first line of the text shown (scrolled to keep the cursor in view)
+        self._top = 0
+        self._index: tuple[str, LineIndex] | None = None
         text_control = FormattedTextControl(self._text_fragments, focusable=True,
                                             show_cursor=True,
                                             get_cursor_position=lambda: self._cursor)
@@ -148,25 +186,51 @@ class EditScreen:
                 parts.append((self._colour_of(member), member))
         return parts
 
+    def _lines(self, value: str) -> LineIndex:
+        """The line index of ``value``, remade only when the text changed."""
+        cached = self._index
+        if cached is None or cached[0] is not value:
+            cached = self._index = (value, LineIndex(value))
+        return cached[1]
+
+    def _height(self) -> int:
+        """Rows of the text area: the terminal's, less the bars."""
+        try:
+            rows = self.app.output.get_size().rows
+        except Exception:  # noqa: BLE001 - no terminal size: a common height
+            rows = 24
+        return max(1, rows - 2 - (1 if self.warning else 0))
+
     def _text_fragments(self) -> StyleAndTextTuples:
+        """The lines in view, the cursor placed in them, the others' cursors coloured."""
         value, mine, others = self.shared.view()
-        line, column = line_and_column(value, mine)
-        self._cursor = Point(x=column, y=line)
+        lines = self._lines(value)
+        line, column = lines.line_and_column(mine)
+        height = self._height()
+        if line < self._top:
+            self._top = line
+        elif line >= self._top + height:
+            self._top = line - height + 1
+        self._top = max(0, min(self._top, lines.lines - 1))
+        first = lines.starts[self._top]
+        last = lines.line_end(min(lines.lines - 1, self._top + height - 1))
+        self._cursor = Point(x=column, y=line - self._top)
         at: dict[int, str] = {}
         for member, position in sorted(others.items()):
-            at.setdefault(position, self._colour_of(member))
+            if first <= position <= last:
+                at.setdefault(position, self._colour_of(member))
         fragments: StyleAndTextTuples = []
-        start = 0
+        start = first
         for position in sorted(at):
             fragments.append(("", value[start:position]))
-            char = value[position:position + 1]
+            char = value[position:position + 1] if position < last else ""
             if char in ("", "\n"):  # a cursor at the end of a line: a coloured blank
                 fragments.append((at[position], " "))
                 fragments.append(("", char))
             else:
                 fragments.append((at[position], char))
             start = position + 1
-        fragments.append(("", value[start:]))
+        fragments.append(("", value[start:last]))
         return fragments
 
     def _width(self) -> int:
@@ -183,9 +247,12 @@ class EditScreen:
             return [("class:warning", fit_status([(0, self.asking), (1, self.asking_note)],
                                                  self._width(), ""))]
         shared = self.shared
+        value = shared.view()[0]
         with shared.lock:
-            length = shared.text.visible_length()
-            remembered = len(shared.text) - length
+            length = len(value)
+            pending = len(shared.pending.text) if shared.pending is not None else 0
+            # kept (tombstones included) less the visible characters in the replica
+            remembered = len(shared.text) - (length - pending)
             failures = shared.failures
         # (priority, text): 0 is kept longest
         parts: list[tuple[int, str]] = []
@@ -209,8 +276,9 @@ class EditScreen:
 
         def move_lines(delta: int) -> None:
             value, mine, _ = shared.view()
-            line, column = line_and_column(value, mine)
-            shared.move_to(position_of(value, line + delta, column))
+            lines = self._lines(value)
+            line, column = lines.line_and_column(mine)
+            shared.move_to(lines.position_of(line + delta, column))
 
         @keys.add(Keys.Any)
         def _(event: KeyPressEvent) -> None:
@@ -266,13 +334,14 @@ class EditScreen:
         @keys.add("home")
         def _(event: KeyPressEvent) -> None:
             value, mine, _ = shared.view()
-            self._edit(shared.move_to, value.rfind("\n", 0, mine) + 1)
+            lines = self._lines(value)
+            self._edit(shared.move_to, lines.starts[lines.line_and_column(mine)[0]])
 
         @keys.add("end")
         def _(event: KeyPressEvent) -> None:
             value, mine, _ = shared.view()
-            end = value.find("\n", mine)
-            self._edit(shared.move_to, len(value) if end < 0 else end)
+            lines = self._lines(value)
+            self._edit(shared.move_to, lines.line_end(lines.line_and_column(mine)[0]))
 
         @keys.add("c-s")
         def _(event: KeyPressEvent) -> None:

@@ -1,0 +1,298 @@
+"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor.
+
+Three ``groupcomm edit --batch`` processes and a server on 127.0.0.1; each is a person
+typing words (``typing``: ``--keys`` keystrokes at ``--rate`` a second, now and then a
+Backspace, a Delete or a move) at once, under each ``--causality`` module and each
+``--coalesce`` window. Each editor counts the message frames it puts on the wire and
+their bytes (the communicator's ``frame_bytes_sent``; relayed frames include the relay
+command that names their destinations); the totals over the keystrokes typed give bytes
+per keystroke, both with the relay commands and for the signed message frames alone
+(what a peer receives). The copies must end identical.
+
+The same keystrokes are replayed into three Yjs documents (pycrdt, when installed; a
+random 32-bit client id each, as Yjs picks in JavaScript), typists taking turns and each
+update applied at once by the other two: the bytes of the updates per keystroke, the
+reference the target (at most three times a Yjs update) is measured against. Yjs's cursor
+positions travel separately (its awareness protocol) and are not counted; ours are.
+
+``--fields`` also breaks one typical keystroke message down field by field (the same
+encoder, on the in-process network after a short history): frame signature and header,
+batch head, message id, destinations, kind, stamp (headers), tag clock, payload; the
+payload both as it travels and as its pickle (the encoding before plain tuples went as
+msgpack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
+from groupcomm.transport.keys import write_new_key
+from groupcomm.wire.envelopes import decode_message, pack_envelopes
+from groupcomm.wire.frames import HEADER_SIZE, FrameCodec
+from groupcomm.wire.payload import dump_payload
+from groupcomm.wire.session import seal_session
+
+NAMES = ("p1", "p2", "p3")
+SESSION = "wire"
+APPLICATION = "edit"
+
+
+def relay_command_bytes(sender: str, dests: Sequence[str]) -> int:
+    """Bytes of the signed relay command in front of each relayed frame of ``sender``."""
+    codec = FrameCodec(b"k" * 32)
+    return len(seal_session(codec, "relay", client=sender, application=APPLICATION,
+                            session=SESSION, dests=list(dests)))
+
+
+def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
+                timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
+    """Three typing editors under ``module`` with coalescing ``window_ms``; see the
+    module doc. Raises ``ProcessError`` when a process fails."""
+    with tempfile.TemporaryDirectory() as workdir:
+        key_file = Path(workdir) / "session.key"
+        write_new_key(key_file)
+        server = ServerProcess(key_file)
+        people: list[LineProcess] = []
+        try:
+            for name in NAMES:
+                person = LineProcess(name, [
+                    sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--name", name,
+                    "--session", SESSION, "--server", server.address, "--key-file",
+                    str(key_file), "--causality", module, "--coalesce", f"{window_ms:g}"])
+                people.append(person)
+                person.wait_line(lambda s: f" joined {SESSION}" in s, timeout, "its join")
+            for person in people:
+                person.type(f"wait-members {len(NAMES)}")
+                person.wait_line(lambda s: s.startswith("members "), timeout, "everyone")
+            started = time.monotonic()
+            for k, person in enumerate(people):
+                person.type(f"typing {keys} {rate:g} {seed + k}")
+            logs = []
+            for person in people:
+                line = person.wait_line(lambda s: s.startswith(("keys ", "error")),
+                                        timeout + keys / rate * 2, "its typing")
+                if line.startswith("error"):
+                    raise ProcessError(f"{person.name}: {line}")
+                logs.append(json.loads(line[5:]))
+            typed = time.monotonic() - started
+            for person in people:
+                person.type("quiet 0.5")
+            for person in people:
+                person.wait_line(lambda s: s in ("quiet",) or s.startswith("error quiet"),
+                                 timeout * 2, "quiet")
+            settled = time.monotonic() - started
+            states = []
+            for person in people:
+                person.type("show")
+                states.append(json.loads(person.wait_line(
+                    lambda s: s.startswith("text "), timeout, "show")[5:]))
+        finally:
+            for person in people:
+                person.quit("quit")
+            server.terminate()
+    keystrokes = sum(len(log) for log in logs)
+    counted = all("frame_bytes_sent" in s for s in states)
+    result: dict[str, Any] = {
+        "module": module, "coalesce_ms": window_ms, "keystrokes": keystrokes,
+        "operations": sum(s.get("app_sends", 0) for s in states),
+        "typing_seconds": round(typed, 2), "settled_seconds": round(settled, 2),
+        "keystrokes_per_second": round(keystrokes / typed, 1),
+        "identical": len({s["text"] for s in states}) == 1,
+        "failed_edits": sum(s["failures"] for s in states),
+        "characters": len(states[0]["text"]), "counted": counted}
+    if counted:
+        frames = sum(s["frames_sent"] for s in states)
+        wire = sum(s["frame_bytes_sent"] for s in states)
+        relay = relay_command_bytes(NAMES[0], NAMES[1:])
+        result.update(frames=frames, wire_bytes=wire,
+                      wire_bytes_per_keystroke=round(wire / keystrokes, 1),
+                      frame_bytes_per_keystroke=round((wire - frames * relay) / keystrokes, 1),
+                      relay_command_bytes=relay)
+    result["keys"] = logs
+    say(f"  {module}, coalescing {window_ms:g} ms: {keystrokes} keystrokes in "
+        f"{typed:.1f} s, copies {'identical' if result['identical'] else 'DIFFERENT'}")
+    return result
+
+
+def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, Any] | None:
+    """The Yjs updates of the same keystrokes (see the module doc); ``None`` without
+    pycrdt."""
+    try:
+        from pycrdt import Doc, Text
+    except ImportError:
+        return None
+    rng = random.Random(seed)
+    docs = [Doc(client_id=rng.getrandbits(32)) for _ in logs]
+    texts = [doc.get("text", type=Text) for doc in docs]
+    sizes: list[int] = []
+    for k in range(max(len(log) for log in logs)):
+        for who, log in enumerate(logs):
+            if k >= len(log):
+                continue
+            key, doc, text = log[k], docs[who], texts[who]
+            length = len(str(text))
+            at = max(0, min(int(key[1]), length))
+            before = doc.get_state()
+            if key[0] == "i":
+                text.insert(at, key[2])
+            elif key[0] == "b" and at > 0:
+                del text[at - 1]
+            elif key[0] == "d" and at < length:
+                del text[at]
+            else:
+                continue  # a move: Yjs's awareness, not a document update
+            update = doc.get_update(before)
+            sizes.append(len(update))
+            for other, other_doc in enumerate(docs):
+                if other != who:
+                    other_doc.apply_update(update)
+    keystrokes = sum(len(log) for log in logs)
+    same = len({str(t) for t in texts}) == 1
+    return {"updates": len(sizes), "update_bytes": sum(sizes),
+            "bytes_per_keystroke": round(sum(sizes) / max(1, keystrokes), 1),
+            "bytes_per_update": round(sum(sizes) / max(1, len(sizes)), 1),
+            "identical": same}
+
+
+def field_sizes(module: str, history: int = 60) -> dict[str, int]:
+    """Bytes of each part of one keystroke's frame under ``module`` (see the module doc):
+    three members on the in-process network, ``history`` edits each first."""
+    from groupcomm.tools.localnet import LocalNetwork
+
+    net = LocalNetwork(list(NAMES), module, trace=False)
+    for k in range(history):
+        for name in NAMES:
+            net.to_others(name, ("insert", f"{name}#{k}", "x"))
+        net.run()
+    net.to_others(NAMES[0], ("insert", f"{NAMES[1]}#{history}", "e"))
+    # as it left the sender's pipeline: stamped by the module's send filter
+    message = decode_message(net.in_flight[-1].frame)
+    body = next(iter(pack_envelopes([message], 1 << 20)))
+    packer = msgpack.Packer(use_bin_type=True)
+    fmt, payload = dump_payload(message.user_message)
+    pickled = pickle.dumps(message.user_message, pickle.HIGHEST_PROTOCOL)
+    sizes = {
+        "signature_and_frame_header": HEADER_SIZE,
+        "batch_head": len(body) - len(packer.pack((
+            message.message_id, message.destinations, message.kind,
+            dict(message.headers), message.vc, fmt, payload))),
+        "message_id": len(packer.pack(message.message_id)),
+        "destinations": len(packer.pack(message.destinations)),
+        "kind": len(packer.pack(message.kind)),
+        "stamp": len(packer.pack(dict(message.headers))),
+        "tag_clock": len(packer.pack(message.vc)),
+        "payload": len(packer.pack(fmt)) + len(packer.pack(payload)),
+        "payload_pickled": len(packer.pack(0)) + len(packer.pack(pickled)),
+        "message_array_header": 1,
+    }
+    sizes["frame"] = HEADER_SIZE + len(body)
+    sizes["relay_command"] = relay_command_bytes(NAMES[0], NAMES[1:])
+    return sizes
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="groupcomm text-wire",
+        description="Bytes on the wire per keystroke of groupcomm edit: three editor "
+        "processes typing at once, with and without coalescing, against Yjs updates of "
+        "the same keystrokes.")
+    parser.add_argument("--causality", action="append", metavar="NAME",
+                        help="module(s) (repeatable; default matrix and ks)")
+    parser.add_argument("--coalesce", action="append", type=float, metavar="MS",
+                        help="coalescing window(s) (repeatable; default 0 and 30)")
+    parser.add_argument("--keys", type=int, default=80,
+                        help="keystrokes per person (default 80)")
+    parser.add_argument("--rate", type=float, default=8.0,
+                        help="keystrokes a second per person (default 8)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fields", action="store_true",
+                        help="also break one keystroke's frame down field by field")
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    prog = "groupcomm text-wire"
+    if args.keys < 1 or not 0 < args.rate <= 1000:
+        raise CliError(f"{prog}: --keys must be >= 1 and --rate between 0 and 1000")
+    windows = args.coalesce if args.coalesce is not None else [0.0, 30.0]
+    if any(not 0 <= w <= 10_000 for w in windows):
+        raise CliError(f"{prog}: --coalesce must be between 0 and 10000 ms")
+    modules = args.causality or ["matrix", "ks"]
+    for module in modules:
+        try:
+            get_module(module)
+        except UnknownModuleError as error:
+            raise CliError(f"{prog}: {error}") from None
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    runs = []
+    for module in modules:
+        for window in windows:
+            say(f"three editors typing {args.keys} keystrokes each at {args.rate:g}/s under "
+                f"{module}, coalescing {window:g} ms...")
+            try:
+                run = run_editors(module, window, args.keys, args.rate, args.seed,
+                                  args.timeout, say)
+            except ProcessError as error:
+                raise CliError(f"{prog}: {error}") from None
+            run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)
+            runs.append(run)
+    result: dict[str, Any] = {"runs": runs}
+    if args.fields:
+        result["fields"] = {module: field_sizes(module) for module in modules}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for run in runs:
+        line = (f"{run['module']}, coalescing {run['coalesce_ms']:g} ms: "
+                f"{run['keystrokes']} keystrokes, {run['operations']} messages, "
+                f"{run['keystrokes_per_second']} keystrokes/s, copies "
+                f"{'identical' if run['identical'] else 'DIFFERENT'}")
+        if run["counted"]:
+            line += (f"; {run['wire_bytes_per_keystroke']} B/keystroke on the wire "
+                     f"({run['frame_bytes_per_keystroke']} B in message frames, the rest "
+                     f"relay commands of {run['relay_command_bytes']} B)")
+        else:
+            line += "; bytes not counted (the communicator has no frame_bytes_sent)"
+        yjs = run["yjs"]
+        if yjs:
+            line += f"; Yjs {yjs['bytes_per_keystroke']} B/keystroke"
+            if run["counted"]:
+                line += (f" (frames {run['frame_bytes_per_keystroke'] / max(yjs['bytes_per_keystroke'], 0.1):.1f}"
+                         "x)")
+        print(line)
+    if not any(run["yjs"] for run in runs):
+        print("Yjs not measured: pycrdt is not installed")
+    for module, sizes in result.get("fields", {}).items():
+        print(f"{module}, one keystroke alone: " + ", ".join(
+            f"{name} {size} B" for name, size in sizes.items()))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm text-wire [--causality NAME ...] [--coalesce MS ...] [--json]``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
