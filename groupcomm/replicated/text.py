@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from groupcomm.core.messages import Tag
@@ -320,20 +321,17 @@ class TextSequence:
             for run in added.runs:
                 run.block = added
         self._blocks[block.index + 1:block.index + 1] = new
-        self._rebuild_tree()
+        self._rebuild_tree(block.index + 1)
 
-    def _rebuild_tree(self) -> None:
-        """Renumber the blocks and rebuild the Fenwick tree (after blocks came or went)."""
+    def _rebuild_tree(self, start: int = 0) -> None:
+        """Renumber the blocks from ``start`` on and rebuild the Fenwick tree (after
+        blocks came or went): O(blocks), in C as far as it goes."""
         blocks = self._blocks
-        n = len(blocks)
-        tree = [0] * (n + 1)
-        for i, block in enumerate(blocks, 1):
-            block.index = i - 1
-            tree[i] += block.visible
-            parent = i + (i & -i)
-            if parent <= n:
-                tree[parent] += tree[i]
-        self._tree = tree
+        for i in range(start, len(blocks)):
+            blocks[i].index = i
+        prefix = [0, *accumulate([block.visible for block in blocks])]
+        # a Fenwick node i holds the counts of the blocks (i - lowbit(i), i]
+        self._tree = [0, *[prefix[i] - prefix[i & (i - 1)] for i in range(1, len(prefix))]]
 
     def _tree_add(self, index: int, delta: int) -> None:
         tree = self._tree
@@ -615,7 +613,7 @@ class TextSequence:
         candidates.sort(key=lambda r: (r.block.index, r.block.runs.index(r)), reverse=True)
         blocks = self._blocks
         dropped = 0
-        emptied = False
+        touched: set[_Block] = set()
         for run in candidates:
             runs = run.block.runs
             at = runs.index(run)
@@ -636,18 +634,39 @@ class TextSequence:
                     dropped += cut
                 continue
             del runs[at]
-            emptied = emptied or not runs
+            touched.add(run.block)
             self._tombs.discard(run)
             self._forget(run)
             self._total -= len(run.text)
             dropped += len(run.text)
-        if emptied or len(blocks) > 4 * (sum(len(b.runs) for b in blocks) // BLOCK_LIMIT + 1):
-            self._repack()
+        self._thin(touched)
         return dropped
 
-    def _repack(self) -> None:
-        """Refill the blocks half full after collection emptied or thinned them."""
-        self._load_blocks(list(self._runs()))
+    def _thin(self, touched: set[_Block]) -> None:
+        """Drop the ``touched`` blocks that collection emptied and merge those it left
+        nearly empty into the block before them (tombstones hold no visible count, so
+        only the blocks' places change)."""
+        blocks = self._blocks
+        first = None
+        for block in sorted(touched, key=lambda b: b.index, reverse=True):
+            at = block.index
+            if not block.runs:
+                del blocks[at]
+            elif (len(block.runs) < BLOCK_LIMIT // 8 and at > 0
+                  and len(blocks[at - 1].runs) + len(block.runs) <= BLOCK_LIMIT):
+                before = blocks[at - 1]
+                for run in block.runs:
+                    run.block = before
+                before.runs.extend(block.runs)
+                before.visible += block.visible
+                del blocks[at]
+            else:
+                continue
+            first = at
+        if first is not None:
+            if not blocks:
+                blocks.append(_Block([], 0))
+            self._rebuild_tree(max(0, first - 1))
 
     def _load_blocks(self, runs: list[_Run]) -> None:
         step = BLOCK_LIMIT // 2

@@ -80,13 +80,13 @@ def same_errors(replica: Replica) -> None:
         same_error(replica, "effect", bad, Tag({"p9": 1}), "p9#1")
 
 
-@pytest.mark.parametrize("block_limit", [4, text_module.BLOCK_LIMIT])
+@pytest.mark.parametrize("block_limit", [4, 16, text_module.BLOCK_LIMIT])
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data(), members=st.integers(2, 4))
 def test_the_text_behaves_as_the_reference_model(monkeypatch, block_limit: int, data,
                                                  members: int) -> None:
-    # small blocks: a few edits split blocks, and collection empties them
+    # small blocks: a few edits split blocks, and collection empties or merges them
     monkeypatch.setattr(text_module, "BLOCK_LIMIT", block_limit)
     names = [f"p{i + 1}" for i in range(members)]
     replicas = {n: Replica(n, names) for n in names}
