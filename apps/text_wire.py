@@ -41,7 +41,7 @@ from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
-from groupcomm.wire.envelopes import decode_message, pack_envelopes
+from groupcomm.wire.envelopes import decode_message, kind_code, pack_envelopes
 from groupcomm.wire.frames import HEADER_SIZE, FrameCodec
 from groupcomm.wire.payload import dump_payload
 from groupcomm.wire.session import seal_session
@@ -188,11 +188,11 @@ def field_sizes(module: str, history: int = 60) -> dict[str, int]:
     sizes = {
         "signature_and_frame_header": HEADER_SIZE,
         "batch_head": len(body) - len(packer.pack((
-            message.message_id, message.destinations, message.kind,
+            message.message_id, message.destinations, kind_code(message.kind),
             dict(message.headers), message.vc, fmt, payload))),
         "message_id": len(packer.pack(message.message_id)),
         "destinations": len(packer.pack(message.destinations)),
-        "kind": len(packer.pack(message.kind)),
+        "kind": len(packer.pack(kind_code(message.kind))),
         "stamp": len(packer.pack(dict(message.headers))),
         "tag_clock": len(packer.pack(message.vc)),
         "payload": len(packer.pack(fmt)) + len(packer.pack(payload)),

@@ -184,7 +184,9 @@ def decode_batch(body: bytes) -> list[bytes]:
 # with ``headers`` a map inside the document (not separately packed bytes, as in ``M``
 # envelopes: one msgpack call less per stamped message on each side; bytes are still
 # accepted), so the receiver decodes a whole batch with one msgpack call, and checks the fields
-# every message of a sender shares (application, session, sender) once per frame. It
+# every message of a sender shares (application, session, sender) once per frame. The
+# kind of a message, almost always ``"normal"``, travels as 0 then (6 bytes less per
+# message); other kinds as their names. It
 # replaces, on the sending side, the ``B`` frame (an array of separately packed
 # envelopes, each decoded by its own msgpack call), which receivers still accept.
 
@@ -192,6 +194,14 @@ def decode_batch(body: bytes) -> list[bytes]:
 #: packed per-message array)`` (messages held back by an injected delay wait as this, so
 #: that their payload is serialized when they were transmitted, as before).
 PackedEnvelope = tuple[tuple[str, str, str], bytes]
+
+#: the kind of (nearly) every message; 0 in a ``P`` body
+NORMAL = "normal"
+
+
+def kind_code(kind: str) -> str | int:
+    """How a message kind travels in a ``P`` body (0: :data:`NORMAL`)."""
+    return 0 if kind == NORMAL else kind
 
 _PACKED_HEAD = PACKED + b"\x94"  # frame kind, then a fixed 4-element msgpack array
 
@@ -217,7 +227,7 @@ def pack_envelope(message: SentMessage) -> PackedEnvelope:
         fmt, data = dump_payload(user)
     return (
         (message.application_name, message.session_name, message.sender),
-        _packer().pack((message.message_id, message.destinations, message.kind,
+        _packer().pack((message.message_id, message.destinations, kind_code(message.kind),
                         dict(message.headers), message.vc, fmt, data)),
     )
 
@@ -256,7 +266,9 @@ def pack_envelopes(
                 elif type(user) is tuple:  # perhaps plain: msgpack (see dump_payload)
                     fmt, data = dump_payload(user)
                     headers = message.headers
-                    packed = pack((message.message_id, message.destinations, message.kind,
+                    kind = message.kind
+                    packed = pack((message.message_id, message.destinations,
+                                   0 if kind == NORMAL else kind,
                                    headers if type(headers) is dict else dict(headers),
                                    message.vc, fmt, data))
                 else:
@@ -270,7 +282,9 @@ def pack_envelopes(
                         if b"__main__" in data:
                             fmt, data = dump_payload(user)
                     headers = message.headers
-                    packed = pack((message.message_id, message.destinations, message.kind,
+                    kind = message.kind
+                    packed = pack((message.message_id, message.destinations,
+                                   0 if kind == NORMAL else kind,
                                    headers if type(headers) is dict else dict(headers),
                                    message.vc, fmt, data))
                 if limit is not None and len(packed) > limit:
@@ -334,6 +348,8 @@ def unpack_envelopes(
             errors.append("a packed message must be a 7-element array")
             continue
         message_id, dests, kind, headers, vc, fmt, payload = fields
+        if kind == 0 and type(kind) is int:
+            kind = NORMAL
         if (type(message_id) is not str or not message_id or type(kind) is not str
                 or (type(headers) is not dict and type(headers) is not bytes)
                 or type(payload) is not bytes

@@ -19,7 +19,7 @@ from groupcomm.wire.envelopes import (
     pack_envelopes,
     unpack_envelopes,
 )
-from groupcomm.wire.frames import FrameCodec, FrameRejected, ReplayWindow
+from groupcomm.wire.frames import SESSION, FrameCodec, FrameRejected, ReplayWindow
 from groupcomm.wire.payload import (
     PAYLOAD_DILL,
     PAYLOAD_MSGPACK,
@@ -27,6 +27,7 @@ from groupcomm.wire.payload import (
     dump_payload,
     load_payload,
 )
+from groupcomm.wire.session import open_session, seal_session
 
 KEY = b"k" * 32
 
@@ -289,3 +290,40 @@ def test_headers_travel_inside_the_batch_and_separately_packed_ones_are_accepted
 def test_malformed_packed_batches_are_refused_whole(body: bytes) -> None:
     with pytest.raises(MessageError):
         unpack_envelopes(body, "bob")
+
+
+def test_the_usual_kind_travels_as_a_code_and_others_by_name() -> None:
+    for kind, travels in (("normal", 0), ("other", "other")):
+        body = next(iter(pack_envelopes([message(kind=kind)], 1 << 20)))
+        assert msgpack.unpackb(body[1:])[3][0][2] == travels
+        assert unpack_envelopes(body, "bob")[3][0].kind == kind
+    good = msgpack.unpackb(next(iter(pack_envelopes([message()], 1 << 20)))[1:])[3][0]
+    body = b"P" + msgpack.packb(["app", "s", "alice", [[*good[:2], 5, *good[3:]]]])
+    _, _, _, got, errors = unpack_envelopes(body, "bob")
+    assert got == [] and errors == ["envelope field kind must be a string"]
+
+
+def test_session_frames_travel_compact_and_spelled_out_ones_are_still_read() -> None:
+    sender, receiver = FrameCodec(KEY), FrameCodec(KEY)
+    fields = dict(client="alice", application="edit", session="paper",
+                  dests=["bob", "carol"], extra={"x": 1})
+    frame = seal_session(sender, "relay", **fields)
+    assert open_session(receiver.open(frame)[0]) == {"op": "relay", **fields}
+    spelled = sender.seal(SESSION + msgpack.packb({"op": "relay", **fields}))
+    assert len(frame) < len(spelled) - 30
+    assert open_session(receiver.open(spelled)[0]) == {"op": "relay", **fields}
+
+
+@pytest.mark.parametrize("value, reason", [
+    ({0: 3, 99: "x"}, "unknown session field code 99"),
+    ({0: 42}, "unknown session op code 42"),
+    ({0: 3, 1: "a", 2: "a", 3: "s", 5: {1: "x"}}, "map keys must be strings"),
+    ({0: 3, 1.5: "x"}, "names must be strings or codes"),
+    ({1: "alice"}, "must be a map with an 'op'"),
+    ({0: 3, 1: "a"}, "lacks application, session, dests"),
+])
+def test_malformed_compact_session_frames_are_refused_precisely(value: dict,
+                                                                reason: str) -> None:
+    with pytest.raises(FrameRejected, match=reason) as raised:
+        open_session(SESSION + msgpack.packb(value))
+    assert raised.value.reason == "malformed"
