@@ -10,7 +10,7 @@ transfer. ``--file PATH`` seeds an empty session with the file's text and is whe
 Ctrl-S and leaving save it.
 
 Typing is coalesced: consecutive keystrokes that continue each other travel as one
-operation, sent ``--coalesce`` milliseconds after the first (default 30; 0 sends every
+operation, sent ``--coalesce`` milliseconds after the first (default 100; 0 sends every
 key at once) or earlier on anything else (a move, a delete, Enter, a paste, an edit by
 someone else at the same place, leaving); they show on one's own screen at once.
 

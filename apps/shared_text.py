@@ -46,8 +46,11 @@ COLLECT_EVERY = 64
 RUN_LIMIT = 16_384
 #: seconds before a run that could not be sent is tried again
 RETRY = 1.0
-#: the default coalescing window for typing, in seconds
-DEFAULT_WINDOW = 0.03
+#: the default coalescing window for typing, in seconds: long enough that a person typing
+#: 8 keys a second (125 ms apart on average) sends runs of about two keys (half the bytes
+#: per keystroke; ``groupcomm text-wire``), short enough that the others see the typing
+#: within a tenth of a second. A 30 ms window would coalesce only bursts faster than that
+DEFAULT_WINDOW = 0.1
 
 
 @dataclass

@@ -37,6 +37,7 @@ from typing import Any
 
 import msgpack
 
+from groupcomm.apps.shared_text import DEFAULT_WINDOW
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
@@ -213,7 +214,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--causality", action="append", metavar="NAME",
                         help="module(s) (repeatable; default matrix and ks)")
     parser.add_argument("--coalesce", action="append", type=float, metavar="MS",
-                        help="coalescing window(s) (repeatable; default 0 and 30)")
+                        help="coalescing window(s) (repeatable; default 0 and edit's default, "
+                        f"{DEFAULT_WINDOW * 1000:g})")
     parser.add_argument("--keys", type=int, default=80,
                         help="keystrokes per person (default 80)")
     parser.add_argument("--rate", type=float, default=8.0,
@@ -232,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
     prog = "groupcomm text-wire"
     if args.keys < 1 or not 0 < args.rate <= 1000:
         raise CliError(f"{prog}: --keys must be >= 1 and --rate between 0 and 1000")
-    windows = args.coalesce if args.coalesce is not None else [0.0, 30.0]
+    windows = args.coalesce if args.coalesce is not None else [0.0, DEFAULT_WINDOW * 1000]
     if any(not 0 <= w <= 10_000 for w in windows):
         raise CliError(f"{prog}: --coalesce must be between 0 and 10000 ms")
     modules = args.causality or ["matrix", "ks"]
