@@ -140,14 +140,20 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
     docs = [Doc(client_id=rng.getrandbits(32)) for _ in logs]
     texts = [doc.get("text", type=Text) for doc in docs]
     sizes: list[int] = []
+    # each transaction's update, as a provider sends it (Doc.observe: what Yjs's
+    # doc.on("update") gives), not a diff from a state vector, which repeats every
+    # deletion ever made
+    updates: list[tuple[int, bytes]] = []
+    for who, doc in enumerate(docs):
+        doc.observe(lambda event, who=who: updates.append((who, event.update)))
     for k in range(max(len(log) for log in logs)):
         for who, log in enumerate(logs):
             if k >= len(log):
                 continue
-            key, doc, text = log[k], docs[who], texts[who]
+            key, text = log[k], texts[who]
             length = len(str(text))
             at = max(0, min(int(key[1]), length))
-            before = doc.get_state()
+            updates.clear()
             if key[0] == "i":
                 text.insert(at, key[2])
             elif key[0] == "b" and at > 0:
@@ -156,11 +162,12 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
                 del text[at]
             else:
                 continue  # a move: Yjs's awareness, not a document update
-            update = doc.get_update(before)
-            sizes.append(len(update))
-            for other, other_doc in enumerate(docs):
-                if other != who:
-                    other_doc.apply_update(update)
+            own = [update for origin, update in updates if origin == who]
+            sizes.extend(len(update) for update in own)
+            for update in own:
+                for other, other_doc in enumerate(docs):
+                    if other != who:
+                        other_doc.apply_update(update)
     keystrokes = sum(len(log) for log in logs)
     same = len({str(t) for t in texts}) == 1
     return {"updates": len(sizes), "update_bytes": sum(sizes),
