@@ -1,0 +1,115 @@
+"""Who may use the gateway: a users file of names and hashed login tokens.
+
+The gateway never sees a password and never shows the session key: each person gets a
+random token in a login link (``groupcomm web user add``); the file keeps only its
+scrypt hash and salt, so a copy of the file does not let anyone log in. A tab presents
+the name and the token in its first WebSocket message; :meth:`Users.verify` hashes the
+token again and compares in constant time, and the tab can then only be that member.
+
+The file is JSON, readable by its owner only::
+
+    {"users": {"ann": {"salt": "…hex…", "hash": "…hex…"}}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+#: scrypt's cost (n, r, p): about 16 MiB and a few tens of milliseconds per check, which
+#: is what a login may cost and what makes guessing from a stolen file expensive
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+#: bytes of randomness in a login token
+TOKEN_BYTES = 24
+#: a user name is a member name: what ``groupcomm im --name`` takes, without ``~``
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+
+
+class UsersError(ValueError):
+    """A users file that cannot be read or written, or a bad user name."""
+
+
+def _hash(token: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(token.encode("utf-8"), salt=salt, n=SCRYPT_N, r=SCRYPT_R,
+                          p=SCRYPT_P, dklen=32)
+
+
+def check_user_name(name: str) -> str:
+    """``name`` if it can be a member name; :class:`UsersError` saying why not."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise UsersError(f"user name {name!r:.60}: use 1 to 40 letters, digits, '_', '.' "
+                         "or '-'")
+    return name
+
+
+class Users:
+    """The users file: add users, check credentials."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._users: dict[str, dict[str, str]] = self._load()
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if not self.path.exists():
+            return {}
+        try:
+            data: Any = json.loads(self.path.read_text(encoding="utf-8"))
+            users = data["users"]
+            if not isinstance(users, dict) or not all(
+                    isinstance(v, dict) and isinstance(v.get("salt"), str)
+                    and isinstance(v.get("hash"), str) for v in users.values()):
+                raise TypeError("entries must be {salt, hash}")
+            return users
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UsersError(f"cannot read the users file {self.path}: {error}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._users
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._users)
+
+    def add(self, name: str) -> str:
+        """Add ``name`` (or give it a new token, which voids the old one); returns the
+        token, which is shown once and kept nowhere."""
+        check_user_name(name)
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        salt = secrets.token_bytes(16)
+        self._users[name] = {"salt": salt.hex(), "hash": _hash(token, salt).hex()}
+        self._save()
+        return token
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        # created readable by the owner only, then moved over the old file in one step
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"users": self._users}, out, indent=1, sort_keys=True)
+        os.replace(partial, self.path)
+
+    def verify(self, name: Any, token: Any) -> bool:
+        """True when ``token`` is ``name``'s current token (constant-time comparison;
+        an unknown name costs the same hashing as a known one)."""
+        if not isinstance(name, str) or not isinstance(token, str) or len(token) > 200:
+            return False
+        entry = self._users.get(name)
+        salt = bytes.fromhex(entry["salt"]) if entry else b"\0" * 16
+        expected = bytes.fromhex(entry["hash"]) if entry else b"\0" * 32
+        return hmac.compare_digest(_hash(token, salt), expected) and entry is not None
+
+
+def login_link(url: str, name: str, token: str, page: str = "edit") -> str:
+    """The link that logs ``name`` in on ``page`` (``im`` or ``edit``): the credential
+    rides in the fragment, which browsers never send to a server (so it stays out of
+    access logs and Referer headers); the page hands it over on its WebSocket."""
+    from urllib.parse import urlencode
+
+    return f"{url.rstrip('/')}/{page}#{urlencode({'user': name, 'token': token})}"

@@ -1,0 +1,169 @@
+"""``groupcomm web``: the gateway, and ``groupcomm web user add``: login links.
+
+``groupcomm web --session S --server ADDR --key-file F --users USERS.json [--causality
+NAME] [--http HOST:PORT] [--trace-dir DIR] [--delay PEER=MS] ...`` joins the session
+server like any client and serves the IM (``/im``) and the shared editor (``/edit``)
+on one HTTP port (``--http 127.0.0.1:0`` picks a free port; the line ``listening on
+http://HOST:PORT`` says which). Each browser tab logged in is one member of the session
+(see :mod:`groupcomm.web.gateway`). With ``--trace-dir DIR`` every tab's member writes
+its trace like any other client, in ``DIR/im`` and ``DIR/edit``.
+
+``groupcomm web user add NAME --users USERS.json --url http://HOST:PORT`` adds NAME (or
+gives it a new token) and prints its login links; the token is shown only then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from groupcomm.apps.session_options import DEFAULT_SERVER, session_options
+from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.filters.latest_value import DEFAULT_HOLD
+from groupcomm.replicated import unsupported_reason
+from groupcomm.web.auth import Users, UsersError, check_user_name, login_link
+from groupcomm.web.gateway import Gateway
+
+log = logging.getLogger(__name__)
+PROG = "groupcomm web"
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog=PROG,
+        description="Serve the IM and the shared editor to browsers: each logged-in tab is "
+        "a member of the session. Add people with: groupcomm web user add NAME --users "
+        "FILE --url http://HOST:PORT")
+    parser.add_argument("--session", required=True, help="session to join")
+    parser.add_argument("--users", required=True, metavar="FILE",
+                        help="users file (groupcomm web user add creates it)")
+    parser.add_argument("--http", default="127.0.0.1:8080", metavar="HOST:PORT",
+                        help="where to serve the pages (default 127.0.0.1:8080; port 0 "
+                        "picks one)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="another origin allowed to open WebSockets (e.g. behind a "
+                        "proxy: https://chat.example.org); repeatable")
+    parser.add_argument("--server", default=DEFAULT_SERVER,
+                        help=f"session server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
+    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
+                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
+    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
+                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
+    parser.add_argument("--config", help="config file (TOML) with causality / filters")
+    parser.add_argument("--direct", action="store_true",
+                        help="send peer to peer instead of through the server")
+    parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
+                        help="minimum delay for every tab's messages to PEER (testing)")
+    parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
+                        help="random extra delay per message, per-peer order kept")
+    parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
+                        metavar="MS", help="jitter buffer for the others' cursor moves")
+    parser.add_argument("--trace-dir", help="write every tab member's trace here "
+                        "(DIR/im, DIR/edit)")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def build_user_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=f"{PROG} user add",
+                            description="Add a user (or give it a new token) and print "
+                            "its login links.")
+    parser.add_argument("name", help="the user's name (its member name in the session)")
+    parser.add_argument("--users", required=True, metavar="FILE", help="users file")
+    parser.add_argument("--url", required=True, help="the gateway's address, e.g. "
+                        "http://127.0.0.1:8080")
+    return parser
+
+
+def _host_port(spec: str) -> tuple[str, int]:
+    host, colon, port = spec.rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise CliError(f"{PROG}: --http takes HOST:PORT (port 0 to 65535), got {spec!r}")
+    return host.strip("[]"), int(port)
+
+
+def _add_user(args: argparse.Namespace) -> int:
+    if not args.url.startswith(("http://", "https://")):
+        raise CliError(f"{PROG} user add: --url must start with http:// or https://, "
+                       f"got {args.url!r}")
+    try:
+        check_user_name(args.name)
+        token = Users(args.users).add(args.name)
+    except (UsersError, OSError) as error:
+        raise CliError(f"{PROG} user add: {error}") from None
+    print(f"added {args.name} to {args.users}; login links (keep them private):")
+    print(f"  chat:   {login_link(args.url, args.name, token, 'im')}")
+    print(f"  editor: {login_link(args.url, args.name, token, 'edit')}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    host, port = _host_port(args.http)
+    if args.presence_hold < 0:
+        raise CliError(f"{PROG}: --presence-hold must be >= 0")
+    args.name, args.application, args.curve_dir = None, "web", None
+    args.bind_host, args.advertise_host = "127.0.0.1", None
+    options = session_options(args, PROG)
+    try:
+        users = Users(args.users)
+    except UsersError as error:
+        raise CliError(f"{PROG}: {error}") from None
+    if not users.names:
+        print(f"{PROG}: warning: {args.users} has no users yet (add one with {PROG} user "
+              "add NAME)", file=sys.stderr)
+    module = options.selection.causality or "none"
+    gateway = Gateway(users, args.session, communicator_kwargs=options.communicator_kwargs,
+                      inject_delays=options.inject_delays,
+                      presence_hold=args.presence_hold / 1000,
+                      edit_refusal=unsupported_reason(module), module=module,
+                      allowed_origins=tuple(args.allow_origin))
+    try:
+        sock = socket.create_server((host, port))
+    except OSError as error:
+        raise CliError(f"{PROG}: cannot listen on {args.http}: {error}") from None
+    asyncio.run(_run(gateway, sock))
+    return 0
+
+
+async def _run(gateway: Gateway, sock: socket.socket) -> None:
+    runner = web.AppRunner(gateway.app, access_log=None)
+    await runner.setup()
+    site = web.SockSite(runner, sock)
+    await site.start()
+    host, port = sock.getsockname()[:2]
+    print(f"listening on http://{host}:{port} (session {gateway.session}, causality "
+          f"{gateway.module})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        print("stopped", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``groupcomm web [options]`` or ``groupcomm web user add NAME ...``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:2] == ["user", "add"]:
+        return run_main(build_user_parser, _add_user, args[2:])
+    if args[:1] == ["user"]:
+        print(f"{PROG} user: the one user command is: {PROG} user add NAME --users FILE "
+              "--url URL", file=sys.stderr)
+        return 2
+    return run_main(build_parser, _serve, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

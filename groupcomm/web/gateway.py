@@ -1,0 +1,286 @@
+"""The web gateway: the IM and the shared editor as web pages, each tab a member.
+
+One aiohttp application on one HTTP port serves the pages (``/im``, ``/edit``; plain
+HTML, CSS and JavaScript from ``static/``) and a WebSocket per page (``/ws/im``,
+``/ws/edit``). A tab logs in with the name and token of its login link in its first
+WebSocket message; the gateway then starts the tab's member of the session
+(:class:`~groupcomm.web.members.TabMember`, with the causality module the gateway was
+started with), sends the tab its state and forwards deliveries in delivery order; the
+tab's sends come back the same way. The session key stays here.
+
+Refused: a WebSocket request from another origin than the page's (browsers send the
+page's origin; a page elsewhere cannot drive a logged-in tab), a wrong credential, and
+messages that are not JSON, too large or of a wrong shape: each gets an ``error`` with
+the reason, is counted (``/stats``), and changes nothing. When a tab's connection
+drops, its member leaves the session; the reconnecting tab joins as the member's next
+incarnation (``ann~2``) and gets the state through state transfer. A second tab of the
+same person on the same page replaces the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from groupcomm.apps.im import Private
+from groupcomm.core.causality import CausalityError
+from groupcomm.core.node import UnknownPeerError
+from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.web.auth import Users
+from groupcomm.web.members import APPLICATIONS, TabClosed, TabMember
+from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
+
+log = logging.getLogger(__name__)
+
+#: seconds a new WebSocket has to log in
+HELLO_TIMEOUT = 10.0
+#: aiohttp closes a connection whose message exceeds this (1009, message too big);
+#: messages between MAX_MESSAGE and this get an error and the connection stays
+HARD_LIMIT = 4 * MAX_MESSAGE
+#: the pages and their files
+PAGES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
+                ".png": "image/png"}
+
+
+def _static(name: str) -> bytes:
+    return resources.files("groupcomm.web").joinpath("static", name).read_bytes()
+
+
+class Gateway:
+    """The HTTP side; one per ``groupcomm web`` process."""
+
+    def __init__(self, users: Users, session: str, *,
+                 communicator_kwargs: dict[str, Any],
+                 inject_delays: Callable[[Communicator], None] | None = None,
+                 presence_hold: float = 0.1, edit_refusal: str | None = None,
+                 module: str = "none", allowed_origins: tuple[str, ...] = ()) -> None:
+        self.users = users
+        self.session = session
+        self.communicator_kwargs = communicator_kwargs
+        self.inject_delays = inject_delays
+        self.presence_hold = presence_hold
+        #: why the editor cannot run on this module (None: it can)
+        self.edit_refusal = edit_refusal
+        self.module = module
+        self.allowed_origins = allowed_origins
+        self.counters: Counter[str] = Counter()
+        #: (page, user) -> its tab's member
+        self.tabs: dict[tuple[str, str], TabMember] = {}
+        self.app = web.Application()
+        self.app.router.add_get("/ws/{kind}", self.websocket)
+        self.app.router.add_get("/static/{name}", self.static)
+        self.app.router.add_get("/stats", self.stats)
+        for path in PAGES:
+            self.app.router.add_get(path, self.page)
+        self.app.on_shutdown.append(self._shutdown)
+
+    # -- plain HTTP ---------------------------------------------------------------------
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(body=_static(PAGES[request.path]), content_type="text/html",
+                            headers={"Cache-Control": "no-store"})
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        suffix = name[name.rfind("."):] if "." in name else ""
+        if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
+            raise web.HTTPNotFound()
+        try:
+            body = _static(name)
+        except (FileNotFoundError, IsADirectoryError):
+            raise web.HTTPNotFound() from None
+        return web.Response(body=body, content_type=STATIC_TYPES[suffix],
+                            headers={"Cache-Control": "no-store"})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        body = {"counters": dict(self.counters), "module": self.module,
+                "tabs": sorted(f"{page}/{member.member_id}"
+                               for (page, _), member in self.tabs.items())}
+        return web.json_response(body)
+
+    # -- the WebSocket ----------------------------------------------------------------------
+    def _origin_ok(self, request: web.Request) -> bool:
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True  # not a browser: it still needs a credential
+        own = f"{request.scheme}://{request.host}"
+        return origin == own or origin in self.allowed_origins
+
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        kind = request.match_info["kind"]
+        if kind not in APPLICATIONS:
+            raise web.HTTPNotFound()
+        if not self._origin_ok(request):
+            self.counters["refused_origin"] += 1
+            log.warning("refused a WebSocket from origin %s", request.headers.get("Origin"))
+            raise web.HTTPForbidden(text="cross-origin WebSocket requests are refused")
+        ws = web.WebSocketResponse(max_msg_size=HARD_LIMIT, heartbeat=20.0)
+        await ws.prepare(request)
+        member = None
+        try:
+            member, queue = await self._login(ws, kind)
+            if member is not None:
+                await self._serve(ws, kind, member, queue)
+        finally:
+            if member is not None:
+                await self._leave(kind, member)
+            if not ws.closed:
+                await ws.close()
+        return ws
+
+    async def _error(self, ws: web.WebSocketResponse, reason: str, counter: str,
+                     ref: Any = None) -> None:
+        self.counters[counter] += 1
+        log.info("tab request refused (%s): %s", counter, reason)
+        if not ws.closed:
+            await ws.send_json({"type": "error", "error": reason, "ref": ref})
+
+    async def _login(self, ws: web.WebSocketResponse, kind: str
+                     ) -> tuple[TabMember | None, asyncio.Queue]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        try:
+            message = await ws.receive(timeout=HELLO_TIMEOUT)
+        except TimeoutError:
+            await self._error(ws, "no login within "
+                              f"{HELLO_TIMEOUT:g} s", "login_timeout")
+            return None, queue
+        if message.type != WSMsgType.TEXT:
+            return None, queue
+        try:
+            hello = parse_request(kind, message.data)
+            if hello.type != "hello":
+                raise BadRequest("the first message must be a hello with user and token")
+        except BadRequest as error:
+            await self._error(ws, str(error), "malformed")
+            return None, queue
+        user, token = hello.fields["user"], hello.fields["token"]
+        if not await loop.run_in_executor(None, self.users.verify, user, token):
+            await self._error(ws, "wrong user name or token (ask for a new login link)",
+                              "login_failed")
+            return None, queue
+        if kind == "edit" and self.edit_refusal:
+            await self._error(ws, f"the editor cannot run here: {self.edit_refusal}",
+                              "edit_refused")
+            return None, queue
+        previous = self.tabs.pop((kind, user), None)
+        if previous is not None:
+            previous.push({"type": "fatal", "error": "replaced by a newer tab of yours"})
+            await loop.run_in_executor(None, previous.close)
+
+        def push(event: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        try:
+            member = await loop.run_in_executor(None, lambda: TabMember(
+                kind, user, self.session, push,
+                communicator_kwargs=self.communicator_kwargs,
+                presence_hold=self.presence_hold, inject_delays=self.inject_delays))
+        except (CommunicatorError, OSError, ValueError) as error:
+            await self._error(ws, f"cannot join the session: {error}", "join_failed")
+            return None, queue
+        self.tabs[(kind, user)] = member
+        self.counters["logins"] += 1
+        await ws.send_json({**member.welcome(), "module": self.module})
+        return member, queue
+
+    async def _serve(self, ws: web.WebSocketResponse, kind: str, member: TabMember,
+                     queue: asyncio.Queue) -> None:
+        pump = asyncio.create_task(self._pump(ws, queue))
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.ERROR:
+                    break
+                if message.type != WSMsgType.TEXT:
+                    await self._error(ws, "send JSON text messages, not binary",
+                                      "malformed")
+                    continue
+                try:
+                    request = parse_request(kind, message.data)
+                except BadRequest as error:
+                    counter = "oversized" if "bytes; at most" in str(error) else "malformed"
+                    await self._error(ws, str(error), counter)
+                    continue
+                await self._act(ws, member, request)
+                if pump.done():
+                    break
+        finally:
+            pump.cancel()
+        if ws.close_code == 1009:
+            self.counters["oversized"] += 1
+
+    async def _pump(self, ws: web.WebSocketResponse, queue: asyncio.Queue) -> None:
+        """Forward deliveries and session changes to the tab, in order."""
+        while True:
+            event = await queue.get()
+            batch = [event]
+            while not queue.empty() and len(batch) < 256:
+                batch.append(queue.get_nowait())
+            try:
+                await ws.send_str(json.dumps(batch if len(batch) > 1 else event))
+            except ConnectionResetError:
+                return
+            if any(e.get("type") == "fatal" for e in batch):
+                await ws.close()
+                return
+
+    async def _act(self, ws: web.WebSocketResponse, member: TabMember,
+                   request: Request) -> None:
+        loop = asyncio.get_running_loop()
+        fields = request.fields
+        try:
+            if request.type == "applied":
+                member.applied(request.applied)
+            elif request.type == "say":
+                to = fields["to"]
+                payload: Any = Private(fields["text"]) if to else fields["text"]
+                first = member.send(request.applied, [to] if to else None, payload)
+                await ws.send_json({"type": "sent", "id": first.app_message_id,
+                                    "vc": dict(first.vc), "text": fields["text"],
+                                    "to": to or None,
+                                    "destinations": list(first.destinations)})
+            elif request.type == "edit":
+                first = member.edit(request.applied, fields["op"], fields["local"])
+                await ws.send_json({"type": "sent", "local": fields["local"],
+                                    "id": first.message_id, "vc": dict(first.vc)})
+            elif request.type == "cursor":
+                member.move_cursor(request.applied, fields["anchor"])
+            elif request.type == "held":
+                rows = await loop.run_in_executor(None, member.held)
+                await ws.send_json({"type": "held", "held": rows})
+            elif request.type == "release":
+                name = fields["member"]
+                comm = member.communicator
+                if name in comm.members:
+                    await ws.send_json({"type": "notice", "text": f"{name} is still here; "
+                                        "/release is for members who left"})
+                else:
+                    released = await loop.run_in_executor(
+                        None, comm.release_waiting_on, name)
+                    await ws.send_json({"type": "notice", "text": f"released "
+                                        f"{len(released)} message(s) that waited on {name}"})
+            elif request.type == "hello":
+                raise BadRequest("already logged in")
+        except BadRequest as error:
+            await self._error(ws, str(error), "malformed")
+        except (ValueError, UnknownPeerError, CausalityError, CommunicatorError,
+                TabClosed) as error:
+            await self._error(ws, str(error), "refused", ref=fields.get("local"))
+
+    async def _leave(self, kind: str, member: TabMember) -> None:
+        if self.tabs.get((kind, member.user)) is member:
+            del self.tabs[(kind, member.user)]
+        await asyncio.get_running_loop().run_in_executor(None, member.close)
+
+    async def _shutdown(self, app: web.Application) -> None:
+        members = list(self.tabs.values())
+        self.tabs.clear()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, m.close) for m in members))

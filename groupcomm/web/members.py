@@ -1,0 +1,241 @@
+"""A browser tab as a member of the session: its communicator runs in the gateway.
+
+The tab is the application. Deliveries go to it in delivery order, numbered from 1
+(``n``), with their tags; the communicator runs with acknowledged delivery, so the
+member's application clock — the tag of its next send — and what a snapshot for a
+newcomer holds advance only when the tab says it has applied the first ``n``
+(:meth:`TabMember.applied`). Each send from the tab carries that count and is
+acknowledged just before it is sent, so it is tagged with exactly what the tab had
+applied, however many more deliveries were on their way to it. A mirror of the tab's
+state (:mod:`groupcomm.web.mirrors`) takes the same operations at the same points and
+answers newcomers' state requests.
+
+Thread-safety: deliveries and session changes arrive on the communicator's I/O thread
+and are pushed to the tab through ``push`` (thread-safe, given by the gateway); the
+tab's acknowledgements and sends come from the gateway's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from groupcomm.apps.im import Private
+from groupcomm.core.membership import display_name
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.filters.latest_value import LatestValueCreator
+from groupcomm.transport.communicator import Communicator
+from groupcomm.web.mirrors import ChatMirror, TextMirror, presence_anchor, presence_payload
+
+log = logging.getLogger(__name__)
+
+#: the two pages, and the application name each joins the session under (the terminal
+#: apps' own: a browser and a terminal in the same session see each other)
+APPLICATIONS = {"im": "im", "edit": "edit"}
+
+Push = Callable[[dict[str, Any]], None]
+
+
+class TabClosed(Exception):
+    """The tab's member cannot go on (its communicator is closed or it was replaced)."""
+
+
+def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
+    """A delivered payload as the page reads it."""
+    if kind == "im":
+        if isinstance(payload, Private):
+            return {"text": payload.text, "private": True}
+        return {"text": payload if isinstance(payload, str) else repr(payload)}
+    is_presence, anchor = presence_anchor(payload)
+    if is_presence:
+        return {"cursor": anchor}
+    if isinstance(payload, tuple):
+        return {"op": [list(part) if isinstance(part, tuple) else part for part in payload]}
+    return {"other": repr(payload)[:200]}
+
+
+class TabMember:
+    """One tab's member of the session (``kind`` ``im`` or ``edit``)."""
+
+    def __init__(self, kind: str, user: str, session: str, push: Push, *,
+                 communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
+                 inject_delays: Callable[[Communicator], None] | None = None) -> None:
+        if kind not in APPLICATIONS:
+            raise ValueError(f"no page {kind!r} (im or edit)")
+        self.kind = kind
+        self.user = user
+        self.push = push
+        #: guards the acknowledged count, the mirror and sends (taken by the state
+        #: provider on the I/O thread too, so no snapshot falls inside a step)
+        self.lock = threading.RLock()
+        self._handed_lock = threading.Lock()
+        #: handed to the tab, not yet acknowledged, oldest first
+        self._handed: deque[ReceivedMessage] = deque()
+        self._count = 0
+        self._acked = 0
+        #: provisional id the tab gave an own edit -> the message id it was sent as
+        self.renamed: dict[str, str] = {}
+        self.mirror: ChatMirror | TextMirror = (
+            ChatMirror(user) if kind == "im" else TextMirror(user))
+        self.closed = False
+        kwargs = dict(communicator_kwargs)
+        if kwargs.get("trace_dir"):
+            # the IM's and the editor's members share names: one folder per application
+            kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
+        if kind == "edit":
+            from groupcomm.apps.shared_text import presence_slot
+
+            kwargs["extra_receive"] = [LatestValueCreator(presence_slot, presence_hold),
+                                       *kwargs.get("extra_receive", [])]
+        kwargs["application"] = APPLICATIONS[kind]
+        self.communicator = Communicator(
+            user, session, **kwargs, acknowledged_delivery=True,
+            state_provider=self._snapshot, state_consumer=self._install,
+            session_listener=self, message_listener=self._on_message,
+        )
+        try:
+            if inject_delays is not None:
+                inject_delays(self.communicator)
+            self.communicator.wait_for_state()
+            self.member_id = self.communicator.member_id
+            self.mirror.me = self.member_id
+            for member in self.communicator.members:
+                self.mirror.member_joined(member)
+        except BaseException:
+            self.communicator.close()
+            raise
+
+    # -- what the tab starts from -------------------------------------------------------
+    def welcome(self) -> dict[str, Any]:
+        """The first event of the tab: who it is, who is here, the state it starts from
+        (nothing acknowledged yet, so the mirror is exactly the installed state)."""
+        with self.lock:
+            comm = self.communicator
+            return {"type": "welcome", "kind": self.kind, "user": self.user,
+                    "member": self.member_id, "members": comm.members,
+                    "members_at_join": comm.members_at_join,
+                    "clock": comm.node.application_clock, "handed": self._count,
+                    "state": self.mirror.for_tab()}
+
+    # -- the communicator's side (I/O thread) ---------------------------------------------
+    def _on_message(self, message: ReceivedMessage) -> None:
+        with self._handed_lock:
+            self._handed.append(message)
+            self._count += 1
+            number = self._count
+        self.push({"type": "deliver", "n": number, "id": message.app_message_id,
+                   "sender": message.sender, "vc": message.app_tag.clock,
+                   "superseded": bool(message.headers.get("superseded")),
+                   **payload_for_tab(self.kind, message.user_message)})
+
+    def _snapshot(self) -> Any:
+        with self.lock:
+            return self.mirror.snapshot()
+
+    def _install(self, state: Any) -> None:
+        with self.lock:
+            self.mirror.install(state)
+
+    def client_joined(self, client_name: str, application_name: str, session_name: str,
+                      is_new_session: bool, is_new_application: bool,
+                      all_users: Sequence[str]) -> None:
+        with self.lock:
+            self.mirror.member_joined(client_name)
+        mine = getattr(self, "member_id", None)
+        if mine is not None and display_name(client_name) == self.user and client_name != mine:
+            # the session took this member for gone and it came back as a new member:
+            # the tab starts again from a snapshot, as a reconnecting tab does
+            self.push({"type": "fatal", "error": "the session took this tab for gone "
+                       "(no contact for too long); reconnecting"})
+            return
+        self.push({"type": "joined", "member": client_name, "members": list(all_users)})
+
+    def client_left(self, client_name: str, application_name: str) -> None:
+        with self.lock:
+            self.mirror.member_left(client_name)
+        self.push({"type": "left", "member": client_name,
+                   "members": self.communicator.members})
+
+    # -- the tab's side (event loop) --------------------------------------------------------
+    def applied(self, count: int) -> None:
+        """The tab has applied the first ``count`` deliveries (cumulative)."""
+        with self.lock:
+            if count <= self._acked:
+                return
+            if count > self._count:
+                raise ValueError(f"applied {count}, but only {self._count} deliveries "
+                                 "were sent to this tab")
+            self.communicator.acknowledge(count)
+            with self._handed_lock:
+                applied = [self._handed.popleft() for _ in range(count - self._acked)]
+            self._acked = count
+            for message in applied:
+                self.mirror.delivered(message)
+
+    def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
+        """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
+        with the first ``applied`` deliveries; the mirror takes it as the tab did."""
+        if self.closed:
+            raise TabClosed("this tab's member has left the session")
+        with self.lock:
+            self.applied(applied)
+            comm = self.communicator
+            dests = list(destinations) if destinations is not None else (
+                comm.others or [comm.member_id])
+            first = comm.send(dests, payload)[0]
+            self.mirror.sent(first, payload)
+            return first
+
+    def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
+        """An own edit of the text: ``op`` names characters by the ids the tab knows,
+        its own not-yet-confirmed ones by provisional ids, translated here."""
+        with self.lock:
+            first = self.send(applied, None, self._translate(op))
+            self.renamed[local] = first.message_id
+            return first
+
+    def move_cursor(self, applied: int, anchor: str | None) -> SentMessage:
+        with self.lock:
+            return self.send(applied, None, presence_payload(self._real(anchor)))
+
+    def _real(self, ident: str | None) -> str | None:
+        """A provisional id (``~L3`` or ``~L3+2``) as the message id it became."""
+        if ident is None or not ident.startswith("~"):
+            return ident
+        base, plus, offset = ident.partition("+")
+        real = self.renamed.get(base)
+        if real is None:
+            raise ValueError(f"unknown provisional id {ident!r}")
+        return f"{real}+{offset}" if plus else real
+
+    def _translate(self, op: tuple) -> tuple:
+        if op[0] == "insert":
+            return ("insert", self._real(op[1]), op[2])
+        target = op[1]
+        if isinstance(target, str):
+            return ("delete", self._real(target))
+        return ("delete", tuple(self._real(t) for t in target))
+
+    def held(self) -> list[dict[str, Any]]:
+        """What the causality module holds, with whom each message waits on."""
+        comm = self.communicator
+        waiting = comm.waiting_for()
+        rows = []
+        for message in comm.held():
+            payload = getattr(message, "user_message", None)
+            text = payload.text if isinstance(payload, Private) else payload
+            rows.append({
+                "id": message.message_id,
+                "from": getattr(message, "sender", ""),
+                "to": list(message.destinations) if isinstance(message, SentMessage) else None,
+                "text": text if isinstance(text, str) else repr(text)[:200],
+                "waits": waiting.get(message.message_id, [])})
+        return rows
+
+    def close(self) -> None:
+        self.closed = True
+        self.communicator.close()

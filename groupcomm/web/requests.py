@@ -1,0 +1,115 @@
+"""What a tab may say on its WebSocket, checked before anything acts on it.
+
+Every message is one JSON object with a ``type``; :func:`parse_request` returns it as a
+:class:`Request` or raises :class:`BadRequest` with a precise reason (the gateway sends
+the reason back, counts it, and changes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+#: the largest WebSocket message a tab may send, in bytes (a paste of the editor's
+#: longest run, 16,384 characters, fits as JSON even when every one is escaped)
+MAX_MESSAGE = 128 * 1024
+#: the longest chat line, in characters
+MAX_TEXT = 16_384
+#: the most characters one delete names
+MAX_DELETE = 16_384
+
+
+class BadRequest(ValueError):
+    """A message from a tab that is not one the gateway takes."""
+
+
+@dataclass(frozen=True)
+class Request:
+    type: str
+    applied: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+#: type -> the pages that take it
+TYPES = {"hello": ("im", "edit"), "applied": ("im", "edit"), "say": ("im",),
+         "held": ("im",), "release": ("im",), "edit": ("edit",), "cursor": ("edit",)}
+
+
+def _count(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    if type(value) is not int or value < 0:
+        raise BadRequest(f"{key!r} must be a count (an integer >= 0), not {value!r:.40}")
+    return value
+
+
+def _ident(value: Any, what: str, nullable: bool = False) -> str | None:
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise BadRequest(f"{what} must be a character id (a string), not {value!r:.40}")
+    return value
+
+
+def _text(value: Any, what: str, limit: int = MAX_TEXT) -> str:
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{what} must be a non-empty string, not {value!r:.40}")
+    if len(value) > limit:
+        raise BadRequest(f"{what} has {len(value):,} characters; at most {limit:,}")
+    return value
+
+
+def parse_request(kind: str, raw: str | bytes) -> Request:
+    """The request in ``raw`` (a WebSocket message) for a tab of page ``kind``."""
+    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if size > MAX_MESSAGE:
+        raise BadRequest(f"message of {size:,} bytes; at most {MAX_MESSAGE:,}")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise BadRequest(f"not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise BadRequest(f"expected a JSON object, got {type(data).__name__}")
+    kind_of = data.get("type")
+    if kind_of not in TYPES:
+        raise BadRequest(f"unknown type {kind_of!r:.40} (one of {', '.join(TYPES)})")
+    if kind not in TYPES[kind_of]:
+        raise BadRequest(f"{kind_of!r} is not taken on the {kind} page")
+    if kind_of == "hello":
+        return Request("hello", fields={"user": data.get("user"), "token": data.get("token")})
+    if kind_of in ("held",):
+        return Request(kind_of)
+    if kind_of == "release":
+        return Request("release", fields={"member": _text(data.get("member"), "member", 100)})
+    applied = _count(data, "n" if kind_of == "applied" else "applied")
+    if kind_of == "applied":
+        return Request("applied", applied)
+    if kind_of == "say":
+        to = data.get("to")
+        if to is not None:
+            to = _text(to, "to", 100)
+        return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to})
+    if kind_of == "cursor":
+        return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
+    local = data.get("local")
+    if not isinstance(local, str) or not local.startswith("~L") or len(local) > 40:
+        raise BadRequest(f"'local' must be a provisional id like '~L1', not {local!r:.40}")
+    return Request("edit", applied, {"op": _op(data.get("op")), "local": local})
+
+
+def _op(op: Any) -> tuple:
+    """``["insert", after or null, text]`` or ``["delete", id or [ids]]`` as the text
+    type's operation tuple."""
+    if not isinstance(op, list) or not op:
+        raise BadRequest(f"'op' must be a list like [\"insert\", after, text], not {op!r:.40}")
+    if op[0] == "insert" and len(op) == 3:
+        return ("insert", _ident(op[1], "insert's 'after'", True), _text(op[2], "inserted text"))
+    if op[0] == "delete" and len(op) == 2:
+        target = op[1]
+        if isinstance(target, list):
+            if not target or len(target) > MAX_DELETE:
+                raise BadRequest(f"a delete names 1 to {MAX_DELETE:,} characters")
+            return ("delete", tuple(_ident(t, "deleted id") for t in target))
+        return ("delete", _ident(target, "deleted id"))
+    raise BadRequest(f"'op' must be [\"insert\", after, text] or [\"delete\", ids], "
+                     f"not {op!r:.60}")
