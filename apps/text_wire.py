@@ -42,21 +42,27 @@ from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
-from groupcomm.wire.envelopes import decode_message, kind_code, pack_envelopes
-from groupcomm.wire.frames import HEADER_SIZE, FrameCodec
-from groupcomm.wire.payload import dump_payload
-from groupcomm.wire.session import seal_session
 
 NAMES = ("p1", "p2", "p3")
 SESSION = "wire"
 APPLICATION = "edit"
 
 
+#: bytes in front of every frame body: the signature (HMAC-SHA256 truncated to 16 bytes),
+#: version (2), sender nonce (8) and counter (8); groupcomm.wire.frames.HEADER_SIZE (not
+#: imported: apps do not reach into the wire layer; tests check that the two agree)
+FRAME_HEADER = 16 + 18
+#: how the wire codes a relay command's op and fields (groupcomm.wire.session; checked
+#: by the tests as FRAME_HEADER is)
+RELAY_OP, RELAY_FIELDS = 3, {"client": 1, "application": 2, "session": 3, "dests": 5}
+
+
 def relay_command_bytes(sender: str, dests: Sequence[str]) -> int:
     """Bytes of the signed relay command in front of each relayed frame of ``sender``."""
-    codec = FrameCodec(b"k" * 32)
-    return len(seal_session(codec, "relay", client=sender, application=APPLICATION,
-                            session=SESSION, dests=list(dests)))
+    fields = {0: RELAY_OP, RELAY_FIELDS["client"]: sender,
+              RELAY_FIELDS["application"]: APPLICATION, RELAY_FIELDS["session"]: SESSION,
+              RELAY_FIELDS["dests"]: list(dests)}
+    return FRAME_HEADER + 1 + len(msgpack.packb(fields, use_bin_type=True))
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
@@ -178,7 +184,10 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
 
 def field_sizes(module: str, history: int = 60) -> dict[str, int]:
     """Bytes of each part of one keystroke's frame under ``module`` (see the module doc):
-    three members on the in-process network, ``history`` edits each first."""
+    three members on the in-process network, ``history`` edits each first; the message as
+    it left the sender's pipeline (stamped by the module's send filter), each field packed
+    as a ``P`` body carries it (the kind ``normal`` as 0, the headers as a map)."""
+    from groupcomm.core.headers import decode_headers
     from groupcomm.tools.localnet import LocalNetwork
 
     net = LocalNetwork(list(NAMES), module, trace=False)
@@ -187,29 +196,30 @@ def field_sizes(module: str, history: int = 60) -> dict[str, int]:
             net.to_others(name, ("insert", f"{name}#{k}", "x"))
         net.run()
     net.to_others(NAMES[0], ("insert", f"{NAMES[1]}#{history}", "e"))
-    # as it left the sender's pipeline: stamped by the module's send filter
-    message = decode_message(net.in_flight[-1].frame)
-    body = next(iter(pack_envelopes([message], 1 << 20)))
-    packer = msgpack.Packer(use_bin_type=True)
-    fmt, payload = dump_payload(message.user_message)
-    pickled = pickle.dumps(message.user_message, pickle.HIGHEST_PROTOCOL)
-    sizes = {
-        "signature_and_frame_header": HEADER_SIZE,
-        "batch_head": len(body) - len(packer.pack((
-            message.message_id, message.destinations, kind_code(message.kind),
-            dict(message.headers), message.vc, fmt, payload))),
-        "message_id": len(packer.pack(message.message_id)),
-        "destinations": len(packer.pack(message.destinations)),
-        "kind": len(packer.pack(kind_code(message.kind))),
-        "stamp": len(packer.pack(dict(message.headers))),
-        "tag_clock": len(packer.pack(message.vc)),
-        "payload": len(packer.pack(fmt)) + len(packer.pack(payload)),
-        "payload_pickled": len(packer.pack(0)) + len(packer.pack(pickled)),
+    # the in-process network passes M envelopes: a msgpack array of ten fields
+    (app, session, message_id, sender, dests, kind, headers, vc, fmt,
+     payload) = msgpack.unpackb(net.in_flight[-1].frame, raw=False, use_list=False)
+    stamp = decode_headers(headers)
+    kind_code = 0 if kind == "normal" else kind
+    pack = msgpack.Packer(use_bin_type=True).pack
+    entry = pack((message_id, dests, kind_code, stamp, vc, fmt, payload))
+    head = 2 + len(pack(app)) + len(pack(session)) + len(pack(sender)) + 1
+    user = msgpack.unpackb(payload, raw=False, use_list=False) if fmt == 3 else None
+    pickled = pickle.dumps(user, pickle.HIGHEST_PROTOCOL)
+    return {
+        "signature_and_frame_header": FRAME_HEADER,
+        "batch_head": head,
         "message_array_header": 1,
+        "message_id": len(pack(message_id)),
+        "destinations": len(pack(dests)),
+        "kind": len(pack(kind_code)),
+        "stamp": len(pack(stamp)),
+        "tag_clock": len(pack(vc)),
+        "payload": len(pack(fmt)) + len(pack(payload)),
+        "payload_pickled": len(pack(0)) + len(pack(pickled)),
+        "frame": FRAME_HEADER + head + len(entry),
+        "relay_command": relay_command_bytes(NAMES[0], NAMES[1:]),
     }
-    sizes["frame"] = HEADER_SIZE + len(body)
-    sizes["relay_command"] = relay_command_bytes(NAMES[0], NAMES[1:])
-    return sizes
 
 
 def build_parser() -> ArgumentParser:

@@ -41,3 +41,28 @@ def test_bad_arguments_are_one_line(argv: list[str], message: str, capsys) -> No
     assert text_wire.main(argv) != 0
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
+
+
+def test_the_field_breakdown_agrees_with_the_wire_codec() -> None:
+    from groupcomm.tools.localnet import LocalNetwork
+    from groupcomm.wire.envelopes import decode_message, pack_envelopes
+    from groupcomm.wire.frames import FrameCodec
+    from groupcomm.wire.session import seal_session
+
+    sizes = text_wire.field_sizes("matrix", history=5)
+    net = LocalNetwork(list(text_wire.NAMES), "matrix", trace=False)
+    for k in range(5):
+        for name in text_wire.NAMES:
+            net.to_others(name, ("insert", f"{name}#{k}", "x"))
+        net.run()
+    net.to_others("p1", ("insert", "p2#5", "e"))
+    message = decode_message(net.in_flight[-1].frame)
+    codec = FrameCodec(b"k" * 32)
+    frame = codec.seal(next(iter(pack_envelopes([message], 1 << 20))))
+    assert sizes["frame"] == len(frame)
+    parts = ("signature_and_frame_header", "batch_head", "message_array_header",
+             "message_id", "destinations", "kind", "stamp", "tag_clock", "payload")
+    assert sum(sizes[part] for part in parts) == len(frame)
+    relay = seal_session(codec, "relay", client="p1", application=text_wire.APPLICATION,
+                         session=text_wire.SESSION, dests=["p2", "p3"])
+    assert sizes["relay_command"] == len(relay)
