@@ -1,0 +1,168 @@
+// The chat page: what `groupcomm im` shows in a terminal, in a browser tab. Messages are
+// shown in delivery order (the causality module in the gateway holds a reply that
+// overtook its cause), numbered; one concurrent with messages already shown is marked
+// "(concurrent with #N)"; a newcomer first sees the conversation so far.
+import { Connection, concurrent, displayName } from "/static/client.js";
+
+const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
+const log = document.getElementById("log");
+const input = document.getElementById("input");
+
+const chat = {
+  me: null,
+  members: [],
+  shown: [],          // [number, sender, clock]
+  joinedAt: {},       // member -> shown.length when its join was seen
+  known: new Set(),
+  started: false,
+
+  line(text, cls = "") {
+    const div = document.createElement("div");
+    div.textContent = text;
+    if (cls) div.className = cls;
+    log.appendChild(div);
+    div.scrollIntoView({ block: "end" });
+    return div;
+  },
+
+  show(sender, who, clock, text) {
+    const since = this.joinedAt[sender] || 0;
+    const marks = this.shown.slice(since)
+      .filter(([, other, otherClock]) => other !== sender && concurrent(clock, otherClock))
+      .map(([number]) => number);
+    const number = this.shown.length + 1;
+    this.shown.push([number, sender, clock]);
+    const div = this.line(`#${number} [${who}] ${text}`, "message");
+    div.dataset.number = number;
+    div.dataset.sender = sender;
+    if (marks.length) {
+      const mark = document.createElement("span");
+      mark.className = "concurrent";
+      mark.textContent = `  (concurrent with #${marks.join(", #")})`;
+      div.appendChild(mark);
+    }
+  },
+
+  drawMembers() {
+    document.getElementById("members").textContent = this.members.join(", ");
+  },
+
+  start(welcome) {
+    this.me = welcome.member;
+    this.members = welcome.members;
+    for (const m of welcome.members) this.known.add(m);
+    this.drawMembers();
+    if (this.started) this.line(`* reconnected as ${welcome.member}`, "notice");
+    this.started = true;
+    this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${welcome.members_at_join.join(", ")}); /help for commands`, "notice");
+    const history = welcome.state.history || [];
+    if (welcome.members_at_join.length > 1) {
+      if (history.length) {
+        this.line(`* conversation so far (${history.length} message(s)):`, "notice");
+        for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
+      }
+      this.line(`* up to date (${history.length} earlier message(s))`, "notice");
+    }
+  },
+
+  event(event) {
+    switch (event.type) {
+      case "deliver":
+        if (event.sender === this.me) return;
+        this.show(event.sender, event.private ? `${event.sender} -> you` : event.sender,
+          event.vc, event.text);
+        return;
+      case "sent": {
+        const others = event.destinations.filter((d) => d !== this.me);
+        this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text);
+        return;
+      }
+      case "joined":
+        this.members = event.members;
+        this.drawMembers();
+        if (displayName(event.member) === displayName(this.me || "")) return;
+        if (this.known.has(event.member)) return;  // it rejoined a restarted server
+        this.known.add(event.member);
+        this.joinedAt[event.member] = this.shown.length;
+        this.line(`* ${event.member} joined (${event.members.join(", ")})`, "notice");
+        return;
+      case "left":
+        this.members = event.members;
+        this.known.delete(event.member);
+        this.drawMembers();
+        this.line(`* ${event.member} left`, "notice");
+        return;
+      case "held":
+        if (!event.held.length) {
+          this.line("* held: none", "notice");
+          return;
+        }
+        this.line(`* held: ${event.held.length}`, "notice");
+        for (const h of event.held) {
+          const who = h.to ? `to ${h.to.join(", ")}, not sent yet` : `from ${h.from}`;
+          const why = h.waits.length ? `waits on ${h.waits.join(", ")}` : "waits behind earlier messages";
+          this.line(`  ${h.id} ${who}: '${h.text}' (${why})`, "held");
+        }
+        return;
+      case "notice":
+        this.line(`* ${event.text}`, "notice");
+        return;
+      case "error":
+      case "fatal":
+        this.line(`! ${event.error}`, "error");
+        return;
+      default:
+        return;
+    }
+  },
+
+  status(text, state) {
+    const status = document.getElementById("status");
+    status.textContent = text;
+    status.className = state;
+  },
+};
+
+const connection = new Connection("im", chat);
+
+function handle(line) {
+  if (!line.trim()) return;
+  if (line.startsWith("/")) {
+    const [command, ...rest] = line.split(" ");
+    const argument = rest.join(" ").trim();
+    if (command === "/quit") {
+      connection.close();
+      chat.line("* bye", "notice");
+    } else if (command === "/who") {
+      chat.line(`* members: ${chat.members.join(", ")}`, "notice");
+    } else if (command === "/help") {
+      chat.line(HELP, "notice");
+    } else if (command === "/held") {
+      connection.send({ type: "held" });
+    } else if (command === "/release") {
+      if (!argument) chat.line("usage: /release NAME", "notice");
+      else connection.send({ type: "release", member: argument });
+    } else if (command === "/to") {
+      const [name, ...words] = argument.split(" ");
+      const text = words.join(" ").trim();
+      if (!name || !text) chat.line("usage: /to NAME text", "notice");
+      else connection.send({ type: "say", applied: 0, text, to: name });
+    } else {
+      chat.line(`unknown command ${command}; ${HELP}`, "notice");
+    }
+    return;
+  }
+  if (!chat.members.some((m) => m !== chat.me)) {
+    chat.line("* nobody else is here yet", "notice");
+    return;
+  }
+  connection.send({ type: "say", applied: 0, text: line, to: null });
+}
+
+document.getElementById("say").addEventListener("submit", (event) => {
+  event.preventDefault();
+  handle(input.value);
+  input.value = "";
+});
+window.chat = chat;
+connection.open();

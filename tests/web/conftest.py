@@ -1,0 +1,110 @@
+"""Fixtures for the web gateway's tests: a session server, a gateway process with a
+users file, and (for the browser tests) one headless Chromium per module."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from groupcomm.tools.procs import LineProcess, ProcessGroup
+from groupcomm.web.auth import Users, login_link
+
+
+class GatewayProcess(LineProcess):
+    """``groupcomm web`` on a free port, with users added."""
+
+    def __init__(self, group: ProcessGroup, workdir: Path, *, causality: str = "matrix",
+                 session: str = "s", users: tuple[str, ...] = ("ann", "ben", "cat"),
+                 extra: tuple[str, ...] = ()) -> None:
+        assert group.server is not None
+        self.users_file = workdir / "users.json"
+        self.tokens = {name: Users(self.users_file).add(name) for name in users}
+        self.trace_dir = workdir / "traces"
+        super().__init__("gateway", [
+            sys.executable, "-m", "groupcomm.web.cli", "--session", session,
+            "--server", group.server.address, "--key-file", str(group.key_file),
+            "--users", str(self.users_file), "--http", "127.0.0.1:0",
+            "--causality", causality, "--trace-dir", str(self.trace_dir), *extra])
+        line = self.wait_line(lambda x: x.startswith("listening on "), what="listening line")
+        self.url = line.split()[2]
+        self.host_port = self.url.split("//", 1)[1]
+
+    def link(self, user: str, page: str) -> str:
+        return login_link(self.url, user, self.tokens[user], page)
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(self.url + "/stats", timeout=10) as answer:
+            return json.load(answer)
+
+    def stop(self) -> None:
+        self.terminate()
+
+
+@pytest.fixture(scope="module")
+def session_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessGroup]:
+    with ProcessGroup(tmp_path_factory.mktemp("web") / "run",
+                      server_extra=["--heartbeat-timeout", "3"]) as group:
+        yield group
+
+
+def chromium_paths() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[BrowserFactory]:
+    """Headless Chromium through Selenium: one browser process per module, any number
+    of windows (tabs) opened by the test; all closed at the end, also on failure."""
+    paths = chromium_paths()
+    if paths is None:
+        pytest.skip("no chromium and chromedriver here (./run test installs them when "
+                    "it runs as root with apt-get)")
+    factory = BrowserFactory(*paths)
+    try:
+        yield factory
+    finally:
+        factory.quit()
+
+
+class BrowserFactory:
+    """Starts Chromium sessions (each its own window and session storage)."""
+
+    def __init__(self, browser: str, driver: str) -> None:
+        self.browser_path = browser
+        self.driver_path = driver
+        self.drivers: list = []
+
+    def open(self, url: str):  # -> selenium WebDriver
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = self.browser_path
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=900,600"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(self.driver_path), options=options)
+        self.drivers.append(driver)
+        driver.get(url)
+        return driver
+
+    def close(self, driver) -> None:
+        if driver in self.drivers:
+            self.drivers.remove(driver)
+        driver.quit()
+
+    def quit(self) -> None:
+        for driver in self.drivers:
+            try:
+                driver.quit()
+            except Exception:  # noqa: BLE001 - the browser may be gone already
+                pass
+        self.drivers.clear()
