@@ -59,8 +59,6 @@ class PendingRun:
 
     after: str | None
     text: str
-    #: when its first character was typed (``time.monotonic``)
-    started: float
 
 
 def visible_slice(text: TextSequence, start: int, stop: int) -> str:
@@ -180,7 +178,7 @@ class SharedText:
     def _extend_run(self, char: str) -> None:
         pending = self.pending
         if pending is None:
-            self.pending = PendingRun(self.cursor, char, time.monotonic())
+            self.pending = PendingRun(self.cursor, char)
             self._flusher_for().due(self.window)
         else:
             pending.text += char
