@@ -224,3 +224,13 @@ def _sent_by(net: LocalNetwork, name: str) -> list[Any]:
     net.run()
     return [m for m in net.deliveries[other] if m.sender == name]
 
+
+
+@pytest.mark.parametrize("value", ["-5", "20000", "soon"])
+def test_a_bad_coalescing_window_is_one_line(value: str, capsys) -> None:
+    from groupcomm.apps import edit
+
+    assert edit.main(["--name", "alice", "--session", "s", "--batch",
+                      "--coalesce", value]) != 0
+    error = capsys.readouterr().err.strip()
+    assert "--coalesce" in error and len(error.splitlines()) == 1
