@@ -1,0 +1,223 @@
+"""The gateway without a browser: a WebSocket client plays the tab (login, refusals,
+bad messages, exact tags, reconnecting), and the users file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from groupcomm.core.messages import Tag
+from groupcomm.tools.procs import ProcessGroup
+from groupcomm.web.auth import Users
+from groupcomm.web.requests import MAX_MESSAGE
+from tests.web.conftest import GatewayProcess
+
+DEADLINE = 20.0
+
+
+@pytest.fixture(scope="module")
+def gateway(session_group: ProcessGroup, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[GatewayProcess]:
+    process = GatewayProcess(session_group, tmp_path_factory.mktemp("gateway"),
+                             users=("ann", "ben", "cat", "dan", "eve"))
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+class Tab:
+    """A WebSocket client speaking the page's protocol."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+
+    async def next(self, predicate=lambda e: True, what: str = "event") -> dict[str, Any]:
+        """The first event (kept or arriving) that matches ``predicate``; the others
+        are kept, in order, for later calls."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE
+        while True:
+            for k, event in enumerate(self.events):
+                if predicate(event):
+                    return self.events.pop(k)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise AssertionError(f"no {what} within {DEADLINE:g} s; got {self.events}")
+            message = await self.ws.receive(timeout=remaining)
+            if message.type != aiohttp.WSMsgType.TEXT:
+                raise AssertionError(f"connection ended ({message.type}) waiting for {what}")
+            data = json.loads(message.data)
+            self.events.extend(data if isinstance(data, list) else [data])
+
+
+async def connect(session: aiohttp.ClientSession, gateway: GatewayProcess, kind: str,
+                  user: str, token: str | None = None, origin: str | None = None) -> Tab:
+    ws = await session.ws_connect(f"ws://{gateway.host_port}/ws/{kind}",
+                                  origin=origin or gateway.url)
+    await ws.send_json({"type": "hello", "user": user,
+                        "token": token if token is not None else gateway.tokens[user]})
+    return Tab(ws)
+
+
+def run(coroutine) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, 120))
+
+
+def test_a_send_racing_a_delivery_is_tagged_concurrent_with_it(gateway: GatewayProcess) -> None:
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            ann = await connect(session, gateway, "im", "ann")
+            await ann.next(lambda e: e["type"] == "welcome", "ann's welcome")
+            ben = await connect(session, gateway, "im", "ben")
+            await ben.next(lambda e: e["type"] == "welcome", "ben's welcome")
+            await ann.next(lambda e: e["type"] == "joined" and e["member"] == "ben")
+            await ben.ws.send_json({"type": "say", "applied": 0, "text": "question?",
+                                    "to": None})
+            question = await ben.next(lambda e: e["type"] == "sent", "ben's sent")
+            # the delivery is on ann's WebSocket, not applied: a send now races it
+            delivered = await ann.next(lambda e: e["type"] == "deliver", "the question")
+            assert delivered["id"] == question["id"]
+            await ann.ws.send_json({"type": "say", "applied": 0, "text": "unrelated",
+                                    "to": None})
+            racing = await ann.next(lambda e: e["type"] == "sent", "ann's racing send")
+            assert Tag(racing["vc"]).concurrent_with(Tag(question["vc"]))
+            # once the tab says it applied the question, its send is after it
+            await ann.ws.send_json({"type": "say", "applied": delivered["n"],
+                                    "text": "answer", "to": None})
+            answer = await ann.next(lambda e: e["type"] == "sent", "ann's answer")
+            assert Tag(question["vc"]).happened_before(Tag(answer["vc"]))
+            # ben sees both with the same tags
+            seen = [await ben.next(lambda e: e["type"] == "deliver") for _ in range(2)]
+            assert [(e["text"], e["vc"]) for e in seen] == [
+                ("unrelated", racing["vc"]), ("answer", answer["vc"])]
+            await ann.ws.close()
+            await ben.ws.close()
+
+    run(scenario())
+
+
+def test_wrong_credentials_and_other_origins_are_refused(gateway: GatewayProcess) -> None:
+    before = gateway.stats()["counters"]
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            for user, token in (("ann", "not-the-token"), ("nobody", "x"),
+                                ("ann", gateway.tokens["ben"])):
+                tab = await connect(session, gateway, "im", user, token)
+                error = await tab.next(what="refusal")
+                assert error == {"type": "error", "ref": None, "error":
+                                 "wrong user name or token (ask for a new login link)"}
+                closed = await tab.ws.receive(timeout=DEADLINE)
+                assert closed.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await connect(session, gateway, "im", "ann", origin="http://evil.example")
+            assert refused.value.status == 403
+
+    run(scenario())
+    after = gateway.stats()["counters"]
+    assert after.get("login_failed", 0) - before.get("login_failed", 0) == 3
+    assert after.get("refused_origin", 0) - before.get("refused_origin", 0) == 1
+    assert not any(tab.endswith("/nobody") for tab in gateway.stats()["tabs"])
+
+
+def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -> None:
+    before = gateway.stats()["counters"]
+
+    async def scenario() -> list[str]:
+        async with aiohttp.ClientSession() as session:
+            cat = await connect(session, gateway, "im", "cat")
+            await cat.next(lambda e: e["type"] == "welcome")
+            dan = await connect(session, gateway, "im", "dan")
+            await dan.next(lambda e: e["type"] == "welcome")
+            await cat.next(lambda e: e["type"] == "joined" and e["member"] == "dan")
+            reasons = []
+            for bad in ("x" * (MAX_MESSAGE + 1), "{not json", "[1, 2]",
+                        json.dumps({"type": "say", "applied": -1, "text": "x"}),
+                        json.dumps({"type": "say", "applied": 0, "text": ""}),
+                        json.dumps({"type": "edit", "applied": 0}),
+                        json.dumps({"type": "applied", "n": 99})):
+                await cat.ws.send_str(bad)
+                reasons.append((await cat.next(lambda e: e["type"] == "error"))["error"])
+            # the connection and the member are still there, and nothing was sent
+            await cat.ws.send_json({"type": "say", "applied": 0, "text": "still here",
+                                    "to": None})
+            got = await dan.next(lambda e: e["type"] == "deliver")
+            assert got["text"] == "still here" and got["n"] == 1
+            await cat.ws.close()
+            await dan.ws.close()
+            return reasons
+
+    reasons = run(scenario())
+    assert reasons == [
+        f"message of {MAX_MESSAGE + 1:,} bytes; at most {MAX_MESSAGE:,}",
+        "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        "expected a JSON object, got list",
+        "'applied' must be a count (an integer >= 0), not -1",
+        "text must be a non-empty string, not ''",
+        "'edit' is not taken on the im page",
+        "applied 99, but only 0 deliveries were sent to this tab",
+    ]
+    after = gateway.stats()["counters"]
+    assert after.get("oversized", 0) - before.get("oversized", 0) == 1
+    assert after.get("malformed", 0) - before.get("malformed", 0) == 5
+    assert after.get("refused", 0) - before.get("refused", 0) == 1
+
+
+def test_a_dropped_tab_comes_back_as_its_next_incarnation_with_the_conversation(
+        gateway: GatewayProcess) -> None:
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            eve = await connect(session, gateway, "im", "eve")
+            first = await eve.next(lambda e: e["type"] == "welcome")
+            ben = await connect(session, gateway, "im", "ben")
+            await ben.next(lambda e: e["type"] == "welcome")
+            await eve.next(lambda e: e["type"] == "joined" and e["member"].startswith("ben"))
+            await eve.ws.send_json({"type": "say", "applied": 0, "text": "before the drop",
+                                    "to": None})
+            await eve.next(lambda e: e["type"] == "sent")
+            got = await ben.next(lambda e: e["type"] == "deliver")
+            await ben.ws.send_json({"type": "applied", "n": got["n"]})
+            await eve.ws.close()  # the connection drops
+            await ben.next(lambda e: e["type"] == "left" and e["member"] == first["member"])
+            back = await connect(session, gateway, "im", "eve")
+            welcome = await back.next(lambda e: e["type"] == "welcome", "the new welcome")
+            assert welcome["member"] == f"eve~{2 if first['member'] == 'eve' else 3}"
+            assert [entry[1] for entry in welcome["state"]["history"]][-1:] == [
+                "before the drop"]
+            await back.ws.close()
+            await ben.ws.close()
+
+    run(scenario())
+
+
+def test_user_add_prints_login_links_and_keeps_only_a_hash(tmp_path: Path) -> None:
+    users = tmp_path / "users.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcomm.web.cli", "user", "add", "zoe", "--users",
+         str(users), "--url", "http://127.0.0.1:8080"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    link = next(line.split()[1] for line in done.stdout.splitlines() if "editor:" in line)
+    assert link.startswith("http://127.0.0.1:8080/edit#user=zoe&token=")
+    token = link.rpartition("token=")[2]
+    assert token not in users.read_text()
+    assert oct(users.stat().st_mode & 0o777) == "0o600"
+    assert Users(users).verify("zoe", token)
+    assert not Users(users).verify("zoe", token[:-1] + "x")
+    bad = subprocess.run(
+        [sys.executable, "-m", "groupcomm.web.cli", "user", "add", "no~pe", "--users",
+         str(users), "--url", "http://h:1"], capture_output=True, text=True, timeout=60,
+        check=False)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("groupcomm web user add: user name 'no~pe': use 1 to 40 "
+                                  "letters, digits, '_', '.' or '-'")
