@@ -144,6 +144,7 @@ class TextMirror:
             log.warning("mirror of %s: could not apply %s: %s", self.me,
                         message.app_message_id, error)
             return
+        self.cursors[message.sender] = self._follow(payload, message.app_message_id)
         self._applied(message.sender, message.app_tag)
 
     def sent(self, first: SentMessage, payload: Any) -> None:
@@ -154,7 +155,16 @@ class TextMirror:
         tag = Tag(first.vc)
         self.text.effect(payload, tag, first.message_id)
         self.own_ids.append(first.message_id)
+        self.cursor = self._follow(payload, first.message_id)
         self._applied(self.me, tag)
+
+    def _follow(self, op: tuple, op_id: str) -> str | None:
+        """Where an edit leaves its maker's cursor (as the terminal editor moves it):
+        after an insert's last character, at a delete's place."""
+        if op[0] == "insert":
+            return op_id if len(op[2]) == 1 else f"{op_id}+{len(op[2]) - 1}"
+        first = op[1] if isinstance(op[1], str) else op[1][0]
+        return self.text.anchor(max(0, (self.text.position(first) or 0)))
 
     def _applied(self, sender: str, tag: Tag) -> None:
         self.stability.delivered(sender, tag)

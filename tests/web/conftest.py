@@ -108,3 +108,74 @@ class BrowserFactory:
             except Exception:  # noqa: BLE001 - the browser may be gone already
                 pass
         self.drivers.clear()
+
+
+class Tab:
+    """One browser tab of a page (a window of the module's browser)."""
+
+    def __init__(self, driver, handle: str, name: str) -> None:
+        self.driver = driver
+        self.handle = handle
+        self.name = name
+
+    def focus(self):
+        self.driver.switch_to.window(self.handle)
+        return self.driver
+
+    def js(self, script: str, *args):
+        return self.focus().execute_script(script, *args)
+
+    def wait(self, script: str, what: str, timeout: float = 20.0, *args):
+        """Wait until ``script`` (returning a value) returns something truthy."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.js(script, *args)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: timed out waiting for {what}; page log: "
+                                     f"{self.js('return document.body.innerText')[-800:]!r}")
+            time.sleep(0.05)
+
+    def keys(self, element_id: str, *keys: str) -> None:
+        from selenium.webdriver.common.by import By
+
+        self.focus().find_element(By.ID, element_id).send_keys(*keys)
+
+
+@pytest.fixture(scope="module")
+def tabs(browser: BrowserFactory) -> Iterator[TabOpener]:
+    opener = TabOpener(browser)
+    yield opener
+
+
+class TabOpener:
+    """Opens tabs in one browser (each tab has its own session storage, so its own
+    login)."""
+
+    def __init__(self, factory: BrowserFactory) -> None:
+        self.factory = factory
+        self.driver = None
+        #: windows whose page was left (blank), to be used again
+        self.free: list[str] = []
+
+    def open(self, url: str, name: str) -> Tab:
+        if self.driver is None:
+            self.driver = self.factory.open(url)
+            return Tab(self.driver, self.driver.current_window_handle, name)
+        if self.free:
+            self.driver.switch_to.window(self.free.pop())
+        else:
+            self.driver.switch_to.new_window("tab")
+        self.driver.get(url)
+        # a window used again keeps its session storage: this link's login replaces it
+        return Tab(self.driver, self.driver.current_window_handle, name)
+
+    def leave(self, *tabs: Tab) -> None:
+        """Leave the tabs' pages (their members leave the session); the windows stay
+        for later tabs (closing the last one would end the browser session)."""
+        for tab in tabs:
+            tab.focus().get("about:blank")
+            self.free.append(tab.handle)

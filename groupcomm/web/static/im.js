@@ -165,4 +165,5 @@ document.getElementById("say").addEventListener("submit", (event) => {
   input.value = "";
 });
 window.chat = chat;
+window.connection = connection;
 connection.open();

@@ -1,0 +1,141 @@
+"""The editor page in a real headless Chromium, next to a terminal editor: typing at the
+same place at once converges, a late tab gets the text, others' cursors are drawn at
+their characters."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.keys import Keys
+
+from groupcomm.tools.procs import LineProcess, ProcessGroup
+from tests.helpers import wait_until
+from tests.web.conftest import GatewayProcess, Tab, TabOpener
+
+TEXT_OF = "document.getElementById('text').textContent"
+TEXT = f"return {TEXT_OF}"
+READY = "return document.getElementById('status').className === 'open'"
+#: the number of text characters before the element (the drawn position of a cursor)
+CHARS_BEFORE = """
+const target = arguments[0];
+const range = document.createRange();
+range.selectNodeContents(document.getElementById('text'));
+range.setEndBefore(target);
+return [...range.toString()].length;
+"""
+
+
+class TerminalEditor(LineProcess):
+    """``groupcomm edit --batch``: commands in, one answer line each."""
+
+    def __init__(self, group: ProcessGroup, name: str, session: str, causality: str,
+                 *extra: str) -> None:
+        assert group.server is not None
+        super().__init__(name, [sys.executable, "-m", "groupcomm.apps.edit", "--batch",
+                                "--name", name, "--session", session, "--server",
+                                group.server.address, "--key-file", str(group.key_file),
+                                "--causality", causality, *extra])
+        self.wait_line(lambda line: " joined " in line, what="the editor's join")
+
+    def text(self) -> str:
+        count = len([x for x in self.lines if x.startswith("text ")])
+        self.type("show")
+        self.wait_line(lambda _: len([x for x in self.lines if x.startswith("text ")]) > count,
+                       what="show")
+        return json.loads([x for x in self.lines if x.startswith("text ")][-1][5:])["text"]
+
+
+@pytest.fixture(scope="module", params=["matrix", "ks"])
+def editing(request: pytest.FixtureRequest, session_group: ProcessGroup,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, GatewayProcess]]:
+    causality = request.param
+    gateway = GatewayProcess(session_group, tmp_path_factory.mktemp(f"edit-{causality}"),
+                             causality=causality, session=f"doc-{causality}",
+                             users=("ann", "ben", "cat"))
+    try:
+        yield causality, gateway
+    finally:
+        gateway.stop()
+
+
+def open_editor(tabs: TabOpener, gateway: GatewayProcess, user: str,
+                opened: list[Tab]) -> Tab:
+    tab = tabs.open(gateway.link(user, "edit"), user)
+    opened.append(tab)
+    try:
+        tab.wait(READY, f"{user}'s editor to join")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; gateway: {gateway.stderr_tail()}") from None
+    return tab
+
+
+def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
+        editing: tuple[str, GatewayProcess], session_group: ProcessGroup, tabs: TabOpener,
+        tmp_path: Path) -> None:
+    causality, gateway = editing
+    opened: list[Tab] = []
+    ann = open_editor(tabs, gateway, "ann", opened)
+    ben = open_editor(tabs, gateway, "ben", opened)
+    # tom's edits reach ann's member 400 ms late: the three typings overlap
+    tom = TerminalEditor(session_group, "tom", f"doc-{causality}", causality,
+                         "--delay", "ann=400")
+    try:
+        tom.type("wait-members 3")
+        tom.wait_line(lambda line: line.startswith("members "), what="three members")
+        ann.keys("text", "Hello world")
+        tom.type('wait-text "Hello world"')
+        tom.wait_line(lambda line: line.startswith("seen"), what="the seed text")
+        ben.wait(f"return {TEXT_OF} === 'Hello world'", "the seed text at ben")
+        # everyone puts the cursor after "Hello", then all three type there at once
+        for tab in (ann, ben):
+            tab.keys("text", Keys.HOME, *[Keys.ARROW_RIGHT] * 5)
+        tom.type("goto 5")
+        tom.type('type "CCC"')
+        ann.keys("text", "AAA")
+        ben.keys("text", "BBB")
+        expected_length = len("Hello world") + 9
+
+        def converged() -> bool:
+            texts = {ann.js(TEXT), ben.js(TEXT), tom.text()}
+            return len(texts) == 1 and len(texts.pop()) == expected_length
+
+        wait_until(converged, 30, "the three copies to converge")
+        final = ann.js(TEXT)
+        assert final.startswith("Hello") and final.endswith(" world")
+        for run in ("AAA", "BBB", "CCC"):
+            assert run in final  # each one's typing stays together
+        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+
+        # a late tab gets the text and edits
+        cat = open_editor(tabs, gateway, "cat", opened)
+        cat.wait(f"return {TEXT_OF} === arguments[0]", "the text at the late tab", 20, final)
+        cat.keys("text", Keys.END, "!")
+        for tab in (ann, ben):
+            tab.wait(f"return {TEXT_OF} === arguments[0]", "cat's edit", 20, final + "!")
+        tom.type(f"wait-text {json.dumps(final + '!')}")
+        tom.wait_line(lambda line: line.startswith("seen") and "!" in line, what="cat's edit")
+
+        # others' cursors are drawn at their characters: ben's after his "BBB"
+        where = final.index("BBB") + 3
+        ben_caret = ben.js("return document.querySelector('#text .caret')")
+        assert ben.js(CHARS_BEFORE, ben_caret) == where
+        for tab in (ann, cat):
+            cursor = tab.wait("return document.querySelector('#text .cursor[data-member=\"ben\"]')",
+                              "ben's cursor")
+            assert tab.js(CHARS_BEFORE, cursor) == where
+        cat_cursor = ann.wait(
+            "return document.querySelector('#text .cursor[data-member=\"cat\"]')", "cat's cursor")
+        assert ann.js(CHARS_BEFORE, cat_cursor) == len(final) + 1
+        # the members line shows each in a colour of its own
+        colours = ann.js("return [...document.querySelectorAll('#members span')]"
+                         ".map(s => s.className)")
+        assert len(colours) == 4 and len(set(colours)) == 4
+        if causality == "matrix":
+            ann.focus().save_screenshot(str(tmp_path / "editor.png"))
+    finally:
+        tom.quit("quit")
+        tabs.leave(*opened)
