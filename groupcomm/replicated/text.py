@@ -20,7 +20,7 @@ tombstones are kept apart, so :meth:`TextSequence.collect` scans those, not the 
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
@@ -33,21 +33,28 @@ from groupcomm.replicated.stability import Stability
 STABLE = (0, "")
 #: the most runs a block holds; a block that grows past it is split in two
 BLOCK_LIMIT = 128
+#: the most characters a chain grows to by merging (a merge copies its characters)
+CHAIN_LIMIT = 512
 #: the version of the run-length state :meth:`TextSequence.state` returns
 STATE_VERSION = 1
 
 
 class _Run:
-    """Consecutive characters of one insert, in one state (see the module doc).
+    """Consecutive characters of one insert, in one state (see the module doc); or a
+    *chain*: consecutive stable, visible single-character inserts whose ids count up
+    (``p1#7``, ``p1#8``, ...: what typing leaves), kept as one run.
 
-    ``sum`` is the sum of the insert's clock, ``tag`` its tag; both are dropped (0 and
-    ``None``) once the insert is causally stable, which makes the timestamp
-    :data:`STABLE`. ``deleted`` is the tag of the delete that hid the characters."""
+    ``op`` is the insert's id (a chain: the ids' common prefix, ``p1#``), ``start`` the
+    offset of the run's first character in the insert (a chain: the number in its
+    first id). ``sum`` is the sum of the insert's clock, ``tag`` its tag; both are
+    dropped (0 and ``None``) once the insert is causally stable, which makes the
+    timestamp :data:`STABLE`. ``deleted`` is the tag of the delete that hid the
+    characters."""
 
-    __slots__ = ("op", "start", "text", "sum", "tag", "deleted", "block")
+    __slots__ = ("op", "start", "text", "sum", "tag", "deleted", "block", "chain")
 
     def __init__(self, op: str, start: int, text: str, total: int, tag: Tag | None,
-                 deleted: Tag | None, block: _Block) -> None:
+                 deleted: Tag | None, block: _Block, chain: bool = False) -> None:
         self.op = op
         self.start = start
         self.text = text
@@ -55,10 +62,13 @@ class _Run:
         self.tag = tag
         self.deleted = deleted
         self.block = block
+        self.chain = chain
 
     def char_id(self, k: int) -> str:
         """The id of this run's ``k``-th character."""
         offset = self.start + k
+        if self.chain:
+            return f"{self.op}{offset}"
         return self.op if offset == 0 else f"{self.op}+{offset}"
 
 
@@ -75,6 +85,15 @@ class _Block:
 
 def _start_of(run: _Run) -> int:
     return run.start
+
+
+def _numbered(ident: str) -> tuple[str, int] | None:
+    """``(prefix, number)`` of an id that ends in a number written as Python writes it
+    (``p1#12`` -> ``("p1#", 12)``), else ``None``: the ids a chain can hold."""
+    digits = len(ident) - len(ident.rstrip("0123456789"))
+    if not digits or (digits > 1 and ident[-digits] == "0"):
+        return None
+    return ident[:-digits], int(ident[-digits:])
 
 
 def _split_id(ident: str) -> tuple[str, int]:
@@ -115,6 +134,8 @@ class TextSequence:
         self._tree: list[int] = [0, 0]
         #: insert id -> its run, or its runs sorted by offset once it was split
         self._ops: dict[str, _Run | list[_Run]] = {}
+        #: id prefix -> the chains of ids with that prefix, sorted by first number
+        self._chains: dict[str, list[_Run]] = {}
         #: insert id -> tag, for inserts not known to be causally stable yet
         self._unstable: dict[str, Tag] = {}
         #: the runs that are tombstones
@@ -165,7 +186,7 @@ class TextSequence:
         _, after, text = op
         if not isinstance(text, str) or not text:
             raise ValueError(f"an insert carries at least one character, got {text!r}")
-        if op_id in self._ops:
+        if op_id in self._ops or self._in_chain(op_id) is not None:
             raise ValueError(f"{op_id} inserted twice")
         found = None
         if after is not None:
@@ -231,18 +252,30 @@ class TextSequence:
                 raise ValueError(f"delete of {ident}, which has not been inserted here")
             run, k = found
             offset = run.start + k
-            if ranges and ranges[-1][0] == run.op and ranges[-1][2] == offset:
-                ranges[-1][2] = offset + 1
+            last = ranges[-1] if ranges else None
+            if (last is not None and last[0] == run.op and last[1] == run.chain
+                    and last[3] == offset):
+                last[3] = offset + 1
             else:
-                ranges.append([run.op, offset, offset + 1])
-        for op, low, high in ranges:
-            self._hide(op, low, high, tag)
+                ranges.append([run.op, run.chain, offset, offset + 1])
+        for op, chain, low, high in ranges:
+            self._hide(op, chain, low, high, tag)
 
-    def _hide(self, op: str, low: int, high: int, tag: Tag) -> None:
-        """Mark the characters ``low..high`` (offsets) of insert ``op`` deleted by ``tag``
-        (those already deleted keep their first delete)."""
-        entry = self._ops[op]
-        for run in ([entry] if isinstance(entry, _Run) else list(entry)):
+    def _hide(self, op: str, chain: bool, low: int, high: int, tag: Tag) -> None:
+        """Mark the characters ``low..high`` (offsets; numbers for a chain) of insert
+        (or chain prefix) ``op`` deleted by ``tag`` (those already deleted keep their
+        first delete)."""
+        if chain:
+            chains = self._chains[op]
+            at = max(0, bisect_right(chains, low, key=_start_of) - 1)
+            pieces = []
+            while at < len(chains) and chains[at].start < high:
+                pieces.append(chains[at])
+                at += 1
+        else:
+            entry = self._ops[op]
+            pieces = [entry] if isinstance(entry, _Run) else list(entry)
+        for run in pieces:
             end = run.start + len(run.text)
             first, last = max(low, run.start), min(high, end)
             if first >= last or run.deleted is not None:
@@ -269,11 +302,9 @@ class TextSequence:
             if not isinstance(ident, str):
                 return None
             op, offset = _split_id(ident)
-            if not offset:
-                return None
-            entry = self._ops.get(op)
+            entry = self._ops.get(op) if offset else None
             if entry is None:
-                return None
+                return self._in_chain(ident)
         if isinstance(entry, _Run):
             run = entry
         else:
@@ -284,25 +315,50 @@ class TextSequence:
         k = offset - run.start
         return (run, k) if 0 <= k < len(run.text) else None
 
+    def _in_chain(self, ident: str) -> tuple[_Run, int] | None:
+        """The chain holding character ``ident`` and its index in it, or ``None``."""
+        numbered = _numbered(ident)
+        if numbered is None:
+            return None
+        chains = self._chains.get(numbered[0])
+        if not chains:
+            return None
+        at = bisect_right(chains, numbered[1], key=_start_of) - 1
+        if at < 0:
+            return None
+        run = chains[at]
+        k = numbered[1] - run.start
+        return (run, k) if k < len(run.text) else None
+
     def _split(self, run: _Run, k: int) -> _Run:
         """Cut ``run`` before its ``k``-th character; returns the second part, placed
         right after it (the block may grow past its limit: the caller splits it)."""
         right = _Run(run.op, run.start + k, run.text[k:], run.sum, run.tag, run.deleted,
-                     run.block)
+                     run.block, run.chain)
         run.text = run.text[:k]
         runs = run.block.runs
         runs.insert(runs.index(run) + 1, right)
+        if run.chain:
+            insort(self._chains[run.op], right, key=_start_of)
+            return self._tombstone(right)
         entry = self._ops[run.op]
         if isinstance(entry, _Run):
             self._ops[run.op] = [entry, right]
         else:
             insort(entry, right, key=_start_of)
-        if right.deleted is not None:
-            self._tombs.add(right)
-        return right
+        return self._tombstone(right)
+
+    def _tombstone(self, run: _Run) -> _Run:
+        """Keep ``run`` among the tombstones if it is one."""
+        if run.deleted is not None:
+            self._tombs.add(run)
+        return run
 
     def _forget(self, run: _Run) -> None:
         """Drop ``run`` from the id lookup (its block is the caller's business)."""
+        if run.chain:
+            self._unchain(run)
+            return
         entry = self._ops[run.op]
         if isinstance(entry, _Run):
             del self._ops[run.op]
@@ -469,10 +525,20 @@ class TextSequence:
         """Everything a newcomer needs to continue from this replica, as plain data
         (msgpack or pickle can carry it): ``{"version": 1, "runs": [[insert id, offset,
         characters, insert clock or None, delete clock or None], ...]}`` in document
-        order, one row per run (an insert clock of ``None``: the insert is stable)."""
-        return {"version": STATE_VERSION, "runs": [
-            [run.op, run.start, run.text, None if run.tag is None else run.tag.clock,
-             None if run.deleted is None else run.deleted.clock] for run in self._runs()]}
+        order, one row per run (an insert clock of ``None``: the insert is stable). A
+        chain (what typing leaves once stable) is one row of six, ``[id of its first
+        character, 0, characters, None, delete clock or None, number of characters]``:
+        its characters' ids count up from the first (``p1#7``, ``p1#8``, ...)."""
+        rows: list[list[Any]] = []
+        for run in self._runs():
+            deleted = None if run.deleted is None else run.deleted.clock
+            if run.chain:
+                rows.append([f"{run.op}{run.start}", 0, run.text, None, deleted,
+                             len(run.text)])
+            else:
+                rows.append([run.op, run.start, run.text,
+                             None if run.tag is None else run.tag.clock, deleted])
+        return {"version": STATE_VERSION, "runs": rows}
 
     @classmethod
     def from_state(cls, state: Any) -> TextSequence:
@@ -508,10 +574,10 @@ class TextSequence:
 
         runs = []
         for number, row in enumerate(rows):
-            if not isinstance(row, (list, tuple)) or len(row) != 5:
+            if not isinstance(row, (list, tuple)) or len(row) not in (5, 6):
                 raise ValueError(f"not the state of a TextSequence: run {number} is not "
-                                 f"a list of 5 fields")
-            op, start, chars, inserted, deleted = row
+                                 f"a list of 5 fields (6 for a chain)")
+            op, start, chars, inserted, deleted = row[:5]
             if not isinstance(op, str) or not op:
                 raise ValueError(f"not the state of a TextSequence: run {number}: the "
                                  f"insert id is not a non-empty string")
@@ -522,7 +588,17 @@ class TextSequence:
                 raise ValueError(f"not the state of a TextSequence: run {number}: no "
                                  f"characters")
             insert_tag = tag_of(inserted, number, "insert")
-            runs.append((op, start, chars, insert_tag, tag_of(deleted, number, "delete")))
+            delete_tag = tag_of(deleted, number, "delete")
+            if len(row) == 5:
+                runs.append((op, start, chars, insert_tag, delete_tag, False))
+                continue
+            numbered = _numbered(op)
+            if (row[5] != len(chars) or start != 0 or insert_tag is not None
+                    or numbered is None):
+                raise ValueError(f"not the state of a TextSequence: run {number}: a chain "
+                                 f"is [first id ending in a number, 0, characters, None, "
+                                 f"delete clock or None, number of characters]")
+            runs.append((numbered[0], numbered[1], chars, None, delete_tag, True))
         text._load(runs)
         return text
 
@@ -539,16 +615,24 @@ class TextSequence:
         runs = []
         for ident, _, char, deleted, inserted in items:
             op, offset = _split_id(ident)
-            runs.append((op, offset, char, inserted, deleted))
+            runs.append((op, offset, char, inserted, deleted, False))
         text._load(runs)
         return text
 
-    def _load(self, runs: list[tuple[str, int, str, Tag | None, Tag | None]]) -> None:
-        """Fill an empty replica with ``runs`` in document order."""
+    def _load(self, runs: list[tuple[str, int, str, Tag | None, Tag | None, bool]]) -> None:
+        """Fill an empty replica with ``runs`` in document order (chains merged)."""
         built: list[_Run] = []
-        for op, start, chars, inserted, deleted in runs:
+        for op, start, chars, inserted, deleted, chain in runs:
             total = 0 if inserted is None else sum(inserted.clock.values())
-            run = _Run(op, start, chars, total, inserted, deleted, self._blocks[0])
+            run = _Run(op, start, chars, total, inserted, deleted, self._blocks[0], chain)
+            built.append(run)
+            if deleted is not None:
+                self._tombs.add(run)
+            else:
+                self._visible += len(chars)
+            self._total += len(chars)
+            if chain:
+                continue
             entry = self._ops.get(op)
             if entry is None:
                 self._ops[op] = run
@@ -562,17 +646,121 @@ class TextSequence:
                     if (piece.tag is None) != (inserted is None):
                         raise ValueError(f"not the state of a TextSequence: runs of {op} "
                                          f"disagree on whether it is stable")
-                self._ops[op] = pieces + [run]
-                self._ops[op].sort(key=_start_of)
+                self._ops[op] = sorted([*pieces, run], key=_start_of)
             if inserted is not None:
                 self._unstable[op] = inserted
-            if deleted is not None:
-                self._tombs.add(run)
-            else:
-                self._visible += len(chars)
-            self._total += len(chars)
-            built.append(run)
+        built = self._chain_all(built)
+        for prefix, chains in self._chains.items():
+            chains.sort(key=_start_of)
+            for before, after in zip(chains, chains[1:], strict=False):
+                if before.start + len(before.text) > after.start:
+                    raise ValueError(f"not the state of a TextSequence: {prefix}"
+                                     f"{after.start} appears twice")
+        for op in self._ops:
+            if self._in_chain(op) is not None:
+                raise ValueError(f"not the state of a TextSequence: {op} appears twice")
         self._load_blocks(built)
+
+    def _chainable(self, run: _Run) -> tuple[str, int] | None:
+        """``run``'s id as ``(prefix, number)`` if it can join a chain: a whole, stable,
+        visible single-character insert whose id ends in a number."""
+        if (run.chain or run.tag is not None or run.deleted is not None or run.start
+                or len(run.text) != 1 or self._ops.get(run.op) is not run):
+            return None
+        return _numbered(run.op)
+
+    def _chain_all(self, runs: list[_Run]) -> list[_Run]:
+        """``runs`` (document order) with neighbouring chainable inserts and chains
+        merged; registers the chains."""
+        kept: list[_Run] = []
+        parts: list[str] = []  # the characters of kept[-1] while it is a growing chain
+        end = 0  # the number after the last id of that chain
+        for run in runs:
+            numbered = self._chainable(run)
+            if numbered is not None:
+                del self._ops[run.op]
+                run.op, run.start, run.chain = numbered[0], numbered[1], True
+            last = kept[-1] if kept else None
+            if (run.chain and last is not None and last.chain and last.deleted is None
+                    and run.deleted is None and last.op == run.op and end == run.start
+                    and end - last.start < CHAIN_LIMIT):
+                parts.append(run.text)
+                end += len(run.text)
+                continue
+            if len(parts) > 1:
+                last.text = "".join(parts)
+            kept.append(run)
+            parts = [run.text]
+            end = run.start + len(run.text)
+        if len(parts) > 1:
+            kept[-1].text = "".join(parts)
+        for run in kept:
+            if run.chain:
+                self._chains.setdefault(run.op, []).append(run)
+        return kept
+
+    def _chain(self, run: _Run, touched: set[_Block]) -> None:
+        """Merge ``run`` into the chains next to it (in its block or the next one), or
+        make it a chain of one, if it is chainable (just made stable)."""
+        numbered = self._chainable(run)
+        if numbered is None:
+            return
+        prefix, number = numbered
+        del self._ops[run.op]
+        before = self._neighbour(run, -1)
+        if (before is not None and before.chain and before.deleted is None
+                and before.op == prefix and before.start + len(before.text) == number
+                and len(before.text) < CHAIN_LIMIT):
+            before.text += run.text
+            self._move_count(run.block, before.block, len(run.text))
+            run.block.runs.remove(run)
+            touched.add(run.block)
+            run = before
+        else:
+            run.op, run.start, run.chain = prefix, number, True
+            insort(self._chains.setdefault(prefix, []), run, key=_start_of)
+        after = self._neighbour(run, 1)
+        if (after is not None and after.chain and after.deleted is None
+                and after.op == prefix and run.start + len(run.text) == after.start
+                and len(run.text) + len(after.text) <= CHAIN_LIMIT):
+            run.text += after.text
+            self._move_count(after.block, run.block, len(after.text))
+            after.block.runs.remove(after)
+            touched.add(after.block)
+            self._unchain(after)
+
+    def _unchain(self, run: _Run) -> None:
+        """Drop chain ``run`` from the chain lookup (found by its first number: a
+        search of the list by identity would compare with every chain)."""
+        chains = self._chains[run.op]
+        at = bisect_left(chains, run.start, key=_start_of)
+        if at == len(chains) or chains[at] is not run:
+            raise AssertionError(f"chain {run.op}{run.start} is not where it should be")
+        del chains[at]
+        if not chains:
+            del self._chains[run.op]
+
+    def _neighbour(self, run: _Run, step: int) -> _Run | None:
+        """The run before (``step`` -1) or after (1) ``run`` in document order."""
+        runs = run.block.runs
+        at = runs.index(run) + step
+        if 0 <= at < len(runs):
+            return runs[at]
+        blocks = self._blocks
+        b = run.block.index + step
+        while 0 <= b < len(blocks):
+            if blocks[b].runs:
+                return blocks[b].runs[-1 if step < 0 else 0]
+            b += step
+        return None
+
+    def _move_count(self, source: _Block, target: _Block, count: int) -> None:
+        """``count`` visible characters went from block ``source`` to ``target``."""
+        if source is not target:
+            source.visible -= count
+            target.visible += count
+            self._tree_add(source.index, -count)
+            self._tree_add(target.index, count)
 
     # -- causal stability --------------------------------------------------------------------
     def collect(self, stability: Stability) -> int:
@@ -592,11 +780,14 @@ class TextSequence:
         """
         is_stable = stability.is_stable
         settled = [op for op, tag in self._unstable.items() if is_stable(tag)]
+        touched: set[_Block] = set()
         for op in settled:
             del self._unstable[op]
             entry = self._ops[op]
             for run in ([entry] if isinstance(entry, _Run) else entry):
                 run.tag, run.sum = None, 0
+            if isinstance(entry, _Run):
+                self._chain(entry, touched)
         verdicts: dict[int, bool] = {}  # a range delete's runs share one tag
         candidates = []
         for run in self._tombs:
@@ -607,13 +798,13 @@ class TextSequence:
                 if verdict:
                     candidates.append(run)
         if not candidates:
+            self._thin(touched)
             return 0
         # from the end of the text backwards, as each decision reads the character kept
         # after the tombstone, and that may be a tombstone dropped just before
         candidates.sort(key=lambda r: (r.block.index, r.block.runs.index(r)), reverse=True)
         blocks = self._blocks
         dropped = 0
-        touched: set[_Block] = set()
         for run in candidates:
             runs = run.block.runs
             at = runs.index(run)

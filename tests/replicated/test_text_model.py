@@ -88,17 +88,29 @@ def test_the_text_behaves_as_the_reference_model(monkeypatch, block_limit: int, 
                                                  members: int) -> None:
     # small blocks: a few edits split blocks, and collection empties or merges them
     monkeypatch.setattr(text_module, "BLOCK_LIMIT", block_limit)
+    if block_limit < 128:  # and short chains: typing fills and splits them
+        monkeypatch.setattr(text_module, "CHAIN_LIMIT", 3)
     names = [f"p{i + 1}" for i in range(members)]
     replicas = {n: Replica(n, names) for n in names}
     #: (sender, clock at the send, op, id) of every operation, and who delivered what
     sent: list[tuple[str, dict[str, int], tuple, str]] = []
     delivered = {n: set() for n in names}
     for _ in range(data.draw(st.integers(5, 45), label="steps")):
-        step = data.draw(st.sampled_from(["edit", "edit", "deliver", "deliver", "collect",
-                                          "transfer", "bad"]))
+        step = data.draw(st.sampled_from(["edit", "edit", "type", "deliver", "deliver",
+                                          "collect", "transfer", "bad"]))
         who = replicas[data.draw(st.sampled_from(names))]
         length = who.model.visible_length()
-        if step == "edit":
+        if step == "type":  # keystrokes one after the other: ids that count up
+            position = data.draw(st.integers(0, length))
+            for k in range(data.draw(st.integers(1, 4))):
+                op = who.text.prepare_insert(position + k, "k")
+                assert op == who.model.prepare_insert(position + k, "k")
+                who.clock[who.name] += 1
+                op_id = f"{who.name}#{who.clock[who.name]}"
+                sent.append((who.name, dict(who.clock), op, op_id))
+                delivered[who.name].add(op_id)
+                who.apply(op, Tag(who.clock), op_id, who.name)
+        elif step == "edit":
             if length and data.draw(st.booleans()):
                 position = data.draw(st.integers(0, length - 1))
                 count = data.draw(st.integers(1, min(3, length - position)))
@@ -237,3 +249,33 @@ def test_collect_asks_about_what_is_not_stable_yet_not_about_the_whole_text() ->
     assert stability.asked == 12            # the ten inserts and two deletes
     assert len(text) == text.visible_length() == 20_008
     assert all(row[4] is None for row in text.items())
+
+
+def test_typing_becomes_one_chain_once_stable_and_stays_one_row_in_the_state(
+        monkeypatch) -> None:
+    monkeypatch.setattr(text_module, "CHAIN_LIMIT", 4096)
+    text = _typed(3000)
+    assert len(text.state()["runs"]) == 3000   # nothing is stable yet: a run per key
+    stability = Stability("p1", ["p1"])
+    stability.delivered("p1", Tag({"p1": 3000}))
+    text.collect(stability)
+    [chain] = text.state()["runs"]
+    assert chain[0] == "p1#1" and chain[1] == 0 and chain[3:] == [None, None, 3000]
+    # an insert inside it and a delete split it; the ids keep counting
+    text.effect(text.prepare_insert(1000, "!"), Tag({"p1": 3001}), "p1#3001")
+    text.effect(text.prepare_delete(2000, 2), Tag({"p1": 3002}), "p1#3002")
+    assert text.anchor(1000) == "p1#1000" and text.position("p1#2001") == 2000
+    assert text.position("p1#2002") == 2001 and text.slice(999, 1002) == text.value[999:1002]
+    assert [row[0] for row in text.state()["runs"]] == [
+        "p1#1", "p1#3001", "p1#1001", "p1#2000", "p1#2002"]
+    copy = TextSequence.from_state(msgpack.unpackb(msgpack.packb(text.state())))
+    assert copy.value == text.value and list(copy.items()) == list(text.items())
+    stability.delivered("p1", Tag({"p1": 3002}))
+    text.collect(stability)
+    assert [row[0] for row in text.state()["runs"]] == ["p1#1", "p1#3001", "p1#1001",
+                                                         "p1#2002"]
+    with pytest.raises(ValueError, match="run 0: a chain is"):
+        TextSequence.from_state({"version": 1, "runs": [["p1#1", 0, "ab", None, None, 3]]})
+    with pytest.raises(ValueError, match="p1#2 appears twice"):
+        TextSequence.from_state({"version": 1, "runs": [["p1#1", 0, "ab", None, None, 2],
+                                                        ["p1#2", 0, "c", None, None]]})
