@@ -36,7 +36,7 @@ from groupcomm.core.messages import (
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.filters._common import int_header
+from groupcomm.module_kit import int_header
 
 log = logging.getLogger(__name__)
 

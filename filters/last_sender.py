@@ -22,7 +22,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.filters._common import header
+from groupcomm.module_kit import header
 
 NAME = "last-sender"
 STAMP = "l"

@@ -59,8 +59,8 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import ReceivedMessage, SentMessage, with_header_unchecked
-from groupcomm.filters._common import encode_matrix, freeze_clock, freeze_matrix
 from groupcomm.filters.matrix import MatrixManager
+from groupcomm.module_kit import encode_matrix, freeze_clock, freeze_matrix
 
 log = logging.getLogger(__name__)
 

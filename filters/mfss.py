@@ -34,7 +34,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.filters._common import control_message, drop_unsent_to, gone_before_sending
+from groupcomm.module_kit import control_message, drop_unsent_to, gone_before_sending
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from groupcomm.core.causality import (
 )
 from groupcomm.core.filtering import FilterHost
 from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.filters._common import int_header
+from groupcomm.module_kit import int_header
 
 NAME = "scalar-id"
 STAMP = "g"

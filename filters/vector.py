@@ -64,7 +64,7 @@ from groupcomm.core.messages import (
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.filters._common import (
+from groupcomm.module_kit import (
     INT_ONLY,
     blocking,
     control_message,

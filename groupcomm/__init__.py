@@ -8,7 +8,9 @@ The names below are the public API. The message and filter model comes from
 :mod:`groupcomm.core` (no sockets, no threads of its own); the communicator and its
 errors come from :mod:`groupcomm.transport` and are imported on first use, so that the
 simulator, the model checker and the filters can import this package without loading
-ZeroMQ. docs/architecture.md maps the packages.
+ZeroMQ. docs/architecture.md maps the packages. :data:`PLUGIN_API` is the version of the
+plugin API a plugin checks (docs/writing-a-module.md; the helpers a module author uses
+are :mod:`groupcomm.module_kit`).
 """
 
 from typing import Any
@@ -32,6 +34,7 @@ from groupcomm.core.filtering import (
     SendMessageFilterSelector,
     SessionMessageListener,
 )
+from groupcomm.core.hookspecs import PLUGIN_API
 from groupcomm.core.messages import (
     ControlMessage,
     GroupMessage,
@@ -65,6 +68,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PLUGIN_API",
     "CausalityError",
     "Communicator",
     "CommunicatorError",

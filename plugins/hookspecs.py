@@ -6,6 +6,7 @@ re-exports them under the name plugins have always used.
 """
 
 from groupcomm.core.hookspecs import (
+    PLUGIN_API,
     PROJECT,
     groupcomm_causality_modules,
     groupcomm_filters,
@@ -13,5 +14,5 @@ from groupcomm.core.hookspecs import (
     hookspec,
 )
 
-__all__ = ["PROJECT", "groupcomm_causality_modules", "groupcomm_filters", "hookimpl",
+__all__ = ["PLUGIN_API", "PROJECT", "groupcomm_causality_modules", "groupcomm_filters", "hookimpl",
            "hookspec"]

@@ -65,6 +65,7 @@ from groupcomm.core.messages import (
     SentMessage,
 )
 from groupcomm.core.registry import available_modules
+from groupcomm.module_kit import rename_clock, rename_matrix
 from groupcomm.wire.envelopes import decode_message, encode_message
 
 
@@ -77,21 +78,11 @@ _ATOMS = (int, bool, float, bytes, type(None))
 
 # -- header codecs (per header key) -------------------------------------------------------------
 def _rename_clock(value: Any, name: Callable[[str], str]) -> Any:
-    from groupcomm.filters._common import encode_clock
-
-    names, counts = value
-    return encode_clock({name(n): c for n, c in zip(names, counts, strict=True)})
+    return rename_clock(value, name)
 
 
 def _rename_matrix(value: Any, name: Callable[[str], str]) -> Any:
-    from groupcomm.filters._common import encode_matrix
-
-    names, flat = value
-    matrix: dict[str, dict[str, int]] = {}
-    for k in range(0, len(flat), 3):
-        r, c, v = flat[k:k + 3]
-        matrix.setdefault(name(names[r]), {})[name(names[c])] = v
-    return encode_matrix(matrix)
+    return rename_matrix(value, name)
 
 
 def _rename_ks_log(value: Any, name: Callable[[str], str]) -> Any:
@@ -123,8 +114,12 @@ RENAMERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
 
 def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], str]], Any]] | None:
     """The renamer of each header ``module`` declares (on its exact class), or None when
-    the module has not declared itself safe to rename. Raises :class:`SymmetryError` for
-    a kind this module does not know."""
+    the module has not declared itself safe to rename. A declared kind is one of
+    :data:`RENAMERS`' names, or the module's own renamer: a function ``(value, rename)``
+    returning the header value with every process name passed through ``rename`` (a
+    module whose header has a shape of its own, e.g. the SES example's destination
+    list; :mod:`groupcomm.module_kit.codecs` has the clock and matrix ones to build it
+    from). Raises :class:`SymmetryError` for a kind that is neither."""
     declared = type(module).__dict__.get("symmetry_headers")
     if declared is None:
         return None
@@ -132,6 +127,9 @@ def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], st
     # send's first copy, which no filter reads
     renamers: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {GROUP_HEADER: _same}
     for key, kind in declared.items():
+        if callable(kind):
+            renamers[key] = kind
+            continue
         if kind not in RENAMERS:
             raise SymmetryError(f"{type(module).__name__} declares header {key!r} of kind "
                                 f"{kind!r}; symmetry knows {', '.join(sorted(RENAMERS))}")

@@ -15,7 +15,9 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm filters",
         description="List the installed causality modules and extra filters, with one line "
-        "of description each and the plugin they come from, and the plugins that failed to "
+        "of description each, the plugin they come from, each module's flags (known-bad, "
+        "broadcast-only, sender-side, unicast-events, symmetry, commuting-controls) and "
+        "each filter's typed options, and the plugins that failed to "
         "load, one line each with their error (the listing still exits 0).",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -29,12 +31,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "causality_modules": [
-                {"name": m.name, "description": m.description, "origin": m.origin}
+                {"name": m.name, "description": m.description, "origin": m.origin,
+                 "flags": list(m.flags)}
                 for m in sorted(modules.values(), key=lambda m: m.name)
             ],
             "filters": [
                 {"name": f.name, "description": f.description, "origin": f.origin,
-                 "sides": [s for s in ("send", "receive") if getattr(f, s)]}
+                 "sides": [s for s in ("send", "receive") if getattr(f, s)],
+                 "options": [{"name": o.name, "type": o.type.__name__,
+                              "default": o.default, "help": o.help} for o in f.options]}
                 for f in sorted(filters.values(), key=lambda f: f.name)
             ],
             "failed_plugins": [
@@ -47,12 +52,15 @@ def _run(args: argparse.Namespace) -> int:
     width = max([len(n) for n in (*modules, *filters)] + [4])
     print("causality modules (--causality NAME):")
     for info in sorted(modules.values(), key=lambda m: m.name):
-        print(f"  {info.name.ljust(width)}  {info.description}  [{info.origin}]")
+        flags = f"  ({', '.join(info.flags)})" if info.flags else ""
+        print(f"  {info.name.ljust(width)}  {info.description}  [{info.origin}]{flags}")
     print("extra filters (--filter NAME):")
     if not filters:
         print("  (none installed)")
     for info in sorted(filters.values(), key=lambda f: f.name):
         print(f"  {info.name.ljust(width)}  {info.description}  [{info.origin}]")
+        for option in info.options:
+            print(f"  {''.ljust(width)}    {option.name}: {option.describe()}")
     if failures:
         print("plugins that failed to load:")
         for failure in failures:

@@ -15,6 +15,17 @@ from typing import Any
 import pluggy
 
 PROJECT = "groupcomm"
+#: The version of the plugin API (these hooks, the module base classes of
+#: :mod:`groupcomm.core.causality` and :mod:`groupcomm.module_kit`) as (major, minor).
+#: A plugin states the version it was written against as a module-level
+#: ``GROUPCOMM_PLUGIN_API = (1, 0)`` beside its hooks; the registry refuses it (reported
+#: like any failed plugin) when the major version differs or its minor version is newer
+#: than this one. A plugin that states none is taken as written for 1.0. The minor
+#: version grows when something is added; the major one when something is removed or
+#: changes meaning.
+PLUGIN_API: tuple[int, int] = (1, 0)
+#: the attribute a plugin declares its API version in
+PLUGIN_API_ATTRIBUTE = "GROUPCOMM_PLUGIN_API"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -37,6 +48,12 @@ def groupcomm_filters() -> list[dict[str, Any]]:
 
     A list of dicts with ``name`` (str), ``description`` (one line), and ``send`` and/or
     ``receive``: callables taking keyword options and returning a
-    :class:`groupcomm.core.filtering.MessageFilterCreator` for that side. Called like
+    :class:`groupcomm.core.filtering.MessageFilterCreator` for that side; optionally
+    ``options``, a list of :class:`groupcomm.core.registry.FilterOption` (name, type,
+    default, help): the registry then converts each ``--filter NAME:key=value`` string
+    to its type (``int``, ``float``, ``bool`` or ``str``), passes the defaults of those
+    not given, refuses an unknown key or a value that does not convert (one line naming
+    the option, its type and what was given), and ``groupcomm filters`` lists them.
+    Without ``options`` the callables get the strings as given. Called like
     :func:`groupcomm_causality_modules`, with the same reporting of bad entries.
     """

@@ -19,6 +19,14 @@ names them too.
 :func:`register_module`, :func:`register_filter` and :func:`register_plugin` add
 plugins in code (a test's own module); a later registration of a name replaces an
 earlier one, with a warning naming both origins.
+
+A plugin may state the plugin API it was written against (a module-level
+``GROUPCOMM_PLUGIN_API = (1, 0)``); one whose major version differs from
+:data:`~groupcomm.core.hookspecs.PLUGIN_API`'s, or whose minor version is newer, is
+refused and reported like any failed plugin (``IncompatiblePluginError``). A filter may
+declare typed options (:class:`FilterOption`); the registry converts the strings of a
+``--filter NAME:key=value`` spec to them. :attr:`ModuleInfo.flags` and
+:func:`default_modules` read what the modules declare, for the tools to choose by.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import pluggy
 from groupcomm.core import hookspecs
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator
-from groupcomm.core.hookspecs import hookimpl
+from groupcomm.core.hookspecs import PLUGIN_API, PLUGIN_API_ATTRIBUTE, hookimpl
 
 
 class UnknownModuleError(LookupError):
@@ -57,6 +65,63 @@ class ModuleInfo:
     description: str
     origin: str
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """What the module declares about itself, read from its class attributes (the
+        tools choose by these, never by name): ``known-bad``, ``broadcast-only``,
+        ``sender-side`` (waits for acknowledgements), ``unicast-events`` (a send to
+        several is that many unicasts), ``symmetry`` (declares its headers on its own
+        class for ``check --symmetry``), ``commuting-controls`` (for ``check --por``)."""
+        return module_flags(self.factory)
+
+
+@dataclass(frozen=True)
+class FilterOption:
+    """One option of an extra filter (``--filter NAME:key=value,...``): its name, its
+    type (``int``, ``float``, ``bool`` or ``str``), its default and one line of help."""
+
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _CONVERTERS:
+            raise RegistrationError(f"filter option {self.name!r}: type must be one of "
+                                    f"int, float, bool, str, got {self.type!r}")
+
+    def convert(self, filter_name: str, given: Any) -> Any:
+        """``given`` (a string from a command line or config file, or a value passed in
+        code) as this option's type; :class:`ValueError` naming the option if it is not
+        one."""
+        if not isinstance(given, str):
+            if isinstance(given, self.type) and not (self.type is int and isinstance(given, bool)):
+                return given
+            given = str(given)
+        try:
+            return _CONVERTERS[self.type](given)
+        except ValueError:
+            raise ValueError(f"option {self.name!r} of filter {filter_name!r} takes "
+                             f"{self.describe()}; got {given!r}") from None
+
+    def describe(self) -> str:
+        """``float, default 0.0: what it is``."""
+        return (f"{self.type.__name__}, default {self.default!r}"
+                + (f": {self.help}" if self.help else ""))
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+_CONVERTERS: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool,
+                                                 str: str}
+
 
 @dataclass(frozen=True)
 class FilterInfo:
@@ -67,6 +132,8 @@ class FilterInfo:
     receive: Callable[..., MessageFilterCreator[Any]] | None
     description: str
     origin: str
+    #: the options it declares (empty: it takes whatever it is given, as strings)
+    options: tuple[FilterOption, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +230,10 @@ class _Registry:
 
     def add(self, plugin: Any, source: PluginSource,
             failures: list[PluginFailure] | None = None) -> str | None:
+        incompatible = _api_mismatch(plugin)
+        if incompatible:
+            self.fail(source, incompatible, failures)
+            return None
         try:
             registered = self.manager.register(plugin, name=source.name)
         except Exception as error:  # pluggy.PluginValidationError, a name already taken
@@ -268,6 +339,41 @@ class _Registry:
         return [*self.load_failures, *self.hook_failures]
 
 
+def module_flags(module: Any) -> tuple[str, ...]:
+    """The flags of a module class or instance (see :attr:`ModuleInfo.flags`)."""
+    cls = module if isinstance(module, type) else type(module)
+    flags = []
+    for flag, attribute in (("known-bad", "known_bad"), ("broadcast-only", "broadcast_only"),
+                            ("sender-side", "acknowledged_sends"),
+                            ("unicast-events", "unicast_events")):
+        if getattr(cls, attribute, False):
+            flags.append(flag)
+    # read on the exact class, as the checker does (a subclass is not covered)
+    if cls.__dict__.get("symmetry_headers") is not None:
+        flags.append("symmetry")
+    if cls.__dict__.get("commuting_controls"):
+        flags.append("commuting-controls")
+    return tuple(flags)
+
+
+def _api_mismatch(plugin: Any) -> str:
+    """Why ``plugin`` cannot be used with this version of the plugin API (:data:`PLUGIN_API`),
+    or "" when it can (it declares none, or a compatible one)."""
+    declared = getattr(plugin, PLUGIN_API_ATTRIBUTE, None)
+    if declared is None:
+        return ""
+    if not (isinstance(declared, tuple) and len(declared) == 2
+            and all(type(part) is int and part >= 0 for part in declared)):
+        return (f"IncompatiblePluginError: {PLUGIN_API_ATTRIBUTE} must be a pair of "
+                f"integers (major, minor), got {declared!r}")
+    major, minor = declared
+    if major != PLUGIN_API[0] or minor > PLUGIN_API[1]:
+        return (f"IncompatiblePluginError: written for plugin API {major}.{minor}; this "
+                f"groupcomm provides {PLUGIN_API[0]}.{PLUGIN_API[1]} (a plugin needs the "
+                f"same major version and a minor version no newer)")
+    return ""
+
+
 def _module_info(module: Any, origin: str) -> ModuleInfo:
     if not (isinstance(module, type) and issubclass(module, CausalityModule)):
         raise RegistrationError(f"{origin or 'a plugin'} registered {module!r}, which is "
@@ -280,7 +386,7 @@ def _module_info(module: Any, origin: str) -> ModuleInfo:
 
 
 def _filter_info(name: Any, send: Any, receive: Any, description: Any,
-                 origin: str) -> FilterInfo:
+                 origin: str, options: Any = ()) -> FilterInfo:
     if not isinstance(name, str) or not name:
         raise RegistrationError(f"{origin or 'a plugin'} registered a filter without a name")
     if send is None and receive is None:
@@ -290,7 +396,34 @@ def _filter_info(name: Any, send: Any, receive: Any, description: Any,
         if factory is not None and not callable(factory):
             raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'}: its "
                                     f"{side} side {factory!r} is not callable")
-    return FilterInfo(name, send, receive, description or "", origin)
+    options = tuple(options or ())
+    for option in options:
+        if not isinstance(option, FilterOption):
+            raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'}: option "
+                                    f"{option!r} is not a FilterOption")
+    if options:
+        send, receive = (_typed(name, factory, options) for factory in (send, receive))
+    return FilterInfo(name, send, receive, description or "", origin, options)
+
+
+def _typed(name: str, factory: Callable[..., Any] | None,
+           options: tuple[FilterOption, ...]) -> Callable[..., Any] | None:
+    """``factory`` called with every declared option, converted to its type (defaults
+    for those not given); an undeclared key is a :class:`ValueError` naming the ones
+    there are."""
+    if factory is None:
+        return None
+    declared = {option.name: option for option in options}
+
+    def typed(**given: Any) -> Any:
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise ValueError(f"filter {name!r} has no option {', '.join(unknown)}; it takes "
+                             + "; ".join(f"{o.name} ({o.describe()})" for o in options))
+        return factory(**{key: option.convert(name, given[key]) if key in given
+                          else option.default for key, option in declared.items()})
+
+    return typed
 
 
 def _filter_entry(entry: Any, origin: str) -> FilterInfo:
@@ -298,7 +431,7 @@ def _filter_entry(entry: Any, origin: str) -> FilterInfo:
         raise RegistrationError(f"{origin or 'a plugin'} returned the filter entry "
                                 f"{entry!r}, which is not a dict")
     return _filter_info(entry.get("name"), entry.get("send"), entry.get("receive"),
-                        entry.get("description", ""), origin)
+                        entry.get("description", ""), origin, entry.get("options", ()))
 
 
 class _InCode:
@@ -400,13 +533,17 @@ def register_filter(
     receive: Callable[..., MessageFilterCreator[Any]] | None = None,
     description: str = "",
     origin: str = "",
+    options: Iterable[FilterOption] = (),
 ) -> FilterInfo:
-    """Make an extra filter available under ``name`` (send side, receive side or both).
+    """Make an extra filter available under ``name`` (send side, receive side or both),
+    with its typed ``options`` if it declares any (see :class:`FilterOption`).
 
     Raises :class:`RegistrationError` without a name or without either side.
     """
-    info = _filter_info(name, send, receive, description, origin)
-    entry = {"name": name, "send": send, "receive": receive, "description": description}
+    options = tuple(options)
+    info = _filter_info(name, send, receive, description, origin, options)
+    entry = {"name": name, "send": send, "receive": receive, "description": description,
+             "options": options}
     _replace_in_code(f"filter:{name}", _InCode(filters=(entry,)), origin)
     return info
 
@@ -430,6 +567,27 @@ def reload() -> None:
 def available_modules() -> dict[str, ModuleInfo]:
     """Installed causality modules by name."""
     return dict(_collected().modules)
+
+
+def default_modules(*, known_bad: bool = False, unicast: bool = False,
+                    causal: bool = False) -> list[str]:
+    """The installed modules a tool runs when not told which, in registration order (the
+    built-ins first, then each plugin's): every module, but the known-bad ones unless
+    ``known_bad``; with ``unicast``, only those that carry a send to one member (not
+    ``broadcast-only``); with ``causal``, only those that promise causal order (their
+    ``delivery_order`` is ``causal``, the default). Read from the modules' flags, never
+    from their names."""
+    names = []
+    for name, info in _collected().modules.items():
+        cls = info.factory
+        if getattr(cls, "known_bad", False) and not known_bad:
+            continue
+        if unicast and getattr(cls, "broadcast_only", False):
+            continue
+        if causal and getattr(cls, "delivery_order", "causal") != "causal":
+            continue
+        names.append(name)
+    return names
 
 
 def available_filters() -> dict[str, FilterInfo]:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import groupcomm
 from groupcomm.core import registry
 from groupcomm.core.selection import SelectionError, filter_creators, parse_filter_spec, resolve
 from groupcomm.plugins import hookimpl
@@ -163,3 +165,87 @@ def test_im_refuses_an_unknown_module_in_one_line() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "installed:" in result.stderr
+
+
+class _Plugin:
+    """A plugin object declaring a plugin API version and one module."""
+
+    def __init__(self, api: object) -> None:
+        self.GROUPCOMM_PLUGIN_API = api
+
+    @hookimpl
+    def groupcomm_causality_modules(self) -> list:
+        from groupcomm.filters.none import NoneModule
+
+        class VersionedNone(NoneModule):
+            name = "versioned-none"
+            description = "test: none from a versioned plugin"
+
+        return [VersionedNone]
+
+
+@pytest.mark.parametrize("api", [(1, 0), groupcomm.PLUGIN_API])
+def test_a_plugin_declaring_a_compatible_api_loads(fresh_registry, api) -> None:
+    assert fresh_registry.register_plugin(_Plugin(api), name="versioned") == "versioned"
+    assert "versioned-none" in fresh_registry.available_modules()
+    assert fresh_registry.plugin_failures() == []
+
+
+@pytest.mark.parametrize(("api", "says"), [
+    ((2, 0), r"written for plugin API 2\.0; this groupcomm provides 1\.\d+"),
+    ((1, 99), r"written for plugin API 1\.99"),
+    ("1.0", r"must be a pair of integers \(major, minor\), got '1\.0'"),
+])
+def test_a_plugin_declaring_an_incompatible_api_is_refused_and_reported(
+        fresh_registry, api, says) -> None:
+    assert fresh_registry.register_plugin(_Plugin(api), name="too-new") is None
+    (failure,) = fresh_registry.plugin_failures()
+    assert failure.name == "too-new"
+    assert failure.error.startswith("IncompatiblePluginError: ")
+    assert re.search(says, failure.error), failure.error
+    assert "versioned-none" not in fresh_registry.available_modules()
+    assert "matrix" in fresh_registry.available_modules()  # nothing else is lost
+
+
+def test_filter_options_arrive_typed_with_defaults_and_bad_ones_are_named(
+        fresh_registry) -> None:
+    got = []
+
+    def receive(**options: object) -> object:
+        got.append(options)
+        return object()
+
+    options = [registry.FilterOption("p", float, 0.5, "probability"),
+               registry.FilterOption("count", int, 3), registry.FilterOption("loud", bool, False)]
+    fresh_registry.register_filter("typed", receive=receive, description="test",
+                                   options=options)
+    filter_creators(["typed:p=0.25,loud=yes"])
+    assert got == [{"p": 0.25, "count": 3, "loud": True}]
+    with pytest.raises(SelectionError, match=r"option 'count' of filter 'typed' takes int, "
+                       r"default 3; got 'many'"):
+        filter_creators(["typed:count=many"])
+    with pytest.raises(SelectionError, match=r"has no option colour; it takes p \(float, "
+                       r"default 0\.5: probability\)"):
+        filter_creators(["typed:colour=red"])
+    with pytest.raises(registry.RegistrationError, match="type must be one of"):
+        registry.FilterOption("x", list, [])
+
+
+def test_filters_lists_flags_and_options(fresh_registry, capsys) -> None:
+    from groupcomm.cli import filters as filters_cli
+
+    fresh_registry.register_filter("typed", receive=lambda **_: object(), description="t",
+                                   options=[registry.FilterOption("p", float, 0.5, "prob")])
+    assert filters_cli.main(["--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    modules = {m["name"]: m for m in listing["causality_modules"]}
+    assert "known-bad" in modules["scalar-id"]["flags"]
+    assert "broadcast-only" in modules["vector"]["flags"]
+    assert "sender-side" in modules["mfss"]["flags"]
+    assert "known-bad" not in modules["matrix"]["flags"]
+    typed = next(f for f in listing["filters"] if f["name"] == "typed")
+    assert typed["options"] == [{"name": "p", "type": "float", "default": 0.5, "help": "prob"}]
+    assert filters_cli.main([]) == 0
+    text = capsys.readouterr().out
+    assert "(known-bad, broadcast-only, symmetry)" in text
+    assert "p: float, default 0.5: prob" in text

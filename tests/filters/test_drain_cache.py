@@ -1,5 +1,5 @@
 """Draining a buffer re-checks first what held each message at the last look
-(``first_deliverable`` in filters/_common.py): it must deliver exactly what a full scan
+(``first_deliverable`` in groupcomm/module_kit/drain.py): it must deliver exactly what a full scan
 delivers, in the same order, for vector, matrix, matrix-delta and ks."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from groupcomm.filters import _common
+from groupcomm.module_kit import drain as _common
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c", "d", "e"]
@@ -40,7 +40,7 @@ def _run(module: str, seed: int, cached: bool, monkeypatch: pytest.MonkeyPatch) 
         replacement = counting
     else:
         replacement = _full_scan
-    # take_first_deliverable, which the modules call, finds it in _common
+    # take_first_deliverable, which the modules call, finds it in module_kit.drain
     monkeypatch.setattr(_common, "first_deliverable", replacement)
     rng = random.Random(seed)
     net = LocalNetwork(NAMES[:4] if module == "vector" else NAMES, module, trace=False)

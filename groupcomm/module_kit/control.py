@@ -1,0 +1,95 @@
+"""Control messages and departures: what a causality module sends that the
+application never sees, and what it does with the messages a departure strands.
+
+A control message is a :class:`~groupcomm.core.messages.ControlMessage` payload
+(``protocol``, ``kind``, ``about``) sent through the same pipelines as application
+messages; the receiving module's filter gets it in ``on_control`` (the base receive
+filter routes every control whose protocol is the filter's ``protocol`` there) and
+never delivers it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping
+
+from groupcomm.core.causality import CausalityManager
+from groupcomm.core.messages import (
+    ControlMessage,
+    HeaderValue,
+    SentMessage,
+    sent_unchecked,
+)
+
+__all__ = ["control_message", "drop_unsent_to", "gone_before_sending", "warn_held_on"]
+
+def control_message(
+    manager: CausalityManager,
+    protocol: str,
+    kind: str,
+    to: str,
+    about: str = "",
+    headers: Mapping[str, HeaderValue] | None = None,
+) -> SentMessage:
+    """A control message of ``protocol`` from this host to ``to`` (never delivered)."""
+    manager.control_count += 1
+    name = manager.host.name
+    if headers is None:  # an ACK per message under mfss and cykas: no field needs checking
+        return sent_unchecked(manager.application_name, manager.session_name,
+                              ControlMessage(protocol, kind, about),
+                              f"{name}~{kind}{manager.control_count}", name, (), (to,))
+    return SentMessage(
+        application_name=manager.application_name,
+        session_name=manager.session_name,
+        user_message=ControlMessage(protocol, kind, about),
+        message_id=f"{name}~{kind}{manager.control_count}",
+        sender=name,
+        headers=headers,
+        destinations=(to,),
+    )
+
+
+def warn_held_on(manager: CausalityManager, name: str, log: logging.Logger) -> None:
+    """Warn, on the module's ``log``, that ``name`` left while messages held here wait on
+    it (receiver-side modules; they stay held until ``release_waiting_on``)."""
+    waiting = [mid for mid, on in manager.waiting_for().items() if name in on]
+    if waiting:
+        log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
+                    "release_waiting_on)", manager.host.name, name, len(waiting),
+                    ", ".join(waiting[:10]))
+
+
+def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: str,
+                   log: logging.Logger) -> deque[SentMessage]:
+    """``unsent`` without the messages addressed to ``name``, who left: no one can receive
+    them. They are counted as ``undeliverable`` and named in a warning (sender-side
+    modules, whose unsent messages each have one destination), on the module's ``log``."""
+    dropped = [m for m in unsent if m.destinations == (name,)]
+    if not dropped:
+        return unsent
+    _report_unsent(manager, dropped, name)
+    return deque(m for m in unsent if m.destinations != (name,))
+
+
+def gone_before_sending(manager: CausalityManager, message: SentMessage) -> bool:
+    """True, after reporting it undeliverable, if ``message`` (one destination) is
+    addressed to someone who is no longer a member.
+
+    The node checks destinations when the application sends, but the message reaches
+    the module later: the member may have left in between, after its departure cleared
+    what the module held for it. A sender-side module that sent it anyway would wait
+    for an acknowledgement that can never come, and every later send with it (a
+    departed name never returns: a member that comes back is ``NAME~2``)."""
+    (dest,) = message.destinations
+    if dest == manager.host.name or dest in manager.members:
+        return False
+    _report_unsent(manager, [message], dest)
+    return True
+
+
+def _report_unsent(manager: CausalityManager, dropped: list[SentMessage], name: str) -> None:
+    manager.count("undeliverable", len(dropped))
+    manager.host.report_undeliverable([m.message_id for m in dropped if m.is_user_message()],
+                                      f"to {name} were not sent: it left")
+
