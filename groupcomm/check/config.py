@@ -4,8 +4,10 @@ reductions) and workload files (:func:`load_workload`)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,41 @@ def load_workload(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[st
             out.append(tuple(dict.fromkeys(entry)))
         workload[name] = out
     return workload
+
+
+# -- quieting what a module logs ----------------------------------------------------------------
+def quieted_module_loggers(protocol: str) -> list[logging.Logger]:
+    """The loggers to quiet while ``protocol`` is explored: the package of every class of
+    the module (its own and those it derives from, a plugin's included: a plugin logs
+    under its own package, not under ``groupcomm.filters``), the built-in filters' and
+    the node's. A departure's warnings or an undeliverable report, repeated for every
+    explored state, are noise. An unknown ``protocol`` quiets the built-in ones only."""
+    from groupcomm.core.registry import UnknownModuleError, get_module
+
+    names = {"groupcomm.filters", "groupcomm.core.node"}
+    try:
+        module = get_module(protocol)
+    except UnknownModuleError:
+        module = None
+    if module is not None:
+        for cls in type(module).__mro__:
+            where = cls.__module__
+            if where in ("builtins", "abc") or where.startswith("groupcomm.core"):
+                continue
+            # the package, so that a manager defined in a sibling module is covered too
+            names.add(where.rsplit(".", 1)[0] if "." in where else where)
+    return [logging.getLogger(name) for name in sorted(names)]
+
+
+@contextmanager
+def quiet_module_loggers(protocol: str, level: int = logging.ERROR) -> Iterator[None]:
+    """:func:`quieted_module_loggers` set to ``level`` at least, for the ``with`` block."""
+    loggers = quieted_module_loggers(protocol)
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(max(log.level, level))
+    try:
+        yield
+    finally:
+        for log, previous in zip(loggers, levels, strict=True):
+            log.setLevel(previous)

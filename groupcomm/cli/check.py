@@ -158,13 +158,17 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _body(args: argparse.Namespace) -> int:
     from groupcomm.check import ConfigError, build_model, check, write_counterexample
+    from groupcomm.check.config import quiet_module_loggers
 
     setup_logging(args.verbose)
     config = _config(args)
     ensure_trace_dir(args.trace_dir, "groupcomm check")
     try:
         build_model(config)  # validate before searching (unknown protocol, bounds)
-        result = check(config)
+        # the module's own loggers too, a plugin's included (the search quiets the
+        # built-in filters' only)
+        with quiet_module_loggers(config.protocol):
+            result = check(config)
     except (ConfigError, ValueError) as error:
         raise CliError(f"groupcomm check: {error}") from None
     written = []

@@ -17,17 +17,20 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
     "edit": ("groupcomm.apps.edit", "terminal editor: edit one text together (one participant)"),
+    "web": ("groupcomm.web.cli", "web gateway: the IM and the shared editor in browsers"),
     "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
     "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
+    "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),
     "check-session": ("groupcomm.cli.check_session",
                       "exhaustive checking of the session protocol (registry and clients)"),
+    "conformance": ("groupcomm.conformance.cli", "the conformance suite of a causality module (built-in or plugin)"),
 }
 
 

@@ -1,0 +1,381 @@
+"""``ses``: causal unicast and multicast after Schiper, Eggli and Sandoz (1989).
+
+Every message carries two headers:
+
+* ``st``, the sender's **vector time** at the send (an encoded clock: per member, the
+  sends of that member this send follows; the sender's own entry counts its sends);
+* ``sp``, the sender's **pairs**: ``(destination, vector time)`` for each member a
+  message was sent to in the sender's causal past, the newest such time per destination
+  (the per-destination maximum, entry by entry).
+
+A receiver delivers a message at once when it carries no pair for the receiver; when it
+carries one, the message waits until the receiver's own knowledge (the vector times of
+what it has delivered, merged) covers that pair's time: the message that pair stands for
+was sent to this receiver before, and must be delivered first. On delivery the receiver
+merges the time into its knowledge and the pairs into its own (dropping its own), so
+what it sends next carries them on. A multicast is one send event: the copy to each
+destination carries, besides the sender's pairs, a pair ``(other destination, this
+send's time)`` for every other destination, so a destination's reaction to it waits at
+the others until their copy is delivered.
+
+**Its own entry.** A member's knowledge of its own sends is not the count of its sends
+but the last of them whose copies to itself have all been delivered: a pair can name a
+multicast that included the receiver itself (learnt through a peer), and its own copy
+(looped back by the node) must come first.
+
+**Departures.** A member that leaves with a message to us still in flight leaves what
+depends on it held: :meth:`SesManager.held`, :meth:`SesManager.waiting_for` (naming it)
+and :meth:`SesManager.release_waiting_on` (the application gives up on it). Pairs for a
+departed member are dropped: nothing will be sent to it again (a member that comes back
+is a new name, ``NAME~2``).
+
+**A late joiner** needs nothing sent to it: a pair names a message sent to the pair's
+destination, so a newcomer only ever waits for messages sent to it after it joined. A
+member passes on pairs for a newcomer it has not heard of yet (members learn of a join
+at different moments): dropping them would let its reaction overtake their message.
+
+**Not handled:** duplicated frames (a message delivered already is not recognised when it
+arrives again; stack the ``reliable`` filter on a network that duplicates).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Iterator, Mapping
+from typing import Any, ClassVar
+
+from groupcomm.module_kit import (
+    CausalityManager,
+    CausalityModule,
+    Clock,
+    FilterHost,
+    GroupMessage,
+    ModuleReceiveFilter,
+    ModuleSendFilter,
+    ProtocolViolation,
+    ReceivedMessage,
+    Rename,
+    SentMessage,
+    blocking,
+    decode_clock,
+    encode_clock,
+    freeze_clock,
+    header,
+    rename_clock,
+    take_first_deliverable,
+    warn_held_on,
+    with_header_unchecked,
+    without_header_unchecked,
+)
+
+log = logging.getLogger(__name__)
+
+NAME = "ses"
+TIME = "st"
+PAIRS = "sp"
+
+#: a buffered message: (message, its vector time, the time of its pair for this member)
+Entry = tuple[ReceivedMessage, Clock, Clock]
+
+
+def encode_pairs(pairs: Mapping[str, Clock]) -> tuple[tuple[str, Any], ...]:
+    """``((destination, encoded time), ...)``, destinations sorted (canonical)."""
+    return tuple((dest, encode_clock(pairs[dest])) for dest in sorted(pairs))
+
+
+def decode_pairs(message: GroupMessage, protocol: str) -> dict[str, Clock]:
+    """Inverse of :func:`encode_pairs`, validating the shape (a peer's wrong-shape
+    header is a :class:`ProtocolViolation` naming the message and the entry)."""
+    value = header(message, PAIRS, protocol)
+    if not isinstance(value, tuple):
+        raise ProtocolViolation(f"{protocol}: header {PAIRS!r} of {message.message_id} from "
+                                f"{message.sender} must be a tuple of (destination, time) "
+                                f"pairs, got {value!r:.80}")
+    pairs: dict[str, Clock] = {}
+    for entry in value:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and entry[0] and entry[0] not in pairs):
+            raise ProtocolViolation(f"{protocol}: header {PAIRS!r} of {message.message_id} "
+                                    f"from {message.sender}: bad pair {entry!r:.80}")
+        # the time is an encoded clock: read it with the clock reader, which checks it
+        pairs[entry[0]] = decode_clock(_Carrier(message, entry[1]), PAIRS, protocol)
+    return pairs
+
+
+class _Carrier:
+    """One encoded clock of a pairs header, shaped like a message for ``decode_clock``
+    (so its error names the message, the sender and the header)."""
+
+    def __init__(self, message: GroupMessage, value: Any) -> None:
+        self.message_id = message.message_id
+        self.sender = message.sender
+        self.headers = {PAIRS: value}
+
+
+def rename_pairs(value: Any, rename: Rename) -> Any:
+    """The pairs header with every process name renamed (``groupcomm check --symmetry``)."""
+    return tuple(sorted((rename(dest), rename_clock(time, rename)) for dest, time in value))
+
+
+def _merge(into: Clock, other: Mapping[str, int]) -> None:
+    for name, count in other.items():
+        if count > into.get(name, 0):
+            into[name] = count
+
+
+class SesManager(CausalityManager):
+    """Vector time, pairs and the buffer of one member."""
+
+    protocol: ClassVar[str] = NAME
+
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self._me = host.name
+        #: this member's send events so far
+        self.sends = 0
+        #: for every other member, the last of its sends this member's deliveries reflect
+        self.known: Clock = {}
+        #: numbers of this member's sends to itself whose own copy is not delivered yet
+        self.self_pending: list[int] = []
+        #: destination -> the newest time of a message sent to it in this causal past
+        self.pairs: dict[str, Clock] = {}
+        #: members that left: no pair for them is kept again (a name never comes back: a
+        #: member that returns is ``NAME~2``), though a peer that has not heard of the
+        #: departure yet still sends theirs
+        self.departed: set[str] = set()
+        #: messages waiting, in a canonical order (sender, its send number)
+        self.buffer: list[Entry] = []
+        self._held_by: dict[str, Hashable] = {}
+        self._buffered_ids: set[str] = set()
+
+    # -- what this member knows ---------------------------------------------------------
+    def own_known(self) -> int:
+        """The last of its own sends this member has delivered every copy to itself of."""
+        return self.self_pending[0] - 1 if self.self_pending else self.sends
+
+    def _known(self, name: str) -> int:
+        return self.own_known() if name == self._me else self.known.get(name, 0)
+
+    def time(self) -> Clock:
+        """The vector time a send made now carries."""
+        return {**self.known, self._me: self.sends}
+
+    # -- send side ------------------------------------------------------------------------
+    def stamp(self, message: SentMessage) -> list[SentMessage]:
+        """One copy per destination, each with this send's time and the pairs for it."""
+        self.sends += 1
+        time = self.time()
+        destinations = message.destinations
+        if self._me in destinations:
+            self.self_pending.append(self.sends)
+        encoded_time = encode_clock(time)
+        copies = []
+        for dest in destinations:
+            pairs = dict(self.pairs)
+            for other in destinations:  # one send event: the others' copies precede
+                if other != dest:
+                    pairs[other] = time
+            copy = message.to((dest,)) if len(destinations) > 1 else message
+            copy = with_header_unchecked(copy, TIME, encoded_time)
+            copies.append(with_header_unchecked(copy, PAIRS, encode_pairs(pairs)))
+        for dest in destinations:
+            if dest != self._me and dest not in self.departed:
+                self.pairs[dest] = time
+        return copies
+
+    # -- receive side ---------------------------------------------------------------------
+    def accept(self, message: ReceivedMessage) -> None:
+        """Deliver ``message`` now if nothing it follows is missing, else buffer it."""
+        time = decode_clock(message, TIME, self.protocol)
+        pairs = decode_pairs(message, self.protocol)
+        if message.sender == self._me:
+            # its own copy: after the copies to itself of its earlier sends
+            condition = {self._me: time.get(self._me, 0) - 1}
+        else:
+            condition = pairs.get(self._me, {})
+        entry = (message, time, condition)
+        if message.message_id in self._buffered_ids:
+            self.count("duplicates")
+            return
+        if self._holder(entry) is None:
+            self._deliver(entry, pairs)
+            self._drain()
+            return
+        self._buffer(entry)
+
+    def _buffer(self, entry: Entry) -> None:
+        message, time, _ = entry
+        self.buffer.append(entry)
+        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+        self._buffered_ids.add(message.message_id)
+        self.host.trace("buffer", message, waiting_for=self._waits_on(entry))
+
+    def _holder(self, entry: Entry) -> str | None:
+        """The first member whose sends this message waits for, or None (deliverable)."""
+        found = self._blocker(iter(entry[2].items()))
+        return None if found is None else found[0]
+
+    def _blocker(self, items: Iterator[tuple[str, int]]) -> tuple[str, int] | None:
+        """The first (member, count) of a pair's time this member has not reached
+        (the delivery rule, read entry by entry, as ``blocking`` asks)."""
+        for item in items:
+            if item[1] > self._known(item[0]):
+                return item
+        return None
+
+    def _still_held(self, entry: Entry, name: Hashable) -> bool:
+        return entry[2].get(str(name), 0) > self._known(str(name))
+
+    def _waits_on(self, entry: Entry) -> list[str]:
+        return [name for name, _ in blocking(self._blocker, entry[2].items())]
+
+    def _deliver(self, entry: Entry, pairs: dict[str, Clock] | None = None) -> None:
+        message, time, _ = entry
+        sender = message.sender
+        if sender == self._me:
+            self.self_pending.remove(time[self._me])
+        _merge(self.known, {k: v for k, v in time.items() if k != self._me})
+        if pairs is None:
+            pairs = decode_pairs(message, self.protocol)
+        self.merge_pairs(pairs)
+        self.deliver_upstream(without_header_unchecked(
+            without_header_unchecked(message, TIME), PAIRS))
+
+    def merge_pairs(self, pairs: Mapping[str, Clock]) -> None:
+        """Take on the pairs of a delivered message (its sender's causal past of sends),
+        but this member's own: that one is satisfied now."""
+        for dest, time in pairs.items():
+            # not only members: a pair for a member whose join this member has not heard
+            # of yet must be passed on all the same (it names a message sent to it)
+            if dest != self._me and dest not in self.departed:
+                # a new dict: one send's time is shared by the pairs of its destinations
+                merged = dict(self.pairs.get(dest, ()))
+                _merge(merged, time)
+                self.pairs[dest] = merged
+
+    def _drain(self, traced: bool = True) -> list[str]:
+        delivered = []
+        while (entry := take_first_deliverable(self.buffer, self._held_by,
+                                               self._buffered_ids, self._holder,
+                                               self._still_held)) is not None:
+            if traced:
+                self.host.trace("unbuffer", entry[0])
+            delivered.append(entry[0].message_id)
+            self._deliver(entry)
+        return delivered
+
+    # -- membership -----------------------------------------------------------------------
+    def member_removed(self, name: str) -> None:
+        self.pairs.pop(name, None)  # nothing will be sent to it again
+        self.departed.add(name)
+        warn_held_on(self, name, log)
+
+    # -- introspection --------------------------------------------------------------------
+    def held(self) -> list[GroupMessage]:
+        return [entry[0] for entry in self.buffer]
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        return {entry[0].message_id: self._waits_on(entry) for entry in self.buffer}
+
+    def release_waiting_on(self, name: str) -> list[str]:
+        needed = [entry[2].get(name, 0) for entry in self.buffer if name in self._waits_on(entry)]
+        if not needed or name == self._me:
+            return []
+        self.known[name] = max(needed)  # give up on the sends of name still missing
+        self._held_by.clear()
+        for entry in self.buffer:
+            if name in self._waits_on(entry):
+                self.host.trace("unbuffer", entry[0], forced=True)
+        released = self._drain(traced=False)
+        self.count("released", len(released))
+        return released
+
+    # -- state for the model checker ------------------------------------------------------
+    def snapshot(self) -> Hashable:
+        return (
+            self.sends,
+            freeze_clock(self.known),
+            tuple(self.self_pending),
+            tuple((dest, freeze_clock(time)) for dest, time in sorted(self.pairs.items())),
+            # messages hash and compare by what travels; their headers hold the rest
+            tuple(entry[0] for entry in self.buffer),
+            tuple(sorted(self.departed)),
+            self.control_count,
+        )
+
+    def restore(self, snapshot: Hashable) -> None:
+        sends, known, pending, pairs, buffered, departed, self.control_count = snapshot  # type: ignore[misc]
+        self.departed = set(departed)
+        self.sends = sends
+        self.known = dict(known)
+        self.self_pending = list(pending)
+        self.pairs = {dest: dict(time) for dest, time in pairs}
+        self.buffer = []
+        self._held_by.clear()
+        self._buffered_ids.clear()
+        for message in buffered:
+            time = decode_clock(message, TIME, self.protocol)
+            condition = ({self._me: time.get(self._me, 0) - 1} if message.sender == self._me
+                         else decode_pairs(message, self.protocol).get(self._me, {}))
+            self.buffer.append((message, time, condition))
+            self._buffered_ids.add(message.message_id)
+        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+
+
+class SesForgetsPairsManager(SesManager):
+    """KNOWN BAD: does not take on the pairs of what it delivers, so what it sends next
+    does not carry the messages its causes sent to others."""
+
+    def merge_pairs(self, pairs: Mapping[str, Clock]) -> None:
+        return None
+
+
+class SesSendFilter(ModuleSendFilter):
+    """Stamps each copy with the send's time and the pairs for its destination."""
+
+    manager: SesManager
+
+    def on_user_message(self, message: SentMessage) -> None:
+        for copy in self.manager.stamp(message):
+            self.forward(copy)
+
+
+class SesReceiveFilter(ModuleReceiveFilter):
+    """Delivers once every message a pair names for this member is delivered."""
+
+    manager: SesManager
+    protocol = NAME
+
+    def on_user_message(self, message: ReceivedMessage) -> None:
+        self.manager.accept(message)
+
+
+class SesModule(CausalityModule):
+    """Schiper-Eggli-Sandoz causal unicast and multicast."""
+
+    name = "ses"
+    description = ("causal unicast/multicast with vector times and (destination, time) "
+                   "pairs (Schiper-Eggli-Sandoz; example plugin)")
+    symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
+
+    def create_manager(self, host: FilterHost) -> SesManager:
+        return SesManager(host)
+
+    def create_send_filter(self, manager: CausalityManager) -> SesSendFilter:
+        return SesSendFilter(manager)
+
+    def create_receive_filter(self, manager: CausalityManager) -> SesReceiveFilter:
+        return SesReceiveFilter(manager)
+
+
+class SesForgetsPairsModule(SesModule):
+    """SES whose receivers forget the pairs of what they deliver (known-bad)."""
+
+    name = "ses-forgets-pairs"
+    description = ("KNOWN BAD (example plugin): ses whose receivers do not take on the pairs "
+                   "of what they deliver; a reaction overtakes its cause through a third party")
+    known_bad = True
+    symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
+
+    def create_manager(self, host: FilterHost) -> SesForgetsPairsManager:
+        return SesForgetsPairsManager(host)

@@ -1,0 +1,165 @@
+"""The conformance suite of a causality module: ``groupcomm conformance NAME``, or
+:func:`run_conformance` from code and tests (pytest:
+``from groupcomm.conformance import assert_conformant``).
+
+It runs against any registered module (built-in or plugin) and chooses what to expect
+from the flags the module declares on its class, never from its name
+(:class:`~groupcomm.conformance.outcome.Declared`: ``known_bad``, ``broadcast_only``,
+``unicast_events``, ``acknowledged_sends`` for a sender-side module, ``symmetry_headers``,
+and ``delivery_order`` - ``causal`` unless the module says ``fifo`` or ``arrival``).
+
+The checks, in order (``--quick`` runs fewer executions and a smaller model check):
+
+1. ``random-executions``: seeded random unicasts, multicasts, self-sends and reactions,
+   in random arrival orders, judged by the causal-order oracle;
+2. ``cause-before-effect``: the seeds' scenario where a reaction overtakes its cause;
+3. ``held-and-release``: a departure strands a message: held, named in ``waiting_for``,
+   delivered on ``release_waiting_on``;
+4. ``snapshot-round-trip``: snapshots are hashable, restore exactly, and replaying from
+   a restored one gives the same run;
+5. ``late-joiners``: a member joins mid-traffic;
+6. ``replicated-convergence``: replicas of an add-wins set and a text converge;
+7. ``symmetry``: ``check --symmetry`` finds what the plain search finds;
+8. ``model-check`` and ``model-check-churn``: every interleaving of a small
+   configuration, with and without a late join and a departure;
+9. ``stress`` (``--stress``): real processes with drops and churn, traces judged by the
+   oracle; then ``trace-analysis`` (``--spark``, last, slow to start): the same traces
+   through the Spark analysis.
+
+A check prints ``pass``, ``fail`` with a counterexample, or ``n/a`` with the flag that
+makes it not apply. A module passes when no check fails; a known-bad module is expected
+to fail one, with a counterexample, and the report says whether it did.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groupcomm.conformance import model_checks, processes, scenarios
+from groupcomm.conformance.outcome import FAIL, NOT_APPLICABLE, PASS, Declared, Outcome
+from groupcomm.core.registry import get_module
+
+#: every check, in the order they run
+CHECKS = ("random-executions", "cause-before-effect", "held-and-release",
+          "snapshot-round-trip", "late-joiners", "replicated-convergence", "symmetry",
+          "model-check", "model-check-churn", "stress", "trace-analysis")
+
+
+@dataclass
+class ConformanceReport:
+    """Every outcome of one module's run."""
+
+    module: str
+    declared: Declared
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.failed]
+
+    @property
+    def passed(self) -> bool:
+        """No check failed."""
+        return not self.failed
+
+    @property
+    def as_declared(self) -> bool:
+        """A correct module passed, or a known-bad one failed with a counterexample."""
+        if self.declared.known_bad:
+            return any(o.counterexample for o in self.failed)
+        return self.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"module": self.module, "known_bad": self.declared.known_bad,
+                "passed": self.passed, "as_declared": self.as_declared,
+                "checks": [o.as_dict() for o in self.outcomes]}
+
+
+def run_conformance(
+    name: str,
+    *,
+    quick: bool = False,
+    stress: bool = False,
+    spark: bool = False,
+    only: Iterable[str] | None = None,
+    trace_dir: Path | None = None,
+    progress: Callable[[Outcome], None] | None = None,
+) -> ConformanceReport:
+    """Run the checks on the registered module ``name`` (raises
+    :class:`~groupcomm.core.registry.UnknownModuleError` for an unknown one).
+
+    ``stress`` adds the real-process run and ``spark`` (which implies it) the Spark
+    analysis of its traces; ``only`` restricts to the named checks (:data:`CHECKS`);
+    ``trace_dir`` keeps the stress run's traces (default: a temporary directory);
+    ``progress`` is called with each outcome as it comes."""
+    declared = Declared.of(get_module(name))
+    chosen = set(CHECKS if only is None else only)
+    unknown = chosen - set(CHECKS)
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(sorted(unknown))}; the checks are "
+                         f"{', '.join(CHECKS)}")
+    runs = 40 if quick else 200
+    plan: list[tuple[str, Callable[[], Outcome]]] = [
+        ("random-executions", lambda: scenarios.random_executions(name, declared, runs)),
+        ("cause-before-effect", lambda: scenarios.cause_before_effect(name, declared)),
+        ("held-and-release", lambda: scenarios.held_and_release(name, declared)),
+        ("snapshot-round-trip", lambda: scenarios.snapshot_round_trip(name, declared, runs)),
+        ("late-joiners", lambda: scenarios.late_joiners(name, declared, runs // 2)),
+        ("replicated-convergence",
+         lambda: scenarios.replicated_convergence(name, declared, runs // 2)),
+        ("symmetry", lambda: model_checks.symmetry_equivariance(name, declared)),
+        ("model-check",
+         lambda: model_checks.model_check(name, declared, messages=1 if quick else 2)),
+        ("model-check-churn", lambda: model_checks.model_check_churn(name, declared)),
+    ]
+    report = ConformanceReport(name, declared)
+    with tempfile.TemporaryDirectory(prefix="groupcomm-conformance-") as scratch:
+        traces = trace_dir or Path(scratch) / "traces"
+        plan.append(("stress", lambda: processes.stress_run(name, declared, traces)
+                     if stress or spark else
+                     Outcome("stress", NOT_APPLICABLE, "not asked (--stress)")))
+        plan.append(("trace-analysis", lambda: processes.spark_analysis(name, declared, traces)
+                     if spark else
+                     Outcome("trace-analysis", NOT_APPLICABLE, "not asked (--spark)")))
+        for check, run in plan:
+            if check not in chosen:
+                continue
+            outcome = _timed(run)
+            report.outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+    return report
+
+
+def _timed(run: Callable[[], Outcome]) -> Outcome:
+    start = time.perf_counter()
+    outcome = run()
+    if not outcome.seconds:
+        outcome.seconds = time.perf_counter() - start
+    return outcome
+
+
+def assert_conformant(name: str, **options: Any) -> ConformanceReport:
+    """For a plugin's own test suite: run :func:`run_conformance` and fail (an
+    ``AssertionError`` listing every failed check and its counterexample) unless the
+    module behaves as it declares: a correct module passes every check, a known-bad one
+    fails one with a counterexample."""
+    report = run_conformance(name, **options)
+    if not report.as_declared:
+        if report.declared.known_bad:
+            raise AssertionError(f"{name} is declared known-bad but no check caught it")
+        lines = [f"{name} failed {len(report.failed)} conformance check(s):"]
+        for outcome in report.failed:
+            lines.append(f"  {outcome.check}: {outcome.detail}")
+            lines += [f"      {step}" for step in outcome.counterexample]
+        raise AssertionError("\n".join(lines))
+    return report
+
+
+__all__ = ["CHECKS", "FAIL", "NOT_APPLICABLE", "PASS", "ConformanceReport", "Declared",
+           "Outcome", "assert_conformant", "run_conformance"]

@@ -1,0 +1,104 @@
+"""``groupcomm conformance NAME``: the conformance suite of one causality module.
+
+Examples::
+
+    groupcomm conformance matrix
+    groupcomm conformance ses --quick
+    groupcomm conformance ses-forgets-pairs          # known-bad: fails with a counterexample
+    groupcomm conformance matrix --stress --spark    # real processes, then Spark (slow)
+
+Exit status: 0 when the module behaves as it declares (a correct module passes every
+check; a known-bad one fails one with a counterexample), 1 otherwise, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, run_main, setup_logging
+
+
+def build_parser() -> ArgumentParser:
+    from groupcomm.conformance import CHECKS
+
+    parser = ArgumentParser(
+        prog="groupcomm conformance",
+        description="Run the conformance suite against an installed causality module "
+        "(built-in or plugin), expecting what its declared flags say: random executions "
+        "judged by the causal-order oracle, cause before effect, held messages and their "
+        "release after a departure, snapshot round-trips, late joiners, replicated types, "
+        "symmetry, a model-checker run with a join and a leave; with --stress a real-process "
+        "run with drops and churn, with --spark its Spark trace analysis.",
+    )
+    parser.add_argument("module", metavar="NAME", help="causality module (groupcomm filters)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer random executions and a smaller model check (seconds)")
+    parser.add_argument("--stress", action="store_true",
+                        help="also run real processes with drops and churn (about a minute)")
+    parser.add_argument("--spark", action="store_true",
+                        help="also analyse the stress run's traces with Spark, last (implies "
+                        "--stress; Spark takes tens of seconds to start)")
+    parser.add_argument("--only", action="append", choices=CHECKS, metavar="CHECK",
+                        help=f"run only this check (repeatable): {', '.join(CHECKS)}")
+    parser.add_argument("--trace-dir", metavar="DIR", help="keep the stress run's traces here")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def _print_outcome(outcome: object) -> None:
+    from groupcomm.conformance import Outcome
+
+    assert isinstance(outcome, Outcome)
+    print(f"{outcome.status:4}  {outcome.check:24} {outcome.detail}  "
+          f"({outcome.seconds:.1f} s)", flush=True)
+    if outcome.counterexample:
+        print("      counterexample:")
+        for number, step in enumerate(outcome.counterexample, start=1):
+            print(f"      {number:3d}. {step}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from groupcomm.cli.args import warn_if_known_bad
+    from groupcomm.conformance import run_conformance
+    from groupcomm.core.registry import UnknownModuleError, get_module
+
+    setup_logging(args.verbose)
+    try:
+        module = get_module(args.module)
+    except UnknownModuleError as error:
+        raise CliError(f"groupcomm conformance: {error}") from None
+    ensure_trace_dir(args.trace_dir, "groupcomm conformance")
+    if not args.json:
+        warn_if_known_bad(module, "groupcomm conformance")
+        print(f"conformance of {args.module} ({'quick' if args.quick else 'full'})")
+    report = run_conformance(
+        args.module, quick=args.quick, stress=args.stress, spark=args.spark, only=args.only,
+        trace_dir=Path(args.trace_dir) if args.trace_dir else None,
+        progress=None if args.json else _print_outcome)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        counts = {status: sum(o.status == status for o in report.outcomes)
+                  for status in ("pass", "fail", "n/a")}
+        summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        if report.declared.known_bad:
+            verdict = ("known-bad, caught with a counterexample (as declared)"
+                       if report.as_declared else "known-bad, but NO check caught it")
+        else:
+            verdict = "conformant" if report.passed else "NOT conformant"
+        print(f"result: {verdict} ({summary})")
+    return 0 if report.as_declared else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``groupcomm conformance``."""
+    return run_main(build_parser, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
