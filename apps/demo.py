@@ -289,7 +289,9 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def print_table(runs: list[dict[str, Any]]) -> None:
-    header = (f"{'scenario':11} {'causality':9} {'carol has':24} {'same text':>9} "
+    # the module column as wide as the longest name (a plugin's can be long)
+    width = max([len("causality"), *(len(run["causality"]) for run in runs)])
+    header = (f"{'scenario':11} {'causality':{width}} {'carol has':24} {'same text':>9} "
               f"{'violations':>10} {'p50 ms':>8} {'meta B/msg':>10} {'ctrl/msg':>8}")
     print(header)
     print("-" * len(header))
@@ -302,7 +304,7 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         else:
             same = "-"
             note = "  <- carol confused" if run["causal_violations"] else ""
-        print(f"{run['scenario']:11} {run['causality']:9} {order:24} {same:>9} "
+        print(f"{run['scenario']:11} {run['causality']:{width}} {order:24} {same:>9} "
               f"{_fmt(run['causal_violations']):>10} {_fmt(run['median_latency_ms']):>8} "
               f"{_fmt(run['meta_bytes_per_message']):>10} "
               f"{_fmt(run['control_messages_per_message'], 2):>8}{note}")

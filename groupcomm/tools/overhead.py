@@ -39,7 +39,14 @@ from typing import Any
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 
-MODULES = ("none", "fifo", "vector", "matrix", "matrix-delta", "ks", "mfss", "cykas")
+
+def default_modules() -> list[str]:
+    """Every installed module but the known-bad ones (plugins' included), ``none`` first:
+    what is measured without ``--modules``."""
+    from groupcomm.core.registry import default_modules as installed
+
+    names = installed()
+    return ["none", *[n for n in names if n != "none"]] if "none" in names else names
 
 
 def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:
@@ -140,7 +147,7 @@ def _check_writable(path: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    modules = args.modules or list(MODULES)
+    modules = args.modules or default_modules()
     from groupcomm.core.registry import UnknownModuleError, get_module
 
     try:
@@ -200,17 +207,20 @@ def _run(args: argparse.Namespace) -> int:
               f"{row['meta_bytes_per_copy']:>7} {total:>9.3f} "
               f"{row['control_bytes_per_message']:>10} {row['cpu_us_per_message']:>10.1f} "
               f"{extra:>11}  {kinds}")
+    # the tables' first column as wide as the longest name (a plugin's may be long)
+    name_width = max(13, *(len(m) for m in ordered))
     if pipeline:
-        print(f"\n{'module':13} {'send us/msg':>12} {'(+ on none)':>11} "
+        print(f"\n{'module':{name_width}} {'send us/msg':>12} {'(+ on none)':>11} "
               f"{'receive us/msg':>15} {'(+ on none)':>11} {'busier vs none':>15}")
         for row in pipeline:
-            print(f"{row['module']:13} {row['send_us_per_msg']:>12.2f} "
+            print(f"{row['module']:{name_width}} {row['send_us_per_msg']:>12.2f} "
                   f"{row['send_extra_us']:>+11.2f} {row['receive_us_per_msg']:>15.2f} "
                   f"{row['receive_extra_us']:>+11.2f} {row['cost_relative_to_none']:>15.3f}")
     if throughput:
-        print(f"\n{'module':13} {'msg/s':>9} {'vs none':>8} {'CPU us/msg':>11} {'CPU vs none':>12}")
+        print(f"\n{'module':{name_width}} {'msg/s':>9} {'vs none':>8} {'CPU us/msg':>11} "
+              f"{'CPU vs none':>12}")
         for row in throughput:
-            print(f"{row['module']:13} {row['msgs_per_s']:>9,} {row['relative_to_none']:>8.3f} "
+            print(f"{row['module']:{name_width}} {row['msgs_per_s']:>9,} {row['relative_to_none']:>8.3f} "
                   f"{row['busier_cpu_us_per_msg']:>11.2f} {row['cpu_relative_to_none']:>12.3f}")
     return 0
 
@@ -223,7 +233,9 @@ def build_parser() -> ArgumentParser:
         "(--throughput N) each module's throughput through the real communicator relative "
         "to none in the same run.",
     )
-    parser.add_argument("--modules", nargs="+", help=f"default: {' '.join(MODULES)}")
+    parser.add_argument("--modules", nargs="+",
+                        help="default: every installed module that is not known-bad "
+                        "(groupcomm filters), plugins' included")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 10, 50])
     parser.add_argument("--messages", type=int, nargs="+", default=[20],
                         help="messages per process; several values measure each")
