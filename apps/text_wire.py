@@ -15,6 +15,10 @@ update applied at once by the other two: the bytes of the updates per keystroke,
 reference the target (at most three times a Yjs update) is measured against. Yjs's cursor
 positions travel separately (its awareness protocol) and are not counted; ours are.
 
+``--screen CHARS`` times what the editor does per key at a text of CHARS characters (in
+this process, no network: a communicator stand-in gives ids and tags): a typed key or a
+cursor move, then one drawing of a 100x40 screen.
+
 ``--fields`` also breaks one typical keystroke message down field by field (the same
 encoder, on the in-process network after a short history): frame signature and header,
 batch head, message id, destinations, kind, stamp (headers), tag clock, payload; the
@@ -222,6 +226,78 @@ def field_sizes(module: str, history: int = 60) -> dict[str, int]:
     }
 
 
+def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) -> dict[str, float]:
+    """Milliseconds (median, 90th percentile) the editor spends per typed key and per
+    cursor move at a text of ``chars`` characters, a drawing of the screen included."""
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.application.current import set_app
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.layout.mouse_handlers import MouseHandlers
+    from prompt_toolkit.layout.screen import Screen, WritePosition
+    from prompt_toolkit.output import DummyOutput
+
+    from groupcomm.apps.edit_screen import EditScreen
+    from groupcomm.apps.shared_text import SharedText
+    from groupcomm.core.messages import SentMessage
+
+    class Alone:
+        """Stands in for a communicator: each send gets the next id and tag."""
+
+        name = member_id = "me"
+        members, others = ["me", "you"], ["you"]
+        sent = 0
+
+        def send(self, dests: list[str], payload: Any) -> list[SentMessage]:
+            self.sent += 1
+            return [SentMessage(application_name=APPLICATION, session_name=SESSION,
+                                user_message=payload, message_id=f"me#{self.sent}",
+                                sender="me", vc=(("me", self.sent),),
+                                destinations=tuple(dests))]
+
+    rng = random.Random(1)
+    words = "the of and a to in is that for it as was with be by on not he this".split()
+    lines, total = [], 0
+    while total < chars:
+        lines.append(" ".join(rng.choice(words) for _ in range(12))[:79])
+        total += len(lines[-1]) + 1
+    shared = SharedText("me", window=window)
+    shared.attach(Alone())
+    shared.insert("\n".join(lines)[:chars])
+    shared.move_to(chars // 2)
+    typed: list[float] = []
+    moved: list[float] = []
+    try:
+        with create_pipe_input() as pipe, create_app_session(input=pipe,
+                                                             output=DummyOutput()):
+            screen = EditScreen(shared, SESSION, "matrix")
+
+            def draw() -> None:
+                with set_app(screen.app):
+                    screen.app.layout.container.write_to_screen(
+                        Screen(), MouseHandlers(), WritePosition(0, 0, 100, 40), "",
+                        erase_bg=False, z_index=None)
+
+            draw()
+            for k in range(keys):
+                started = time.perf_counter()
+                shared.insert("abcdefghij"[k % 10])
+                draw()
+                typed.append(time.perf_counter() - started)
+            for _ in range(keys // 3):
+                started = time.perf_counter()
+                shared.move_to(shared.position - 1)
+                draw()
+                moved.append(time.perf_counter() - started)
+    finally:
+        shared.close()
+
+    def ms(samples: list[float], share: float) -> float:
+        return round(sorted(samples)[int(len(samples) * share)] * 1000, 2)
+
+    return {"characters": len(shared.view()[0]), "key_median_ms": ms(typed, 0.5),
+            "key_p90_ms": ms(typed, 0.9), "move_median_ms": ms(moved, 0.5)}
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm text-wire",
@@ -240,6 +316,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fields", action="store_true",
                         help="also break one keystroke's frame down field by field")
+    parser.add_argument("--screen", type=int, metavar="CHARS",
+                        help="also time a key and a move, screen drawn, at CHARS characters")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="count", default=0)
@@ -249,6 +327,8 @@ def build_parser() -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     prog = "groupcomm text-wire"
+    if args.screen is not None and not 1 <= args.screen <= 10_000_000:
+        raise CliError(f"{prog}: --screen must be between 1 and 10000000 characters")
     if args.keys < 1 or not 0 < args.rate <= 1000:
         raise CliError(f"{prog}: --keys must be >= 1 and --rate between 0 and 1000")
     windows = args.coalesce if args.coalesce is not None else [0.0, DEFAULT_WINDOW * 1000]
@@ -277,6 +357,9 @@ def _run(args: argparse.Namespace) -> int:
             run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)
             runs.append(run)
     result: dict[str, Any] = {"runs": runs}
+    if args.screen is not None:
+        say(f"timing keys and moves at {args.screen:,} characters...")
+        result["screen"] = keystroke_times(args.screen)
     if args.fields:
         result["fields"] = {module: field_sizes(module) for module in modules}
     if args.json:
@@ -302,6 +385,11 @@ def _run(args: argparse.Namespace) -> int:
         print(line)
     if not any(run["yjs"] for run in runs):
         print("Yjs not measured: pycrdt is not installed")
+    if "screen" in result:
+        times = result["screen"]
+        print(f"at {times['characters']:,} characters: a key and a drawing of the screen "
+              f"{times['key_median_ms']} ms median ({times['key_p90_ms']} ms p90), a move "
+              f"{times['move_median_ms']} ms median")
     for module, sizes in result.get("fields", {}).items():
         print(f"{module}, one keystroke alone: " + ", ".join(
             f"{name} {size} B" for name, size in sizes.items()))

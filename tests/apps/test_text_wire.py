@@ -36,6 +36,7 @@ def test_coalesced_typing_converges_and_costs_fewer_bytes_per_keystroke(capsys) 
     (["--rate", "-3"], "--rate between 0 and 1000"),
     (["--coalesce", "-1"], "--coalesce must be between 0 and 10000 ms"),
     (["--causality", "nosuch"], "nosuch"),
+    (["--screen", "0"], "--screen must be between 1 and 10000000"),
 ])
 def test_bad_arguments_are_one_line(argv: list[str], message: str, capsys) -> None:
     assert text_wire.main(argv) != 0
@@ -66,3 +67,10 @@ def test_the_field_breakdown_agrees_with_the_wire_codec() -> None:
     relay = seal_session(codec, "relay", client="p1", application=text_wire.APPLICATION,
                          session=text_wire.SESSION, dests=["p2", "p3"])
     assert sizes["relay_command"] == len(relay)
+
+
+def test_the_screen_timing_types_and_moves_in_the_editor() -> None:
+    times = text_wire.keystroke_times(3000, keys=9)
+    assert times["characters"] == 3000 + 9  # every typed key is in the text
+    assert times["key_median_ms"] > 0 and times["move_median_ms"] > 0
+    assert times["key_p90_ms"] >= times["key_median_ms"]
