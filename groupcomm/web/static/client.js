@@ -42,6 +42,7 @@ export class Connection {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const ws = new WebSocket(`${scheme}://${location.host}/ws/${this.kind}`);
     this.ws = ws;
+    this.welcomed = false;
     this.page.status("connecting…", "connecting");
     ws.onopen = () => ws.send(JSON.stringify({ type: "hello", user: who.user, token: who.token }));
     ws.onmessage = (event) => this.receive(JSON.parse(event.data));
@@ -49,7 +50,7 @@ export class Connection {
       if (this.ws !== ws) return;
       this.ws = null;
       if (this.stopped) {
-        this.page.status("left the session", "closed");
+        if (this.welcomed) this.page.status("left the session", "closed");
         return;
       }
       this.page.status("connection lost; reconnecting…", "connecting");
@@ -62,6 +63,7 @@ export class Connection {
     for (const event of Array.isArray(data) ? data : [data]) {
       this.counts.received += 1;
       if (event.type === "welcome") {
+        this.welcomed = true;
         this.applied = event.handed || 0;
         this.retry = 500;
         this.page.start(event);
@@ -69,8 +71,12 @@ export class Connection {
       } else if (event.type === "fatal") {
         this.page.event(event);
         if (this.ws) this.ws.close();
-      } else if (event.type === "error" && !this.ws) {
+      } else if (event.type === "error" && !this.welcomed) {
+        // refused at login (a wrong credential, no session): trying again would be
+        // refused again; a reload tries again
+        this.stopped = true;
         this.page.event(event);
+        this.page.status(`refused: ${event.error}`, "error");
       } else {
         this.page.event(event);
       }

@@ -1,0 +1,171 @@
+"""The chat page in a real headless Chromium, with terminal chats in the same session:
+a reply that overtakes its cause is held and shown after it, concurrent messages are
+marked, /held and /release work, a newcomer sees the conversation so far; and the
+refusals a browser meets (wrong credential, another origin, an oversized message) and
+a dropped connection."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import pytest
+from selenium.webdriver.common.keys import Keys
+
+from groupcomm.tools.procs import LineProcess, ProcessGroup
+from tests.web.conftest import GatewayProcess, Tab, TabOpener
+
+LINES = "return [...document.querySelectorAll('#log div')].map(d => d.textContent)"
+READY = "return document.getElementById('status').className === 'open'"
+
+
+@pytest.fixture(scope="module")
+def gateway(session_group: ProcessGroup, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[GatewayProcess]:
+    process = GatewayProcess(session_group, tmp_path_factory.mktemp("im"),
+                             session="chat", users=("ann", "ben", "cat", "dan"))
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+class TerminalChat(LineProcess):
+    """``groupcomm im`` with piped input."""
+
+    def __init__(self, group: ProcessGroup, name: str, *extra: str) -> None:
+        assert group.server is not None
+        super().__init__(name, [sys.executable, "-m", "groupcomm.apps.im", "--name", name,
+                                "--session", "chat", "--server", group.server.address,
+                                "--key-file", str(group.key_file), "--causality", "matrix",
+                                *extra])
+        self.wait_line(lambda line: line.startswith(f"* {name} joined"), what="the join")
+
+
+def open_chat(tabs: TabOpener, gateway: GatewayProcess, user: str) -> Tab:
+    tab = tabs.open(gateway.link(user, "im"), user)
+    try:
+        tab.wait(READY, f"{user}'s chat to join")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; gateway: {gateway.stderr_tail()}") from None
+    return tab
+
+
+def say(tab: Tab, text: str) -> None:
+    tab.keys("input", text, Keys.ENTER)
+
+
+def line_with(tab: Tab, text: str, what: str = "") -> str:
+    return tab.wait(f"{LINES}.find(l => l.includes(arguments[0]))",
+                    what or repr(text), 20, text)
+
+
+def test_causal_order_marks_held_release_and_the_conversation_so_far(
+        gateway: GatewayProcess, session_group: ProcessGroup, tabs: TabOpener) -> None:
+    ann = open_chat(tabs, gateway, "ann")
+    ben = open_chat(tabs, gateway, "ben")
+    # tom's messages reach ann's member 3 s late; uma's never before she leaves
+    tom = TerminalChat(session_group, "tom", "--delay", "ann=3000")
+    uma = None
+    try:
+        line_with(ann, "* tom joined")
+        line_with(ben, "* tom joined")
+        # ben answers tom's question at once; ann gets the answer first: held
+        tom.type("question?")
+        line_with(ben, "[tom] question?")
+        say(ben, "answer!")
+        line_with(ben, "[you -> ann, tom] answer!")
+        say(ann, "/held")
+        held = line_with(ann, "answer!", "the held answer in /held")
+        assert held.endswith("from ben: 'answer!' (waits on tom)")
+        line_with(ann, "[ben] answer!")
+        lines = [x for x in ann.js(LINES) if x.startswith("#")]
+        assert [x.split("] ", 1)[1] for x in lines[-2:]] == ["question?", "answer!"]
+        assert "concurrent" not in lines[-1]
+
+        # ann speaks before tom's next message reaches her: concurrent at ben
+        tom.type("tom speaks")
+        line_with(ben, "[tom] tom speaks")
+        say(ann, "ann speaks")
+        number = line_with(ben, "[tom] tom speaks").split(" ")[0]
+        marked = line_with(ben, "[ann] ann speaks")
+        assert marked.endswith(f"(concurrent with {number})")
+        line_with(ann, "[tom] tom speaks")
+        tom.quit()  # (its join marker for uma would reach ann late too)
+        line_with(ann, "* tom left")
+
+        # uma leaves before her message reaches ann; ben's reply to it waits on her
+        uma = TerminalChat(session_group, "uma", "--delay", "ann=60000")
+        line_with(ann, "* uma joined")
+        uma.type("from uma")
+        line_with(ben, "[uma] from uma")
+        say(ben, "re uma")
+        line_with(ben, "re uma")
+        uma.quit()
+        line_with(ann, "* uma left")
+        say(ann, "/held")
+        assert line_with(ann, "'re uma'").endswith("from ben: 're uma' (waits on uma)")
+        say(ann, "/release uma")
+        line_with(ann, "* released 1 message(s) that waited on uma")
+        line_with(ann, "[ben] re uma")
+
+        # a newcomer sees the conversation so far
+        cat = open_chat(tabs, gateway, "cat")
+        line_with(cat, "* conversation so far")
+        history = [x for x in cat.js(LINES) if x.startswith("  [")]
+        for expected in ("  [tom] question?", "  [ben] answer!", "  [ann] ann speaks",
+                         "  [ben] re uma"):
+            assert expected in history
+        line_with(cat, "* up to date")
+        tabs.leave(cat)
+    finally:
+        tom.quit()
+        if uma is not None:
+            uma.quit()
+        tabs.leave(ann, ben)
+
+
+def test_a_browser_is_refused_a_wrong_credential_another_origin_and_oversized_messages(
+        gateway: GatewayProcess, tabs: TabOpener) -> None:
+    before = gateway.stats()["counters"]
+    wrong = tabs.open(f"{gateway.url}/im#user=dan&token=guessed", "wrong")
+    line_with(wrong, "! wrong user name or token (ask for a new login link)")
+    # a page of another origin (localhost is not 127.0.0.1) opens a WebSocket here
+    elsewhere = tabs.open(gateway.url.replace("127.0.0.1", "localhost") + "/", "elsewhere")
+    outcome = elsewhere.focus().execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const ws = new WebSocket(arguments[0]);
+        ws.onopen = () => done('opened');
+        ws.onclose = (event) => done('closed ' + event.code);
+    """, f"ws://{gateway.host_port}/ws/im")
+    assert outcome == "closed 1006"
+    dan = open_chat(tabs, gateway, "dan")
+    dan.js("connection.ws.send('x'.repeat(200000))")
+    line_with(dan, "! message of 200,000 bytes; at most 131,072")
+    after = gateway.stats()["counters"]
+    assert after.get("login_failed", 0) - before.get("login_failed", 0) == 1
+    assert after.get("refused_origin", 0) - before.get("refused_origin", 0) == 1
+    assert after.get("oversized", 0) - before.get("oversized", 0) == 1
+    # still connected, still dan
+    assert dan.js(READY) and dan.js("return chat.me") == "dan"
+    tabs.leave(wrong, elsewhere, dan)
+
+
+def test_a_dropped_connection_comes_back_as_the_next_incarnation_with_the_conversation(
+        gateway: GatewayProcess, tabs: TabOpener) -> None:
+    ann = open_chat(tabs, gateway, "ann")
+    ben = open_chat(tabs, gateway, "ben")
+    try:
+        line_with(ann, f"* {ben.js('return chat.me')} joined")
+        say(ben, "before the drop")
+        line_with(ann, "before the drop")
+        first = ann.js("return chat.me")
+        ann.js("connection.ws.close()")  # the connection drops (not a /quit)
+        line_with(ben, f"* {first} left")
+        back = line_with(ann, "* reconnected as ")
+        assert back != f"* reconnected as {first}"
+        assert f"  [{ben.js('return chat.me')}] before the drop" in ann.js(LINES)
+        say(ann, "after the drop")
+        line_with(ben, "] after the drop")
+    finally:
+        tabs.leave(ann, ben)
