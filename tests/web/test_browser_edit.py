@@ -15,6 +15,7 @@ from selenium.webdriver.common.keys import Keys
 from groupcomm.tools.procs import LineProcess, ProcessGroup
 from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
+from trace_analysis.reference import check_directory
 
 TEXT_OF = "document.getElementById('text').textContent"
 TEXT = f"return {TEXT_OF}"
@@ -82,7 +83,7 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
     ben = open_editor(tabs, gateway, "ben", opened)
     # tom's edits reach ann's member 400 ms late: the three typings overlap
     tom = TerminalEditor(session_group, "tom", f"doc-{causality}", causality,
-                         "--delay", "ann=400")
+                         "--delay", "ann=400", "--trace-dir", str(gateway.trace_dir / "edit"))
     try:
         tom.type("wait-members 3")
         tom.wait_line(lambda line: line.startswith("members "), what="three members")
@@ -139,3 +140,11 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
     finally:
         tom.quit("quit")
         tabs.leave(*opened)
+    # the tabs' members traced like the terminal: one session, checked as one
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "the tabs' members to leave")
+    checked = check_directory(gateway.trace_dir / "edit")
+    traced = {path.stem for path in (gateway.trace_dir / "edit").glob("*.jsonl")}
+    assert {"ann", "ben", "cat", "tom"} <= traced
+    assert {"ann", "ben", "tom"} <= set(checked.per_process)  # cat only sent
+    assert checked.causal_violations == 0 and checked.duplicates == 0
+    assert checked.messages > 20 and checked.abrupt_endings == []
