@@ -14,6 +14,15 @@ sorted by offset), so nothing is re-indexed when text moves. This is the shape o
 item lists with their search markers and of diamond-types' ranges of ids, fitted to
 Python: few objects per edit, list operations that run in C within a block.
 
+Typing makes one insert per keystroke, each with the next message id of its author
+(``p1#7``, ``p1#8``, ...). Once such inserts are causally stable their timestamps and
+tags are gone, and what is left of neighbours whose ids count up is merged into one
+*chain* run (as Yjs squashes the items of one client with consecutive clocks), found
+through a dict from id prefix to its chains sorted by first number; a chain grows to
+at most :data:`CHAIN_LIMIT` characters, so merging one more copies little. A typed
+document is then a few thousand runs rather than one per character, in memory and in
+:meth:`TextSequence.state`.
+
 Causal stability is collected incrementally: the inserts not yet stable and the
 tombstones are kept apart, so :meth:`TextSequence.collect` scans those, not the text.
 """
