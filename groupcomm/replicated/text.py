@@ -29,6 +29,7 @@ tombstones are kept apart, so :meth:`TextSequence.collect` scans those, not the 
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from itertools import accumulate
@@ -554,6 +555,18 @@ class TextSequence:
         """A replica continuing from :meth:`state` of another (or the one-row-per-
         character list older replicas sent); ``ValueError`` saying what is wrong if it
         does not have that shape."""
+        # the cyclic garbage collector would walk every run built so far again and
+        # again while a large text is built (none of them is garbage): it waits
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return cls._from_state(state)
+        finally:
+            if paused:
+                gc.enable()
+
+    @classmethod
+    def _from_state(cls, state: Any) -> TextSequence:
         if isinstance(state, list):
             return cls._from_items(state)
         if not isinstance(state, dict) or set(state) != {"version", "runs"}:
