@@ -634,10 +634,15 @@ class TextSequence:
                 and (item[4] is None or isinstance(item[4], Tag)) for item in items):
             raise ValueError("not the state of a TextSequence")
         text = cls()
-        runs = []
+        runs: list[Any] = []
         for ident, _, char, deleted, inserted in items:
             op, offset = _split_id(ident)
-            runs.append((op, offset, char, inserted, deleted, False))
+            last = runs[-1] if runs else None
+            if (last is not None and last[0] == op and last[1] + len(last[2]) == offset
+                    and last[3] == inserted and last[4] == deleted):
+                last[2] += char  # the characters of one insert in one state: one run
+            else:
+                runs.append([op, offset, char, inserted, deleted, False])
         text._load(runs)
         return text
 
@@ -658,19 +663,22 @@ class TextSequence:
             entry = self._ops.get(op)
             if entry is None:
                 self._ops[op] = run
+            elif isinstance(entry, _Run):
+                self._ops[op] = [entry, run]
             else:
-                pieces = [entry] if isinstance(entry, _Run) else entry
-                for piece in pieces:
-                    if piece.start < start + len(chars) and start < piece.start + len(
-                            piece.text):
-                        raise ValueError(f"not the state of a TextSequence: characters "
-                                         f"of {op} appear twice (offset {start})")
-                    if (piece.tag is None) != (inserted is None):
-                        raise ValueError(f"not the state of a TextSequence: runs of {op} "
-                                         f"disagree on whether it is stable")
-                self._ops[op] = sorted([*pieces, run], key=_start_of)
+                entry.append(run)
             if inserted is not None:
                 self._unstable[op] = inserted
+        for op, entry in self._ops.items():
+            if isinstance(entry, list):
+                entry.sort(key=_start_of)
+                for before, after in zip(entry, entry[1:], strict=False):
+                    if before.start + len(before.text) > after.start:
+                        raise ValueError(f"not the state of a TextSequence: characters "
+                                         f"of {op} appear twice (offset {after.start})")
+                    if (before.tag is None) != (after.tag is None):
+                        raise ValueError(f"not the state of a TextSequence: runs of {op} "
+                                         f"disagree on whether it is stable")
         built = self._chain_all(built)
         for prefix, chains in self._chains.items():
             chains.sort(key=_start_of)

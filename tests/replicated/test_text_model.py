@@ -81,7 +81,7 @@ def same_errors(replica: Replica) -> None:
 
 
 @pytest.mark.parametrize("block_limit", [4, 16, text_module.BLOCK_LIMIT])
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data(), members=st.integers(2, 4))
 def test_the_text_behaves_as_the_reference_model(monkeypatch, block_limit: int, data,
