@@ -196,6 +196,8 @@ class TextSequence:
         _, after, text = op
         if not isinstance(text, str) or not text:
             raise ValueError(f"an insert carries at least one character, got {text!r}")
+        if not isinstance(op_id, str) or not op_id:
+            raise ValueError(f"an insert's id is a non-empty string, got {op_id!r:.80}")
         if op_id in self._ops or self._in_chain(op_id) is not None:
             raise ValueError(f"{op_id} inserted twice")
         found = None
@@ -306,11 +308,11 @@ class TextSequence:
     # -- runs and blocks ---------------------------------------------------------------------
     def _locate(self, ident: Any) -> tuple[_Run, int] | None:
         """The run holding character ``ident`` and its index in the run, or ``None``."""
+        if not isinstance(ident, str):
+            return None
         entry = self._ops.get(ident)
         offset = 0
         if entry is None:
-            if not isinstance(ident, str):
-                return None
             op, offset = _split_id(ident)
             entry = self._ops.get(op) if offset else None
             if entry is None:

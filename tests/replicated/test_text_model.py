@@ -189,6 +189,12 @@ def test_a_paste_is_one_run_until_edited_inside_and_a_range_delete_splits_it_onc
     assert text.slice(499, 502) == "x!x" and text.slice(2999, 10**6) == "xx"
     with pytest.raises(ValueError, match="positions >= 0"):
         text.slice(-1, 3)
+    for after, op_id, message in [(["p1#1"], "p1#4", "insert after"),
+                                  (None, None, "an insert's id is a non-empty string"),
+                                  (None, "p1#2", "p1#2 inserted twice")]:
+        with pytest.raises(ValueError, match=message):
+            text.effect(("insert", after, "?"), Tag({"p1": 4}), op_id)
+    assert text.position(["p1#1"]) is None and "?" not in text.value
 
 
 def test_the_state_is_validated_with_a_precise_message() -> None:
