@@ -820,6 +820,8 @@ class TextSequence:
                 run.tag, run.sum = None, 0
             if isinstance(entry, _Run):
                 self._chain(entry, touched)
+        self._thin(touched)  # chaining may have emptied blocks
+        touched = set()
         verdicts: dict[int, bool] = {}  # a range delete's runs share one tag
         candidates = []
         for run in self._tombs:
@@ -830,22 +832,30 @@ class TextSequence:
                 if verdict:
                     candidates.append(run)
         if not candidates:
-            self._thin(touched)
             return 0
         # from the end of the text backwards, as each decision reads the character kept
         # after the tombstone, and that may be a tombstone dropped just before
         candidates.sort(key=lambda r: (r.block.index, r.block.runs.index(r)), reverse=True)
         blocks = self._blocks
+        #: block index -> a later block index, past blocks emptied on the way (path
+        #: compressed: a long deleted stretch is walked once, not once per tombstone)
+        skip: dict[int, int] = {}
+
+        def first_after(b: int) -> _Run | None:
+            path = []
+            while b < len(blocks) and (b in skip or not blocks[b].runs):
+                path.append(b)
+                b = skip.get(b, b + 1)
+            for passed in path:
+                skip[passed] = b
+            return blocks[b].runs[0] if b < len(blocks) else None
+
         dropped = 0
         for run in candidates:
             runs = run.block.runs
             at = runs.index(run)
-            follower = runs[at + 1] if at + 1 < len(runs) else None
-            b = run.block.index + 1
-            while follower is None and b < len(blocks):
-                if blocks[b].runs:
-                    follower = blocks[b].runs[0]
-                b += 1
+            follower = (runs[at + 1] if at + 1 < len(runs)
+                        else first_after(run.block.index + 1))
             if follower is not None and follower.tag is not None:
                 # the character after it may still be named with its timestamp: the
                 # run's last character stays as the marker the scan stops at
