@@ -2,29 +2,56 @@
 that leave, interleaved with the traffic (``CheckConfig.late`` / ``.leaving``,
 ``groupcomm check --join P --leave Q``).
 
-What is modelled is what the session server guarantees (docs/protocols.md, "Sessions
-that change"):
+**The server is the real one.** The session server of the model is the
+:class:`~groupcomm.protocol.registry.SessionRegistry` the ZeroMQ server drives (held in
+the state as the id of its interned state, :mod:`groupcomm.check.server`). Every join,
+departure and relayed frame goes through it, and what it answers is what the model
+delivers:
 
-* ``("join", p, members)``: ``p`` becomes a member. Its node processes its own join with
-  the members of that moment; every one of them is sent a *join notice*, a network entry
-  it processes as a transition of its own, whenever it arrives.
-* ``("leave", p)``: ``p`` leaves cleanly. What it transmitted had reached the server and
-  still arrives; frames to it are dropped (now and whenever a member that has not
-  processed the departure yet sends to it); what its module had not transmitted yet (the
-  output buffers of ``mfss`` and ``cykas``) is reported undeliverable, so those
-  (message, destination) pairs are no longer owed. Every remaining member is sent a
-  *departure notice*.
-* The server relays everything to a member on one ordered channel, so at member ``d``:
-  ``p``'s join notice comes before any frame from ``p``; ``p``'s departure notice after
-  every frame ``p`` sent to ``d``; and every frame transmitted (by anyone) after ``p``
-  left comes after those of ``p``'s frames to ``d`` still in flight (they had all
-  reached the server, which relays in order). Such later frames are marked in the
-  network (their source gets :data:`AFTER` appended) until the barrier is gone. Apart
-  from that the network is unordered; churn is refused on a per-pair FIFO network.
-  This is the default relayed routing; with direct routing a departure notice is no
-  barrier for frames between other members.
-* Sends go to the members the sender knows at that moment (each single other one, or
-  all of them for broadcast-only modules).
+* ``("join", p)``: the registry takes ``Join`` from ``p``. Its ``welcome`` and its own
+  ``joined`` notice reach ``p`` first in its channel and nothing can reach ``p`` before
+  them, so ``p`` processes them in the same transition (delaying them would only delay
+  all of ``p``'s steps, which no other process observes). The ``joined`` notices to the
+  other members become network entries each processes when it arrives.
+* ``("leave", p)``: the registry takes ``Leave`` from ``p``; its ``left`` notices to the
+  others become network entries. ``p``'s connection closes: what was on its way to ``p``
+  is dropped, and a later relay to ``p`` is one the registry rejects. What ``p``'s
+  module had not transmitted yet (the output buffers of ``mfss`` and ``cykas``) is
+  reported undeliverable, so those (message, destination) pairs are no longer owed.
+* Every frame a node transmits is a ``Relay`` to the registry, at once (the client's
+  connection to the server is FIFO, and a frame that reaches the server later only has
+  fewer orders left, see below); each ``Forward`` it answers is a network entry.
+
+A member's node takes a notice the way the transport's does: a client
+:class:`~groupcomm.core.membership.Membership` reads it and its actions go to the node
+through :func:`groupcomm.protocol.client_actions.carry_out` (``apply_to_node``). The
+model keeps no Membership per process: with no restarts, no time and relayed routing,
+a member's Membership is fixed by its node's member list (phase ``joined``, the
+members' current ids); it is rebuilt from the node for each notice, and a step whose
+Membership and node disagree afterwards is reported as an exception.
+
+**What stays modelled here: the channel from the server to a member.** The server
+sends each member its notices and relayed frames on one ordered connection. The model
+keeps the orders of that channel that a module may rely on and lets frames overtake
+one another otherwise (causal modules must not need FIFO): at member ``d``,
+
+* notices arrive in the order the server sent them (numbered by the membership changes
+  so far);
+* a frame from ``p`` comes after ``p``'s ``joined`` notice (the registry sends the
+  notice first);
+* ``p``'s ``left`` notice comes after every frame ``p`` relayed to ``d`` (they reached
+  the server before ``p``'s leave);
+* a frame relayed after ``p``'s ``left`` notice comes after ``p``'s frames to ``d``
+  still in flight (it is behind them in the channel). Such a frame's entry names those
+  departed senders (``behind``) until their last frame to ``d`` arrived.
+
+Network entries are ``(dest, source, frame, behind)``; a notice is ``(dest, subject,
+notice, ())`` with ``notice`` = ``b"\\0"`` + its number + :data:`JOIN` or :data:`LEFT`
++ subject + ``b"|"`` + the registry's notice as JSON. Direct routing (no server between
+members, so no barrier) is not modelled; churn is refused on a per-pair FIFO network.
+
+* Sends go to the members the sender's node knows at that moment (each single other
+  one, or all of them for broadcast-only modules).
 * ``("send-racing", p, dests, notice)``: a send whose destination leaves while it waits
   to be processed. In a communicator the application's thread tags a send (the node
   checks the destinations against the members it knows then) and the I/O thread runs it
@@ -43,36 +70,47 @@ refused with churn; hash compaction and compact frontiers work as usual.
 
 from __future__ import annotations
 
+import json
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
+from groupcomm.check.server import ServerTable
 from groupcomm.check.state import Violation, describe_action
+from groupcomm.core.membership import Membership, Reject, display_name, split_member
 from groupcomm.core.messages import ControlMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.protocol.client_actions import APPLICATION, SESSION, carry_out
+from groupcomm.protocol.registry import (
+    Action,
+    Forward,
+    Join,
+    Leave,
+    Notify,
+    Relay,
+    Return,
+    SessionRegistry,
+)
 from groupcomm.wire.envelopes import decode_received
 
-#: network entries that are the server's notices, not frames of the codec (which never
-#: start with a zero byte): b"\0" + their number in the session's history + b"J" +
-#: subject + b"|" + members, or + b"L" + subject. The server sends a member its notices
-#: in that order.
+__all__ = ["GONE", "JOIN", "LEFT", "RACING", "ChurnModel", "build_model", "is_notice",
+           "notice_kind", "notice_text"]
+
+#: the kinds of notice entries (frames of the codec never start with a zero byte)
 JOIN = b"J"
 LEFT = b"L"
 #: the snapshot of a process that has left
 GONE = ("gone",)
 #: the transition of a send whose destination leaves while it is queued (module doc)
 RACING = "send-racing"
-#: appended to the source of a frame transmitted after a departure, while frames of the
-#: departed process to the same destination are still in flight (they arrive first)
-AFTER = "\x00"
+#: the model has no clock: every input reaches the registry and the clients at time 0
+NOW = 0.0
 
 
 def is_notice(frame: bytes) -> bool:
     return frame[:1] == b"\x00"
-
-
-def notice(number: int, kind: bytes, body: str) -> bytes:
-    return b"\x00" + bytes([number]) + kind + body.encode()
 
 
 def notice_kind(frame: bytes) -> bytes:
@@ -82,8 +120,28 @@ def notice_kind(frame: bytes) -> bytes:
 
 def notice_text(frame: bytes) -> str:
     """``joined p3`` / ``left p2`` for a notice entry."""
-    subject = frame[3:].split(b"|")[0].decode()
-    return f"{'joined' if notice_kind(frame) == JOIN else 'left'} {subject}"
+    return f"{'joined' if notice_kind(frame) == JOIN else 'left'} {_subject(frame)}"
+
+
+def _subject(frame: bytes) -> str:
+    return frame[3:].partition(b"|")[0].decode()
+
+
+def _encode(notify: Notify) -> bytes:
+    """The registry's notice as the client reads it (``op`` and its fields)."""
+    return json.dumps({"op": notify.op, **notify.fields}, sort_keys=True,
+                      separators=(",", ":")).encode()
+
+
+def _notice_entry(number: int, notify: Notify) -> bytes:
+    kind = JOIN if notify.op == "joined" else LEFT
+    return b"\x00" + bytes([number]) + kind + str(notify.fields["client"]).encode() + b"|" \
+        + _encode(notify)
+
+
+def _fields(frame: bytes) -> dict[str, Any]:
+    """The notice a notice entry carries."""
+    return json.loads(frame[3:].partition(b"|")[2])
 
 
 def build_model(config: CheckConfig, *, trace: bool = False) -> Model:
@@ -94,7 +152,9 @@ def build_model(config: CheckConfig, *, trace: bool = False) -> Model:
 
 
 class ChurnModel(Model):
-    """:class:`Model` with joins, departures and the server's notices (module doc)."""
+    """:class:`Model` with joins and departures through the real session registry
+    (module doc). A state is ``(nodes, network, truth, server)``, ``server`` the id of
+    the registry's state in :attr:`servers`."""
 
     #: a racing send is a send, then the deliveries its departure notice allowed
     send_kinds = ("send", RACING)
@@ -119,13 +179,35 @@ class ChurnModel(Model):
         if config.workload is not None:
             raise ConfigError("a workload fixes destinations, but with joins and departures "
                               "the members a process can send to change: use --messages")
+        #: the session server's states (the registry the ZeroMQ server drives)
+        self.servers = ServerTable(SessionRegistry(server_id="check", now=NOW))
+        #: the server's state in the step being run (frames are relayed through it)
+        self._server_now = self.servers.initial
         #: processes gone in the state being expanded (see add_frames)
         self._gone_now: set[str] = set()
-        super().__init__(config, trace=trace)
+        super().__init__(config, trace=trace)  # the first members join (start_session)
+        self.initial_state = (*self.initial_state, self._server_now)
         self.late = [self.index[name] for name in config.late]
         self.leaving = [self.index[name] for name in config.leaving]
         self.gone = [self.intern(i, GONE) for i in range(self.n)]
         self.tracing = trace
+
+    def start_session(self, first: list[str]) -> None:
+        """The first members join the registry one by one; every notice is processed
+        at once (the join sequence of LocalNetwork)."""
+        for name in first:
+            actions = self._server_step(Join(name, name, APPLICATION, SESSION, NOW))
+            told: dict[str, list[dict[str, Any]]] = {}
+            for action in actions:
+                if isinstance(action, Notify):
+                    told.setdefault(str(action.conn), []).append(json.loads(_encode(action)))
+            for conn, notices in told.items():
+                node = self.nodes[self.index[conn]]
+                take_notices(node, client_of(node), notices)
+
+    def _server_step(self, event: Join | Leave) -> tuple[Action, ...]:
+        self._server_now, actions = self.servers.handle(self._server_now, event)
+        return actions
 
     # -- who is a member ------------------------------------------------------------------
     def present(self, snaps: tuple, i: int) -> bool:
@@ -136,6 +218,10 @@ class ChurnModel(Model):
         if snaps[i] == self.gone[i]:
             return ()
         return self.snapshots[i][snaps[i]][2]
+
+    def server_members(self, state: tuple) -> list[str]:
+        """The members the registry lists in ``state``, in join order."""
+        return self.servers.members(state[3], APPLICATION, SESSION)
 
     def _events(self, snaps: tuple) -> int:
         """How many joins and departures have happened (numbers the next notices)."""
@@ -162,7 +248,7 @@ class ChurnModel(Model):
     @staticmethod
     def actor(action: tuple) -> tuple[str, Any]:
         if action[0] == "join":
-            return action[1], action[2]
+            return action[1], action[2]  # (the joiner's own notices, see _join)
         if action[0] == RACING:
             return action[1], (action[2], action[3])
         return Model.actor(action)
@@ -185,118 +271,175 @@ class ChurnModel(Model):
         return found
 
     def membership_actions(self, state: tuple) -> list[tuple]:
+        """Joins of late processes not in the session yet, departures of leavers in it
+        (whom the registry lists)."""
         snaps = state[0]
+        members = set(self.server_members(state))
         actions: list[tuple] = []
         for i in self.late:
-            if snaps[i] != self.gone[i] and not self.known_members(snaps, i):
-                members = tuple(n for k, n in enumerate(self.names)
-                                if k != i and self.present(snaps, k))
-                actions.append(("join", self.names[i], (*members, self.names[i])))
+            if snaps[i] != self.gone[i] and self.names[i] not in members:
+                actions.append(("join", self.names[i]))
         for i in self.leaving:
-            if self.present(snaps, i):
+            if self.names[i] in members:
                 actions.append(("leave", self.names[i]))
         return actions
 
+    def _sends(self, state: tuple) -> list[tuple]:
+        return [("send", self.names[i], dests)
+                for i, (left, _, _, _) in enumerate(state[2]) if left
+                for dests in self.send_options(state, i, left)]
+
     def enabled(self, state: tuple) -> list[tuple]:
-        return (super().enabled(state) + self.membership_actions(state)
+        return (self._sends(state)
+                + [("arrive", s, d, f) for s, d, f, _ in self.arrivals(state[1])]
+                + self.membership_actions(state)
                 + [action for action, _ in self.racing_sends(state)])
 
     def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
         if actors is not None:
             raise ValueError("persistent sets are not available with joins and departures")
-        yield from super().successors(state)
-        moves = [(action, state[1]) for action in self.membership_actions(state)]
-        for action, network in moves + self.racing_sends(state):
+        network = state[1]
+        moves = [(action, network) for action in self._sends(state)]
+        moves += [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(network)]
+        moves += [(action, network) for action in self.membership_actions(state)]
+        moves += self.racing_sends(state)
+        for action, rest in moves:
             try:
-                nxt, text = self._run(state, action, network)
+                nxt, text = self._run(state, action, rest)
             except Violation as violation:
                 violation.action = action
                 raise
             yield action, nxt, text
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
-        if action[0] in ("join", "leave"):
+        if action[0] in ("join", "leave", "send"):
             return self._run(state, action, state[1])
         if action[0] == RACING:
-            for racing, network in self.racing_sends(state):
-                if racing == action:
-                    return self._run(state, action, network)
-            raise ValueError(f"transition {describe_action(action)} is not enabled")
-        return super().apply(state, action)
+            options = self.racing_sends(state)
+        else:
+            options = [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(state[1])]
+        for enabled, network in options:
+            if enabled == action:
+                return self._run(state, action, network)
+        raise ValueError(f"transition {describe_action(action)} is not enabled")
 
+    # -- the channel from the server to each member -----------------------------------------
     def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
+        """``(source, dest, frame, network without it)`` for every entry that may arrive
+        next (the channel's orders, module doc)."""
         joins = set()
-        lefts = set()
         frames = set()
         first: dict[str, int] = {}  # destination -> number of its oldest notice in flight
-        for d, s, f in network:
+        for d, s, f, _ in network:
             kind = notice_kind(f)
             if kind:
-                (joins if kind == JOIN else lefts).add((d, s))
+                if kind == JOIN:
+                    joins.add((d, s))
                 if f[1] < first.get(d, 256):
                     first[d] = f[1]
             else:
                 frames.add((d, s))
-        barred = {d for d, s in frames if (d, s) in lefts}
         enabled = []
-        for s, d, f, rest in super().arrivals(network):
+        for k, (d, s, f, behind) in enumerate(network):
             kind = notice_kind(f)
-            if kind == JOIN:
-                if f[1] == first[d]:
-                    enabled.append((s, d, f, rest))
-            elif kind == LEFT:
-                if f[1] == first[d] and (d, s) not in frames:
-                    enabled.append((s, d, f, rest))
-            elif s[-1] == AFTER:
-                if d not in barred and (d, s[:-1]) not in joins:
-                    enabled.append((s, d, f, rest))
-            elif (d, s) not in joins:
-                enabled.append((s, d, f, rest))
+            if kind:
+                ready = f[1] == first[d] and (kind == JOIN or (d, s) not in frames)
+            else:
+                ready = not behind and (d, s) not in joins
+            if ready:
+                enabled.append((s, d, f, network[:k] + network[k + 1:]))
         return enabled
 
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
+        """Relay ``frames`` (source, dest, frame, in the order transmitted) through the
+        registry in its state of this step; its forwards join the network."""
+        if not frames:
+            return network
+        forwards: list[tuple[str, str, bytes]] = []
+        k = 0
+        while k < len(frames):  # one relay per message (its frame to each destination)
+            source, _, frame = frames[k]
+            end = k + 1
+            while end < len(frames) and frames[end][0] == source and frames[end][2] == frame:
+                end += 1
+            dests = tuple(d for _, d, _ in frames[k:end])
+            self._server_now, actions = self.servers.handle(
+                self._server_now, Relay(source, source, APPLICATION, SESSION, NOW, dests, frame))
+            for action in actions:
+                if isinstance(action, Forward):
+                    forwards.append((str(action.conn), action.sender, action.frame))
+                elif isinstance(action, Return):
+                    raise Violation("exception", f"the server returned a frame of {source}, "
+                                    "which it does not count as a member")
+            k = end
+        return self._enter(network, forwards)
+
+    def _enter(self, network: tuple, entries: list[tuple[str, str, bytes]]) -> tuple:
+        """``network`` with ``entries`` (dest, source, frame) sent after everything in it:
+        a frame is behind the frames of departed processes to its destination."""
         gone = self._gone_now
-        if gone and frames:
-            behind = {d for d, s, f in network if s in gone and not is_notice(f)}
+        behind_of: dict[str, tuple[str, ...]] = {}
+        if gone:
+            for d, s, f, _ in network:
+                if s in gone and not is_notice(f):
+                    behind_of[d] = tuple(sorted({*behind_of.get(d, ()), s}))
+        new = tuple(self.shared((d, s, f, () if is_notice(f) else behind_of.get(d, ())))
+                    for d, s, f in entries)
+        return tuple(sorted(network + new))
+
+    def _settle(self, network: tuple) -> tuple:
+        """``network`` with each frame's ``behind`` cut to the departed senders that
+        still have a frame in flight to its destination."""
+        if not any(entry[3] for entry in network):
+            return network
+        pending = {(d, s) for d, s, f, _ in network if not is_notice(f)}
+        out = []
+        for entry in network:
+            d, s, f, behind = entry
             if behind:
-                frames = [(s + AFTER if d in behind else s, d, f) for s, d, f in frames]
-        return super().add_frames(network, frames)
+                kept = tuple(x for x in behind if (d, x) in pending)
+                if kept != behind:
+                    entry = self.shared((d, s, f, kept))
+            out.append(entry)
+        return tuple(out)  # (sorted still: entries differ before their last field)
 
-    def _settle(self, state: tuple) -> tuple:
-        """``state`` with the frames addressed to departed processes dropped, and the
-        marks of frames whose barrier is gone removed (one state, not two)."""
-        snaps, network, truth = state
-        gone = self._departed(snaps)
-        if not gone:
-            return state
-        kept = [e for e in network if e[0] not in gone]
-        marked = [e for e in kept if e[1][-1] == AFTER]
-        if marked:
-            barred = {d for d, s, f in kept if s in gone and not is_notice(f)}
-            if any(d not in barred for d, _, _ in marked):
-                kept = sorted(self.shared((d, s[:-1], f)) if s[-1] == AFTER and d not in barred
-                              else (d, s, f) for d, s, f in kept)
-        if len(kept) == len(network) and not marked:
-            return state
-        return (snaps, tuple(kept), truth)
-
+    # -- running a transition -----------------------------------------------------------------
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         if action[0] == "leave":
             return self._leave(state, action[1], network)
-        self._gone_now = self._departed(state[0])
+        if action[0] == "join":
+            return self._join(state, action[1], network)
+        snaps, _, truth, server = state
+        self._server_now = server
+        self._gone_now = self._departed(snaps)
         try:
-            nxt, text = super()._run(state, action, network)
+            (snaps, network, truth), text = super()._run((snaps, network, truth), action, network)
         finally:
             self._gone_now = set()
-        if action[0] == "join":
-            _, who, members = action
-            told = notice(self._events(state[0]), JOIN, f"{who}|{','.join(members)}")
-            nxt = (nxt[0], self.add_frames(nxt[1], [(who, m, told) for m in members
-                                                    if m != who]), nxt[2])
-        return self._settle(nxt), text
+        return (snaps, self._settle(network), truth, self._server_now), text
+
+    def _join(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
+        snaps, _, truth, server = state
+        self._server_now, actions = self.servers.handle(
+            server, Join(who, who, APPLICATION, SESSION, NOW))
+        own = tuple(_encode(a) for a in actions if isinstance(a, Notify) and a.conn == who)
+        if not own or json.loads(own[0])["op"] != "welcome":
+            raise Violation("exception", f"the server did not admit {who}: {list(actions)}")
+        number = self._events(snaps)
+        entries = [(str(a.conn), who, _notice_entry(number, a)) for a in actions
+                   if isinstance(a, Notify) and a.conn != who and a.op == "joined"]
+        entries += [(str(a.conn), a.sender, a.frame) for a in actions if isinstance(a, Forward)]
+        self._gone_now = self._departed(snaps)
+        try:
+            network = self._enter(network, entries)
+            (snaps, network, truth), text = super()._run(
+                (snaps, network, truth), ("join", who, own), network)
+        finally:
+            self._gone_now = set()
+        return (snaps, self._settle(network), truth, self._server_now), text
 
     def _leave(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
-        snaps, _, truth = state
+        snaps, _, truth, server = state
         i = self.index[who]
         reached = self._reached(state, i)
         left, vc, sent, delivered = truth[i]
@@ -311,23 +454,31 @@ class ChurnModel(Model):
         if self.tracing:
             self._record_own_leave(i, snaps)
         new_snaps = snaps[:i] + (self.gone[i],) + snaps[i + 1:]
-        others = [m for k, m in enumerate(self.names) if k != i and self.present(snaps, k)]
-        told = notice(self._events(snaps), LEFT, who)
-        network = self.add_frames(network, [(who, m, told) for m in others])
+        server, actions = self.servers.handle(server, Leave(who, who, APPLICATION, SESSION, NOW))
+        number = self._events(snaps)
+        # its connection closes: what was on its way to it is not delivered
+        network = tuple(e for e in network if e[0] != who)
+        self._gone_now = self._departed(snaps)
+        try:
+            network = self._enter(network, [
+                (str(a.conn), who, _notice_entry(number, a)) for a in actions
+                if isinstance(a, Notify) and a.conn != who and a.op == "left"])
+        finally:
+            self._gone_now = set()
         text = f"{who} leaves"
         if dropped:
             text += f" (never transmitted, reported undeliverable: {', '.join(dropped)})"
-        return self._settle((new_snaps, network, new_truth)), text
+        return (new_snaps, self._settle(network), new_truth, server), text
 
     def _reached(self, state: tuple, i: int) -> set[tuple[int, str]]:
         """(send index, destination) of the messages of process ``i`` that left it: in
         flight, held at the destination or delivered there."""
-        snaps, network, truth = state
+        snaps, network, truth = state[:3]
         who = self.names[i]
         reached: set[tuple[int, str]] = set()
         for j, (_, _, _, delivered) in enumerate(truth):
             reached |= {(k, self.names[j]) for s, k in delivered if s == i}
-        for d, s, f in network:
+        for d, s, f, _ in network:
             if s == who and not is_notice(f):
                 message = decode_received(f, d)
                 if not isinstance(message.user_message, ControlMessage):
@@ -366,26 +517,24 @@ class ChurnModel(Model):
         got: list[tuple[int, int, str]] = []
         sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         try:
-            if kind == "join":
-                node.client_joined(who, all_users=arg)
-                text = f"{who} joins (members {', '.join(arg)})"
+            if kind == "join":  # its welcome and its own joined notice
+                notices = [json.loads(notice) for notice in arg]
+                take_notices(node, Membership(who, heartbeat_interval=1.0, now=NOW), notices)
+                text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
             elif kind == RACING:  # tag, the departure notice, then the send pipeline
                 dests, told = arg
-                subject = told[3:].decode()
-                result = self.send_step(node, who, dests, sent_msgs,
-                                        between=lambda: node.client_left(subject))
+                subject = _subject(told)
+                result = self.send_step(
+                    node, who, dests, sent_msgs,
+                    between=lambda: take_notices(node, client_of(node), [_fields(told)]))
                 if type(result) is tuple:
                     return result
                 text = f"{result}, then learns that {subject} left before the send reaches " \
                     "its module"
-            elif notice_kind(arg) == JOIN:
-                subject, _, members = arg[3:].decode().partition("|")
-                node.client_joined(subject, all_users=tuple(members.split(",")))
-                text = f"{who} learns that {subject} joined"
             else:
-                subject = arg[3:].decode()
-                node.client_left(subject)
-                text = f"{who} learns that {subject} left"
+                take_notices(node, client_of(node), [_fields(arg)])
+                what = "joined" if notice_kind(arg) == JOIN else "left"
+                text = f"{who} learns that {_subject(arg)} {what}"
             failed = self.unknown_delivered(node, who, got)
             if failed is not None:
                 return failed
@@ -397,6 +546,21 @@ class ChurnModel(Model):
             return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
         return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs), tuple(got),
                 text)
+
+    # -- compact states and checkpoints ------------------------------------------------------
+    def pack(self, state: tuple) -> bytes:
+        return super().pack(state[:3]) + array("I", [state[3]]).tobytes()
+
+    def unpack(self, packed: bytes) -> tuple:
+        size = array("I").itemsize
+        return (*super().unpack(packed[:-size]), array("I", packed[-size:])[0])
+
+    def tables(self) -> dict[str, Any]:
+        return {**super().tables(), "servers": self.servers.tables()}
+
+    def restore_tables(self, tables: dict[str, Any]) -> None:
+        super().restore_tables(tables)
+        self.servers.restore_tables(tables["servers"])
 
     # -- properties -----------------------------------------------------------------------
     def undelivered(self, state: tuple) -> list[str]:
@@ -414,3 +578,30 @@ class ChurnModel(Model):
                     parts.append(f"{self.names[i]} holds "
                                  f"{', '.join(m.message_id for m in held)}")
         return "; ".join(parts)
+
+
+# -- the client side of a notice ------------------------------------------------------------
+def client_of(node: ProtocolNode) -> Membership:
+    """The client session state of a member whose node is ``node`` in this model (no
+    restarts, no time, relayed routing: phase ``joined``, its members' current ids)."""
+    membership = Membership(display_name(node.name), heartbeat_interval=1.0, now=NOW)
+    if node.members:
+        membership.incarnation = split_member(node.name)[1]
+        membership.phase = "joined"
+        membership.current = {display_name(u): u for u in node.members}
+    return membership
+
+
+def take_notices(node: ProtocolNode, membership: Membership,
+                 notices: list[dict[str, Any]]) -> None:
+    """``membership`` reads ``notices`` in order and ``node`` carries out its actions,
+    as the transport does (:func:`carry_out`). Raises ``RuntimeError`` when the client
+    refuses a notice or its members and the node's differ afterwards."""
+    for notice in notices:
+        for action in carry_out(node, membership.on_notice(notice, NOW)):
+            if isinstance(action, Reject):
+                raise RuntimeError(f"the client refused notice {notice}: {action.detail}")
+    node.drain()
+    if set(membership.current.values()) != set(node.members):
+        raise RuntimeError(f"{node.name}: the client counts {sorted(membership.current.values())} "
+                           f"as members, its node {sorted(node.members)}")

@@ -109,15 +109,8 @@ class Model:
         #: and the entries by number (which also keeps them alive)
         self._numbers: dict[int, int] = {}
         self._numbered: list[Any] = []
-        # the same join sequence as LocalNetwork: one by one, everyone told
-        initial_frames: list[tuple[str, str, bytes]] = []
         # (late joiners, see groupcomm.check.churn, start as fresh nodes outside the session)
-        first = [name for name in self.names if name not in config.late]
-        for count, name in enumerate(first, start=1):
-            for member in first[:count]:
-                self.nodes[self.index[member]].client_joined(
-                    name, is_new_session=count == 1, all_users=tuple(first[:count])
-                )
+        self.start_session([name for name in self.names if name not in config.late])
         initial_frames, self._outbox = self._outbox, []
         if self._delivered_now:
             raise ConfigError("a module delivered an application message at join")
@@ -131,6 +124,15 @@ class Model:
                               truth)
 
     # -- set-up ---------------------------------------------------------------------------
+    def start_session(self, first: list[str]) -> None:
+        """The members at the start join, one by one, everyone told at once (the join
+        sequence of LocalNetwork); frames their nodes transmit are left in the outbox."""
+        for count, name in enumerate(first, start=1):
+            for member in first[:count]:
+                self.nodes[self.index[member]].client_joined(
+                    name, is_new_session=count == 1, all_users=tuple(first[:count])
+                )
+
     def _make_node(self, name: str) -> ProtocolNode:
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
             frame = encode_message(message)
