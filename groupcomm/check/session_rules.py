@@ -46,6 +46,10 @@ Known-bad registries are kept for the checker to catch:
 ``reuses-incarnation`` forgets the incarnation of a name that leaves (a name that
 comes back is ``carol`` again) and ``relays-before-join`` hands a member the frames
 kept for it before the notices that tell it who the members are.
+
+A step copies only what it changes (the clients it touches, the registry if it takes an
+input) with :func:`~groupcomm.check.plain_state.clone`, and a member's node is one
+object per member id, set back to the member's snapshot before each use.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupcomm.check.plain_state import clone, freeze
 from groupcomm.core.membership import (
     Arrive,
     DropReturned,
@@ -232,22 +237,6 @@ class _Found(Exception):
         self.detail = detail
 
 
-def _freeze(value: Any) -> Any:
-    """A hashable, order-independent image of plain protocol state."""
-    if isinstance(value, dict):  # insertion order is state too (join order, all_users)
-        return ("dict", tuple((_freeze(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple | deque):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, set | frozenset):
-        return tuple(sorted((_freeze(v) for v in value), key=repr))
-    if isinstance(value, ReceivedMessage):
-        return ("msg", value.message_id, value.sender)
-    if hasattr(value, "__dataclass_fields__"):
-        return (type(value).__name__,
-                tuple(_freeze(getattr(value, f)) for f in value.__dataclass_fields__))
-    return value
-
-
 #: attributes that count what happened, not what the protocol remembers
 _COUNTERS = {"stats", "relayed", "_probes"}
 
@@ -258,7 +247,7 @@ def _sorted(table: dict) -> tuple:
 
 
 def _thaw(value: Any) -> Any:
-    """Undo :func:`_freeze` on a notice's fields (maps back to dicts)."""
+    """Undo :func:`~groupcomm.check.plain_state.freeze` on a notice's fields (maps back to dicts)."""
     if isinstance(value, tuple):
         if len(value) == 2 and value[0] == "dict":
             return {k: _thaw(v) for k, v in value[1]}
@@ -267,7 +256,7 @@ def _thaw(value: Any) -> Any:
 
 
 def _state_of(obj: Any) -> Any:
-    return _freeze({k: v for k, v in vars(obj).items() if k not in _COUNTERS})
+    return freeze({k: v for k, v in vars(obj).items() if k not in _COUNTERS})
 
 
 @dataclass
@@ -310,6 +299,8 @@ class SessionCheck:
         #: frames carry no causality headers here: the session rules are the subject
         self._module_name = "none"
         self._deliveries: list[ReceivedMessage] = []
+        self._nodes: dict[str, ProtocolNode] = {}
+        self._fresh: dict[str, tuple] = {}
 
     # -- building blocks ---------------------------------------------------------------------
     def initial(self) -> _World:
@@ -322,12 +313,23 @@ class SessionCheck:
                                    takeover_wait=TAKEOVER_WAIT)
 
     def _node(self, member: str) -> ProtocolNode:
-        module = get_module(self._module_name)
-        node = ProtocolNode(member, transmit=lambda m, d: None, clock=lambda: 0.0,
-                            send_creators=[module.send_creator()],
-                            receive_creators=[module.receive_creator()],
-                            deliver=self._deliveries.append)
+        """The node of ``member``, one per member id, set back to a snapshot before each
+        use (building one per step cost a tenth of the search)."""
+        node = self._nodes.get(member)
+        if node is None:
+            module = get_module(self._module_name)
+            node = ProtocolNode(member, transmit=lambda m, d: None, clock=lambda: 0.0,
+                                send_creators=[module.send_creator()],
+                                receive_creators=[module.receive_creator()],
+                                deliver=self._deliveries.append)
+            self._fresh[member] = node.snapshot()
+            self._nodes[member] = node
         return node
+
+    def _fresh_node(self, member: str) -> tuple:
+        """The snapshot of a new node of ``member`` (no members, nothing sent)."""
+        self._node(member)
+        return self._fresh[member]
 
     def key(self, world: _World) -> Any:
         clients = tuple(world.clients[conn].key() for conn in sorted(world.clients))
@@ -420,7 +422,7 @@ class SessionCheck:
         if conn not in self._owned:
             old = world.clients[conn]
             client = copy.copy(old)
-            client.membership = copy.deepcopy(old.membership)
+            client.membership = clone(old.membership)
             client.direct_sent = dict(old.direct_sent)
             client.frozen = None
             world.clients[conn] = client
@@ -429,7 +431,7 @@ class SessionCheck:
 
     def _own_registry(self, world: _World) -> None:
         if not self._registry_owned:
-            world.registry = copy.deepcopy(world.registry)
+            world.registry = clone(world.registry)
             world.registry_key = None
             self._registry_owned = True
 
@@ -607,7 +609,7 @@ class SessionCheck:
     def _client_actions(self, world: _World, client: _Client, actions: list[Any]) -> None:
         for action in actions:
             if isinstance(action, SendCommand):
-                self._up(world, client.conn, (action.op, _freeze(dict(action.fields))))
+                self._up(world, client.conn, (action.op, freeze(dict(action.fields))))
             elif isinstance(action, Incarnated):
                 member = action.member
                 owner = world.given.get(member)
@@ -618,7 +620,7 @@ class SessionCheck:
                 if client.node is None or client.member != member:
                     # first join, or back after being declared gone: a fresh node (what
                     # the old incarnation was owed was excused when it was removed)
-                    client.node = self._node(member).snapshot()
+                    client.node = self._fresh_node(member)
                 client.member = member
                 self._joined(world, client, action.joined)
             elif isinstance(action, MemberJoined):
@@ -675,7 +677,7 @@ class SessionCheck:
             if client is None or not client.alive:
                 continue  # a crashed client's connection: what the server sends is lost
             if isinstance(action, Notify):
-                entry: tuple = ("notice", action.op, _freeze(dict(action.fields)),
+                entry: tuple = ("notice", action.op, freeze(dict(action.fields)),
                                 world.epoch)
             elif isinstance(action, Forward):
                 entry = ("frame", action.sender, action.frame.decode())
