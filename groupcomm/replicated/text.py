@@ -93,6 +93,11 @@ class _Block:
         self.index = index
 
 
+def _check_int(value: Any, what: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} is an integer, got {value!r:.40}")
+
+
 def _start_of(run: _Run) -> int:
     return run.start
 
@@ -159,6 +164,7 @@ class TextSequence:
         visible character number ``position``."""
         if not isinstance(text, str) or not text:
             raise ValueError(f"insert at least one character, got {text!r}")
+        _check_int(position, "a position")
         length = self._visible
         if not 0 <= position <= length:
             raise ValueError(f"position {position} is outside the text (0..{length})")
@@ -166,6 +172,8 @@ class TextSequence:
 
     def prepare_delete(self, position: int, count: int = 1) -> tuple[str, str | tuple[str, ...]]:
         """Delete ``count`` visible characters from ``position`` on."""
+        _check_int(position, "a position")
+        _check_int(count, "a count")
         length = self._visible
         if count < 1 or not 0 <= position <= length - count:
             raise ValueError(f"no {count} character(s) at position {position} "
@@ -465,6 +473,8 @@ class TextSequence:
         """Visible characters ``start`` to ``stop`` (excluded), without building the
         whole text: what an editor shows of a long one. ``stop`` past the end is the
         end; ``ValueError`` for a negative bound."""
+        _check_int(start, "a slice's start")
+        _check_int(stop, "a slice's stop")
         if start < 0 or stop < 0:
             raise ValueError(f"a slice of the text is taken between positions >= 0, got "
                              f"{start}..{stop}")
@@ -496,6 +506,7 @@ class TextSequence:
     def anchor(self, position: int) -> str | None:
         """The id of the visible character just before ``position`` (``None``: the
         start): a place in the text that stays put while others edit around it."""
+        _check_int(position, "a position")
         if position <= 0:
             return None
         if position > self._visible:

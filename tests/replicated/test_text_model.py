@@ -195,6 +195,12 @@ def test_a_paste_is_one_run_until_edited_inside_and_a_range_delete_splits_it_onc
         with pytest.raises(ValueError, match=message):
             text.effect(("insert", after, "?"), Tag({"p1": 4}), op_id)
     assert text.position(["p1#1"]) is None and "?" not in text.value
+    for call, message in [(lambda: text.prepare_insert(1.5, "x"), "a position is an integer"),
+                          (lambda: text.prepare_delete(0, True), "a count is an integer"),
+                          (lambda: text.anchor("3"), "a position is an integer"),
+                          (lambda: text.slice(0, None), "a slice's stop is an integer")]:
+        with pytest.raises(ValueError, match=message):
+            call()
 
 
 def test_the_state_is_validated_with_a_precise_message() -> None:
