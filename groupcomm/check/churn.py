@@ -185,6 +185,8 @@ class ChurnModel(Model):
         self._server_now = self.servers.initial
         #: processes gone in the state being expanded (see add_frames)
         self._gone_now: set[str] = set()
+        #: memo of :meth:`_server_change`
+        self._changes: dict[tuple, tuple[int, tuple[bytes, ...], tuple]] = {}
         super().__init__(config, trace=trace)  # the first members join (start_session)
         self.initial_state = (*self.initial_state, self._server_now)
         self.late = [self.index[name] for name in config.late]
@@ -411,27 +413,43 @@ class ChurnModel(Model):
             return self._join(state, action[1], network)
         snaps, _, truth, server = state
         self._server_now = server
-        self._gone_now = self._departed(snaps)
+        gone = self._gone_now = self._departed(snaps)
         try:
             (snaps, network, truth), text = super()._run((snaps, network, truth), action, network)
         finally:
             self._gone_now = set()
-        return (snaps, self._settle(network), truth, self._server_now), text
+        # (only a departed sender leaves frames behind it)
+        return (snaps, self._settle(network) if gone else network, truth, self._server_now), text
+
+    def _server_change(self, server: int, kind: str, who: str,
+                       number: int) -> tuple[int, tuple[bytes, ...], tuple]:
+        """The registry takes ``who``'s join or leave in state ``server``: its next state,
+        the notices to ``who`` (as the client reads them) and the network entries for
+        the others (``number`` numbers the notices), memoized."""
+        key = (server, kind, who, number)
+        hit = self._changes.get(key)
+        if hit is None:
+            event = (Join if kind == "join" else Leave)(who, who, APPLICATION, SESSION, NOW)
+            new, actions = self.servers.handle(server, event)
+            op = "joined" if kind == "join" else "left"
+            own = tuple(_encode(a) for a in actions if isinstance(a, Notify) and a.conn == who)
+            entries = tuple((str(a.conn), who, _notice_entry(number, a)) for a in actions
+                            if isinstance(a, Notify) and a.conn != who and a.op == op)
+            entries += tuple((str(a.conn), a.sender, a.frame) for a in actions
+                             if isinstance(a, Forward))
+            hit = self._changes[key] = (new, own, entries)
+        return hit
 
     def _join(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth, server = state
-        self._server_now, actions = self.servers.handle(
-            server, Join(who, who, APPLICATION, SESSION, NOW))
-        own = tuple(_encode(a) for a in actions if isinstance(a, Notify) and a.conn == who)
+        self._server_now, own, entries = self._server_change(
+            server, "join", who, self._events(snaps))
         if not own or json.loads(own[0])["op"] != "welcome":
-            raise Violation("exception", f"the server did not admit {who}: {list(actions)}")
-        number = self._events(snaps)
-        entries = [(str(a.conn), who, _notice_entry(number, a)) for a in actions
-                   if isinstance(a, Notify) and a.conn != who and a.op == "joined"]
-        entries += [(str(a.conn), a.sender, a.frame) for a in actions if isinstance(a, Forward)]
+            raise Violation("exception", f"the server did not admit {who}: it answered "
+                            f"{[json.loads(notice) for notice in own]}")
         self._gone_now = self._departed(snaps)
         try:
-            network = self._enter(network, entries)
+            network = self._enter(network, list(entries))
             (snaps, network, truth), text = super()._run(
                 (snaps, network, truth), ("join", who, own), network)
         finally:
@@ -454,15 +472,12 @@ class ChurnModel(Model):
         if self.tracing:
             self._record_own_leave(i, snaps)
         new_snaps = snaps[:i] + (self.gone[i],) + snaps[i + 1:]
-        server, actions = self.servers.handle(server, Leave(who, who, APPLICATION, SESSION, NOW))
-        number = self._events(snaps)
+        server, _, entries = self._server_change(server, "leave", who, self._events(snaps))
         # its connection closes: what was on its way to it is not delivered
         network = tuple(e for e in network if e[0] != who)
         self._gone_now = self._departed(snaps)
         try:
-            network = self._enter(network, [
-                (str(a.conn), who, _notice_entry(number, a)) for a in actions
-                if isinstance(a, Notify) and a.conn != who and a.op == "left"])
+            network = self._enter(network, list(entries))
         finally:
             self._gone_now = set()
         text = f"{who} leaves"
