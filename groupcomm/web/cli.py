@@ -10,6 +10,7 @@ its trace like any other client, in ``DIR/im`` and ``DIR/edit``.
 
 ``groupcomm web user add NAME --users USERS.json --url http://HOST:PORT`` adds NAME (or
 gives it a new token) and prints its login links; the token is shown only then.
+``groupcomm web bench`` measures keystroke latency (see :mod:`groupcomm.web.bench`).
 """
 
 from __future__ import annotations
@@ -156,6 +157,10 @@ async def _run(gateway: Gateway, sock: socket.socket) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm web [options]`` or ``groupcomm web user add NAME ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["bench"]:
+        from groupcomm.web import bench
+
+        return run_main(bench.build_parser, bench.run, args[1:])
     if args[:2] == ["user", "add"]:
         return run_main(build_user_parser, _add_user, args[2:])
     if args[:1] == ["user"]:

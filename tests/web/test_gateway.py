@@ -221,3 +221,17 @@ def test_user_add_prints_login_links_and_keeps_only_a_hash(tmp_path: Path) -> No
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("groupcomm web user add: user name 'no~pe': use 1 to 40 "
                                   "letters, digits, '_', '.' or '-'")
+
+
+@pytest.mark.slow
+def test_the_bench_measures_terminal_and_gateway_latency() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcomm.web.cli", "bench", "--keys", "10", "--skip",
+         "browser", "--max-tabs", "4", "--json"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["terminal_to_terminal"]["n"] == 10
+    assert 0 < result["terminal_to_terminal"]["p50_ms"] <= result["terminal_to_terminal"]["p99_ms"]
+    steps = result["capacity"]["steps"]
+    assert [s["tabs"] for s in steps][:1] == [2] and all(s["n"] == 10 for s in steps)
