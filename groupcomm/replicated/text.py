@@ -589,7 +589,7 @@ class TextSequence:
             raise ValueError(f"not the state of a TextSequence: version "
                              f"{state['version']!r}, this replica reads {STATE_VERSION}")
         rows = state["runs"]
-        if not isinstance(rows, list):
+        if not isinstance(rows, (list, tuple)):  # msgpack may decode arrays as tuples
             raise ValueError("not the state of a TextSequence: 'runs' is not a list")
         text = cls()
         tags: dict[tuple, Tag] = {}

@@ -206,6 +206,8 @@ def test_a_paste_is_one_run_until_edited_inside_and_a_range_delete_splits_it_onc
 def test_the_state_is_validated_with_a_precise_message() -> None:
     good = _typed(3).state()
     assert TextSequence.from_state(good).value == _typed(3).value
+    as_tuples = msgpack.unpackb(msgpack.packb(good), use_list=False)
+    assert TextSequence.from_state(as_tuples).value == _typed(3).value
     cases = [
         ("nope", "expected a dict with 'version' and 'runs'"),
         ({"version": 2, "runs": []}, "version 2"),
