@@ -69,6 +69,9 @@ def build_parser() -> ArgumentParser:
                         metavar="MS", help="jitter buffer for the others' cursor moves")
     parser.add_argument("--trace-dir", help="write every tab member's trace here "
                         "(DIR/im, DIR/edit)")
+    parser.add_argument("--thread-per-tab", action="store_true",
+                        help="run each tab's member on a thread of its own instead of one "
+                        "poll thread for all (for comparison)")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
@@ -126,7 +129,8 @@ def _serve(args: argparse.Namespace) -> int:
                       inject_delays=options.inject_delays,
                       presence_hold=args.presence_hold / 1000,
                       edit_refusal=unsupported_reason(module), module=module,
-                      allowed_origins=tuple(args.allow_origin))
+                      allowed_origins=tuple(args.allow_origin),
+                      share_thread=not args.thread_per_tab)
     try:
         sock = socket.create_server((host, port))
     except OSError as error:

@@ -37,6 +37,11 @@ from groupcomm.web.auth import Users
 from groupcomm.web.members import APPLICATIONS, TabClosed, TabMember
 from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
 
+try:  # one poll thread for every tab's member (a thread each without it)
+    from groupcomm.transport.host import Host
+except ImportError:  # an installation from before the host
+    Host = None  # type: ignore[assignment,misc]
+
 log = logging.getLogger(__name__)
 
 #: seconds a new WebSocket has to log in
@@ -61,7 +66,8 @@ class Gateway:
                  communicator_kwargs: dict[str, Any],
                  inject_delays: Callable[[Communicator], None] | None = None,
                  presence_hold: float = 0.1, edit_refusal: str | None = None,
-                 module: str = "none", allowed_origins: tuple[str, ...] = ()) -> None:
+                 module: str = "none", allowed_origins: tuple[str, ...] = (),
+                 share_thread: bool = True) -> None:
         self.users = users
         self.session = session
         self.communicator_kwargs = communicator_kwargs
@@ -72,6 +78,8 @@ class Gateway:
         self.module = module
         self.allowed_origins = allowed_origins
         self.counters: Counter[str] = Counter()
+        #: drives every tab's member on one thread (None: each member its own)
+        self.host = Host(name="web-gateway") if Host is not None and share_thread else None
         #: (page, user) -> its tab's member
         self.tabs: dict[tuple[str, str], TabMember] = {}
         self.app = web.Application()
@@ -101,6 +109,7 @@ class Gateway:
 
     async def stats(self, request: web.Request) -> web.Response:
         body = {"counters": dict(self.counters), "module": self.module,
+                "shared_thread": self.host is not None,
                 "tabs": sorted(f"{page}/{member.member_id}"
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)
@@ -182,7 +191,8 @@ class Gateway:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, self.session, push,
                 communicator_kwargs=self.communicator_kwargs,
-                presence_hold=self.presence_hold, inject_delays=self.inject_delays))
+                presence_hold=self.presence_hold, inject_delays=self.inject_delays,
+                host=self.host))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None, queue
@@ -284,3 +294,5 @@ class Gateway:
         self.tabs.clear()
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, m.close) for m in members))
+        if self.host is not None:
+            await loop.run_in_executor(None, self.host.close)

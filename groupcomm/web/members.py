@@ -10,7 +10,9 @@ applied, however many more deliveries were on their way to it. A mirror of the t
 state (:mod:`groupcomm.web.mirrors`) takes the same operations at the same points and
 answers newcomers' state requests.
 
-Thread-safety: deliveries and session changes arrive on the communicator's I/O thread
+The members of a gateway share one poll thread (a
+:class:`~groupcomm.transport.host.Host`) where this installation has one; otherwise each
+has its own. Thread-safety: deliveries and session changes arrive on that thread
 and are pushed to the tab through ``push`` (thread-safe, given by the gateway); the
 tab's acknowledgements and sends come from the gateway's event loop.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 APPLICATIONS = {"im": "im", "edit": "edit"}
 
 Push = Callable[[dict[str, Any]], None]
+#: provisional ids remembered per tab (the tab renames an edit's characters once it is
+#: confirmed, a few milliseconds later: only edits made meanwhile name it)
+RENAMED_KEPT = 10_000
 
 
 class TabClosed(Exception):
@@ -63,7 +68,8 @@ class TabMember:
 
     def __init__(self, kind: str, user: str, session: str, push: Push, *,
                  communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
-                 inject_delays: Callable[[Communicator], None] | None = None) -> None:
+                 inject_delays: Callable[[Communicator], None] | None = None,
+                 host: Any = None) -> None:
         if kind not in APPLICATIONS:
             raise ValueError(f"no page {kind!r} (im or edit)")
         self.kind = kind
@@ -78,7 +84,7 @@ class TabMember:
         self._count = 0
         self._acked = 0
         #: provisional id the tab gave an own edit -> the message id it was sent as
-        self.renamed: dict[str, str] = {}
+        self.renamed: OrderedDict[str, str] = OrderedDict()
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(user) if kind == "im" else TextMirror(user))
         self.closed = False
@@ -92,7 +98,9 @@ class TabMember:
             kwargs["extra_receive"] = [LatestValueCreator(presence_slot, presence_hold),
                                        *kwargs.get("extra_receive", [])]
         kwargs["application"] = APPLICATIONS[kind]
-        self.communicator = Communicator(
+        # on the gateway's host (one poll thread for every tab) when there is one
+        make = host.join if host is not None else Communicator
+        self.communicator = make(
             user, session, **kwargs, acknowledged_delivery=True,
             state_provider=self._snapshot, state_consumer=self._install,
             session_listener=self, message_listener=self._on_message,
@@ -196,6 +204,8 @@ class TabMember:
         with self.lock:
             first = self.send(applied, None, self._translate(op))
             self.renamed[local] = first.message_id
+            if len(self.renamed) > RENAMED_KEPT:
+                self.renamed.popitem(last=False)
             return first
 
     def move_cursor(self, applied: int, anchor: str | None) -> SentMessage:

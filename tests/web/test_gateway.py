@@ -17,6 +17,7 @@ import pytest
 from groupcomm.core.messages import Tag
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
+from groupcomm.web.cli import main as web_main
 from groupcomm.web.requests import MAX_MESSAGE
 from tests.web.conftest import GatewayProcess
 
@@ -200,27 +201,27 @@ def test_a_dropped_tab_comes_back_as_its_next_incarnation_with_the_conversation(
     run(scenario())
 
 
-def test_user_add_prints_login_links_and_keeps_only_a_hash(tmp_path: Path) -> None:
+def test_user_add_prints_login_links_and_keeps_only_a_hash(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     users = tmp_path / "users.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "groupcomm.web.cli", "user", "add", "zoe", "--users",
-         str(users), "--url", "http://127.0.0.1:8080"],
-        capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    link = next(line.split()[1] for line in done.stdout.splitlines() if "editor:" in line)
+    assert web_main(["user", "add", "zoe", "--users", str(users), "--url",
+                     "http://127.0.0.1:8080"]) == 0
+    printed = capsys.readouterr().out
+    link = next(line.split()[1] for line in printed.splitlines() if "editor:" in line)
     assert link.startswith("http://127.0.0.1:8080/edit#user=zoe&token=")
     token = link.rpartition("token=")[2]
     assert token not in users.read_text()
     assert oct(users.stat().st_mode & 0o777) == "0o600"
     assert Users(users).verify("zoe", token)
     assert not Users(users).verify("zoe", token[:-1] + "x")
-    bad = subprocess.run(
-        [sys.executable, "-m", "groupcomm.web.cli", "user", "add", "no~pe", "--users",
-         str(users), "--url", "http://h:1"], capture_output=True, text=True, timeout=60,
-        check=False)
-    assert bad.returncode == 2
-    assert bad.stderr.strip() == ("groupcomm web user add: user name 'no~pe': use 1 to 40 "
-                                  "letters, digits, '_', '.' or '-'")
+    assert web_main(["user", "add", "no~pe", "--users", str(users), "--url",
+                     "http://h:1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "groupcomm web user add: user name 'no~pe': use 1 to 40 letters, digits, '_', "
+        "'.' or '-'")
+    assert web_main(["--session", "s", "--users", str(users), "--http", "nowhere"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "groupcomm web: --http takes HOST:PORT (port 0 to 65535), got 'nowhere'")
 
 
 @pytest.mark.slow
