@@ -593,7 +593,7 @@ def build_parser() -> ArgumentParser:
                         "matrix and cykas)")
     parser.add_argument("--collect-every", type=int, default=50, metavar="N")
     parser.add_argument("--plot", metavar="PNG", help="draw the characters kept over time")
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser.add_argument("--timeout", type=float, default=None,
                         help="seconds for each run (default 120; with --trace, 1800)")
     parser.add_argument("--trace", metavar="FILE", help=TRACE_HELP)
     parser.add_argument("--no-collect", action="store_true",
@@ -609,6 +609,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.edits < 1 or args.local_edits < 100 or args.collect_every < 1:
         raise CliError("groupcomm text-bench: --edits >= 1, --local-edits >= 100 and "
                        "--collect-every >= 1")
+    if args.timeout is not None and not args.timeout > 0:
+        raise CliError(f"groupcomm text-bench: --timeout is a number of seconds > 0, got "
+                       f"{args.timeout:g}")
     modules = args.causality or ["matrix", "cykas"]
     for module in modules:
         try:
@@ -645,7 +648,7 @@ def _run(args: argparse.Namespace) -> int:
         say(f"three editors, {args.edits} edits each, under {module}...")
         try:
             result["communicator"].append(through_communicator(module, args.edits,
-                                                               args.timeout))
+                                                               args.timeout or 120.0))
         except ProcessError as error:
             raise CliError(f"groupcomm text-bench: {error}") from None
     if args.json:
@@ -675,7 +678,7 @@ def _run_trace(args: argparse.Namespace, say: Any) -> int:
     kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
     if skipped:
         say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
-    timeout = args.timeout if args.timeout != 120.0 else 1800.0
+    timeout = args.timeout or 1800.0
     say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
     results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
     if args.json:

@@ -119,4 +119,6 @@ def test_bad_traces_are_one_line(tmp_path: Path) -> None:
         done = run("--trace", str(tmp_path / name))
         assert done.returncode == 2 and message in done.stderr, (name, done.stderr)
         assert len(done.stderr.strip().splitlines()) <= 2, done.stderr  # + "replaying"
+    done = run("--trace", str(tmp_path / "garbage"), "--timeout", "0")
+    assert done.returncode == 2 and "--timeout is a number of seconds > 0" in done.stderr
     assert "github.com/josephg/editing-traces" in run("--help").stdout.replace("\n", " ")
