@@ -165,8 +165,10 @@ class TabMember:
     def client_left(self, client_name: str, application_name: str) -> None:
         with self.lock:
             self.mirror.member_left(client_name)
-        self.push({"type": "left", "member": client_name,
-                   "members": self.communicator.members})
+        comm = self.communicator
+        waiting = [mid for mid, on in comm.waiting_for().items() if client_name in on]
+        self.push({"type": "left", "member": client_name, "members": comm.members,
+                   "waiting": len(waiting)})
 
     # -- the tab's side (event loop) --------------------------------------------------------
     def applied(self, count: int) -> None:

@@ -103,6 +103,7 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
         line_with(ben, "re uma")
         uma.quit()
         line_with(ann, "* uma left")
+        line_with(ann, "* 1 held message(s) wait on uma; /release uma delivers them anyway")
         say(ann, "/held")
         assert line_with(ann, "'re uma'").endswith("from ben: 're uma' (waits on uma)")
         say(ann, "/release uma")

@@ -91,6 +91,11 @@ const chat = {
         this.known.delete(event.member);
         this.drawMembers();
         this.line(`* ${event.member} left`, "notice");
+        if (event.waiting) {
+          const who = event.member;
+          this.line(`* ${event.waiting} held message(s) wait on ${who}; /release ${who} delivers ` +
+            `them anyway (out of order if ${who}'s messages are still on their way)`, "notice");
+        }
         return;
       case "held":
         if (!event.held.length) {
