@@ -119,6 +119,14 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
             tab.wait(f"return {TEXT_OF} === arguments[0]", "cat's edit", 20, final + "!")
         tom.type(f"wait-text {json.dumps(final + '!')}")
         tom.wait_line(lambda line: line.startswith("seen") and "!" in line, what="cat's edit")
+        if causality == "matrix":
+            # a late terminal gets the text from the longest-standing member: ann's tab,
+            # through its mirror in the gateway
+            uli = TerminalEditor(session_group, "uli", f"doc-{causality}", causality)
+            try:
+                assert uli.text() == final + "!"
+            finally:
+                uli.quit("quit")
 
         # others' cursors are drawn at their characters: ben's after his "BBB"
         where = final.index("BBB") + 3
