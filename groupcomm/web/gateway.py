@@ -108,6 +108,10 @@ class Gateway:
                             headers={"Cache-Control": "no-store"})
 
     async def stats(self, request: web.Request) -> web.Response:
+        """Counters and the tabs' member ids, for this machine only (the names of
+        who is logged in are not for anyone who can reach the port)."""
+        if request.remote not in ("127.0.0.1", "::1"):
+            raise web.HTTPForbidden(text="/stats answers requests from this machine only")
         body = {"counters": dict(self.counters), "module": self.module,
                 "shared_thread": self.host is not None,
                 "tabs": sorted(f"{page}/{member.member_id}"
