@@ -144,6 +144,9 @@ export class TextSequence {
       if (item.deleted === null) {
         item.deleted = clock;
         deleted.push(id);
+      } else if (item.later === undefined) {
+        // a second delete of the character: kept in case the first is taken back
+        item.later = clock;
       }
     }
     return { inserted: [], deleted };
@@ -154,7 +157,11 @@ export class TextSequence {
   undo(done) {
     for (const id of done.deleted) {
       const item = this.byId.get(id);
-      if (item) item.deleted = null;
+      if (item) {
+        // a delete that came meanwhile stays (as if it had come first)
+        item.deleted = item.later === undefined ? null : item.later;
+        delete item.later;
+      }
     }
     if (done.inserted.length) {
       const gone = new Set(done.inserted);
