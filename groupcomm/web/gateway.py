@@ -258,8 +258,8 @@ class Gateway:
                 first = member.send(request.applied, [to] if to else None, payload)
                 await ws.send_json({"type": "sent", "id": first.app_message_id,
                                     "vc": dict(first.vc), "text": fields["text"],
-                                    "to": to or None,
-                                    "destinations": list(first.destinations)})
+                                    "to": to or None, "destinations": list(first.destinations),
+                                    "transmitted": member.transmitted(first.app_message_id)})
             elif request.type == "edit":
                 first = member.edit(request.applied, fields["op"], fields["local"])
                 await ws.send_json({"type": "sent", "local": fields["local"],

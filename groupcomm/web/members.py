@@ -100,10 +100,15 @@ class TabMember:
         kwargs["application"] = APPLICATIONS[kind]
         # on the gateway's host (one poll thread for every tab) when there is one
         make = host.join if host is not None else Communicator
+        #: copies of own messages that left before their send returned (the loop can
+        #: be first), and the copies each own message still has to send
+        self._left_early: deque[str] = deque(maxlen=1024)
+        self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
             user, session, **kwargs, acknowledged_delivery=True,
             state_provider=self._snapshot, state_consumer=self._install,
             session_listener=self, message_listener=self._on_message,
+            sent_listener=self._on_transmitted if kind == "im" else None,
         )
         try:
             if inject_delays is not None:
@@ -139,6 +144,21 @@ class TabMember:
                    "sender": message.sender, "vc": message.app_tag.clock,
                    "superseded": bool(message.headers.get("superseded")),
                    **payload_for_tab(self.kind, message.user_message)})
+
+    def _on_transmitted(self, message: SentMessage) -> None:
+        """A copy of an own message left for the network (a sender-side module such as
+        mfss holds one back until an earlier one is acknowledged): the tab shows a
+        message pending until every copy has left."""
+        with self._handed_lock:
+            copies = self._unsent.get(message.app_message_id)
+            if copies is None:
+                self._left_early.append(message.message_id)
+                return
+            copies.discard(message.message_id)
+            if copies:
+                return
+            del self._unsent[message.app_message_id]
+        self.push({"type": "transmitted", "id": message.app_message_id})
 
     def _snapshot(self) -> Any:
         with self.lock:
@@ -196,9 +216,21 @@ class TabMember:
             comm = self.communicator
             dests = list(destinations) if destinations is not None else (
                 comm.others or [comm.member_id])
-            first = comm.send(dests, payload)[0]
+            copies = comm.send(dests, payload)
+            first = copies[0]
+            if self.kind == "im":
+                with self._handed_lock:
+                    waiting = {c.message_id for c in copies} - set(self._left_early)
+                    if waiting:
+                        self._unsent[first.app_message_id] = waiting
             self.mirror.sent(first, payload)
             return first
+
+    def transmitted(self, app_id: str) -> bool:
+        """Whether every copy of the own message ``app_id`` has left (else a
+        ``transmitted`` event says when it does)."""
+        with self._handed_lock:
+            return app_id not in self._unsent
 
     def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
         """An own edit of the text: ``op`` names characters by the ids the tab knows,

@@ -33,11 +33,12 @@ def gateway(session_group: ProcessGroup, tmp_path_factory: pytest.TempPathFactor
 class TerminalChat(LineProcess):
     """``groupcomm im`` with piped input."""
 
-    def __init__(self, group: ProcessGroup, name: str, *extra: str) -> None:
+    def __init__(self, group: ProcessGroup, name: str, *extra: str, session: str = "chat",
+                 causality: str = "matrix") -> None:
         assert group.server is not None
         super().__init__(name, [sys.executable, "-m", "groupcomm.apps.im", "--name", name,
-                                "--session", "chat", "--server", group.server.address,
-                                "--key-file", str(group.key_file), "--causality", "matrix",
+                                "--session", session, "--server", group.server.address,
+                                "--key-file", str(group.key_file), "--causality", causality,
                                 *extra])
         self.wait_line(lambda line: line.startswith(f"* {name} joined"), what="the join")
 
@@ -170,3 +171,30 @@ def test_a_dropped_connection_comes_back_as_the_next_incarnation_with_the_conver
         line_with(ben, "] after the drop")
     finally:
         tabs.leave(ann, ben)
+
+
+def test_an_own_message_a_sender_side_module_holds_is_shown_pending_then_sent(
+        session_group: ProcessGroup, tabs: TabOpener,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    gateway = GatewayProcess(session_group, tmp_path_factory.mktemp("mfss"),
+                             causality="mfss", session="chat-mfss", users=("ann",))
+    # tom's acknowledgements reach ann's member 1.5 s late: mfss holds ann's second
+    # message to tom until the first is acknowledged
+    tom = TerminalChat(session_group, "tom", "--delay", "ann=1500", session="chat-mfss",
+                       causality="mfss")
+    ann = None
+    try:
+        ann = open_chat(tabs, gateway, "ann")
+        assert "tom" in ann.js("return chat.members")
+        say(ann, "one")
+        line_with(ann, "#1 [you -> tom] one")
+        say(ann, "two")
+        line_with(ann, "* #2 pending: the causality module has not sent it yet")
+        line_with(ann, "* #2 sent")
+        tom.wait_line(lambda line: line.endswith("[ann] two"), what="the second message")
+        assert not any(x.startswith("* #1 pending") for x in ann.js(LINES))
+    finally:
+        tom.quit()
+        if ann is not None:
+            tabs.leave(ann)
+        gateway.stop()

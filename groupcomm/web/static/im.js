@@ -4,6 +4,8 @@
 // "(concurrent with #N)"; a newcomer first sees the conversation so far.
 import { Connection, concurrent, displayName } from "/static/client.js";
 
+// an own message still held this long after it was sent is shown as pending
+const PENDING_AFTER = 500;
 const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
 const log = document.getElementById("log");
 const input = document.getElementById("input");
@@ -15,6 +17,8 @@ const chat = {
   joinedAt: {},       // member -> shown.length when its join was seen
   known: new Set(),
   started: false,
+  unsent: new Map(),       // own message id -> {number, said} while the module holds it
+  transmitted: new Set(),  // own messages that left before their "sent" answer came
 
   line(text, cls = "") {
     const div = document.createElement("div");
@@ -75,6 +79,27 @@ const chat = {
       case "sent": {
         const others = event.destinations.filter((d) => d !== this.me);
         this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text);
+        if (!event.transmitted && !this.transmitted.has(event.id)) {
+          // a sender-side module (mfss) holds it until an earlier one is acknowledged
+          const entry = { number: this.shown.length, said: false };
+          this.unsent.set(event.id, entry);
+          setTimeout(() => {
+            if (this.unsent.get(event.id) !== entry) return;
+            entry.said = true;
+            this.line(`* #${entry.number} pending: the causality module has not sent it yet ` +
+              "(it waits for an earlier message's acknowledgement)", "notice");
+          }, PENDING_AFTER);
+        }
+        return;
+      }
+      case "transmitted": {
+        const entry = this.unsent.get(event.id);
+        if (entry === undefined) {
+          this.transmitted.add(event.id);
+          return;
+        }
+        this.unsent.delete(event.id);
+        if (entry.said) this.line(`* #${entry.number} sent`, "notice");
         return;
       }
       case "joined":
