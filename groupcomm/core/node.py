@@ -121,8 +121,14 @@ class ProtocolNode(FilterHost):
         tracer: Tracer | None = None,
         protocol_name: str | None = None,
         deliver: Deliver | None = None,
+        send_queue: deque[SentMessage] | None = None,
     ) -> None:
         self._name = name
+        #: a host that takes tagged sends on another thread gives a deque: every message
+        #: tag_sends / tag_unicast makes is appended to it while the clock lock is held,
+        #: so the queue holds the sends in the order of their tags (none can fall between
+        #: its tag and its queueing); the host hands them on to queue_sends
+        self._send_queue = send_queue
         self.application = application
         self.session = session
         self._transmit = transmit
@@ -321,9 +327,12 @@ class ProtocolNode(FilterHost):
             if module.unicast_events and len(dests) > 1:
                 with self._clock_lock:  # one run of events: no delivery in between
                     copies = [self._tag_locked(payload, (dest,)) for dest in dests]
-                first = copies[0]
-                group = (int(first.message_id.rpartition("#")[2]), dict(first.vc)[name])
-                return [m.with_headers(**{GROUP_HEADER: group}) for m in copies]
+                    first = copies[0]
+                    group = (int(first.message_id.rpartition("#")[2]), dict(first.vc)[name])
+                    copies = [m.with_headers(**{GROUP_HEADER: group}) for m in copies]
+                    if self._send_queue is not None:
+                        self._send_queue.extend(copies)
+                return copies
         return [self._tag_one(payload, dests)]
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
@@ -348,6 +357,9 @@ class ProtocolNode(FilterHost):
                                      f"{name}#{next_id}", name, vc, dests)
             if self.tracer.enabled:
                 self.trace("send", message, dests=list(dests), vc=dict(vc))
+            send_queue = self._send_queue
+            if send_queue is not None:
+                send_queue.append(message)
         return message
 
     def _tag_locked(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:

@@ -3,8 +3,8 @@ its clients in one process, both without I/O.
 
 :func:`apply_to_node` is the one mapping from :class:`~groupcomm.core.membership.Membership`'s
 actions to :class:`~groupcomm.core.node.ProtocolNode` calls (a join, a departure,
-arrivals); the ZeroMQ communicator (:mod:`groupcomm.transport.session_link`) adds its I/O
-around it.
+arrivals); the client's protocol object (:mod:`groupcomm.protocol.client`) adds
+statistics, state transfer and the host's actions around it.
 
 :class:`InProcessSession` is for hosts that run every process in one Python process and
 carry the session notices themselves (the in-process network of

@@ -1,21 +1,29 @@
 """The communicator: what applications talk through.
 
-One I/O thread per communicator owns its ZeroMQ sockets and runs both pipelines, so
-filters and managers are single-threaded. Calls from other threads are handed to it
-through a queue and a wake-up pipe. Application sends are tagged at the call (on the
-caller's thread) so tags reflect exactly what the application had seen (source 001).
+A thin facade. What a member decides is its protocol object's
+(:class:`~groupcomm.protocol.client.ClientProtocol`: node, membership, state transfer;
+no I/O); its sockets and frames are its :class:`~groupcomm.transport.link.MemberLink`,
+driven by a poll thread (:class:`~groupcomm.transport.loop.PollLoop`) that owns the
+sockets and runs both pipelines, so filters and managers are single-threaded. A
+communicator made on its own has a loop of its own; :class:`~groupcomm.transport.host.Host`
+runs several members on one. This class is the application's API and the hand-over
+between threads: application sends are tagged at the call (on the caller's thread) so
+tags reflect exactly what the application had seen (source 001), and queued for the
+loop by the node as it tags them, under its clock lock; the join markers of state
+transfer are tagged into the same queue, so no send overtakes a marker or is
+overtaken by one.
 
 Two routings: ``relayed`` (every frame goes through the session server) and ``direct``
 (each client binds a PULL socket; the server tells members each other's addresses and
 peers PUSH to each other).
 
-Bounded queues: at most ``max_pending`` sends wait for the I/O thread — a sending
-thread then waits, and gets :class:`SendQueueFull` after ``send_timeout`` seconds; a
-socket that cannot take a frame (a slow peer) keeps it in an ordered backlog, and
-past :data:`MAX_BACKLOG_FRAMES` waiting frames the communicator takes no new sends
-(so the application's sends wait); with ``max_inbox`` undelivered messages in the
-pull-model inbox it stops reading from the network, which pushes back on the senders
-through ZeroMQ's high-water marks. Nothing already accepted is dropped.
+Bounded queues: at most ``max_pending`` sends wait for the loop — a sending thread then
+waits, and gets :class:`SendQueueFull` after ``send_timeout`` seconds; a socket that
+cannot take a frame (a slow peer) keeps it in an ordered backlog, and past
+:data:`MAX_BACKLOG_FRAMES` waiting frames the communicator takes no new sends (so the
+application's sends wait); with ``max_inbox`` undelivered messages in the pull-model
+inbox it stops reading from the network, which pushes back on the senders through
+ZeroMQ's high-water marks. Nothing already accepted is dropped.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import os
 import queue
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -33,40 +41,39 @@ import zmq
 
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.membership import check_client_name
+from groupcomm.core.membership import (
+    DEPART_WAIT,
+    EARLY_WAIT,
+    MAX_EARLY_MESSAGES,
+    SERVER_SILENCE_HEARTBEATS,
+    Membership,
+    check_client_name,
+)
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
-from groupcomm.transport.address import endpoint
+from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
+from groupcomm.protocol.rejects import RejectLog
+from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
-from groupcomm.transport.delays import self_delay_error
+from groupcomm.transport.delays import DelayPlan, self_delay_error
 from groupcomm.transport.errors import (
     CommunicatorError,
     JoinError,
     MessageTooLarge,
     SendQueueFull,
 )
-from groupcomm.transport.inbound import Inbound
-from groupcomm.transport.io_loop import (
+from groupcomm.transport.keys import resolve_key
+from groupcomm.transport.link import (
     BACKLOG_RETRY,
     MAX_BACKLOG_FRAMES,
+    MAX_BATCH_BYTES,
+    MAX_OUTBOX_MESSAGES,
     READ_BUDGET,
-    TICK_INTERVAL,
-    IOLoop,
+    MemberLink,
 )
-from groupcomm.transport.keys import resolve_key
-from groupcomm.transport.outbox import MAX_BATCH_BYTES, MAX_OUTBOX_MESSAGES, Outbox
-from groupcomm.transport.rejects import RejectLog
-from groupcomm.transport.session_link import (
-    DEPART_WAIT,
-    EARLY_WAIT,
-    MAX_EARLY_MESSAGES,
-    SERVER_SILENCE_HEARTBEATS,
-    SessionLink,
-)
-from groupcomm.transport.state_link import StateLink
-from groupcomm.transport.wakeup import WakeSignal
+from groupcomm.transport.loop import PollLoop
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FrameCodec
 
 __all__ = [
@@ -83,17 +90,19 @@ SIZED_PAYLOADS = frozenset({str, bytes, bytearray})
 #: bytes of an envelope that are not the payload: ids, destinations, clock and the
 #: module's headers (generous: a matrix header for dozens of members fits)
 PAYLOAD_HEADROOM = 64 * 1024
+#: seconds to wait for the join before asking whether anything listens at the address
+LISTENER_PROBE_AFTER = 0.5
 
-#: A thread sending faster than the I/O thread takes its sends lets the I/O thread run
-#: (a zero sleep releases the GIL) each time this many sends wait. Without it the sender
-#: keeps the GIL for the interpreter's whole switch interval (5 ms, thousands of sends):
-#: the sends wait longer, and live long enough for the garbage collector to promote them
-#: and then run full collections — about 1.5 µs of CPU per message in the bench, against
+#: A thread sending faster than the loop takes its sends lets the loop run (a zero
+#: sleep releases the GIL) each time this many sends wait. Without it the sender keeps
+#: the GIL for the interpreter's whole switch interval (5 ms, thousands of sends): the
+#: sends wait longer, and live long enough for the garbage collector to promote them and
+#: then run full collections — about 1.5 µs of CPU per message in the bench, against
 #: 0.4 µs with the hand-off.
 HANDOFF_EVERY = 256
 
 
-class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
+class Communicator:
     """A client of a session: sends through the send pipeline, delivers through the
     receive pipeline.
 
@@ -103,12 +112,11 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     added below the causality module (nearer the network) on each side.
     ``message_listener`` / ``session_listener`` are registered before the join, so they
     miss nothing (see :meth:`add_message_listener`, :meth:`add_session_message_listener`).
+    With ``acknowledged_delivery`` a message handed over is applied (clock, snapshots)
+    only when the application says so (:meth:`acknowledge`).
 
-    This class is the API and the hand-over between threads; the I/O thread's parts
-    are its bases: :class:`~groupcomm.transport.io_loop.IOLoop` (the poll loop),
-    :class:`~groupcomm.transport.session_link.SessionLink` (join, leave, heartbeat,
-    membership), :class:`~groupcomm.transport.inbound.Inbound` (frames in) and
-    :class:`~groupcomm.transport.outbox.Outbox` (frames out).
+    ``loop`` is for :meth:`groupcomm.transport.host.Host.join` (members sharing one
+    poll thread); without it the communicator runs a loop of its own.
     """
 
     def __init__(
@@ -146,11 +154,13 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         session_listener: SessionMessageListener | None = None,
         sent_listener: Callable[[SentMessage], Any] | None = None,
         acknowledged_delivery: bool = False,
+        loop: PollLoop | None = None,
     ) -> None:
         check_routing(routing)
-        #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated connection
-        #: to the server, and relayed messages checked against the sender it attests
-        self._curve = client_keys(curve_dir, routing, name)
+        #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated
+        #: connection to the server, and relayed messages checked against the sender it
+        #: attests
+        curve = client_keys(curve_dir, routing, name)
         if not name or not session or not application:
             raise ValueError("name, session and application must be non-empty")
         check_client_name(name)
@@ -159,62 +169,62 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             raise JoinError(
                 "no session key: give key_file, or set GROUPCOMM_KEY_FILE or GROUPCOMM_KEY"
             )
+        if release_after is not None and release_after < 0:
+            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
         self.name = name
         self.session = session
         self.application = application
         self.routing = routing
-        self.server_address = server = endpoint(server, "server address")
+        self.server_address = endpoint(server, "server address")
         self.heartbeat_interval = heartbeat_interval
         self.codec = FrameCodec(resolved, max_frame=max_frame)
-        self.rejects = RejectLog(f"communicator {name}")
-        self.stats: Counter[str] = Counter()
-        #: when a list, the I/O thread appends ``("in", ns)`` as it takes up each message
-        #: frame and ``("send", ns)``, ``("sent", ns)`` around each frame it sends
-        #: (``time.perf_counter_ns``): the timeline ``groupcomm bench --critical-path``
-        #: reads. None (the default) records nothing.
-        self.frame_timeline: list[tuple[str, int]] | None = None
-        # a context of our own (unless given one), so that close() can wait for frames
-        # still queued in ZeroMQ to leave (context.term() honours the sockets' linger)
-        self._own_context = context is None
-        self._context = context or zmq.Context()
-        #: linger (ms) for peer sockets when the I/O thread closes them: 0 unless closing
-        #: gracefully, when frames already handed to ZeroMQ get time to leave
-        self._push_linger_ms = 0
-
-        self._filter_stacks = filter_stacks(
-            causality, send_filters, receive_filters, extra_send, extra_receive
-        )
-        #: a tracer given by the caller serves every incarnation; otherwise each member id
-        #: gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
-        self._given_tracer = tracer
-        self._trace_dir = trace_dir
-        self.tracer = tracer or tracer_for(name, trace_dir)
-        #: the application's session listeners (they move to a new node, see _new_node)
-        self._session_listeners: list[SessionMessageListener] = []
-        self.node = self._make_node(name)
+        self.max_pending = max_pending
+        self.send_timeout = send_timeout
+        if loop is not None and context is not None:
+            raise ValueError("a member of a host uses the host's context: give context "
+                             "to Host(), not to the member")
+        self._own_loop = loop is None
+        self._closed = False
+        self._loop = loop if loop is not None else PollLoop(context=context, name=name)
+        self._link = link = MemberLink(
+            name=name, application=application, session=session,
+            server_address=self.server_address, routing=routing, codec=self.codec,
+            curve=curve, bind_host=bind_host, advertise_host=advertise_host or bind_host,
+            max_pending=max_pending, max_inbox=max_inbox)
+        # a tracer given by the caller serves every incarnation; otherwise each member id
+        # gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
+        self._protocol = protocol = ClientProtocol(
+            name, session, application=application, codec=self.codec, out=link,
+            filter_stacks=filter_stacks(causality, send_filters, receive_filters,
+                                        extra_send, extra_receive),
+            tracer_for=(lambda member: tracer) if tracer is not None
+            else (lambda member: tracer_for(member, trace_dir)),
+            clock=time.time, now=time.monotonic(), heartbeat_interval=heartbeat_interval,
+            state_provider=state_provider, state_consumer=state_consumer,
+            state_timeout=state_timeout, release_after=release_after,
+            send_queue=link.outgoing)
+        link.bind(protocol)
+        link.hand_over = self._hand_over
+        # what every send touches, read once (the same objects for the member's life)
+        self._membership = protocol.membership
+        self._stats = protocol.stats
+        self._outgoing = link.outgoing
+        self._wakeup = self._loop.wakeup
+        if state_consumer is None:
+            link.state_done.set()
         # listeners given here hear everything from the join on (one added after the
         # constructor returns may miss a member that joined in between)
         if session_listener is not None:
-            self._session_listeners.append(session_listener)
-            self.node.add_session_listener(session_listener)
+            protocol.add_session_listener(session_listener)
         if message_listener is not None:
-            self.node.message_listeners.append(message_listener)
-        #: called on the I/O thread as each application message leaves for the network
+            protocol.node.message_listeners.append(message_listener)
+        #: called on the loop thread as each application message leaves for the network
         #: (a sender-side module may hold one back for a while: the IM shows it pending)
-        self.node.sent_listener = sent_listener
-        self._init_outbox(max_frame)
+        protocol.node.sent_listener = sent_listener
         #: the largest payload a send may carry (room left for ids, clock and headers)
-        self._payload_limit = self._frame_limit - min(PAYLOAD_HEADROOM, self._frame_limit // 4)
+        self._payload_limit = link.frame_limit - min(PAYLOAD_HEADROOM, link.frame_limit // 4)
         #: str payloads may take up to 4 bytes a character: shorter ones always fit
         self._check_size_from = self._payload_limit // 4
-        self._init_session_link()
-        self._init_state_link(state_provider, state_consumer, state_timeout)
-        if release_after is not None and release_after < 0:
-            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
-        #: what to do with messages held on a member that left: None holds them (shown by
-        #: held() and waiting_for(), released by release_waiting_on()); a number of
-        #: seconds releases them that long after the departure
-        self.release_after = release_after
         #: with acknowledged delivery, a message handed to the application (a listener
         #: called, receive() returned it) is applied only when acknowledge() says so: the
         #: application clock and what a snapshot reflects wait until then
@@ -224,67 +234,75 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         self._unacknowledged: deque[ReceivedMessage] = deque()
         self._handed = 0
         self._acknowledged = 0
-        self._joined = threading.Event()
-        self._join_error: str | None = None
-        self._left = threading.Event()
-        self._inbox: queue.Queue[ReceivedMessage] = queue.Queue()
-        self._calls: deque[Callable[[], None]] = deque()
-        #: tagged application sends waiting for the I/O thread (bounded by max_pending)
-        self._outgoing: deque[SentMessage] = deque()
-        #: application messages the I/O thread has put into the node so far (it alone
-        #: counts them); compared with the node's ids, it tells whether a sending thread
-        #: has tagged a message it has not queued yet (see StateLink._state_newcomer)
-        self._taken = 0
-        self._wakeup = WakeSignal()
-        self.max_pending = max_pending
-        self.max_inbox = max_inbox
-        self.send_timeout = send_timeout
-        self._room = threading.Condition()
-        self._stop = False
-        self._closed = False
-        self._bind_host = bind_host
-        self._advertise_host = advertise_host or bind_host
-        self.direct_address = ""
-        self._io_thread = threading.Thread(
-            target=self._run, name=f"groupcomm-io-{name}", daemon=True
-        )
-        self._started = threading.Event()
-        self._start_error: BaseException | None = None
-        #: the I/O thread's id (set by the thread itself, first thing): compared with
-        #: threading.get_ident() on every send, which is cheaper than current_thread()
-        self._io_ident: int | None = None
-        self._io_thread.start()
-        self._started.wait()
-        if self._start_error is not None:
-            raise JoinError(f"cannot start communicator {name!r}: {self._start_error}")
+        try:
+            self._loop.add(link)
+        except Exception as error:
+            self._close_loop()
+            raise JoinError(f"cannot start communicator {name!r}: {error}") from None
         self._await_join(join_timeout)
 
-    def _make_node(self, member: str) -> ProtocolNode:
-        """A protocol node for this client as ``member`` (its member id), tracing to
-        :attr:`tracer`."""
-        send_filters, receive_filters = self._filter_stacks
-        node = ProtocolNode(
-            member,
-            application=self.application,
-            session=self.session,
-            transmit=self._transmit,
-            clock=time.time,
-            send_creators=send_filters,
-            receive_creators=receive_filters,
-            tracer=self.tracer,
-            deliver=self._deliverable,
-        )
-        node.system_listener = self._on_system
-        return node
+    # -- what the parts hold ---------------------------------------------------------------------
+    @property
+    def node(self) -> ProtocolNode:
+        """This member's protocol node (pipelines, application clock)."""
+        return self._protocol.node
+
+    @property
+    def membership(self) -> Membership:
+        return self._protocol.membership
+
+    @property
+    def tracer(self) -> Tracer:
+        return self._protocol.tracer
+
+    @property
+    def stats(self) -> Any:
+        """The member's counters (a ``Counter``; see :meth:`counters`)."""
+        return self._protocol.stats
+
+    @property
+    def rejects(self) -> RejectLog:
+        return self._protocol.rejects
+
+    @property
+    def delays(self) -> DelayPlan:
+        return self._link.delays
+
+    @property
+    def release_after(self) -> float | None:
+        """What to do with messages held on a member that left: None holds them (shown
+        by held() and waiting_for(), released by release_waiting_on()); a number of
+        seconds releases them that long after the departure."""
+        return self._protocol.release_after
+
+    @property
+    def direct_address(self) -> str:
+        return self._link.direct_address
+
+    @property
+    def max_inbox(self) -> int:
+        return self._link.max_inbox
+
+    @property
+    def frame_timeline(self) -> list[tuple[str, int]] | None:
+        """When a list, the loop appends ``("in", ns)`` as it takes up each message
+        frame and ``("send", ns)``, ``("sent", ns)`` around each frame it sends
+        (``time.perf_counter_ns``): what ``groupcomm bench --critical-path`` reads."""
+        return self._link.frame_timeline
+
+    @frame_timeline.setter
+    def frame_timeline(self, value: list[tuple[str, int]] | None) -> None:
+        self._link.frame_timeline = value
 
     # -- application API ---------------------------------------------------------------------
     def to_others(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every other member of the session."""
-        return self._send(obj, [m for m in self.node.members if m != self.node.name])
+        node = self._protocol.node
+        return self._send(obj, [m for m in node.members if m != node.name])
 
     def to_all(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every member, this client included."""
-        return self._send(obj, list(self.node.members))
+        return self._send(obj, list(self._protocol.node.members))
 
     def to_user(self, name: str, obj: Any) -> SentMessage:
         """Send ``obj`` to one member (``UnknownPeerError`` if not a member)."""
@@ -293,30 +311,33 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
-        message = self.node.tag_unicast(obj, self.membership.resolve(name))
-        self.stats["app_sends"] += 1
-        if threading.get_ident() == self._io_ident:
-            self._taken += 1
-            self.node.submit(message)
-        else:
-            if len(self._outgoing) >= self.max_pending:
-                self._wait_for_room()
-            outgoing = self._outgoing
-            outgoing.append(message)
-            if not self._wakeup.pending:
-                self._wakeup.wake()
-            elif not len(outgoing) % HANDOFF_EVERY:
-                time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
+        dest = self._membership.resolve(name)
+        if threading.get_ident() == self._loop.ident:
+            return self._send_on_loop(lambda node: [node.tag_unicast(obj, dest)])[0]
+        outgoing = self._outgoing
+        if len(outgoing) >= self.max_pending:
+            self._wait_for_room()
+        # tagged and queued as one step, under the node's clock lock (see
+        # ProtocolNode's send_queue): no join marker falls between
+        message = self._protocol.node.tag_unicast(obj, dest)
+        self._stats["app_sends"] += 1
+        wakeup = self._wakeup
+        if not wakeup.pending:
+            wakeup.wake()
+        elif not len(outgoing) % HANDOFF_EVERY:
+            time.sleep(0)  # hand the GIL to the loop thread (see HANDOFF_EVERY)
         return message
 
     def to_users(self, names: Iterable[str], obj: Any) -> SentMessage:
         """Send ``obj`` to the named members."""
-        return self._send(obj, [self.membership.resolve(n) for n in names])
+        resolve = self._protocol.membership.resolve
+        return self._send(obj, [resolve(n) for n in names])
 
     def send(self, destinations: Iterable[str], obj: Any) -> list[SentMessage]:
         """Send ``obj`` to ``destinations``; returns every message the send became (one,
         or one unicast per destination with ``mfss`` / ``cykas``)."""
-        return self._send_all(obj, [self.membership.resolve(n) for n in destinations])
+        resolve = self._protocol.membership.resolve
+        return self._send_all(obj, [resolve(n) for n in destinations])
 
     def _send(self, obj: Any, dests: list[str]) -> SentMessage:
         # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
@@ -327,25 +348,33 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
-        messages = self.node.tag_sends(obj, dests)
-        self.stats["app_sends"] += len(messages)
-        if threading.get_ident() == self._io_ident:
-            self._taken += len(messages)
-            self.node.submit_many(messages)
-        else:
-            outgoing = self._outgoing
-            if len(outgoing) >= self.max_pending:
-                self._wait_for_room()
-            outgoing.extend(messages)
-            if not self._wakeup.pending:
-                self._wakeup.wake()
-            elif len(outgoing) % HANDOFF_EVERY < len(messages):
-                time.sleep(0)  # hand the GIL to the I/O thread (see HANDOFF_EVERY)
+        if threading.get_ident() == self._loop.ident:
+            return self._send_on_loop(lambda node: node.tag_sends(obj, dests))
+        outgoing = self._outgoing
+        if len(outgoing) >= self.max_pending:
+            self._wait_for_room()
+        messages = self._protocol.node.tag_sends(obj, dests)  # and queued (see to_user)
+        self._stats["app_sends"] += len(messages)
+        wakeup = self._wakeup
+        if not wakeup.pending:
+            wakeup.wake()
+        elif len(outgoing) % HANDOFF_EVERY < len(messages):
+            time.sleep(0)  # hand the GIL to the loop thread (see HANDOFF_EVERY)
+        return messages
+
+    def _send_on_loop(self, tag: Callable[[ProtocolNode], list[SentMessage]]
+                      ) -> list[SentMessage]:
+        """A send made on the loop thread (a listener replying): tagged, then run through
+        the send pipeline at once, after the sends other threads queued before it."""
+        protocol = self._protocol
+        messages = tag(protocol.node)  # queued behind every send tagged before it
+        self._stats["app_sends"] += len(messages)
+        self._link.take_sends(drain=True)
         return messages
 
     def _check_size(self, obj: str | bytes | bytearray) -> None:
         """Refuse, at the call, a payload that cannot fit in a frame (one that passes but
-        still does not fit once packed goes as a stand-in: see Outbox._unencodable)."""
+        still does not fit once packed goes as a stand-in: see MemberLink._unencodable)."""
         size = len(obj.encode("utf-8", "surrogatepass")) if type(obj) is str else len(obj)
         limit = self._payload_limit
         if size > limit:
@@ -355,23 +384,24 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
                 "nothing was sent; split it, or raise max_frame on every member")
 
     def _wait_for_room(self) -> None:
-        """Block the sending thread while the I/O thread is behind (bounded queue)."""
+        """Block the sending thread while the loop is behind (bounded queue)."""
         deadline = time.monotonic() + self.send_timeout
-        with self._room:
-            while len(self._outgoing) >= self.max_pending:
-                self._wakeup.wake()
+        link = self._link
+        with link.room:
+            while len(link.outgoing) >= self.max_pending:
+                self._loop.wakeup.wake()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
                     raise SendQueueFull(
-                        f"{self.name}: {len(self._outgoing)} sends are waiting for the network "
-                        f"(limit max_pending={self.max_pending}) and none left for "
+                        f"{self.name}: {len(link.outgoing)} sends are waiting for the "
+                        f"network (limit max_pending={self.max_pending}) and none left for "
                         f"{self.send_timeout:g}s: a peer or the server is too slow"
                     )
-                self._room.wait(min(remaining, 0.05))
+                link.room.wait(min(remaining, 0.05))
 
     # -- delivery and session information -----------------------------------------------------
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
-        """Deliver messages by calling ``callback(message)`` on the I/O thread.
+        """Deliver messages by calling ``callback(message)`` on the loop thread.
 
         With at least one listener the communicator is in the callback model. Messages
         delivered before the first listener was added (waiting for :meth:`receive`: for
@@ -379,57 +409,75 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         in order, so nothing is left behind in the pull model's inbox.
         """
         def add() -> None:
-            listeners = self.node.message_listeners
+            listeners = self._protocol.node.message_listeners
             listeners.append(callback)
             if len(listeners) == 1:
+                inbox = self._link.inbox
                 while True:
                     try:
-                        message = self._inbox.get_nowait()
+                        message = inbox.get_nowait()
                     except queue.Empty:
                         break
                     self._hand_over_from_inbox(message, listeners)
 
-        self._call(add)
+        self._loop.call(add)
 
     def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Stop calling ``callback``."""
-        self.node.message_listeners.remove(callback)
+        self._protocol.node.message_listeners.remove(callback)
 
     def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
         """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
 
-        The application's clock advances here, when the message is handed over. Raises
+        The application's clock advances here, when the message is handed over (with
+        acknowledged delivery, at :meth:`acknowledge`). Raises
         :class:`CommunicatorError` at once when message listeners are registered and
         nothing is waiting: messages then go to the listeners (callback model), so
         ``receive()`` would only ever time out.
         """
+        inbox = self._link.inbox
         try:
-            message = self._inbox.get_nowait()
+            message = inbox.get_nowait()
         except queue.Empty:
-            if self.node.message_listeners:
+            if self._protocol.node.message_listeners:
                 raise CommunicatorError(
                     "receive() gets nothing while message listeners are registered: "
                     "messages go to the listeners (callback model); remove them with "
                     "remove_message_listener() to pull with receive()"
                 ) from None
             try:
-                message = self._inbox.get(timeout=timeout)
+                message = inbox.get(timeout=timeout)
             except queue.Empty:
                 return None
         self._hand_over_from_inbox(message)
         return message
 
+    def _hand_over(self, message: ReceivedMessage) -> None:
+        """The protocol delivered ``message`` (loop thread): to the listeners, or to the
+        inbox for :meth:`receive`."""
+        protocol = self._protocol
+        node = protocol.node
+        listeners = node.message_listeners
+        if not listeners:
+            self._link.inbox.put(message)
+        elif self.acknowledged_delivery:
+            self._hand_unacknowledged(message, listeners)
+        else:  # callback model (the clock advances as the listeners are called)
+            # ClientProtocol.applied, inlined: this runs for every message delivered
+            recent = protocol.recent_ids
+            if recent is not None:
+                recent.append(message.app_message_id)
+            node.application_delivered(message, listeners)
+
     def _hand_over_from_inbox(self, message: ReceivedMessage,
                               listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()) -> None:
         """The application has a message that waited in the inbox now: a snapshot taken
-        from here on reflects it (StateLink), and the application clock advances (with
+        from here on reflects it, and the application clock advances (with
         acknowledged delivery, both wait for :meth:`acknowledge`)."""
         if self.acknowledged_delivery:
             self._hand_unacknowledged(message, listeners)
-            return
-        if self._recent_ids is not None:
-            self._recent_ids.append(message.app_message_id)
-        self.node.application_delivered(message, listeners)
+        else:
+            self._protocol.applied(message, listeners)
 
     def _hand_unacknowledged(self, message: ReceivedMessage,
                              listeners: Sequence[Callable[[ReceivedMessage], Any]]) -> None:
@@ -467,15 +515,12 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
                     f"{self.name}: cannot acknowledge {count} message(s): only "
                     f"{self._handed} were handed to the application so far "
                     f"({self._acknowledged} acknowledged)")
-            recent = self._recent_ids
             # applied in order under the lock, so a concurrent acknowledge() cannot
             # apply a later message before an earlier one
             while self._acknowledged < count:
                 message = self._unacknowledged.popleft()
                 self._acknowledged += 1
-                if recent is not None:
-                    recent.append(message.app_message_id)
-                self.node.application_delivered(message)
+                self._protocol.applied(message)
 
     @property
     def handed_over(self) -> int:
@@ -484,14 +529,10 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         return self._handed
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
-        """Be told of joins and leaves (on the I/O thread). Members are named by member
+        """Be told of joins and leaves (on the loop thread). Members are named by member
         id: ``carol``, then ``carol~2`` for the same name back after it left (see
         :mod:`groupcomm.core.membership`)."""
-        def add() -> None:
-            self._session_listeners.append(listener)
-            self.node.add_session_listener(listener)
-
-        self._call(add)
+        self._loop.call(lambda: self._protocol.add_session_listener(listener))
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
         """Frames to ``name`` wait at least ``ms`` ms before they leave (testing).
@@ -500,29 +541,30 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         number from 0 to :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
         if name in (self.name, self.member_id):
             raise ValueError(self_delay_error(name))
-        self.delays.set_minimum_delay(name, ms)
+        self._link.delays.set_minimum_delay(name, ms)
 
     def set_delay_variation(self, ms: float, keep_fifo: bool = True) -> None:
         """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order.
         :class:`ValueError` unless ``ms`` is a finite number from 0 to
         :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
-        self.delays.set_jitter(ms, keep_fifo)
+        self._link.delays.set_jitter(ms, keep_fifo)
 
     @property
     def others(self) -> list[str]:
         """Every member but this client, in join order."""
-        return [m for m in self.node.members if m != self.node.name]
+        node = self._protocol.node
+        return [m for m in node.members if m != node.name]
 
     @property
     def members(self) -> list[str]:
         """Current members of the session in join order, by member id."""
-        return list(self.node.members)
+        return list(self._protocol.node.members)
 
     @property
     def member_id(self) -> str:
         """This client's member id: its name, or ``name~N`` when the session had seen
         the name before (a restart, or a return after being declared gone)."""
-        return self.node.name
+        return self._protocol.node.name
 
     @property
     def payload_limit(self) -> int:
@@ -535,7 +577,20 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def members_at_join(self) -> list[str]:
         """The members when this client (its current incarnation) joined, itself
         included: more than itself means it joined late (and got state, if it asked)."""
-        return list(self._members_at_join)
+        return list(self._protocol.members_at_join)
+
+    @property
+    def server_unreachable(self) -> bool:
+        """True while the session server has not answered for a few heartbeats."""
+        return self._protocol.membership.server_unreachable
+
+    def wait_for_state(self, timeout: float | None = None) -> bool:
+        """Wait until the state transfer of this newcomer is over: the snapshot is
+        installed, or no member could give one (a warning says so). True when it is
+        over, False on ``timeout``; at once for a client without a state consumer. An
+        application that edits shared state waits for it before its first edit, which
+        the snapshot would otherwise replace."""
+        return self._link.state_done.wait(timeout)
 
     def undeliverable(self) -> list[str]:
         """Ids of messages this client accepted for sending but could not send: it was
@@ -543,50 +598,72 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
         incarnation still held cannot be sent as the new one's), or a destination left
         before they were sent (``mfss``, ``cykas``) or, with the ``reliable`` layer,
         before it acknowledged them (they may not have reached it). Newest last."""
-        return [*self._undeliverable, *self.node.undeliverable]
+        return self._protocol.undeliverable()
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""
-        return self._call(lambda: [m for m in self.node.held()])
+        return self._loop.call(lambda: list(self._protocol.node.held()))
 
     def waiting_for(self) -> dict[str, list[str]]:
         """Held message id -> the members it waits on."""
-        return self._call(self.node.waiting_for)
+        return self._loop.call(lambda: self._protocol.node.waiting_for())
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Stop waiting for what ``name`` (gone) never sent; returns the released ids.
         See :meth:`groupcomm.core.causality.CausalityManager.release_waiting_on`."""
-        return self._call(lambda: self.node.release_waiting_on(name))
+        return self._loop.call(lambda: self._protocol.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
         """Send/receive counts and rejected frames by reason; ``frames_sent`` and
         ``frame_bytes_sent`` count the message frames this client put on the wire (to
         the server or to peers) and their bytes."""
         result = {"frames_sent": 0, "frame_bytes_sent": 0}
-        result.update(self.stats)
-        result.update(self.membership.stats)
-        for reason, count in self.rejects.counts.items():
-            result[f"rejected_{reason}"] = count
+        result.update(self._protocol.counters())
         return result
 
     # -- lifecycle ----------------------------------------------------------------------------
+    def _await_join(self, join_timeout: float) -> None:
+        """Wait (on the application's thread) until the server accepted the join; raise
+        :class:`JoinError` saying why not, and close, if it did not."""
+        name, session, server = self.name, self.session, self.server_address
+        joined = self._link.joined
+        if not joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
+            # not joined yet: if nothing listens there, say so now rather than at the
+            # timeout; if something does, the likely cause is a key the server cannot
+            # verify (it drops such frames without reading them, so it cannot answer)
+            nobody = nobody_listens(server)
+            if nobody is not None:
+                self.close()
+                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
+                                "is the session server running at that address?")
+            if not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
+                self.close()
+                raise JoinError(
+                    f"{name!r} could not join session {session!r}: the server at {server} "
+                    f"accepts connections but did not answer within {join_timeout:g}s; "
+                    "is the session key the server's? (it drops frames signed with "
+                    "another key without reading them)"
+                )
+        if self._link.join_error is not None:
+            error = self._link.join_error
+            self.close()
+            raise JoinError(error)
+
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every send has left this client: nothing queued for the I/O thread,
+        """Wait until every send has left this client: nothing queued for the loop,
         nothing the causality module still holds back (``mfss`` / ``cykas`` output
         buffers), no frame waiting for a slow socket or an injected delay. Returns False
         when ``timeout`` passed first. Received messages held for delivery do not count:
         they wait on other members, not on this one."""
         deadline = time.monotonic() + timeout
+        link = self._link
         while True:
-            if not self._outgoing and not self._io_thread.is_alive():
+            if not link.outgoing and (link.closed.is_set() or not self._loop.alive):
                 return True
             try:
-                busy = self._call(lambda: bool(
-                    self._outgoing or not self.node.idle or self.node.holds_sends()
-                    or self._backlog_frames or self._outbox or len(self.delays)
-                ), timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:  # the I/O thread stopped or did not answer in time
-                return not self._outgoing
+                busy = self._loop.call(link.busy, timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # the loop stopped or did not answer in time
+                return not link.outgoing
             if not busy:
                 return True
             if time.monotonic() >= deadline:
@@ -594,33 +671,48 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
             time.sleep(0.01)
 
     def close(self, timeout: float = 2.0) -> None:
-        """Leave the session, stop the I/O thread and release the sockets.
+        """Leave the session and release the sockets (and the loop, when it is this
+        communicator's own).
 
         Sends still on their way out get up to ``timeout`` seconds first (see
         :meth:`flush`); what is left after that is not sent.
         """
         if self._closed:
             return
-        if self._io_thread.is_alive() and self._joined.is_set() and self._join_error is None:
+        link = self._link
+        running = not link.closed.is_set() and self._loop.alive
+        joined = link.joined.is_set() and link.join_error is None
+        if running and joined:
             if not self.flush(timeout):
                 log.warning("%s: closing with sends still queued or held back", self.name)
         self._closed = True
-        if self._io_thread.is_alive():
-            if self._joined.is_set() and self._join_error is None:
-                self._call_soon(self._send_leave)
-                self._left.wait(timeout)
-            self._push_linger_ms = int(timeout * 1000)
-            self._stop = True
-            self._wakeup.wake()
-            self._io_thread.join(timeout)
+        if running:
+            if joined:
+                self._loop.call_soon(self._send_leave)
+                link.left.wait(timeout)
+            link.push_linger_ms = int(timeout * 1000)
+            self._loop.remove(link, timeout)
         # the trace's last line says this process left (an analysis tells a trace that
         # stops without it: killed, crashed or declared gone)
         self.node.trace("leave", client=self.node.name)
-        if self._own_context and not self._io_thread.is_alive():
-            # returns once frames still queued for peers have left (or linger passed)
-            self._context.term()
-        self._wakeup.close()
+        self._close_loop(timeout)
         self.tracer.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def _send_leave(self) -> None:
+        link = self._link
+        if link.closed.is_set():
+            return
+        link.flush_outbox()
+        self._protocol.leave(dict(link.direct_sent))
+
+    def _close_loop(self, timeout: float = 2.0) -> None:
+        if self._own_loop:
+            self._loop.close(timeout)
 
     def __enter__(self) -> Communicator:
         return self
@@ -631,15 +723,3 @@ class Communicator(IOLoop, SessionLink, StateLink, Inbound, Outbox):
     def _check_open(self) -> None:
         if self._closed:
             raise CommunicatorError(f"communicator {self.name!r} is closed")
-
-    def _hand_over(self, message: ReceivedMessage) -> None:
-        self.stats["delivered"] += 1
-        listeners = self.node.message_listeners
-        if listeners and self.acknowledged_delivery:
-            self._hand_unacknowledged(message, listeners)
-        elif listeners:  # callback model (the clock advances as the listeners are called)
-            if self._recent_ids is not None:  # what a snapshot taken now reflects
-                self._recent_ids.append(message.app_message_id)
-            self.node.application_delivered(message, listeners)
-        else:
-            self._inbox.put(message)

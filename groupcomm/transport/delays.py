@@ -58,6 +58,10 @@ class DelayPlan:
         self.keep_fifo = True
         self._rng = random.Random(seed)
         self._heap: list[_Due] = []
+        #: the frames waiting, earliest first at [0] (a heap; read it, do not change it)
+        self.waiting = self._heap
+        #: True when any delay or jitter is configured (an attribute: read per message)
+        self.active = False
         self._last_due: dict[str, float] = {}
         self._seq = 0
 
@@ -70,6 +74,7 @@ class DelayPlan:
                 self._minimum_ms[peer] = ms
             else:
                 self._minimum_ms.pop(peer, None)
+            self.active = bool(self._minimum_ms) or self._jitter_ms > 0
 
     def set_jitter(self, ms: float, keep_fifo: bool = True) -> None:
         """Add a uniformly random extra delay of up to ``ms`` to every frame;
@@ -78,11 +83,7 @@ class DelayPlan:
         with self._lock:
             self._jitter_ms = ms
             self.keep_fifo = keep_fifo
-
-    @property
-    def active(self) -> bool:
-        """True when any delay or jitter is configured."""
-        return bool(self._minimum_ms) or self._jitter_ms > 0
+            self.active = bool(self._minimum_ms) or self._jitter_ms > 0
 
     def delay_for(self, peer: str) -> float:
         """Seconds the next frame to ``peer`` should wait (0 when none)."""

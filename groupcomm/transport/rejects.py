@@ -1,33 +1,6 @@
-"""Counting and logging rejected input: shared by the session server and the communicator.
+"""The reject log, for the session server: it lives with the protocol code
+(:mod:`groupcomm.protocol.rejects`), which the client's protocol object uses too."""
 
-Both ends refuse frames for the same reasons (malformed, replayed, impersonation, ...);
-each keeps a :class:`RejectLog` so the counts appear in its counters and the log says
-clearly what was dropped without being flooded by a misbehaving peer.
-"""
+from groupcomm.protocol.rejects import RejectLog
 
-from __future__ import annotations
-
-import logging
-from collections import Counter
-
-# the logger RejectLog has always used (it lived in the server module): log
-# configurations that name it keep working
-log = logging.getLogger("groupcomm.transport.server")
-
-
-class RejectLog:
-    """Counts rejected input by reason and logs it clearly without flooding the log."""
-
-    def __init__(self, who: str) -> None:
-        self.who = who
-        self.counts: Counter[str] = Counter()
-
-    def reject(self, reason: str, detail: str, peer: str = "?") -> None:
-        """Count one rejection; log the first few of each reason, then every 1000th."""
-        self.counts[reason] += 1
-        count = self.counts[reason]
-        if count <= 5 or count % 1000 == 0:
-            log.warning(
-                "%s rejected a frame from %s (%s, %d so far): %s",
-                self.who, peer, reason, count, detail,
-            )
+__all__ = ["RejectLog"]

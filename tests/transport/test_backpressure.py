@@ -35,8 +35,7 @@ def test_send_queue_full_makes_the_sender_wait_then_fail(group: ProcessGroup) ->
     with Communicator("alice", "s", server=group.server.address,
                       key_file=str(group.key_file), max_pending=3, send_timeout=0.3) as alice:
         stall = __import__("threading").Event()
-        alice._calls.append(lambda: stall.wait(5))  # noqa: SLF001 - hold the I/O thread
-        alice._wakeup.wake()  # noqa: SLF001
+        alice._loop.call_soon(lambda: stall.wait(5))  # noqa: SLF001 - hold the I/O thread
         with pytest.raises(SendQueueFull, match="max_pending=3"):
             for i in range(10):
                 alice.to_user("alice", i)

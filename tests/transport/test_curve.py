@@ -109,7 +109,7 @@ def test_a_member_cannot_pass_off_a_message_as_another_members(server, keys_dir:
                              destinations=("carol",))
         # alice holds the session key, so she can sign it; the server attests her name
         frame = alice.codec.seal(MESSAGE + encode_message(forged))
-        alice._call(lambda: alice._relay(frame, ["carol"]))  # noqa: SLF001
+        alice._loop.call(lambda: alice._link.relay(frame, ["carol"]))  # noqa: SLF001
         alice.to_user("carol", "honest")
         wait_until(lambda: ("alice", "honest") in got, what="the honest message")
         wait_until(lambda: carol.counters().get("rejected_impersonation", 0) == 1

@@ -110,7 +110,7 @@ def test_frames_that_never_come_end_the_wait_with_a_count(
             assert writer.flush(10)
             recorder.wait(lambda log: ("joined", "writer") in log, 10, "writer's join")
             # the leave will claim three frames more than were ever sent
-            writer._call(lambda: writer._direct_sent.update({"reader": 3}))  # noqa: SLF001
+            writer._loop.call(lambda: writer._link.direct_sent.update({"reader": 3}))  # noqa: SLF001
         recorder.wait(lambda log: ("left", "writer") in log, 10, "writer's leave")
         assert reader.counters()["departed_frames_missing"] == 3
         assert "3 of the 4 frames it sent here directly never arrived" in caplog.text

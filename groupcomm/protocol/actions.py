@@ -1,0 +1,167 @@
+"""What a client's protocol object (:class:`~groupcomm.protocol.client.ClientProtocol`)
+asks its host to do: the actions, and the sink it writes them into.
+
+The protocol object writes each action into an :class:`Out` as it decides it, the way
+an actor writes into Stateright's ``Out``. A host that carries actions out at once (the
+ZeroMQ member link, :mod:`groupcomm.transport.link`) implements :class:`Out` itself, so
+the hot actions (a message leaving the send pipeline, a message for the application)
+cost one method call and no object. A host that wants them as data (tests, in-process
+hosts) uses :class:`ActionLog`, which turns every call into one of the typed actions
+below, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+
+__all__ = ["ActionLog", "ClientAction", "DiscardQueued", "DropPeer", "HandOver",
+           "JoinSettled", "LeftSession", "Out", "Relay", "StatePending", "StateSettled", "ToServer",
+           "Transmit"]
+
+
+class Out(Protocol):
+    """The host side of a client protocol object: one method per action."""
+
+    def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        """``message`` left the send pipeline for ``dests``: put it in a frame."""
+
+    def to_server(self, command: bytes) -> None:
+        """Send this sealed session command to the server."""
+
+    def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        """Relay this sealed message frame through the server to ``dests``."""
+
+    def hand_over(self, message: ReceivedMessage) -> None:
+        """``message`` is delivered: hand it to the application (listeners or inbox)."""
+
+    def drop_peer(self, member: str) -> None:
+        """``member`` left: forget its link (socket, frame count, backlog)."""
+
+    def discard_queued(self) -> None:
+        """This client came back as a new member: what waits for a frame is not sent
+        (it was reported undeliverable)."""
+
+    def join_settled(self, error: str | None) -> None:
+        """The first join succeeded (``error`` is None) or was refused."""
+
+    def left_session(self) -> None:
+        """The server confirmed this client's leave."""
+
+    def state_pending(self) -> None:
+        """A state transfer starts (this client joined, or came back as a new member,
+        asking for state): :meth:`state_settled` follows."""
+
+    def state_settled(self) -> None:
+        """The newcomer's state transfer is over (installed, or none to be had)."""
+
+    def take_sends(self) -> None:
+        """Hand every send in the host's send queue (tagged so far, the protocol's
+        join markers included) to the protocol now, in order
+        (:meth:`~groupcomm.protocol.client.ClientProtocol.application_sends`, not
+        drained). Only for a protocol given a ``send_queue``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transmit:
+    message: SentMessage
+    dests: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToServer:
+    command: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Relay:
+    frame: bytes
+    dests: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    message: ReceivedMessage
+
+
+@dataclass(frozen=True, slots=True)
+class DropPeer:
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardQueued:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class JoinSettled:
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeftSession:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StatePending:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StateSettled:
+    pass
+
+
+ClientAction = (Transmit | ToServer | Relay | HandOver | DropPeer | DiscardQueued
+                | JoinSettled | LeftSession | StatePending | StateSettled)
+
+
+class ActionLog:
+    """An :class:`Out` that keeps every action as data, in order (:attr:`actions`;
+    :meth:`take` empties it). It keeps no send queue (its host hands the sends in)."""
+
+    def __init__(self) -> None:
+        self.actions: list[ClientAction] = []
+
+    def take(self) -> list[ClientAction]:
+        """The actions so far, oldest first; the log starts empty again."""
+        taken, self.actions = self.actions, []
+        return taken
+
+    def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        self.actions.append(Transmit(message, dests))
+
+    def to_server(self, command: bytes) -> None:
+        self.actions.append(ToServer(command))
+
+    def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        self.actions.append(Relay(frame, tuple(dests)))
+
+    def hand_over(self, message: ReceivedMessage) -> None:
+        self.actions.append(HandOver(message))
+
+    def drop_peer(self, member: str) -> None:
+        self.actions.append(DropPeer(member))
+
+    def discard_queued(self) -> None:
+        self.actions.append(DiscardQueued())
+
+    def join_settled(self, error: str | None) -> None:
+        self.actions.append(JoinSettled(error))
+
+    def left_session(self) -> None:
+        self.actions.append(LeftSession())
+
+    def state_pending(self) -> None:
+        self.actions.append(StatePending())
+
+    def state_settled(self) -> None:
+        self.actions.append(StateSettled())
+
+    def take_sends(self) -> None:
+        pass  # no send queue: the host hands its sends in itself

@@ -1,0 +1,480 @@
+"""One member's ZeroMQ side: its sockets, the frames it sends, and the feeding of its
+protocol object (:class:`~groupcomm.protocol.client.ClientProtocol`).
+
+A :class:`MemberLink` is driven by a :class:`~groupcomm.transport.loop.PollLoop` (one
+poll thread for any number of members): each turn the loop asks it when it next needs a
+turn (:meth:`MemberLink.prepare`) and then lets it read its sockets into the protocol,
+hand it the application's sends, flush its frames and run its timers
+(:meth:`MemberLink.step`). The link is the protocol's
+:class:`~groupcomm.protocol.actions.Out`: it carries each action out at once.
+
+Outbound: messages leaving the send pipeline (:meth:`transmit`) are queued per
+destination set and encoded, signed and sent once per turn, or once
+:data:`MAX_OUTBOX_MESSAGES` wait: a burst becomes one frame per destination set.
+``relayed`` routing sends each frame to the server with a signed relay command;
+``direct`` routing pushes it to each peer's PULL socket. Injected delays (testing) hold
+serialized messages per peer. A frame a socket cannot take yet waits in that socket's
+ordered backlog. Everything here runs on the loop thread, except the appends to the
+send queue (:attr:`MemberLink.outgoing`), made by the node as it tags a send.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import zmq
+
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.tracing import JsonlTracer
+from groupcomm.protocol.client import ClientProtocol
+from groupcomm.transport.curve import ClientKeys
+from groupcomm.transport.delays import DelayPlan
+from groupcomm.wire.envelopes import (
+    PackedEnvelope,
+    PayloadTooLarge,
+    pack_envelope,
+    pack_envelopes,
+)
+from groupcomm.wire.frames import MESSAGE, FrameCodec
+from groupcomm.wire.session import seal_session
+
+# the communicator's logger: its messages keep the name they always had
+log = logging.getLogger("groupcomm.transport.communicator")
+
+#: A frame carries at most this many bytes of messages (and at most half the maximum
+#: frame size, so that receivers never refuse a batch that single messages would pass).
+MAX_BATCH_BYTES = 512 * 1024
+#: Messages queued for the network are encoded and sent once this many wait (otherwise
+#: once per turn of the poll loop).
+MAX_OUTBOX_MESSAGES = 4096
+#: bytes of a frame that are not the message envelope: the body's head (application,
+#: session and sender names) and the signature
+FRAME_HEADROOM = 4096
+#: Frames waiting for slow sockets before the member stops taking new sends.
+MAX_BACKLOG_FRAMES = 10_000
+#: How often, in seconds, a full socket or a paused inbox is looked at again.
+BACKLOG_RETRY = 0.01
+#: longest stretch (s) a member's socket is read before the loop turns to heartbeats,
+#: timers and sends: a flood of arrivals on a loaded machine must not make it look dead
+READ_BUDGET = 0.05
+#: plain ints: the flag enums' ``&`` runs in Python, three enum calls per frame read
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+
+
+class MemberLink:
+    """One member's sockets and frames, and the :class:`Out` of its protocol object.
+
+    Made by the :class:`~groupcomm.transport.communicator.Communicator`; :meth:`bind`
+    gives it its protocol; the loop opens it on its thread (:meth:`open`)."""
+
+    def __init__(self, *, name: str, application: str, session: str,
+                 server_address: str, routing: str, codec: FrameCodec,
+                 curve: ClientKeys | None, bind_host: str, advertise_host: str,
+                 max_pending: int, max_inbox: int) -> None:
+        self.name = name
+        self.application = application
+        self.session = session
+        self.server_address = server_address
+        self.routing = routing
+        self.codec = codec
+        self._curve = curve
+        self._bind_host = bind_host
+        self._advertise_host = advertise_host
+        self.direct_address = ""
+        self.max_pending = max_pending
+        self.max_inbox = max_inbox
+        self.protocol: ClientProtocol  # set by bind()
+        self.stats: Counter[str] = Counter()
+        #: when a list, the loop thread appends ``("in", ns)`` as it takes up each
+        #: message frame and ``("send", ns)``, ``("sent", ns)`` around each frame it
+        #: sends (``time.perf_counter_ns``): the timeline ``groupcomm bench
+        #: --critical-path`` reads. None (the default) records nothing.
+        self.frame_timeline: list[tuple[str, int]] | None = None
+        #: the pull model's inbox (the loop stops reading while it holds max_inbox)
+        self.inbox: queue.Queue[ReceivedMessage] = queue.Queue()
+        #: the member's tagged sends, in tag order (the node appends each as it tags it,
+        #: on whichever thread sends; the loop thread takes them)
+        self.outgoing: deque[SentMessage] = deque()
+        self.room = threading.Condition()
+        # -- what the application waits for
+        self.joined = threading.Event()
+        self.join_error: str | None = None
+        self.left = threading.Event()
+        self.state_done = threading.Event()
+        #: set when the loop has closed the sockets (or never opened them)
+        self.closed = threading.Event()
+        self.open_error: BaseException | None = None
+        # -- frames out
+        self.delays = DelayPlan()
+        # messages waiting to leave, by destination tuple; flushed once per turn so that
+        # a burst of sends is encoded in one call and becomes one signed frame per
+        # destination set (see flush_outbox)
+        self.outbox: dict[tuple[str, ...], list[SentMessage | PackedEnvelope]] = {}
+        self.outbox_count = 0
+        self._batch_budget = min(MAX_BATCH_BYTES, codec.max_frame // 2)
+        #: the largest message envelope a frame carries (room left for the body's head
+        #: and the signature)
+        self.frame_limit = codec.max_frame - min(FRAME_HEADROOM, codec.max_frame // 8)
+        # frames a socket could not take yet (a slow peer), per socket, in order
+        self._backlogs: dict[zmq.Socket, deque[list[bytes]]] = {}
+        self.backlog_frames = 0
+        #: PUSH socket per peer (direct routing), connected on the first frame
+        self._pushes: dict[str, zmq.Socket] = {}
+        #: frames pushed directly to each peer; a graceful leave carries these counts,
+        #: so receivers know when a leaver's last direct frame has arrived
+        self.direct_sent: Counter[str] = Counter()
+        #: linger (ms) for peer sockets when the link closes: 0 unless closing
+        #: gracefully, when frames already handed to ZeroMQ get time to leave
+        self.push_linger_ms = 0
+        self._dealer: zmq.Socket | None = None
+        self._pull: zmq.Socket | None = None
+        #: whether the loop polls this link's sockets (paused while the inbox is full),
+        #: and whether it should (set by prepare())
+        self.reading = False
+        self.want_read = True
+        #: set by the facade: what a delivered message becomes (listeners or inbox)
+        self.hand_over: Callable[[ReceivedMessage], None] = self.inbox.put
+
+    def bind(self, protocol: ClientProtocol) -> None:
+        self.protocol = protocol
+        self.stats = protocol.stats  # one set of counters for the member
+
+    # -- opened and closed on the loop thread ------------------------------------------------
+    def open(self, context: zmq.Context, now: float) -> None:
+        """Make the sockets and ask to join (loop thread). Raises what ZeroMQ raises."""
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        # libzmq reconnects by itself, backing off from 100 ms to 2 s
+        dealer.setsockopt(zmq.RECONNECT_IVL, 100)
+        dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        self._dealer = dealer
+        if self._curve is not None:
+            self._curve.apply(dealer)
+        dealer.connect(self.server_address)
+        if self.routing == "direct":
+            self._pull = context.socket(zmq.PULL)
+            self._pull.setsockopt(zmq.LINGER, 0)
+            self._pull.setsockopt(zmq.MAXMSGSIZE, self.codec.max_frame + 64)
+            port = self._pull.bind_to_random_port(f"tcp://{self._bind_host}")
+            self.direct_address = f"tcp://{self._advertise_host}:{port}"
+        self._context = context
+        self._next_trace_flush = now + self.protocol.heartbeat_interval
+        self.protocol.start(self.direct_address)
+
+    @property
+    def sockets(self) -> list[zmq.Socket]:
+        """The sockets the loop polls for this link."""
+        if self._dealer is None:
+            return []
+        return [self._dealer] if self._pull is None else [self._dealer, self._pull]
+
+    def close_sockets(self) -> None:
+        """Close every socket (loop thread); peer sockets linger push_linger_ms."""
+        for socket in self.sockets:
+            socket.close(linger=0)
+        for push in self._pushes.values():
+            push.close(linger=self.push_linger_ms)
+        self._pushes.clear()
+        self._backlogs.clear()
+        self.backlog_frames = 0
+        self.closed.set()
+
+    # -- a turn of the loop (loop thread) -------------------------------------------------
+    def prepare(self, now: float) -> float:
+        """Before the poll: whether to read (:attr:`want_read`: not while the inbox is
+        full) and when this link next needs a turn without input."""
+        # the length of the queue's deque: qsize() takes the queue's lock on every turn,
+        # and a length read under the GIL is as good for a threshold
+        self.want_read = want_read = len(self.inbox.queue) < self.max_inbox
+        deadline = self.protocol.deadline
+        waiting = self.delays.waiting
+        if waiting and waiting[0].due < deadline:
+            deadline = waiting[0].due
+        if self.backlog_frames or not want_read:
+            deadline = min(deadline, now + BACKLOG_RETRY)
+        return deadline
+
+    def step(self, ready: Any) -> None:
+        """One turn: read the sockets ``ready`` holds (the poller's answer) into the
+        protocol, take the application's sends, flush frames, run due delays and
+        timers."""
+        if self.backlog_frames:
+            self.flush_backlogs()
+        if self.reading:
+            dealer = self._dealer
+            if dealer in ready:
+                self._drain_socket(dealer, from_server=True)
+            pull = self._pull
+            if pull is not None and pull in ready:
+                self._drain_socket(pull, from_server=False)
+        # backpressure: take no new sends while a slow peer's frames pile up
+        if self.outgoing and (self.backlog_frames < MAX_BACKLOG_FRAMES
+                              and self.outbox_count < MAX_BACKLOG_FRAMES):
+            self.take_sends(drain=True)
+        if self.outbox:
+            self.flush_outbox()
+        now = time.monotonic()
+        waiting = self.delays.waiting
+        if waiting and now >= waiting[0].due:
+            outbox = self.outbox
+            for peer, envelope in self.delays.pop_due(now):
+                outbox.setdefault((peer,), []).append(envelope)
+            self.flush_outbox()
+        protocol = self.protocol
+        if protocol.watching or now >= protocol.deadline:
+            protocol.timer(now)
+            if self.outbox:
+                self.flush_outbox()
+        if now >= self._next_trace_flush:
+            self._next_trace_flush = now + self.protocol.heartbeat_interval
+            tracer = self.protocol.tracer
+            if isinstance(tracer, JsonlTracer):
+                # trace lines reach the file at least once a heartbeat, so a process
+                # killed outright leaves its trace up to then
+                tracer.flush()
+
+    def take_sends(self, drain: bool = False) -> None:
+        """Give the protocol every tagged send queued so far, in order (the node queues
+        each as it tags it: see ProtocolNode's send_queue); ``drain`` runs the send
+        pipeline at once."""
+        outgoing = self.outgoing
+        if not outgoing:
+            return
+        waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
+        batch = [outgoing.popleft() for _ in range(len(outgoing))]
+        self.protocol.application_sends(batch, drain)
+        if waking:
+            with self.room:
+                self.room.notify_all()
+
+    def _drain_socket(self, socket: zmq.Socket, from_server: bool) -> None:
+        protocol = self.protocol
+        stop_at = time.monotonic() + READ_BUDGET
+        for _ in range(500):
+            now = time.monotonic()
+            if now > stop_at:
+                return
+            try:
+                parts = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            # asking whether more waits is cheaper than the exception of a recv that
+            # finds nothing, which every frame of a request/response exchange would pay
+            more = socket.get(_EVENTS) & _POLLIN
+            if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
+                # a notice, or an error with the relayed frame the server returned
+                protocol.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None,
+                                          now)
+            else:
+                timeline = self.frame_timeline
+                if timeline is not None:
+                    timeline.append(("in", time.perf_counter_ns()))
+                if self._curve is not None:
+                    if from_server and len(parts) == 3 and parts[0] == MESSAGE:
+                        protocol.on_message_frame(parts[1], parts[2], False, now)
+                    else:
+                        protocol.rejects.reject("malformed",
+                                                "relayed frame without its attested sender")
+                elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
+                    protocol.on_message_frame(parts[-1], None, False, now)
+                elif not from_server and len(parts) == 1:
+                    protocol.on_message_frame(parts[0], None, True, now)
+                else:
+                    protocol.rejects.reject("malformed",
+                                            f"unexpected {len(parts)}-part message")
+            if not more:
+                return
+
+    # -- Out: what the protocol asks for --------------------------------------------------------
+    def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        # queued as is: encoding waits for flush_outbox, which encodes the whole batch
+        # in one call (this runs for every message sent)
+        self.stats["messages_sent"] += len(dests)
+        if self.delays.active:
+            self._transmit_delayed(message, dests)
+            return
+        outbox = self.outbox
+        if len(dests) == 1 or self.routing == "relayed":  # one frame carries it
+            queued = outbox.get(dests)
+            if queued is None:
+                outbox[dests] = [message]
+            else:
+                queued.append(message)
+        else:  # direct multicast: one frame per peer, the message serialized once
+            envelope = self._pack_one(message)
+            for dest in dests:
+                outbox.setdefault((dest,), []).append(envelope)
+        self.outbox_count += 1
+        if self.outbox_count >= MAX_OUTBOX_MESSAGES:
+            self.flush_outbox()
+
+    def to_server(self, command: bytes) -> None:
+        assert self._dealer is not None
+        self._send_parts(self._dealer, [command])
+
+    def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        command = seal_session(self.codec, "relay", client=self.name,
+                               application=self.application, session=self.session,
+                               dests=list(dests))
+        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
+        # frames (a relayed one is one frame, its relay command's bytes included)
+        stats = self.stats
+        stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(command) + len(frame)
+        assert self._dealer is not None
+        self._send_parts(self._dealer, [command, frame])
+
+    def drop_peer(self, member: str) -> None:
+        """Forget ``member``'s link (it left): its frame count, its socket and its backlog."""
+        self.direct_sent.pop(member, None)  # a later member of that name counts anew
+        push = self._pushes.pop(member, None)
+        if push is not None:
+            dropped = self._backlogs.pop(push, None)
+            if dropped:
+                self.backlog_frames -= len(dropped)
+            push.close(linger=0)
+
+    def discard_queued(self) -> None:
+        self.outbox.clear()
+        self.outbox_count = 0
+
+    def join_settled(self, error: str | None) -> None:
+        self.join_error = error
+        self.joined.set()
+
+    def left_session(self) -> None:
+        self.left.set()
+
+    def state_pending(self) -> None:
+        self.state_done.clear()
+
+    def state_settled(self) -> None:
+        self.state_done.set()
+
+
+    # -- frames out ------------------------------------------------------------------------------
+    def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        """Injected delays (testing): the message is serialized now, as when it leaves
+        at once, and waits per peer in the delay plan."""
+        envelope = self._pack_one(message)
+        now = time.monotonic()
+        ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
+        if not ready:
+            return
+        outbox = self.outbox
+        if self.routing == "relayed":
+            outbox.setdefault(ready, []).append(envelope)
+        else:
+            for dest in ready:
+                outbox.setdefault((dest,), []).append(envelope)
+        self.outbox_count += 1
+        if self.outbox_count >= MAX_OUTBOX_MESSAGES:
+            self.flush_outbox()
+
+    def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
+        """A message whose payload cannot travel (not serializable, or too large for a
+        frame): reported undeliverable, and a stand-in with the same id and headers goes
+        instead, so that the receivers' causality modules do not wait for it for ever."""
+        self.stats["unencodable"] += 1
+        log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in that "
+                  "keeps the causal order", self.name, message.message_id, error)
+        self.protocol.report_undeliverable([message.message_id],
+                                           f"could not send them: {error}")
+        return message.replace(user_message=Withdrawn(f"{type(error).__name__}: {error}"))
+
+    def _pack_one(self, message: SentMessage) -> PackedEnvelope:
+        """:func:`pack_envelope`, with a stand-in for a payload that cannot travel."""
+        try:
+            envelope = pack_envelope(message)
+            if len(envelope[1]) > self.frame_limit:
+                raise PayloadTooLarge(len(envelope[1]), self.frame_limit)
+        except Exception as error:
+            envelope = pack_envelope(self._unencodable(message, error))
+        return envelope
+
+    def flush_outbox(self) -> None:
+        """Encode, sign and send what is queued: per destination set, the messages in
+        one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch. Relayed
+        frames wait while the server does not know this client (it restarted, and the
+        rejoin is not accepted yet): it would return them."""
+        if self.routing == "relayed" and not self.protocol.membership.may_relay:
+            return
+        outbox, self.outbox, self.outbox_count = self.outbox, {}, 0
+        relayed = self.routing == "relayed"
+        seal = self.codec.seal
+        for dests, items in outbox.items():
+            for body in pack_envelopes(items, self._batch_budget, self._unencodable,
+                                       self.frame_limit):
+                frame = seal(body)
+                if relayed:
+                    self.relay(frame, list(dests))
+                else:
+                    for dest in dests:
+                        self._push(dest, frame)
+
+    def _push(self, peer: str, frame: bytes) -> None:
+        socket = self._pushes.get(peer)
+        if socket is None:
+            address = self.protocol.membership.addresses.get(peer)
+            if not address:
+                self.stats["undeliverable"] += 1
+                log.error("%s: no direct address for %r; frame dropped", self.name, peer)
+                return
+            socket = self._context.socket(zmq.PUSH)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(address)
+            self._pushes[peer] = socket
+        self.direct_sent[peer] += 1
+        stats = self.stats
+        stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(frame)
+        self._send_parts(socket, [frame])
+
+    def _send_parts(self, socket: zmq.Socket, parts: list[bytes]) -> None:
+        """Send without blocking; what the socket cannot take now waits, in order."""
+        backlog = self._backlogs.get(socket)
+        if not backlog:
+            timeline = self.frame_timeline
+            if timeline is not None:
+                timeline.append(("send", time.perf_counter_ns()))
+            try:
+                if len(parts) == 1:  # the common frame: one layer of pyzmq less
+                    socket.send(parts[0], zmq.NOBLOCK)
+                else:
+                    socket.send_multipart(parts, zmq.NOBLOCK)
+                if timeline is not None:
+                    timeline.append(("sent", time.perf_counter_ns()))
+                return
+            except zmq.Again:
+                backlog = self._backlogs.setdefault(socket, deque())
+        backlog.append(parts)
+        self.backlog_frames += 1
+
+    def flush_backlogs(self) -> None:
+        for socket, backlog in list(self._backlogs.items()):
+            while backlog:
+                try:
+                    socket.send_multipart(backlog[0], zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError:  # the socket was closed (the peer left)
+                    self.backlog_frames -= len(backlog)
+                    backlog.clear()
+                    break
+                backlog.popleft()
+                self.backlog_frames -= 1
+            if not backlog:
+                del self._backlogs[socket]
+
+    def busy(self) -> bool:
+        """Something of this member's has not left yet (loop thread)."""
+        return bool(self.outgoing or not self.protocol.node.idle
+                    or self.protocol.node.holds_sends() or self.backlog_frames
+                    or self.outbox or len(self.delays))

@@ -1,0 +1,212 @@
+"""The poll loop: one thread that owns the ZeroMQ sockets of any number of members.
+
+Each member is a :class:`~groupcomm.transport.link.MemberLink`. Each turn the loop waits
+on the wake-up pipe and every member's sockets until the earliest member's deadline
+(heartbeat, filter timers, injected delays, a backlog retry), reads what came in, runs
+the calls other threads handed over, and gives every member its turn (its sends, its
+frames out, its timers). Back-pressure is per member: a member whose application inbox
+holds ``max_inbox`` messages is not read until it drains.
+
+A :class:`~groupcomm.transport.communicator.Communicator` made on its own gets a loop of
+its own; a :class:`~groupcomm.transport.host.Host` shares one among its members.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import zmq
+
+from groupcomm.core.causality import ProtocolViolation
+from groupcomm.transport.link import MemberLink
+from groupcomm.transport.wakeup import WakeSignal
+
+# the communicator's logger: its messages keep the name they always had
+log = logging.getLogger("groupcomm.transport.communicator")
+
+#: the longest the loop sleeps with nothing due (a member added meanwhile wakes it)
+IDLE_POLL = 1.0
+
+
+class PollLoop:
+    """One poll thread for the members added to it (see the module docstring)."""
+
+    def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
+        # a context of our own (unless given one), so that close() can wait for frames
+        # still queued in ZeroMQ to leave (context.term() honours the sockets' linger)
+        self._own_context = context is None
+        self.context = context or zmq.Context()
+        self.wakeup = WakeSignal()
+        self._links: list[MemberLink] = []
+        self._calls: deque[Callable[[], None]] = deque()
+        self._poller = zmq.Poller()
+        self._poller.register(self.wakeup.fileno, zmq.POLLIN)
+        self._stop = False
+        self._closed = False
+        #: the loop thread's id (set by the thread itself, first thing): compared with
+        #: threading.get_ident() on every send, which is cheaper than current_thread()
+        self.ident: int | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"groupcomm-io-{name}",
+                                        daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def members(self) -> int:
+        """How many members the loop drives."""
+        return len(self._links)
+
+    # -- members ---------------------------------------------------------------------------------
+    def add(self, link: MemberLink, timeout: float = 10.0) -> None:
+        """Open ``link``'s sockets on the loop thread and start driving it; its join is
+        on its way when this returns. Raises what opening raised."""
+        def add() -> None:
+            link.open(self.context, time.monotonic())
+            self._links.append(link)
+
+        try:
+            self.call(add, timeout)
+        except BaseException as error:
+            link.open_error = error
+            self.call(lambda: self._drop(link), timeout)
+            raise
+
+    def remove(self, link: MemberLink, timeout: float = 10.0) -> None:
+        """Stop driving ``link`` and close its sockets (waits for the loop thread)."""
+        if link.closed.is_set():
+            return
+        try:
+            self.call(lambda: self._drop(link), timeout)
+        except Exception:  # the loop did not answer: it is stopping or stopped
+            log.warning("%s: the I/O loop did not close the sockets in time", link.name)
+
+    def _drop(self, link: MemberLink) -> None:
+        if link in self._links:
+            self._links.remove(link)
+        if link.reading:
+            for socket in link.sockets:
+                self._poller.unregister(socket)
+            link.reading = False
+        link.close_sockets()
+
+    # -- handing work to the loop thread -------------------------------------------------------
+    def on_thread(self) -> bool:
+        return threading.get_ident() == self.ident
+
+    def call_soon(self, function: Callable[[], None]) -> None:
+        """Run ``function`` on the loop thread (now, when called there)."""
+        if self.on_thread():
+            function()
+            return
+        self._calls.append(function)
+        self.wakeup.wake()
+
+    def call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Run ``function`` on the loop thread and return its result (or raise its
+        exception); runs it here when the loop thread is this one or gone."""
+        if self.on_thread() or not self._thread.is_alive():
+            return function()
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # handed back to the caller
+                future.set_exception(error)
+
+        self._calls.append(run)
+        self.wakeup.wake()
+        return future.result(timeout)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the thread (closing what members are left) and, when the context is
+        the loop's own, wait up to the sockets' linger for queued frames to leave."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop = True
+        self.wakeup.wake()
+        self._thread.join(timeout)
+        if self._own_context and not self._thread.is_alive():
+            # returns once frames still queued for peers have left (or linger passed)
+            self.context.term()
+        self.wakeup.close()
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        self.ident = threading.get_ident()
+        self._started.set()
+        poller = self._poller
+        wake_fd = self.wakeup.fileno
+        links = self._links
+        try:
+            while not self._stop:
+                now = time.monotonic()
+                deadline = now + IDLE_POLL
+                for link in links:
+                    due = link.prepare(now)
+                    if due < deadline:
+                        deadline = due
+                    if link.want_read != link.reading:
+                        self._set_reading(link, link.want_read)
+                ready = dict(poller.poll(max(0.0, (deadline - now) * 1000)))
+                if wake_fd in ready:
+                    self.wakeup.clear()  # before taking the work it announced
+                if self._calls:
+                    self._run_calls()
+                for link in (links if len(links) == 1 else list(links)):
+                    try:
+                        link.step(ready)
+                    except Exception as error:
+                        self._failed(link, error)
+        except Exception:
+            log.exception("I/O loop failed")
+        finally:
+            self.ident = None  # a later thread may be given the same id
+            for link in list(links):
+                self._drop(link)
+
+    def _set_reading(self, link: MemberLink, reading: bool) -> None:
+        """Poll ``link``'s sockets, or stop (back-pressure: its inbox is full)."""
+        for socket in link.sockets:
+            if reading:
+                self._poller.register(socket, zmq.POLLIN)
+            else:
+                self._poller.unregister(socket)
+        link.reading = reading
+        if not reading:
+            link.stats["inbox_full_pauses"] += 1
+
+    def _failed(self, link: MemberLink, error: Exception) -> None:
+        """A member's turn raised: a protocol error is counted and logged; anything
+        else closes that member (logged), and the others go on."""
+        if isinstance(error, ProtocolViolation):
+            link.stats["protocol_errors"] += 1
+            log.error("%s: protocol error: %s", link.name, error)
+            return
+        log.error("%s: I/O failed; this member stops", link.name, exc_info=error)
+        self._drop(link)
+        if not link.joined.is_set():
+            link.join_settled("the I/O loop failed while joining (see the log)")
+
+    def _run_calls(self) -> None:
+        calls = self._calls
+        while calls:
+            function = calls.popleft()
+            try:
+                function()
+            except ProtocolViolation as error:
+                log.error("protocol error: %s", error)
+            except Exception:
+                log.exception("error while running a handed-over call")

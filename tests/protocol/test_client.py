@@ -1,0 +1,227 @@
+"""The client's protocol object without sockets, threads or clocks: frames and times in,
+typed actions out (an ActionLog), a real SessionRegistry as the server."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import pytest
+
+from groupcomm.core.messages import SentMessage
+from groupcomm.core.tracing import NullTracer
+from groupcomm.protocol.actions import (
+    ActionLog,
+    DropPeer,
+    HandOver,
+    JoinSettled,
+    StatePending,
+    StateSettled,
+    ToServer,
+    Transmit,
+)
+from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
+from groupcomm.protocol.events import ApplicationSends, MessageFrame, SessionFrame, Timer, handle
+from groupcomm.protocol.registry import Heartbeat, Join, Leave, Notify, SessionRegistry
+from groupcomm.wire.envelopes import pack_envelopes
+from groupcomm.wire.frames import MESSAGE, FrameCodec
+from groupcomm.wire.session import open_session, seal_session
+
+KEY = b"k" * 32
+
+
+class Harness:
+    """A registry and some protocol objects; the test moves every frame by hand."""
+
+    def __init__(self, causality: str = "vector") -> None:
+        self.server = FrameCodec(KEY)
+        self.registry = SessionRegistry(server_id="test", now=0.0)
+        self.logs: dict[str, ActionLog] = {}
+        self.clients: dict[str, ClientProtocol] = {}
+        self.causality = causality
+
+    def client(self, name: str, **options: Any) -> ClientProtocol:
+        from groupcomm.core.registry import get_module
+
+        module = get_module(self.causality)
+        log = self.logs[name] = ActionLog()
+        client = self.clients[name] = ClientProtocol(
+            name, "s", application="app", codec=FrameCodec(KEY), out=log,
+            filter_stacks=([module.send_creator()], [module.receive_creator()]),
+            tracer_for=lambda member: NullTracer(), clock=lambda: 0.0, now=0.0,
+            heartbeat_interval=1.0, **options)
+        return client
+
+    def to_server(self, name: str, action: ToServer, now: float) -> None:
+        """Carry a command to the registry and its notices back to the clients."""
+        body, _, _ = self.server.open(action.command)
+        command = open_session(body)
+        op = command.pop("op")
+        base = dict(conn=name, client=command["client"], application=command["application"],
+                    session=command["session"], now=now)
+        if op == "join":
+            event: Any = Join(**base, address=command.get("address", ""),
+                              incarnation=command.get("incarnation", 0),
+                              wants_state=command.get("wants_state", False))
+        elif op == "leave":
+            event = Leave(**base)
+        else:
+            event = Heartbeat(**base)
+        for notice in self.registry.handle(event):
+            assert isinstance(notice, Notify)
+            frame = seal_session(self.server, notice.op, **notice.fields)
+            handle(self.clients[notice.conn], SessionFrame(frame, now))
+
+    def run(self, now: float = 0.0) -> list[Any]:
+        """Carry every action until none is left; returns what was handed over or
+        settled, as (client, action)."""
+        seen = []
+        busy = True
+        while busy:
+            busy = False
+            for name, log in self.logs.items():
+                for action in log.take():
+                    busy = True
+                    if isinstance(action, ToServer):
+                        self.to_server(name, action, now)
+                    elif isinstance(action, Transmit):
+                        codec = self.clients[name].codec
+                        for body in pack_envelopes([action.message], 1 << 20,
+                                                   lambda m, e: m, 1 << 20):
+                            for dest in action.dests:
+                                handle(self.clients[dest],
+                                       MessageFrame(codec.seal(body), now))
+                    else:
+                        seen.append((name, action))
+        return seen
+
+
+def test_a_join_then_a_message_frames_in_actions_out() -> None:
+    net = Harness()
+    alice = net.client("alice")
+    alice.start("")
+    assert net.run() == [("alice", JoinSettled(None))]
+    bob = net.client("bob")
+    bob.start("")
+    assert net.run() == [("bob", JoinSettled(None))]
+    assert alice.node.members == ["alice", "bob"] and alice.members_at_join == ("alice",)
+    sent = bob.node.tag_sends("hello", ["alice"])
+    handle(bob, ApplicationSends(sent))
+    [(who, handed)] = net.run()
+    assert who == "alice" and isinstance(handed, HandOver)
+    assert handed.message.user_message == "hello" and handed.message.sender == "bob"
+    assert alice.counters()["delivered"] == 1
+    # the application clock moves when the application has the message, not before
+    assert alice.node.application_clock.get("bob", 0) == 0
+    alice.applied(handed.message)
+    assert alice.node.application_clock["bob"] == 1
+
+
+def test_bad_frames_are_counted_and_nothing_is_handed_over() -> None:
+    net = Harness()
+    alice = net.client("alice")
+    alice.start("")
+    net.run()
+    other = FrameCodec(b"x" * 32)
+    handle(alice, MessageFrame(other.seal(MESSAGE + b"junk"), 1.0),
+           MessageFrame(net.server.seal(MESSAGE + b"junk"), 1.0),
+           MessageFrame(b"", 1.0))
+    assert net.run() == []
+    counters = alice.counters()
+    assert counters["rejected_bad_signature"] == 1
+    assert counters["rejected_malformed"] == 1
+    assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 3
+
+
+def test_timers_come_with_the_inputs() -> None:
+    net = Harness()
+    alice = net.client("alice")
+    alice.start("")
+    net.run()
+    assert alice.deadline == 1.0  # the heartbeat (vector has no filter timers)
+    handle(alice, Timer(0.5))
+    assert net.logs["alice"].actions == []  # nothing due yet
+    handle(alice, Timer(1.0))
+    [heartbeat] = net.logs["alice"].take()
+    assert isinstance(heartbeat, ToServer)
+    assert open_session(net.server.open(heartbeat.command)[0])["op"] == "heartbeat"
+    assert alice.deadline == 2.0
+    assert TICK_INTERVAL < 1.0
+
+
+def test_a_newcomer_asking_for_state_gets_a_snapshot_after_the_markers() -> None:
+    net = Harness()
+    alice = net.client("alice", state_provider=lambda: ["what alice had"])
+    alice.start("")
+    net.run()
+    installed: list[Any] = []
+    carol = net.client("carol", state_consumer=installed.append)
+    carol.start("")
+    seen = net.run()
+    assert ("carol", StatePending()) in seen and ("carol", StateSettled()) in seen
+    assert installed == [["what alice had"]]
+    assert alice.counters()["join_markers"] == 1
+    assert carol.counters()["state_installed"] == 1
+
+
+def test_a_member_that_leaves_is_dropped_from_the_link() -> None:
+    net = Harness()
+    alice, bob = net.client("alice"), net.client("bob")
+    alice.start("")
+    bob.start("")
+    net.run()
+    bob.leave({})
+    seen = net.run()
+    assert ("alice", DropPeer("bob")) in seen
+    assert alice.node.members == ["alice"]
+
+
+def test_handle_refuses_what_is_not_an_input() -> None:
+    net = Harness()
+    with pytest.raises(TypeError, match="not a client protocol input"):
+        handle(net.client("alice"), "frame")  # type: ignore[arg-type]
+
+
+class QueueLog(ActionLog):
+    """An ActionLog whose host keeps a send queue, as the ZeroMQ link does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue: deque[SentMessage] = deque()
+        self.client: ClientProtocol | None = None
+        self.transmitted: list[Any] = []  # payloads, in the order they left
+
+    def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        self.transmitted.append(message.user_message)
+        super().transmit(message, dests)
+
+    def take_sends(self) -> None:
+        assert self.client is not None
+        batch = [self.queue.popleft() for _ in range(len(self.queue))]
+        self.client.application_sends(batch, drain=False)
+
+
+def test_join_markers_go_after_the_sends_tagged_before_them() -> None:
+    net = Harness()
+    alice = net.client("alice", state_provider=lambda: "state")
+    alice.start("")
+    net.run()
+    # alice again, now with a send queue (the node queues each send as it tags it)
+    log = QueueLog()
+    queued = ClientProtocol(
+        "bob", "s", application="app", codec=FrameCodec(KEY), out=log,
+        filter_stacks=alice._filter_stacks, tracer_for=lambda member: NullTracer(),
+        clock=lambda: 0.0, now=0.0, state_provider=lambda: "bob's", send_queue=log.queue)
+    log.client = queued
+    net.logs["bob"], net.clients["bob"] = log, queued
+    queued.start("")
+    net.run()
+    before = queued.node.tag_sends("tagged before the join", ["alice"])
+    assert list(log.queue) == before  # queued as tagged, not yet taken
+    carol = net.client("carol", state_consumer=lambda state: None)
+    carol.start("")
+    net.run()  # carol's join reaches bob: its marker is tagged into the queue
+    order = [p for p in log.transmitted  # vector's own control messages left out
+             if isinstance(p, str) or type(p).__name__ == "JoinMarker"]
+    assert order[0] == "tagged before the join"
+    assert type(order[1]).__name__ == "JoinMarker" and not log.queue
