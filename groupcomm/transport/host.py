@@ -1,0 +1,66 @@
+"""Several members in one process on one poll thread: :class:`Host`.
+
+A web gateway hosts one member per browser tab; a thread per member would not scale
+to many tabs. A host owns one :class:`~groupcomm.transport.loop.PollLoop` (one thread,
+one ZeroMQ context) and :meth:`Host.join` makes a
+:class:`~groupcomm.transport.communicator.Communicator` on it: the same API as one made
+on its own, closed on its own (:meth:`Communicator.close` leaves the session and closes
+that member's sockets; the others go on). Listeners of every member run on the host's
+thread, one at a time: a slow listener delays every member of the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+
+from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.loop import PollLoop
+
+__all__ = ["Host"]
+
+
+class Host:
+    """One poll thread for any number of members (see the module docstring)."""
+
+    def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
+        self._loop = PollLoop(context=context, name=name)
+        self._members: list[Communicator] = []
+        self._closed = False
+
+    def join(self, name: str, session: str, **options: Any) -> Communicator:
+        """A member ``name`` of ``session`` driven by this host's thread. ``options``
+        are :class:`Communicator`'s keyword arguments (``server``, ``key_file``,
+        ``causality``, listeners, ...), except ``context`` and ``loop``, which are the
+        host's. Raises what the constructor raises (``JoinError``, ``ValueError``)."""
+        if self._closed:
+            raise RuntimeError("this host is closed")
+        for own in ("context", "loop"):
+            if own in options:
+                raise ValueError(f"{own} is the host's: give it to Host(), not to join()")
+        member = Communicator(name, session, loop=self._loop, **options)
+        self._members.append(member)
+        return member
+
+    @property
+    def members(self) -> list[Communicator]:
+        """The members joined through this host and not closed yet."""
+        self._members = [m for m in self._members if not m.closed]
+        return list(self._members)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Close every member still open (each leaves its session), then the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        for member in self._members:
+            member.close(timeout)
+        self._members.clear()
+        self._loop.close(timeout)
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
