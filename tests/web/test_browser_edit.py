@@ -156,3 +156,64 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
     assert {"ann", "ben", "tom"} <= set(checked.per_process)  # cat only sent
     assert checked.causal_violations == 0 and checked.duplicates == 0
     assert checked.messages > 20 and checked.abrupt_endings == []
+
+
+#: types, deletes and moves at random in the page, ``count`` edits ``pause`` ms apart
+RANDOM_EDITS = """
+const [count, pause, seed] = arguments;
+let state = seed;
+const random = () => { state = (state * 1103515245 + 12345) % 2147483648; return state / 2147483648; };
+window.randomDone = false;
+let left = count;
+function step() {
+  const length = editor.text.visibleLength();
+  if (length && random() < 0.3) {
+    editor.moveTo(1 + Math.floor(random() * length));
+    editor.backspace();
+  } else {
+    editor.moveTo(Math.floor(random() * (length + 1)));
+    editor.insert("abc".slice(0, 1 + Math.floor(random() * 3)));
+  }
+  left -= 1;
+  if (left > 0) setTimeout(step, pause); else window.randomDone = true;
+}
+step();
+"""
+
+
+@pytest.mark.slow
+def test_random_edits_in_two_tabs_and_a_terminal_at_once_converge(
+        session_group: ProcessGroup, tabs: TabOpener,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    gateway = GatewayProcess(session_group, tmp_path_factory.mktemp("random"),
+                             causality="matrix", session="doc-random", users=("ann", "ben"))
+    opened: list[Tab] = []
+    tom = None
+    try:
+        ann = open_editor(tabs, gateway, "ann", opened)
+        ben = open_editor(tabs, gateway, "ben", opened)
+        tom = TerminalEditor(session_group, "tom", "doc-random", "matrix",
+                             "--delay", "ann=150", "--jitter", "30", "--coalesce", "0")
+        tom.type("wait-members 3")
+        tom.wait_line(lambda line: line.startswith("members "), what="three members")
+        ann.js(RANDOM_EDITS, 300, 5, 1)
+        ben.js(RANDOM_EDITS, 300, 5, 2)
+        tom.type("random 300 3")
+        for tab in (ann, ben):
+            tab.wait("return window.randomDone", f"{tab.name}'s edits", 120)
+        tom.wait_line(lambda line: line == "done 300", 120, what="tom's edits")
+
+        def converged() -> bool:
+            texts = {ann.js(TEXT), ben.js(TEXT), tom.text()}
+            pending = ann.js("return editor.pending.length") + ben.js(
+                "return editor.pending.length")
+            return len(texts) == 1 and pending == 0
+
+        wait_until(converged, 60, "the three copies to converge")
+        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+        assert len(ann.js(TEXT)) > 100
+    finally:
+        if tom is not None:
+            tom.quit("quit")
+        tabs.leave(*opened)
+        gateway.stop()
