@@ -190,10 +190,14 @@ def test_random_edits_in_two_tabs_and_a_terminal_at_once_converge(
     opened: list[Tab] = []
     tom = None
     try:
-        ann = open_editor(tabs, gateway, "ann", opened)
-        ben = open_editor(tabs, gateway, "ben", opened)
+        # the terminal is first: the tabs get its text through state transfer
         tom = TerminalEditor(session_group, "tom", "doc-random", "matrix",
                              "--delay", "ann=150", "--jitter", "30", "--coalesce", "0")
+        tom.type('type "seed "')
+        ann = open_editor(tabs, gateway, "ann", opened)
+        ben = open_editor(tabs, gateway, "ben", opened)
+        for tab in (ann, ben):
+            tab.wait(f"return {TEXT_OF} === 'seed '", f"the terminal's text at {tab.name}")
         tom.type("wait-members 3")
         tom.wait_line(lambda line: line.startswith("members "), what="three members")
         ann.js(RANDOM_EDITS, 300, 5, 1)
