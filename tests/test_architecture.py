@@ -27,11 +27,14 @@ LAYERS = [
     # (package, may import)
     ("groupcomm.cli.args", set()),
     ("groupcomm.core", set()),
+    # the module-author API: the helpers the built-in modules and plugins share
+    ("groupcomm.module_kit", {"groupcomm.core"}),
     ("groupcomm.wire", {"groupcomm.core"}),
-    ("groupcomm.filters", {"groupcomm.core"}),
+    ("groupcomm.filters", {"groupcomm.core", "groupcomm.module_kit"}),
     ("groupcomm.layers", {"groupcomm.core"}),
     ("groupcomm.replicated", {"groupcomm.core"}),
-    ("groupcomm.protocol", {"groupcomm.core"}),
+    # the client's protocol object verifies and decodes frames (bytes, no sockets)
+    ("groupcomm.protocol", {"groupcomm.core", "groupcomm.wire"}),
     # the built-in plugin imports the module classes and layers it registers; the core
     # owns the plugin manager (the registry) and the hook specs, and imports no plugin
     ("groupcomm.plugins", {"groupcomm.core", "groupcomm.layers", "groupcomm.filters"}),
@@ -39,7 +42,12 @@ LAYERS = [
     ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol"}),
     ("trace_analysis", {"groupcomm.core", "groupcomm.cli.args"}),
     ("groupcomm.check", {"groupcomm.core", "groupcomm.wire", "groupcomm.filters",
-                         "groupcomm.protocol"}),
+                         "groupcomm.protocol", "groupcomm.module_kit"}),
+    # the installed conformance suite: drives any module through the oracle, the
+    # replicated types and the checker (the stress run and Spark as subprocesses)
+    ("groupcomm.conformance", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol",
+                               "groupcomm.check", "groupcomm.tools", "groupcomm.replicated",
+                               "groupcomm.module_kit", "groupcomm.cli.args"}),
     ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis",
                        "groupcomm.protocol"}),
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
@@ -48,13 +56,19 @@ LAYERS = [
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
                         "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
                         "trace_analysis"}),
+    # the web gateway: browser tabs as members, next to the terminal apps it mirrors
+    ("groupcomm.web", {"groupcomm", "groupcomm.core", "groupcomm.transport",
+                       "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
+                       "groupcomm.apps", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",
-                       "groupcomm.cli.args"}),
+                       "groupcomm.cli.args", "groupcomm.conformance"}),
 ]
 NO_IO = {
     "groupcomm.filters": {"zmq", "socket", "threading", "time", "random", "asyncio", "selectors",
                 "subprocess"},
+    "groupcomm.module_kit": {"zmq", "socket", "threading", "time", "random", "asyncio",
+                             "selectors", "subprocess"},
     "groupcomm.core": {"zmq", "socket", "time", "random", "asyncio", "selectors", "subprocess"},
     "groupcomm.replicated": {"zmq", "socket", "threading", "time", "random", "asyncio",
                              "selectors", "subprocess"},
