@@ -129,6 +129,7 @@ def test_wrong_credentials_and_other_origins_are_refused(gateway: GatewayProcess
     assert after.get("login_failed", 0) - before.get("login_failed", 0) == 3
     assert after.get("refused_origin", 0) - before.get("refused_origin", 0) == 1
     assert not any(tab.endswith("/nobody") for tab in gateway.stats()["tabs"])
+    assert gateway.stats()["shared_thread"]  # every tab's member on the host's one thread
 
 
 def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -> None:
