@@ -114,6 +114,7 @@ class Gateway:
             raise web.HTTPForbidden(text="/stats answers requests from this machine only")
         body = {"counters": dict(self.counters), "module": self.module,
                 "shared_thread": self.host is not None,
+                "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "tabs": sorted(f"{page}/{member.member_id}"
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 APPLICATIONS = {"im": "im", "edit": "edit"}
 
 Push = Callable[[dict[str, Any]], None]
+#: seconds a state request waits for the tab to acknowledge what it was handed (a
+#: snapshot holds what the tab applied; what it was handed and has not applied would
+#: be in neither the snapshot nor the newcomer's deliveries)
+ACK_WAIT = 5.0
 #: provisional ids remembered per tab (the tab renames an edit's characters once it is
 #: confirmed, a few milliseconds later: only edits made meanwhile name it)
 RENAMED_KEPT = 10_000
@@ -79,6 +83,8 @@ class TabMember:
         #: provider on the I/O thread too, so no snapshot falls inside a step)
         self.lock = threading.RLock()
         self._handed_lock = threading.Lock()
+        #: signalled when the tab acknowledges more (a state request may wait for it)
+        self._acked_more = threading.Condition(self._handed_lock)
         #: handed to the tab, not yet acknowledged, oldest first
         self._handed: deque[ReceivedMessage] = deque()
         self._count = 0
@@ -88,6 +94,8 @@ class TabMember:
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(user) if kind == "im" else TextMirror(user))
         self.closed = False
+        #: a newcomer's state request waits for this tab to apply what it was handed
+        self.snapshot_waits = False
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):
             # the IM's and the editor's members share names: one folder per application
@@ -161,6 +169,20 @@ class TabMember:
         self.push({"type": "transmitted", "id": message.app_message_id})
 
     def _snapshot(self) -> Any:
+        """The state for a newcomer, once the tab has applied everything it was
+        handed: a message handed before the newcomer's join and not yet applied would be
+        in neither the snapshot nor the newcomer's deliveries (it was not addressed to
+        the newcomer). Runs on the poll thread, which hands nothing meanwhile; the tab's
+        acknowledgements come through the gateway's event loop."""
+        with self._acked_more:
+            target = self._count
+            self.snapshot_waits = self._acked < target
+            if not self._acked_more.wait_for(
+                    lambda: self._acked >= target or self.closed, ACK_WAIT):
+                log.warning("%s: the tab has not applied %d delivered message(s) within "
+                            "%g s; the snapshot for a newcomer lacks them", self.member_id,
+                            target - self._acked, ACK_WAIT)
+            self.snapshot_waits = False
         with self.lock:
             return self.mirror.snapshot()
 
@@ -202,9 +224,11 @@ class TabMember:
             self.communicator.acknowledge(count)
             with self._handed_lock:
                 applied = [self._handed.popleft() for _ in range(count - self._acked)]
-            self._acked = count
             for message in applied:
                 self.mirror.delivered(message)
+            with self._acked_more:
+                self._acked = count
+                self._acked_more.notify_all()
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
@@ -281,5 +305,7 @@ class TabMember:
         return rows
 
     def close(self) -> None:
-        self.closed = True
+        with self._acked_more:
+            self.closed = True
+            self._acked_more.notify_all()  # a state request waiting for the tab gives up
         self.communicator.close()

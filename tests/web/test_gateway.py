@@ -19,6 +19,7 @@ from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
 from groupcomm.web.cli import main as web_main
 from groupcomm.web.requests import MAX_MESSAGE
+from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess
 
 DEADLINE = 20.0
@@ -198,6 +199,38 @@ def test_a_dropped_tab_comes_back_as_its_next_incarnation_with_the_conversation(
                 "before the drop"]
             await back.ws.close()
             await ben.ws.close()
+
+    run(scenario())
+
+
+def test_a_newcomer_gets_what_a_tab_applied_once_it_says_so(gateway: GatewayProcess) -> None:
+    """A tab's member answers a newcomer's state request with what the tab applied; a
+    message handed to the tab before the join is in the snapshot once the tab says it
+    applied it (it was not sent to the newcomer: without that it would be lost to it)."""
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            ann = await connect(session, gateway, "im", "ann")
+            first = await ann.next(lambda e: e["type"] == "welcome")
+            ben = await connect(session, gateway, "im", "ben")
+            await ben.next(lambda e: e["type"] == "welcome")
+            await ann.next(lambda e: e["type"] == "joined" and e["member"].startswith("ben"))
+            await ben.ws.send_json({"type": "say", "applied": 0, "text": "to ann only",
+                                    "to": None})
+            handed = await ann.next(lambda e: e["type"] == "deliver")
+            cat = await connect(session, gateway, "im", "cat")  # ann has not applied it yet
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DEADLINE
+            while not (await loop.run_in_executor(None, gateway.stats))["snapshots_waiting"]:
+                assert loop.time() < deadline, "no state request waited for ann's tab"
+                await asyncio.sleep(0.02)
+            await ann.ws.send_json({"type": "applied", "n": handed["n"]})
+            welcome = await cat.next(lambda e: e["type"] == "welcome")
+            assert welcome["members_at_join"][0] == first["member"]  # ann answered
+            assert [entry[1] for entry in welcome["state"]["history"]] == ["to ann only"]
+            for tab in (ann, ben, cat):
+                await tab.ws.close()
 
     run(scenario())
 

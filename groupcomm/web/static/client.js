@@ -26,7 +26,7 @@ export class Connection {
     this.kind = kind;
     this.page = page;
     this.applied = 0;
-    this.ackTimer = null;
+    this.acknowledged = 0;
     this.ws = null;
     this.retry = 500;
     this.stopped = false;
@@ -65,6 +65,7 @@ export class Connection {
       if (event.type === "welcome") {
         this.welcomed = true;
         this.applied = event.handed || 0;
+        this.acknowledged = this.applied;
         this.retry = 500;
         this.page.start(event);
         this.page.status(`${event.member} in the session (causality ${event.module})`, "open");
@@ -80,20 +81,15 @@ export class Connection {
       } else {
         this.page.event(event);
       }
-      if (event.type === "deliver") {
-        // the page applied it while handling the event: say so (batched)
-        this.applied = event.n;
-        this.scheduleAck();
-      }
+      if (event.type === "deliver") this.applied = event.n;  // the page applied it
     }
-  }
-
-  scheduleAck() {
-    if (this.ackTimer !== null) return;
-    this.ackTimer = setTimeout(() => {
-      this.ackTimer = null;
+    // say at once what the page applied (one acknowledgement per batch; not on a timer,
+    // which a browser slows down in a background tab: a newcomer's snapshot from this
+    // tab's member waits for it)
+    if (this.applied > this.acknowledged) {
+      this.acknowledged = this.applied;
       this.send({ type: "applied", n: this.applied });
-    }, 20);
+    }
   }
 
   // Send a request; sends carry how many deliveries this tab had applied.
