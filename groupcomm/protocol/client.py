@@ -157,6 +157,13 @@ class ClientProtocol:
             deque(maxlen=REFLECTED_IDS) if state_provider is not None else None)
         self._system_sent = 0
         self._cuts = Cuts()
+        #: whether the application has applied everything it was handed; a host whose
+        #: application acknowledges what it applied later than it is handed (acknowledged
+        #: delivery) sets this, and a snapshot is given only when it says so, since one
+        #: taken earlier would miss messages handed before the newcomer's join
+        self.caught_up: Callable[[], bool] = lambda: True
+        #: newcomers whose snapshot waits until :attr:`caught_up` (see answer_deferred)
+        self.deferred_answers: list[str] = []
         #: the time of the input being handled (inputs bring it; nothing here reads a clock)
         self._now = now
         # timers
@@ -235,6 +242,8 @@ class ClientProtocol:
         if now >= self._next_heartbeat:
             self._apply(membership.heartbeat(now))
             self._next_heartbeat = now + self.heartbeat_interval
+            # an acknowledgement that raced the deferral did not call answer_deferred
+            self.answer_deferred()
         self._update_deadline()
 
     def application_sends(self, messages: Sequence[SentMessage], drain: bool = True) -> None:
@@ -583,14 +592,30 @@ class ClientProtocol:
     def _answer(self, newcomers: list[str]) -> None:
         for newcomer in newcomers:
             if newcomer in self.node.member_set:
-                self._send_system(self._snapshot(newcomer), newcomer)
+                self._give_snapshot(newcomer)
+
+    def _give_snapshot(self, newcomer: str) -> None:
+        if self.caught_up():
+            self._send_system(self._snapshot(newcomer), newcomer)
+        elif newcomer not in self.deferred_answers:
+            self.stats["state_answers_deferred"] += 1
+            self.deferred_answers.append(newcomer)
+
+    def answer_deferred(self) -> None:
+        """Give the snapshots that waited for the application to catch up (the host
+        calls this after the application acknowledged what it applied), if it has."""
+        if self.deferred_answers and self.caught_up():
+            waiting, self.deferred_answers = self.deferred_answers, []
+            for newcomer in waiting:
+                if newcomer in self.node.member_set:
+                    self._send_system(self._snapshot(newcomer), newcomer)
 
     def _on_system(self, message: ReceivedMessage) -> bool:
         """The node's system listener: state requests and replies are ours."""
         user = message.user_message
         if isinstance(user, StateRequest):
             if self._cuts.request(message.sender):
-                self._send_system(self._snapshot(message.sender), message.sender)
+                self._give_snapshot(message.sender)
             return True
         if isinstance(user, StateReply):
             if self._state_gate is not None:

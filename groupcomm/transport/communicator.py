@@ -234,6 +234,8 @@ class Communicator:
         self._unacknowledged: deque[ReceivedMessage] = deque()
         self._handed = 0
         self._acknowledged = 0
+        if acknowledged_delivery:  # a newcomer's snapshot waits until all is applied
+            protocol.caught_up = lambda: self._acknowledged == self._handed
         try:
             self._loop.add(link)
         except Exception as error:
@@ -521,6 +523,15 @@ class Communicator:
                 message = self._unacknowledged.popleft()
                 self._acknowledged += 1
                 self._protocol.applied(message)
+            caught_up = self._acknowledged == self._handed
+        if caught_up and self._protocol.deferred_answers:
+            self._loop.call_soon(self._protocol.answer_deferred)
+
+    @property
+    def state_answers_waiting(self) -> int:
+        """Newcomers whose snapshot waits for the application to acknowledge what it
+        was handed (acknowledged delivery; always 0 without it)."""
+        return len(self._protocol.deferred_answers)
 
     @property
     def handed_over(self) -> int:

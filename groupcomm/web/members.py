@@ -40,10 +40,6 @@ log = logging.getLogger(__name__)
 APPLICATIONS = {"im": "im", "edit": "edit"}
 
 Push = Callable[[dict[str, Any]], None]
-#: seconds a state request waits for the tab to acknowledge what it was handed (a
-#: snapshot holds what the tab applied; what it was handed and has not applied would
-#: be in neither the snapshot nor the newcomer's deliveries)
-ACK_WAIT = 5.0
 #: provisional ids remembered per tab (the tab renames an edit's characters once it is
 #: confirmed, a few milliseconds later: only edits made meanwhile name it)
 RENAMED_KEPT = 10_000
@@ -94,8 +90,6 @@ class TabMember:
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(user) if kind == "im" else TextMirror(user))
         self.closed = False
-        #: a newcomer's state request waits for this tab to apply what it was handed
-        self.snapshot_waits = False
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):
             # the IM's and the editor's members share names: one folder per application
@@ -169,22 +163,18 @@ class TabMember:
         self.push({"type": "transmitted", "id": message.app_message_id})
 
     def _snapshot(self) -> Any:
-        """The state for a newcomer, once the tab has applied everything it was
-        handed: a message handed before the newcomer's join and not yet applied would be
-        in neither the snapshot nor the newcomer's deliveries (it was not addressed to
-        the newcomer). Runs on the poll thread, which hands nothing meanwhile; the tab's
-        acknowledgements come through the gateway's event loop."""
-        with self._acked_more:
-            target = self._count
-            self.snapshot_waits = self._acked < target
-            if not self._acked_more.wait_for(
-                    lambda: self._acked >= target or self.closed, ACK_WAIT):
-                log.warning("%s: the tab has not applied %d delivered message(s) within "
-                            "%g s; the snapshot for a newcomer lacks them", self.member_id,
-                            target - self._acked, ACK_WAIT)
-            self.snapshot_waits = False
+        """The state for a newcomer: what the tab applied. The communicator asks only
+        once the tab has applied everything it was handed (acknowledged delivery): a
+        message handed before the newcomer's join and not yet applied would otherwise be
+        in neither the snapshot nor the newcomer's deliveries."""
         with self.lock:
             return self.mirror.snapshot()
+
+    @property
+    def snapshot_waits(self) -> bool:
+        """Whether a newcomer's state request waits for this tab to apply what it was
+        handed."""
+        return self.communicator.state_answers_waiting > 0
 
     def _install(self, state: Any) -> None:
         with self.lock:
