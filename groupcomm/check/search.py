@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check.churn import build_model
-from groupcomm.check.config import CheckConfig
+from groupcomm.check.config import CheckConfig, quieted_module_loggers
 from groupcomm.check.levels import LevelSearch
 from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
@@ -46,10 +46,10 @@ def check(config: CheckConfig) -> CheckResult:
     # third of the CPU time at 3x3; same peak memory without it)
     collecting = gc.isenabled()
     gc.disable()
-    # the filters and the node log what a session would want to hear about (a departed
+    # the modules and the node log what a session would want to hear about (a departed
     # member's held messages, messages reported undeliverable); repeated for every
-    # explored state it is noise
-    quieted = [logging.getLogger(name) for name in ("groupcomm.filters", "groupcomm.core.node")]
+    # explored state it is noise (a plugin's module logs under its own package)
+    quieted = quieted_module_loggers(config.protocol)
     levels = [log.level for log in quieted]
     for log in quieted:
         log.setLevel(max(log.level, logging.ERROR))
