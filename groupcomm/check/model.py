@@ -43,9 +43,10 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable
+from itertools import combinations
 from typing import Any
 
-from groupcomm.check.config import CheckConfig, ConfigError
+from groupcomm.check.config import DESTINATION_MODES, CheckConfig, ConfigError
 from groupcomm.check.state import ValuePool, Violation, describe_action, exact
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
@@ -80,9 +81,12 @@ class Model:
                 raise ConfigError(f"--processes must be at most 9, got {config.processes}")
             if config.messages < 0:
                 raise ConfigError(f"--messages must be >= 0, got {config.messages}")
-        if config.destinations not in ("auto", "unicast", "broadcast"):
-            raise ConfigError(f"destinations must be auto, unicast or broadcast, "
+        if config.destinations not in DESTINATION_MODES:
+            raise ConfigError(f"destinations must be one of {', '.join(DESTINATION_MODES)}, "
                               f"got {config.destinations!r}")
+        if config.destinations == "subsets" and self.module.broadcast_only:
+            raise ConfigError(f"{config.protocol} sends to everyone only: destinations "
+                              "subsets needs a module that takes unicasts and multicasts")
         self.n = len(self.names)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.step = 0
@@ -168,6 +172,9 @@ class Model:
             others = tuple(n for n in self.names if n != name)
             if mode == "broadcast":
                 out.append([others])
+            elif mode == "subsets":  # every non-empty set of others: unicasts, multicasts
+                out.append([tuple(c) for k in range(1, len(others) + 1)
+                            for c in combinations(others, k)])
             else:
                 out.append([(o,) for o in others])
         return out

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from groupcomm.check.config import DESTINATION_MODES
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -81,10 +82,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--workload", metavar="FILE",
                         help='JSON {"sends": {"p1": [["p2"], ["p2","p3"]], "p2": [], ...}}: '
                         "fixed destinations (interleavings still explored)")
-    parser.add_argument("--destinations", choices=("auto", "unicast", "broadcast"),
+    parser.add_argument("--destinations", choices=DESTINATION_MODES,
                         default="auto", help="nondeterministic destinations: single other "
-                        "process (unicast), all others (broadcast), or auto (broadcast for "
-                        "broadcast-only modules)")
+                        "process (unicast), all others (broadcast), every non-empty set of "
+                        "others (subsets: multicasts too; many more states), or auto "
+                        "(broadcast for broadcast-only modules, else unicast)")
     parser.add_argument("--unicast", dest="destinations", action="store_const",
                         const="unicast", help="same as --destinations unicast")
     parser.add_argument("--join", action="append", default=[], metavar="PROCESS",

@@ -42,3 +42,18 @@ def test_cli_progress_goes_to_stderr(capsys) -> None:
     assert check_main(["--protocol", "mfss", "--processes", "2", "--messages", "2"]) == 0
     assert config.PROPERTIES  # progress may not fire in such a short run
     assert "result: ok" in capsys.readouterr().out
+
+
+def test_destinations_subsets_explores_multicasts_too(capsys) -> None:
+    """Every non-empty set of the others: unicasts and multicasts (opt-in: many more
+    states than unicasts alone)."""
+    argv = ["--protocol", "matrix", "--processes", "3", "--messages", "1", "--json", "-q"]
+    assert check_main([*argv, "--destinations", "subsets"]) == 0
+    subsets = json.loads(capsys.readouterr().out)
+    assert check_main(argv) == 0
+    unicasts = json.loads(capsys.readouterr().out)
+    assert (subsets["states"], unicasts["states"]) == (2721, 281)
+    # a broadcast-only module is refused in one line
+    assert check_main(["--protocol", "vector", "--destinations", "subsets"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sends to everyone only" in err[0]
