@@ -91,6 +91,25 @@ def presence_slot(payload: Any) -> str | None:
     return "cursor" if is_presence(payload) else None
 
 
+def text_snapshot(text: TextSequence, cursors: dict[str, str | None], me: str,
+                  cursor: str | None, own_ids: Sequence[str]) -> Snapshot:
+    """The state a newcomer gets: the text, every cursor, and which own edits it holds
+    (one format for the terminal editor and the web gateway's mirrors)."""
+    return Snapshot({"items": text.state(), "cursors": {**cursors, me: cursor}},
+                    reflects=tuple(own_ids))
+
+
+def read_text_snapshot(state: Any) -> tuple[TextSequence, dict[str, str | None]] | None:
+    """The text and cursors of a :func:`text_snapshot`'s state; ``None`` (logged) when it
+    is unusable."""
+    try:
+        return TextSequence.from_state(state["items"]), dict(state["cursors"])
+    except (TypeError, KeyError, ValueError) as error:
+        log.warning("the text received from the session is unusable (%s); starting from "
+                    "an empty text", error)
+        return None
+
+
 def _last_of(op_id: str, length: int) -> str:
     """The id of the last character of a run of ``length`` inserted by ``op_id``."""
     return op_id if length == 1 else f"{op_id}+{length - 1}"
@@ -343,19 +362,14 @@ class SharedText:
     # -- state transfer -------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self.lock:
-            return Snapshot({"items": self.text.state(),
-                             "cursors": {**self.cursors, self.me: self.cursor}},
-                            reflects=tuple(self.own_ids))
+            return text_snapshot(self.text, self.cursors, self.me, self.cursor, self.own_ids)
 
     def install(self, state: Any) -> None:
         """Continue from another member's snapshot (this member is the newcomer)."""
-        try:
-            text = TextSequence.from_state(state["items"])
-            cursors = dict(state["cursors"])
-        except (TypeError, KeyError, ValueError) as error:
-            log.warning("the text received from the session is unusable (%s); starting "
-                        "from an empty text", error)
+        read = read_text_snapshot(state)
+        if read is None:
             return
+        text, cursors = read
         with self.lock:
             self.text = text
             self.cursors.update(cursors)

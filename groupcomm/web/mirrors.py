@@ -181,18 +181,14 @@ class TextMirror:
         return self.text.anchor(found or 0)
 
     def snapshot(self) -> Snapshot:
-        return Snapshot({"items": self.text.state(),
-                         "cursors": {**self.cursors, self.me: self.cursor}},
-                        reflects=tuple(self.own_ids))
+        return shared_text.text_snapshot(self.text, self.cursors, self.me, self.cursor,
+                                         self.own_ids)
 
     def install(self, state: Any) -> None:
-        try:
-            text = TextSequence.from_state(state["items"])
-            cursors = dict(state["cursors"])
-        except (TypeError, KeyError, ValueError) as error:
-            log.warning("the text received from the session is unusable (%s); starting "
-                        "from an empty text", error)
+        read = shared_text.read_text_snapshot(state)
+        if read is None:
             return
+        text, cursors = read
         self.text = text
         self.cursors.update(cursors)
         self.cursors.pop(self.me, None)
