@@ -79,6 +79,8 @@ def test_compact_storage_reports_progress_by_level() -> None:
     assert last["level_rate"] * last["seconds_in_level"] == pytest.approx(last["level_done"])
 
 
+# 20 s; resuming in the middle of a level ends as an uninterrupted search: test_storage
+@pytest.mark.slow
 def test_a_level_resumed_in_its_middle_is_timed_from_its_first_new_state(
         tmp_path, monkeypatch) -> None:
     """The states of a level expanded before its checkpoint are skipped in a moment on

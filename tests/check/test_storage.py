@@ -138,6 +138,8 @@ def _check(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+# 25 s; the default suite resumes in the middle of a level, the harder case (below)
+@pytest.mark.slow
 def test_a_search_resumed_from_its_checkpoint_ends_as_an_uninterrupted_one(tmp_path) -> None:
     """Three processes: an uninterrupted run; a run stopped after 100,000 classes (its
     checkpoint is the last level it completed); the same command again, which resumes
