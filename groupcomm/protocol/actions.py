@@ -19,7 +19,7 @@ from typing import Protocol
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 
 __all__ = ["ActionLog", "ClientAction", "DiscardQueued", "DropPeer", "HandOver",
-           "JoinSettled", "LeftSession", "Out", "Relay", "StatePending", "StateSettled", "ToServer",
+           "JoinSettled", "LeftSession", "Out", "Relay", "RestartStreams", "StatePending", "StateSettled", "ToServer",
            "Transmit"]
 
 
@@ -43,7 +43,13 @@ class Out(Protocol):
 
     def discard_queued(self) -> None:
         """This client came back as a new member: what waits for a frame is not sent
-        (it was reported undeliverable)."""
+        (it was reported undeliverable), and the streams of routed frames start
+        afresh."""
+
+    def restart_streams(self) -> None:
+        """The server lost this client (it restarted, or declared it gone) and it is
+        back: frames sent meanwhile may be lost, so the next routed frame of every
+        destination set starts its stream afresh (:mod:`groupcomm.wire.streams`)."""
 
     def join_settled(self, error: str | None) -> None:
         """The first join succeeded (``error`` is None) or was refused."""
@@ -98,6 +104,11 @@ class DiscardQueued:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartStreams:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class JoinSettled:
     error: str | None
 
@@ -118,7 +129,7 @@ class StateSettled:
 
 
 ClientAction = (Transmit | ToServer | Relay | HandOver | DropPeer | DiscardQueued
-                | JoinSettled | LeftSession | StatePending | StateSettled)
+                | RestartStreams | JoinSettled | LeftSession | StatePending | StateSettled)
 
 
 class ActionLog:
@@ -150,6 +161,9 @@ class ActionLog:
 
     def discard_queued(self) -> None:
         self.actions.append(DiscardQueued())
+
+    def restart_streams(self) -> None:
+        self.actions.append(RestartStreams())
 
     def join_settled(self, error: str | None) -> None:
         self.actions.append(JoinSettled(error))

@@ -64,12 +64,14 @@ from groupcomm.wire.frames import (
     BATCH,
     MESSAGE,
     PACKED,
+    ROUTED,
     SESSION,
     FrameCodec,
     FrameRejected,
     kind_of,
 )
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol"]
 
@@ -119,6 +121,8 @@ class ClientProtocol:
         self.session = session
         self.application = application
         self.codec = codec
+        #: the decompressors of the routed frames' streams (see groupcomm.wire.streams)
+        self.streams = StreamDecoder(max_body=codec.max_frame)
         self.out = out
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
@@ -296,8 +300,11 @@ class ClientProtocol:
         it is decoded; bad input is counted by reason and dropped."""
         self._now = now
         try:
-            body, _, _ = self.codec.open(frame)
+            body, nonce, _ = self.codec.open(frame)
             head = kind_of(body)
+            if head == ROUTED:
+                body = self.streams.unwrap(nonce, body)
+                head = PACKED
             if head == PACKED:
                 self.stats["frames_received"] += 1
                 origin = self._handle_packed(body, attested, now)
@@ -445,6 +452,11 @@ class ClientProtocol:
                 if self.release_after is not None:
                     self._release_due[action.member] = self._now + self.release_after
             elif isinstance(action, Incarnated):
+                if action.previous is not None:
+                    # back after the server lost us: what was sent meanwhile may be
+                    # lost, so new frames start their streams afresh (the frames the
+                    # server returned, resent just after this, continue the old ones)
+                    out.restart_streams()
                 self.members_at_join = tuple(action.joined.all_users)
                 if action.member != self.node.name:
                     self._new_node(action.member, action.previous, action.joined)

@@ -55,7 +55,7 @@ __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT", "MAX_PARKED_FRAMES", "MAX_REMEMBERED_NAMES", "PROBE",
     "Action", "BadCommand", "Forward", "Heartbeat", "Input", "Join", "Leave", "Member",
     "Notify", "Rejected", "Relay", "Return", "Session", "SessionRegistry", "Tick",
-    "command_input",
+    "command_input", "routed_input",
 ]
 
 log = logging.getLogger(__name__)
@@ -280,6 +280,16 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
             raise BadCommand(f"a relay carries exactly one message frame, not {len(payload)}")
         return Relay(**common, dests=tuple(dests), frame=payload[0])
     raise BadCommand(f"op {op!r} is not for the server")
+
+
+def routed_input(by_conn: Mapping[Connection, tuple[str, str, str]], conn: Connection,
+                 now: float, dests: tuple[str, ...], frame: bytes) -> Relay:
+    """The relay a routed frame asks for: one frame whose verified head names its
+    destinations, with no relay command in front (the sender is the member the
+    connection joined as; an unknown connection's relay is returned to it)."""
+    application, session, client = by_conn.get(conn, ("", "", ""))
+    return Relay(conn=conn, client=client, application=application, session=session,
+                 now=now, dests=dests, frame=frame)
 
 
 class SessionRegistry:

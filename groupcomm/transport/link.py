@@ -11,8 +11,10 @@ hand it the application's sends, flush its frames and run its timers
 Outbound: messages leaving the send pipeline (:meth:`transmit`) are queued per
 destination set and encoded, signed and sent once per turn, or once
 :data:`MAX_OUTBOX_MESSAGES` wait: a burst becomes one frame per destination set.
-``relayed`` routing sends each frame to the server with a signed relay command;
-``direct`` routing pushes it to each peer's PULL socket. Injected delays (testing) hold
+Each frame is a routed frame (:mod:`groupcomm.wire.streams`: the destinations, then the
+batch, compressed in a stream per destination set when small). ``relayed`` routing
+sends it to the server, which routes it by its head; ``direct`` routing pushes it to
+each peer's PULL socket. Injected delays (testing) hold
 serialized messages per peer. A frame a socket cannot take yet waits in that socket's
 ordered backlog. Everything here runs on the loop thread, except the appends to the
 send queue (:attr:`MemberLink.outgoing`), made by the node as it tags a send.
@@ -41,8 +43,9 @@ from groupcomm.wire.envelopes import (
     pack_envelope,
     pack_envelopes,
 )
-from groupcomm.wire.frames import MESSAGE, FrameCodec
+from groupcomm.wire.frames import MESSAGE, ROUTED, FrameCodec, sealed_kind
 from groupcomm.wire.session import seal_session
+from groupcomm.wire.streams import StreamEncoder
 
 # the communicator's logger: its messages keep the name they always had
 log = logging.getLogger("groupcomm.transport.communicator")
@@ -77,7 +80,7 @@ class MemberLink:
     def __init__(self, *, name: str, application: str, session: str,
                  server_address: str, routing: str, codec: FrameCodec,
                  curve: ClientKeys | None, bind_host: str, advertise_host: str,
-                 max_pending: int, max_inbox: int) -> None:
+                 max_pending: int, max_inbox: int, compress: bool = True) -> None:
         self.name = name
         self.application = application
         self.session = session
@@ -113,6 +116,8 @@ class MemberLink:
         self.open_error: BaseException | None = None
         # -- frames out
         self.delays = DelayPlan()
+        #: the compressors of the routed frames' streams, one per destination set
+        self.streams = StreamEncoder(compress=compress)
         # messages waiting to leave, by destination tuple; flushed once per turn so that
         # a burst of sends is encoded in one call and becomes one signed frame per
         # destination set (see flush_outbox)
@@ -320,15 +325,19 @@ class MemberLink:
         self._send_parts(self._dealer, [command])
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
+        # frames (a relay command's bytes included, for a frame that needs one)
+        stats = self.stats
+        stats["frames_sent"] += 1
+        assert self._dealer is not None
+        if sealed_kind(frame) == ROUTED:  # its head names the destinations
+            stats["frame_bytes_sent"] += len(frame)
+            self._send_parts(self._dealer, [frame])
+            return
         command = seal_session(self.codec, "relay", client=self.name,
                                application=self.application, session=self.session,
                                dests=list(dests))
-        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
-        # frames (a relayed one is one frame, its relay command's bytes included)
-        stats = self.stats
-        stats["frames_sent"] += 1
         stats["frame_bytes_sent"] += len(command) + len(frame)
-        assert self._dealer is not None
         self._send_parts(self._dealer, [command, frame])
 
     def drop_peer(self, member: str) -> None:
@@ -344,6 +353,12 @@ class MemberLink:
     def discard_queued(self) -> None:
         self.outbox.clear()
         self.outbox_count = 0
+        # frames compressed for the previous member may never have been sent: the
+        # receivers' streams would miss them
+        self.streams.restart()
+
+    def restart_streams(self) -> None:
+        self.streams.restart()
 
     def join_settled(self, error: str | None) -> None:
         self.join_error = error
@@ -409,10 +424,11 @@ class MemberLink:
         outbox, self.outbox, self.outbox_count = self.outbox, {}, 0
         relayed = self.routing == "relayed"
         seal = self.codec.seal
+        wrap = self.streams.wrap
         for dests, items in outbox.items():
             for body in pack_envelopes(items, self._batch_budget, self._unencodable,
                                        self.frame_limit):
-                frame = seal(body)
+                frame = seal(wrap(dests, body))
                 if relayed:
                     self.relay(frame, list(dests))
                 else:
@@ -426,6 +442,7 @@ class MemberLink:
             if not address:
                 self.stats["undeliverable"] += 1
                 log.error("%s: no direct address for %r; frame dropped", self.name, peer)
+                self.streams.restart()  # the peer's stream would miss this frame
                 return
             socket = self._context.socket(zmq.PUSH)
             socket.setsockopt(zmq.LINGER, 0)

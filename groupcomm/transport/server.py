@@ -31,6 +31,7 @@ from groupcomm.protocol.registry import (
     Action,
     BadCommand,
     Forward,
+    Input,
     Member,
     Notify,
     Rejected,
@@ -39,6 +40,7 @@ from groupcomm.protocol.registry import (
     SessionRegistry,
     Tick,
     command_input,
+    routed_input,
 )
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
@@ -46,12 +48,14 @@ from groupcomm.transport.rejects import RejectLog
 from groupcomm.wire.frames import (
     DEFAULT_MAX_FRAME,
     MESSAGE,
+    ROUTED,
     SESSION,
     FrameCodec,
     FrameRejected,
     kind_of,
 )
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import routed_head
 
 __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "RejectLog", "Session", "SessionServer"]
 
@@ -180,13 +184,22 @@ class SessionServer:
             self.rejects.reject("malformed", "message without a frame")
             return
         identity, frame = parts[0], parts[1]
+        command: dict = {}
         try:
-            body, _, _ = self.codec.open(frame)
-            if kind_of(body) != SESSION:
-                raise FrameRejected("malformed", "the server takes session frames only")
-            command = open_session(body)
-            event = command_input(command, identity, time.monotonic(),
-                                  payload=tuple(parts[2:]), user=user)
+            body, nonce, counter = self.codec.open(frame)
+            kind = kind_of(body)
+            if kind == ROUTED:  # a message frame that names its destinations itself
+                if len(parts) != 2:
+                    raise FrameRejected("malformed", "a routed frame travels alone")
+                event: Input = routed_input(self.registry.by_conn, identity,
+                                            time.monotonic(), routed_head(body)[0], frame)
+            elif kind == SESSION:
+                command = open_session(body)
+                event = command_input(command, identity, time.monotonic(),
+                                      payload=tuple(parts[2:]), user=user)
+            else:
+                raise FrameRejected("malformed", "the server takes session and routed "
+                                    "frames only")
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, self.registry.describe(identity))
             if error.reason == "bad_signature":
@@ -196,7 +209,11 @@ class SessionServer:
             self.rejects.reject("malformed", f"{command.get('op')}: {error}",
                                 self.registry.describe(identity))
             return
-        self._carry_out(self.registry.handle(event))
+        actions = self.registry.handle(event)
+        if kind == ROUTED and any(isinstance(action, Return) for action in actions):
+            # its sender sends this very frame again once it has joined
+            self.codec.forget(nonce, counter)
+        self._carry_out(actions)
 
     # -- output -----------------------------------------------------------------------------
     def _carry_out(self, actions: list[Action]) -> None:

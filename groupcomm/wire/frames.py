@@ -1,24 +1,31 @@
 """Signed frames: what may reach a decoder.
 
-A frame on the wire is ``signature (16 bytes) | body`` where the signature is
-HMAC-SHA256 over the body under the session key, truncated to its first 128 bits (as
-HMAC-SHA-256-128 in RFC 4868: a forgery still needs about 2**128 tries, and a keystroke
-frame is 16 bytes shorter), and the body is
+A frame on the wire is ``signature (16 bytes) | signed part`` where the signature is
+HMAC-SHA256 over the signed part under the session key, truncated to its first 128 bits
+(as HMAC-SHA-256-128 in RFC 4868: a forgery still needs about 2**128 tries, and a
+keystroke frame is 16 bytes shorter), and the signed part is
 
-    ``MAGIC (2) | sender nonce (8) | counter (8, big-endian) | kind (1) | ...``.
+    ``VERSION (1 byte, 3) | sender nonce (8) | counter (unsigned LEB128) | body``,
+
+the body starting with its kind (1 byte). The counter takes one byte up to 127, two up
+to 16,383, three up to about two million (a fixed eight bytes before). Frames of the
+previous version (``g2``, an eight-byte counter) are still read.
 
 :meth:`FrameCodec.open` checks size, signature and replay window *before* anything
 is decoded; only verified bytes ever reach msgpack, and only verified payloads ever
 reach pickle or dill. Every rejection raises :class:`FrameRejected` with a ``reason``
 that the transport counts.
 
-The first byte of a verified body is its kind: ``P`` the messages queued for the same
-destinations in one turn of the I/O loop, packed as one msgpack document (what
-communicators send), ``M`` one message envelope, ``B`` an older batch form (an array of
-``M`` envelopes; still accepted), ``S`` a session command or notice. A relayed message
-travels as a two-part ZeroMQ message: a signed ``S`` relay command naming the
-destinations, then the sender's signed message frame, which the server forwards
-unchanged (receivers verify the original sender's signature).
+The first byte of a verified body is its kind: ``Z`` a routed frame (what communicators
+send: the destinations, then the messages queued for them in one turn of the I/O loop,
+a ``P`` body, compressed in a stream per destination set; see
+:mod:`groupcomm.wire.streams`), ``P`` such a batch uncompressed (one msgpack document),
+``M`` one message envelope, ``B`` an older batch form (an array of ``M`` envelopes;
+still accepted), ``S`` a session command or notice. The server relays a routed frame
+as it is, to the destinations its head names, after verifying its signature; receivers
+verify it again (it carries the original sender's signature). A two-part relay, a
+signed ``S`` relay command naming the destinations and then a message frame, is still
+accepted.
 """
 
 from __future__ import annotations
@@ -29,10 +36,16 @@ import os
 import struct
 from collections import OrderedDict
 
-MAGIC = b"g2"  # g1: the same with the whole 32-byte HMAC
+VERSION = 3
+#: the previous version's prefix: ``g2``, nonce, an eight-byte counter (g1: the same with
+#: the whole 32-byte HMAC)
+MAGIC_V2 = b"g2"
+_PREFIX_V2 = struct.Struct(">2s8sQ")
 SIGNATURE_SIZE = 16
-_PREFIX = struct.Struct(">2s8sQ")
-HEADER_SIZE = SIGNATURE_SIZE + _PREFIX.size
+NONCE_SIZE = 8
+#: the smallest frame header: signature, version, nonce and a one-byte counter
+HEADER_SIZE = SIGNATURE_SIZE + 1 + NONCE_SIZE + 1
+_VERSION_BYTE = bytes([VERSION])
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_REPLAY_WINDOW = 4096
 
@@ -41,7 +54,8 @@ MESSAGE = b"M"
 BATCH = b"B"
 PACKED = b"P"
 SESSION = b"S"
-_KINDS = (MESSAGE, PACKED, BATCH, SESSION)
+ROUTED = b"Z"
+_KINDS = (MESSAGE, PACKED, BATCH, SESSION, ROUTED)
 
 
 REJECT_REASONS = (
@@ -52,6 +66,7 @@ REJECT_REASONS = (
     "malformed",
     "unknown_peer",
     "wrong_session",
+    "stream_gap",
 )
 
 
@@ -100,6 +115,18 @@ class ReplayWindow:
         self._state[nonce] = (highest, bits | (1 << offset))
 
 
+    def forget(self, nonce: bytes, counter: int) -> None:
+        """Take back the record of one counter, so that the same frame is taken once more
+        (the server gave it back to its sender, which sends it again)."""
+        state = self._state.get(nonce)
+        if state is None:
+            return
+        highest, bits = state
+        offset = highest - counter
+        if 0 <= offset < self.size:
+            self._state[nonce] = (highest, bits & ~(1 << offset))
+
+
 class FrameCodec:
     """Signs outgoing frames and verifies incoming ones under one session key."""
 
@@ -118,17 +145,23 @@ class FrameCodec:
         # 1.3 us for a copy, twice per frame, on every frame sent or received)
         self._mac = hmac.new(key, digestmod=hashlib.sha256)
         self.max_frame = max_frame
-        self.nonce = os.urandom(8)
+        self.nonce = os.urandom(NONCE_SIZE)
+        self._prefix = _VERSION_BYTE + self.nonce
         self._counter = 0
         self._replay = ReplayWindow(replay_window)
 
     def seal(self, body: bytes) -> bytes:
-        """Prefix ``body`` with nonce and counter and sign it (a pure function of state)."""
-        self._counter += 1
-        signed = _PREFIX.pack(MAGIC, self.nonce, self._counter) + body
+        """Prefix ``body`` with version, nonce and counter and sign it (a pure function
+        of state)."""
+        self._counter = counter = self._counter + 1
+        signed = b"".join((self._prefix, _varint(counter), body))
         mac = self._mac.copy()
         mac.update(signed)
         return mac.digest()[:SIGNATURE_SIZE] + signed
+
+    def forget(self, nonce: bytes, counter: int) -> None:
+        """See :meth:`ReplayWindow.forget`."""
+        self._replay.forget(nonce, counter)
 
     def open(self, frame: bytes) -> tuple[bytes, bytes, int]:
         """Verify ``frame``; return ``(body, nonce, counter)`` or raise :class:`FrameRejected`."""
@@ -142,17 +175,61 @@ class FrameCodec:
         mac.update(signed)
         if not hmac.compare_digest(signature, mac.digest()[:SIGNATURE_SIZE]):
             raise FrameRejected("bad_signature", "HMAC-SHA256 does not verify")
-        magic, nonce, counter = _PREFIX.unpack_from(signed)
-        if magic != MAGIC:
-            raise FrameRejected("malformed", f"unknown frame version {magic!r}")
+        nonce, counter, offset = _signed_prefix(signed)
         self._replay.check_and_record(nonce, counter)
-        return signed[_PREFIX.size :], nonce, counter
+        return signed[offset:], nonce, counter
 
 
 def kind_of(body: bytes) -> bytes:
-    """``MESSAGE``, ``PACKED``, ``BATCH`` or ``SESSION``; raises :class:`FrameRejected`
-    otherwise."""
+    """``MESSAGE``, ``PACKED``, ``BATCH``, ``SESSION`` or ``ROUTED``; raises
+    :class:`FrameRejected` otherwise."""
     head = body[:1]
     if head not in _KINDS:
         raise FrameRejected("malformed", f"unknown frame type {head!r}")
     return head
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (>= 0) as unsigned LEB128: seven bits a byte, low first."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _signed_prefix(signed: bytes) -> tuple[bytes, int, int]:
+    """``(nonce, counter, offset of the body)`` of a signed part; raises
+    :class:`FrameRejected` (``malformed``) on an unknown version or a bad counter."""
+    version = signed[0]
+    if version == VERSION:
+        nonce = signed[1:1 + NONCE_SIZE]
+        counter = shift = 0
+        offset = 1 + NONCE_SIZE
+        end = min(len(signed), offset + 10)  # a 64-bit counter takes at most 10 bytes
+        while offset < end:
+            byte = signed[offset]
+            offset += 1
+            counter |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return nonce, counter, offset
+            shift += 7
+        raise FrameRejected("malformed", "frame counter is not a LEB128 number")
+    if signed[:2] == MAGIC_V2 and len(signed) >= _PREFIX_V2.size:
+        _, nonce, counter = _PREFIX_V2.unpack_from(signed)
+        return nonce, counter, _PREFIX_V2.size
+    raise FrameRejected("malformed", f"unknown frame version {signed[:2]!r}")
+
+
+def sealed_body(frame: bytes) -> bytes:
+    """The body of a frame this process sealed itself (not verified: for its own frames
+    only, such as one the server returned)."""
+    return frame[SIGNATURE_SIZE + _signed_prefix(frame[SIGNATURE_SIZE:])[2]:]
+
+
+def sealed_kind(frame: bytes) -> bytes:
+    """The kind of a frame this process sealed itself (see :func:`sealed_body`)."""
+    return sealed_body(frame)[:1]

@@ -1,0 +1,232 @@
+"""Routed frames: a ``P`` body compressed in a stream per destination set, behind a head
+that names the destinations.
+
+A typed keystroke is one small message, and most of its envelope repeats the one before
+it: the application, session and sender names, the member names in the stamp and the
+tag clock, most of their counts, the operation's name. A sender therefore keeps one
+raw-deflate stream per destination set and sends each small ``P`` body as that stream's
+next chunk (flushed with ``Z_SYNC_FLUSH``, its constant four-byte tail cut off, as
+WebSocket's permessage-deflate does). Every member of a destination set receives every
+frame of that set's stream, in order (a ZeroMQ connection is FIFO, and the server
+forwards a member's frames in the order they came), so each receiver can keep the
+matching decompressor, keyed by the sender's frame nonce and the destination set.
+
+The body of a routed frame (kind ``Z``) is::
+
+    Z | msgpack destinations (array of member ids) | msgpack seq (int) | data
+
+* ``seq`` 0: ``data`` is a ``P`` body as is (a large batch, not worth compressing; no
+  stream is touched);
+* ``seq`` 1: ``data`` starts a stream afresh (the receiver drops what it kept for it);
+* ``seq`` k > 1: ``data`` is the stream's k-th chunk; the receiver refuses it
+  (``stream_gap``) unless chunk k - 1 was the last it decoded of that stream.
+
+Inside a stream a batch travels as a ``D`` body: the ``P`` body with each message that
+has the shape of the one before it sent as the differences of its integers
+(:mod:`groupcomm.wire.deltas`), so the stamp and the tag clock of a keystroke cost a
+few bytes before deflate even sees them.
+
+The destinations travel outside the compressed part so that the server can route the
+frame with no relay command in front of it (it verifies the signature, then reads the
+head). A stream starts afresh every :data:`RESTART_EVERY` chunks, when it is evicted
+from the sender's bounded table, and when its sender asks (:meth:`StreamEncoder.restart`:
+it came back as a new member, and frames it had compressed were never sent), so a frame
+lost on the way costs at most the rest of one stream's round, and is reported.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import msgpack
+
+from groupcomm.wire.deltas import DeltaDecoder, DeltaEncoder
+from groupcomm.wire.frames import PACKED, ROUTED, FrameRejected
+
+#: raw deflate with a 1 KiB window: a keystroke's envelope finds its predecessor well
+#: within it, and a stream costs some 6 KiB to send and 8 KiB to receive
+WINDOW_BITS = 10
+MEMORY_LEVEL = 2
+#: level 6 (zlib's default) compresses these small bodies no better than 1 and is slower
+LEVEL = 1
+#: ``P`` bodies larger than this travel uncompressed (``seq`` 0): batches of a burst are
+#: rare, large, and cost more CPU to deflate than they save on a local network
+COMPRESS_LIMIT = 4096
+#: every stream starts afresh after this many chunks
+RESTART_EVERY = 256
+#: streams a sender keeps (least recently used are dropped: their next frame restarts)
+MAX_SENDER_STREAMS = 32
+#: streams a receiver keeps (least recently used are dropped)
+MAX_RECEIVER_STREAMS = 1024
+_TAIL = b"\x00\x00\xff\xff"
+#: inside a stream: a ``P`` body whose messages may be differences (groupcomm.wire.deltas)
+DELTAS = b"D"
+_ROUTED_HEAD = ROUTED
+
+
+class _Outgoing:
+    __slots__ = ("compressor", "deltas", "sent")
+
+    def __init__(self) -> None:
+        self.compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -WINDOW_BITS, MEMORY_LEVEL)
+        self.deltas = DeltaEncoder()
+        self.sent = 0
+
+
+class StreamEncoder:
+    """The sending side: turns ``P`` bodies into routed bodies, one stream per
+    destination set."""
+
+    def __init__(self, *, compress: bool = True, max_streams: int = MAX_SENDER_STREAMS,
+                 restart_every: int = RESTART_EVERY,
+                 compress_limit: int = COMPRESS_LIMIT) -> None:
+        self.compress = compress
+        self.max_streams = max_streams
+        self.restart_every = restart_every
+        self.compress_limit = compress_limit
+        self._streams: OrderedDict[tuple[str, ...], _Outgoing] = OrderedDict()
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        #: bodies sent compressed, their bytes before and after
+        self.compressed = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def wrap(self, dests: Sequence[str], body: bytes) -> bytes:
+        """The routed body carrying the ``P`` body ``body`` to ``dests``."""
+        key = tuple(dests)
+        head = _ROUTED_HEAD + self._pack(key)
+        if not self.compress or len(body) > self.compress_limit:
+            return head + b"\x00" + body
+        streams = self._streams
+        stream = streams.get(key)
+        if stream is None or stream.sent >= self.restart_every:
+            stream = streams[key] = _Outgoing()
+            if len(streams) > self.max_streams:
+                streams.popitem(last=False)
+        else:
+            streams.move_to_end(key)
+        stream.sent += 1
+        inner = self._with_deltas(stream.deltas, body)
+        compressor = stream.compressor
+        data = compressor.compress(inner) + compressor.flush(zlib.Z_SYNC_FLUSH)
+        self.compressed += 1
+        self.bytes_in += len(body)
+        self.bytes_out += len(data) - 4
+        return head + self._pack(stream.sent) + data[:-4]
+
+    def _with_deltas(self, deltas: DeltaEncoder, body: bytes) -> bytes:
+        """The ``D`` form of a ``P`` body (its messages as differences where they can
+        be: :mod:`groupcomm.wire.deltas`), or the body as it is."""
+        try:
+            value = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=False,
+                                    strict_map_key=False)
+            if type(value) is tuple and len(value) == 4 and type(value[3]) is tuple:
+                app, session, sender, entries = value
+                return DELTAS + self._pack((app, session, sender, deltas.encode(entries)))
+        except (ValueError, TypeError, OverflowError):  # msgpack's own errors included
+            pass
+        deltas.reset()
+        return body
+
+    def restart(self) -> None:
+        """Every stream starts afresh with its next frame."""
+        self._streams.clear()
+
+
+class _Incoming:
+    __slots__ = ("decompressor", "deltas", "last")
+
+    def __init__(self) -> None:
+        self.decompressor = zlib.decompressobj(-WINDOW_BITS)
+        self.deltas = DeltaDecoder()
+        self.last = 0
+
+
+def routed_head(body: bytes) -> tuple[tuple[str, ...], int, int]:
+    """``(destinations, seq, offset of the data)`` of a verified routed body; raises
+    :class:`FrameRejected` (``malformed``) on a bad shape."""
+    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=len(body))
+    unpacker.feed(memoryview(body)[1:])
+    try:
+        dests = unpacker.unpack()
+        seq = unpacker.unpack()
+    except Exception as error:  # msgpack raises several unrelated types
+        raise FrameRejected("malformed", f"routed frame head is not msgpack: {error}") from None
+    if type(dests) is not tuple or not dests or not all(type(d) is str and d for d in dests):
+        raise FrameRejected("malformed", "a routed frame's destinations must be a non-empty "
+                            "array of member ids")
+    if type(seq) is not int or seq < 0:
+        raise FrameRejected("malformed", f"a routed frame's chunk number must be an integer "
+                            f">= 0, not {seq!r}")
+    return dests, seq, 1 + unpacker.tell()
+
+
+class StreamDecoder:
+    """The receiving side: the ``P`` body inside a verified routed body."""
+
+    def __init__(self, *, max_body: int, max_streams: int = MAX_RECEIVER_STREAMS) -> None:
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self.max_body = max_body
+        self.max_streams = max_streams
+        self._streams: OrderedDict[tuple[bytes, tuple[str, ...]], _Incoming] = OrderedDict()
+
+    def unwrap(self, nonce: bytes, body: bytes) -> bytes:
+        """The ``P`` body of the routed ``body`` from the sender whose frames carry
+        ``nonce``. Raises :class:`FrameRejected`: ``stream_gap`` when a chunk before
+        this one did not arrive (this one cannot be decoded), ``oversized`` or
+        ``malformed`` otherwise."""
+        dests, seq, offset = routed_head(body)
+        data = memoryview(body)[offset:]
+        if seq == 0:
+            inner = bytes(data)
+        else:
+            key = (nonce, dests)
+            streams = self._streams
+            stream = streams.get(key)
+            if seq == 1:
+                stream = streams[key] = _Incoming()
+                if len(streams) > self.max_streams:
+                    streams.popitem(last=False)
+            elif stream is None or stream.last != seq - 1:
+                last = "none" if stream is None else stream.last
+                raise FrameRejected("stream_gap", f"chunk {seq} of the stream to "
+                                    f"{', '.join(dests)} after chunk {last}: frames were lost")
+            else:
+                streams.move_to_end(key)
+            try:
+                inner = stream.decompressor.decompress(bytes(data) + _TAIL, self.max_body)
+            except zlib.error as error:
+                del streams[key]
+                raise FrameRejected("malformed", f"routed frame does not inflate: {error}") \
+                    from None
+            if stream.decompressor.unconsumed_tail:
+                del streams[key]
+                raise FrameRejected("oversized", f"routed frame inflates to more than "
+                                    f"{self.max_body} bytes")
+            stream.last = seq
+            if inner[:1] == DELTAS:
+                try:
+                    inner = self._without_deltas(stream.deltas, inner)
+                except FrameRejected:
+                    del streams[key]  # its sender is broken: nothing after this decodes
+                    raise
+            else:
+                stream.deltas.reset()
+        if inner[:1] != PACKED:
+            raise FrameRejected("malformed", "a routed frame must carry a packed batch")
+        return inner
+
+    def _without_deltas(self, deltas: DeltaDecoder, inner: bytes) -> bytes:
+        """The ``P`` body of a ``D`` body."""
+        try:
+            value = msgpack.unpackb(memoryview(inner)[1:], raw=False, use_list=False,
+                                    strict_map_key=True)
+        except Exception as error:  # msgpack raises several unrelated types
+            raise FrameRejected("malformed", f"routed batch is not msgpack: {error}") \
+                from None
+        if type(value) is not tuple or len(value) != 4 or type(value[3]) is not tuple:
+            raise FrameRejected("malformed", "a routed batch must be a 4-element array")
+        app, session, sender, entries = value
+        return PACKED + self._pack((app, session, sender, deltas.decode(entries)))
