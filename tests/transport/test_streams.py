@@ -1,0 +1,390 @@
+"""Routed frames: streams per destination set, messages as differences, the frame
+header's LEB128 counter, and what a receiver does with a lost, reordered or broken chunk."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groupcomm.core.messages import SentMessage
+from groupcomm.wire.deltas import DeltaDecoder, DeltaEncoder
+from groupcomm.wire.envelopes import pack_envelopes, unpack_envelopes
+from groupcomm.wire.frames import (
+    HEADER_SIZE,
+    ROUTED,
+    FrameCodec,
+    FrameRejected,
+    kind_of,
+    sealed_kind,
+)
+from groupcomm.wire.streams import (
+    COMPRESS_LIMIT,
+    StreamDecoder,
+    StreamEncoder,
+    routed_head,
+)
+
+KEY = b"s" * 32
+DESTS = ("bob", "carol")
+
+
+def keystroke(k: int, *, members: tuple[str, ...] = ("alice", "bob", "carol"),
+              text: str = "e", sender: str = "alice") -> SentMessage:
+    """A message shaped like a typed key under a matrix clock."""
+    triples = tuple(v for i in range(len(members)) for j in range(len(members)) if i != j
+                    for v in (i, j, 100 + k + i))
+    return SentMessage(
+        application_name="edit", session_name="paper", user_message=("insert", f"bob#{k}", text),
+        message_id=f"{sender}#{k}", sender=sender, destinations=DESTS,
+        headers={"M": (members, triples)},
+        vc=tuple((name, 300 + k + n) for n, name in enumerate(members)))
+
+
+def body_of(*messages: SentMessage) -> bytes:
+    return next(pack_envelopes(list(messages), 1 << 20))
+
+
+def through(encoder: StreamEncoder, decoder: StreamDecoder, body: bytes,
+            dests: tuple[str, ...] = DESTS, nonce: bytes = b"n" * 8) -> bytes:
+    return decoder.unwrap(nonce, encoder.wrap(dests, body))
+
+
+def test_a_stream_of_keystrokes_comes_back_exactly_and_shrinks_to_a_fraction() -> None:
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 20)
+    sizes = []
+    for k in range(1, 200):
+        body = body_of(keystroke(k))
+        routed = encoder.wrap(DESTS, body)
+        sizes.append((len(body), len(routed)))
+        assert decoder.unwrap(b"n" * 8, routed) == body
+    plain = sum(b for b, _ in sizes[10:])
+    routed_total = sum(r for _, r in sizes[10:])
+    # the stamp and tag clock become differences of 0 or 1: about a sixth of the body
+    assert routed_total < plain / 4
+
+
+def test_the_head_names_the_destinations_for_the_server() -> None:
+    routed = StreamEncoder().wrap(DESTS, body_of(keystroke(1)))
+    assert kind_of(routed) == ROUTED
+    dests, seq, offset = routed_head(routed)
+    assert (dests, seq) == (DESTS, 1)
+    assert offset < len(routed)
+
+
+def test_a_large_batch_travels_uncompressed_and_leaves_the_stream_alone() -> None:
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 22)
+    first = body_of(keystroke(1))
+    assert through(encoder, decoder, first) == first
+    big = body_of(*(keystroke(k, text="x" * 200) for k in range(2, 40)))
+    assert len(big) > COMPRESS_LIMIT
+    routed = encoder.wrap(DESTS, big)
+    assert routed_head(routed)[1] == 0
+    assert decoder.unwrap(b"n" * 8, routed) == big
+    # the stream goes on from its first chunk
+    second = body_of(keystroke(40))
+    routed = encoder.wrap(DESTS, second)
+    assert routed_head(routed)[1] == 2
+    assert decoder.unwrap(b"n" * 8, routed) == second
+
+
+def test_a_lost_chunk_is_reported_and_the_stream_heals_when_it_restarts() -> None:
+    encoder = StreamEncoder(restart_every=4)
+    decoder = StreamDecoder(max_body=1 << 20)
+    bodies = [body_of(keystroke(k)) for k in range(1, 10)]
+    routed = [encoder.wrap(DESTS, b) for b in bodies]
+    assert [routed_head(r)[1] for r in routed] == [1, 2, 3, 4, 1, 2, 3, 4, 1]
+    assert decoder.unwrap(b"n" * 8, routed[0]) == bodies[0]
+    # chunk 2 is lost: 3 and 4 cannot be decoded, and say why
+    for lost in routed[2:4]:
+        with pytest.raises(FrameRejected) as refused:
+            decoder.unwrap(b"n" * 8, lost)
+        assert refused.value.reason == "stream_gap"
+        assert "after chunk 1" in refused.value.detail
+    # the next round starts afresh
+    for body, chunk in zip(bodies[4:], routed[4:], strict=True):
+        assert decoder.unwrap(b"n" * 8, chunk) == body
+
+
+def test_a_restart_asked_by_the_sender_starts_every_stream_afresh() -> None:
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 20)
+    through(encoder, decoder, body_of(keystroke(1)))
+    lost = encoder.wrap(DESTS, body_of(keystroke(2)))  # never arrives
+    encoder.restart()
+    body = body_of(keystroke(3))
+    routed = encoder.wrap(DESTS, body)
+    assert routed_head(routed)[1] == 1
+    assert decoder.unwrap(b"n" * 8, routed) == body
+    assert routed_head(lost)[1] == 2
+
+
+def test_streams_are_kept_per_sender_and_destination_set() -> None:
+    alice, carol = StreamEncoder(), StreamEncoder()
+    decoder = StreamDecoder(max_body=1 << 20)
+    for k in range(1, 6):
+        for encoder, nonce, dests in ((alice, b"a" * 8, DESTS), (alice, b"a" * 8, ("bob",)),
+                                      (carol, b"c" * 8, DESTS)):
+            body = body_of(keystroke(k, sender="alice" if nonce == b"a" * 8 else "carol"))
+            assert decoder.unwrap(nonce, encoder.wrap(dests, body)) == body
+
+
+def test_a_sender_that_evicts_a_stream_restarts_it() -> None:
+    encoder = StreamEncoder(max_streams=2)
+    decoder = StreamDecoder(max_body=1 << 20)
+    sets = [("bob",), ("carol",), ("dave",)]
+    for k in range(1, 5):
+        for dests in sets:
+            body = body_of(keystroke(k))
+            routed = encoder.wrap(dests, body)
+            assert routed_head(routed)[1] == 1  # always evicted before its next use
+            assert decoder.unwrap(b"n" * 8, routed) == body
+
+
+def test_a_chunk_that_inflates_past_the_frame_limit_is_refused() -> None:
+    encoder = StreamEncoder(compress_limit=1 << 20)
+    decoder = StreamDecoder(max_body=2000)
+    body = body_of(keystroke(1, text="a" * 50_000))
+    with pytest.raises(FrameRejected) as refused:
+        decoder.unwrap(b"n" * 8, encoder.wrap(DESTS, body))
+    assert refused.value.reason == "oversized"
+
+
+@pytest.mark.parametrize("head, why", [
+    (msgpack.packb([]) + msgpack.packb(1), "destinations"),
+    (msgpack.packb(["bob", 3]) + msgpack.packb(1), "destinations"),
+    (msgpack.packb(["bob"]) + msgpack.packb(-1), "chunk number"),
+    (msgpack.packb(["bob"]) + msgpack.packb("1"), "chunk number"),
+    (b"\xc1", "not msgpack"),
+])
+def test_a_malformed_head_is_refused_with_its_reason(head: bytes, why: str) -> None:
+    with pytest.raises(FrameRejected) as refused:
+        StreamDecoder(max_body=1 << 20).unwrap(b"n" * 8, ROUTED + head + b"junk")
+    assert refused.value.reason == "malformed"
+    assert why in refused.value.detail
+
+
+def test_a_chunk_that_is_not_deflate_drops_the_stream() -> None:
+    decoder = StreamDecoder(max_body=1 << 20)
+    head = ROUTED + msgpack.packb(["bob"]) + msgpack.packb(1)
+    with pytest.raises(FrameRejected) as refused:
+        decoder.unwrap(b"n" * 8, head + b"\xff\xff\xff")
+    assert refused.value.reason == "malformed"
+    follow = ROUTED + msgpack.packb(["bob"]) + msgpack.packb(2)
+    with pytest.raises(FrameRejected) as refused:
+        decoder.unwrap(b"n" * 8, follow + b"\x00")
+    assert refused.value.reason == "stream_gap"
+
+
+def test_an_uncompressed_chunk_must_carry_a_packed_batch() -> None:
+    with pytest.raises(FrameRejected, match="packed batch"):
+        StreamDecoder(max_body=1 << 20).unwrap(
+            b"n" * 8, ROUTED + msgpack.packb(["bob"]) + b"\x00" + b"Mjunk")
+
+
+# -- differences -------------------------------------------------------------------------------
+def _entries(*messages: SentMessage) -> tuple[Any, ...]:
+    return msgpack.unpackb(body_of(*messages)[1:], raw=False, use_list=False)[3]
+
+
+def _wire(value: Any) -> Any:
+    """``value`` as a receiver decodes it (arrays as tuples)."""
+    return msgpack.unpackb(msgpack.packb(value), raw=False, use_list=False,
+                           strict_map_key=False)
+
+
+def test_a_message_shaped_like_the_one_before_travels_as_differences() -> None:
+    entries = _entries(keystroke(1), keystroke(2), keystroke(3, members=("alice", "bob")))
+    encoded = DeltaEncoder().encode(entries)
+    assert len(encoded[0]) == 7  # whole: nothing before it
+    deltas, fmt, payload = encoded[1]
+    # the id, the six stamp counts and the three tag counts went up by one; the member
+    # indices in the stamp did not change
+    assert deltas.count(1) == 10
+    assert set(deltas) == {0, 1}
+    assert len(encoded[2]) == 7  # a member left: another shape, sent whole
+    assert DeltaDecoder().decode(_wire(encoded)) == list(entries)
+
+
+def test_ids_without_a_number_and_foreign_entries_travel_whole() -> None:
+    odd = keystroke(1).replace(message_id="alice#007")
+    entries = _entries(keystroke(1), odd, keystroke(2))
+    encoded = DeltaEncoder().encode(entries)
+    assert [len(e) for e in encoded] == [7, 7, 7]  # after a whole odd one, no base
+    assert DeltaDecoder().decode(_wire(encoded)) == list(entries)
+
+
+@pytest.mark.parametrize("entry, why", [
+    (((1,), 3, b"x"), "no message before it"),
+])
+def test_a_difference_with_nothing_before_it_is_refused(entry: Any, why: str) -> None:
+    with pytest.raises(FrameRejected, match=why):
+        DeltaDecoder().decode((entry,))
+
+
+def test_differences_of_another_length_are_refused() -> None:
+    decoder = DeltaDecoder()
+    decoder.decode(_entries(keystroke(1)))
+    with pytest.raises(FrameRejected, match="do not match"):
+        decoder.decode((((1, 1), 3, b"x"),))
+
+
+_ints = st.integers(min_value=-(2**62), max_value=2**62)
+_values = st.recursive(
+    st.none() | st.booleans() | _ints | st.text(max_size=4) | st.binary(max_size=4),
+    lambda inner: st.lists(inner, max_size=4).map(tuple)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10**6), _values, _values), min_size=1, max_size=8))
+def test_any_sequence_of_messages_comes_back_exactly(
+    items: list[tuple[int, Any, Any]],
+) -> None:
+    entries = tuple((f"alice#{n}", ("bob",), 0, headers, vc, 3, b"p")
+                    for n, headers, vc in items)
+    packed = msgpack.unpackb(msgpack.packb(entries), raw=False, use_list=False,
+                             strict_map_key=False)
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    half = len(packed) // 2  # two batches: the second continues from the first
+    out = decoder.decode(_wire(encoder.encode(packed[:half])))
+    out += decoder.decode(_wire(encoder.encode(packed[half:])))
+    assert out == list(packed)
+
+
+# -- frames ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("count, size", [(1, 1), (127, 1), (128, 2), (16_383, 2),
+                                         (16_384, 3), (2**40, 6)])
+def test_the_frame_counter_is_leb128(count: int, size: int) -> None:
+    sender, receiver = FrameCodec(KEY), FrameCodec(KEY)
+    sender._counter = count - 1  # noqa: SLF001  the next frame carries ``count``
+    frame = sender.seal(b"Sx")
+    assert len(frame) == HEADER_SIZE - 1 + size + 2
+    assert receiver.open(frame) == (b"Sx", sender.nonce, count)
+
+
+def test_frames_of_the_previous_version_are_still_read() -> None:
+    nonce = os.urandom(8)
+    signed = struct.pack(">2s8sQ", b"g2", nonce, 7) + b"Sbody"
+    mac = hmac.new(KEY, signed, hashlib.sha256).digest()[:16]
+    assert FrameCodec(KEY).open(mac + signed) == (b"Sbody", nonce, 7)
+
+
+def test_a_counter_that_never_ends_is_malformed() -> None:
+    signed = b"\x03" + b"n" * 8 + b"\xff" * 12 + b"S"
+    mac = hmac.new(KEY, signed, hashlib.sha256).digest()[:16]
+    with pytest.raises(FrameRejected, match="LEB128"):
+        FrameCodec(KEY).open(mac + signed)
+
+
+def test_a_frame_the_server_returned_can_be_taken_once_more() -> None:
+    sender, server = FrameCodec(KEY), FrameCodec(KEY)
+    frame = sender.seal(StreamEncoder().wrap(DESTS, body_of(keystroke(1))))
+    assert sealed_kind(frame) == ROUTED
+    _, nonce, counter = server.open(frame)
+    with pytest.raises(FrameRejected, match="already"):
+        server.open(frame)
+    server.forget(nonce, counter)
+    server.open(frame)
+    with pytest.raises(FrameRejected, match="already"):
+        server.open(frame)
+
+
+def test_what_a_receiver_gets_is_what_was_packed() -> None:
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 20)
+    sender, receiver = FrameCodec(KEY), FrameCodec(KEY)
+    for k in range(1, 5):
+        frame = sender.seal(encoder.wrap(DESTS, body_of(keystroke(k))))
+        body, nonce, _ = receiver.open(frame)
+        app, session, who, messages, errors = unpack_envelopes(decoder.unwrap(nonce, body),
+                                                               "bob")
+        assert (app, session, who, errors) == ("edit", "paper", "alice", [])
+        assert [m.message_id for m in messages] == [f"alice#{k}"]
+        assert messages[0].user_message == ("insert", f"bob#{k}", "e")
+
+
+# -- over real processes -----------------------------------------------------------------------
+def _counters(peer: Any) -> dict[str, int]:
+    seen = len([e for e in peer.events if e.get("event") == "counters"])
+    peer.command(op="counters")
+    return peer.wait_count("counters", seen + 1)[-1]["counters"]
+
+
+def test_a_peer_refuses_a_chunk_after_a_gap_and_takes_the_next_stream(group: Any) -> None:
+    """Routed frames pushed straight to bob's socket: a chunk whose predecessor never
+    came is counted as a stream gap and dropped; a stream's first chunk is decoded and
+    delivered; bob keeps serving alice's own messages throughout."""
+    import time
+
+    import zmq
+
+    from groupcomm.transport.keys import read_key_file
+    from tests.transport.test_communicator import start_three
+
+    start_three(group, direct=True)
+    alice, bob = group.peers["alice"], group.peers["bob"]
+    bob_address = next(e for e in bob.events if e.get("event") == "ready")["address"]
+    forger = FrameCodec(read_key_file(group.key_file))
+    encoder = StreamEncoder()
+    first, second, third = (encoder.wrap(("bob",), body_of(SentMessage(
+        application_name="default", session_name="s", user_message=f"routed {k}",
+        message_id=f"alice#{100_000 + k}", sender="alice", destinations=("bob",),
+        vc=(("alice", 100_000 + k),)))) for k in range(3))
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(bob_address)
+    try:
+        push.send(forger.seal(third))  # chunk 3 before 1 and 2: a gap
+        deadline = time.monotonic() + 20
+        while _counters(bob).get("rejected_stream_gap", 0) < 1:
+            assert time.monotonic() < deadline
+        alice.command(op="send", to=["bob"], payload="from alice")
+        bob.wait_for(lambda e: e.get("payload") == "from alice")
+        assert routed_head(first)[1] == 1
+        push.send(forger.seal(first))
+        bob.wait_for(lambda e: e.get("payload") == "routed 0")
+        push.send(forger.seal(second))
+        bob.wait_for(lambda e: e.get("payload") == "routed 1")
+        assert _counters(bob)["rejected_stream_gap"] == 1
+    finally:
+        push.close(linger=0)
+
+
+def test_the_server_returns_a_routed_frame_from_a_stranger_and_refuses_a_bad_head(
+    group: Any,
+) -> None:
+    import zmq
+
+    from groupcomm.transport.keys import read_key_file
+    from groupcomm.wire.session import open_session
+    from tests.transport.test_communicator import start_three
+
+    start_three(group)
+    alice, bob = group.peers["alice"], group.peers["bob"]
+    stranger = FrameCodec(read_key_file(group.key_file))
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    assert group.server is not None
+    dealer.connect(group.server.address)
+    try:
+        dealer.send(stranger.seal(ROUTED + msgpack.packb([]) + msgpack.packb(0) + b"P"))
+        frame = stranger.seal(StreamEncoder().wrap(("bob",), body_of(keystroke(1))))
+        dealer.send(frame)
+        assert dealer.poll(10_000), "no answer from the server"
+        notice, returned = dealer.recv_multipart()
+        body, _, _ = stranger.open(notice)
+        answer = open_session(body)
+        assert (answer["op"], answer["reason"], answer["returned"]) == (
+            "error", "not_a_member", ["bob"])
+        assert returned == frame
+        alice.command(op="send", to=["bob"], payload="still relayed")
+        bob.wait_for(lambda e: e.get("payload") == "still relayed")
+    finally:
+        dealer.close(linger=0)
