@@ -4,10 +4,10 @@ Three ``groupcomm edit --batch`` processes and a server on 127.0.0.1; each is a 
 typing words (``typing``: ``--keys`` keystrokes at ``--rate`` a second, now and then a
 Backspace, a Delete or a move) at once, under each ``--causality`` module and each
 ``--coalesce`` window. Each editor counts the message frames it puts on the wire and
-their bytes (the communicator's ``frame_bytes_sent``; relayed frames include the relay
-command that names their destinations); the totals over the keystrokes typed give bytes
-per keystroke, both with the relay commands and for the signed message frames alone
-(what a peer receives). The copies must end identical.
+their bytes (the communicator's ``frames_sent`` and ``frame_bytes_sent``: everything a
+message costs on its way to the server, signature, header and destinations included);
+the totals over the keystrokes typed give bytes per keystroke. The copies must end
+identical.
 
 The same keystrokes are replayed into three Yjs documents (pycrdt, when installed; a
 random 32-bit client id each, as Yjs picks in JavaScript), typists taking turns and each
@@ -19,18 +19,14 @@ positions travel separately (its awareness protocol) and are not counted; ours a
 this process, no network: a communicator stand-in gives ids and tags): a typed key or a
 cursor move, then one drawing of a 100x40 screen.
 
-``--fields`` also breaks one typical keystroke message down field by field (the same
-encoder, on the in-process network after a short history): frame signature and header,
-batch head, message id, destinations, kind, stamp (headers), tag clock, payload; the
-payload both as it travels and as its pickle (the encoding before plain tuples went as
-msgpack).
+``--fields`` also breaks one typical keystroke's frame down part by part
+(:mod:`groupcomm.tools.frame_anatomy`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import pickle
 import random
 import sys
 import tempfile
@@ -39,34 +35,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.tools.frame_anatomy import keystroke_fields
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
 
 NAMES = ("p1", "p2", "p3")
 SESSION = "wire"
 APPLICATION = "edit"
-
-
-#: bytes in front of every frame body: the signature (HMAC-SHA256 truncated to 16 bytes),
-#: version (2), sender nonce (8) and counter (8); groupcomm.wire.frames.HEADER_SIZE (not
-#: imported: apps do not reach into the wire layer; tests check that the two agree)
-FRAME_HEADER = 16 + 18
-#: how the wire codes a relay command's op and fields (groupcomm.wire.session; checked
-#: by the tests as FRAME_HEADER is)
-RELAY_OP, RELAY_FIELDS = 3, {"client": 1, "application": 2, "session": 3, "dests": 5}
-
-
-def relay_command_bytes(sender: str, dests: Sequence[str]) -> int:
-    """Bytes of the signed relay command in front of each relayed frame of ``sender``."""
-    fields = {0: RELAY_OP, RELAY_FIELDS["client"]: sender,
-              RELAY_FIELDS["application"]: APPLICATION, RELAY_FIELDS["session"]: SESSION,
-              RELAY_FIELDS["dests"]: list(dests)}
-    return FRAME_HEADER + 1 + len(msgpack.packb(fields, use_bin_type=True))
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
@@ -128,11 +106,9 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
     if counted:
         frames = sum(s["frames_sent"] for s in states)
         wire = sum(s["frame_bytes_sent"] for s in states)
-        relay = relay_command_bytes(NAMES[0], NAMES[1:])
         result.update(frames=frames, wire_bytes=wire,
                       wire_bytes_per_keystroke=round(wire / keystrokes, 1),
-                      frame_bytes_per_keystroke=round((wire - frames * relay) / keystrokes, 1),
-                      relay_command_bytes=relay)
+                      bytes_per_frame=round(wire / max(1, frames), 1))
     result["keys"] = logs
     say(f"  {module}, coalescing {window_ms:g} ms: {keystrokes} keystrokes in "
         f"{typed:.1f} s, copies {'identical' if result['identical'] else 'DIFFERENT'}")
@@ -184,46 +160,6 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
             "bytes_per_keystroke": round(sum(sizes) / max(1, keystrokes), 1),
             "bytes_per_update": round(sum(sizes) / max(1, len(sizes)), 1),
             "identical": same}
-
-
-def field_sizes(module: str, history: int = 60) -> dict[str, int]:
-    """Bytes of each part of one keystroke's frame under ``module`` (see the module doc):
-    three members on the in-process network, ``history`` edits each first; the message as
-    it left the sender's pipeline (stamped by the module's send filter), each field packed
-    as a ``P`` body carries it (the kind ``normal`` as 0, the headers as a map)."""
-    from groupcomm.core.headers import decode_headers
-    from groupcomm.tools.localnet import LocalNetwork
-
-    net = LocalNetwork(list(NAMES), module, trace=False)
-    for k in range(history):
-        for name in NAMES:
-            net.to_others(name, ("insert", f"{name}#{k}", "x"))
-        net.run()
-    net.to_others(NAMES[0], ("insert", f"{NAMES[1]}#{history}", "e"))
-    # the in-process network passes M envelopes: a msgpack array of ten fields
-    (app, session, message_id, sender, dests, kind, headers, vc, fmt,
-     payload) = msgpack.unpackb(net.in_flight[-1].frame, raw=False, use_list=False)
-    stamp = decode_headers(headers)
-    kind_code = 0 if kind == "normal" else kind
-    pack = msgpack.Packer(use_bin_type=True).pack
-    entry = pack((message_id, dests, kind_code, stamp, vc, fmt, payload))
-    head = 2 + len(pack(app)) + len(pack(session)) + len(pack(sender)) + 1
-    user = msgpack.unpackb(payload, raw=False, use_list=False) if fmt == 3 else None
-    pickled = pickle.dumps(user, pickle.HIGHEST_PROTOCOL)
-    return {
-        "signature_and_frame_header": FRAME_HEADER,
-        "batch_head": head,
-        "message_array_header": 1,
-        "message_id": len(pack(message_id)),
-        "destinations": len(pack(dests)),
-        "kind": len(pack(kind_code)),
-        "stamp": len(pack(stamp)),
-        "tag_clock": len(pack(vc)),
-        "payload": len(pack(fmt)) + len(pack(payload)),
-        "payload_pickled": len(pack(0)) + len(pack(pickled)),
-        "frame": FRAME_HEADER + head + len(entry),
-        "relay_command": relay_command_bytes(NAMES[0], NAMES[1:]),
-    }
 
 
 def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) -> dict[str, float]:
@@ -361,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
         say(f"timing keys and moves at {args.screen:,} characters...")
         result["screen"] = keystroke_times(args.screen)
     if args.fields:
-        result["fields"] = {module: field_sizes(module) for module in modules}
+        result["fields"] = {module: keystroke_fields(module) for module in modules}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -372,16 +308,15 @@ def _run(args: argparse.Namespace) -> int:
                 f"{'identical' if run['identical'] else 'DIFFERENT'}")
         if run["counted"]:
             line += (f"; {run['wire_bytes_per_keystroke']} B/keystroke on the wire "
-                     f"({run['frame_bytes_per_keystroke']} B in message frames, the rest "
-                     f"relay commands of {run['relay_command_bytes']} B)")
+                     f"({run['frames']} frames of {run['bytes_per_frame']} B on average)")
         else:
             line += "; bytes not counted (the communicator has no frame_bytes_sent)"
         yjs = run["yjs"]
         if yjs:
             line += f"; Yjs {yjs['bytes_per_keystroke']} B/keystroke"
             if run["counted"]:
-                line += (f" (frames {run['frame_bytes_per_keystroke'] / max(yjs['bytes_per_keystroke'], 0.1):.1f}"
-                         "x)")
+                ratio = run["wire_bytes_per_keystroke"] / max(yjs["bytes_per_keystroke"], 0.1)
+                line += f" (ours / Yjs {ratio:.2f})"
         print(line)
     if not any(run["yjs"] for run in runs):
         print("Yjs not measured: pycrdt is not installed")
@@ -391,8 +326,13 @@ def _run(args: argparse.Namespace) -> int:
               f"{times['key_median_ms']} ms median ({times['key_p90_ms']} ms p90), a move "
               f"{times['move_median_ms']} ms median")
     for module, sizes in result.get("fields", {}).items():
-        print(f"{module}, one keystroke alone: " + ", ".join(
-            f"{name} {size} B" for name, size in sizes.items()))
+        print(f"{module}, one keystroke's frame: {sizes['frame']} B = signature "
+              f"{sizes['signature']} + header {sizes['frame_header']} + routed head "
+              f"{sizes['routed_head']} + compressed batch {sizes['compressed_batch']}; the "
+              f"batch before compression {sizes['batch']} B: " + ", ".join(
+                  f"{name} {sizes[name]}" for name in (
+                      "batch_head", "message_array_header", "message_id", "destinations",
+                      "kind", "stamp", "tag_clock", "payload", "payload_pickled")))
     return 0
 
 
