@@ -21,10 +21,10 @@ The body of a routed frame (kind ``Z``) is::
 * ``seq`` k > 1: ``data`` is the stream's k-th chunk; the receiver refuses it
   (``stream_gap``) unless chunk k - 1 was the last it decoded of that stream.
 
-Inside a stream a batch travels as a ``D`` body: the ``P`` body with each message that
-has the shape of the one before it sent as the differences of its integers
-(:mod:`groupcomm.wire.deltas`), so the stamp and the tag clock of a keystroke cost a
-few bytes before deflate even sees them.
+Inside a stream a batch is compressed as its byte-wise difference from the batch before
+it (:mod:`groupcomm.wire.deltas`): the counts of a keystroke's stamp and tag clock that
+went up become the same small values, at the same places, from one keystroke to the
+next, which deflate then matches.
 
 The destinations travel outside the compressed part so that the server can route the
 frame with no relay command in front of it (it verifies the signature, then reads the
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 import msgpack
 
-from groupcomm.wire.deltas import DeltaDecoder, DeltaEncoder
+from groupcomm.wire.deltas import difference, restore
 from groupcomm.wire.frames import PACKED, ROUTED, FrameRejected
 
 #: raw deflate with a 1 KiB window: a keystroke's envelope finds its predecessor well
@@ -61,17 +61,15 @@ MAX_SENDER_STREAMS = 32
 #: streams a receiver keeps (least recently used are dropped)
 MAX_RECEIVER_STREAMS = 1024
 _TAIL = b"\x00\x00\xff\xff"
-#: inside a stream: a ``P`` body whose messages may be differences (groupcomm.wire.deltas)
-DELTAS = b"D"
 _ROUTED_HEAD = ROUTED
 
 
 class _Outgoing:
-    __slots__ = ("compressor", "deltas", "sent")
+    __slots__ = ("compressor", "previous", "sent")
 
     def __init__(self) -> None:
         self.compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -WINDOW_BITS, MEMORY_LEVEL)
-        self.deltas = DeltaEncoder()
+        self.previous = b""  # the last batch sent in this stream
         self.sent = 0
 
 
@@ -88,10 +86,6 @@ class StreamEncoder:
         self.compress_limit = compress_limit
         self._streams: OrderedDict[tuple[str, ...], _Outgoing] = OrderedDict()
         self._pack = msgpack.Packer(use_bin_type=True).pack
-        #: bodies sent compressed, their bytes before and after
-        self.compressed = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
 
     def wrap(self, dests: Sequence[str], body: bytes) -> bytes:
         """The routed body carrying the ``P`` body ``body`` to ``dests``."""
@@ -108,27 +102,11 @@ class StreamEncoder:
         else:
             streams.move_to_end(key)
         stream.sent += 1
-        inner = self._with_deltas(stream.deltas, body)
+        inner = difference(body, stream.previous)
+        stream.previous = body
         compressor = stream.compressor
         data = compressor.compress(inner) + compressor.flush(zlib.Z_SYNC_FLUSH)
-        self.compressed += 1
-        self.bytes_in += len(body)
-        self.bytes_out += len(data) - 4
         return head + self._pack(stream.sent) + data[:-4]
-
-    def _with_deltas(self, deltas: DeltaEncoder, body: bytes) -> bytes:
-        """The ``D`` form of a ``P`` body (its messages as differences where they can
-        be: :mod:`groupcomm.wire.deltas`), or the body as it is."""
-        try:
-            value = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=False,
-                                    strict_map_key=False)
-            if type(value) is tuple and len(value) == 4 and type(value[3]) is tuple:
-                app, session, sender, entries = value
-                return DELTAS + self._pack((app, session, sender, deltas.encode(entries)))
-        except (ValueError, TypeError, OverflowError):  # msgpack's own errors included
-            pass
-        deltas.reset()
-        return body
 
     def restart(self) -> None:
         """Every stream starts afresh with its next frame."""
@@ -136,11 +114,11 @@ class StreamEncoder:
 
 
 class _Incoming:
-    __slots__ = ("decompressor", "deltas", "last")
+    __slots__ = ("decompressor", "last", "previous")
 
     def __init__(self) -> None:
         self.decompressor = zlib.decompressobj(-WINDOW_BITS)
-        self.deltas = DeltaDecoder()
+        self.previous = b""  # the last batch decoded in this stream
         self.last = 0
 
 
@@ -167,7 +145,6 @@ class StreamDecoder:
     """The receiving side: the ``P`` body inside a verified routed body."""
 
     def __init__(self, *, max_body: int, max_streams: int = MAX_RECEIVER_STREAMS) -> None:
-        self._pack = msgpack.Packer(use_bin_type=True).pack
         self.max_body = max_body
         self.max_streams = max_streams
         self._streams: OrderedDict[tuple[bytes, tuple[str, ...]], _Incoming] = OrderedDict()
@@ -206,27 +183,7 @@ class StreamDecoder:
                 raise FrameRejected("oversized", f"routed frame inflates to more than "
                                     f"{self.max_body} bytes")
             stream.last = seq
-            if inner[:1] == DELTAS:
-                try:
-                    inner = self._without_deltas(stream.deltas, inner)
-                except FrameRejected:
-                    del streams[key]  # its sender is broken: nothing after this decodes
-                    raise
-            else:
-                stream.deltas.reset()
+            inner = stream.previous = restore(inner, stream.previous)
         if inner[:1] != PACKED:
             raise FrameRejected("malformed", "a routed frame must carry a packed batch")
         return inner
-
-    def _without_deltas(self, deltas: DeltaDecoder, inner: bytes) -> bytes:
-        """The ``P`` body of a ``D`` body."""
-        try:
-            value = msgpack.unpackb(memoryview(inner)[1:], raw=False, use_list=False,
-                                    strict_map_key=True)
-        except Exception as error:  # msgpack raises several unrelated types
-            raise FrameRejected("malformed", f"routed batch is not msgpack: {error}") \
-                from None
-        if type(value) is not tuple or len(value) != 4 or type(value[3]) is not tuple:
-            raise FrameRejected("malformed", "a routed batch must be a 4-element array")
-        app, session, sender, entries = value
-        return PACKED + self._pack((app, session, sender, deltas.decode(entries)))
