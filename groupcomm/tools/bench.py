@@ -247,7 +247,8 @@ def waits_for_acknowledgements(causality: str) -> bool:
 
 # -- communicator ---------------------------------------------------------------------------
 def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
-                   causality: str, routing: str, timeline: bool = False) -> None:
+                   causality: str, routing: str, timeline: bool = False,
+                   compress: bool = True) -> None:
     import threading
 
     from groupcomm.transport.communicator import Communicator
@@ -265,7 +266,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
             done.set()
 
     with Communicator("receiver", "bench", server=server, key_file=key_file,
-                      routing=routing, causality=causality) as comm:
+                      routing=routing, causality=causality, compress_frames=compress) as comm:
         comm.add_message_listener(on_message)
         if timeline:
             comm.frame_timeline = []
@@ -281,11 +282,12 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
 
 
 def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
-                 routing: str, cpu_q: Any, timeline: bool = False) -> None:
+                 routing: str, cpu_q: Any, timeline: bool = False,
+                 compress: bool = True) -> None:
     from groupcomm.transport.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
-                      routing=routing, causality=causality) as comm:
+                      routing=routing, causality=causality, compress_frames=compress) as comm:
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -301,10 +303,12 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
 
 
 def run_communicator(count: int, size: int, causality: str = "none",
-                     routing: str = "direct", timeline: bool = False) -> dict[str, Any]:
+                     routing: str = "direct", timeline: bool = False,
+                     compress: bool = True) -> dict[str, Any]:
     """Rate and CPU per message through two communicators with forwarding pipelines;
     with ``timeline``, also where one message's time goes (``critical_path``, see
-    :mod:`groupcomm.tools.critical_path`)."""
+    :mod:`groupcomm.tools.critical_path`); ``compress``: the communicators'
+    ``compress_frames``."""
     from groupcomm.tools.procs import ServerProcess
     from groupcomm.transport.keys import write_new_key
 
@@ -316,14 +320,14 @@ def run_communicator(count: int, size: int, causality: str = "none",
         ready_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         receiver = ctx.Process(target=_comm_receiver, args=(
             server.address, str(key_file), ready_q, result_q, count, causality, routing,
-            timeline))
+            timeline, compress))
         sender = None
         try:
             receiver.start()
             ready_q.get(timeout=60)
             sender = ctx.Process(target=_comm_sender, args=(
                 server.address, str(key_file), count, size, causality, routing, cpu_q,
-                timeline))
+                timeline, compress))
             sender.start()
             _, first, last, received, receiver_cpu, receiver_timeline = result_q.get(
                 timeout=600)
@@ -356,6 +360,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--routing", choices=("direct", "relayed"), default="direct",
                         help="communicator routing: peer to peer (default) or through the "
                              "session server")
+    parser.add_argument("--no-compress", action="store_true",
+                        help="the communicators send every frame uncompressed "
+                             "(compress_frames=False; by default small frames travel "
+                             "compressed in a stream per destination set)")
     parser.add_argument("--round-trip", choices=("auto", "yes", "no"), default="auto",
                         help="also measure the plain pyzmq round trip and the module's "
                              "rate as a fraction of one message per round trip (auto: for "
@@ -402,7 +410,8 @@ def _run(args: argparse.Namespace) -> int:
             polled_trips.append(run_round_trip(args.round_trips, args.size, polled=True))
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
-                                          args.routing, timeline=args.critical_path))
+                                          args.routing, timeline=args.critical_path,
+                                          compress=not args.no_compress))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
 
@@ -420,6 +429,7 @@ def _run(args: argparse.Namespace) -> int:
         "payload_bytes": args.size,
         "causality": args.causality,
         "routing": args.routing,
+        "compress_frames": not args.no_compress,
         "baseline_msgs_per_s": round(raw),
         "communicator_msgs_per_s": round(comm),
         "ratio": round(comm / raw, 3),
@@ -449,7 +459,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(f"baseline (raw pyzmq, signed pickle): {result['baseline_msgs_per_s']:>9,} msg/s")
-        print(f"communicator ({args.causality} filters, {args.routing}): "
+        print(f"communicator ({args.causality} filters, {args.routing}"
+              f"{', uncompressed' if args.no_compress else ''}): "
               f"{result['communicator_msgs_per_s']:>9,} msg/s")
         print(f"ratio: {result['ratio']:.2f}")
         for name, sides in cpu.items():

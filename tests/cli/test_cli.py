@@ -94,19 +94,21 @@ def test_serve_generates_a_private_key_file_and_never_prints_the_key(tmp_path) -
         process.wait(10)
 
 
-@pytest.mark.parametrize("routing", ["direct", "relayed"])
-def test_bench_measures_both_sides_end_to_end(routing: str) -> None:
+@pytest.mark.parametrize("routing, extra", [("direct", []), ("relayed", []),
+                                           ("relayed", ["--no-compress"])])
+def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str]) -> None:
     """The real bench, small: both rates, their ratio and CPU per message per side."""
     import json
 
     result = subprocess.run(
         [sys.executable, "-m", "groupcomm.cli", "bench", "--messages", "2000", "--repeat",
-         "1", "--routing", routing, "--json"],
+         "1", "--routing", routing, *extra, "--json"],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["routing"] == routing
+    assert figures["compress_frames"] == (not extra)
     assert figures["baseline_msgs_per_s"] > 0 and figures["communicator_msgs_per_s"] > 0
     assert figures["ratio"] == pytest.approx(
         figures["communicator_msgs_per_s"] / figures["baseline_msgs_per_s"], rel=0.01)
