@@ -122,9 +122,42 @@ class _Incoming:
         self.last = 0
 
 
+def _short_head(body: bytes) -> tuple[tuple[str, ...], int, int] | None:
+    """:func:`routed_head` for the usual head (at most 15 destinations, each a short
+    string, and a chunk number below 65,536), read without a msgpack unpacker (every
+    routed frame on both the server and its receivers goes through here); None for any
+    other head."""
+    try:
+        count = body[1] - 0x90
+        if not 0 < count < 16:
+            return None
+        at = 2
+        dests = []
+        for _ in range(count):
+            size = body[at] - 0xA0
+            if not 0 < size < 32:
+                return None
+            at += 1
+            dests.append(body[at:at + size].decode("utf-8"))
+            at += size
+        code = body[at]
+        if code < 0x80:
+            return tuple(dests), code, at + 1
+        if code == 0xCC:
+            return tuple(dests), body[at + 1], at + 2
+        if code == 0xCD:
+            return tuple(dests), body[at + 1] << 8 | body[at + 2], at + 3
+    except (IndexError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def routed_head(body: bytes) -> tuple[tuple[str, ...], int, int]:
     """``(destinations, seq, offset of the data)`` of a verified routed body; raises
     :class:`FrameRejected` (``malformed``) on a bad shape."""
+    short = _short_head(body)
+    if short is not None:
+        return short
     unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=len(body))
     unpacker.feed(memoryview(body)[1:])
     try:

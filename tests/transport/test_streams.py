@@ -79,6 +79,18 @@ def test_the_head_names_the_destinations_for_the_server() -> None:
     assert offset < len(routed)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=20),
+       st.integers(0, 2**40), st.binary(max_size=8))
+def test_the_head_reads_the_same_whatever_its_size(dests: list[str], seq: int,
+                                                   data: bytes) -> None:
+    body = ROUTED + msgpack.packb(dests) + msgpack.packb(seq) + data
+    unpacker = msgpack.Unpacker(raw=False, use_list=False)
+    unpacker.feed(body[1:])
+    expected = (unpacker.unpack(), unpacker.unpack(), 1 + unpacker.tell())
+    assert routed_head(body) == expected
+
+
 def test_a_large_batch_travels_uncompressed_and_leaves_the_stream_alone() -> None:
     encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 22)
     first = body_of(keystroke(1))
