@@ -248,7 +248,7 @@ def waits_for_acknowledgements(causality: str) -> bool:
 # -- communicator ---------------------------------------------------------------------------
 def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
                    causality: str, routing: str, timeline: bool = False,
-                   compress: bool = True) -> None:
+                   compress: bool | None = None) -> None:
     import threading
 
     from groupcomm.transport.communicator import Communicator
@@ -283,7 +283,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
 
 def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
                  routing: str, cpu_q: Any, timeline: bool = False,
-                 compress: bool = True) -> None:
+                 compress: bool | None = None) -> None:
     from groupcomm.transport.communicator import Communicator
 
     with Communicator("sender", "bench", server=server, key_file=key_file,
@@ -302,13 +302,17 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
         time.sleep(0.5)
 
 
+#: ``--compress-frames`` -> the communicators' ``compress_frames``
+COMPRESS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+
+
 def run_communicator(count: int, size: int, causality: str = "none",
                      routing: str = "direct", timeline: bool = False,
-                     compress: bool = True) -> dict[str, Any]:
+                     compress: bool | None = None) -> dict[str, Any]:
     """Rate and CPU per message through two communicators with forwarding pipelines;
     with ``timeline``, also where one message's time goes (``critical_path``, see
     :mod:`groupcomm.tools.critical_path`); ``compress``: the communicators'
-    ``compress_frames``."""
+    ``compress_frames`` (None: their default for the routing)."""
     from groupcomm.tools.procs import ServerProcess
     from groupcomm.transport.keys import write_new_key
 
@@ -360,10 +364,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--routing", choices=("direct", "relayed"), default="direct",
                         help="communicator routing: peer to peer (default) or through the "
                              "session server")
-    parser.add_argument("--no-compress", action="store_true",
-                        help="the communicators send every frame uncompressed "
-                             "(compress_frames=False; by default small frames travel "
-                             "compressed in a stream per destination set)")
+    parser.add_argument("--compress-frames", choices=tuple(COMPRESS), default="auto",
+                        help="the communicators' compress_frames: on, off, or auto (their "
+                             "default: compressed with relayed routing, not with direct)")
     parser.add_argument("--round-trip", choices=("auto", "yes", "no"), default="auto",
                         help="also measure the plain pyzmq round trip and the module's "
                              "rate as a fraction of one message per round trip (auto: for "
@@ -411,7 +414,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
                                           args.routing, timeline=args.critical_path,
-                                          compress=not args.no_compress))
+                                          compress=COMPRESS[args.compress_frames]))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
 
@@ -429,7 +432,8 @@ def _run(args: argparse.Namespace) -> int:
         "payload_bytes": args.size,
         "causality": args.causality,
         "routing": args.routing,
-        "compress_frames": not args.no_compress,
+        "compress_frames": (args.routing == "relayed" if args.compress_frames == "auto"
+                            else args.compress_frames == "on"),
         "baseline_msgs_per_s": round(raw),
         "communicator_msgs_per_s": round(comm),
         "ratio": round(comm / raw, 3),
@@ -460,7 +464,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"baseline (raw pyzmq, signed pickle): {result['baseline_msgs_per_s']:>9,} msg/s")
         print(f"communicator ({args.causality} filters, {args.routing}"
-              f"{', uncompressed' if args.no_compress else ''}): "
+              f"{', frames compressed' if result['compress_frames'] else ''}): "
               f"{result['communicator_msgs_per_s']:>9,} msg/s")
         print(f"ratio: {result['ratio']:.2f}")
         for name, sides in cpu.items():

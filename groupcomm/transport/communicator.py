@@ -114,8 +114,11 @@ class Communicator:
     miss nothing (see :meth:`add_message_listener`, :meth:`add_session_message_listener`).
     With ``acknowledged_delivery`` a message handed over is applied (clock, snapshots)
     only when the application says so (:meth:`acknowledge`).
-    ``compress_frames`` (on by default) sends small frames compressed in a stream per
-    destination set (:mod:`groupcomm.wire.streams`); receivers take both forms.
+    ``compress_frames`` sends small frames compressed in a stream per destination set
+    (:mod:`groupcomm.wire.streams`): about a third of the bytes for typed keys, some
+    13 µs more of CPU per frame each way. None (the default) compresses with relayed
+    routing, where the server fans every frame out, and not with direct routing, chosen
+    for the shortest path; receivers take both forms.
 
     ``loop`` is for :meth:`groupcomm.transport.host.Host.join` (members sharing one
     poll thread); without it the communicator runs a loop of its own.
@@ -156,7 +159,7 @@ class Communicator:
         session_listener: SessionMessageListener | None = None,
         sent_listener: Callable[[SentMessage], Any] | None = None,
         acknowledged_delivery: bool = False,
-        compress_frames: bool = True,
+        compress_frames: bool | None = None,
         loop: PollLoop | None = None,
     ) -> None:
         check_routing(routing)
@@ -193,7 +196,8 @@ class Communicator:
             name=name, application=application, session=session,
             server_address=self.server_address, routing=routing, codec=self.codec,
             curve=curve, bind_host=bind_host, advertise_host=advertise_host or bind_host,
-            max_pending=max_pending, max_inbox=max_inbox, compress=compress_frames)
+            max_pending=max_pending, max_inbox=max_inbox,
+            compress=routing == "relayed" if compress_frames is None else compress_frames)
         # a tracer given by the caller serves every incarnation; otherwise each member id
         # gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
         self._protocol = protocol = ClientProtocol(

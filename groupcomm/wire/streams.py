@@ -24,7 +24,9 @@ The body of a routed frame (kind ``Z``) is::
 Inside a stream a batch is compressed as its byte-wise difference from the batch before
 it (:mod:`groupcomm.wire.deltas`): the counts of a keystroke's stamp and tag clock that
 went up become the same small values, at the same places, from one keystroke to the
-next, which deflate then matches.
+next, which deflate then matches. A batch that has little in common with the one before
+(fewer than half its bytes equal) goes as it is; the receiver tells the two apart by the
+first byte (a batch starts with ``P``, a difference with 0).
 
 The destinations travel outside the compressed part so that the server can route the
 frame with no relay command in front of it (it verifies the signature, then reads the
@@ -103,6 +105,11 @@ class StreamEncoder:
             streams.move_to_end(key)
         stream.sent += 1
         inner = difference(body, stream.previous)
+        if inner.count(0) * 2 < len(inner):
+            # little in common with the batch before (another kind of message): as it
+            # is, so that deflate may still find its parts in earlier batches. It starts
+            # with its kind, "P"; a difference starts with 0 ("P" minus "P")
+            inner = body
         stream.previous = body
         compressor = stream.compressor
         data = compressor.compress(inner) + compressor.flush(zlib.Z_SYNC_FLUSH)
@@ -216,7 +223,9 @@ class StreamDecoder:
                 raise FrameRejected("oversized", f"routed frame inflates to more than "
                                     f"{self.max_body} bytes")
             stream.last = seq
-            inner = stream.previous = restore(inner, stream.previous)
+            if inner[:1] != PACKED:  # a difference from the batch before
+                inner = restore(inner, stream.previous)
+            stream.previous = inner
         if inner[:1] != PACKED:
             raise FrameRejected("malformed", "a routed frame must carry a packed batch")
         return inner

@@ -94,9 +94,12 @@ def test_serve_generates_a_private_key_file_and_never_prints_the_key(tmp_path) -
         process.wait(10)
 
 
-@pytest.mark.parametrize("routing, extra", [("direct", []), ("relayed", []),
-                                           ("relayed", ["--no-compress"])])
-def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str]) -> None:
+@pytest.mark.parametrize("routing, extra, compressed", [
+    ("direct", [], False), ("relayed", [], True),
+    ("relayed", ["--compress-frames", "off"], False),
+    ("direct", ["--compress-frames", "on"], True)])
+def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str],
+                                              compressed: bool) -> None:
     """The real bench, small: both rates, their ratio and CPU per message per side."""
     import json
 
@@ -108,7 +111,7 @@ def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str]) ->
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["routing"] == routing
-    assert figures["compress_frames"] == (not extra)
+    assert figures["compress_frames"] is compressed
     assert figures["baseline_msgs_per_s"] > 0 and figures["communicator_msgs_per_s"] > 0
     assert figures["ratio"] == pytest.approx(
         figures["communicator_msgs_per_s"] / figures["baseline_msgs_per_s"], rel=0.01)

@@ -71,6 +71,18 @@ def test_a_stream_of_keystrokes_comes_back_exactly_and_shrinks_to_a_fraction() -
     assert routed_total < plain / 3
 
 
+def test_a_batch_unlike_the_one_before_goes_as_it_is() -> None:
+    """A difference from an unrelated batch would be as random as that batch: a batch
+    of repeated text after one of random bytes still shrinks to a tenth of its size."""
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 20)
+    noise = body_of(keystroke(1, text=os.urandom(600).hex()))
+    plain = body_of(keystroke(2, text="x" * 1200))
+    assert through(encoder, decoder, noise) == noise
+    routed = encoder.wrap(DESTS, plain)
+    assert len(routed) < 200
+    assert decoder.unwrap(b"n" * 8, routed) == plain
+
+
 def test_the_head_names_the_destinations_for_the_server() -> None:
     routed = StreamEncoder().wrap(DESTS, body_of(keystroke(1)))
     assert kind_of(routed) == ROUTED
