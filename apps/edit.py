@@ -152,6 +152,9 @@ def _run(args: argparse.Namespace) -> int:
             args.name, args.session, **options.communicator_kwargs,
             state_provider=shared.snapshot, state_consumer=shared.install,
             session_listener=shared, message_listener=shared.on_message,
+            # an edit is tagged with what the text holds: SharedText acknowledges each
+            # message once applied
+            acknowledged_delivery=True,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"{prog}: {error}") from None

@@ -150,6 +150,9 @@ class SharedText:
         self.own_ids: deque[str] = deque(maxlen=REFLECTED_IDS)
         self.applied = 0
         self.collected = 0
+        #: messages the communicator handed to :meth:`on_message` so far (with
+        #: acknowledged delivery, each is acknowledged once applied, under the lock)
+        self.handed = 0
         #: operations that could not be applied (a module without causal order)
         self.failures = 0
         self.last_failure = ""
@@ -163,7 +166,18 @@ class SharedText:
             self.me = communicator.member_id
             self.stability = Stability(self.me, communicator.members)
             self.members = list(communicator.members)
+            self._acknowledge()
         self.on_change()
+
+    def _acknowledge(self) -> None:
+        """Tell a communicator with acknowledged delivery that every message handed so
+        far is applied (under the lock: a local edit, made under it too, is then tagged
+        with exactly what this replica holds; without acknowledged delivery the clock
+        moves before :meth:`on_message` runs, and an edit made in between would be
+        tagged after a delete it has not seen)."""
+        communicator = self.communicator
+        if communicator is not None and getattr(communicator, "acknowledged_delivery", False):
+            communicator.acknowledge(self.handed)
 
     # -- local edits (screen thread) ----------------------------------------------------
     @property
@@ -218,7 +232,13 @@ class SharedText:
             pending, self.pending = self.pending, None
             if pending is None:
                 return
-            op = ("insert", pending.after, pending.text)
+            # the run goes after the visible character before its place: the character
+            # it was typed after may have been deleted by an edit applied since, which
+            # this send's tag covers, and a member that then collected the tombstone
+            # (causally stable: everyone, this member included, has applied the delete)
+            # could not place the run
+            after = self.text.anchor(self._position(pending.after))
+            op = ("insert", after, pending.text)
             try:
                 op_id = self._apply_own(op)
             except Exception:
@@ -312,31 +332,39 @@ class SharedText:
 
     # -- deliveries (communicator thread) ---------------------------------------------------
     def on_message(self, message: ReceivedMessage) -> None:
-        payload = message.user_message
         with self.lock:
-            if message.sender == self.me:
-                return  # an own operation sent to oneself: applied when it was made
-            if is_presence(payload):
-                if not message.headers.get("superseded"):
-                    self.cursors[message.sender] = payload[1]
-                    self._changed(replica=False)
-                return
+            self.handed += 1
             try:
-                self.text.effect(payload, message.app_tag, message.app_message_id)
-            except ValueError as error:
-                self.failures += 1
-                self.last_failure = f"{message.app_message_id} from {message.sender}: {error}"
-                log.warning("could not apply %s", self.last_failure)
+                self._on_message(message)
+            finally:
+                self._acknowledge()
+
+    def _on_message(self, message: ReceivedMessage) -> None:
+        """Apply one delivered message (the caller holds the lock)."""
+        payload = message.user_message
+        if message.sender == self.me:
+            return  # an own operation sent to oneself: applied when it was made
+        if is_presence(payload):
+            if not message.headers.get("superseded"):
+                self.cursors[message.sender] = payload[1]
                 self._changed(replica=False)
-                return
-            self._follow(message.sender, payload, message.app_message_id)
-            self._applied(message.sender, message.app_tag)
-            if self.pending is not None and _touches(payload, self.pending.after):
-                # someone edited where this member is typing: send the run now, so that
-                # both see each other's text soon (the communicator's thread must not
-                # send: the flushing thread does)
-                self._flusher_for().due(0.0)
-            self._changed()
+            return
+        try:
+            self.text.effect(payload, message.app_tag, message.app_message_id)
+        except ValueError as error:
+            self.failures += 1
+            self.last_failure = f"{message.app_message_id} from {message.sender}: {error}"
+            log.warning("could not apply %s", self.last_failure)
+            self._changed(replica=False)
+            return
+        self._follow(message.sender, payload, message.app_message_id)
+        self._applied(message.sender, message.app_tag)
+        if self.pending is not None and _touches(payload, self.pending.after):
+            # someone edited where this member is typing: send the run now, so that
+            # both see each other's text soon (the communicator's thread must not
+            # send: the flushing thread does)
+            self._flusher_for().due(0.0)
+        self._changed()
 
     def _follow(self, sender: str, op: tuple, op_id: str) -> None:
         """Move ``sender``'s cursor to where its edit left it."""

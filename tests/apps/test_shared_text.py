@@ -234,3 +234,63 @@ def test_a_bad_coalescing_window_is_one_line(value: str, capsys) -> None:
                       "--coalesce", value]) != 0
     error = capsys.readouterr().err.strip()
     assert "--coalesce" in error and len(error.splitlines()) == 1
+
+
+def test_a_run_whose_anchor_was_deleted_meanwhile_goes_after_the_visible_character() -> None:
+    """The run's tag covers the delete: a member that collected the deleted character
+    (causally stable) must still be able to place it."""
+    from groupcomm.wire.envelopes import decode_message
+
+    net, shared = replicas()
+    alice, bob = shared["alice"], shared["bob"]
+    alice.insert("ab")  # a paste: sent
+    net.run()
+    a_id = alice.text.anchor(1)
+    alice.move_to(2)
+    alice.insert("!")  # pending after "b"
+    bob.move_to(2, announce=False)
+    bob.backspace()  # bob deletes "b"
+    net.run()
+    assert alice.view()[0] == "a!"
+    sent = len(net.in_flight)
+    alice.flush()
+    op = decode_message(net.in_flight[sent].frame).user_message
+    assert op[:2] == ("insert", a_id)
+    net.run()
+    assert values(shared) == ["a!"] * 3
+
+
+class AcknowledgingCommunicator(LocalCommunicator):
+    """A :class:`LocalCommunicator` with acknowledged delivery: records each count."""
+
+    acknowledged_delivery = True
+
+    def __init__(self, net: LocalNetwork, name: str) -> None:
+        super().__init__(net, name)
+        self.acknowledged: list[int] = []
+
+    def acknowledge(self, count: int) -> None:
+        self.acknowledged.append(count)
+
+
+def test_with_acknowledged_delivery_each_message_is_acknowledged_once_applied() -> None:
+    net = LocalNetwork(list(NAMES), "matrix", trace=False)
+    texts = {name: SharedText(name, window=0, flusher=ManualFlusher) for name in NAMES}
+    carol = texts["carol"]
+    seen: list[str] = []
+    for name, text in texts.items():
+        net.reactions[name].append(lambda _net, _who, message, t=text: t.on_message(message))
+    net.reactions["carol"].append(lambda _net, _who, _message: seen.append(carol.view()[0]))
+    for name in ("alice", "bob"):
+        texts[name].attach(LocalCommunicator(net, name))
+    texts["alice"].insert("hi")
+    net.run()  # handed to carol before she is attached: counted, acknowledged at attach
+    communicator = AcknowledgingCommunicator(net, "carol")
+    carol.attach(communicator)
+    assert communicator.acknowledged == [1]
+    texts["bob"].move_to(2)
+    texts["bob"].insert("!")
+    net.run()
+    # acknowledged after it was applied: what a send of carol's is tagged with
+    assert communicator.acknowledged == [1, 2]
+    assert seen == ["hi", "hi!"]
