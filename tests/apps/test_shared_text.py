@@ -288,7 +288,7 @@ def test_with_acknowledged_delivery_each_message_is_acknowledged_once_applied() 
     communicator = AcknowledgingCommunicator(net, "carol")
     carol.attach(communicator)
     assert communicator.acknowledged == [1]
-    texts["bob"].move_to(2)
+    texts["bob"].move_to(2, announce=False)
     texts["bob"].insert("!")
     net.run()
     # acknowledged after it was applied: what a send of carol's is tagged with
