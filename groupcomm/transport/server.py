@@ -9,7 +9,10 @@ answers with (notices, forwarded and returned frames, rejections). All notices o
 session leave the server's single thread in the registry's order, and a ZeroMQ
 connection is FIFO, so every member hears of joins and leaves in the same order.
 
-Every frame is verified before anything in it is decoded; bad frames are dropped,
+A message frame arrives as a routed frame whose head names its destinations
+(:mod:`groupcomm.wire.streams`): the server verifies it, reads the head and forwards the
+frame unchanged (a relay command followed by a frame, what older clients send, is still
+taken). Every frame is verified before anything in it is decoded; bad frames are dropped,
 counted by reason and logged, and the server keeps serving. A connection whose frames
 carry another session key's signature is told so (at most once a second), in a notice
 signed with this server's key: the client cannot verify it, and that is how it knows
