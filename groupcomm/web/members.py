@@ -79,8 +79,6 @@ class TabMember:
         #: provider on the I/O thread too, so no snapshot falls inside a step)
         self.lock = threading.RLock()
         self._handed_lock = threading.Lock()
-        #: signalled when the tab acknowledges more (a state request may wait for it)
-        self._acked_more = threading.Condition(self._handed_lock)
         #: handed to the tab, not yet acknowledged, oldest first
         self._handed: deque[ReceivedMessage] = deque()
         self._count = 0
@@ -216,9 +214,8 @@ class TabMember:
                 applied = [self._handed.popleft() for _ in range(count - self._acked)]
             for message in applied:
                 self.mirror.delivered(message)
-            with self._acked_more:
+            with self._handed_lock:
                 self._acked = count
-                self._acked_more.notify_all()
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
@@ -295,7 +292,6 @@ class TabMember:
         return rows
 
     def close(self) -> None:
-        with self._acked_more:
+        with self._handed_lock:
             self.closed = True
-            self._acked_more.notify_all()  # a state request waiting for the tab gives up
         self.communicator.close()

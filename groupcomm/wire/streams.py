@@ -32,8 +32,9 @@ The destinations travel outside the compressed part so that the server can route
 frame with no relay command in front of it (it verifies the signature, then reads the
 head). A stream starts afresh every :data:`RESTART_EVERY` chunks, when it is evicted
 from the sender's bounded table, and when its sender asks (:meth:`StreamEncoder.restart`:
-it came back as a new member, and frames it had compressed were never sent), so a frame
-lost on the way costs at most the rest of one stream's round, and is reported.
+it came back after the server lost it, or as a new member, and frames it had compressed
+may never have arrived), so a frame lost on the way costs at most the rest of one
+stream's round, and is reported.
 """
 
 from __future__ import annotations
