@@ -13,7 +13,14 @@ import pexpect
 import pytest
 
 from groupcomm.tools.procs import ProcessGroup
-from tests.apps.im_harness import Start, drain, fixed_port_group, people, shown
+from tests.apps.im_harness import (
+    Start,
+    drain,
+    fixed_port_group,
+    people,
+    restartable_group,
+    shown,
+)
 
 __all__ = ["fixed_port_group"]  # a fixture, used by name
 
@@ -70,14 +77,7 @@ def patient_group(tmp_path) -> Iterator[ProcessGroup]:
     for gone: on a loaded machine the restarted server would otherwise also expire a
     client whose rejoin and heartbeats are late, which is another scenario (the client
     comes back as a new member, see the tests below)."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with ProcessGroup(tmp_path / "run", server_extra=["--heartbeat-timeout", "6"],
-                      server_bind=f"tcp://127.0.0.1:{port}") as started:
-        yield started
+    yield from restartable_group(tmp_path, heartbeat_timeout=6)
 
 
 def test_a_long_server_outage_is_two_lines_and_what_was_typed_meanwhile_arrives(
