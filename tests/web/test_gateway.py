@@ -71,6 +71,18 @@ async def connect(session: aiohttp.ClientSession, gateway: GatewayProcess, kind:
     return Tab(ws)
 
 
+async def two_tabs(session: aiohttp.ClientSession, gateway: GatewayProcess, kind: str,
+                   first: str, second: str) -> tuple[Tab, dict, Tab]:
+    """``first``'s tab, its welcome and ``second``'s tab, once ``first`` saw ``second``
+    join."""
+    one = await connect(session, gateway, kind, first)
+    welcome = await one.next(lambda e: e["type"] == "welcome")
+    two = await connect(session, gateway, kind, second)
+    await two.next(lambda e: e["type"] == "welcome")
+    await one.next(lambda e: e["type"] == "joined" and e["member"].startswith(second))
+    return one, welcome, two
+
+
 def run(coroutine) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, 120))
 
@@ -180,11 +192,7 @@ def test_a_dropped_tab_comes_back_as_its_next_incarnation_with_the_conversation(
         gateway: GatewayProcess) -> None:
     async def scenario() -> None:
         async with aiohttp.ClientSession() as session:
-            eve = await connect(session, gateway, "im", "eve")
-            first = await eve.next(lambda e: e["type"] == "welcome")
-            ben = await connect(session, gateway, "im", "ben")
-            await ben.next(lambda e: e["type"] == "welcome")
-            await eve.next(lambda e: e["type"] == "joined" and e["member"].startswith("ben"))
+            eve, first, ben = await two_tabs(session, gateway, "im", "eve", "ben")
             await eve.ws.send_json({"type": "say", "applied": 0, "text": "before the drop",
                                     "to": None})
             await eve.next(lambda e: e["type"] == "sent")
@@ -211,11 +219,7 @@ def test_a_newcomer_gets_what_a_tab_applied_once_it_says_so(gateway: GatewayProc
 
     async def scenario() -> None:
         async with aiohttp.ClientSession() as session:
-            ann = await connect(session, gateway, "im", "ann")
-            first = await ann.next(lambda e: e["type"] == "welcome")
-            ben = await connect(session, gateway, "im", "ben")
-            await ben.next(lambda e: e["type"] == "welcome")
-            await ann.next(lambda e: e["type"] == "joined" and e["member"].startswith("ben"))
+            ann, first, ben = await two_tabs(session, gateway, "im", "ann", "ben")
             await ben.ws.send_json({"type": "say", "applied": 0, "text": "to ann only",
                                     "to": None})
             handed = await ann.next(lambda e: e["type"] == "deliver")
