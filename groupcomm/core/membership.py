@@ -157,9 +157,23 @@ class ResendReturned:
 
 @dataclass(frozen=True)
 class DropReturned:
-    """These returned frames belong to an incarnation that is gone: report them."""
+    """These returned frames belong to an incarnation that is gone: report them
+    (``ids``: the application messages they held, as far as the host knew them)."""
 
     count: int
+    ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerSilence:
+    """The server has not answered for ``silent_for`` seconds (said once per outage)."""
+
+    silent_for: float
+
+
+@dataclass(frozen=True)
+class ServerBack:
+    """The server answers again after a :class:`ServerSilence`."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +182,7 @@ class LeftSession:
 
 
 Action = (SendCommand | Arrive | Reject | MemberJoined | MemberLeft | Incarnated | JoinDone
-          | ResendReturned | DropReturned | LeftSession)
+          | ResendReturned | DropReturned | LeftSession | ServerSilence | ServerBack)
 
 
 class Membership:
@@ -202,8 +216,10 @@ class Membership:
         #: members that left while some of their direct frames were still on the way:
         #: member -> (frames they sent here, when to stop waiting)
         self.departing: dict[str, tuple[int, float]] = {}
-        #: frames the server returned, to relay again once it knows us
+        #: frames the server returned, to relay again once it knows us, and the ids of
+        #: the application messages in them (as far as the host knew them)
         self.returned: list[tuple[tuple[str, ...], bytes]] = []
+        self.returned_ids: list[str] = []
         self.server_seen = now
         self.server_unreachable = False
         #: the server answers with frames this client cannot verify (another key)
@@ -265,13 +281,16 @@ class Membership:
         if not self.joined:
             return []
         silent = now - self.server_seen
+        actions: list[Action] = []
         if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
             if not self.server_unreachable and not self.server_key_mismatch:
                 self.server_unreachable = True
                 self.stats["server_outages"] += 1
                 log.warning("%s: no answer from the session server for %.1fs; retrying "
                             "(direct traffic goes on; relayed frames wait)", self.member, silent)
-        return [SendCommand("heartbeat")]
+                actions.append(ServerSilence(silent))
+        actions.append(SendCommand("heartbeat"))
+        return actions
 
     def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
         """The application closes: leave, saying how many frames went to each peer."""
@@ -288,6 +307,10 @@ class Membership:
         if self.server_unreachable:
             self.server_unreachable = False
             log.warning("%s: the session server answers again", self.member)
+            return [ServerBack(), *self._on_notice(op, notice, now)]
+        return self._on_notice(op, notice, now)
+
+    def _on_notice(self, op: str, notice: Mapping[str, Any], now: float) -> list[Action]:
         if op == "pong":
             return []
         if op == "probe":
@@ -324,11 +347,14 @@ class Membership:
                       "key file); retrying", self.member)
         return []
 
-    def on_returned(self, dests: tuple[str, ...], frame: bytes, now: float) -> list[Action]:
-        """The server returned a relayed frame: it does not know this client (it
-        restarted, or removed this client while it was stalled)."""
+    def on_returned(self, dests: tuple[str, ...], frame: bytes, now: float,
+                    ids: tuple[str, ...] = ()) -> list[Action]:
+        """The server returned a relayed frame (holding the messages ``ids``, as far as
+        the host knows them): it does not know this client (it restarted, or removed
+        this client while it was stalled)."""
         if len(self.returned) < MAX_RETURNED_FRAMES:
             self.returned.append((dests, frame))
+            self.returned_ids.extend(ids)
         else:
             self.stats["returned_frames_dropped"] += 1
         return self._rejoin(now)
@@ -390,8 +416,9 @@ class Membership:
                         "new member, %s", previous, self.member)
             self.stats["reincarnations"] += 1
             if self.returned:
-                actions.append(DropReturned(len(self.returned)))
+                actions.append(DropReturned(len(self.returned), tuple(self.returned_ids)))
                 self.returned = []
+                self.returned_ids = []
         return actions
 
     def _on_joined(self, notice: Mapping[str, Any]) -> list[Action]:
@@ -438,6 +465,7 @@ class Membership:
             if self.returned:
                 actions.append(ResendReturned(tuple(self.returned)))
                 self.returned = []
+                self.returned_ids = []
         if self.early:
             actions += self._release_early(None)
         return actions

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from groupcomm.core.causality import CausalityModule, module_of
@@ -122,12 +123,14 @@ class ProtocolNode(FilterHost):
         protocol_name: str | None = None,
         deliver: Deliver | None = None,
         send_queue: deque[SentMessage] | None = None,
+        clock_lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._name = name
-        #: a host that takes tagged sends on another thread gives a deque: every message
-        #: tag_sends / tag_unicast makes is appended to it while the clock lock is held,
-        #: so the queue holds the sends in the order of their tags (none can fall between
-        #: its tag and its queueing); the host hands them on to queue_sends
+        #: a host that takes tagged sends on another thread gives a deque (its member's
+        #: input queue): every message tag_sends / tag_unicast makes is appended to it
+        #: while the clock lock is held, so the queue holds the sends in the order of
+        #: their tags (none can fall between its tag and its queueing); the host hands
+        #: them on to queue_sends
         self._send_queue = send_queue
         self.application = application
         self.session = session
@@ -159,8 +162,10 @@ class ProtocolNode(FilterHost):
             receive_filters, CallableProcessor(self._leave_receive_pipeline)
         )
 
-        # application-boundary clock; guarded because pull-model apps tag on their thread
-        self._clock_lock = threading.Lock()
+        #: guards the application-boundary clock, which application threads advance and
+        #: tag with (a host gives one lock to all the nodes of one member's incarnations)
+        self.clock_lock: AbstractContextManager[Any] = (
+            clock_lock if clock_lock is not None else threading.Lock())
         self._app_clock: dict[str, int] = {}
         self._next_id = 0
 
@@ -187,6 +192,9 @@ class ProtocolNode(FilterHost):
         #: called with each application message as it leaves the send pipeline for the
         #: network (after the causality module let it go)
         self.sent_listener: Callable[[SentMessage], None] | None = None
+        #: called with the ids and the reason when a filter reports messages it cannot
+        #: deliver (see report_undeliverable)
+        self.undeliverable_listener: Callable[[tuple[str, ...], str], None] | None = None
 
     # -- FilterHost ------------------------------------------------------------------------
     @property
@@ -217,6 +225,8 @@ class ProtocolNode(FilterHost):
         self.undeliverable.extend(message_ids)
         log.warning("%s: %d message(s) accepted for sending %s: %s", self._name,
                     len(message_ids), why, ", ".join(message_ids[:10]))
+        if self.undeliverable_listener is not None:
+            self.undeliverable_listener(tuple(message_ids), why)
 
     def tick(self) -> None:
         """Run the periodic callbacks of filters that keep timers, then the queued work."""
@@ -325,7 +335,7 @@ class ProtocolNode(FilterHost):
             if module_check:
                 module.check_destinations(name, dests, self.members)
             if module.unicast_events and len(dests) > 1:
-                with self._clock_lock:  # one run of events: no delivery in between
+                with self.clock_lock:  # one run of events: no delivery in between
                     copies = [self._tag_locked(payload, (dest,)) for dest in dests]
                     first = copies[0]
                     group = (int(first.message_id.rpartition("#")[2]), dict(first.vc)[name])
@@ -348,7 +358,7 @@ class ProtocolNode(FilterHost):
     def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
         # _tag_locked under the lock, spelled out: this runs for every send
         name = self._name
-        with self._clock_lock:
+        with self.clock_lock:
             self._next_id = next_id = self._next_id + 1
             clock = self._app_clock
             clock[name] = clock.get(name, 0) + 1
@@ -402,15 +412,8 @@ class ProtocolNode(FilterHost):
         listeners, on the owner thread (see :meth:`deliver_to_application`). A listener
         that raises is logged and the next one still runs.
         """
-        with self._clock_lock:
-            clock = self._app_clock
-            for process, count in message.vc:
-                if clock.get(process, 0) < count:
-                    clock[process] = count
-            name = self._name
-            clock[name] = clock.get(name, 0) + 1
-            if self.tracer.enabled:
-                self.trace("deliver", message, vc=dict(clock))
+        with self.clock_lock:
+            self.delivered_locked(message)
         if listeners:
             # iterate over a copy (a listener may add or remove listeners), but do not
             # copy the usual single listener
@@ -421,6 +424,18 @@ class ProtocolNode(FilterHost):
                     log.exception("%s: message listener raised on %s", self._name,
                                   message.message_id)
 
+    def delivered_locked(self, message: ReceivedMessage) -> None:
+        """:meth:`application_delivered`'s clock step, for a caller that holds
+        :attr:`clock_lock` (and does more under it)."""
+        clock = self._app_clock
+        for process, count in message.vc:
+            if clock.get(process, 0) < count:
+                clock[process] = count
+        name = self._name
+        clock[name] = clock.get(name, 0) + 1
+        if self.tracer.enabled:
+            self.trace("deliver", message, vc=dict(clock))
+
     def deliver_to_application(self, message: ReceivedMessage) -> None:
         """Callback model (the default ``deliver``): advance the clock, then call every
         message listener."""
@@ -430,7 +445,7 @@ class ProtocolNode(FilterHost):
         """Take in what another member's application had seen (a state transfer's
         snapshot): the entries of ``clock`` raise this clock's, none lowers it. Entries
         of the wrong shape are ignored."""
-        with self._clock_lock:
+        with self.clock_lock:
             own = self._app_clock
             for entry in clock:
                 if (isinstance(entry, tuple) and len(entry) == 2 and type(entry[0]) is str
@@ -440,8 +455,12 @@ class ProtocolNode(FilterHost):
     @property
     def application_clock(self) -> dict[str, int]:
         """A copy of the application-boundary vector clock."""
-        with self._clock_lock:
+        with self.clock_lock:
             return dict(self._app_clock)
+
+    def application_clock_locked(self) -> dict[str, int]:
+        """:attr:`application_clock`, for a caller that holds :attr:`clock_lock`."""
+        return dict(self._app_clock)
 
     # -- network side -------------------------------------------------------------------
     def receive(self, message: ReceivedMessage) -> None:
@@ -500,7 +519,7 @@ class ProtocolNode(FilterHost):
             for key, value in sorted(self._shared.items())
             if hasattr(value, "snapshot")
         )
-        with self._clock_lock:
+        with self.clock_lock:
             clock = tuple(sorted(self._app_clock.items()))
             next_id = self._next_id
         return (clock, next_id, tuple(self.members), managers)
@@ -508,7 +527,7 @@ class ProtocolNode(FilterHost):
     def restore(self, snapshot: tuple) -> None:
         """Set the node back to a :meth:`snapshot`."""
         clock, next_id, members, managers = snapshot
-        with self._clock_lock:
+        with self.clock_lock:
             self._app_clock = dict(clock)
             self._next_id = next_id
         self.members = list(members)

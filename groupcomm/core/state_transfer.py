@@ -160,6 +160,8 @@ class Install:
     reply: StateReply | None
     release: list[ReceivedMessage] = field(default_factory=list)
     skipped: list[ReceivedMessage] = field(default_factory=list)
+    #: the member whose snapshot this is (None when no member could give one)
+    source: str | None = None
 
 
 class NewcomerState:
@@ -233,11 +235,12 @@ class NewcomerState:
 
     def _finish(self, reply: StateReply | None) -> Install:
         self.waiting = False
+        source = self._asked if reply is not None else None
         self._asked = None
         held, self._held = self._held, []
         reflected = self._reflected
         return Install(reply, [m for m in held if m.app_message_id not in reflected],
-                       [m for m in held if m.app_message_id in reflected])
+                       [m for m in held if m.app_message_id in reflected], source)
 
 
 #: the payload types of the session layer's own messages, which are neither the

@@ -29,6 +29,10 @@ class Tracer:
     def emit(self, record: dict[str, Any]) -> None:
         """Write one event (``ts``, ``process``, ``event``, ``protocol`` and the rest)."""
 
+    def flush(self) -> None:
+        """Push what is buffered to the sink (a member does it once a heartbeat, so a
+        process killed outright leaves its trace up to then)."""
+
     def close(self) -> None:
         """Flush and release the sink."""
 

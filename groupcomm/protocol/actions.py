@@ -2,12 +2,17 @@
 asks its host to do: the actions, and the sink it writes them into.
 
 The protocol object writes each action into an :class:`Out` as it decides it, the way
-an actor writes into Stateright's ``Out``. A host that carries actions out at once (the
-ZeroMQ member link, :mod:`groupcomm.transport.link`) implements :class:`Out` itself, so
-the hot actions (a message leaving the send pipeline, a message for the application)
-cost one method call and no object. A host that wants them as data (tests, in-process
-hosts) uses :class:`ActionLog`, which turns every call into one of the typed actions
-below, in order.
+an actor writes into Stateright's ``Out``. The actions are of two sorts only: wire
+actions (a message for a frame, a command for the server, a frame to relay again, a
+peer to forget) and the member's status (joined, left, relaying allowed, peers'
+addresses, state transfer pending or settled). Deliveries do not pass here: they go up
+to the application through the member's port
+(:class:`~groupcomm.protocol.port.ApplicationPort`). A host that carries actions out at
+once (the ZeroMQ member link, :mod:`groupcomm.transport.link`) implements :class:`Out`
+itself, so the hot action (a message leaving the send pipeline) costs one method call
+and no object. A host that wants them as data (tests, in-process hosts) uses
+:class:`ActionLog`, which turns every call into one of the typed actions below, in
+order.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import SentMessage
 
-__all__ = ["ActionLog", "ClientAction", "DiscardQueued", "DropPeer", "HandOver",
-           "JoinSettled", "LeftSession", "Out", "Relay", "RestartStreams", "StatePending", "StateSettled", "ToServer",
-           "Transmit"]
+__all__ = ["ActionLog", "ClientAction", "DiscardQueued", "DropPeer", "JoinSettled",
+           "LeftSession", "Out", "PeerAddresses", "Relay", "RelayAllowed", "RestartStreams",
+           "StatePending", "StateSettled", "ToServer", "Transmit"]
 
 
 class Out(Protocol):
@@ -34,9 +39,6 @@ class Out(Protocol):
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
         """Relay this sealed message frame through the server to ``dests``."""
-
-    def hand_over(self, message: ReceivedMessage) -> None:
-        """``message`` is delivered: hand it to the application (listeners or inbox)."""
 
     def drop_peer(self, member: str) -> None:
         """``member`` left: forget its link (socket, frame count, backlog)."""
@@ -57,18 +59,20 @@ class Out(Protocol):
     def left_session(self) -> None:
         """The server confirmed this client's leave."""
 
+    def relay_allowed(self, allowed: bool) -> None:
+        """Whether relayed frames may go now: not while the server does not know this
+        client (it restarted, and the rejoin is not accepted yet): it would return them."""
+
+    def peer_addresses(self, addresses: dict[str, str]) -> None:
+        """Where each member takes frames pushed directly (direct routing); a new dict
+        each time it changes."""
+
     def state_pending(self) -> None:
         """A state transfer starts (this client joined, or came back as a new member,
         asking for state): :meth:`state_settled` follows."""
 
     def state_settled(self) -> None:
         """The newcomer's state transfer is over (installed, or none to be had)."""
-
-    def take_sends(self) -> None:
-        """Hand every send in the host's send queue (tagged so far, the protocol's
-        join markers included) to the protocol now, in order
-        (:meth:`~groupcomm.protocol.client.ClientProtocol.application_sends`, not
-        drained). Only for a protocol given a ``send_queue``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +90,6 @@ class ToServer:
 class Relay:
     frame: bytes
     dests: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HandOver:
-    message: ReceivedMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +118,16 @@ class LeftSession:
 
 
 @dataclass(frozen=True, slots=True)
+class RelayAllowed:
+    allowed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddresses:
+    addresses: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class StatePending:
     pass
 
@@ -128,13 +137,14 @@ class StateSettled:
     pass
 
 
-ClientAction = (Transmit | ToServer | Relay | HandOver | DropPeer | DiscardQueued
-                | RestartStreams | JoinSettled | LeftSession | StatePending | StateSettled)
+ClientAction = (Transmit | ToServer | Relay | DropPeer | DiscardQueued | RestartStreams
+                | JoinSettled | LeftSession | RelayAllowed | PeerAddresses | StatePending
+                | StateSettled)
 
 
 class ActionLog:
     """An :class:`Out` that keeps every action as data, in order (:attr:`actions`;
-    :meth:`take` empties it). It keeps no send queue (its host hands the sends in)."""
+    :meth:`take` empties it)."""
 
     def __init__(self) -> None:
         self.actions: list[ClientAction] = []
@@ -153,9 +163,6 @@ class ActionLog:
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
         self.actions.append(Relay(frame, tuple(dests)))
 
-    def hand_over(self, message: ReceivedMessage) -> None:
-        self.actions.append(HandOver(message))
-
     def drop_peer(self, member: str) -> None:
         self.actions.append(DropPeer(member))
 
@@ -171,11 +178,14 @@ class ActionLog:
     def left_session(self) -> None:
         self.actions.append(LeftSession())
 
+    def relay_allowed(self, allowed: bool) -> None:
+        self.actions.append(RelayAllowed(allowed))
+
+    def peer_addresses(self, addresses: dict[str, str]) -> None:
+        self.actions.append(PeerAddresses(addresses))
+
     def state_pending(self) -> None:
         self.actions.append(StatePending())
 
     def state_settled(self) -> None:
         self.actions.append(StateSettled())
-
-    def take_sends(self) -> None:
-        pass  # no send queue: the host hands its sends in itself

@@ -2,20 +2,21 @@
 
 It holds everything a member decides: its :class:`~groupcomm.core.node.ProtocolNode`
 (pipelines, application clock), its :class:`~groupcomm.core.membership.Membership`
-(member ids, incarnations, early and departing senders, the server's liveness) and both
-sides of state transfer (:mod:`groupcomm.core.state_transfer`: the newcomer's gate, the
-members' cuts, what a snapshot reflects). Inputs are calls with the time in them (a
-session frame, a message frame, the application's sends, a timer, the application
-having applied a message, the leave; :mod:`groupcomm.protocol.events` has them as
-data); what it decides goes into an :class:`~groupcomm.protocol.actions.Out` (send a
-command or a frame, hand a message to the application, forget a peer, ...). No threads,
-sockets or clocks: the ZeroMQ host (:mod:`groupcomm.transport.link`) reads sockets and
-the clock and carries the actions out; bytes are verified and decoded here
-(:mod:`groupcomm.wire`), so every host gets the same checks.
+(member ids, incarnations, early and departing senders, the server's liveness), both
+sides of state transfer (:class:`~groupcomm.protocol.transfer.StateTransfer`) and the
+application's side (:class:`~groupcomm.protocol.port.ApplicationPort`: the one object
+application threads touch, and where deliveries go up).
 
-What the application callbacks given to it (message and session listeners, the state
-provider and consumer) do is theirs; they are called on the thread that feeds the
-inputs.
+It has one owner: the thread that calls :meth:`start`, :meth:`step` and :meth:`leave`
+(and reads what it holds). A host feeds it through :meth:`step`, once a turn, with the
+frames that came in and the time; the application's tagged sends wait in its input
+queue (:attr:`inputs`) and are taken in the same step. What it decides goes out through
+an :class:`~groupcomm.protocol.actions.Out`: frames and commands for the wire, and the
+member's status (joined, left, state settled). No threads, sockets or clocks: the ZeroMQ
+host (:mod:`groupcomm.transport.link`) reads sockets and the clock and carries the
+actions out; bytes are verified and decoded here (:mod:`groupcomm.wire`), so every host
+gets the same checks. What the application's callbacks (listeners, the state provider
+and consumer) do is theirs; they are called on the owner's thread.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
@@ -39,26 +41,30 @@ from groupcomm.core.membership import (
     Reject,
     ResendReturned,
     SendCommand,
+    ServerBack,
+    ServerSilence,
 )
 from groupcomm.core.membership import LeftSession as SessionLeft
 from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.state_transfer import (
-    REFLECTED_IDS,
-    STATE_TIMEOUT,
-    Ask,
-    Cuts,
-    Install,
-    JoinMarker,
-    NewcomerState,
-    Snapshot,
-    StateReply,
-    StateRequest,
-)
+from groupcomm.core.state_transfer import REFLECTED_IDS, STATE_TIMEOUT, JoinMarker
 from groupcomm.core.tracing import Tracer
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
+from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
+from groupcomm.protocol.session_events import (
+    HeldReleased,
+    MessagesLost,
+    PeerJoined,
+    PeerLeft,
+    Rejoined,
+    Removed,
+    ServerAnswers,
+    ServerSilent,
+    SessionEvent,
+)
+from groupcomm.protocol.transfer import StateTransfer
 from groupcomm.wire.envelopes import decode_batch, decode_received, unpack_envelopes
 from groupcomm.wire.frames import (
     BATCH,
@@ -73,10 +79,9 @@ from groupcomm.wire.frames import (
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamDecoder
 
-__all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol"]
+__all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
 
-# the communicator's logger: its messages keep the name they always had
-log = logging.getLogger("groupcomm.transport.communicator")
+log = logging.getLogger(__name__)
 
 #: How often filters with timers (the reliable layer) are ticked, in seconds.
 TICK_INTERVAL = 0.02
@@ -86,6 +91,13 @@ MAX_UNDELIVERABLE_IDS = 10_000
 #: the send and receive filter factories (None: the selectors' current ones)
 FilterStacks = tuple[Sequence[MessageFilterCreator[SentMessage]] | None,
                      Sequence[MessageFilterCreator[ReceivedMessage]] | None]
+#: what came in during a turn: each frame's ZeroMQ parts, whether it came from the server
+#: (the DEALER socket) rather than from a peer (the PULL socket), and, for a relayed frame
+#: the server returned, the ids of the messages it held (as far as the host knows them)
+Frames = Iterable[tuple[list[bytes], bool, tuple[str, ...]]]
+EventListener = Callable[[SessionEvent], Any]
+#: the session protocol's actions that change who is a member
+MEMBERSHIP_CHANGES = frozenset({MemberJoined, MemberLeft, Incarnated})
 
 
 class ClientProtocol:
@@ -93,7 +105,14 @@ class ClientProtocol:
 
     ``filter_stacks`` are the send and receive filter factories of each node;
     ``tracer_for(member)`` gives the tracer of each incarnation (the host opens files);
-    ``clock`` stamps trace lines (wall time, read only for traces).
+    ``clock`` stamps trace lines (wall time, read only for traces). The application's
+    side: ``acknowledged_delivery`` (a message handed over is applied when the
+    application acknowledges it), ``lock`` (guards the application clock; a threaded
+    host gives a real lock), ``post`` (runs a function on the owner's thread: how an
+    acknowledgement made elsewhere reaches the member), ``inbox_changed`` (a message
+    was put in the pull model's inbox), ``sent_listener`` (called with each application
+    message as it leaves for the network). ``attested`` says that relayed frames come
+    with the sender the server vouches for (per-client keys).
     """
 
     def __init__(
@@ -113,7 +132,12 @@ class ClientProtocol:
         state_consumer: Callable[[Any], None] | None = None,
         state_timeout: float = STATE_TIMEOUT,
         release_after: float | None = None,
-        send_queue: deque[SentMessage] | None = None,
+        acknowledged_delivery: bool = False,
+        lock: AbstractContextManager[Any] | None = None,
+        post: Callable[[Callable[[], None]], None] | None = None,
+        inbox_changed: Callable[[], None] | None = None,
+        sent_listener: Callable[[SentMessage], None] | None = None,
+        attested: bool = False,
     ) -> None:
         if release_after is not None and release_after < 0:
             raise ValueError("release_after must be >= 0 seconds (or None: hold)")
@@ -124,21 +148,34 @@ class ClientProtocol:
         #: the decompressors of the routed frames' streams (see groupcomm.wire.streams)
         self.streams = StreamDecoder(max_body=codec.max_frame)
         self.out = out
+        self.attested = attested
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,
                                      wants_state=state_consumer is not None)
         self._filter_stacks = filter_stacks
-        #: the host's queue of tagged sends (see ProtocolNode's send_queue), or None: the
-        #: host then hands the tagged sends in itself (application_sends)
-        self._send_queue = send_queue
+        #: the application's tagged sends, in the order of their tags (appended by the
+        #: node as it tags, on whichever thread sends; taken by :meth:`take_inputs`)
+        self.inputs: deque[SentMessage] = deque()
         self._tracer_for = tracer_for
         self._clock = clock
+        self._sent_listener = sent_listener
         self.tracer = tracer_for(name)
-        #: the application's session listeners (they move to a new node, see _new_node)
+        #: the application's session listeners and event listeners (owner's thread)
         self.session_listeners: list[SessionMessageListener] = []
+        self.event_listeners: list[EventListener] = []
+        self.lock: AbstractContextManager[Any] | None = lock
         self.node = self._make_node(name)
+        self.lock = self.node.clock_lock  # one lock for every incarnation's clock
+        self.port = ApplicationPort(
+            self.node, lock=self.lock, inputs=self.inputs, acknowledged=acknowledged_delivery,
+            keep_recent=REFLECTED_IDS if state_provider is not None else None,
+            post=post or (lambda function: function()),
+            inbox_changed=inbox_changed or (lambda: None))
+        self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
+                                      timeout=state_timeout)
+        self.port.on_caught_up = self.transfer.answer_deferred
         #: the node's member id (read per batch of sends; kept with the node)
         self.member = name
         #: what to do with messages held on a member that left: None holds them; a
@@ -150,36 +187,15 @@ class ClientProtocol:
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
         #: the members listed when this client's current incarnation joined
         self.members_at_join: tuple[str, ...] = ()
-        # state transfer
-        self._state_provider = state_provider
-        self._state_consumer = state_consumer
-        #: the newcomer's side, when the application installs snapshots
-        self._state_gate = NewcomerState(state_timeout) if state_consumer is not None else None
-        #: ids of the latest messages the application applied (what a snapshot reflects;
-        #: None without a provider): :meth:`applied` appends, or a host inlining it
-        self.recent_ids: deque[str] | None = (
-            deque(maxlen=REFLECTED_IDS) if state_provider is not None else None)
-        self._system_sent = 0
-        self._cuts = Cuts()
-        #: whether the application has applied everything it was handed; a host whose
-        #: application acknowledges what it applied later than it is handed (acknowledged
-        #: delivery) sets this, and a snapshot is given only when it says so, since one
-        #: taken earlier would miss messages handed before the newcomer's join
-        self.caught_up: Callable[[], bool] = lambda: True
-        #: newcomers whose snapshot waits until :attr:`caught_up` (see answer_deferred)
-        self.deferred_answers: list[str] = []
         #: the time of the input being handled (inputs bring it; nothing here reads a clock)
-        self._now = now
+        self.now = now
         # timers
         self._next_heartbeat = now + heartbeat_interval
         self._next_tick = now + TICK_INTERVAL
-        #: when :meth:`timer` next has something to do without input (the host's poll
-        #: timeout; an attribute, read on every turn)
+        #: when :meth:`step` next has something to do without input
         self.deadline = now
-        #: True while something waits on time that :attr:`deadline` does not say (early
-        #: or departing senders, a state transfer, the release policy): the host then
-        #: calls :meth:`timer` on every turn
-        self.watching = False
+        self._may_relay = False
+        self._addresses: dict[str, str] = {}
         self._update_deadline()
 
     def _make_node(self, member: str) -> ProtocolNode:
@@ -188,24 +204,30 @@ class ClientProtocol:
             member, application=self.application, session=self.session,
             transmit=self.out.transmit, clock=self._clock, send_creators=send_filters,
             receive_creators=receive_filters, tracer=self.tracer, deliver=self._deliverable,
-            send_queue=self._send_queue,
+            send_queue=self.inputs, clock_lock=self.lock,
         )
         node.system_listener = self._on_system
+        node.sent_listener = self._sent_listener
+        node.undeliverable_listener = self._filter_undeliverable
         return node
 
-    # -- what the host reads ----------------------------------------------------------------
+    # -- what the owner reads -----------------------------------------------------------------
     def _update_deadline(self) -> None:
-        if self.node.tickers and self._next_tick < self._next_heartbeat:
-            self.deadline = self._next_tick
-        else:
-            self.deadline = self._next_heartbeat
-        self._update_watching()
-
-    def _update_watching(self) -> None:
+        deadline = self._next_heartbeat
+        if self.node.tickers and self._next_tick < deadline:
+            deadline = self._next_tick
         membership = self.membership
-        gate = self._state_gate
-        self.watching = bool(membership.early or membership.departing or self._release_due
-                             or (gate is not None and gate.waiting))
+        if membership.early or membership.departing or self._release_due or (
+                self.transfer.waiting):
+            deadline = self.now  # something waits on time the timers do not say
+        self.deadline = deadline
+
+    @property
+    def busy(self) -> bool:
+        """Something of this member's has not left yet: sends not taken, work queued,
+        or messages the causality module holds back."""
+        node = self.node
+        return bool(self.inputs or not node.idle or node.holds_sends())
 
     def undeliverable(self) -> list[str]:
         """Ids of messages accepted for sending that were not sent (newest last)."""
@@ -218,10 +240,42 @@ class ClientProtocol:
             result[f"rejected_{reason}"] = count
         return result
 
+    def held(self) -> list[Any]:
+        return list(self.node.held())
+
+    def waiting_for(self) -> dict[str, list[str]]:
+        return self.node.waiting_for()
+
     # -- inputs -------------------------------------------------------------------------------
     def start(self, address: str) -> None:
         """Ask to join; ``address`` is where peers push frames (direct routing)."""
         self._apply(self.membership.start(address))
+
+    def step(self, now: float, frames: Frames = (), *, take_sends: bool = True,
+             unsent: Sequence[tuple[str, str]] = ()) -> float:
+        """One turn of the owner: the ``frames`` that came in, in order; messages the
+        host could not put on the wire (``unsent``: id and why, reported undeliverable);
+        then the application's sends waiting in :attr:`inputs` (unless ``take_sends``
+        is False: the host holds them back while its sockets are backed up); then
+        whatever timers are due. Returns when the next turn is due without input."""
+        self.now = now
+        for parts, from_server, returned_ids in frames:
+            self._on_parts(parts, from_server, now, returned_ids)
+        for message_id, why in unsent:
+            self._report_undeliverable([message_id], why)
+        if take_sends and self.inputs:
+            self.take_inputs()
+        if now >= self.deadline:
+            self.timer(now)
+        return self.deadline
+
+    def take_inputs(self) -> None:
+        """Take the application's tagged sends (and the join markers tagged among them)
+        into the send pipeline, in order."""
+        inputs = self.inputs
+        batch = [inputs.popleft() for _ in range(len(inputs))]
+        if batch:
+            self.application_sends(batch)
 
     def leave(self, direct_frames: dict[str, int]) -> None:
         """Leave gracefully; ``direct_frames`` counts the frames pushed to each peer."""
@@ -230,13 +284,11 @@ class ClientProtocol:
     def timer(self, now: float) -> None:
         """Time passed: heartbeats, early and departing senders, state-transfer
         timeouts, the release policy and the filters' timers, whichever are due."""
-        self._now = now
+        self.now = now
         membership = self.membership
         if membership.early or membership.departing:
             self._apply(membership.tick(now))
-        gate = self._state_gate
-        if gate is not None and gate.waiting:
-            self._state_actions(gate.tick(now), now)
+        self.transfer.tick(now)
         if self._release_due:
             self._release_departed(now)
         node = self.node
@@ -246,8 +298,11 @@ class ClientProtocol:
         if now >= self._next_heartbeat:
             self._apply(membership.heartbeat(now))
             self._next_heartbeat = now + self.heartbeat_interval
-            # an acknowledgement that raced the deferral did not call answer_deferred
-            self.answer_deferred()
+            # an acknowledgement that raced the deferral did not answer
+            self.transfer.answer_deferred()
+            # trace lines reach their file at least once a heartbeat, so a process
+            # killed outright leaves its trace up to then
+            self.tracer.flush()
         self._update_deadline()
 
     def application_sends(self, messages: Sequence[SentMessage], drain: bool = True) -> None:
@@ -263,19 +318,33 @@ class ClientProtocol:
         if drain:
             self.drain()
 
-    def applied(self, message: ReceivedMessage,
-                listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()) -> None:
-        """The application has ``message`` now (then ``listeners`` are called with it):
-        the clock advances, and a snapshot taken from here on reflects it. Any thread
-        (the node's clock takes its lock)."""
-        if self.recent_ids is not None:
-            self.recent_ids.append(message.app_message_id)
-        self.node.application_delivered(message, listeners)
+    def _on_parts(self, parts: list[bytes], from_server: bool, now: float,
+                  returned_ids: tuple[str, ...] = ()) -> None:
+        """One frame as ZeroMQ handed it over: from the server, a notice (one part), an
+        error with the relayed frame it returned (two parts) or a relayed message frame
+        (``MESSAGE`` and the frame, and the attested sender with per-client keys); from
+        a peer, a message frame pushed directly (one part)."""
+        if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
+            self.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None, now,
+                                  returned_ids)
+        elif self.attested:
+            if from_server and len(parts) == 3 and parts[0] == MESSAGE:
+                self.on_message_frame(parts[1], parts[2], False, now)
+            else:
+                self.rejects.reject("malformed", "relayed frame without its attested sender")
+        elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
+            self.on_message_frame(parts[-1], None, False, now)
+        elif not from_server and len(parts) == 1:
+            self.on_message_frame(parts[0], None, True, now)
+        else:
+            self.rejects.reject("malformed", f"unexpected {len(parts)}-part message")
 
-    def on_session_frame(self, frame: bytes, returned: bytes | None, now: float) -> None:
+    def on_session_frame(self, frame: bytes, returned: bytes | None, now: float,
+                         returned_ids: tuple[str, ...] = ()) -> None:
         """A frame from the server that is not a message: a notice, or an error with
-        the relayed frame it returned."""
-        self._now = now
+        the relayed frame it returned (holding the messages ``returned_ids``, as far as
+        the host knows them)."""
+        self.now = now
         try:
             body, _, _ = self.codec.open(frame)
             if kind_of(body) != SESSION:
@@ -289,9 +358,11 @@ class ClientProtocol:
         if returned is not None and notice["op"] == "error":
             dests = notice.get("returned")
             if isinstance(dests, list) and all(isinstance(d, str) for d in dests):
-                self._apply(self.membership.on_returned(tuple(dests), returned, now))
+                self._apply(self.membership.on_returned(tuple(dests), returned, now,
+                                                        returned_ids))
         self._apply(self.membership.on_notice(notice, now))
-        self._update_watching()
+        self._publish_status()
+        self._update_deadline()
 
     def on_message_frame(self, frame: bytes, attested: bytes | None, direct: bool,
                          now: float) -> None:
@@ -330,9 +401,6 @@ class ClientProtocol:
         self.drain()
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
-        membership = self.membership
-        if membership.early or membership.departing:
-            self.watching = True
 
     def report_undeliverable(self, ids: list[str], why: str) -> None:
         """Messages this client accepted for sending that are not sent (``why`` says
@@ -352,11 +420,50 @@ class ClientProtocol:
                           error)
 
     def release_waiting_on(self, name: str) -> list[str]:
-        return self.node.release_waiting_on(name)
+        released = self.node.release_waiting_on(name)
+        if released:
+            self.emit(HeldReleased(member=self.node.name, departed=name,
+                                   ids=tuple(released)))
+        return released
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self.session_listeners.append(listener)
         self.node.add_session_listener(listener)
+
+    def add_event_listener(self, listener: EventListener) -> None:
+        """Call ``listener`` with each :mod:`~groupcomm.protocol.session_events` event."""
+        self.event_listeners.append(listener)
+
+    def emit(self, event: SessionEvent) -> None:
+        for listener in list(self.event_listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("%s: event listener raised on %r", self.name, event)
+
+    def end_trace(self) -> None:
+        """The member is gone (closed): the trace's last line says so, and the file is
+        closed (an analysis tells a trace that stops without it: killed, crashed, or
+        declared gone)."""
+        self.node.trace("leave", client=self.node.name)
+        self.tracer.close()
+
+    def _publish_status(self) -> None:
+        """Tell the host what it needs of the session protocol's state, when it
+        changed: whether relayed frames may go, and where peers take direct frames;
+        tell the port whom a client name means now."""
+        membership = self.membership
+        if membership.may_relay != self._may_relay:
+            self._may_relay = membership.may_relay
+            self.out.relay_allowed(self._may_relay)
+        if membership.addresses != self._addresses:
+            self._addresses = dict(membership.addresses)
+            self.out.peer_addresses(self._addresses)
+        departing = membership.departing
+        ids = {name: member for name, member in membership.current.items()
+               if name not in departing}
+        if ids != self.port.member_ids:
+            self.port.member_ids = ids
 
     # -- frames in ------------------------------------------------------------------------------
     def _handle_packed(self, body: bytes, attested: bytes | None, now: float) -> str | None:
@@ -427,8 +534,12 @@ class ClientProtocol:
     # -- the session protocol's actions ---------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
         # what an action does to the node is apply_to_node's (shared with the in-process
-        # hosts); around it, statistics, state transfer and what the host carries out
+        # hosts); around it, statistics, state transfer, events and the host's status
         out = self.out
+        membership_changed = any(type(a) in MEMBERSHIP_CHANGES for a in actions)
+        if membership_changed:
+            # before any listener hears of it: a send it makes names the new members
+            self._publish_status()
         for action in actions:
             if isinstance(action, Arrive):
                 self.stats["messages_received"] += len(action.messages)
@@ -442,28 +553,23 @@ class ClientProtocol:
                                            session=self.session, **action.fields))
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
+                if action.member != self.node.name:
+                    self.emit(PeerJoined(member=self.node.name, peer=action.member,
+                                         members=tuple(self.node.members)))
                 if action.wants_state and action.member != self.node.name:
-                    self._state_newcomer(action.member, action.all_users)
+                    self.transfer.newcomer(action.member, action.all_users)
             elif isinstance(action, MemberLeft):
                 out.drop_peer(action.member)
                 apply_to_node(self.node, action)
-                self._state_member_left(action.member)
-                self._answer(self._cuts.member_left(action.member))
+                self.transfer.member_left(action.member, self.now)
                 if self.release_after is not None:
-                    self._release_due[action.member] = self._now + self.release_after
+                    self._release_due[action.member] = self.now + self.release_after
+                waiting = tuple(mid for mid, on in self.node.waiting_for().items()
+                                if action.member in on)
+                self.emit(PeerLeft(member=self.node.name, peer=action.member,
+                                   waiting=waiting))
             elif isinstance(action, Incarnated):
-                if action.previous is not None:
-                    # back after the server lost us: what was sent meanwhile may be
-                    # lost, so new frames start their streams afresh (the frames the
-                    # server returned, resent just after this, continue the old ones)
-                    out.restart_streams()
-                self.members_at_join = tuple(action.joined.all_users)
-                if action.member != self.node.name:
-                    self._new_node(action.member, action.previous, action.joined)
-                else:
-                    self._apply([action.joined])
-                if action.previous is None or action.previous != action.member:
-                    self._state_joined(action.joined.all_users)
+                self._incarnated(action)
             elif isinstance(action, JoinDone):
                 out.join_settled(action.error)
             elif isinstance(action, ResendReturned):
@@ -474,8 +580,34 @@ class ClientProtocol:
                 self.stats["undeliverable_frames"] += action.count
                 log.warning("%s: %d frame(s) of the previous incarnation, returned by the "
                             "server, are not sent", self.name, action.count)
+                if action.ids:
+                    self._report_undeliverable(list(action.ids), "was declared gone before "
+                                               "the server relayed them")
+            elif isinstance(action, ServerSilence):
+                self.emit(ServerSilent(member=self.node.name, silent_for=action.silent_for))
+            elif isinstance(action, ServerBack):
+                self.emit(ServerAnswers(member=self.node.name))
             elif isinstance(action, SessionLeft):
                 out.left_session()
+                self.emit(Removed(member=self.node.name, reason="left"))
+        if membership_changed:
+            self._publish_status()
+
+    def _incarnated(self, action: Incarnated) -> None:
+        if action.previous is not None:
+            # back after the server lost us: what was sent meanwhile may be lost, so new
+            # frames start their streams afresh (the frames the server returned, resent
+            # just after this, continue the old ones)
+            self.out.restart_streams()
+        self.members_at_join = tuple(action.joined.all_users)
+        if action.member != self.node.name:
+            self._new_node(action.member, action.previous, action.joined)
+        else:
+            self._apply([action.joined])
+        if action.previous is not None:
+            self.emit(Rejoined(member=action.member, previous=action.previous))
+        if action.previous is None or action.previous != action.member:
+            self.transfer.joined(action.joined.all_users, self.now)
 
     def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
         """Start this client's protocol node afresh as ``member``.
@@ -500,13 +632,12 @@ class ClientProtocol:
         old_tracer = self.tracer
         self.tracer = self._tracer_for(member)
         node = self._make_node(member)
-        node.message_listeners = old.message_listeners
-        node.sent_listener = old.sent_listener
         apply_to_node(node, joined)
         # the new node is in place before the application hears of the join: a send it
         # makes in reply is tagged by the new incarnation (one the old node tagged
         # meanwhile is reported undeliverable by application_sends)
         self.node = node
+        self.port.node = node
         self.member = member
         self._update_deadline()  # the new node's filters may have timers
         for listener in self.session_listeners:
@@ -544,130 +675,45 @@ class ClientProtocol:
                         ", ".join(released[:10]))
             self.drain()
 
-    # -- state transfer: as a newcomer -------------------------------------------------------
-    def _state_joined(self, members: Sequence[str]) -> None:
-        if self._state_gate is not None:
-            self.out.state_pending()  # a new incarnation asks again
-            self._state_actions(self._state_gate.joined(self.node.name, members,
-                                                        self._now),
-                                self._now)
-
-    def _state_member_left(self, member: str) -> None:
-        if self._state_gate is not None and self._state_gate.waiting:
-            now = self._now
-            self._state_actions(self._state_gate.member_left(member, now), now)
-
-    def _state_actions(self, actions: list[Ask | Install], now: float) -> None:
-        for action in actions:
-            if isinstance(action, Ask):
-                self.stats["state_requests"] += 1
-                self._send_system(StateRequest(), action.member)
-                continue
-            if action.reply is not None and self._state_consumer is not None:
-                # what the snapshot holds happened before this member's next sends
-                self.node.merge_application_clock(action.reply.clock)
-                try:
-                    self._state_consumer(action.reply.state)
-                    self.stats["state_installed"] += 1
-                except Exception:
-                    log.exception("%s: the state consumer raised; going on without the "
-                                  "snapshot", self.name)
-            for message in action.skipped:  # seen through the snapshot: clock and trace
-                self.stats["delivered_through_state"] += 1
-                self.node.application_delivered(message)
-            for message in action.release:
-                self.stats["delivered"] += 1
-                self.out.hand_over(message)
-            self.out.state_settled()
-
-    # -- state transfer: as a member ---------------------------------------------------------
-    def _state_newcomer(self, newcomer: str, members: Sequence[str]) -> None:
-        """``newcomer`` joined and asks for state: mark the end of what this member sent
-        before its join, to every member (see groupcomm.core.state_transfer, the cut).
-        With a send queue the markers are tagged into it like the application's sends,
-        so they go after every send tagged before them (:meth:`Out.take_sends`)."""
-        self._cuts.newcomer(newcomer, members)
-        node = self.node
-        try:
-            markers = node.tag_sends(JoinMarker(newcomer), list(node.members))
-        except Exception as error:  # the module cannot carry it: the cut is not exact
-            log.warning("%s: cannot mark the join of %s (%s); a snapshot may miss messages "
-                        "sent before it", self.name, newcomer, error)
+    def _report_undeliverable(self, ids: list[str], why: str) -> None:
+        if not ids:
             return
-        self.stats["join_markers"] += 1
-        if self._send_queue is not None:
-            self.out.take_sends()
-        else:
-            node.queue_sends(markers)
-        self.drain()
+        self.stats["undeliverable"] += len(ids)
+        self._undeliverable.extend(ids)
+        log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
+                    "%s", self.name, len(ids), why, ", ".join(ids[:10]))
+        self.emit(MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
-    def _answer(self, newcomers: list[str]) -> None:
-        for newcomer in newcomers:
-            if newcomer in self.node.member_set:
-                self._give_snapshot(newcomer)
+    def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
+        """A filter reported messages it cannot deliver (see ProtocolNode)."""
+        self.emit(MessagesLost(member=self.node.name, ids=ids, reason=why))
 
-    def _give_snapshot(self, newcomer: str) -> None:
-        if self.caught_up():
-            self._send_system(self._snapshot(newcomer), newcomer)
-        elif newcomer not in self.deferred_answers:
-            self.stats["state_answers_deferred"] += 1
-            self.deferred_answers.append(newcomer)
+    def _release_departed(self, now: float) -> None:
+        """The ``release_after`` policy: deliver, past the gap, what still waits on a
+        member that left that long ago (its missing messages are taken as lost)."""
+        for member, due in list(self._release_due.items()):
+            if now < due:
+                continue
+            del self._release_due[member]
+            waiting = [mid for mid, on in self.node.waiting_for().items() if member in on]
+            if not waiting:
+                continue
+            released = self.release_waiting_on(member)
+            self.stats["released_after_departure"] += len(released)
+            log.warning("%s: %s left %gs ago; released %d held message(s) that waited on "
+                        "it: %s", self.name, member, self.release_after, len(released),
+                        ", ".join(released[:10]))
+            self.drain()
 
-    def answer_deferred(self) -> None:
-        """Give the snapshots that waited for the application to catch up (the host
-        calls this after the application acknowledged what it applied), if it has."""
-        if self.deferred_answers and self.caught_up():
-            waiting, self.deferred_answers = self.deferred_answers, []
-            for newcomer in waiting:
-                if newcomer in self.node.member_set:
-                    self._send_system(self._snapshot(newcomer), newcomer)
-
+    # -- the node's callbacks -----------------------------------------------------------------
     def _on_system(self, message: ReceivedMessage) -> bool:
-        """The node's system listener: state requests and replies are ours."""
-        user = message.user_message
-        if isinstance(user, StateRequest):
-            if self._cuts.request(message.sender):
-                self._give_snapshot(message.sender)
-            return True
-        if isinstance(user, StateReply):
-            if self._state_gate is not None:
-                now = self._now
-                self._state_actions(self._state_gate.reply(message.sender, user, now), now)
-            return True
-        return False
+        """The node's system listener: state requests and replies are state transfer's."""
+        return self.transfer.on_system(message)
 
-    def _snapshot(self, newcomer: str) -> StateReply:
-        if self._state_provider is None or self.recent_ids is None:
-            return StateReply(available=False)
-        try:
-            value = self._state_provider()
-        except Exception:
-            log.exception("%s: the state provider raised; %s gets no snapshot from here",
-                          self.name, newcomer)
-            return StateReply(available=False)
-        state, own = ((value.state, tuple(value.reflects)) if isinstance(value, Snapshot)
-                      else (value, ()))
-        self.stats["state_given"] += 1
-        # read after the provider: an own send racing it is covered rather than missed
-        clock = tuple(self.node.application_clock.items())
-        return StateReply(available=True, state=state,
-                          reflected=(*self.recent_ids, *own), clock=clock)
-
-    def _send_system(self, obj: Any, dest: str) -> None:
-        self._system_sent += 1
-        node = self.node
-        node.submit(SentMessage(
-            application_name=self.application, session_name=self.session, user_message=obj,
-            message_id=f"{node.name}~state{self._system_sent}", sender=node.name,
-            destinations=(dest,),
-        ))
-        self.drain()
-
-    # -- the node's deliver callback ----------------------------------------------------------
     def _deliverable(self, message: ReceivedMessage) -> None:
         user = message.user_message
         if type(user) is JoinMarker:  # the session's, not the application's
-            self._answer(self._cuts.marker(user.newcomer, message.sender))
+            self.transfer.marker(user, message.sender)
             return
         if type(user) is Withdrawn:  # its payload could not travel
             self.stats["withdrawn"] += 1
@@ -675,13 +721,7 @@ class ClientProtocol:
                         "could not send it (%s)", self.name, message.message_id,
                         message.sender, user.reason)
             return
-        gate = self._state_gate
-        if gate is not None:  # a newcomer installing a snapshot
-            verdict = gate.deliver(message)
-            if verdict != "deliver":
-                if verdict == "skip":
-                    self.stats["delivered_through_state"] += 1
-                    self.node.application_delivered(message)
-                return
+        if self.transfer.gate is not None and self.transfer.deliver(message):
+            return  # a newcomer installing a snapshot: held, or seen through it
         self.stats["delivered"] += 1
-        self.out.hand_over(message)
+        self.port.hand_over(message)

@@ -1,19 +1,21 @@
 """The inputs of a client's protocol object, as data, and :func:`handle`, which feeds
 them to it: for hosts and tests that record, replay or queue inputs. The ZeroMQ host
 calls :class:`~groupcomm.protocol.client.ClientProtocol`'s methods directly (the same
-thing without an object per input)."""
+thing without an object per input). The application's inputs go through the member's
+port (:class:`~groupcomm.protocol.port.ApplicationPort`), as they do from an application
+thread: a :class:`Send` is tagged and queued there, then taken."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import ReceivedMessage
 from groupcomm.protocol.client import ClientProtocol
 
-__all__ = ["Acknowledged", "ApplicationSends", "ClientEvent", "Close", "MessageFrame",
-           "SessionFrame", "Start", "Timer", "handle"]
+__all__ = ["Applied", "ClientEvent", "Close", "MessageFrame", "Send", "SessionFrame",
+           "Start", "Timer", "handle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +54,18 @@ class Timer:
 
 
 @dataclass(frozen=True, slots=True)
-class ApplicationSends:
-    """The application's tagged sends, in the order they were tagged."""
+class Send:
+    """The application sends ``payload`` to ``destinations`` (member ids or names)."""
 
-    messages: Sequence[SentMessage]
+    payload: Any
+    destinations: Sequence[str]
 
 
 @dataclass(frozen=True, slots=True)
-class Acknowledged:
-    """The application has applied ``message`` (then ``listeners`` are called)."""
+class Applied:
+    """The application has applied ``message``, which it pulled from the inbox."""
 
     message: ReceivedMessage
-    listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +75,7 @@ class Close:
     direct_frames: Mapping[str, int] = field(default_factory=dict)
 
 
-ClientEvent = (Start | SessionFrame | MessageFrame | Timer | ApplicationSends | Acknowledged
-               | Close)
+ClientEvent = Start | SessionFrame | MessageFrame | Timer | Send | Applied | Close
 
 
 def handle(protocol: ClientProtocol, *events: ClientEvent) -> None:
@@ -86,11 +87,12 @@ def handle(protocol: ClientProtocol, *events: ClientEvent) -> None:
             protocol.on_session_frame(event.frame, event.returned, event.now)
         elif isinstance(event, Timer):
             protocol.timer(event.now)
-        elif isinstance(event, ApplicationSends):
-            if event.messages:
-                protocol.application_sends(event.messages)
-        elif isinstance(event, Acknowledged):
-            protocol.applied(event.message, event.listeners)
+        elif isinstance(event, Send):
+            port = protocol.port
+            port.send(event.payload, [port.resolve(d) for d in event.destinations])
+            protocol.take_inputs()
+        elif isinstance(event, Applied):
+            protocol.port.applied(event.message)
         elif isinstance(event, Start):
             protocol.start(event.address)
         elif isinstance(event, Close):

@@ -1,17 +1,21 @@
 """The communicator: what applications talk through.
 
-A thin facade. What a member decides is its protocol object's
-(:class:`~groupcomm.protocol.client.ClientProtocol`: node, membership, state transfer;
-no I/O); its sockets and frames are its :class:`~groupcomm.transport.link.MemberLink`,
-driven by a poll thread (:class:`~groupcomm.transport.loop.PollLoop`) that owns the
-sockets and runs both pipelines, so filters and managers are single-threaded. A
-communicator made on its own has a loop of its own; :class:`~groupcomm.transport.host.Host`
-runs several members on one. This class is the application's API and the hand-over
-between threads: application sends are tagged at the call (on the caller's thread) so
-tags reflect exactly what the application had seen (source 001), and queued for the
-loop by the node as it tags them, under its clock lock; the join markers of state
-transfer are tagged into the same queue, so no send overtakes a marker or is
-overtaken by one.
+A facade over one member. What the member decides is its protocol object's
+(:class:`~groupcomm.protocol.client.ClientProtocol`: node, membership, state transfer,
+the application's port; no I/O); its sockets and frames are its
+:class:`~groupcomm.transport.link.MemberLink`, driven by a poll thread
+(:class:`~groupcomm.transport.loop.PollLoop`) that owns the sockets and the protocol, so
+filters, managers and the session protocol are single-threaded. A communicator made on
+its own has a loop of its own; :class:`~groupcomm.transport.host.Host` runs several
+members on one.
+
+What an application thread does reaches the member in one of two ways (see
+:mod:`groupcomm.protocol.port`): a send is tagged at the call, under the member's clock
+lock, and queued for the loop in the same step, so its tag reflects exactly what the
+application had seen (source 001) and no join marker falls between; everything else
+(listeners, acknowledgements that free a newcomer's snapshot, leaving, questions about
+what is held) is a call handed to the loop thread. Deliveries come up from the protocol
+to the listeners or to the inbox, once.
 
 Two routings: ``relayed`` (every frame goes through the session server) and ``direct``
 (each client binds a PULL socket; the server tells members each other's addresses and
@@ -30,10 +34,8 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -46,15 +48,14 @@ from groupcomm.core.membership import (
     EARLY_WAIT,
     MAX_EARLY_MESSAGES,
     SERVER_SILENCE_HEARTBEATS,
-    Membership,
     check_client_name,
 )
 from groupcomm.core.messages import ReceivedMessage, SentMessage
-from groupcomm.core.node import ProtocolNode
 from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
-from groupcomm.protocol.rejects import RejectLog
+from groupcomm.protocol.port import PortError
+from groupcomm.protocol.session_events import ServerAnswers, ServerSilent, SessionEvent
 from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
 from groupcomm.transport.delays import DelayPlan, self_delay_error
@@ -110,8 +111,9 @@ class Communicator:
     given ``send_filters`` / ``receive_filters`` factories are used; otherwise the
     selectors' current factories. ``extra_send`` / ``extra_receive`` factories are
     added below the causality module (nearer the network) on each side.
-    ``message_listener`` / ``session_listener`` are registered before the join, so they
-    miss nothing (see :meth:`add_message_listener`, :meth:`add_session_message_listener`).
+    ``message_listener`` / ``session_listener`` / ``event_listener`` are registered
+    before the join, so they miss nothing (see :meth:`add_message_listener`,
+    :meth:`add_session_message_listener`, :meth:`add_event_listener`).
     With ``acknowledged_delivery`` a message handed over is applied (clock, snapshots)
     only when the application says so (:meth:`acknowledge`).
     ``compress_frames`` sends small frames compressed in a stream per destination set
@@ -157,6 +159,7 @@ class Communicator:
         release_after: float | None = None,
         message_listener: Callable[[ReceivedMessage], Any] | None = None,
         session_listener: SessionMessageListener | None = None,
+        event_listener: Callable[[SessionEvent], Any] | None = None,
         sent_listener: Callable[[SentMessage], Any] | None = None,
         acknowledged_delivery: bool = False,
         compress_frames: bool | None = None,
@@ -193,11 +196,13 @@ class Communicator:
         self._closed = False
         self._loop = loop if loop is not None else PollLoop(context=context, name=name)
         self._link = link = MemberLink(
-            name=name, application=application, session=session,
-            server_address=self.server_address, routing=routing, codec=self.codec,
-            curve=curve, bind_host=bind_host, advertise_host=advertise_host or bind_host,
-            max_pending=max_pending, max_inbox=max_inbox,
+            name=name, server_address=self.server_address, routing=routing,
+            codec=self.codec, curve=curve, bind_host=bind_host,
+            advertise_host=advertise_host or bind_host, max_pending=max_pending,
+            max_inbox=max_inbox,
             compress=routing == "relayed" if compress_frames is None else compress_frames)
+        #: wakes a thread waiting in receive() (the protocol puts messages in the inbox)
+        self._inbox_ready = threading.Condition()
         # a tracer given by the caller serves every incarnation; otherwise each member id
         # gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
         self._protocol = protocol = ClientProtocol(
@@ -209,40 +214,31 @@ class Communicator:
             clock=time.time, now=time.monotonic(), heartbeat_interval=heartbeat_interval,
             state_provider=state_provider, state_consumer=state_consumer,
             state_timeout=state_timeout, release_after=release_after,
-            send_queue=link.outgoing)
-        link.bind(protocol)
-        link.hand_over = self._hand_over
-        # what every send touches, read once (the same objects for the member's life)
-        self._membership = protocol.membership
-        self._stats = protocol.stats
-        self._outgoing = link.outgoing
+            acknowledged_delivery=acknowledged_delivery, post=self._loop.call_soon,
+            inbox_changed=self._inbox_changed, sent_listener=sent_listener,
+            attested=curve is not None)
+        link.drive(protocol)
+        #: the application's side of the member: the one object this thread touches
+        self._port = port = protocol.port
+        self._inputs = protocol.inputs
         self._wakeup = self._loop.wakeup
+        self._server_unreachable = False
+        protocol.add_event_listener(self._on_event)
         if state_consumer is None:
             link.state_done.set()
         # listeners given here hear everything from the join on (one added after the
         # constructor returns may miss a member that joined in between)
         if session_listener is not None:
             protocol.add_session_listener(session_listener)
+        if event_listener is not None:
+            protocol.add_event_listener(event_listener)
         if message_listener is not None:
-            protocol.node.message_listeners.append(message_listener)
-        #: called on the loop thread as each application message leaves for the network
-        #: (a sender-side module may hold one back for a while: the IM shows it pending)
-        protocol.node.sent_listener = sent_listener
+            port.add_listener(message_listener)
         #: the largest payload a send may carry (room left for ids, clock and headers)
         self._payload_limit = link.frame_limit - min(PAYLOAD_HEADROOM, link.frame_limit // 4)
         #: str payloads may take up to 4 bytes a character: shorter ones always fit
         self._check_size_from = self._payload_limit // 4
-        #: with acknowledged delivery, a message handed to the application (a listener
-        #: called, receive() returned it) is applied only when acknowledge() says so: the
-        #: application clock and what a snapshot reflects wait until then
         self.acknowledged_delivery = acknowledged_delivery
-        self._ack_lock = threading.Lock()
-        #: handed over, not acknowledged yet, oldest first
-        self._unacknowledged: deque[ReceivedMessage] = deque()
-        self._handed = 0
-        self._acknowledged = 0
-        if acknowledged_delivery:  # a newcomer's snapshot waits until all is applied
-            protocol.caught_up = lambda: self._acknowledged == self._handed
         try:
             self._loop.add(link)
         except Exception as error:
@@ -252,26 +248,14 @@ class Communicator:
 
     # -- what the parts hold ---------------------------------------------------------------------
     @property
-    def node(self) -> ProtocolNode:
-        """This member's protocol node (pipelines, application clock)."""
-        return self._protocol.node
-
-    @property
-    def membership(self) -> Membership:
-        return self._protocol.membership
+    def application_clock(self) -> dict[str, int]:
+        """A copy of the application-boundary vector clock: per member, how many of its
+        sends and deliveries this application has seen (what the next send's tag says)."""
+        return self._port.node.application_clock
 
     @property
     def tracer(self) -> Tracer:
         return self._protocol.tracer
-
-    @property
-    def stats(self) -> Any:
-        """The member's counters (a ``Counter``; see :meth:`counters`)."""
-        return self._protocol.stats
-
-    @property
-    def rejects(self) -> RejectLog:
-        return self._protocol.rejects
 
     @property
     def delays(self) -> DelayPlan:
@@ -306,12 +290,13 @@ class Communicator:
     # -- application API ---------------------------------------------------------------------
     def to_others(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every other member of the session."""
-        node = self._protocol.node
-        return self._send(obj, [m for m in node.members if m != node.name])
+        port = self._port
+        me = port.member_id
+        return self._send_all(obj, [m for m in port.members if m != me])[0]
 
     def to_all(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every member, this client included."""
-        return self._send(obj, list(self._protocol.node.members))
+        return self._send_all(obj, list(self._port.members))[0]
 
     def to_user(self, name: str, obj: Any) -> SentMessage:
         """Send ``obj`` to one member (``UnknownPeerError`` if not a member)."""
@@ -320,65 +305,50 @@ class Communicator:
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
-        dest = self._membership.resolve(name)
-        if threading.get_ident() == self._loop.ident:
-            return self._send_on_loop(lambda node: [node.tag_unicast(obj, dest)])[0]
-        outgoing = self._outgoing
-        if len(outgoing) >= self.max_pending:
+        port = self._port
+        inputs = self._inputs
+        if len(inputs) >= self.max_pending:
             self._wait_for_room()
-        # tagged and queued as one step, under the node's clock lock (see
-        # ProtocolNode's send_queue): no join marker falls between
-        message = self._protocol.node.tag_unicast(obj, dest)
-        self._stats["app_sends"] += 1
+        # tagged and queued for the loop as one step, under the member's clock lock
+        message = port.send_one(obj, port.member_ids.get(name, name))
+        if threading.get_ident() == self._loop.ident:
+            self._protocol.take_inputs()  # a listener replying: sent before the next one
+            return message
         wakeup = self._wakeup
         if not wakeup.pending:
             wakeup.wake()
-        elif not len(outgoing) % HANDOFF_EVERY:
+        elif not len(inputs) % HANDOFF_EVERY:
             time.sleep(0)  # hand the GIL to the loop thread (see HANDOFF_EVERY)
         return message
 
     def to_users(self, names: Iterable[str], obj: Any) -> SentMessage:
         """Send ``obj`` to the named members."""
-        resolve = self._protocol.membership.resolve
-        return self._send(obj, [resolve(n) for n in names])
+        return self.send(names, obj)[0]
 
     def send(self, destinations: Iterable[str], obj: Any) -> list[SentMessage]:
         """Send ``obj`` to ``destinations``; returns every message the send became (one,
         or one unicast per destination with ``mfss`` / ``cykas``)."""
-        resolve = self._protocol.membership.resolve
+        resolve = self._port.resolve
         return self._send_all(obj, [resolve(n) for n in destinations])
 
-    def _send(self, obj: Any, dests: list[str]) -> SentMessage:
-        # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
-        return self._send_all(obj, dests)[0]
-
     def _send_all(self, obj: Any, dests: list[str]) -> list[SentMessage]:
+        # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
         if self._closed:
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
-        if threading.get_ident() == self._loop.ident:
-            return self._send_on_loop(lambda node: node.tag_sends(obj, dests))
-        outgoing = self._outgoing
-        if len(outgoing) >= self.max_pending:
+        inputs = self._inputs
+        if len(inputs) >= self.max_pending:
             self._wait_for_room()
-        messages = self._protocol.node.tag_sends(obj, dests)  # and queued (see to_user)
-        self._stats["app_sends"] += len(messages)
+        messages = self._port.send(obj, dests)  # and queued (see to_user)
+        if threading.get_ident() == self._loop.ident:
+            self._protocol.take_inputs()
+            return messages
         wakeup = self._wakeup
         if not wakeup.pending:
             wakeup.wake()
-        elif len(outgoing) % HANDOFF_EVERY < len(messages):
+        elif len(inputs) % HANDOFF_EVERY < len(messages):
             time.sleep(0)  # hand the GIL to the loop thread (see HANDOFF_EVERY)
-        return messages
-
-    def _send_on_loop(self, tag: Callable[[ProtocolNode], list[SentMessage]]
-                      ) -> list[SentMessage]:
-        """A send made on the loop thread (a listener replying): tagged, then run through
-        the send pipeline at once, after the sends other threads queued before it."""
-        protocol = self._protocol
-        messages = tag(protocol.node)  # queued behind every send tagged before it
-        self._stats["app_sends"] += len(messages)
-        self._link.take_sends(drain=True)
         return messages
 
     def _check_size(self, obj: str | bytes | bytearray) -> None:
@@ -394,19 +364,22 @@ class Communicator:
 
     def _wait_for_room(self) -> None:
         """Block the sending thread while the loop is behind (bounded queue)."""
+        if threading.get_ident() == self._loop.ident:
+            return  # the loop takes them as this send returns
         deadline = time.monotonic() + self.send_timeout
-        link = self._link
-        with link.room:
-            while len(link.outgoing) >= self.max_pending:
+        inputs = self._inputs
+        room = self._link.room
+        with room:
+            while len(inputs) >= self.max_pending:
                 self._loop.wakeup.wake()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
                     raise SendQueueFull(
-                        f"{self.name}: {len(link.outgoing)} sends are waiting for the "
+                        f"{self.name}: {len(inputs)} sends are waiting for the "
                         f"network (limit max_pending={self.max_pending}) and none left for "
                         f"{self.send_timeout:g}s: a peer or the server is too slow"
                     )
-                link.room.wait(min(remaining, 0.05))
+                room.wait(min(remaining, 0.05))
 
     # -- delivery and session information -----------------------------------------------------
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
@@ -417,23 +390,17 @@ class Communicator:
         example those that arrived between the join and this call) are handed to it first,
         in order, so nothing is left behind in the pull model's inbox.
         """
-        def add() -> None:
-            listeners = self._protocol.node.message_listeners
-            listeners.append(callback)
-            if len(listeners) == 1:
-                inbox = self._link.inbox
-                while True:
-                    try:
-                        message = inbox.get_nowait()
-                    except queue.Empty:
-                        break
-                    self._hand_over_from_inbox(message, listeners)
-
-        self._loop.call(add)
+        self._loop.call(lambda: self._port.add_listener(callback))
 
     def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Stop calling ``callback``."""
-        self._protocol.node.message_listeners.remove(callback)
+        self._loop.call(lambda: self._port.remove_listener(callback))
+
+    def add_event_listener(self, callback: Callable[[SessionEvent], Any]) -> None:
+        """Be told, on the loop thread, what happens in the session, as typed events
+        (:mod:`groupcomm.protocol.session_events`: joins, leaves, rejoins, the server's
+        silence, state transfer, messages that could not be sent, with their ids)."""
+        self._loop.call(lambda: self._protocol.add_event_listener(callback))
 
     def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
         """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
@@ -444,64 +411,27 @@ class Communicator:
         nothing is waiting: messages then go to the listeners (callback model), so
         ``receive()`` would only ever time out.
         """
-        inbox = self._link.inbox
-        try:
-            message = inbox.get_nowait()
-        except queue.Empty:
-            if self._protocol.node.message_listeners:
+        port = self._port
+        inbox = port.inbox
+        if not inbox:
+            if port.listeners:
                 raise CommunicatorError(
                     "receive() gets nothing while message listeners are registered: "
                     "messages go to the listeners (callback model); remove them with "
-                    "remove_message_listener() to pull with receive()"
-                ) from None
-            try:
-                message = inbox.get(timeout=timeout)
-            except queue.Empty:
-                return None
-        self._hand_over_from_inbox(message)
+                    "remove_message_listener() to pull with receive()")
+            with self._inbox_ready:
+                if not self._inbox_ready.wait_for(lambda: inbox, timeout):
+                    return None
+        try:
+            message = inbox.popleft()
+        except IndexError:  # another thread took it
+            return None
+        port.applied(message)
         return message
 
-    def _hand_over(self, message: ReceivedMessage) -> None:
-        """The protocol delivered ``message`` (loop thread): to the listeners, or to the
-        inbox for :meth:`receive`."""
-        protocol = self._protocol
-        node = protocol.node
-        listeners = node.message_listeners
-        if not listeners:
-            self._link.inbox.put(message)
-        elif self.acknowledged_delivery:
-            self._hand_unacknowledged(message, listeners)
-        else:  # callback model (the clock advances as the listeners are called)
-            # ClientProtocol.applied, inlined: this runs for every message delivered
-            recent = protocol.recent_ids
-            if recent is not None:
-                recent.append(message.app_message_id)
-            node.application_delivered(message, listeners)
-
-    def _hand_over_from_inbox(self, message: ReceivedMessage,
-                              listeners: Sequence[Callable[[ReceivedMessage], Any]] = ()) -> None:
-        """The application has a message that waited in the inbox now: a snapshot taken
-        from here on reflects it, and the application clock advances (with
-        acknowledged delivery, both wait for :meth:`acknowledge`)."""
-        if self.acknowledged_delivery:
-            self._hand_unacknowledged(message, listeners)
-        else:
-            self._protocol.applied(message, listeners)
-
-    def _hand_unacknowledged(self, message: ReceivedMessage,
-                             listeners: Sequence[Callable[[ReceivedMessage], Any]]) -> None:
-        """Acknowledged delivery: count ``message`` as handed (before any listener runs,
-        so a listener may acknowledge it at once) and call the listeners; the clock
-        waits for :meth:`acknowledge`."""
-        with self._ack_lock:
-            self._unacknowledged.append(message)
-            self._handed += 1
-        for listener in ((listeners[0],) if len(listeners) == 1 else tuple(listeners)):
-            try:
-                listener(message)
-            except Exception:
-                log.exception("%s: message listener raised on %s", self.name,
-                              message.message_id)
+    def _inbox_changed(self) -> None:
+        with self._inbox_ready:
+            self._inbox_ready.notify()
 
     def acknowledge(self, count: int) -> None:
         """Acknowledged delivery: the application has applied the first ``count``
@@ -511,40 +441,22 @@ class Communicator:
 
         :class:`ValueError` for a count beyond what was handed, or not a non-negative
         int; :class:`CommunicatorError` without ``acknowledged_delivery=True``."""
-        if not self.acknowledged_delivery:
-            raise CommunicatorError(
-                f"{self.name}: acknowledge() needs acknowledged_delivery=True (without it "
-                "a message is applied as it is handed over)")
-        if type(count) is not int or count < 0:
-            raise ValueError(f"acknowledge() takes a count of messages (an int >= 0), "
-                             f"not {count!r}")
-        with self._ack_lock:
-            if count > self._handed:
-                raise ValueError(
-                    f"{self.name}: cannot acknowledge {count} message(s): only "
-                    f"{self._handed} were handed to the application so far "
-                    f"({self._acknowledged} acknowledged)")
-            # applied in order under the lock, so a concurrent acknowledge() cannot
-            # apply a later message before an earlier one
-            while self._acknowledged < count:
-                message = self._unacknowledged.popleft()
-                self._acknowledged += 1
-                self._protocol.applied(message)
-            caught_up = self._acknowledged == self._handed
-        if caught_up and self._protocol.deferred_answers:
-            self._loop.call_soon(self._protocol.answer_deferred)
+        try:
+            self._port.acknowledge(count, self.name)
+        except PortError as error:
+            raise CommunicatorError(str(error)) from None
 
     @property
     def state_answers_waiting(self) -> int:
         """Newcomers whose snapshot waits for the application to acknowledge what it
         was handed (acknowledged delivery; always 0 without it)."""
-        return len(self._protocol.deferred_answers)
+        return len(self._protocol.transfer.deferred)
 
     @property
     def handed_over(self) -> int:
         """Messages handed to the application so far (acknowledged delivery counts them
         from 1, the numbering :meth:`acknowledge` takes)."""
-        return self._handed
+        return self._port.handed
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
         """Be told of joins and leaves (on the loop thread). Members are named by member
@@ -570,19 +482,20 @@ class Communicator:
     @property
     def others(self) -> list[str]:
         """Every member but this client, in join order."""
-        node = self._protocol.node
-        return [m for m in node.members if m != node.name]
+        port = self._port
+        me = port.member_id
+        return [m for m in port.members if m != me]
 
     @property
     def members(self) -> list[str]:
         """Current members of the session in join order, by member id."""
-        return list(self._protocol.node.members)
+        return list(self._port.members)
 
     @property
     def member_id(self) -> str:
         """This client's member id: its name, or ``name~N`` when the session had seen
         the name before (a restart, or a return after being declared gone)."""
-        return self._protocol.node.name
+        return self._port.member_id
 
     @property
     def payload_limit(self) -> int:
@@ -600,7 +513,13 @@ class Communicator:
     @property
     def server_unreachable(self) -> bool:
         """True while the session server has not answered for a few heartbeats."""
-        return self._protocol.membership.server_unreachable
+        return self._server_unreachable
+
+    def _on_event(self, event: SessionEvent) -> None:
+        if isinstance(event, ServerSilent):
+            self._server_unreachable = True
+        elif isinstance(event, ServerAnswers):
+            self._server_unreachable = False
 
     def wait_for_state(self, timeout: float | None = None) -> bool:
         """Wait until the state transfer of this newcomer is over: the snapshot is
@@ -616,15 +535,15 @@ class Communicator:
         incarnation still held cannot be sent as the new one's), or a destination left
         before they were sent (``mfss``, ``cykas``) or, with the ``reliable`` layer,
         before it acknowledged them (they may not have reached it). Newest last."""
-        return self._protocol.undeliverable()
+        return self._loop.call(self._protocol.undeliverable)
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""
-        return self._loop.call(lambda: list(self._protocol.node.held()))
+        return self._loop.call(self._protocol.held)
 
     def waiting_for(self) -> dict[str, list[str]]:
         """Held message id -> the members it waits on."""
-        return self._loop.call(lambda: self._protocol.node.waiting_for())
+        return self._loop.call(self._protocol.waiting_for)
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Stop waiting for what ``name`` (gone) never sent; returns the released ids.
@@ -635,9 +554,13 @@ class Communicator:
         """Send/receive counts and rejected frames by reason; ``frames_sent`` and
         ``frame_bytes_sent`` count the message frames this client put on the wire (to
         the server or to peers) and their bytes."""
-        result = {"frames_sent": 0, "frame_bytes_sent": 0}
-        result.update(self._protocol.counters())
-        return result
+        def read() -> dict[str, int]:
+            result = {"frames_sent": 0, "frame_bytes_sent": 0}
+            result.update(self._link.stats)
+            result.update(self._protocol.counters())
+            return result
+
+        return self._loop.call(read)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _await_join(self, join_timeout: float) -> None:
@@ -675,13 +598,15 @@ class Communicator:
         they wait on other members, not on this one."""
         deadline = time.monotonic() + timeout
         link = self._link
+        protocol = self._protocol
         while True:
-            if not link.outgoing and (link.closed.is_set() or not self._loop.alive):
+            if not self._inputs and (link.closed.is_set() or not self._loop.alive):
                 return True
             try:
-                busy = self._loop.call(link.busy, timeout=max(0.1, deadline - time.monotonic()))
+                busy = self._loop.call(lambda: protocol.busy or link.busy(),
+                                       timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # the loop stopped or did not answer in time
-                return not link.outgoing
+                return not self._inputs
             if not busy:
                 return True
             if time.monotonic() >= deadline:
@@ -710,11 +635,8 @@ class Communicator:
                 link.left.wait(timeout)
             link.push_linger_ms = int(timeout * 1000)
             self._loop.remove(link, timeout)
-        # the trace's last line says this process left (an analysis tells a trace that
-        # stops without it: killed, crashed or declared gone)
-        self.node.trace("leave", client=self.node.name)
         self._close_loop(timeout)
-        self.tracer.close()
+        self._protocol.end_trace()  # nothing drives the member any more
 
     @property
     def closed(self) -> bool:

@@ -3,10 +3,13 @@ protocol object (:class:`~groupcomm.protocol.client.ClientProtocol`).
 
 A :class:`MemberLink` is driven by a :class:`~groupcomm.transport.loop.PollLoop` (one
 poll thread for any number of members): each turn the loop asks it when it next needs a
-turn (:meth:`MemberLink.prepare`) and then lets it read its sockets into the protocol,
-hand it the application's sends, flush its frames and run its timers
-(:meth:`MemberLink.step`). The link is the protocol's
-:class:`~groupcomm.protocol.actions.Out`: it carries each action out at once.
+turn (:meth:`MemberLink.prepare`) and then lets it read its sockets and hand what came
+in to the protocol, with the time, through the protocol's one entry
+(:meth:`ClientProtocol.step`, which also takes the application's sends and runs the
+timers), then flush the frames the protocol asked for (:meth:`MemberLink.step`). The
+link is the protocol's :class:`~groupcomm.protocol.actions.Out`: it carries each wire
+action out at once and keeps the member's status (joined, left, state settled) for the
+application's threads to wait on.
 
 Outbound: messages leaving the send pipeline (:meth:`transmit`) are queued per
 destination set and encoded, signed and sent once per turn, or once
@@ -16,24 +19,21 @@ batch, compressed in a stream per destination set when small). ``relayed`` routi
 sends it to the server, which routes it by its head; ``direct`` routing pushes it to
 each peer's PULL socket. Injected delays (testing) hold
 serialized messages per peer. A frame a socket cannot take yet waits in that socket's
-ordered backlog. Everything here runs on the loop thread, except the appends to the
-send queue (:attr:`MemberLink.outgoing`), made by the node as it tags a send.
+ordered backlog. Everything here runs on the loop thread.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
-from groupcomm.core.tracing import JsonlTracer
+from groupcomm.core.messages import SentMessage, Withdrawn
 from groupcomm.protocol.client import ClientProtocol
 from groupcomm.transport.curve import ClientKeys
 from groupcomm.transport.delays import DelayPlan
@@ -43,12 +43,10 @@ from groupcomm.wire.envelopes import (
     pack_envelope,
     pack_envelopes,
 )
-from groupcomm.wire.frames import MESSAGE, ROUTED, FrameCodec, sealed_kind
-from groupcomm.wire.session import seal_session
+from groupcomm.wire.frames import MESSAGE, FrameCodec
 from groupcomm.wire.streams import StreamEncoder
 
-# the communicator's logger: its messages keep the name they always had
-log = logging.getLogger("groupcomm.transport.communicator")
+log = logging.getLogger(__name__)
 
 #: A frame carries at most this many bytes of messages (and at most half the maximum
 #: frame size, so that receivers never refuse a batch that single messages would pass).
@@ -66,6 +64,9 @@ BACKLOG_RETRY = 0.01
 #: longest stretch (s) a member's socket is read before the loop turns to heartbeats,
 #: timers and sends: a flood of arrivals on a loaded machine must not make it look dead
 READ_BUDGET = 0.05
+#: relayed frames whose messages' ids are remembered, so that a frame the server returns
+#: can be reported by the ids it held
+REMEMBERED_FRAMES = 4096
 #: plain ints: the flag enums' ``&`` runs in Python, three enum calls per frame read
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
@@ -74,16 +75,14 @@ _POLLIN = int(zmq.POLLIN)
 class MemberLink:
     """One member's sockets and frames, and the :class:`Out` of its protocol object.
 
-    Made by the :class:`~groupcomm.transport.communicator.Communicator`; :meth:`bind`
-    gives it its protocol; the loop opens it on its thread (:meth:`open`)."""
+    Made by the :class:`~groupcomm.transport.communicator.Communicator`, which then
+    makes the protocol with this link as its ``Out`` and hands it over
+    (:meth:`drive`); the loop opens it on its thread (:meth:`open`)."""
 
-    def __init__(self, *, name: str, application: str, session: str,
-                 server_address: str, routing: str, codec: FrameCodec,
+    def __init__(self, *, name: str, server_address: str, routing: str, codec: FrameCodec,
                  curve: ClientKeys | None, bind_host: str, advertise_host: str,
                  max_pending: int, max_inbox: int, compress: bool = True) -> None:
         self.name = name
-        self.application = application
-        self.session = session
         self.server_address = server_address
         self.routing = routing
         self.codec = codec
@@ -93,18 +92,15 @@ class MemberLink:
         self.direct_address = ""
         self.max_pending = max_pending
         self.max_inbox = max_inbox
-        self.protocol: ClientProtocol  # set by bind()
+        self.protocol: ClientProtocol  # set by drive()
+        #: this link's own counters (frames and bytes sent, what it could not send)
         self.stats: Counter[str] = Counter()
         #: when a list, the loop thread appends ``("in", ns)`` as it takes up each
         #: message frame and ``("send", ns)``, ``("sent", ns)`` around each frame it
         #: sends (``time.perf_counter_ns``): the timeline ``groupcomm bench
         #: --critical-path`` reads. None (the default) records nothing.
         self.frame_timeline: list[tuple[str, int]] | None = None
-        #: the pull model's inbox (the loop stops reading while it holds max_inbox)
-        self.inbox: queue.Queue[ReceivedMessage] = queue.Queue()
-        #: the member's tagged sends, in tag order (the node appends each as it tags it,
-        #: on whichever thread sends; the loop thread takes them)
-        self.outgoing: deque[SentMessage] = deque()
+        #: a sending thread waits here while the member's input queue is full
         self.room = threading.Condition()
         # -- what the application waits for
         self.joined = threading.Event()
@@ -114,6 +110,14 @@ class MemberLink:
         #: set when the loop has closed the sockets (or never opened them)
         self.closed = threading.Event()
         self.open_error: BaseException | None = None
+        # -- the protocol's status
+        self._may_relay = False
+        self._addresses: dict[str, str] = {}
+        self._deadline = 0.0
+        #: messages that could not be encoded, to report at the next turn
+        self._unsent: list[tuple[str, str]] = []
+        #: relayed frame's hash -> the ids of the messages it holds (REMEMBERED_FRAMES)
+        self._frame_ids: dict[int, tuple[str, ...]] = {}
         # -- frames out
         self.delays = DelayPlan()
         #: the compressors of the routed frames' streams, one per destination set
@@ -144,12 +148,12 @@ class MemberLink:
         #: and whether it should (set by prepare())
         self.reading = False
         self.want_read = True
-        #: set by the facade: what a delivered message becomes (listeners or inbox)
-        self.hand_over: Callable[[ReceivedMessage], None] = self.inbox.put
 
-    def bind(self, protocol: ClientProtocol) -> None:
+    def drive(self, protocol: ClientProtocol) -> None:
+        """Drive ``protocol`` (made with this link as its ``Out``)."""
         self.protocol = protocol
-        self.stats = protocol.stats  # one set of counters for the member
+        self._inputs = protocol.inputs
+        self._inbox = protocol.port.inbox
 
     # -- opened and closed on the loop thread ------------------------------------------------
     def open(self, context: zmq.Context, now: float) -> None:
@@ -170,8 +174,8 @@ class MemberLink:
             port = self._pull.bind_to_random_port(f"tcp://{self._bind_host}")
             self.direct_address = f"tcp://{self._advertise_host}:{port}"
         self._context = context
-        self._next_trace_flush = now + self.protocol.heartbeat_interval
         self.protocol.start(self.direct_address)
+        self._deadline = now
 
     @property
     def sockets(self) -> list[zmq.Socket]:
@@ -195,106 +199,72 @@ class MemberLink:
     def prepare(self, now: float) -> float:
         """Before the poll: whether to read (:attr:`want_read`: not while the inbox is
         full) and when this link next needs a turn without input."""
-        # the length of the queue's deque: qsize() takes the queue's lock on every turn,
-        # and a length read under the GIL is as good for a threshold
-        self.want_read = want_read = len(self.inbox.queue) < self.max_inbox
-        deadline = self.protocol.deadline
+        self.want_read = want_read = len(self._inbox) < self.max_inbox
+        deadline = self._deadline
         waiting = self.delays.waiting
         if waiting and waiting[0].due < deadline:
             deadline = waiting[0].due
-        if self.backlog_frames or not want_read:
+        if self.backlog_frames or not want_read or self._unsent:
             deadline = min(deadline, now + BACKLOG_RETRY)
         return deadline
 
     def step(self, ready: Any) -> None:
-        """One turn: read the sockets ``ready`` holds (the poller's answer) into the
-        protocol, take the application's sends, flush frames, run due delays and
-        timers."""
+        """One turn: read the sockets ``ready`` holds (the poller's answer), hand what
+        came in to the protocol (which also takes the application's sends and runs its
+        timers), then flush frames and run due delays."""
         if self.backlog_frames:
             self.flush_backlogs()
+        frames: list[tuple[list[bytes], bool, tuple[str, ...]]] = []
         if self.reading:
             dealer = self._dealer
             if dealer in ready:
-                self._drain_socket(dealer, from_server=True)
+                self._read(dealer, True, frames)
             pull = self._pull
             if pull is not None and pull in ready:
-                self._drain_socket(pull, from_server=False)
+                self._read(pull, False, frames)
+        unsent, self._unsent = self._unsent, []
+        inputs = self._inputs
+        waking = len(inputs) >= self.max_pending  # a sender may be waiting for room
         # backpressure: take no new sends while a slow peer's frames pile up
-        if self.outgoing and (self.backlog_frames < MAX_BACKLOG_FRAMES
-                              and self.outbox_count < MAX_BACKLOG_FRAMES):
-            self.take_sends(drain=True)
+        take = (self.backlog_frames < MAX_BACKLOG_FRAMES
+                and self.outbox_count < MAX_BACKLOG_FRAMES)
+        now = time.monotonic()
+        self._deadline = self.protocol.step(now, frames, take_sends=take, unsent=unsent)
+        if waking and len(inputs) < self.max_pending:
+            with self.room:
+                self.room.notify_all()
         if self.outbox:
             self.flush_outbox()
-        now = time.monotonic()
         waiting = self.delays.waiting
         if waiting and now >= waiting[0].due:
             outbox = self.outbox
             for peer, envelope in self.delays.pop_due(now):
                 outbox.setdefault((peer,), []).append(envelope)
             self.flush_outbox()
-        protocol = self.protocol
-        if protocol.watching or now >= protocol.deadline:
-            protocol.timer(now)
-            if self.outbox:
-                self.flush_outbox()
-        if now >= self._next_trace_flush:
-            self._next_trace_flush = now + self.protocol.heartbeat_interval
-            tracer = self.protocol.tracer
-            if isinstance(tracer, JsonlTracer):
-                # trace lines reach the file at least once a heartbeat, so a process
-                # killed outright leaves its trace up to then
-                tracer.flush()
+        if self._unsent:  # what could not be encoded is the protocol's to report, now
+            unsent, self._unsent = self._unsent, []
+            self._deadline = self.protocol.step(now, (), take_sends=False, unsent=unsent)
 
-    def take_sends(self, drain: bool = False) -> None:
-        """Give the protocol every tagged send queued so far, in order (the node queues
-        each as it tags it: see ProtocolNode's send_queue); ``drain`` runs the send
-        pipeline at once."""
-        outgoing = self.outgoing
-        if not outgoing:
-            return
-        waking = len(outgoing) >= self.max_pending  # a sender may be waiting for room
-        batch = [outgoing.popleft() for _ in range(len(outgoing))]
-        self.protocol.application_sends(batch, drain)
-        if waking:
-            with self.room:
-                self.room.notify_all()
-
-    def _drain_socket(self, socket: zmq.Socket, from_server: bool) -> None:
-        protocol = self.protocol
+    def _read(self, socket: zmq.Socket, from_server: bool,
+              frames: list[tuple[list[bytes], bool, tuple[str, ...]]]) -> None:
+        """Read what ``socket`` holds (within the read budget) into ``frames``."""
         stop_at = time.monotonic() + READ_BUDGET
+        timeline = self.frame_timeline
         for _ in range(500):
-            now = time.monotonic()
-            if now > stop_at:
-                return
             try:
                 parts = socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            if timeline is not None:
+                timeline.append(("in", time.perf_counter_ns()))
+            if from_server and len(parts) == 2 and parts[0] != MESSAGE:
+                # the server returned a relayed frame: say which messages it held
+                frames.append((parts, True, self._frame_ids.get(hash(parts[1]), ())))
+            else:
+                frames.append((parts, from_server, ()))
             # asking whether more waits is cheaper than the exception of a recv that
             # finds nothing, which every frame of a request/response exchange would pay
-            more = socket.get(_EVENTS) & _POLLIN
-            if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
-                # a notice, or an error with the relayed frame the server returned
-                protocol.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None,
-                                          now)
-            else:
-                timeline = self.frame_timeline
-                if timeline is not None:
-                    timeline.append(("in", time.perf_counter_ns()))
-                if self._curve is not None:
-                    if from_server and len(parts) == 3 and parts[0] == MESSAGE:
-                        protocol.on_message_frame(parts[1], parts[2], False, now)
-                    else:
-                        protocol.rejects.reject("malformed",
-                                                "relayed frame without its attested sender")
-                elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
-                    protocol.on_message_frame(parts[-1], None, False, now)
-                elif not from_server and len(parts) == 1:
-                    protocol.on_message_frame(parts[0], None, True, now)
-                else:
-                    protocol.rejects.reject("malformed",
-                                            f"unexpected {len(parts)}-part message")
-            if not more:
+            if not socket.get(_EVENTS) & _POLLIN or time.monotonic() > stop_at:
                 return
 
     # -- Out: what the protocol asks for --------------------------------------------------------
@@ -326,19 +296,12 @@ class MemberLink:
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
         # frames_sent / frame_bytes_sent: what this member puts on the wire for message
-        # frames (a relay command's bytes included, for a frame that needs one)
+        # frames (a routed frame's head names its destinations)
         stats = self.stats
         stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(frame)
         assert self._dealer is not None
-        if sealed_kind(frame) == ROUTED:  # its head names the destinations
-            stats["frame_bytes_sent"] += len(frame)
-            self._send_parts(self._dealer, [frame])
-            return
-        command = seal_session(self.codec, "relay", client=self.name,
-                               application=self.application, session=self.session,
-                               dests=list(dests))
-        stats["frame_bytes_sent"] += len(command) + len(frame)
-        self._send_parts(self._dealer, [command, frame])
+        self._send_parts(self._dealer, [frame])
 
     def drop_peer(self, member: str) -> None:
         """Forget ``member``'s link (it left): its frame count, its socket and its backlog."""
@@ -373,6 +336,11 @@ class MemberLink:
     def state_settled(self) -> None:
         self.state_done.set()
 
+    def relay_allowed(self, allowed: bool) -> None:
+        self._may_relay = allowed
+
+    def peer_addresses(self, addresses: dict[str, str]) -> None:
+        self._addresses = addresses
 
     # -- frames out ------------------------------------------------------------------------------
     def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
@@ -395,13 +363,13 @@ class MemberLink:
 
     def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
         """A message whose payload cannot travel (not serializable, or too large for a
-        frame): reported undeliverable, and a stand-in with the same id and headers goes
-        instead, so that the receivers' causality modules do not wait for it for ever."""
+        frame): reported undeliverable (at the next turn), and a stand-in with the same
+        id and headers goes instead, so that the receivers' causality modules do not
+        wait for it for ever."""
         self.stats["unencodable"] += 1
         log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in that "
                   "keeps the causal order", self.name, message.message_id, error)
-        self.protocol.report_undeliverable([message.message_id],
-                                           f"could not send them: {error}")
+        self._unsent.append((message.message_id, f"could not send them: {error}"))
         return message.replace(user_message=Withdrawn(f"{type(error).__name__}: {error}"))
 
     def _pack_one(self, message: SentMessage) -> PackedEnvelope:
@@ -419,26 +387,37 @@ class MemberLink:
         one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch. Relayed
         frames wait while the server does not know this client (it restarted, and the
         rejoin is not accepted yet): it would return them."""
-        if self.routing == "relayed" and not self.protocol.membership.may_relay:
+        relayed = self.routing == "relayed"
+        if relayed and not self._may_relay:
             return
         outbox, self.outbox, self.outbox_count = self.outbox, {}, 0
-        relayed = self.routing == "relayed"
         seal = self.codec.seal
         wrap = self.streams.wrap
         for dests, items in outbox.items():
-            for body in pack_envelopes(items, self._batch_budget, self._unencodable,
-                                       self.frame_limit):
+            bodies = list(pack_envelopes(items, self._batch_budget, self._unencodable,
+                                         self.frame_limit))
+            for body in bodies:
                 frame = seal(wrap(dests, body))
                 if relayed:
-                    self.relay(frame, list(dests))
+                    if len(bodies) == 1:
+                        self._remember(frame, items)
+                    self.relay(frame, dests)
                 else:
                     for dest in dests:
                         self._push(dest, frame)
 
+    def _remember(self, frame: bytes, items: list[SentMessage | PackedEnvelope]) -> None:
+        """Keep the ids of the messages a relayed frame holds, for a while: a frame the
+        server returns is then reported by its messages."""
+        remembered = self._frame_ids
+        remembered[hash(frame)] = tuple(m.message_id for m in items if type(m) is not tuple)
+        if len(remembered) > REMEMBERED_FRAMES:
+            del remembered[next(iter(remembered))]
+
     def _push(self, peer: str, frame: bytes) -> None:
         socket = self._pushes.get(peer)
         if socket is None:
-            address = self.protocol.membership.addresses.get(peer)
+            address = self._addresses.get(peer)
             if not address:
                 self.stats["undeliverable"] += 1
                 log.error("%s: no direct address for %r; frame dropped", self.name, peer)
@@ -491,7 +470,5 @@ class MemberLink:
                 del self._backlogs[socket]
 
     def busy(self) -> bool:
-        """Something of this member's has not left yet (loop thread)."""
-        return bool(self.outgoing or not self.protocol.node.idle
-                    or self.protocol.node.holds_sends() or self.backlog_frames
-                    or self.outbox or len(self.delays))
+        """Frames of this member's have not left yet (loop thread)."""
+        return bool(self.backlog_frames or self.outbox or len(self.delays))

@@ -27,8 +27,7 @@ from groupcomm.core.causality import ProtocolViolation
 from groupcomm.transport.link import MemberLink
 from groupcomm.transport.wakeup import WakeSignal
 
-# the communicator's logger: its messages keep the name they always had
-log = logging.getLogger("groupcomm.transport.communicator")
+log = logging.getLogger(__name__)
 
 #: the longest the loop sleeps with nothing due (a member added meanwhile wakes it)
 IDLE_POLL = 1.0

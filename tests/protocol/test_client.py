@@ -3,25 +3,25 @@ typed actions out (an ActionLog), a real SessionRegistry as the server."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import pytest
 
-from groupcomm.core.messages import SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import NullTracer
 from groupcomm.protocol.actions import (
     ActionLog,
     DropPeer,
-    HandOver,
     JoinSettled,
+    PeerAddresses,
+    RelayAllowed,
     StatePending,
     StateSettled,
     ToServer,
     Transmit,
 )
 from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
-from groupcomm.protocol.events import ApplicationSends, MessageFrame, SessionFrame, Timer, handle
+from groupcomm.protocol.events import Applied, MessageFrame, Send, SessionFrame, Timer, handle
 from groupcomm.protocol.registry import Heartbeat, Join, Leave, Notify, SessionRegistry
 from groupcomm.wire.envelopes import pack_envelopes
 from groupcomm.wire.frames import MESSAGE, FrameCodec
@@ -38,6 +38,8 @@ class Harness:
         self.registry = SessionRegistry(server_id="test", now=0.0)
         self.logs: dict[str, ActionLog] = {}
         self.clients: dict[str, ClientProtocol] = {}
+        #: what each member's port handed to its application (pull model: the inbox)
+        self.handed: list[tuple[str, Any]] = []
         self.causality = causality
 
     def client(self, name: str, **options: Any) -> ClientProtocol:
@@ -91,8 +93,13 @@ class Harness:
                             for dest in action.dests:
                                 handle(self.clients[dest],
                                        MessageFrame(codec.seal(body), now))
-                    else:
-                        seen.append((name, action))
+                    elif not isinstance(action, RelayAllowed | PeerAddresses):
+                        seen.append((name, action))  # the status a host would keep
+            for name, client in self.clients.items():
+                inbox = client.port.inbox
+                while inbox:
+                    busy = True
+                    seen.append((name, inbox.popleft()))
         return seen
 
 
@@ -105,15 +112,14 @@ def test_a_join_then_a_message_frames_in_actions_out() -> None:
     bob.start("")
     assert net.run() == [("bob", JoinSettled(None))]
     assert alice.node.members == ["alice", "bob"] and alice.members_at_join == ("alice",)
-    sent = bob.node.tag_sends("hello", ["alice"])
-    handle(bob, ApplicationSends(sent))
+    handle(bob, Send("hello", ["alice"]))
     [(who, handed)] = net.run()
-    assert who == "alice" and isinstance(handed, HandOver)
-    assert handed.message.user_message == "hello" and handed.message.sender == "bob"
+    assert who == "alice" and isinstance(handed, ReceivedMessage)
+    assert handed.user_message == "hello" and handed.sender == "bob"
     assert alice.counters()["delivered"] == 1
     # the application clock moves when the application has the message, not before
     assert alice.node.application_clock.get("bob", 0) == 0
-    alice.applied(handed.message)
+    handle(alice, Applied(handed))
     assert alice.node.application_clock["bob"] == 1
 
 
@@ -182,23 +188,16 @@ def test_handle_refuses_what_is_not_an_input() -> None:
         handle(net.client("alice"), "frame")  # type: ignore[arg-type]
 
 
-class QueueLog(ActionLog):
-    """An ActionLog whose host keeps a send queue, as the ZeroMQ link does."""
+class TransmitLog(ActionLog):
+    """An ActionLog that also keeps the payloads in the order they left."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.queue: deque[SentMessage] = deque()
-        self.client: ClientProtocol | None = None
-        self.transmitted: list[Any] = []  # payloads, in the order they left
+        self.transmitted: list[Any] = []
 
     def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
         self.transmitted.append(message.user_message)
         super().transmit(message, dests)
-
-    def take_sends(self) -> None:
-        assert self.client is not None
-        batch = [self.queue.popleft() for _ in range(len(self.queue))]
-        self.client.application_sends(batch, drain=False)
 
 
 def test_join_markers_go_after_the_sends_tagged_before_them() -> None:
@@ -206,22 +205,40 @@ def test_join_markers_go_after_the_sends_tagged_before_them() -> None:
     alice = net.client("alice", state_provider=lambda: "state")
     alice.start("")
     net.run()
-    # alice again, now with a send queue (the node queues each send as it tags it)
-    log = QueueLog()
-    queued = ClientProtocol(
+    log = TransmitLog()
+    bob = ClientProtocol(
         "bob", "s", application="app", codec=FrameCodec(KEY), out=log,
         filter_stacks=alice._filter_stacks, tracer_for=lambda member: NullTracer(),
-        clock=lambda: 0.0, now=0.0, state_provider=lambda: "bob's", send_queue=log.queue)
-    log.client = queued
-    net.logs["bob"], net.clients["bob"] = log, queued
-    queued.start("")
+        clock=lambda: 0.0, now=0.0, state_provider=lambda: "bob's")
+    net.logs["bob"], net.clients["bob"] = log, bob
+    bob.start("")
     net.run()
-    before = queued.node.tag_sends("tagged before the join", ["alice"])
-    assert list(log.queue) == before  # queued as tagged, not yet taken
+    # tagged on an application thread: in the member's input queue, not taken yet
+    before = bob.port.send("tagged before the join", ["alice"])
+    assert list(bob.inputs) == before
     carol = net.client("carol", state_consumer=lambda state: None)
     carol.start("")
-    net.run()  # carol's join reaches bob: its marker is tagged into the queue
+    net.run()  # carol's join reaches bob: its marker is tagged into the queue, behind
     order = [p for p in log.transmitted  # vector's own control messages left out
              if isinstance(p, str) or type(p).__name__ == "JoinMarker"]
     assert order[0] == "tagged before the join"
-    assert type(order[1]).__name__ == "JoinMarker" and not log.queue
+    assert type(order[1]).__name__ == "JoinMarker" and not bob.inputs
+
+
+def test_an_acknowledged_delivery_waits_for_the_acknowledgement() -> None:
+    net = Harness()
+    alice = net.client("alice")
+    alice.start("")
+    bob = net.client("bob", acknowledged_delivery=True)
+    got: list[Any] = []
+    bob.port.add_listener(got.append)
+    bob.start("")
+    net.run()
+    handle(alice, Send("m1", ["bob"]), Send("m2", ["bob"]))
+    net.run()
+    assert [m.user_message for m in got] == ["m1", "m2"] and bob.port.handed == 2
+    assert bob.node.application_clock.get("alice", 0) == 0
+    bob.port.acknowledge(1, "bob")
+    assert bob.node.application_clock["alice"] == 1
+    with pytest.raises(ValueError, match="only 2 were handed"):
+        bob.port.acknowledge(3, "bob")

@@ -59,7 +59,7 @@ def test_a_send_racing_an_unacknowledged_delivery_is_concurrent_with_it(
         wait_until(lambda: handed.payloads() == ["m1", "m2", "m3"], what="three handed")
         assert bob.handed_over == 3
         # handed over, not applied: the clock has not moved, the send races them
-        assert bob.node.application_clock.get("alice", 0) == 0
+        assert bob.application_clock.get("alice", 0) == 0
         r0 = bob.to_user("alice", "r0")
         for sent in (m1, m2, m3):
             assert Tag(sent.vc).concurrent_with(Tag(r0.vc))
@@ -129,7 +129,7 @@ def test_a_snapshot_waits_until_everything_handed_is_acknowledged(
             assert carol.wait_for_state(10)
             assert carol.counters().get("state_installed") == 1
             # the snapshot carries bob's application clock: both messages are in it
-            assert carol.node.application_clock.get("alice") == 2
+            assert carol.application_clock.get("alice") == 2
         assert installed == [["m1", "m2"]]  # the application's own state, as provided
         assert bob.counters()["state_given"] == 1
 

@@ -113,7 +113,7 @@ def test_a_member_cannot_pass_off_a_message_as_another_members(server, keys_dir:
         alice.to_user("carol", "honest")
         wait_until(lambda: ("alice", "honest") in got, what="the honest message")
         wait_until(lambda: carol.counters().get("rejected_impersonation", 0) == 1
-                   or carol.rejects.counts.get("impersonation", 0) == 1,
+                   or carol.counters().get("rejected_impersonation", 0) == 1,
                    what="the impersonation counted")
         assert got == [("alice", "honest")]
         bob.to_user("carol", "really bob")
