@@ -11,11 +11,12 @@ the newcomer could not have seen them). A private message shows as ``[bob -> you
 newcomer first sees the conversation so far (the last :data:`HISTORY` messages sent to
 everyone, through the communicator's state transfer: one member's screen, taken between
 two messages, with nothing shown twice or missed). Warnings of the framework appear as
-``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead); those
-about the session are said in chat words (:meth:`ChatScreen.log_record`): a restart of
-the session server is one line (every member rejoins under its member id: no joins are
-shown), a return after the session took this client for gone shows only what was missed
-and which of this person's messages were not sent. In a terminal the input is a
+``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead); what
+happens in the session is said in chat words from the communicator's typed events
+(:meth:`ChatScreen.on_event`): a restart of the session server is one line (every
+member rejoins under its member id: no joins are shown), a return after the session took
+this client for gone shows only what was missed and exactly which of this person's
+messages were not sent. In a terminal the input is a
 prompt_toolkit line under the messages (see :mod:`groupcomm.apps.im_input`), which takes
 lines of any length; a line larger than a frame is not sent, and the person is told.
 """
@@ -42,18 +43,23 @@ from groupcomm.apps.session_options import (
 )
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.causality import CausalityError
-from groupcomm.core.membership import SERVER_SILENCE_HEARTBEATS, display_name
+from groupcomm.core.membership import SAID_BY_EVENT, display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.state_transfer import Snapshot
+from groupcomm.protocol.session_events import (
+    MessagesLost,
+    Rejoined,
+    ServerAnswers,
+    ServerSilent,
+    SessionEvent,
+)
 from groupcomm.transport.communicator import DEFAULT_MAX_FRAME, Communicator, CommunicatorError
 
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
 #: seconds after the server answers again within which a rejoin says it instead
 ANSWERS_AGAIN_AFTER = 1.0
-#: seconds for which a stop of the process or a silence of the server explains a loss
-RECENT = 120.0
 #: the smallest --max-frame taken
 MIN_MAX_FRAME = 4096
 #: own messages (and ids shown) remembered, to tell the person which were lost and to
@@ -75,36 +81,6 @@ class Private:
     text: str
 HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
         "/release NAME, /quit, /help")
-
-
-class StallWatch:
-    """Notices when this process was stopped for a while (Ctrl-Z, SIGSTOP, a stalled
-    machine): the session may have taken it for gone meanwhile."""
-
-    def __init__(self, period: float = 0.1, gap: float = 1.0) -> None:
-        self.period = period
-        self.gap = gap
-        #: a time before which everything happened before the latest stop, and after
-        #: which only what happened after it (None: no stop seen)
-        self.resumed_after: float | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="stall-watch", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(self.period):
-            now = time.monotonic()
-            if now - last > self.gap:
-                # the stop began within a period after ``last``
-                self.resumed_after = last + self.period
-            last = now
 
 
 class ChatScreen:
@@ -141,14 +117,9 @@ class ChatScreen:
         self._own: OrderedDict[str, list] = OrderedDict()
         #: copies of own messages already reported lost
         self._reported_lost: set[str] = set()
-        #: when the server was last heard from, after it stopped answering (see
-        #: log_record)
-        self._server_silent_since: float | None = None
-        #: copies of the previous incarnation that may have been in the frames the server
-        #: returned and that were dropped
+        #: copies of own messages the communicator reported not sent (MessagesLost)
         self._dropped: set[str] = set()
         self._installs = 0
-        self.stall_watch = StallWatch()
         #: set when this client rejoined (after the server answered again)
         self._rejoined = True
 
@@ -304,22 +275,9 @@ class ChatScreen:
     def _joined_self(self, member: str, all_users: Sequence[str]) -> None:
         """This person's own join: the first (said by the app), a rejoin of a restarted
         session server (same member id), or a return after the session took this
-        client for gone (a new member id: what it had not sent is lost)."""
-        previous, self._my_id = self._my_id, member
+        client for gone (a new member id); the rejoins are said by :meth:`on_event`."""
+        self._my_id = member
         self._known.update(all_users)
-        if previous is None:
-            return
-        self._rejoined = True  # says that the server answers
-        if previous == member:
-            self._server_silent_since = None
-            self.line("* session server restarted; reconnected")
-            return
-        self.line("* the session took you for gone (no contact for too long); you are back")
-        # what the gone incarnation sent while out of touch went nowhere (some of it
-        # the framework reports; the rest it drops with the old incarnation's queues)
-        self._note_gone_incarnation(previous)
-        self._server_silent_since = None
-        self.report_lost()
 
     def client_left(self, client_name: str, application_name: str) -> None:
         with self._lock:
@@ -334,20 +292,41 @@ class ChatScreen:
                       f"/release {client_name} delivers them anyway (out of order if "
                       f"{client_name}'s messages are still on their way)")
 
-    # what the framework reports, in chat words
+    # what the communicator tells of the session, in chat words
+    def on_event(self, event: SessionEvent) -> None:
+        """The communicator's event listener (I/O thread)."""
+        if isinstance(event, ServerSilent):
+            comm = self.communicator
+            direct = comm is not None and comm.routing == "direct"
+            self.line("* no answer from the session server; retrying (" + (
+                "messages go on directly)" if direct else "your messages wait for it)"))
+        elif isinstance(event, ServerAnswers):
+            # a restarted server: the rejoin that follows says so; else say it here
+            self._rejoined = False
+            timer = threading.Timer(ANSWERS_AGAIN_AFTER, self._server_answers)
+            timer.daemon = True
+            timer.start()
+        elif isinstance(event, Rejoined):
+            self._rejoined = True  # says that the server answers
+            if event.server_restarted:
+                self.line("* session server restarted; reconnected")
+            else:
+                self.line("* the session took you for gone (no contact for too long); "
+                          "you are back")
+                self.report_lost()
+        elif isinstance(event, MessagesLost):
+            with self._lock:
+                self._dropped.update(event.ids)
+            self.report_lost()
+
     def report_lost(self) -> None:
-        """Say which of this person's messages were not sent (the framework reported
-        them undeliverable, or they went in frames of a previous incarnation that the
-        server returned), each copy once."""
-        comm = self.communicator
+        """Say which of this person's messages were not sent (the communicator named
+        them: held or queued by an incarnation that is gone, in frames the server
+        returned, or refused by the causality module), each copy once."""
         with self._lock:
-            lost = set(self._dropped)
-            if comm is not None:
-                lost.update(mid for mid in comm.undeliverable() if mid in self._own)
             by_message: dict[str, list[str]] = {}
-            for copy in lost - self._reported_lost:
-                if copy not in self._own:
-                    continue  # long forgotten
+            new = self._dropped - self._reported_lost
+            for copy in [c for c in self._own if c in new]:  # in the order they were sent
                 self._reported_lost.add(copy)
                 by_message.setdefault(self._own[copy][0], []).append(copy)
             for app_id, copies in by_message.items():
@@ -360,62 +339,11 @@ class ChatScreen:
                 self._unsent.pop(app_id, None)
                 self.line(f"* your message '{quoted}' was not sent{to}")
 
-    def log_record(self, record: logging.LogRecord) -> bool:
-        """Take a warning of the framework that the chat says in its own words (or that
-        is not news to a person); False to show it as it is."""
-        text = str(record.msg)
-        if "no answer from the session server" in text:
-            args = record.args if isinstance(record.args, tuple) else ()
-            silent = args[1] if len(args) > 1 else None  # (member, seconds silent)
-            if isinstance(silent, (int, float)):
-                self._server_silent_since = time.monotonic() - silent
-            comm = self.communicator
-            direct = comm is not None and comm.routing == "direct"
-            self.line("* no answer from the session server; retrying (" + (
-                "messages go on directly)" if direct else "your messages wait for it)"))
-            return True
-        if "the session server answers again" in text:
-            # a restarted server: the rejoin that follows says so; else say it here
-            self._rejoined = False
-            timer = threading.Timer(ANSWERS_AGAIN_AFTER, self._server_answers)
-            timer.daemon = True
-            timer.start()
-            return True
-        if "does not know this client" in text or "declared this client gone" in text:
-            return True  # said by the join that follows (see _joined_self)
-        if "frame(s) of the previous incarnation" in text:
-            comm = self.communicator
-            self._note_gone_incarnation(comm.member_id if comm is not None else self._my_id)
-            self.report_lost()
-            return True
-        if "accepted for sending" in text:
-            self.report_lost()
-            return True
-        if "release_waiting_on" in text:
-            return True  # client_left says it with /release NAME
-        return False
-
     def _server_answers(self) -> None:
         with self._lock:
             if not self._rejoined:
                 self._rejoined = True
                 self.line("* the session server answers again")
-
-    def _note_gone_incarnation(self, old: str | None) -> None:
-        """The incarnation ``old`` of this client is gone (the session took it for
-        gone): what it sent after it lost contact did not reach anyone (the server
-        returned the frames, or they were still queued), and is taken as not sent. That
-        is what left after the process last resumed from a stop, or after the server
-        last answered; with neither known, what left in the last heartbeats."""
-        comm = self.communicator
-        now = time.monotonic()
-        known = [t for t in (self._server_silent_since, self.stall_watch.resumed_after)
-                 if t is not None and t > now - RECENT]
-        interval = comm.heartbeat_interval if comm is not None else 0.5
-        since = max(known) if known else now - (SERVER_SILENCE_HEARTBEATS + 1) * interval
-        with self._lock:
-            self._dropped.update(copy for copy, own in self._own.items()
-                                 if own[3] == old and own[4] is not None and own[4] >= since)
 
     def held(self, held: list[object], waiting: dict[str, list[str]]) -> None:
         """``/held``: each held message with its sender or destination, its text and
@@ -438,20 +366,18 @@ class ChatScreen:
 
 
 class ScreenLogHandler(logging.Handler):
-    """Hands the framework's warnings to the screen, which says some in chat words
-    (:meth:`ChatScreen.log_record`); the others, when ``show``, are chat lines
-    (``! ...``), without timestamps."""
+    """Shows the framework's warnings as chat lines (``! ...``, without timestamps),
+    except those that a session event already says in chat words (the framework marks
+    them ``said_by_event``)."""
 
-    def __init__(self, screen: ChatScreen, show: bool = True) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         super().__init__(logging.WARNING)
         self.screen = screen
-        self.show = show
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if self.screen.log_record(record) or not self.show:
-                return
-            self.screen.line(f"! {record.getMessage()}")
+            if not getattr(record, SAID_BY_EVENT, False):
+                self.screen.line(f"! {record.getMessage()}")
         except Exception:  # noqa: BLE001 - logging must never raise into the caller
             self.handleError(record)
 
@@ -554,21 +480,19 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         # records interleaved with it
         for handler in list(root.handlers):
             root.removeHandler(handler)
+        root.addHandler(ScreenLogHandler(screen))
     elif terminal:
         # the log goes above the input line too
         for handler in root.handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(sys.stderr)
-    # with -v the log shows them all; the screen still says some in chat words
-    root.addHandler(ScreenLogHandler(screen, show=args.verbose == 0))
-    screen.stall_watch.start()
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
             max_frame=args.max_frame,
             state_provider=screen.snapshot, state_consumer=screen.install,
             session_listener=screen, message_listener=screen.message,
-            sent_listener=screen.on_sent,
+            event_listener=screen.on_event, sent_listener=screen.on_sent,
         )
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
@@ -589,7 +513,6 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     except KeyboardInterrupt:
         pass
     finally:
-        screen.stall_watch.stop()
         communicator.close()
         screen.line("* bye")
     return 0

@@ -54,11 +54,11 @@ LAYERS = [
                          "groupcomm.protocol",
                          "groupcomm.layers", "groupcomm.cli.args"}),
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
-                        "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
+                        "groupcomm.protocol", "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
                         "trace_analysis"}),
     # the web gateway: browser tabs as members, next to the terminal apps it mirrors
     ("groupcomm.web", {"groupcomm", "groupcomm.core", "groupcomm.transport",
-                       "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
+                       "groupcomm.protocol", "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
                        "groupcomm.apps", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",

@@ -55,6 +55,12 @@ DEPART_WAIT = 10.0
 SERVER_SILENCE_HEARTBEATS = 4
 #: Frames the server returned (it did not know this client) kept for sending again.
 MAX_RETURNED_FRAMES = 10_000
+#: set on a log record (``extra``) whose news a session event also carries
+#: (:mod:`groupcomm.protocol.session_events`): an application that says the events in
+#: its own words leaves these records out of what it shows
+SAID_BY_EVENT = "said_by_event"
+#: the ``extra`` of such a record
+EVENT_EXTRA = {SAID_BY_EVENT: True}
 
 
 def member_id(name: str, incarnation: int) -> str:
@@ -287,7 +293,8 @@ class Membership:
                 self.server_unreachable = True
                 self.stats["server_outages"] += 1
                 log.warning("%s: no answer from the session server for %.1fs; retrying "
-                            "(direct traffic goes on; relayed frames wait)", self.member, silent)
+                            "(direct traffic goes on; relayed frames wait)", self.member, silent,
+                            extra=EVENT_EXTRA)
                 actions.append(ServerSilence(silent))
         actions.append(SendCommand("heartbeat"))
         return actions
@@ -306,7 +313,8 @@ class Membership:
             log.warning("%s: the session server accepts this client's key again", self.member)
         if self.server_unreachable:
             self.server_unreachable = False
-            log.warning("%s: the session server answers again", self.member)
+            log.warning("%s: the session server answers again", self.member,
+                        extra=EVENT_EXTRA)
             return [ServerBack(), *self._on_notice(op, notice, now)]
         return self._on_notice(op, notice, now)
 
@@ -413,7 +421,7 @@ class Membership:
             # we were declared gone while stalled: what the old incarnation relayed and
             # got back cannot be sent as the new one's
             log.warning("%s: the session had declared this client gone; it is back as a "
-                        "new member, %s", previous, self.member)
+                        "new member, %s", previous, self.member, extra=EVENT_EXTRA)
             self.stats["reincarnations"] += 1
             if self.returned:
                 actions.append(DropReturned(len(self.returned), tuple(self.returned_ids)))
@@ -519,7 +527,8 @@ class Membership:
         self._last_rejoin = now
         self.stats["rejoins"] += 1
         log.warning("%s: the session server does not know this client (restarted, or it "
-                    "declared this client gone); joining again", self.member)
+                    "declared this client gone); joining again", self.member,
+                    extra=EVENT_EXTRA)
         return [SendCommand("join", self._join_fields())]
 
     # -- departures and early senders -------------------------------------------------------

@@ -35,7 +35,7 @@ from groupcomm.core.filtering import (
     SessionMessageListener,
 )
 from groupcomm.core.headers import meta_bytes
-from groupcomm.core.membership import split_member
+from groupcomm.core.membership import SAID_BY_EVENT, split_member
 from groupcomm.core.messages import (
     GROUP_HEADER,
     ControlMessage,
@@ -224,7 +224,8 @@ class ProtocolNode(FilterHost):
             return
         self.undeliverable.extend(message_ids)
         log.warning("%s: %d message(s) accepted for sending %s: %s", self._name,
-                    len(message_ids), why, ", ".join(message_ids[:10]))
+                    len(message_ids), why, ", ".join(message_ids[:10]),
+                    extra={SAID_BY_EVENT: self.undeliverable_listener is not None})
         if self.undeliverable_listener is not None:
             self.undeliverable_listener(tuple(message_ids), why)
 

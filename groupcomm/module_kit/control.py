@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Mapping
 
 from groupcomm.core.causality import CausalityManager
+from groupcomm.core.membership import EVENT_EXTRA
 from groupcomm.core.messages import (
     ControlMessage,
     HeaderValue,
@@ -55,9 +56,10 @@ def warn_held_on(manager: CausalityManager, name: str, log: logging.Logger) -> N
     it (receiver-side modules; they stay held until ``release_waiting_on``)."""
     waiting = [mid for mid, on in manager.waiting_for().items() if name in on]
     if waiting:
+        # the member's PeerLeft event names them too
         log.warning("%s: %s left; %d held message(s) wait on it: %s (see "
                     "release_waiting_on)", manager.host.name, name, len(waiting),
-                    ", ".join(waiting[:10]))
+                    ", ".join(waiting[:10]), extra=EVENT_EXTRA)
 
 
 def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: str,

@@ -30,6 +30,7 @@ from typing import Any
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.core.membership import (
+    EVENT_EXTRA,
     Action,
     Arrive,
     DropReturned,
@@ -579,7 +580,8 @@ class ClientProtocol:
             elif isinstance(action, DropReturned):
                 self.stats["undeliverable_frames"] += action.count
                 log.warning("%s: %d frame(s) of the previous incarnation, returned by the "
-                            "server, are not sent", self.name, action.count)
+                            "server, are not sent", self.name, action.count,
+                            extra=EVENT_EXTRA)
                 if action.ids:
                     self._report_undeliverable(list(action.ids), "was declared gone before "
                                                "the server relayed them")
@@ -656,7 +658,7 @@ class ClientProtocol:
         self.stats["undeliverable"] += len(ids)
         self._undeliverable.extend(ids)
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
-                    "%s", self.name, len(ids), why, ", ".join(ids[:10]))
+                    "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
 
     def _release_departed(self, now: float) -> None:
         """The ``release_after`` policy: deliver, past the gap, what still waits on a
@@ -681,7 +683,7 @@ class ClientProtocol:
         self.stats["undeliverable"] += len(ids)
         self._undeliverable.extend(ids)
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
-                    "%s", self.name, len(ids), why, ", ".join(ids[:10]))
+                    "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
         self.emit(MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:

@@ -314,6 +314,10 @@ class MemberLink:
             push.close(linger=0)
 
     def discard_queued(self) -> None:
+        # what the previous incarnation queued cannot leave as the new one's: said lost
+        self._unsent += [(item.message_id, "was declared gone before they left")
+                         for items in self.outbox.values() for item in items
+                         if type(item) is not tuple and item.is_user_message()]
         self.outbox.clear()
         self.outbox_count = 0
         # frames compressed for the previous member may never have been sent: the

@@ -7,6 +7,7 @@ import threading
 
 from groupcomm.apps.im import ChatScreen, Private
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.protocol.session_events import MessagesLost, Rejoined
 
 
 def test_a_note_to_oneself_delivered_during_the_send_is_shown_after_its_line() -> None:
@@ -45,6 +46,7 @@ def test_a_member_rejoining_a_restarted_server_is_not_news() -> None:
     # the server restarts: both rejoin under the same member ids
     screen.client_joined("bob", "im", "office", True, True, ("bob",))
     screen.client_joined("alice", "im", "office", False, False, ("bob", "alice"))
+    screen.on_event(Rejoined(member="alice", previous="alice"))
     screen.client_left("bob", "im")
     screen.client_joined("bob~2", "im", "office", False, False, ("alice", "bob~2"))
     assert out.getvalue().splitlines() == [
@@ -91,3 +93,26 @@ def test_keys_typed_together_become_one_insertion_but_combinations_stay() -> Non
     # a combination split across two reads
     assert [k.key for k in coalesce([escape])] == [Keys.Escape]
     assert [(k.key, k.data) for k in coalesce(keys("xy"))] == [("x", "x"), ("y", "y")]
+
+
+def test_a_return_after_being_taken_for_gone_names_exactly_what_was_not_sent() -> None:
+    out = io.StringIO()
+    screen = ChatScreen("alice", out)
+    screen.client_joined("alice", "im", "office", True, True, ("alice",))
+    screen.client_joined("bob", "im", "office", False, False, ("alice", "bob"))
+    for number, text in enumerate(["first", "second", "third"], start=1):
+        screen.sent([SentMessage(application_name="im", session_name="office",
+                                 user_message=text, message_id=f"alice#{number}",
+                                 sender="alice", vc=(("alice", number),),
+                                 destinations=("bob",))])
+    screen.client_joined("alice~2", "im", "office", False, False, ("bob", "alice~2"))
+    screen.on_event(MessagesLost(member="alice~2", ids=("alice#2", "alice#3"),
+                                 reason="was declared gone before they left"))
+    screen.on_event(Rejoined(member="alice~2", previous="alice"))
+    lines = out.getvalue().splitlines()
+    assert lines[-3:] == [
+        "* your message 'second' was not sent",
+        "* your message 'third' was not sent",
+        "* the session took you for gone (no contact for too long); you are back",
+    ]
+    assert not any("'first'" in line for line in lines)
