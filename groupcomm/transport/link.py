@@ -43,8 +43,7 @@ from groupcomm.wire.envelopes import (
     pack_envelope,
     pack_envelopes,
 )
-from groupcomm.wire.frames import MESSAGE, ROUTED, FrameCodec, sealed_kind
-from groupcomm.wire.session import seal_session
+from groupcomm.wire.frames import FORWARDED, FrameCodec
 from groupcomm.wire.streams import StreamEncoder
 
 # the communicator's logger: its messages keep the name they always had
@@ -273,7 +272,7 @@ class MemberLink:
             # asking whether more waits is cheaper than the exception of a recv that
             # finds nothing, which every frame of a request/response exchange would pay
             more = socket.get(_EVENTS) & _POLLIN
-            if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
+            if from_server and len(parts) <= 2 and parts[0] != FORWARDED:
                 # a notice, or an error with the relayed frame the server returned
                 protocol.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None,
                                           now)
@@ -282,12 +281,12 @@ class MemberLink:
                 if timeline is not None:
                     timeline.append(("in", time.perf_counter_ns()))
                 if self._curve is not None:
-                    if from_server and len(parts) == 3 and parts[0] == MESSAGE:
+                    if from_server and len(parts) == 3 and parts[0] == FORWARDED:
                         protocol.on_message_frame(parts[1], parts[2], False, now)
                     else:
                         protocol.rejects.reject("malformed",
                                                 "relayed frame without its attested sender")
-                elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
+                elif from_server and len(parts) == 2 and parts[0] == FORWARDED:
                     protocol.on_message_frame(parts[-1], None, False, now)
                 elif not from_server and len(parts) == 1:
                     protocol.on_message_frame(parts[0], None, True, now)
@@ -325,20 +324,12 @@ class MemberLink:
         self._send_parts(self._dealer, [command])
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
-        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
-        # frames (a relay command's bytes included, for a frame that needs one)
+        # the server reads the destinations from the routed frame's own head
         stats = self.stats
         stats["frames_sent"] += 1
+        stats["frame_bytes_sent"] += len(frame)
         assert self._dealer is not None
-        if sealed_kind(frame) == ROUTED:  # its head names the destinations
-            stats["frame_bytes_sent"] += len(frame)
-            self._send_parts(self._dealer, [frame])
-            return
-        command = seal_session(self.codec, "relay", client=self.name,
-                               application=self.application, session=self.session,
-                               dests=list(dests))
-        stats["frame_bytes_sent"] += len(command) + len(frame)
-        self._send_parts(self._dealer, [command, frame])
+        self._send_parts(self._dealer, [frame])
 
     def drop_peer(self, member: str) -> None:
         """Forget ``member``'s link (it left): its frame count, its socket and its backlog."""
