@@ -25,7 +25,13 @@ from groupcomm.wire.payload import (
     dump_payload,
     load_payload,
 )
-from groupcomm.wire.session import FIELD_CODES, OP_CODES, open_session, seal_session
+from groupcomm.wire.session import (
+    FIELD_CODES,
+    OP_CODES,
+    SESSION_FIELDS,
+    open_session,
+    seal_session,
+)
 
 KEY = b"k" * 32
 
@@ -313,6 +319,11 @@ def test_session_frames_travel_compact_and_spelled_out_ones_are_refused() -> Non
         assert refused.value.reason == "malformed"
     with pytest.raises(ValueError, match="unknown session op 'relay'"):
         seal_session(sender, "relay", **fields)
+
+
+def test_every_op_has_a_code_and_its_required_fields() -> None:
+    assert sorted(OP_CODES) == sorted(SESSION_FIELDS)
+    assert len(set(FIELD_CODES)) == len(FIELD_CODES)
 
 
 HEARTBEAT = OP_CODES.index("heartbeat")

@@ -197,10 +197,10 @@ def test_bad_packed_frames_are_refused_message_by_message(group: ProcessGroup) -
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)
     push.connect(bob_address)
-    entry = ["alice#100000", ["bob"], "normal", b"", [["alice", 100000]], 0,
+    entry = ["alice#100000", ["bob"], "normal", {}, [["alice", 100000]], 0,
              pickle.dumps("packed-ok")]
     entries = [[1, 2], entry, ["alice#100001", ["carol"], *entry[2:]],
-               ["alice#100002", ["bob"], "normal", b"", [["alice", 100001]], 0, b"\x80junk"]]
+               ["alice#100002", ["bob"], "normal", {}, [["alice", 100001]], 0, b"\x80junk"]]
     try:
         routed = StreamEncoder(compress=False).wrap
         push.send(good.seal(routed(("bob",), b"P\xc1")))

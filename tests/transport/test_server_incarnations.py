@@ -112,7 +112,7 @@ def test_the_server_refuses_other_kinds_versions_and_frames_that_do_not_travel_a
         batch = b"P" + b"\x94"  # a packed batch, not inside a routed frame
         server.handle([b"a", codec.seal(batch)])
         server.handle([b"a", codec.seal(b"M" + b"envelope")])
-        # a session command followed by a frame (a relay command and its frame)
+        # a session command with a frame after it
         server.handle([b"a", command(codec, "heartbeat", "alice"), routed(codec, ["bob"])])
         server.handle([b"a", routed(codec, ["bob"]), b"more"])
         # a session map that spells out what travels as codes is refused, and so is an
