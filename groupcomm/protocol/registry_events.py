@@ -142,6 +142,7 @@ class Rejected:
 Action = Notify | Forward | Return | Rejected
 
 
+# -- what verified frames ask for ------------------------------------------------------------
 def _text(command: Mapping[str, Any], key: str) -> str:
     value = command.get(key)
     if not isinstance(value, str) or not value:
