@@ -82,15 +82,14 @@ from groupcomm.core.registry import get_module
 from groupcomm.protocol.client_actions import apply_to_node
 from groupcomm.protocol.registry import (
     Action,
-    BadCommand,
     Forward,
     Notify,
     Rejected,
     Return,
     SessionRegistry,
     Tick,
-    command_input,
 )
+from groupcomm.protocol.registry_events import BadCommand, Input, command_input, routed_input
 
 __all__ = ["REGISTRIES", "SessionCheck", "SessionCheckConfig", "SessionCheckResult",
            "check_session"]
@@ -519,14 +518,12 @@ class SessionCheck:
         self._own_registry(world)
         fields: dict[str, Any] = {"op": op, "client": client.name, "application": APPLICATION,
                                   "session": SESSION}
-        payload: tuple[bytes, ...] = ()
-        if op == "relay":
-            fields["dests"] = list(command[1])
-            payload = (command[2].encode(),)
-        else:
-            fields.update(_thaw(command[1]))
         try:
-            event = command_input(fields, conn, world.now, payload=payload)
+            if op == "relay":  # a routed frame: its head names the destinations
+                event: Input = routed_input(world.registry.by_conn, conn, world.now,
+                                            tuple(command[1]), command[2].encode())
+            else:
+                event = command_input({**fields, **_thaw(command[1])}, conn, world.now)
         except BadCommand as error:
             raise _Found("exception", f"the client sent a bad command: {error}") from None
         self._server_actions(world, world.registry.handle(event))

@@ -66,17 +66,8 @@ from groupcomm.protocol.session_events import (
     SessionEvent,
 )
 from groupcomm.protocol.transfer import StateTransfer
-from groupcomm.wire.envelopes import decode_batch, decode_received, unpack_envelopes
-from groupcomm.wire.frames import (
-    BATCH,
-    MESSAGE,
-    PACKED,
-    ROUTED,
-    SESSION,
-    FrameCodec,
-    FrameRejected,
-    kind_of,
-)
+from groupcomm.wire.envelopes import unpack_envelopes
+from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamDecoder
 
@@ -266,6 +257,7 @@ class ClientProtocol:
             self._report_undeliverable([message_id], why)
         if take_sends and self.inputs:
             self.take_inputs()
+        self._update_deadline()  # arrivals may have started something that waits on time
         if now >= self.deadline:
             self.timer(now)
         return self.deadline
@@ -325,15 +317,15 @@ class ClientProtocol:
         error with the relayed frame it returned (two parts) or a relayed message frame
         (``MESSAGE`` and the frame, and the attested sender with per-client keys); from
         a peer, a message frame pushed directly (one part)."""
-        if from_server and len(parts) <= 2 and parts[0] != MESSAGE:
+        if from_server and len(parts) <= 2 and parts[0] != FORWARDED:
             self.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None, now,
                                   returned_ids)
         elif self.attested:
-            if from_server and len(parts) == 3 and parts[0] == MESSAGE:
+            if from_server and len(parts) == 3 and parts[0] == FORWARDED:
                 self.on_message_frame(parts[1], parts[2], False, now)
             else:
                 self.rejects.reject("malformed", "relayed frame without its attested sender")
-        elif from_server and len(parts) == 2 and parts[0] == MESSAGE:
+        elif from_server and len(parts) == 2 and parts[0] == FORWARDED:
             self.on_message_frame(parts[-1], None, False, now)
         elif not from_server and len(parts) == 1:
             self.on_message_frame(parts[0], None, True, now)
@@ -367,38 +359,21 @@ class ClientProtocol:
 
     def on_message_frame(self, frame: bytes, attested: bytes | None, direct: bool,
                          now: float) -> None:
-        """A message frame (relayed: ``attested`` is the sender the server vouches for
+        """A routed frame (relayed: ``attested`` is the sender the server vouches for
         with per-client keys; ``direct``: pushed by a peer). Verified before anything in
         it is decoded; bad input is counted by reason and dropped."""
-        self._now = now
+        self.now = now
         try:
             body, nonce, _ = self.codec.open(frame)
-            head = kind_of(body)
-            if head == ROUTED:
-                body = self.streams.unwrap(nonce, body)
-                head = PACKED
-            if head == PACKED:
-                self.stats["frames_received"] += 1
-                origin = self._handle_packed(body, attested, now)
-                envelopes: list[bytes] = []
-            elif head == MESSAGE:
-                envelopes = [body[1:]]
-            elif head == BATCH:
-                try:
-                    envelopes = decode_batch(body)
-                except MessageError as error:
-                    raise FrameRejected("malformed", str(error)) from None
-            else:
-                raise FrameRejected("malformed", "expected a message frame")
+            if kind_of(body) != ROUTED:
+                raise FrameRejected("malformed", "a session frame where a message frame "
+                                    "was expected")
+            body = self.streams.unwrap(nonce, body)
+            self.stats["frames_received"] += 1
+            origin = self._handle_packed(body, attested, now)
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail)
             return
-        if envelopes:
-            self.stats["frames_received"] += 1
-            sender = attested.decode("utf-8", "replace") if attested is not None else None
-            origin = None
-            for envelope in envelopes:
-                origin = self._handle_envelope(envelope, sender, now) or origin
         self.drain()
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
@@ -468,9 +443,10 @@ class ClientProtocol:
 
     # -- frames in ------------------------------------------------------------------------------
     def _handle_packed(self, body: bytes, attested: bytes | None, now: float) -> str | None:
-        """Hand on the messages of a verified ``P`` body (the checks every message of
-        one sender shares are made once); returns the sender's name once it decoded.
-        Raises :class:`FrameRejected` when the body as a whole is malformed."""
+        """Hand on the messages of a verified packed batch (the checks every message of
+        one sender shares, sender, session and membership, are made once); returns the
+        sender's name once it decoded. Raises :class:`FrameRejected` when the batch as a
+        whole is malformed."""
         try:
             app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
         except MessageError as error:
@@ -496,36 +472,6 @@ class ClientProtocol:
         self.stats["messages_received"] += len(messages)
         self.node.arrived_many(messages)
         return sender
-
-    def _handle_envelope(self, envelope: bytes, attested: str | None,
-                         now: float) -> str | None:
-        """Hand one verified envelope on; returns its sender's name once it decoded."""
-        try:
-            try:
-                message = decode_received(envelope, self.node.name)
-            except MessageError as error:
-                raise FrameRejected("malformed", str(error)) from None
-            if attested is not None and message.sender != attested:
-                raise FrameRejected(
-                    "impersonation",
-                    f"{attested!r} sent a message signed as from {message.sender!r}",
-                )
-            if message.session_name != self.session or (
-                message.application_name != self.application
-            ):
-                raise FrameRejected(
-                    "wrong_session",
-                    f"message for {message.application_name}/{message.session_name}",
-                )
-            if message.sender not in self.node.member_set:
-                self._admit([message], now)
-                return message.sender
-        except FrameRejected as error:
-            self.rejects.reject(error.reason, error.detail)
-            return None
-        self.stats["messages_received"] += 1
-        self.node.arrived(message)
-        return message.sender
 
     def _admit(self, messages: Iterable[ReceivedMessage], now: float) -> None:
         """Messages whose sender is not a current member: early, departing or stale."""

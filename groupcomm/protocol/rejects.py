@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-# the logger RejectLog has always used (it lived in the server module): log
-# configurations that name it keep working
-log = logging.getLogger("groupcomm.transport.server")
+log = logging.getLogger(__name__)
 
 
 class RejectLog:

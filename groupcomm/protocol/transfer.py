@@ -10,10 +10,13 @@ the cut is complete and the application has applied everything it was handed.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
 from groupcomm.core.state_transfer import (
     Ask,
     Cuts,
@@ -24,18 +27,39 @@ from groupcomm.core.state_transfer import (
     StateReply,
     StateRequest,
 )
+from groupcomm.protocol.actions import Out
+from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.session_events import (
+    SessionEvent,
     StateInstalled,
     StateRequested,
     StateUnavailable,
 )
 
-if TYPE_CHECKING:
-    from groupcomm.protocol.client import ClientProtocol
-
 __all__ = ["StateTransfer"]
 
 log = logging.getLogger(__name__)
+
+
+class Member(Protocol):
+    """What state transfer uses of its member (a
+    :class:`~groupcomm.protocol.client.ClientProtocol`)."""
+
+    name: str
+    application: str
+    session: str
+    node: ProtocolNode
+    port: ApplicationPort
+    out: Out
+    stats: Counter[str]
+    lock: AbstractContextManager[Any]
+    now: float
+
+    def emit(self, event: SessionEvent) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def take_inputs(self) -> None: ...
 
 
 class StateTransfer:
@@ -44,7 +68,7 @@ class StateTransfer:
     one; a member without a consumer asks for nothing, one without a provider answers
     that it has nothing to give."""
 
-    def __init__(self, member: ClientProtocol, *, provider: Callable[[], Any] | None,
+    def __init__(self, member: Member, *, provider: Callable[[], Any] | None,
                  consumer: Callable[[Any], None] | None, timeout: float) -> None:
         self._member = member
         self._provider = provider

@@ -8,8 +8,8 @@ uses (:func:`~groupcomm.wire.envelopes.pack_envelopes`, a
 and the last keystroke's frame is broken down: the signature, the frame header (version,
 nonce, counter), the routed head (kind, destinations, chunk number) and the compressed
 chunk; and the batch before compression, field by field (its head, message id,
-destinations, kind, stamp, tag clock, payload; the payload also as its pickle, the
-encoding before plain tuples went as msgpack).
+destinations, kind, stamp, tag clock, payload; the payload also as its pickle would
+take, for comparison with its msgpack form).
 """
 
 from __future__ import annotations

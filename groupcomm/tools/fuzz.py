@@ -7,11 +7,14 @@ deserialized at all: msgpack, pickle and dill are watched and must not be called
 before the signature is verified.
 
 * ``unsigned``: random bytes and mutations (bit flips, truncations, insertions,
-  splices) of valid signed frames, fed to :meth:`FrameCodec.open` and the
-  communicator's frame handling path.
-* ``signed``: mutations of valid bodies (message envelopes, batches, session
-  commands), re-signed with the session key, so the parsers behind the signature are
-  reached: what a buggy or hostile key holder could send.
+  splices) of valid signed frames (routed frames and session frames), fed to
+  :meth:`FrameCodec.open` and the communicator's frame handling path.
+* ``signed``: what a buggy or hostile key holder could send, re-signed with the session
+  key so that the parsers behind the signature are reached: half mutate valid frame
+  bodies (the routed head, the compressed chunks, session commands), half mutate a
+  valid packed batch and then wrap it in a routed frame as a sender would (as it is, or
+  as the first chunk of a stream), so that the batch parser behind the routed head and
+  the inflater is reached too.
 """
 
 from __future__ import annotations
@@ -31,33 +34,20 @@ import msgpack
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main
 from groupcomm.core.messages import ControlMessage, MessageError, SentMessage
-from groupcomm.wire.envelopes import (
-    decode_batch,
-    decode_received,
-    encode_batch,
-    encode_message,
-    pack_envelopes,
-    unpack_envelopes,
-)
-from groupcomm.wire.frames import (
-    BATCH,
-    MESSAGE,
-    PACKED,
-    ROUTED,
-    SESSION,
-    FrameCodec,
-    FrameRejected,
-    kind_of,
-    sealed_body,
-)
+from groupcomm.wire.envelopes import pack_envelopes, unpack_envelopes
+from groupcomm.wire.frames import ROUTED, FrameCodec, FrameRejected, kind_of, sealed_body
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamDecoder, StreamEncoder
 
 KEY = b"fuzzing-key-0123456789abcdef0123"
 
 
-def seed_bodies() -> list[bytes]:
-    """Valid frame bodies of every kind to mutate."""
+#: the destinations of the routed frames the fuzzer wraps itself
+WRAPPED_DESTS = ("bob",)
+
+
+def seed_batches() -> list[bytes]:
+    """Valid packed batches (what routed frames carry) to mutate."""
     base = dict(application_name="im", session_name="s", message_id="alice#1",
                 sender="alice", vc=(("alice", 1), ("bob", 2)), destinations=("bob", "carol"))
     messages = [
@@ -67,22 +57,32 @@ def seed_bodies() -> list[bytes]:
         SentMessage(user_message=ControlMessage("cykas", "ack", "bob#3"), kind="eager",
                     **base),  # type: ignore[arg-type]
     ]
-    envelopes = [encode_message(m) for m in messages]
-    bodies = [MESSAGE + e for e in envelopes] + [encode_batch(envelopes)]
-    bodies += pack_envelopes(messages, 1 << 20)  # what communicators send (P frames)
+    batches = list(pack_envelopes(messages, 1 << 20))  # all three in one batch
+    batches += [next(pack_envelopes([m], 1 << 20)) for m in messages]
+    return batches
+
+
+def seed_bodies() -> list[bytes]:
+    """Valid frame bodies of both kinds to mutate: routed bodies (a stream's first two
+    chunks, batches that travel uncompressed) and session commands."""
+    batches = seed_batches()
+    streams = StreamEncoder()
+    bodies = [streams.wrap(("bob", "carol"), b) for b in batches[:2]]
+    bodies += [StreamEncoder(compress=False).wrap(WRAPPED_DESTS, b) for b in batches]
     session = FrameCodec(KEY)
-    for op, fields in (("join", {"address": "tcp://1.2.3.4:5"}), ("heartbeat", {}),
-                       ("relay", {"dests": ["bob"]})):
+    for op, fields in (("join", {"address": "tcp://1.2.3.4:5", "incarnation": 2}),
+                       ("heartbeat", {"probe": 3}),
+                       ("leave", {"direct_frames": {"bob": 4}})):
         frame = seal_session(session, op, client="alice", application="im", session="s",
                              **fields)
         bodies.append(sealed_body(frame))
-    # routed bodies (what communicators send): a stream's first two chunks, and a batch
-    # that travels uncompressed
-    streams = StreamEncoder()
-    packed = [b for b in bodies if b[:1] == PACKED]
-    bodies += [streams.wrap(("bob", "carol"), b) for b in packed[:2]]
-    bodies.append(StreamEncoder(compress=False).wrap(("bob",), packed[0]))
     return bodies
+
+
+def wrap_batch(batch: bytes, rng: random.Random) -> bytes:
+    """A routed body carrying ``batch`` as a sender would send it: as it is, or as the
+    first chunk of a stream (compressed)."""
+    return StreamEncoder(compress=rng.random() < 0.5).wrap(WRAPPED_DESTS, batch)
 
 
 def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes]) -> bytes:
@@ -146,22 +146,13 @@ def handle_frame(receiver: FrameCodec, frame: bytes,
     (``streams``: the receiver's decompressors of routed frames)."""
     try:
         body, nonce, _ = receiver.open(frame)
-        head = kind_of(body)
-        if head == ROUTED:
+        if kind_of(body) == ROUTED:
             if streams is None:
                 streams = StreamDecoder(max_body=receiver.max_frame)
-            body = streams.unwrap(nonce, body)
-            head = PACKED
-        if head == SESSION:
-            open_session(body)
-        elif head == PACKED:
-            if unpack_envelopes(body, "bob")[4]:  # messages refused one by one
-                return "malformed"
-        elif head == BATCH:
-            for envelope in decode_batch(body):
-                decode_received(envelope, "bob")
+            if unpack_envelopes(streams.unwrap(nonce, body), "bob")[4]:
+                return "malformed"  # messages refused one by one
         else:
-            decode_received(body[1:], "bob")
+            open_session(body)
     except FrameRejected as error:
         return error.reason
     except MessageError:
@@ -173,6 +164,7 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
     """Run both campaigns with ``inputs`` inputs in all; return the figures."""
     rng = random.Random(seed)
     bodies = seed_bodies()
+    batches = seed_batches()
     sender = FrameCodec(KEY)
     valid_frames = [sender.seal(b) for b in bodies]
     watch = _Watch()
@@ -186,8 +178,10 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
     streams = StreamDecoder(max_body=receiver.max_frame)
     for index in range(inputs):
         signed = index >= half
-        if signed:
+        if signed and rng.random() < 0.5:
             frame = sender.seal(mutate(rng.choice(bodies), rng, bodies))
+        elif signed:
+            frame = sender.seal(wrap_batch(mutate(rng.choice(batches), rng, batches), rng))
         elif rng.random() < 0.2:
             frame = rng.randbytes(rng.randint(0, 200))
         else:

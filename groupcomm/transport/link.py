@@ -43,7 +43,7 @@ from groupcomm.wire.envelopes import (
     pack_envelope,
     pack_envelopes,
 )
-from groupcomm.wire.frames import MESSAGE, FrameCodec
+from groupcomm.wire.frames import FORWARDED, FrameCodec
 from groupcomm.wire.streams import StreamEncoder
 
 log = logging.getLogger(__name__)
@@ -255,12 +255,14 @@ class MemberLink:
                 parts = socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if timeline is not None:
-                timeline.append(("in", time.perf_counter_ns()))
-            if from_server and len(parts) == 2 and parts[0] != MESSAGE:
-                # the server returned a relayed frame: say which messages it held
-                frames.append((parts, True, self._frame_ids.get(hash(parts[1]), ())))
+            if from_server and len(parts) <= 2 and parts[0] != FORWARDED:
+                # a notice, or an error with a relayed frame the server returned: say
+                # which messages that frame held
+                frames.append((parts, True, self._frame_ids.get(hash(parts[1]), ())
+                               if len(parts) == 2 else ()))
             else:
+                if timeline is not None:
+                    timeline.append(("in", time.perf_counter_ns()))
                 frames.append((parts, from_server, ()))
             # asking whether more waits is cheaper than the exception of a recv that
             # finds nothing, which every frame of a request/response exchange would pay

@@ -9,10 +9,9 @@ answers with (notices, forwarded and returned frames, rejections). All notices o
 session leave the server's single thread in the registry's order, and a ZeroMQ
 connection is FIFO, so every member hears of joins and leaves in the same order.
 
-A message frame arrives as a routed frame whose head names its destinations
-(:mod:`groupcomm.wire.streams`): the server verifies it, reads the head and forwards the
-frame unchanged (a relay command followed by a frame, what older clients send, is still
-taken). Every frame is verified before anything in it is decoded; bad frames are dropped,
+A client sends two kinds of frames, each alone: session commands, and routed frames
+whose head names their destinations (:mod:`groupcomm.wire.streams`), which the server
+verifies, routes by their head and forwards unchanged. Every frame is verified before anything in it is decoded; bad frames are dropped,
 counted by reason and logged, and the server keeps serving. A connection whose frames
 carry another session key's signature is told so (at most once a second), in a notice
 signed with this server's key: the client cannot verify it, and that is how it knows
@@ -32,7 +31,6 @@ import zmq
 from groupcomm.protocol.registry import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     Action,
-    BadCommand,
     Forward,
     Input,
     Member,
@@ -42,17 +40,15 @@ from groupcomm.protocol.registry import (
     Session,
     SessionRegistry,
     Tick,
-    command_input,
-    routed_input,
 )
+from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
+from groupcomm.protocol.rejects import RejectLog
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
-from groupcomm.transport.rejects import RejectLog
 from groupcomm.wire.frames import (
     DEFAULT_MAX_FRAME,
-    MESSAGE,
+    FORWARDED,
     ROUTED,
-    SESSION,
     FrameCodec,
     FrameRejected,
     kind_of,
@@ -60,7 +56,7 @@ from groupcomm.wire.frames import (
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import routed_head
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "RejectLog", "Session", "SessionServer"]
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "Session", "SessionServer"]
 
 log = logging.getLogger(__name__)
 
@@ -181,28 +177,23 @@ class SessionServer:
 
     # -- input ------------------------------------------------------------------------------
     def handle(self, parts: list[bytes], user: str | None = None) -> None:
-        """Handle one multipart message from a client: ``[identity, frame, (frame)]``;
-        ``user`` is the authenticated client name with per-client keys."""
-        if len(parts) < 2:
-            self.rejects.reject("malformed", "message without a frame")
+        """Handle one multipart message from a client: ``[identity, frame]``; ``user``
+        is the authenticated client name with per-client keys."""
+        if len(parts) != 2:
+            self.rejects.reject("malformed", f"{len(parts) - 1} frames in one message: a "
+                                "frame travels alone")
             return
-        identity, frame = parts[0], parts[1]
+        identity, frame = parts
         command: dict = {}
         try:
             body, nonce, counter = self.codec.open(frame)
             kind = kind_of(body)
-            if kind == ROUTED:  # a message frame that names its destinations itself
-                if len(parts) != 2:
-                    raise FrameRejected("malformed", "a routed frame travels alone")
+            if kind == ROUTED:
                 event: Input = routed_input(self.registry.by_conn, identity,
                                             time.monotonic(), routed_head(body)[0], frame)
-            elif kind == SESSION:
-                command = open_session(body)
-                event = command_input(command, identity, time.monotonic(),
-                                      payload=tuple(parts[2:]), user=user)
             else:
-                raise FrameRejected("malformed", "the server takes session and routed "
-                                    "frames only")
+                command = open_session(body)
+                event = command_input(command, identity, time.monotonic(), user=user)
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, self.registry.describe(identity))
             if error.reason == "bad_signature":
@@ -224,9 +215,9 @@ class SessionServer:
         for action in actions:
             if isinstance(action, Forward):
                 if self.curve is None:
-                    send([action.conn, MESSAGE, action.frame])
+                    send([action.conn, FORWARDED, action.frame])
                 else:  # attest who sent it: the receiver checks the signed sender against it
-                    send([action.conn, MESSAGE, action.frame, action.sender.encode()])
+                    send([action.conn, FORWARDED, action.frame, action.sender.encode()])
             elif isinstance(action, Notify):
                 send([action.conn, seal_session(self.codec, action.op, **action.fields)])
             elif isinstance(action, Rejected):

@@ -1,11 +1,12 @@
-"""Message envelopes: how a message travels inside a verified frame body.
+"""Message envelopes: how a message travels.
 
-``P`` batches (:func:`pack_envelopes` / :func:`unpack_envelopes`) are what communicators
-send: the messages queued for the same destinations in one turn, one msgpack document.
-``M`` envelopes (:func:`encode_message` / :func:`decode_received`) carry one message; the
-in-process hosts (the in-process network, the simulator, the model checker) pass them,
-and receivers still accept them and ``B`` batches of them. The envelope and the headers
-are msgpack, never dill; the payload is :mod:`groupcomm.wire.payload`'s.
+Packed batches (:func:`pack_envelopes` / :func:`unpack_envelopes`) are what
+communicators send, inside routed frames (:mod:`groupcomm.wire.streams`): the messages
+queued for the same destinations in one turn, one msgpack document. A single message's
+envelope (:func:`encode_message` / :func:`decode_received`) is what the in-process hosts
+(the in-process network, the simulator, the model checker) pass between members; it
+never travels in a frame. The envelope and the headers are msgpack, never dill; the
+payload is :mod:`groupcomm.wire.payload`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from groupcomm.core.messages import (
     checked_headers,
     received_unchecked,
 )
-from groupcomm.wire.frames import BATCH, PACKED
 from groupcomm.wire.payload import (
     PAYLOAD_CONTROL,
     PAYLOAD_DILL,
@@ -157,53 +157,38 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
     )
 
 
-def encode_batch(envelopes: list[bytes]) -> bytes:
-    """Several message envelopes in one frame body (``B`` frames): one signature,
-    one ZeroMQ send, however many messages were queued for the same destinations."""
-    return BATCH + msgpack.packb(envelopes, use_bin_type=True)
-
-
-def decode_batch(body: bytes) -> list[bytes]:
-    """Inverse of :func:`encode_batch`; raises ``MessageError`` on a bad shape."""
-    try:
-        envelopes = msgpack.unpackb(body[1:], raw=False, use_list=True)
-    except Exception as error:
-        raise MessageError(f"batch is not msgpack: {error}") from None
-    if not isinstance(envelopes, list) or not all(isinstance(e, bytes) for e in envelopes):
-        raise MessageError("a batch must be an array of envelopes")
-    return envelopes
-
-
-# -- packed batches (``P`` frames) ------------------------------------------------------------
+# -- packed batches ---------------------------------------------------------------------------
 #
-# The body of a ``P`` frame is one msgpack document,
+# A packed batch is ``P`` followed by one msgpack document,
 #
 #     ``[application, session, sender, [[message_id, destinations, kind, headers, vc,
 #     payload_format, payload], ...]]``,
 #
-# with ``headers`` a map inside the document (not separately packed bytes, as in ``M``
-# envelopes: one msgpack call less per stamped message on each side; bytes are still
-# accepted), so the receiver decodes a whole batch with one msgpack call, and checks the fields
-# every message of a sender shares (application, session, sender) once per frame. The
-# kind of a message, almost always ``"normal"``, travels as 0 then (6 bytes less per
-# message); other kinds as their names. It
-# replaces, on the sending side, the ``B`` frame (an array of separately packed
-# envelopes, each decoded by its own msgpack call), which receivers still accept.
+# with ``headers`` a map inside the document (not separately packed bytes, as in a single
+# message's envelope: one msgpack call less per stamped message on each side), so the
+# receiver decodes a whole batch with one msgpack call, and checks the fields every
+# message of a sender shares (application, session, sender) once per frame. The kind of
+# a message, almost always ``"normal"``, travels as 0 then (6 bytes less per message);
+# other kinds as their names. The leading ``P`` tells a batch from its difference from
+# the batch before inside a stream (see :mod:`groupcomm.wire.streams`).
 
-#: One message of a ``P`` body, packed in advance: ``((application, session, sender),
+#: the first byte of a packed batch
+PACKED = b"P"
+
+#: One message of a packed batch, packed in advance: ``((application, session, sender),
 #: packed per-message array)`` (messages held back by an injected delay wait as this, so
 #: that their payload is serialized when they were transmitted, as before).
 PackedEnvelope = tuple[tuple[str, str, str], bytes]
 
-#: the kind of (nearly) every message; 0 in a ``P`` body
+#: the kind of (nearly) every message; 0 in a packed batch
 NORMAL = "normal"
 
 
 def kind_code(kind: str) -> str | int:
-    """How a message kind travels in a ``P`` body (0: :data:`NORMAL`)."""
+    """How a message kind travels in a packed batch (0: :data:`NORMAL`)."""
     return 0 if kind == NORMAL else kind
 
-_PACKED_HEAD = PACKED + b"\x94"  # frame kind, then a fixed 4-element msgpack array
+_PACKED_HEAD = PACKED + b"\x94"  # then a fixed 4-element msgpack array
 
 
 class PayloadTooLarge(MessageError):
@@ -238,7 +223,7 @@ def pack_envelopes(
     on_error: Any = None,
     limit: int | None = None,
 ) -> Iterator[bytes]:
-    """``P`` frame bodies carrying ``items`` in order (one msgpack call per message and
+    """Packed batches carrying ``items`` in order (one msgpack call per message and
     none per field lookup: this is the send path of every message).
 
     Consecutive messages of the same application, session and sender share a body, and
@@ -322,7 +307,7 @@ def _packed_body(packer: msgpack.Packer, app: str, session: str, sender: str,
 def unpack_envelopes(
     body: bytes, receiver: str,
 ) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
-    """Decode a verified ``P`` body for ``receiver``: ``(application, session, sender,
+    """Decode a verified packed batch for ``receiver``: ``(application, session, sender,
     messages, errors)``. A message of the wrong shape, or not addressed to ``receiver``,
     is left out and described in ``errors``; the others are still decoded. Raises
     ``MessageError`` when the body as a whole is malformed."""
@@ -351,7 +336,7 @@ def unpack_envelopes(
         if kind == 0 and type(kind) is int:
             kind = NORMAL
         if (type(message_id) is not str or not message_id or type(kind) is not str
-                or (type(headers) is not dict and type(headers) is not bytes)
+                or type(headers) is not dict
                 or type(payload) is not bytes
                 or type(dests) is not tuple or type(vc) is not tuple):
             errors.append(_shape_error(message_id, kind, headers, payload, dests))
@@ -390,8 +375,6 @@ def unpack_envelopes(
                                                kind, receiver))
             continue
         try:
-            if type(headers) is bytes:  # packed separately (a sender of an older version)
-                headers = decode_headers(headers)
             messages.append(received_unchecked(app, session, user, message_id, sender, vc,
                                                kind, receiver, checked_headers(headers)))
         except Exception as error:
@@ -404,7 +387,7 @@ def _shape_error(message_id: Any, kind: Any, headers: Any, payload: Any, dests: 
         return "message_id must be a non-empty string"
     if type(kind) is not str:
         return "envelope field kind must be a string"
-    if type(headers) is not dict and type(headers) is not bytes:
+    if type(headers) is not dict:
         return "envelope headers must be a map"
     if type(payload) is not bytes:
         return "envelope payload must be bytes"

@@ -8,24 +8,21 @@ keystroke frame is 16 bytes shorter), and the signed part is
     ``VERSION (1 byte, 3) | sender nonce (8) | counter (unsigned LEB128) | body``,
 
 the body starting with its kind (1 byte). The counter takes one byte up to 127, two up
-to 16,383, three up to about two million (a fixed eight bytes before). Frames of the
-previous version (``g2``, an eight-byte counter) are still read.
+to 16,383, three up to about two million.
 
 :meth:`FrameCodec.open` checks size, signature and replay window *before* anything
 is decoded; only verified bytes ever reach msgpack, and only verified payloads ever
 reach pickle or dill. Every rejection raises :class:`FrameRejected` with a ``reason``
 that the transport counts.
 
-The first byte of a verified body is its kind: ``Z`` a routed frame (what communicators
-send: the destinations, then the messages queued for them in one turn of the I/O loop,
-a ``P`` body, compressed in a stream per destination set; see
-:mod:`groupcomm.wire.streams`), ``P`` such a batch uncompressed (one msgpack document),
-``M`` one message envelope, ``B`` an older batch form (an array of ``M`` envelopes;
-still accepted), ``S`` a session command or notice. The server relays a routed frame
-as it is, to the destinations its head names, after verifying its signature; receivers
-verify it again (it carries the original sender's signature). A two-part relay, a
-signed ``S`` relay command naming the destinations and then a message frame, is still
-accepted.
+The first byte of a verified body is its kind, one of two: ``Z`` a routed frame, the
+only message frame (the destinations, then the messages queued for them in one turn of
+the I/O loop, a packed batch compressed in a stream per destination set; see
+:mod:`groupcomm.wire.streams`), and ``S`` a session command or notice
+(:mod:`groupcomm.wire.session`). The server relays a routed frame as it is, to the
+destinations its head names, after verifying its signature; receivers verify it again
+(it carries the original sender's signature). A frame of another version is refused as
+``unknown_version``, a body of another kind as ``unknown_kind``.
 """
 
 from __future__ import annotations
@@ -33,14 +30,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import struct
 from collections import OrderedDict
 
 VERSION = 3
-#: the previous version's prefix: ``g2``, nonce, an eight-byte counter (g1: the same with
-#: the whole 32-byte HMAC)
-MAGIC_V2 = b"g2"
-_PREFIX_V2 = struct.Struct(">2s8sQ")
 SIGNATURE_SIZE = 16
 NONCE_SIZE = 8
 #: the smallest frame header: signature, version, nonce and a one-byte counter
@@ -50,12 +42,12 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_REPLAY_WINDOW = 4096
 
 #: frame kinds: the first byte of a verified body
-MESSAGE = b"M"
-BATCH = b"B"
-PACKED = b"P"
 SESSION = b"S"
 ROUTED = b"Z"
-_KINDS = (MESSAGE, PACKED, BATCH, SESSION, ROUTED)
+_KINDS = (SESSION, ROUTED)
+#: the part in front of a routed frame the server forwards to a member (a notice from
+#: the server travels alone, or followed by the routed frame it returns)
+FORWARDED = b"M"
 
 
 REJECT_REASONS = (
@@ -64,6 +56,8 @@ REJECT_REASONS = (
     "bad_signature",
     "replayed",
     "malformed",
+    "unknown_version",
+    "unknown_kind",
     "unknown_peer",
     "wrong_session",
     "stream_gap",
@@ -181,11 +175,12 @@ class FrameCodec:
 
 
 def kind_of(body: bytes) -> bytes:
-    """``MESSAGE``, ``PACKED``, ``BATCH``, ``SESSION`` or ``ROUTED``; raises
-    :class:`FrameRejected` otherwise."""
+    """``SESSION`` or ``ROUTED``; raises :class:`FrameRejected` (``unknown_kind``)
+    otherwise."""
     head = body[:1]
     if head not in _KINDS:
-        raise FrameRejected("malformed", f"unknown frame type {head!r}")
+        raise FrameRejected("unknown_kind", f"frame kind {head!r} is neither a routed "
+                            "frame (Z) nor a session frame (S)")
     return head
 
 
@@ -203,33 +198,27 @@ def _varint(value: int) -> bytes:
 
 def _signed_prefix(signed: bytes) -> tuple[bytes, int, int]:
     """``(nonce, counter, offset of the body)`` of a signed part; raises
-    :class:`FrameRejected` (``malformed``) on an unknown version or a bad counter."""
+    :class:`FrameRejected`: ``unknown_version`` for another version, ``malformed`` for a
+    bad counter."""
     version = signed[0]
-    if version == VERSION:
-        nonce = signed[1:1 + NONCE_SIZE]
-        counter = shift = 0
-        offset = 1 + NONCE_SIZE
-        end = min(len(signed), offset + 10)  # a 64-bit counter takes at most 10 bytes
-        while offset < end:
-            byte = signed[offset]
-            offset += 1
-            counter |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return nonce, counter, offset
-            shift += 7
-        raise FrameRejected("malformed", "frame counter is not a LEB128 number")
-    if signed[:2] == MAGIC_V2 and len(signed) >= _PREFIX_V2.size:
-        _, nonce, counter = _PREFIX_V2.unpack_from(signed)
-        return nonce, counter, _PREFIX_V2.size
-    raise FrameRejected("malformed", f"unknown frame version {signed[:2]!r}")
+    if version != VERSION:
+        raise FrameRejected("unknown_version", f"frame version {version} (this is version "
+                            f"{VERSION})")
+    nonce = signed[1:1 + NONCE_SIZE]
+    counter = shift = 0
+    offset = 1 + NONCE_SIZE
+    end = min(len(signed), offset + 10)  # a 64-bit counter takes at most 10 bytes
+    while offset < end:
+        byte = signed[offset]
+        offset += 1
+        counter |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return nonce, counter, offset
+        shift += 7
+    raise FrameRejected("malformed", "frame counter is not a LEB128 number")
 
 
 def sealed_body(frame: bytes) -> bytes:
     """The body of a frame this process sealed itself (not verified: for its own frames
     only, such as one the server returned)."""
     return frame[SIGNATURE_SIZE + _signed_prefix(frame[SIGNATURE_SIZE:])[2]:]
-
-
-def sealed_kind(frame: bytes) -> bytes:
-    """The kind of a frame this process sealed itself (see :func:`sealed_body`)."""
-    return sealed_body(frame)[:1]

@@ -2,9 +2,8 @@
 frames holding a msgpack map with an ``op`` and its fields.
 
 The map travels compact: the op and the field names listed here are sent as small
-integers (:data:`OP_CODES`, :data:`FIELD_CODES`), other field names as strings. A relay
-command, in front of every relayed message frame, is some 36 bytes shorter that way. Maps
-with the names spelled out (what senders of an older version send) are still read.
+integers (:data:`OP_CODES`, :data:`FIELD_CODES`), other field names as strings. Each has
+one spelling: a map that spells out the op or a field that has a code is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "join": ("client", "application", "session", "address"),
     "leave": ("client", "application", "session"),
     "heartbeat": ("client", "application", "session"),
-    "relay": ("client", "application", "session", "dests"),
     "joined": ("client", "application", "session", "is_new_session", "is_new_application",
                "all_users", "addresses"),
     "left": ("client", "application", "session"),
@@ -36,30 +34,34 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: ops as they travel: their index here (append only: the codes are the wire format)
-OP_CODES: tuple[str, ...] = ("join", "leave", "heartbeat", "relay", "joined", "left", "error",
+#: ops as they travel: their index here (the codes are the wire format)
+OP_CODES: tuple[str, ...] = ("join", "leave", "heartbeat", "joined", "left", "error",
                              "welcome", "pong", "probe")
-#: field names as they travel: their index here (append only)
+#: field names as they travel: their index here
 FIELD_CODES: tuple[str, ...] = (
-    "op", "client", "application", "session", "address", "dests", "is_new_session",
+    "op", "client", "application", "session", "address", "is_new_session",
     "is_new_application", "all_users", "addresses", "reason", "detail", "server_id", "probe",
-    "direct_frames", "incarnation")
+    "direct_frames", "incarnation", "wants_state", "returned")
 _FIELD_INDEX = {name: code for code, name in enumerate(FIELD_CODES)}
 _OP_INDEX = {name: code for code, name in enumerate(OP_CODES)}
 
 
 def seal_session(codec: FrameCodec, op: str, **fields: Any) -> bytes:
-    """Sign a session command or notice."""
+    """Sign a session command or notice; raises ``ValueError`` for an op that is not in
+    :data:`OP_CODES`."""
+    if op not in _OP_INDEX:
+        raise ValueError(f"unknown session op {op!r}")
     index = _FIELD_INDEX
-    compact: dict[Any, Any] = {0: _OP_INDEX.get(op, op)}
+    compact: dict[Any, Any] = {0: _OP_INDEX[op]}
     for name, value in fields.items():
         compact[index.get(name, name)] = value
     return codec.seal(SESSION + msgpack.packb(compact, use_bin_type=True))
 
 
-def _expand(value: dict) -> dict[str, Any]:
-    """The map with its field names and op spelled out; ``FrameRejected`` on a key that
-    is neither a name nor a known code."""
+def _names(value: dict) -> dict[str, Any]:
+    """The map with its field codes and op code replaced by their names;
+    ``FrameRejected`` on a key that is neither a known code nor the name of a field
+    without one, and on an op that is not a known code."""
     fields: dict[str, Any] = {}
     for key, item in value.items():
         if type(key) is int:
@@ -68,33 +70,32 @@ def _expand(value: dict) -> dict[str, Any]:
             key = FIELD_CODES[key]
         elif type(key) is not str:
             raise FrameRejected("malformed", "session field names must be strings or codes")
+        elif key in _FIELD_INDEX:
+            raise FrameRejected("malformed", f"session field {key!r} must travel as its "
+                                f"code, {_FIELD_INDEX[key]}")
         if type(item) is dict and any(type(k) is not str for k in item):
             raise FrameRejected("malformed", f"session field {key!r}: map keys must be strings")
         fields[key] = item
     op = fields.get("op")
-    if type(op) is int:
-        if not 0 <= op < len(OP_CODES):
-            raise FrameRejected("malformed", f"unknown session op code {op}")
-        fields["op"] = OP_CODES[op]
+    if type(op) is not int or not 0 <= op < len(OP_CODES):
+        raise FrameRejected("malformed", f"session op must be one of the {len(OP_CODES)} op "
+                            f"codes, not {op!r}")
+    fields["op"] = OP_CODES[op]
     return fields
 
 
 def open_session(body: bytes) -> dict[str, Any]:
     """Decode a verified ``S`` body; raises :class:`FrameRejected` (``malformed``)."""
     try:
-        # integer keys: the compact field codes (checked by _expand)
+        # integer keys: the compact field codes (checked by _names)
         value = msgpack.unpackb(body[1:], raw=False, strict_map_key=False)
     except Exception as error:
         raise FrameRejected("malformed", f"session frame is not msgpack: {error}") from None
     if not isinstance(value, dict):
         raise FrameRejected("malformed", "session frame must be a map with an 'op'")
-    value = _expand(value)
-    if not isinstance(value.get("op"), str):
-        raise FrameRejected("malformed", "session frame must be a map with an 'op'")
+    value = _names(value)
     op = value["op"]
-    expected = SESSION_FIELDS.get(op)
-    if expected is None:
-        raise FrameRejected("malformed", f"unknown session op {op!r}")
+    expected = SESSION_FIELDS[op]
     missing = [f for f in expected if f not in value]
     if missing:
         raise FrameRejected("malformed", f"session op {op!r} lacks {', '.join(missing)}")

@@ -1,10 +1,10 @@
-"""Routed frames: a ``P`` body compressed in a stream per destination set, behind a head
-that names the destinations.
+"""Routed frames, the only message frames: a packed batch compressed in a stream per
+destination set, behind a head that names the destinations.
 
 A typed keystroke is one small message, and most of its envelope repeats the one before
 it: the application, session and sender names, the member names in the stamp and the
 tag clock, most of their counts, the operation's name. A sender therefore keeps one
-raw-deflate stream per destination set and sends each small ``P`` body as that stream's
+raw-deflate stream per destination set and sends each small packed batch as that stream's
 next chunk (flushed with ``Z_SYNC_FLUSH``, its constant four-byte tail cut off, as
 WebSocket's permessage-deflate does). Every member of a destination set receives every
 frame of that set's stream, in order (a ZeroMQ connection is FIFO, and the server
@@ -15,7 +15,7 @@ The body of a routed frame (kind ``Z``) is::
 
     Z | msgpack destinations (array of member ids) | msgpack seq (int) | data
 
-* ``seq`` 0: ``data`` is a ``P`` body as is (a large batch, not worth compressing; no
+* ``seq`` 0: ``data`` is a packed batch as is (a large batch, not worth compressing; no
   stream is touched);
 * ``seq`` 1: ``data`` starts a stream afresh (the receiver drops what it kept for it);
 * ``seq`` k > 1: ``data`` is the stream's k-th chunk; the receiver refuses it
@@ -29,8 +29,8 @@ next, which deflate then matches. A batch that has little in common with the one
 first byte (a batch starts with ``P``, a difference with 0).
 
 The destinations travel outside the compressed part so that the server can route the
-frame with no relay command in front of it (it verifies the signature, then reads the
-head). A stream starts afresh every :data:`RESTART_EVERY` chunks, when it is evicted
+frame by itself (it verifies the signature, then reads the head, and never inflates
+anything). A stream starts afresh every :data:`RESTART_EVERY` chunks, when it is evicted
 from the sender's bounded table, and when its sender asks (:meth:`StreamEncoder.restart`:
 it came back after the server lost it, or as a new member, and frames it had compressed
 may never have arrived), so a frame lost on the way costs at most the rest of one
@@ -46,7 +46,8 @@ from collections.abc import Sequence
 import msgpack
 
 from groupcomm.wire.deltas import difference, restore
-from groupcomm.wire.frames import PACKED, ROUTED, FrameRejected
+from groupcomm.wire.envelopes import PACKED
+from groupcomm.wire.frames import ROUTED, FrameRejected
 
 #: raw deflate with a 1 KiB window: a keystroke's envelope finds its predecessor well
 #: within it, and a stream costs some 6 KiB to send and 8 KiB to receive
@@ -54,7 +55,7 @@ WINDOW_BITS = 10
 MEMORY_LEVEL = 2
 #: level 6 (zlib's default) compresses these small bodies no better than 1 and is slower
 LEVEL = 1
-#: ``P`` bodies larger than this travel uncompressed (``seq`` 0): batches of a burst are
+#: packed batches larger than this travel uncompressed (``seq`` 0): batches of a burst are
 #: rare, large, and cost more CPU to deflate than they save on a local network
 COMPRESS_LIMIT = 4096
 #: every stream starts afresh after this many chunks
@@ -77,7 +78,7 @@ class _Outgoing:
 
 
 class StreamEncoder:
-    """The sending side: turns ``P`` bodies into routed bodies, one stream per
+    """The sending side: turns packed batches into routed bodies, one stream per
     destination set."""
 
     def __init__(self, *, compress: bool = True, max_streams: int = MAX_SENDER_STREAMS,
@@ -91,7 +92,7 @@ class StreamEncoder:
         self._pack = msgpack.Packer(use_bin_type=True).pack
 
     def wrap(self, dests: Sequence[str], body: bytes) -> bytes:
-        """The routed body carrying the ``P`` body ``body`` to ``dests``."""
+        """The routed body carrying the packed batch ``body`` to ``dests``."""
         key = tuple(dests)
         head = _ROUTED_HEAD + self._pack(key)
         if not self.compress or len(body) > self.compress_limit:
@@ -183,7 +184,7 @@ def routed_head(body: bytes) -> tuple[tuple[str, ...], int, int]:
 
 
 class StreamDecoder:
-    """The receiving side: the ``P`` body inside a verified routed body."""
+    """The receiving side: the packed batch inside a verified routed body."""
 
     def __init__(self, *, max_body: int, max_streams: int = MAX_RECEIVER_STREAMS) -> None:
         self.max_body = max_body
@@ -191,7 +192,7 @@ class StreamDecoder:
         self._streams: OrderedDict[tuple[bytes, tuple[str, ...]], _Incoming] = OrderedDict()
 
     def unwrap(self, nonce: bytes, body: bytes) -> bytes:
-        """The ``P`` body of the routed ``body`` from the sender whose frames carry
+        """The packed batch of the routed ``body`` from the sender whose frames carry
         ``nonce``. Raises :class:`FrameRejected`: ``stream_gap`` when a chunk before
         this one did not arrive (this one cannot be decoded), ``oversized`` or
         ``malformed`` otherwise."""

@@ -24,10 +24,17 @@ from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
 from groupcomm.protocol.events import Applied, MessageFrame, Send, SessionFrame, Timer, handle
 from groupcomm.protocol.registry import Heartbeat, Join, Leave, Notify, SessionRegistry
 from groupcomm.wire.envelopes import pack_envelopes
-from groupcomm.wire.frames import MESSAGE, FrameCodec
+from groupcomm.wire.frames import ROUTED, FrameCodec
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamEncoder
 
 KEY = b"k" * 32
+
+
+def routed(dests: Any, body: bytes) -> bytes:
+    """The routed body carrying the packed batch ``body`` (uncompressed: the harness
+    moves frames in any order)."""
+    return StreamEncoder(compress=False).wrap(tuple(dests), body)
 
 
 class Harness:
@@ -90,9 +97,9 @@ class Harness:
                         codec = self.clients[name].codec
                         for body in pack_envelopes([action.message], 1 << 20,
                                                    lambda m, e: m, 1 << 20):
+                            frame = codec.seal(routed(action.dests, body))
                             for dest in action.dests:
-                                handle(self.clients[dest],
-                                       MessageFrame(codec.seal(body), now))
+                                handle(self.clients[dest], MessageFrame(frame, now))
                     elif not isinstance(action, RelayAllowed | PeerAddresses):
                         seen.append((name, action))  # the status a host would keep
             for name, client in self.clients.items():
@@ -129,14 +136,29 @@ def test_bad_frames_are_counted_and_nothing_is_handed_over() -> None:
     alice.start("")
     net.run()
     other = FrameCodec(b"x" * 32)
-    handle(alice, MessageFrame(other.seal(MESSAGE + b"junk"), 1.0),
-           MessageFrame(net.server.seal(MESSAGE + b"junk"), 1.0),
-           MessageFrame(b"", 1.0))
+    sent = SentMessage(application_name=alice.application, session_name=alice.session,
+                       user_message="hi", message_id="bob#1", sender="bob",
+                       destinations=("alice",))
+    batch = next(pack_envelopes([sent], 1 << 20))
+    handle(alice, MessageFrame(other.seal(ROUTED + b"junk"), 1.0),
+           MessageFrame(net.server.seal(ROUTED + b"junk"), 1.0),
+           MessageFrame(b"", 1.0),
+           # a well-formed batch, but not inside a routed frame
+           MessageFrame(net.server.seal(batch), 1.0),
+           # a session frame where a message frame belongs
+           MessageFrame(seal_session(net.server, "pong", server_id="test"), 1.0))
     assert net.run() == []
     counters = alice.counters()
     assert counters["rejected_bad_signature"] == 1
-    assert counters["rejected_malformed"] == 1
-    assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 3
+    assert counters["rejected_malformed"] == 2
+    assert counters["rejected_unknown_kind"] == 1
+    assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 5
+    assert "frames_received" not in counters
+    # the same batch, routed, is taken (bob is not a member yet: it waits for his join)
+    handle(alice, MessageFrame(net.server.seal(routed(["alice"], batch)), 2.0))
+    counters = alice.counters()
+    assert counters["frames_received"] == 1
+    assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 5
 
 
 def test_timers_come_with_the_inputs() -> None:

@@ -6,7 +6,6 @@ import pytest
 
 from groupcomm.protocol.registry import (
     PROBE,
-    BadCommand,
     Forward,
     Heartbeat,
     Join,
@@ -17,8 +16,8 @@ from groupcomm.protocol.registry import (
     Return,
     SessionRegistry,
     Tick,
-    command_input,
 )
+from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
 
 APP, SESSION = "a", "s"
 
@@ -123,6 +122,18 @@ def test_frames_reach_only_current_members_and_come_back_to_strangers() -> None:
     assert Return("mallory", b"g", ("bob",)) in r.handle(stranger)
 
 
+def test_a_routed_frame_is_relayed_as_the_member_its_connection_joined_as() -> None:
+    r = registry()
+    r.handle(join("alice"))
+    r.handle(join("bob"))
+    relay = routed_input(r.by_conn, "alice", 1.0, ("bob",), b"f")
+    assert (relay.client, relay.application, relay.session) == ("alice", APP, SESSION)
+    assert Forward("bob", b"f", "alice") in r.handle(relay)
+    # a connection that joined as nobody asks as nobody: its frame comes back
+    stranger = routed_input(r.by_conn, "mallory", 1.0, ("bob",), b"g")
+    assert Return("mallory", b"g", ("bob",)) in r.handle(stranger)
+
+
 def test_a_new_server_keeps_frames_for_names_it_has_not_met_until_they_join() -> None:
     r = registry()
     r.handle(join("alice", incarnation=4))
@@ -147,12 +158,9 @@ def test_commands_are_validated_into_typed_inputs() -> None:
     assert isinstance(command_input({"op": "join", **base, "address": ""}, b"c", 0.0), Join)
     with pytest.raises(BadCommand, match="client must be a non-empty string"):
         command_input({"op": "join", **base, "client": ""}, b"c", 0.0)
-    with pytest.raises(BadCommand, match="dests must be a list"):
-        command_input({"op": "relay", **base, "dests": "bob"}, b"c", 0.0, payload=(b"f",))
-    with pytest.raises(BadCommand, match="exactly one message frame"):
-        command_input({"op": "relay", **base, "dests": ["bob"]}, b"c", 0.0)
-    with pytest.raises(BadCommand, match="not for the server"):
-        command_input({"op": "pong", **base}, b"c", 0.0)
+    for op in ("relay", "pong"):  # messages are routed frames, not commands
+        with pytest.raises(BadCommand, match="not a client's command"):
+            command_input({"op": op, **base, "dests": ["bob"]}, b"c", 0.0)
     leave = command_input({"op": "leave", **base, "direct_frames": {"bob": -1}}, b"c", 0.0)
     assert isinstance(leave, Leave) and not leave.counts_valid
 

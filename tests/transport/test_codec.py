@@ -10,10 +10,8 @@ import pytest
 from groupcomm.core.headers import meta_bytes
 from groupcomm.core.messages import ControlMessage, MessageError, ReceivedMessage, SentMessage
 from groupcomm.wire.envelopes import (
-    decode_batch,
     decode_message,
     decode_received,
-    encode_batch,
     encode_message,
     pack_envelope,
     pack_envelopes,
@@ -27,7 +25,13 @@ from groupcomm.wire.payload import (
     dump_payload,
     load_payload,
 )
-from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.session import (
+    FIELD_CODES,
+    OP_CODES,
+    SESSION_FIELDS,
+    open_session,
+    seal_session,
+)
 
 KEY = b"k" * 32
 
@@ -172,13 +176,6 @@ def test_meta_bytes_counts_headers_and_kind_only() -> None:
     assert meta_bytes(message(headers={"s": 7})) == len(b"\x81\xa1s\x07")
 
 
-def test_batches_round_trip() -> None:
-    envelopes = [encode_message(message(message_id=f"alice#{i}")) for i in range(3)]
-    assert decode_batch(encode_batch(envelopes)) == envelopes
-    with pytest.raises(MessageError):
-        decode_batch(b"B\x93\x01\x02\x03")
-
-
 def _received(message: SentMessage, receiver: str = "bob") -> ReceivedMessage:
     return message.received_by(receiver)
 
@@ -267,16 +264,16 @@ def test_bad_messages_in_a_packed_batch_are_refused_one_by_one() -> None:
     assert errors[-1].startswith("headers of 'alice#1' malformed: header 'f' has type dict")
 
 
-def test_headers_travel_inside_the_batch_and_separately_packed_ones_are_accepted() -> None:
+def test_headers_travel_inside_the_batch_and_separately_packed_ones_are_refused() -> None:
     stamped = message(headers={"f": 7, "v": (("alice", "bob"), (1, 2))})
     entry = msgpack.unpackb(next(iter(pack_envelopes([stamped], 1 << 20)))[1:],
                             use_list=False)[3][0]
     assert entry[3] == {"f": 7, "v": (("alice", "bob"), (1, 2))}  # a map, not bytes
-    older = [*entry[:3], msgpack.packb({"f": 7, "v": [["alice", "bob"], [1, 2]]}),
-             *entry[4:]]
-    body = b"P" + msgpack.packb(["app", "s", "alice", [older]], use_bin_type=True)
+    packed = [*entry[:3], msgpack.packb({"f": 7, "v": [["alice", "bob"], [1, 2]]}),
+              *entry[4:]]
+    body = b"P" + msgpack.packb(["app", "s", "alice", [packed, entry]], use_bin_type=True)
     _, _, _, got, errors = unpack_envelopes(body, "bob")
-    assert errors == []
+    assert errors == ["envelope headers must be a map"]
     assert got[0].headers == {"f": 7, "v": (("alice", "bob"), (1, 2))}
 
 
@@ -303,24 +300,42 @@ def test_the_usual_kind_travels_as_a_code_and_others_by_name() -> None:
     assert got == [] and errors == ["envelope field kind must be a string"]
 
 
-def test_session_frames_travel_compact_and_spelled_out_ones_are_still_read() -> None:
+def test_session_frames_travel_compact_and_spelled_out_ones_are_refused() -> None:
     sender, receiver = FrameCodec(KEY), FrameCodec(KEY)
     fields = dict(client="alice", application="edit", session="paper",
-                  dests=["bob", "carol"], extra={"x": 1})
-    frame = seal_session(sender, "relay", **fields)
-    assert open_session(receiver.open(frame)[0]) == {"op": "relay", **fields}
-    spelled = sender.seal(SESSION + msgpack.packb({"op": "relay", **fields}))
-    assert len(frame) < len(spelled) - 30
-    assert open_session(receiver.open(spelled)[0]) == {"op": "relay", **fields}
+                  address="tcp://127.0.0.1:5555", wants_state=True, extra={"x": 1})
+    frame = seal_session(sender, "join", **fields)
+    body = receiver.open(frame)[0]
+    assert open_session(body) == {"op": "join", **fields}
+    compact = msgpack.unpackb(body[1:], strict_map_key=False)
+    assert compact[0] == OP_CODES.index("join") and "extra" in compact  # it has no code
+    assert compact[FIELD_CODES.index("wants_state")] is True
+    for spelled in ({"op": "join", **fields},
+                    {0: OP_CODES.index("join"), "client": "alice"},
+                    {0: "join", **{FIELD_CODES.index(k): v for k, v in fields.items()
+                                   if k != "extra"}}):
+        with pytest.raises(FrameRejected) as refused:
+            open_session(receiver.open(sender.seal(SESSION + msgpack.packb(spelled)))[0])
+        assert refused.value.reason == "malformed"
+    with pytest.raises(ValueError, match="unknown session op 'relay'"):
+        seal_session(sender, "relay", **fields)
+
+
+def test_every_op_has_a_code_and_its_required_fields() -> None:
+    assert sorted(OP_CODES) == sorted(SESSION_FIELDS)
+    assert len(set(FIELD_CODES)) == len(FIELD_CODES)
+
+
+HEARTBEAT = OP_CODES.index("heartbeat")
 
 
 @pytest.mark.parametrize("value, reason", [
-    ({0: 3, 99: "x"}, "unknown session field code 99"),
-    ({0: 42}, "unknown session op code 42"),
-    ({0: 3, 1: "a", 2: "a", 3: "s", 5: {1: "x"}}, "map keys must be strings"),
-    ({0: 3, 1.5: "x"}, "names must be strings or codes"),
-    ({1: "alice"}, "must be a map with an 'op'"),
-    ({0: 3, 1: "a"}, "lacks application, session, dests"),
+    ({0: HEARTBEAT, 99: "x"}, "unknown session field code 99"),
+    ({0: 42}, "session op must be one of the 9 op codes, not 42"),
+    ({0: HEARTBEAT, 1: "a", 2: "a", 3: "s", 13: {1: "x"}}, "map keys must be strings"),
+    ({0: HEARTBEAT, 1.5: "x"}, "names must be strings or codes"),
+    ({1: "alice"}, "session op must be one of the 9 op codes, not None"),
+    ({0: HEARTBEAT, 1: "a"}, "lacks application, session"),
 ])
 def test_malformed_compact_session_frames_are_refused_precisely(value: dict,
                                                                 reason: str) -> None:

@@ -14,7 +14,8 @@ import zmq
 from groupcomm.core.tracing import validate_record
 from groupcomm.tools.procs import ProcessError, ProcessGroup
 from groupcomm.transport.keys import read_key_file
-from groupcomm.wire.frames import FrameCodec
+from groupcomm.wire.frames import ROUTED, FrameCodec
+from groupcomm.wire.streams import StreamEncoder
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -137,15 +138,16 @@ def test_bad_frames_are_rejected_and_counted_while_good_traffic_flows(
     try:
         for i in range(50):
             push.send(b"garbage %d" % i)                      # truncated / bad signature
-            push.send(wrong.seal(b"M" + b"x" * 40))           # wrong key
-            push.send(replayed)                               # malformed, then replays
-            push.send(good.seal(b"M" + b"\xc1not-msgpack"))   # signed but malformed
+            push.send(wrong.seal(ROUTED + b"x" * 40))         # wrong key
+            push.send(replayed)                               # an unknown kind, then replays
+            push.send(good.seal(ROUTED + b"\xc1not-msgpack"))  # signed but malformed
             dealer.send(b"junk" * 20)
             alice.command(op="send", to=["bob"], payload=i, label=f"good{i}")
         delivered = bob.wait_count("deliver", 50)
         assert [e["payload"] for e in delivered] == list(range(50))
         expected = {"rejected_truncated": 50, "rejected_bad_signature": 50,
-                    "rejected_replayed": 49, "rejected_malformed": 51}
+                    "rejected_replayed": 49, "rejected_malformed": 50,
+                    "rejected_unknown_kind": 1}
         deadline = time.monotonic() + 20
         while True:  # the bad frames travel on another connection: poll with a deadline
             seen = len([e for e in bob.events if e.get("event") == "counters"])
@@ -185,8 +187,9 @@ def test_traces_validate_against_the_schema(group: ProcessGroup, tmp_path: Path)
 
 
 def test_bad_packed_frames_are_refused_message_by_message(group: ProcessGroup) -> None:
-    """``P`` frames (what communicators send): a malformed body is refused whole; in a
-    well-formed one each bad message is refused and counted, and the good ones arrive."""
+    """Packed batches in routed frames (what communicators send): a malformed batch is
+    refused whole; in a well-formed one each bad message is refused and counted, and the
+    good ones arrive."""
     start_three(group, direct=True)
     bob = group.peers["bob"]
     bob_address = next(e for e in bob.events if e.get("event") == "ready")["address"]
@@ -194,13 +197,15 @@ def test_bad_packed_frames_are_refused_message_by_message(group: ProcessGroup) -
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)
     push.connect(bob_address)
-    entry = ["alice#100000", ["bob"], "normal", b"", [["alice", 100000]], 0,
+    entry = ["alice#100000", ["bob"], "normal", {}, [["alice", 100000]], 0,
              pickle.dumps("packed-ok")]
     entries = [[1, 2], entry, ["alice#100001", ["carol"], *entry[2:]],
-               ["alice#100002", ["bob"], "normal", b"", [["alice", 100001]], 0, b"\x80junk"]]
+               ["alice#100002", ["bob"], "normal", {}, [["alice", 100001]], 0, b"\x80junk"]]
     try:
-        push.send(good.seal(b"P\xc1"))
-        push.send(good.seal(b"P" + msgpack.packb(["default", "s", "alice", entries])))
+        routed = StreamEncoder(compress=False).wrap
+        push.send(good.seal(routed(("bob",), b"P\xc1")))
+        push.send(good.seal(routed(("bob",), b"P" + msgpack.packb(["default", "s", "alice",
+                                                                   entries]))))
         delivered = bob.wait_for(lambda e: e.get("payload") == "packed-ok")
         assert delivered["sender"] == "alice"
         deadline = time.monotonic() + 20

@@ -18,8 +18,8 @@ from groupcomm.transport.communicator import Communicator, JoinError
 from groupcomm.transport.curve import ClientKeys, CurveKeyError, ServerKeys, create_keys
 from groupcomm.transport.keys import resolve_key, write_new_key
 from groupcomm.transport.server import SessionServer
-from groupcomm.wire.envelopes import encode_message
-from groupcomm.wire.frames import MESSAGE
+from groupcomm.wire.envelopes import pack_envelopes
+from groupcomm.wire.streams import StreamEncoder
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
@@ -108,7 +108,8 @@ def test_a_member_cannot_pass_off_a_message_as_another_members(server, keys_dir:
                              user_message="I am bob", message_id="forged-1", sender="bob",
                              destinations=("carol",))
         # alice holds the session key, so she can sign it; the server attests her name
-        frame = alice.codec.seal(MESSAGE + encode_message(forged))
+        batch = next(pack_envelopes([forged], 1 << 20))
+        frame = alice.codec.seal(StreamEncoder(compress=False).wrap(("carol",), batch))
         alice._loop.call(lambda: alice._link.relay(frame, ["carol"]))  # noqa: SLF001
         alice.to_user("carol", "honest")
         wait_until(lambda: ("alice", "honest") in got, what="the honest message")

@@ -1,21 +1,29 @@
 """The server numbers the memberships of a name, keeps frames for members that have not
-joined a restarted server yet, and returns relays from clients it does not know."""
+joined a restarted server yet, returns relays from clients it does not know, and takes
+nothing but routed frames and session commands, each alone."""
 
 from __future__ import annotations
 
 import os
 
+import msgpack
 import zmq
 
 from groupcomm.transport.server import SessionServer
-from groupcomm.wire.frames import FrameCodec
+from groupcomm.wire.frames import FORWARDED, FrameCodec
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamEncoder
 
 KEY = os.urandom(32)
 
 
 def command(codec: FrameCodec, op: str, client: str, **fields: object) -> bytes:
     return seal_session(codec, op, client=client, application="a", session="s", **fields)
+
+
+def routed(codec: FrameCodec, dests: list[str], batch: bytes = b"P-batch") -> bytes:
+    """A routed frame (the server reads its head only, never the batch)."""
+    return codec.seal(StreamEncoder(compress=False).wrap(dests, batch))
 
 
 def join(server: SessionServer, codec: FrameCodec, client: str, identity: bytes,
@@ -51,7 +59,8 @@ def test_a_restarted_server_lets_members_keep_their_incarnation_and_keeps_their_
         # alice (incarnation 4 before the restart) rejoins first and relays to carol~2,
         # who has not rejoined yet: the frame waits for her
         assert join(server, codec, "alice", b"a", incarnation=4) == 4
-        server.handle([b"a", command(codec, "relay", "alice", dests=["carol~2"]), b"frame"])
+        frame = routed(codec, ["carol~2"])
+        server.handle([b"a", frame])
         assert server.rejects.counts.get("unknown_peer", 0) == 0
         bob.setsockopt(zmq.IDENTITY, b"c")
         bob.connect(server.address)
@@ -62,7 +71,7 @@ def test_a_restarted_server_lets_members_keep_their_incarnation_and_keeps_their_
         received = []
         while bob.poll(500):
             received.append(bob.recv_multipart())
-        assert [b"M", b"frame"] in received
+        assert [FORWARDED, frame] in received
         assert server.relayed == 1
     finally:
         bob.close(linger=0)
@@ -78,16 +87,45 @@ def test_a_relay_from_an_unknown_client_is_returned_to_it() -> None:
     try:
         alice.setsockopt(zmq.IDENTITY, b"a")
         alice.connect(server.address)
-        alice.send_multipart([command(codec, "relay", "alice", dests=["bob"]), b"frame"])
+        sent = routed(codec, ["bob"])
+        alice.send(sent)
         assert server.socket.poll(5000)
         server.handle(server.socket.recv_multipart())
         assert alice.poll(5000)
         notice, frame = alice.recv_multipart()
         body, _, _ = codec.open(notice)
         error = open_session(body)
-        assert (error["reason"], error["returned"], frame) == ("not_a_member", ["bob"],
-                                                                b"frame")
+        assert (error["reason"], error["returned"], frame) == ("not_a_member", ["bob"], sent)
     finally:
         alice.close(linger=0)
         server.socket.close(linger=0)
         context.term()
+
+
+def test_the_server_refuses_other_kinds_versions_and_frames_that_do_not_travel_alone(
+) -> None:
+    server = SessionServer(KEY, "tcp://127.0.0.1:0", context=zmq.Context())
+    codec = FrameCodec(KEY)
+    try:
+        join(server, codec, "alice", b"a")
+        join(server, codec, "bob", b"b")
+        batch = b"P" + b"\x94"  # a packed batch, not inside a routed frame
+        server.handle([b"a", codec.seal(batch)])
+        server.handle([b"a", codec.seal(b"M" + b"envelope")])
+        # a session command with a frame after it
+        server.handle([b"a", command(codec, "heartbeat", "alice"), routed(codec, ["bob"])])
+        server.handle([b"a", routed(codec, ["bob"]), b"more"])
+        # a session map that spells out what travels as codes is refused, and so is an
+        # op that is no client's command
+        spelled = b"S" + msgpack.packb({"op": "heartbeat", "client": "alice",
+                                         "application": "a", "session": "s"})
+        server.handle([b"a", codec.seal(spelled)])
+        server.handle([b"a", seal_session(codec, "pong", client="alice", application="a",
+                                          session="s", server_id="x")])
+        counts = server.rejects.counts
+        assert (counts["unknown_kind"], counts["malformed"]) == (2, 4)
+        assert server.relayed == 0
+        server.handle([b"a", routed(codec, ["bob"])])
+        assert server.relayed == 1  # and what is well formed still goes
+    finally:
+        server.socket.close(linger=0)

@@ -23,7 +23,7 @@ from groupcomm.wire.frames import (
     FrameCodec,
     FrameRejected,
     kind_of,
-    sealed_kind,
+    sealed_body,
 )
 from groupcomm.wire.streams import (
     COMPRESS_LIMIT,
@@ -246,11 +246,20 @@ def test_the_frame_counter_is_leb128(count: int, size: int) -> None:
     assert receiver.open(frame) == (b"Sx", sender.nonce, count)
 
 
-def test_frames_of_the_previous_version_are_still_read() -> None:
-    nonce = os.urandom(8)
-    signed = struct.pack(">2s8sQ", b"g2", nonce, 7) + b"Sbody"
+def test_a_frame_of_another_version_is_refused_as_such() -> None:
+    # the layout of version 2: "g2", the nonce, an eight-byte counter
+    signed = struct.pack(">2s8sQ", b"g2", os.urandom(8), 7) + b"Sbody"
     mac = hmac.new(KEY, signed, hashlib.sha256).digest()[:16]
-    assert FrameCodec(KEY).open(mac + signed) == (b"Sbody", nonce, 7)
+    with pytest.raises(FrameRejected) as refused:
+        FrameCodec(KEY).open(mac + signed)
+    assert refused.value.reason == "unknown_version"
+
+
+@pytest.mark.parametrize("kind", [b"M", b"B", b"P", b"", b"\x00"])
+def test_a_body_of_another_kind_is_refused_as_such(kind: bytes) -> None:
+    with pytest.raises(FrameRejected) as refused:
+        kind_of(kind + b"body")
+    assert refused.value.reason == "unknown_kind"
 
 
 def test_a_counter_that_never_ends_is_malformed() -> None:
@@ -263,7 +272,7 @@ def test_a_counter_that_never_ends_is_malformed() -> None:
 def test_a_frame_the_server_returned_can_be_taken_once_more() -> None:
     sender, server = FrameCodec(KEY), FrameCodec(KEY)
     frame = sender.seal(StreamEncoder().wrap(DESTS, body_of(keystroke(1))))
-    assert sealed_kind(frame) == ROUTED
+    assert sealed_body(frame)[:1] == ROUTED
     _, nonce, counter = server.open(frame)
     with pytest.raises(FrameRejected, match="already"):
         server.open(frame)

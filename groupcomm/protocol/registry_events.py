@@ -1,0 +1,196 @@
+"""What the session server's rules take and answer, as data: the inputs of
+:class:`~groupcomm.protocol.registry.SessionRegistry` (:class:`Join`, :class:`Leave`,
+:class:`Heartbeat`, :class:`Relay`, :class:`Tick`), its actions (:class:`Notify`,
+:class:`Forward`, :class:`Return`, :class:`Rejected`), and the input a verified session
+command (:func:`command_input`) or routed frame (:func:`routed_input`) asks for.
+
+Connections are opaque hashable values (ZeroMQ routing identities in the server,
+process names in the checker). A client's commands are ``join``, ``leave`` and
+``heartbeat``; a message frame asks for nothing but its relay, to the destinations its
+verified head names, as the member its connection joined as.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Action", "BadCommand", "Connection", "Forward", "Heartbeat", "Input", "Join", "Leave",
+    "Notify", "Rejected", "Relay", "Return", "Tick", "command_input", "routed_input",
+]
+
+Connection = Hashable
+
+
+class BadCommand(ValueError):
+    """A session command with missing or wrongly typed fields (the peer's mistake)."""
+
+
+# -- inputs ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Join:
+    """A client asks to join ``session`` of ``application`` as ``client``."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    #: where peers push frames to it (direct routing); may be empty
+    address: str = ""
+    #: the incarnation it had (0 on a first join): kept after a restart of this server
+    incarnation: int = 0
+    wants_state: bool = False
+    #: the name its per-client key authenticates, when keys are in use
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Leave:
+    """A member leaves; ``direct_frames`` counts the frames it pushed to each peer."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    direct_frames: Mapping[str, int] = field(default_factory=dict)
+    #: False when the client's counts were malformed (the leave still counts; receivers
+    #: just cannot wait for its last direct frames)
+    counts_valid: bool = True
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A client is alive; ``probe`` echoes the number of a probe it answers."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    probe: int | None = None
+
+
+@dataclass(frozen=True)
+class Relay:
+    """A member asks to relay ``frame`` (opaque bytes) to member ids ``dests``."""
+
+    conn: Connection
+    client: str
+    application: str
+    session: str
+    now: float
+    dests: tuple[str, ...]
+    frame: bytes
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
+    silence is judged against it, not against ``now``, so a host that falls behind under
+    load does not declare busy, live clients gone."""
+
+    now: float
+    caught_up_at: float
+
+
+Input = Join | Leave | Heartbeat | Relay | Tick
+
+
+# -- actions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Notify:
+    """Send the session notice ``op`` with ``fields`` to ``conn``."""
+
+    conn: Connection
+    op: str
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Hand the relayed ``frame`` to ``conn``; ``sender`` is the member id it came from
+    (attested to the receiver when per-client keys are in use)."""
+
+    conn: Connection
+    frame: bytes
+    sender: str
+
+
+@dataclass(frozen=True)
+class Return:
+    """Give ``frame`` back to ``conn``, which is not a member, with a ``not_a_member``
+    error naming its destinations, so it can send it again once it joined again."""
+
+    conn: Connection
+    frame: bytes
+    dests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Count and log refused input by reason (``peer`` says whose)."""
+
+    reason: str
+    detail: str
+    peer: str
+
+
+Action = Notify | Forward | Return | Rejected
+
+
+# -- what verified frames ask for ------------------------------------------------------------
+def _text(command: Mapping[str, Any], key: str) -> str:
+    value = command.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadCommand(f"{key} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
+                  user: str | None = None) -> Join | Leave | Heartbeat:
+    """The typed input for a verified, decoded session command (``op`` and its fields);
+    ``user`` is the name the client's key authenticates, when keys are in use.
+
+    Raises :class:`BadCommand` naming the field at fault, or the op when it is not a
+    client's command.
+    """
+    op = command.get("op")
+    common = dict(conn=conn, client=_text(command, "client"),
+                  application=_text(command, "application"),
+                  session=_text(command, "session"), now=now)
+    if op == "join":
+        address = command.get("address", "")
+        if not isinstance(address, str):
+            raise BadCommand(f"address must be a string, not {address!r}")
+        incarnation = command.get("incarnation", 0)
+        return Join(**common, address=address,
+                    incarnation=incarnation if _count(incarnation) else 0,
+                    wants_state=command.get("wants_state") is True, user=user)
+    if op == "leave":
+        direct = command.get("direct_frames", {})
+        valid = isinstance(direct, Mapping) and all(
+            isinstance(k, str) and _count(v) and v >= 0 for k, v in direct.items())
+        return Leave(**common, direct_frames=dict(direct) if valid else {}, counts_valid=valid)
+    if op == "heartbeat":
+        probe = command.get("probe")
+        return Heartbeat(**common, probe=probe if _count(probe) else None)
+    raise BadCommand(f"op {op!r} is not a client's command (join, leave or heartbeat)")
+
+
+def routed_input(by_conn: Mapping[Connection, tuple[str, str, str]], conn: Connection,
+                 now: float, dests: tuple[str, ...], frame: bytes) -> Relay:
+    """The relay a routed frame asks for: to the destinations its verified head names,
+    as the member ``conn`` joined as (``by_conn``: connection -> (application, session,
+    client name), the registry's); a connection that is no member asks as nobody, and
+    its frame is returned to it."""
+    application, session, client = by_conn.get(conn, ("", "", ""))
+    return Relay(conn=conn, client=client, application=application, session=session,
+                 now=now, dests=dests, frame=frame)
