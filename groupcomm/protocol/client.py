@@ -46,12 +46,13 @@ from groupcomm.core.membership import (
     ServerSilence,
 )
 from groupcomm.core.membership import LeftSession as SessionLeft
-from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.state_transfer import REFLECTED_IDS, STATE_TIMEOUT, JoinMarker
 from groupcomm.core.tracing import Tracer
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
+from groupcomm.protocol.intake import FrameIntake
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
 from groupcomm.protocol.session_events import (
@@ -66,10 +67,8 @@ from groupcomm.protocol.session_events import (
     SessionEvent,
 )
 from groupcomm.protocol.transfer import StateTransfer
-from groupcomm.wire.envelopes import unpack_envelopes
-from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
+from groupcomm.wire.frames import FORWARDED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
-from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
 
@@ -137,12 +136,12 @@ class ClientProtocol:
         self.session = session
         self.application = application
         self.codec = codec
-        #: the decompressors of the routed frames' streams (see groupcomm.wire.streams)
-        self.streams = StreamDecoder(max_body=codec.max_frame)
         self.out = out
         self.attested = attested
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
+        self.intake = FrameIntake(codec, application=application, session=session,
+                                  rejects=self.rejects, stats=self.stats)
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,
                                      wants_state=state_consumer is not None)
@@ -168,8 +167,6 @@ class ClientProtocol:
         self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
                                       timeout=state_timeout)
         self.port.on_caught_up = self.transfer.answer_deferred
-        #: the node's member id (read per batch of sends; kept with the node)
-        self.member = name
         #: what to do with messages held on a member that left: None holds them; a
         #: number of seconds releases them that long after the departure
         self.release_after = release_after
@@ -264,11 +261,19 @@ class ClientProtocol:
 
     def take_inputs(self) -> None:
         """Take the application's tagged sends (and the join markers tagged among them)
-        into the send pipeline, in order."""
+        into the send pipeline, in order. One tagged by an incarnation that is gone (the
+        node changed meanwhile) is reported undeliverable."""
         inputs = self.inputs
         batch = [inputs.popleft() for _ in range(len(inputs))]
-        if batch:
-            self.application_sends(batch)
+        if not batch:
+            return
+        name = self.node.name
+        if batch[0].sender != name or batch[-1].sender != name:
+            self._report_undeliverable([m.message_id for m in batch if m.sender != name],
+                                       f"came back as {name} before they left")
+            batch = [m for m in batch if m.sender == name]
+        self.node.queue_sends(batch)
+        self.drain()
 
     def leave(self, direct_frames: dict[str, int]) -> None:
         """Leave gracefully; ``direct_frames`` counts the frames pushed to each peer."""
@@ -297,19 +302,6 @@ class ClientProtocol:
             # killed outright leaves its trace up to then
             self.tracer.flush()
         self._update_deadline()
-
-    def application_sends(self, messages: Sequence[SentMessage], drain: bool = True) -> None:
-        """The application's tagged sends, in the order they were tagged. One tagged by
-        an incarnation that is gone (the node changed meanwhile) is reported
-        undeliverable."""
-        name = self.member
-        if messages[0].sender != name or messages[-1].sender != name:
-            self._report_undeliverable([m.message_id for m in messages if m.sender != name],
-                                       f"came back as {name} before they left")
-            messages = [m for m in messages if m.sender == name]
-        self.node.queue_sends(messages)
-        if drain:
-            self.drain()
 
     def _on_parts(self, parts: list[bytes], from_server: bool, now: float,
                   returned_ids: tuple[str, ...] = ()) -> None:
@@ -361,27 +353,21 @@ class ClientProtocol:
                          now: float) -> None:
         """A routed frame (relayed: ``attested`` is the sender the server vouches for
         with per-client keys; ``direct``: pushed by a peer). Verified before anything in
-        it is decoded; bad input is counted by reason and dropped."""
+        it is decoded (:class:`~groupcomm.protocol.intake.FrameIntake`); bad input is
+        counted by reason and dropped. Messages from a sender that is not a member yet
+        (or any more) go to the session protocol: early, departing or stale."""
         self.now = now
-        try:
-            body, nonce, _ = self.codec.open(frame)
-            if kind_of(body) != ROUTED:
-                raise FrameRejected("malformed", "a session frame where a message frame "
-                                    "was expected")
-            body = self.streams.unwrap(nonce, body)
-            self.stats["frames_received"] += 1
-            origin = self._handle_packed(body, attested, now)
-        except FrameRejected as error:
-            self.rejects.reject(error.reason, error.detail)
-            return
+        origin, messages = self.intake.open(frame, attested, self.node.name)
+        if messages:
+            if origin in self.node.member_set:
+                self.stats["messages_received"] += len(messages)
+                self.node.arrived_many(messages)
+            else:
+                for message in messages:
+                    self._apply(self.membership.admit(message, now))
         self.drain()
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
-
-    def report_undeliverable(self, ids: list[str], why: str) -> None:
-        """Messages this client accepted for sending that are not sent (``why`` says
-        what this client did: ``could not send them: ...``)."""
-        self._report_undeliverable(ids, why)
 
     def drain(self) -> None:
         """Run the node's queued work; a peer's bad message is counted and skipped, and
@@ -440,43 +426,6 @@ class ClientProtocol:
                if name not in departing}
         if ids != self.port.member_ids:
             self.port.member_ids = ids
-
-    # -- frames in ------------------------------------------------------------------------------
-    def _handle_packed(self, body: bytes, attested: bytes | None, now: float) -> str | None:
-        """Hand on the messages of a verified packed batch (the checks every message of
-        one sender shares, sender, session and membership, are made once); returns the
-        sender's name once it decoded. Raises :class:`FrameRejected` when the batch as a
-        whole is malformed."""
-        try:
-            app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
-        except MessageError as error:
-            raise FrameRejected("malformed", str(error)) from None
-        reject = self.rejects.reject
-        for detail in errors:  # one count per bad message, as for separate envelopes
-            reject("malformed", detail)
-        if attested is not None and sender != attested.decode("utf-8", "replace"):
-            for _ in messages:
-                reject("impersonation",
-                       f"{attested.decode('utf-8', 'replace')!r} sent a message signed as "
-                       f"from {sender!r}")
-            return None
-        if session != self.session or app != self.application:
-            for _ in messages:
-                reject("wrong_session", f"message for {app}/{session}")
-            return sender
-        if not messages:
-            return sender
-        if sender not in self.node.member_set:
-            self._admit(messages, now)
-            return sender
-        self.stats["messages_received"] += len(messages)
-        self.node.arrived_many(messages)
-        return sender
-
-    def _admit(self, messages: Iterable[ReceivedMessage], now: float) -> None:
-        """Messages whose sender is not a current member: early, departing or stale."""
-        for message in messages:
-            self._apply(self.membership.admit(message, now))
 
     # -- the session protocol's actions ---------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
@@ -583,10 +532,9 @@ class ClientProtocol:
         apply_to_node(node, joined)
         # the new node is in place before the application hears of the join: a send it
         # makes in reply is tagged by the new incarnation (one the old node tagged
-        # meanwhile is reported undeliverable by application_sends)
+        # meanwhile is reported undeliverable by take_inputs)
         self.node = node
         self.port.node = node
-        self.member = member
         self._update_deadline()  # the new node's filters may have timers
         for listener in self.session_listeners:
             node.add_session_listener(listener)
@@ -597,31 +545,6 @@ class ClientProtocol:
             # the old incarnation's trace ends without its own departure: it was
             # declared gone, which an analysis reports as an abrupt ending
             old_tracer.close()
-
-    def _report_undeliverable(self, ids: list[str], why: str) -> None:
-        if not ids:
-            return
-        self.stats["undeliverable"] += len(ids)
-        self._undeliverable.extend(ids)
-        log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
-                    "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
-
-    def _release_departed(self, now: float) -> None:
-        """The ``release_after`` policy: deliver, past the gap, what still waits on a
-        member that left that long ago (its missing messages are taken as lost)."""
-        for member, due in list(self._release_due.items()):
-            if now < due:
-                continue
-            del self._release_due[member]
-            waiting = [mid for mid, on in self.node.waiting_for().items() if member in on]
-            if not waiting:
-                continue
-            released = self.node.release_waiting_on(member)
-            self.stats["released_after_departure"] += len(released)
-            log.warning("%s: %s left %gs ago; released %d held message(s) that waited on "
-                        "it: %s", self.name, member, self.release_after, len(released),
-                        ", ".join(released[:10]))
-            self.drain()
 
     def _report_undeliverable(self, ids: list[str], why: str) -> None:
         if not ids:
