@@ -32,6 +32,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from groupcomm.core.messages import ReceivedMessage
@@ -184,11 +185,53 @@ class ServerBack:
 
 @dataclass(frozen=True)
 class LeftSession:
-    """The server confirmed this client's leave."""
+    """This client is out of the session for good: the server confirmed its leave
+    (``left``), or a new start of its name took over while it was stalled
+    (``replaced``)."""
+
+    reason: str = "left"
 
 
 Action = (SendCommand | Arrive | Reject | MemberJoined | MemberLeft | Incarnated | JoinDone
           | ResendReturned | DropReturned | LeftSession | ServerSilence | ServerBack)
+
+
+class Phase(StrEnum):
+    """Where a client is in the session (compares equal to its lower-case name)."""
+
+    #: the first join is on its way
+    JOINING = "joining"
+    #: a member, known to the server
+    JOINED = "joined"
+    #: a member the server does not know (it restarted, or took this client for gone):
+    #: joining again
+    REJOINING = "rejoining"
+    #: the application closes; the leave is on its way
+    LEAVING = "leaving"
+    #: out of the session for good (left, or replaced by a new start of its name)
+    LEFT = "left"
+    #: the first join was refused
+    FAILED = "failed"
+
+
+class PhaseError(RuntimeError):
+    """An input that does not fit the client's phase (a local mistake: the host fed the
+    protocol something out of order)."""
+
+
+#: phase -> what happened -> the next phase; what a phase does not list cannot happen
+#: in it (:meth:`Membership._move` raises :class:`PhaseError`)
+TRANSITIONS: dict[Phase, dict[str, Phase]] = {
+    Phase.JOINING: {"admitted": Phase.JOINED, "refused": Phase.FAILED,
+                    "leave": Phase.LEAVING},
+    Phase.JOINED: {"admitted": Phase.JOINED, "unknown_to_server": Phase.REJOINING,
+                   "leave": Phase.LEAVING, "left": Phase.LEFT},
+    Phase.REJOINING: {"admitted": Phase.JOINED, "unknown_to_server": Phase.REJOINING,
+                      "replaced": Phase.LEFT, "leave": Phase.LEAVING, "left": Phase.LEFT},
+    Phase.LEAVING: {"admitted": Phase.LEAVING, "left": Phase.LEFT, "leave": Phase.LEAVING},
+    Phase.LEFT: {},
+    Phase.FAILED: {},
+}
 
 
 class Membership:
@@ -207,9 +250,8 @@ class Membership:
         self.max_early = MAX_EARLY_MESSAGES if max_early is None else max_early
         #: this client's incarnation (0 until the server first admits it)
         self.incarnation = 0
-        #: ``joining`` (first join), ``joined``, ``rejoining`` (the server did not know
-        #: us), ``leaving``, ``left``, ``failed`` (the first join was refused)
-        self.phase = "joining"
+        #: where this client is in the session (see :data:`TRANSITIONS`)
+        self.phase = Phase.JOINING
         #: current member id of each member's name, in join order
         self.current: dict[str, str] = {}
         #: highest incarnation of each name known to be gone
@@ -246,13 +288,26 @@ class Membership:
 
     @property
     def joined(self) -> bool:
-        return self.phase in ("joined", "rejoining", "leaving")
+        return self.phase in (Phase.JOINED, Phase.REJOINING, Phase.LEAVING)
 
     @property
     def may_relay(self) -> bool:
         """False while the server does not know this client: relayed frames would be
         returned (or, from an old incarnation, refused), so they wait."""
-        return self.phase in ("joined", "leaving")
+        return self.phase in (Phase.JOINED, Phase.LEAVING)
+
+    def _move(self, happened: str) -> Phase:
+        """Take the transition for ``happened``; returns the phase it left."""
+        before = self.phase
+        after = TRANSITIONS[before].get(happened)
+        if after is None:
+            raise PhaseError(f"{self.member}: {happened!r} cannot happen in phase "
+                             f"{before.value!r}")
+        self.phase = after
+        return before
+
+    def _can(self, happened: str) -> bool:
+        return happened in TRANSITIONS[self.phase]
 
     def resolve(self, name: str) -> str:
         """The current member id for ``name``: a member id as is, a bare client name
@@ -300,8 +355,9 @@ class Membership:
         return actions
 
     def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
-        """The application closes: leave, saying how many frames went to each peer."""
-        self.phase = "leaving"
+        """The application closes: leave, saying how many frames went to each peer.
+        Raises :class:`PhaseError` when this client is out of the session already."""
+        self._move("leave")
         return [SendCommand("leave", {"direct_frames": dict(direct_frames)})]
 
     def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
@@ -342,8 +398,8 @@ class Membership:
         the server answers, but signs with another key (it was restarted with a new
         one, or this client was given the wrong key file). Said once; the client keeps
         trying, so it gets in as soon as the keys agree."""
-        if self.phase == "joining":
-            self.phase = "failed"
+        if self.phase == Phase.JOINING:
+            self._move("refused")
             return [JoinDone("wrong_key: the session server answers, but signs with another "
                              "session key than this client's; give the client the server's "
                              "key file")]
@@ -460,13 +516,12 @@ class Membership:
         joined = MemberJoined(
             client, bool(notice["is_new_session"]), bool(notice["is_new_application"]), users,
             notice.get("wants_state") is True)
-        if client == self.member and self.phase in ("joining", "rejoining"):
+        if client == self.member and self.phase in (Phase.JOINING, Phase.REJOINING):
             actions.append(Incarnated(self.member, self._previous, joined))
         else:
             actions.append(joined)
-        if client == self.member:
-            first = self.phase == "joining"
-            self.phase = "joined"
+        if client == self.member and self._can("admitted"):
+            first = self._move("admitted") == Phase.JOINING
             self._new_incarnation = False
             if first:
                 actions.append(JoinDone())
@@ -481,7 +536,10 @@ class Membership:
     def _on_left(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         client = str(notice["client"])
         if client == self.member:
-            self.phase = "left"
+            if not self._can("left"):
+                return [Reject("malformed", f"left notice for this client in phase "
+                               f"{self.phase.value}")]
+            self._move("left")
             return [LeftSession()]
         if self.current.get(display_name(client)) != client:
             return []  # an incarnation already retired (its successor's join came first)
@@ -499,19 +557,19 @@ class Membership:
 
     def _on_error(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         detail = f"{notice['reason']}: {notice['detail']}"
-        if self.phase == "joining":
-            self.phase = "failed"
+        if self.phase == Phase.JOINING:
+            self._move("refused")
             return [JoinDone(detail)]
-        if notice["reason"] == "not_a_member" and self.phase != "left":
+        if notice["reason"] == "not_a_member" and self.phase != Phase.LEFT:
             return self._rejoin(now)
-        if notice["reason"] == "replaced" and self.phase == "rejoining":
+        if notice["reason"] == "replaced" and self._can("replaced"):
             # a new start of this client's name took it over while this one was stalled:
             # it is out of the session for good (rejoining would take the name back)
-            self.phase = "left"
+            self._move("replaced")
             self.stats["replaced"] += 1
             log.error("%s: %s; this client is no longer in the session", self.member,
                       notice["detail"])
-            return [LeftSession()]
+            return [LeftSession("replaced")]
         log.error("%s: server error: %s", self.member, detail)
         self.stats[f"server_error_{notice['reason']}"] += 1
         return []
@@ -519,9 +577,9 @@ class Membership:
     def _rejoin(self, now: float) -> list[Action]:
         """The server does not know us (it restarted, or it declared us gone): join
         again, at most once a heartbeat, asking to keep our incarnation."""
-        if self.phase in ("joining", "failed", "leaving", "left"):
-            return []
-        self.phase = "rejoining"
+        if not self._can("unknown_to_server"):
+            return []  # not a member yet, or on its way out: nothing to rejoin
+        self._move("unknown_to_server")
         if now - self._last_rejoin < self.heartbeat_interval:
             return []
         self._last_rejoin = now

@@ -486,7 +486,7 @@ class ClientProtocol:
                 self.emit(ServerAnswers(member=self.node.name))
             elif isinstance(action, SessionLeft):
                 out.left_session()
-                self.emit(Removed(member=self.node.name, reason="left"))
+                self.emit(Removed(member=self.node.name, reason=action.reason))
         if membership_changed:
             self._publish_status()
 

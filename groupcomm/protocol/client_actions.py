@@ -133,8 +133,9 @@ class InProcessSession:
         ``ValueError`` when it is not a member."""
         if name not in self.clients:
             raise ValueError(f"{name!r} is not a member of the session")
-        actions = self.registry.handle(Leave(name, name, self.application, self.session, now))
         membership = self.clients.pop(name)
+        membership.leave({})
+        actions = self.registry.handle(Leave(name, name, self.application, self.session, now))
         notices = []
         for action in actions:
             if not isinstance(action, Notify):

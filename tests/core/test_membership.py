@@ -6,16 +6,22 @@ from __future__ import annotations
 import pytest
 
 from groupcomm.core.membership import (
+    TRANSITIONS,
     Arrive,
     DropReturned,
     Incarnated,
     JoinDone,
+    LeftSession,
     MemberJoined,
     MemberLeft,
     Membership,
+    Phase,
+    PhaseError,
     Reject,
     ResendReturned,
     SendCommand,
+    ServerBack,
+    ServerSilence,
     check_client_name,
     display_name,
     member_id,
@@ -173,8 +179,30 @@ def test_a_client_declared_gone_comes_back_as_a_new_incarnation() -> None:
 def test_a_silent_server_is_reported_once() -> None:
     m = started()
     assert m.heartbeat(1.0) == [SendCommand("heartbeat")]
-    m.heartbeat(3.0)
-    m.heartbeat(3.5)
+    assert m.heartbeat(3.0) == [ServerSilence(3.0), SendCommand("heartbeat")]
+    assert m.heartbeat(3.5) == [SendCommand("heartbeat")]
     assert m.server_unreachable and m.stats["server_outages"] == 1
-    m.on_notice({"op": "pong", "server_id": "x"}, 4.0)
+    assert m.on_notice({"op": "pong", "server_id": "x"}, 4.0) == [ServerBack()]
     assert not m.server_unreachable
+
+
+def test_the_phases_move_by_the_table_and_refuse_what_does_not_fit() -> None:
+    m = started()
+    assert m.phase is Phase.JOINED and m.may_relay
+    m.on_notice({"op": "error", "reason": "not_a_member", "detail": "restarted"}, 1.0)
+    assert m.phase is Phase.REJOINING and not m.may_relay and m.joined
+    m.on_notice(joined("carol", ["alice", "bob", "carol"]), 1.0)
+    assert m.phase is Phase.JOINED
+    m.leave({})
+    assert m.phase is Phase.LEAVING
+    assert m.on_notice({"op": "left", "client": "carol", "application": "app",
+                        "session": "s"}, 2.0) == [LeftSession()]
+    assert m.phase is Phase.LEFT and TRANSITIONS[Phase.LEFT] == {}
+    with pytest.raises(PhaseError, match="'leave' cannot happen in phase 'left'"):
+        m.leave({})
+    # a stalled client replaced by a new start of its name is out for good
+    r = started()
+    r.on_notice({"op": "error", "reason": "not_a_member", "detail": "gone"}, 1.0)
+    assert r.on_notice({"op": "error", "reason": "replaced", "detail": "by carol~2"},
+                       1.0) == [LeftSession("replaced")]
+    assert r.phase is Phase.LEFT
