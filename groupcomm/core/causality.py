@@ -194,6 +194,8 @@ class ModuleSendFilter(MessageFilter[SentMessage]):
     def set_message_processor(self, processor: MessageProcessor[SentMessage]) -> None:
         super().set_message_processor(processor)
         self.manager.send_downstream = processor.process_message
+        if type(self.manager).on_send is CausalityManager.on_send:
+            self._on_send = processor.process_message  # the default hook, without its call
 
     def filter_message(self, message: SentMessage) -> None:
         # is_user_message() spelled out: this runs for every message sent
@@ -220,6 +222,8 @@ class ModuleReceiveFilter(MessageFilter[ReceivedMessage]):
     def set_message_processor(self, processor: MessageProcessor[ReceivedMessage]) -> None:
         super().set_message_processor(processor)
         self.manager.deliver_upstream = processor.process_message
+        if type(self.manager).on_receive is CausalityManager.on_receive:
+            self._on_receive = processor.process_message  # the default hook, without its call
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if not isinstance(message.user_message, SystemMessage):  # is_user_message(), inlined

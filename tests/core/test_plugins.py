@@ -99,6 +99,10 @@ def test_the_built_ins_come_through_the_plugin_entry_point(fresh_registry) -> No
     manager = fresh_registry.plugin_manager()
     assert fresh_registry.plugin_failures() == []
     assert manager.get_plugin("builtin").__name__ == "groupcomm.plugins.builtin"
+    # loaded by pluggy's own entry-point loader, which records where each plugin came from
+    loaded = {manager.get_name(plugin): dist.project_name
+              for plugin, dist in manager.list_plugin_distinfo()}
+    assert loaded["builtin"] == "groupcomm"
     assert {info.origin for info in fresh_registry.available_modules().values()} == {"built-in"}
 
 
