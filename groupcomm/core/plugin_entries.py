@@ -1,5 +1,5 @@
 """What plugins provide, checked: causality modules, extra filters and their typed
-options, and why a plugin or one of its entries could not be used.
+options; where a plugin came from, and why it or one of its entries could not be used.
 
 The registry (:mod:`groupcomm.core.registry`) turns each hook result into a
 :class:`ModuleInfo` or :class:`FilterInfo` here, and reports a :class:`RegistrationError`
@@ -24,6 +24,16 @@ class RegistrationError(ValueError):
 
 class IncompatiblePluginError(RegistrationError):
     """A plugin states a plugin API this groupcomm does not provide."""
+
+
+@dataclass(frozen=True)
+class PluginSource:
+    """Where a registered plugin came from."""
+
+    name: str  #: the entry point's name (or the name it was registered under in code)
+    distribution: str = ""  #: "project version" of the distribution declaring it
+    module: str = ""  #: the entry point's value ("package.module" or "module:attr")
+    origin: str = ""  #: what listings show: "built-in", the distribution, or the caller's
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,9 @@ entry point, its distribution and module, and left out; everything else still lo
 plugins in code (a test's own module); a later registration of a name replaces an
 earlier one, with a warning naming both origins.
 
-A plugin may state the plugin API it was written against (a module-level
-``GROUPCOMM_PLUGIN_API = (2, 0)``); one whose major version differs from
-:data:`~groupcomm.core.hookspecs.PLUGIN_API`'s, or whose minor version is newer, is
-refused and reported like any failed plugin (``IncompatiblePluginError``). A filter may
-declare typed options (:class:`~groupcomm.core.plugin_entries.FilterOption`); the
-registry converts the strings of a ``--filter NAME:key=value`` spec to them.
-:attr:`ModuleInfo.flags` and :func:`default_modules` read what the modules declare, for
-the tools to choose by.
+A plugin written for another plugin API (its ``GROUPCOMM_PLUGIN_API``, against
+:data:`~groupcomm.core.hookspecs.PLUGIN_API`) is refused and reported like any failed
+plugin. :func:`default_modules` chooses by what the modules declare, never by name.
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ import importlib.metadata
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -52,6 +46,7 @@ from groupcomm.core.plugin_entries import (
     IncompatiblePluginError,
     ModuleInfo,
     PluginFailure,
+    PluginSource,
     RegistrationError,
     api_mismatch,
     describe,
@@ -63,16 +58,6 @@ from groupcomm.core.plugin_entries import (
 
 class UnknownModuleError(LookupError):
     """A causality module or filter name is not installed."""
-
-
-@dataclass(frozen=True)
-class PluginSource:
-    """Where a registered plugin came from."""
-
-    name: str  #: the entry point's name (or the name it was registered under in code)
-    distribution: str = ""  #: "project version" of the distribution declaring it
-    module: str = ""  #: the entry point's value ("package.module" or "module:attr")
-    origin: str = ""  #: what listings show: "built-in", the distribution, or the caller's
 
 
 #: the entry-point group of plugins (third-party packages and the built-ins alike)
@@ -194,18 +179,17 @@ class _Registry:
                 continue
             self.add(plugin, shadowed)
 
-    def add(self, plugin: Any, source: PluginSource,
-            failures: list[PluginFailure] | None = None) -> str | None:
+    def add(self, plugin: Any, source: PluginSource) -> str | None:
         try:
             registered = self.manager.register(plugin, name=source.name)
         except Exception as error:  # incompatible, pluggy's validation, a name taken
-            self.fail(source, error, failures)
+            self.fail(source, error)
             return None
         if registered is not None:
             self.sources[registered] = source
         return registered
 
-    def check_pending(self, failures: list[PluginFailure] | None = None) -> None:
+    def check_pending(self) -> None:
         """Report and unregister every plugin implementing a hook that does not exist."""
         while True:
             try:
@@ -215,7 +199,7 @@ class _Registry:
                 name = self.manager.get_name(error.plugin) or repr(error.plugin)
                 # pluggy's message ends with the plugin's repr: the report names it already
                 message = str(error).removesuffix(f" in plugin {error.plugin!r}")
-                self.fail(self.source(name), f"{type(error).__name__}: {message}", failures)
+                self.fail(self.source(name), f"{type(error).__name__}: {message}")
                 self.manager.unregister(error.plugin)
                 self.sources.pop(name, None)
 
