@@ -52,17 +52,19 @@ import logging
 from collections import deque
 from collections.abc import Hashable
 
-from groupcomm.core.causality import (
+from groupcomm.module_kit import (
     CausalityError,
     CausalityManager,
     CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
+    FilterHost,
+    GroupMessage,
     ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
+    control_message,
+    drop_unsent_to,
+    gone_before_sending,
 )
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.module_kit import control_message, drop_unsent_to, gone_before_sending
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,8 @@ class CykasManager(CausalityManager):
         self.eager_sent: dict[str, deque[set[str]]] = {}
 
     # -- sending ------------------------------------------------------------------------
-    def enqueue(self, message: SentMessage) -> None:
+    def on_send(self, message: SentMessage) -> None:
+        """Append to OB, then try to send."""
         if len(message.destinations) != 1:
             raise CausalityError(f"{self.protocol}: {message.message_id} must have one "
                                  "destination (the node splits multicasts for this module)")
@@ -138,7 +141,8 @@ class CykasManager(CausalityManager):
         return [dest] if dest in self.unack else []
 
     # -- receiving ----------------------------------------------------------------------
-    def deliver(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
+        """Deliver at once and ACK; an eager message puts this process in secret mode."""
         sender = message.sender
         if message.kind not in ("normal", "eager"):
             raise ProtocolViolation(
@@ -153,6 +157,15 @@ class CykasManager(CausalityManager):
                 control_message(self, self.protocol, "ack", sender, about=message.message_id)
             )
         self.deliver_upstream(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        kind = message.user_message.kind
+        if kind == "ack":
+            self.on_ack(message)
+        elif kind == "yct":
+            self.on_yct(message)
+        else:
+            super().on_control(message)
 
     def on_ack(self, message: ReceivedMessage) -> None:
         sender = message.sender
@@ -245,66 +258,22 @@ class CykasSecretSendsManager(CykasManager):
     protocol = "cykas-secret-sends"
 
 
-class CykasSendFilter(ModuleSendFilter):
-    """Puts application messages in OB."""
-
-    manager: CykasManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        self.manager.enqueue(message)
-
-
-class CykasReceiveFilter(ModuleReceiveFilter):
-    """Delivers on receipt, ACKs, tracks secret mode; consumes ACK and YCT."""
-
-    manager: CykasManager
-
-    def __init__(self, manager: CykasManager) -> None:
-        super().__init__(manager)
-        self.protocol = manager.protocol  # type: ignore[misc]
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.deliver(message)
-
-    def on_control(self, message: ReceivedMessage) -> None:
-        kind = message.user_message.kind
-        if kind == "ack":
-            self.manager.on_ack(message)
-        elif kind == "yct":
-            self.manager.on_yct(message)
-        else:
-            raise ProtocolViolation(
-                f"{self.manager.protocol}: unknown control message {kind!r} "
-                f"from {message.sender}"
-            )
-
-
 class CykasModule(CausalityModule):
     """Sender-side causal order with eager sends (Cykas)."""
 
     name = NAME
-    symmetry_headers = {}
+    manager_class = CykasManager
     description = "sender-side causal order with eager sends and secret mode (Cykas)"
     unicast_events = True
     acknowledged_sends = True
-    manager_class: type[CykasManager] = CykasManager
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return self.manager_class(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> CykasSendFilter:
-        return CykasSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> CykasReceiveFilter:
-        assert isinstance(manager, CykasManager)
-        return CykasReceiveFilter(manager)
+    symmetry_headers = {}
 
 
 class CykasSecretSendsModule(CykasModule):
     """KNOWN BAD: Cykas that sends to its eager sender while in secret mode."""
 
     name = "cykas-secret-sends"
-    symmetry_headers = {}
+    manager_class = CykasSecretSendsManager
     description = "KNOWN BAD (Cykas paper, §2.3): cykas that sends to its eager sender in secret mode"
     known_bad = True
-    manager_class = CykasSecretSendsManager
+    symmetry_headers = {}

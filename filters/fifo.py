@@ -22,21 +22,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from groupcomm.core.causality import (
+from groupcomm.module_kit import (
     CausalityManager,
     CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
-)
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import (
+    FilterHost,
     GroupMessage,
     ReceivedMessage,
     SentMessage,
+    int_header,
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.module_kit import int_header
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +43,28 @@ SEQ = "f"
 class FifoManager(CausalityManager):
     """Send counters per destination, delivered counts and buffers per sender."""
 
+    protocol = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.sent: dict[str, int] = {}
         self.delivered: dict[str, int] = {}
         self.buffers: dict[str, dict[int, ReceivedMessage]] = {}
 
+    def on_send(self, message: SentMessage) -> None:
+        """Stamp each copy with the pair's next number."""
+        destinations = message.destinations
+        if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
+            sent = self.sent  # next_seq, inlined
+            dest = destinations[0]
+            seq = sent[dest] = sent.get(dest, 0) + 1
+            self.send_downstream(with_header_unchecked(message, SEQ, seq))
+            return
+        for copy in self.stamp(message):
+            self.send_downstream(copy)
+
     def stamp(self, message: SentMessage) -> list[SentMessage]:
+        """One copy per destination, each with that pair's next number."""
         copies = []
         for dest in message.destinations:
             copy = message.to((dest,)) if len(message.destinations) > 1 else message
@@ -65,7 +76,8 @@ class FifoManager(CausalityManager):
         seq = self.sent[dest] = self.sent.get(dest, 0) + 1
         return seq
 
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
+        """Deliver in per-sender order, buffering what arrives early."""
         sender = message.sender
         seq = message.headers.get(SEQ)
         if type(seq) is not int or seq < 1:
@@ -140,45 +152,11 @@ class FifoManager(CausalityManager):
         self.buffers = {s: dict(b) for s, b in buffers}
 
 
-class FifoSendFilter(ModuleSendFilter):
-    """Stamps each copy with the pair's next number."""
-
-    manager: FifoManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        destinations = message.destinations
-        if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
-            sent = self.manager.sent  # next_seq, inlined
-            dest = destinations[0]
-            seq = sent[dest] = sent.get(dest, 0) + 1
-            self.forward(with_header_unchecked(message, SEQ, seq))
-            return
-        for copy in self.manager.stamp(message):
-            self.forward(copy)
-
-
-class FifoReceiveFilter(ModuleReceiveFilter):
-    """Delivers in per-sender order, buffering what arrives early."""
-
-    manager: FifoManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class FifoModule(CausalityModule):
     """Per-pair FIFO order."""
 
     name = NAME
-    symmetry_headers = {SEQ: "int"}
+    manager_class = FifoManager
     description = "per-sender FIFO order: per-pair sequence numbers and an ordered buffer"
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return FifoManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> FifoSendFilter:
-        return FifoSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> FifoReceiveFilter:
-        return FifoReceiveFilter(manager)
+    delivery_order = "fifo"
+    symmetry_headers = {SEQ: "int"}

@@ -64,28 +64,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 
-from groupcomm.core.causality import (
-    CausalityManager,
-    CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
-    ProtocolViolation,
-)
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import (
-    GroupMessage,
-    ReceivedMessage,
-    SentMessage,
-    with_header_unchecked,
-    without_header_unchecked,
-)
 from groupcomm.module_kit import (
     INT_ONLY,
+    CausalityManager,
+    CausalityModule,
+    FilterHost,
+    GroupMessage,
+    ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
     blocking,
     freeze_clock,
     header,
     take_first_deliverable,
     warn_held_on,
+    with_header_unchecked,
+    without_header_unchecked,
 )
 
 log = logging.getLogger(__name__)
@@ -218,6 +212,8 @@ class KsManager(CausalityManager):
     """The send clock, what was delivered, the log of pending destinations and the
     buffer of one member."""
 
+    protocol = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.clock = 0
@@ -231,6 +227,11 @@ class KsManager(CausalityManager):
         self._buffered_ids: set[str] = set()
 
     # -- send side ----------------------------------------------------------------------
+    def on_send(self, message: SentMessage) -> None:
+        """Count the send and attach each destination's entries."""
+        for copy in self.stamp_copies(message):
+            self.send_downstream(copy)
+
     def stamp_copies(self, message: SentMessage) -> list[SentMessage]:
         """One copy per destination, each with the entries that destination needs."""
         me = self.host.name
@@ -280,7 +281,7 @@ class KsManager(CausalityManager):
         return copies  # type: ignore[return-value]
 
     # -- receive side -------------------------------------------------------------------
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
         """Deliver ``message`` once what it waits for here has been delivered, else hold it."""
         clock, entries = decode_log(message)
         sender = message.sender
@@ -454,39 +455,11 @@ def thaw_log(frozen: Iterable[tuple[str, Iterable[tuple[int, Iterable[str]]]]]) 
     return {s: {t: frozenset(dests) for t, dests in sends} for s, sends in frozen}
 
 
-class KsSendFilter(ModuleSendFilter):
-    """Counts the send and attaches each destination's entries."""
-
-    manager: KsManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        for copy in self.manager.stamp_copies(message):
-            self.forward(copy)
-
-
-class KsReceiveFilter(ModuleReceiveFilter):
-    """Delivers once what the message says must come first here has come."""
-
-    manager: KsManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class KsModule(CausalityModule):
     """Causal unicast and multicast carrying only the destinations that may still wait."""
 
     name = NAME
-    symmetry_headers = {STAMP: "ks-log"}
+    manager_class = KsManager
     description = ("causal unicast/multicast sending only what a destination may still "
                    "wait for (Kshemkalyani-Singhal pruned log)")
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return KsManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> KsSendFilter:
-        return KsSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> KsReceiveFilter:
-        return KsReceiveFilter(manager)
+    symmetry_headers = {STAMP: "ks-log"}

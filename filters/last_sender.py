@@ -11,18 +11,18 @@ trace analysis and the model checker. Broadcast only.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 
-from groupcomm.core.causality import (
+from groupcomm.module_kit import (
     CausalityManager,
     CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
+    FilterHost,
+    GroupMessage,
     ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
+    header,
 )
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.module_kit import header
 
 NAME = "last-sender"
 STAMP = "l"
@@ -31,16 +31,18 @@ STAMP = "l"
 class LastSenderManager(CausalityManager):
     """Delivered counts per site, the last delivery, and the buffer."""
 
+    protocol = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.counts: dict[str, int] = {}
         self.last: tuple = ()
         self.buffer: list[tuple[tuple, ReceivedMessage]] = []
 
-    def stamp(self, message: SentMessage) -> SentMessage:
-        return message.with_header(STAMP, self.last)  # type: ignore[return-value]
+    def on_send(self, message: SentMessage) -> None:
+        self.send_downstream(message.with_header(STAMP, self.last))  # type: ignore[arg-type]
 
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
         if message.sender == self.host.name:
             self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
             return
@@ -94,42 +96,12 @@ class LastSenderManager(CausalityManager):
         self.buffer = list(buffer)
 
 
-class LastSenderSendFilter(ModuleSendFilter):
-    manager: LastSenderManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        self.forward(self.manager.stamp(message))
-
-
-class LastSenderReceiveFilter(ModuleReceiveFilter):
-    manager: LastSenderManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class LastSenderModule(CausalityModule):
     """KNOWN BAD: only the most recent cause travels."""
 
     name = NAME
-    symmetry_headers = {STAMP: "site"}
+    manager_class = LastSenderManager
     description = "KNOWN BAD: last-sender stamp; misses all but one cause"
     broadcast_only = True
     known_bad = True
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return LastSenderManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> LastSenderSendFilter:
-        return LastSenderSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> LastSenderReceiveFilter:
-        return LastSenderReceiveFilter(manager)
-
-    def check_destinations(
-        self, sender: str, destinations: Sequence[str], members: Sequence[str]
-    ) -> None:
-        from groupcomm.filters.vector import VectorModule
-
-        VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]
+    symmetry_headers = {STAMP: "site"}

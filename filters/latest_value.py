@@ -27,8 +27,12 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
-from groupcomm.core.messages import ReceivedMessage
+from groupcomm.module_kit import (
+    FilterHost,
+    MessageFilter,
+    MessageFilterCreator,
+    ReceivedMessage,
+)
 
 #: the header a replaced value is handed on with
 SUPERSEDED = "superseded"

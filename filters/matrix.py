@@ -39,23 +39,15 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar
 
-from groupcomm.core.causality import (
-    CausalityManager,
-    CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
-    ProtocolViolation,
-)
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import (
-    GroupMessage,
-    ReceivedMessage,
-    SentMessage,
-    with_header_unchecked,
-    without_header_unchecked,
-)
 from groupcomm.module_kit import (
     INT_ONLY,
+    CausalityManager,
+    CausalityModule,
+    FilterHost,
+    GroupMessage,
+    ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
     blocking,
     decode_matrix,
     encode_matrix,
@@ -63,6 +55,8 @@ from groupcomm.module_kit import (
     freeze_matrix,
     take_first_deliverable,
     warn_held_on,
+    with_header_unchecked,
+    without_header_unchecked,
 )
 
 log = logging.getLogger(__name__)
@@ -109,7 +103,8 @@ class MatrixManager(CausalityManager):
         return [[self.sent.get(r, {}).get(c, 0) for c in order] for r in order]
 
     # -- send side ----------------------------------------------------------------------
-    def stamp(self, message: SentMessage) -> SentMessage:
+    def on_send(self, message: SentMessage) -> None:
+        """Count the send in SENT and attach the snapshot (one for every destination)."""
         me = self.host.name
         row = self.sent.setdefault(me, {})
         for dest in message.destinations:
@@ -124,7 +119,7 @@ class MatrixManager(CausalityManager):
             encoded = (names, counts)
         else:
             encoded = (self._stamp_names, tuple(flat))
-        return with_header_unchecked(message, STAMP, encoded)
+        self.send_downstream(with_header_unchecked(message, STAMP, encoded))
 
     def _raised(self, row: str, column: str, count: int) -> None:
         """SENT[row][column] was raised to ``count`` by a merge (matrix-delta records the
@@ -142,7 +137,7 @@ class MatrixManager(CausalityManager):
                 flat[slot] = count
 
     # -- receive side -------------------------------------------------------------------
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
         """Deliver ``message`` when DELIV covers its stamp, else buffer it (the rule is the
         same for a whole matrix and for matrix-delta's changed entries)."""
         sender = message.sender
@@ -333,7 +328,7 @@ def _same_shape(a: tuple, b: tuple) -> bool:
 class _StampPlan:
     """Where to read a sender's stamp whose names and (row, column) pairs are those of a
     stamp already decoded and delivered: only the counts are new, and they sit at known
-    places, so :meth:`MatrixManager.accept` hands the ones the rule reads to
+    places, so :meth:`MatrixManager.on_receive` hands the ones the rule reads to
     :meth:`MatrixManager.blocker` and merges them without decoding the stamp into a
     matrix."""
 
@@ -361,37 +356,10 @@ class _StampPlan:
         self.others = tuple(rows)
 
 
-class MatrixSendFilter(ModuleSendFilter):
-    """Counts the send in SENT and attaches the snapshot."""
-
-    manager: MatrixManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        self.forward(self.manager.stamp(message))
-
-
-class MatrixReceiveFilter(ModuleReceiveFilter):
-    """Delivers once every message the sender knew was on its way to us has arrived."""
-
-    manager: MatrixManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class MatrixModule(CausalityModule):
     """Raynal-Schiper-Toueg causal order for unicast and multicast."""
 
     name = NAME
-    symmetry_headers = {STAMP: "matrix"}
+    manager_class = MatrixManager
     description = "causal unicast/multicast with Raynal-Schiper-Toueg SENT matrices"
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return MatrixManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> MatrixSendFilter:
-        return MatrixSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> MatrixReceiveFilter:
-        return MatrixReceiveFilter(manager)
+    symmetry_headers = {STAMP: "matrix"}

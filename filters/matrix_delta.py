@@ -51,16 +51,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from groupcomm.core.causality import (
-    CausalityManager,
-    CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
-)
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import ReceivedMessage, SentMessage, with_header_unchecked
 from groupcomm.filters.matrix import MatrixManager
-from groupcomm.module_kit import encode_matrix, freeze_clock, freeze_matrix
+from groupcomm.module_kit import (
+    CausalityModule,
+    FilterHost,
+    SentMessage,
+    encode_matrix,
+    freeze_clock,
+    freeze_matrix,
+    with_header_unchecked,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,11 @@ class MatrixDeltaManager(MatrixManager):
         return delta
 
     # -- send side ----------------------------------------------------------------------
+    def on_send(self, message: SentMessage) -> None:
+        """Count the send in SENT and attach each destination's delta."""
+        for copy in self.stamp_copies(message):
+            self.send_downstream(copy)
+
     def stamp_copies(self, message: SentMessage) -> list[SentMessage]:
         """One copy per destination, each carrying its delta."""
         me = self.host.name
@@ -127,7 +132,7 @@ class MatrixDeltaManager(MatrixManager):
             copies.append(with_header_unchecked(copy, STAMP, encode_matrix(delta)))
         return copies  # type: ignore[return-value]
 
-    # -- receive side: matrix's accept, reading the delta header ----------------------
+    # -- receive side: matrix's on_receive, reading the delta header ------------------
     def _raised(self, row: str, column: str, count: int) -> None:
         self._changed(row, column)
 
@@ -168,41 +173,13 @@ class MatrixDeltaManager(MatrixManager):
         self.last_to = dict(last_to)
 
 
-class MatrixDeltaSendFilter(ModuleSendFilter):
-    """Counts the send in SENT and attaches each destination's delta."""
-
-    manager: MatrixDeltaManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        for copy in self.manager.stamp_copies(message):
-            self.forward(copy)
-
-
-class MatrixDeltaReceiveFilter(ModuleReceiveFilter):
-    """The matrix rule, applied to the delta when the message is delivered."""
-
-    manager: MatrixDeltaManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class MatrixDeltaModule(CausalityModule):
     """Raynal-Schiper-Toueg causal order with per-destination delta stamps."""
 
     name = NAME
+    manager_class = MatrixDeltaManager
     description = ("causal unicast/multicast: matrix clocks sending only the entries changed "
                    "since the last message to the same destination")
     #: the delta is in matrix's encoding; the snapshot orders changes by name within a
     #: version, so renaming the members maps states onto states (tested)
     symmetry_headers = {STAMP: "matrix"}
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return MatrixDeltaManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> MatrixDeltaSendFilter:
-        return MatrixDeltaSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> MatrixDeltaReceiveFilter:
-        return MatrixDeltaReceiveFilter(manager)

@@ -24,17 +24,19 @@ import logging
 from collections import deque
 from collections.abc import Hashable
 
-from groupcomm.core.causality import (
+from groupcomm.module_kit import (
     CausalityError,
     CausalityManager,
     CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
+    FilterHost,
+    GroupMessage,
     ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
+    control_message,
+    drop_unsent_to,
+    gone_before_sending,
 )
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.module_kit import control_message, drop_unsent_to, gone_before_sending
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +46,16 @@ NAME = "mfss"
 class MfssManager(CausalityManager):
     """The output buffer and the message whose ACK is awaited."""
 
+    protocol = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.buffer: deque[SentMessage] = deque()
         #: (message id, destination) of the message awaiting its ACK, if any
         self.unacked: tuple[str, str] | None = None
 
-    def enqueue(self, message: SentMessage) -> None:
+    def on_send(self, message: SentMessage) -> None:
+        """Send at once when nothing is un-acknowledged, else put it in the buffer."""
         if self.unacked is None and not self.buffer:
             self._send(message)
             return
@@ -77,12 +82,19 @@ class MfssManager(CausalityManager):
             self.unacked = (message.message_id, dest)
         self.send_downstream(message)
 
-    def deliver(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
+        """Deliver on receipt and acknowledge."""
         if message.sender != self.host.name:
             self.send_downstream(
                 control_message(self, NAME, "ack", message.sender, about=message.message_id)
             )
         self.deliver_upstream(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        if message.user_message.kind == "ack":
+            self.on_ack(message)
+        else:
+            super().on_control(message)
 
     def on_ack(self, message: ReceivedMessage) -> None:
         about = message.user_message.about
@@ -120,48 +132,13 @@ class MfssManager(CausalityManager):
         self.buffer = deque(buffer)
 
 
-class MfssSendFilter(ModuleSendFilter):
-    """Puts application messages in the output buffer."""
-
-    manager: MfssManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        self.manager.enqueue(message)
-
-
-class MfssReceiveFilter(ModuleReceiveFilter):
-    """Delivers on receipt and acknowledges; consumes ACKs."""
-
-    manager: MfssManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.deliver(message)
-
-    def on_control(self, message: ReceivedMessage) -> None:
-        if message.user_message.kind != "ack":
-            raise ProtocolViolation(
-                f"{NAME}: unknown control message {message.user_message.kind!r} "
-                f"from {message.sender}"
-            )
-        self.manager.on_ack(message)
-
-
 class MfssModule(CausalityModule):
     """Sender-side causal order: one un-acknowledged message at a time."""
 
     name = NAME
-    symmetry_headers = {}
-    commuting_controls = frozenset({"ack"})
+    manager_class = MfssManager
     description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"
     unicast_events = True
     acknowledged_sends = True
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return MfssManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> MfssSendFilter:
-        return MfssSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> MfssReceiveFilter:
-        return MfssReceiveFilter(manager)
+    symmetry_headers = {}
+    commuting_controls = frozenset({"ack"})

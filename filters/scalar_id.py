@@ -11,17 +11,17 @@ be caught by the trace analysis and the model checker, not to be used. Broadcast
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 
-from groupcomm.core.causality import (
+from groupcomm.module_kit import (
     CausalityManager,
     CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
+    FilterHost,
+    GroupMessage,
+    ReceivedMessage,
+    SentMessage,
+    int_header,
 )
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import GroupMessage, ReceivedMessage, SentMessage
-from groupcomm.module_kit import int_header
 
 NAME = "scalar-id"
 STAMP = "g"
@@ -30,16 +30,18 @@ STAMP = "g"
 class ScalarIdManager(CausalityManager):
     """The global id and the buffer of early messages."""
 
+    protocol = NAME
+
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.global_id = 0
         self.buffer: list[tuple[int, ReceivedMessage]] = []
 
-    def stamp(self, message: SentMessage) -> SentMessage:
+    def on_send(self, message: SentMessage) -> None:
         self.global_id += 1
-        return message.with_header(STAMP, self.global_id)  # type: ignore[return-value]
+        self.send_downstream(message.with_header(STAMP, self.global_id))  # type: ignore[arg-type]
 
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
         if message.sender == self.host.name:
             self.deliver_upstream(message.without_headers(STAMP))  # type: ignore[arg-type]
             return
@@ -72,42 +74,12 @@ class ScalarIdManager(CausalityManager):
         self.buffer = list(buffer)
 
 
-class ScalarIdSendFilter(ModuleSendFilter):
-    manager: ScalarIdManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        self.forward(self.manager.stamp(message))
-
-
-class ScalarIdReceiveFilter(ModuleReceiveFilter):
-    manager: ScalarIdManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class ScalarIdModule(CausalityModule):
     """KNOWN BAD: one global scalar id."""
 
     name = NAME
-    symmetry_headers = {STAMP: "int"}
+    manager_class = ScalarIdManager
     description = "KNOWN BAD: global scalar id; wrong with concurrent senders"
     broadcast_only = True
     known_bad = True
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return ScalarIdManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> ScalarIdSendFilter:
-        return ScalarIdSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> ScalarIdReceiveFilter:
-        return ScalarIdReceiveFilter(manager)
-
-    def check_destinations(
-        self, sender: str, destinations: Sequence[str], members: Sequence[str]
-    ) -> None:
-        from groupcomm.filters.vector import VectorModule
-
-        VectorModule.check_destinations(self, sender, destinations, members)  # type: ignore[arg-type]
+    symmetry_headers = {STAMP: "int"}

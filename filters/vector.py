@@ -48,24 +48,15 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from operator import itemgetter
 
-from groupcomm.core.causality import (
-    CausalityError,
-    CausalityManager,
-    CausalityModule,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
-    ProtocolViolation,
-)
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import (
-    GroupMessage,
-    ReceivedMessage,
-    SentMessage,
-    with_header_unchecked,
-    without_header_unchecked,
-)
 from groupcomm.module_kit import (
     INT_ONLY,
+    CausalityManager,
+    CausalityModule,
+    FilterHost,
+    GroupMessage,
+    ProtocolViolation,
+    ReceivedMessage,
+    SentMessage,
     blocking,
     control_message,
     decode_clock,
@@ -74,6 +65,8 @@ from groupcomm.module_kit import (
     int_header,
     take_first_deliverable,
     warn_held_on,
+    with_header_unchecked,
+    without_header_unchecked,
 )
 
 log = logging.getLogger(__name__)
@@ -91,6 +84,8 @@ SKIP = "s"
 
 class VectorManager(CausalityManager):
     """The site vector, the buffer, and the bases a late joiner waits for."""
+
+    protocol = NAME
 
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
@@ -137,7 +132,7 @@ class VectorManager(CausalityManager):
                               is_new_application, all_users)
         if is_new:
             base = self.clock.get(me, 0)
-            self.manager_send(control_message(self, NAME, "base", client_name,
+            self.send_downstream(control_message(self, NAME, "base", client_name,
                                               headers={BASE: base,
                                                        KNOWN: encode_clock(self.clock)}))
 
@@ -151,11 +146,15 @@ class VectorManager(CausalityManager):
             self._drain()
         warn_held_on(self, name, log)
 
-    def manager_send(self, message: SentMessage) -> None:
-        self.send_downstream(message)
-
     # -- send side ----------------------------------------------------------------------
+    def on_send(self, message: SentMessage) -> None:
+        """Stamp the broadcast with a copy of the site vector."""
+        for out in self.stamp(message):
+            self.send_downstream(out)
+
     def stamp(self, message: SentMessage) -> list[SentMessage]:
+        """The stamped message, then a ``skip`` for each member that joined after it was
+        tagged."""
         me = self.host.name
         seq = self.clock.get(me, 0) + 1
         self.clock[me] = seq
@@ -195,7 +194,8 @@ class VectorManager(CausalityManager):
         return encoded
 
     # -- receive side -------------------------------------------------------------------
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
+        """Deliver in causal order, buffering what arrives before its causes."""
         me = self.host.name
         sender = message.sender
         if sender == me:
@@ -268,7 +268,7 @@ class VectorManager(CausalityManager):
             self.skips.setdefault(sender, set()).add(seq)
             self._drain()
             return
-        raise ProtocolViolation(f"{NAME}: unknown control message {kind!r} from {sender}")
+        super().on_control(message)
 
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None, counts: Sequence[int],
@@ -408,9 +408,10 @@ class VectorManager(CausalityManager):
 
 class _StampPlan:
     """Where to read a sender's stamp that names the same members as one already decoded
-    and delivered (the names change only when members join): :meth:`VectorManager.accept`
-    checks its counts in C-level passes and hands them to :meth:`VectorManager.blocker`
-    where they sit, without decoding the stamp into a clock."""
+    and delivered (the names change only when members join):
+    :meth:`VectorManager.on_receive` checks its counts in C-level passes and hands them to
+    :meth:`VectorManager.blocker` where they sit, without decoding the stamp into a
+    clock."""
 
     __slots__ = ("names", "own", "others")
 
@@ -430,59 +431,11 @@ class _StampPlan:
 _UNBOUNDED = (sys.maxsize,)
 
 
-class VectorSendFilter(ModuleSendFilter):
-    """Stamps each broadcast with a copy of the site vector."""
-
-    manager: VectorManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        for out in self.manager.stamp(message):
-            self.forward(out)
-
-
-class VectorReceiveFilter(ModuleReceiveFilter):
-    """Delivers in causal order, buffering what arrives before its causes."""
-
-    manager: VectorManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-    def on_control(self, message: ReceivedMessage) -> None:
-        self.manager.on_control(message)
-
-
 class VectorModule(CausalityModule):
     """Causal broadcast (every message to every other member)."""
 
     name = NAME
-    symmetry_headers = {STAMP: "clock", BASE: "int", KNOWN: "clock", SKIP: "int"}
+    manager_class = VectorManager
     description = "causal broadcast with vector timestamps (broadcast only)"
     broadcast_only = True
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return VectorManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> VectorSendFilter:
-        return VectorSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> VectorReceiveFilter:
-        return VectorReceiveFilter(manager)
-
-    def check_destinations(
-        self, sender: str, destinations: Sequence[str], members: Sequence[str]
-    ) -> None:
-        # destinations are distinct members or the sender (see the base class): they
-        # leave no one out exactly when they count every other member (every send)
-        if len(destinations) - (sender in destinations) == len(members) - (sender in members):
-            return
-        missing = set(members).difference(destinations)
-        missing.discard(sender)
-        if missing:
-            raise CausalityError(
-                f"the vector module carries broadcasts only (to_others / to_all); this send "
-                f"leaves out {', '.join(sorted(missing))}, whose missing message would block "
-                "every later one of yours forever. For unicast or multicast causal order use "
-                "matrix, mfss or cykas"
-            )
+    symmetry_headers = {STAMP: "clock", BASE: "int", KNOWN: "clock", SKIP: "int"}

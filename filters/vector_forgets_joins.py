@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from groupcomm.core.causality import CausalityManager
-from groupcomm.core.filtering import FilterHost
-from groupcomm.core.messages import ReceivedMessage
 from groupcomm.filters.vector import VectorManager, VectorModule
+from groupcomm.module_kit import ReceivedMessage
 
 NAME = "vector-forgets-joins"
 
@@ -41,8 +39,6 @@ class VectorForgetsJoinsModule(VectorModule):
     """KNOWN BAD: vector whose newcomer waits for messages sent before it joined."""
 
     name = NAME
+    manager_class = ForgetfulVectorManager
     description = "KNOWN BAD: vector whose late joiner waits for messages sent before it joined"
     known_bad = True
-
-    def create_manager(self, host: FilterHost) -> CausalityManager:
-        return ForgetfulVectorManager(host)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from groupcomm.core.causality import CausalityModule
+from groupcomm.core.hookspecs import hookimpl
 from groupcomm.filters.cykas import CykasModule, CykasSecretSendsModule
 from groupcomm.filters.fifo import FifoModule
 from groupcomm.filters.ks import KsModule
@@ -24,7 +25,6 @@ from groupcomm.filters.vector import VectorModule
 from groupcomm.filters.vector_forgets_joins import VectorForgetsJoinsModule
 from groupcomm.layers.faults import FAULT_FILTERS
 from groupcomm.layers.reliable import RELIABLE_FILTER
-from groupcomm.plugins.hookspecs import hookimpl
 
 BUILTIN_MODULES: tuple[type[CausalityModule], ...] = (
     NoneModule,
@@ -41,13 +41,6 @@ BUILTIN_MODULES: tuple[type[CausalityModule], ...] = (
     LastSenderModule,
     VectorForgetsJoinsModule,
 )
-
-
-# the order each module promises, read by the conformance suite (``delivery_order``;
-# ``causal`` when a module declares none): the two that promise less say so here, as
-# a third-party module says it on its own class
-NoneModule.delivery_order = "arrival"  # type: ignore[attr-defined]
-FifoModule.delivery_order = "fifo"  # type: ignore[attr-defined]
 
 
 @hookimpl

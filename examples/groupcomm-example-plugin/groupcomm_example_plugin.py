@@ -9,27 +9,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
-from groupcomm.filters.none import NoneManager, NoneModule, NoneReceiveFilter
-from groupcomm.plugins import hookimpl
+from groupcomm.filters.none import NoneManager, NoneModule
+from groupcomm.module_kit import (
+    FilterHost,
+    MessageFilter,
+    MessageFilterCreator,
+    ReceivedMessage,
+    hookimpl,
+)
 
 
-class CountingReceiveFilter(NoneReceiveFilter):
+class CountingNoneManager(NoneManager):
     """Delivers in arrival order and counts deliveries."""
 
-    def on_user_message(self, message: Any) -> None:
-        self.manager.delivered = getattr(self.manager, "delivered", 0) + 1
-        self.forward(message)
+    def __init__(self, host: FilterHost) -> None:
+        super().__init__(host)
+        self.delivered = 0
+
+    def on_receive(self, message: ReceivedMessage) -> None:
+        self.delivered += 1
+        self.deliver_upstream(message)
 
 
 class CountingNoneModule(NoneModule):
     """``none`` plus a delivery counter on the manager."""
 
     name = "counting-none"
+    manager_class = CountingNoneManager
     description = "example plugin: arrival order, counting deliveries"
-
-    def create_receive_filter(self, manager: NoneManager) -> CountingReceiveFilter:
-        return CountingReceiveFilter(manager)
 
 
 class ShoutFilter(MessageFilter[Any]):

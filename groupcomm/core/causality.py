@@ -1,10 +1,16 @@
-"""Causality modules: abstract factories of a manager and the two filters sharing it.
+"""Causality modules: a manager class and declared flags; the filters and factories are
+the base classes'.
 
-A :class:`CausalityModule` makes, per communicator, a fresh :class:`CausalityManager`
-(a session listener holding the protocol state) and the send and receive filters that
-share it. The two factories a module hands to the selectors find the communicator's
-manager through ``host.shared``, so however many communicators live in one process
-(tests, the simulator, the model checker), none shares state with another.
+A :class:`CausalityModule` names its manager (:attr:`CausalityModule.manager_class`) and
+declares what the tools read (``broadcast_only``, ``unicast_events``, ...). Per
+communicator it makes a fresh :class:`CausalityManager` (a session listener holding the
+protocol state) and the two filters that share it, :class:`ModuleSendFilter` and
+:class:`ModuleReceiveFilter`: they pass system messages on and hand application messages
+and the module's control messages to the manager's hooks (:meth:`CausalityManager.on_send`,
+:meth:`~CausalityManager.on_receive`, :meth:`~CausalityManager.on_control`), so a module
+is its protocol and nothing else. The two factories a module hands to the selectors find
+the communicator's manager through ``host.shared``, so however many communicators live in
+one process (tests, the simulator, the model checker), none shares state with another.
 
 Managers keep their state in plain values and implement :meth:`snapshot` /
 :meth:`restore`, which the model checker uses to branch and to deduplicate states.
@@ -13,13 +19,14 @@ Managers keep their state in plain values and implement :meth:`snapshot` /
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groupcomm.core.filtering import (
     FilterHost,
     MessageFilter,
     MessageFilterCreator,
+    MessageProcessor,
     ReceivedMessageFilterSelector,
     SendMessageFilterSelector,
 )
@@ -37,9 +44,17 @@ class ProtocolViolation(Exception):
 class CausalityManager(ABC):
     """Shared state of one module at one communicator; listens to joins and leaves.
 
-    Subclasses set :attr:`send_filter` / :attr:`receive_filter` (done by the module) and
-    keep their state snapshot-able.
+    The module's filters call its hooks: :meth:`on_send` with each application message
+    sent, :meth:`on_receive` with each one that arrives, :meth:`on_control` with each
+    control message of :attr:`protocol`. A manager passes messages on with
+    :attr:`send_downstream` and :attr:`deliver_upstream`, at once or later (held), and
+    keeps its state snapshot-able.
     """
+
+    #: The protocol of this module's control messages (``control_message(self,
+    #: self.protocol, ...)``): the receive filter hands those to :meth:`on_control`; ""
+    #: when the module has none, so that every control message passes on unchanged.
+    protocol: ClassVar[str] = ""
 
     def __init__(self, host: FilterHost) -> None:
         self.host = host
@@ -53,6 +68,37 @@ class CausalityManager(ABC):
         self.stats: dict[str, int] = {}
         self.send_filter: MessageFilter[SentMessage] | None = None
         self.receive_filter: MessageFilter[ReceivedMessage] | None = None
+        #: Hands a message to the stage after the send filter (towards the network). A
+        #: :class:`ModuleSendFilter` sets it to that stage's entry when the pipeline is
+        #: built: every message a module sends passes here, and one call is measurable.
+        self.send_downstream: Callable[[SentMessage], None] = self._through_send_filter
+        #: Hands a message to the stage after the receive filter (towards the
+        #: application); set by :class:`ModuleReceiveFilter` likewise.
+        self.deliver_upstream: Callable[[ReceivedMessage], None] = (
+            self._through_receive_filter)
+
+    # -- what the module's filters call ---------------------------------------------------
+    def on_send(self, message: SentMessage) -> None:
+        """An application message entered the send pipeline: pass it on (stamped, or as
+        one copy per destination) with :attr:`send_downstream`, or hold it. By default it
+        passes on unchanged."""
+        self.send_downstream(message)
+
+    def on_receive(self, message: ReceivedMessage) -> None:
+        """An application message arrived: deliver it with :attr:`deliver_upstream`
+        (without the module's headers), buffer it, or drop it as a duplicate. By default
+        it is delivered unchanged. Raises :class:`ProtocolViolation` for metadata the
+        protocol cannot accept."""
+        self.deliver_upstream(message)
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        """Consume one of this module's control messages (never delivered to the app).
+        By default there are none: raises :class:`ProtocolViolation`."""
+        raise ProtocolViolation(
+            f"{self.protocol}: unknown control message "
+            f"{getattr(message.user_message, 'kind', message.user_message)!r} from "
+            f"{message.sender}"
+        )
 
     # -- session listener -------------------------------------------------------------
     def client_joined(
@@ -123,74 +169,83 @@ class CausalityManager(ABC):
     def restore(self, snapshot: Hashable) -> None:
         """Set the state back to ``snapshot`` (as returned by :meth:`snapshot`)."""
 
-    # -- plumbing shared by the modules -------------------------------------------------
-    def send_downstream(self, message: SentMessage) -> None:
-        """Hand ``message`` to the stage after the send filter (towards the network)."""
-        assert self.send_filter is not None
+    # -- until the pipeline is built, or with filters of the module's own ------------------
+    def _through_send_filter(self, message: SentMessage) -> None:
+        if self.send_filter is None:
+            raise RuntimeError(f"{type(self).__name__} has no send filter yet")
         self.send_filter.forward(message)
 
-    def deliver_upstream(self, message: ReceivedMessage) -> None:
-        """Hand ``message`` to the stage after the receive filter (towards the app)."""
-        assert self.receive_filter is not None
+    def _through_receive_filter(self, message: ReceivedMessage) -> None:
+        if self.receive_filter is None:
+            raise RuntimeError(f"{type(self).__name__} has no receive filter yet")
         self.receive_filter.forward(message)
 
 
 class ModuleSendFilter(MessageFilter[SentMessage]):
-    """Base send filter: forwards system messages, hands user messages to the manager."""
+    """A module's send filter: system messages pass on, application messages go to the
+    manager's :meth:`~CausalityManager.on_send`."""
 
     def __init__(self, manager: CausalityManager) -> None:
         super().__init__()
         self.manager = manager
+        # bound once: this runs for every message sent
+        self._on_send = manager.on_send
+
+    def set_message_processor(self, processor: MessageProcessor[SentMessage]) -> None:
+        super().set_message_processor(processor)
+        self.manager.send_downstream = processor.process_message
+        if type(self.manager).on_send is CausalityManager.on_send:
+            self._on_send = processor.process_message  # the default hook, without its call
 
     def filter_message(self, message: SentMessage) -> None:
         # is_user_message() spelled out: this runs for every message sent
         if isinstance(message.user_message, SystemMessage):
             self.forward(message)
             return
-        self.on_user_message(message)
-
-    @abstractmethod
-    def on_user_message(self, message: SentMessage) -> None:
-        """Stamp, hold or forward an application message."""
+        self._on_send(message)
 
 
 class ModuleReceiveFilter(MessageFilter[ReceivedMessage]):
-    """Base receive filter: own control messages to :meth:`on_control`, others unchanged."""
-
-    protocol: ClassVar[str] = ""
+    """A module's receive filter: application messages go to the manager's
+    :meth:`~CausalityManager.on_receive`, control messages of its
+    :attr:`~CausalityManager.protocol` to :meth:`~CausalityManager.on_control`, others
+    pass on unchanged."""
 
     def __init__(self, manager: CausalityManager) -> None:
         super().__init__()
         self.manager = manager
+        self.protocol = manager.protocol
+        # bound once: this runs for every message that arrives
+        self._on_receive = manager.on_receive
+        self._on_control = manager.on_control
+
+    def set_message_processor(self, processor: MessageProcessor[ReceivedMessage]) -> None:
+        super().set_message_processor(processor)
+        self.manager.deliver_upstream = processor.process_message
+        if type(self.manager).on_receive is CausalityManager.on_receive:
+            self._on_receive = processor.process_message  # the default hook, without its call
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if not isinstance(message.user_message, SystemMessage):  # is_user_message(), inlined
-            self.on_user_message(message)
+            self._on_receive(message)
         elif self.protocol and message.is_control_for(self.protocol):
-            self.on_control(message)
+            self._on_control(message)
         else:
             self.forward(message)
 
-    @abstractmethod
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        """Deliver, buffer or reorder an application message."""
 
-    def on_control(self, message: ReceivedMessage) -> None:
-        """Consume one of this module's control messages (never delivered to the app)."""
-        raise ProtocolViolation(
-            f"{type(self).__name__} got control message {message.user_message!r} "
-            "but its module defines none"
-        )
-
-
-class CausalityModule(ABC):
-    """Abstract factory of a manager and its two filters, one set per communicator."""
+class CausalityModule:
+    """A causality module: its manager class and the flags the tools read. Makes one
+    manager and its two filters per communicator."""
 
     #: Registry name (``none``, ``fifo``, ``vector``, ``matrix``, ``mfss``, ``cykas``).
     name: ClassVar[str]
+    #: The manager made per communicator (the protocol's state and rules).
+    manager_class: ClassVar[type[CausalityManager]]
     #: One line for ``groupcomm filters``.
     description: ClassVar[str] = ""
-    #: True when the module only supports sends to every other member (``vector``).
+    #: True when the module only supports sends to every other member (``vector``):
+    #: :meth:`check_destinations` then refuses any other send.
     broadcast_only: ClassVar[bool] = False
     #: True when the protocol orders unicast send events only (``mfss``, ``cykas``): the
     #: node then sends a message to several members as that many unicasts, one after the
@@ -203,6 +258,9 @@ class CausalityModule(ABC):
     acknowledged_sends: ClassVar[bool] = False
     #: True for protocols kept because they are wrong (the checker must catch them).
     known_bad: ClassVar[bool] = False
+    #: The order the module promises, which the conformance suite holds it to:
+    #: ``causal``, ``fifo`` or ``arrival``.
+    delivery_order: ClassVar[str] = "causal"
     #: For the model checker's symmetry reduction (``groupcomm check --symmetry``): every
     #: header this module puts on messages, with how its value holds process names
     #: (``"int"``: none; ``"clock"``: an encoded vector clock; ``"matrix"``: an encoded
@@ -211,26 +269,26 @@ class CausalityModule(ABC):
     #: where the checker renames them), so symmetry is refused. Read on the exact class:
     #: a subclass that does not declare it again is not covered, since it may look at
     #: its own name.
-    symmetry_headers: ClassVar[Mapping[str, str] | None] = None
+    symmetry_headers: ClassVar[Mapping[str, Any] | None] = None
     #: For the model checker's partial-order reduction (``groupcomm check --por``): the
     #: control kinds whose arrival commutes with every other step of the receiving
     #: process on an unordered network (hypothesis H of :mod:`groupcomm.check.por`,
     #: checked while searching). Read on the exact class, like :attr:`symmetry_headers`.
     commuting_controls: ClassVar[frozenset[str]] = frozenset()
 
-    @abstractmethod
     def create_manager(self, host: FilterHost) -> CausalityManager:
-        """A fresh manager for ``host``."""
+        """A fresh manager for ``host`` (an instance of :attr:`manager_class`)."""
+        return self.manager_class(host)
 
-    @abstractmethod
     def create_send_filter(self, manager: CausalityManager) -> MessageFilter[SentMessage]:
         """The send filter sharing ``manager``."""
+        return ModuleSendFilter(manager)
 
-    @abstractmethod
     def create_receive_filter(
         self, manager: CausalityManager
     ) -> MessageFilter[ReceivedMessage]:
         """The receive filter sharing ``manager``."""
+        return ModuleReceiveFilter(manager)
 
     # -- per-communicator instantiation ---------------------------------------------------
     def manager_for(self, host: FilterHost) -> CausalityManager:
@@ -259,11 +317,27 @@ class CausalityModule(ABC):
     def check_destinations(
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
-        """Raise :class:`CausalityError` when the module cannot carry this send.
+        """Raise :class:`CausalityError` when the module cannot carry this send: with
+        :attr:`broadcast_only`, a send that leaves out another member (whose missing
+        message would block every later one of the sender's for ever).
 
         ``destinations`` are distinct, and each is one of ``members`` or ``sender``: the
         node checks that before it asks (an unknown peer is its own error)."""
-        return None
+        if not self.broadcast_only:
+            return
+        # destinations are distinct members or the sender: they leave no one out exactly
+        # when they count every other member (every send)
+        if len(destinations) - (sender in destinations) == len(members) - (sender in members):
+            return
+        missing = set(members).difference(destinations)
+        missing.discard(sender)
+        if missing:
+            raise CausalityError(
+                f"the {self.name} module carries broadcasts only (to_others / to_all); this "
+                f"send leaves out {', '.join(sorted(missing))}, whose missing message would "
+                "block every later one of yours forever. For unicast or multicast causal "
+                "order use matrix, mfss or cykas"
+            )
 
 
 class _ModuleFilterCreator(MessageFilterCreator[Any]):

@@ -1,32 +1,28 @@
 """Causality modules and extra filters by name: the pluggy plugin manager is the registry.
 
 On first use the registry builds one :class:`pluggy.PluginManager` (hooks:
-:mod:`groupcomm.core.hookspecs`) and registers every entry point of the
-``groupcomm.plugins`` group. The built-in modules come the same way: this project
-declares ``builtin = groupcomm.plugins.builtin``, a plugin module that imports the
-module classes and returns them from the same hooks a third-party package implements.
-``check_pending()`` then catches misspelt hooks. A name resolves by asking the
-registered plugins' hooks (the answer is cached until the set of plugins changes);
-there is no other table.
+:mod:`groupcomm.core.hookspecs`) and loads every entry point of the
+``groupcomm.plugins`` group with pluggy's ``load_setuptools_entrypoints``. The built-in
+modules come the same way: this project declares ``builtin = groupcomm.plugins.builtin``,
+a plugin module that imports the module classes and returns them from the same hooks a
+third-party package implements. ``check_pending()`` then catches misspelt hooks. A name
+resolves by asking the registered plugins' hooks (the answer is cached until the set of
+plugins changes); there is no other table.
 
 A plugin that fails — its import raises (``ImportError``, ``SyntaxError``, anything),
 pluggy refuses it, it implements a hook that does not exist, its hook raises, or it
-returns something that is not a module class or a filter entry — is logged as an error
-naming the entry point, its distribution and module, and left out; everything else
-still loads. :func:`plugin_failures` lists them, and the error for an unknown name
-names them too.
+returns something that is not a module class or a filter entry
+(:mod:`groupcomm.core.plugin_entries` checks them) — is logged as an error naming the
+entry point, its distribution and module, and left out; everything else still loads.
+:func:`plugin_failures` lists them, and the error for an unknown name names them too.
 
 :func:`register_module`, :func:`register_filter` and :func:`register_plugin` add
 plugins in code (a test's own module); a later registration of a name replaces an
 earlier one, with a warning naming both origins.
 
-A plugin may state the plugin API it was written against (a module-level
-``GROUPCOMM_PLUGIN_API = (1, 0)``); one whose major version differs from
-:data:`~groupcomm.core.hookspecs.PLUGIN_API`'s, or whose minor version is newer, is
-refused and reported like any failed plugin (``IncompatiblePluginError``). A filter may
-declare typed options (:class:`FilterOption`); the registry converts the strings of a
-``--filter NAME:key=value`` spec to them. :attr:`ModuleInfo.flags` and
-:func:`default_modules` read what the modules declare, for the tools to choose by.
+A plugin written for another plugin API (its ``GROUPCOMM_PLUGIN_API``, against
+:data:`~groupcomm.core.hookspecs.PLUGIN_API`) is refused and reported like any failed
+plugin. :func:`default_modules` chooses by what the modules declare, never by name.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ import importlib.metadata
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -44,120 +39,25 @@ import pluggy
 from groupcomm.core import hookspecs
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator
-from groupcomm.core.hookspecs import PLUGIN_API, PLUGIN_API_ATTRIBUTE, hookimpl
+from groupcomm.core.hookspecs import hookimpl
+from groupcomm.core.plugin_entries import (
+    FilterInfo,
+    FilterOption,
+    IncompatiblePluginError,
+    ModuleInfo,
+    PluginFailure,
+    PluginSource,
+    RegistrationError,
+    api_mismatch,
+    describe,
+    filter_entry,
+    filter_info,
+    module_info,
+)
 
 
 class UnknownModuleError(LookupError):
     """A causality module or filter name is not installed."""
-
-
-class RegistrationError(ValueError):
-    """A module or filter cannot be registered (no name, not a causality module, no
-    filter creator on either side)."""
-
-
-@dataclass(frozen=True)
-class ModuleInfo:
-    """A registered causality module."""
-
-    name: str
-    factory: Callable[[], CausalityModule]
-    description: str
-    origin: str
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """What the module declares about itself, read from its class attributes (the
-        tools choose by these, never by name): ``known-bad``, ``broadcast-only``,
-        ``sender-side`` (waits for acknowledgements), ``unicast-events`` (a send to
-        several is that many unicasts), ``symmetry`` (declares its headers on its own
-        class for ``check --symmetry``), ``commuting-controls`` (for ``check --por``)."""
-        return module_flags(self.factory)
-
-
-@dataclass(frozen=True)
-class FilterOption:
-    """One option of an extra filter (``--filter NAME:key=value,...``): its name, its
-    type (``int``, ``float``, ``bool`` or ``str``), its default and one line of help."""
-
-    name: str
-    type: type
-    default: Any
-    help: str = ""
-
-    def __post_init__(self) -> None:
-        if self.type not in _CONVERTERS:
-            raise RegistrationError(f"filter option {self.name!r}: type must be one of "
-                                    f"int, float, bool, str, got {self.type!r}")
-
-    def convert(self, filter_name: str, given: Any) -> Any:
-        """``given`` (a string from a command line or config file, or a value passed in
-        code) as this option's type; :class:`ValueError` naming the option if it is not
-        one."""
-        if not isinstance(given, str):
-            if isinstance(given, self.type) and not (self.type is int and isinstance(given, bool)):
-                return given
-            given = str(given)
-        try:
-            return _CONVERTERS[self.type](given)
-        except ValueError:
-            raise ValueError(f"option {self.name!r} of filter {filter_name!r} takes "
-                             f"{self.describe()}; got {given!r}") from None
-
-    def describe(self) -> str:
-        """``float, default 0.0: what it is``."""
-        return (f"{self.type.__name__}, default {self.default!r}"
-                + (f": {self.help}" if self.help else ""))
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(text)
-
-
-_CONVERTERS: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool,
-                                                 str: str}
-
-
-@dataclass(frozen=True)
-class FilterInfo:
-    """A registered extra filter (send side, receive side, or both)."""
-
-    name: str
-    send: Callable[..., MessageFilterCreator[Any]] | None
-    receive: Callable[..., MessageFilterCreator[Any]] | None
-    description: str
-    origin: str
-    #: the options it declares (empty: it takes whatever it is given, as strings)
-    options: tuple[FilterOption, ...] = ()
-
-
-@dataclass(frozen=True)
-class PluginSource:
-    """Where a registered plugin came from."""
-
-    name: str  #: the entry point's name (or the name it was registered under in code)
-    distribution: str = ""  #: "project version" of the distribution declaring it
-    module: str = ""  #: the entry point's value ("package.module" or "module:attr")
-    origin: str = ""  #: what listings show: "built-in", the distribution, or the caller's
-
-
-@dataclass(frozen=True)
-class PluginFailure:
-    """A plugin, or one of its hook results, that could not be used."""
-
-    name: str
-    distribution: str
-    module: str
-    error: str  #: "ErrorType: message"
-
-    def __str__(self) -> str:
-        where = ", ".join(part for part in (self.distribution, self.module) if part)
-        return f"{self.name} ({where or 'registered in code'}): {self.error}"
 
 
 #: the entry-point group of plugins (third-party packages and the built-ins alike)
@@ -171,16 +71,38 @@ log = logging.getLogger(__name__)
 _lock = threading.RLock()
 
 
-def _describe(error: BaseException) -> str:
-    text = " ".join(str(error).split())  # one line, whatever the message holds
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+def _entry_source(entry: Any, dist: Any, name: str | None = None) -> PluginSource:
+    """The source of the entry point ``entry`` of the distribution ``dist``."""
+    project = dist.metadata["name"] or "?"
+    distribution = f"{project} {dist.version}"
+    return PluginSource(name or entry.name, distribution, entry.value,
+                        "built-in" if project == PROJECT_DISTRIBUTION else distribution)
+
+
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, refusing a plugin written for another plugin API before pluggy
+    sees it, and leaving nothing behind of a plugin it refuses (pluggy records a plugin
+    before it checks its hooks)."""
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        mismatch = api_mismatch(plugin)
+        if mismatch:
+            raise IncompatiblePluginError(mismatch)
+        already = self.get_name(plugin)
+        try:
+            return super().register(plugin, name)
+        except Exception:
+            recorded = None if already is not None else self.get_name(plugin)
+            if recorded is not None:
+                self.unregister(plugin, recorded)
+            raise
 
 
 class _Registry:
     """The plugin manager and what is known about its plugins."""
 
     def __init__(self) -> None:
-        self.manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self.manager = _PluginManager(hookspecs.PROJECT)
         self.manager.add_hookspecs(hookspecs)
         self.sources: dict[str, PluginSource] = {}
         self.load_failures: list[PluginFailure] = []
@@ -195,7 +117,7 @@ class _Registry:
 
     def fail(self, source: PluginSource, error: BaseException | str,
              into: list[PluginFailure] | None = None) -> None:
-        described = error if isinstance(error, str) else _describe(error)
+        described = error if isinstance(error, str) else describe(error)
         failure = PluginFailure(source.name, source.distribution, source.module, described)
         (self.load_failures if into is None else into).append(failure)
         text = str(failure)
@@ -206,44 +128,68 @@ class _Registry:
                 log.debug("traceback of plugin %s", source.name, exc_info=error)
 
     def load_entry_points(self) -> None:
-        seen: set[tuple[str, str]] = set()
-        for dist in list(importlib.metadata.distributions()):
-            project = dist.name or "?"
-            for entry in dist.entry_points:
-                if entry.group != ENTRY_POINT_GROUP or (project, entry.name) in seen:
-                    continue  # the same distribution twice on sys.path loads once
-                seen.add((project, entry.name))
-                name = entry.name
-                if self.manager.has_plugin(name):
-                    name = f"{entry.name}[{project}]"  # two distributions, one name
-                builtin = project == PROJECT_DISTRIBUTION
-                distribution = f"{project} {dist.version}"
-                source = PluginSource(name, distribution, entry.value,
-                                      "built-in" if builtin else distribution)
-                try:
-                    plugin = entry.load()
-                except Exception as error:  # ImportError, SyntaxError, raised at import
-                    self.fail(source, error)
-                    continue
-                self.add(plugin, source)
+        """Load the entry-point group with pluggy. pluggy stops at the first plugin
+        that fails to import or to register; that one is reported and blocked, and
+        loading goes on (pluggy skips the plugins registered or blocked already)."""
+        manager = self.manager
+        while True:
+            try:
+                manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+                break
+            except Exception as error:  # ImportError, SyntaxError, raised at import, refused
+                entry = self._entry_being_loaded()
+                if entry is None:
+                    raise
+                self.fail(_entry_source(entry, entry.dist), error)
+                manager.set_blocked(entry.name)
+        for plugin, dist in manager.list_plugin_distinfo():
+            name = manager.get_name(plugin)
+            entry = next((e for e in dist.entry_points
+                          if e.group == ENTRY_POINT_GROUP and e.name == name), None)
+            if name is not None and entry is not None:
+                self.sources[name] = _entry_source(entry, dist)
+        self._load_shadowed()
         self.check_pending()
 
-    def add(self, plugin: Any, source: PluginSource,
-            failures: list[PluginFailure] | None = None) -> str | None:
-        incompatible = _api_mismatch(plugin)
-        if incompatible:
-            self.fail(source, incompatible, failures)
-            return None
+    def _entry_being_loaded(self) -> Any:
+        """The entry point pluggy was loading when it stopped: the first of the group, in
+        pluggy's order, neither registered nor blocked."""
+        manager = self.manager
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if not (manager.has_plugin(entry.name) or manager.is_blocked(entry.name)):
+                return entry
+        return None
+
+    def _load_shadowed(self) -> None:
+        """pluggy loads one plugin per entry-point name: another distribution's entry
+        point of the same name is loaded as ``name[project]``."""
+        failed = {(failure.name, failure.distribution) for failure in self.load_failures}
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            source = _entry_source(entry, entry.dist)
+            owner = self.sources.get(entry.name)
+            if ((owner is not None and owner.distribution == source.distribution)
+                    or (entry.name, source.distribution) in failed):
+                continue  # the one pluggy loaded, or the one that failed
+            shadowed = _entry_source(entry, entry.dist,
+                                     f"{entry.name}[{entry.dist.metadata['name']}]")
+            try:
+                plugin = entry.load()
+            except Exception as error:  # as pluggy's loading of the others, above
+                self.fail(shadowed, error)
+                continue
+            self.add(plugin, shadowed)
+
+    def add(self, plugin: Any, source: PluginSource) -> str | None:
         try:
             registered = self.manager.register(plugin, name=source.name)
-        except Exception as error:  # pluggy.PluginValidationError, a name already taken
-            self.fail(source, error, failures)
+        except Exception as error:  # incompatible, pluggy's validation, a name taken
+            self.fail(source, error)
             return None
         if registered is not None:
             self.sources[registered] = source
         return registered
 
-    def check_pending(self, failures: list[PluginFailure] | None = None) -> None:
+    def check_pending(self) -> None:
         """Report and unregister every plugin implementing a hook that does not exist."""
         while True:
             try:
@@ -253,7 +199,7 @@ class _Registry:
                 name = self.manager.get_name(error.plugin) or repr(error.plugin)
                 # pluggy's message ends with the plugin's repr: the report names it already
                 message = str(error).removesuffix(f" in plugin {error.plugin!r}")
-                self.fail(self.source(name), f"{type(error).__name__}: {message}", failures)
+                self.fail(self.source(name), f"{type(error).__name__}: {message}")
                 self.manager.unregister(error.plugin)
                 self.sources.pop(name, None)
 
@@ -271,66 +217,55 @@ class _Registry:
             return  # unchanged, or a hook looking names up while it is asked
         self._collecting = True
         try:
-            self._collect(key)
+            failures: list[PluginFailure] = []
+            self.modules = self._entries("groupcomm_causality_modules", key[0], module_info,
+                                         failures)
+            self.filters = self._entries("groupcomm_filters", key[1], filter_entry, failures)
+            self.hook_failures, self._key = failures, key
         finally:
             self._collecting = False
 
-    def _collect(self, key: tuple[Any, ...]) -> None:
-        failures: list[PluginFailure] = []
-        modules: dict[str, ModuleInfo] = {}
-        filters: dict[str, FilterInfo] = {}
-        # registration order: a later plugin's name replaces an earlier one's
-        for impl, entries in self._ask("groupcomm_causality_modules", key[0], failures):
-            source = self.source(impl.plugin_name)
-            for cls in entries:
-                try:
-                    info = _module_info(cls, source.origin)
-                except RegistrationError as error:
-                    self.fail(source, error, failures)
-                    continue
-                previous = modules.get(info.name)
-                if previous is not None and previous.factory is not info.factory:
-                    self._warn_replaced("causality module", info.name, info.origin,
-                                        previous.origin)
-                modules[info.name] = info
-        for impl, entries in self._ask("groupcomm_filters", key[1], failures):
-            source = self.source(impl.plugin_name)
-            for entry in entries:
-                try:
-                    info = _filter_entry(entry, source.origin)
-                except RegistrationError as error:
-                    self.fail(source, error, failures)
-                    continue
-                previous = filters.get(info.name)
-                if previous is not None and previous.origin != info.origin:
-                    self._warn_replaced("filter", info.name, info.origin, previous.origin)
-                filters[info.name] = info
-        self.modules, self.filters, self.hook_failures = modules, filters, failures
-        self._key = key
+    def _entries(self, hook_name: str, impls: Iterable[pluggy.HookImpl],
+                 check: Callable[[Any, str], Any], failures: list[PluginFailure]
+                 ) -> dict[str, Any]:
+        """What the plugins' ``hook_name`` hooks return, checked, by name.
 
-    def _ask(self, hook_name: str, impls: Iterable[pluggy.HookImpl],
-             failures: list[PluginFailure]) -> Iterable[tuple[pluggy.HookImpl, list[Any]]]:
+        Each plugin's hook is called on its own (not through the hook relay, which would
+        stop at the first that raises and merge the answers), so that what it returns and
+        how it fails are its own; in registration order, a later plugin's name replacing
+        an earlier one's."""
+        found: dict[str, Any] = {}
         for impl in impls:
             source = self.source(impl.plugin_name)
             if impl.hookwrapper or impl.wrapper:
-                self.fail(source, f"RegistrationError: {hook_name} is a hook wrapper; groupcomm "
-                          "hooks return lists", failures)
+                self.fail(source, f"RegistrationError: {hook_name} is a hook wrapper; "
+                          "groupcomm hooks return lists", failures)
                 continue
             try:
                 returned = impl.function()
             except Exception as error:  # a hook that raises names its plugin
                 self.fail(source, error, failures)
                 continue
-            if returned is None:
-                continue
-            if not isinstance(returned, (list, tuple)):
+            if returned is not None and not isinstance(returned, (list, tuple)):
                 self.fail(source, f"RegistrationError: {hook_name} returned {returned!r}, "
                           "not a list", failures)
                 continue
-            yield impl, list(returned)
+            for entry in returned or ():
+                try:
+                    info = check(entry, source.origin)
+                except RegistrationError as error:
+                    self.fail(source, error, failures)
+                    continue
+                previous = found.get(info.name)
+                if previous is not None and _replaces(info, previous):
+                    self._warn_replaced(info, previous)
+                found[info.name] = info
+        return found
 
-    def _warn_replaced(self, kind: str, name: str, origin: str, previous: str) -> None:
-        text = f"{kind} {name!r} from {origin} replaces the one from {previous}"
+    def _warn_replaced(self, info: ModuleInfo | FilterInfo,
+                       previous: ModuleInfo | FilterInfo) -> None:
+        kind = "causality module" if isinstance(info, ModuleInfo) else "filter"
+        text = f"{kind} {info.name!r} from {info.origin} replaces the one from {previous.origin}"
         if text not in self._logged:
             self._logged.add(text)
             log.warning("%s", text)
@@ -339,99 +274,12 @@ class _Registry:
         return [*self.load_failures, *self.hook_failures]
 
 
-def module_flags(module: Any) -> tuple[str, ...]:
-    """The flags of a module class or instance (see :attr:`ModuleInfo.flags`)."""
-    cls = module if isinstance(module, type) else type(module)
-    flags = []
-    for flag, attribute in (("known-bad", "known_bad"), ("broadcast-only", "broadcast_only"),
-                            ("sender-side", "acknowledged_sends"),
-                            ("unicast-events", "unicast_events")):
-        if getattr(cls, attribute, False):
-            flags.append(flag)
-    # read on the exact class, as the checker does (a subclass is not covered)
-    if cls.__dict__.get("symmetry_headers") is not None:
-        flags.append("symmetry")
-    if cls.__dict__.get("commuting_controls"):
-        flags.append("commuting-controls")
-    return tuple(flags)
-
-
-def _api_mismatch(plugin: Any) -> str:
-    """Why ``plugin`` cannot be used with this version of the plugin API (:data:`PLUGIN_API`),
-    or "" when it can (it declares none, or a compatible one)."""
-    declared = getattr(plugin, PLUGIN_API_ATTRIBUTE, None)
-    if declared is None:
-        return ""
-    if not (isinstance(declared, tuple) and len(declared) == 2
-            and all(type(part) is int and part >= 0 for part in declared)):
-        return (f"IncompatiblePluginError: {PLUGIN_API_ATTRIBUTE} must be a pair of "
-                f"integers (major, minor), got {declared!r}")
-    major, minor = declared
-    if major != PLUGIN_API[0] or minor > PLUGIN_API[1]:
-        return (f"IncompatiblePluginError: written for plugin API {major}.{minor}; this "
-                f"groupcomm provides {PLUGIN_API[0]}.{PLUGIN_API[1]} (a plugin needs the "
-                f"same major version and a minor version no newer)")
-    return ""
-
-
-def _module_info(module: Any, origin: str) -> ModuleInfo:
-    if not (isinstance(module, type) and issubclass(module, CausalityModule)):
-        raise RegistrationError(f"{origin or 'a plugin'} registered {module!r}, which is "
-                                "not a CausalityModule subclass")
-    name = getattr(module, "name", None)
-    if not isinstance(name, str) or not name:
-        raise RegistrationError(f"{origin or 'a plugin'} registered a module without a "
-                                f"name: {module!r}")
-    return ModuleInfo(name, module, getattr(module, "description", ""), origin)
-
-
-def _filter_info(name: Any, send: Any, receive: Any, description: Any,
-                 origin: str, options: Any = ()) -> FilterInfo:
-    if not isinstance(name, str) or not name:
-        raise RegistrationError(f"{origin or 'a plugin'} registered a filter without a name")
-    if send is None and receive is None:
-        raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'} has neither a "
-                                "send nor a receive side")
-    for side, factory in (("send", send), ("receive", receive)):
-        if factory is not None and not callable(factory):
-            raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'}: its "
-                                    f"{side} side {factory!r} is not callable")
-    options = tuple(options or ())
-    for option in options:
-        if not isinstance(option, FilterOption):
-            raise RegistrationError(f"filter {name!r} from {origin or 'a plugin'}: option "
-                                    f"{option!r} is not a FilterOption")
-    if options:
-        send, receive = (_typed(name, factory, options) for factory in (send, receive))
-    return FilterInfo(name, send, receive, description or "", origin, options)
-
-
-def _typed(name: str, factory: Callable[..., Any] | None,
-           options: tuple[FilterOption, ...]) -> Callable[..., Any] | None:
-    """``factory`` called with every declared option, converted to its type (defaults
-    for those not given); an undeclared key is a :class:`ValueError` naming the ones
-    there are."""
-    if factory is None:
-        return None
-    declared = {option.name: option for option in options}
-
-    def typed(**given: Any) -> Any:
-        unknown = sorted(set(given) - set(declared))
-        if unknown:
-            raise ValueError(f"filter {name!r} has no option {', '.join(unknown)}; it takes "
-                             + "; ".join(f"{o.name} ({o.describe()})" for o in options))
-        return factory(**{key: option.convert(name, given[key]) if key in given
-                          else option.default for key, option in declared.items()})
-
-    return typed
-
-
-def _filter_entry(entry: Any, origin: str) -> FilterInfo:
-    if not isinstance(entry, dict):
-        raise RegistrationError(f"{origin or 'a plugin'} returned the filter entry "
-                                f"{entry!r}, which is not a dict")
-    return _filter_info(entry.get("name"), entry.get("send"), entry.get("receive"),
-                        entry.get("description", ""), origin, entry.get("options", ()))
+def _replaces(info: ModuleInfo | FilterInfo, previous: ModuleInfo | FilterInfo) -> bool:
+    """Whether ``info`` is another module or filter than ``previous`` of the same name
+    (the same class, or the same plugin's filter, registered again is not)."""
+    if isinstance(info, ModuleInfo) and isinstance(previous, ModuleInfo):
+        return info.factory is not previous.factory
+    return info.origin != previous.origin
 
 
 class _InCode:
@@ -498,20 +346,15 @@ def register_plugin(plugin: Any, name: str | None = None, origin: str = "") -> s
         return registered
 
 
-def unregister_plugin(name: str) -> None:
-    """Unregister the plugin registered under ``name`` (nothing when there is none)."""
+def _replace_in_code(plugin_name: str, plugin: _InCode | None, origin: str = "") -> None:
+    """Unregister the plugin ``plugin_name`` registered in code, then register ``plugin``
+    under that name (if one is given)."""
     with _lock:
         registry = _current()
-        plugin = registry.manager.get_plugin(name)
+        registry.manager.unregister(name=plugin_name)
+        registry.sources.pop(plugin_name, None)
         if plugin is not None:
-            registry.manager.unregister(plugin)
-        registry.sources.pop(name, None)
-
-
-def _replace_in_code(plugin_name: str, plugin: _InCode, origin: str) -> None:
-    with _lock:
-        unregister_plugin(plugin_name)
-        _current().add(plugin, PluginSource(plugin_name, origin=origin))
+            registry.add(plugin, PluginSource(plugin_name, origin=origin))
 
 
 def register_module(module: type[CausalityModule], origin: str = "") -> ModuleInfo:
@@ -520,9 +363,9 @@ def register_module(module: type[CausalityModule], origin: str = "") -> ModuleIn
     It is registered as a plugin of its own; a later registration under the same name
     replaces the earlier one (with a warning naming both origins). Raises
     :class:`RegistrationError` for a class that is not a :class:`CausalityModule`
-    subclass or has no name.
+    subclass, has no name or no manager.
     """
-    info = _module_info(module, origin)
+    info = module_info(module, origin)
     _replace_in_code(f"module:{info.name}", _InCode(modules=(module,)), origin)
     return info
 
@@ -541,7 +384,7 @@ def register_filter(
     Raises :class:`RegistrationError` without a name or without either side.
     """
     options = tuple(options)
-    info = _filter_info(name, send, receive, description, origin, options)
+    info = filter_info(name, send, receive, description, origin, options)
     entry = {"name": name, "send": send, "receive": receive, "description": description,
              "options": options}
     _replace_in_code(f"filter:{name}", _InCode(filters=(entry,)), origin)
@@ -551,7 +394,7 @@ def register_filter(
 def unregister_module(name: str) -> None:
     """Forget the module ``name`` registered with :func:`register_module` (for tests
     that registered their own); modules of entry-point plugins stay."""
-    unregister_plugin(f"module:{name}")
+    _replace_in_code(f"module:{name}", None)
 
 
 def reload() -> None:
@@ -577,17 +420,10 @@ def default_modules(*, known_bad: bool = False, unicast: bool = False,
     ``broadcast-only``); with ``causal``, only those that promise causal order (their
     ``delivery_order`` is ``causal``, the default). Read from the modules' flags, never
     from their names."""
-    names = []
-    for name, info in _collected().modules.items():
-        cls = info.factory
-        if getattr(cls, "known_bad", False) and not known_bad:
-            continue
-        if unicast and getattr(cls, "broadcast_only", False):
-            continue
-        if causal and getattr(cls, "delivery_order", "causal") != "causal":
-            continue
-        names.append(name)
-    return names
+    return [name for name, info in _collected().modules.items()
+            if (known_bad or not info.factory.known_bad)
+            and not (unicast and info.factory.broadcast_only)
+            and not (causal and info.factory.delivery_order != "causal")]
 
 
 def available_filters() -> dict[str, FilterInfo]:
@@ -595,10 +431,12 @@ def available_filters() -> dict[str, FilterInfo]:
     return dict(_collected().filters)
 
 
-def _failed_suffix(failures: list[PluginFailure]) -> str:
-    if not failures:
-        return ""
-    return "; these plugins failed to load: " + "; ".join(map(str, failures))
+def _unknown(kind: str, name: str, installed: Iterable[str],
+             failures: list[PluginFailure]) -> UnknownModuleError:
+    failed = ("; these plugins failed to load: " + "; ".join(map(str, failures))
+              if failures else "")
+    return UnknownModuleError(f"unknown {kind} {name!r}; installed: "
+                              f"{', '.join(sorted(installed)) or '(none)'}{failed}")
 
 
 def get_module(name: str) -> CausalityModule:
@@ -611,11 +449,7 @@ def get_module(name: str) -> CausalityModule:
         registry = _collected()
         info = registry.modules.get(name)
         if info is None:
-            raise UnknownModuleError(
-                f"unknown causality module {name!r}; installed: "
-                f"{', '.join(sorted(registry.modules)) or '(none)'}"
-                f"{_failed_suffix(registry.failures())}"
-            )
+            raise _unknown("causality module", name, registry.modules, registry.failures())
     return info.factory()
 
 
@@ -626,11 +460,7 @@ def get_filter(name: str) -> FilterInfo:
         registry = _collected()
         info = registry.filters.get(name)
         if info is None:
-            raise UnknownModuleError(
-                f"unknown filter {name!r}; installed: "
-                f"{', '.join(sorted(registry.filters)) or '(none)'}"
-                f"{_failed_suffix(registry.failures())}"
-            )
+            raise _unknown("filter", name, registry.filters, registry.failures())
     return info
 
 

@@ -6,11 +6,14 @@ with a complete receiver-side module walked through); this package gathers the n
 uses, so a plugin imports from one place that keeps its meaning within a major version
 of :data:`PLUGIN_API`:
 
-* the base classes an author subclasses: :class:`CausalityModule` (the factory, its
-  flags and what the checker reads), :class:`CausalityManager` (the state both filters
-  share, the membership hooks, held/waiting_for/release, snapshot/restore),
-  :class:`ModuleSendFilter` and :class:`ModuleReceiveFilter`; for an extra filter,
-  :class:`MessageFilter`, :class:`MessageFilterCreator` and :class:`FilterOption`;
+* the base classes an author subclasses: :class:`CausalityModule` (names the manager
+  class and declares the flags the tools and the checker read) and
+  :class:`CausalityManager` (the protocol: the hooks its filters call with each message
+  sent, received and each control message, the state both filters share, the
+  membership hooks, held/waiting_for/release, snapshot/restore); the filters that call
+  those hooks, :class:`ModuleSendFilter` and :class:`ModuleReceiveFilter`, come with
+  the module; for an extra filter, :class:`MessageFilter`, :class:`MessageFilterCreator`
+  and :class:`FilterOption`;
 * the errors: :class:`ProtocolViolation` (a peer sent what the protocol cannot accept)
   and :class:`CausalityError` (the local application asked what the module cannot do);
 * the messages and their header operations (:func:`with_header_unchecked`,
@@ -47,7 +50,7 @@ from groupcomm.core.messages import (
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.core.registry import FilterOption
+from groupcomm.core.plugin_entries import FilterOption
 from groupcomm.module_kit.codecs import (
     INT_ONLY,
     Clock,

@@ -24,7 +24,7 @@ K (n integers, not n² entries). With that:
   ``nxt[i][k]`` (a queue per pair of sent, undelivered indices). The rule for the sender
   j ("DELIV_i[j] == SENT_m[j][i] - 1") says m is that next message: ``nxt[i][j] == K_m[j]``.
 * The merge ``SENT_i = max(SENT_i, SENT_m)`` is ``K_i = max(K_i, K_m)``.
-* The encoded header (:func:`filters._common.encode_matrix`: names of the rows and columns
+* The encoded header (:func:`groupcomm.module_kit.encode_matrix`: names of the rows and columns
   with non-zero entries, then index triples) has a size that depends only on which
   entries are non-zero and their values, which per-sender tables give: D[r][x] distinct
   destinations and V[r][x] msgpack bytes of the counts after x sends, F[r][c] the index of

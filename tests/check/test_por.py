@@ -284,7 +284,7 @@ def per_peer_mfss() -> Iterator[str]:
             super().__init__(host)
             self.waiting: dict[str, str] = {}
 
-        def enqueue(self, message) -> None:
+        def on_send(self, message) -> None:
             self.buffer.append(message)
             self.try_send()
 

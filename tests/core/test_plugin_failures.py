@@ -61,6 +61,33 @@ PLUGINS = {
         def groupcomm_causality_module():
             return []
         """),
+    "too-old": ("gcfix_too_old", """
+        from groupcomm.plugins import hookimpl
+
+        GROUPCOMM_PLUGIN_API = (1, 0)
+
+        @hookimpl
+        def groupcomm_causality_modules():
+            return []
+        """),
+    "bad-signature": ("gcfix_bad_signature", """
+        from groupcomm.plugins import hookimpl
+
+        @hookimpl
+        def groupcomm_causality_modules(colour):
+            return []
+        """),
+    "no-manager": ("gcfix_no_manager", """
+        from groupcomm.module_kit import CausalityModule
+        from groupcomm.plugins import hookimpl
+
+        class Unmanaged(CausalityModule):
+            name = "fixture-unmanaged"
+
+        @hookimpl
+        def groupcomm_causality_modules():
+            return [Unmanaged]
+        """),
     "good": ("gcfix_good", """
         from groupcomm.filters.none import NoneModule
         from groupcomm.plugins import hookimpl
@@ -83,13 +110,19 @@ EXPECTED = {
     "misspelt": "PluginValidationError: unknown hook 'groupcomm_causality_module'",
     "hook-raises": "ValueError: boom in the hook",
     "returns-junk": "RegistrationError: ",
+    "too-old": "IncompatiblePluginError: written for plugin API 1.0",
+    "bad-signature": "PluginValidationError: Plugin 'bad-signature' for hook "
+                     "'groupcomm_causality_modules'",
+    "no-manager": "RegistrationError: module 'fixture-unmanaged' from groupcomm-broken-fixture "
+                  "0.1 declares no manager_class",
 }
 
 
-def write_distribution(site: Path, plugins: dict[str, tuple[str, str]]) -> Path:
-    info = site / f"{DIST.replace('-', '_')}-0.1.dist-info"
+def write_distribution(site: Path, plugins: dict[str, tuple[str, str]],
+                       dist: str = DIST) -> Path:
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = ["[groupcomm.plugins]"]
     for entry, (module, source) in plugins.items():
         lines.append(f"{entry} = {module}")
@@ -137,6 +170,53 @@ def test_the_other_modules_still_load(broken_site) -> None:
     assert type(registry.get_module("fixture-good")).__name__ == "FixtureModule"
     assert "reliable" in registry.available_filters()
     assert "sideless" not in registry.available_filters()
+    assert "fixture-unmanaged" not in modules
+    # nothing of a plugin refused while registering stays behind
+    manager = registry.plugin_manager()
+    for refused in ("too-old", "bad-signature", "import-error"):
+        assert manager.get_plugin(refused) is None
+    assert all(impl.plugin_name != "bad-signature"
+               for impl in manager.hook.groupcomm_causality_modules.get_hookimpls())
+
+
+def test_two_distributions_with_one_entry_point_name_both_load(tmp_path: Path) -> None:
+    """pluggy loads one plugin per entry-point name; the other distribution's is loaded
+    under the name with its project."""
+    first = write_distribution(tmp_path / "first", {"twin": ("gcfix_twin_a", """
+        from groupcomm.filters.none import NoneModule
+        from groupcomm.plugins import hookimpl
+
+        class TwinA(NoneModule):
+            name = "fixture-twin-a"
+
+        @hookimpl
+        def groupcomm_causality_modules():
+            return [TwinA]
+        """)})
+    second = write_distribution(tmp_path / "second", {"twin": ("gcfix_twin_b", """
+        from groupcomm.filters.none import NoneModule
+        from groupcomm.plugins import hookimpl
+
+        class TwinB(NoneModule):
+            name = "fixture-twin-b"
+
+        @hookimpl
+        def groupcomm_causality_modules():
+            return [TwinB]
+        """)}, dist="groupcomm-twin-fixture")
+    sys.path[:0] = [str(first), str(second)]
+    try:
+        registry.reload()
+        modules = registry.available_modules()
+        assert modules["fixture-twin-a"].origin == WHERE
+        assert modules["fixture-twin-b"].origin == "groupcomm-twin-fixture 0.1"
+        assert registry.plugin_manager().get_plugin("twin[groupcomm-twin-fixture]") is not None
+        assert registry.plugin_failures() == []
+    finally:
+        del sys.path[:2]
+        for module in ("gcfix_twin_a", "gcfix_twin_b"):
+            sys.modules.pop(module, None)
+        registry.reload()
 
 
 def test_an_unknown_name_lists_the_failed_plugins(broken_site) -> None:

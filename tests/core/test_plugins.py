@@ -99,6 +99,10 @@ def test_the_built_ins_come_through_the_plugin_entry_point(fresh_registry) -> No
     manager = fresh_registry.plugin_manager()
     assert fresh_registry.plugin_failures() == []
     assert manager.get_plugin("builtin").__name__ == "groupcomm.plugins.builtin"
+    # loaded by pluggy's own entry-point loader, which records where each plugin came from
+    loaded = {manager.get_name(plugin): dist.project_name
+              for plugin, dist in manager.list_plugin_distinfo()}
+    assert loaded["builtin"] == "groupcomm"
     assert {info.origin for info in fresh_registry.available_modules().values()} == {"built-in"}
 
 
@@ -117,6 +121,13 @@ def test_a_later_registration_replaces_and_unregistering_restores(fresh_registry
     assert fresh_registry.available_modules()["none"].factory is builtin
     with pytest.raises(fresh_registry.RegistrationError, match="not a CausalityModule"):
         fresh_registry.register_module(int)  # type: ignore[arg-type]
+
+    class Unmanaged(groupcomm.CausalityModule):
+        name = "unmanaged"
+
+    with pytest.raises(fresh_registry.RegistrationError,
+                       match="'unmanaged' from tests declares no manager_class"):
+        fresh_registry.register_module(Unmanaged, origin="tests")
 
 
 def test_selection_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,7 +195,7 @@ class _Plugin:
         return [VersionedNone]
 
 
-@pytest.mark.parametrize("api", [(1, 0), groupcomm.PLUGIN_API])
+@pytest.mark.parametrize("api", [(2, 0), groupcomm.PLUGIN_API])
 def test_a_plugin_declaring_a_compatible_api_loads(fresh_registry, api) -> None:
     assert fresh_registry.register_plugin(_Plugin(api), name="versioned") == "versioned"
     assert "versioned-none" in fresh_registry.available_modules()
@@ -192,9 +203,11 @@ def test_a_plugin_declaring_a_compatible_api_loads(fresh_registry, api) -> None:
 
 
 @pytest.mark.parametrize(("api", "says"), [
-    ((2, 0), r"written for plugin API 2\.0; this groupcomm provides 1\.\d+"),
-    ((1, 99), r"written for plugin API 1\.99"),
-    ("1.0", r"must be a pair of integers \(major, minor\), got '1\.0'"),
+    ((3, 0), r"written for plugin API 3\.0; this groupcomm provides 2\.\d+"),
+    # 1.x modules wrote their own filter classes: their on_user_message is never called
+    ((1, 0), r"written for plugin API 1\.0; this groupcomm provides 2\.\d+"),
+    ((2, 99), r"written for plugin API 2\.99"),
+    ("2.0", r"must be a pair of integers \(major, minor\), got '2\.0'"),
 ])
 def test_a_plugin_declaring_an_incompatible_api_is_refused_and_reported(
         fresh_registry, api, says) -> None:

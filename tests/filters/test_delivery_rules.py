@@ -15,10 +15,10 @@ from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.filters import matrix as matrix_module
 from groupcomm.filters import vector as vector_module
-from groupcomm.filters._common import blocking
 from groupcomm.filters.ks import KsManager
 from groupcomm.filters.matrix import MatrixManager
 from groupcomm.filters.vector import VectorManager
+from groupcomm.module_kit import blocking
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c", "d"]
@@ -230,7 +230,7 @@ def test_bad_counts_in_a_planned_shape_are_refused(counts: tuple, error: str) ->
     before = manager.snapshot()
     stamp = (("a", "b"), (0, 1, *counts))
     with pytest.raises(ProtocolViolation, match=error):
-        manager.accept(_stamped("a", "b", 9, stamp))
+        manager.on_receive(_stamped("a", "b", 9, stamp))
     assert manager.snapshot() == before
     assert net.delivered_ids("b") == ["a#1", "a#2", "a#3"]
 
@@ -238,12 +238,12 @@ def test_bad_counts_in_a_planned_shape_are_refused(counts: tuple, error: str) ->
 def test_duplicates_and_early_stamps_in_a_planned_shape() -> None:
     net, manager = _warmed("matrix")
     stamp_of = lambda n: (("a", "b"), (0, 1, n))  # noqa: E731
-    manager.accept(_stamped("a", "b", 3, stamp_of(3)))  # already delivered
+    manager.on_receive(_stamped("a", "b", 3, stamp_of(3)))  # already delivered
     assert manager.stats["duplicates"] == 1
-    manager.accept(_stamped("a", "b", 5, stamp_of(5)))  # the fourth is still on its way
+    manager.on_receive(_stamped("a", "b", 5, stamp_of(5)))  # the fourth is still on its way
     assert [m.message_id for m in manager.held()] == ["a#5"]
     assert manager.waiting_for() == {"a#5": ["a"]}
-    manager.accept(_stamped("a", "b", 4, stamp_of(4)))
+    manager.on_receive(_stamped("a", "b", 4, stamp_of(4)))
     assert manager.held() == []
     net.nodes["b"].drain()  # the deliveries queued for the application
     assert net.delivered_ids("b") == ["a#1", "a#2", "a#3", "a#4", "a#5"]
@@ -256,14 +256,14 @@ def test_a_stamp_naming_a_member_twice_never_makes_a_plan() -> None:
     # decoded, SENT[a][b] is the last of the two entries for it: 1
     twice = (("a", "b"), (0, 1, 5, 0, 1, 1))
     for _ in range(2):
-        manager.accept(_stamped("a", "b", 1, twice))
+        manager.on_receive(_stamped("a", "b", 1, twice))
         manager.deliv.clear()
     assert manager._plans == {}  # noqa: SLF001
     vector = LocalNetwork(["a", "b"], "vector", trace=False)
     vector.run()  # b joined after a: a's base reaches it
     receiver = vector.manager("b")
     for count in (1, 2):
-        receiver.accept(ReceivedMessage(
+        receiver.on_receive(ReceivedMessage(
             application_name="app", session_name="session", user_message="x",
             message_id=f"a#{count}", sender="a", receiver="b",
             headers={"v": (("a", "a"), (7, count))}))

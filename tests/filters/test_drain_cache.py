@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from groupcomm.module_kit import drain as _common
+from groupcomm.module_kit import drain
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c", "d", "e"]
@@ -28,7 +28,7 @@ def _run(module: str, seed: int, cached: bool, monkeypatch: pytest.MonkeyPatch) 
     order, and its state; and how often the cache spared a full check."""
     spared = [0]
     if cached:
-        original = _common.first_deliverable
+        original = drain.first_deliverable
 
         def counting(buffer, held_by, holder, still_held):  # noqa: ANN001, ANN202
             def counted_still_held(entry, what):  # noqa: ANN001, ANN202
@@ -41,7 +41,7 @@ def _run(module: str, seed: int, cached: bool, monkeypatch: pytest.MonkeyPatch) 
     else:
         replacement = _full_scan
     # take_first_deliverable, which the modules call, finds it in module_kit.drain
-    monkeypatch.setattr(_common, "first_deliverable", replacement)
+    monkeypatch.setattr(drain, "first_deliverable", replacement)
     rng = random.Random(seed)
     net = LocalNetwork(NAMES[:4] if module == "vector" else NAMES, module, trace=False)
     for i in range(250):
@@ -92,11 +92,11 @@ def test_first_deliverable_rechecks_the_cached_holder_first() -> None:
 
     buffer = [(Message("m1"),), (Message("m2"),), (Message("m3"),)]
     held_by: dict = {}
-    assert _common.first_deliverable(buffer, held_by, holder, still_held) == 2
+    assert drain.first_deliverable(buffer, held_by, holder, still_held) == 2
     assert held_by == {"m1": "x", "m2": "y"}
     assert calls == ["full m1", "full m2", "full m3"]
     calls.clear()
     waiting["m2"] = None  # m2's holder was delivered meanwhile
-    assert _common.first_deliverable(buffer, held_by, holder, still_held) == 1
+    assert drain.first_deliverable(buffer, held_by, holder, still_held) == 1
     assert calls == ["recheck m1", "recheck m2", "full m2"]
     assert held_by == {"m1": "x"}  # a deliverable message leaves the cache

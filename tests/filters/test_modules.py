@@ -257,6 +257,14 @@ def test_vector_refuses_unicast_naming_the_modules_that_carry_it() -> None:
     assert net.delivered_payloads("a") == ["to all"]
 
 
+@pytest.mark.parametrize("module", sorted(BROADCAST_ONLY))
+def test_a_broadcast_only_module_refuses_a_unicast_naming_itself(module: str) -> None:
+    """The refusal comes from the flag, whichever module declares it."""
+    net = LocalNetwork(["a", "b", "c"], module)
+    with pytest.raises(CausalityError, match=f"the {module} module carries broadcasts only"):
+        net.send("a", "hi", ["b"])
+
+
 def test_vector_late_joiner_gets_bases_and_delivers_in_order() -> None:
     net = LocalNetwork(["a", "b"], "vector")
     for i in range(3):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from groupcomm.filters._common import encode_clock
+from groupcomm.module_kit import encode_clock
 from groupcomm.tools.localnet import LocalNetwork
 from groupcomm.wire.envelopes import decode_received
 

@@ -6,7 +6,7 @@ from groupcomm.module_kit import CausalityModule, hookimpl
 from groupcomm_ses.ses import SesForgetsPairsModule, SesModule
 
 #: the plugin API this plugin is written against (groupcomm refuses an incompatible one)
-GROUPCOMM_PLUGIN_API = (1, 0)
+GROUPCOMM_PLUGIN_API = (2, 0)
 
 
 @hookimpl

@@ -50,8 +50,6 @@ from groupcomm.module_kit import (
     Clock,
     FilterHost,
     GroupMessage,
-    ModuleReceiveFilter,
-    ModuleSendFilter,
     ProtocolViolation,
     ReceivedMessage,
     Rename,
@@ -161,6 +159,11 @@ class SesManager(CausalityManager):
         return {**self.known, self._me: self.sends}
 
     # -- send side ------------------------------------------------------------------------
+    def on_send(self, message: SentMessage) -> None:
+        """Pass on one copy per destination, stamped."""
+        for copy in self.stamp(message):
+            self.send_downstream(copy)
+
     def stamp(self, message: SentMessage) -> list[SentMessage]:
         """One copy per destination, each with this send's time and the pairs for it."""
         self.sends += 1
@@ -184,7 +187,7 @@ class SesManager(CausalityManager):
         return copies
 
     # -- receive side ---------------------------------------------------------------------
-    def accept(self, message: ReceivedMessage) -> None:
+    def on_receive(self, message: ReceivedMessage) -> None:
         """Deliver ``message`` now if nothing it follows is missing, else buffer it."""
         time = decode_clock(message, TIME, self.protocol)
         pairs = decode_pairs(message, self.protocol)
@@ -330,52 +333,22 @@ class SesForgetsPairsManager(SesManager):
         return None
 
 
-class SesSendFilter(ModuleSendFilter):
-    """Stamps each copy with the send's time and the pairs for its destination."""
-
-    manager: SesManager
-
-    def on_user_message(self, message: SentMessage) -> None:
-        for copy in self.manager.stamp(message):
-            self.forward(copy)
-
-
-class SesReceiveFilter(ModuleReceiveFilter):
-    """Delivers once every message a pair names for this member is delivered."""
-
-    manager: SesManager
-    protocol = NAME
-
-    def on_user_message(self, message: ReceivedMessage) -> None:
-        self.manager.accept(message)
-
-
 class SesModule(CausalityModule):
     """Schiper-Eggli-Sandoz causal unicast and multicast."""
 
     name = "ses"
+    manager_class = SesManager
     description = ("causal unicast/multicast with vector times and (destination, time) "
                    "pairs (Schiper-Eggli-Sandoz; example plugin)")
     symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
-
-    def create_manager(self, host: FilterHost) -> SesManager:
-        return SesManager(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> SesSendFilter:
-        return SesSendFilter(manager)
-
-    def create_receive_filter(self, manager: CausalityManager) -> SesReceiveFilter:
-        return SesReceiveFilter(manager)
 
 
 class SesForgetsPairsModule(SesModule):
     """SES whose receivers forget the pairs of what they deliver (known-bad)."""
 
     name = "ses-forgets-pairs"
+    manager_class = SesForgetsPairsManager
     description = ("KNOWN BAD (example plugin): ses whose receivers do not take on the pairs "
                    "of what they deliver; a reaction overtakes its cause through a third party")
     known_bad = True
     symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
-
-    def create_manager(self, host: FilterHost) -> SesForgetsPairsManager:
-        return SesForgetsPairsManager(host)
