@@ -181,6 +181,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
 
         name = member_id = "me"
         members, others = ["me", "you"], ["you"]
+        acknowledged_delivery = False
         sent = 0
 
         def send(self, dests: list[str], payload: Any) -> list[SentMessage]:

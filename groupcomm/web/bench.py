@@ -114,13 +114,12 @@ RECORD = """
 window.drawnAt = [];
 const render = editor.render.bind(editor);
 editor.render = function () {
-  const before = this.applied;
+  const applied = this.replica.applied;
   render();
-  if (this.applied !== (window.lastApplied || 0)) {
-    window.lastApplied = this.applied;
-    window.drawnAt.push([this.applied, performance.timeOrigin + performance.now()]);
+  if (applied !== (window.lastApplied || 0)) {
+    window.lastApplied = applied;
+    window.drawnAt.push([applied, performance.timeOrigin + performance.now()]);
   }
-  return before;
 };
 """
 
@@ -150,7 +149,8 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
             _wait(lambda d=driver: d.execute_script(
                 "return document.getElementById('status').className === 'open'"), "tab")
         writer, reader = drivers
-        _wait(lambda: reader.execute_script("return editor.members.length") == 2, "members")
+        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2,
+              "members")
         reader.execute_script(RECORD)
         sent = []
         for _ in range(keys):
@@ -158,7 +158,7 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
                 "const t = performance.timeOrigin + performance.now(); editor.insert('x'); "
                 "return t;"))
             time.sleep(interval / 1000)
-        _wait(lambda: reader.execute_script("return editor.applied") >= keys, "all keys")
+        _wait(lambda: reader.execute_script("return editor.replica.applied") >= keys, "all keys")
         drawn = dict(reader.execute_script("return window.drawnAt"))
         return [drawn[k + 1] - sent[k] for k in range(keys) if k + 1 in drawn]
     finally:

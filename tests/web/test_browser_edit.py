@@ -109,7 +109,8 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
         assert final.startswith("Hello") and final.endswith(" world")
         for run in ("AAA", "BBB", "CCC"):
             assert run in final  # each one's typing stays together
-        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+        assert ann.js("return editor.replica.failures") == 0 == ben.js(
+            "return editor.replica.failures")
 
         # a late tab gets the text and edits
         cat = open_editor(tabs, gateway, "cat", opened)
@@ -166,7 +167,7 @@ const random = () => { state = (state * 1103515245 + 12345) % 2147483648; return
 window.randomDone = false;
 let left = count;
 function step() {
-  const length = editor.text.visibleLength();
+  const length = editor.replica.text.visibleLength();
   if (length && random() < 0.3) {
     editor.moveTo(1 + Math.floor(random() * length));
     editor.backspace();
@@ -209,12 +210,13 @@ def test_random_edits_in_two_tabs_and_a_terminal_at_once_converge(
 
         def converged() -> bool:
             texts = {ann.js(TEXT), ben.js(TEXT), tom.text()}
-            pending = ann.js("return editor.pending.length") + ben.js(
-                "return editor.pending.length")
+            pending = ann.js("return editor.replica.unconfirmed.length") + ben.js(
+                "return editor.replica.unconfirmed.length")
             return len(texts) == 1 and pending == 0
 
         wait_until(converged, 60, "the three copies to converge")
-        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+        assert ann.js("return editor.replica.failures") == 0 == ben.js(
+            "return editor.replica.failures")
         assert len(ann.js(TEXT)) > 100
     finally:
         if tom is not None:
