@@ -195,7 +195,7 @@ const editor = {
   },
 };
 
-// Where the line holding `position` starts and ends (code points, as positions count).
+// Where the cursor's line starts and ends (in code points, as positions count).
 function lineStart(replica) {
   const at = replica.position;
   return at ? [...replica.text.value].lastIndexOf("\n", at - 1) + 1 : 0;
