@@ -91,6 +91,8 @@ class TabMember:
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(user) if kind == "im" else TextMirror(user))
         self.closed = False
+        #: the member's id in the session (None until the join is done)
+        self.member_id: str | None = None
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):
             # the IM's and the editor's members share names: one folder per application
@@ -200,7 +202,7 @@ class TabMember:
                       all_users: Sequence[str]) -> None:
         with self.lock:
             self.mirror.member_joined(client_name, list(all_users))
-        mine = getattr(self, "member_id", None)  # None while the join is under way
+        mine = self.member_id
         if mine is not None and display_name(client_name) == self.user and client_name != mine:
             # the session took this member for gone and it came back as a new member:
             # the tab starts again from a snapshot, as a reconnecting tab does
@@ -301,11 +303,11 @@ class TabMember:
         waiting = comm.waiting_for()
         rows = []
         for message in comm.held():
-            payload = getattr(message, "user_message", None)
+            payload = message.user_message
             text = payload.text if isinstance(payload, Private) else payload
             rows.append({
                 "id": message.message_id,
-                "from": getattr(message, "sender", ""),
+                "from": message.sender,
                 "to": list(message.destinations) if isinstance(message, SentMessage) else None,
                 "text": text if isinstance(text, str) else repr(text)[:200],
                 "waits": waiting.get(message.message_id, [])})
