@@ -30,10 +30,6 @@ class IdIndex:
         #: id prefix -> the chains of ids with that prefix, sorted by first number
         self.chains: dict[str, list[Run]] = {}
 
-    def holds(self, op_id: str) -> bool:
-        """Whether an insert with id ``op_id`` is here (on its own or in a chain)."""
-        return op_id in self.ops or self.in_chain(op_id) is not None
-
     def locate(self, ident: Any) -> tuple[Run, int] | None:
         """The run holding character ``ident`` and its index in the run, or ``None``."""
         if not isinstance(ident, str):
@@ -85,10 +81,6 @@ class IdIndex:
         return found
 
     # -- changes -----------------------------------------------------------------------
-    def add(self, run: Run) -> None:
-        """A new insert's run."""
-        self.ops[run.op] = run
-
     def add_piece(self, run: Run, right: Run) -> None:
         """``right`` was cut from ``run``."""
         if run.chain:

@@ -120,11 +120,12 @@ class TextSequence:
             raise ValueError(f"an insert carries at least one character, got {text!r}")
         if not isinstance(op_id, str) or not op_id:
             raise ValueError(f"an insert's id is a non-empty string, got {op_id!r:.80}")
-        if self._ids.holds(op_id):
+        ids = self._ids
+        if op_id in ids.ops or ids.in_chain(op_id) is not None:
             raise ValueError(f"{op_id} inserted twice")
         found = None
         if after is not None:
-            found = self._ids.locate(after)
+            found = ids.locate(after)
             if found is None:
                 raise ValueError(f"insert after {after}, which has not been inserted here")
         total = sum(tag.clock.values())
@@ -164,7 +165,7 @@ class TextSequence:
         n = len(run.text)
         self._visible += n
         self._total += n
-        self._ids.add(run)
+        self._ids.ops[run.op] = run
         self._unstable[run.op] = tag
 
     def _delete(self, target: Any, tag: Tag) -> None:
