@@ -3,8 +3,9 @@
 
 The terminal editor (:mod:`groupcomm.apps.shared_text`), the web gateway's mirror of
 each browser tab (:mod:`groupcomm.web.mirrors`) and the tab itself (the same class in
-JavaScript, ``groupcomm/web/static/editor.js``, method for method) all keep an
-:class:`EditorReplica`:
+JavaScript, ``groupcomm/web/static/editor.js``, method for method; its header says what
+the browser adds: own operations under provisional ids, confirmed when the gateway
+answers) all keep an :class:`EditorReplica`:
 
 - **own edits**: typing, pasting, Backspace and Delete at the cursor, and cursor moves.
   Each becomes an operation, goes to ``send`` (given by the host: it broadcasts the

@@ -32,15 +32,19 @@ def test_the_sessions_exercise_what_matters() -> None:
     assert any(s["me"] == "d" for s in SESSIONS)
 
 
-def test_the_javascript_replica_ends_as_the_python_one() -> None:
+def node_run(script: str, stdin: str = "") -> str:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the JavaScript replica cannot be run")
-    run = subprocess.run([node, str(HERE / "run_editor_sessions.mjs")],
-                         input=json.dumps(SESSIONS), capture_output=True, text=True,
-                         timeout=120, check=False)
+    run = subprocess.run([node, str(HERE / script)], input=stdin, capture_output=True,
+                         text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
-    results = [json.loads(line) for line in run.stdout.splitlines()]
+    return run.stdout
+
+
+def test_the_javascript_replica_ends_as_the_python_one() -> None:
+    stdout = node_run("run_editor_sessions.mjs", json.dumps(SESSIONS))
+    results = [json.loads(line) for line in stdout.splitlines()]
     by_seed = {s["seed"]: s for s in SESSIONS}
     assert len(results) == sum(1 if s["collect"] else 2 for s in SESSIONS)
     assert {r["mode"] for r in results} == {"direct", "provisional"}
@@ -52,3 +56,10 @@ def test_the_javascript_replica_ends_as_the_python_one() -> None:
         assert got.pop("unconfirmed") == 0 and got.pop("mismatches") == 0, where
         got.pop("seed"), got.pop("mode")
         assert got == expect, where
+
+
+def test_the_browsers_own_edits_are_confirmed_or_start_it_again() -> None:
+    """Own edits under provisional ids take their real ids when the gateway answers
+    with the expected tag, and say the page must start again when the tag differs;
+    nothing is collected while one is unconfirmed (``run_editor_checks.mjs``)."""
+    assert node_run("run_editor_checks.mjs").strip() == "ok"

@@ -1,7 +1,8 @@
 // One member's editor of the shared text, in the browser: the Python class
-// groupcomm.replicated.editor.EditorReplica, method for method (JavaScript's camelCase
-// for Python's snake_case: moveTo is move_to, memberJoined member_joined), so a reader
-// can hold one against the other. See the Python module's doc for what it does.
+// groupcomm.replicated.editor.EditorReplica, method for method and in the same order
+// (JavaScript's camelCase for Python's snake_case: moveTo is move_to, memberJoined
+// member_joined), so a reader can hold one against the other. See the Python module's
+// doc for what it does.
 //
 // What differs is what the browser needs: own operations go out through the gateway,
 // which answers with the message id and tag each got. So the page's send() returns a
@@ -68,7 +69,7 @@ export class EditorReplica {
     this.me = me;
     this.members = [...new Set(members.length ? members : [me])];
     this.stability = new Stability(me, this.members);
-    this.changed(false);
+    this._changed(false);
   }
 
   // -- own edits -------------------------------------------------------------------------
@@ -87,11 +88,11 @@ export class EditorReplica {
     if (this.coalesce && length(text) === 1 && text !== "\n") {
       if (this.pending === null) {
         this.pending = { after: this.cursor, text };
-        this.changed(false);
+        this._changed(false);
         return true;
       }
       this.pending.text += text;
-      this.changed(false);
+      this._changed(false);
       if (length(this.pending.text) >= RUN_LIMIT) this.flush();
       return false;
     }
@@ -99,7 +100,7 @@ export class EditorReplica {
     const chars = [...text];
     for (let start = 0; start < chars.length; start += RUN_LIMIT) {
       const run = chars.slice(start, start + RUN_LIMIT).join("");
-      this.own(this.text.prepareInsert(this.place(this.cursor), run));
+      this._own(this.text.prepareInsert(this.place(this.cursor), run));
     }
     return false;
   }
@@ -111,7 +112,7 @@ export class EditorReplica {
     // after the visible character before its place (see the Python method)
     const after = this.text.anchor(this.place(pending.after));
     try {
-      this.own(["insert", after, pending.text]);
+      this._own(["insert", after, pending.text]);
     } catch (error) {
       this.pending = pending;
       throw error;
@@ -123,17 +124,17 @@ export class EditorReplica {
     if (pending !== null) {
       pending.text = [...pending.text].slice(0, -1).join("");
       if (!pending.text) this.pending = null;
-      this.changed(false);
+      this._changed(false);
       return;
     }
     const at = this.place(this.cursor);
-    if (at) this.own(this.text.prepareDelete(at - 1));
+    if (at) this._own(this.text.prepareDelete(at - 1));
   }
 
   delete() {
     this.flush();
     const at = this.place(this.cursor);
-    if (at < this.text.visibleLength()) this.own(this.text.prepareDelete(at));
+    if (at < this.text.visibleLength()) this._own(this.text.prepareDelete(at));
   }
 
   moveTo(position, announce = true) {
@@ -142,14 +143,14 @@ export class EditorReplica {
     const anchor = this.text.anchor(clamped);
     if (anchor === this.cursor) return;
     if (announce) {
-      this.own(presence(anchor));
+      this._own(presence(anchor));
     } else {
       this.cursor = anchor;
-      this.changed(false);
+      this._changed(false);
     }
   }
 
-  own(payload) {
+  _own(payload) {
     if (this.send === null) throw new Error(`${this.me}'s replica sends nothing of its own`);
     const { id, clock, confirmed } = this.send(payload);
     if (confirmed !== false) {
@@ -170,13 +171,13 @@ export class EditorReplica {
   sent(payload, id, clock) {
     if (isPresence(payload)) {
       this.cursor = payload[1];
-      this.changed(false);
+      this._changed(false);
       return null;
     }
     const done = this.text.effect(payload, clock, id);
-    this.cursor = this.follow(payload, id);
-    this.appliedOne(this.me, clock);
-    this.changed();
+    this.cursor = this._follow(payload, id);
+    this._applied(this.me, clock);
+    this._changed();
     return done;
   }
 
@@ -195,8 +196,8 @@ export class EditorReplica {
     this.cursor = rename(this.cursor);
     if (this.pending !== null) this.pending.after = rename(this.pending.after);
     this.stability.delivered(this.me, clock);
-    this.collectIfDue();
-    this.changed();
+    this._collect();
+    this._changed();
     return true;
   }
 
@@ -220,7 +221,7 @@ export class EditorReplica {
     if (isPresence(payload)) {
       if (!superseded) {
         this.cursors[sender] = payload[1];
-        this.changed(false);
+        this._changed(false);
       }
       return false;
     }
@@ -230,29 +231,29 @@ export class EditorReplica {
       this.failures += 1;
       this.lastFailure = `${messageId} from ${sender}: ${error.message}`;
       console.warn(`${this.me} could not apply ${this.lastFailure}`);
-      this.changed(false);
+      this._changed(false);
       return false;
     }
-    this.cursors[sender] = this.follow(payload, messageId);
-    this.appliedOne(sender, clock);
-    this.changed();
+    this.cursors[sender] = this._follow(payload, messageId);
+    this._applied(sender, clock);
+    this._changed();
     return this.pending !== null && touches(payload, this.pending.after);
   }
 
-  follow(op, id) {
+  _follow(op, id) {
     if (op[0] === "insert") return lastId(id, length(op[2]));
     const first = typeof op[1] === "string" ? op[1] : op[1][0];
     return this.text.anchor(this.place(first));
   }
 
-  appliedOne(sender, clock) {
+  _applied(sender, clock) {
     this.stability.delivered(sender, clock);
     this.applied += 1;
     if (this.collect && this.applied % COLLECT_EVERY === 0) this.collectDue = true;
-    this.collectIfDue();
+    this._collect();
   }
 
-  collectIfDue() {
+  _collect() {
     // not while an own operation still has its provisional id and clock
     if (!this.collectDue || this.unconfirmed.length) return;
     this.collectDue = false;
@@ -269,14 +270,14 @@ export class EditorReplica {
     if (members !== null) this.members = [...members];
     else if (!this.members.includes(member)) this.members.push(member);
     this.stability.memberJoined(member);
-    this.changed(false);
+    this._changed(false);
   }
 
   memberLeft(member) {
     this.members = this.members.filter((m) => m !== member);
     delete this.cursors[member];
     this.stability.memberLeft(member);
-    this.changed(false);
+    this._changed(false);
   }
 
   // -- state transfer --------------------------------------------------------------------
@@ -294,7 +295,7 @@ export class EditorReplica {
     Object.assign(this.cursors, state.cursors || {});
     if (this.me in this.cursors) this.cursor = this.cursors[this.me];
     delete this.cursors[this.me];
-    this.changed();
+    this._changed();
     return true;
   }
 
@@ -322,7 +323,7 @@ export class EditorReplica {
     return [value, at + shift, others];
   }
 
-  changed(text = true) {
+  _changed(text = true) {
     this.version += 1;
     if (text) this.cachedValue = null;
   }
