@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.session_options import add_session_arguments, session_options
-from groupcomm.apps.shared_text import DEFAULT_WINDOW, SharedText, presence_slot
+from groupcomm.apps.shared_text import DEFAULT_WINDOW, SharedText
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -54,6 +54,7 @@ from groupcomm.cli.args import (
 from groupcomm.core.registry import get_module
 from groupcomm.filters.latest_value import DEFAULT_HOLD, LatestValueCreator
 from groupcomm.replicated import supported_modules, unsupported_reason
+from groupcomm.replicated.editor import presence_slot
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,6 @@ class BatchEditor:
     def __init__(self, shared: SharedText, out: TextIO) -> None:
         self.shared = shared
         self.out = out
-        self._last_applied = (shared.applied, time.monotonic())
 
     def say(self, line: str) -> None:
         self.out.write(line + "\n")
@@ -79,7 +78,7 @@ class BatchEditor:
         return {
             "type": lambda rest: shared.insert(_text(rest)),
             "goto": lambda rest: shared.move_to(int(rest)),
-            "end": lambda rest: shared.move_to(shared.text.visible_length()),
+            "end": lambda rest: shared.move_to(shared.replica.text.visible_length()),
             "backspace": lambda rest: [shared.backspace() for _ in range(_count(rest))],
             "delete": lambda rest: [shared.delete() for _ in range(_count(rest))],
             "wait-text": self._wait_text,
@@ -98,9 +97,10 @@ class BatchEditor:
     def state(self) -> dict[str, Any]:
         shared = self.shared
         with shared.lock:
-            state = {"text": shared.text.value, "failures": shared.failures,
-                     "last_failure": shared.last_failure, "members": list(shared.members),
-                     "kept": len(shared.text), "applied": shared.applied}
+            replica = shared.replica
+            state = {"text": replica.text.value, "failures": replica.failures,
+                     "last_failure": replica.last_failure, "members": list(replica.members),
+                     "kept": len(replica.text), "applied": replica.applied}
         comm = shared.communicator
         if comm is not None and hasattr(comm, "counters"):
             counters = comm.counters()
@@ -126,7 +126,7 @@ class BatchEditor:
         rng = random.Random(int(seed) if seed else None)
         shared = self.shared
         for _ in range(_count(count)):
-            length = shared.text.visible_length()
+            length = shared.replica.text.visible_length()
             # each step is one edit (the cursor jumps without telling the others)
             if length and rng.random() < 0.3:
                 shared.move_to(rng.randint(1, length), announce=False)
@@ -160,21 +160,23 @@ class BatchEditor:
         count, _, timeout = rest.partition(" ")
         wanted = int(count)
         deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
-        while self.shared.applied < wanted:
+        replica = self.shared.replica
+        while replica.applied < wanted:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.shared.applied} edit(s) applied, not {wanted}")
+                raise TimeoutError(f"{replica.applied} edit(s) applied, not {wanted}")
             time.sleep(0.001)
-        self.say(f"applied {self.shared.applied} at {time.time():.6f}")
+        self.say(f"applied {replica.applied} at {time.time():.6f}")
 
     def _wait_members(self, rest: str) -> None:
         count, _, timeout = rest.partition(" ")
         wanted = int(count)
         deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
-        while len(self.shared.members) < wanted:
+        replica = self.shared.replica
+        while len(replica.members) < wanted:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self.shared.members)} member(s), not {wanted}")
+                raise TimeoutError(f"{len(replica.members)} member(s), not {wanted}")
             time.sleep(0.02)
-        self.say("members " + ", ".join(self.shared.members))
+        self.say("members " + ", ".join(replica.members))
 
     def _quiet(self, rest: str) -> None:
         """Nothing applied for ``rest`` seconds (default 1) and nothing held."""
@@ -182,9 +184,10 @@ class BatchEditor:
         self.shared.flush()  # this person stops typing
         comm = self.shared.communicator
         deadline = time.monotonic() + WAIT + still
-        applied, since = self.shared.applied, time.monotonic()
+        replica = self.shared.replica
+        applied, since = replica.applied, time.monotonic()
         while time.monotonic() < deadline:
-            now_applied = self.shared.applied
+            now_applied = replica.applied
             if now_applied != applied or comm.held():
                 applied, since = now_applied, time.monotonic()
             elif time.monotonic() - since >= still:

@@ -175,12 +175,12 @@ class EditScreen:
     def _title(self) -> StyleAndTextTuples:
         shared = self.shared
         with shared.lock:
-            members = list(shared.members)
+            members = list(shared.replica.members)
         parts: StyleAndTextTuples = [("", f" {self.session} · members: ")]
         for k, member in enumerate(members):
             if k:
                 parts.append(("", ", "))
-            if member == shared.me:
+            if member == shared.replica.me:
                 parts.append(("bold", f"{member} (you)"))
             else:
                 parts.append((self._colour_of(member), member))
@@ -250,10 +250,11 @@ class EditScreen:
         value = shared.view()[0]
         with shared.lock:
             length = len(value)
-            pending = len(shared.pending.text) if shared.pending is not None else 0
+            replica = shared.replica
+            pending = len(replica.pending.text) if replica.pending is not None else 0
             # kept (tombstones included) less the visible characters in the replica
-            remembered = len(shared.text) - (length - pending)
-            failures = shared.failures
+            remembered = len(replica.text) - (length - pending)
+            failures = replica.failures
         # (priority, text): 0 is kept longest
         parts: list[tuple[int, str]] = []
         if failures:
@@ -395,8 +396,9 @@ class EditScreen:
         """Leave; without ``--file`` and with some text, ask first (y quits, n stays, s
         saves to a new file in the current directory and quits)."""
         with self.shared.lock:
-            empty = self.shared.text.visible_length() == 0
-            alone = [m for m in self.shared.members if m != self.shared.me] == []
+            replica = self.shared.replica
+            empty = replica.text.visible_length() == 0
+            alone = [m for m in replica.members if m != replica.me] == []
         if self.file or empty:
             event.app.exit()
             return

@@ -16,35 +16,28 @@ Three measurements:
   module, and whether the copies ended identical.
 
 With ``--trace FILE`` it does something else: it replays a recorded editing session
-(see :data:`TRACE_HELP`) into the text one edit at a time, and into pycrdt (Yjs' Rust
-port) when it is installed, each in a subprocess of its own: CPU time, the cost of an
-edit at the start and at the end, the peak memory (the subprocess' maximum resident
-set size, over what it held before the replay: the same for both; tracemalloc would
-not see pycrdt's Rust allocations), whether each final text is the trace's, and for
-the text the size of its snapshot and the time to build a replica from it.
+into the text and into pycrdt (:mod:`groupcomm.apps.text_trace`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
-import gzip
 import json
-import multiprocessing
 import pickle
 import random
-import resource
 import sys
-import tempfile
 import time
-from array import array
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import msgpack
-
+from groupcomm.apps.batch_editors import EditorSession
+from groupcomm.apps.text_trace import (
+    TRACE_HELP,
+    print_trace_table,
+    read_trace,
+    replay_trace,
+    why_not_pycrdt,
+)
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -56,8 +49,7 @@ from groupcomm.core.messages import Tag
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.replicated import Stability, TextSequence
 from groupcomm.tools.localnet import LocalNetwork
-from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
-from groupcomm.transport.keys import write_new_key
+from groupcomm.tools.procs import ProcessError
 
 NAMES = ("p1", "p2", "p3")
 
@@ -124,43 +116,16 @@ def local_rate(stream: list[tuple[Any, Tag, str]], repeat: int = 3) -> float:
 
 def through_communicator(module: str, edits: int, timeout: float) -> dict[str, Any]:
     """Three batch editors, ``edits`` random edits each at once; see the module doc."""
-    with tempfile.TemporaryDirectory() as workdir:
-        key_file = Path(workdir) / "session.key"
-        write_new_key(key_file)
-        server = ServerProcess(key_file)
-        people: list[LineProcess] = []
-        try:
-            for name in NAMES:
-                person = LineProcess(name, [
-                    sys.executable, "-m", "groupcomm.apps.edit", "--batch",
-                    "--allow-divergence", "--name", name, "--session", "bench", "--server",
-                    server.address, "--key-file", str(key_file), "--causality", module])
-                people.append(person)
-                person.wait_line(lambda s: " joined bench" in s, timeout, "its join")
-            for person in people:
-                person.type("wait-members 3")
-                person.wait_line(lambda s: s.startswith("members "), timeout, "everyone")
-            started = time.time()
-            for k, person in enumerate(people):
-                person.type(f"random {edits} {k}")
-            total = edits * len(people)
-            ends = []
-            for person in people:
-                person.type(f"wait-applied {total} {timeout:g}")
-                line = person.wait_line(lambda s: s.startswith(("applied", "error")),
-                                        timeout * 2, "every edit applied")
-                if line.startswith("error"):
-                    raise ProcessError(f"{person.name}: {line}")
-                ends.append(float(line.rpartition(" at ")[2]))
-            texts = []
-            for person in people:
-                person.type("show")
-                texts.append(json.loads(person.wait_line(
-                    lambda s: s.startswith("text "), timeout, "show")[5:]))
-        finally:
-            for person in people:
-                person.quit("quit")
-            server.terminate()
+    with EditorSession(NAMES, module, "--allow-divergence", session="bench",
+                       timeout=timeout) as editors:
+        started = time.time()
+        total = edits * len(NAMES)
+        for k, editor in enumerate(editors.editors):
+            editor.type(f"random {edits} {k}")
+        ends = [float(line.rpartition(" at ")[2]) for line in editors.ask_all(
+            [f"wait-applied {total} {timeout:g}"] * len(NAMES), ("applied",), timeout * 2,
+            "every edit applied")]
+        texts = editors.states(timeout)
     elapsed = max(ends) - started
     return {"module": module, "edits": total, "seconds": round(elapsed, 3),
             "edits_per_second": round(total / elapsed),
@@ -184,398 +149,6 @@ def plot_kept(with_collection: list, without: list, path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
-
-
-# -- replaying a recorded editing trace ------------------------------------------------------
-TRACE_HELP = (
-    "replay an editing trace in the sequential_traces format of the editing-traces "
-    "repository (github.com/josephg/editing-traces: {startContent, endContent, txns: "
-    "[{patches: [[position, deleted, inserted], ...]}]}, plain or gzip), e.g. "
-    "sequential_traces/automerge-paper.json.gz from that repository (nothing is "
-    "downloaded); then only the trace is measured")
-#: edits at the start and at the end of a trace whose cost per edit is compared
-WINDOW = 10_000
-#: the text collects causally stable metadata every this many operations, as the
-#: editor does (apps/shared_text.py)
-COLLECT_EVERY = 64
-#: the editor of a trace, in ids and tags
-AUTHOR = "u"
-
-
-class Trace:
-    """A trace's edits, held compactly: three integer arrays (position, characters
-    deleted, characters inserted) and all inserted text as one string."""
-
-    def __init__(self, name: str, start: str, end: str) -> None:
-        self.name = name
-        self.start = start
-        self.end = end
-        self.positions = array("q")
-        self.deleted = array("q")
-        self.inserted = array("q")
-        self.text = ""
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def edits(self):
-        """``(position, deleted, inserted text)`` per edit."""
-        at = 0
-        text = self.text
-        for position, deleted, inserted in zip(self.positions, self.deleted,
-                                               self.inserted, strict=True):
-            yield position, deleted, text[at:at + inserted]
-            at += inserted
-
-    def save(self, folder: Path) -> list[str]:
-        """Write the trace as files a subprocess reads without a parsing peak."""
-        names = [str(folder / f) for f in ("numbers", "text", "ends.json")]
-        with open(names[0], "wb") as out:
-            for numbers in (self.positions, self.deleted, self.inserted):
-                numbers.tofile(out)
-        Path(names[1]).write_text(self.text, encoding="utf-8")
-        Path(names[2]).write_text(json.dumps([self.name, self.start, self.end, len(self)]),
-                                  encoding="utf-8")
-        return names
-
-    @classmethod
-    def load(cls, names: list[str]) -> Trace:
-        name, start, end, count = json.loads(Path(names[2]).read_text(encoding="utf-8"))
-        trace = cls(name, start, end)
-        with open(names[0], "rb") as source:
-            for numbers in (trace.positions, trace.deleted, trace.inserted):
-                numbers.fromfile(source, count)
-        trace.text = Path(names[1]).read_text(encoding="utf-8")
-        return trace
-
-
-def read_trace(path: str) -> Trace:
-    """Read and check a trace file; :class:`CliError` saying what is wrong."""
-    prog = "groupcomm text-bench"
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as error:
-        raise CliError(f"{prog}: cannot read the trace {path}: {error.strerror}") from None
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw)
-    except (OSError, EOFError, ValueError) as error:
-        raise CliError(f"{prog}: {path} is not a (gzipped) JSON trace: {error}") from None
-    if not isinstance(data, dict) or not {"endContent", "txns"} <= set(data):
-        raise CliError(f"{prog}: {path}: expected an object with endContent and txns (the "
-                       "sequential_traces format)")
-    start, end, txns = data.get("startContent", ""), data["endContent"], data["txns"]
-    if not isinstance(start, str) or not isinstance(end, str) or not isinstance(txns, list):
-        raise CliError(f"{prog}: {path}: startContent and endContent are strings, txns a "
-                       "list")
-    trace = Trace(Path(path).name, start, end)
-    parts: list[str] = []
-    for number, txn in enumerate(txns):
-        patches = txn.get("patches") if isinstance(txn, dict) else None
-        if not isinstance(patches, list):
-            raise CliError(f"{prog}: {path}: transaction {number} has no list of patches")
-        for patch in patches:
-            if (not isinstance(patch, list) or len(patch) != 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                               for v in patch[:2]) or not isinstance(patch[2], str)
-                    or not (patch[1] or patch[2])):
-                raise CliError(f"{prog}: {path}: transaction {number}: a patch is "
-                               f"[position >= 0, deleted >= 0, inserted text] that changes "
-                               f"something, got {patch!r:.80}")
-            trace.positions.append(patch[0])
-            trace.deleted.append(patch[1])
-            trace.inserted.append(len(patch[2]))
-            parts.append(patch[2])
-    trace.text = "".join(parts)
-    if not len(trace):
-        raise CliError(f"{prog}: {path}: the trace has no edits")
-    return trace
-
-
-class _GroupcommReplay:
-    """The text as the editor uses it: every edit an operation with its own id and tag
-    (one author), collecting what causal stability allows every
-    :data:`COLLECT_EVERY` operations unless told not to."""
-
-    name = "groupcomm"
-
-    def __init__(self, start: str, collect: bool) -> None:
-        self.text = TextSequence()
-        self.stability = Stability(AUTHOR, [AUTHOR])
-        self.collect = collect
-        self.sent = 0
-        if start:
-            self._apply(self.text.prepare_insert(0, start))
-
-    def _apply(self, op: Any) -> None:
-        self.sent += 1
-        tag = Tag({AUTHOR: self.sent})
-        self.text.effect(op, tag, f"{AUTHOR}#{self.sent}")
-        self.stability.delivered(AUTHOR, tag)
-        if self.collect and self.sent % COLLECT_EVERY == 0:
-            self.text.collect(self.stability)
-
-    def edit(self, position: int, deleted: int, inserted: str) -> None:
-        if deleted:
-            self._apply(self.text.prepare_delete(position, deleted))
-        if inserted:
-            self._apply(self.text.prepare_insert(position, inserted))
-
-    def value(self) -> str:
-        return self.text.value
-
-
-class _PycrdtReplay:
-    name = "pycrdt"
-
-    def __init__(self, start: str, collect: bool) -> None:
-        import pycrdt
-
-        self.doc = pycrdt.Doc()
-        self.text = self.doc.get("text", type=pycrdt.Text)
-        if start:
-            self.text.insert(0, start)
-
-    def edit(self, position: int, deleted: int, inserted: str) -> None:
-        if deleted:
-            del self.text[position:position + deleted]
-        if inserted:
-            self.text.insert(position, inserted)
-
-    def value(self) -> str:
-        return str(self.text)
-
-
-REPLAYS = {"groupcomm": _GroupcommReplay, "pycrdt": _PycrdtReplay}
-
-
-def _reset_peak_memory() -> int:
-    """Start measuring this process' peak resident set size from now; returns the
-    resident set size now (bytes). Linux resets the peak through /proc (a spawned
-    process otherwise inherits its parent's peak); elsewhere the peak so far stays."""
-    gc.collect()
-    try:
-        # memory freed before (imports, reading the trace) goes back to the system
-        # first, so that neither replay is measured in pages it found already mapped
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return _proc_status("VmRSS")
-    except OSError:
-        return _peak_memory()
-
-
-def _proc_status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise OSError(f"no {field} in /proc/self/status")
-
-
-def _peak_memory() -> int:
-    """This process' peak resident set size (bytes) since :func:`_reset_peak_memory`."""
-    try:
-        return _proc_status("VmHWM")
-    except OSError:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024
-
-
-def replay_in_child(kind: str, files: list[str], collect: bool, channel: Any) -> None:
-    """A subprocess: replay the trace in ``files`` into ``kind``, sending progress and
-    then the result (or the error) through ``channel``."""
-    try:
-        trace = Trace.load(files)
-        replica = REPLAYS[kind](trace.start, collect)
-        window = min(WINDOW, max(1, len(trace) // 4))
-        marks: dict[int, float] = {}
-        wanted = {window, len(trace) - window}
-        before = _reset_peak_memory()
-        started = time.process_time()
-        for done, (position, deleted, inserted) in enumerate(trace.edits()):
-            if done in wanted:
-                marks[done] = time.process_time()
-            replica.edit(position, deleted, inserted)
-            if done % 20_000 == 19_999:
-                channel.send(("progress", done + 1))
-        ended = time.process_time()
-        peak = _peak_memory() - before
-        final = replica.value()
-        result = {"edits": len(trace), "cpu_seconds": round(ended - started, 3),
-                  "window": window,
-                  "first_us_per_edit": round((marks[window] - started) / window * 1e6, 2),
-                  "last_us_per_edit": round(
-                      (ended - marks[len(trace) - window]) / window * 1e6, 2),
-                  "peak_memory_bytes": peak, "characters": len(final),
-                  "exact": final == trace.end}
-        if not result["exact"]:
-            first = next((k for k, (a, b) in enumerate(zip(final, trace.end, strict=False))
-                          if a != b), min(len(final), len(trace.end)))
-            result["first_difference"] = first
-        if kind == "groupcomm":
-            result.update(_snapshot_figures(replica.text, replica.sent))
-        channel.send(("result", result))
-    except Exception as error:  # noqa: BLE001 - said to the parent, which reports it
-        channel.send(("error", f"{type(error).__name__}: {error}"))
-
-
-def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
-    """The state a newcomer gets: runs, bytes (msgpack, and pickle as the wire's payload
-    codec sends it), time to build a replica from it; and what collection costs on a
-    text of this size (``sent``: the operations the text has seen, all by
-    :data:`AUTHOR`)."""
-    state = text.state()
-    packed = msgpack.packb(state)
-    pickled = pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
-    started = time.perf_counter()
-    TextSequence.from_state(msgpack.unpackb(packed))
-    loaded = time.perf_counter() - started
-    # the most one collect can scan: a replica none of whose inserts is known stable yet
-    # (each run gets back the tag of its insert), whose deletes all are
-    unsettled = []
-    for row in state["runs"]:
-        op, start, chars, inserted, deleted = row[:5]
-        first = int(op.rpartition("#")[2])
-        if len(row) == 6:  # a chain: one insert per character, ids counting up
-            unsettled += [[f"{AUTHOR}#{first + k}", 0, char, {AUTHOR: first + k}, deleted]
-                          for k, char in enumerate(chars)]
-        else:
-            unsettled.append([op, start, chars, inserted or {AUTHOR: first}, deleted])
-    fresh = TextSequence.from_state({"version": state["version"], "runs": unsettled})
-    stability = Stability(AUTHOR, [AUTHOR])
-    stability.delivered(AUTHOR, Tag({AUTHOR: sent}))
-    started = time.perf_counter()
-    fresh.collect(stability)
-    full = time.perf_counter() - started
-    # the editor's rhythm: 64 keystrokes, then collect
-    rng = random.Random(1)
-    rounds, spent = 20, 0.0
-    for _ in range(rounds):
-        for _ in range(COLLECT_EVERY):
-            sent += 1
-            op = fresh.prepare_insert(rng.randint(0, fresh.visible_length()), "x")
-            tag = Tag({AUTHOR: sent})
-            fresh.effect(op, tag, f"{AUTHOR}#{sent}")
-            stability.delivered(AUTHOR, tag)
-        started = time.perf_counter()
-        fresh.collect(stability)
-        spent += time.perf_counter() - started
-    return {"snapshot_runs": len(state["runs"]), "snapshot_msgpack_bytes": len(packed),
-            "snapshot_pickle_bytes": len(pickled),
-            "snapshot_load_ms": round(loaded * 1000, 1),
-            "collect_everything_ms": round(full * 1000, 1),
-            "collect_after_64_edits_us": round(spent / rounds * 1e6, 1),
-            "kept_characters": len(text)}
-
-
-def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
-                 say: Any) -> dict[str, dict[str, Any]]:
-    """Replay ``trace`` into each of ``kinds``, one subprocess each, one after the other
-    (they do not compete for the CPU)."""
-    results: dict[str, dict[str, Any]] = {}
-    context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as folder:
-        files = trace.save(Path(folder))
-        for kind in kinds:
-            receiving, sending = context.Pipe(duplex=False)
-            child = context.Process(target=replay_in_child,
-                                    args=(kind, files, collect, sending), daemon=True)
-            child.start()
-            sending.close()
-            try:
-                deadline = time.monotonic() + timeout
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not receiving.poll(left):
-                        raise CliError(f"groupcomm text-bench: the {kind} replay took more "
-                                       f"than {timeout:g} s (--timeout)")
-                    try:
-                        what, content = receiving.recv()
-                    except EOFError:
-                        raise CliError(f"groupcomm text-bench: the {kind} replay ended "
-                                       f"without a result (exit code {child.exitcode})"
-                                       ) from None
-                    if what == "progress":
-                        say(f"{kind}: {content:,} of {len(trace):,} edits")
-                    elif what == "error":
-                        raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
-                                       f"{content}")
-                    else:
-                        results[kind] = content
-                        break
-            finally:
-                child.join(5)
-                if child.is_alive():
-                    child.kill()
-                    child.join()
-                receiving.close()
-    return results
-
-
-def why_not_pycrdt(trace: Trace) -> str | None:
-    """Why pycrdt cannot replay ``trace`` here, or ``None`` when it can."""
-    try:
-        import pycrdt  # noqa: F401
-    except ImportError:
-        return "pycrdt is not installed (pip install pycrdt)"
-    if not (trace.text.isascii() and trace.start.isascii()):
-        # the trace counts code points; pycrdt's text counts UTF-8 bytes
-        return ("pycrdt indexes its text in UTF-8 bytes and this trace has non-ASCII "
-                "text (its positions count code points): take the trace's ascii_only "
-                "variant to compare")
-    return None
-
-
-def _ratio(ours: float, theirs: float) -> str:
-    return f"{ours / theirs:.2f}x" if theirs else "-"
-
-
-def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
-                      collect: bool, skipped: str | None) -> None:
-    ours = results["groupcomm"]
-    theirs = results.get("pycrdt")
-    window = ours["window"]
-    print(f"trace {trace.name}: {len(trace):,} edits, final text {len(trace.end):,} "
-          f"characters; groupcomm {'collecting every 64 operations as the editor does' if collect else 'keeping every tombstone and tag (--no-collect)'}")
-    print("final text: " + ", ".join(
-        f"{name} " + ("exact" if r["exact"] else
-                      f"DIFFERENT from character {r['first_difference']:,}")
-        for name, r in results.items()))
-    rows = [
-        ("CPU time (s)", f"{ours['cpu_seconds']:.2f}",
-         *((f"{theirs['cpu_seconds']:.2f}", _ratio(ours["cpu_seconds"],
-                                                   theirs["cpu_seconds"])) if theirs else ())),
-        (f"per edit, first {window:,} (us)", f"{ours['first_us_per_edit']:.1f}",
-         *((f"{theirs['first_us_per_edit']:.1f}",
-            _ratio(ours["first_us_per_edit"], theirs["first_us_per_edit"])) if theirs else ())),
-        (f"per edit, last {window:,} (us)", f"{ours['last_us_per_edit']:.1f}",
-         *((f"{theirs['last_us_per_edit']:.1f}",
-            _ratio(ours["last_us_per_edit"], theirs["last_us_per_edit"])) if theirs else ())),
-        ("last / first", _ratio(ours["last_us_per_edit"], ours["first_us_per_edit"]),
-         *((_ratio(theirs["last_us_per_edit"], theirs["first_us_per_edit"]), "")
-           if theirs else ())),
-        ("peak memory (MB, max RSS)", f"{ours['peak_memory_bytes'] / 1e6:.1f}",
-         *((f"{theirs['peak_memory_bytes'] / 1e6:.1f}",
-            _ratio(ours["peak_memory_bytes"], theirs["peak_memory_bytes"]))
-           if theirs else ())),
-    ]
-    header = ("", "groupcomm", "pycrdt", "ratio") if theirs else ("", "groupcomm")
-    widths = [30, 14, 14, 8]
-    for row in [header, *rows]:
-        print("".join(str(cell).ljust(width) if k == 0 else str(cell).rjust(width)
-                      for k, (cell, width) in enumerate(zip(row, widths, strict=False))))
-    if not theirs:
-        print(f"no comparison: {skipped}")
-    print(f"snapshot of the final text: {ours['snapshot_runs']:,} runs, "
-          f"{ours['snapshot_msgpack_bytes']:,} bytes msgpack, "
-          f"{ours['snapshot_pickle_bytes']:,} bytes pickled (the wire's payload codec); "
-          f"a replica built from it in {ours['snapshot_load_ms']} ms")
-    print(f"collect at {ours['characters']:,} characters: {ours['collect_after_64_edits_us']}"
-          f" us after 64 edits (the editor's rhythm); {ours['collect_everything_ms']} ms "
-          f"when every insert of the text is new to it")
 
 
 def build_parser() -> ArgumentParser:

@@ -29,18 +29,16 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
+from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.registry import UnknownModuleError, get_module
 from groupcomm.tools.frame_anatomy import keystroke_fields
-from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
-from groupcomm.transport.keys import write_new_key
+from groupcomm.tools.procs import ProcessError
 
 NAMES = ("p1", "p2", "p3")
 SESSION = "wire"
@@ -51,48 +49,17 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
                 timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
     """Three typing editors under ``module`` with coalescing ``window_ms``; see the
     module doc. Raises ``ProcessError`` when a process fails."""
-    with tempfile.TemporaryDirectory() as workdir:
-        key_file = Path(workdir) / "session.key"
-        write_new_key(key_file)
-        server = ServerProcess(key_file)
-        people: list[LineProcess] = []
-        try:
-            for name in NAMES:
-                person = LineProcess(name, [
-                    sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--name", name,
-                    "--session", SESSION, "--server", server.address, "--key-file",
-                    str(key_file), "--causality", module, "--coalesce", f"{window_ms:g}"])
-                people.append(person)
-                person.wait_line(lambda s: f" joined {SESSION}" in s, timeout, "its join")
-            for person in people:
-                person.type(f"wait-members {len(NAMES)}")
-                person.wait_line(lambda s: s.startswith("members "), timeout, "everyone")
-            started = time.monotonic()
-            for k, person in enumerate(people):
-                person.type(f"typing {keys} {rate:g} {seed + k}")
-            logs = []
-            for person in people:
-                line = person.wait_line(lambda s: s.startswith(("keys ", "error")),
-                                        timeout + keys / rate * 2, "its typing")
-                if line.startswith("error"):
-                    raise ProcessError(f"{person.name}: {line}")
-                logs.append(json.loads(line[5:]))
-            typed = time.monotonic() - started
-            for person in people:
-                person.type("quiet 0.5")
-            for person in people:
-                person.wait_line(lambda s: s in ("quiet",) or s.startswith("error quiet"),
-                                 timeout * 2, "quiet")
-            settled = time.monotonic() - started
-            states = []
-            for person in people:
-                person.type("show")
-                states.append(json.loads(person.wait_line(
-                    lambda s: s.startswith("text "), timeout, "show")[5:]))
-        finally:
-            for person in people:
-                person.quit("quit")
-            server.terminate()
+    with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", session=SESSION,
+                       timeout=timeout) as editors:
+        started = time.monotonic()
+        logs = [json.loads(line[5:]) for line in editors.ask_all(
+            [f"typing {keys} {rate:g} {seed + k}" for k in range(len(NAMES))], ("keys ",),
+            timeout + keys / rate * 2, "its typing")]
+        typed = time.monotonic() - started
+        editors.ask_all(["quiet 0.5"] * len(NAMES), ("quiet",), timeout * 2, "quiet",
+                        raise_errors=False)
+        settled = time.monotonic() - started
+        states = editors.states(timeout)
     keystrokes = sum(len(log) for log in logs)
     counted = all("frame_bytes_sent" in s for s in states)
     result: dict[str, Any] = {
@@ -181,6 +148,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
 
         name = member_id = "me"
         members, others = ["me", "you"], ["you"]
+        acknowledged_delivery = False
         sent = 0
 
         def send(self, dests: list[str], payload: Any) -> list[SentMessage]:

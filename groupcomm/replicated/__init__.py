@@ -30,11 +30,16 @@ per destination, each its own send event, and order the copies, not the applicat
 message: a member can deliver an operation before its copy of one the operation
 depends on, and replicas diverge (the tests show it). :func:`unsupported_reason` says
 so for a module; ``none`` and ``fifo`` give no causal order at all.
+
+:class:`EditorReplica` is what every editor of the text does on top of the type (own
+edits, deliveries, cursors, collection, snapshots): the terminal editor, the web
+gateway's mirrors and, in JavaScript, the browser tab keep one.
 """
 
+from groupcomm.replicated.editor import EditorReplica
 from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.support import supported_modules, unsupported_reason
 from groupcomm.replicated.types import AddWinsSet, Counter, MultiValueRegister, TextSequence
 
-__all__ = ["AddWinsSet", "Counter", "MultiValueRegister", "Stability", "TextSequence",
-           "supported_modules", "unsupported_reason"]
+__all__ = ["AddWinsSet", "Counter", "EditorReplica", "MultiValueRegister", "Stability",
+           "TextSequence", "supported_modules", "unsupported_reason"]

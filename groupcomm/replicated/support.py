@@ -17,11 +17,11 @@ def unsupported_reason(module: str | CausalityModule) -> str | None:
     found = get_module(module) if isinstance(module, str) else module
     if found.name in UNORDERED:
         return f"{found.name}: {UNORDERED[found.name]}; replicas may diverge"
-    if getattr(found, "unicast_events", False):
+    if found.unicast_events:
         return (f"{found.name}: a multicast is sent as one unicast per destination, each "
                 "ordered on its own, so an operation can be delivered before a member's "
                 "copy of one it depends on; replicas may diverge")
-    if getattr(found, "known_bad", False):
+    if found.known_bad:
         return f"{found.name}: a known-bad module (it violates causal order)"
     return None
 

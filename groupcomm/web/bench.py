@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from groupcomm.apps.batch_editors import EditorProcess
 from groupcomm.cli.args import ArgumentParser, CliError
 from groupcomm.tools.procs import LineProcess, ServerProcess
 from groupcomm.transport.keys import write_new_key
@@ -74,13 +75,9 @@ class Setup:
                                       what="the gateway")
         self.url = line.split()[2]
 
-    def editor(self, name: str, session: str) -> LineProcess:
-        process = LineProcess(name, [
-            sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--name", name,
-            "--session", session, "--server", self.server.address, "--key-file",
-            str(self.key_file), "--causality", self.causality, "--coalesce", "0"])
-        process.wait_line(lambda line: " joined " in line, what=f"{name}'s join")
-        return process
+    def editor(self, name: str, session: str) -> EditorProcess:
+        return EditorProcess(name, session, self.server.address, self.key_file,
+                             self.causality, "--coalesce", "0")
 
     def close(self) -> None:
         self.gateway.terminate()
@@ -92,15 +89,12 @@ def terminal_latency(setup: Setup, keys: int, interval: float) -> list[float]:
     writer = setup.editor("tw", "bench-terminal")
     reader = setup.editor("tr", "bench-terminal")
     try:
-        writer.type("wait-members 2")
-        writer.wait_line(lambda x: x.startswith("members"), what="two members")
+        writer.wait_members(2)
         samples = []
         for k in range(1, keys + 1):
             sent = time.time()
             writer.type('type "x"')
-            reader.type(f"wait-applied {k} 20")
-            line = reader.wait_line(lambda x, k=k: x.startswith(f"applied {k} at "),
-                                    what=f"edit {k}")
+            line = reader.ask(f"wait-applied {k} 20", (f"applied {k} at ",), 40, f"edit {k}")
             samples.append((float(line.rsplit(" ", 1)[1]) - sent) * 1000)
             time.sleep(interval / 1000)
         return samples
@@ -114,13 +108,12 @@ RECORD = """
 window.drawnAt = [];
 const render = editor.render.bind(editor);
 editor.render = function () {
-  const before = this.applied;
+  const applied = this.replica.applied;
   render();
-  if (this.applied !== (window.lastApplied || 0)) {
-    window.lastApplied = this.applied;
-    window.drawnAt.push([this.applied, performance.timeOrigin + performance.now()]);
+  if (applied !== (window.lastApplied || 0)) {
+    window.lastApplied = applied;
+    window.drawnAt.push([applied, performance.timeOrigin + performance.now()]);
   }
-  return before;
 };
 """
 
@@ -150,7 +143,8 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
             _wait(lambda d=driver: d.execute_script(
                 "return document.getElementById('status').className === 'open'"), "tab")
         writer, reader = drivers
-        _wait(lambda: reader.execute_script("return editor.members.length") == 2, "members")
+        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2,
+              "members")
         reader.execute_script(RECORD)
         sent = []
         for _ in range(keys):
@@ -158,7 +152,7 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
                 "const t = performance.timeOrigin + performance.now(); editor.insert('x'); "
                 "return t;"))
             time.sleep(interval / 1000)
-        _wait(lambda: reader.execute_script("return editor.applied") >= keys, "all keys")
+        _wait(lambda: reader.execute_script("return editor.replica.applied") >= keys, "all keys")
         drawn = dict(reader.execute_script("return window.drawnAt"))
         return [drawn[k + 1] - sent[k] for k in range(keys) if k + 1 in drawn]
     finally:

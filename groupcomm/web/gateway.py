@@ -33,14 +33,10 @@ from groupcomm.apps.im import Private
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
 from groupcomm.web.members import APPLICATIONS, TabClosed, TabMember
 from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
-
-try:  # one poll thread for every tab's member (a thread each without it)
-    from groupcomm.transport.host import Host
-except ImportError:  # an installation from before the host
-    Host = None  # type: ignore[assignment,misc]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +75,7 @@ class Gateway:
         self.allowed_origins = allowed_origins
         self.counters: Counter[str] = Counter()
         #: drives every tab's member on one thread (None: each member its own)
-        self.host = Host(name="web-gateway") if Host is not None and share_thread else None
+        self.host = Host(name="web-gateway") if share_thread else None
         #: (page, user) -> its tab's member
         self.tabs: dict[tuple[str, str], TabMember] = {}
         self.app = web.Application()
@@ -262,9 +258,9 @@ class Gateway:
                                     "to": to or None, "destinations": list(first.destinations),
                                     "transmitted": member.transmitted(first.app_message_id)})
             elif request.type == "edit":
-                first = member.edit(request.applied, fields["op"], fields["local"])
-                await ws.send_json({"type": "sent", "local": fields["local"],
-                                    "id": first.message_id, "vc": dict(first.vc)})
+                member.edit(request.applied, fields["op"], fields["local"])  # answers `sent`
+            elif request.type == "resync":
+                member.resync()
             elif request.type == "cursor":
                 member.move_cursor(request.applied, fields["anchor"])
             elif request.type == "held":

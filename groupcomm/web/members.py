@@ -1,20 +1,25 @@
 """A browser tab as a member of the session: its communicator runs in the gateway.
 
 The tab is the application. Deliveries go to it in delivery order, numbered from 1
-(``n``), with their tags; the communicator runs with acknowledged delivery, so the
-member's application clock — the tag of its next send — and what a snapshot for a
-newcomer holds advance only when the tab says it has applied the first ``n``
-(:meth:`TabMember.applied`). Each send from the tab carries that count and is
-acknowledged just before it is sent, so it is tagged with exactly what the tab had
-applied, however many more deliveries were on their way to it. A mirror of the tab's
-state (:mod:`groupcomm.web.mirrors`) takes the same operations at the same points and
-answers newcomers' state requests.
+(``n``, the communicator's count of messages handed over), with their tags; the
+communicator runs with acknowledged delivery, so the member's application clock — the
+tag of its next send — advances only when the tab says it has applied the first ``n``
+(:meth:`TabMember.applied`, :meth:`Communicator.acknowledge
+<groupcomm.transport.communicator.Communicator.acknowledge>`). Each send from the tab
+carries that count and is acknowledged just before it is sent, so it is tagged with
+exactly what the tab had applied, however many more deliveries were on their way to it.
+A mirror of the tab's state (:mod:`groupcomm.web.mirrors`) takes the same messages and
+answers newcomers' state requests; the tab starts from the mirror's state, and starts
+again from it when it asks to (``resync``: its own edit was refused, or tagged other
+than it expected).
 
 The members of a gateway share one poll thread (a
-:class:`~groupcomm.transport.host.Host`) where this installation has one; otherwise each
-has its own. Thread-safety: deliveries and session changes arrive on that thread
-and are pushed to the tab through ``push`` (thread-safe, given by the gateway); the
-tab's acknowledgements and sends come from the gateway's event loop.
+:class:`~groupcomm.transport.host.Host`) unless the gateway gives each its own.
+Thread-safety: deliveries and session changes arrive on that thread and are pushed to
+the tab through ``push`` (thread-safe, given by the gateway); the tab's
+acknowledgements and sends come from the gateway's event loop. The member's lock
+orders what is pushed: a delivery that depends on an own edit is pushed after the
+answer saying which id and tag that edit got.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from groupcomm.apps.im import Private
 from groupcomm.core.membership import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.filters.latest_value import LatestValueCreator
+from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.transport.communicator import Communicator
-from groupcomm.web.mirrors import ChatMirror, TextMirror, presence_anchor, presence_payload
+from groupcomm.web.mirrors import ChatMirror, TextMirror
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,9 @@ Push = Callable[[dict[str, Any]], None]
 #: provisional ids remembered per tab (the tab renames an edit's characters once it is
 #: confirmed, a few milliseconds later: only edits made meanwhile name it)
 RENAMED_KEPT = 10_000
+#: what marks a provisional id: ``{member}#~L{n}``, the tab's name for the characters of
+#: its edit ``~L{n}`` until the gateway says which message id it was sent as
+PROVISIONAL = "#~"
 
 
 class TabClosed(Exception):
@@ -55,9 +64,8 @@ def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
         if isinstance(payload, Private):
             return {"text": payload.text, "private": True}
         return {"text": payload if isinstance(payload, str) else repr(payload)}
-    is_presence, anchor = presence_anchor(payload)
-    if is_presence:
-        return {"cursor": anchor}
+    if is_presence(payload):
+        return {"cursor": payload[1]}
     if isinstance(payload, tuple):
         return {"op": [list(part) if isinstance(part, tuple) else part for part in payload]}
     return {"other": repr(payload)[:200]}
@@ -75,26 +83,21 @@ class TabMember:
         self.kind = kind
         self.user = user
         self.push = push
-        #: guards the acknowledged count, the mirror and sends (taken by the state
-        #: provider on the I/O thread too, so no snapshot falls inside a step)
+        #: guards the mirror and sends, and orders what is pushed to the tab (taken on
+        #: the I/O thread too: deliveries, the state provider)
         self.lock = threading.RLock()
-        self._handed_lock = threading.Lock()
-        #: handed to the tab, not yet acknowledged, oldest first
-        self._handed: deque[ReceivedMessage] = deque()
-        self._count = 0
-        self._acked = 0
         #: provisional id the tab gave an own edit -> the message id it was sent as
         self.renamed: OrderedDict[str, str] = OrderedDict()
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(user) if kind == "im" else TextMirror(user))
         self.closed = False
+        #: the member's id in the session (None until the join is done)
+        self.member_id: str | None = None
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):
             # the IM's and the editor's members share names: one folder per application
             kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
         if kind == "edit":
-            from groupcomm.apps.shared_text import presence_slot
-
             kwargs["extra_receive"] = [LatestValueCreator(presence_slot, presence_hold),
                                        *kwargs.get("extra_receive", [])]
         kwargs["application"] = APPLICATIONS[kind]
@@ -102,6 +105,7 @@ class TabMember:
         make = host.join if host is not None else Communicator
         #: copies of own messages that left before their send returned (the loop can
         #: be first), and the copies each own message still has to send
+        self._copies_lock = threading.Lock()
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
@@ -115,9 +119,8 @@ class TabMember:
                 inject_delays(self.communicator)
             self.communicator.wait_for_state()
             self.member_id = self.communicator.member_id
-            self.mirror.me = self.member_id
-            for member in self.communicator.members:
-                self.mirror.member_joined(member)
+            with self.lock:
+                self.mirror.joined(self.member_id, self.communicator.members)
         except BaseException:
             self.communicator.close()
             raise
@@ -125,31 +128,47 @@ class TabMember:
     # -- what the tab starts from -------------------------------------------------------
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, the state it starts from
-        (nothing acknowledged yet, so the mirror is exactly the installed state)."""
+        (see :meth:`state`)."""
         with self.lock:
             comm = self.communicator
             return {"type": "welcome", "kind": self.kind, "user": self.user,
-                    "member": self.member_id, "members": comm.members,
-                    "members_at_join": comm.members_at_join,
-                    "clock": comm.node.application_clock, "handed": self._count,
-                    "state": self.mirror.for_tab()}
+                    "member": self.member_id, "members_at_join": comm.members_at_join,
+                    **self.state()}
+
+    def state(self) -> dict[str, Any]:
+        """The mirror's state, the number of deliveries it holds (``handed``: the tab
+        skips the deliveries numbered up to it, already in the state), the members and
+        the application clock: what the tab starts from. The tab has applied those
+        deliveries once it installs the state, and sends nothing before, so they are
+        acknowledged here."""
+        with self.lock:
+            comm = self.communicator
+            handed = self.mirror.deliveries
+            comm.acknowledge(handed)
+            return {"members": comm.members, "clock": comm.node.application_clock,
+                    "handed": handed, "state": self.mirror.for_tab()}
+
+    def resync(self) -> None:
+        """The tab starts again from the mirror's state (a ``state`` event, pushed in
+        order with the deliveries)."""
+        with self.lock:
+            self.push({"type": "state", **self.state()})
 
     # -- the communicator's side (I/O thread) ---------------------------------------------
     def _on_message(self, message: ReceivedMessage) -> None:
-        with self._handed_lock:
-            self._handed.append(message)
-            self._count += 1
-            number = self._count
-        self.push({"type": "deliver", "n": number, "id": message.app_message_id,
-                   "sender": message.sender, "vc": message.app_tag.clock,
-                   "superseded": bool(message.headers.get("superseded")),
-                   **payload_for_tab(self.kind, message.user_message)})
+        with self.lock:
+            self.mirror.delivered(message)
+            self.push({"type": "deliver", "n": self.mirror.deliveries,
+                       "id": message.app_message_id, "sender": message.sender,
+                       "vc": message.app_tag.clock,
+                       "superseded": bool(message.headers.get("superseded")),
+                       **payload_for_tab(self.kind, message.user_message)})
 
     def _on_transmitted(self, message: SentMessage) -> None:
         """A copy of an own message left for the network (a sender-side module such as
         mfss holds one back until an earlier one is acknowledged): the tab shows a
         message pending until every copy has left."""
-        with self._handed_lock:
+        with self._copies_lock:
             copies = self._unsent.get(message.app_message_id)
             if copies is None:
                 self._left_early.append(message.message_id)
@@ -162,9 +181,9 @@ class TabMember:
 
     def _snapshot(self) -> Any:
         """The state for a newcomer: what the tab applied. The communicator asks only
-        once the tab has applied everything it was handed (acknowledged delivery): a
-        message handed before the newcomer's join and not yet applied would otherwise be
-        in neither the snapshot nor the newcomer's deliveries."""
+        once the tab has applied everything it was handed (acknowledged delivery): the
+        mirror, which took those messages as they were handed, holds what the tab
+        holds then."""
         with self.lock:
             return self.mirror.snapshot()
 
@@ -182,8 +201,8 @@ class TabMember:
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
         with self.lock:
-            self.mirror.member_joined(client_name)
-        mine = getattr(self, "member_id", None)
+            self.mirror.member_joined(client_name, list(all_users))
+        mine = self.member_id
         if mine is not None and display_name(client_name) == self.user and client_name != mine:
             # the session took this member for gone and it came back as a new member:
             # the tab starts again from a snapshot, as a reconnecting tab does
@@ -203,19 +222,12 @@ class TabMember:
     # -- the tab's side (event loop) --------------------------------------------------------
     def applied(self, count: int) -> None:
         """The tab has applied the first ``count`` deliveries (cumulative)."""
-        with self.lock:
-            if count <= self._acked:
-                return
-            if count > self._count:
-                raise ValueError(f"applied {count}, but only {self._count} deliveries "
-                                 "were sent to this tab")
-            self.communicator.acknowledge(count)
-            with self._handed_lock:
-                applied = [self._handed.popleft() for _ in range(count - self._acked)]
-            for message in applied:
-                self.mirror.delivered(message)
-            with self._handed_lock:
-                self._acked = count
+        comm = self.communicator
+        handed = comm.handed_over
+        if count > handed:
+            raise ValueError(f"applied {count}, but only {handed} deliveries were sent to "
+                             "this tab")
+        comm.acknowledge(count)
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
@@ -230,7 +242,7 @@ class TabMember:
             copies = comm.send(dests, payload)
             first = copies[0]
             if self.kind == "im":
-                with self._handed_lock:
+                with self._copies_lock:
                     waiting = {c.message_id for c in copies} - set(self._left_early)
                     if waiting:
                         self._unsent[first.app_message_id] = waiting
@@ -240,29 +252,39 @@ class TabMember:
     def transmitted(self, app_id: str) -> bool:
         """Whether every copy of the own message ``app_id`` has left (else a
         ``transmitted`` event says when it does)."""
-        with self._handed_lock:
+        with self._copies_lock:
             return app_id not in self._unsent
 
     def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
         """An own edit of the text: ``op`` names characters by the ids the tab knows,
-        its own not-yet-confirmed ones by provisional ids, translated here."""
+        its own not-yet-confirmed ones by provisional ids, translated here; an edit
+        that names a character the text does not hold is refused (``ValueError``),
+        nothing sent. The tab is told the id and tag it got (``sent``), in order with
+        the deliveries."""
         with self.lock:
-            first = self.send(applied, None, self._translate(op))
+            op = self._translate(op)
+            assert isinstance(self.mirror, TextMirror)
+            self.mirror.check(op)
+            first = self.send(applied, None, op)
             self.renamed[local] = first.message_id
             if len(self.renamed) > RENAMED_KEPT:
                 self.renamed.popitem(last=False)
+            self.push({"type": "sent", "local": local, "id": first.message_id,
+                       "vc": dict(first.vc)})
             return first
 
     def move_cursor(self, applied: int, anchor: str | None) -> SentMessage:
         with self.lock:
-            return self.send(applied, None, presence_payload(self._real(anchor)))
+            return self.send(applied, None, presence(self._real(anchor)))
 
     def _real(self, ident: str | None) -> str | None:
-        """A provisional id (``~L3`` or ``~L3+2``) as the message id it became."""
-        if ident is None or not ident.startswith("~"):
+        """A provisional id (``ann#~L3`` or ``ann#~L3+2``) as the message id it became."""
+        if ident is None or PROVISIONAL not in ident:
             return ident
-        base, plus, offset = ident.partition("+")
-        real = self.renamed.get(base)
+        base, plus, offset = ident.rpartition("+")
+        if not plus:
+            base = ident
+        real = self.renamed.get(base[base.index(PROVISIONAL) + 1:])
         if real is None:
             raise ValueError(f"unknown provisional id {ident!r}")
         return f"{real}+{offset}" if plus else real
@@ -281,17 +303,16 @@ class TabMember:
         waiting = comm.waiting_for()
         rows = []
         for message in comm.held():
-            payload = getattr(message, "user_message", None)
+            payload = message.user_message
             text = payload.text if isinstance(payload, Private) else payload
             rows.append({
                 "id": message.message_id,
-                "from": getattr(message, "sender", ""),
+                "from": message.sender,
                 "to": list(message.destinations) if isinstance(message, SentMessage) else None,
                 "text": text if isinstance(text, str) else repr(text)[:200],
                 "waits": waiting.get(message.message_id, [])})
         return rows
 
     def close(self) -> None:
-        with self._handed_lock:
-            self.closed = True
+        self.closed = True
         self.communicator.close()

@@ -33,7 +33,8 @@ class Request:
 
 #: type -> the pages that take it
 TYPES = {"hello": ("im", "edit"), "applied": ("im", "edit"), "say": ("im",),
-         "held": ("im",), "release": ("im",), "edit": ("edit",), "cursor": ("edit",)}
+         "held": ("im",), "release": ("im",), "edit": ("edit",), "cursor": ("edit",),
+         "resync": ("edit",)}
 
 
 def _count(data: dict[str, Any], key: str) -> int:
@@ -77,7 +78,7 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
         raise BadRequest(f"{kind_of!r} is not taken on the {kind} page")
     if kind_of == "hello":
         return Request("hello", fields={"user": data.get("user"), "token": data.get("token")})
-    if kind_of in ("held",):
+    if kind_of in ("held", "resync"):
         return Request(kind_of)
     if kind_of == "release":
         return Request("release", fields={"member": _text(data.get("member"), "member", 100)})

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from groupcomm.apps.shared_text import SharedText, is_presence, presence_slot
+from groupcomm.apps.shared_text import SharedText
+from groupcomm.replicated.editor import is_presence, presence_slot
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ("alice", "bob", "carol")
@@ -23,6 +24,7 @@ class LocalCommunicator:
     def __init__(self, net: LocalNetwork, name: str) -> None:
         self.net = net
         self.name = self.member_id = name
+        self.acknowledged_delivery = False
 
     @property
     def members(self) -> list[str]:
@@ -71,12 +73,12 @@ def test_a_run_shows_at_once_and_travels_as_one_operation() -> None:
     for char in "hello":
         alice.insert(char)
     assert alice.view()[:2] == ("hello", 5)  # on the typist's copy at once
-    assert net.in_flight == [] and alice.text.value == ""  # nothing sent, not applied
+    assert net.in_flight == [] and alice.replica.text.value == ""  # nothing sent, not applied
     assert alice._flusher.asked == [10.0]  # one flush asked for, at the window
     alice.flush()
     sent = {frame.message_id for frame in net.in_flight}
     assert len(sent) == 1  # one message: the run
-    assert alice.text.value == "hello" and alice.pending is None
+    assert alice.replica.text.value == "hello" and alice.replica.pending is None
     net.run()
     assert values(shared) == ["hello"] * 3
     assert [m.user_message for m in net.deliveries["bob"]] == [("insert", None, "hello")]
@@ -95,7 +97,7 @@ def test_backspace_takes_back_unsent_characters_and_a_newline_or_move_flushes() 
     alice.insert("h")
     alice.insert("e")
     alice.insert("\n")  # a newline ends the run and travels with it
-    assert alice.pending is None and alice.text.value == "the\n"
+    assert alice.replica.pending is None and alice.replica.text.value == "the\n"
     alice.insert("x")
     alice.move_to(0)  # a move sends the run first, then the cursor at once
     sent = _sent_by(net, "alice")
@@ -193,8 +195,8 @@ def test_three_typists_at_one_place_converge_in_any_delivery_order(module: str,
     net.run(rng)
     final = values(shared)
     assert len(set(final)) == 1, final
-    assert all(t.failures == 0 for t in shared.values())
-    assert [t.text.value for t in shared.values()] == final
+    assert all(t.replica.failures == 0 for t in shared.values())
+    assert [t.replica.text.value for t in shared.values()] == final
 
 
 def test_the_flushing_thread_sends_a_run_when_its_window_has_passed() -> None:
@@ -205,9 +207,9 @@ def test_the_flushing_thread_sends_a_run_when_its_window_has_passed() -> None:
         alice.insert("h")
         alice.insert("i")
         deadline = time.monotonic() + 10
-        while alice.pending is not None and time.monotonic() < deadline:
+        while alice.replica.pending is not None and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert alice.pending is None and alice.text.value == "hi"
+        assert alice.replica.pending is None and alice.replica.text.value == "hi"
         assert [f.dest for f in net.in_flight] == ["bob"]
     finally:
         alice.close()
@@ -245,7 +247,7 @@ def test_a_run_whose_anchor_was_deleted_meanwhile_goes_after_the_visible_charact
     alice, bob = shared["alice"], shared["bob"]
     alice.insert("ab")  # a paste: sent
     net.run()
-    a_id = alice.text.anchor(1)
+    a_id = alice.replica.text.anchor(1)
     alice.move_to(2)
     alice.insert("!")  # pending after "b"
     bob.move_to(2, announce=False)
@@ -263,10 +265,9 @@ def test_a_run_whose_anchor_was_deleted_meanwhile_goes_after_the_visible_charact
 class AcknowledgingCommunicator(LocalCommunicator):
     """A :class:`LocalCommunicator` with acknowledged delivery: records each count."""
 
-    acknowledged_delivery = True
-
     def __init__(self, net: LocalNetwork, name: str) -> None:
         super().__init__(net, name)
+        self.acknowledged_delivery = True
         self.acknowledged: list[int] = []
 
     def acknowledge(self, count: int) -> None:

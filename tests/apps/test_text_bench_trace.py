@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.apps.text_bench import read_trace
+from groupcomm.apps.text_trace import read_trace
 from groupcomm.cli.args import CliError
 
 

@@ -40,37 +40,37 @@ def settle(replicas: list[SharedText], expected_applied: int | None = None,
            timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len({r.text.value for r in replicas}) == 1 and all(
+        if len({r.replica.text.value for r in replicas}) == 1 and all(
                 not r.communicator.held() for r in replicas):
-            if expected_applied is None or all(r.applied >= expected_applied
+            if expected_applied is None or all(r.replica.applied >= expected_applied
                                                for r in replicas):
                 return
         time.sleep(0.05)
-    pytest.fail("replicas did not converge: " + repr([r.text.value for r in replicas]))
+    pytest.fail("replicas did not converge: " + repr([r.replica.text.value for r in replicas]))
 
 
 @pytest.mark.parametrize("module", ["matrix", "vector"])
 def test_random_concurrent_edits_with_delays_and_jitter_converge(editors, module) -> None:
     names = ["p1", "p2", "p3"]
-    replicas = [editors(name, module) for name in names]
-    replicas[0].communicator.set_minimum_delay_to_peer("p2", 150)
-    for replica in replicas:
-        replica.communicator.set_delay_variation(30)
+    editing = [editors(name, module) for name in names]
+    editing[0].communicator.set_minimum_delay_to_peer("p2", 150)
+    for shared in editing:
+        shared.communicator.set_delay_variation(30)
     rng = random.Random(7)
     for _ in range(150):
-        replica = rng.choice(replicas)
-        with replica.lock:
-            length = replica.text.visible_length()
+        shared = rng.choice(editing)
+        with shared.lock:
+            length = shared.replica.text.visible_length()
         if length and rng.random() < 0.3:
-            replica.move_to(rng.randrange(length))
-            replica.backspace() if rng.random() < 0.5 else replica.delete()
+            shared.move_to(rng.randrange(length))
+            shared.backspace() if rng.random() < 0.5 else shared.delete()
         else:
-            replica.move_to(rng.randint(0, length))
-            replica.insert(rng.choice(["a", "bc", "def"]))
+            shared.move_to(rng.randint(0, length))
+            shared.insert(rng.choice(["a", "bc", "def"]))
         time.sleep(rng.random() * 0.01)
-    settle(replicas, expected_applied=sum(len(r.own_ids) for r in replicas))
-    assert all(r.failures == 0 for r in replicas)
-    assert len(replicas[0].text.value) > 50
+    settle(editing, expected_applied=sum(len(s.replica.own_ids) for s in editing))
+    assert all(s.replica.failures == 0 for s in editing)
+    assert len(editing[0].replica.text.value) > 50
 
 
 def test_a_late_joiners_edit_waits_for_what_its_snapshot_holds(editors) -> None:
@@ -78,10 +78,10 @@ def test_a_late_joiners_edit_waits_for_what_its_snapshot_holds(editors) -> None:
     a.communicator.set_minimum_delay_to_peer("c", 1500)   # "xyz" reaches c late
     a.insert("xyz")
     d = editors("d", "matrix")                            # a gives d the text with "xyz"
-    assert d.text.value == "xyz"
-    tag_of_z = list(a.text.items())[2][1]                  # (stamp, id) of "z"
+    assert d.replica.text.value == "xyz"
+    tag_of_z = list(a.replica.text.items())[2][1]         # (stamp, id) of "z"
     d.move_to(3)
     d.insert("!")                                         # after "z", which c lacks yet
-    assert list(d.text.items())[3][1] > tag_of_z           # tagged after the snapshot
+    assert list(d.replica.text.items())[3][1] > tag_of_z  # tagged after the snapshot
     settle([a, b, c, d])
-    assert c.text.value == "xyz!" and c.failures == 0
+    assert c.replica.text.value == "xyz!" and c.replica.failures == 0

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from groupcomm.core.messages import Tag
 from groupcomm.replicated import Stability, TextSequence
-from groupcomm.replicated import text as text_module
+from groupcomm.replicated import blocks as blocks_module
+from groupcomm.replicated import ids as ids_module
 from tests.replicated.reference_text import ReferenceText
 
 
@@ -80,16 +81,16 @@ def same_errors(replica: Replica) -> None:
         same_error(replica, "effect", bad, Tag({"p9": 1}), "p9#1")
 
 
-@pytest.mark.parametrize("block_limit", [4, 16, text_module.BLOCK_LIMIT])
+@pytest.mark.parametrize("block_limit", [4, 16, blocks_module.BLOCK_LIMIT])
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data(), members=st.integers(2, 4))
 def test_the_text_behaves_as_the_reference_model(monkeypatch, block_limit: int, data,
                                                  members: int) -> None:
     # small blocks: a few edits split blocks, and collection empties or merges them
-    monkeypatch.setattr(text_module, "BLOCK_LIMIT", block_limit)
+    monkeypatch.setattr(blocks_module, "BLOCK_LIMIT", block_limit)
     if block_limit < 128:  # and short chains: typing fills and splits them
-        monkeypatch.setattr(text_module, "CHAIN_LIMIT", 3)
+        monkeypatch.setattr(ids_module, "CHAIN_LIMIT", 3)
     names = [f"p{i + 1}" for i in range(members)]
     replicas = {n: Replica(n, names) for n in names}
     #: (sender, clock at the send, op, id) of every operation, and who delivered what
@@ -228,15 +229,6 @@ def test_the_state_is_validated_with_a_precise_message() -> None:
             TextSequence.from_state(state)
 
 
-def test_the_one_row_per_character_state_of_older_replicas_is_still_read() -> None:
-    model = ReferenceText()
-    model.effect(("insert", None, "hey"), Tag({"p1": 1}), "p1#1")
-    model.effect(("delete", "p1#1+1"), Tag({"p1": 2}), "p1#2")
-    text = TextSequence.from_state(model.state())
-    assert text.value == "hy" and text.tombstones == 1 and text.position("p1#1+2") == 2
-    assert [row[:5] for row in text.items()] == model.state()
-
-
 class CountingStability(Stability):
     """Counts the tags :meth:`TextSequence.collect` asks about."""
 
@@ -267,7 +259,7 @@ def test_collect_asks_about_what_is_not_stable_yet_not_about_the_whole_text() ->
 
 def test_typing_becomes_one_chain_once_stable_and_stays_one_row_in_the_state(
         monkeypatch) -> None:
-    monkeypatch.setattr(text_module, "CHAIN_LIMIT", 4096)
+    monkeypatch.setattr(ids_module, "CHAIN_LIMIT", 4096)
     text = _typed(3000)
     assert len(text.state()["runs"]) == 3000   # nothing is stable yet: a run per key
     stability = Stability("p1", ["p1"])

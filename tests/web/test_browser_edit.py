@@ -5,14 +5,14 @@ their characters."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.keys import Keys
 
-from groupcomm.tools.procs import LineProcess, ProcessGroup
+from groupcomm.apps.batch_editors import EditorProcess
+from groupcomm.tools.procs import ProcessGroup
 from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
 from trace_analysis.reference import check_directory
@@ -30,24 +30,12 @@ return [...range.toString()].length;
 """
 
 
-class TerminalEditor(LineProcess):
-    """``groupcomm edit --batch``: commands in, one answer line each."""
-
-    def __init__(self, group: ProcessGroup, name: str, session: str, causality: str,
-                 *extra: str) -> None:
-        assert group.server is not None
-        super().__init__(name, [sys.executable, "-m", "groupcomm.apps.edit", "--batch",
-                                "--name", name, "--session", session, "--server",
-                                group.server.address, "--key-file", str(group.key_file),
-                                "--causality", causality, *extra])
-        self.wait_line(lambda line: " joined " in line, what="the editor's join")
-
-    def text(self) -> str:
-        count = len([x for x in self.lines if x.startswith("text ")])
-        self.type("show")
-        self.wait_line(lambda _: len([x for x in self.lines if x.startswith("text ")]) > count,
-                       what="show")
-        return json.loads([x for x in self.lines if x.startswith("text ")][-1][5:])["text"]
+def terminal_editor(group: ProcessGroup, name: str, session: str, causality: str,
+                    *extra: str) -> EditorProcess:
+    """``groupcomm edit --batch`` in the group's session."""
+    assert group.server is not None
+    return EditorProcess(name, session, group.server.address, group.key_file, causality,
+                         *extra)
 
 
 @pytest.fixture(scope="module", params=["matrix", "ks"])
@@ -82,14 +70,12 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
     ann = open_editor(tabs, gateway, "ann", opened)
     ben = open_editor(tabs, gateway, "ben", opened)
     # tom's edits reach ann's member 400 ms late: the three typings overlap
-    tom = TerminalEditor(session_group, "tom", f"doc-{causality}", causality,
+    tom = terminal_editor(session_group, "tom", f"doc-{causality}", causality,
                          "--delay", "ann=400", "--trace-dir", str(gateway.trace_dir / "edit"))
     try:
-        tom.type("wait-members 3")
-        tom.wait_line(lambda line: line.startswith("members "), what="three members")
+        tom.wait_members(3)
         ann.keys("text", "Hello world")
-        tom.type('wait-text "Hello world"')
-        tom.wait_line(lambda line: line.startswith("seen"), what="the seed text")
+        tom.ask('wait-text "Hello world"', ("seen",), what="the seed text")
         ben.wait(f"return {TEXT_OF} === 'Hello world'", "the seed text at ben")
         # everyone puts the cursor after "Hello", then all three type there at once
         for tab in (ann, ben):
@@ -101,7 +87,7 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
         expected_length = len("Hello world") + 9
 
         def converged() -> bool:
-            texts = {ann.js(TEXT), ben.js(TEXT), tom.text()}
+            texts = {ann.js(TEXT), ben.js(TEXT), tom.state()["text"]}
             return len(texts) == 1 and len(texts.pop()) == expected_length
 
         wait_until(converged, 30, "the three copies to converge")
@@ -109,7 +95,8 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
         assert final.startswith("Hello") and final.endswith(" world")
         for run in ("AAA", "BBB", "CCC"):
             assert run in final  # each one's typing stays together
-        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+        assert ann.js("return editor.replica.failures") == 0 == ben.js(
+            "return editor.replica.failures")
 
         # a late tab gets the text and edits
         cat = open_editor(tabs, gateway, "cat", opened)
@@ -117,14 +104,13 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
         cat.keys("text", Keys.END, "!")
         for tab in (ann, ben):
             tab.wait(f"return {TEXT_OF} === arguments[0]", "cat's edit", 20, final + "!")
-        tom.type(f"wait-text {json.dumps(final + '!')}")
-        tom.wait_line(lambda line: line.startswith("seen") and "!" in line, what="cat's edit")
+        tom.ask(f"wait-text {json.dumps(final + '!')}", ("seen",), what="cat's edit")
         if causality == "matrix":
             # a late terminal gets the text from the longest-standing member: ann's tab,
             # through its mirror in the gateway
-            uli = TerminalEditor(session_group, "uli", f"doc-{causality}", causality)
+            uli = terminal_editor(session_group, "uli", f"doc-{causality}", causality)
             try:
-                assert uli.text() == final + "!"
+                assert uli.state()["text"] == final + "!"
             finally:
                 uli.quit("quit")
 
@@ -166,7 +152,7 @@ const random = () => { state = (state * 1103515245 + 12345) % 2147483648; return
 window.randomDone = false;
 let left = count;
 function step() {
-  const length = editor.text.visibleLength();
+  const length = editor.replica.text.visibleLength();
   if (length && random() < 0.3) {
     editor.moveTo(1 + Math.floor(random() * length));
     editor.backspace();
@@ -191,30 +177,30 @@ def test_random_edits_in_two_tabs_and_a_terminal_at_once_converge(
     tom = None
     try:
         # the terminal is first: the tabs get its text through state transfer
-        tom = TerminalEditor(session_group, "tom", "doc-random", "matrix",
+        tom = terminal_editor(session_group, "tom", "doc-random", "matrix",
                              "--delay", "ann=150", "--jitter", "30", "--coalesce", "0")
         tom.type('type "seed "')
         ann = open_editor(tabs, gateway, "ann", opened)
         ben = open_editor(tabs, gateway, "ben", opened)
         for tab in (ann, ben):
             tab.wait(f"return {TEXT_OF} === 'seed '", f"the terminal's text at {tab.name}")
-        tom.type("wait-members 3")
-        tom.wait_line(lambda line: line.startswith("members "), what="three members")
+        tom.wait_members(3)
         ann.js(RANDOM_EDITS, 300, 5, 1)
         ben.js(RANDOM_EDITS, 300, 5, 2)
-        tom.type("random 300 3")
+        tom.command("random 300 3", ("done",))
         for tab in (ann, ben):
             tab.wait("return window.randomDone", f"{tab.name}'s edits", 120)
-        tom.wait_line(lambda line: line == "done 300", 120, what="tom's edits")
+        assert tom.answer(120, "tom's edits") == "done 300"
 
         def converged() -> bool:
-            texts = {ann.js(TEXT), ben.js(TEXT), tom.text()}
-            pending = ann.js("return editor.pending.length") + ben.js(
-                "return editor.pending.length")
+            texts = {ann.js(TEXT), ben.js(TEXT), tom.state()["text"]}
+            pending = ann.js("return editor.replica.unconfirmed.length") + ben.js(
+                "return editor.replica.unconfirmed.length")
             return len(texts) == 1 and pending == 0
 
         wait_until(converged, 60, "the three copies to converge")
-        assert ann.js("return editor.failures") == 0 == ben.js("return editor.failures")
+        assert ann.js("return editor.replica.failures") == 0 == ben.js(
+            "return editor.replica.failures")
         assert len(ann.js(TEXT)) > 100
     finally:
         if tom is not None:

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from groupcomm.core.messages import Tag
+from groupcomm.replicated import TextSequence
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
 from groupcomm.web.cli import main as web_main
@@ -235,6 +236,43 @@ def test_a_newcomer_gets_what_a_tab_applied_once_it_says_so(gateway: GatewayProc
             assert [entry[1] for entry in welcome["state"]["history"]] == ["to ann only"]
             for tab in (ann, ben, cat):
                 await tab.ws.close()
+
+    run(scenario())
+
+
+def test_an_edit_tab_names_its_unconfirmed_characters_and_can_start_again(
+        gateway: GatewayProcess) -> None:
+    """The editor page's protocol: an edit answered with its id and tag (``sent``), an
+    edit naming a provisional id translated, one naming a character that is not there
+    refused with nothing sent, and the tab's member's state on ``resync`` in the one
+    snapshot format."""
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            ann, first, ben = await two_tabs(session, gateway, "edit", "ann", "ben")
+            me = first["member"]
+            assert TextSequence.from_state(first["state"]["items"]).value == ""
+            await ann.ws.send_json({"type": "edit", "applied": 0, "local": "~L1",
+                                    "op": ["insert", None, "hi"]})
+            sent = await ann.next(lambda e: e["type"] == "sent", "the first edit's id")
+            assert sent["local"] == "~L1" and sent["id"].startswith(f"{me}#")
+            await ann.ws.send_json({"type": "edit", "applied": 0, "local": "~L2",
+                                    "op": ["insert", f"{me}#~L1+1", "!"]})
+            second = await ann.next(lambda e: e["type"] == "sent" and e["local"] == "~L2")
+            await ann.ws.send_json({"type": "edit", "applied": 0, "local": "~L3",
+                                    "op": ["insert", "nobody#1", "?"]})
+            refused = await ann.next(lambda e: e["type"] == "error", "the refusal")
+            assert refused["ref"] == "~L3" and "'nobody#1'" in refused["error"]
+            await ann.ws.send_json({"type": "resync"})
+            state = await ann.next(lambda e: e["type"] == "state", "the state")
+            assert TextSequence.from_state(state["state"]["items"]).value == "hi!"
+            assert state["state"]["cursors"][me] == second["id"]  # after the "!"
+            delivered = [await ben.next(lambda e: e["type"] == "deliver") for _ in range(2)]
+            assert [e["op"] for e in delivered] == [["insert", None, "hi"],
+                                                    ["insert", f"{sent['id']}+1", "!"]]
+            await ann.ws.close()
+            await ben.ws.close()
 
     run(scenario())
 

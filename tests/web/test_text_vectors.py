@@ -60,13 +60,3 @@ def test_the_javascript_replica_gives_what_the_python_type_gives() -> None:
     # the vectors exercise what matters: concurrent inserts, deletes and collection
     assert any(sum(got["collected"]) for got in results)
     assert sum(len(c["steps"]) for c in CASES) > 300
-
-
-def test_own_edits_redone_with_their_real_ids_end_as_if_applied_directly() -> None:
-    """The editor page applies an own edit at once under a provisional id, then takes
-    back the unconfirmed ones and redoes them once the gateway says which id and tag it
-    got: on random histories (others' edits arriving in between) the replica ends with
-    exactly the items of one that applied the confirmed edits directly."""
-    result = json.loads(node_run("run_undo_check.mjs"))
-    assert result["mismatches"] == []
-    assert result["histories"] == 300 and result["interleaved"] > 500

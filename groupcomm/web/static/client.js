@@ -1,7 +1,8 @@
 // The tab's side of the gateway's WebSocket: log in with the credential of the login
 // link, hand the page its state and its events in delivery order, count what the page
-// has applied, and reconnect (as the member's next incarnation) when the connection
-// drops.
+// has applied (the one count of deliveries on this side; the gateway acknowledges it to
+// the member's communicator), and reconnect (as the member's next incarnation) when the
+// connection drops.
 
 const CREDENTIAL = "groupcomm-credential";
 
@@ -25,6 +26,8 @@ export class Connection {
   constructor(kind, page) {
     this.kind = kind;
     this.page = page;
+    // deliveries the page has applied (numbered by the gateway from 1), and how many of
+    // them the gateway was told of
     this.applied = 0;
     this.acknowledged = 0;
     this.ws = null;
@@ -62,10 +65,14 @@ export class Connection {
   receive(data) {
     for (const event of Array.isArray(data) ? data : [data]) {
       this.counts.received += 1;
+      if (event.type === "deliver" && event.n <= this.applied) continue;  // in the state
+      if (event.type === "welcome" || event.type === "state") {
+        // the state holds the first `handed` deliveries (the gateway acknowledged them)
+        this.applied = event.handed;
+        this.acknowledged = event.handed;
+      }
       if (event.type === "welcome") {
         this.welcomed = true;
-        this.applied = event.handed || 0;
-        this.acknowledged = this.applied;
         this.retry = 500;
         this.page.start(event);
         this.page.status(`${event.member} in the session (causality ${event.module})`, "open");

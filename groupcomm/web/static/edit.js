@@ -1,47 +1,25 @@
-// The editor page: a replica of the shared text in the tab (text_sequence.js, the same
-// rules as the Python type), so typing is applied at once. An own edit is applied with
-// a provisional id ("~L1") and the clock this tab expects; the gateway sends it and
-// answers with the message id and tag it got, and the tab then takes back its edits
-// not yet confirmed, applies the confirmed one with its real id and tag, and applies
-// the others again: nothing else can refer to them yet, so the result is the text
-// every other replica has. The others' cursors are drawn in their colours.
+// The editor page: the tab's editor replica (editor.js, the Python EditorReplica in
+// JavaScript) on the gateway's WebSocket, drawn with the others' cursors in their
+// colours. Typing is applied at once, with a provisional id and the clock the tab
+// expects; the gateway sends the edit and answers with the id and tag it got, which the
+// replica takes (confirmed). If that tag is not the one the tab expected, or the gateway
+// refused an edit, the page starts again from the gateway's state of this member
+// (resync), keys pressed meanwhile waiting for it.
 import { Connection, displayName } from "/static/client.js";
-import { Stability, TextSequence } from "/static/text_sequence.js";
+import { EditorReplica, isPresence, presence } from "/static/editor.js";
 
-const COLLECT_EVERY = 64;
 const COLOURS = 6;
 const view = document.getElementById("text");
 
 const editor = {
-  me: null,
-  text: new TextSequence(),
-  stability: null,
-  members: [],
-  colours: {},
-  cursor: null,             // anchor of this tab's cursor
-  cursors: {},              // member -> anchor
-  clock: {},                // this tab's estimate of its application clock
-  pending: [],              // own edits not confirmed: {local, op, clock, done}
-  renamed: new Map(),       // provisional id -> message id
-  nextLocal: 1,
-  applied: 0,
-  failures: 0,
+  replica: null,
   connection: null,
-
-  // -- ids ----------------------------------------------------------------------------
-  real(id) {
-    if (id === null || !id.startsWith("~")) return id;
-    const [base, offset] = id.split("+");
-    const found = this.renamed.get(base);
-    if (found === undefined) return id;
-    return offset === undefined ? found : `${found}+${offset}`;
-  },
-
-  translate(op) {
-    if (op[0] === "insert") return ["insert", this.real(op[1]), op[2]];
-    const target = op[1];
-    return ["delete", typeof target === "string" ? this.real(target) : target.map((t) => this.real(t))];
-  },
+  clock: {},                // this tab's application clock, as the gateway will tag with
+  nextLocal: 1,
+  resyncing: false,
+  resyncs: 0,
+  waiting: [],              // keys pressed while resyncing
+  colours: {},
 
   colour(member) {
     const name = displayName(member);
@@ -51,40 +29,48 @@ const editor = {
 
   // -- the connection's events --------------------------------------------------------
   start(welcome) {
-    this.me = welcome.member;
-    this.members = welcome.members;
-    this.text = TextSequence.fromState(welcome.state.items);
-    this.cursors = { ...welcome.state.cursors };
-    delete this.cursors[this.me];
-    this.cursor = null;
-    this.clock = { ...welcome.clock };
-    this.pending = [];
-    this.renamed = new Map();
-    this.stability = new Stability(this.me, this.members);
+    this.startFrom(welcome, welcome.member);
+  },
+
+  // A welcome, or a state the gateway sent when asked (resync): a fresh replica.
+  startFrom(event, me) {
+    this.replica = new EditorReplica(me, (payload) => this.send(payload),
+      { members: event.members });
+    this.replica.install(event.state);
+    this.clock = { ...event.clock };
+    this.resyncing = false;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const act of waiting) act();
     this.render();
   },
 
   event(event) {
+    if (this.replica === null) return;
     switch (event.type) {
       case "deliver":
-        this.delivered(event);
+        if (!this.resyncing) this.delivered(event);  // else the state holds it
         break;
       case "sent":
-        this.confirmed(event);
+        if (this.resyncing) return;
+        this.merge(event.vc);
+        if (!this.replica.confirmed(`${this.replica.me}#${event.local}`, event.id, event.vc)) {
+          this.resync();
+        }
         break;
+      case "state":
+        this.startFrom(event, this.replica.me);
+        return;
       case "joined":
-        this.members = event.members;
-        this.stability.memberJoined(event.member);
+        this.replica.memberJoined(event.member, event.members);
         break;
       case "left":
-        this.members = event.members;
-        this.stability.memberLeft(event.member);
-        delete this.cursors[event.member];
+        this.replica.memberLeft(event.member);
         break;
       case "error":
       case "fatal":
         this.status(`! ${event.error}`, "error");
-        if (event.ref) this.dropPending(event.ref);
+        if (event.ref) this.resync();  // an own edit was refused
         return;
       default:
         return;
@@ -97,134 +83,77 @@ const editor = {
   },
 
   delivered(event) {
+    const me = this.replica.me;
     this.merge(event.vc);
-    this.clock[this.me] = (this.clock[this.me] || 0) + 1;
-    if (event.sender === this.me) return;  // an own edit sent to oneself: applied already
-    if ("cursor" in event) {
-      if (!event.superseded) this.cursors[event.sender] = event.cursor;
-      return;
-    }
-    if (!("op" in event)) return;
-    try {
-      this.text.effect(event.op, event.vc, event.id);
-    } catch (error) {
-      this.failures += 1;
-      console.warn(`could not apply ${event.id}: ${error.message}`);
-      return;
-    }
-    this.follow(event.sender, event.op, event.id);
-    this.stability.delivered(event.sender, event.vc);
-    this.appliedOne();
+    this.clock[me] = (this.clock[me] || 0) + 1;
+    let payload = event.other;
+    if ("cursor" in event) payload = presence(event.cursor);
+    else if ("op" in event) payload = event.op;
+    this.replica.delivered(event.sender, payload, event.vc, event.id, event.superseded);
   },
 
-  follow(sender, op, id) {
-    if (op[0] === "insert") {
-      this.cursors[sender] = op[2].length === 1 ? id : `${id}+${[...op[2]].length - 1}`;
-    } else {
-      const first = typeof op[1] === "string" ? op[1] : op[1][0];
-      this.cursors[sender] = this.text.anchor(Math.max(0, this.text.position(first) || 0));
-    }
-  },
-
-  appliedOne() {
-    this.applied += 1;
-    if (this.applied % COLLECT_EVERY === 0 && !this.pending.length) {
-      // anchors on tombstones move to the visible character before them first
-      this.cursor = this.text.anchor(this.place(this.cursor));
-      for (const m of Object.keys(this.cursors)) this.cursors[m] = this.text.anchor(this.place(this.cursors[m]));
-      this.text.collect(this.stability);
-    }
-  },
-
-  // The gateway sent the oldest pending edit as message `id` with tag `vc`.
-  confirmed(event) {
-    if (!this.pending.length || this.pending[0].local !== event.local) return;
-    for (const p of [...this.pending].reverse()) this.text.undo(p.done);
-    const first = this.pending.shift();
-    this.renamed.set(first.local, event.id);
-    first.done = this.text.effect(this.translate(first.op), event.vc, event.id);
-    this.merge(event.vc);
-    this.stability.delivered(this.me, event.vc);
-    for (const p of this.pending) {
-      p.op = this.translate(p.op);
-      p.done = this.text.effect(p.op, p.clock, p.local);
-    }
-    this.cursor = this.real(this.cursor);
-    this.appliedOne();
-  },
-
-  dropPending(local) {
-    // the gateway refused an own edit: take it back with those made after it
-    const at = this.pending.findIndex((p) => p.local === local);
-    if (at < 0) return;
-    for (const p of this.pending.slice(at).reverse()) this.text.undo(p.done);
-    this.pending = this.pending.slice(0, at);
-    this.cursor = this.text.anchor(this.place(this.cursor));
-    this.render();
-  },
-
-  // -- own edits ------------------------------------------------------------------------
-  place(anchor) {
-    const found = this.text.position(anchor);
-    return found === null ? 0 : found;
-  },
-
-  edit(op) {
-    const local = `~L${this.nextLocal++}`;
-    this.clock[this.me] = (this.clock[this.me] || 0) + 1;
+  // The replica's send: through the gateway, with a provisional id for an edit.
+  send(payload) {
+    const me = this.replica.me;
+    this.clock[me] = (this.clock[me] || 0) + 1;
     const clock = { ...this.clock };
-    const done = this.text.effect(op, clock, local);
-    this.pending.push({ local, op, clock, done });
-    this.connection.send({ type: "edit", applied: 0, local, op });
-    return local;
+    if (isPresence(payload)) {
+      this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      return { id: null, clock };
+    }
+    const local = `~L${this.nextLocal++}`;
+    this.connection.send({ type: "edit", applied: 0, local, op: payload });
+    return { id: `${me}#${local}`, clock, confirmed: false };
+  },
+
+  resync() {
+    if (this.resyncing) return;
+    this.resyncing = true;
+    this.resyncs += 1;
+    this.status("starting again from the gateway's copy…", "connecting");
+    this.connection.send({ type: "resync" });
+  },
+
+  // -- own edits (keys, and the tests) ----------------------------------------------------
+  act(change) {
+    if (this.replica === null) return;
+    if (this.resyncing) {
+      this.waiting.push(() => this.act(change));
+      return;
+    }
+    change(this.replica);
+    this.render();
   },
 
   insert(text) {
-    if (!text) return;
-    const op = this.text.prepareInsert(this.place(this.cursor), text);
-    const local = this.edit(op);
-    const length = [...text].length;
-    this.cursor = length === 1 ? local : `${local}+${length - 1}`;
-    this.render();
+    if (text) this.act((replica) => replica.insert(text));
   },
 
   backspace() {
-    const at = this.place(this.cursor);
-    if (at === 0) return;
-    const before = this.text.anchor(at - 1);
-    this.edit(this.text.prepareDelete(at - 1));
-    this.cursor = before;
-    this.render();
+    this.act((replica) => replica.backspace());
   },
 
   deleteForward() {
-    const at = this.place(this.cursor);
-    if (at >= this.text.visibleLength()) return;
-    this.edit(this.text.prepareDelete(at));
-    this.render();
+    this.act((replica) => replica.delete());
   },
 
   moveTo(position) {
-    const clamped = Math.max(0, Math.min(position, this.text.visibleLength()));
-    const anchor = this.text.anchor(clamped);
-    if (anchor === this.cursor) return;
-    this.cursor = anchor;
-    this.clock[this.me] = (this.clock[this.me] || 0) + 1;
-    this.connection.send({ type: "cursor", applied: 0, anchor });
-    this.render();
+    this.act((replica) => replica.moveTo(position));
+  },
+
+  move(step) {
+    this.act((replica) => replica.moveTo(replica.position + step));
   },
 
   // -- drawing ---------------------------------------------------------------------------
   render() {
-    const value = [...this.text.value];
-    const mine = this.place(this.cursor);
+    const replica = this.replica;
+    const [text, mine, others] = replica.view();
+    const value = [...text];
     const at = new Map();  // position -> members whose cursor is there
-    for (const [member, anchor] of Object.entries(this.cursors)) {
-      if (!this.members.includes(member)) continue;
-      const found = this.text.position(anchor);
-      if (found === null) continue;
-      if (!at.has(found)) at.set(found, []);
-      at.get(found).push(member);
+    for (const [member, position] of Object.entries(others)) {
+      if (!at.has(position)) at.set(position, []);
+      at.get(position).push(member);
     }
     const parts = document.createDocumentFragment();
     for (let p = 0; p <= value.length; p += 1) {
@@ -245,18 +174,18 @@ const editor = {
     }
     view.replaceChildren(parts);
     const members = document.getElementById("members");
-    members.replaceChildren(...this.members.map((m) => {
+    members.replaceChildren(...replica.members.map((m) => {
       const span = document.createElement("span");
-      span.textContent = m === this.me ? `${m} (you)` : m;
+      span.textContent = m === replica.me ? `${m} (you)` : m;
       span.className = this.colour(m);
       span.dataset.member = m;
       return span;
     }));
     document.getElementById("footer").textContent =
-      `${value.length} characters; ${this.text.length - value.length} deleted kept; ` +
-      `${this.pending.length} unconfirmed; ${this.failures} failed`;
-    view.dataset.applied = this.applied;
-    view.dataset.pending = this.pending.length;
+      `${value.length} characters; ${replica.text.length - value.length} deleted kept; ` +
+      `${replica.unconfirmed.length} unconfirmed; ${replica.failures} failed`;
+    view.dataset.applied = replica.applied;
+    view.dataset.unconfirmed = replica.unconfirmed.length;
   },
 
   status(text, state) {
@@ -266,39 +195,42 @@ const editor = {
   },
 };
 
-function lineStart(position) {
-  const value = editor.text.value;
-  const k = value.lastIndexOf("\n", position - 1);
-  return k + 1;
+// Where the cursor's line starts and ends (in code points, as positions count).
+function lineStart(replica) {
+  const at = replica.position;
+  return at ? [...replica.text.value].lastIndexOf("\n", at - 1) + 1 : 0;
+}
+
+function lineEnd(replica) {
+  const value = [...replica.text.value];
+  const k = value.indexOf("\n", replica.position);
+  return k < 0 ? value.length : k;
 }
 
 view.addEventListener("keydown", (event) => {
-  if (!editor.stability || event.ctrlKey || event.metaKey || event.altKey) return;
-  const at = editor.place(editor.cursor);
+  if (!editor.replica || event.ctrlKey || event.metaKey || event.altKey) return;
   let handled = true;
   if (event.key === "Enter") editor.insert("\n");
   else if (event.key === "Backspace") editor.backspace();
   else if (event.key === "Delete") editor.deleteForward();
-  else if (event.key === "ArrowLeft") editor.moveTo(at - 1);
-  else if (event.key === "ArrowRight") editor.moveTo(at + 1);
-  else if (event.key === "Home") editor.moveTo(lineStart(at));
-  else if (event.key === "End") {
-    const k = editor.text.value.indexOf("\n", at);
-    editor.moveTo(k < 0 ? editor.text.visibleLength() : k);
-  } else if (event.key.length === 1 || [...event.key].length === 1) editor.insert(event.key);
+  else if (event.key === "ArrowLeft") editor.move(-1);
+  else if (event.key === "ArrowRight") editor.move(1);
+  else if (event.key === "Home") editor.act((replica) => replica.moveTo(lineStart(replica)));
+  else if (event.key === "End") editor.act((replica) => replica.moveTo(lineEnd(replica)));
+  else if ([...event.key].length === 1) editor.insert(event.key);
   else handled = false;
   if (handled) event.preventDefault();
 });
 
 view.addEventListener("paste", (event) => {
   event.preventDefault();
-  if (editor.stability) editor.insert(event.clipboardData.getData("text/plain"));
+  editor.insert(event.clipboardData.getData("text/plain"));
 });
 
 view.addEventListener("click", () => {
   // put the cursor where the click landed (the character offset in the view)
   const selection = window.getSelection();
-  if (!selection.rangeCount || !editor.stability) return;
+  if (!selection.rangeCount || !editor.replica) return;
   const range = selection.getRangeAt(0);
   const before = document.createRange();
   before.selectNodeContents(view);

@@ -1,16 +1,19 @@
-// The shared text's replica in the browser: the same rules as the Python type
+// The shared text's type in the browser: the same rules as the Python type
 // groupcomm.replicated.TextSequence (RGA, Roh et al. 2011), so a tab's copy and the
 // terminals' copies converge. A plain ES module: the pages import it, and node runs it
-// on the test vectors the Python type produced (tests/web/text_vectors.json).
+// in the tests against the Python type (tests/web/).
 //
 // Every character is identified by the id of the message that inserted it (the k-th
 // character of a run is `${id}+${k}`) and ordered by a timestamp from its tag:
 // [sum of the tag's clock, id]. An insert names the character it goes after (null: the
 // start); among inserts after the same character, the larger timestamp comes first. A
 // delete keeps the character as a tombstone. collect() forgets what causal stability
-// makes useless, exactly as the Python type does.
+// makes useless, exactly as the Python type does. The Python type keeps runs in blocks;
+// this one keeps one item per character, which a browser's text is small enough for.
 
 export const STABLE = [0, ""];
+// the version of the run-length state the Python type's state() writes
+export const STATE_VERSION = 1;
 
 function compareStamps(a, b) {
   if (a[0] !== b[0]) return a[0] < b[0] ? -1 : 1;
@@ -18,7 +21,7 @@ function compareStamps(a, b) {
   return a[1] < b[1] ? -1 : 1;
 }
 
-function clockSum(clock) {
+export function clockSum(clock) {
   let sum = 0;
   for (const value of Object.values(clock)) sum += value;
   return sum;
@@ -28,6 +31,15 @@ function lessOrEqual(a, b) {
   // every entry of clock a is covered by clock b
   for (const [k, v] of Object.entries(a)) if ((b[k] || 0) < v) return false;
   return true;
+}
+
+// [prefix, number] of an id that ends in a number written without leading zeros
+// ("p1#12" -> ["p1#", 12]), else null: the ids a chain of the state holds.
+function numbered(ident) {
+  let digits = 0;
+  while (digits < ident.length && /[0-9]/.test(ident[ident.length - 1 - digits])) digits += 1;
+  if (!digits || (digits > 1 && ident[ident.length - digits] === "0")) return null;
+  return [ident.slice(0, ident.length - digits), Number(ident.slice(ident.length - digits))];
 }
 
 export class Stability {
@@ -69,20 +81,33 @@ export class TextSequence {
     this.byId = new Map();
   }
 
-  static fromState(rows) {
-    // rows: [id, [sum, id], char, delete clock|null, insert clock|null] (the gateway's
-    // adapter of the Python type's state)
-    const text = new TextSequence();
-    for (const [id, stamp, ch, deleted, inserted] of rows) {
-      const item = { id, stamp: [stamp[0], stamp[1]], ch, deleted, inserted };
-      text.items.push(item);
-      text.byId.set(id, item);
+  // A replica continuing from the Python type's state(): {version: 1, runs: [[insert id,
+  // offset, characters, insert clock|null, delete clock|null], ...]}, a chain of typed
+  // characters one row of six ([first id, 0, characters, null, delete clock|null, count]).
+  static fromState(state) {
+    if (!state || state.version !== STATE_VERSION || !Array.isArray(state.runs)) {
+      throw new Error(`not the state of a TextSequence (version ${STATE_VERSION} with runs)`);
     }
+    const text = new TextSequence();
+    state.runs.forEach((row, number) => {
+      const [op, start, chars, inserted, deleted] = row;
+      const chain = row.length === 6 ? numbered(op) : null;
+      if (typeof op !== "string" || typeof chars !== "string" || !chars
+          || (row.length === 6 && !chain)) {
+        throw new Error(`not the state of a TextSequence: run ${number}`);
+      }
+      const stamp = inserted ? [clockSum(inserted), op] : STABLE;
+      [...chars].forEach((ch, k) => {
+        const offset = start + k;
+        let id;
+        if (chain) id = `${chain[0]}${chain[1] + k}`;
+        else id = offset === 0 ? op : `${op}+${offset}`;
+        const item = { id, stamp, ch, deleted: deleted || null, inserted: inserted || null };
+        text.items.push(item);
+        text.byId.set(id, item);
+      });
+    });
     return text;
-  }
-
-  state() {
-    return this.items.map((i) => [i.id, [i.stamp[0], i.stamp[1]], i.ch, i.deleted, i.inserted]);
   }
 
   // -- operations ------------------------------------------------------------------------
@@ -106,7 +131,8 @@ export class TextSequence {
 
   // Apply `op` with its tag's clock and the id of the message that carried it; throws
   // (changing nothing) for an operation of the wrong shape or naming a character that
-  // is not here. Returns what undo() needs to take it back.
+  // is not here. Returns what confirm() needs: the items inserted, the items this
+  // delete was the first to delete, and the clock.
   effect(op, clock, opId) {
     if (!Array.isArray(op)) throw new Error(`not an operation: ${JSON.stringify(op)}`);
     if (op[0] === "delete" && op.length === 2) return this.delete(op[1], clock);
@@ -128,7 +154,7 @@ export class TextSequence {
     }));
     items.splice(place, 0, ...run);
     for (const item of run) this.byId.set(item.id, item);
-    return { inserted: run.map((i) => i.id), deleted: [] };
+    return { inserted: run, deleted: [], clock };
   }
 
   delete(target, clock) {
@@ -141,33 +167,28 @@ export class TextSequence {
     const deleted = [];
     for (const id of ids) {
       const item = this.byId.get(id);
-      if (item.deleted === null) {
+      if (item.deleted === null) {  // a character deleted twice keeps its first delete
         item.deleted = clock;
-        deleted.push(id);
-      } else if (item.later === undefined) {
-        // a second delete of the character: kept in case the first is taken back
-        item.later = clock;
+        deleted.push(item);
       }
     }
-    return { inserted: [], deleted };
+    return { inserted: [], deleted, clock };
   }
 
-  // Take back what effect() returned (the tab's own edits not yet confirmed: nothing
-  // else refers to their characters yet).
-  undo(done) {
-    for (const id of done.deleted) {
-      const item = this.byId.get(id);
-      if (item) {
-        // a delete that came meanwhile stays (as if it had come first)
-        item.deleted = item.later === undefined ? null : item.later;
-        delete item.later;
-      }
-    }
-    if (done.inserted.length) {
-      const gone = new Set(done.inserted);
-      this.items = this.items.filter((i) => !gone.has(i.id));
-      for (const id of gone) this.byId.delete(id);
-    }
+  // An operation applied by effect() with a provisional id and clock was sent as
+  // message `id` with tag `clock`: its characters take that id and timestamp, its
+  // deletes that tag. (Nothing else names the provisional ids yet; the editor checks
+  // that the timestamp's order is unchanged: see EditorReplica.confirmed.)
+  confirm(done, id, clock) {
+    const stamp = [clockSum(clock), id];
+    done.inserted.forEach((item, k) => {
+      this.byId.delete(item.id);
+      item.id = k === 0 ? id : `${id}+${k}`;
+      item.stamp = stamp;
+      item.inserted = clock;
+      this.byId.set(item.id, item);
+    });
+    for (const item of done.deleted) if (item.deleted === done.clock) item.deleted = clock;
   }
 
   // -- reading ---------------------------------------------------------------------------

@@ -1,0 +1,392 @@
+"""One member's editor of the shared text: what every editor does on top of a
+:class:`~groupcomm.replicated.TextSequence`, with no I/O.
+
+The terminal editor (:mod:`groupcomm.apps.shared_text`), the web gateway's mirror of
+each browser tab (:mod:`groupcomm.web.mirrors`) and the tab itself (the same class in
+JavaScript, ``groupcomm/web/static/editor.js``, method for method; its header says what
+the browser adds: own operations under provisional ids, confirmed when the gateway
+answers) all keep an :class:`EditorReplica`:
+
+- **own edits**: typing, pasting, Backspace and Delete at the cursor, and cursor moves.
+  Each becomes an operation, goes to ``send`` (given by the host: it broadcasts the
+  payload and returns the message id and tag of the send) and is applied at once with
+  them (:meth:`EditorReplica.sent`). An own operation is applied at the source, not
+  through a copy sent to oneself: ``mfss`` would deliver that copy in its output
+  buffer's order, possibly after a message that depends on it.
+- **coalesced typing** (``coalesce``): consecutive single characters typed right after
+  each other wait in a :class:`PendingRun`, shown by :meth:`EditorReplica.view` in
+  place, and become one insert when the run is flushed: the host flushes it when its
+  window has passed (:meth:`EditorReplica.insert` says when a run starts) or early when
+  a delivered edit lands at its place (:meth:`EditorReplica.delivered` says so); the
+  replica flushes it itself before anything that is not a continuation. Backspace right
+  after typing takes characters back from the run: they never travel.
+- **delivered messages**: text operations applied with their tags (a failure is counted
+  and said precisely: a module without causal order), and presence messages
+  (``("cursor", anchor)``) that move another member's cursor.
+- **cursors** are anchors, the id of the character a cursor follows, so they stay put
+  while others edit before them; another member's cursor follows its edits.
+- **collection**: every :data:`COLLECT_EVERY` applied operations, causally stable
+  tombstones go (:meth:`TextSequence.collect`), anchors moved off them first.
+- **snapshot and install**: the one state format terminals, the gateway and browsers
+  exchange, ``{"items": TextSequence.state(), "cursors": {member: anchor}}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groupcomm.core.messages import Tag
+from groupcomm.core.state_transfer import REFLECTED_IDS, Snapshot
+from groupcomm.replicated.stability import Stability
+from groupcomm.replicated.text import TextSequence
+
+log = logging.getLogger(__name__)
+
+#: collect causally stable tombstones after this many applied operations
+COLLECT_EVERY = 64
+#: the largest run of characters one operation inserts (a longer paste or seed file is
+#: sent as several, within the communicator's payload limit)
+RUN_LIMIT = 16_384
+#: the first element of a presence message, ``("cursor", anchor)``: where a member's
+#: cursor is when it moved without editing (``None``: the start). A plain tuple, so that
+#: it travels in the compact payload encoding, not as a pickled class
+PRESENCE = "cursor"
+
+#: what a host gives the replica to send its own messages: the payload in, the message
+#: id and the tag of the send out (raises when it could not send)
+Send = Callable[[Any], tuple[str, Tag]]
+
+
+def presence(anchor: str | None) -> tuple[str, str | None]:
+    """The presence message for a cursor at ``anchor``."""
+    return (PRESENCE, anchor)
+
+
+def is_presence(payload: Any) -> bool:
+    return (type(payload) is tuple and len(payload) == 2 and payload[0] == PRESENCE
+            and (payload[1] is None or type(payload[1]) is str))
+
+
+def presence_slot(payload: Any) -> str | None:
+    """The latest-value filter's slot function: cursors are volatile, edits are not."""
+    return "cursor" if is_presence(payload) else None
+
+
+def last_id(op_id: str, length: int) -> str:
+    """The id of the last character of a run of ``length`` inserted by ``op_id``."""
+    return op_id if length == 1 else f"{op_id}+{length - 1}"
+
+
+def touches(op: Any, anchor: str | None) -> bool:
+    """Whether a text operation edits at ``anchor``: an insert after it, or a delete
+    of it."""
+    if op[0] == "insert":
+        return op[1] == anchor
+    return anchor is not None and (op[1] == anchor or (type(op[1]) is tuple
+                                                       and anchor in op[1]))
+
+
+@dataclass
+class PendingRun:
+    """Characters typed but not sent yet: they go right after ``after`` (an anchor)."""
+
+    after: str | None
+    text: str
+
+
+class EditorReplica:
+    """One member's text, its cursor, the others' cursors and the members (see the
+    module doc). Not thread-safe: a host with several threads holds a lock around it."""
+
+    def __init__(self, me: str, send: Send | None = None, *, members: Iterable[str] = (),
+                 coalesce: bool = False, collect: bool = True) -> None:
+        """``send``: how own messages go out (``None``: a replica that only takes
+        messages sent elsewhere, such as the gateway's mirror of a tab);
+        ``coalesce``: hold typed characters in a pending run; ``collect``: collect
+        causally stable tombstones (off when the module does not carry the text)."""
+        self.send = send
+        self.coalesce = coalesce
+        self.collect = collect
+        self.text = TextSequence()
+        #: typed characters not sent yet (see the module doc)
+        self.pending: PendingRun | None = None
+        self.cursor: str | None = None
+        #: member -> anchor of its cursor
+        self.cursors: dict[str, str | None] = {}
+        #: application-level ids of own operations (a snapshot says it reflects them)
+        self.own_ids: deque[str] = deque(maxlen=REFLECTED_IDS)
+        #: messages taken by :meth:`delivered` (every one: presence and own copies too):
+        #: with acknowledged delivery, the count the host acknowledges
+        self.deliveries = 0
+        #: text operations applied, own ones included
+        self.applied = 0
+        #: characters collection has dropped
+        self.collected = 0
+        #: delivered operations that could not be applied (a module without causal order)
+        self.failures = 0
+        self.last_failure = ""
+        #: bumped whenever what :meth:`view` returns may have changed (screens cache on it)
+        self.version = 0
+        self._value: str | None = None
+        self.joined(me, members)
+
+    def joined(self, me: str, members: Iterable[str]) -> None:
+        """This member is ``me`` in a session of ``members`` (the session may give an
+        incarnation's id, ``ann~2``, that differs from the name it was made with)."""
+        self.me = me
+        self.members = list(dict.fromkeys([*members] or [me]))
+        self.stability = Stability(me, self.members)
+        self._changed(text=False)
+
+    # -- own edits -------------------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        """The cursor's position in what :meth:`view` shows (the pending run included)."""
+        pending = self.pending
+        if pending is not None:
+            return self.place(pending.after) + len(pending.text)
+        return self.place(self.cursor)
+
+    def place(self, anchor: str | None) -> int:
+        """Where ``anchor`` is in the text (0 for an anchor not here)."""
+        found = self.text.position(anchor)
+        return 0 if found is None else found
+
+    def insert(self, text: str) -> bool:
+        """Type or paste ``text`` at the cursor: held in the pending run when typing is
+        coalesced and ``text`` is one character that is not a newline (True when this
+        starts the run: the host flushes it once its window has passed), else sent now,
+        after the pending run."""
+        if not text:
+            return False
+        if self.coalesce and len(text) == 1 and text != "\n":
+            pending = self.pending
+            if pending is None:
+                self.pending = PendingRun(self.cursor, text)
+                self._changed(text=False)
+                return True
+            pending.text += text
+            self._changed(text=False)
+            if len(pending.text) >= RUN_LIMIT:
+                self.flush()
+            return False
+        self.flush()
+        for start in range(0, len(text), RUN_LIMIT):
+            run = text[start:start + RUN_LIMIT]
+            self._own(self.text.prepare_insert(self.place(self.cursor), run))
+        return False
+
+    def flush(self) -> None:
+        """Send the pending run now (if any): it becomes one insert, with the tag and
+        ids of its send. When it cannot be sent it stays pending (and the error goes
+        on): it is on the screen, and what was typed is not lost."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        # the run goes after the visible character before its place: the character it
+        # was typed after may have been deleted by an edit applied since, which this
+        # send's tag covers, and a member that then collected the tombstone (causally
+        # stable: everyone, this member included, has applied the delete) could not
+        # place the run
+        after = self.text.anchor(self.place(pending.after))
+        try:
+            self._own(("insert", after, pending.text))
+        except Exception:
+            self.pending = pending
+            raise
+
+    def backspace(self) -> None:
+        pending = self.pending
+        if pending is not None:
+            # the last typed character was never sent: take it back, no operation
+            pending.text = pending.text[:-1]
+            if not pending.text:
+                self.pending = None
+            self._changed(text=False)
+            return
+        at = self.place(self.cursor)
+        if at:
+            self._own(self.text.prepare_delete(at - 1))
+
+    def delete(self) -> None:
+        """Delete the character after the cursor."""
+        self.flush()
+        at = self.place(self.cursor)
+        if at < self.text.visible_length():
+            self._own(self.text.prepare_delete(at))
+
+    def move_to(self, position: int, announce: bool = True) -> None:
+        """Put the cursor at ``position`` (clamped to the text) and tell the others
+        (unless not ``announce``: an edit right after shows them where it is)."""
+        self.flush()
+        position = max(0, min(position, self.text.visible_length()))
+        anchor = self.text.anchor(position)
+        if anchor == self.cursor:
+            return
+        if announce:
+            self._own(presence(anchor))
+        else:
+            self.cursor = anchor
+            self._changed(text=False)
+
+    def _own(self, payload: Any) -> str:
+        if self.send is None:
+            raise RuntimeError(f"{self.me}'s replica sends nothing of its own (it was made "
+                               "without a send function)")
+        op_id, tag = self.send(payload)
+        self.sent(payload, op_id, tag)
+        return op_id
+
+    def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
+        """An own message went out as ``op_id`` with ``tag``: apply it (a text
+        operation; ``ValueError`` if it names a character not here) or move the cursor
+        (presence)."""
+        if is_presence(payload):
+            self.cursor = payload[1]
+            self._changed(text=False)
+            return
+        self.text.effect(payload, tag, op_id)
+        self.own_ids.append(op_id)
+        self.cursor = self._follow(payload, op_id)
+        self._applied(self.me, tag)
+        self._changed()
+
+    def check_own(self, op: Any) -> None:
+        """``ValueError`` unless text operation ``op`` names only characters that are
+        here (checked before an operation made elsewhere is sent, so that a bad one is
+        refused rather than sent and failed)."""
+        if not isinstance(op, tuple) or len(op) < 2 or op[0] not in ("insert", "delete"):
+            raise ValueError(f"not a text operation: {op!r:.80}")
+        if op[0] == "insert":
+            named = () if op[1] is None else (op[1],)
+        else:
+            named = (op[1],) if isinstance(op[1], str) else op[1]
+        for ident in named:
+            if self.text.position(ident) is None:
+                raise ValueError(f"the operation names {ident!r:.60}, which is not in "
+                                 f"{self.me}'s text")
+
+    # -- deliveries ------------------------------------------------------------------------
+    def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
+                  superseded: bool = False) -> bool:
+        """Take a delivered message (``message_id``: its application-level id;
+        ``superseded``: a presence the latest-value filter replaced). True when it
+        edits where the pending run is typed: the host flushes the run soon, so that
+        both see each other's text."""
+        self.deliveries += 1
+        if sender == self.me:
+            return False  # an own operation sent to oneself: applied when it was made
+        if is_presence(payload):
+            if not superseded:
+                self.cursors[sender] = payload[1]
+                self._changed(text=False)
+            return False
+        try:
+            self.text.effect(payload, tag, message_id)
+        except ValueError as error:
+            self.failures += 1
+            self.last_failure = f"{message_id} from {sender}: {error}"
+            log.warning("%s could not apply %s", self.me, self.last_failure)
+            self._changed(text=False)
+            return False
+        self.cursors[sender] = self._follow(payload, message_id)
+        self._applied(sender, tag)
+        self._changed()
+        return self.pending is not None and touches(payload, self.pending.after)
+
+    def _follow(self, op: tuple, op_id: str) -> str | None:
+        """Where an edit leaves its maker's cursor: after an insert's last character,
+        at a delete's place."""
+        if op[0] == "insert":
+            return last_id(op_id, len(op[2]))
+        first = op[1] if isinstance(op[1], str) else op[1][0]
+        return self.text.anchor(self.place(first))
+
+    def _applied(self, sender: str, tag: Tag) -> None:
+        self.stability.delivered(sender, tag)
+        self.applied += 1
+        if self.collect and self.applied % COLLECT_EVERY == 0:
+            self._collect()
+
+    def _collect(self) -> None:
+        """Collect stable tombstones, anchors on tombstones moved to the visible
+        character before them first (the pending run's too: it is not sent yet, so it
+        may still change place)."""
+        self.cursor = self.text.anchor(self.place(self.cursor))
+        if self.pending is not None:
+            self.pending.after = self.text.anchor(self.place(self.pending.after))
+        for member, anchor in self.cursors.items():
+            self.cursors[member] = self.text.anchor(self.place(anchor))
+        self.collected += self.text.collect(self.stability)
+
+    # -- members ---------------------------------------------------------------------------
+    def member_joined(self, member: str, members: Sequence[str] | None = None) -> None:
+        """``member`` joined (``members``: everyone now, when the host knows)."""
+        if members is not None:
+            self.members = list(members)
+        elif member not in self.members:
+            self.members.append(member)
+        self.stability.member_joined(member)
+        self._changed(text=False)
+
+    def member_left(self, member: str) -> None:
+        self.members = [m for m in self.members if m != member]
+        self.cursors.pop(member, None)
+        self.stability.member_left(member)
+        self._changed(text=False)
+
+    # -- state transfer --------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The state a newcomer gets: the text, every cursor, and which own operations
+        it holds."""
+        return Snapshot({"items": self.text.state(),
+                         "cursors": {**self.cursors, self.me: self.cursor}},
+                        reflects=tuple(self.own_ids))
+
+    def install(self, state: Any) -> bool:
+        """Continue from a :meth:`snapshot` state: another member's (this member is the
+        newcomer), or one of this member kept elsewhere (the browser tab starting again
+        from the gateway's mirror of it: its own cursor comes back too); False (logged,
+        nothing changed) when it is unusable."""
+        try:
+            text = TextSequence.from_state(state["items"])
+            cursors = dict(state["cursors"])
+        except (TypeError, KeyError, ValueError) as error:
+            log.warning("%s: the text received from the session is unusable (%s); "
+                        "starting from an empty text", self.me, error)
+            return False
+        self.text = text
+        self.cursors.update(cursors)
+        self.cursor = self.cursors.pop(self.me, self.cursor)
+        self._changed()
+        return True
+
+    # -- reading ---------------------------------------------------------------------------
+    def view(self) -> tuple[str, int, dict[str, int]]:
+        """The text, the cursor's position and each other member's cursor position, the
+        pending run shown in place (after its anchor, before anything inserted there)."""
+        if self._value is None:
+            self._value = self.text.value
+        value = self._value
+        pending = self.pending
+        at = self.place(pending.after if pending is not None else self.cursor)
+        shift = 0
+        if pending is not None:
+            shift = len(pending.text)
+            value = value[:at] + pending.text + value[at:]
+        others = {}
+        for member, anchor in self.cursors.items():
+            found = self.text.position(anchor)
+            if found is not None and member in self.members:
+                others[member] = found + shift if found > at else found
+        return value, at + shift, others
+
+    def _changed(self, text: bool = True) -> None:
+        """What :meth:`view` shows changed (``text``: the text itself did)."""
+        self.version += 1
+        if text:
+            self._value = None

@@ -1,0 +1,85 @@
+"""The shared text's state as plain data, for newcomers: written from the runs, and read
+back with every field checked (see :meth:`TextSequence.state`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from groupcomm.core.messages import Tag
+from groupcomm.replicated.runs import Run, numbered
+
+#: the version of the run-length state :meth:`TextSequence.state` returns
+STATE_VERSION = 1
+
+#: a run as a state holds it: (insert id or chain prefix, offset or first number,
+#: characters, insert tag, delete tag, whether it is a chain)
+RunRow = tuple[str, int, str, Tag | None, Tag | None, bool]
+
+
+def state_of(runs: Iterable[Run]) -> dict[str, Any]:
+    """``{"version": 1, "runs": [...]}``: one row per run, in document order."""
+    rows: list[list[Any]] = []
+    for run in runs:
+        deleted = None if run.deleted is None else run.deleted.clock
+        if run.chain:
+            rows.append([f"{run.op}{run.start}", 0, run.text, None, deleted, len(run.text)])
+        else:
+            rows.append([run.op, run.start, run.text,
+                         None if run.tag is None else run.tag.clock, deleted])
+    return {"version": STATE_VERSION, "runs": rows}
+
+
+def read_state(state: Any) -> list[RunRow]:
+    """The runs of a state, checked; ``ValueError`` naming the run and what is wrong."""
+    if not isinstance(state, dict) or set(state) != {"version", "runs"}:
+        raise ValueError("not the state of a TextSequence: expected a dict with "
+                         "'version' and 'runs'")
+    if state["version"] != STATE_VERSION:
+        raise ValueError(f"not the state of a TextSequence: version "
+                         f"{state['version']!r}, this replica reads {STATE_VERSION}")
+    rows = state["runs"]
+    if not isinstance(rows, (list, tuple)):  # msgpack may decode arrays as tuples
+        raise ValueError("not the state of a TextSequence: 'runs' is not a list")
+    tags: dict[tuple, Tag] = {}
+
+    def tag_of(clock: Any, row: int, what: str) -> Tag | None:
+        if clock is None:
+            return None
+        if not isinstance(clock, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                for k, v in clock.items()):
+            raise ValueError(f"not the state of a TextSequence: run {row}: the "
+                             f"{what} clock is not a dict of member -> count")
+        key = tuple(sorted(clock.items()))
+        if key not in tags:  # runs split from one operation share its tag
+            tags[key] = Tag(clock)
+        return tags[key]
+
+    runs: list[RunRow] = []
+    for number, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)) or len(row) not in (5, 6):
+            raise ValueError(f"not the state of a TextSequence: run {number} is not "
+                             f"a list of 5 fields (6 for a chain)")
+        op, start, chars, inserted, deleted = row[:5]
+        if not isinstance(op, str) or not op:
+            raise ValueError(f"not the state of a TextSequence: run {number}: the "
+                             f"insert id is not a non-empty string")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise ValueError(f"not the state of a TextSequence: run {number}: the "
+                             f"offset is not an integer >= 0")
+        if not isinstance(chars, str) or not chars:
+            raise ValueError(f"not the state of a TextSequence: run {number}: no "
+                             f"characters")
+        insert_tag = tag_of(inserted, number, "insert")
+        delete_tag = tag_of(deleted, number, "delete")
+        if len(row) == 5:
+            runs.append((op, start, chars, insert_tag, delete_tag, False))
+            continue
+        first = numbered(op)
+        if row[5] != len(chars) or start != 0 or insert_tag is not None or first is None:
+            raise ValueError(f"not the state of a TextSequence: run {number}: a chain "
+                             f"is [first id ending in a number, 0, characters, None, "
+                             f"delete clock or None, number of characters]")
+        runs.append((first[0], first[1], chars, None, delete_tag, True))
+    return runs
