@@ -145,7 +145,7 @@ class TabMember:
             comm = self.communicator
             handed = self.mirror.deliveries
             comm.acknowledge(handed)
-            return {"members": comm.members, "clock": comm.node.application_clock,
+            return {"members": comm.members, "clock": comm.application_clock,
                     "handed": handed, "state": self.mirror.for_tab()}
 
     def resync(self) -> None:
