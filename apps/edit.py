@@ -56,6 +56,7 @@ from groupcomm.filters.latest_value import DEFAULT_HOLD, LatestValueCreator
 from groupcomm.replicated import supported_modules, unsupported_reason
 from groupcomm.replicated.editor import presence_slot
 from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.config import Delivery, Listeners, StateTransfer
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +152,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
-            state_provider=shared.snapshot, state_consumer=shared.install,
-            session_listener=shared, message_listener=shared.on_message,
-            # an edit is tagged with what the text holds: SharedText acknowledges each
-            # message once applied
-            acknowledged_delivery=True,
-        )
+            state=StateTransfer(provider=shared.snapshot, consumer=shared.install),
+            listeners=Listeners(session=shared, message=shared.on_message),
+            delivery=Delivery(acknowledged=True))
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"{prog}: {error}") from None
     try:

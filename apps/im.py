@@ -54,7 +54,8 @@ from groupcomm.protocol.session_events import (
     ServerSilent,
     SessionEvent,
 )
-from groupcomm.transport.communicator import DEFAULT_MAX_FRAME, Communicator, CommunicatorError
+from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.config import Connection, Listeners, StateTransfer
 
 #: messages to everyone a newcomer is shown when it joins
 HISTORY = 200
@@ -454,7 +455,7 @@ def build_parser() -> ArgumentParser:
         "up waiting for a member who left; /quit leaves.",
     )
     add_session_arguments(parser, "im")
-    parser.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME, metavar="BYTES",
+    parser.add_argument("--max-frame", type=int, default=Connection.max_frame, metavar="BYTES",
                         help="largest frame sent or taken (default 16 MiB, the same on "
                         "every member); a longer line is not sent, and you are told")
     return parser
@@ -462,9 +463,9 @@ def build_parser() -> ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    options = session_options(args, "groupcomm im")
     if args.max_frame < MIN_MAX_FRAME:
         raise CliError(f"groupcomm im: --max-frame must be at least {MIN_MAX_FRAME} bytes")
+    options = session_options(args, "groupcomm im", max_frame=args.max_frame)
     terminal = is_terminal(sys.stdin, sys.stdout)
     output = terminal_output() if terminal else contextlib.nullcontext(sys.stdout)
     with output as out:
@@ -489,11 +490,9 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
-            max_frame=args.max_frame,
-            state_provider=screen.snapshot, state_consumer=screen.install,
-            session_listener=screen, message_listener=screen.message,
-            event_listener=screen.on_event, sent_listener=screen.on_sent,
-        )
+            state=StateTransfer(provider=screen.snapshot, consumer=screen.install),
+            listeners=Listeners(session=screen, message=screen.message,
+                                event=screen.on_event, sent=screen.on_sent))
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"groupcomm im: {error}") from None
     try:  # checked against --name already; the member id may differ (alice~2)

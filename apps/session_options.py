@@ -10,6 +10,7 @@ from typing import Any
 from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, warn_if_known_bad
 from groupcomm.core.registry import get_module
 from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
+from groupcomm.transport.config import Connection, Pipelines
 from groupcomm.transport.delays import check_delay_ms, self_delay_error
 
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
@@ -88,10 +89,11 @@ class SessionOptions:
 
 
 def session_options(args: argparse.Namespace, prog: str, extra_receive: list | None = None,
-                    *, warn_known_bad: bool = True) -> SessionOptions:
+                    *, warn_known_bad: bool = True, **connection: Any) -> SessionOptions:
     """Check the shared options; every problem is one :class:`CliError` line. A
     known-bad module gets one warning line on stderr (unless not ``warn_known_bad``:
-    the caller refuses it or warns later)."""
+    the caller refuses it or warns later). ``connection`` adds fields of the
+    communicator's :class:`~groupcomm.transport.config.Connection` (``max_frame``)."""
     delays = [parse_delay(spec, prog, args.name) for spec in args.delay]
     jitter = parse_jitter(args.jitter, prog)
     try:
@@ -104,10 +106,11 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
         warn_if_known_bad(get_module(selection.causality), prog)
     kwargs = dict(
         server=args.server, application=args.application, key_file=args.key_file,
-        causality=selection.causality, extra_send=extra_send,
-        extra_receive=[*(extra_receive or []), *extra_rcv],
+        causality=selection.causality,
+        pipelines=Pipelines(extra_send=extra_send,
+                            extra_receive=[*(extra_receive or []), *extra_rcv]),
         routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
-        bind_host=args.bind_host, advertise_host=args.advertise_host,
-        curve_dir=args.curve_dir,
+        connection=Connection(bind_host=args.bind_host, advertise_host=args.advertise_host,
+                              curve_dir=args.curve_dir, **connection),
     )
     return SessionOptions(selection, kwargs, delays, jitter)

@@ -52,6 +52,7 @@ from groupcomm.cli.args import (
     warn_if_known_bad,
 )
 from groupcomm.tools.critical_path import describe, handling_bound, summarize
+from groupcomm.transport.config import Connection
 
 
 def _payload(i: int, size: int) -> dict[str, Any]:
@@ -265,8 +266,9 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
             state["cpu"] = time.process_time() - state["cpu_first"]
             done.set()
 
-    with Communicator("receiver", "bench", server=server, key_file=key_file,
-                      routing=routing, causality=causality, compress_frames=compress) as comm:
+    with Communicator(
+        "receiver", "bench", server=server, key_file=key_file, routing=routing,
+        causality=causality, connection=Connection(compress_frames=compress)) as comm:
         comm.add_message_listener(on_message)
         if timeline:
             comm.frame_timeline = []
@@ -286,8 +288,9 @@ def _comm_sender(server: str, key_file: str, count: int, size: int, causality: s
                  compress: bool | None = None) -> None:
     from groupcomm.transport.communicator import Communicator
 
-    with Communicator("sender", "bench", server=server, key_file=key_file,
-                      routing=routing, causality=causality, compress_frames=compress) as comm:
+    with Communicator(
+        "sender", "bench", server=server, key_file=key_file, routing=routing,
+        causality=causality, connection=Connection(compress_frames=compress)) as comm:
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)

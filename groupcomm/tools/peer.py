@@ -38,6 +38,7 @@ from typing import Any
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.config import Connection, Pipelines
 
 
 class _Labelled:
@@ -221,12 +222,11 @@ def _run(args: argparse.Namespace) -> int:
         communicator = Communicator(
             args.name, args.session, server=args.server, application=args.application,
             key_file=args.key_file, causality=args.causality,
-            extra_send=extra_send, extra_receive=extra_receive,
             routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
-            heartbeat_interval=args.heartbeat,
-            bind_host=args.bind_host, advertise_host=args.advertise_host,
-            curve_dir=args.curve_dir,
-        )
+            pipelines=Pipelines(extra_send=extra_send, extra_receive=extra_receive),
+            connection=Connection(heartbeat_interval=args.heartbeat, bind_host=args.bind_host,
+                                  advertise_host=args.advertise_host,
+                                  curve_dir=args.curve_dir))
     except (CommunicatorError, LookupError, ValueError) as error:
         raise CliError(f"peer {args.name}: {error}") from None
     peer = Peer(communicator, count_only=args.count_only)

@@ -36,53 +36,37 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import zmq
-
 from groupcomm.core.causality import CausalityModule
-from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.membership import (
-    DEPART_WAIT,
-    EARLY_WAIT,
-    MAX_EARLY_MESSAGES,
-    SERVER_SILENCE_HEARTBEATS,
-    check_client_name,
-)
+from groupcomm.core.filtering import SessionMessageListener
+from groupcomm.core.membership import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
-from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import Tracer, tracer_for
-from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
+from groupcomm.protocol.client import ClientProtocol
 from groupcomm.protocol.port import PortError
 from groupcomm.protocol.session_events import ServerAnswers, ServerSilent, SessionEvent
 from groupcomm.transport.address import endpoint, nobody_listens
-from groupcomm.transport.config import ROUTINGS, check_routing, client_keys, filter_stacks
+from groupcomm.transport.config import (
+    Connection,
+    Delivery,
+    Limits,
+    Listeners,
+    Pipelines,
+    StateTransfer,
+    check_routing,
+    client_keys,
+)
 from groupcomm.transport.delays import DelayPlan, self_delay_error
-from groupcomm.transport.errors import (
-    CommunicatorError,
-    JoinError,
-    MessageTooLarge,
-    SendQueueFull,
-)
+from groupcomm.transport.errors import CommunicatorError, JoinError, MessageTooLarge, SendQueueFull
 from groupcomm.transport.keys import resolve_key
-from groupcomm.transport.link import (
-    BACKLOG_RETRY,
-    MAX_BACKLOG_FRAMES,
-    MAX_BATCH_BYTES,
-    MAX_OUTBOX_MESSAGES,
-    READ_BUDGET,
-    MemberLink,
-)
+from groupcomm.transport.link import MemberLink
 from groupcomm.transport.loop import PollLoop
-from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FrameCodec
+from groupcomm.wire.frames import FrameCodec
 
-__all__ = [
-    "BACKLOG_RETRY", "DEPART_WAIT", "EARLY_WAIT", "HANDOFF_EVERY", "MAX_BACKLOG_FRAMES",
-    "MAX_BATCH_BYTES", "MAX_EARLY_MESSAGES", "MAX_OUTBOX_MESSAGES", "READ_BUDGET", "ROUTINGS",
-    "SERVER_SILENCE_HEARTBEATS", "TICK_INTERVAL", "Communicator", "CommunicatorError",
-    "JoinError", "MessageTooLarge", "SendQueueFull",
-]
+__all__ = ["Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
+           "SendQueueFull"]
 
 log = logging.getLogger(__name__)
 
@@ -107,23 +91,15 @@ class Communicator:
     """A client of a session: sends through the send pipeline, delivers through the
     receive pipeline.
 
-    ``causality`` names a module (or is a module instance); otherwise the explicitly
-    given ``send_filters`` / ``receive_filters`` factories are used; otherwise the
-    selectors' current factories. ``extra_send`` / ``extra_receive`` factories are
-    added below the causality module (nearer the network) on each side.
-    ``message_listener`` / ``session_listener`` / ``event_listener`` are registered
-    before the join, so they miss nothing (see :meth:`add_message_listener`,
-    :meth:`add_session_message_listener`, :meth:`add_event_listener`).
-    With ``acknowledged_delivery`` a message handed over is applied (clock, snapshots)
-    only when the application says so (:meth:`acknowledge`).
-    ``compress_frames`` sends small frames compressed in a stream per destination set
-    (:mod:`groupcomm.wire.streams`): about a third of the bytes for typed keys, some
-    13 µs more of CPU per frame each way. None (the default) compresses with relayed
-    routing, where the server fans every frame out, and not with direct routing, chosen
-    for the shortest path; receivers take both forms.
-
-    ``loop`` is for :meth:`groupcomm.transport.host.Host.join` (members sharing one
-    poll thread); without it the communicator runs a loop of its own.
+    ``causality`` names a module (or is a module instance); otherwise ``pipelines``
+    says which filters (:class:`~groupcomm.transport.config.Pipelines`). The other
+    option groups (:mod:`groupcomm.transport.config`): ``listeners`` are registered
+    before the join, so they miss nothing; ``state`` gives and installs snapshots for
+    newcomers; ``delivery`` chooses acknowledged delivery and what happens to messages
+    held on a member that left; ``connection`` and ``limits`` tune the link and the
+    queues. ``trace_dir`` writes a trace file per member id (or ``tracer`` takes every
+    line). ``loop`` is for :meth:`groupcomm.transport.host.Host.join` (members sharing
+    one poll thread); without it the communicator runs a loop of its own.
     """
 
     def __init__(
@@ -132,44 +108,26 @@ class Communicator:
         session: str,
         *,
         server: str,
-        application: str = "default",
         key: bytes | None = None,
         key_file: str | None = None,
+        application: str = "default",
         routing: str = "relayed",
         causality: str | CausalityModule | None = None,
-        send_filters: Sequence[MessageFilterCreator[SentMessage]] | None = None,
-        receive_filters: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
-        extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
-        extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
+        listeners: Listeners = Listeners(),
+        state: StateTransfer = StateTransfer(),
+        delivery: Delivery = Delivery(),
+        connection: Connection = Connection(),
+        limits: Limits = Limits(),
+        pipelines: Pipelines = Pipelines(),
         trace_dir: str | os.PathLike[str] | None = None,
         tracer: Tracer | None = None,
-        bind_host: str = "127.0.0.1",
-        advertise_host: str | None = None,
-        heartbeat_interval: float = 0.5,
-        join_timeout: float = 10.0,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_pending: int = 10_000,
-        max_inbox: int = 100_000,
-        send_timeout: float = 30.0,
-        context: zmq.Context | None = None,
-        curve_dir: str | os.PathLike[str] | None = None,
-        state_provider: Callable[[], Any] | None = None,
-        state_consumer: Callable[[Any], None] | None = None,
-        state_timeout: float = STATE_TIMEOUT,
-        release_after: float | None = None,
-        message_listener: Callable[[ReceivedMessage], Any] | None = None,
-        session_listener: SessionMessageListener | None = None,
-        event_listener: Callable[[SessionEvent], Any] | None = None,
-        sent_listener: Callable[[SentMessage], Any] | None = None,
-        acknowledged_delivery: bool = False,
-        compress_frames: bool | None = None,
         loop: PollLoop | None = None,
     ) -> None:
         check_routing(routing)
         #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated
         #: connection to the server, and relayed messages checked against the sender it
         #: attests
-        curve = client_keys(curve_dir, routing, name)
+        curve = client_keys(connection.curve_dir, routing, name)
         if not name or not session or not application:
             raise ValueError("name, session and application must be non-empty")
         check_client_name(name)
@@ -178,44 +136,45 @@ class Communicator:
             raise JoinError(
                 "no session key: give key_file, or set GROUPCOMM_KEY_FILE or GROUPCOMM_KEY"
             )
-        if release_after is not None and release_after < 0:
-            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
+        if loop is not None and connection.context is not None:
+            raise ValueError("a member of a host uses the host's context: give context "
+                             "to Host(), not to the member")
         self.name = name
         self.session = session
         self.application = application
         self.routing = routing
         self.server_address = endpoint(server, "server address")
-        self.heartbeat_interval = heartbeat_interval
-        self.codec = FrameCodec(resolved, max_frame=max_frame)
-        self.max_pending = max_pending
-        self.send_timeout = send_timeout
-        if loop is not None and context is not None:
-            raise ValueError("a member of a host uses the host's context: give context "
-                             "to Host(), not to the member")
+        self.heartbeat_interval = connection.heartbeat_interval
+        self.codec = FrameCodec(resolved, max_frame=connection.max_frame)
+        self.max_pending = limits.max_pending
+        self.send_timeout = limits.send_timeout
+        self.acknowledged_delivery = delivery.acknowledged
         self._own_loop = loop is None
         self._closed = False
-        self._loop = loop if loop is not None else PollLoop(context=context, name=name)
+        self._loop = loop if loop is not None else PollLoop(context=connection.context,
+                                                            name=name)
+        compress = connection.compress_frames
         self._link = link = MemberLink(
             name=name, server_address=self.server_address, routing=routing,
-            codec=self.codec, curve=curve, bind_host=bind_host,
-            advertise_host=advertise_host or bind_host, max_pending=max_pending,
-            max_inbox=max_inbox,
-            compress=routing == "relayed" if compress_frames is None else compress_frames)
+            codec=self.codec, curve=curve, bind_host=connection.bind_host,
+            advertise_host=connection.advertise_host or connection.bind_host,
+            max_pending=limits.max_pending, max_inbox=limits.max_inbox,
+            compress=routing == "relayed" if compress is None else compress)
         #: wakes a thread waiting in receive() (the protocol puts messages in the inbox)
         self._inbox_ready = threading.Condition()
         # a tracer given by the caller serves every incarnation; otherwise each member id
         # gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
         self._protocol = protocol = ClientProtocol(
             name, session, application=application, codec=self.codec, out=link,
-            filter_stacks=filter_stacks(causality, send_filters, receive_filters,
-                                        extra_send, extra_receive),
+            filter_stacks=pipelines.stacks(causality),
             tracer_for=(lambda member: tracer) if tracer is not None
             else (lambda member: tracer_for(member, trace_dir)),
-            clock=time.time, now=time.monotonic(), heartbeat_interval=heartbeat_interval,
-            state_provider=state_provider, state_consumer=state_consumer,
-            state_timeout=state_timeout, release_after=release_after,
-            acknowledged_delivery=acknowledged_delivery, post=self._loop.call_soon,
-            inbox_changed=self._inbox_changed, sent_listener=sent_listener,
+            clock=time.time, now=time.monotonic(),
+            heartbeat_interval=connection.heartbeat_interval,
+            state_provider=state.provider, state_consumer=state.consumer,
+            state_timeout=state.timeout, release_after=delivery.release_after,
+            acknowledged_delivery=delivery.acknowledged, post=self._loop.call_soon,
+            inbox_changed=self._inbox_changed, sent_listener=listeners.sent,
             attested=curve is not None)
         link.drive(protocol)
         #: the application's side of the member: the one object this thread touches
@@ -224,27 +183,24 @@ class Communicator:
         self._wakeup = self._loop.wakeup
         self._server_unreachable = False
         protocol.add_event_listener(self._on_event)
-        if state_consumer is None:
+        if state.consumer is None:
             link.state_done.set()
-        # listeners given here hear everything from the join on (one added after the
-        # constructor returns may miss a member that joined in between)
-        if session_listener is not None:
-            protocol.add_session_listener(session_listener)
-        if event_listener is not None:
-            protocol.add_event_listener(event_listener)
-        if message_listener is not None:
-            port.add_listener(message_listener)
+        if listeners.session is not None:
+            protocol.add_session_listener(listeners.session)
+        if listeners.event is not None:
+            protocol.add_event_listener(listeners.event)
+        if listeners.message is not None:
+            port.add_listener(listeners.message)
         #: the largest payload a send may carry (room left for ids, clock and headers)
         self._payload_limit = link.frame_limit - min(PAYLOAD_HEADROOM, link.frame_limit // 4)
         #: str payloads may take up to 4 bytes a character: shorter ones always fit
         self._check_size_from = self._payload_limit // 4
-        self.acknowledged_delivery = acknowledged_delivery
         try:
             self._loop.add(link)
         except Exception as error:
             self._close_loop()
             raise JoinError(f"cannot start communicator {name!r}: {error}") from None
-        self._await_join(join_timeout)
+        self._await_join(connection.join_timeout)
 
     # -- what the parts hold ---------------------------------------------------------------------
     @property

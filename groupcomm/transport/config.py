@@ -1,23 +1,183 @@
-"""What a communicator is built from, checked before any thread or socket exists:
-the routing, per-client keys and the filter stacks of both pipelines."""
+"""What a communicator is built from, checked before any thread or socket exists: the
+routing, the option groups a :class:`~groupcomm.transport.communicator.Communicator`
+takes (:class:`Listeners`, :class:`StateTransfer`, :class:`Delivery`,
+:class:`Connection`, :class:`Limits`, :class:`Pipelines`), per-client keys and the filter
+stacks of both pipelines.
+
+Each group is a frozen dataclass with keyword fields, checked when it is made, so a
+mistake is reported where it was written (``ValueError``)::
+
+    Communicator("bob", "lunch", server="127.0.0.1:5555", key_file="session.key",
+                 causality="matrix", listeners=Listeners(message=show),
+                 state=StateTransfer(provider=snapshot, consumer=install))
+"""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
 
 from groupcomm.core.causality import CausalityModule
-from groupcomm.core.filtering import MessageFilterCreator
+from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.state_transfer import STATE_TIMEOUT
+from groupcomm.protocol.session_events import SessionEvent
 from groupcomm.transport.curve import ClientKeys, CurveKeyError
+from groupcomm.wire.frames import DEFAULT_MAX_FRAME
+
+__all__ = ["ROUTINGS", "Connection", "Delivery", "Limits", "Listeners", "Pipelines",
+           "StateTransfer", "check_routing", "client_keys"]
 
 ROUTINGS = ("relayed", "direct")
+
+SendStack = Sequence[MessageFilterCreator[SentMessage]]
+ReceiveStack = Sequence[MessageFilterCreator[ReceivedMessage]]
 
 
 def check_routing(routing: str) -> None:
     """Raise ``ValueError`` for a routing that is not one of :data:`ROUTINGS`."""
     if routing not in ROUTINGS:
         raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+
+
+def _positive(owner: str, **values: float) -> None:
+    for name, value in values.items():
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{owner}: {name} must be a number > 0, not {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Listeners:
+    """The application's callbacks, registered before the join so that they miss
+    nothing; all are called on the member's loop thread. ``message``: each delivered
+    message (the callback model; without it the application pulls with ``receive()``);
+    ``session``: joins and leaves (a ``SessionMessageListener``); ``event``: the typed
+    session events (:mod:`groupcomm.protocol.session_events`); ``sent``: each own
+    message as it leaves for the network (a sender-side module may hold one back)."""
+
+    message: Callable[[ReceivedMessage], Any] | None = None
+    session: SessionMessageListener | None = None
+    event: Callable[[SessionEvent], Any] | None = None
+    sent: Callable[[SentMessage], Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateTransfer:
+    """State transfer (see :mod:`groupcomm.protocol.state_transfer`): ``provider`` gives
+    a snapshot of the application state to a newcomer, ``consumer`` installs one when
+    this member is the newcomer; ``timeout`` seconds for one member's answer before the
+    next is asked."""
+
+    provider: Callable[[], Any] | None = None
+    consumer: Callable[[Any], None] | None = None
+    timeout: float = STATE_TIMEOUT
+
+    def __post_init__(self) -> None:
+        _positive("StateTransfer", timeout=self.timeout)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """How deliveries reach the application. ``acknowledged``: a message handed over is
+    applied (application clock, snapshots) only when the application acknowledges it
+    (``Communicator.acknowledge``). ``release_after``: what to do with messages held on
+    a member that left: None holds them (``held()``, ``release_waiting_on()``); a number
+    of seconds releases them that long after the departure."""
+
+    acknowledged: bool = False
+    release_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.release_after is not None and not (
+                isinstance(self.release_after, int | float) and self.release_after >= 0):
+            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """The member's link to the server and its peers. ``heartbeat_interval`` (s);
+    ``join_timeout`` (s) for the server to accept the join; ``max_frame``: the largest
+    frame sent or taken (the same on every member); ``compress_frames``: small frames
+    compressed in a stream per destination set (:mod:`groupcomm.wire.streams`: about a
+    third of the bytes for typed keys, some 13 µs more of CPU per frame each way; None
+    compresses with relayed routing, where the server fans every frame out, and not with
+    direct routing, chosen for the shortest path); ``bind_host`` / ``advertise_host``:
+    where direct routing takes frames and the address peers are told; ``curve_dir``:
+    per-client keys (:mod:`groupcomm.transport.curve`, relayed routing only);
+    ``context``: the ZeroMQ context of a communicator that runs a loop of its own."""
+
+    heartbeat_interval: float = 0.5
+    join_timeout: float = 10.0
+    max_frame: int = DEFAULT_MAX_FRAME
+    compress_frames: bool | None = None
+    bind_host: str = "127.0.0.1"
+    advertise_host: str | None = None
+    curve_dir: str | os.PathLike[str] | None = None
+    context: zmq.Context | None = None
+
+    def __post_init__(self) -> None:
+        _positive("Connection", heartbeat_interval=self.heartbeat_interval,
+                  join_timeout=self.join_timeout, max_frame=self.max_frame)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Bounded queues: at most ``max_pending`` sends wait for the loop (a sending thread
+    then waits, and gets ``SendQueueFull`` after ``send_timeout`` seconds); with
+    ``max_inbox`` undelivered messages in the pull model's inbox the member stops
+    reading from the network."""
+
+    max_pending: int = 10_000
+    max_inbox: int = 100_000
+    send_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("Limits", max_pending=self.max_pending, max_inbox=self.max_inbox,
+                  send_timeout=self.send_timeout)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pipelines:
+    """The filters of both pipelines when no ``causality`` module is named: ``send`` /
+    ``receive`` factories (otherwise the selectors' current ones); ``extra_send`` /
+    ``extra_receive`` are added below the causality module (nearer the network) on
+    each side, with or without one."""
+
+    send: SendStack | None = None
+    receive: ReceiveStack | None = None
+    extra_send: SendStack = ()
+    extra_receive: ReceiveStack = ()
+
+    def stacks(self, causality: str | CausalityModule | None
+               ) -> tuple[SendStack | None, ReceiveStack | None]:
+        """The send and receive filter factories, in pipeline order. ``None`` leaves the
+        choice to the selectors (:class:`~groupcomm.core.node.ProtocolNode` asks
+        them)."""
+        send, receive = self.send, self.receive
+        if causality is not None:
+            from groupcomm.core.registry import get_module
+
+            module = get_module(causality) if isinstance(causality, str) else causality
+            send, receive = [module.send_creator()], [module.receive_creator()]
+        if send is not None:
+            send = [*send, *self.extra_send]
+        elif self.extra_send:
+            from groupcomm.core.filtering import SendMessageFilterSelector
+
+            send = [SendMessageFilterSelector.get_message_filter_creator(), *self.extra_send]
+        if receive is not None:
+            receive = [*self.extra_receive, *receive]
+        elif self.extra_receive:
+            from groupcomm.core.filtering import ReceivedMessageFilterSelector
+
+            receive = [*self.extra_receive,
+                       ReceivedMessageFilterSelector.get_message_filter_creator()]
+        return send, receive
 
 
 def client_keys(curve_dir: str | os.PathLike[str] | None, routing: str,
@@ -36,37 +196,3 @@ def client_keys(curve_dir: str | os.PathLike[str] | None, routing: str,
         return ClientKeys.from_dir(curve_dir, name)
     except CurveKeyError as error:
         raise ValueError(f"per-client keys: {error}") from None
-
-
-def filter_stacks(
-    causality: str | CausalityModule | None,
-    send_filters: Sequence[MessageFilterCreator[SentMessage]] | None,
-    receive_filters: Sequence[MessageFilterCreator[ReceivedMessage]] | None,
-    extra_send: Sequence[MessageFilterCreator[SentMessage]],
-    extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]],
-) -> tuple[Sequence[MessageFilterCreator[SentMessage]] | None,
-           Sequence[MessageFilterCreator[ReceivedMessage]] | None]:
-    """The send and receive filter factories, in pipeline order (see
-    :class:`~groupcomm.transport.communicator.Communicator`). ``None`` leaves the choice
-    to the selectors (:class:`~groupcomm.core.node.ProtocolNode` asks them)."""
-    if causality is not None:
-        from groupcomm.core.registry import get_module
-
-        module = get_module(causality) if isinstance(causality, str) else causality
-        send_filters = [module.send_creator()]
-        receive_filters = [module.receive_creator()]
-    if send_filters is not None:
-        send_filters = [*send_filters, *extra_send]
-    elif extra_send:
-        from groupcomm.core.filtering import SendMessageFilterSelector
-
-        send_filters = [SendMessageFilterSelector.get_message_filter_creator(), *extra_send]
-    if receive_filters is not None:
-        receive_filters = [*extra_receive, *receive_filters]
-    elif extra_receive:
-        from groupcomm.core.filtering import ReceivedMessageFilterSelector
-
-        receive_filters = [
-            *extra_receive, ReceivedMessageFilterSelector.get_message_filter_creator()
-        ]
-    return send_filters, receive_filters

@@ -29,6 +29,7 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from groupcomm.apps.im import Private
@@ -37,6 +38,7 @@ from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.filters.latest_value import LatestValueCreator
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
 from groupcomm.web.mirrors import ChatMirror, TextMirror
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,9 @@ class TabMember:
             # the IM's and the editor's members share names: one folder per application
             kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
         if kind == "edit":
-            kwargs["extra_receive"] = [LatestValueCreator(presence_slot, presence_hold),
-                                       *kwargs.get("extra_receive", [])]
+            pipelines = kwargs.get("pipelines", Pipelines())
+            kwargs["pipelines"] = replace(pipelines, extra_receive=[
+                LatestValueCreator(presence_slot, presence_hold), *pipelines.extra_receive])
         kwargs["application"] = APPLICATIONS[kind]
         # on the gateway's host (one poll thread for every tab) when there is one
         make = host.join if host is not None else Communicator
@@ -109,10 +112,10 @@ class TabMember:
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
-            user, session, **kwargs, acknowledged_delivery=True,
-            state_provider=self._snapshot, state_consumer=self._install,
-            session_listener=self, message_listener=self._on_message,
-            sent_listener=self._on_transmitted if kind == "im" else None,
+            user, session, **kwargs, delivery=Delivery(acknowledged=True),
+            state=StateTransfer(provider=self._snapshot, consumer=self._install),
+            listeners=Listeners(session=self, message=self._on_message,
+                                sent=self._on_transmitted if kind == "im" else None),
         )
         try:
             if inject_delays is not None:

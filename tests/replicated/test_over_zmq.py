@@ -13,6 +13,7 @@ import pytest
 from groupcomm.apps.shared_text import SharedText
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Listeners, StateTransfer
 
 
 @pytest.fixture
@@ -23,9 +24,9 @@ def editors(group: ProcessGroup, tmp_path) -> Iterator:
         shared = SharedText(name)
         communicator = Communicator(
             name, "paper", server=group.server.address, key_file=str(group.key_file),
-            causality=module, state_provider=shared.snapshot, state_consumer=shared.install,
-            session_listener=shared, message_listener=shared.on_message,
-            trace_dir=str(tmp_path / "traces"))
+            causality=module, trace_dir=str(tmp_path / "traces"),
+            state=StateTransfer(provider=shared.snapshot, consumer=shared.install),
+            listeners=Listeners(session=shared, message=shared.on_message))
         started.append(communicator)
         assert communicator.wait_for_state(30)
         shared.attach(communicator)

@@ -19,6 +19,7 @@ import pytest
 from groupcomm.core.tracing import JsonlTracer
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Delivery
 from tests.helpers import wait_until
 from tests.trace_analysis.test_analysis import Trace
 from trace_analysis import analyze, get_spark
@@ -129,7 +130,7 @@ def test_a_delivery_released_without_its_cause_is_reported(spark, tmp_path: Path
                                   causality="matrix", trace_dir=str(traces))
     got: list = []
     alice = Communicator("alice", "s", **common)
-    bob = Communicator("bob", "s", **common, release_after=0.2)
+    bob = Communicator("bob", "s", **common, delivery=Delivery(release_after=0.2))
     carol = Communicator("carol", "s", **common)
     try:
         bob.add_message_listener(lambda m: got.append(m.user_message))

@@ -15,6 +15,7 @@ import pytest
 from groupcomm.core.messages import ReceivedMessage, Tag
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.config import Delivery, Listeners, StateTransfer
 from tests.helpers import wait_until
 
 
@@ -50,8 +51,9 @@ def test_a_send_racing_an_unacknowledged_delivery_is_concurrent_with_it(
     common: dict[str, Any], alice: Communicator,
 ) -> None:
     handed = Handed()
-    with Communicator("bob", "s", acknowledged_delivery=True, message_listener=handed,
-                      **common) as bob:
+    with Communicator(
+        "bob", "s", **common, delivery=Delivery(acknowledged=True),
+        listeners=Listeners(message=handed)) as bob:
         wait_until(lambda: "bob" in alice.members, what="bob in alice's view")
         m1 = alice.to_user("bob", "m1")
         m2 = alice.to_user("bob", "m2")
@@ -87,7 +89,7 @@ def test_a_send_racing_an_unacknowledged_delivery_is_concurrent_with_it(
 def test_pull_model_receive_hands_over_and_acknowledge_applies(
     common: dict[str, Any], alice: Communicator,
 ) -> None:
-    with Communicator("bob", "s", acknowledged_delivery=True, **common) as bob:
+    with Communicator("bob", "s", **common, delivery=Delivery(acknowledged=True)) as bob:
         wait_until(lambda: "bob" in alice.members, what="bob in alice's view")
         m1 = alice.to_user("bob", "m1")
         got = bob.receive(timeout=10)
@@ -112,16 +114,18 @@ def test_a_snapshot_waits_until_everything_handed_is_acknowledged(
     neither the snapshot nor the newcomer's deliveries (it was not addressed to the
     newcomer): the answer waits for the application to acknowledge it."""
     handed = Handed()
-    with Communicator("bob", "s", acknowledged_delivery=True, message_listener=handed,
-                      state_provider=lambda: handed.payloads(), **common) as bob:
+    with Communicator(
+        "bob", "s", **common, delivery=Delivery(acknowledged=True),
+        listeners=Listeners(message=handed),
+        state=StateTransfer(provider=lambda: handed.payloads())) as bob:
         wait_until(lambda: "bob" in alice.members, what="bob in alice's view")
         alice.to_user("bob", "m1")
         alice.to_user("bob", "m2")
         wait_until(lambda: handed.payloads() == ["m1", "m2"], what="two handed")
         bob.acknowledge(1)
         installed: list[Any] = []
-        with Communicator("carol", "s", state_consumer=installed.append,
-                          **common) as carol:
+        with Communicator(
+            "carol", "s", **common, state=StateTransfer(consumer=installed.append)) as carol:
             wait_until(lambda: bob.counters().get("state_answers_deferred") == 1,
                        what="bob's answer deferred")
             assert not carol.wait_for_state(0.2) and installed == []

@@ -9,6 +9,7 @@ import pytest
 from groupcomm import Communicator, CommunicatorError
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.address import EndpointError, endpoint
+from groupcomm.transport.config import Connection, Listeners
 
 
 @pytest.mark.parametrize(("typed", "expected"), [
@@ -73,8 +74,9 @@ def test_no_server_is_told_apart_and_fails_fast() -> None:
     started = time.monotonic()
     with pytest.raises(JoinError, match=r"nothing listens at 127\.0\.0\.1:\d+ \(connection "
                                         r"refused\); is the session server running"):
-        Communicator("alice", "s", server=f"127.0.0.1:{_free_port()}", key=b"k" * 32,
-                     join_timeout=30)
+        Communicator(
+            "alice", "s", server=f"127.0.0.1:{_free_port()}", key=b"k" * 32,
+            connection=Connection(join_timeout=30))
     # told long before the join timeout (30 s): about the probe's half second
     assert time.monotonic() - started < 10
 
@@ -85,8 +87,9 @@ def test_a_wrong_key_is_told_apart(group: ProcessGroup) -> None:
     assert group.server is not None
     with pytest.raises(JoinError, match="the session server answers, but signs with another "
                                         "session key than this client's"):
-        Communicator("alice", "s", server=group.server.address, key=b"w" * 32,
-                     join_timeout=2)
+        Communicator(
+            "alice", "s", server=group.server.address, key=b"w" * 32,
+            connection=Connection(join_timeout=2))
 
 
 def test_a_listener_added_after_messages_arrived_gets_them_first_in_order(
@@ -146,8 +149,9 @@ def test_listeners_given_to_the_constructor_hear_everything_from_the_join_on(
         heard.set()
 
     common = dict(server=group.server.address, key_file=str(group.key_file))
-    with Communicator("alice", "s", session_listener=Session(), message_listener=record,
-                      **common), Communicator("bob", "s", **common) as bob:
+    listeners = Listeners(session=Session(), message=record)
+    with Communicator("alice", "s", **common, listeners=listeners), \
+            Communicator("bob", "s", **common) as bob:
         bob.to_user("alice", "hello")
         assert heard.wait(10)
     assert joined[:2] == ["alice", "bob"] and got == ["hello"]

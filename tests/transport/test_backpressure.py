@@ -9,12 +9,13 @@ import pytest
 
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator, SendQueueFull
+from groupcomm.transport.config import Limits
 
 
 def test_full_inbox_pauses_reading_and_loses_nothing(group: ProcessGroup) -> None:
     assert group.server is not None
     common = dict(server=group.server.address, key_file=str(group.key_file), routing="direct")
-    with Communicator("reader", "s", max_inbox=5, **common) as reader, \
+    with Communicator("reader", "s", **common, limits=Limits(max_inbox=5)) as reader, \
             Communicator("writer", "s", **common) as writer:
         deadline = time.monotonic() + 10
         while "reader" not in writer.members:
@@ -32,8 +33,9 @@ def test_full_inbox_pauses_reading_and_loses_nothing(group: ProcessGroup) -> Non
 
 def test_send_queue_full_makes_the_sender_wait_then_fail(group: ProcessGroup) -> None:
     assert group.server is not None
-    with Communicator("alice", "s", server=group.server.address,
-                      key_file=str(group.key_file), max_pending=3, send_timeout=0.3) as alice:
+    with Communicator(
+        "alice", "s", server=group.server.address, key_file=str(group.key_file),
+        limits=Limits(max_pending=3, send_timeout=0.3)) as alice:
         stall = __import__("threading").Event()
         alice._loop.call_soon(lambda: stall.wait(5))  # noqa: SLF001 - hold the I/O thread
         with pytest.raises(SendQueueFull, match="max_pending=3"):

@@ -15,6 +15,7 @@ import zmq
 
 from groupcomm.core.messages import SentMessage
 from groupcomm.transport.communicator import Communicator, JoinError
+from groupcomm.transport.config import Connection
 from groupcomm.transport.curve import ClientKeys, CurveKeyError, ServerKeys, create_keys
 from groupcomm.transport.keys import resolve_key, write_new_key
 from groupcomm.transport.server import SessionServer
@@ -53,9 +54,9 @@ def server(tmp_path: Path, keys_dir: Path) -> Iterator[tuple[SessionServer, Path
 
 
 def connect(name: str, served: SessionServer, key_file: Path, keys: Path,
-            **options: object) -> Communicator:
+            join_timeout: float = 10.0) -> Communicator:
     return Communicator(name, "s", server=served.address, key_file=str(key_file),
-                        curve_dir=str(keys), **options)  # type: ignore[arg-type]
+                        connection=Connection(curve_dir=str(keys), join_timeout=join_timeout))
 
 
 def test_listed_clients_talk_over_encrypted_connections(server, keys_dir: Path) -> None:
@@ -90,8 +91,9 @@ def test_an_unlisted_key_cannot_connect(server, tmp_path: Path, keys_dir: Path) 
         connect("mallory", served, key_file, stranger, join_timeout=2)
     # and a client without keys cannot talk to a server that requires them
     with pytest.raises(JoinError):
-        Communicator("carol", "s", server=served.address, key_file=str(key_file),
-                     join_timeout=2)
+        Communicator(
+            "carol", "s", server=served.address, key_file=str(key_file),
+            connection=Connection(join_timeout=2))
     assert "mallory" not in {m for s in served.sessions.values() for m in s.members}
 
 
@@ -125,11 +127,13 @@ def test_direct_routing_with_keys_is_refused(keys_dir: Path, tmp_path: Path) -> 
     key_file = tmp_path / "k"
     write_new_key(key_file)
     with pytest.raises(ValueError, match="relayed routing only"):
-        Communicator("alice", "s", server="tcp://127.0.0.1:1", key_file=str(key_file),
-                     routing="direct", curve_dir=str(keys_dir))
+        Communicator(
+            "alice", "s", server="tcp://127.0.0.1:1", key_file=str(key_file),
+            routing="direct", connection=Connection(curve_dir=str(keys_dir)))
     with pytest.raises(ValueError, match="no key file"):
-        Communicator("dave", "s", server="tcp://127.0.0.1:1", key_file=str(key_file),
-                     curve_dir=str(keys_dir))
+        Communicator(
+            "dave", "s", server="tcp://127.0.0.1:1", key_file=str(key_file),
+            connection=Connection(curve_dir=str(keys_dir)))
 
 
 def test_key_files_and_cli(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Connection, Listeners
 from groupcomm.transport.host import Host
 from tests.helpers import wait_until
 
@@ -48,19 +49,19 @@ def test_hosted_members_and_an_ordinary_one_deliver_in_causal_order(
                   causality="vector", routing=routing)
     threads_before = threading.active_count()
     inboxes = {name: Inbox() for name in ("a", "b", "c", "d")}
-    a = host.join("a", "s", message_listener=inboxes["a"], **common)
+    a = host.join("a", "s", **common, listeners=Listeners(message=inboxes["a"]))
     threads_with_one = threading.active_count()
     assert threads_with_one <= threads_before + 1  # the host's thread, once
-    c = host.join("c", "s", message_listener=inboxes["c"], **common)
+    c = host.join("c", "s", **common, listeners=Listeners(message=inboxes["c"]))
 
     def reply(message: ReceivedMessage) -> None:  # on the host's thread
         inboxes["b"](message)
         if message.user_message == "m1":
             b.to_others("m2")  # after m1, for everyone
 
-    b = host.join("b", "s", message_listener=reply, **common)
+    b = host.join("b", "s", **common, listeners=Listeners(message=reply))
     assert threading.active_count() == threads_with_one  # no thread per member
-    with Communicator("d", "s", message_listener=inboxes["d"], **common) as d:
+    with Communicator("d", "s", **common, listeners=Listeners(message=inboxes["d"])) as d:
         wait_until(lambda: all(set(m.members) == {"a", "b", "c", "d"} for m in (a, b, c, d)),
                    what="everyone sees everyone")
         # m1 reaches d late; b's reply m2 (which saw m1) must wait for it at d
@@ -89,4 +90,6 @@ def test_hosted_members_and_an_ordinary_one_deliver_in_causal_order(
 
 def test_a_host_refuses_a_context_or_loop_of_the_member(host: Host) -> None:
     with pytest.raises(ValueError, match="the host's"):
-        host.join("a", "s", server="127.0.0.1:1", key=b"k" * 32, context=object())
+        host.join(
+            "a", "s", server="127.0.0.1:1", key=b"k" * 32,
+            connection=Connection(context=object()))

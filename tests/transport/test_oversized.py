@@ -13,12 +13,13 @@ import pytest
 
 from groupcomm import Communicator, MessageTooLarge
 from groupcomm.tools.procs import ProcessGroup
+from groupcomm.transport.config import Connection, Listeners
 
 
-def _pair(group: ProcessGroup, module: str, **options):
+def _pair(group: ProcessGroup, module: str, **connection):
     assert group.server is not None
     common = dict(server=group.server.address, key_file=str(group.key_file),
-                  causality=module, **options)
+                  causality=module, connection=Connection(**connection))
     got: list[object] = []
     arrived = threading.Event()
 
@@ -27,7 +28,7 @@ def _pair(group: ProcessGroup, module: str, **options):
         arrived.set()
 
     alice = Communicator("alice", "s", **common)
-    bob = Communicator("bob", "s", message_listener=record, **common)
+    bob = Communicator("bob", "s", **common, listeners=Listeners(message=record))
     deadline = time.monotonic() + 10
     while "bob" not in alice.members and time.monotonic() < deadline:
         time.sleep(0.01)

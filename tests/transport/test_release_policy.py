@@ -10,6 +10,7 @@ import pytest
 
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Delivery
 from tests.helpers import wait_until
 
 
@@ -28,7 +29,8 @@ def _scenario(group: ProcessGroup, release_after: float | None,
             got.append(message.user_message)
 
     alice = Communicator("alice", "s", **common)
-    bob = Communicator("bob", "s", **common, release_after=release_after)
+    bob = Communicator(
+        "bob", "s", **common, delivery=Delivery(release_after=release_after))
     bob.add_message_listener(record)
     carol = Communicator("carol", "s", **common)
     answered = threading.Event()
@@ -70,5 +72,6 @@ def test_messages_held_on_a_departed_member_follow_the_policy(
 def test_release_after_must_not_be_negative(group: ProcessGroup) -> None:
     assert group.server is not None
     with pytest.raises(ValueError, match="release_after must be >= 0"):
-        Communicator("bob", "s", server=group.server.address, key_file=str(group.key_file),
-                     release_after=-1)
+        Communicator(
+            "bob", "s", server=group.server.address, key_file=str(group.key_file),
+            delivery=Delivery(release_after=-1))

@@ -21,6 +21,7 @@ from groupcomm.protocol.session_events import (
 )
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Connection, Listeners, StateTransfer
 from tests.helpers import wait_until
 
 
@@ -45,11 +46,13 @@ def test_joins_leaves_and_state_transfer_come_as_events(group: ProcessGroup) -> 
     common = dict(server=group.server.address, key_file=str(group.key_file),
                   causality="matrix")
     alice_events, carol_events = Events(), Events()
-    with Communicator("alice", "s", event_listener=alice_events,
-                      state_provider=lambda: "alice's state", **common) as alice:
+    with Communicator(
+        "alice", "s", **common, listeners=Listeners(event=alice_events),
+        state=StateTransfer(provider=lambda: "alice's state")) as alice:
         installed: list[Any] = []
-        with Communicator("carol", "s", event_listener=carol_events,
-                          state_consumer=installed.append, **common) as carol:
+        with Communicator(
+            "carol", "s", **common, listeners=Listeners(event=carol_events),
+            state=StateTransfer(consumer=installed.append)) as carol:
             assert carol.wait_for_state(10) and installed == ["alice's state"]
             wait_until(lambda: alice_events.of(PeerJoined), what="carol's join at alice")
             [joined] = alice_events.of(PeerJoined)
@@ -67,9 +70,10 @@ def test_a_server_restart_is_silence_an_answer_and_a_rejoin_under_the_same_id(
     with ProcessGroup(tmp_path / "run", server_extra=["--heartbeat-timeout", "6"]) as group:
         assert group.server is not None
         events = Events()
-        with Communicator("alice", "s", server=group.server.address,
-                          key_file=str(group.key_file), heartbeat_interval=0.2,
-                          event_listener=events) as alice:
+        with Communicator(
+            "alice", "s", server=group.server.address, key_file=str(group.key_file),
+            connection=Connection(heartbeat_interval=0.2),
+            listeners=Listeners(event=events)) as alice:
             group.stop_server()
             wait_until(lambda: events.of(ServerSilent), what="the server's silence")
             assert alice.server_unreachable
@@ -92,7 +96,7 @@ def test_what_a_member_taken_for_gone_had_not_sent_is_named_by_id(group: Process
     common = dict(server=group.server.address, key_file=str(group.key_file))
     events = Events()
     with Communicator("bob", "s", **common) as bob, \
-            Communicator("alice", "s", event_listener=events, **common) as alice:
+            Communicator("alice", "s", **common, listeners=Listeners(event=events)) as alice:
         wait_until(lambda: "alice" in bob.members, what="alice at bob")
         before = alice.to_user("bob", "before the stall")
         assert alice.flush(10)

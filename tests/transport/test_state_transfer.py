@@ -11,6 +11,7 @@ import pytest
 
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import StateTransfer
 from tests.helpers import wait_until
 
 
@@ -43,9 +44,9 @@ class Log:
 
 def _member(group: ProcessGroup, name: str, log: Log, module: str) -> Communicator:
     assert group.server is not None
-    comm = Communicator(name, "s", server=group.server.address, key_file=str(group.key_file),
-                        causality=module, state_provider=log.provide,
-                        state_consumer=log.consume)
+    comm = Communicator(
+        name, "s", server=group.server.address, key_file=str(group.key_file),
+        causality=module, state=StateTransfer(provider=log.provide, consumer=log.consume))
     comm.add_message_listener(log.on_message)
     return comm
 
