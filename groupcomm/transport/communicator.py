@@ -21,13 +21,11 @@ Two routings: ``relayed`` (every frame goes through the session server) and ``di
 (each client binds a PULL socket; the server tells members each other's addresses and
 peers PUSH to each other).
 
-Bounded queues: at most ``max_pending`` sends wait for the loop — a sending thread then
-waits, and gets :class:`SendQueueFull` after ``send_timeout`` seconds; a socket that
-cannot take a frame (a slow peer) keeps it in an ordered backlog, and past
-:data:`MAX_BACKLOG_FRAMES` waiting frames the communicator takes no new sends (so the
-application's sends wait); with ``max_inbox`` undelivered messages in the pull-model
-inbox it stops reading from the network, which pushes back on the senders through
-ZeroMQ's high-water marks. Nothing already accepted is dropped.
+Bounded queues (:class:`~groupcomm.transport.config.Limits`): a sending thread waits
+while ``max_pending`` sends wait for the loop; a slow peer's frames wait in an ordered
+backlog, and past :data:`~groupcomm.transport.link.MAX_BACKLOG_FRAMES` of them no new
+sends are taken; a full pull-model inbox pauses reading from the network, which pushes
+back on the senders. Nothing already accepted is dropped.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ from groupcomm.transport.config import (
     check_routing,
     client_keys,
 )
-from groupcomm.transport.delays import DelayPlan, self_delay_error
+from groupcomm.transport.delays import self_delay_error
 from groupcomm.transport.errors import CommunicatorError, JoinError, MessageTooLarge, SendQueueFull
 from groupcomm.transport.keys import resolve_key
 from groupcomm.transport.link import MemberLink
@@ -210,27 +208,8 @@ class Communicator:
         return self._port.node.application_clock
 
     @property
-    def tracer(self) -> Tracer:
-        return self._protocol.tracer
-
-    @property
-    def delays(self) -> DelayPlan:
-        return self._link.delays
-
-    @property
-    def release_after(self) -> float | None:
-        """What to do with messages held on a member that left: None holds them (shown
-        by held() and waiting_for(), released by release_waiting_on()); a number of
-        seconds releases them that long after the departure."""
-        return self._protocol.release_after
-
-    @property
     def direct_address(self) -> str:
         return self._link.direct_address
-
-    @property
-    def max_inbox(self) -> int:
-        return self._link.max_inbox
 
     @property
     def frame_timeline(self) -> list[tuple[str, int]] | None:
