@@ -42,12 +42,15 @@ from typing import Any
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
+    add_flags,
+    add_output_arguments,
+    checked_module,
     ensure_trace_dir,
     run_main,
     setup_logging,
     warn_if_known_bad,
 )
-from groupcomm.core.registry import UnknownModuleError, available_modules, get_module
+from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
@@ -118,6 +121,11 @@ def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
 class Run:
     """One scenario under one module: processes, traces, deliveries."""
 
+    #: the app each person runs, its delay from alice to carol and how it is left
+    app = ("groupcomm.apps.im",)
+    delay_ms = DELAY_MS
+    quit_line = "/quit"
+
     def __init__(self, scenario: Scenario, causality: str, workdir: Path, trace_dir: Path,
                  timeout: float) -> None:
         self.scenario = scenario
@@ -125,45 +133,55 @@ class Run:
         self.workdir = workdir
         self.trace_dir = trace_dir
         self.timeout = timeout
-        self.server: ServerProcess | None = None
         self.people: dict[str, LineProcess] = {}
 
-    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
-        assert self.server is not None
-        argv = [sys.executable, "-m", "groupcomm.apps.im", "--name", name, "--session", "demo",
-                "--server", self.server.address, "--key-file", str(key_file),
-                "--causality", self.causality, "--trace-dir", str(self.trace_dir), *extra]
-        person = LineProcess(name, argv)
+    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
+        extra = ["--delay", f"carol={self.delay_ms}"] if name == "alice" else []
+        person = LineProcess(name, [
+            sys.executable, "-m", *self.app, "--name", name, "--session", "demo",
+            "--server", server.address, "--key-file", str(key_file), "--causality",
+            self.causality, "--trace-dir", str(self.trace_dir), *extra])
         self.people[name] = person
         return person
 
-    def execute(self) -> dict[str, list[str]]:
-        """Run the scenario; returns each person's delivered labels in screen order."""
+    def execute(self) -> dict[str, Any]:
+        """Run the scenario; returns what the table shows of it (:meth:`_outcome`)."""
         key_file = self.workdir / "session.key"
         write_new_key(key_file)
-        self.server = ServerProcess(key_file)
+        server = ServerProcess(key_file)
         try:
             for name in PEOPLE:
-                extra = ["--delay", f"carol={DELAY_MS}"] if name == "alice" else []
-                self._start_person(name, key_file, extra)
-            for person in self.people.values():
-                person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
-                                 self.timeout, "all three joined")
-            for name, person in self.people.items():
-                # a newcomer gets the conversation so far first (state transfer); the
-                # scenario starts once everyone has it
-                own = person.wait_line(lambda s: "with causality" in s, self.timeout,
-                                       "its own join")
-                members = own.partition("(members: ")[2].partition(")")[0].split(", ")
-                if any(other in members for other in PEOPLE if other != name):
-                    person.wait_line(lambda s: s.startswith("* up to date"), self.timeout,
-                                     "the conversation so far")
+                self._start_person(name, server, key_file)
+            self._await_members()
             self._play()
+            self._finish()
         finally:
             for person in self.people.values():
-                person.quit()
-            self.server.terminate()
-        return {name: _labels(p.lines, self.scenario) for name, p in self.people.items()}
+                person.quit(self.quit_line)
+            server.terminate()
+        return self._outcome()
+
+    def _await_members(self) -> None:
+        for person in self.people.values():
+            person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
+                             self.timeout, "all three joined")
+        for name, person in self.people.items():
+            # a newcomer gets the conversation so far first (state transfer); the
+            # scenario starts once everyone has it
+            own = person.wait_line(lambda s: "with causality" in s, self.timeout,
+                                   "its own join")
+            members = own.partition("(members: ")[2].partition(")")[0].split(", ")
+            if any(other in members for other in PEOPLE if other != name):
+                person.wait_line(lambda s: s.startswith("* up to date"), self.timeout,
+                                 "the conversation so far")
+
+    def _finish(self) -> None:
+        """What is done before the people leave."""
+
+    def _outcome(self) -> dict[str, Any]:
+        """Each person's delivered labels in screen order."""
+        return {"deliveries": {name: _labels(p.lines, self.scenario)
+                               for name, p in self.people.items()}}
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -190,46 +208,35 @@ class Run:
 class TextRun(Run):
     """The shared-text scenario: three batch editors (see the module docstring)."""
 
-    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
-        assert self.server is not None
-        argv = [sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--allow-divergence",
-                "--name", name, "--session", "demo", "--server", self.server.address,
-                "--key-file", str(key_file), "--causality", self.causality,
-                "--trace-dir", str(self.trace_dir), *extra]
-        person = LineProcess(name, argv)
-        self.people[name] = person
+    app = ("groupcomm.apps.edit", "--batch", "--allow-divergence")
+    delay_ms = TEXT_DELAY_MS
+    quit_line = "quit"
+
+    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
+        person = super()._start_person(name, server, key_file)
+        person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
+                         "its join")
         return person
 
-    def execute(self) -> dict[str, Any]:  # type: ignore[override]
-        """Run the scenario; returns each person's final text and failed edits."""
-        key_file = self.workdir / "session.key"
-        write_new_key(key_file)
-        self.server = ServerProcess(key_file)
-        finals: dict[str, Any] = {}
-        try:
-            for name in PEOPLE:
-                extra = ["--delay", f"carol={TEXT_DELAY_MS}"] if name == "alice" else []
-                person = self._start_person(name, key_file, extra)
-                person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
-                                 "its join")
-            for person in self.people.values():
-                person.type(f"wait-members 3 {self.timeout:g}")
-                person.wait_line(lambda s: s.startswith("members "), self.timeout,
-                                 "all three joined")
-            self._play()
-            for name, person in self.people.items():
-                # quiet for longer than the delay: carol's copy of alice's text, held
-                # in alice's delay plan, has arrived before anyone's text is read
-                person.type(f"quiet {TEXT_DELAY_MS / 1000 + 1:g}")
-                person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
-                person.type("show")
-                line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")
-                finals[name] = json.loads(line[len("text "):])
-        finally:
-            for person in self.people.values():
-                person.quit("quit")
-            self.server.terminate()
-        return finals
+    def _await_members(self) -> None:
+        for person in self.people.values():
+            person.type(f"wait-members 3 {self.timeout:g}")
+            person.wait_line(lambda s: s.startswith("members "), self.timeout,
+                             "all three joined")
+
+    def _finish(self) -> None:
+        self.finals: dict[str, Any] = {}
+        for name, person in self.people.items():
+            # quiet for longer than the delay: carol's copy of alice's text, held
+            # in alice's delay plan, has arrived before anyone's text is read
+            person.type(f"quiet {TEXT_DELAY_MS / 1000 + 1:g}")
+            person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
+            person.type("show")
+            line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")
+            self.finals[name] = json.loads(line[len("text "):])
+
+    def _outcome(self) -> dict[str, Any]:
+        return text_outcome(self.finals)
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -254,14 +261,6 @@ def text_outcome(finals: dict[str, Any]) -> dict[str, Any]:
     return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
             "texts": texts, "identical": len(set(texts.values())) == 1,
             "failed_edits": sum(final["failures"] for final in finals.values())}
-
-
-def analyze_run(trace_dir: Path, report_dir: Path | None, spark: Any) -> dict[str, Any]:
-    """The Spark analysis of one run's traces."""
-    from trace_analysis import analyze
-
-    return analyze(str(trace_dir), spark=spark,
-                   report_dir=str(report_dir) if report_dir else None)
 
 
 def summarize(result: dict[str, Any], causality: str) -> dict[str, Any]:
@@ -319,16 +318,14 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--causality", default="all",
                         help="module to demonstrate, or all (default)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_arguments(parser)
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--report", metavar="DIR",
                         help="write the analysis report (plots, space-time diagrams) here")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for each step (default 30)")
-    parser.add_argument("--no-analysis", action="store_true",
-                        help="skip the Spark analysis (deliveries only)")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_flags(parser, no_analysis="skip the Spark analysis (deliveries only)")
     return parser
 
 
@@ -371,10 +368,7 @@ def start_spark(master: str | None, log_path: Path) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    try:
-        runs = plan_runs(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm demo: {error}") from None
+    runs = checked_module(plan_runs, args.causality, "groupcomm demo", warn=False)
     for causality in dict.fromkeys(module for _, module in runs):
         warn_if_known_bad(get_module(causality), "groupcomm demo")
     ensure_trace_dir(args.trace_dir, "groupcomm demo")
@@ -407,18 +401,17 @@ def _run(args: argparse.Namespace) -> int:
                 shutil.rmtree(trace_dir)
             row: dict[str, Any] = {"causality": causality, "scenario": scenario.name,
                                    "trace_dir": str(trace_dir)}
+            kind = TextRun if scenario.kind == "text" else Run
             with tempfile.TemporaryDirectory() as workdir:
-                if scenario.kind == "text":
-                    row.update(text_outcome(TextRun(scenario, causality, Path(workdir),
-                                                    trace_dir, args.timeout).execute()))
-                else:
-                    row["deliveries"] = Run(scenario, causality, Path(workdir), trace_dir,
-                                            args.timeout).execute()
+                row.update(kind(scenario, causality, Path(workdir), trace_dir,
+                                args.timeout).execute())
+            analysis: dict[str, Any] = {}
             if spark is not None:
-                report = Path(args.report) / label if args.report else None
-                row.update(summarize(analyze_run(trace_dir, report, spark), causality))
-            else:
-                row.update(summarize({}, causality))
+                from trace_analysis import analyze
+
+                analysis = analyze(str(trace_dir), spark=spark, report_dir=str(
+                    Path(args.report) / label) if args.report else None)
+            row.update(summarize(analysis, causality))
             results.append(row)
         succeeded = True
     except ProcessError as error:

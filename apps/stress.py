@@ -40,16 +40,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from groupcomm.apps.session_options import parse_jitter
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
+    add_flags,
+    add_output_arguments,
+    checked_module,
     ensure_trace_dir,
     run_main,
     setup_logging,
     warn_if_known_bad,
 )
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
-from groupcomm.transport.delays import check_delay_ms
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
 
 #: with --churn, the server declares a silent client gone after this many seconds (the
@@ -102,30 +105,25 @@ def build_parser() -> ArgumentParser:
                         help="drop each outgoing frame with probability P")
     parser.add_argument("--duplicate", type=_probability, default=0, metavar="P",
                         help="send each outgoing frame twice with probability P")
-    parser.add_argument("--no-reliable", action="store_true",
-                        help="do not put the reliable layer under the module")
-    parser.add_argument("--reliable", action="store_true",
-                        help="put the reliable layer under the module even without drops "
-                        "(it recovers relayed frames lost in a server restart)")
+    add_flags(parser, no_reliable="do not put the reliable layer under the module",
+              reliable="put the reliable layer under the module even without drops (it "
+              "recovers relayed frames lost in a server restart)")
     parser.add_argument("--kill", type=_kill_spec, action="append", default=[],
                         metavar="NAME@SECONDS", help="kill client NAME (p1, p2, ...) after "
                         "SECONDS of traffic")
     parser.add_argument("--restart-server", type=_seconds, metavar="SECONDS",
                         help="stop the session server after SECONDS and start it again")
-    parser.add_argument("--churn", action="store_true",
-                        help="change the session during the traffic: a late joiner, a "
-                        "leave, a kill and restart under the same name, a freeze past the "
-                        "heartbeat timeout (needs at least 5 processes)")
-    parser.add_argument("--direct", action="store_true",
-                        help="send directly between clients instead of through the server")
+    add_flags(parser, churn="change the session during the traffic: a late joiner, a leave, "
+              "a kill and restart under the same name, a freeze past the heartbeat timeout "
+              "(needs at least 5 processes)",
+              direct="send directly between clients instead of through the server")
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
-    parser.add_argument("--no-analysis", action="store_true", help="skip the Spark analysis")
+    add_flags(parser, no_analysis="skip the Spark analysis")
     parser.add_argument("--timeout", type=float, default=180,
                         help="seconds to wait for the traffic to settle (default 180)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(parser)
     return parser
 
 
@@ -182,17 +180,14 @@ class StressRun:
         args = self.args
         from groupcomm.core.registry import get_module
 
-        broadcast_only = get_module(args.causality).broadcast_only
-        self._broadcast_only = broadcast_only
+        self._broadcast_only = get_module(args.causality).broadcast_only
         server_extra = (["--heartbeat-timeout", str(CHURN_HEARTBEAT_TIMEOUT)]
                         if args.churn else [])
         with ProcessGroup(self.workdir, server_extra=server_extra) as group:
             self.say(f"starting {len(self.names)} clients ({args.causality}"
                      f"{', ' + ', '.join(self.filters()) if self.filters() else ''})")
             for name in self.names:
-                group.start_peer(name, causality=args.causality, direct=args.direct,
-                                 trace_dir=str(self.trace_dir), filters=self.filters(),
-                                 extra=["--count-only"])
+                self._start(group, name)
             group.wait_members(self.names)
             peers = group.peers
             if args.jitter:
@@ -201,8 +196,7 @@ class StressRun:
             share, extra = divmod(args.messages, len(self.names))
             started = time.monotonic()
             for index, peer in enumerate(peers.values()):
-                peer.command(op="burst", count=share + (1 if index < extra else 0),
-                             seed=args.seed, rate=args.rate, broadcast_only=broadcast_only)
+                self._burst(peer, share + (1 if index < extra else 0))
             sent = self._wait_for_senders(group, started)
             settled, stats = self._wait_for_deliveries(peers, sent, started)
             elapsed = (settled or time.monotonic()) - started
@@ -219,6 +213,10 @@ class StressRun:
                                 trace_dir=str(self.trace_dir), filters=self.filters(),
                                 extra=["--count-only"])
 
+    def _burst(self, peer: PeerProcess, count: int) -> None:
+        peer.command(op="burst", count=count, seed=self.args.seed, rate=self.args.rate,
+                     broadcast_only=self._broadcast_only)
+
     def _churn_due(self, group: ProcessGroup, now: float) -> None:
         """Carry out the --churn plan's steps that are due."""
         while self.plan and now >= self.plan[0][0]:
@@ -230,11 +228,9 @@ class StressRun:
                 return
             self.say(f"churn at {now:.1f} s: {what} {name}")
             share = max(1, self.args.messages // len(self.names))
-            burst = dict(op="burst", seed=self.args.seed, rate=self.args.rate,
-                         broadcast_only=self._broadcast_only)
             if what == "join":
                 self.names.append(name)
-                self._start(group, name).command(**burst, count=share)
+                self._burst(self._start(group, name), share)
             elif what == "leave":
                 group.peers[name].command(op="quit")  # it closes; reaped at the end
                 self.killed.add(name)
@@ -242,7 +238,7 @@ class StressRun:
                 group.peers[name].kill()
                 self.killed.add(name)
             elif what == "restart":
-                self._start(group, name).command(**burst, count=max(1, share // 10))
+                self._burst(self._start(group, name), max(1, share // 10))
                 self.killed.discard(name)
             elif what == "freeze":
                 group.peers[name].process.send_signal(signal.SIGSTOP)
@@ -408,16 +404,10 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.processes < 2 or args.messages < 1:
         raise CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
-    try:
-        module = get_module(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm stress: {error}") from None
-    try:
-        check_delay_ms("jitter", args.jitter)
-    except ValueError as error:
-        raise CliError(f"groupcomm stress: --jitter {args.jitter}: {error}") from None
+    module = checked_module(get_module, args.causality, "groupcomm stress", warn=False)
+    parse_jitter(args.jitter, "groupcomm stress")
     warn_if_known_bad(module, "groupcomm stress")
     if args.churn and args.processes < 5:
         raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "

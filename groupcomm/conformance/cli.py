@@ -19,7 +19,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    add_flags,
+    add_output_arguments,
+    checked_module,
+    ensure_trace_dir,
+    run_main,
+    setup_logging,
+)
 
 
 def build_parser() -> ArgumentParser:
@@ -35,18 +43,14 @@ def build_parser() -> ArgumentParser:
         "run with drops and churn, with --spark its Spark trace analysis.",
     )
     parser.add_argument("module", metavar="NAME", help="causality module (groupcomm filters)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer random executions and a smaller model check (seconds)")
-    parser.add_argument("--stress", action="store_true",
-                        help="also run real processes with drops and churn (about a minute)")
-    parser.add_argument("--spark", action="store_true",
-                        help="also analyse the stress run's traces with Spark, last (implies "
-                        "--stress; Spark takes tens of seconds to start)")
+    add_flags(parser, quick="fewer random executions and a smaller model check (seconds)",
+              stress="also run real processes with drops and churn (about a minute)",
+              spark="also analyse the stress run's traces with Spark, last (implies "
+              "--stress; Spark takes tens of seconds to start)")
     parser.add_argument("--only", action="append", choices=CHECKS, metavar="CHECK",
                         help=f"run only this check (repeatable): {', '.join(CHECKS)}")
     parser.add_argument("--trace-dir", metavar="DIR", help="keep the stress run's traces here")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(parser)
     return parser
 
 
@@ -63,18 +67,13 @@ def _print_outcome(outcome: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from groupcomm.cli.args import warn_if_known_bad
     from groupcomm.conformance import run_conformance
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
     setup_logging(args.verbose)
-    try:
-        module = get_module(args.module)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm conformance: {error}") from None
+    checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
     ensure_trace_dir(args.trace_dir, "groupcomm conformance")
     if not args.json:
-        warn_if_known_bad(module, "groupcomm conformance")
         print(f"conformance of {args.module} ({'quick' if args.quick else 'full'})")
     report = run_conformance(
         args.module, quick=args.quick, stress=args.stress, spark=args.spark, only=args.only,

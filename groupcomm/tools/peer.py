@@ -35,7 +35,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    add_address_arguments,
+    run_main,
+    setup_logging,
+)
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
@@ -194,14 +200,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
-    parser.add_argument("--curve-dir", metavar="DIR",
-                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
-                        "NAME.key_secret and server.key (see groupcomm keys)")
-    parser.add_argument("--bind-host", default="127.0.0.1",
-                        help="address to listen on for direct traffic (default 127.0.0.1; "
-                        "0.0.0.0 for every interface)")
-    parser.add_argument("--advertise-host",
-                        help="address other members reach this one at (default: --bind-host)")
+    add_address_arguments(parser)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--count-only", action="store_true",
                         help="count deliveries per sender instead of reporting each")
