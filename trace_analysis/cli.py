@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    add_flags,
+    add_output_arguments,
+    run_main,
+    setup_logging,
+)
 from trace_analysis.endings import describe as describe_endings
 from trace_analysis.loaded import LOADERS
 from trace_analysis.report import written_files
@@ -30,7 +38,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("trace_dir", nargs="?", help="directory of <process>.jsonl trace "
                         "files: a local path, or a URI of a file system Spark reads "
                         "(hdfs://..., s3a://..., file:// on storage every worker shares)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_arguments(parser)
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--report", metavar="DIR", help="write summary.json, CSV tables, "
                         "PNG plots, a space-time diagram and a ShiViz log to DIR")
@@ -44,35 +52,27 @@ def build_parser() -> ArgumentParser:
                         "default for local paths and file://) or 'native' (two passes of "
                         "Spark's JSON reader, through Spark's file systems; the default "
                         "for hdfs://, s3a:// and other URIs)")
-    parser.add_argument("--no-ship", action="store_true",
-                        help="on a cluster whose workers' Python lacks numpy, msgspec, "
-                        "pyarrow or pandas, stop with one line saying so instead of shipping "
-                        "this installation's with the job (spark.archives)")
+    add_flags(parser, no_ship="on a cluster whose workers' Python lacks numpy, msgspec, "
+              "pyarrow or pandas, stop with one line saying so instead of shipping this "
+              "installation's with the job (spark.archives)")
     warm = parser.add_argument_group(
         "warm Spark", "Starting Spark takes most of the time of a small analysis. An "
         "analysis server keeps one SparkSession for later analyses of the same master: "
         "while one runs, `groupcomm analyze` uses it (and says so), unless --no-server.")
-    warm.add_argument("--serve", action="store_true",
-                      help="run the analysis server for --master in this terminal until "
-                      "Ctrl-C (or --idle-timeout)")
-    warm.add_argument("--warm", action="store_true",
-                      help="analyse in the analysis server, starting it in the background "
-                      "when none runs (it stops after --idle-timeout)")
+    add_flags(warm, serve="run the analysis server for --master in this terminal until "
+              "Ctrl-C (or --idle-timeout)",
+              warm="analyse in the analysis server, starting it in the background when none "
+              "runs (it stops after --idle-timeout)")
     warm.add_argument("--idle-timeout", type=float, default=None, metavar="MIN",
                       help="minutes without a request after which the server stops "
                       f"(default {DEFAULT_IDLE_MINUTES:g}; 0: never)")
-    warm.add_argument("--stop-server", action="store_true",
-                      help="stop the analysis server for --master, if one runs")
-    warm.add_argument("--no-server", action="store_true",
-                      help="analyse in this process even when an analysis server runs")
-    warm.add_argument("--watch", action="store_true",
-                      help="keep one SparkSession and print a fresh report each time a "
-                      "trace file of TRACE_DIR (a local directory) grows or appears, until "
-                      "Ctrl-C")
+    add_flags(warm, stop_server="stop the analysis server for --master, if one runs",
+              no_server="analyse in this process even when an analysis server runs",
+              watch="keep one SparkSession and print a fresh report each time a trace file "
+              "of TRACE_DIR (a local directory) grows or appears, until Ctrl-C")
     warm.add_argument("--interval", type=float, default=1.0, metavar="S",
                       help="with --watch: seconds between looks at the directory (default 1)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
 
@@ -173,10 +173,7 @@ class _Analyses:
         self.args = args
         self.limit = limit
         self.loader = choose_loader(args.trace_dir, args.loader)
-
-    def progress(self, message: str) -> None:
-        if not self.args.quiet:
-            print(f"[analyze] {message}", file=sys.stderr, flush=True)
+        self.progress = functools.partial(_progress, args)
 
     @staticmethod
     def note(message: str) -> None:
@@ -219,8 +216,7 @@ class _Analyses:
         args = self.args
         ship = not args.no_ship
         if args.warm:
-            minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-            info = server.find_or_start(args.master, ship, minutes * 60, self.note,
+            info = server.find_or_start(args.master, ship, _idle_seconds(args), self.note,
                                         self.progress)
         else:
             info = server.usable(args.master, ship, self.note)
@@ -254,6 +250,16 @@ class _Analyses:
         return result
 
 
+def _progress(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(f"[analyze] {message}", file=sys.stderr, flush=True)
+
+
+def _idle_seconds(args: argparse.Namespace) -> float:
+    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
+    return minutes * 60
+
+
 def _absolute(location: str | None) -> str | None:
     """A local path made absolute (the server runs elsewhere); URIs as they are."""
     from trace_analysis.store import scheme_of
@@ -273,12 +279,8 @@ def _shown(location: str) -> str:
 def _serve(args: argparse.Namespace) -> int:
     from trace_analysis import server
 
-    def say(message: str) -> None:
-        if not args.quiet:
-            print(f"[analyze] {message}", file=sys.stderr, flush=True)
-
-    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-    server.serve(args.master, not args.no_ship, minutes * 60 or None, say, stop_spark=True)
+    server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
+                 functools.partial(_progress, args), stop_spark=True)
     return 0
 
 

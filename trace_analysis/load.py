@@ -49,9 +49,10 @@ from trace_analysis.loaded import (
     LOADERS,
     Loaded,
     TraceDirError,
-    display_name,
-    line_numbers,
+    add_counts,
+    finished,
     list_trace_files,
+    malformed_samples,
 )
 from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
 from trace_analysis.worker_load import load_in_workers
@@ -272,25 +273,8 @@ def _check_suspicious(
     if statuses.get(schema.MALFORMED) and samples > 0:
         rows = (checked.filter(F.col("status") == schema.MALFORMED)
                 .orderBy("file", "blk", "rid").limit(samples).collect())
-        numbers = line_numbers(blocks, rows)
-        sample_rows = [
-            {
-                "file": display_name(row["file"]),
-                "line": numbers[(row["file"], row["blk"], row["rid"])],
-                "reason": row["reason"],
-                "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "...",
-            }
-            for row in rows
-        ]
+        sample_rows = malformed_samples(blocks, rows)
     return checked, statuses, sample_rows
-
-
-def _add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
-    for row in rows:
-        key = (row["protocol"], row["process"], row["event"], row["kind"])
-        entry = counts.setdefault(key, [0, 0])
-        entry[0] += row["n"]
-        entry[1] += row["bytes"] or 0
 
 
 def load(
@@ -335,7 +319,7 @@ def load(
     clean_rows = summary.filter("clean").groupBy("protocol", "process", "event", "kind").agg(
         F.sum("n").alias("n"), F.sum("bytes").alias("bytes")).collect()
     counts: dict[tuple, list[int]] = {}
-    _add_counts(counts, clean_rows)
+    add_counts(counts, clean_rows)
     suspicious = lines - sum(row["n"] for row in clean_rows)
     say(f"pass 1: {lines:,} lines ({time.monotonic() - started:.1f} s); "
         f"{suspicious:,} need a closer look")
@@ -349,14 +333,11 @@ def load(
         blank = statuses.get(schema.BLANK, 0)
         malformed = statuses.get(schema.MALFORMED, 0)
         valid = checked.filter(F.col("status") == schema.OK)
-        _add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
+        add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
             F.count(F.lit(1)).alias("n"), F.sum("meta_bytes").alias("bytes")).collect())
         fixed = valid.filter(F.col("event").isin(*HEAVY_EVENTS)).select(
             "file", "blk", "rid",
             *[_kept(F.col("event"), F.col(name), name) for name in schema.FIELDS])
-        if malformed:
-            log.warning("%d malformed lines in %s (first: %s)", malformed, trace_dir,
-                        ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
 
     expected = {event: sum(row["n"] for row in clean_rows if row["event"] == event)
                 for event in HEAVY_EVENTS}
@@ -384,10 +365,5 @@ def load(
     events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
     if fixed is not None:
         events = events.unionByName(fixed)
-    seconds = time.monotonic() - started
-    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
-        f"{blank:,} blank ({seconds:.1f} s)")
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
-    return Loaded(events, count_rows, files, lines, blank, malformed, sample_rows, seconds,
-                  cached)
+    return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
+                    say, cached)
