@@ -1,26 +1,21 @@
 """``groupcomm demo``: the end-to-end demonstration.
 
-A session server and three IM clients (alice, bob, carol) run as separate processes
-on 127.0.0.1 and are driven as people would drive them, typing lines. Two scenarios
-from the source documents:
+A session server and three IM clients (alice, bob, carol) run as processes on 127.0.0.1
+and are driven as people would drive them, typing lines; alice's messages to carol are
+delayed. The scenarios of the source documents:
 
-* ``meeting`` (seeds 000/002, unicast): with a delay injected from alice to carol,
-  alice tells carol "Let's meet at 3pm" (m1), then asks bob to join (m2), then bob
-  asks carol what the meeting is about (m3). Without causal delivery carol sees m3
-  before m1 and is confused.
-* ``lunch`` (seed 003, broadcast): alice asks everyone "Done?" (m1), bob answers
-  everyone "Lunch?" (m2) after seeing it, carol answers "Yes, No" (m3) after seeing
-  both; alice's messages to carol are delayed.
-* ``shared-text`` (seeds 001/003, replicated state): three ``groupcomm edit --batch``
-  editors share one text. alice types "Hello" (delayed to carol), bob adds " world"
-  after it once he sees it, carol types "Dear all: " at the start meanwhile. With a
-  module that carries the replicated text every copy ends "Dear all: Hello world";
-  without causal order carol gets bob's edit before the "Hello" it refers to, the edit
-  fails, and the copies differ.
+* ``meeting`` (unicast): alice tells carol "Let's meet at 3pm" (m1), then asks bob to
+  join (m2); bob asks carol what the meeting is about (m3). Without causal delivery
+  carol sees m3 before m1.
+* ``lunch`` (broadcast): alice asks "Done?" (m1), bob answers "Lunch?" (m2) after seeing
+  it, carol answers "Yes, No" (m3) after seeing both.
+* ``shared-text``: three ``groupcomm edit --batch`` editors; alice types "Hello", bob adds
+  " world" after it, carol types "Dear all: " at the start meanwhile. Without causal
+  order carol gets bob's edit before the "Hello" it refers to, and the copies differ.
 
-Each run's traces are analysed with PySpark (one session reused across runs) and a
-table shows carol's delivery order, the causal violations the analysis found, median
-latency, metadata bytes and control messages per application message.
+Each run's traces are analysed with PySpark (one session for all) and a table shows
+carol's delivery order, the causal violations found, median latency, metadata bytes
+and control messages per application message.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """``groupcomm stress``: many real client processes, random traffic and injected faults.
 
-A session server and N client processes (``python -m groupcomm.tools.peer --count-only``) run
-on 127.0.0.1. Each sends its share of ``--messages`` random unicast, multicast and
-broadcast messages (broadcasts only for broadcast-only modules such as ``vector``)
-through the selected causality module, while the requested faults are injected:
-per-frame jitter, dropped and duplicated frames (with the ``reliable`` layer under the
-module unless ``--no-reliable``), a client killed at a given second, the session server
-restarted at a given second. When every sender is done and every survivor has delivered
-what was addressed to it (or ``--timeout`` passes), the traces are analysed with Spark
-and the command prints sent, delivered, lost, duplicated, causal violations, throughput
-and each process's peak memory. Every process it started is reaped, also on Ctrl-C.
+A session server and N clients (``python -m groupcomm.tools.peer --count-only``) on
+127.0.0.1 send their shares of ``--messages`` through the module while the requested
+faults are injected (see ``--help`` and docs/commands.md); then the traces are analysed
+with Spark. Every process it started is reaped, also on Ctrl-C.
 
 Accounting: ``expected`` counts, per destination, what live senders report having sent
-to it; messages to or from a killed client are reported apart (``to_killed``), since
-nobody can deliver them. ``lost`` is what survivors expected and never delivered.
-
-``--churn`` changes the session while the traffic flows (the last three clients churn; at
-least five clients): a client joins late (``late``) and sends its share; one leaves
-(``close()``); one is killed and started again under its name (it comes back as a new
-member, ``NAME~2``, and sends a little); one is frozen with SIGSTOP past the server's
-heartbeat timeout and resumed (a false suspicion: it too comes back as ``NAME~2``). The
-accounting then covers the members present from their join to the end, which must lose
-nothing; what was sent to or by the churning clients is reported apart (``churn``: what
-the stable members sent them, what they got from them, and what their senders were told
-was undeliverable), and the Spark analysis of every trace, the churning clients'
-included, must find no causal violation and no duplicate.
+to it; messages to or from a killed client are reported apart (``to_killed``); ``lost``
+is what survivors expected and never delivered. With ``--churn`` (the last three
+clients leave, are killed and restarted as ``NAME~2``, or are frozen past the heartbeat
+timeout, and a late joiner sends its share) the accounting covers the members present
+from their join to the end, which must lose nothing; what was sent to or by the
+churning clients is reported apart (``churn``), and the analysis of every trace must
+find no causal violation and no duplicate.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """The trace schema (docs/trace_schema.md) as the analyzer reads it, and the one line validator.
 
-Every tool here decides "is this line an event?" with the same rules:
-
-* a blank line (only whitespace) is skipped: neither an event nor malformed;
-* a line must be one JSON object (not JSON at all, an array, a number: malformed);
-* a JSON ``null`` counts as an absent field;
-* ``ts`` (a finite number), ``process``, ``event`` and ``protocol`` (strings) are always
-  required; ``send`` needs ``msg``, ``sender``, ``dests`` and ``vc``; ``deliver`` needs
-  ``msg``, ``sender`` and ``vc``; ``network_send`` needs ``msg``, ``kind`` and
-  ``meta_bytes``; ``control_send`` needs ``kind`` and ``meta_bytes``;
-  ``control_receive`` needs ``kind``; ``receive``, ``buffer`` and ``unbuffer`` need ``msg``;
-* a known field that is present must have its type even where it is not required
-  (``msg``, ``sender``, ``kind`` strings; ``dests`` a list of strings; ``vc`` an object of
-  integers in 0..2**63-1; ``meta_bytes`` an integer in 0..2**63-1; booleans are not
-  numbers);
-* a ``send`` whose ``vc`` lacks a positive entry for its own sender is malformed: the
-  checks rely on that entry (the scaling fact);
-* unknown fields are ignored, and so are events with an unknown ``event`` name (they are
-  counted as events but take part in no check).
-
-:func:`parse_line` implements the rules in plain Python; the pure-Python reference
-checker calls it on every line, and the Spark loader calls it on the few lines its native
-fast path cannot vouch for (see :mod:`trace_analysis.load`), so both agree by
-construction.
+:func:`parse_line` decides "is this line an event?" by the rules of docs/trace_schema.md
+("Files and lines", "Fields"): blank lines are skipped; a line must be one JSON object
+whose present known fields have their types (``null`` is absent; booleans are not
+numbers); every event needs ``ts``, ``process``, ``event`` and ``protocol``, and each
+event type its own fields (:data:`REQUIRED`); a ``send`` needs a positive entry of its
+own sender in ``vc`` (the scaling fact); unknown fields and events are ignored. The
+reference checker calls it on every line and the Spark loaders on the lines their fast
+paths do not vouch for, so all agree by construction.
 """
 
 from __future__ import annotations

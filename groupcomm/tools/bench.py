@@ -1,32 +1,15 @@
 """``groupcomm bench``: the communicator against the fastest plain pyzmq code, same run.
 
-Baseline: a PUSH process sends N small objects, each pickled with the standard pickle
-and signed with HMAC-SHA256 in the same frame; a PULL process verifies and unpickles
-them. Communicator: a session server and two client processes with forwarding
-pipelines (the ``none`` module) and direct routing (``--routing relayed`` sends every
-frame through the server instead: three processes on the path), the sender calling
-``to_user`` N times, the receiver counting deliveries in a listener. Both rates are
-measured the same way, at the receiver, from the first to the last message; the ratio is
-what counts (these machines are noisy, so absolute numbers are only indicative).
+Baseline: a PUSH process sends N small objects, pickled and signed with HMAC-SHA256 in
+one frame; a PULL process verifies and unpickles them. Communicator: a session server
+and two client processes (the ``none`` module unless told), the sender calling
+``to_user`` N times, the receiver counting deliveries. Rates are measured at the
+receiver, first to last message; each process also reports its CPU per message (all its
+threads), steadier than the rate on a shared machine (``cpu_ratio``).
 
-Each process also reports the CPU time it spent per message (all its threads, ZeroMQ's
-included): sender from its first send until everything has left, receiver from the
-first message to the last. Throughput suffers when other jobs share the cores; CPU per
-message much less so, so ``cpu_ratio`` (the baseline's busier side over the
-communicator's busier side: the throughput ratio to expect with a free core per
-process) is the figure to compare across noisy runs.
-
-Round trip: for modules whose senders wait for acknowledgements (``mfss``, ``cykas``)
-one sender's rate to one peer is bounded by one round trip per message. The bench then
-also measures that bound in the same run: a plain pyzmq ping-pong between two processes
-(each a PULL socket it binds and a PUSH to the other, as direct routing has), a small
-payload pickled and signed one way and a small signed pickled reply the other, one at a
-time. ``round_trip_us`` is the mean time of one exchange, ``round_trip_bound_msgs_per_s``
-its inverse, and ``fraction_of_round_trip_bound`` the module's rate over that bound (1.0:
-nothing but the protocol's own waiting limits it). The same ping-pong with each side
-waiting in a ``zmq.Poller`` beside a pipe (as the communicator's I/O thread waits on its
-sockets and its wake-up pipe) is measured too: ``polled_fraction_of_round_trip_bound``
-is how near an event loop that does no work at all comes to the bound.
+For modules whose senders wait for acknowledgements, a plain pyzmq ping-pong in the same
+run gives the round-trip bound (blocking in ``recv``, and waiting in a ``zmq.Poller``
+beside a pipe as an event loop does). BENCHMARKS.md says what each figure means.
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
 """``groupcomm overhead``: what each causality module costs.
 
-* **Metadata and control traffic**, per application message, at several group sizes
-  and session lengths: every process sends ``--messages`` messages to uniformly random other members (vector
-  and the other broadcast-only modules broadcast instead, since they refuse unicasts)
-  through the real filters and codec of :class:`groupcomm.tools.localnet.LocalNetwork`,
-  frames arriving in a seeded random order. Reported: protocol metadata bytes per
-  application message (``meta_bytes`` of every network send of application messages,
-  summed, divided by application sends) and control messages (ACK, YCT, ...) per
-  application message, with their bytes; and the CPU per application message of the
-  whole in-process network (all members, the network's own work included), with what
-  each module adds to ``none``'s in the same configuration (one run: the figure moves
-  by a few per cent between runs, the bytes do not). Several ``--messages`` values show how a
-  module's stamps grow as a session goes on (the first messages of a session find the
-  matrix nearly empty); ``--plot`` draws that (:mod:`groupcomm.tools.metadata_plot`).
-* **Pipeline CPU** (``--pipeline``): the CPU per message of each module's own send and
-  receive path in one process, without sockets (see
-  :mod:`groupcomm.tools.pipeline_cost`), relative to ``none`` in the same run.
-* **Throughput** (``--throughput``): each module through the real communicator between
-  two processes (the ``groupcomm bench`` set-up), relative to ``none`` measured in the
-  same run, the modules taking turns; also the CPU per message of the busier process
-  relative to ``none`` (steadier on a shared machine). Sender-side modules wait for an
-  ACK per message, so they are bound by the round trip, not by the CPU.
+* Metadata and control traffic per application message, at several group sizes and
+  session lengths, through the real filters and codec of
+  :class:`groupcomm.tools.localnet.LocalNetwork` (uniform random unicasts; broadcasts for
+  broadcast-only modules), and the CPU per message of the whole in-process network with
+  what each module adds to ``none``'s; ``--plot`` draws the metadata
+  (:mod:`groupcomm.tools.metadata_plot`).
+* ``--pipeline``: each module's own send and receive path in one process, without
+  sockets (:mod:`groupcomm.tools.pipeline_cost`).
+* ``--throughput``: each module through the real communicator between two processes
+  (``groupcomm bench``'s set-up), relative to ``none`` in the same run.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A remote-controlled client process: JSON commands on stdin, JSON events on stdout.
 
-Integration tests, the stress command and the demonstration start real client
-processes with ``python -m groupcomm.tools.peer`` and drive them through this small line
-protocol, so every test of the transport exercises separate processes talking ZeroMQ.
-
-Commands (one JSON object per line)::
+The tests, the stress run and the demonstration start real clients with ``python -m
+groupcomm.tools.peer`` and drive them with this line protocol. Commands (one JSON object
+per line)::
 
     {"op": "send", "to": ["bob"] | "others" | "all", "payload": <json>, "label": "m1"}
     {"op": "send", "to": [...], "function": "lambda: 6 * 7"}   # a function as payload
@@ -15,15 +13,10 @@ Commands (one JSON object per line)::
     {"op": "stats"}         {"op": "release", "peer": "bob"}
     {"op": "quit"}
 
-``burst`` sends ``count`` random messages from a background thread (unicast, multicast
-and broadcast mixed; broadcasts only with ``broadcast_only``), ``rate`` per second (0:
-as fast as the bounded send queue allows), then emits ``burst_done`` with the number
-sent to each destination. With ``--count-only`` deliveries are counted per sender
-instead of being reported one by one; ``stats`` reports those counts, the peak memory
-of the process, the communicator's counters and what the causality module holds.
-
-Events: ``ready``, ``joined``, ``left``, ``deliver`` (id, sender, payload, tag,
-label), ``sent``, ``held``, ``counters``, ``members``, ``error`` and ``bye``.
+``burst`` sends ``count`` random unicasts, multicasts and broadcasts from a thread,
+``rate`` per second (0: as fast as the send queue allows), then emits ``burst_done``
+with the number sent to each destination. With ``--count-only`` deliveries are counted
+per sender (reported by ``stats``, with the peak memory, counters and held messages).
 """
 
 from __future__ import annotations
