@@ -1,18 +1,10 @@
 """The default loader: one pass, parsing in Spark's Python workers.
 
-The driver splits the trace files into chunks of about 32 MB that start at line starts
-(:func:`trace_analysis.chunks.plan_chunks`) and runs one Spark task per chunk
-(``mapInArrow`` over the chunk numbers). Each task reads its byte range itself, decodes
-every line with ``msgspec`` and the schema's one validator for what the fast decoder
-does not accept, counts every valid event, and hands back Arrow batches of only the
-events the checks need plus a few summary rows (:mod:`trace_analysis.chunks`). The
-result is cached; the summary rows are collected (counts, lines, blank and malformed
-lines with samples) and the events go on to the checks.
-
-Compared with the native loader (:mod:`trace_analysis.load`, ``--loader native``),
-the text is read once, never crosses the JVM/Python boundary, and is parsed once. The
-files must be readable at the same path by every executor — on a cluster, a shared
-file system — which is also what the native loader needs for local paths.
+The driver splits the trace files into chunks that start at line starts and runs one
+Spark task per chunk (``mapInArrow`` over the chunk numbers), which reads and parses its
+bytes itself (:mod:`trace_analysis.chunks`): the text never crosses into the JVM and is
+parsed once. The result is cached; its summary rows are collected and its events go on
+to the checks. The files must be readable at the same path by every executor.
 """
 
 from __future__ import annotations
