@@ -34,17 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    add_flags,
-    add_output_arguments,
-    checked_module,
-    ensure_trace_dir,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
+import groupcomm.cli.args as cli
 from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
@@ -304,8 +294,8 @@ def print_table(runs: list[dict[str, Any]]) -> None:
               f"{_fmt(run['control_messages_per_message'], 2):>8}{note}")
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm demo",
         description="Start a session server and three IM clients (alice, bob, carol) as "
         "separate processes, replay the seeds' scenarios with a delay from alice to carol, "
@@ -313,14 +303,14 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--causality", default="all",
                         help="module to demonstrate, or all (default)")
-    add_output_arguments(parser)
+    cli.add_output_arguments(parser)
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--report", metavar="DIR",
                         help="write the analysis report (plots, space-time diagrams) here")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for each step (default 30)")
-    add_flags(parser, no_analysis="skip the Spark analysis (deliveries only)")
+    cli.add_flags(parser, no_analysis="skip the Spark analysis (deliveries only)")
     return parser
 
 
@@ -358,15 +348,15 @@ def start_spark(master: str | None, log_path: Path) -> Any:
         tail = log_path.read_text(errors="replace").splitlines()[-20:]
         for line in tail:
             print(f"  spark: {line}", file=sys.stderr)
-        raise CliError(f"groupcomm demo: {error} (Spark's output: {log_path})") from None
+        raise cli.CliError(f"groupcomm demo: {error} (Spark's output: {log_path})") from None
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
-    runs = checked_module(plan_runs, args.causality, "groupcomm demo", warn=False)
+    cli.setup_logging(args.verbose)
+    runs = cli.checked_module(plan_runs, args.causality, "groupcomm demo", warn=False)
     for causality in dict.fromkeys(module for _, module in runs):
-        warn_if_known_bad(get_module(causality), "groupcomm demo")
-    ensure_trace_dir(args.trace_dir, "groupcomm demo")
+        cli.warn_if_known_bad(get_module(causality), "groupcomm demo")
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm demo")
     keep = args.trace_dir is not None
     base = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-demo-"))
     spark = None
@@ -410,7 +400,7 @@ def _run(args: argparse.Namespace) -> int:
             results.append(row)
         succeeded = True
     except ProcessError as error:
-        raise CliError(f"groupcomm demo: {error}") from None
+        raise cli.CliError(f"groupcomm demo: {error}") from None
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -432,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -28,18 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import groupcomm.cli.args as cli
 from groupcomm.apps.session_options import parse_jitter
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    add_flags,
-    add_output_arguments,
-    checked_module,
-    ensure_trace_dir,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
 
@@ -73,8 +63,8 @@ def _probability(text: str) -> float:
     return value
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm stress",
         description="Start a session server and N client processes sending random "
         "unicast, multicast and broadcast traffic with injected faults; analyse the traces "
@@ -93,7 +83,7 @@ def build_parser() -> ArgumentParser:
                         help="drop each outgoing frame with probability P")
     parser.add_argument("--duplicate", type=_probability, default=0, metavar="P",
                         help="send each outgoing frame twice with probability P")
-    add_flags(parser, no_reliable="do not put the reliable layer under the module",
+    cli.add_flags(parser, no_reliable="do not put the reliable layer under the module",
               reliable="put the reliable layer under the module even without drops (it "
               "recovers relayed frames lost in a server restart)")
     parser.add_argument("--kill", type=_kill_spec, action="append", default=[],
@@ -101,17 +91,17 @@ def build_parser() -> ArgumentParser:
                         "SECONDS of traffic")
     parser.add_argument("--restart-server", type=_seconds, metavar="SECONDS",
                         help="stop the session server after SECONDS and start it again")
-    add_flags(parser, churn="change the session during the traffic: a late joiner, a leave, "
+    cli.add_flags(parser, churn="change the session during the traffic: a late joiner, a leave, "
               "a kill and restart under the same name, a freeze past the heartbeat timeout "
               "(needs at least 5 processes)",
               direct="send directly between clients instead of through the server")
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
-    add_flags(parser, no_analysis="skip the Spark analysis")
+    cli.add_flags(parser, no_analysis="skip the Spark analysis")
     parser.add_argument("--timeout", type=float, default=180,
                         help="seconds to wait for the traffic to settle (default 180)")
     parser.add_argument("--seed", type=int, default=1)
-    add_output_arguments(parser)
+    cli.add_output_arguments(parser)
     return parser
 
 
@@ -389,22 +379,23 @@ class StressRun:
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     if args.processes < 2 or args.messages < 1:
-        raise CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
+        raise cli.CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
     from groupcomm.core.registry import get_module
 
-    module = checked_module(get_module, args.causality, "groupcomm stress", warn=False)
+    module = cli.checked_module(get_module, args.causality, "groupcomm stress", warn=False)
     parse_jitter(args.jitter, "groupcomm stress")
-    warn_if_known_bad(module, "groupcomm stress")
+    cli.warn_if_known_bad(module, "groupcomm stress")
     if args.churn and args.processes < 5:
-        raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
+        raise cli.CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
                        "the others stay)")
     names = {f"p{i}" for i in range(1, args.processes + 1)}
     for name, _ in args.kill:
         if name not in names:
-            raise CliError(f"groupcomm stress: --kill {name}: clients are p1..p{args.processes}")
-    ensure_trace_dir(args.trace_dir, "groupcomm stress")
+            raise cli.CliError(f"groupcomm stress: --kill {name}: clients are "
+                               f"p1..p{args.processes}")
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm stress")
     keep = args.trace_dir is not None
     trace_dir = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-st-"))
     if keep and trace_dir.exists():
@@ -414,7 +405,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             result = StressRun(args, workdir, trace_dir).execute()
         except ProcessError as error:
-            raise CliError(f"groupcomm stress: {error}") from None
+            raise cli.CliError(f"groupcomm stress: {error}") from None
         if not args.no_analysis:
             from trace_analysis import analyze
             from trace_analysis.session import SparkUnavailableError
@@ -423,7 +414,7 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 analysis = analyze(trace_dir, master=args.master)
             except SparkUnavailableError as error:
-                raise CliError(f"groupcomm stress: {error}") from None
+                raise cli.CliError(f"groupcomm stress: {error}") from None
             killed = set(result["killed"])
             result["analysis"] = {k: analysis[k] for k in (
                 "events", "messages", "causal_violations", "fifo_violations", "undelivered",
@@ -456,4 +447,4 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm stress``."""
-    return run_main(build_parser, _run, _normalise(argv))
+    return cli.run_main(build_parser, _run, _normalise(argv))

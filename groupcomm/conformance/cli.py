@@ -19,21 +19,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    add_flags,
-    add_output_arguments,
-    checked_module,
-    ensure_trace_dir,
-    run_main,
-    setup_logging,
-)
+import groupcomm.cli.args as cli
 
 
-def build_parser() -> ArgumentParser:
+def build_parser() -> cli.ArgumentParser:
     from groupcomm.conformance import CHECKS
 
-    parser = ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="groupcomm conformance",
         description="Run the conformance suite against an installed causality module "
         "(built-in or plugin), expecting what its declared flags say: random executions "
@@ -43,14 +35,14 @@ def build_parser() -> ArgumentParser:
         "run with drops and churn, with --spark its Spark trace analysis.",
     )
     parser.add_argument("module", metavar="NAME", help="causality module (groupcomm filters)")
-    add_flags(parser, quick="fewer random executions and a smaller model check (seconds)",
+    cli.add_flags(parser, quick="fewer random executions and a smaller model check (seconds)",
               stress="also run real processes with drops and churn (about a minute)",
               spark="also analyse the stress run's traces with Spark, last (implies "
               "--stress; Spark takes tens of seconds to start)")
     parser.add_argument("--only", action="append", choices=CHECKS, metavar="CHECK",
                         help=f"run only this check (repeatable): {', '.join(CHECKS)}")
     parser.add_argument("--trace-dir", metavar="DIR", help="keep the stress run's traces here")
-    add_output_arguments(parser)
+    cli.add_output_arguments(parser)
     return parser
 
 
@@ -70,9 +62,9 @@ def _run(args: argparse.Namespace) -> int:
     from groupcomm.conformance import run_conformance
     from groupcomm.core.registry import get_module
 
-    setup_logging(args.verbose)
-    checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
-    ensure_trace_dir(args.trace_dir, "groupcomm conformance")
+    cli.setup_logging(args.verbose)
+    cli.checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm conformance")
     if not args.json:
         print(f"conformance of {args.module} ({'quick' if args.quick else 'full'})")
     report = run_conformance(
@@ -96,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm conformance``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

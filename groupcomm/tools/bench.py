@@ -27,13 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
+import groupcomm.cli.args as cli
+from groupcomm.core.registry import get_module
 from groupcomm.tools.critical_path import describe, handling_bound, summarize
 
 
@@ -95,17 +90,15 @@ def run_raw(count: int, size: int) -> dict[str, float]:
     address_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
     receiver = ctx.Process(target=_raw_receiver, args=(address_q, result_q, count, key))
     receiver.start()
+    sender = None
     try:
         address = address_q.get(timeout=30)
         sender = ctx.Process(target=_raw_sender, args=(address, count, size, key, cpu_q))
         sender.start()
         _, first, last, received, receiver_cpu = result_q.get(timeout=300)
         sender_cpu = cpu_q.get(timeout=60)
-        sender.join(30)
     finally:
-        receiver.join(5)
-        if receiver.is_alive():
-            receiver.kill()
+        _reap(sender, receiver)
     return _measured(count, first, last, received, receiver_cpu, sender_cpu)
 
 
@@ -223,8 +216,6 @@ def run_round_trip(count: int, size: int, polled: bool = False) -> float:
 def waits_for_acknowledgements(causality: str) -> bool:
     """Whether ``causality``'s senders wait for acknowledgements (bounded by round
     trips)."""
-    from groupcomm.core.registry import get_module
-
     return get_module(causality).acknowledged_sends
 
 
@@ -330,8 +321,8 @@ def run_communicator(count: int, size: int, causality: str = "none",
     return result
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm bench",
         description=(
             "Measure, in one run and for the same messages, raw pyzmq PUSH/PULL with signed "
@@ -361,26 +352,21 @@ def build_parser() -> ArgumentParser:
                              "processes and split one message's time into turnaround "
                              "in each process and transfer each way (modules whose "
                              "senders wait for acknowledgements: mfss, cykas)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
-        raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
+        raise cli.CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
                        "--round-trips >= 1")
-    from groupcomm.core.registry import UnknownModuleError, get_module
-
-    try:
-        acknowledged = waits_for_acknowledgements(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm bench: {error}") from None
-    warn_if_known_bad(get_module(args.causality), "groupcomm bench")
+    acknowledged = cli.checked_module(waits_for_acknowledgements, args.causality,
+                                  "groupcomm bench", warn=False)
+    cli.warn_if_known_bad(get_module(args.causality), "groupcomm bench")
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
-        raise CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
+        raise cli.CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
                        f"for acknowledgements (mfss, cykas); {args.causality} does not, so "
                        "its frames are not answered one by one")
     raw_runs: list[dict[str, float]] = []
@@ -478,7 +464,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm bench [--messages N] [--json]``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+import groupcomm.cli.args as cli
 
 
 def default_modules() -> list[str]:
@@ -129,25 +129,22 @@ def _check_writable(path: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise CliError(f"groupcomm overhead: --plot {path}: {error}") from None
+        raise cli.CliError(f"groupcomm overhead: --plot {path}: {error}") from None
     if Path(path).is_dir() or not os.access(folder, os.W_OK):
-        raise CliError(f"groupcomm overhead: --plot {path}: not a file that can be written")
+        raise cli.CliError(f"groupcomm overhead: --plot {path}: not a file that can be written")
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     modules = args.modules or default_modules()
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
-    try:
-        for name in modules:
-            get_module(name)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm overhead: {error}") from None
+    for name in modules:
+        cli.checked_module(get_module, name, "groupcomm overhead", warn=False)
     if any(n < 2 for n in args.sizes) or any(m < 1 for m in args.messages):
-        raise CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
+        raise cli.CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
     if args.pipeline < 0 or args.throughput < 0 or args.repeat < 1:
-        raise CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
+        raise cli.CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
                        "--repeat >= 1")
     if args.plot:  # before minutes of measuring, not after
         _check_writable(args.plot)
@@ -164,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             path = plot_metadata(rows, args.plot)
         except (ValueError, OSError) as error:
-            raise CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
+            raise cli.CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
         print(f"overhead: metadata plot written to {path}", file=sys.stderr)
     base = {(r["processes"], r["messages_per_process"]): r["cpu_us_per_message"]
             for r in rows if r["module"] == "none"}
@@ -214,8 +211,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm overhead",
         description="Metadata bytes, control messages and CPU per application message of "
         "each causality module at several group sizes and session lengths, and "
@@ -240,14 +237,13 @@ def build_parser() -> ArgumentParser:
                         help="draw metadata bytes per message against messages per process "
                         "(or group size, given one --messages value), and relative to "
                         "matrix's when matrix is measured")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm overhead``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

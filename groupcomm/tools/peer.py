@@ -28,13 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    add_address_arguments,
-    run_main,
-    setup_logging,
-)
+import groupcomm.cli.args as cli
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 
@@ -181,8 +175,8 @@ class Peer:
                   seconds=round(time.monotonic() - started, 3))
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m groupcomm.tools.peer",
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(prog="python -m groupcomm.tools.peer",
                             description="A client driven by JSON lines on stdin.")
     parser.add_argument("--name", required=True)
     parser.add_argument("--session", default="s")
@@ -193,7 +187,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
-    add_address_arguments(parser)
+    cli.add_address_arguments(parser)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--count-only", action="store_true",
                         help="count deliveries per sender instead of reporting each")
@@ -202,13 +196,13 @@ def build_parser() -> ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     from groupcomm.core.selection import SelectionError, filter_creators
 
     try:
         extra_send, extra_receive = filter_creators(args.filter)
     except (SelectionError, LookupError) as error:
-        raise CliError(f"peer {args.name}: {error}") from None
+        raise cli.CliError(f"peer {args.name}: {error}") from None
     try:
         communicator = Communicator(
             args.name, args.session, server=args.server, application=args.application,
@@ -220,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
             curve_dir=args.curve_dir,
         )
     except (CommunicatorError, LookupError, ValueError) as error:
-        raise CliError(f"peer {args.name}: {error}") from None
+        raise cli.CliError(f"peer {args.name}: {error}") from None
     peer = Peer(communicator, count_only=args.count_only)
     communicator.add_session_message_listener(peer)
     communicator.add_message_listener(peer.on_message)
@@ -248,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a remote-controlled peer."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":
