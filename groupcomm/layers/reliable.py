@@ -239,12 +239,14 @@ class ReliableManager:
         return out
 
 
-class ReliableSendFilter(MessageFilter[SentMessage]):
-    """Numbers and keeps every frame until it is acknowledged."""
-
+class _ReliableFilter(MessageFilter[Any]):
     def __init__(self, manager: ReliableManager) -> None:
         super().__init__()
         self.manager = manager
+
+
+class ReliableSendFilter(_ReliableFilter):
+    """Numbers and keeps every frame until it is acknowledged."""
 
     def filter_message(self, message: SentMessage) -> None:
         if message.is_control_for(PROTOCOL):
@@ -253,12 +255,8 @@ class ReliableSendFilter(MessageFilter[SentMessage]):
             self.manager.send(message)
 
 
-class ReliableReceiveFilter(MessageFilter[ReceivedMessage]):
+class ReliableReceiveFilter(_ReliableFilter):
     """Consumes acknowledgements; deduplicates and orders numbered frames."""
-
-    def __init__(self, manager: ReliableManager) -> None:
-        super().__init__()
-        self.manager = manager
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if message.is_control_for(PROTOCOL):
@@ -297,18 +295,17 @@ class _ReliableCreator(MessageFilterCreator[Any]):
         return manager.receive_filter
 
 
-def reliable_send(**options: Any) -> _ReliableCreator:
-    """Send side of ``--filter reliable`` (takes no options)."""
-    if options:
-        raise ValueError(f"reliable takes no options, got {sorted(options)}")
-    return _ReliableCreator("send")
+def _side(side: str) -> Any:
+    def make(**options: Any) -> _ReliableCreator:
+        if options:
+            raise ValueError(f"reliable takes no options, got {sorted(options)}")
+        return _ReliableCreator(side)
+
+    make.__doc__ = f"The {side} side of ``--filter reliable`` (takes no options)."
+    return make
 
 
-def reliable_receive(**options: Any) -> _ReliableCreator:
-    """Receive side of ``--filter reliable``."""
-    if options:
-        raise ValueError(f"reliable takes no options, got {sorted(options)}")
-    return _ReliableCreator("receive")
+reliable_send, reliable_receive = _side("send"), _side("receive")
 
 
 RELIABLE_FILTER = {
