@@ -1,26 +1,21 @@
 """``groupcomm demo``: the end-to-end demonstration.
 
-A session server and three IM clients (alice, bob, carol) run as separate processes
-on 127.0.0.1 and are driven as people would drive them, typing lines. Two scenarios
-from the source documents:
+A session server and three IM clients (alice, bob, carol) run as processes on 127.0.0.1
+and are driven as people would drive them, typing lines; alice's messages to carol are
+delayed. The scenarios of the source documents:
 
-* ``meeting`` (seeds 000/002, unicast): with a delay injected from alice to carol,
-  alice tells carol "Let's meet at 3pm" (m1), then asks bob to join (m2), then bob
-  asks carol what the meeting is about (m3). Without causal delivery carol sees m3
-  before m1 and is confused.
-* ``lunch`` (seed 003, broadcast): alice asks everyone "Done?" (m1), bob answers
-  everyone "Lunch?" (m2) after seeing it, carol answers "Yes, No" (m3) after seeing
-  both; alice's messages to carol are delayed.
-* ``shared-text`` (seeds 001/003, replicated state): three ``groupcomm edit --batch``
-  editors share one text. alice types "Hello" (delayed to carol), bob adds " world"
-  after it once he sees it, carol types "Dear all: " at the start meanwhile. With a
-  module that carries the replicated text every copy ends "Dear all: Hello world";
-  without causal order carol gets bob's edit before the "Hello" it refers to, the edit
-  fails, and the copies differ.
+* ``meeting`` (unicast): alice tells carol "Let's meet at 3pm" (m1), then asks bob to
+  join (m2); bob asks carol what the meeting is about (m3). Without causal delivery
+  carol sees m3 before m1.
+* ``lunch`` (broadcast): alice asks "Done?" (m1), bob answers "Lunch?" (m2) after seeing
+  it, carol answers "Yes, No" (m3) after seeing both.
+* ``shared-text``: three ``groupcomm edit --batch`` editors; alice types "Hello", bob adds
+  " world" after it, carol types "Dear all: " at the start meanwhile. Without causal
+  order carol gets bob's edit before the "Hello" it refers to, and the copies differ.
 
-Each run's traces are analysed with PySpark (one session reused across runs) and a
-table shows carol's delivery order, the causal violations the analysis found, median
-latency, metadata bytes and control messages per application message.
+Each run's traces are analysed with PySpark (one session for all) and a table shows
+carol's delivery order, the causal violations found, median latency, metadata bytes
+and control messages per application message.
 """
 
 from __future__ import annotations
@@ -39,15 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    ensure_trace_dir,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
-from groupcomm.core.registry import UnknownModuleError, available_modules, get_module
+import groupcomm.cli.args as cli
+from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
@@ -118,6 +106,11 @@ def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
 class Run:
     """One scenario under one module: processes, traces, deliveries."""
 
+    #: the app each person runs, its delay from alice to carol and how it is left
+    app = ("groupcomm.apps.im",)
+    delay_ms = DELAY_MS
+    quit_line = "/quit"
+
     def __init__(self, scenario: Scenario, causality: str, workdir: Path, trace_dir: Path,
                  timeout: float) -> None:
         self.scenario = scenario
@@ -125,45 +118,55 @@ class Run:
         self.workdir = workdir
         self.trace_dir = trace_dir
         self.timeout = timeout
-        self.server: ServerProcess | None = None
         self.people: dict[str, LineProcess] = {}
 
-    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
-        assert self.server is not None
-        argv = [sys.executable, "-m", "groupcomm.apps.im", "--name", name, "--session", "demo",
-                "--server", self.server.address, "--key-file", str(key_file),
-                "--causality", self.causality, "--trace-dir", str(self.trace_dir), *extra]
-        person = LineProcess(name, argv)
+    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
+        extra = ["--delay", f"carol={self.delay_ms}"] if name == "alice" else []
+        person = LineProcess(name, [
+            sys.executable, "-m", *self.app, "--name", name, "--session", "demo",
+            "--server", server.address, "--key-file", str(key_file), "--causality",
+            self.causality, "--trace-dir", str(self.trace_dir), *extra])
         self.people[name] = person
         return person
 
-    def execute(self) -> dict[str, list[str]]:
-        """Run the scenario; returns each person's delivered labels in screen order."""
+    def execute(self) -> dict[str, Any]:
+        """Run the scenario; returns what the table shows of it (:meth:`_outcome`)."""
         key_file = self.workdir / "session.key"
         write_new_key(key_file)
-        self.server = ServerProcess(key_file)
+        server = ServerProcess(key_file)
         try:
             for name in PEOPLE:
-                extra = ["--delay", f"carol={DELAY_MS}"] if name == "alice" else []
-                self._start_person(name, key_file, extra)
-            for person in self.people.values():
-                person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
-                                 self.timeout, "all three joined")
-            for name, person in self.people.items():
-                # a newcomer gets the conversation so far first (state transfer); the
-                # scenario starts once everyone has it
-                own = person.wait_line(lambda s: "with causality" in s, self.timeout,
-                                       "its own join")
-                members = own.partition("(members: ")[2].partition(")")[0].split(", ")
-                if any(other in members for other in PEOPLE if other != name):
-                    person.wait_line(lambda s: s.startswith("* up to date"), self.timeout,
-                                     "the conversation so far")
+                self._start_person(name, server, key_file)
+            self._await_members()
             self._play()
+            self._finish()
         finally:
             for person in self.people.values():
-                person.quit()
-            self.server.terminate()
-        return {name: _labels(p.lines, self.scenario) for name, p in self.people.items()}
+                person.quit(self.quit_line)
+            server.terminate()
+        return self._outcome()
+
+    def _await_members(self) -> None:
+        for person in self.people.values():
+            person.wait_line(lambda s: "joined" in s and all(n in s for n in PEOPLE),
+                             self.timeout, "all three joined")
+        for name, person in self.people.items():
+            # a newcomer gets the conversation so far first (state transfer); the
+            # scenario starts once everyone has it
+            own = person.wait_line(lambda s: "with causality" in s, self.timeout,
+                                   "its own join")
+            members = own.partition("(members: ")[2].partition(")")[0].split(", ")
+            if any(other in members for other in PEOPLE if other != name):
+                person.wait_line(lambda s: s.startswith("* up to date"), self.timeout,
+                                 "the conversation so far")
+
+    def _finish(self) -> None:
+        """What is done before the people leave."""
+
+    def _outcome(self) -> dict[str, Any]:
+        """Each person's delivered labels in screen order."""
+        return {"deliveries": {name: _labels(p.lines, self.scenario)
+                               for name, p in self.people.items()}}
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -190,46 +193,35 @@ class Run:
 class TextRun(Run):
     """The shared-text scenario: three batch editors (see the module docstring)."""
 
-    def _start_person(self, name: str, key_file: Path, extra: Sequence[str]) -> LineProcess:
-        assert self.server is not None
-        argv = [sys.executable, "-m", "groupcomm.apps.edit", "--batch", "--allow-divergence",
-                "--name", name, "--session", "demo", "--server", self.server.address,
-                "--key-file", str(key_file), "--causality", self.causality,
-                "--trace-dir", str(self.trace_dir), *extra]
-        person = LineProcess(name, argv)
-        self.people[name] = person
+    app = ("groupcomm.apps.edit", "--batch", "--allow-divergence")
+    delay_ms = TEXT_DELAY_MS
+    quit_line = "quit"
+
+    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
+        person = super()._start_person(name, server, key_file)
+        person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
+                         "its join")
         return person
 
-    def execute(self) -> dict[str, Any]:  # type: ignore[override]
-        """Run the scenario; returns each person's final text and failed edits."""
-        key_file = self.workdir / "session.key"
-        write_new_key(key_file)
-        self.server = ServerProcess(key_file)
-        finals: dict[str, Any] = {}
-        try:
-            for name in PEOPLE:
-                extra = ["--delay", f"carol={TEXT_DELAY_MS}"] if name == "alice" else []
-                person = self._start_person(name, key_file, extra)
-                person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
-                                 "its join")
-            for person in self.people.values():
-                person.type(f"wait-members 3 {self.timeout:g}")
-                person.wait_line(lambda s: s.startswith("members "), self.timeout,
-                                 "all three joined")
-            self._play()
-            for name, person in self.people.items():
-                # quiet for longer than the delay: carol's copy of alice's text, held
-                # in alice's delay plan, has arrived before anyone's text is read
-                person.type(f"quiet {TEXT_DELAY_MS / 1000 + 1:g}")
-                person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
-                person.type("show")
-                line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")
-                finals[name] = json.loads(line[len("text "):])
-        finally:
-            for person in self.people.values():
-                person.quit("quit")
-            self.server.terminate()
-        return finals
+    def _await_members(self) -> None:
+        for person in self.people.values():
+            person.type(f"wait-members 3 {self.timeout:g}")
+            person.wait_line(lambda s: s.startswith("members "), self.timeout,
+                             "all three joined")
+
+    def _finish(self) -> None:
+        self.finals: dict[str, Any] = {}
+        for name, person in self.people.items():
+            # quiet for longer than the delay: carol's copy of alice's text, held
+            # in alice's delay plan, has arrived before anyone's text is read
+            person.type(f"quiet {TEXT_DELAY_MS / 1000 + 1:g}")
+            person.wait_line(lambda s: s == "quiet", self.timeout * 2, "quiet")
+            person.type("show")
+            line = person.wait_line(lambda s: s.startswith("text "), self.timeout, "show")
+            self.finals[name] = json.loads(line[len("text "):])
+
+    def _outcome(self) -> dict[str, Any]:
+        return text_outcome(self.finals)
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -254,14 +246,6 @@ def text_outcome(finals: dict[str, Any]) -> dict[str, Any]:
     return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
             "texts": texts, "identical": len(set(texts.values())) == 1,
             "failed_edits": sum(final["failures"] for final in finals.values())}
-
-
-def analyze_run(trace_dir: Path, report_dir: Path | None, spark: Any) -> dict[str, Any]:
-    """The Spark analysis of one run's traces."""
-    from trace_analysis import analyze
-
-    return analyze(str(trace_dir), spark=spark,
-                   report_dir=str(report_dir) if report_dir else None)
 
 
 def summarize(result: dict[str, Any], causality: str) -> dict[str, Any]:
@@ -310,8 +294,8 @@ def print_table(runs: list[dict[str, Any]]) -> None:
               f"{_fmt(run['control_messages_per_message'], 2):>8}{note}")
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm demo",
         description="Start a session server and three IM clients (alice, bob, carol) as "
         "separate processes, replay the seeds' scenarios with a delay from alice to carol, "
@@ -319,16 +303,14 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--causality", default="all",
                         help="module to demonstrate, or all (default)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    cli.add_output_arguments(parser)
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--report", metavar="DIR",
                         help="write the analysis report (plots, space-time diagrams) here")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for each step (default 30)")
-    parser.add_argument("--no-analysis", action="store_true",
-                        help="skip the Spark analysis (deliveries only)")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_flags(parser, no_analysis="skip the Spark analysis (deliveries only)")
     return parser
 
 
@@ -366,18 +348,15 @@ def start_spark(master: str | None, log_path: Path) -> Any:
         tail = log_path.read_text(errors="replace").splitlines()[-20:]
         for line in tail:
             print(f"  spark: {line}", file=sys.stderr)
-        raise CliError(f"groupcomm demo: {error} (Spark's output: {log_path})") from None
+        raise cli.CliError(f"groupcomm demo: {error} (Spark's output: {log_path})") from None
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
-    try:
-        runs = plan_runs(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm demo: {error}") from None
+    cli.setup_logging(args.verbose)
+    runs = cli.checked_module(plan_runs, args.causality, "groupcomm demo", warn=False)
     for causality in dict.fromkeys(module for _, module in runs):
-        warn_if_known_bad(get_module(causality), "groupcomm demo")
-    ensure_trace_dir(args.trace_dir, "groupcomm demo")
+        cli.warn_if_known_bad(get_module(causality), "groupcomm demo")
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm demo")
     keep = args.trace_dir is not None
     base = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-demo-"))
     spark = None
@@ -407,22 +386,21 @@ def _run(args: argparse.Namespace) -> int:
                 shutil.rmtree(trace_dir)
             row: dict[str, Any] = {"causality": causality, "scenario": scenario.name,
                                    "trace_dir": str(trace_dir)}
+            kind = TextRun if scenario.kind == "text" else Run
             with tempfile.TemporaryDirectory() as workdir:
-                if scenario.kind == "text":
-                    row.update(text_outcome(TextRun(scenario, causality, Path(workdir),
-                                                    trace_dir, args.timeout).execute()))
-                else:
-                    row["deliveries"] = Run(scenario, causality, Path(workdir), trace_dir,
-                                            args.timeout).execute()
+                row.update(kind(scenario, causality, Path(workdir), trace_dir,
+                                args.timeout).execute())
+            analysis: dict[str, Any] = {}
             if spark is not None:
-                report = Path(args.report) / label if args.report else None
-                row.update(summarize(analyze_run(trace_dir, report, spark), causality))
-            else:
-                row.update(summarize({}, causality))
+                from trace_analysis import analyze
+
+                analysis = analyze(str(trace_dir), spark=spark, report_dir=str(
+                    Path(args.report) / label) if args.report else None)
+            row.update(summarize(analysis, causality))
             results.append(row)
         succeeded = True
     except ProcessError as error:
-        raise CliError(f"groupcomm demo: {error}") from None
+        raise cli.CliError(f"groupcomm demo: {error}") from None
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -444,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

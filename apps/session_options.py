@@ -7,13 +7,19 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, warn_if_known_bad
+from groupcomm.cli.args import (
+    DEFAULT_SERVER,  # noqa: F401 - the web gateway's command line reads it here
+    ArgumentParser,
+    CliError,
+    add_address_arguments,
+    add_module_arguments,
+    ensure_trace_dir,
+    warn_if_known_bad,
+)
 from groupcomm.core.registry import get_module
 from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
 from groupcomm.transport.config import Connection, Pipelines
 from groupcomm.transport.delays import check_delay_ms, self_delay_error
-
-DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 
 
 def add_session_arguments(parser: ArgumentParser, application: str) -> None:
@@ -22,24 +28,8 @@ def add_session_arguments(parser: ArgumentParser, application: str) -> None:
     parser.add_argument("--session", required=True, help="session to join")
     parser.add_argument("--application", default=application,
                         help=f"application name (default {application})")
-    parser.add_argument("--server", default=DEFAULT_SERVER,
-                        help=f"session server address (default {DEFAULT_SERVER})")
-    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
-    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
-                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
-    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
-                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
-    parser.add_argument("--config", help="config file (TOML) with causality / filters")
-    parser.add_argument("--direct", action="store_true",
-                        help="send peer to peer instead of through the server")
-    parser.add_argument("--curve-dir", metavar="DIR",
-                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
-                        "NAME.key_secret and server.key (see groupcomm keys)")
-    parser.add_argument("--bind-host", default="127.0.0.1",
-                        help="address to listen on for direct traffic (default 127.0.0.1; "
-                        "0.0.0.0 for every interface)")
-    parser.add_argument("--advertise-host",
-                        help="address other members reach this one at (default: --bind-host)")
+    add_module_arguments(parser)
+    add_address_arguments(parser)
     parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
                         help="minimum delay for messages to PEER (testing; repeatable)")
     parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",

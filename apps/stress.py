@@ -1,30 +1,18 @@
 """``groupcomm stress``: many real client processes, random traffic and injected faults.
 
-A session server and N client processes (``python -m groupcomm.tools.peer --count-only``) run
-on 127.0.0.1. Each sends its share of ``--messages`` random unicast, multicast and
-broadcast messages (broadcasts only for broadcast-only modules such as ``vector``)
-through the selected causality module, while the requested faults are injected:
-per-frame jitter, dropped and duplicated frames (with the ``reliable`` layer under the
-module unless ``--no-reliable``), a client killed at a given second, the session server
-restarted at a given second. When every sender is done and every survivor has delivered
-what was addressed to it (or ``--timeout`` passes), the traces are analysed with Spark
-and the command prints sent, delivered, lost, duplicated, causal violations, throughput
-and each process's peak memory. Every process it started is reaped, also on Ctrl-C.
+A session server and N clients (``python -m groupcomm.tools.peer --count-only``) on
+127.0.0.1 send their shares of ``--messages`` through the module while the requested
+faults are injected (see ``--help`` and docs/commands.md); then the traces are analysed
+with Spark. Every process it started is reaped, also on Ctrl-C.
 
 Accounting: ``expected`` counts, per destination, what live senders report having sent
-to it; messages to or from a killed client are reported apart (``to_killed``), since
-nobody can deliver them. ``lost`` is what survivors expected and never delivered.
-
-``--churn`` changes the session while the traffic flows (the last three clients churn; at
-least five clients): a client joins late (``late``) and sends its share; one leaves
-(``close()``); one is killed and started again under its name (it comes back as a new
-member, ``NAME~2``, and sends a little); one is frozen with SIGSTOP past the server's
-heartbeat timeout and resumed (a false suspicion: it too comes back as ``NAME~2``). The
-accounting then covers the members present from their join to the end, which must lose
-nothing; what was sent to or by the churning clients is reported apart (``churn``: what
-the stable members sent them, what they got from them, and what their senders were told
-was undeliverable), and the Spark analysis of every trace, the churning clients'
-included, must find no causal violation and no duplicate.
+to it; messages to or from a killed client are reported apart (``to_killed``); ``lost``
+is what survivors expected and never delivered. With ``--churn`` (the last three
+clients leave, are killed and restarted as ``NAME~2``, or are frozen past the heartbeat
+timeout, and a late joiner sends its share) the accounting covers the members present
+from their join to the end, which must lose nothing; what was sent to or by the
+churning clients is reported apart (``churn``), and the analysis of every trace must
+find no causal violation and no duplicate.
 """
 
 from __future__ import annotations
@@ -40,16 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    ensure_trace_dir,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
+import groupcomm.cli.args as cli
+from groupcomm.apps.session_options import parse_jitter
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
-from groupcomm.transport.delays import check_delay_ms
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
 
 #: with --churn, the server declares a silent client gone after this many seconds (the
@@ -82,8 +63,8 @@ def _probability(text: str) -> float:
     return value
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm stress",
         description="Start a session server and N client processes sending random "
         "unicast, multicast and broadcast traffic with injected faults; analyse the traces "
@@ -102,30 +83,25 @@ def build_parser() -> ArgumentParser:
                         help="drop each outgoing frame with probability P")
     parser.add_argument("--duplicate", type=_probability, default=0, metavar="P",
                         help="send each outgoing frame twice with probability P")
-    parser.add_argument("--no-reliable", action="store_true",
-                        help="do not put the reliable layer under the module")
-    parser.add_argument("--reliable", action="store_true",
-                        help="put the reliable layer under the module even without drops "
-                        "(it recovers relayed frames lost in a server restart)")
+    cli.add_flags(parser, no_reliable="do not put the reliable layer under the module",
+              reliable="put the reliable layer under the module even without drops (it "
+              "recovers relayed frames lost in a server restart)")
     parser.add_argument("--kill", type=_kill_spec, action="append", default=[],
                         metavar="NAME@SECONDS", help="kill client NAME (p1, p2, ...) after "
                         "SECONDS of traffic")
     parser.add_argument("--restart-server", type=_seconds, metavar="SECONDS",
                         help="stop the session server after SECONDS and start it again")
-    parser.add_argument("--churn", action="store_true",
-                        help="change the session during the traffic: a late joiner, a "
-                        "leave, a kill and restart under the same name, a freeze past the "
-                        "heartbeat timeout (needs at least 5 processes)")
-    parser.add_argument("--direct", action="store_true",
-                        help="send directly between clients instead of through the server")
+    cli.add_flags(parser, churn="change the session during the traffic: a late joiner, a leave, "
+              "a kill and restart under the same name, a freeze past the heartbeat timeout "
+              "(needs at least 5 processes)",
+              direct="send directly between clients instead of through the server")
     parser.add_argument("--trace-dir", help="keep the traces here (default: a temp dir)")
     parser.add_argument("--master", help="Spark master URL (default local[2])")
-    parser.add_argument("--no-analysis", action="store_true", help="skip the Spark analysis")
+    cli.add_flags(parser, no_analysis="skip the Spark analysis")
     parser.add_argument("--timeout", type=float, default=180,
                         help="seconds to wait for the traffic to settle (default 180)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
@@ -182,17 +158,14 @@ class StressRun:
         args = self.args
         from groupcomm.core.registry import get_module
 
-        broadcast_only = get_module(args.causality).broadcast_only
-        self._broadcast_only = broadcast_only
+        self._broadcast_only = get_module(args.causality).broadcast_only
         server_extra = (["--heartbeat-timeout", str(CHURN_HEARTBEAT_TIMEOUT)]
                         if args.churn else [])
         with ProcessGroup(self.workdir, server_extra=server_extra) as group:
             self.say(f"starting {len(self.names)} clients ({args.causality}"
                      f"{', ' + ', '.join(self.filters()) if self.filters() else ''})")
             for name in self.names:
-                group.start_peer(name, causality=args.causality, direct=args.direct,
-                                 trace_dir=str(self.trace_dir), filters=self.filters(),
-                                 extra=["--count-only"])
+                self._start(group, name)
             group.wait_members(self.names)
             peers = group.peers
             if args.jitter:
@@ -201,8 +174,7 @@ class StressRun:
             share, extra = divmod(args.messages, len(self.names))
             started = time.monotonic()
             for index, peer in enumerate(peers.values()):
-                peer.command(op="burst", count=share + (1 if index < extra else 0),
-                             seed=args.seed, rate=args.rate, broadcast_only=broadcast_only)
+                self._burst(peer, share + (1 if index < extra else 0))
             sent = self._wait_for_senders(group, started)
             settled, stats = self._wait_for_deliveries(peers, sent, started)
             elapsed = (settled or time.monotonic()) - started
@@ -219,6 +191,10 @@ class StressRun:
                                 trace_dir=str(self.trace_dir), filters=self.filters(),
                                 extra=["--count-only"])
 
+    def _burst(self, peer: PeerProcess, count: int) -> None:
+        peer.command(op="burst", count=count, seed=self.args.seed, rate=self.args.rate,
+                     broadcast_only=self._broadcast_only)
+
     def _churn_due(self, group: ProcessGroup, now: float) -> None:
         """Carry out the --churn plan's steps that are due."""
         while self.plan and now >= self.plan[0][0]:
@@ -230,11 +206,9 @@ class StressRun:
                 return
             self.say(f"churn at {now:.1f} s: {what} {name}")
             share = max(1, self.args.messages // len(self.names))
-            burst = dict(op="burst", seed=self.args.seed, rate=self.args.rate,
-                         broadcast_only=self._broadcast_only)
             if what == "join":
                 self.names.append(name)
-                self._start(group, name).command(**burst, count=share)
+                self._burst(self._start(group, name), share)
             elif what == "leave":
                 group.peers[name].command(op="quit")  # it closes; reaped at the end
                 self.killed.add(name)
@@ -242,7 +216,7 @@ class StressRun:
                 group.peers[name].kill()
                 self.killed.add(name)
             elif what == "restart":
-                self._start(group, name).command(**burst, count=max(1, share // 10))
+                self._burst(self._start(group, name), max(1, share // 10))
                 self.killed.discard(name)
             elif what == "freeze":
                 group.peers[name].process.send_signal(signal.SIGSTOP)
@@ -405,28 +379,23 @@ class StressRun:
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     if args.processes < 2 or args.messages < 1:
-        raise CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
-    from groupcomm.core.registry import UnknownModuleError, get_module
+        raise cli.CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
+    from groupcomm.core.registry import get_module
 
-    try:
-        module = get_module(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm stress: {error}") from None
-    try:
-        check_delay_ms("jitter", args.jitter)
-    except ValueError as error:
-        raise CliError(f"groupcomm stress: --jitter {args.jitter}: {error}") from None
-    warn_if_known_bad(module, "groupcomm stress")
+    module = cli.checked_module(get_module, args.causality, "groupcomm stress", warn=False)
+    parse_jitter(args.jitter, "groupcomm stress")
+    cli.warn_if_known_bad(module, "groupcomm stress")
     if args.churn and args.processes < 5:
-        raise CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
+        raise cli.CliError("groupcomm stress: --churn needs at least 5 processes (three churn, "
                        "the others stay)")
     names = {f"p{i}" for i in range(1, args.processes + 1)}
     for name, _ in args.kill:
         if name not in names:
-            raise CliError(f"groupcomm stress: --kill {name}: clients are p1..p{args.processes}")
-    ensure_trace_dir(args.trace_dir, "groupcomm stress")
+            raise cli.CliError(f"groupcomm stress: --kill {name}: clients are "
+                               f"p1..p{args.processes}")
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm stress")
     keep = args.trace_dir is not None
     trace_dir = Path(args.trace_dir) if keep else Path(tempfile.mkdtemp(prefix="groupcomm-st-"))
     if keep and trace_dir.exists():
@@ -436,7 +405,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             result = StressRun(args, workdir, trace_dir).execute()
         except ProcessError as error:
-            raise CliError(f"groupcomm stress: {error}") from None
+            raise cli.CliError(f"groupcomm stress: {error}") from None
         if not args.no_analysis:
             from trace_analysis import analyze
             from trace_analysis.session import SparkUnavailableError
@@ -445,7 +414,7 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 analysis = analyze(trace_dir, master=args.master)
             except SparkUnavailableError as error:
-                raise CliError(f"groupcomm stress: {error}") from None
+                raise cli.CliError(f"groupcomm stress: {error}") from None
             killed = set(result["killed"])
             result["analysis"] = {k: analysis[k] for k in (
                 "events", "messages", "causal_violations", "fifo_violations", "undelivered",
@@ -478,4 +447,4 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm stress``."""
-    return run_main(build_parser, _run, _normalise(argv))
+    return cli.run_main(build_parser, _run, _normalise(argv))

@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+import groupcomm.cli.args as cli
 from trace_analysis.loaded import LOADERS
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",
             "malformed_lines", "messages")
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm analyze-bench",
         description="Generate synthetic traces and time the Spark analysis against a "
         "single-process pure-Python checker on the same data.",
@@ -101,16 +101,16 @@ def bench_one(events: int, args: argparse.Namespace, root: Path, spark: Any) -> 
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     if any(n < 1 for n in args.events) or args.processes < 2 or args.spark_runs < 1:
-        raise CliError("groupcomm analyze-bench: --events and --spark-runs must be >= 1 "
+        raise cli.CliError("groupcomm analyze-bench: --events and --spark-runs must be >= 1 "
                        "and --processes >= 2")
     from trace_analysis.session import SparkUnavailableError, get_spark
 
     try:
         spark = get_spark(args.master)
     except SparkUnavailableError as error:
-        raise CliError(f"groupcomm analyze-bench: {error}") from None
+        raise cli.CliError(f"groupcomm analyze-bench: {error}") from None
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="groupcomm-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -136,4 +136,4 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm analyze-bench``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)

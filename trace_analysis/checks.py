@@ -1,42 +1,28 @@
 """Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates.
 
-Definitions (docs/trace_schema.md): m → m′ iff vc(send m) < vc(send m′). A causal violation is a
-triple (p, m, m′) with m → m′, both delivered at p and m′ delivered first; a FIFO
-violation is one where m and m′ have the same sender. Only the first delivery of a
-message at a process takes part (later ones are counted as duplicates); the delivery
-order at p is the line order of p's deliver events.
+Definitions: docs/trace_schema.md. Only the first delivery of a message at a process
+takes part (later ones are duplicates); the delivery order at p is the line order of p's
+deliver events. The method is linear in the number of events; no pair of deliveries is
+ever joined:
 
-Method (linear in the number of events; no pair of deliveries is ever joined):
-
-1. Sends are keyed by message id (the first send record in line order wins; later ones
-   are counted) and reduced to what the checks need: the sender, its own clock entry
-   ``x = vcsend(m)[sender]`` and the positional vector ``vals[k] = vcsend(m)[s_k]`` over
-   the senders s_0 … s_K of the trace. They are few (one per message, a few per cent of
-   the events), so they are collected as Arrow and indexed in numpy on the driver
-   (:mod:`trace_analysis.send_index`), then broadcast to the Python workers as Arrow IPC
-   (and kept as a small DataFrame for the joins of step 3).
-2. Scaling fact: for the send of m by s, m → m′ iff vcsend(m)[s] <= vcsend(m′)[s]. So the
-   first delivery of m at p has a violation iff an earlier delivery m′ at p has
-   vcsend(m′)[s] >= vcsend(m)[s]. The deliveries are shuffled once by process as narrow
-   rows, and each process's deliveries are laid out in numpy
-   (:mod:`trace_analysis.layout`, one ``applyInArrow`` group per process): each message
-   is looked up in the broadcast send index (no K-long arrays travel through the JVM),
-   the deliveries are sorted by position in the file, the running maximum of every
-   sender column over the earlier deliveries is one cumulative maximum, and the
-   delivery is *flagged* when the maximum of its sender's column reaches its own ``x``.
-   O(n log n) per process for the sort, O(n × K) for the maxima. (A duplicate delivery
-   repeats its first delivery's clock, so it cannot raise a maximum.)
-3. Exact counts: in the same per-process layout, when a process has flagged deliveries,
-   each is counted exactly against the earlier first deliveries of its process
-   (:mod:`trace_analysis.counting`, O(n log² n) per sender with a flagged delivery),
-   and its nearest violating predecessors are listed for ``--violations-out`` within a
-   budget. The counts are summed with the other counters; only the flagged rows are
-   collected. With correct protocols nothing is flagged and nothing is counted.
+1. Sends are keyed by message id (the first record wins; later ones are counted) and
+   reduced to the sender, ``x = vcsend(m)[sender]`` and the vector ``vals[k] =
+   vcsend(m)[s_k]`` over the trace's senders: few rows, collected and indexed in numpy
+   on the driver (:mod:`trace_analysis.send_index`), broadcast to the workers as Arrow.
+2. By the scaling fact (m → m′ iff vcsend(m)[s] <= vcsend(m′)[s], s the sender of m),
+   the first delivery of m at p has a violation iff an earlier delivery m′ at p has
+   vcsend(m′)[s] >= x. The deliveries are shuffled once by process as narrow rows and
+   laid out in numpy per process (:mod:`trace_analysis.layout`): looked up in the send
+   index, sorted by line position, and *flagged* when the running maximum of their
+   sender's column reaches their own ``x``.
+3. In the same layout each flagged delivery is counted exactly against the earlier
+   first deliveries (:mod:`trace_analysis.counting`) and its nearest violating
+   predecessors listed within a budget; only flagged rows are collected. With correct
+   protocols nothing is flagged.
 4. Undelivered: each send expects one delivery per distinct destination; the first
-   deliveries that are at a destination of their message are counted, and the
-   difference is exact. For the samples, each process's layout lists the smallest ids
-   of the messages addressed to it that it never delivered; a destination with no
-   delivery at all is looked up in the send index on the driver.
+   deliveries at a destination are counted and the difference is exact. Each layout
+   lists the smallest ids of the messages addressed to its process that it never
+   delivered; a destination with no delivery at all is looked up on the driver.
 """
 
 from __future__ import annotations

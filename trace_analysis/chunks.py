@@ -1,34 +1,20 @@
 """Parse one byte range of a trace file into Arrow batches (runs in Spark's Python workers).
 
-This is the inner loop of the default loader (:mod:`trace_analysis.load`): each Spark
-task reads its own chunk of a file from disk — the text never passes through the JVM —
-and decodes every line with ``msgspec`` against a typed record, which checks the field
-types of :mod:`trace_analysis.schema` in C. A line the typed decoder accepts and that
-has its required fields is an event; **every other line goes through**
-:func:`trace_analysis.schema.parse_line`, the one validator the reference checker uses,
-which decides (blank, malformed with its reason, or a legal line the fast decoder is
-stricter about, such as a string with a lone surrogate escape). The fast path only ever
-accepts lines that ``parse_line`` accepts with the same values, so both agree by
-construction; a test fuzzes that.
+The inner loop of the default loader: each task reads its chunk of a file itself and
+decodes every line with ``msgspec`` against a typed record (the field types of
+:mod:`trace_analysis.schema`, checked in C). A line the decoder accepts with its
+required fields is an event; **every other line goes through**
+:func:`trace_analysis.schema.parse_line`, which decides. The fast path accepts only lines
+``parse_line`` accepts with the same values, so both agree by construction (a test
+fuzzes it).
 
-One task yields, per chunk:
-
-* ``e`` rows: the send, deliver, buffer and unbuffer events with the fields the
-  analysis keeps (:data:`trace_analysis.schema.KEPT`), their file, ``blk`` (the chunk's
-  start offset) and ``rid`` (the line's index in the chunk): ``(file, blk, rid)`` is line
-  order;
-* ``c`` rows: counts and metadata bytes of every valid event per (protocol, process,
-  event, kind) — the light events are only counted;
-* ``m`` rows: the first few malformed lines with their index, reason and first 201
-  characters (as many as the samples asked for: the first samples of the whole trace
-  are among the first of their chunks);
-* one ``k`` row: the chunk's number of lines (for line numbers), blank lines and
-  malformed lines.
-
-Chunks are planned on the driver (:func:`plan_chunks`) so that each starts at the
-beginning of a line: a boundary is placed just after a ``\\n``, which ends a line under
-every line-ending convention, and a task splits its bytes with ``bytes.splitlines``
-(``\\n``, ``\\r\\n`` and ``\\r``, as Python's text mode and Spark's text reader do).
+A task yields ``e`` rows (the kept events with ``file``, ``blk``, the chunk's start, and
+``rid``, the line's index in it: ``(file, blk, rid)`` is line order), ``c`` rows (counts
+and metadata bytes of every valid event per protocol, process, event and kind), ``m``
+rows (the first malformed lines with their reason), a ``k`` row (lines, blank and
+malformed lines) and an ``s`` row (the chunk's sends, packed). Chunks start just after
+a ``\\n`` (:func:`plan_chunks`), and a task splits with ``bytes.splitlines`` as Python's
+text mode and Spark's reader do.
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+import groupcomm.cli.args as cli
 from trace_analysis.endings import describe as describe_endings
 from trace_analysis.loaded import LOADERS
 from trace_analysis.report import written_files
@@ -18,8 +19,8 @@ from trace_analysis.report import written_files
 DEFAULT_IDLE_MINUTES = 30.0
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm analyze",
         description=(
             "Check a trace directory (one <process>.jsonl per process, docs/trace_schema.md) for "
@@ -30,7 +31,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("trace_dir", nargs="?", help="directory of <process>.jsonl trace "
                         "files: a local path, or a URI of a file system Spark reads "
                         "(hdfs://..., s3a://..., file:// on storage every worker shares)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    cli.add_output_arguments(parser)
     parser.add_argument("--master", help="Spark master URL (default local[2])")
     parser.add_argument("--report", metavar="DIR", help="write summary.json, CSV tables, "
                         "PNG plots, a space-time diagram and a ShiViz log to DIR")
@@ -44,35 +45,27 @@ def build_parser() -> ArgumentParser:
                         "default for local paths and file://) or 'native' (two passes of "
                         "Spark's JSON reader, through Spark's file systems; the default "
                         "for hdfs://, s3a:// and other URIs)")
-    parser.add_argument("--no-ship", action="store_true",
-                        help="on a cluster whose workers' Python lacks numpy, msgspec, "
-                        "pyarrow or pandas, stop with one line saying so instead of shipping "
-                        "this installation's with the job (spark.archives)")
+    cli.add_flags(parser, no_ship="on a cluster whose workers' Python lacks numpy, msgspec, "
+              "pyarrow or pandas, stop with one line saying so instead of shipping this "
+              "installation's with the job (spark.archives)")
     warm = parser.add_argument_group(
         "warm Spark", "Starting Spark takes most of the time of a small analysis. An "
         "analysis server keeps one SparkSession for later analyses of the same master: "
         "while one runs, `groupcomm analyze` uses it (and says so), unless --no-server.")
-    warm.add_argument("--serve", action="store_true",
-                      help="run the analysis server for --master in this terminal until "
-                      "Ctrl-C (or --idle-timeout)")
-    warm.add_argument("--warm", action="store_true",
-                      help="analyse in the analysis server, starting it in the background "
-                      "when none runs (it stops after --idle-timeout)")
+    cli.add_flags(warm, serve="run the analysis server for --master in this terminal until "
+              "Ctrl-C (or --idle-timeout)",
+              warm="analyse in the analysis server, starting it in the background when none "
+              "runs (it stops after --idle-timeout)")
     warm.add_argument("--idle-timeout", type=float, default=None, metavar="MIN",
                       help="minutes without a request after which the server stops "
                       f"(default {DEFAULT_IDLE_MINUTES:g}; 0: never)")
-    warm.add_argument("--stop-server", action="store_true",
-                      help="stop the analysis server for --master, if one runs")
-    warm.add_argument("--no-server", action="store_true",
-                      help="analyse in this process even when an analysis server runs")
-    warm.add_argument("--watch", action="store_true",
-                      help="keep one SparkSession and print a fresh report each time a "
-                      "trace file of TRACE_DIR (a local directory) grows or appears, until "
-                      "Ctrl-C")
+    cli.add_flags(warm, stop_server="stop the analysis server for --master, if one runs",
+              no_server="analyse in this process even when an analysis server runs",
+              watch="keep one SparkSession and print a fresh report each time a trace file "
+              "of TRACE_DIR (a local directory) grows or appears, until Ctrl-C")
     warm.add_argument("--interval", type=float, default=1.0, metavar="S",
                       help="with --watch: seconds between looks at the directory (default 1)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
 
@@ -138,29 +131,29 @@ def _check(args: argparse.Namespace) -> None:
     modes = [name for name, on in (("--serve", args.serve), ("--stop-server", args.stop_server),
                                    ("--watch", args.watch)) if on]
     if len(modes) > 1:
-        raise CliError(f"{prog}: {' and '.join(modes)} exclude each other")
+        raise cli.CliError(f"{prog}: {' and '.join(modes)} exclude each other")
     if args.serve or args.stop_server:
         if args.trace_dir is not None:
-            raise CliError(f"{prog}: {modes[0]} takes no TRACE_DIR")
+            raise cli.CliError(f"{prog}: {modes[0]} takes no TRACE_DIR")
         extra = [name for name, on in (("--warm", args.warm), ("--no-server", args.no_server),
                                        ("--report", args.report),
                                        ("--violations-out", args.violations_out)) if on]
         if extra:
-            raise CliError(f"{prog}: {extra[0]} goes with a TRACE_DIR, not {modes[0]}")
+            raise cli.CliError(f"{prog}: {extra[0]} goes with a TRACE_DIR, not {modes[0]}")
     elif args.trace_dir is None:
-        raise CliError(f"{prog}: TRACE_DIR is required (or --serve, --stop-server; "
+        raise cli.CliError(f"{prog}: TRACE_DIR is required (or --serve, --stop-server; "
                        f"see {prog} --help)")
     if args.warm and args.no_server:
-        raise CliError(f"{prog}: --warm and --no-server exclude each other")
+        raise cli.CliError(f"{prog}: --warm and --no-server exclude each other")
     if args.idle_timeout is not None:
         if not (args.serve or args.warm):
-            raise CliError(f"{prog}: --idle-timeout goes with --serve or --warm")
+            raise cli.CliError(f"{prog}: --idle-timeout goes with --serve or --warm")
         if args.idle_timeout < 0:
-            raise CliError(f"{prog}: --idle-timeout must be >= 0 (0: never)")
+            raise cli.CliError(f"{prog}: --idle-timeout must be >= 0 (0: never)")
     if args.interval <= 0:
-        raise CliError(f"{prog}: --interval must be > 0")
+        raise cli.CliError(f"{prog}: --interval must be > 0")
     if args.watch and scheme_of(args.trace_dir) not in (None, "file"):
-        raise CliError(f"{prog}: --watch takes a local directory, not {args.trace_dir}")
+        raise cli.CliError(f"{prog}: --watch takes a local directory, not {args.trace_dir}")
 
 
 class _Analyses:
@@ -173,10 +166,7 @@ class _Analyses:
         self.args = args
         self.limit = limit
         self.loader = choose_loader(args.trace_dir, args.loader)
-
-    def progress(self, message: str) -> None:
-        if not self.args.quiet:
-            print(f"[analyze] {message}", file=sys.stderr, flush=True)
+        self.progress = functools.partial(_progress, args)
 
     @staticmethod
     def note(message: str) -> None:
@@ -219,8 +209,7 @@ class _Analyses:
         args = self.args
         ship = not args.no_ship
         if args.warm:
-            minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-            info = server.find_or_start(args.master, ship, minutes * 60, self.note,
+            info = server.find_or_start(args.master, ship, _idle_seconds(args), self.note,
                                         self.progress)
         else:
             info = server.usable(args.master, ship, self.note)
@@ -254,6 +243,16 @@ class _Analyses:
         return result
 
 
+def _progress(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(f"[analyze] {message}", file=sys.stderr, flush=True)
+
+
+def _idle_seconds(args: argparse.Namespace) -> float:
+    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
+    return minutes * 60
+
+
 def _absolute(location: str | None) -> str | None:
     """A local path made absolute (the server runs elsewhere); URIs as they are."""
     from trace_analysis.store import scheme_of
@@ -273,12 +272,8 @@ def _shown(location: str) -> str:
 def _serve(args: argparse.Namespace) -> int:
     from trace_analysis import server
 
-    def say(message: str) -> None:
-        if not args.quiet:
-            print(f"[analyze] {message}", file=sys.stderr, flush=True)
-
-    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-    server.serve(args.master, not args.no_ship, minutes * 60 or None, say, stop_spark=True)
+    server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
+                 functools.partial(_progress, args), stop_spark=True)
     return 0
 
 
@@ -333,7 +328,7 @@ def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     _check(args)
     from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT
     from trace_analysis.loaded import TraceDirError
@@ -342,7 +337,7 @@ def _run(args: argparse.Namespace) -> int:
     limit = args.violations_limit if args.violations_limit is not None else (
         DEFAULT_VIOLATIONS_LIMIT)
     if limit < 0:
-        raise CliError("groupcomm analyze: --violations-limit must be >= 0")
+        raise cli.CliError("groupcomm analyze: --violations-limit must be >= 0")
     try:
         if args.stop_server:
             return _stop_server(args)
@@ -353,14 +348,14 @@ def _run(args: argparse.Namespace) -> int:
             return _watch(args, analyses)
         result = analyses.run()
     except (TraceDirError, SparkUnavailableError) as error:
-        raise CliError(f"groupcomm analyze: {error}") from None
+        raise cli.CliError(f"groupcomm analyze: {error}") from None
     _print(result, args.json)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm analyze``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

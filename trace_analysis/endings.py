@@ -1,38 +1,12 @@
 """How each process's trace ends, and which undelivered messages that explains.
 
-A communicator that closes records its own departure last (a ``leave`` event whose
-``client`` is the process itself). A trace that stops without one belongs to a process
-that was killed, crashed, or was declared gone and came back as a new incarnation (whose
-trace is another file). The last line of each file is read (and, of a file that ends
-without a departure, the lines naming its writer: see below), which costs little next
-to the analysis. Abrupt endings are judged only when at least one process of the
-directory recorded its own departure: traces from the simulator or the model checker
-record none, and end when the run ends.
-
-A (message, destination) pair never delivered whose destination's membership ended during
-the run (its trace stops abruptly, or it left more than :data:`DEPARTURE_GRACE` seconds
-before the last process ended) is counted as ``undelivered_to_departed``: the member
-left, was killed or was declared gone before the message reached it. A pair whose
-destination stayed but whose sender's membership ended is ``undelivered_from_departed``:
-the message went down with its sender (a sender-side module's output buffer, or frames
-that never left a killed process; the sender's module reports them undeliverable). The
-others, ``undelivered_present``, are protocol failures (at the end of a run every
-process leaves, within a moment of the others: that is not a departure that excuses a
-loss).
-
-A trace that stops without a departure may also be one still being written: the file
-writer records its process id and host in the first record it writes (``pid``,
-``host``). When that host is this one and that process is still running (and started
-before the record was written, so the id was not reused) and does not write a later
-incarnation of the same name (``carol~2``: the first was declared gone), the trace is
-**open**, not ended: it is left out of the abrupt endings, and the undelivered pairs to
-or from its process are ``undelivered_open`` (the run is not over for them), not
-counted as departed or as failures. A trace written on another host, or read through
-Spark's file systems, is judged by its content.
-
-A ``release`` record (an application or the ``release_after`` policy gave up waiting
-for a member) names the messages a module delivered without waiting further for their
-causes; those that the process did deliver are counted as ``released_deliveries``.
+The rules are those of docs/trace_schema.md ("What the analysis reports": abrupt
+endings, open traces, departed members, releases). A trace is judged by its last line
+(a communicator that closes records its own ``leave`` last) and, when it stops without
+one, by the last record naming its writer (``pid``, ``host``): a writer still running on
+this host makes the trace open. Abrupt endings are judged only when some process of the
+directory recorded its own departure (the simulator's and the checker's traces record
+none).
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """One process's deliveries laid out in numpy: their sends, positions, copies and flags.
 
 Spark hands :func:`lay_out` all the deliveries of one process (``groupBy("p")
-.applyInArrow``) as narrow rows (process, message id, time, protocol, line position).
-Each worker looks the messages up in the send index (:mod:`trace_analysis.send_index`,
-shipped once per worker as an Arrow broadcast and kept as a :class:`SendLookup`), orders
-the deliveries by line position (file, blk, rid) and computes, in a few vectorised
-passes instead of a join and two window sorts in the JVM:
-
-* the send's sender, index ``sidx``, time and protocol, ``has_send``, and ``in_dests``
-  (the process is among the message's destinations);
-* ``pos``: the 1-based position of the delivery among the process's deliveries;
-* ``copy``: 1 for the first delivery of its message at the process, 2 for the second…;
-* ``flag``: the first delivery of a message m from sender s is flagged when an earlier
-  delivery m′ at the process has ``vcsend(m′)[s] >= vcsend(m)[s]`` — the running maximum
-  of each sender's column over the earlier deliveries reaches m's own entry (method step
-  2 of :mod:`trace_analysis.checks`);
-* for flagged deliveries only (with correct protocols, none): the exact ``causal`` and
-  ``fifo`` counts, and in ``earlier`` / ``earlier_fifo`` the nearest earlier deliveries
-  that violate with it, within a budget of triples per process
-  (:func:`trace_analysis.counting.count_flagged`; method step 3);
-* on the process's first row only: ``missing``, how many messages addressed to it it
-  never delivered, and ``missing_msgs``, the smallest of their ids (method step 4).
-
-Pure computation over Arrow tables: no Spark here, so it is tested directly.
+.applyInArrow``) as narrow rows; the worker looks their messages up in the send index
+(:mod:`trace_analysis.send_index`, an Arrow broadcast kept as a :class:`SendLookup`),
+orders them by line position and computes, in a few vectorised passes instead of a join
+and two window sorts in the JVM, the columns of :data:`OUTPUT_DDL`: method steps 2 to 4
+of :mod:`trace_analysis.checks` (flags, exact counts of the flagged deliveries with
+:func:`trace_analysis.counting.count_flagged`, and the undelivered messages, counted on
+the process's first row). Pure computation over Arrow tables: tested without Spark.
 """
 
 from __future__ import annotations

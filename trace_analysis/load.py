@@ -1,37 +1,24 @@
 """Read a trace directory: count every line, keep the events the checks need.
 
 :func:`load` dispatches to one of two loaders that give the same :class:`Loaded`:
-``workers`` (the default, :mod:`trace_analysis.worker_load`: one pass, parsed with
-msgspec in Spark's Python workers) and ``native``, described here and kept as a second
-opinion and for where the Python workers cannot read the files themselves.
-
-The native loader makes two passes of Spark's native JSON parser, because caching ten million parsed rows costs
+``workers`` (the default, :mod:`trace_analysis.worker_load`) and ``native``, here, kept
+as a second opinion and for files the Python workers cannot open (``hdfs://``...). It
+makes two passes of Spark's JSON parser, because caching ten million parsed rows costs
 more than parsing them twice:
 
-**Pass 1** reads every line with ``spark.read.text`` (one row per line, blank lines
-included), with the file, the start of its file block and a
-``monotonically_increasing_id`` (deterministic for a given set of files, so pass 2 gets
-the same ids; within a file, ``(block start, id)`` follows line order, which is the
-delivery order the checks need). ``from_json`` with the explicit schema of
-:mod:`trace_analysis.schema` parses it (PERMISSIVE, ``_corrupt_record`` set when a value
-does not fit its type), and a native predicate vouches for the line when the parse is
-clean, required fields are there, and the raw text shows that string fields really are
-JSON strings (Spark's parser silently turns ``5`` into ``"5"`` where a string is
-expected; the text search runs only for values that could be such a conversion). The
-pass ends in an aggregation: counts and metadata bytes per (block, protocol, process,
-event, kind) for clean lines, and one group per line the fast path could not vouch for
-(not JSON, missing fields, wrong types, but also legal lines such as non-ASCII escapes in
-``dests``). Those few go through the Python validator
-:func:`trace_analysis.schema.parse_line` as a UDF, which decides.
+**Pass 1** reads every line (``spark.read.text``) with its file, block start and a
+``monotonically_increasing_id`` (the same on every read; ``(block, id)`` follows line
+order), parses it with ``from_json`` and the schema of :mod:`trace_analysis.schema`, and
+vouches for it with a native predicate when the parse is clean, required fields are
+there and string fields really are JSON strings (Spark turns ``5`` into ``"5"``; the text
+is searched only for values that could be such a conversion). It ends in counts per
+(block, protocol, process, event, kind) of clean lines and one group per other line,
+which :func:`trace_analysis.schema.parse_line` then decides as a UDF.
 
-**Pass 2** reads the text again, keeps the lines whose ``"event":"…"`` (looked up in the
-first 160 characters, no JSON parsing) is ``send``, ``deliver``, ``buffer`` or
-``unbuffer`` (or cannot be found there), parses only those and caches them. The number
-of such events must equal pass 1's count for each type; if a line was written in a
-layout the look-up misses, the counts differ and pass 2 runs again without the filter.
-
-Line numbers for the malformed samples come from pass 1's per-block counts: the lines in
-earlier blocks of the same file plus the row's offset in its block.
+**Pass 2** reads the text again and parses only the lines whose ``"event":"…"`` (found
+in the first 160 characters) is a kept event or cannot be found; the counts must equal
+pass 1's, else pass 2 runs again without the filter. Malformed samples get their line
+numbers from pass 1's per-block counts.
 """
 
 from __future__ import annotations
@@ -49,9 +36,10 @@ from trace_analysis.loaded import (
     LOADERS,
     Loaded,
     TraceDirError,
-    display_name,
-    line_numbers,
+    add_counts,
+    finished,
     list_trace_files,
+    malformed_samples,
 )
 from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
 from trace_analysis.worker_load import load_in_workers
@@ -272,25 +260,8 @@ def _check_suspicious(
     if statuses.get(schema.MALFORMED) and samples > 0:
         rows = (checked.filter(F.col("status") == schema.MALFORMED)
                 .orderBy("file", "blk", "rid").limit(samples).collect())
-        numbers = line_numbers(blocks, rows)
-        sample_rows = [
-            {
-                "file": display_name(row["file"]),
-                "line": numbers[(row["file"], row["blk"], row["rid"])],
-                "reason": row["reason"],
-                "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "...",
-            }
-            for row in rows
-        ]
+        sample_rows = malformed_samples(blocks, rows)
     return checked, statuses, sample_rows
-
-
-def _add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
-    for row in rows:
-        key = (row["protocol"], row["process"], row["event"], row["kind"])
-        entry = counts.setdefault(key, [0, 0])
-        entry[0] += row["n"]
-        entry[1] += row["bytes"] or 0
 
 
 def load(
@@ -335,7 +306,7 @@ def load(
     clean_rows = summary.filter("clean").groupBy("protocol", "process", "event", "kind").agg(
         F.sum("n").alias("n"), F.sum("bytes").alias("bytes")).collect()
     counts: dict[tuple, list[int]] = {}
-    _add_counts(counts, clean_rows)
+    add_counts(counts, clean_rows)
     suspicious = lines - sum(row["n"] for row in clean_rows)
     say(f"pass 1: {lines:,} lines ({time.monotonic() - started:.1f} s); "
         f"{suspicious:,} need a closer look")
@@ -349,14 +320,11 @@ def load(
         blank = statuses.get(schema.BLANK, 0)
         malformed = statuses.get(schema.MALFORMED, 0)
         valid = checked.filter(F.col("status") == schema.OK)
-        _add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
+        add_counts(counts, valid.groupBy("protocol", "process", "event", "kind").agg(
             F.count(F.lit(1)).alias("n"), F.sum("meta_bytes").alias("bytes")).collect())
         fixed = valid.filter(F.col("event").isin(*HEAVY_EVENTS)).select(
             "file", "blk", "rid",
             *[_kept(F.col("event"), F.col(name), name) for name in schema.FIELDS])
-        if malformed:
-            log.warning("%d malformed lines in %s (first: %s)", malformed, trace_dir,
-                        ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
 
     expected = {event: sum(row["n"] for row in clean_rows if row["event"] == event)
                 for event in HEAVY_EVENTS}
@@ -384,10 +352,5 @@ def load(
     events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
     if fixed is not None:
         events = events.unionByName(fixed)
-    seconds = time.monotonic() - started
-    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
-        f"{blank:,} blank ({seconds:.1f} s)")
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
-    return Loaded(events, count_rows, files, lines, blank, malformed, sample_rows, seconds,
-                  cached)
+    return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
+                    say, cached)

@@ -5,6 +5,9 @@ result both loaders (:mod:`trace_analysis.load`, :mod:`trace_analysis.worker_loa
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +18,8 @@ from trace_analysis.schema import FIELDS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
+
 TRACE_PATTERNS = ("*.jsonl", "*.jsonl.gz")
 #: columns of :attr:`Loaded.events`
 EVENT_COLUMNS = ("file", "blk", "rid") + FIELDS
@@ -24,6 +29,7 @@ HEAVY_EVENTS = ("send", "deliver", "buffer", "unbuffer")
 LOADERS = ("workers", "native")
 #: how many subfolders holding traces the error for a folder of trace folders names
 SUBFOLDERS_NAMED = 10
+
 
 class TraceDirError(ValueError):
     """The trace directory is missing or holds no trace files."""
@@ -88,6 +94,42 @@ def display_name(file_uri: str) -> str:
     """``alice.jsonl`` for a Spark file URI."""
     return Path(unquote(urlparse(file_uri).path)).name
 
+
+def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
+    """Add rows of (protocol, process, event, kind, n, bytes) to ``counts``."""
+    for row in rows:
+        entry = counts.setdefault(
+            (row["protocol"], row["process"], row["event"], row["kind"]), [0, 0])
+        entry[0] += row["n"]
+        entry[1] += row["bytes"] or 0
+
+
+def malformed_samples(blocks: dict[tuple[str, int], tuple[int, int]],
+                      rows: list[Any]) -> list[dict[str, Any]]:
+    """The samples of malformed ``rows`` (file, blk, rid, reason, raw): file name, line
+    number (:func:`line_numbers`), reason and the first 200 characters."""
+    numbers = line_numbers(blocks, rows)
+    return [{"file": display_name(row["file"]),
+             "line": numbers[(row["file"], row["blk"], row["rid"])], "reason": row["reason"],
+             "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
+            for row in rows]
+
+
+def finished(events: DataFrame, counts: dict[tuple, list[int]], files: list[Any],
+             lines: int, blank: int, malformed: int, samples: list[dict[str, Any]],
+             started: float, say: Callable[[str], None], cached: list[DataFrame],
+             sends: Any = None) -> Loaded:
+    """What a loader found, logged and said (malformed lines, events, time)."""
+    if malformed:
+        log.warning("%d malformed lines (first: %s)", malformed,
+                    ", ".join(f"{s['file']}:{s['line']}" for s in samples))
+    seconds = time.monotonic() - started
+    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
+        f"{blank:,} blank ({seconds:.1f} s)")
+    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
+                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
+    return Loaded(events, count_rows, list(files), lines, blank, malformed, samples,
+                  seconds, cached, sends)
 
 
 def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],

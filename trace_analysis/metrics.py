@@ -1,17 +1,8 @@
-"""Performance metrics, per protocol and overall, from the loaded events.
-
-* latency: send ``ts`` to first-delivery ``ts``, in ms, exact percentiles (p50, p95,
-  p99) plus mean and max;
-* time buffered: first ``buffer`` to first ``unbuffer`` of a (process, message), in ms;
-  a buffer that never ends is counted as ``unfinished``;
-* metadata bytes per application message: the ``meta_bytes`` of every ``network_send``
-  divided by the number of application sends (``control_bytes_per_message`` likewise for
-  ``control_send``);
-* control messages per application message, by kind (``ack``, ``yct``, ...);
-* eager share: ``network_send`` of kind ``eager`` over all ``network_send``;
-* event counts per process and per event type.
-
-Everything is aggregated in Spark and only the small per-group results are collected.
+"""Performance metrics, per protocol and overall, from the loaded events: latency (send to
+first delivery, ms: p50, p95, p99, mean, max), time buffered (first ``buffer`` to first
+``unbuffer``; one that never ends is ``unfinished``), metadata and control bytes and
+control messages per application send, the eager share of network sends, and event
+counts per process. Only small per-group results are collected from Spark.
 """
 
 from __future__ import annotations

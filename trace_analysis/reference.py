@@ -1,15 +1,11 @@
-"""A single-process, pure-Python checker of trace directories (no Spark).
+"""A single-process, pure-Python checker of trace directories (no Spark): the baseline of
+``groupcomm analyze-bench`` and a second opinion for tests.
 
-It computes the same counts as the Spark job with the same method (the scaling
-fact: for the send of m by s, m → m′ iff ``vc(m)[s] <= vc(m′)[s]``): one pass over the
-files keeps, per process, the running maximum of every sender column of the send clocks
-of the messages delivered so far, which flags the deliveries that have a violation;
-exact counts are then computed only for flagged (process, sender) groups with
-:mod:`trace_analysis.counting`. It is the baseline ``groupcomm analyze-bench`` compares
-the Spark analysis against, and a second opinion for tests. Malformed lines are counted
-and skipped, as in the Spark job. How the traces end, and so which undelivered pairs are
-open, departed or present, and which released messages were delivered, are decided by
-the same rules (:mod:`trace_analysis.endings`).
+The same method as the Spark job: one pass keeps, per process, the running maximum of
+every sender column of the delivered messages' send clocks, which flags the deliveries
+with a violation; only flagged (process, sender) groups are counted exactly
+(:mod:`trace_analysis.counting`). Malformed lines, endings and releases follow the same
+rules (:mod:`trace_analysis.schema`, :mod:`trace_analysis.endings`).
 """
 
 from __future__ import annotations

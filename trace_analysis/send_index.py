@@ -1,16 +1,11 @@
 """The send records of a trace, one per message, with their clocks laid out per sender.
 
-Method step 1 of :mod:`trace_analysis.checks`, computed in numpy on the driver: the send
-events (one per application message, a few per cent of a trace) are collected as Arrow,
-the first send record of each message id is kept (by line position; later ones are
-counted), and each clock ``vc`` (a map) becomes a row of an M × K matrix ``vals`` over
-the senders s_0 … s_K of the trace, with ``x = vc[sender]``. The result serves twice: as
-a Spark DataFrame for the few joins of the exact counts, and — serialised as Arrow IPC in
-a broadcast — to the Python workers that lay out each process's deliveries
-(:mod:`trace_analysis.layout`), which look their messages up in it by id instead of
-joining rows that carry K-long arrays through the JVM.
-
-Pure computation over Arrow tables: no Spark here, so it is tested directly.
+Method step 1 of :mod:`trace_analysis.checks`, in numpy on the driver: the first send
+record of each message id (by line position; later ones are counted), each clock ``vc``
+a row of an M × K matrix ``vals`` over the trace's senders, with ``x = vc[sender]``. It
+serves as a Spark DataFrame for the joins of the exact counts and, as Arrow IPC in a
+broadcast, to the workers of :mod:`trace_analysis.layout`. Pure computation over Arrow
+tables: tested without Spark.
 """
 
 from __future__ import annotations

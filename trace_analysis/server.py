@@ -1,28 +1,14 @@
 """A warm Spark for repeated analyses: ``groupcomm analyze --serve`` and the clients that
-find it.
+find it (docs/analysis.md, "A warm Spark session").
 
-Starting Spark costs about 20 s on a small machine (the JVM, then the Python workers of
-the first job), while a small trace takes one to three seconds in a session that has
-already run an analysis. The analysis server is a process that holds one SparkSession
-(the one :func:`~trace_analysis.session.get_spark` makes, so the pipeline is the same),
-warms it up with one tiny synthetic analysis, then answers analysis requests, one at a
-time, until it is stopped (Ctrl-C, SIGTERM, ``groupcomm analyze --stop-server``) or has
-had nothing to do for ``idle_timeout`` seconds.
-
-**Finding it.** The server writes a state file ``analyze-server-<key>.json`` into
-:func:`state_dir` (``$GROUPCOMM_ANALYZE_SERVER_DIR``, else
-``~/.cache/groupcomm/analyze-server``; mode 0700), where ``<key>`` stands for the Spark
-master and whether packages may be shipped to cluster workers: a client uses a server
-only for the master it would use itself. The file holds the process id, the port (on
-127.0.0.1, chosen by the operating system), a random token every request must carry, and
-a fingerprint of the analysis code and the Python environment.
-
-**Staleness.** A state file whose process is gone is removed. A server that does not
-answer within :data:`HELLO_TIMEOUT` seconds, or that runs other code than the client
-(the fingerprints differ: the code changed since it started), is asked to stop and is
-not used; nor is one that goes away in the middle of an analysis. The client then
-analyses in its own process, or (:func:`find_or_start`) starts a fresh server. A
-server whose Spark fails answers with an error and exits.
+The server holds the one SparkSession :func:`~trace_analysis.session.get_spark` makes,
+warms it up with one tiny synthetic analysis, then answers requests one at a time until
+it is stopped or idle for ``idle_timeout`` seconds. Its state file in :func:`state_dir`,
+named for the master and whether packages may be shipped, holds its process id, port
+(on 127.0.0.1), the token every request must carry, and a fingerprint of the code: a
+client uses only a server of its own master that answers within
+:data:`HELLO_TIMEOUT` and runs the same code, and otherwise asks it to stop and
+analyses in its own process (or, :func:`find_or_start`, starts a fresh server).
 
 **Protocol.** One JSON object per line over TCP. The client sends ``{"token", "op",
 "fingerprint", "request"}`` (``op`` is ``analyze``, ``ping`` or ``stop``); the server

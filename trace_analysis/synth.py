@@ -1,21 +1,12 @@
 """Synthetic traces for benchmarks and tests: a simulated causal-delivery execution.
 
-:func:`generate` runs a simple sequential simulation of ``processes`` processes that send
-unicast, multicast and broadcast messages (sometimes to themselves) and deliver them in a
-causal order, and writes one ``<process>.jsonl`` per process in the trace schema of
-docs/trace_schema.md: ``send`` and ``deliver`` with ground-truth vector clocks, ``network_send`` with
-the protocol's metadata bytes, ``receive``, ``buffer``/``unbuffer``, and the control
-traffic of the sender-side protocols (``ack``, ``yct``).
-
-Why the execution is causal: every process delivers the messages addressed to it in the
-order they were sent in the simulation, and that order is a linear extension of
-happened-before (a message can only know what was sent before it). A handful of
-anomalies can then be injected on purpose (a pair delivered in the wrong order, a lost
-message, a duplicate delivery, malformed lines), so a checker run on the output has
-something to find; the exact counts are left to the checkers, which must agree.
-
-Lines are written with string formatting, not ``json.dumps``: generating ten million
-events is then a matter of a minute, not ten.
+:func:`generate` simulates ``processes`` processes sending unicasts, multicasts and
+broadcasts, and writes one ``<process>.jsonl`` each in the trace schema, with the
+protocol's metadata and control traffic. Every process delivers what is addressed to it
+in sending order, a linear extension of happened-before, so the execution is causal;
+a few anomalies are then injected on purpose (a pair in the wrong order, a lost
+message, a duplicate, malformed lines) for the checkers to find and agree on. Lines are
+formatted as strings, not ``json.dumps``: ten million events take a minute, not ten.
 """
 
 from __future__ import annotations

@@ -1,36 +1,31 @@
 """The default loader: one pass, parsing in Spark's Python workers.
 
-The driver splits the trace files into chunks of about 32 MB that start at line starts
-(:func:`trace_analysis.chunks.plan_chunks`) and runs one Spark task per chunk
-(``mapInArrow`` over the chunk numbers). Each task reads its byte range itself, decodes
-every line with ``msgspec`` and the schema's one validator for what the fast decoder
-does not accept, counts every valid event, and hands back Arrow batches of only the
-events the checks need plus a few summary rows (:mod:`trace_analysis.chunks`). The
-result is cached; the summary rows are collected (counts, lines, blank and malformed
-lines with samples) and the events go on to the checks.
-
-Compared with the native loader (:mod:`trace_analysis.load`, ``--loader native``),
-the text is read once, never crosses the JVM/Python boundary, and is parsed once. The
-files must be readable at the same path by every executor — on a cluster, a shared
-file system — which is also what the native loader needs for local paths.
+The driver splits the trace files into chunks that start at line starts and runs one
+Spark task per chunk (``mapInArrow`` over the chunk numbers), which reads and parses its
+bytes itself (:mod:`trace_analysis.chunks`): the text never crosses into the JVM and is
+parsed once. The result is cached; its summary rows are collected and its events go on
+to the checks. The files must be readable at the same path by every executor.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trace_analysis.chunks as chunks_mod
-from trace_analysis.loaded import EVENT_COLUMNS, Loaded, display_name, line_numbers
+from trace_analysis.loaded import (
+    EVENT_COLUMNS,
+    Loaded,
+    add_counts,
+    finished,
+    malformed_samples,
+)
 from trace_analysis.progress import TaskProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-log = logging.getLogger(__name__)
 
 #: partitions of the cached events per core of the Spark application
 SCAN_PARTITIONS_PER_CORE = 4
@@ -72,10 +67,7 @@ def load_in_workers(
     lines = blank = malformed = 0
     for row in rows:
         if row["rec"] == "c":
-            entry = counts.setdefault(
-                (row["protocol"], row["process"], row["event"], row["kind"]), [0, 0])
-            entry[0] += row["n"]
-            entry[1] += row["bytes"]
+            add_counts(counts, [row])
         elif row["rec"] == "s":
             send_tables.append(chunks_mod.send_table_of(row["sends"]))
         elif row["rec"] == "k":
@@ -86,28 +78,12 @@ def load_in_workers(
         else:
             bad_rows.append(row)
     bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
-    bad_rows = bad_rows[:keep]
-    numbers = line_numbers(blocks, bad_rows)
-    sample_rows = [
-        {"file": display_name(row["file"]),
-         "line": numbers[(row["file"], row["blk"], row["rid"])],
-         "reason": row["reason"],
-         "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
-        for row in bad_rows
-    ]
-    if malformed:
-        log.warning("%d malformed lines (first: %s)", malformed,
-                    ", ".join(f"{s['file']}:{s['line']}" for s in sample_rows))
+    samples = malformed_samples(blocks, bad_rows[:keep])
     events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
-    seconds = time.monotonic() - started
-    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
-        f"{blank:,} blank ({seconds:.1f} s)")
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
     sends = None
     if send_tables:
         import pyarrow as pa
 
         sends = pa.concat_tables(send_tables)
-    return Loaded(events, count_rows, list(files), lines, blank, malformed, sample_rows,
-                  seconds, [parsed], sends)
+    return finished(events, counts, files, lines, blank, malformed, samples, started, say,
+                    [parsed], sends)

@@ -12,6 +12,10 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+#: where the session server listens unless told
+DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 
 
 class CliError(Exception):
@@ -44,6 +48,47 @@ def run_main(
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def add_flags(parser: Any, **flags: str) -> None:
+    """Add each ``--name`` (underscores written as dashes) as an on/off flag with its help
+    text, in the order given."""
+    for name, text in flags.items():
+        parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
+
+
+def add_output_arguments(parser: Any, json_help: str = "print one JSON object") -> None:
+    """``--json`` and ``-v``/``--verbose`` (counted: :func:`setup_logging`)."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def add_module_arguments(parser: Any) -> None:
+    """Where the session is and which modules run: ``--server``, ``--key-file``,
+    ``--causality``, ``--filter``, ``--config``, ``--direct``."""
+    parser.add_argument("--server", default=DEFAULT_SERVER,
+                        help=f"session server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
+    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
+                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
+    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
+                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
+    parser.add_argument("--config", help="config file (TOML) with causality / filters")
+    parser.add_argument("--direct", action="store_true",
+                        help="send peer to peer instead of through the server")
+
+
+def add_address_arguments(parser: Any) -> None:
+    """A member's own addresses and keys: ``--curve-dir``, ``--bind-host``,
+    ``--advertise-host``."""
+    parser.add_argument("--curve-dir", metavar="DIR",
+                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
+                        "NAME.key_secret and server.key (see groupcomm keys)")
+    parser.add_argument("--bind-host", default="127.0.0.1",
+                        help="address to listen on for direct traffic (default 127.0.0.1; "
+                        "0.0.0.0 for every interface)")
+    parser.add_argument("--advertise-host",
+                        help="address other members reach this one at (default: --bind-host)")
 
 
 def setup_logging(verbose: int = 0) -> None:
@@ -81,6 +126,20 @@ def warn_if_known_bad(module: object | None, prog: str) -> None:
     line = known_bad_warning(module, prog)
     if line:
         print(line, file=sys.stderr, flush=True)
+
+
+def checked_module(lookup: Callable[[str], Any], name: str, prog: str,
+                   warn: bool = True) -> Any:
+    """``lookup(name)`` (the registry's ``get_module``), or a :class:`CliError` naming
+    ``prog`` for a name it does not know (a ``LookupError``); with ``warn``, the
+    known-bad warning line (:func:`warn_if_known_bad`)."""
+    try:
+        module = lookup(name)
+    except LookupError as error:
+        raise CliError(f"{prog}: {error}") from None
+    if warn:
+        warn_if_known_bad(module, prog)
+    return module
 
 
 def ensure_trace_dir(path: str | None, prog: str) -> None:

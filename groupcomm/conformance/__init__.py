@@ -2,33 +2,12 @@
 :func:`run_conformance` from code and tests (pytest:
 ``from groupcomm.conformance import assert_conformant``).
 
-It runs against any registered module (built-in or plugin) and chooses what to expect
-from the flags the module declares on its class, never from its name
-(:class:`~groupcomm.conformance.outcome.Declared`: ``known_bad``, ``broadcast_only``,
-``unicast_events``, ``acknowledged_sends`` for a sender-side module, ``symmetry_headers``,
-and ``delivery_order`` - ``causal`` unless the module says ``fifo`` or ``arrival``).
-
-The checks, in order (``--quick`` runs fewer executions and a smaller model check):
-
-1. ``random-executions``: seeded random unicasts, multicasts, self-sends and reactions,
-   in random arrival orders, judged by the causal-order oracle;
-2. ``cause-before-effect``: the seeds' scenario where a reaction overtakes its cause;
-3. ``held-and-release``: a departure strands a message: held, named in ``waiting_for``,
-   delivered on ``release_waiting_on``;
-4. ``snapshot-round-trip``: snapshots are hashable, restore exactly, and replaying from
-   a restored one gives the same run;
-5. ``late-joiners``: a member joins mid-traffic;
-6. ``replicated-convergence``: replicas of an add-wins set and a text converge;
-7. ``symmetry``: ``check --symmetry`` finds what the plain search finds;
-8. ``model-check`` and ``model-check-churn``: every interleaving of a small
-   configuration, with and without a late join and a departure;
-9. ``stress`` (``--stress``): real processes with drops and churn, traces judged by the
-   oracle; then ``trace-analysis`` (``--spark``, last, slow to start): the same traces
-   through the Spark analysis.
-
-A check prints ``pass``, ``fail`` with a counterexample, or ``n/a`` with the flag that
-makes it not apply. A module passes when no check fails; a known-bad module is expected
-to fail one, with a counterexample, and the report says whether it did.
+It runs against any registered module and expects what the module's class declares
+(:class:`~groupcomm.conformance.outcome.Declared`), never what its name suggests. The
+checks (:data:`CHECKS`, in order; docs/commands.md says what each does) print ``pass``,
+``fail`` with a counterexample, or ``n/a`` with the flag that makes them not apply. A
+module passes when no check fails; a known-bad one is expected to fail one with a
+counterexample.
 """
 
 from __future__ import annotations

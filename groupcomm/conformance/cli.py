@@ -19,13 +19,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from groupcomm.cli.args import ArgumentParser, CliError, ensure_trace_dir, run_main, setup_logging
+import groupcomm.cli.args as cli
 
 
-def build_parser() -> ArgumentParser:
+def build_parser() -> cli.ArgumentParser:
     from groupcomm.conformance import CHECKS
 
-    parser = ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="groupcomm conformance",
         description="Run the conformance suite against an installed causality module "
         "(built-in or plugin), expecting what its declared flags say: random executions "
@@ -35,18 +35,14 @@ def build_parser() -> ArgumentParser:
         "run with drops and churn, with --spark its Spark trace analysis.",
     )
     parser.add_argument("module", metavar="NAME", help="causality module (groupcomm filters)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer random executions and a smaller model check (seconds)")
-    parser.add_argument("--stress", action="store_true",
-                        help="also run real processes with drops and churn (about a minute)")
-    parser.add_argument("--spark", action="store_true",
-                        help="also analyse the stress run's traces with Spark, last (implies "
-                        "--stress; Spark takes tens of seconds to start)")
+    cli.add_flags(parser, quick="fewer random executions and a smaller model check (seconds)",
+              stress="also run real processes with drops and churn (about a minute)",
+              spark="also analyse the stress run's traces with Spark, last (implies "
+              "--stress; Spark takes tens of seconds to start)")
     parser.add_argument("--only", action="append", choices=CHECKS, metavar="CHECK",
                         help=f"run only this check (repeatable): {', '.join(CHECKS)}")
     parser.add_argument("--trace-dir", metavar="DIR", help="keep the stress run's traces here")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
@@ -63,18 +59,13 @@ def _print_outcome(outcome: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from groupcomm.cli.args import warn_if_known_bad
     from groupcomm.conformance import run_conformance
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
-    setup_logging(args.verbose)
-    try:
-        module = get_module(args.module)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm conformance: {error}") from None
-    ensure_trace_dir(args.trace_dir, "groupcomm conformance")
+    cli.setup_logging(args.verbose)
+    cli.checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
+    cli.ensure_trace_dir(args.trace_dir, "groupcomm conformance")
     if not args.json:
-        warn_if_known_bad(module, "groupcomm conformance")
         print(f"conformance of {args.module} ({'quick' if args.quick else 'full'})")
     report = run_conformance(
         args.module, quick=args.quick, stress=args.stress, spark=args.spark, only=args.only,
@@ -97,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm conformance``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ module must be installed (an entry point), not only registered in code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -23,14 +24,25 @@ from groupcomm.conformance.scenarios import problems
 from groupcomm.core.oracle import Verdict, check_records
 
 
-def _last_json(text: str) -> dict[str, Any] | None:
-    for line in reversed(text.strip().splitlines()):
+def _run_json(check: str, command: list[str], shown: str, timeout: float
+              ) -> tuple[dict[str, Any] | Outcome, subprocess.CompletedProcess[str] | None]:
+    """Run ``command`` and read the last JSON line of its output; a failed
+    :class:`Outcome` instead when it does not finish in time or prints no result."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:  # subprocess.run kills the child on the way out
+        return Outcome(check, FAIL, f"{shown} did not finish in {timeout:.0f} s",
+                       seconds=time.perf_counter() - start), None
+    for line in reversed(done.stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                return json.loads(line), done
             except json.JSONDecodeError:
-                return None
-    return None
+                break
+    return Outcome(check, FAIL, f"{shown} exited {done.returncode} without a result",
+                   counterexample=_tail(done.stderr),
+                   seconds=time.perf_counter() - start), done
 
 
 def _tail(text: str, lines: int = 8) -> list[str]:
@@ -47,15 +59,10 @@ def stress_run(module: str, declared: Declared, trace_dir: Path, *, messages: in
                "--churn", "--no-analysis", "--json", "--timeout", str(int(timeout * 0.6)),
                "--trace-dir", str(trace_dir)]
     shown = "groupcomm stress " + " ".join(command[4:])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:  # subprocess.run kills the child on the way out
-        return Outcome("stress", FAIL, f"{shown} did not finish in {timeout:.0f} s",
-                       seconds=time.perf_counter() - start)
-    result = _last_json(done.stdout)
-    if result is None:
-        return Outcome("stress", FAIL, f"{shown} exited {done.returncode} without a result",
-                       counterexample=_tail(done.stderr), seconds=time.perf_counter() - start)
+    result, done = _run_json("stress", command, shown, timeout)
+    if isinstance(result, Outcome):
+        return result
+    assert done is not None
     found = [f"{key}: {result[key]}" for key in ("lost", "duplicated", "protocol_errors")
              if result.get(key)]
     if result.get("settled") is False:
@@ -63,11 +70,7 @@ def stress_run(module: str, declared: Declared, trace_dir: Path, *, messages: in
                      f"(held: {result.get('held_at_end')})")
     verdict = trace_verdict(trace_dir)
     # killed and departed members leave messages undelivered: only safety is judged here
-    found += [p for p in problems(Verdict(
-        messages=verdict.messages, deliveries=verdict.deliveries,
-        causal_violations=verdict.causal_violations,
-        fifo_violations=verdict.fifo_violations, duplicates=verdict.duplicates,
-        unexpected=verdict.unexpected), declared)]
+    found += problems(dataclasses.replace(verdict, undelivered=[]), declared)
     seconds = time.perf_counter() - start
     summary = (f"{result.get('sent', '?')} copies sent, {result.get('delivered', '?')} of "
                f"{result.get('expected', '?')} expected deliveries between members that "
@@ -103,16 +106,10 @@ def spark_analysis(module: str, declared: Declared, trace_dir: Path, *,
     start = time.perf_counter()
     command = [sys.executable, "-m", "groupcomm.cli", "analyze", str(trace_dir), "--json",
                "--no-server"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return Outcome("trace-analysis", FAIL, f"groupcomm analyze did not finish in "
-                       f"{timeout:.0f} s", seconds=time.perf_counter() - start)
-    result = _last_json(done.stdout)
+    result, _ = _run_json("trace-analysis", command, "groupcomm analyze", timeout)
+    if isinstance(result, Outcome):
+        return result
     seconds = time.perf_counter() - start
-    if result is None:
-        return Outcome("trace-analysis", FAIL, f"groupcomm analyze exited {done.returncode} "
-                       "without a result", counterexample=_tail(done.stderr), seconds=seconds)
     keys = ["duplicates"] + {"causal": ["causal_violations"], "fifo": ["fifo_violations"],
                              "arrival": []}[declared.order]
     found = [f"{key}: {result.get(key)}" for key in keys if result.get(key)]

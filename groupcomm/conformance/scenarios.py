@@ -217,23 +217,21 @@ def held_and_release(module: str, declared: Declared) -> Outcome:
     sender-side module never holds a peer's message, and nothing it holds waits on the
     departed member; no module keeps anything held once released."""
     net = LocalNetwork(["p1", "p2", "p3"], module)
+
+    def send(sender: str, payload: str, dest: str) -> None:
+        if declared.broadcast_only:
+            net.to_others(sender, payload)
+        else:
+            net.send(sender, payload, [dest])
+
     steps = ["p1 sends 'lost' to p3 (the frame is dropped: p1 leaves before it arrives)"]
-    if declared.broadcast_only:
-        net.to_others("p1", "lost")
-    else:
-        net.send("p1", "lost", ["p3"])
+    send("p1", "lost", "p3")
     net.in_flight = [f for f in net.in_flight if not (f.source == "p1" and f.dest == "p3")]
-    if declared.broadcast_only:
-        net.to_others("p1", "next")
-    else:
-        net.send("p1", "next", ["p2"])
+    send("p1", "next", "p2")
     steps.append("p1 sends 'next' (to p2), which p2 delivers")
     net.run(choose=lambda candidates, in_flight: next(
         (i for i in candidates if in_flight[i].source == "p1"), candidates[0]))
-    if declared.broadcast_only:
-        net.to_others("p2", "reaction")
-    else:
-        net.send("p2", "reaction", ["p3"])
+    send("p2", "reaction", "p3")
     steps.append("p2 sends 'reaction' to p3")
     net.leave("p1")
     steps.append("p1 leaves")

@@ -77,15 +77,6 @@ def _explain_header_value(value: Any, path: str) -> None:
     )
 
 
-def check_header_value(value: Any, path: str = "header") -> None:
-    """Raise :class:`MessageError` unless ``value`` is a valid (immutable) header value.
-
-    Runs for every header stamped or received, so the check itself is cheap; the
-    message saying where the bad part is is only built for a bad value."""
-    if not _valid_header_value(value):
-        _explain_header_value(value, path)
-
-
 def checked_headers(headers: Mapping[Any, Any]) -> Mapping[str, HeaderValue]:
     """``headers`` if every key is a str and every value a valid header value; raises
     :class:`MessageError` otherwise. The usual values (ints and flat tuples of atoms) are
@@ -136,14 +127,7 @@ def _init_group(
         raise MessageError("message_id must be a non-empty string")
     if type(sender) is not str or not sender:
         raise MessageError("sender must be a non-empty string")
-    if headers:
-        for key, value in headers.items():
-            if not isinstance(key, str):
-                raise MessageError(f"header keys must be str, got {type(key).__name__}")
-            if not _valid_header_value(value):
-                _explain_header_value(value, f"header {key!r}")
-    else:
-        headers = _EMPTY
+    headers = checked_headers(headers) if headers else _EMPTY
     _set(obj, "application_name", application_name)
     _set(obj, "session_name", session_name)
     _set(obj, "user_message", user_message)
@@ -175,7 +159,7 @@ class GroupMessage:
     outside ``headers`` and is never counted as protocol metadata.
 
     Raises :class:`MessageError` when built with an empty id or sender, or with header
-    values that are not immutable (see :func:`check_header_value`).
+    values that are not immutable (see :func:`checked_headers`).
     """
 
     application_name: str
@@ -214,9 +198,7 @@ class GroupMessage:
 
     def with_headers(self, **updates: HeaderValue) -> GroupMessage:
         """A copy with ``updates`` merged into the headers."""
-        for key, value in updates.items():
-            if not _valid_header_value(value):
-                _explain_header_value(value, f"header {key!r}")
+        checked_headers(updates)
         merged = dict(self.headers)
         merged.update(updates)
         return _with_headers(self, merged)
@@ -239,11 +221,6 @@ class GroupMessage:
     def replace(self, **changes: Any) -> GroupMessage:
         """A copy with fields changed (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
-
-    @property
-    def vector_clock(self) -> dict[str, int]:
-        """The send event's ground-truth vector clock as a dict."""
-        return dict(self.vc)
 
     def freeze(self) -> tuple:
         """A hashable identity of everything that travels, except the user payload.
@@ -291,17 +268,6 @@ class SentMessage(GroupMessage):
             if type(dest) is not str or not dest:
                 raise MessageError("destinations must be non-empty client names")
         _set(self, "destinations", destinations)
-
-    @classmethod
-    def checked_elsewhere(
-        cls, application_name: str, session_name: str, user_message: Any, message_id: str,
-        sender: str, vc: tuple[tuple[str, int], ...], destinations: tuple[str, ...],
-    ) -> SentMessage:
-        """A header-less ``normal`` message from values the caller has already validated
-        (the node tagging an application send: its own name, a fresh id, member names).
-        Skips the constructor's checks, which cost a third of tagging a small send."""
-        return sent_unchecked(application_name, session_name, user_message, message_id,
-                              sender, vc, destinations)
 
     def _extra_key(self) -> tuple:
         return self.destinations
@@ -397,7 +363,8 @@ def sent_unchecked(
     headers: Mapping[str, HeaderValue] = _EMPTY, kind: str = "normal",
 ) -> SentMessage:
     """A :class:`SentMessage` (header-less and ``normal`` unless told) from fields the
-    caller vouches for (see :meth:`SentMessage.checked_elsewhere`; ``headers`` too)."""
+    caller vouches for (the node tagging an application send: its own name, a fresh id,
+    member names; ``headers`` too): the constructor's checks cost a third of tagging."""
     obj = _new(SentMessage)
     _set_app(obj, application_name)
     _set_session(obj, session_name)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from groupcomm.core.trace_schema import EVENTS, REQUIRED
+from groupcomm.core.trace_schema import EVENTS, record_problem
 
 TRACE_DIR_ENV = "GROUPCOMM_TRACE_DIR"
 
@@ -142,44 +142,19 @@ class TraceSchemaError(ValueError):
     """A trace record does not fit the schema."""
 
 
-
-
 def validate_record(record: Mapping[str, Any]) -> None:
-    """Raise :class:`TraceSchemaError` naming the first field that breaks the schema."""
-    if not isinstance(record.get("ts"), int | float) or isinstance(record.get("ts"), bool):
-        raise TraceSchemaError(f"'ts' must be a number in {dict(record)!r}")
-    for name in ("process", "event", "protocol"):
-        if not isinstance(record.get(name), str):
-            raise TraceSchemaError(f"{name!r} must be a string in {dict(record)!r}")
-    event = record["event"]
-    if event not in EVENTS:
-        raise TraceSchemaError(f"unknown event {event!r}")
-    for name in REQUIRED.get(event, ()):
-        if name not in record:
-            raise TraceSchemaError(f"{event} event lacks {name!r}: {dict(record)!r}")
-    if "msg" in record and not isinstance(record["msg"], str):
-        raise TraceSchemaError("'msg' must be a string")
-    if "dests" in record and not (
-        isinstance(record["dests"], list) and all(isinstance(d, str) for d in record["dests"])
-    ):
-        raise TraceSchemaError("'dests' must be a list of strings")
-    if "vc" in record:
-        vc = record["vc"]
-        if not isinstance(vc, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-            for k, v in vc.items()
-        ):
-            raise TraceSchemaError("'vc' must be an object of str -> int")
-    if event == "release" and not (
-        isinstance(record.get("client"), str) and isinstance(record.get("msgs"), list)
-        and all(isinstance(m, str) for m in record["msgs"])
-    ):
-        raise TraceSchemaError("a release needs 'client' (a string) and 'msgs' (a list of "
-                               "strings)")
-    if "meta_bytes" in record and not (
-        isinstance(record["meta_bytes"], int) and record["meta_bytes"] >= 0
-    ):
-        raise TraceSchemaError("'meta_bytes' must be a non-negative int")
+    """Raise :class:`TraceSchemaError` saying what breaks the schema: what the analyzer
+    refuses (:func:`~groupcomm.core.trace_schema.record_problem`), an unknown event, or
+    a ``release`` without its ``client`` and ``msgs``."""
+    problem = record_problem(dict(record))
+    if problem is None and record["event"] not in EVENTS:
+        problem = f"unknown event {record['event']!r}"
+    if problem is None and record["event"] == "release" and not (
+            isinstance(record.get("client"), str) and isinstance(record.get("msgs"), list)
+            and all(isinstance(m, str) for m in record["msgs"])):
+        problem = "a release needs 'client' (a string) and 'msgs' (a list of strings)"
+    if problem is not None:
+        raise TraceSchemaError(f"{problem}: {dict(record)!r}")
 
 
 def trace_file_stem(process: str) -> str:

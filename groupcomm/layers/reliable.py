@@ -1,31 +1,21 @@
 """``reliable``: a layer under any causality module that makes links reliable and FIFO.
 
-The causality modules assume every sent message eventually arrives. This layer sits
-between the causality module and the network (select it with ``--filter reliable``,
-listed before any fault filter so that faults happen below it). Per ordered pair of
-processes it numbers frames (header ``~r``), acknowledges them (cumulative
-acknowledgement plus up to :data:`MAX_SACK` selectively received numbers above it,
-header ``~a``), retransmits what is not acknowledged with exponential backoff, drops
-duplicates, and hands frames upward in sending order (so the link is also FIFO).
+Selected with ``--filter reliable``, before any fault filter (faults happen below it).
+Per ordered pair of processes it numbers frames (header ``~r``), acknowledges them
+(cumulative, plus up to :data:`MAX_SACK` selectively received numbers, header ``~a``),
+retransmits what is not acknowledged with exponential backoff (timeouts adapted to the
+measured round trip), drops duplicates and hands frames up in sending order. Designed
+after JGroups' UNICAST3 and trcb_base's ack/resend loop; our own code:
 
-Design, after studying JGroups' UNICAST3 (per-pair seqnos, acks, retransmission
-tables) and the ack/resend loop of trcb_base; our own code:
-
-* Control messages of the causality module (ACK, YCT) are carried reliably too: they
-  matter as much as the application messages. The layer's own acknowledgements are
-  not retransmitted; a lost acknowledgement is repaired by the retransmission it
-  provokes, which the receiver drops as a duplicate and acknowledges again.
-* Retransmission timers run on the host's clock through :meth:`FilterHost.add_ticker`
-  (the communicator ticks every 20 ms); the code draws no random numbers and reads no
-  clock itself.
-* At most :data:`WINDOW` frames per peer are in flight; further frames wait in a
-  per-peer queue and leave as acknowledgements free the window (the communicator
-  bounds what applications can queue, see ``max_pending``).
-* When a peer leaves, everything kept for it (in flight, queued, out-of-order) is
-  dropped: there is nobody left to deliver it to or from. A frame that reaches the
-  layer addressed to it afterwards (the application addressed it before the departure
-  was processed) is not sent either: it is reported undeliverable and counted in
-  ``stats["to_departed"]`` instead of being retransmitted for ever.
+* The module's control messages (ACK, YCT) are carried reliably too. The layer's own
+  acknowledgements are not retransmitted: a lost one is repaired by the retransmission
+  it provokes, which is dropped as a duplicate and acknowledged again.
+* Timers run on the host's clock (:meth:`FilterHost.add_ticker`); no clock reads, no
+  random numbers. At most :data:`WINDOW` frames per peer are in flight; more wait in a
+  per-peer queue.
+* When a peer leaves, everything kept for it is dropped, and what it never acknowledged
+  is reported undeliverable; a frame addressed to it afterwards is not sent but reported
+  too (``stats["to_departed"]``), instead of being retransmitted for ever.
 """
 
 from __future__ import annotations
@@ -249,12 +239,14 @@ class ReliableManager:
         return out
 
 
-class ReliableSendFilter(MessageFilter[SentMessage]):
-    """Numbers and keeps every frame until it is acknowledged."""
-
+class _ReliableFilter(MessageFilter[Any]):
     def __init__(self, manager: ReliableManager) -> None:
         super().__init__()
         self.manager = manager
+
+
+class ReliableSendFilter(_ReliableFilter):
+    """Numbers and keeps every frame until it is acknowledged."""
 
     def filter_message(self, message: SentMessage) -> None:
         if message.is_control_for(PROTOCOL):
@@ -263,12 +255,8 @@ class ReliableSendFilter(MessageFilter[SentMessage]):
             self.manager.send(message)
 
 
-class ReliableReceiveFilter(MessageFilter[ReceivedMessage]):
+class ReliableReceiveFilter(_ReliableFilter):
     """Consumes acknowledgements; deduplicates and orders numbered frames."""
-
-    def __init__(self, manager: ReliableManager) -> None:
-        super().__init__()
-        self.manager = manager
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if message.is_control_for(PROTOCOL):
@@ -307,18 +295,17 @@ class _ReliableCreator(MessageFilterCreator[Any]):
         return manager.receive_filter
 
 
-def reliable_send(**options: Any) -> _ReliableCreator:
-    """Send side of ``--filter reliable`` (takes no options)."""
-    if options:
-        raise ValueError(f"reliable takes no options, got {sorted(options)}")
-    return _ReliableCreator("send")
+def _side(side: str) -> Any:
+    def make(**options: Any) -> _ReliableCreator:
+        if options:
+            raise ValueError(f"reliable takes no options, got {sorted(options)}")
+        return _ReliableCreator(side)
+
+    make.__doc__ = f"The {side} side of ``--filter reliable`` (takes no options)."
+    return make
 
 
-def reliable_receive(**options: Any) -> _ReliableCreator:
-    """Receive side of ``--filter reliable``."""
-    if options:
-        raise ValueError(f"reliable takes no options, got {sorted(options)}")
-    return _ReliableCreator("receive")
+reliable_send, reliable_receive = _side("send"), _side("receive")
 
 
 RELIABLE_FILTER = {

@@ -1,32 +1,15 @@
 """``groupcomm bench``: the communicator against the fastest plain pyzmq code, same run.
 
-Baseline: a PUSH process sends N small objects, each pickled with the standard pickle
-and signed with HMAC-SHA256 in the same frame; a PULL process verifies and unpickles
-them. Communicator: a session server and two client processes with forwarding
-pipelines (the ``none`` module) and direct routing (``--routing relayed`` sends every
-frame through the server instead: three processes on the path), the sender calling
-``to_user`` N times, the receiver counting deliveries in a listener. Both rates are
-measured the same way, at the receiver, from the first to the last message; the ratio is
-what counts (these machines are noisy, so absolute numbers are only indicative).
+Baseline: a PUSH process sends N small objects, pickled and signed with HMAC-SHA256 in
+one frame; a PULL process verifies and unpickles them. Communicator: a session server
+and two client processes (the ``none`` module unless told), the sender calling
+``to_user`` N times, the receiver counting deliveries. Rates are measured at the
+receiver, first to last message; each process also reports its CPU per message (all its
+threads), steadier than the rate on a shared machine (``cpu_ratio``).
 
-Each process also reports the CPU time it spent per message (all its threads, ZeroMQ's
-included): sender from its first send until everything has left, receiver from the
-first message to the last. Throughput suffers when other jobs share the cores; CPU per
-message much less so, so ``cpu_ratio`` (the baseline's busier side over the
-communicator's busier side: the throughput ratio to expect with a free core per
-process) is the figure to compare across noisy runs.
-
-Round trip: for modules whose senders wait for acknowledgements (``mfss``, ``cykas``)
-one sender's rate to one peer is bounded by one round trip per message. The bench then
-also measures that bound in the same run: a plain pyzmq ping-pong between two processes
-(each a PULL socket it binds and a PUSH to the other, as direct routing has), a small
-payload pickled and signed one way and a small signed pickled reply the other, one at a
-time. ``round_trip_us`` is the mean time of one exchange, ``round_trip_bound_msgs_per_s``
-its inverse, and ``fraction_of_round_trip_bound`` the module's rate over that bound (1.0:
-nothing but the protocol's own waiting limits it). The same ping-pong with each side
-waiting in a ``zmq.Poller`` beside a pipe (as the communicator's I/O thread waits on its
-sockets and its wake-up pipe) is measured too: ``polled_fraction_of_round_trip_bound``
-is how near an event loop that does no work at all comes to the bound.
+For modules whose senders wait for acknowledgements, a plain pyzmq ping-pong in the same
+run gives the round-trip bound (blocking in ``recv``, and waiting in a ``zmq.Poller``
+beside a pipe as an event loop does). BENCHMARKS.md says what each figure means.
 """
 
 from __future__ import annotations
@@ -44,13 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
+import groupcomm.cli.args as cli
+from groupcomm.core.registry import get_module
 from groupcomm.tools.critical_path import describe, handling_bound, summarize
 from groupcomm.transport.config import Connection
 
@@ -113,17 +91,15 @@ def run_raw(count: int, size: int) -> dict[str, float]:
     address_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
     receiver = ctx.Process(target=_raw_receiver, args=(address_q, result_q, count, key))
     receiver.start()
+    sender = None
     try:
         address = address_q.get(timeout=30)
         sender = ctx.Process(target=_raw_sender, args=(address, count, size, key, cpu_q))
         sender.start()
         _, first, last, received, receiver_cpu = result_q.get(timeout=300)
         sender_cpu = cpu_q.get(timeout=60)
-        sender.join(30)
     finally:
-        receiver.join(5)
-        if receiver.is_alive():
-            receiver.kill()
+        _reap(sender, receiver)
     return _measured(count, first, last, received, receiver_cpu, sender_cpu)
 
 
@@ -241,8 +217,6 @@ def run_round_trip(count: int, size: int, polled: bool = False) -> float:
 def waits_for_acknowledgements(causality: str) -> bool:
     """Whether ``causality``'s senders wait for acknowledgements (bounded by round
     trips)."""
-    from groupcomm.core.registry import get_module
-
     return get_module(causality).acknowledged_sends
 
 
@@ -350,8 +324,8 @@ def run_communicator(count: int, size: int, causality: str = "none",
     return result
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm bench",
         description=(
             "Measure, in one run and for the same messages, raw pyzmq PUSH/PULL with signed "
@@ -381,26 +355,21 @@ def build_parser() -> ArgumentParser:
                              "processes and split one message's time into turnaround "
                              "in each process and transfer each way (modules whose "
                              "senders wait for acknowledgements: mfss, cykas)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
-        raise CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
+        raise cli.CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
                        "--round-trips >= 1")
-    from groupcomm.core.registry import UnknownModuleError, get_module
-
-    try:
-        acknowledged = waits_for_acknowledgements(args.causality)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm bench: {error}") from None
-    warn_if_known_bad(get_module(args.causality), "groupcomm bench")
+    acknowledged = cli.checked_module(waits_for_acknowledgements, args.causality,
+                                  "groupcomm bench", warn=False)
+    cli.warn_if_known_bad(get_module(args.causality), "groupcomm bench")
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
-        raise CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
+        raise cli.CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
                        f"for acknowledgements (mfss, cykas); {args.causality} does not, so "
                        "its frames are not answered one by one")
     raw_runs: list[dict[str, float]] = []
@@ -498,7 +467,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm bench [--messages N] [--json]``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,14 @@
 """Where one message's time goes under a module whose sender waits for acknowledgements.
 
-Both communicators of ``groupcomm bench --critical-path`` record a frame timeline (see
-``Communicator.frame_timeline``): when the I/O thread takes up each message frame
-(``in``) and the moments around each frame it sends (``send``, ``sent``). With one message
-(or ACK) in flight, each frame in one process is answered by the next frame out, so the
-time of one message splits into
-
-* **turnaround** in each process: from taking up a frame to the end of the send of the
-  frame it caused (verify, decode, the module, delivery, the answer's encoding and
-  signature, and the send call itself, shown on its own as ``send call``);
-* **transfer** each way: from the end of a send in one process to the other taking up
-  the frame (libzmq's I/O threads, the kernel, and the wake-up of the polling thread).
-
-A turnaround but its send call is the **handling**, what Python code could still make
-faster; what the rest of a message's time allows against the round trip is
-:func:`handling_bound`.
-
-``perf_counter_ns`` reads the system's monotonic clock, the same in both processes.
+Both communicators of ``groupcomm bench --critical-path`` record a frame timeline
+(``Communicator.frame_timeline``): when the I/O thread takes up each frame (``in``) and
+the moments around each send (``send``, ``sent``). With one message or ACK in flight,
+each frame taken up is answered by the next frame out, so a message's time splits into
+a **turnaround** in each process (from taking up a frame to the end of the send it
+caused; the send call itself shown apart) and a **transfer** each way (from the end of
+a send to the other process taking the frame up). A turnaround but its send call is the
+**handling**, what Python code could still make faster (:func:`handling_bound`).
+``perf_counter_ns`` reads the same monotonic clock in both processes.
 """
 
 from __future__ import annotations

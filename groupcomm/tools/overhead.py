@@ -1,26 +1,15 @@
 """``groupcomm overhead``: what each causality module costs.
 
-* **Metadata and control traffic**, per application message, at several group sizes
-  and session lengths: every process sends ``--messages`` messages to uniformly random other members (vector
-  and the other broadcast-only modules broadcast instead, since they refuse unicasts)
-  through the real filters and codec of :class:`groupcomm.tools.localnet.LocalNetwork`,
-  frames arriving in a seeded random order. Reported: protocol metadata bytes per
-  application message (``meta_bytes`` of every network send of application messages,
-  summed, divided by application sends) and control messages (ACK, YCT, ...) per
-  application message, with their bytes; and the CPU per application message of the
-  whole in-process network (all members, the network's own work included), with what
-  each module adds to ``none``'s in the same configuration (one run: the figure moves
-  by a few per cent between runs, the bytes do not). Several ``--messages`` values show how a
-  module's stamps grow as a session goes on (the first messages of a session find the
-  matrix nearly empty); ``--plot`` draws that (:mod:`groupcomm.tools.metadata_plot`).
-* **Pipeline CPU** (``--pipeline``): the CPU per message of each module's own send and
-  receive path in one process, without sockets (see
-  :mod:`groupcomm.tools.pipeline_cost`), relative to ``none`` in the same run.
-* **Throughput** (``--throughput``): each module through the real communicator between
-  two processes (the ``groupcomm bench`` set-up), relative to ``none`` measured in the
-  same run, the modules taking turns; also the CPU per message of the busier process
-  relative to ``none`` (steadier on a shared machine). Sender-side modules wait for an
-  ACK per message, so they are bound by the round trip, not by the CPU.
+* Metadata and control traffic per application message, at several group sizes and
+  session lengths, through the real filters and codec of
+  :class:`groupcomm.tools.localnet.LocalNetwork` (uniform random unicasts; broadcasts for
+  broadcast-only modules), and the CPU per message of the whole in-process network with
+  what each module adds to ``none``'s; ``--plot`` draws the metadata
+  (:mod:`groupcomm.tools.metadata_plot`).
+* ``--pipeline``: each module's own send and receive path in one process, without
+  sockets (:mod:`groupcomm.tools.pipeline_cost`).
+* ``--throughput``: each module through the real communicator between two processes
+  (``groupcomm bench``'s set-up), relative to ``none`` in the same run.
 """
 
 from __future__ import annotations
@@ -37,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+import groupcomm.cli.args as cli
 
 
 def default_modules() -> list[str]:
@@ -140,25 +129,22 @@ def _check_writable(path: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise CliError(f"groupcomm overhead: --plot {path}: {error}") from None
+        raise cli.CliError(f"groupcomm overhead: --plot {path}: {error}") from None
     if Path(path).is_dir() or not os.access(folder, os.W_OK):
-        raise CliError(f"groupcomm overhead: --plot {path}: not a file that can be written")
+        raise cli.CliError(f"groupcomm overhead: --plot {path}: not a file that can be written")
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     modules = args.modules or default_modules()
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
-    try:
-        for name in modules:
-            get_module(name)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm overhead: {error}") from None
+    for name in modules:
+        cli.checked_module(get_module, name, "groupcomm overhead", warn=False)
     if any(n < 2 for n in args.sizes) or any(m < 1 for m in args.messages):
-        raise CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
+        raise cli.CliError("groupcomm overhead: --sizes must be >= 2 and --messages >= 1")
     if args.pipeline < 0 or args.throughput < 0 or args.repeat < 1:
-        raise CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
+        raise cli.CliError("groupcomm overhead: --pipeline and --throughput must be >= 0 and "
                        "--repeat >= 1")
     if args.plot:  # before minutes of measuring, not after
         _check_writable(args.plot)
@@ -175,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             path = plot_metadata(rows, args.plot)
         except (ValueError, OSError) as error:
-            raise CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
+            raise cli.CliError(f"groupcomm overhead: --plot {args.plot}: {error}") from None
         print(f"overhead: metadata plot written to {path}", file=sys.stderr)
     base = {(r["processes"], r["messages_per_process"]): r["cpu_us_per_message"]
             for r in rows if r["module"] == "none"}
@@ -225,8 +211,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="groupcomm overhead",
         description="Metadata bytes, control messages and CPU per application message of "
         "each causality module at several group sizes and session lengths, and "
@@ -251,14 +237,13 @@ def build_parser() -> ArgumentParser:
                         help="draw metadata bytes per message against messages per process "
                         "(or group size, given one --messages value), and relative to "
                         "matrix's when matrix is measured")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    cli.add_output_arguments(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm overhead``."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,8 @@
 """A remote-controlled client process: JSON commands on stdin, JSON events on stdout.
 
-Integration tests, the stress command and the demonstration start real client
-processes with ``python -m groupcomm.tools.peer`` and drive them through this small line
-protocol, so every test of the transport exercises separate processes talking ZeroMQ.
-
-Commands (one JSON object per line)::
+The tests, the stress run and the demonstration start real clients with ``python -m
+groupcomm.tools.peer`` and drive them with this line protocol. Commands (one JSON object
+per line)::
 
     {"op": "send", "to": ["bob"] | "others" | "all", "payload": <json>, "label": "m1"}
     {"op": "send", "to": [...], "function": "lambda: 6 * 7"}   # a function as payload
@@ -15,15 +13,10 @@ Commands (one JSON object per line)::
     {"op": "stats"}         {"op": "release", "peer": "bob"}
     {"op": "quit"}
 
-``burst`` sends ``count`` random messages from a background thread (unicast, multicast
-and broadcast mixed; broadcasts only with ``broadcast_only``), ``rate`` per second (0:
-as fast as the bounded send queue allows), then emits ``burst_done`` with the number
-sent to each destination. With ``--count-only`` deliveries are counted per sender
-instead of being reported one by one; ``stats`` reports those counts, the peak memory
-of the process, the communicator's counters and what the causality module holds.
-
-Events: ``ready``, ``joined``, ``left``, ``deliver`` (id, sender, payload, tag,
-label), ``sent``, ``held``, ``counters``, ``members``, ``error`` and ``bye``.
+``burst`` sends ``count`` random unicasts, multicasts and broadcasts from a thread,
+``rate`` per second (0: as fast as the send queue allows), then emits ``burst_done``
+with the number sent to each destination. With ``--count-only`` deliveries are counted
+per sender (reported by ``stats``, with the peak memory, counters and held messages).
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+import groupcomm.cli.args as cli
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.config import Connection, Pipelines
@@ -183,8 +176,8 @@ class Peer:
                   seconds=round(time.monotonic() - started, 3))
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m groupcomm.tools.peer",
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(prog="python -m groupcomm.tools.peer",
                             description="A client driven by JSON lines on stdin.")
     parser.add_argument("--name", required=True)
     parser.add_argument("--session", default="s")
@@ -195,14 +188,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--filter", action="append", default=[])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--trace-dir")
-    parser.add_argument("--curve-dir", metavar="DIR",
-                        help="per-client keys (CurveZMQ; relayed routing only): DIR holds "
-                        "NAME.key_secret and server.key (see groupcomm keys)")
-    parser.add_argument("--bind-host", default="127.0.0.1",
-                        help="address to listen on for direct traffic (default 127.0.0.1; "
-                        "0.0.0.0 for every interface)")
-    parser.add_argument("--advertise-host",
-                        help="address other members reach this one at (default: --bind-host)")
+    cli.add_address_arguments(parser)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--count-only", action="store_true",
                         help="count deliveries per sender instead of reporting each")
@@ -211,13 +197,13 @@ def build_parser() -> ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    cli.setup_logging(args.verbose)
     from groupcomm.core.selection import SelectionError, filter_creators
 
     try:
         extra_send, extra_receive = filter_creators(args.filter)
     except (SelectionError, LookupError) as error:
-        raise CliError(f"peer {args.name}: {error}") from None
+        raise cli.CliError(f"peer {args.name}: {error}") from None
     try:
         communicator = Communicator(
             args.name, args.session, server=args.server, application=args.application,
@@ -228,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
                                   advertise_host=args.advertise_host,
                                   curve_dir=args.curve_dir))
     except (CommunicatorError, LookupError, ValueError) as error:
-        raise CliError(f"peer {args.name}: {error}") from None
+        raise cli.CliError(f"peer {args.name}: {error}") from None
     peer = Peer(communicator, count_only=args.count_only)
     communicator.add_session_message_listener(peer)
     communicator.add_message_listener(peer.on_message)
@@ -256,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a remote-controlled peer."""
-    return run_main(build_parser, _run, argv)
+    return cli.run_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

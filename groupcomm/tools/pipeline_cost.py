@@ -1,21 +1,14 @@
 """``groupcomm overhead --pipeline N``: the CPU each causality module's own code costs
 per message, without sockets.
 
-Two :class:`~groupcomm.core.node.ProtocolNode` s in one process, joined to one session,
-with the module's real filters; the sender tags and submits messages in batches of 32
-(the communicator's batch), each batch is packed into ``P`` frame bodies, unpacked at
-the receiver and delivered; control messages (mfss's and cykas's ACKs) travel back the
-same way. The CPU time of each side is summed separately (``time.process_time``: CPU of
-this process only, so other processes on the machine do not count), with the garbage
-collector paused (see :func:`measure_pipeline`).
-
-What it leaves out is the same for every module: signing and verifying frames, sockets,
-the I/O thread's wake-ups. So the differences between modules here are the modules'
-own (stamping, the copy a stamp makes, encoding, decoding, testing, merging), measured
-far more steadily than through processes and sockets (``--throughput``), where the
-machine's scheduling moves a run by ±10 %. Sender-side modules hold each message until
-its ACK: here the ACK comes back at once, so they show their CPU, not the round trip
-that bounds them on a network.
+Two :class:`~groupcomm.core.node.ProtocolNode` s in one process with the module's real
+filters: the sender tags and submits batches of 32 (the communicator's batch), packed
+into ``P`` frame bodies, unpacked and delivered at the receiver; control messages travel
+back the same way. Each side's CPU time is summed apart (``time.process_time``) with the
+garbage collector paused. Signing, sockets and wake-ups are left out for every module
+alike, so the differences are the modules' own, far steadier than through processes
+(``--throughput``). Sender-side modules get each ACK at once here: they show their CPU,
+not the round trip that bounds them on a network.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -27,26 +26,71 @@ class ProcessError(RuntimeError):
 
 
 class _Child:
-    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None) -> None:
+    """A child process; its stdout lines are collected (as :meth:`_parse` reads them)
+    and its stderr kept for error messages."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None
+                 ) -> None:
         self.name = name
         self.argv = list(argv)
         self.process = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            env={**os.environ, **(env or {})},
-        )
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1, env={**os.environ, **(env or {})})
         self.stderr_lines: list[str] = []
-        self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True)
-        self._stderr_thread.start()
+        self._output: list[Any] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
 
     def _read_stderr(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.stderr_lines.append(line.rstrip("\n"))
+
+    def _parse(self, line: str) -> Any:
+        return line.rstrip("\n")
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            item = self._parse(line)
+            with self._cond:
+                self._output.append(item)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _wait(self, found: Callable[[list[Any]], Any], timeout: float,
+              failure: Callable[[], str]) -> Any:
+        """The first value ``found(output so far)`` gives that is not None, waiting up to
+        ``timeout`` seconds; else :class:`ProcessError` saying ``failure()``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                result = found(self._output)
+                if result is not None:
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.alive():
+                    raise ProcessError(f"{self.name}: {failure()}; stderr: {self.stderr_tail()}")
+                self._cond.wait(min(remaining, 0.2))
+
+    def _write(self, line: str) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise ProcessError(f"{self.name} is gone: {error}; {self.stderr_tail()}") from None
+
+    def _quit_with(self, line: str, timeout: float) -> None:
+        """Write ``line`` and wait for the process to end (killing it if it hangs)."""
+        if self.alive():
+            try:
+                self._write(line)
+                self.process.wait(timeout)
+            except (ProcessError, subprocess.TimeoutExpired):
+                self.kill()
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -69,35 +113,24 @@ class _Child:
         return "\n".join(self.stderr_lines[-lines:])
 
 
+def _first(predicate: Callable[[Any], bool]) -> Callable[[list[Any]], Any]:
+    return lambda items: next((item for item in items if predicate(item)), None)
+
+
 class ServerProcess(_Child):
     """``groupcomm serve`` in a child process."""
 
     def __init__(self, key_file: Path, bind: str = "tcp://127.0.0.1:0",
                  extra: Sequence[str] = (), timeout: float = 20.0) -> None:
-        super().__init__(
-            "server",
-            [sys.executable, "-m", "groupcomm.cli.serve", "--bind", bind,
-             "--key-file", str(key_file), *extra],
-            None,
-        )
-        self.address = ""
-        deadline = time.monotonic() + timeout
-        assert self.process.stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in self.process.stdout],  # type: ignore[union-attr]
-                         daemon=True).start()
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=0.1)
-            except queue.Empty:
-                if not self.alive():
-                    break
-                continue
-            if line.startswith("listening on "):
-                self.address = line.split("listening on ", 1)[1].strip()
-                return
-        self.kill()
-        raise ProcessError(f"server did not start: {self.stderr_tail()}")
+        super().__init__("server", [sys.executable, "-m", "groupcomm.cli.serve", "--bind",
+                                    bind, "--key-file", str(key_file), *extra])
+        try:
+            line = self._wait(_first(lambda s: s.startswith("listening on ")), timeout,
+                              lambda: "did not start")
+        except ProcessError:
+            self.kill()
+            raise ProcessError(f"server did not start: {self.stderr_tail()}") from None
+        self.address = line.split("listening on ", 1)[1].strip()
 
 
 class PeerProcess(_Child):
@@ -108,8 +141,8 @@ class PeerProcess(_Child):
                  trace_dir: str | None = None, filters: Sequence[str] = (),
                  extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> None:
         # wrapper: a command the peer runs under, e.g. ``ip netns exec NS``
-        argv = [*wrapper, sys.executable, "-m", "groupcomm.tools.peer", "--name", name, "--server", server,
-                "--key-file", str(key_file), "--session", session]
+        argv = [*wrapper, sys.executable, "-m", "groupcomm.tools.peer", "--name", name,
+                "--server", server, "--key-file", str(key_file), "--session", session]
         for spec in filters:
             argv += ["--filter", spec]
         if causality:
@@ -118,68 +151,33 @@ class PeerProcess(_Child):
             argv.append("--direct")
         if trace_dir:
             argv += ["--trace-dir", trace_dir]
-        super().__init__(name, [*argv, *extra], None)
-        self.events: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read_stdout, daemon=True).start()
+        super().__init__(name, [*argv, *extra])
+        self.events: list[dict[str, Any]] = self._output
 
-    def _read_stdout(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                event = {"event": "garbage", "line": line}
-            with self._cond:
-                self.events.append(event)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
+    def _parse(self, line: str) -> dict[str, Any]:
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {"event": "garbage", "line": line}
 
     def command(self, **command: Any) -> None:
         """Send one JSON command to the peer."""
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(json.dumps(command) + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
-            raise ProcessError(f"{self.name} is gone: {error}; {self.stderr_tail()}") from None
+        self._write(json.dumps(command))
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 20.0,
                  what: str = "event") -> dict[str, Any]:
         """The first event matching ``predicate`` (waiting up to ``timeout`` seconds)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (not self.alive() and not self._pending_output()):
-                    raise ProcessError(
-                        f"{self.name}: no {what} within {timeout:g}s; events: "
-                        f"{self.events[-8:]}; stderr: {self.stderr_tail()}"
-                    )
-                self._cond.wait(min(remaining, 0.2))
-
-    def _pending_output(self) -> bool:
-        return False
+        return self._wait(_first(predicate), timeout, lambda: (
+            f"no {what} within {timeout:g}s; events: {self.events[-8:]}"))
 
     def wait_count(self, event: str, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """Wait until ``count`` events of type ``event`` have arrived; return them."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                found = [e for e in self.events if e.get("event") == event]
-                if len(found) >= count:
-                    return found
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self.alive():
-                    raise ProcessError(
-                        f"{self.name}: {len(found)}/{count} {event} events within "
-                        f"{timeout:g}s; stderr: {self.stderr_tail()}"
-                    )
-                self._cond.wait(min(remaining, 0.2))
+        def enough(events: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            found = [e for e in events if e.get("event") == event]
+            return found if len(found) >= count else None
+
+        return self._wait(enough, timeout, lambda: (
+            f"{len(enough(self.events) or [])}/{count} {event} events within {timeout:g}s"))
 
     def deliveries(self) -> list[dict[str, Any]]:
         """Deliver events so far."""
@@ -188,12 +186,7 @@ class PeerProcess(_Child):
 
     def quit(self, timeout: float = 10.0) -> None:
         """Leave cleanly (``quit`` command), killing the process if it hangs."""
-        if self.alive():
-            try:
-                self.command(op="quit")
-                self.process.wait(timeout)
-            except (ProcessError, subprocess.TimeoutExpired):
-                self.kill()
+        self._quit_with(json.dumps({"op": "quit"}), timeout)
 
 
 class ProcessGroup:
@@ -266,50 +259,18 @@ class LineProcess(_Child):
 
     def __init__(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
         super().__init__(name, argv, env)
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-
-    def _read_stdout(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
+        self.lines: list[str] = self._output
 
     def type(self, text: str) -> None:
         """Type one line."""
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(text + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
-            raise ProcessError(f"{self.name} is gone: {error}; {self.stderr_tail()}") from None
+        self._write(text)
 
     def wait_line(self, predicate: Callable[[str], bool], timeout: float = 20.0,
                   what: str = "line") -> str:
         """The first output line matching ``predicate`` (waiting up to ``timeout`` s)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for line in self.lines:
-                    if predicate(line):
-                        return line
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self.alive():
-                    raise ProcessError(
-                        f"{self.name}: no {what} within {timeout:g}s; screen: "
-                        f"{self.lines[-8:]}; stderr: {self.stderr_tail()}"
-                    )
-                self._cond.wait(min(remaining, 0.2))
+        return self._wait(_first(predicate), timeout, lambda: (
+            f"no {what} within {timeout:g}s; screen: {self.lines[-8:]}"))
 
     def quit(self, command: str = "/quit", timeout: float = 10.0) -> None:
         """Type ``command`` and wait for the process to end (killing it if it hangs)."""
-        if self.alive():
-            try:
-                self.type(command)
-                self.process.wait(timeout)
-            except (ProcessError, subprocess.TimeoutExpired):
-                self.kill()
+        self._quit_with(command, timeout)
