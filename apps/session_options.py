@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcomm.cli.args import (
-    DEFAULT_SERVER,  # noqa: F401 - the web gateway's command line reads it here
     ArgumentParser,
     CliError,
     add_address_arguments,

@@ -38,15 +38,9 @@ from groupcomm.apps.text_trace import (
     replay_trace,
     why_not_pycrdt,
 )
-from groupcomm.cli.args import (
-    ArgumentParser,
-    CliError,
-    run_main,
-    setup_logging,
-    warn_if_known_bad,
-)
+from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main, setup_logging
 from groupcomm.core.messages import Tag
-from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.core.registry import get_module
 from groupcomm.replicated import Stability, TextSequence
 from groupcomm.tools.localnet import LocalNetwork
 from groupcomm.tools.procs import ProcessError
@@ -187,12 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                        f"{args.timeout:g}")
     modules = args.causality or ["matrix", "cykas"]
     for module in modules:
-        try:
-            get_module(module)
-        except UnknownModuleError as error:
-            raise CliError(f"groupcomm text-bench: {error}") from None
-    for module in modules:
-        warn_if_known_bad(get_module(module), "groupcomm text-bench")
+        checked_module(get_module, module, "groupcomm text-bench")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -35,8 +35,8 @@ from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.core.registry import UnknownModuleError, get_module
+from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main, setup_logging
+from groupcomm.core.registry import get_module
 from groupcomm.tools.frame_anatomy import keystroke_fields
 from groupcomm.tools.procs import ProcessError
 
@@ -240,10 +240,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"{prog}: --coalesce must be between 0 and 10000 ms")
     modules = args.causality or ["matrix", "ks"]
     for module in modules:
-        try:
-            get_module(module)
-        except UnknownModuleError as error:
-            raise CliError(f"{prog}: {error}") from None
+        checked_module(get_module, module, prog, warn=False)
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -25,8 +25,14 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from groupcomm.apps.session_options import DEFAULT_SERVER, session_options
-from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.apps.session_options import session_options
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    add_module_arguments,
+    run_main,
+    setup_logging,
+)
 from groupcomm.filters.latest_value import DEFAULT_HOLD
 from groupcomm.replicated import unsupported_reason
 from groupcomm.web.auth import Users, UsersError, check_user_name, login_link
@@ -51,16 +57,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                         help="another origin allowed to open WebSockets (e.g. behind a "
                         "proxy: https://chat.example.org); repeatable")
-    parser.add_argument("--server", default=DEFAULT_SERVER,
-                        help=f"session server address (default {DEFAULT_SERVER})")
-    parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
-    parser.add_argument("--causality", help="causality module (see groupcomm filters); "
-                        "default $GROUPCOMM_CAUSALITY, the config file, else none")
-    parser.add_argument("--filter", action="append", default=[], metavar="SPEC",
-                        help="extra filter, e.g. drop:p=0.05 (repeatable)")
-    parser.add_argument("--config", help="config file (TOML) with causality / filters")
-    parser.add_argument("--direct", action="store_true",
-                        help="send peer to peer instead of through the server")
+    add_module_arguments(parser)
     parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
                         help="minimum delay for every tab's messages to PEER (testing)")
     parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",
