@@ -259,14 +259,15 @@ class ClientProtocol:
             self.timer(now)
         return self.deadline
 
-    def take_inputs(self) -> None:
-        """Take the application's tagged sends (and the join markers tagged among them)
-        into the send pipeline, in order. One tagged by an incarnation that is gone (the
-        node changed meanwhile) is reported undeliverable."""
+    def take_inputs(self, markers: int = 0) -> None:
+        """Take the application's tagged sends (and the ``markers`` join markers tagged
+        among them) into the send pipeline, in order. One tagged by an incarnation that
+        is gone (the node changed meanwhile) is reported undeliverable."""
         inputs = self.inputs
         batch = [inputs.popleft() for _ in range(len(inputs))]
         if not batch:
             return
+        self.stats["app_sends"] += len(batch) - markers
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self._report_undeliverable([m.message_id for m in batch if m.sender != name],

@@ -59,7 +59,7 @@ class Member(Protocol):
 
     def drain(self) -> None: ...
 
-    def take_inputs(self) -> None: ...
+    def take_inputs(self, markers: int = 0) -> None: ...
 
 
 class StateTransfer:
@@ -153,13 +153,13 @@ class StateTransfer:
         member = self._member
         node = member.node
         try:
-            node.tag_sends(JoinMarker(newcomer), list(node.members))
+            markers = node.tag_sends(JoinMarker(newcomer), list(node.members))
         except Exception as error:  # the module cannot carry it: the cut is not exact
             log.warning("%s: cannot mark the join of %s (%s); a snapshot may miss messages "
                         "sent before it", member.name, newcomer, error)
             return
         member.stats["join_markers"] += 1
-        member.take_inputs()
+        member.take_inputs(markers=len(markers))
 
     def marker(self, marker: JoinMarker, sender: str) -> None:
         """``sender``'s join marker for a newcomer was delivered here."""
