@@ -64,9 +64,11 @@ BACKLOG_RETRY = 0.01
 #: longest stretch (s) a member's socket is read before the loop turns to heartbeats,
 #: timers and sends: a flood of arrivals on a loaded machine must not make it look dead
 READ_BUDGET = 0.05
-#: relayed frames whose messages' ids are remembered, so that a frame the server returns
-#: can be reported by the ids it held
+#: relayed frames remembered (their batch and the ids of their messages), so that a frame
+#: the server returns can be sent again in a fresh stream, or reported by the ids it held
 REMEMBERED_FRAMES = 4096
+#: ... and at most this many bytes of their batches
+REMEMBERED_BYTES = 8 * 1024 * 1024
 #: plain ints: the flag enums' ``&`` runs in Python, three enum calls per frame read
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
@@ -116,8 +118,10 @@ class MemberLink:
         self._deadline = 0.0
         #: messages that could not be encoded, to report at the next turn
         self._unsent: list[tuple[str, str]] = []
-        #: relayed frame's hash -> the ids of the messages it holds (REMEMBERED_FRAMES)
-        self._frame_ids: dict[int, tuple[str, ...]] = {}
+        #: relayed frame's hash -> its batch (the body before the stream) and the ids of
+        #: the messages it holds (see REMEMBERED_FRAMES)
+        self._remembered: dict[int, tuple[bytes, tuple[str, ...]]] = {}
+        self._remembered_bytes = 0
         # -- frames out
         self.delays = DelayPlan()
         #: the compressors of the routed frames' streams, one per destination set
@@ -258,8 +262,8 @@ class MemberLink:
             if from_server and len(parts) <= 2 and parts[0] != FORWARDED:
                 # a notice, or an error with a relayed frame the server returned: say
                 # which messages that frame held
-                frames.append((parts, True, self._frame_ids.get(hash(parts[1]), ())
-                               if len(parts) == 2 else ()))
+                kept = self._remembered.get(hash(parts[1])) if len(parts) == 2 else None
+                frames.append((parts, True, kept[1] if kept is not None else ()))
             else:
                 if timeline is not None:
                     timeline.append(("in", time.perf_counter_ns()))
@@ -297,6 +301,17 @@ class MemberLink:
         self._send_parts(self._dealer, [command])
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        """Send again a relayed frame the server returned. Its stream may have lost a
+        chunk inside a server that died, and the streams start afresh once the server
+        knows this client again (``restart_streams``): the frame's batch goes in the
+        fresh stream of its destinations, as a new frame, when it is remembered."""
+        kept = self._remembered.pop(hash(frame), None)
+        if kept is not None:
+            frame = self.codec.seal(self.streams.wrap(tuple(dests), kept[0]))
+            self._remember(frame, kept[0], kept[1])
+        self._send_relayed(frame)
+
+    def _send_relayed(self, frame: bytes) -> None:
         # frames_sent / frame_bytes_sent: what this member puts on the wire for message
         # frames (a routed frame's head names its destinations)
         stats = self.stats
@@ -405,20 +420,24 @@ class MemberLink:
             for body in bodies:
                 frame = seal(wrap(dests, body))
                 if relayed:
-                    if len(bodies) == 1:
-                        self._remember(frame, items)
-                    self.relay(frame, dests)
+                    self._remember(frame, body, tuple(
+                        m.message_id for m in items if type(m) is not tuple)
+                        if len(bodies) == 1 else ())
+                    self._send_relayed(frame)
                 else:
                     for dest in dests:
                         self._push(dest, frame)
 
-    def _remember(self, frame: bytes, items: list[SentMessage | PackedEnvelope]) -> None:
-        """Keep the ids of the messages a relayed frame holds, for a while: a frame the
-        server returns is then reported by its messages."""
-        remembered = self._frame_ids
-        remembered[hash(frame)] = tuple(m.message_id for m in items if type(m) is not tuple)
-        if len(remembered) > REMEMBERED_FRAMES:
-            del remembered[next(iter(remembered))]
+    def _remember(self, frame: bytes, body: bytes, ids: tuple[str, ...]) -> None:
+        """Keep a relayed frame's batch and the ids of its messages, for a while (see
+        REMEMBERED_FRAMES): a frame the server returns is then sent again in a fresh
+        stream, or reported by its messages."""
+        remembered = self._remembered
+        remembered[hash(frame)] = (body, ids)
+        self._remembered_bytes += len(body)
+        while (len(remembered) > REMEMBERED_FRAMES
+               or self._remembered_bytes > REMEMBERED_BYTES) and remembered:
+            self._remembered_bytes -= len(remembered.pop(next(iter(remembered)))[0])
 
     def _push(self, peer: str, frame: bytes) -> None:
         socket = self._pushes.get(peer)
