@@ -373,3 +373,33 @@ def test_the_server_returns_a_routed_frame_from_a_stranger_and_refuses_a_bad_hea
         bob.wait_for(lambda e: e.get("payload") == "still relayed")
     finally:
         dealer.close(linger=0)
+
+
+def test_a_returned_frame_goes_again_in_a_fresh_stream_past_a_chunk_the_server_lost() -> None:
+    """A server that dies loses chunk 2 of alice's stream to bob; the restarted server
+    returns chunk 3 (it did not know alice yet). Sent again as it was, chunk 3 would be
+    refused for the gap; the link sends its batch again in the fresh stream."""
+    from groupcomm.transport.link import MemberLink
+
+    link = MemberLink(name="alice", server_address="tcp://127.0.0.1:1", routing="relayed",
+                      codec=FrameCodec(KEY), curve=None, bind_host="127.0.0.1",
+                      advertise_host="127.0.0.1", max_pending=10, max_inbox=10)
+    sent: list[bytes] = []
+    link._send_relayed = sent.append  # type: ignore[method-assign]  # noqa: SLF001
+    link.relay_allowed(True)
+    for k in (1, 2, 3):
+        link.transmit(keystroke(k), DESTS)
+        link.flush_outbox()
+    bob = FrameCodec(KEY)
+    decoder = StreamDecoder(max_body=1 << 20)
+
+    def ids(frame: bytes) -> list[str]:
+        body, nonce, _ = bob.open(frame)
+        return [m.message_id for m in unpack_envelopes(decoder.unwrap(nonce, body), "bob")[3]]
+
+    assert ids(sent[0]) == ["alice#1"]  # chunk 2 (sent[1]) is lost with the server
+    with pytest.raises(FrameRejected, match="after chunk 1"):
+        ids(sent[2])  # as it was, chunk 3 comes after a gap
+    link.restart_streams()  # alice is back: her frames start afresh ...
+    link.relay(sent[2], DESTS)  # ... and the returned chunk 3 goes again
+    assert ids(sent[3]) == ["alice#3"]
