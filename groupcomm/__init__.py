@@ -19,6 +19,7 @@ from groupcomm.core.causality import (
     CausalityError,
     CausalityManager,
     CausalityModule,
+    ModuleMismatchError,
     ModuleReceiveFilter,
     ModuleSendFilter,
     ProtocolViolation,
@@ -43,7 +44,7 @@ from groupcomm.core.messages import (
     SystemMessage,
     Tag,
 )
-from groupcomm.core.node import ModuleMismatchError, ProtocolNode, UnknownPeerError
+from groupcomm.core.node import ProtocolNode, UnknownPeerError
 from groupcomm.core.registry import UnknownModuleError, get_module, install
 
 #: public names that live in the transport, loaded on first access (PEP 562)

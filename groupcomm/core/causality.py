@@ -362,3 +362,33 @@ class _ModuleFilterCreator(MessageFilterCreator[Any]):
 def module_of(creator: MessageFilterCreator[Any]) -> CausalityModule | None:
     """The causality module behind a selector's factory, if it is one."""
     return creator.module if isinstance(creator, _ModuleFilterCreator) else None
+
+
+class ModuleMismatchError(ValueError):
+    """The send and receive pipelines do not hold the same causality module (one side
+    replaced, for example through a selector set after ``install``)."""
+
+
+def one_module(send_creators: Sequence[MessageFilterCreator[SentMessage]],
+                receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]],
+                ) -> CausalityModule | None:
+    """The causality module both pipelines hold, or None when neither holds one.
+
+    Raises :class:`ModuleMismatchError` when only one side holds it, or each side
+    another: a module's receive filter expects what its own send filter adds, so such a
+    node would drop every message it is sent.
+    """
+    send = next((m for m in map(module_of, send_creators) if m is not None), None)
+    receive = next((m for m in map(module_of, receive_creators) if m is not None), None)
+    if send is None and receive is None:
+        return None
+    if send is not None and receive is not None and send.name == receive.name:
+        return send
+    held = (f"the send side holds {repr(send.name) if send else 'no causality module'} and the "
+            f"receive side {repr(receive.name) if receive else 'none'}")
+    raise ModuleMismatchError(
+        f"{held}: a causality module needs both of its filters (one was probably replaced "
+        "through a selector after install()). To add a filter beside a module, give the "
+        "communicator pipelines=Pipelines(extra_send=[...], extra_receive=[...]) or "
+        "register it through a plugin (docs/modules.md)"
+    )

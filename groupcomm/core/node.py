@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from groupcomm.core.causality import CausalityModule, module_of
+from groupcomm.core.causality import CausalityModule, one_module
 from groupcomm.core.filtering import (
     CallableProcessor,
     FilterHost,
@@ -49,36 +49,6 @@ from groupcomm.core.state_transfer import SESSION_TRAFFIC
 from groupcomm.core.tracing import NullTracer, Tracer
 
 log = logging.getLogger(__name__)
-
-
-class ModuleMismatchError(ValueError):
-    """The send and receive pipelines do not hold the same causality module (one side
-    replaced, for example through a selector set after ``install``)."""
-
-
-def _one_module(send_creators: Sequence[MessageFilterCreator[SentMessage]],
-                receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]],
-                ) -> CausalityModule | None:
-    """The causality module both pipelines hold, or None when neither holds one.
-
-    Raises :class:`ModuleMismatchError` when only one side holds it, or each side
-    another: a module's receive filter expects what its own send filter adds, so such a
-    node would drop every message it is sent.
-    """
-    send = next((m for m in map(module_of, send_creators) if m is not None), None)
-    receive = next((m for m in map(module_of, receive_creators) if m is not None), None)
-    if send is None and receive is None:
-        return None
-    if send is not None and receive is not None and send.name == receive.name:
-        return send
-    held = (f"the send side holds {repr(send.name) if send else 'no causality module'} and the "
-            f"receive side {repr(receive.name) if receive else 'none'}")
-    raise ModuleMismatchError(
-        f"{held}: a causality module needs both of its filters (one was probably replaced "
-        "through a selector after install()). To add a filter beside a module, pass "
-        "extra_send=[...] / extra_receive=[...] to the communicator or register it "
-        "through a plugin (README, 'Adding a filter')"
-    )
 
 
 class UnknownPeerError(LookupError):
@@ -148,7 +118,7 @@ class ProtocolNode(FilterHost):
             send_creators = [SendMessageFilterSelector.get_message_filter_creator()]
         if receive_creators is None:
             receive_creators = [ReceivedMessageFilterSelector.get_message_filter_creator()]
-        self.module: CausalityModule | None = _one_module(send_creators, receive_creators)
+        self.module: CausalityModule | None = one_module(send_creators, receive_creators)
         self.protocol = protocol_name or (self.module.name if self.module else "none")
 
         send_filters: list[MessageFilter[SentMessage]] = [

@@ -201,7 +201,7 @@ class _UpperCreator(MessageFilterCreator):
 
 def test_a_selector_that_replaces_half_of_an_installed_module_is_refused() -> None:
     import groupcomm
-    from groupcomm.core.node import ModuleMismatchError
+    from groupcomm.core.causality import ModuleMismatchError
 
     groupcomm.install("matrix")
     SendMessageFilterSelector.set_message_filter_creator(_UpperCreator())
