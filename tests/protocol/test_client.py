@@ -9,7 +9,13 @@ import pytest
 
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import NullTracer
-from groupcomm.protocol.actions import (
+from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
+from groupcomm.protocol.registry import Heartbeat, Join, Leave, Notify, SessionRegistry
+from groupcomm.wire.envelopes import pack_envelopes
+from groupcomm.wire.frames import ROUTED, FrameCodec
+from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamEncoder
+from tests.protocol.action_log import (
     ActionLog,
     DropPeer,
     JoinSettled,
@@ -20,13 +26,6 @@ from groupcomm.protocol.actions import (
     ToServer,
     Transmit,
 )
-from groupcomm.protocol.client import TICK_INTERVAL, ClientProtocol
-from groupcomm.protocol.events import Applied, MessageFrame, Send, SessionFrame, Timer, handle
-from groupcomm.protocol.registry import Heartbeat, Join, Leave, Notify, SessionRegistry
-from groupcomm.wire.envelopes import pack_envelopes
-from groupcomm.wire.frames import ROUTED, FrameCodec
-from groupcomm.wire.session import open_session, seal_session
-from groupcomm.wire.streams import StreamEncoder
 
 KEY = b"k" * 32
 
@@ -35,6 +34,12 @@ def routed(dests: Any, body: bytes) -> bytes:
     """The routed body carrying the packed batch ``body`` (uncompressed: the harness
     moves frames in any order)."""
     return StreamEncoder(compress=False).wrap(tuple(dests), body)
+
+
+def send(client: ClientProtocol, payload: Any, to: str) -> None:
+    """What an application thread does, then the owner's turn that takes it."""
+    client.port.send(payload, [client.port.resolve(to)])
+    client.take_inputs()
 
 
 class Harness:
@@ -79,7 +84,7 @@ class Harness:
         for notice in self.registry.handle(event):
             assert isinstance(notice, Notify)
             frame = seal_session(self.server, notice.op, **notice.fields)
-            handle(self.clients[notice.conn], SessionFrame(frame, now))
+            self.clients[notice.conn].on_session_frame(frame, None, now)
 
     def run(self, now: float = 0.0) -> list[Any]:
         """Carry every action until none is left; returns what was handed over or
@@ -99,7 +104,7 @@ class Harness:
                                                    lambda m, e: m, 1 << 20):
                             frame = codec.seal(routed(action.dests, body))
                             for dest in action.dests:
-                                handle(self.clients[dest], MessageFrame(frame, now))
+                                self.clients[dest].on_message_frame(frame, None, False, now)
                     elif not isinstance(action, RelayAllowed | PeerAddresses):
                         seen.append((name, action))  # the status a host would keep
             for name, client in self.clients.items():
@@ -119,14 +124,14 @@ def test_a_join_then_a_message_frames_in_actions_out() -> None:
     bob.start("")
     assert net.run() == [("bob", JoinSettled(None))]
     assert alice.node.members == ["alice", "bob"] and alice.members_at_join == ("alice",)
-    handle(bob, Send("hello", ["alice"]))
+    send(bob, "hello", "alice")
     [(who, handed)] = net.run()
     assert who == "alice" and isinstance(handed, ReceivedMessage)
     assert handed.user_message == "hello" and handed.sender == "bob"
     assert alice.counters()["delivered"] == 1
     # the application clock moves when the application has the message, not before
     assert alice.node.application_clock.get("bob", 0) == 0
-    handle(alice, Applied(handed))
+    alice.port.applied(handed)
     assert alice.node.application_clock["bob"] == 1
 
 
@@ -140,13 +145,12 @@ def test_bad_frames_are_counted_and_nothing_is_handed_over() -> None:
                        user_message="hi", message_id="bob#1", sender="bob",
                        destinations=("alice",))
     batch = next(pack_envelopes([sent], 1 << 20))
-    handle(alice, MessageFrame(other.seal(ROUTED + b"junk"), 1.0),
-           MessageFrame(net.server.seal(ROUTED + b"junk"), 1.0),
-           MessageFrame(b"", 1.0),
-           # a well-formed batch, but not inside a routed frame
-           MessageFrame(net.server.seal(batch), 1.0),
-           # a session frame where a message frame belongs
-           MessageFrame(seal_session(net.server, "pong", server_id="test"), 1.0))
+    for frame in (other.seal(ROUTED + b"junk"), net.server.seal(ROUTED + b"junk"), b"",
+                  # a well-formed batch, but not inside a routed frame
+                  net.server.seal(batch),
+                  # a session frame where a message frame belongs
+                  seal_session(net.server, "pong", server_id="test")):
+        alice.on_message_frame(frame, None, False, 1.0)
     assert net.run() == []
     counters = alice.counters()
     assert counters["rejected_bad_signature"] == 1
@@ -155,7 +159,7 @@ def test_bad_frames_are_counted_and_nothing_is_handed_over() -> None:
     assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 5
     assert "frames_received" not in counters
     # the same batch, routed, is taken (bob is not a member yet: it waits for his join)
-    handle(alice, MessageFrame(net.server.seal(routed(["alice"], batch)), 2.0))
+    alice.on_message_frame(net.server.seal(routed(["alice"], batch)), None, False, 2.0)
     counters = alice.counters()
     assert counters["frames_received"] == 1
     assert sum(v for k, v in counters.items() if k.startswith("rejected_")) == 5
@@ -167,9 +171,9 @@ def test_timers_come_with_the_inputs() -> None:
     alice.start("")
     net.run()
     assert alice.deadline == 1.0  # the heartbeat (vector has no filter timers)
-    handle(alice, Timer(0.5))
+    alice.timer(0.5)
     assert net.logs["alice"].actions == []  # nothing due yet
-    handle(alice, Timer(1.0))
+    alice.timer(1.0)
     [heartbeat] = net.logs["alice"].take()
     assert isinstance(heartbeat, ToServer)
     assert open_session(net.server.open(heartbeat.command)[0])["op"] == "heartbeat"
@@ -202,12 +206,6 @@ def test_a_member_that_leaves_is_dropped_from_the_link() -> None:
     seen = net.run()
     assert ("alice", DropPeer("bob")) in seen
     assert alice.node.members == ["alice"]
-
-
-def test_handle_refuses_what_is_not_an_input() -> None:
-    net = Harness()
-    with pytest.raises(TypeError, match="not a client protocol input"):
-        handle(net.client("alice"), "frame")  # type: ignore[arg-type]
 
 
 class TransmitLog(ActionLog):
@@ -256,7 +254,8 @@ def test_an_acknowledged_delivery_waits_for_the_acknowledgement() -> None:
     bob.port.add_listener(got.append)
     bob.start("")
     net.run()
-    handle(alice, Send("m1", ["bob"]), Send("m2", ["bob"]))
+    send(alice, "m1", "bob")
+    send(alice, "m2", "bob")
     net.run()
     assert [m.user_message for m in got] == ["m1", "m2"] and bob.port.handed == 2
     assert bob.node.application_clock.get("alice", 0) == 0
