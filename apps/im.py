@@ -29,7 +29,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -109,13 +108,10 @@ class ChatScreen:
         #: member ids known to be in the session (a rejoin after a server restart is
         #: not news)
         self._known: set[str] = set()
-        #: this person's member id as last seen joining (None before the first join)
-        self._my_id: str | None = None
         #: application ids of the messages shown (an ordered set, bounded)
         self._shown_ids: OrderedDict[str, None] = OrderedDict()
-        #: this person's messages by copy id: (application id, text, destination, sender
-        #: member id, when it left or None)
-        self._own: OrderedDict[str, list] = OrderedDict()
+        #: this person's messages by copy id: (application id, text, destination)
+        self._own: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
         #: copies of own messages already reported lost
         self._reported_lost: set[str] = set()
         #: copies of own messages the communicator reported not sent (MessagesLost)
@@ -163,17 +159,14 @@ class ChatScreen:
             if to_everyone:
                 self.history.append((message.sender, text, message.app_message_id))
             self._remember_shown(message.app_message_id)
-            gone = set(self._gone)
             for copy in messages:
                 dest = ", ".join(d for d in copy.destinations if d not in me) or "yourself"
-                self._own[copy.message_id] = [
-                    message.app_message_id, text, dest, copy.sender,
-                    time.monotonic() if copy.message_id in gone else None]
+                self._own[copy.message_id] = (message.app_message_id, text, dest)
             while len(self._own) > REMEMBERED:
                 self._own.popitem(last=False)
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
-            copies = {m.message_id for m in messages} - gone
+            copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
                 self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
                 timer = threading.Timer(PENDING_AFTER, self._still_pending,
@@ -184,12 +177,9 @@ class ChatScreen:
     def on_sent(self, message: SentMessage) -> None:
         """The communicator's sent listener: a copy of an own message left (I/O thread)."""
         with self._lock:
-            own = self._own.get(message.message_id)
-            if own is not None:
-                own[4] = time.monotonic()
             entry = self._unsent.get(message.app_message_id)
             if entry is None:
-                if own is None:
+                if message.message_id not in self._own:
                     self._gone.append(message.message_id)
                 return
             entry[1].discard(message.message_id)
@@ -263,7 +253,9 @@ class ChatScreen:
                       all_users: Sequence[str]) -> None:
         with self._lock:
             if display_name(client_name) == self.me:
-                self._joined_self(client_name, all_users)
+                # this person's own join: the first is said by the app, a rejoin by
+                # on_event
+                self._known.update(all_users)
                 return
             known = client_name in self._known
             self._known.update(all_users)
@@ -272,13 +264,6 @@ class ChatScreen:
             self._known.add(client_name)
             self._joined_at[client_name] = len(self.shown)
         self.line(f"* {client_name} joined ({', '.join(all_users)})")
-
-    def _joined_self(self, member: str, all_users: Sequence[str]) -> None:
-        """This person's own join: the first (said by the app), a rejoin of a restarted
-        session server (same member id), or a return after the session took this
-        client for gone (a new member id); the rejoins are said by :meth:`on_event`."""
-        self._my_id = member
-        self._known.update(all_users)
 
     def client_left(self, client_name: str, application_name: str) -> None:
         with self._lock:
