@@ -464,6 +464,11 @@ class ClientProtocol:
                     self._apply([action.joined])
                 if action.previous is None or action.previous != action.member:
                     self._state_joined(action.joined.all_users)
+                elif self._state_gate is not None and self._state_gate.waiting:
+                    # back after a server restart: the request, or its answer, may
+                    # have been inside the server
+                    self._state_actions(self._state_gate.server_restarted(self._now),
+                                        self._now)
             elif isinstance(action, JoinDone):
                 out.join_settled(action.error)
             elif isinstance(action, ResendReturned):
