@@ -87,17 +87,29 @@ def remember_node(member: InProcessMember, nodes: dict[str, ProtocolNode]) -> No
     nodes.setdefault(node.name, node)
 
 
-def state_key(state: tuple) -> Any:
-    """The hashable image of a captured state."""
-    protocol_values, member_values, node_name, node_snapshot, counter, replay = state
-    return (tuple(_key(v) for v in protocol_values), freeze(member_values), node_name,
-            freeze(node_snapshot))
+#: protocol attributes the key leaves out: the time of the input being handled (every
+#: input sets it before reading it) and what is derived from the rest (the timer's
+#: deadline and whether it watches)
+_UNKEYED = frozenset({"_now", "deadline", "watching"})
+_KEYED = tuple(i for i, a in enumerate(PROTOCOL_STATE) if a not in _UNKEYED)
 
 
-def _key(value: Any) -> Any:
+def state_key(state: tuple, unkeyed: frozenset[str] = frozenset()) -> Any:
+    """The hashable image of a captured state. The frame counter and the replay window
+    are left out: in the session model no frame arrives twice, so the window never
+    refuses one and the counters change nothing. ``unkeyed`` names attributes of the
+    plain objects inside that the bounds make irrelevant (see
+    :data:`groupcomm.check.session_rules.SessionCheck`)."""
+    protocol_values, member_values, node_name, node_snapshot, _, _ = state
+    skip = _COUNTERS | unkeyed
+    return (tuple([_key(protocol_values[i], skip) for i in _KEYED]), freeze(member_values),
+            node_name, freeze(node_snapshot))
+
+
+def _key(value: Any, skip: frozenset[str]) -> Any:
     if hasattr(value, "__dict__") and not hasattr(type(value), "__dataclass_fields__"):
         return (type(value).__name__, freeze({k: v for k, v in vars(value).items()
-                                              if k not in _COUNTERS}))
+                                              if k not in skip}))
     return freeze(value)
 
 

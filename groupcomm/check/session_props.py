@@ -38,7 +38,8 @@ from groupcomm.check.session_config import SessionCheckConfig, SessionCheckResul
 from groupcomm.protocol.inprocess import APPLICATION, SESSION_NAME, InProcessMember
 
 if TYPE_CHECKING:
-    from groupcomm.check.session_rules import Client, SessionCheck, World, _App
+    from groupcomm.check.session_rules import SessionCheck
+    from groupcomm.check.session_world import App, Client, World
 
 __all__ = ["Found", "SessionProperties", "search"]
 
@@ -83,7 +84,7 @@ class SessionProperties:
     def _describe(self, frame: bytes) -> str:
         raise NotImplementedError
 
-    def _judge_handed(self, world: World, client: Client, app: _App) -> None:
+    def _judge_handed(self, world: World, client: Client, app: App) -> None:
         for message, had in app.handed:
             if had:
                 raise Found("duplicate", f"{message.receiver} was handed "

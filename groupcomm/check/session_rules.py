@@ -39,7 +39,6 @@ import copy
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from groupcomm.check import client_state
@@ -51,11 +50,12 @@ from groupcomm.check.session_config import (
     SessionCheckResult,
 )
 from groupcomm.check.session_props import Found, SessionProperties, search
-from groupcomm.core.membership import member_id
-from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
+from groupcomm.check.session_world import App, Client, Learner, World
+from groupcomm.core.membership import SERVER_SILENCE_HEARTBEATS, member_id
+from groupcomm.core.messages import ControlMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
-from groupcomm.core.state_transfer import JoinMarker, Snapshot, StateReply, StateRequest
+from groupcomm.core.state_transfer import JoinMarker, StateReply, StateRequest
 from groupcomm.protocol.inprocess import (
     InProcessMember,
     InProcessServer,
@@ -77,109 +77,8 @@ HEARTBEAT_INTERVAL = 1.0
 PATIENCE = 1e9
 
 
-class _App:
-    """A client's application: the ids of the messages it has (delivered, its own, or
-    in a snapshot it installed); it gives and installs snapshots of them."""
-
-    def __init__(self) -> None:
-        self.seen: frozenset[str] = frozenset()
-        self.own: tuple[str, ...] = ()
-        #: (newcomer, answerer, ids) of the snapshot installed, or None
-        self.installed: tuple[str, str, frozenset[str]] | None = None
-        self.member: InProcessMember | None = None
-        #: what the step handed it (message, had it already)
-        self.handed: list[tuple[ReceivedMessage, bool]] = []
-
-    def state(self) -> tuple:
-        return (self.seen, self.own, self.installed)
-
-    def restore(self, state: tuple) -> None:
-        self.seen, self.own, self.installed = state
-        self.handed = []
-
-    def hand(self, message: ReceivedMessage) -> None:
-        app_id = message.app_message_id
-        self.handed.append((message, app_id in self.seen))
-        self.seen |= {app_id}
-
-    def provide(self) -> Snapshot:
-        assert self.member is not None
-        return Snapshot((self.member.member, self.seen), reflects=self.own)
-
-    def install(self, state: tuple[str, frozenset[str]]) -> None:
-        assert self.member is not None
-        answerer, ids = state
-        self.installed = (self.member.member, answerer, ids)
-        self.seen |= ids
-
-
-@dataclass
-class Client:
-    """One start of a client process (a connection), as kept in a world."""
-
-    name: str
-    start: int
-    conn: str
-    state: tuple            # client_state.capture of its member
-    app: tuple              # _App.state
-    view: tuple             # see SessionCheck._view
-    alive: bool = True
-    sent: int = 0
-    #: (server epoch, membership change) in the order this client learned them
-    learned: tuple[tuple[int, str], ...] = ()
-    #: its part of the state key, kept until a step changes it
-    frozen: Any = None
-
-    def key(self) -> Any:
-        if self.frozen is None:
-            self.frozen = (self.conn, self.alive, self.sent, self.learned, self.app,
-                           client_state.state_key(self.state))
-        return self.frozen
-
-    @property
-    def member(self) -> str:
-        return self.view[1]
-
-    @property
-    def phase(self) -> str:
-        return self.view[0]
-
-
-@dataclass
-class World:
-    now: float = 0.0
-    ticks: int = 0
-    epoch: int = 0
-    server_restarts: int = 0
-    server: tuple = ()   # (registry, codec counter, replay window) of the server
-    server_key: Any = None
-    clients: dict[str, Client] = field(default_factory=dict)   # conn -> client
-    starts: dict[str, int] = field(default_factory=dict)        # name -> starts so far
-    left: frozenset[str] = frozenset()                          # names that left
-    crashed: frozenset[str] = frozenset()                       # names that crashed
-    up: dict[str, tuple[bytes, ...]] = field(default_factory=dict)   # conn -> frames
-    down: dict[str, tuple] = field(default_factory=dict)        # conn -> (delivery, epoch)
-    direct: frozenset = frozenset()                             # (conn, frame)
-    #: "message id@member" -> (sender, destination, app id, joins the sender knew)
-    frames: dict[str, tuple] = field(default_factory=dict)
-    delivered: frozenset[tuple[str, str]] = frozenset()         # (message id, member)
-    excused: frozenset[tuple[str, str]] = frozenset()           # lost in a restart
-    gone: frozenset[str] = frozenset()          # member ids the server removed
-    #: member id -> (name, start) of the client it was given to
-    given: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-
 def _sorted(table: dict) -> tuple:
     return tuple(sorted(table.items()))
-
-
-def _canonical(delivery: tuple) -> tuple:
-    """A delivery as the state key holds it: frames without their signature, nonce and
-    counter (see SessionCheck.key)."""
-    kind, frame, extra = delivery
-    if kind == "session" and extra is not None:
-        extra = sealed_body(extra)
-    return (kind, sealed_body(frame), extra)
 
 
 class SessionCheck(SessionProperties):
@@ -192,10 +91,16 @@ class SessionCheck(SessionProperties):
         self.registry_class = REGISTRIES[config.registry]
         self.cuts_class, self.gate_class = TRANSFERS[config.transfer]
         self.module = get_module(config.protocol)
+        # a client notices a silent server after SERVER_SILENCE_HEARTBEATS heartbeats;
+        # within shorter bounds nothing can be silent that long, so the pongs and the
+        # time of the last notice change nothing: pongs are not delivered, and that time
+        # is left out of the state key
+        self._silence = config.ticks >= SERVER_SILENCE_HEARTBEATS * HEARTBEAT_INTERVAL
+        self._unkeyed = frozenset() if self._silence else frozenset({"server_seen"})
         self._owned: set[str] = set()
         self._server_owned = False
         #: per client start: its live member, application and node objects
-        self._members: dict[str, tuple[InProcessMember, _App, dict[str, ProtocolNode]]] = {}
+        self._members: dict[str, tuple[InProcessMember, App, dict[str, ProtocolNode]]] = {}
         #: the live server of each server epoch (its codec's nonce is the epoch's)
         self._servers: dict[int, InProcessServer] = {}
         self._server: InProcessServer | None = None
@@ -206,6 +111,10 @@ class SessionCheck(SessionProperties):
         self._conns: dict[int, str] = {}
         #: the server epoch of the notice being taken
         self._epoch = 0
+        #: session frame -> its op (see _op)
+        self._ops: dict[bytes, str] = {}
+        #: frame -> its body (see _body)
+        self._bodies: dict[bytes, bytes] = {}
         #: frame -> what it carries, said for a counterexample
         self._texts: dict[bytes, str] = {}
         #: frame -> the application messages it carries ((message id, destinations))
@@ -238,17 +147,28 @@ class SessionCheck(SessionProperties):
         return (server.registry, server.codec._counter,  # noqa: SLF001
                 server.codec._replay._state)  # noqa: SLF001
 
+    def _body(self, frame: bytes) -> bytes:
+        """A frame as the state key holds it: without its signature, nonce and counter.
+        In the model no frame arrives twice, so the replay windows never refuse one and
+        the counters change nothing: states that differ only in them are one."""
+        found = self._bodies.get(frame)
+        if found is None:
+            found = self._bodies[frame] = sealed_body(frame)
+        return found
+
     def key(self, world: World) -> Any:
-        clients = tuple(world.clients[conn].key() for conn in sorted(world.clients))
+        clients = tuple(world.clients[conn].key(self._unkeyed) for conn in sorted(world.clients))
         if world.server_key is None:
             registry = world.server[0]
             world.server_key = freeze({k: v for k, v in vars(registry).items()
                                        if k not in ("relayed", "_probes")})
-        up = tuple((conn, tuple(map(sealed_body, frames)))
+        body = self._body
+        up = tuple((conn, tuple([body(f) for f in frames]))
                    for conn, frames in sorted(world.up.items()))
-        down = tuple((conn, tuple((_canonical(d), e) for d, e in queue))
+        down = tuple((conn, tuple([(d[0], body(d[1]), d[2] if d[0] == "message" or d[2] is None
+                                    else body(d[2]), e) for d, e in queue]))
                      for conn, queue in sorted(world.down.items()))
-        direct = frozenset((conn, sealed_body(frame)) for conn, frame in world.direct)
+        direct = frozenset((conn, body(frame)) for conn, frame in world.direct)
         return (world.now, world.ticks, world.epoch, world.server_restarts,
                 world.server_key, clients, _sorted(world.starts), world.left,
                 world.crashed, world.gone, up, down, direct, _sorted(world.frames),
@@ -285,7 +205,8 @@ class SessionCheck(SessionProperties):
             # answer makes it rejoin)
             if due <= world.now and (not heartbeat_only or (
                     phase in ("joined", "rejoining")
-                    and (more_time or client.conn not in registry.by_conn))):
+                    and (more_time or client.conn not in registry.by_conn)
+                    and not self._beating(world, client.conn))):
                 actions.append(("timer", client.conn))
             if phase == "joined" and client.name in config.leaving \
                     and client.name not in world.left:
@@ -307,13 +228,28 @@ class SessionCheck(SessionProperties):
             actions.append(("direct", entry))
         return actions
 
+    def _beating(self, world: World, conn: str) -> bool:
+        """Whether a heartbeat of ``conn`` or its answer is on its way (one exchange at a
+        time: a heartbeat due meanwhile goes once the answer is in)."""
+        return (any(self._op(frame) == "heartbeat" for frame in world.up.get(conn, ()))
+                or any(d[0] == "session" and self._op(d[1]) in ("pong", "error")
+                       for d, _ in world.down.get(conn, ())))
+
+    def _op(self, frame: bytes) -> str:
+        """The op of a session frame (``relay`` for a message frame)."""
+        op = self._ops.get(frame)
+        if op is None:
+            body = self._body(frame)
+            op = self._ops[frame] = open_session(body)["op"] if body[:1] == SESSION else "relay"
+        return op
+
     # -- one transition ------------------------------------------------------------------------
     def step(self, world: World, action: tuple) -> tuple[World, str]:
         """The world after ``action`` and a line saying what happened; raises
         :class:`Found` when a property fails."""
         world = self._clone(world)
         self._world = world
-        self._changes = []
+        self._changes.clear()
         self._epoch = world.epoch
         try:
             text = getattr(self, "_" + action[0].replace("-", "_"))(world, *action[1:])
@@ -407,8 +343,8 @@ class SessionCheck(SessionProperties):
         member.start(conn if self.config.direct else "")
         return f"{conn} starts and asks to join as {name}"
 
-    def _make_member(self, world: World, name: str, conn: str) -> tuple[InProcessMember, _App]:
-        app = _App()
+    def _make_member(self, world: World, name: str, conn: str) -> tuple[InProcessMember, App]:
+        app = App()
         state = self.config.state
         timeout = self.config.state_timeout
         member = InProcessMember(
@@ -427,7 +363,7 @@ class SessionCheck(SessionProperties):
         if protocol._state_gate is not None:  # noqa: SLF001
             gate = self.gate_class(protocol._state_gate.timeout)  # noqa: SLF001
             protocol._state_gate = gate  # noqa: SLF001
-        protocol.add_session_listener(_Learner(self, conn))
+        protocol.add_session_listener(Learner(self._changes, conn))
         return member, app
 
     def _send(self, world: World, conn: str) -> str:
@@ -497,8 +433,7 @@ class SessionCheck(SessionProperties):
         frame, *rest = world.up[conn]
         world.up[conn] = tuple(rest)
         server = self._live_server(world)
-        body = sealed_body(frame)
-        op = open_session(body)["op"] if body[:1] == SESSION else "relay"
+        op = self._op(frame)
         self._server_out(world, server.actions(conn, frame, world.now), server)
         if op == "relay":
             return f"the server takes {self._describe(frame)} from {conn}"
@@ -586,26 +521,9 @@ class SessionCheck(SessionProperties):
             client = world.clients.get(conn)
             if client is None or not client.alive:
                 continue  # a crashed client's connection: what the server sends is lost
+            if not self._silence and self._op(delivery[1]) == "pong":
+                continue
             world.down[conn] = (*world.down.get(conn, ()), (delivery, world.epoch))
-
-
-class _Learner:
-    """A client's session listener: tells the checker each membership change it
-    learns (its node hears of it)."""
-
-    def __init__(self, check: SessionCheck, conn: str) -> None:
-        self.check = check
-        self.conn = conn
-
-    def client_joined(self, client_name: str, application_name: str, session_name: str,
-                      is_new_session: bool, is_new_application: bool,
-                      all_users: tuple[str, ...]) -> None:
-        # the member list is in join order: whoever precedes the subject joined before it
-        for user in (*all_users, client_name):
-            self.check._changes.append((self.conn, f"joined {user}"))  # noqa: SLF001
-
-    def client_left(self, client_name: str, application_name: str) -> None:
-        self.check._changes.append((self.conn, f"left {client_name}"))  # noqa: SLF001
 
 
 def _about(notice: dict[str, Any]) -> str:
