@@ -101,8 +101,10 @@ class SessionCheckConfig:
     registry: str = "correct"
     #: the causality module of every member
     protocol: str = "none"
-    #: every client's application gives and installs snapshots (state transfer)
+    #: every client's application gives snapshots (state transfer) ...
     state: bool = False
+    #: ... and these install them, asking as newcomers (None: every client)
+    asking: tuple[str, ...] | None = None
     transfer: str = "correct"
     #: seconds a newcomer waits for one member's snapshot (None: longer than any run,
     #: so that one never coming is seen)
@@ -118,7 +120,8 @@ class SessionCheckConfig:
             raise ValueError(f"processes must be 1 to 4, not {self.processes}")
         names = self.names()
         for role, chosen in (("late", self.late), ("leaving", self.leaving),
-                             ("restarting", self.restarting), ("senders", self.senders or ())):
+                             ("restarting", self.restarting), ("senders", self.senders or ()),
+                             ("asking", self.asking or ())):
             unknown = [n for n in chosen if n not in names]
             if unknown:
                 raise ValueError(f"{role}: {', '.join(unknown)} is not one of "

@@ -32,14 +32,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcomm.check.session_config import SessionCheckConfig, SessionCheckResult
+from groupcomm.check.session_world import App, Client, World
 from groupcomm.protocol.inprocess import APPLICATION, SESSION_NAME, InProcessMember
-
-if TYPE_CHECKING:
-    from groupcomm.check.session_rules import SessionCheck
-    from groupcomm.check.session_world import App, Client, World
 
 __all__ = ["Found", "SessionProperties", "search"]
 
@@ -57,7 +54,11 @@ class SessionProperties:
     """The checks of :class:`~groupcomm.check.session_rules.SessionCheck` (a mixin)."""
 
     _epoch: int
-    _members: dict[str, tuple[InProcessMember, Any, dict]]
+    _owned: set[str]
+
+    def _live(self, world: World, conn: str) -> InProcessMember:
+        """``conn``'s member, set back to its state in ``world``."""
+        raise NotImplementedError
 
     # -- on every step ------------------------------------------------------------------
     def _learn(self, client: Client, change: str) -> None:
@@ -113,15 +114,14 @@ class SessionProperties:
         return True
 
     def check_final(self, world: World) -> None:
-        check: SessionCheck = self  # type: ignore[assignment]
-        check._owned = set()  # noqa: SLF001 - between steps: every member is set back
+        self._owned = set()  # between steps: every member is set back
         members = world.server[0].members_of(APPLICATION, SESSION_NAME)
         live: dict[str, Client] = {}
         for client in world.clients.values():
             if not client.alive or client.phase != "joined":
                 continue
             live[client.member] = client
-            member = check._live(world, client.conn)  # noqa: SLF001
+            member = self._live(world, client.conn)
             view = sorted(member.node.member_set)
             if view != sorted(members):
                 raise Found("views", f"{client.member} sees {', '.join(view)}; the server "
@@ -140,7 +140,6 @@ class SessionProperties:
                 or (sender in world.gone and sender not in graceful))
 
     def _check_lost(self, world: World, live: dict[str, Client]) -> None:
-        check: SessionCheck = self  # type: ignore[assignment]
         for fid, (sender, dest, app_id, _) in sorted(world.frames.items()):
             mid = fid.partition("@")[0]
             client = live.get(dest)
@@ -148,7 +147,7 @@ class SessionProperties:
                 continue
             if self._excused(world, mid, sender, dest):
                 continue
-            member = check._live(world, client.conn)  # noqa: SLF001
+            member = self._live(world, client.conn)
             waits = member.node.waiting_for().get(mid, [])
             if waits and all(w in world.gone or any((m, dest) in world.excused
                                                     for m in _sent_by(world, w))
@@ -180,7 +179,7 @@ def _changes(learned: list[tuple[int, str]]) -> str:
     return ", ".join(f"{change} (server {epoch + 1})" for epoch, change in learned)
 
 
-def search(checker: SessionCheck, config: SessionCheckConfig,
+def search(checker: Any, config: SessionCheckConfig,
            progress: Callable[[int, int], None] | None) -> SessionCheckResult:
     """Breadth first from the initial world; the first violation has a shortest path."""
     start = checker.initial()

@@ -353,7 +353,8 @@ class SessionCheck(SessionProperties):
             filter_stacks=([self.module.send_creator()], [self.module.receive_creator()]),
             heartbeat_interval=HEARTBEAT_INTERVAL,
             state_provider=app.provide if state else None,
-            state_consumer=app.install if state else None,
+            state_consumer=app.install if state and (
+                self.config.asking is None or name in self.config.asking) else None,
             state_timeout=PATIENCE if timeout is None else timeout)
         app.member = member
         member.listeners.append(app.hand)

@@ -20,7 +20,7 @@ Examples::
     groupcomm check --session --processes 3 --join p3 --leave p2
     groupcomm check --session --processes 2 --restart p2 --ticks 1
     groupcomm check --session --processes 2 --ticks 2 --messages 0   # false suspicions
-    groupcomm check --protocol matrix --state --join p2 --server-restart --ticks 1 --messages 0
+    groupcomm check --protocol matrix --state p2 --join p2 --server-restart --ticks 1 --messages 0
     groupcomm check --session --processes 2 --restart p2 --registry reuses-incarnation
     groupcomm analyze /tmp/cex --report /tmp/cex-report
 
@@ -145,9 +145,10 @@ def build_parser() -> ArgumentParser:
                          help="frames go straight to members (they may overtake join notices)")
     session.add_argument("--registry", default="correct", choices=sorted(REGISTRIES),
                          help="the real registry, or a known-bad variant to catch")
-    session.add_argument("--state", action="store_true",
-                         help="state transfer: every client's application gives and installs "
-                         "snapshots (a newcomer asks a member, members mark the cut)")
+    session.add_argument("--state", nargs="*", metavar="P",
+                         help="state transfer: every client's application gives snapshots, "
+                         "and every one (or the clients named) installs them as a newcomer "
+                         "(a newcomer asks a member, members mark the cut)")
     session.add_argument("--transfer", default="correct", choices=sorted(TRANSFERS),
                          help="the real state transfer, or a known-bad variant to catch "
                          "(implies --state)")
@@ -176,7 +177,8 @@ def _session_model(args: argparse.Namespace) -> bool:
     """Whether the arguments ask for the session model."""
     return bool(args.session or args.restart or args.senders or args.ticks
                 or args.server_restart or args.direct or args.registry != "correct"
-                or args.state or args.transfer != "correct" or args.state_timeout is not None)
+                or args.state is not None or args.transfer != "correct"
+                or args.state_timeout is not None)
 
 
 def _run_session(args: argparse.Namespace) -> int:
@@ -199,7 +201,8 @@ def _run_session(args: argparse.Namespace) -> int:
         messages=1 if args.messages is None else args.messages,
         senders=tuple(args.senders) if args.senders else None, ticks=args.ticks,
         server_restart=args.server_restart, direct=args.direct, registry=args.registry,
-        protocol=protocol, state=args.state or args.transfer != "correct",
+        protocol=protocol, state=args.state is not None or args.transfer != "correct",
+        asking=tuple(args.state) if args.state else None,
         transfer=args.transfer, state_timeout=args.state_timeout,
         max_states=2_000_000 if args.max_states is None else args.max_states)
     try:

@@ -107,14 +107,17 @@ class Carrier(Protocol):
 
     def push(self, member: InProcessMember, dest: str, frame: bytes,
              message: SentMessage) -> None:
-        """A sealed routed frame carrying ``message``, straight to ``dest``."""
+        """A sealed routed frame carrying ``message``, straight to ``dest`` (empty for a
+        member whose routing is ``unencoded``: ``message`` is what arrives)."""
 
 
 class InProcessMember:
     """One member: a :class:`ClientProtocol` and its :class:`Out` (see the module doc).
 
-    ``routing`` is ``relayed`` (frames through the server) or ``direct`` (pushed to each
-    destination). ``listeners`` are called with each message the application is handed,
+    ``routing`` is ``relayed`` (frames through the server), ``direct`` (frames pushed to
+    each destination) or ``unencoded`` (messages pushed to each destination as objects,
+    for a host whose frames would cost more than the protocol: the simulator, where
+    every message carries a ground-truth clock of hundreds of entries). ``listeners`` are called with each message the application is handed,
     after the clock advanced. ``codec`` defaults to one with a random nonce."""
 
     def __init__(self, name: str, carrier: Carrier, *, now: float,
@@ -127,8 +130,8 @@ class InProcessMember:
                  state_consumer: Callable[[Any], None] | None = None,
                  state_timeout: float = STATE_TIMEOUT,
                  release_after: float | None = None) -> None:
-        if routing not in ("relayed", "direct"):
-            raise ValueError(f"routing must be relayed or direct, not {routing!r}")
+        if routing not in ("relayed", "direct", "unencoded"):
+            raise ValueError(f"routing must be relayed, direct or unencoded, not {routing!r}")
         self.name = name
         self.carrier = carrier
         self.routing = routing
@@ -190,6 +193,11 @@ class InProcessMember:
         self.protocol.on_message_frame(frame, None, direct, now)
         self._flush()
 
+    def messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
+        """Messages of one sender pushed unencoded (see ``routing``)."""
+        self.protocol.on_messages(messages, now)
+        self._flush()
+
     def take(self, delivery: Delivery, now: float) -> None:
         """What :class:`InProcessServer` handed this member's connection."""
         if delivery[0] == "message":
@@ -209,6 +217,11 @@ class InProcessMember:
 
     # -- Out: what the protocol asks for --------------------------------------------------------
     def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        if self.routing == "unencoded":
+            push = self.carrier.push
+            for dest in dests:
+                push(self, dest, b"", message)
+            return
         if self.routing == "direct":
             body = self._body(message)
             seal, wrap, push = self.codec.seal, self.streams.wrap, self.carrier.push
