@@ -4,7 +4,8 @@ in-process host of :class:`~groupcomm.protocol.client.ClientProtocol`.
 :class:`InProcessMember` is one member: a real ``ClientProtocol`` and the
 :class:`~groupcomm.protocol.actions.Out` it writes into, carried out as the ZeroMQ member
 link does (:mod:`groupcomm.transport.link`): every message that leaves the send pipeline
-becomes a signed routed frame (:mod:`groupcomm.wire.streams`), one per message; relayed
+becomes a signed routed frame (:mod:`groupcomm.wire.streams`), one per message and
+uncompressed (chunk 0: a receiver keeps no stream state for it); relayed
 frames wait while the server does not know the member; a message handed over is applied
 at once (the callback model: the clock advances, the listeners are called). What the
 member puts on the wire goes to its host's :class:`Carrier`, which decides when it
@@ -22,7 +23,8 @@ This module is the one place that calls into ``ClientProtocol`` for the in-proce
 hosts (the in-process network :mod:`groupcomm.tools.localnet`, the simulator's
 :class:`~groupcomm.sim.stack.RealStack`, the session checker
 :mod:`groupcomm.check.session_rules`): they drive members only through the methods
-below.
+below (the checker also captures and sets back a member's state to explore it,
+:mod:`groupcomm.check.client_state`, and reads its view of the session).
 """
 
 from __future__ import annotations
@@ -117,8 +119,9 @@ class InProcessMember:
     ``routing`` is ``relayed`` (frames through the server), ``direct`` (frames pushed to
     each destination) or ``unencoded`` (messages pushed to each destination as objects,
     for a host whose frames would cost more than the protocol: the simulator, where
-    every message carries a ground-truth clock of hundreds of entries). ``listeners`` are called with each message the application is handed,
-    after the clock advanced. ``codec`` defaults to one with a random nonce."""
+    every message carries a ground-truth clock of hundreds of entries). ``listeners``
+    are called with each message the application is handed, after the clock advanced.
+    ``codec`` defaults to one with a random nonce."""
 
     def __init__(self, name: str, carrier: Carrier, *, now: float,
                  filter_stacks: FilterStacks, application: str = APPLICATION,
