@@ -10,7 +10,9 @@ judging causal delivery, FIFO, liveness and "no filter raised" on every path.
 Entry points: :func:`check` with a :class:`CheckConfig`, and ``groupcomm check``
 (:mod:`groupcomm.cli.check`). Reductions: hash compaction (``reduce``) and symmetry
 (:mod:`groupcomm.check.symmetry`). Joins and departures interleaved with the traffic:
-:mod:`groupcomm.check.churn`.
+:mod:`groupcomm.check.churn`. Whole clients (``ClientProtocol``, with state transfer)
+and the session registry under crashes, restarts and false suspicions: the session
+model, :mod:`groupcomm.check.session_rules` (``groupcomm check --session``).
 """
 
 from __future__ import annotations

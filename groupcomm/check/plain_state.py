@@ -104,11 +104,27 @@ def freeze(value: Any) -> Any:
     return handler(value)
 
 
+def _freeze_tuple(value: tuple) -> tuple:
+    # most tuples of protocol state hold only atoms (names, counts): kept as they are
+    for v in value:
+        if type(v) not in _ATOMS:
+            return tuple([freeze(v) for v in value])
+    return value
+
+
+def _freeze_dict(value: dict) -> tuple:
+    return ("dict", tuple([(k if type(k) in _ATOMS else freeze(k),
+                            v if type(v) in _ATOMS else freeze(v))
+                           for k, v in value.items()]))
+
+
 def _freezer_for(kind: type) -> Callable[[Any], Any]:
     if issubclass(kind, dict):
-        return lambda value: ("dict", tuple((freeze(k), freeze(v)) for k, v in value.items()))
+        return _freeze_dict
+    if kind is tuple:
+        return _freeze_tuple
     if issubclass(kind, list | tuple | deque):
-        return lambda value: tuple(freeze(v) for v in value)
+        return lambda value: tuple([freeze(v) for v in value])
     if issubclass(kind, set | frozenset):
         return lambda value: tuple(sorted((freeze(v) for v in value), key=repr))
     if issubclass(kind, ReceivedMessage):
@@ -121,3 +137,5 @@ def _freezer_for(kind: type) -> Callable[[Any], Any]:
 
 
 _FREEZERS: dict[type, Callable[[Any], Any]] = {}
+#: values freeze keeps as they are
+_ATOMS = frozenset({int, float, str, bytes, bool, type(None)})

@@ -1,4 +1,14 @@
-"""``groupcomm check``: bounded model checking of a causality module's real filters.
+"""``groupcomm check``: bounded model checking of the real code.
+
+Two models, one command. The plain model explores a causality module's real filters:
+N processes sending and frames arriving in every order (with ``--join``/``--leave``,
+through the real session registry). The session model (``--session``, or any of its
+options: ``--restart``, ``--ticks``, ``--server-restart``, ``--direct``, ``--registry``,
+``--senders``, ``--state``, ``--transfer``, ``--state-timeout``) explores whole clients
+(each a real ``ClientProtocol`` with its membership, causality module, state transfer
+and frame checks) and the real session registry exchanging signed frames, under joins,
+departures, crashes and restarts under the same name, false suspicions, server restarts
+and state transfer.
 
 Examples::
 
@@ -7,6 +17,11 @@ Examples::
     groupcomm check --protocol matrix --processes 3 --messages 3 --reduce --symmetry --por
     groupcomm check --protocol none --processes 2 --messages 2 --trace-dir /tmp/cex
     groupcomm check --protocol vector --processes 3 --messages 1 --join p3 --leave p2
+    groupcomm check --session --processes 3 --join p3 --leave p2
+    groupcomm check --session --processes 2 --restart p2 --ticks 1
+    groupcomm check --session --processes 2 --ticks 2 --messages 0   # false suspicions
+    groupcomm check --protocol matrix --state p2 --join p2 --server-restart --ticks 1 --messages 0
+    groupcomm check --session --processes 2 --restart p2 --registry reuses-incarnation
     groupcomm analyze /tmp/cex --report /tmp/cex-report
 
 Exit status: 0 ok, 1 violation, 3 incomplete (``--max-states`` reached or Ctrl-C),
@@ -16,14 +31,17 @@ Exit status: 0 ok, 1 violation, 3 incomplete (``--max-states`` reached or Ctrl-C
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from groupcomm.check.config import DESTINATION_MODES
+from groupcomm.check.session_config import REGISTRIES, TRANSFERS
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -38,12 +56,19 @@ def build_parser() -> ArgumentParser:
         prog="groupcomm check",
         description="Explore every interleaving of application sends and frame arrivals "
         "of N processes running a causality module's real filters (bounded), and check "
-        "causal delivery, FIFO, liveness and that no filter raises.",
+        "causal delivery, FIFO, liveness and that no filter raises; or, with --session "
+        "(or any option of the session model), every interleaving of whole clients and "
+        "the real session registry under joins, departures, crashes, restarts, false "
+        "suspicions, server restarts and state transfer.",
     )
-    parser.add_argument("--protocol", required=True, help="causality module (groupcomm filters)")
-    parser.add_argument("--processes", type=int, default=3, help="number of processes (2-9)")
-    parser.add_argument("--messages", type=int, default=2,
-                        help="application sends per process (destinations explored)")
+    parser.add_argument("--protocol", help="causality module (groupcomm filters); "
+                        "required but for the session model (default there: none)")
+    parser.add_argument("--processes", type=int, help="number of processes: 2-9 (default "
+                        "3); the session model 1-4 (default 2)")
+    parser.add_argument("--messages", type=int,
+                        help="application sends per process, destinations explored "
+                        "(default 2); the session model: per start of a client, each to "
+                        "every member it knows (default 1)")
     parser.add_argument("--fifo-network", action="store_true",
                         help="per-pair FIFO links (default: unordered, non-duplicating)")
     parser.add_argument("--dfs", action="store_true", help="depth-first (default breadth-first)")
@@ -89,16 +114,48 @@ def build_parser() -> ArgumentParser:
                         "(broadcast for broadcast-only modules, else unicast)")
     parser.add_argument("--unicast", dest="destinations", action="store_const",
                         const="unicast", help="same as --destinations unicast")
-    parser.add_argument("--join", action="append", default=[], metavar="PROCESS",
+    parser.add_argument("--join", action="extend", nargs="+", default=[], metavar="PROCESS",
                         help="PROCESS (p1..pN) is not a member at the start and joins at some "
                         "point (every point explored); repeatable")
-    parser.add_argument("--leave", action="append", default=[], metavar="PROCESS",
+    parser.add_argument("--leave", action="extend", nargs="+", default=[], metavar="PROCESS",
                         help="PROCESS leaves the session at some point (every point "
                         "explored); repeatable. With --join/--leave: unordered network, no "
                         "--symmetry/--por/--workload")
     parser.add_argument("--bypass-refusal", action="store_true",
                         help="tag sends without the module's destination check (what the "
                         "filters would do with a send they refuse)")
+    session = parser.add_argument_group(
+        "the session model (whole clients and the session registry)")
+    session.add_argument("--session", action="store_true",
+                         help="explore whole clients (ClientProtocol: membership, causality "
+                         "module, state transfer, frame checks) and the real session "
+                         "registry exchanging signed frames; implied by the options below")
+    session.add_argument("--restart", action="extend", nargs="+", default=[], metavar="P",
+                         help="clients that may crash and restart under the same name (once)")
+    session.add_argument("--senders", action="extend", nargs="+", metavar="P",
+                         help="only these clients send (default: every one)")
+    session.add_argument("--ticks", type=int, default=0,
+                         help="seconds that may pass (heartbeat interval 1 s, timeout 1.5 s, "
+                         "takeover wait 1 s): 1 lets heartbeats find a restarted server, 2 "
+                         "allow false suspicions and takeovers")
+    session.add_argument("--server-restart", action="store_true",
+                         help="the server may restart once (what it had taken and not yet "
+                         "sent is lost)")
+    session.add_argument("--direct", action="store_true",
+                         help="frames go straight to members (they may overtake join notices)")
+    session.add_argument("--registry", default="correct", choices=sorted(REGISTRIES),
+                         help="the real registry, or a known-bad variant to catch")
+    session.add_argument("--state", nargs="*", metavar="P",
+                         help="state transfer: every client's application gives snapshots, "
+                         "and every one (or the clients named) installs them as a newcomer "
+                         "(a newcomer asks a member, members mark the cut)")
+    session.add_argument("--transfer", default="correct", choices=sorted(TRANSFERS),
+                         help="the real state transfer, or a known-bad variant to catch "
+                         "(implies --state)")
+    session.add_argument("--state-timeout", type=float, metavar="SECONDS",
+                         help="how long a newcomer waits for one member's snapshot before it "
+                         "asks the next (default: longer than any run, so that a snapshot "
+                         "that never comes is seen)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace-dir", metavar="DIR",
                         help="write the counterexample as <process>.jsonl trace files")
@@ -107,9 +164,77 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+#: options of the plain model only: (attribute, default, flag)
+_PLAIN_ONLY = (("fifo_network", False, "--fifo-network"), ("dfs", False, "--dfs"),
+               ("reduce", False, "--reduce"), ("symmetry", False, "--symmetry"),
+               ("por", False, "--por"), ("plain_visited", False, "--plain-visited"),
+               ("checkpoint", None, "--checkpoint"), ("spill_dir", None, "--spill-dir"),
+               ("workload", None, "--workload"), ("destinations", "auto", "--destinations"),
+               ("bypass_refusal", False, "--bypass-refusal"), ("trace_dir", None, "--trace-dir"))
+
+
+def _session_model(args: argparse.Namespace) -> bool:
+    """Whether the arguments ask for the session model."""
+    return bool(args.session or args.restart or args.senders or args.ticks
+                or args.server_restart or args.direct or args.registry != "correct"
+                or args.state is not None or args.transfer != "correct"
+                or args.state_timeout is not None)
+
+
+def _run_session(args: argparse.Namespace) -> int:
+    from groupcomm.check.session_rules import SessionCheckConfig, check_session
+    from groupcomm.core.registry import UnknownModuleError, get_module
+
+    given = [flag for attribute, default, flag in _PLAIN_ONLY
+             if getattr(args, attribute) != default]
+    if given:
+        raise CliError(f"groupcomm check: {', '.join(given)} belong(s) to the plain model; "
+                       "the session model explores whole clients without them")
+    protocol = args.protocol or "none"
+    try:
+        get_module(protocol)
+    except UnknownModuleError as error:
+        raise CliError(f"groupcomm check: {error}") from None
+    config = SessionCheckConfig(
+        processes=2 if args.processes is None else args.processes, late=tuple(args.join),
+        leaving=tuple(args.leave), restarting=tuple(args.restart),
+        messages=1 if args.messages is None else args.messages,
+        senders=tuple(args.senders) if args.senders else None, ticks=args.ticks,
+        server_restart=args.server_restart, direct=args.direct, registry=args.registry,
+        protocol=protocol, state=args.state is not None or args.transfer != "correct",
+        asking=tuple(args.state) if args.state else None,
+        transfer=args.transfer, state_timeout=args.state_timeout,
+        max_states=2_000_000 if args.max_states is None else args.max_states)
+    try:
+        config.validate()
+    except ValueError as error:
+        raise CliError(f"groupcomm check: {error}") from None
+    started = time.monotonic()
+
+    def progress(states: int, depth: int) -> None:
+        if not (args.json or args.quiet):
+            print(f"  {states:,} states, depth {depth} ...", file=sys.stderr, flush=True)
+
+    result = check_session(config, progress)
+    seconds = time.monotonic() - started
+    if args.json:
+        print(json.dumps({**dataclasses.asdict(result), "seconds": round(seconds, 2)}))
+    else:
+        print(result.summary())
+        print(f"({seconds:.1f} s)")
+    return {"ok": 0, "violation": 1}.get(result.result, 3)
+
+
 def _config(args: argparse.Namespace) -> Any:
     from groupcomm.check import CheckConfig, ConfigError, load_workload
 
+    if args.protocol is None:
+        raise CliError("groupcomm check: --protocol is required (a causality module, see "
+                       "groupcomm filters), but for the session model (--session)")
+    if args.processes is None:
+        args.processes = 3
+    if args.messages is None:
+        args.messages = 2
     if args.max_states is not None and args.max_states < 1:
         raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
     if args.processes < 2 or args.processes > 9:
@@ -163,6 +288,8 @@ def _body(args: argparse.Namespace) -> int:
     from groupcomm.check.config import quiet_module_loggers
 
     setup_logging(args.verbose)
+    if _session_model(args):
+        return _run_session(args)
     config = _config(args)
     ensure_trace_dir(args.trace_dir, "groupcomm check")
     try:

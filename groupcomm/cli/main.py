@@ -27,9 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
-    "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters"),
-    "check-session": ("groupcomm.cli.check_session",
-                      "exhaustive checking of the session protocol (registry and clients)"),
+    "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters and "
+              "of whole clients with the session registry"),
     "conformance": ("groupcomm.conformance.cli", "the conformance suite of a causality module (built-in or plugin)"),
 }
 

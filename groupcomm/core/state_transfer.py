@@ -30,7 +30,9 @@ communicators, never handed to applications.
 
 If the asked member has no provider, fails, leaves or does not answer within the
 timeout, the next member is asked; when nobody can answer, the newcomer goes on without
-a snapshot (a warning says so) and delivers everything addressed to it.
+a snapshot (a warning says so) and delivers everything addressed to it. A newcomer back
+after a server restart asks the same member again: the request, or its answer, may have
+been inside the server.
 """
 
 from __future__ import annotations
@@ -213,6 +215,15 @@ class NewcomerState:
         if self.waiting and member == self._asked:
             return self._ask_next(now)
         return []
+
+    def server_restarted(self, now: float) -> list[Ask | Install]:
+        """This client is back after a server restart: the request, or the answer, may
+        have been inside the server, so the member asked is asked again (an answer to
+        the first request, if it comes, counts as well)."""
+        if not self.waiting or self._asked is None:
+            return []
+        self._deadline = now + self.timeout
+        return [Ask(self._asked)]
 
     def tick(self, now: float) -> list[Ask | Install]:
         if self.waiting and self._asked is not None and now >= self._deadline:

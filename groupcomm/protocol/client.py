@@ -87,8 +87,6 @@ FilterStacks = tuple[Sequence[MessageFilterCreator[SentMessage]] | None,
 #: the server returned, the ids of the messages it held (as far as the host knows them)
 Frames = Iterable[tuple[list[bytes], bool, tuple[str, ...]]]
 EventListener = Callable[[SessionEvent], Any]
-#: the session protocol's actions that change who is a member
-MEMBERSHIP_CHANGES = frozenset({MemberJoined, MemberLeft, Incarnated})
 
 
 class ClientProtocol:
@@ -240,24 +238,25 @@ class ClientProtocol:
         """Ask to join; ``address`` is where peers push frames (direct routing)."""
         self._apply(self.membership.start(address))
 
-    def step(self, now: float, frames: Frames = (), *, take_sends: bool = True,
-             unsent: Sequence[tuple[str, str]] = ()) -> float:
-        """One turn of the owner: the ``frames`` that came in, in order; messages the
-        host could not put on the wire (``unsent``: id and why, reported undeliverable);
-        then the application's sends waiting in :attr:`inputs` (unless ``take_sends``
-        is False: the host holds them back while its sockets are backed up); then
-        whatever timers are due. Returns when the next turn is due without input."""
+    def step(self, now: float, frames: Frames = (), *, take_sends: bool = True) -> float:
+        """One turn of the owner: the ``frames`` that came in, in order; then the
+        application's sends waiting in :attr:`inputs` (unless ``take_sends`` is False:
+        the host holds them back while its sockets are backed up); then whatever timers
+        are due. Returns when the next turn is due without input."""
         self.now = now
         for parts, from_server, returned_ids in frames:
             self._on_parts(parts, from_server, now, returned_ids)
-        for message_id, why in unsent:
-            self._report_undeliverable([message_id], why)
         if take_sends and self.inputs:
             self.take_inputs()
         self._update_deadline()  # arrivals may have started something that waits on time
         if now >= self.deadline:
             self.timer(now)
         return self.deadline
+
+    def report_undeliverable(self, ids: list[str], why: str) -> None:
+        """The host could not put these messages on the wire (``why``: ``could not send
+        them: ...``); they are reported undeliverable."""
+        self._report_undeliverable(ids, why)
 
     def take_inputs(self, markers: int = 0) -> None:
         """Take the application's tagged sends (and the ``markers`` join markers tagged
@@ -370,6 +369,19 @@ class ClientProtocol:
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
 
+    def on_messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
+        """Messages of one sender handed over decoded by a host in the same process,
+        which has no bytes to verify (the simulator): they go where a verified frame's
+        messages go."""
+        self.now = now
+        if messages[0].sender in self.node.member_set:
+            self.stats["messages_received"] += len(messages)
+            self.node.arrived_many(list(messages))
+        else:
+            for message in messages:
+                self._apply(self.membership.admit(message, now))
+        self.drain()
+
     def drain(self) -> None:
         """Run the node's queued work; a peer's bad message is counted and skipped, and
         the work queued behind it still runs."""
@@ -433,10 +445,9 @@ class ClientProtocol:
         # what an action does to the node is apply_to_node's (shared with the in-process
         # hosts); around it, statistics, state transfer, events and the host's status
         out = self.out
-        membership_changed = any(type(a) in MEMBERSHIP_CHANGES for a in actions)
-        if membership_changed:
-            # before any listener hears of it: a send it makes names the new members
-            self._publish_status()
+        # what the session protocol decided shows before its actions are carried out: a
+        # send a listener makes names the new members, a frame waits while it may not go
+        self._publish_status()
         for action in actions:
             if isinstance(action, Arrive):
                 self.stats["messages_received"] += len(action.messages)
@@ -488,8 +499,7 @@ class ClientProtocol:
             elif isinstance(action, SessionLeft):
                 out.left_session()
                 self.emit(Removed(member=self.node.name, reason=action.reason))
-        if membership_changed:
-            self._publish_status()
+        self._publish_status()
 
     def _incarnated(self, action: Incarnated) -> None:
         if action.previous is not None:
@@ -506,6 +516,8 @@ class ClientProtocol:
             self.emit(Rejoined(member=action.member, previous=action.previous))
         if action.previous is None or action.previous != action.member:
             self.transfer.joined(action.joined.all_users, self.now)
+        else:  # back after a server restart: the request, or its answer, may have been
+            self.transfer.server_restarted(self.now)  # inside the server
 
     def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
         """Start this client's protocol node afresh as ``member``.

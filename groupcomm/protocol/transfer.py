@@ -97,6 +97,11 @@ class StateTransfer:
             self._carry_out(self.gate.member_left(member, now), now)
         self.answer(self._cuts.member_left(member))
 
+    def server_restarted(self, now: float) -> None:
+        """This newcomer is back after a server restart while it waits: ask again."""
+        if self.gate is not None and self.gate.waiting:
+            self._carry_out(self.gate.server_restarted(now), now)
+
     def tick(self, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
             self._carry_out(self.gate.tick(now), now)

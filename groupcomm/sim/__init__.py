@@ -1,7 +1,8 @@
 """Discrete-event simulation of the causality modules (Cykas paper, 004 §5).
 
-The real filters and managers run in virtual time behind per-process NICs of limited
-bandwidth, links with propagation delay, and applications that run long jobs:
+Whole clients (the real client protocol, filters and managers) run in virtual time
+behind per-process NICs of limited bandwidth, links with propagation delay, and
+applications that run long jobs:
 :mod:`~groupcomm.sim.engine` (the engine), :mod:`~groupcomm.sim.workload` (what the
 processes send), :mod:`~groupcomm.sim.matrix_model` (a vectorised model of the matrix
 protocol for large runs, cross-checked against the real module),

@@ -1,9 +1,10 @@
 """The discrete-event engine: real protocol filters in virtual time.
 
-Every simulated process is a :class:`~groupcomm.core.node.ProtocolNode` with the *same*
-causality module objects (manager, send filter, receive filter) the communicator uses;
-the engine only supplies the two ends a node needs — ``transmit`` and a clock that reads
-virtual time — and plays the application and the network around it.
+Every simulated process is a whole client, the *same*
+:class:`~groupcomm.protocol.client.ClientProtocol` the communicator drives (its
+membership, its node with the causality module's manager and filters, the checks of
+every frame), hosted in process (:mod:`groupcomm.sim.stack`); the engine supplies a
+clock that reads virtual time and plays the application and the network around it.
 
 **Network.** Each process has one NIC of ``bandwidth_kbps`` kilobytes (1 kB = 1000 bytes)
 per second. Frames leave it one at a time, in FIFO order; a frame of ``s`` bytes occupies
@@ -21,7 +22,8 @@ messages and ``header_bytes + meta_bytes(message)`` for control messages (ACK, Y
 fixed envelope (defaults: 64 + 64). The frame is *not* encoded: the ground-truth vector
 clock a node attaches to each message (the oracle's, not the protocol's) travels outside
 the simulated wire, costs no time and no bytes, and messages are immutable, so passing
-the object is safe.
+the object is safe; the receiving client takes it as it takes the messages of a
+verified frame.
 
 **Application.** Each process runs its :mod:`workload <groupcomm.sim.workload>` plan:
 a send is made when it is due (interval since the previous send, script dependencies)

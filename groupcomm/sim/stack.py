@@ -3,13 +3,20 @@
 A :class:`Stack` is handed the application's sends and the frames that arrive, and calls
 back into the simulation (its :class:`StackHost` side) to put frames on the NICs and to
 hand deliveries to the applications. Two stacks exist: :class:`RealStack` runs the
-product's nodes and causality modules; :class:`~groupcomm.sim.matrix_model.MatrixModelStack`
-is a vectorised model of the matrix protocol for large runs. Both depend on this module
-only, not on the engine, so the engine can import them.
+product's client protocol objects, with their nodes and causality modules;
+:class:`~groupcomm.sim.matrix_model.MatrixModelStack` is a vectorised model of the
+matrix protocol for large runs. Both depend on this module only, not on the engine, so
+the engine can import them.
 
-:class:`RealStack`'s processes join through the session protocol's own objects
-(:class:`~groupcomm.protocol.client_actions.InProcessSession`: a session registry, and a
-:class:`~groupcomm.core.membership.Membership` per process), before time 0.
+:class:`RealStack`'s processes are in-process members
+(:class:`~groupcomm.protocol.inprocess.InProcessMember`: a
+:class:`~groupcomm.protocol.client.ClientProtocol` each) that join through the session
+server's side (:class:`~groupcomm.protocol.inprocess.InProcessServer`: the registry)
+before time 0 (signed session frames), then push their messages to each other: a NIC
+carries the message itself, unencoded (each carries its ground-truth clock, hundreds of
+entries in a large run: encoding, signing and checking it would cost more than the
+protocol), and the receiving client takes it as it takes a verified frame's messages
+(membership, then its node).
 """
 
 from __future__ import annotations
@@ -22,12 +29,8 @@ from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
 from groupcomm.core.tracing import Tracer
-from groupcomm.protocol.client_actions import (
-    APPLICATION,
-    SESSION,
-    InProcessSession,
-    carry_out,
-)
+from groupcomm.protocol.inprocess import InProcessMember, InProcessServer, seeded_codec
+from groupcomm.protocol.registry import Notify
 from groupcomm.sim.workload import PlannedSend, Workload
 
 
@@ -81,7 +84,7 @@ class Stack(Protocol):
 
 
 class RealStack:
-    """The product's nodes and causality modules (see the module docstring)."""
+    """The product's client protocol objects (see the module docstring)."""
 
     def __init__(self, sim: StackHost) -> None:
         self.sim = sim
@@ -89,72 +92,81 @@ class RealStack:
         self.module = get_module(config.protocol)
         self.header = config.header_bytes
         self.payload = config.payload_bytes
-        clock = self._clock
-        self.nodes: dict[str, ProtocolNode] = {}
+        self.server = InProcessServer(now=sim.now, codec=seeded_codec("server"))
+        #: process name -> its member (one incarnation each: nobody leaves)
+        self.members: dict[str, InProcessMember] = {}
+        self._commands: list[tuple[str, bytes]] = []
+        # the size and metadata of the message last transmitted (one per destination)
+        self._last: tuple[SentMessage | None, int, int] = (None, 0, 0)
         for name in sim.names:
-            node = ProtocolNode(
-                name,
-                application=APPLICATION,
-                session=SESSION,
-                transmit=self._make_transmit(name),
-                clock=clock,
-                send_creators=[self.module.send_creator()],
-                receive_creators=[self.module.receive_creator()],
-                tracer=sim.tracer,
-            )
-            node.message_listeners.append(self._make_listener(name))
-            self.nodes[name] = node
-        self.session = InProcessSession(now=sim.now)
+            try:
+                member = InProcessMember(
+                    name, self, now=sim.now, codec=seeded_codec(name), routing="unencoded",
+                    filter_stacks=([self.module.send_creator()],
+                                   [self.module.receive_creator()]),
+                    tracer_for=lambda member: sim.tracer, clock=self._clock)
+            except ValueError as error:
+                raise SimulationError(f"process {name!r} cannot join: {error}") from None
+            member.listeners.append(self._make_listener(name))
+            self.members[name] = member
         self._join_all(list(sim.names))
+        #: process name -> its protocol node
+        self.nodes: dict[str, ProtocolNode] = {n: m.node for n, m in self.members.items()}
 
     def _join_all(self, names: list[str]) -> None:
         """Every process joins the session, one by one, before time 0."""
-        session, now = self.session, self.sim.now
-        joins = []
+        server, now = self.server, self.sim.now
+        own: dict[str, dict[str, Any]] = {}
+        last: dict[str, Any] = {}
         for name in names:
-            try:
-                member, notices = session.join(name, now)
-            except ValueError as error:
-                raise SimulationError(f"process {name!r} cannot join: {error}") from None
-            assert member == name  # a new registry: every first join is incarnation 1
+            member = self.members[name]
+            member.start()
+            (conn, frame), = self._commands
+            self._commands.clear()
+            notices = [a for a in server.actions(conn, frame, now) if isinstance(a, Notify)]
+            if not notices or notices[0].op != "welcome":
+                raise SimulationError(f"process {name!r} cannot join: "
+                                      f"{notices[0].fields if notices else 'refused'}")
             if self.module.broadcast_only:
                 # vector's late-joiner handshake needs every member to see every later
                 # join (the members already there send the newcomer a ``base`` message):
                 # each notice is processed as it comes, as from a session server
-                for process, notice in notices:
-                    self._notify(process, notice)
-            else:
-                joins.append((name, notices))
-        if joins:
-            # the whole session exists from the start: by time 0 every process has heard
-            # of every join, and what it processes is folded into one notice, its own
-            # join with the session's members at time 0 (processing every later join
-            # costs O(n^3) manager work at 500 processes)
-            last = joins[-1][1][-1][1]  # the last joiner's own notice lists everyone
-            for name, notices in joins:
-                own = next(n for process, n in notices if process == name)
-                self._notify(name, {**own, "all_users": last["all_users"],
-                                    "addresses": last["addresses"]})
-
-    def _notify(self, process: str, notice: dict[str, Any]) -> None:
-        carry_out(self.nodes[process],
-                  self.session.on_notice(process, notice, self.sim.now))
+                for delivery_to, delivery in server.carry_out(notices):
+                    self.members[delivery_to].take(delivery, now)
+                continue
+            member.take(server.notice("welcome", **notices[0].fields), now)
+            own[name] = next(dict(n.fields) for n in notices
+                             if n.op == "joined" and n.conn == name)
+            last = own[name]
+        # the whole session exists from the start: by time 0 every process has heard of
+        # every join, and what it processes is folded into one notice, its own join with
+        # the session's members at time 0 (processing every later join costs O(n^3)
+        # manager work at 500 processes)
+        for name, fields in own.items():
+            fields.update(all_users=last["all_users"], addresses=last["addresses"])
+            self.members[name].take(server.notice("joined", **fields), now)
 
     def _clock(self) -> float:
         return self.sim.now
 
-    def _make_transmit(self, source: str) -> Callable[[SentMessage, tuple[str, ...]], None]:
-        sim = self.sim
+    # -- the members' carrier ------------------------------------------------------------------
+    def command(self, member: InProcessMember, frame: bytes) -> None:
+        self._commands.append((member.name, frame))
 
-        def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
+    def relay(self, member: InProcessMember, frame: bytes, dests: tuple[str, ...],
+              message: SentMessage | None) -> None:
+        raise SimulationError(f"{member.name} relays through the server, which the "
+                              "simulation does not model")
+
+    def push(self, member: InProcessMember, dest: str, frame: bytes,
+             message: SentMessage) -> None:
+        last, size, meta = self._last
+        if message is not last:
             meta = meta_bytes(message)
-            control = not message.is_user_message()
-            size = self.header + meta + (0 if control else self.payload)
-            eager = message.kind == "eager"
-            for dest in dests:
-                sim.transmit(source, dest, message, size, meta, control, eager)
-
-        return transmit
+            size = self.header + meta + (0 if not message.is_user_message() else self.payload)
+            self._last = (message, size, meta)
+        self.sim.transmit(member.name, dest, message, size, meta,
+                          not message.is_user_message(), message.kind == "eager")
 
     def _make_listener(self, name: str) -> Callable[[ReceivedMessage], None]:
         sim = self.sim
@@ -165,11 +177,10 @@ class RealStack:
         return listener
 
     def app_send(self, planned: PlannedSend) -> None:
-        node = self.nodes[planned.sender]
-        node.submit_many(node.tag_sends((planned.key, planned.job_ms), planned.dests))
+        self.members[planned.sender].send((planned.key, planned.job_ms), planned.dests)
 
     def arrive(self, frame: Frame) -> None:
-        self.nodes[frame.dest].receive(frame.item.received_by(frame.dest))
+        self.members[frame.dest].messages([frame.item.received_by(frame.dest)], self.sim.now)
 
     def held(self) -> int:
-        return sum(len(node.held()) for node in self.nodes.values())
+        return sum(len(member.node.held()) for member in self.members.values())

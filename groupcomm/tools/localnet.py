@@ -1,24 +1,28 @@
 """A deterministic in-process network for tests.
 
-It runs the real pipelines (real filters and managers) of N :class:`ProtocolNode` s
-and passes every frame through the real codec, so a filter that aliases state into a
-message it sent shows up as a bug. The test chooses the order in which in-flight
-frames arrive: oldest first, a seeded random choice, or any index it likes; links can
-be made FIFO per ordered pair.
+Each process is a real client protocol object with its pipelines, filters and
+managers (:class:`~groupcomm.protocol.inprocess.InProcessMember`), and the session
+server is the real registry behind the checks the ZeroMQ server makes
+(:class:`~groupcomm.protocol.inprocess.InProcessServer`). Every message travels as a
+signed frame, pushed straight to its destination as with direct routing, so a filter
+that aliases state into a message it sent shows up as a bug, and every frame passes the
+receiver's checks (signature, replay window, sender, membership). The test chooses the
+order in which in-flight frames arrive: oldest first, a seeded random choice, or any
+index it likes; links can be made FIFO per ordered pair.
 
 Applications are modelled in the callback style: ``on_deliver`` reactions may send
 from inside a delivery, and those sends are tagged at the call.
 
-Joins and leaves go through the session protocol's own objects
-(:class:`~groupcomm.protocol.client_actions.InProcessSession`): a
-:class:`~groupcomm.protocol.registry.SessionRegistry` decides who is told, in which
+Joins and leaves go through the server: the registry decides who is told, in which
 order, with which member list and incarnation (a name that comes back is ``name~2``),
-and each process's :class:`~groupcomm.core.membership.Membership` processes its notices
-as a networked client does. Nodes are known by their member ids.
+and each process processes its notices as a networked client does, at once or, for a
+join, when the test says (:meth:`LocalNetwork.tell_join`). Nodes are known by their
+member ids.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -31,32 +35,46 @@ from groupcomm.core.membership import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer
-from groupcomm.protocol.client_actions import (
-    APPLICATION,
-    SESSION,
-    InProcessSession,
-    Notice,
-    carry_out,
+from groupcomm.protocol.inprocess import (
+    Delivery,
+    InProcessMember,
+    InProcessServer,
+    seeded_codec,
 )
-from groupcomm.wire.envelopes import decode_received, encode_message
+from groupcomm.wire.envelopes import decode_received, encode_message, pack_envelopes
+from groupcomm.wire.frames import sealed_body
+from groupcomm.wire.session import open_session
+from groupcomm.wire.streams import StreamEncoder
 
 Reaction = Callable[["LocalNetwork", str, ReceivedMessage], None]
 
 
 @dataclass(frozen=True)
 class InFlight:
-    """A frame on its way from ``source`` to ``dest``."""
+    """A frame on its way from ``source`` to ``dest``: ``sealed`` is what arrives;
+    :attr:`frame` is the message's envelope (to look at what it carries)."""
 
     seq: int
     source: str
     dest: str
-    frame: bytes
-    message_id: str
-    control: bool
+    message: SentMessage
+    sealed: bytes
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
+
+    @property
+    def control(self) -> bool:
+        return not self.message.is_user_message()
+
+    @functools.cached_property
+    def frame(self) -> bytes:
+        return encode_message(self.message)
 
 
 class LocalNetwork:
-    """N nodes joined to one session, with a controllable in-flight set."""
+    """N members joined to one session, with a controllable in-flight set."""
 
     def __init__(
         self,
@@ -80,45 +98,46 @@ class LocalNetwork:
         self._seq = 0
         self.deliveries: dict[str, list[ReceivedMessage]] = {n: [] for n in names}
         self.reactions: dict[str, list[Reaction]] = {n: [] for n in names}
+        #: member id -> its protocol node (a test may put a node of its own here)
         self.nodes: dict[str, ProtocolNode] = {}
+        #: member id -> the member (client protocol and its host side)
+        self.members: dict[str, InProcessMember] = {}
         self._extra = (list(extra_send), list(extra_receive))
-        self.session = InProcessSession(now=0.0)
-        #: process name -> notices it has not processed yet, oldest first (see join)
-        self._pending: dict[str, deque[Notice]] = {}
-        for name in names:
-            self.nodes[name] = self._make_node(name)
+        self.server = InProcessServer(now=0.0, codec=seeded_codec("server"))
+        #: process name -> the member it runs (the server's connection is the name)
+        self._processes: dict[str, InProcessMember] = {}
+        #: frames on their way to the server, and what each process has not taken yet
+        self._to_server: deque[tuple[str, bytes]] = deque()
+        self._pending: dict[str, deque[tuple[Delivery, str]]] = {}
+        self._pumping = False
+        self._starts = 0
+        #: codecs of nodes a test made itself (see _make_transmit)
+        self._codecs: dict[str, Any] = {}
         # the processes join one by one, each told of every later join
         for name in names:
-            member, notices = self.session.join(name, self._now())
-            assert member == name  # a new registry: every first join is incarnation 1
-            for process, notice in notices:
-                self._notify(process, notice, process_now=True)
+            self.join(name)
 
     # -- wiring -----------------------------------------------------------------------------
-    def _make_node(self, name: str) -> ProtocolNode:
+    def _make_member(self, name: str) -> InProcessMember:
         extra_send, extra_receive = self._extra
-        node = ProtocolNode(
-            name,
-            application=APPLICATION,
-            session=SESSION,
-            transmit=self._make_transmit(name),
-            clock=lambda: float(self.step_count),
-            send_creators=[self.module.send_creator(), *extra_send],
-            receive_creators=[*extra_receive, self.module.receive_creator()],
-            tracer=self.tracer,
-        )
-        node.message_listeners.append(self._make_listener(name))
-        return node
+        self._starts += 1
+        return InProcessMember(
+            name, self, now=self._now(), codec=seeded_codec(f"{name}.{self._starts}"),
+            routing="direct",
+            filter_stacks=([self.module.send_creator(), *extra_send],
+                           [*extra_receive, self.module.receive_creator()]),
+            tracer_for=lambda member: self.tracer, clock=lambda: float(self.step_count))
 
     def _make_transmit(self, source: str) -> Callable[[SentMessage, tuple[str, ...]], None]:
+        """The transmit function of a node a test made itself (not a member): its
+        frames are signed as a member's are."""
+        codec = self._codecs.setdefault(source, seeded_codec(f"{source}.own"))
+        encoder = StreamEncoder(compress=False)
+
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
-            frame = encode_message(message)
+            body = next(pack_envelopes([message], 1 << 24))
             for dest in dests:
-                self._seq += 1
-                self.in_flight.append(
-                    InFlight(self._seq, source, dest, frame, message.message_id,
-                             not message.is_user_message())
-                )
+                self._in_flight(source, dest, message, codec.seal(encoder.wrap((dest,), body)))
 
         return transmit
 
@@ -130,12 +149,71 @@ class LocalNetwork:
 
         return listener
 
+    def _in_flight(self, source: str, dest: str, message: SentMessage, sealed: bytes) -> None:
+        self._seq += 1
+        self.in_flight.append(InFlight(self._seq, source, dest, message, sealed))
+
+    # -- the members' carrier -----------------------------------------------------------------
+    def command(self, member: InProcessMember, frame: bytes) -> None:
+        self._to_server.append((member.name, frame))
+
+    def relay(self, member: InProcessMember, frame: bytes, dests: tuple[str, ...],
+              message: SentMessage | None) -> None:
+        self._to_server.append((member.name, frame))
+
+    def push(self, member: InProcessMember, dest: str, frame: bytes,
+             message: SentMessage) -> None:
+        self._in_flight(message.sender, dest, message, frame)
+
+    def _pump(self, hold: Iterable[str] = ()) -> None:
+        """Carry frames to the server and its answers to the processes until none is
+        left; processes in ``hold`` keep what they were sent (see :meth:`join`)."""
+        if self._pumping:
+            return  # a reaction's send: the pump under way carries it
+        self._pumping = True
+        held = set(hold)
+        try:
+            while self._to_server:
+                process, frame = self._to_server.popleft()
+                for conn, delivery in self.server.receive(process, frame, self._now()):
+                    self._pending.setdefault(conn, deque()).append((delivery, _about(delivery)))
+                for conn in list(self._pending):
+                    if conn not in held:
+                        self._process(conn, len(self._pending[conn]))
+        finally:
+            self._pumping = False
+
+    def _process(self, process: str, count: int) -> None:
+        """``process`` takes the first ``count`` things it was sent, in order."""
+        queue = self._pending[process]
+        member = self._processes.get(process)
+        for _ in range(min(count, len(queue))):
+            delivery, _ = queue.popleft()
+            if member is not None:
+                member.take(delivery, self._now())
+                self._track(member)
+
+    def _track(self, member: InProcessMember) -> None:
+        """Keep :attr:`nodes` and :attr:`members` on ``member``'s current incarnation."""
+        mid = member.member
+        if self.members.get(mid) is not member and member.joined and not member.left:
+            self.members[mid] = member
+            self.nodes[mid] = member.node
+            self.deliveries.setdefault(mid, [])
+            self.reactions.setdefault(mid, [])
+            member.listeners.append(self._make_listener(mid))
+
     # -- driving ----------------------------------------------------------------------------
     def send(self, sender: str, payload: Any, dests: Iterable[str]) -> SentMessage:
         """Application ``sender`` sends ``payload`` to ``dests``."""
-        node = self.nodes[sender]
-        messages = node.tag_sends(payload, dests)
-        node.submit_many(messages)
+        member = self.members.get(sender)
+        if member is None:  # a node a test made itself
+            node = self.nodes[sender]
+            messages = node.tag_sends(payload, dests)
+            node.submit_many(messages)
+            return messages[0]
+        messages = member.send(payload, list(dests))
+        self._pump()
         return messages[0]
 
     def to_others(self, sender: str, payload: Any) -> SentMessage:
@@ -145,61 +223,55 @@ class LocalNetwork:
     def _now(self) -> float:
         return float(self.step_count)
 
-    def _notify(self, process: str, notice: Notice, *, process_now: bool) -> None:
-        """Queue ``notice`` for ``process``; with ``process_now``, it processes every
-        notice it has queued (in order, as a connection to the server delivers them)."""
-        queue = self._pending.setdefault(process, deque())
-        queue.append(notice)
-        if process_now:
-            self._process_notices(process, len(queue))
-
-    def _process_notices(self, process: str, count: int) -> None:
-        queue = self._pending[process]
-        for _ in range(count):
-            notice = queue.popleft()
-            node = self.nodes[self.session.member_of(process)]
-            carry_out(node, self.session.on_notice(process, notice, self._now()))
-
     def join(self, name: str, told: Iterable[str] | None = None) -> str:
         """``name`` joins while traffic flows; returns its member id (``name~2`` for a
         name that was a member before). The newcomer and the members in ``told`` (all
         by default) process its join now; tell the others later with
-        :meth:`tell_join`, as a server's notices reach members at different times."""
-        members = list(self.nodes)
-        member, notices = self.session.join(name, self._now())
-        self.nodes[member] = self._make_node(member)
-        self.deliveries[member], self.reactions[member] = [], []
-        by_process = dict(notices)  # one joined notice per member, the newcomer's last
-        self._notify(name, by_process.pop(name), process_now=True)
-        told = members if told is None else list(told)
-        for other in told:
-            notice = by_process.pop(display_name(other), None)
-            if notice is not None:  # not a member, or named twice
-                self._notify(display_name(other), notice, process_now=True)
-        for process, notice in by_process.items():
-            self._notify(process, notice, process_now=False)
-        return member
+        :meth:`tell_join`, as a server's notices reach members at different times.
+        Raises ``ValueError`` when ``name`` cannot be a client name or is not admitted
+        (a member holds it)."""
+        member = self._make_member(name)
+        if name in self._processes:
+            raise ValueError(f"{name!r} is not admitted to the session: a member holds "
+                             "the name")
+        informed = set(self.members if told is None else (display_name(m) for m in told))
+        hold = [display_name(m) for m in self.members if display_name(m) not in informed]
+        self._processes[name] = member
+        member.start()
+        self._pump(hold)
+        if not member.joined:
+            del self._processes[name]
+            self._pending.pop(name, None)
+            raise ValueError(f"{name!r} is not admitted to the session: "
+                             f"{member.join_error or 'it is a member already'}")
+        return member.member
 
     def tell_join(self, member: str, name: str) -> None:
         """``member`` processes the join of ``name`` (see :meth:`join`), and every notice
         it had queued before it. Nothing happens when it has processed it already."""
-        queue = self._pending.get(display_name(member), deque())
-        for index, notice in enumerate(queue):
-            if notice["op"] == "joined" and name in (notice["client"],
-                                                    display_name(notice["client"])):
-                self._process_notices(display_name(member), index + 1)
+        process = display_name(member)
+        queue = self._pending.get(process, deque())
+        for index, (_, about) in enumerate(queue):
+            if about.startswith("joined ") and name in (about[7:], display_name(about[7:])):
+                self._process(process, index + 1)
+                self._pump()
                 return
 
     def leave(self, name: str) -> None:
-        """``name`` leaves: every other node is told (after the notices it had queued);
-        frames to and from it are dropped."""
+        """``name`` leaves: every other member is told (after the notices it had
+        queued); frames to and from it are dropped, and its leave says it pushed none
+        (nobody waits for them)."""
         self.in_flight = [f for f in self.in_flight if name not in (f.source, f.dest)]
+        member = self.members.pop(name)
         node = self.nodes.pop(name)
-        node.tracer = NullTracer()
         process = display_name(name)
         self._pending.pop(process, None)
-        for other, notice in self.session.leave(process, self._now()):
-            self._notify(other, notice, process_now=True)
+        member.direct_sent.clear()
+        member.leave()
+        self._pump()
+        node.tracer = NullTracer()  # what it does from now on is not the session's
+        del self._processes[process]
+        self._pending.pop(process, None)
 
     def arrivable(self) -> list[int]:
         """Indices into :attr:`in_flight` that may arrive next (FIFO links: heads only)."""
@@ -218,9 +290,14 @@ class LocalNetwork:
         """Let in-flight frame ``index`` arrive at its destination."""
         frame = self.in_flight.pop(index)
         self.step_count += 1
-        node = self.nodes.get(frame.dest)
-        if node is not None:
-            node.receive(decode_received(frame.frame, frame.dest))
+        member = self.members.get(frame.dest)
+        if member is not None:
+            member.message_frame(frame.sealed, self._now(), direct=True)
+            self._pump()
+        else:
+            node = self.nodes.get(frame.dest)
+            if node is not None:  # a node a test made itself
+                node.receive(decode_received(frame.frame, frame.dest))
         return frame
 
     def run(
@@ -267,3 +344,12 @@ class LocalNetwork:
     def records(self) -> list[dict[str, Any]]:
         """All trace records so far (empty when tracing is off)."""
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []
+
+
+def _about(delivery: Delivery) -> str:
+    """``joined carol``, ``left bob``, ``welcome carol``, ``message`` ...: what a
+    delivery from the server is (to find a join notice in a queue)."""
+    if delivery[0] != "session":
+        return "message"
+    notice = open_session(sealed_body(delivery[1]))
+    return f"{notice['op']} {notice.get('client', '')}"

@@ -116,7 +116,7 @@ class MemberLink:
         self._may_relay = False
         self._addresses: dict[str, str] = {}
         self._deadline = 0.0
-        #: messages that could not be encoded, to report at the next turn
+        #: messages that could not be encoded, reported at the end of the turn
         self._unsent: list[tuple[str, str]] = []
         #: relayed frame's hash -> its batch (the body before the stream) and the ids of
         #: the messages it holds (see REMEMBERED_FRAMES)
@@ -208,7 +208,7 @@ class MemberLink:
         waiting = self.delays.waiting
         if waiting and waiting[0].due < deadline:
             deadline = waiting[0].due
-        if self.backlog_frames or not want_read or self._unsent:
+        if self.backlog_frames or not want_read:
             deadline = min(deadline, now + BACKLOG_RETRY)
         return deadline
 
@@ -226,14 +226,13 @@ class MemberLink:
             pull = self._pull
             if pull is not None and pull in ready:
                 self._read(pull, False, frames)
-        unsent, self._unsent = self._unsent, []
         inputs = self._inputs
         waking = len(inputs) >= self.max_pending  # a sender may be waiting for room
         # backpressure: take no new sends while a slow peer's frames pile up
         take = (self.backlog_frames < MAX_BACKLOG_FRAMES
                 and self.outbox_count < MAX_BACKLOG_FRAMES)
         now = time.monotonic()
-        self._deadline = self.protocol.step(now, frames, take_sends=take, unsent=unsent)
+        self._deadline = self.protocol.step(now, frames, take_sends=take)
         if waking and len(inputs) < self.max_pending:
             with self.room:
                 self.room.notify_all()
@@ -245,9 +244,10 @@ class MemberLink:
             for peer, envelope in self.delays.pop_due(now):
                 outbox.setdefault((peer,), []).append(envelope)
             self.flush_outbox()
-        if self._unsent:  # what could not be encoded is the protocol's to report, now
+        if self._unsent:  # what could not be encoded is the protocol's to report
             unsent, self._unsent = self._unsent, []
-            self._deadline = self.protocol.step(now, (), take_sends=False, unsent=unsent)
+            for message_id, why in unsent:
+                self.protocol.report_undeliverable([message_id], why)
 
     def _read(self, socket: zmq.Socket, from_server: bool,
               frames: list[tuple[list[bytes], bool, tuple[str, ...]]]) -> None:

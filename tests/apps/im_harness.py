@@ -26,22 +26,16 @@ PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 Start = Callable[..., pexpect.spawn]
 
 
-def restartable_group(tmp_path: Path, heartbeat_timeout: float = 1.5) -> Iterator[ProcessGroup]:
+@pytest.fixture
+def fixed_port_group(tmp_path: Path) -> Iterator[ProcessGroup]:
     """A server on a port of its own, so it can be stopped and started again there,
-    taking a client silent for ``heartbeat_timeout`` seconds for gone."""
+    taking a client silent for 1.5 s for gone."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with ProcessGroup(tmp_path / "run",
-                      server_extra=["--heartbeat-timeout", f"{heartbeat_timeout:g}"],
+    with ProcessGroup(tmp_path / "run", server_extra=["--heartbeat-timeout", "1.5"],
                       server_bind=f"tcp://127.0.0.1:{port}") as started:
         yield started
-
-
-@pytest.fixture
-def fixed_port_group(tmp_path: Path) -> Iterator[ProcessGroup]:
-    """:func:`restartable_group` with a 1.5 s heartbeat timeout."""
-    yield from restartable_group(tmp_path)
 
 
 def people(group: ProcessGroup, session: str = "office") -> Iterator[Start]:

@@ -1,0 +1,143 @@
+"""The state of an in-process member (a
+:class:`~groupcomm.protocol.client.ClientProtocol` and its host side,
+:class:`~groupcomm.protocol.inprocess.InProcessMember`) as a value the session checker
+keeps per explored state, and puts back before each step.
+
+A member is one live object per client start; :func:`capture` takes what it holds
+(without copying: the next :func:`restore` gives the member fresh copies, so what was
+captured is never changed again) and :func:`restore` sets it back. :func:`state_key` is
+the hashable image the search compares states by (counters of what happened are left
+out). The protocol's node is kept as its own snapshot (:meth:`ProtocolNode.snapshot`),
+and each member keeps one node object per member id (a new incarnation makes a new
+node), set back to the snapshot before use.
+
+:data:`PROTOCOL_STATE` and :data:`MEMBER_STATE` name every attribute that holds state;
+:data:`PROTOCOL_FIXED` and :data:`MEMBER_FIXED` those that do not (configuration,
+callbacks, counters). tests/check/test_client_state.py checks that every attribute of a
+live member is in one of them, so an attribute added to the client protocol is not
+silently left out of the search.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from groupcomm.check.plain_state import clone, freeze
+from groupcomm.core.node import ProtocolNode
+from groupcomm.protocol.client import ClientProtocol
+from groupcomm.protocol.inprocess import InProcessMember
+
+__all__ = ["MEMBER_FIXED", "MEMBER_STATE", "PROTOCOL_FIXED", "PROTOCOL_STATE", "capture",
+           "restore", "state_key"]
+
+#: ClientProtocol attributes that hold state (the node, the codec, the port and state
+#: transfer apart)
+PROTOCOL_STATE = ("membership", "members_at_join", "_release_due", "now",
+                  "_next_heartbeat", "_next_tick", "deadline", "_may_relay", "_addresses")
+#: the state of its port (the application's side) and of its two sides of state transfer
+PORT_STATE = ("recent", "member_ids", "handed", "acknowledged", "_unacknowledged", "inbox")
+TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent")
+#: ClientProtocol attributes that do not: configuration, callbacks, what counts or
+#: reports, and the parts kept apart (see capture); ``inputs`` is empty between steps
+PROTOCOL_FIXED = ("name", "session", "application", "codec", "intake", "out", "attested",
+                  "stats", "rejects", "heartbeat_interval", "_filter_stacks", "inputs",
+                  "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
+                  "event_listeners", "lock", "node", "port", "transfer", "release_after",
+                  "_undeliverable")
+#: InProcessMember attributes that hold state
+MEMBER_STATE = ("waiting", "direct_sent", "join_error", "joined", "left", "state_done",
+                "may_relay")
+#: InProcessMember attributes that do not
+MEMBER_FIXED = ("name", "carrier", "routing", "codec", "streams", "listeners", "protocol")
+#: attributes of the plain objects inside that count what happened
+_COUNTERS = frozenset({"stats"})
+
+
+def capture(member: InProcessMember) -> tuple:
+    """What ``member`` holds now (taken, not copied: see the module docstring)."""
+    protocol = member.protocol
+    node = protocol.node
+    if protocol.intake.streams._streams:  # noqa: SLF001 - frames go uncompressed (chunk 0)
+        raise RuntimeError(f"{member.name}: a compressed stream was received")
+    if protocol.inputs:
+        raise RuntimeError(f"{member.name}: sends left untaken between steps")
+    replay = protocol.codec._replay  # noqa: SLF001 - the replay window is state too
+    return (tuple(getattr(protocol, a) for a in PROTOCOL_STATE),
+            tuple(getattr(protocol.port, a) for a in PORT_STATE),
+            tuple(getattr(protocol.transfer, a) for a in TRANSFER_STATE),
+            tuple(getattr(member, a) for a in MEMBER_STATE),
+            node.name, node.snapshot(), protocol.codec._counter, replay._state)  # noqa: SLF001
+
+
+def restore(member: InProcessMember, state: tuple, nodes: dict[str, ProtocolNode]) -> None:
+    """Set ``member`` back to ``state`` (copies of it); ``nodes`` are its node objects
+    by member id (one is made when missing)."""
+    (protocol_values, port_values, transfer_values, member_values, node_name, node_snapshot,
+     counter, replay) = state
+    protocol = member.protocol
+    for target, names, values in ((protocol, PROTOCOL_STATE, protocol_values),
+                                  (protocol.port, PORT_STATE, port_values),
+                                  (protocol.transfer, TRANSFER_STATE, transfer_values),
+                                  (member, MEMBER_STATE, member_values)):
+        for attribute, value in zip(names, values, strict=True):
+            setattr(target, attribute, clone(value))
+    node = nodes.get(node_name)
+    if node is None:
+        node = nodes[node_name] = protocol._make_node(node_name)  # noqa: SLF001
+        for listener in protocol.session_listeners:
+            node.add_session_listener(listener)
+    node.restore(node_snapshot)
+    protocol.node = protocol.port.node = node
+    protocol.codec._counter = counter  # noqa: SLF001
+    protocol.codec._replay._state = clone(replay)  # noqa: SLF001
+
+
+def remember_node(member: InProcessMember, nodes: dict[str, ProtocolNode]) -> None:
+    """Keep the member's current node (made by the protocol for a new incarnation)."""
+    node = member.protocol.node
+    nodes.setdefault(node.name, node)
+
+
+#: protocol attributes the key leaves out: the time of the input being handled (every
+#: input sets it before reading it) and what is derived from the rest (the timer's
+#: deadline, the host's status, whom a name means)
+_UNKEYED = frozenset({"now", "deadline", "_may_relay", "_addresses"})
+_KEYED = tuple(i for i, a in enumerate(PROTOCOL_STATE) if a not in _UNKEYED)
+_PORT_KEYED = tuple(i for i, a in enumerate(PORT_STATE) if a != "member_ids")
+
+
+def state_key(state: tuple, unkeyed: frozenset[str] = frozenset()) -> Any:
+    """The hashable image of a captured state. The frame counter and the replay window
+    are left out: in the session model no frame arrives twice, so the window never
+    refuses one and the counters change nothing. ``unkeyed`` names attributes of the
+    plain objects inside that the bounds make irrelevant (see
+    :data:`groupcomm.check.session_rules.SessionCheck`)."""
+    protocol_values, port_values, transfer_values, member_values, node_name, node_snapshot, \
+        _, _ = state
+    skip = _COUNTERS | unkeyed
+    return (tuple([_key(protocol_values[i], skip) for i in _KEYED]),
+            freeze(tuple(port_values[i] for i in _PORT_KEYED)),
+            tuple(_key(value, skip) for value in transfer_values), freeze(member_values),
+            node_name, freeze(node_snapshot))
+
+
+def _key(value: Any, skip: frozenset[str]) -> Any:
+    if hasattr(value, "__dict__") and not hasattr(type(value), "__dataclass_fields__"):
+        return (type(value).__name__, freeze({k: v for k, v in vars(value).items()
+                                              if k not in skip}))
+    return freeze(value)
+
+
+#: what the port and state transfer hold that is not state (configuration, callbacks)
+PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",
+              "listeners", "on_caught_up")
+TRANSFER_FIXED = ("_member", "_provider", "_consumer")
+
+
+def classify(protocol: ClientProtocol, member: InProcessMember) -> tuple[set[str], set[str]]:
+    """The attributes of ``protocol`` (its port and state transfer included) and
+    ``member`` that are in no list (for the test that keeps the lists complete)."""
+    return (set(vars(protocol)) - set(PROTOCOL_STATE) - set(PROTOCOL_FIXED)
+            | set(vars(protocol.port)) - set(PORT_STATE) - set(PORT_FIXED)
+            | set(vars(protocol.transfer)) - set(TRANSFER_STATE) - set(TRANSFER_FIXED),
+            set(vars(member)) - set(MEMBER_STATE) - set(MEMBER_FIXED))

@@ -1,0 +1,381 @@
+"""Members of a session and its server in one process, exchanging real frames: the
+in-process host of :class:`~groupcomm.protocol.client.ClientProtocol`.
+
+:class:`InProcessMember` is one member: a real ``ClientProtocol`` and the
+:class:`~groupcomm.protocol.actions.Out` it writes into, carried out as the ZeroMQ member
+link does (:mod:`groupcomm.transport.link`): every message that leaves the send pipeline
+becomes a signed routed frame (:mod:`groupcomm.wire.streams`), one per message and
+uncompressed (chunk 0: a receiver keeps no stream state for it); relayed
+frames wait while the server does not know the member; a message handed over is applied
+at once (the callback model: the clock advances, the listeners are called). What the
+member puts on the wire goes to its host's :class:`Carrier`, which decides when it
+arrives: at once, in an order a test chooses, after a simulated link, or in every order
+(the model checker).
+
+:class:`InProcessServer` is the session server's side: a real
+:class:`~groupcomm.protocol.registry.SessionRegistry` behind the checks
+:class:`~groupcomm.transport.server.SessionServer` makes (every frame verified before it
+is read, a returned frame forgotten by the replay window so that it is taken again),
+answering with what each connection is to receive: sealed notices, and relayed frames
+unchanged.
+
+This module is the one place that calls into ``ClientProtocol`` for the in-process
+hosts (the in-process network :mod:`groupcomm.tools.localnet`, the simulator's
+:class:`~groupcomm.sim.stack.RealStack`, the session checker
+:mod:`groupcomm.check.session_rules`): they drive members only through the methods
+below (the checker also captures and sets back a member's state to explore it,
+:mod:`groupcomm.check.client_state`, and reads its view of the session).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.state_transfer import STATE_TIMEOUT
+from groupcomm.core.tracing import NullTracer, Tracer
+from groupcomm.protocol.client import ClientProtocol, FilterStacks
+from groupcomm.protocol.registry import (
+    Action,
+    Forward,
+    Notify,
+    Rejected,
+    Return,
+    SessionRegistry,
+    Tick,
+)
+from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
+from groupcomm.wire.envelopes import pack_envelopes
+from groupcomm.wire.frames import (
+    NONCE_SIZE,
+    ROUTED,
+    SESSION,
+    FrameCodec,
+    FrameRejected,
+    kind_of,
+)
+from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamEncoder, routed_head
+
+__all__ = ["APPLICATION", "KEY", "SESSION_NAME", "Carrier", "Delivery", "InProcessMember",
+           "InProcessServer", "seeded_codec"]
+
+log = logging.getLogger(__name__)
+
+#: the application and session in-process hosts use (ProtocolNode's defaults)
+APPLICATION = "app"
+SESSION_NAME = "session"
+#: the session key of in-process sessions (no other process shares them)
+KEY = b"groupcomm in-process session key"
+#: what one frame carries at most (a message larger than this is withdrawn)
+FRAME_LIMIT = 8 * 1024 * 1024
+
+#: what the server hands a connection: ``("session", frame, returned)`` - a sealed
+#: notice (``returned``: the relayed frame an error gives back, else None) - or
+#: ``("message", frame, sender)`` - a relayed frame, unchanged
+Delivery = tuple
+
+
+def seeded_codec(seed: str, key: bytes = KEY) -> FrameCodec:
+    """A :class:`FrameCodec` whose nonce is made from ``seed`` instead of drawn at
+    random, for hosts whose runs must repeat exactly (the checker, the simulator). Each
+    start of a client needs a seed of its own: receivers refuse a nonce's counters
+    once seen."""
+    codec = FrameCodec(key)
+    nonce = hashlib.sha256(seed.encode()).digest()[:NONCE_SIZE]
+    codec.nonce = nonce
+    # the signed prefix is the version byte, then the nonce (see FrameCodec.seal)
+    codec._prefix = codec._prefix[:1] + nonce  # noqa: SLF001
+    return codec
+
+
+class Carrier(Protocol):
+    """What takes an in-process member's frames (its host's network)."""
+
+    def command(self, member: InProcessMember, frame: bytes) -> None:
+        """A sealed session command for the server."""
+
+    def relay(self, member: InProcessMember, frame: bytes, dests: tuple[str, ...],
+              message: SentMessage | None) -> None:
+        """A sealed routed frame for the server to relay to ``dests``; ``message`` is
+        what it carries (None for a frame the server returned, sent again)."""
+
+    def push(self, member: InProcessMember, dest: str, frame: bytes,
+             message: SentMessage) -> None:
+        """A sealed routed frame carrying ``message``, straight to ``dest`` (empty for a
+        member whose routing is ``unencoded``: ``message`` is what arrives)."""
+
+
+class InProcessMember:
+    """One member: a :class:`ClientProtocol` and its :class:`Out` (see the module doc).
+
+    ``routing`` is ``relayed`` (frames through the server), ``direct`` (frames pushed to
+    each destination) or ``unencoded`` (messages pushed to each destination as objects,
+    for a host whose frames would cost more than the protocol: the simulator, where
+    every message carries a ground-truth clock of hundreds of entries). ``listeners``
+    are called with each message the application is handed, after the clock advanced.
+    ``codec`` defaults to one with a random nonce."""
+
+    def __init__(self, name: str, carrier: Carrier, *, now: float,
+                 filter_stacks: FilterStacks, application: str = APPLICATION,
+                 session: str = SESSION_NAME, key: bytes = KEY,
+                 codec: FrameCodec | None = None, routing: str = "relayed",
+                 tracer_for: Callable[[str], Tracer] | None = None,
+                 clock: Callable[[], float] | None = None, heartbeat_interval: float = 1.0,
+                 state_provider: Callable[[], Any] | None = None,
+                 state_consumer: Callable[[Any], None] | None = None,
+                 state_timeout: float = STATE_TIMEOUT,
+                 release_after: float | None = None) -> None:
+        if routing not in ("relayed", "direct", "unencoded"):
+            raise ValueError(f"routing must be relayed, direct or unencoded, not {routing!r}")
+        self.name = name
+        self.carrier = carrier
+        self.routing = routing
+        self.codec = codec if codec is not None else FrameCodec(key)
+        #: one stream per destination set, uncompressed (chunk 0: nothing to keep)
+        self.streams = StreamEncoder(compress=False)
+        #: called with each message the application is handed (the clock advanced)
+        self.listeners: list[Callable[[ReceivedMessage], Any]] = []
+        #: whether relayed frames may go (the server knows this member)
+        self.may_relay = False
+        #: relayed messages that wait while the server does not know this member
+        self.waiting: list[tuple[SentMessage, tuple[str, ...]]] = []
+        #: frames pushed to each member (a graceful leave says how many)
+        self.direct_sent: Counter[str] = Counter()
+        self.join_error: str | None = None
+        self.joined = False
+        self.left = False
+        #: False while a state transfer this member asked for is under way
+        self.state_done = True
+        null = NullTracer()
+        self.protocol = ClientProtocol(
+            name, session, application=application, codec=self.codec, out=self,
+            filter_stacks=filter_stacks,
+            tracer_for=tracer_for if tracer_for is not None else (lambda member: null),
+            clock=clock if clock is not None else (lambda: now), now=now,
+            heartbeat_interval=heartbeat_interval, state_provider=state_provider,
+            state_consumer=state_consumer, state_timeout=state_timeout,
+            release_after=release_after)
+        # the callback model: the port advances the clock, then hands the message on
+        self.protocol.port.add_listener(self._handed)
+
+    # -- what the host reads ----------------------------------------------------------------
+    @property
+    def node(self) -> ProtocolNode:
+        """The protocol node of the current incarnation."""
+        return self.protocol.node
+
+    @property
+    def member(self) -> str:
+        """The current member id (``carol``, ``carol~2``, ...)."""
+        return self.protocol.node.name
+
+    # -- inputs: the one place the in-process hosts call ClientProtocol --------------------------
+    def start(self, address: str = "") -> None:
+        """Ask to join."""
+        self.protocol.start(address)
+
+    def send(self, payload: Any, dests: Sequence[str]) -> list[SentMessage]:
+        """The application sends ``payload`` to ``dests``; returns the tagged messages.
+        Raises what :meth:`ProtocolNode.tag_sends` raises."""
+        messages = self.protocol.port.send(payload, dests)
+        self.protocol.take_inputs()
+        self._flush()
+        return messages
+
+    def session_frame(self, frame: bytes, returned: bytes | None, now: float) -> None:
+        """A frame from the server that is not a message (a notice, or an error with the
+        frame it returned)."""
+        self.protocol.on_session_frame(frame, returned, now)
+        self._flush()
+
+    def message_frame(self, frame: bytes, now: float, direct: bool = False) -> None:
+        """A message frame, relayed by the server or pushed by a member (``direct``)."""
+        self.protocol.on_message_frame(frame, None, direct, now)
+        self._flush()
+
+    def messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
+        """Messages of one sender pushed unencoded (see ``routing``)."""
+        self.protocol.on_messages(messages, now)
+        self._flush()
+
+    def take(self, delivery: Delivery, now: float) -> None:
+        """What :class:`InProcessServer` handed this member's connection."""
+        if delivery[0] == "message":
+            self.message_frame(delivery[1], now)
+        else:
+            self.session_frame(delivery[1], delivery[2], now)
+
+    def timer(self, now: float) -> None:
+        """Time passed (heartbeats, the protocol's timeouts, the filters' timers)."""
+        self.protocol.timer(now)
+        self._flush()
+
+    def leave(self) -> None:
+        """Leave gracefully (the count of frames pushed to each member goes along)."""
+        self.protocol.leave(dict(self.direct_sent))
+        self._flush()
+
+    # -- Out: what the protocol asks for --------------------------------------------------------
+    def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        if self.routing == "unencoded":
+            push = self.carrier.push
+            for dest in dests:
+                push(self, dest, b"", message)
+            return
+        if self.routing == "direct":
+            body = self._body(message)
+            seal, wrap, push = self.codec.seal, self.streams.wrap, self.carrier.push
+            for dest in dests:
+                self.direct_sent[dest] += 1
+                push(self, dest, seal(wrap((dest,), body)), message)
+            return
+        if self.waiting or not self.may_relay:
+            self.waiting.append((message, dests))
+            self._flush()
+            return
+        self.carrier.relay(self, self.codec.seal(self.streams.wrap(dests, self._body(message))),
+                           dests, message)
+
+    def to_server(self, command: bytes) -> None:
+        self.carrier.command(self, command)
+
+    def relay(self, frame: bytes, dests: Sequence[str]) -> None:
+        self.carrier.relay(self, frame, tuple(dests), None)
+
+    def drop_peer(self, member: str) -> None:
+        self.direct_sent.pop(member, None)
+
+    def discard_queued(self) -> None:
+        self.waiting.clear()
+        self.streams.restart()
+
+    def restart_streams(self) -> None:
+        self.streams.restart()
+
+    def join_settled(self, error: str | None) -> None:
+        self.join_error = error
+        self.joined = error is None
+
+    def left_session(self) -> None:
+        self.left = True
+
+    def state_pending(self) -> None:
+        self.state_done = False
+
+    def state_settled(self) -> None:
+        self.state_done = True
+
+    def relay_allowed(self, allowed: bool) -> None:
+        self.may_relay = allowed
+
+    def peer_addresses(self, addresses: dict[str, str]) -> None:
+        pass  # frames go through the carrier, which knows every member
+
+    def _handed(self, message: ReceivedMessage) -> None:
+        for listener in self.listeners:
+            listener(message)
+
+    # -- frames out -------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        """Relay what waited for the server to know this member, in order."""
+        if not self.waiting or not self.may_relay:
+            return
+        waiting, self.waiting = self.waiting, []
+        seal, wrap, relay = self.codec.seal, self.streams.wrap, self.carrier.relay
+        for message, dests in waiting:
+            relay(self, seal(wrap(dests, self._body(message))), dests, message)
+
+    def _body(self, message: SentMessage) -> bytes:
+        """The ``P`` body of one message (a stand-in for one whose payload cannot
+        travel, as the ZeroMQ link sends)."""
+        return next(pack_envelopes([message], FRAME_LIMIT, self._unencodable, FRAME_LIMIT))
+
+    def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
+        log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in",
+                  self.name, message.message_id, error)
+        self.protocol.report_undeliverable([message.message_id],
+                                           f"could not send them: {error}")
+        return message.replace(user_message=Withdrawn(f"{type(error).__name__}: {error}"))
+
+
+class InProcessServer:
+    """The session server's side (see the module doc): frames in, per connection what
+    it receives out. Connections are any hashable values (the hosts use process
+    names)."""
+
+    def __init__(self, *, now: float, key: bytes = KEY, registry: SessionRegistry | None = None,
+                 codec: FrameCodec | None = None, **registry_options: Any) -> None:
+        self.codec = codec if codec is not None else FrameCodec(key)
+        self.registry = registry if registry is not None else SessionRegistry(
+            server_id="in-process", now=now, **registry_options)
+        #: refused input by reason (the server's log and counters)
+        self.rejects: Counter[str] = Counter()
+
+    def members(self, application: str = APPLICATION, session: str = SESSION_NAME) -> list[str]:
+        """The member ids of a session, in join order."""
+        return self.registry.members_of(application, session)
+
+    def receive(self, conn: Hashable, frame: bytes, now: float) -> list[tuple[Hashable, Delivery]]:
+        """A frame from ``conn`` (a session command or a routed message frame): what
+        each connection is to receive, in order (see :meth:`actions`)."""
+        return self.carry_out(self.actions(conn, frame, now))
+
+    def actions(self, conn: Hashable, frame: bytes, now: float) -> list[Action]:
+        """The registry's answer to a frame from ``conn``. A frame that does not verify
+        or read is counted by reason and dropped (no actions)."""
+        try:
+            body, nonce, counter = self.codec.open(frame)
+            kind = kind_of(body)
+            if kind == ROUTED:
+                event: Any = routed_input(self.registry.by_conn, conn, now,
+                                          routed_head(body)[0], frame)
+            elif kind == SESSION:
+                event = command_input(open_session(body), conn, now)
+            else:
+                raise FrameRejected("malformed", "the server takes session and routed "
+                                    "frames only")
+        except FrameRejected as error:
+            self.rejects[error.reason] += 1
+            log.warning("in-process server: refused a frame of %s: %s", conn, error)
+            return []
+        except BadCommand as error:
+            self.rejects["malformed"] += 1
+            log.warning("in-process server: refused a command of %s: %s", conn, error)
+            return []
+        actions = self.registry.handle(event)
+        if kind == ROUTED and any(type(action) is Return for action in actions):
+            self.codec.forget(nonce, counter)  # its sender sends this very frame again
+        return actions
+
+    def notice(self, op: str, **fields: Any) -> Delivery:
+        """A notice sealed by this server, as a connection receives it."""
+        return ("session", seal_session(self.codec, op, **fields), None)
+
+    def tick(self, now: float, caught_up_at: float | None = None) -> list[tuple[Hashable, Delivery]]:
+        """Time passed (silent members, due takeovers, parked frames)."""
+        return self.carry_out(self.registry.handle(
+            Tick(now, now if caught_up_at is None else caught_up_at)))
+
+    def carry_out(self, actions: list[Action]) -> list[tuple[Hashable, Delivery]]:
+        """The registry's actions as what each connection receives."""
+        out: list[tuple[Hashable, Delivery]] = []
+        for action in actions:
+            kind = type(action)
+            if kind is Forward:
+                out.append((action.conn, ("message", action.frame, action.sender)))
+            elif kind is Notify:
+                out.append((action.conn, self.notice(action.op, **action.fields)))
+            elif kind is Return:
+                out.append((action.conn, ("session", seal_session(
+                    self.codec, "error", reason="not_a_member",
+                    detail="relay from a client that is not a member; join again",
+                    returned=list(action.dests)), action.frame)))
+            elif kind is Rejected:
+                self.rejects[action.reason] += 1
+        return out

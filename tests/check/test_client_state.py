@@ -1,0 +1,51 @@
+"""A member's state as the session checker keeps it (groupcomm.check.client_state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from groupcomm.check import client_state
+from groupcomm.core.registry import get_module
+from groupcomm.protocol.inprocess import InProcessMember
+
+
+class _Nowhere:
+    """A carrier that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+
+    def command(self, member: Any, frame: bytes) -> None:
+        self.frames.append(frame)
+
+    def relay(self, member: Any, frame: bytes, dests: Any, message: Any) -> None:
+        self.frames.append(frame)
+
+    def push(self, member: Any, dest: str, frame: bytes, message: Any) -> None:
+        self.frames.append(frame)
+
+
+def _member(**options: Any) -> InProcessMember:
+    module = get_module("matrix")
+    return InProcessMember("a", _Nowhere(), now=0.0,
+                           filter_stacks=([module.send_creator()], [module.receive_creator()]),
+                           **options)
+
+
+def test_every_attribute_of_a_member_is_kept_or_known_as_fixed() -> None:
+    member = _member(state_provider=lambda: None, state_consumer=lambda state: None)
+    assert client_state.classify(member.protocol, member) == (set(), set())
+
+
+def test_a_member_set_back_is_as_it_was_and_keys_alike() -> None:
+    member = _member()
+    before = client_state.capture(member)
+    key = client_state.state_key(before)
+    nodes: dict[str, Any] = {}
+    client_state.restore(member, before, nodes)
+    member.start("tcp://somewhere")  # the address it asks to be reached at is state
+    assert member.carrier.frames
+    assert client_state.state_key(client_state.capture(member)) != key
+    client_state.restore(member, before, nodes)
+    assert client_state.state_key(client_state.capture(member)) == key
+    assert member.protocol.membership.phase == "joining"
