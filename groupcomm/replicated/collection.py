@@ -1,16 +1,6 @@
-"""What causal stability lets the shared text forget (see :meth:`TextSequence.collect`).
-
-Once an insert is stable (every member has delivered it), every operation still to come
-happened after it: a later insert at the same place has a larger timestamp anyway, so
-the character's timestamp and tag are replaced by :data:`~groupcomm.replicated.runs.STABLE`,
-which stops the placement scan just as the real one would. A tombstone whose delete is
-stable is never named again; it goes when the character after it is stable too (or it
-is the last): the scan stopped at it and now stops at that character, one place later
-among tombstones only, so every insert still lands between the same visible characters.
-
-It scans the inserts not yet stable and the tombstones, not the text: its cost is linear
-in what the replica keeps for concurrency, whatever the text's size.
-"""
+"""What causal stability lets the shared text forget (see :meth:`TextSequence.collect`
+and docs/replicated.md, "Causal stability and what the text forgets"). It scans the
+inserts not yet stable and the tombstones, not the text."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""How the shared text finds a character by its id, and how stable typing becomes chains.
-
-An id finds its run through a dict from insert id to that insert's runs (one, or a list
-sorted by offset), so nothing is re-indexed when text moves. Typing makes one insert
-per keystroke, each with the next message id of its author (``p1#7``, ``p1#8``, ...);
-once such inserts are causally stable, neighbours whose ids count up are merged into one
-*chain* run (as Yjs squashes the items of one client with consecutive clocks), found
-through a dict from id prefix to its chains sorted by first number. A chain grows to at
-most :data:`CHAIN_LIMIT` characters, so merging one more copies little.
-"""
+"""How the shared text finds a character by its id (a dict from insert id to that
+insert's runs, so nothing is re-indexed when text moves), and how causally stable typing
+(ids counting up: ``p1#7``, ``p1#8``, ...) becomes *chain* runs, as Yjs squashes one
+client's consecutive items."""
 
 from __future__ import annotations
 
