@@ -1,13 +1,8 @@
-"""``groupcomm text-bench --trace``: a recorded editing session replayed into the text.
-
-The trace (:data:`TRACE_HELP`) is replayed one edit at a time into the text, and into
-pycrdt (Yjs' Rust port) when it is installed, each in a subprocess of its own: CPU time,
-the cost of an edit at the start and at the end, the peak memory (the subprocess'
-maximum resident set size, over what it held before the replay: the same for both;
-tracemalloc would not see pycrdt's Rust allocations), whether each final text is the
-trace's, and for the text the size of its snapshot and the time to build a replica from
-it.
-"""
+"""``groupcomm text-bench --trace``: a recorded editing session (:data:`TRACE_HELP`)
+replayed into the text and into pycrdt, each in a subprocess of its own (BENCHMARKS.md,
+"A real editing trace": what is measured and how). Peak memory is the subprocess' peak
+RSS over what it held before the replay, as tracemalloc would not see pycrdt's Rust
+allocations."""
 
 from __future__ import annotations
 
@@ -387,24 +382,20 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
         f"{name} " + ("exact" if r["exact"] else
                       f"DIFFERENT from character {r['first_difference']:,}")
         for name, r in results.items()))
-    rows = [
-        ("CPU time (s)", f"{ours['cpu_seconds']:.2f}",
-         *((f"{theirs['cpu_seconds']:.2f}", _ratio(ours["cpu_seconds"],
-                                                   theirs["cpu_seconds"])) if theirs else ())),
-        (f"per edit, first {window:,} (us)", f"{ours['first_us_per_edit']:.1f}",
-         *((f"{theirs['first_us_per_edit']:.1f}",
-            _ratio(ours["first_us_per_edit"], theirs["first_us_per_edit"])) if theirs else ())),
-        (f"per edit, last {window:,} (us)", f"{ours['last_us_per_edit']:.1f}",
-         *((f"{theirs['last_us_per_edit']:.1f}",
-            _ratio(ours["last_us_per_edit"], theirs["last_us_per_edit"])) if theirs else ())),
-        ("last / first", _ratio(ours["last_us_per_edit"], ours["first_us_per_edit"]),
-         *((_ratio(theirs["last_us_per_edit"], theirs["first_us_per_edit"]), "")
-           if theirs else ())),
-        ("peak memory (MB, max RSS)", f"{ours['peak_memory_bytes'] / 1e6:.1f}",
-         *((f"{theirs['peak_memory_bytes'] / 1e6:.1f}",
-            _ratio(ours["peak_memory_bytes"], theirs["peak_memory_bytes"]))
-           if theirs else ())),
-    ]
+    rows = []
+    for label, key, scale, form in (
+            ("CPU time (s)", "cpu_seconds", 1, ".2f"),
+            (f"per edit, first {window:,} (us)", "first_us_per_edit", 1, ".1f"),
+            (f"per edit, last {window:,} (us)", "last_us_per_edit", 1, ".1f"),
+            ("peak memory (MB, max RSS)", "peak_memory_bytes", 1e6, ".1f")):
+        row = [label, format(ours[key] / scale, form)]
+        if theirs:
+            row += [format(theirs[key] / scale, form), _ratio(ours[key], theirs[key])]
+        rows.append(row)
+    growth = ["last / first", _ratio(ours["last_us_per_edit"], ours["first_us_per_edit"])]
+    if theirs:
+        growth += [_ratio(theirs["last_us_per_edit"], theirs["first_us_per_edit"]), ""]
+    rows.insert(3, growth)
     header = ("", "groupcomm", "pycrdt", "ratio") if theirs else ("", "groupcomm")
     widths = [30, 14, 14, 8]
     for row in [header, *rows]:

@@ -1,14 +1,9 @@
 """``groupcomm web bench``: how long a keystroke takes to reach another person's screen.
 
-Everything runs on this machine through one session server: a gateway with two
-headless Chromium tabs of the editor (browser to browser: a character typed in one tab,
-until the other tab has applied and drawn it), two terminal editors (``groupcomm edit
---batch``, terminal to terminal: a ``type`` command, until the other prints that it
-applied the edit), and, for the gateway's capacity, tabs played by WebSocket clients
-that each type at a steady rate while a probe measures the latency between two of them,
-more tabs each step, until the latency has doubled. Latencies are wall-clock times on
-one machine (both ends read the same clock), reported as p50 and p99 in milliseconds.
-"""
+Browser to browser (two headless Chromium tabs of one gateway), terminal to terminal
+(two ``groupcomm edit --batch``), and how many typing tabs one gateway holds until the
+latency between two of them doubles; wall-clock times on one machine, p50 and p99 in
+milliseconds (BENCHMARKS.md, "Web gateway")."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-"""What the gateway keeps of a tab's application state, for newcomers and for the tab.
-
-The tab is the application: it applies deliveries and makes its own operations. A
-newcomer, though, asks a *member* for a snapshot (state transfer), and the member runs
-here, in the gateway. So each tab member has a mirror of the tab's state, which takes
-the same messages: each delivered message as the member hands it to the tab, each own
-message as the member sends it. The tab applies a delivery a little later, when its
-WebSocket brings it; but the communicator asks for a newcomer's snapshot only once the
-tab has said it applied everything it was handed (acknowledged delivery), and then the
-mirror and the tab hold the same messages. The mirror's snapshot has the format of the
-terminal app's, so browsers and terminals hand state to each other, and it is also what
-the tab starts from (:meth:`for_tab`, with :attr:`deliveries`: the deliveries it holds).
-
-:class:`ChatMirror` keeps the conversation (``groupcomm im``'s), :class:`TextMirror` the
-shared text and cursors (``groupcomm edit``'s editor replica).
-"""
+"""What the gateway keeps of a tab's application state: each tab member's mirror takes
+the messages the tab takes (each delivery as it is handed to the tab, each own message
+as it is sent), so that it answers newcomers' state requests with what the tab holds
+and is what the tab starts from (docs/web.md, "State transfer"). Both mirrors take
+messages as :class:`~groupcomm.replicated.EditorReplica` does, and their snapshots have
+the format of the terminal apps', so browsers and terminals hand state to each other."""
 
 from __future__ import annotations
 
@@ -23,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
-from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
+from groupcomm.core.messages import Tag
 from groupcomm.core.state_transfer import Snapshot
 from groupcomm.replicated import EditorReplica
 
@@ -34,8 +24,6 @@ class ChatMirror:
     """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id) of the
     latest :data:`~groupcomm.apps.im.HISTORY` messages to everyone."""
 
-    kind = "im"
-
     def __init__(self, me: str) -> None:
         self.me = me
         self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
@@ -45,17 +33,16 @@ class ChatMirror:
     def joined(self, me: str, members: Sequence[str]) -> None:
         self.me = me
 
-    def delivered(self, message: ReceivedMessage) -> None:
+    def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
+                  superseded: bool = False) -> None:
         self.deliveries += 1
-        payload = message.user_message
-        if isinstance(payload, Private):
-            return
-        text = payload if isinstance(payload, str) else repr(payload)
-        self.history.append((message.sender, text, message.app_message_id))
+        if not isinstance(payload, Private):
+            text = payload if isinstance(payload, str) else repr(payload)
+            self.history.append((sender, text, message_id))
 
-    def sent(self, first: SentMessage, payload: Any) -> None:
+    def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
         if isinstance(payload, str):
-            self.history.append((first.sender, payload, first.app_message_id))
+            self.history.append((self.me, payload, op_id))
 
     def snapshot(self) -> Snapshot:
         own = tuple(mid for who, _, mid in self.history if who == self.me)
@@ -79,48 +66,10 @@ class ChatMirror:
         """Nothing to do."""
 
 
-class TextMirror:
-    """The shared text and the cursors: the tab's editor replica (:class:`~groupcomm.
-    replicated.EditorReplica`), taking the tab's operations as sent and the deliveries
-    as handed over."""
-
-    kind = "edit"
-
-    def __init__(self, me: str) -> None:
-        self.replica = EditorReplica(me)
-
-    @property
-    def deliveries(self) -> int:
-        return self.replica.deliveries
-
-    def joined(self, me: str, members: Sequence[str]) -> None:
-        self.replica.joined(me, members)
-
-    def delivered(self, message: ReceivedMessage) -> None:
-        self.replica.delivered(message.sender, message.user_message, message.app_tag,
-                               message.app_message_id,
-                               bool(message.headers.get("superseded")))
-
-    def check(self, op: Any) -> None:
-        """``ValueError`` unless the tab's operation ``op`` names only characters of
-        the text (checked before it is sent)."""
-        self.replica.check_own(op)
-
-    def sent(self, first: SentMessage, payload: Any) -> None:
-        self.replica.sent(payload, first.message_id, Tag(first.vc))
-
-    def snapshot(self) -> Snapshot:
-        return self.replica.snapshot()
-
-    def install(self, state: Any) -> None:
-        self.replica.install(state)
+class TextMirror(EditorReplica):
+    """The tab's editor replica, without a send of its own: it takes the tab's
+    operations as they are sent."""
 
     def for_tab(self) -> dict[str, Any]:
         """The snapshot's state: the page reads the same format (plain JSON data)."""
-        return self.replica.snapshot().state
-
-    def member_joined(self, member: str, members: Sequence[str]) -> None:
-        self.replica.member_joined(member, members)
-
-    def member_left(self, member: str) -> None:
-        self.replica.member_left(member)
+        return self.snapshot().state
