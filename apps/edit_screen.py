@@ -146,7 +146,6 @@ class EditScreen:
         if self.app.is_running:
             self.app.invalidate()
 
-    # -- drawing --------------------------------------------------------------------------
     def _colour_of(self, member: str) -> str:
         if member not in self._colour:
             self._colour[member] = f"class:c{len(self._colour) % len(COLOURS)}"
@@ -244,7 +243,6 @@ class EditScreen:
         keys = "^S save  ^Q quit" if self.file else "^Q quit"
         return [("", fit_status(parts, self._size()[1], keys))]
 
-    # -- keys -----------------------------------------------------------------------------
     def _keys(self) -> Any:
         keys = KeyBindings()
         shared = self.shared

@@ -50,7 +50,6 @@ class SharedText:
         self._flusher: Any = None
         self.communicator: Any = None
 
-    # -- wiring ----------------------------------------------------------------------------
     def attach(self, communicator: Any) -> None:
         """Use ``communicator`` (already joined) for local edits."""
         with self.lock:
@@ -86,7 +85,6 @@ class SharedText:
                 self.on_change()
             return result
 
-    # -- local edits (screen thread) ----------------------------------------------------
     @property
     def position(self) -> int:
         """See :meth:`EditorReplica.position`."""
@@ -126,7 +124,6 @@ class SharedText:
             self._flusher = self._make_flusher(self)
         return self._flusher
 
-    # -- deliveries (communicator thread) ---------------------------------------------------
     def on_message(self, message: ReceivedMessage) -> None:
         with self.lock:
             try:
@@ -142,7 +139,6 @@ class SharedText:
                 # send: the flushing thread does)
                 self._flusher_for().due(0.0)
 
-    # -- state transfer -------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self.lock:
             return self.replica.snapshot()
@@ -151,7 +147,6 @@ class SharedText:
         """Continue from another member's snapshot (this member is the newcomer)."""
         self._do(self.replica.install, state)
 
-    # -- session listener ---------------------------------------------------------------
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
@@ -160,7 +155,6 @@ class SharedText:
     def client_left(self, client_name: str, application_name: str) -> None:
         self._do(self.replica.member_left, client_name)
 
-    # -- reading --------------------------------------------------------------------------
     def view(self) -> tuple[str, int, dict[str, int]]:
         """See :meth:`EditorReplica.view`."""
         with self.lock:

@@ -16,13 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
-from groupcomm.apps.text_trace import (
-    TRACE_HELP,
-    print_trace_table,
-    read_trace,
-    replay_trace,
-    why_not_pycrdt,
-)
+from groupcomm.apps.text_trace import TRACE_HELP, run_trace
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -178,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         print(text, file=sys.stderr, flush=True)
 
     if args.trace:
-        return _run_trace(args, say)
+        return run_trace(args, say)
 
     say(f"recording a {args.local_edits}-edit session of three editors, twice...")
     collected = record_session(args.local_edits, args.collect_every)
@@ -223,24 +217,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {args.plot}")
     return 0
-
-
-def _run_trace(args: argparse.Namespace, say: Any) -> int:
-    trace = read_trace(args.trace)
-    skipped = why_not_pycrdt(trace)
-    kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
-    if skipped:
-        say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
-    timeout = args.timeout or 1800.0
-    say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
-    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
-    if args.json:
-        print(json.dumps({"trace": trace.name, "edits": len(trace),
-                          "collect": not args.no_collect, "pycrdt_skipped": skipped,
-                          **results}))
-    else:
-        print_trace_table(trace, results, not args.no_collect, skipped)
-    return 0 if all(r["exact"] for r in results.values()) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

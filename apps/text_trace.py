@@ -6,6 +6,7 @@ allocations."""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import gc
 import gzip
@@ -15,9 +16,9 @@ import pickle
 import random
 import resource
 import sys
-import tempfile
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,27 +65,6 @@ class Trace:
                                                self.inserted, strict=True):
             yield position, deleted, text[at:at + inserted]
             at += inserted
-
-    def save(self, folder: Path) -> list[str]:
-        """Write the trace as files a subprocess reads without a parsing peak."""
-        names = [str(folder / f) for f in ("numbers", "text", "ends.json")]
-        with open(names[0], "wb") as out:
-            for numbers in (self.positions, self.deleted, self.inserted):
-                numbers.tofile(out)
-        Path(names[1]).write_text(self.text, encoding="utf-8")
-        Path(names[2]).write_text(json.dumps([self.name, self.start, self.end, len(self)]),
-                                  encoding="utf-8")
-        return names
-
-    @classmethod
-    def load(cls, names: list[str]) -> Trace:
-        name, start, end, count = json.loads(Path(names[2]).read_text(encoding="utf-8"))
-        trace = cls(name, start, end)
-        with open(names[0], "rb") as source:
-            for numbers in (trace.positions, trace.deleted, trace.inserted):
-                numbers.fromfile(source, count)
-        trace.text = Path(names[1]).read_text(encoding="utf-8")
-        return trace
 
 
 def read_trace(path: str) -> Trace:
@@ -222,11 +202,10 @@ def _peak_memory() -> int:
         return peak if sys.platform == "darwin" else peak * 1024
 
 
-def replay_in_child(kind: str, files: list[str], collect: bool, channel: Any) -> None:
-    """A subprocess: replay the trace in ``files`` into ``kind``, sending progress and
-    then the result (or the error) through ``channel``."""
+def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> None:
+    """A subprocess: replay ``trace`` into ``kind``, sending progress and then the
+    result (or the error) through ``channel``."""
     try:
-        trace = Trace.load(files)
         replica = REPLAYS[kind](trace.start, collect)
         window = min(WINDOW, max(1, len(trace) // 4))
         marks: dict[int, float] = {}
@@ -315,41 +294,39 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
     (they do not compete for the CPU)."""
     results: dict[str, dict[str, Any]] = {}
     context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as folder:
-        files = trace.save(Path(folder))
-        for kind in kinds:
-            receiving, sending = context.Pipe(duplex=False)
-            child = context.Process(target=replay_in_child,
-                                    args=(kind, files, collect, sending), daemon=True)
-            child.start()
-            sending.close()
-            try:
-                deadline = time.monotonic() + timeout
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not receiving.poll(left):
-                        raise CliError(f"groupcomm text-bench: the {kind} replay took more "
-                                       f"than {timeout:g} s (--timeout)")
-                    try:
-                        what, content = receiving.recv()
-                    except EOFError:
-                        raise CliError(f"groupcomm text-bench: the {kind} replay ended "
-                                       f"without a result (exit code {child.exitcode})"
-                                       ) from None
-                    if what == "progress":
-                        say(f"{kind}: {content:,} of {len(trace):,} edits")
-                    elif what == "error":
-                        raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
-                                       f"{content}")
-                    else:
-                        results[kind] = content
-                        break
-            finally:
-                child.join(5)
-                if child.is_alive():
-                    child.kill()
-                    child.join()
-                receiving.close()
+    for kind in kinds:
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(target=replay_in_child,
+                                args=(kind, trace, collect, sending), daemon=True)
+        child.start()
+        sending.close()
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not receiving.poll(left):
+                    raise CliError(f"groupcomm text-bench: the {kind} replay took more "
+                                   f"than {timeout:g} s (--timeout)")
+                try:
+                    what, content = receiving.recv()
+                except EOFError:
+                    raise CliError(f"groupcomm text-bench: the {kind} replay ended "
+                                   f"without a result (exit code {child.exitcode})"
+                                   ) from None
+                if what == "progress":
+                    say(f"{kind}: {content:,} of {len(trace):,} edits")
+                elif what == "error":
+                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
+                                   f"{content}")
+                else:
+                    results[kind] = content
+                    break
+        finally:
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+                child.join()
+            receiving.close()
     return results
 
 
@@ -410,3 +387,22 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
     print(f"collect at {ours['characters']:,} characters: {ours['collect_after_64_edits_us']}"
           f" us after 64 edits (the editor's rhythm); {ours['collect_everything_ms']} ms "
           f"when every insert of the text is new to it")
+
+
+def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """``groupcomm text-bench --trace FILE``: replay, then the JSON or the table."""
+    trace = read_trace(args.trace)
+    skipped = why_not_pycrdt(trace)
+    kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
+    if skipped:
+        say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
+    timeout = args.timeout or 1800.0
+    say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
+    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
+    if args.json:
+        print(json.dumps({"trace": trace.name, "edits": len(trace),
+                          "collect": not args.no_collect, "pycrdt_skipped": skipped,
+                          **results}))
+    else:
+        print_trace_table(trace, results, not args.no_collect, skipped)
+    return 0 if all(r["exact"] for r in results.values()) else 1

@@ -6,6 +6,7 @@ Setup and figures: BENCHMARKS.md, "Bytes on the wire per keystroke"."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -29,7 +30,6 @@ from groupcomm.tools.procs import ProcessError
 
 NAMES = ("p1", "p2", "p3")
 SESSION = "wire"
-APPLICATION = "edit"
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
@@ -124,22 +124,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
 
     from groupcomm.apps.edit_screen import EditScreen
     from groupcomm.apps.shared_text import SharedText
-    from groupcomm.core.messages import SentMessage
-
-    class Alone:
-        """Stands in for a communicator: each send gets the next id and tag."""
-
-        name = member_id = "me"
-        members, others = ["me", "you"], ["you"]
-        acknowledged_delivery = False
-        sent = 0
-
-        def send(self, dests: list[str], payload: Any) -> list[SentMessage]:
-            self.sent += 1
-            return [SentMessage(application_name=APPLICATION, session_name=SESSION,
-                                user_message=payload, message_id=f"me#{self.sent}",
-                                sender="me", vc=(("me", self.sent),),
-                                destinations=tuple(dests))]
+    from groupcomm.core.messages import Tag
 
     rng = random.Random(1)
     words = "the of and a to in is that for it as was with be by on not he this".split()
@@ -148,7 +133,15 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
         lines.append(" ".join(rng.choice(words) for _ in range(12))[:79])
         total += len(lines[-1]) + 1
     shared = SharedText("me", window=window)
-    shared.attach(Alone())
+    sends = itertools.count(1)
+
+    def send(payload: Any) -> tuple[str, Tag]:
+        """Instead of a communicator's: each send gets the next id and tag."""
+        sent = next(sends)
+        return f"me#{sent}", Tag({"me": sent})
+
+    shared.replica.send = send
+    shared.replica.joined("me", ["me", "you"])
     shared.insert("\n".join(lines)[:chars])
     shared.move_to(chars // 2)
     typed: list[float] = []

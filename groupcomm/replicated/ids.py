@@ -74,7 +74,6 @@ class IdIndex:
             at += 1
         return found
 
-    # -- changes -----------------------------------------------------------------------
     def add_piece(self, run: Run, right: Run) -> None:
         """``right`` was cut from ``run``."""
         if run.chain:
@@ -110,7 +109,6 @@ class IdIndex:
         if not chains:
             del self.chains[run.op]
 
-    # -- chains ------------------------------------------------------------------------
     def chainable(self, run: Run) -> tuple[str, int] | None:
         """``run``'s id as ``(prefix, number)`` if it can join a chain: a whole, stable,
         visible single-character insert whose id ends in a number."""
@@ -150,7 +148,6 @@ class IdIndex:
             touched.add(after.block)
             self.unchain(after)
 
-    # -- loading -----------------------------------------------------------------------
     def load(self, runs: list[Run]) -> list[Run]:
         """Index ``runs`` (document order, from a state) and merge neighbouring
         chainable inserts and chains; returns the runs left. ``ValueError`` when a

@@ -178,7 +178,8 @@ class TextSequence:
         right = Run(run.op, run.start + k, run.text[k:], run.sum, run.tag, run.deleted,
                     run.block, run.chain)
         run.text = run.text[:k]
-        self._blocks.insert_after(run, right)
+        runs = run.block.runs
+        runs.insert(runs.index(run) + 1, right)
         self._ids.add_piece(run, right)
         if right.deleted is not None:
             self._tombs.add(right)

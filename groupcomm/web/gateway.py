@@ -74,7 +74,6 @@ class Gateway:
             self.app.router.add_get(path, self.page)
         self.app.on_shutdown.append(self._shutdown)
 
-    # -- plain HTTP ---------------------------------------------------------------------
     async def page(self, request: web.Request) -> web.Response:
         return web.Response(body=_static(PAGE_FILES[request.path]), content_type="text/html",
                             headers={"Cache-Control": "no-store"})
@@ -103,7 +102,6 @@ class Gateway:
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)
 
-    # -- the WebSocket ----------------------------------------------------------------------
     def _origin_ok(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
         if origin is None:

@@ -115,7 +115,6 @@ class TabMember:
             self.communicator.close()
             raise
 
-    # -- what the tab starts from -------------------------------------------------------
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, the state it starts from
         (see :meth:`state`)."""
@@ -142,7 +141,6 @@ class TabMember:
         with self.lock:
             self.push({"type": "state", **self.state()})
 
-    # -- the communicator's side (I/O thread) ---------------------------------------------
     def _on_message(self, message: ReceivedMessage) -> None:
         superseded = bool(message.headers.get("superseded"))
         with self.lock:
@@ -206,7 +204,6 @@ class TabMember:
         self.push({"type": "left", "member": client_name, "members": comm.members,
                    "waiting": len(waiting)})
 
-    # -- the tab's side (event loop) --------------------------------------------------------
     def applied(self, count: int) -> None:
         """The tab has applied the first ``count`` deliveries (cumulative)."""
         comm = self.communicator
