@@ -46,7 +46,7 @@ def build_parser() -> ArgumentParser:
                         "(none, fifo, mfss, cykas), with a warning on the screen")
     parser.add_argument("--batch", action="store_true",
                         help="no screen: read commands from stdin (type, goto, end, backspace, "
-                        "delete, wait-text, quiet, typing, show, quit; see groupcomm.apps.edit_batch)")
+                        "delete, wait-text, quiet, typing, show, quit; see docs/commands.md)")
     parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
                         metavar="MS", help="jitter buffer for the others' cursor moves "
                         f"(default {DEFAULT_HOLD * 1000:g} ms; edits are never held)")

@@ -1,29 +1,6 @@
-"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin.
-
-For scripts, demonstrations and tests that need many editors and exact answers. One
-command per line; texts are JSON strings (so a newline is ``"\\n"``)::
-
-    type "Hello"        insert at the cursor          goto 5 / end    move the cursor
-    backspace [N]       delete N before the cursor    delete [N]      delete N after it
-    wait-text "world" [SECONDS]   wait until the text contains it (prints ``seen``)
-    quiet [SECONDS]     wait until nothing was applied for SECONDS and nothing is held
-    wait-members N [SECONDS]      wait until the session has N members (prints ``members``)
-    random N [SEED]     make N random edits at once (inserts of 1-3 characters and deletes
-                        at random places; prints ``done N``)
-    typing N RATE [SEED]          a person typing words: N keystrokes at RATE a second
-                        (intervals drawn around 1/RATE), mostly letters and spaces, now and
-                        then a Backspace, a Delete or a move to a random place; prints
-                        ``keys [...]`` (each keystroke: ["i", at, char], ["b", at],
-                        ["d", at] or ["m", at], ``at`` the cursor's position before it)
-                        then ``typed N``
-    wait-applied N [SECONDS]      wait until N edits (own ones included) were applied;
-                        prints ``applied N at T`` (T: the wall clock, for benchmarks)
-    show                print ``text {"text": ..., "failures": ..., ...}`` (one JSON line;
-                        typing still held for coalescing is sent first, as by ``quiet``)
-    quit                leave
-
-Every answer is one line; a bad command prints ``error ...`` and the editor goes on.
-"""
+"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin,
+for scripts and tests that need many editors and exact answers (the commands:
+docs/commands.md, "edit")."""
 
 from __future__ import annotations
 

@@ -220,14 +220,10 @@ class EditScreen:
             return [("class:warning", fit_status([(0, self.asking), (1, self.asking_note)],
                                                  self._size()[1], ""))]
         shared = self.shared
-        value = shared.view()[0]
         with shared.lock:
-            length = len(value)
-            replica = shared.replica
-            pending = len(replica.pending.text) if replica.pending is not None else 0
-            # kept (tombstones included) less the visible characters in the replica
-            remembered = len(replica.text) - (length - pending)
-            failures = replica.failures
+            length = len(shared.view()[0])
+            remembered = shared.replica.text.tombstones
+            failures = shared.replica.failures
         # (priority, text): 0 is kept longest
         parts: list[tuple[int, str]] = []
         if failures:
@@ -297,7 +293,19 @@ class EditScreen:
         @keys.add("c-q")
         @keys.add("c-c")
         def _(event: KeyPressEvent) -> None:
-            self._quit(event)
+            """Leave; without ``--file`` and with some text, ask first (y quits, n stays,
+            s saves to a new file in the current directory and quits)."""
+            with shared.lock:
+                replica = shared.replica
+                empty = replica.text.visible_length() == 0
+                alone = set(replica.members) <= {replica.me}
+            if self.file or empty:
+                event.app.exit()
+                return
+            self.asking = (f"quit without saving? y quit · n stay · s save to "
+                           f"{default_save_path(self.session)}")
+            self.asking_note = ("nobody else has the text" if alone
+                                else "the others keep the text")
 
         asking = Condition(lambda: bool(self.asking))
         answers = KeyBindings()
@@ -329,21 +337,6 @@ class EditScreen:
 
         return merge_key_bindings([ConditionalKeyBindings(keys, ~asking),
                                    ConditionalKeyBindings(answers, asking)])
-
-    def _quit(self, event: KeyPressEvent) -> None:
-        """Leave; without ``--file`` and with some text, ask first (y quits, n stays, s
-        saves to a new file in the current directory and quits)."""
-        with self.shared.lock:
-            replica = self.shared.replica
-            empty = replica.text.visible_length() == 0
-            alone = [m for m in replica.members if m != replica.me] == []
-        if self.file or empty:
-            event.app.exit()
-            return
-        self.asking = (f"quit without saving? y quit · n stay · s save to "
-                       f"{default_save_path(self.session)}")
-        self.asking_note = ("nobody else has the text" if alone
-                            else "the others keep the text")
 
     def _edit(self, action, *args: Any) -> None:
         """Run a key's edit; a refused one (the communicator is closing, the module

@@ -276,13 +276,7 @@ class TextSequence:
     # -- state transfer --------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """Everything a newcomer needs to continue from this replica, as plain data
-        (msgpack, JSON or pickle can carry it): ``{"version": 1, "runs": [[insert id,
-        offset, characters, insert clock or None, delete clock or None], ...]}`` in
-        document order, one row per run (an insert clock of ``None``: the insert is
-        stable). A chain (what typing leaves once stable) is one row of six, ``[id of
-        its first character, 0, characters, None, delete clock or None, number of
-        characters]``: its characters' ids count up from the first (``p1#7``, ``p1#8``,
-        ...)."""
+        (msgpack, JSON or pickle carry it; the rows: docs/replicated.md)."""
         return state_of(self._blocks.runs())
 
     @classmethod

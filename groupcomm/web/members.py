@@ -1,7 +1,12 @@
 """A browser tab as a member of the session: its communicator runs in the gateway, with
 acknowledged delivery, so that each send of the tab is tagged with exactly what the tab
-had applied (docs/web.md, "How a tab takes part"). A mirror of the tab's state
-(:mod:`groupcomm.web.mirrors`) answers newcomers and is what the tab starts from.
+had applied (docs/web.md, "How a tab takes part").
+
+Each tab member's mirror of the tab's state (:class:`ChatMirror`, :class:`TextMirror`)
+takes the messages the tab takes (each delivery as it is handed to the tab, each own
+message as it is sent), as :class:`~groupcomm.replicated.EditorReplica` does; so it
+answers newcomers' state requests with what the tab holds, in the terminal apps' format,
+and is what the tab starts from.
 
 Threads: deliveries and session changes arrive on the poll thread (the gateway's
 :class:`~groupcomm.transport.host.Host`, or the member's own) and go to the tab through
@@ -19,14 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from groupcomm.apps.im import Private
+from groupcomm.apps.im import HISTORY, Private
 from groupcomm.core.membership import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
+from groupcomm.core.state_transfer import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
+from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
-from groupcomm.web.mirrors import ChatMirror, TextMirror
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,61 @@ RENAMED_KEPT = 10_000
 #: what marks a provisional id: ``{member}#~L{n}``, the tab's name for the characters of
 #: its edit ``~L{n}`` until the gateway says which message id it was sent as
 PROVISIONAL = "#~"
+
+
+class ChatMirror:
+    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id) of the
+    latest :data:`~groupcomm.apps.im.HISTORY` messages to everyone."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
+        #: messages taken by :meth:`delivered`
+        self.deliveries = 0
+
+    def joined(self, me: str, members: Sequence[str]) -> None:
+        self.me = me
+
+    def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
+                  superseded: bool = False) -> None:
+        self.deliveries += 1
+        if not isinstance(payload, Private):
+            text = payload if isinstance(payload, str) else repr(payload)
+            self.history.append((sender, text, message_id))
+
+    def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
+        if isinstance(payload, str):
+            self.history.append((self.me, payload, op_id))
+
+    def snapshot(self) -> Snapshot:
+        own = tuple(mid for who, _, mid in self.history if who == self.me)
+        return Snapshot(list(self.history), reflects=own)
+
+    def install(self, state: Any) -> None:
+        try:
+            entries = [(str(w), str(t), str(i)) for w, t, i in state]
+        except (TypeError, ValueError) as error:
+            log.warning("the conversation received from the session is unusable (%s)", error)
+            return
+        self.history.extend(entries)
+
+    def for_tab(self) -> dict[str, Any]:
+        return {"history": [list(entry) for entry in self.history]}
+
+    def member_joined(self, member: str, members: Sequence[str]) -> None:
+        """Nothing to do: the conversation does not depend on who is here."""
+
+    def member_left(self, member: str) -> None:
+        """Nothing to do."""
+
+
+class TextMirror(EditorReplica):
+    """The tab's editor replica, without a send of its own: it takes the tab's
+    operations as they are sent."""
+
+    def for_tab(self) -> dict[str, Any]:
+        """The snapshot's state: the page reads the same format (plain JSON data)."""
+        return self.snapshot().state
 
 
 class TabClosed(Exception):
