@@ -116,8 +116,6 @@ class _GroupcommReplay:
     (one author), collecting what causal stability allows every
     :data:`COLLECT_EVERY` operations unless told not to."""
 
-    name = "groupcomm"
-
     def __init__(self, start: str, collect: bool) -> None:
         self.text = TextSequence()
         self.stability = Stability(AUTHOR, [AUTHOR])
@@ -145,8 +143,6 @@ class _GroupcommReplay:
 
 
 class _PycrdtReplay:
-    name = "pycrdt"
-
     def __init__(self, start: str, collect: bool) -> None:
         import pycrdt
 

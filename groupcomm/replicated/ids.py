@@ -10,6 +10,7 @@ from typing import Any
 
 from groupcomm.replicated.blocks import BlockList
 from groupcomm.replicated.runs import Block, Run, numbered, split_id, start_of
+from groupcomm.replicated.text_state import not_a_state
 
 #: the most characters a chain grows to by merging (a merge copies its characters)
 CHAIN_LIMIT = 512
@@ -168,21 +169,19 @@ class IdIndex:
                 entry.sort(key=start_of)
                 for before, after in zip(entry, entry[1:], strict=False):
                     if before.start + len(before.text) > after.start:
-                        raise ValueError(f"not the state of a TextSequence: characters "
-                                         f"of {op} appear twice (offset {after.start})")
+                        raise not_a_state(f"characters of {op} appear twice (offset "
+                                          f"{after.start})")
                     if (before.tag is None) != (after.tag is None):
-                        raise ValueError(f"not the state of a TextSequence: runs of {op} "
-                                         f"disagree on whether it is stable")
+                        raise not_a_state(f"runs of {op} disagree on whether it is stable")
         kept = self._chain_all(runs)
         for prefix, chains in self.chains.items():
             chains.sort(key=start_of)
             for before, after in zip(chains, chains[1:], strict=False):
                 if before.start + len(before.text) > after.start:
-                    raise ValueError(f"not the state of a TextSequence: {prefix}"
-                                     f"{after.start} appears twice")
+                    raise not_a_state(f"{prefix}{after.start} appears twice")
         for op in ops:
             if self.in_chain(op) is not None:
-                raise ValueError(f"not the state of a TextSequence: {op} appears twice")
+                raise not_a_state(f"{op} appears twice")
         return kept
 
     def _chain_all(self, runs: list[Run]) -> list[Run]:

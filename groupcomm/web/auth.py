@@ -60,9 +60,6 @@ class Users:
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise UsersError(f"cannot read the users file {self.path}: {error}") from None
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._users
-
     @property
     def names(self) -> list[str]:
         return sorted(self._users)
