@@ -18,8 +18,8 @@ from groupcomm.transport.keys import write_new_key
 
 
 class EditorProcess(LineProcess):
-    """One ``groupcomm edit --batch`` (see :mod:`groupcomm.apps.edit_batch` for its
-    commands), started and joined."""
+    """One ``groupcomm edit --batch`` (its commands: docs/commands.md), started and
+    joined."""
 
     def __init__(self, name: str, session: str, server: str, key_file: Path | str,
                  causality: str, *extra: str, timeout: float = 20.0) -> None:

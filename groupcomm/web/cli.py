@@ -24,7 +24,7 @@ from groupcomm.cli.args import (
 )
 from groupcomm.filters.latest_value import DEFAULT_HOLD
 from groupcomm.replicated import unsupported_reason
-from groupcomm.web.auth import Users, UsersError, check_user_name, login_link
+from groupcomm.web.auth import Users, UsersError, login_link
 from groupcomm.web.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -85,8 +85,7 @@ def _add_user(args: argparse.Namespace) -> int:
         raise CliError(f"{PROG} user add: --url must start with http:// or https://, "
                        f"got {args.url!r}")
     try:
-        check_user_name(args.name)
-        token = Users(args.users).add(args.name)
+        token = Users(args.users).add(args.name)  # checks the name
     except (UsersError, OSError) as error:
         raise CliError(f"{PROG} user add: {error}") from None
     print(f"added {args.name} to {args.users}; login links (keep them private):")

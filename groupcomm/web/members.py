@@ -1,15 +1,9 @@
-"""A browser tab as a member of the session: its communicator runs in the gateway, with
+"""A browser tab as a member of the session: its communicator runs in the gateway with
 acknowledged delivery, so that each send of the tab is tagged with exactly what the tab
-had applied (docs/web.md, "How a tab takes part").
+had applied, and a mirror of the tab's state takes the messages the tab takes, to answer
+newcomers and to be what the tab starts from (docs/web.md, "How a tab takes part").
 
-Each tab member's mirror of the tab's state (:class:`ChatMirror`, :class:`TextMirror`)
-takes the messages the tab takes (each delivery as it is handed to the tab, each own
-message as it is sent), as :class:`~groupcomm.replicated.EditorReplica` does; so it
-answers newcomers' state requests with what the tab holds, in the terminal apps' format,
-and is what the tab starts from.
-
-Threads: deliveries and session changes arrive on the poll thread (the gateway's
-:class:`~groupcomm.transport.host.Host`, or the member's own) and go to the tab through
+Deliveries and session changes arrive on the poll thread and go to the tab through
 ``push`` (thread-safe); the tab's acknowledgements and sends come from the gateway's
 event loop. The member's lock orders what is pushed: a delivery that depends on an own
 edit is pushed after the answer saying which id and tag that edit got."""
@@ -117,7 +111,7 @@ def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
     if is_presence(payload):
         return {"cursor": payload[1]}
     if isinstance(payload, tuple):
-        return {"op": [list(part) if isinstance(part, tuple) else part for part in payload]}
+        return {"op": payload}  # JSON arrays, nested tuples too
     return {"other": repr(payload)[:200]}
 
 
