@@ -18,8 +18,8 @@ from groupcomm.transport.keys import write_new_key
 
 
 class EditorProcess(LineProcess):
-    """One ``groupcomm edit --batch`` (see :mod:`groupcomm.apps.edit_batch` for its
-    commands), started and joined."""
+    """One ``groupcomm edit --batch`` (its commands: docs/commands.md), started and
+    joined."""
 
     def __init__(self, name: str, session: str, server: str, key_file: Path | str,
                  causality: str, *extra: str, timeout: float = 20.0) -> None:
@@ -74,20 +74,26 @@ class EditorSession:
     def __init__(self, names: Sequence[str], causality: str, *extra: str,
                  session: str = "edit", timeout: float = 20.0) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="groupcomm-editors-")
-        key_file = Path(self._folder.name) / "session.key"
-        write_new_key(key_file)
-        self.server = ServerProcess(key_file)
+        self.folder = Path(self._folder.name)
+        self.key_file = self.folder / "session.key"
+        write_new_key(self.key_file)
+        self.server = ServerProcess(self.key_file)
+        self.causality = causality
         self.editors: list[EditorProcess] = []
         try:
             for name in names:
-                self.editors.append(EditorProcess(name, session, self.server.address,
-                                                  key_file, causality, *extra,
-                                                  timeout=timeout))
+                self.editors.append(self.editor(name, session, *extra, timeout=timeout))
             for editor in self.editors:
                 editor.wait_members(len(names), timeout)
         except BaseException:
             self.close()
             raise
+
+    def editor(self, name: str, session: str, *extra: str,
+               timeout: float = 20.0) -> EditorProcess:
+        """Another editor in this session's server (not among :attr:`editors`)."""
+        return EditorProcess(name, session, self.server.address, self.key_file,
+                             self.causality, *extra, timeout=timeout)
 
     def ask_all(self, commands: Sequence[str], answers: tuple[str, ...],
                 timeout: float = 20.0, what: str = "an answer",

@@ -1,37 +1,6 @@
-"""``groupcomm edit``: a terminal editor in which several people edit one text at once.
-
-Each person runs ``groupcomm edit --name NAME --session SESSION``; what anyone types
-appears in everyone's copy, and every copy ends identical (the replicated text of
-:mod:`groupcomm.replicated`, carried by the causality module's tags). The top line says
-who is in the session, each name in the colour of its cursor; the others' cursors are
-shown in the text in those colours; the bottom line shows the module, the size of the
-text and what it keeps, and the keys. A newcomer gets the current text through state
-transfer. ``--file PATH`` seeds an empty session with the file's text and is where
-Ctrl-S and leaving save it.
-
-Typing is coalesced: consecutive keystrokes that continue each other travel as one
-operation, sent ``--coalesce`` milliseconds after the first (default 100; 0 sends every
-key at once) or earlier on anything else (a move, a delete, Enter, a paste, an edit by
-someone else at the same place, leaving); they show on one's own screen at once.
-
-Keys: characters, Enter and pasting insert; Backspace and Delete delete; the arrows,
-Home, End, PageUp and PageDown move; Ctrl-S saves (with ``--file``); Ctrl-Q leaves.
-Without ``--file``, Ctrl-Q on a text that is not empty asks first: ``y`` quits, ``n``
-stays, ``s`` saves the text to a new file named after the session in the current
-directory (``paper.txt``, else ``paper-2.txt``, ...), says where, and quits.
-
-The status line is fitted to the terminal's width, the least important parts left out
-first; the number of deleted characters it shows is what this copy still remembers
-(each copy forgets them once every member has seen the deletions, on its own schedule),
-not a property of the text.
-
-Modules that do not carry the replicated text (``none``, ``fifo``, ``mfss``, ``cykas``
-and the known-bad ones; see :func:`~groupcomm.replicated.unsupported_reason`) are
-refused with the reason and the modules that do carry it
-(:func:`~groupcomm.replicated.supported_modules`), unless ``--allow-divergence``, which runs anyway and keeps a
-warning on the screen: copies may then diverge and operations fail, and the screen
-counts the failures.
-"""
+"""``groupcomm edit``: a terminal editor in which several people edit one text at once
+(keys, ``--file``, the status line and the refused modules: docs/commands.md; typing
+coalesced and cursors as presence messages: docs/replicated.md, "The editor")."""
 
 from __future__ import annotations
 
@@ -61,7 +30,6 @@ from groupcomm.transport.config import Delivery, Listeners, StateTransfer
 log = logging.getLogger(__name__)
 
 
-
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm edit",
@@ -78,7 +46,7 @@ def build_parser() -> ArgumentParser:
                         "(none, fifo, mfss, cykas), with a warning on the screen")
     parser.add_argument("--batch", action="store_true",
                         help="no screen: read commands from stdin (type, goto, end, backspace, "
-                        "delete, wait-text, quiet, typing, show, quit; see groupcomm.apps.edit_batch)")
+                        "delete, wait-text, quiet, typing, show, quit; see docs/commands.md)")
     parser.add_argument("--presence-hold", type=float, default=DEFAULT_HOLD * 1000,
                         metavar="MS", help="jitter buffer for the others' cursor moves "
                         f"(default {DEFAULT_HOLD * 1000:g} ms; edits are never held)")

@@ -1,29 +1,6 @@
-"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin.
-
-For scripts, demonstrations and tests that need many editors and exact answers. One
-command per line; texts are JSON strings (so a newline is ``"\\n"``)::
-
-    type "Hello"        insert at the cursor          goto 5 / end    move the cursor
-    backspace [N]       delete N before the cursor    delete [N]      delete N after it
-    wait-text "world" [SECONDS]   wait until the text contains it (prints ``seen``)
-    quiet [SECONDS]     wait until nothing was applied for SECONDS and nothing is held
-    wait-members N [SECONDS]      wait until the session has N members (prints ``members``)
-    random N [SEED]     make N random edits at once (inserts of 1-3 characters and deletes
-                        at random places; prints ``done N``)
-    typing N RATE [SEED]          a person typing words: N keystrokes at RATE a second
-                        (intervals drawn around 1/RATE), mostly letters and spaces, now and
-                        then a Backspace, a Delete or a move to a random place; prints
-                        ``keys [...]`` (each keystroke: ["i", at, char], ["b", at],
-                        ["d", at] or ["m", at], ``at`` the cursor's position before it)
-                        then ``typed N``
-    wait-applied N [SECONDS]      wait until N edits (own ones included) were applied;
-                        prints ``applied N at T`` (T: the wall clock, for benchmarks)
-    show                print ``text {"text": ..., "failures": ..., ...}`` (one JSON line;
-                        typing still held for coalescing is sent first, as by ``quiet``)
-    quit                leave
-
-Every answer is one line; a bad command prints ``error ...`` and the editor goes on.
-"""
+"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin,
+for scripts and tests that need many editors and exact answers (the commands:
+docs/commands.md, "edit")."""
 
 from __future__ import annotations
 
@@ -63,12 +40,10 @@ class BatchEditor:
         try:
             if command == "quit":
                 return False
-            action = self._commands().get(command)
-            if action is None:
-                raise ValueError(f"unknown command {command!r} (type, goto, end, backspace, "
-                                 "delete, wait-text, wait-members, random, typing, wait-applied, "
-                                 "quiet, show, quit)")
-            action(rest.strip())
+            commands = self._commands()
+            if command not in commands:
+                raise ValueError(f"unknown command {command!r} ({', '.join(commands)}, quit)")
+            commands[command](rest.strip())
         except Exception as error:  # noqa: BLE001 - one line per bad command, go on
             self.say(f"error {command}: {error}")
         return True
@@ -101,24 +76,18 @@ class BatchEditor:
             state = {"text": replica.text.value, "failures": replica.failures,
                      "last_failure": replica.last_failure, "members": list(replica.members),
                      "kept": len(replica.text), "applied": replica.applied}
-        comm = shared.communicator
-        if comm is not None and hasattr(comm, "counters"):
-            counters = comm.counters()
+        if shared.communicator is not None:
+            counters = shared.communicator.counters()
             # what this member put on the wire (see groupcomm text-wire)
             for name in ("frames_sent", "frame_bytes_sent", "app_sends"):
-                if name in counters:
-                    state[name] = counters[name]
+                state[name] = counters.get(name, 0)
         return state
 
     def _wait_text(self, rest: str) -> None:
         wanted, _, timeout = rest.rpartition(" ") if rest.endswith(tuple("0123456789")) \
             else (rest, "", "")
         text = _text(wanted)
-        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
-        while text not in self.shared.view()[0]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{text!r} did not appear")
-            time.sleep(0.02)
+        _wait(lambda: text in self.shared.view()[0], timeout, lambda: f"{text!r} did not appear")
         self.say(f"seen {json.dumps(text)}")
 
     def _random(self, rest: str) -> None:
@@ -159,23 +128,17 @@ class BatchEditor:
     def _wait_applied(self, rest: str) -> None:
         count, _, timeout = rest.partition(" ")
         wanted = int(count)
-        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
         replica = self.shared.replica
-        while replica.applied < wanted:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{replica.applied} edit(s) applied, not {wanted}")
-            time.sleep(0.001)
+        _wait(lambda: replica.applied >= wanted, timeout,
+              lambda: f"{replica.applied} edit(s) applied, not {wanted}", pause=0.001)
         self.say(f"applied {replica.applied} at {time.time():.6f}")
 
     def _wait_members(self, rest: str) -> None:
         count, _, timeout = rest.partition(" ")
         wanted = int(count)
-        deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
         replica = self.shared.replica
-        while len(replica.members) < wanted:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(replica.members)} member(s), not {wanted}")
-            time.sleep(0.02)
+        _wait(lambda: len(replica.members) >= wanted, timeout,
+              lambda: f"{len(replica.members)} member(s), not {wanted}")
         self.say("members " + ", ".join(replica.members))
 
     def _quiet(self, rest: str) -> None:
@@ -219,6 +182,17 @@ def _keystroke(shared: SharedText, rng: random.Random) -> list[Any]:
     char = " " if rng.random() < 0.18 else rng.choice(LETTERS)
     shared.insert(char)
     return ["i", at, char]
+
+
+def _wait(done: Callable[[], bool], timeout: str, failure: Callable[[], str],
+          pause: float = 0.02) -> None:
+    """Until ``done()``, at most ``timeout`` seconds (a command's argument; empty:
+    :data:`WAIT`); ``TimeoutError`` saying ``failure()`` after that."""
+    deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(failure())
+        time.sleep(pause)
 
 
 def _text(argument: str) -> str:

@@ -1,16 +1,7 @@
-"""The screen of ``groupcomm edit`` (prompt_toolkit, full screen).
-
-The text is drawn from the replica on every change, never edited in a prompt_toolkit
-buffer: the replica (:class:`~groupcomm.apps.shared_text.SharedText`) is the only copy,
-and keys are turned into its operations. Deliveries arrive on the communicator's thread
-and only ask for a redraw (``Application.invalidate`` is thread-safe).
-
-Only the lines in view are handed to prompt_toolkit (a paper of 100,000 characters is
-some 1,300 lines, of which a terminal shows a few dozen): the screen keeps the first
-line shown and scrolls it to keep the cursor in view, and cursor positions are mapped to
-lines and columns through a :class:`LineIndex` of where each line starts, made once per
-version of the text, not per key.
-"""
+"""The screen of ``groupcomm edit`` (prompt_toolkit, full screen): drawn from the
+replica on every change (keys become its operations; no prompt_toolkit buffer holds the
+text), only the lines in view, positions mapped to lines through a :class:`LineIndex`
+made once per version of the text."""
 
 from __future__ import annotations
 
@@ -39,15 +30,13 @@ from groupcomm.apps.shared_text import SharedText
 COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiyellow")
 
 
-def default_save_path(session: str, directory: str = ".") -> str:
-    """A file in ``directory`` named after ``session`` that does not exist yet
-    (``paper.txt``, else ``paper-2.txt``, ...), for saving a text without ``--file``."""
+def default_save_path(session: str) -> str:
+    """A file in the current directory named after ``session`` that does not exist yet
+    (``./paper.txt``, else ``./paper-2.txt``, ...), for saving without ``--file``."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", session).strip("._") or "text"
-    path = os.path.join(directory, f"{stem}.txt")
-    number = 2
+    path, number = f"./{stem}.txt", 2
     while os.path.exists(path):
-        path = os.path.join(directory, f"{stem}-{number}.txt")
-        number += 1
+        path, number = f"./{stem}-{number}.txt", number + 1
     return path
 
 
@@ -110,15 +99,6 @@ class LineIndex:
         return start + max(0, min(column, self.line_end(line) - start))
 
 
-def line_and_column(text: str, position: int) -> tuple[int, int]:
-    return LineIndex(text).line_and_column(position)
-
-
-def position_of(text: str, line: int, column: int) -> int:
-    """The position at ``line``, ``column`` (clamped to the line and the text)."""
-    return LineIndex(text).position_of(line, column)
-
-
 class EditScreen:
     """Draws the shared text, the members and the status; turns keys into edits."""
 
@@ -166,7 +146,6 @@ class EditScreen:
         if self.app.is_running:
             self.app.invalidate()
 
-    # -- drawing --------------------------------------------------------------------------
     def _colour_of(self, member: str) -> str:
         if member not in self._colour:
             self._colour[member] = f"class:c{len(self._colour) % len(COLOURS)}"
@@ -193,20 +172,20 @@ class EditScreen:
             cached = self._index = (value, LineIndex(value))
         return cached[1]
 
-    def _height(self) -> int:
-        """Rows of the text area: the terminal's, less the bars."""
+    def _size(self) -> tuple[int, int]:
+        """The terminal's rows and columns (24 x 80 when it has no size)."""
         try:
-            rows = self.app.output.get_size().rows
-        except Exception:  # noqa: BLE001 - no terminal size: a common height
-            rows = 24
-        return max(1, rows - 2 - (1 if self.warning else 0))
+            size = self.app.output.get_size()
+        except Exception:  # noqa: BLE001 - no terminal size: a common one
+            return 24, 80
+        return size.rows, size.columns
 
     def _text_fragments(self) -> StyleAndTextTuples:
         """The lines in view, the cursor placed in them, the others' cursors coloured."""
         value, mine, others = self.shared.view()
         lines = self._lines(value)
         line, column = lines.line_and_column(mine)
-        height = self._height()
+        height = max(1, self._size()[0] - 2 - (1 if self.warning else 0))
         if line < self._top:
             self._top = line
         elif line >= self._top + height:
@@ -233,28 +212,18 @@ class EditScreen:
         fragments.append(("", value[start:last]))
         return fragments
 
-    def _width(self) -> int:
-        try:
-            return self.app.output.get_size().columns
-        except Exception:  # noqa: BLE001 - no terminal size: a common width
-            return 80
-
     def _status(self) -> StyleAndTextTuples:
         """Module, length, failures, the latest note, the keys and the deleted
         characters this copy still remembers; what does not fit the terminal's width
         is left out, least important first (see :func:`fit_status`)."""
         if self.asking:
             return [("class:warning", fit_status([(0, self.asking), (1, self.asking_note)],
-                                                 self._width(), ""))]
+                                                 self._size()[1], ""))]
         shared = self.shared
-        value = shared.view()[0]
         with shared.lock:
-            length = len(value)
-            replica = shared.replica
-            pending = len(replica.pending.text) if replica.pending is not None else 0
-            # kept (tombstones included) less the visible characters in the replica
-            remembered = len(replica.text) - (length - pending)
-            failures = replica.failures
+            length = len(shared.view()[0])
+            remembered = shared.replica.text.tombstones
+            failures = shared.replica.failures
         # (priority, text): 0 is kept longest
         parts: list[tuple[int, str]] = []
         if failures:
@@ -268,9 +237,8 @@ class EditScreen:
         if latest:
             parts.append((1, latest))
         keys = "^S save  ^Q quit" if self.file else "^Q quit"
-        return [("", fit_status(parts, self._width(), keys))]
+        return [("", fit_status(parts, self._size()[1], keys))]
 
-    # -- keys -----------------------------------------------------------------------------
     def _keys(self) -> Any:
         keys = KeyBindings()
         shared = self.shared
@@ -280,6 +248,12 @@ class EditScreen:
             lines = self._lines(value)
             line, column = lines.line_and_column(mine)
             shared.move_to(lines.position_of(line + delta, column))
+
+        def to_line_edge(end: bool) -> None:
+            value, mine, _ = shared.view()
+            lines = self._lines(value)
+            line = lines.line_and_column(mine)[0]
+            shared.move_to(lines.line_end(line) if end else lines.starts[line])
 
         @keys.add(Keys.Any)
         def _(event: KeyPressEvent) -> None:
@@ -292,57 +266,17 @@ class EditScreen:
             if text:
                 self._edit(shared.insert, text)
 
-        @keys.add("enter")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.insert, "\n")
-
-        @keys.add("tab")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.insert, "    ")
-
-        @keys.add("backspace")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.backspace)
-
-        @keys.add("delete")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.delete)
-
-        @keys.add("left")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.move_to, shared.position - 1)
-
-        @keys.add("right")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(shared.move_to, shared.position + 1)
-
-        @keys.add("up")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(move_lines, -1)
-
-        @keys.add("down")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(move_lines, 1)
-
-        @keys.add("pageup")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(move_lines, -20)
-
-        @keys.add("pagedown")
-        def _(event: KeyPressEvent) -> None:
-            self._edit(move_lines, 20)
-
-        @keys.add("home")
-        def _(event: KeyPressEvent) -> None:
-            value, mine, _ = shared.view()
-            lines = self._lines(value)
-            self._edit(shared.move_to, lines.starts[lines.line_and_column(mine)[0]])
-
-        @keys.add("end")
-        def _(event: KeyPressEvent) -> None:
-            value, mine, _ = shared.view()
-            lines = self._lines(value)
-            self._edit(shared.move_to, lines.line_end(lines.line_and_column(mine)[0]))
+        # key -> the edit it makes and its arguments
+        edits: dict[str, tuple[Any, ...]] = {
+            "enter": (shared.insert, "\n"), "tab": (shared.insert, "    "),
+            "backspace": (shared.backspace,), "delete": (shared.delete,),
+            "left": (lambda: shared.move_to(shared.position - 1),),
+            "right": (lambda: shared.move_to(shared.position + 1),),
+            "up": (move_lines, -1), "down": (move_lines, 1),
+            "pageup": (move_lines, -20), "pagedown": (move_lines, 20),
+            "home": (to_line_edge, False), "end": (to_line_edge, True)}
+        for key, (action, *args) in edits.items():
+            keys.add(key)(lambda event, action=action, args=args: self._edit(action, *args))
 
         @keys.add("c-s")
         def _(event: KeyPressEvent) -> None:
@@ -359,7 +293,19 @@ class EditScreen:
         @keys.add("c-q")
         @keys.add("c-c")
         def _(event: KeyPressEvent) -> None:
-            self._quit(event)
+            """Leave; without ``--file`` and with some text, ask first (y quits, n stays,
+            s saves to a new file in the current directory and quits)."""
+            with shared.lock:
+                replica = shared.replica
+                empty = replica.text.visible_length() == 0
+                alone = set(replica.members) <= {replica.me}
+            if self.file or empty:
+                event.app.exit()
+                return
+            self.asking = (f"quit without saving? y quit · n stay · s save to "
+                           f"{default_save_path(self.session)}")
+            self.asking_note = ("nobody else has the text" if alone
+                                else "the others keep the text")
 
         asking = Condition(lambda: bool(self.asking))
         answers = KeyBindings()
@@ -391,21 +337,6 @@ class EditScreen:
 
         return merge_key_bindings([ConditionalKeyBindings(keys, ~asking),
                                    ConditionalKeyBindings(answers, asking)])
-
-    def _quit(self, event: KeyPressEvent) -> None:
-        """Leave; without ``--file`` and with some text, ask first (y quits, n stays, s
-        saves to a new file in the current directory and quits)."""
-        with self.shared.lock:
-            replica = self.shared.replica
-            empty = replica.text.visible_length() == 0
-            alone = [m for m in replica.members if m != replica.me] == []
-        if self.file or empty:
-            event.app.exit()
-            return
-        self.asking = (f"quit without saving? y quit · n stay · s save to "
-                       f"{default_save_path(self.session)}")
-        self.asking_note = ("nobody else has the text" if alone
-                            else "the others keep the text")
 
     def _edit(self, action, *args: Any) -> None:
         """Run a key's edit; a refused one (the communicator is closing, the module

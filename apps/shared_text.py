@@ -1,26 +1,9 @@
-"""The shared text behind ``groupcomm edit``: one editor replica behind a lock, wired to a
-communicator.
-
-What an editor does with the text — own edits, coalesced typing, deliveries, cursors,
-collection, snapshots — is :class:`~groupcomm.replicated.EditorReplica`'s (see
-:mod:`groupcomm.replicated.editor`). :class:`SharedText` adds what the terminal needs
-around it:
-
-- a lock: keys arrive on the screen's thread, deliveries on the communicator's;
-- the communicator: own messages go out through it (to oneself when alone: an operation
-  still needs an id and a tag), and with acknowledged delivery each delivered message
-  is acknowledged once applied, under the lock, so a local edit (made under it too) is
-  tagged with exactly what the replica holds;
-- the time: typing is coalesced for ``window`` seconds (0: off); a :class:`RunFlusher`
-  thread sends a pending run when its window has passed, or at once when someone edits
-  where it is typed;
-- ``on_change``, called whenever what :meth:`SharedText.view` shows changed (the screen
-  redraws).
-
-Another member's cursor moves with its edits and, when it only moves, through presence
-messages, which travel through the latest-value jitter buffer
-(:mod:`groupcomm.filters.latest_value`).
-"""
+"""The shared text behind ``groupcomm edit``: one :class:`~groupcomm.replicated.
+EditorReplica` with what the terminal adds around it: a lock (keys arrive on the screen's
+thread, deliveries on the communicator's), the communicator (own messages out; each
+delivery acknowledged once applied, under the lock, so a local edit is tagged with
+exactly what the replica holds), a :class:`RunFlusher` thread that sends a pending run
+of typing when its window has passed, and ``on_change`` for the screen."""
 
 from __future__ import annotations
 
@@ -67,7 +50,6 @@ class SharedText:
         self._flusher: Any = None
         self.communicator: Any = None
 
-    # -- wiring ----------------------------------------------------------------------------
     def attach(self, communicator: Any) -> None:
         """Use ``communicator`` (already joined) for local edits."""
         with self.lock:
@@ -78,9 +60,7 @@ class SharedText:
 
     def _acknowledge(self) -> None:
         """Tell a communicator with acknowledged delivery how many of the messages it
-        handed over the replica took (under the lock: without acknowledged delivery the
-        clock moves before :meth:`on_message` runs, and an edit made in between would be
-        tagged after a delete it has not seen)."""
+        handed over the replica took (under the lock: see the module doc)."""
         communicator = self.communicator
         if communicator is not None and communicator.acknowledged_delivery:
             communicator.acknowledge(self.replica.deliveries)
@@ -90,15 +70,11 @@ class SharedText:
         comm = self.communicator
         if comm is None:
             raise RuntimeError(f"{self.replica.me}: no communicator attached yet")
-        for attempt in (1, 2):
-            destinations = comm.others or [comm.name]
-            try:
-                first = comm.send(destinations, payload)[0]
-                return first.message_id, Tag(first.vc)
-            except CausalityError:
-                if attempt == 2:  # a member joined between the two lines above, twice
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            first = comm.send(comm.others or [comm.name], payload)[0]
+        except CausalityError:  # a member joined between reading others and sending
+            first = comm.send(comm.others or [comm.name], payload)[0]
+        return first.message_id, Tag(first.vc)
 
     def _do(self, action: Callable[..., Any], *args: Any) -> Any:
         """Run a replica method under the lock; tell the screen if the view changed."""
@@ -109,10 +85,9 @@ class SharedText:
                 self.on_change()
             return result
 
-    # -- local edits (screen thread) ----------------------------------------------------
     @property
     def position(self) -> int:
-        """The cursor's position in what :meth:`view` shows (the pending run included)."""
+        """See :meth:`EditorReplica.position`."""
         with self.lock:
             return self.replica.position
 
@@ -133,8 +108,7 @@ class SharedText:
         self._do(self.replica.delete)
 
     def move_to(self, position: int, announce: bool = True) -> None:
-        """Put the cursor at ``position`` (clamped to the text) and tell the others
-        (unless not ``announce``: an edit right after shows them where it is)."""
+        """See :meth:`EditorReplica.move_to`."""
         self._do(self.replica.move_to, position, announce)
 
     def close(self) -> None:
@@ -150,7 +124,6 @@ class SharedText:
             self._flusher = self._make_flusher(self)
         return self._flusher
 
-    # -- deliveries (communicator thread) ---------------------------------------------------
     def on_message(self, message: ReceivedMessage) -> None:
         with self.lock:
             try:
@@ -166,7 +139,6 @@ class SharedText:
                 # send: the flushing thread does)
                 self._flusher_for().due(0.0)
 
-    # -- state transfer -------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self.lock:
             return self.replica.snapshot()
@@ -175,7 +147,6 @@ class SharedText:
         """Continue from another member's snapshot (this member is the newcomer)."""
         self._do(self.replica.install, state)
 
-    # -- session listener ---------------------------------------------------------------
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
@@ -184,7 +155,6 @@ class SharedText:
     def client_left(self, client_name: str, application_name: str) -> None:
         self._do(self.replica.member_left, client_name)
 
-    # -- reading --------------------------------------------------------------------------
     def view(self) -> tuple[str, int, dict[str, int]]:
         """See :meth:`EditorReplica.view`."""
         with self.lock:

@@ -1,23 +1,8 @@
-"""``groupcomm text-bench``: how fast the shared text is, and how much it keeps.
-
-Three measurements:
-
-* **local**: a session of three editors is recorded on the deterministic in-process
-  network (each edit applied at once by its editor, the others' on delivery), then one
-  replica's deliveries are replayed into a fresh text: edits applied per second by the
-  type alone.
-* **metadata**: the same session, with and without collecting causally stable
-  tombstones every ``--collect-every`` edits: bytes of the text's state (pickled) per
-  visible character at the end, and the characters kept (tombstones included) along
-  the way (``--plot`` draws them).
-* **communicator**: three ``groupcomm edit --batch`` processes and a server on
-  127.0.0.1; each makes ``--edits`` random edits as fast as it can; the time until every
-  editor has applied every edit gives edits per second through the whole stack, per
-  module, and whether the copies ended identical.
-
-With ``--trace FILE`` it does something else: it replays a recorded editing session
-into the text and into pycrdt (:mod:`groupcomm.apps.text_trace`).
-"""
+"""``groupcomm text-bench``: how fast the shared text is, and how much it keeps: the type
+alone (a recorded three-editor session replayed into a fresh text), its metadata with
+and without collecting stable tombstones, and edits per second through three
+``groupcomm edit --batch`` processes per module. With ``--trace FILE`` it replays a
+recorded editing session instead (:mod:`groupcomm.apps.text_trace`)."""
 
 from __future__ import annotations
 
@@ -31,14 +16,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
-from groupcomm.apps.text_trace import (
-    TRACE_HELP,
-    print_trace_table,
-    read_trace,
-    replay_trace,
-    why_not_pycrdt,
+from groupcomm.apps.text_trace import TRACE_HELP, run_trace
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    add_output_arguments,
+    checked_module,
+    run_main,
+    setup_logging,
 )
-from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main, setup_logging
 from groupcomm.core.messages import Tag
 from groupcomm.core.registry import get_module
 from groupcomm.replicated import Stability, TextSequence
@@ -166,8 +152,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--no-collect", action="store_true",
                         help="with --trace: never collect causally stable metadata "
                         "(keep every tombstone and tag)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(parser)
     return parser
 
 
@@ -187,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         print(text, file=sys.stderr, flush=True)
 
     if args.trace:
-        return _run_trace(args, say)
+        return run_trace(args, say)
 
     say(f"recording a {args.local_edits}-edit session of three editors, twice...")
     collected = record_session(args.local_edits, args.collect_every)
@@ -232,24 +217,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {args.plot}")
     return 0
-
-
-def _run_trace(args: argparse.Namespace, say: Any) -> int:
-    trace = read_trace(args.trace)
-    skipped = why_not_pycrdt(trace)
-    kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
-    if skipped:
-        say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
-    timeout = args.timeout or 1800.0
-    say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
-    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
-    if args.json:
-        print(json.dumps({"trace": trace.name, "edits": len(trace),
-                          "collect": not args.no_collect, "pycrdt_skipped": skipped,
-                          **results}))
-    else:
-        print_trace_table(trace, results, not args.no_collect, skipped)
-    return 0 if all(r["exact"] for r in results.values()) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

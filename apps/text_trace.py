@@ -1,16 +1,12 @@
-"""``groupcomm text-bench --trace``: a recorded editing session replayed into the text.
-
-The trace (:data:`TRACE_HELP`) is replayed one edit at a time into the text, and into
-pycrdt (Yjs' Rust port) when it is installed, each in a subprocess of its own: CPU time,
-the cost of an edit at the start and at the end, the peak memory (the subprocess'
-maximum resident set size, over what it held before the replay: the same for both;
-tracemalloc would not see pycrdt's Rust allocations), whether each final text is the
-trace's, and for the text the size of its snapshot and the time to build a replica from
-it.
-"""
+"""``groupcomm text-bench --trace``: a recorded editing session (:data:`TRACE_HELP`)
+replayed into the text and into pycrdt, each in a subprocess of its own (BENCHMARKS.md,
+"A real editing trace": what is measured and how). Peak memory is the subprocess' peak
+RSS over what it held before the replay, as tracemalloc would not see pycrdt's Rust
+allocations."""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import gc
 import gzip
@@ -20,9 +16,9 @@ import pickle
 import random
 import resource
 import sys
-import tempfile
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,27 +65,6 @@ class Trace:
                                                self.inserted, strict=True):
             yield position, deleted, text[at:at + inserted]
             at += inserted
-
-    def save(self, folder: Path) -> list[str]:
-        """Write the trace as files a subprocess reads without a parsing peak."""
-        names = [str(folder / f) for f in ("numbers", "text", "ends.json")]
-        with open(names[0], "wb") as out:
-            for numbers in (self.positions, self.deleted, self.inserted):
-                numbers.tofile(out)
-        Path(names[1]).write_text(self.text, encoding="utf-8")
-        Path(names[2]).write_text(json.dumps([self.name, self.start, self.end, len(self)]),
-                                  encoding="utf-8")
-        return names
-
-    @classmethod
-    def load(cls, names: list[str]) -> Trace:
-        name, start, end, count = json.loads(Path(names[2]).read_text(encoding="utf-8"))
-        trace = cls(name, start, end)
-        with open(names[0], "rb") as source:
-            for numbers in (trace.positions, trace.deleted, trace.inserted):
-                numbers.fromfile(source, count)
-        trace.text = Path(names[1]).read_text(encoding="utf-8")
-        return trace
 
 
 def read_trace(path: str) -> Trace:
@@ -141,8 +116,6 @@ class _GroupcommReplay:
     (one author), collecting what causal stability allows every
     :data:`COLLECT_EVERY` operations unless told not to."""
 
-    name = "groupcomm"
-
     def __init__(self, start: str, collect: bool) -> None:
         self.text = TextSequence()
         self.stability = Stability(AUTHOR, [AUTHOR])
@@ -170,8 +143,6 @@ class _GroupcommReplay:
 
 
 class _PycrdtReplay:
-    name = "pycrdt"
-
     def __init__(self, start: str, collect: bool) -> None:
         import pycrdt
 
@@ -227,11 +198,10 @@ def _peak_memory() -> int:
         return peak if sys.platform == "darwin" else peak * 1024
 
 
-def replay_in_child(kind: str, files: list[str], collect: bool, channel: Any) -> None:
-    """A subprocess: replay the trace in ``files`` into ``kind``, sending progress and
-    then the result (or the error) through ``channel``."""
+def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> None:
+    """A subprocess: replay ``trace`` into ``kind``, sending progress and then the
+    result (or the error) through ``channel``."""
     try:
-        trace = Trace.load(files)
         replica = REPLAYS[kind](trace.start, collect)
         window = min(WINDOW, max(1, len(trace) // 4))
         marks: dict[int, float] = {}
@@ -320,41 +290,39 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
     (they do not compete for the CPU)."""
     results: dict[str, dict[str, Any]] = {}
     context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as folder:
-        files = trace.save(Path(folder))
-        for kind in kinds:
-            receiving, sending = context.Pipe(duplex=False)
-            child = context.Process(target=replay_in_child,
-                                    args=(kind, files, collect, sending), daemon=True)
-            child.start()
-            sending.close()
-            try:
-                deadline = time.monotonic() + timeout
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not receiving.poll(left):
-                        raise CliError(f"groupcomm text-bench: the {kind} replay took more "
-                                       f"than {timeout:g} s (--timeout)")
-                    try:
-                        what, content = receiving.recv()
-                    except EOFError:
-                        raise CliError(f"groupcomm text-bench: the {kind} replay ended "
-                                       f"without a result (exit code {child.exitcode})"
-                                       ) from None
-                    if what == "progress":
-                        say(f"{kind}: {content:,} of {len(trace):,} edits")
-                    elif what == "error":
-                        raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
-                                       f"{content}")
-                    else:
-                        results[kind] = content
-                        break
-            finally:
-                child.join(5)
-                if child.is_alive():
-                    child.kill()
-                    child.join()
-                receiving.close()
+    for kind in kinds:
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(target=replay_in_child,
+                                args=(kind, trace, collect, sending), daemon=True)
+        child.start()
+        sending.close()
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not receiving.poll(left):
+                    raise CliError(f"groupcomm text-bench: the {kind} replay took more "
+                                   f"than {timeout:g} s (--timeout)")
+                try:
+                    what, content = receiving.recv()
+                except EOFError:
+                    raise CliError(f"groupcomm text-bench: the {kind} replay ended "
+                                   f"without a result (exit code {child.exitcode})"
+                                   ) from None
+                if what == "progress":
+                    say(f"{kind}: {content:,} of {len(trace):,} edits")
+                elif what == "error":
+                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
+                                   f"{content}")
+                else:
+                    results[kind] = content
+                    break
+        finally:
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+                child.join()
+            receiving.close()
     return results
 
 
@@ -387,24 +355,20 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
         f"{name} " + ("exact" if r["exact"] else
                       f"DIFFERENT from character {r['first_difference']:,}")
         for name, r in results.items()))
-    rows = [
-        ("CPU time (s)", f"{ours['cpu_seconds']:.2f}",
-         *((f"{theirs['cpu_seconds']:.2f}", _ratio(ours["cpu_seconds"],
-                                                   theirs["cpu_seconds"])) if theirs else ())),
-        (f"per edit, first {window:,} (us)", f"{ours['first_us_per_edit']:.1f}",
-         *((f"{theirs['first_us_per_edit']:.1f}",
-            _ratio(ours["first_us_per_edit"], theirs["first_us_per_edit"])) if theirs else ())),
-        (f"per edit, last {window:,} (us)", f"{ours['last_us_per_edit']:.1f}",
-         *((f"{theirs['last_us_per_edit']:.1f}",
-            _ratio(ours["last_us_per_edit"], theirs["last_us_per_edit"])) if theirs else ())),
-        ("last / first", _ratio(ours["last_us_per_edit"], ours["first_us_per_edit"]),
-         *((_ratio(theirs["last_us_per_edit"], theirs["first_us_per_edit"]), "")
-           if theirs else ())),
-        ("peak memory (MB, max RSS)", f"{ours['peak_memory_bytes'] / 1e6:.1f}",
-         *((f"{theirs['peak_memory_bytes'] / 1e6:.1f}",
-            _ratio(ours["peak_memory_bytes"], theirs["peak_memory_bytes"]))
-           if theirs else ())),
-    ]
+    rows = []
+    for label, key, scale, form in (
+            ("CPU time (s)", "cpu_seconds", 1, ".2f"),
+            (f"per edit, first {window:,} (us)", "first_us_per_edit", 1, ".1f"),
+            (f"per edit, last {window:,} (us)", "last_us_per_edit", 1, ".1f"),
+            ("peak memory (MB, max RSS)", "peak_memory_bytes", 1e6, ".1f")):
+        row = [label, format(ours[key] / scale, form)]
+        if theirs:
+            row += [format(theirs[key] / scale, form), _ratio(ours[key], theirs[key])]
+        rows.append(row)
+    growth = ["last / first", _ratio(ours["last_us_per_edit"], ours["first_us_per_edit"])]
+    if theirs:
+        growth += [_ratio(theirs["last_us_per_edit"], theirs["first_us_per_edit"]), ""]
+    rows.insert(3, growth)
     header = ("", "groupcomm", "pycrdt", "ratio") if theirs else ("", "groupcomm")
     widths = [30, 14, 14, 8]
     for row in [header, *rows]:
@@ -419,3 +383,22 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
     print(f"collect at {ours['characters']:,} characters: {ours['collect_after_64_edits_us']}"
           f" us after 64 edits (the editor's rhythm); {ours['collect_everything_ms']} ms "
           f"when every insert of the text is new to it")
+
+
+def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """``groupcomm text-bench --trace FILE``: replay, then the JSON or the table."""
+    trace = read_trace(args.trace)
+    skipped = why_not_pycrdt(trace)
+    kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
+    if skipped:
+        say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
+    timeout = args.timeout or 1800.0
+    say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
+    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
+    if args.json:
+        print(json.dumps({"trace": trace.name, "edits": len(trace),
+                          "collect": not args.no_collect, "pycrdt_skipped": skipped,
+                          **results}))
+    else:
+        print_trace_table(trace, results, not args.no_collect, skipped)
+    return 0 if all(r["exact"] for r in results.values()) else 1

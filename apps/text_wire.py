@@ -1,31 +1,12 @@
-"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor.
-
-Three ``groupcomm edit --batch`` processes and a server on 127.0.0.1; each is a person
-typing words (``typing``: ``--keys`` keystrokes at ``--rate`` a second, now and then a
-Backspace, a Delete or a move) at once, under each ``--causality`` module and each
-``--coalesce`` window. Each editor counts the message frames it puts on the wire and
-their bytes (the communicator's ``frames_sent`` and ``frame_bytes_sent``: everything a
-message costs on its way to the server, signature, header and destinations included);
-the totals over the keystrokes typed give bytes per keystroke. The copies must end
-identical.
-
-The same keystrokes are replayed into three Yjs documents (pycrdt, when installed; a
-random 32-bit client id each, as Yjs picks in JavaScript), typists taking turns and each
-update applied at once by the other two: the bytes of the updates per keystroke, the
-reference the target (at most three times a Yjs update) is measured against. Yjs's cursor
-positions travel separately (its awareness protocol) and are not counted; ours are.
-
-``--screen CHARS`` times what the editor does per key at a text of CHARS characters (in
-this process, no network: a communicator stand-in gives ids and tags): a typed key or a
-cursor move, then one drawing of a 100x40 screen.
-
-``--fields`` also breaks one typical keystroke's frame down part by part
-(:mod:`groupcomm.tools.frame_anatomy`).
-"""
+"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor: three
+``groupcomm edit --batch`` processes typing at once, the same keystrokes as Yjs updates
+(pycrdt) for reference, and with ``--screen`` the time the editor spends per key.
+Setup and figures: BENCHMARKS.md, "Bytes on the wire per keystroke"."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -35,14 +16,20 @@ from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
-from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main, setup_logging
+from groupcomm.cli.args import (
+    ArgumentParser,
+    CliError,
+    add_output_arguments,
+    checked_module,
+    run_main,
+    setup_logging,
+)
 from groupcomm.core.registry import get_module
 from groupcomm.tools.frame_anatomy import keystroke_fields
 from groupcomm.tools.procs import ProcessError
 
 NAMES = ("p1", "p2", "p3")
 SESSION = "wire"
-APPLICATION = "edit"
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
@@ -61,7 +48,8 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
         settled = time.monotonic() - started
         states = editors.states(timeout)
     keystrokes = sum(len(log) for log in logs)
-    counted = all("frame_bytes_sent" in s for s in states)
+    frames = sum(s["frames_sent"] for s in states)
+    wire = sum(s["frame_bytes_sent"] for s in states)
     result: dict[str, Any] = {
         "module": module, "coalesce_ms": window_ms, "keystrokes": keystrokes,
         "operations": sum(s.get("app_sends", 0) for s in states),
@@ -69,14 +57,9 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
         "keystrokes_per_second": round(keystrokes / typed, 1),
         "identical": len({s["text"] for s in states}) == 1,
         "failed_edits": sum(s["failures"] for s in states),
-        "characters": len(states[0]["text"]), "counted": counted}
-    if counted:
-        frames = sum(s["frames_sent"] for s in states)
-        wire = sum(s["frame_bytes_sent"] for s in states)
-        result.update(frames=frames, wire_bytes=wire,
-                      wire_bytes_per_keystroke=round(wire / keystrokes, 1),
-                      bytes_per_frame=round(wire / max(1, frames), 1))
-    result["keys"] = logs
+        "characters": len(states[0]["text"]), "frames": frames, "wire_bytes": wire,
+        "wire_bytes_per_keystroke": round(wire / keystrokes, 1),
+        "bytes_per_frame": round(wire / max(1, frames), 1), "keys": logs}
     say(f"  {module}, coalescing {window_ms:g} ms: {keystrokes} keystrokes in "
         f"{typed:.1f} s, copies {'identical' if result['identical'] else 'DIFFERENT'}")
     return result
@@ -141,22 +124,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
 
     from groupcomm.apps.edit_screen import EditScreen
     from groupcomm.apps.shared_text import SharedText
-    from groupcomm.core.messages import SentMessage
-
-    class Alone:
-        """Stands in for a communicator: each send gets the next id and tag."""
-
-        name = member_id = "me"
-        members, others = ["me", "you"], ["you"]
-        acknowledged_delivery = False
-        sent = 0
-
-        def send(self, dests: list[str], payload: Any) -> list[SentMessage]:
-            self.sent += 1
-            return [SentMessage(application_name=APPLICATION, session_name=SESSION,
-                                user_message=payload, message_id=f"me#{self.sent}",
-                                sender="me", vc=(("me", self.sent),),
-                                destinations=tuple(dests))]
+    from groupcomm.core.messages import Tag
 
     rng = random.Random(1)
     words = "the of and a to in is that for it as was with be by on not he this".split()
@@ -165,7 +133,15 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
         lines.append(" ".join(rng.choice(words) for _ in range(12))[:79])
         total += len(lines[-1]) + 1
     shared = SharedText("me", window=window)
-    shared.attach(Alone())
+    sends = itertools.count(1)
+
+    def send(payload: Any) -> tuple[str, Tag]:
+        """Instead of a communicator's: each send gets the next id and tag."""
+        sent = next(sends)
+        return f"me#{sent}", Tag({"me": sent})
+
+    shared.replica.send = send
+    shared.replica.joined("me", ["me", "you"])
     shared.insert("\n".join(lines)[:chars])
     shared.move_to(chars // 2)
     typed: list[float] = []
@@ -223,8 +199,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--screen", type=int, metavar="CHARS",
                         help="also time a key and a move, screen drawn, at CHARS characters")
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(parser)
     return parser
 
 
@@ -270,18 +245,13 @@ def _run(args: argparse.Namespace) -> int:
         line = (f"{run['module']}, coalescing {run['coalesce_ms']:g} ms: "
                 f"{run['keystrokes']} keystrokes, {run['operations']} messages, "
                 f"{run['keystrokes_per_second']} keystrokes/s, copies "
-                f"{'identical' if run['identical'] else 'DIFFERENT'}")
-        if run["counted"]:
-            line += (f"; {run['wire_bytes_per_keystroke']} B/keystroke on the wire "
-                     f"({run['frames']} frames of {run['bytes_per_frame']} B on average)")
-        else:
-            line += "; bytes not counted (the communicator has no frame_bytes_sent)"
+                f"{'identical' if run['identical'] else 'DIFFERENT'}; "
+                f"{run['wire_bytes_per_keystroke']} B/keystroke on the wire "
+                f"({run['frames']} frames of {run['bytes_per_frame']} B on average)")
         yjs = run["yjs"]
         if yjs:
-            line += f"; Yjs {yjs['bytes_per_keystroke']} B/keystroke"
-            if run["counted"]:
-                ratio = run["wire_bytes_per_keystroke"] / max(yjs["bytes_per_keystroke"], 0.1)
-                line += f" (ours / Yjs {ratio:.2f})"
+            ratio = run["wire_bytes_per_keystroke"] / max(yjs["bytes_per_keystroke"], 0.1)
+            line += f"; Yjs {yjs['bytes_per_keystroke']} B/keystroke (ours / Yjs {ratio:.2f})"
         print(line)
     if not any(run["yjs"] for run in runs):
         print("Yjs not measured: pycrdt is not installed")

@@ -21,7 +21,6 @@ class BlockList:
         #: Fenwick tree over the blocks' visible counts (1-based)
         self.tree: list[int] = [0, 0]
 
-    # -- changes -----------------------------------------------------------------------
     def place(self, run: Run, block: Block, i: int) -> None:
         """Put a new run at ``i`` in ``block`` (its characters are visible)."""
         run.block = block
@@ -31,12 +30,6 @@ class BlockList:
         self.add(block.index, n)
         if len(block.runs) > BLOCK_LIMIT:
             self.split_block(block)
-
-    def insert_after(self, run: Run, right: Run) -> None:
-        """Put ``right`` (a piece cut from ``run``) right after it, in its block (which
-        may grow past its limit: see :meth:`split_if_full`)."""
-        runs = run.block.runs
-        runs.insert(runs.index(run) + 1, right)
 
     def hidden(self, run: Run) -> None:
         """``run``'s characters were just deleted: they no longer count as visible."""
@@ -122,20 +115,15 @@ class BlockList:
             tree[i] += delta
             i += i & -i
 
-    # -- reading -----------------------------------------------------------------------
-    def visible_before(self, index: int) -> int:
-        """Visible characters in the blocks before block ``index``."""
-        tree = self.tree
-        total, i = 0, index
-        while i > 0:
-            total += tree[i]
-            i -= i & -i
-        return total
-
     def position_of(self, run: Run) -> int:
-        """Visible characters before ``run``."""
+        """Visible characters before ``run``: those of the blocks before its block
+        (summed from the Fenwick tree), then those before it in its block."""
         block = run.block
-        before = self.visible_before(block.index)
+        tree = self.tree
+        before, i = 0, block.index
+        while i > 0:
+            before += tree[i]
+            i -= i & -i
         for other in block.runs:
             if other is run:
                 break

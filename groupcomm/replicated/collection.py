@@ -1,16 +1,6 @@
-"""What causal stability lets the shared text forget (see :meth:`TextSequence.collect`).
-
-Once an insert is stable (every member has delivered it), every operation still to come
-happened after it: a later insert at the same place has a larger timestamp anyway, so
-the character's timestamp and tag are replaced by :data:`~groupcomm.replicated.runs.STABLE`,
-which stops the placement scan just as the real one would. A tombstone whose delete is
-stable is never named again; it goes when the character after it is stable too (or it
-is the last): the scan stopped at it and now stops at that character, one place later
-among tombstones only, so every insert still lands between the same visible characters.
-
-It scans the inserts not yet stable and the tombstones, not the text: its cost is linear
-in what the replica keeps for concurrency, whatever the text's size.
-"""
+"""What causal stability lets the shared text forget (see :meth:`TextSequence.collect`
+and docs/replicated.md, "Causal stability and what the text forgets"). It scans the
+inserts not yet stable and the tombstones, not the text."""
 
 from __future__ import annotations
 
@@ -50,7 +40,20 @@ def collect_stable(unstable: dict[str, Tag], tombs: set[Run], ids: IdIndex,
     # from the end of the text backwards, as each decision reads the character kept
     # after the tombstone, and that may be a tombstone dropped just before
     candidates.sort(key=lambda r: (r.block.index, r.block.runs.index(r)), reverse=True)
-    first_after = _FirstAfter(blocks.blocks)
+    in_blocks = blocks.blocks
+    skip: dict[int, int] = {}  # block index -> a later block index
+
+    def first_after(b: int) -> Run | None:
+        """The first run from block ``b`` on, past blocks emptied on the way (path
+        compressed: a long deleted stretch is walked once, not once per tombstone)."""
+        path = []
+        while b < len(in_blocks) and (b in skip or not in_blocks[b].runs):
+            path.append(b)
+            b = skip.get(b, b + 1)
+        for passed in path:
+            skip[passed] = b
+        return in_blocks[b].runs[0] if b < len(in_blocks) else None
+
     touched = set()
     dropped = 0
     for run in candidates:
@@ -74,22 +77,3 @@ def collect_stable(unstable: dict[str, Tag], tombs: set[Run], ids: IdIndex,
     blocks.thin(touched)
     return dropped
 
-
-class _FirstAfter:
-    """The first run in the blocks from a block index on, past blocks emptied on the way
-    (path compressed: a long deleted stretch is walked once, not once per tombstone)."""
-
-    def __init__(self, blocks: list[Block]) -> None:
-        self.blocks = blocks
-        #: block index -> a later block index
-        self.skip: dict[int, int] = {}
-
-    def __call__(self, b: int) -> Run | None:
-        blocks, skip = self.blocks, self.skip
-        path = []
-        while b < len(blocks) and (b in skip or not blocks[b].runs):
-            path.append(b)
-            b = skip.get(b, b + 1)
-        for passed in path:
-            skip[passed] = b
-        return blocks[b].runs[0] if b < len(blocks) else None

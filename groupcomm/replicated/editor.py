@@ -1,35 +1,8 @@
-"""One member's editor of the shared text: what every editor does on top of a
-:class:`~groupcomm.replicated.TextSequence`, with no I/O.
-
-The terminal editor (:mod:`groupcomm.apps.shared_text`), the web gateway's mirror of
-each browser tab (:mod:`groupcomm.web.mirrors`) and the tab itself (the same class in
-JavaScript, ``groupcomm/web/static/editor.js``, method for method; its header says what
-the browser adds: own operations under provisional ids, confirmed when the gateway
-answers) all keep an :class:`EditorReplica`:
-
-- **own edits**: typing, pasting, Backspace and Delete at the cursor, and cursor moves.
-  Each becomes an operation, goes to ``send`` (given by the host: it broadcasts the
-  payload and returns the message id and tag of the send) and is applied at once with
-  them (:meth:`EditorReplica.sent`). An own operation is applied at the source, not
-  through a copy sent to oneself: ``mfss`` would deliver that copy in its output
-  buffer's order, possibly after a message that depends on it.
-- **coalesced typing** (``coalesce``): consecutive single characters typed right after
-  each other wait in a :class:`PendingRun`, shown by :meth:`EditorReplica.view` in
-  place, and become one insert when the run is flushed: the host flushes it when its
-  window has passed (:meth:`EditorReplica.insert` says when a run starts) or early when
-  a delivered edit lands at its place (:meth:`EditorReplica.delivered` says so); the
-  replica flushes it itself before anything that is not a continuation. Backspace right
-  after typing takes characters back from the run: they never travel.
-- **delivered messages**: text operations applied with their tags (a failure is counted
-  and said precisely: a module without causal order), and presence messages
-  (``("cursor", anchor)``) that move another member's cursor.
-- **cursors** are anchors, the id of the character a cursor follows, so they stay put
-  while others edit before them; another member's cursor follows its edits.
-- **collection**: every :data:`COLLECT_EVERY` applied operations, causally stable
-  tombstones go (:meth:`TextSequence.collect`), anchors moved off them first.
-- **snapshot and install**: the one state format terminals, the gateway and browsers
-  exchange, ``{"items": TextSequence.state(), "cursors": {member: anchor}}``.
-"""
+"""One member's editor of the shared text, with no I/O: own edits (typing coalesced
+into pending runs), deliveries, cursors as anchors, collection and snapshots. The
+terminal editor, the web gateway's mirrors and, in JavaScript
+(``groupcomm/web/static/editor.js``), the browser tab each keep one; docs/replicated.md
+("The editor") says what it does."""
 
 from __future__ import annotations
 
@@ -76,11 +49,6 @@ def presence_slot(payload: Any) -> str | None:
     return "cursor" if is_presence(payload) else None
 
 
-def last_id(op_id: str, length: int) -> str:
-    """The id of the last character of a run of ``length`` inserted by ``op_id``."""
-    return op_id if length == 1 else f"{op_id}+{length - 1}"
-
-
 def touches(op: Any, anchor: str | None) -> bool:
     """Whether a text operation edits at ``anchor``: an insert after it, or a delete
     of it."""
@@ -99,8 +67,8 @@ class PendingRun:
 
 
 class EditorReplica:
-    """One member's text, its cursor, the others' cursors and the members (see the
-    module doc). Not thread-safe: a host with several threads holds a lock around it."""
+    """One member's text, its cursor, the others' cursors and the members. Not
+    thread-safe: a host with several threads holds a lock around it."""
 
     def __init__(self, me: str, send: Send | None = None, *, members: Iterable[str] = (),
                  coalesce: bool = False, collect: bool = True) -> None:
@@ -187,11 +155,9 @@ class EditorReplica:
         pending, self.pending = self.pending, None
         if pending is None:
             return
-        # the run goes after the visible character before its place: the character it
-        # was typed after may have been deleted by an edit applied since, which this
-        # send's tag covers, and a member that then collected the tombstone (causally
-        # stable: everyone, this member included, has applied the delete) could not
-        # place the run
+        # after the visible character before its place: the character it was typed
+        # after may have been deleted since (this send's tag covers the delete), and a
+        # member that collected that tombstone could not place the run
         after = self.text.anchor(self.place(pending.after))
         try:
             self._own(("insert", after, pending.text))
@@ -302,7 +268,8 @@ class EditorReplica:
         """Where an edit leaves its maker's cursor: after an insert's last character,
         at a delete's place."""
         if op[0] == "insert":
-            return last_id(op_id, len(op[2]))
+            length = len(op[2])
+            return op_id if length == 1 else f"{op_id}+{length - 1}"
         first = op[1] if isinstance(op[1], str) else op[1][0]
         return self.text.anchor(self.place(first))
 

@@ -1,13 +1,7 @@
-"""How the shared text finds a character by its id, and how stable typing becomes chains.
-
-An id finds its run through a dict from insert id to that insert's runs (one, or a list
-sorted by offset), so nothing is re-indexed when text moves. Typing makes one insert
-per keystroke, each with the next message id of its author (``p1#7``, ``p1#8``, ...);
-once such inserts are causally stable, neighbours whose ids count up are merged into one
-*chain* run (as Yjs squashes the items of one client with consecutive clocks), found
-through a dict from id prefix to its chains sorted by first number. A chain grows to at
-most :data:`CHAIN_LIMIT` characters, so merging one more copies little.
-"""
+"""How the shared text finds a character by its id (a dict from insert id to that
+insert's runs, so nothing is re-indexed when text moves), and how causally stable typing
+(ids counting up: ``p1#7``, ``p1#8``, ...) becomes *chain* runs, as Yjs squashes one
+client's consecutive items."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from typing import Any
 
 from groupcomm.replicated.blocks import BlockList
 from groupcomm.replicated.runs import Block, Run, numbered, split_id, start_of
+from groupcomm.replicated.text_state import not_a_state
 
 #: the most characters a chain grows to by merging (a merge copies its characters)
 CHAIN_LIMIT = 512
@@ -80,7 +75,6 @@ class IdIndex:
             at += 1
         return found
 
-    # -- changes -----------------------------------------------------------------------
     def add_piece(self, run: Run, right: Run) -> None:
         """``right`` was cut from ``run``."""
         if run.chain:
@@ -116,7 +110,6 @@ class IdIndex:
         if not chains:
             del self.chains[run.op]
 
-    # -- chains ------------------------------------------------------------------------
     def chainable(self, run: Run) -> tuple[str, int] | None:
         """``run``'s id as ``(prefix, number)`` if it can join a chain: a whole, stable,
         visible single-character insert whose id ends in a number."""
@@ -156,7 +149,6 @@ class IdIndex:
             touched.add(after.block)
             self.unchain(after)
 
-    # -- loading -----------------------------------------------------------------------
     def load(self, runs: list[Run]) -> list[Run]:
         """Index ``runs`` (document order, from a state) and merge neighbouring
         chainable inserts and chains; returns the runs left. ``ValueError`` when a
@@ -177,21 +169,19 @@ class IdIndex:
                 entry.sort(key=start_of)
                 for before, after in zip(entry, entry[1:], strict=False):
                     if before.start + len(before.text) > after.start:
-                        raise ValueError(f"not the state of a TextSequence: characters "
-                                         f"of {op} appear twice (offset {after.start})")
+                        raise not_a_state(f"characters of {op} appear twice (offset "
+                                          f"{after.start})")
                     if (before.tag is None) != (after.tag is None):
-                        raise ValueError(f"not the state of a TextSequence: runs of {op} "
-                                         f"disagree on whether it is stable")
+                        raise not_a_state(f"runs of {op} disagree on whether it is stable")
         kept = self._chain_all(runs)
         for prefix, chains in self.chains.items():
             chains.sort(key=start_of)
             for before, after in zip(chains, chains[1:], strict=False):
                 if before.start + len(before.text) > after.start:
-                    raise ValueError(f"not the state of a TextSequence: {prefix}"
-                                     f"{after.start} appears twice")
+                    raise not_a_state(f"{prefix}{after.start} appears twice")
         for op in ops:
             if self.in_chain(op) is not None:
-                raise ValueError(f"not the state of a TextSequence: {op} appears twice")
+                raise not_a_state(f"{op} appears twice")
         return kept
 
     def _chain_all(self, runs: list[Run]) -> list[Run]:

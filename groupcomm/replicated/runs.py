@@ -55,6 +55,16 @@ class Block:
         self.index = index
 
 
+def op_kind(op: Any, kinds: tuple[str, ...], arity: int) -> str:
+    """The kind of ``op`` (its first element), or ``ValueError`` if ``op`` is not a tuple
+    of ``arity`` elements whose kind is one of ``kinds`` (every replicated type checks
+    an operation so before its effect)."""
+    if not isinstance(op, tuple) or len(op) != arity or op[0] not in kinds:
+        raise ValueError(f"not an operation of this type: {op!r} (expected one of "
+                         f"{', '.join(kinds)} with {arity - 1} argument(s))")
+    return op[0]
+
+
 def check_int(value: Any, what: str) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValueError(f"{what} is an integer, got {value!r:.40}")

@@ -1,28 +1,17 @@
-"""Causal stability: which operations every current member has delivered.
-
-A message's tag is its sender's application clock at the send, so it says which
-operations the sender had delivered by then. This replica keeps, per member, the merge
-of the tags of that member's operations it delivered (and its own clock for itself). An
-operation is *stable* when every current member's entry covers its tag: everyone has
-delivered it, and (causal delivery) nothing concurrent with it is still on its way
-here. The types use it to drop what they keep only for concurrent operations
-(:meth:`TextSequence.collect` drops tombstones). A member that never sends keeps
-everything unstable; a member that leaves stops counting.
-"""
+"""Causal stability: which operations every current member has delivered, learnt from
+the tags of their operations (docs/replicated.md, "Causal stability")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from groupcomm.core.messages import Tag
 
 
-def _covers(seen: Mapping[str, int], clock: Mapping[str, int]) -> bool:
-    return all(seen.get(k, 0) >= v for k, v in clock.items())
-
-
 class Stability:
-    """What each member is known to have delivered, from the tags of its operations."""
+    """What each member is known to have delivered: per member, the merge of the tags
+    of its operations delivered here (this member's own clock for itself). A tag is
+    stable when every current member's entry covers it."""
 
     def __init__(self, me: str, members: Iterable[str]) -> None:
         self.me = me
@@ -47,4 +36,8 @@ class Stability:
 
     def is_stable(self, tag: Tag) -> bool:
         clock = tag.clock
-        return all(_covers(self._seen.get(m, {}), clock) for m in self.members)
+        for member in self.members:
+            seen = self._seen.get(member, {})
+            if any(seen.get(k, 0) < v for k, v in clock.items()):
+                return False
+        return True

@@ -1,24 +1,8 @@
 """The shared text: an RGA sequence kept as runs in blocks, so an edit costs O(log n + B).
 
-The rules are those of RGA (Roh et al. 2011) as :class:`TextSequence` documents them;
-the modules next to this one keep the text. The characters of one insert share its id,
-timestamp and tag, so they are kept together as a *run* (:class:`~groupcomm.replicated.
-runs.Run`: the insert's id, the offset of the run's first character in it, the
-characters, the timestamp's sum, the insert's tag and the delete's tag); a run is split
-where an insert lands inside it or a delete covers only part of it, so every character
-of a run is in the same state. Runs sit in document order in blocks with a Fenwick tree
-over their visible counts (:mod:`~groupcomm.replicated.blocks`); an id finds its run
-through a dict from insert id to that insert's runs, and causally stable typing is
-merged into chains (:mod:`~groupcomm.replicated.ids`). This is the shape of Yjs' item
-lists with their search markers and of diamond-types' ranges of ids, fitted to Python:
-few objects per edit, list operations that run in C within a block. A typed document is
-then a few thousand runs rather than one per character, in memory and in
-:meth:`TextSequence.state` (:mod:`~groupcomm.replicated.text_state`).
-
-Causal stability is collected incrementally (:mod:`~groupcomm.replicated.collection`):
-the inserts not yet stable and the tombstones are kept apart, so
-:meth:`TextSequence.collect` scans those, not the text.
-"""
+The runs, their blocks, the id lookup and chains, the state's rows and causal-stability
+collection each have a module next to this one; docs/replicated.md ("How the text is
+stored") says how they fit."""
 
 from __future__ import annotations
 
@@ -30,8 +14,7 @@ from groupcomm.core.messages import Tag
 from groupcomm.replicated.blocks import BlockList
 from groupcomm.replicated.collection import collect_stable
 from groupcomm.replicated.ids import IdIndex
-from groupcomm.replicated.ops import op_kind
-from groupcomm.replicated.runs import STABLE, Block, Run, check_int
+from groupcomm.replicated.runs import STABLE, Run, check_int, op_kind
 from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.text_state import RunRow, read_state, state_of
 
@@ -39,27 +22,14 @@ __all__ = ["STABLE", "TextSequence"]
 
 
 class TextSequence:
-    """An op-based sequence of characters (RGA, Roh et al. 2011), for shared text.
+    """An op-based sequence of characters (RGA, Roh et al. 2011), for shared text; its
+    rules are in docs/replicated.md ("The types and their rules").
 
-    Every inserted character is identified by the id of the message that inserted it
-    (``message.app_message_id``; the k-th character of a run typed or pasted at once is
-    ``id+k``) and ordered by a timestamp taken from its tag: the sum of the tag's clock
-    (larger for a send that happened after another), ties broken by the id. An insert
-    names the character it goes after (``None``: the start); among inserts after the
-    same character the one with the larger timestamp comes first, so concurrent inserts
-    at one place end in the same order everywhere. The characters of one run follow
-    each other: nothing can have been inserted after one of them before the run itself
-    was delivered. A delete hides characters and keeps them as tombstones, so inserts
-    that refer to them still find their place; an insert concurrent with a delete of its
-    left neighbour survives. Causal delivery guarantees that the characters an operation
-    names have been delivered first; without it an operation can name one that is not
-    here yet, and :meth:`effect` raises ``ValueError`` (the operation fails, nothing
-    changes).
-
-    Operations on the wire: ``("insert", after_id_or_None, text)`` and
-    ``("delete", id)`` or ``("delete", (id, id, ...))``. Finding a position, applying
-    an edit and reading a cursor cost O(log n) plus a scan of one block (see the
-    module doc), not O(n).
+    A character is named by the id of the message that inserted it (the k-th of a run
+    inserted at once: ``id+k``). Operations on the wire: ``("insert", after_id_or_None,
+    text)`` and ``("delete", id)`` or ``("delete", (id, id, ...))``. Without causal
+    delivery an operation can name a character not here yet: :meth:`effect` then raises
+    ``ValueError`` and changes nothing.
     """
 
     def __init__(self) -> None:
@@ -137,13 +107,10 @@ class TextSequence:
             run, k = found
             block = run.block
             i = block.runs.index(run) + 1
-            if k < len(run.text) - 1:
-                # the rest of ``after``'s run follows it unless its timestamp is larger
-                # (then it is skipped like any later sibling)
-                if run.tag is None or (run.sum, run.op) < stamp:
-                    self._split(run, k + 1)
-                    self._place(Run(op_id, 0, text, total, tag, None, block), block, i, tag)
-                    return
+            # the rest of ``after``'s run follows it unless its timestamp is larger
+            # (then it is skipped like any later sibling)
+            if k < len(run.text) - 1 and (run.tag is None or (run.sum, run.op) < stamp):
+                self._split(run, k + 1)
         # skip the runs inserted after the same character with a larger timestamp (and
         # what follows them), as RGA does; a stable run's timestamp is the smallest
         while True:
@@ -157,16 +124,12 @@ class TextSequence:
             if i < count or block.index + 1 == len(blocks):
                 break
             block, i = blocks[block.index + 1], 0
-        self._place(Run(op_id, 0, text, total, tag, None, block), block, i, tag)
-
-    def _place(self, run: Run, block: Block, i: int, tag: Tag) -> None:
-        """Put a new insert's run, made with ``tag``, at ``i`` in ``block``."""
+        run = Run(op_id, 0, text, total, tag, None, block)
         self._blocks.place(run, block, i)
-        n = len(run.text)
-        self._visible += n
-        self._total += n
-        self._ids.ops[run.op] = run
-        self._unstable[run.op] = tag
+        self._visible += len(text)
+        self._total += len(text)
+        ids.ops[op_id] = run
+        self._unstable[op_id] = tag
 
     def _delete(self, target: Any, tag: Tag) -> None:
         ids = (target,) if isinstance(target, str) else target
@@ -215,7 +178,8 @@ class TextSequence:
         right = Run(run.op, run.start + k, run.text[k:], run.sum, run.tag, run.deleted,
                     run.block, run.chain)
         run.text = run.text[:k]
-        self._blocks.insert_after(run, right)
+        runs = run.block.runs
+        runs.insert(runs.index(run) + 1, right)
         self._ids.add_piece(run, right)
         if right.deleted is not None:
             self._tombs.add(right)
@@ -312,13 +276,7 @@ class TextSequence:
     # -- state transfer --------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """Everything a newcomer needs to continue from this replica, as plain data
-        (msgpack, JSON or pickle can carry it): ``{"version": 1, "runs": [[insert id,
-        offset, characters, insert clock or None, delete clock or None], ...]}`` in
-        document order, one row per run (an insert clock of ``None``: the insert is
-        stable). A chain (what typing leaves once stable) is one row of six, ``[id of
-        its first character, 0, characters, None, delete clock or None, number of
-        characters]``: its characters' ids count up from the first (``p1#7``, ``p1#8``,
-        ...)."""
+        (msgpack, JSON or pickle carry it; the rows: docs/replicated.md)."""
         return state_of(self._blocks.runs())
 
     @classmethod

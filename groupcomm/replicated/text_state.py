@@ -30,17 +30,20 @@ def state_of(runs: Iterable[Run]) -> dict[str, Any]:
     return {"version": STATE_VERSION, "runs": rows}
 
 
+def not_a_state(what: str) -> ValueError:
+    """The error for a state that is not one :meth:`TextSequence.state` writes."""
+    return ValueError(f"not the state of a TextSequence: {what}")
+
+
 def read_state(state: Any) -> list[RunRow]:
     """The runs of a state, checked; ``ValueError`` naming the run and what is wrong."""
     if not isinstance(state, dict) or set(state) != {"version", "runs"}:
-        raise ValueError("not the state of a TextSequence: expected a dict with "
-                         "'version' and 'runs'")
+        raise not_a_state("expected a dict with 'version' and 'runs'")
     if state["version"] != STATE_VERSION:
-        raise ValueError(f"not the state of a TextSequence: version "
-                         f"{state['version']!r}, this replica reads {STATE_VERSION}")
+        raise not_a_state(f"version {state['version']!r}, this replica reads {STATE_VERSION}")
     rows = state["runs"]
     if not isinstance(rows, (list, tuple)):  # msgpack may decode arrays as tuples
-        raise ValueError("not the state of a TextSequence: 'runs' is not a list")
+        raise not_a_state("'runs' is not a list")
     tags: dict[tuple, Tag] = {}
 
     def tag_of(clock: Any, row: int, what: str) -> Tag | None:
@@ -49,8 +52,7 @@ def read_state(state: Any) -> list[RunRow]:
         if not isinstance(clock, dict) or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
                 for k, v in clock.items()):
-            raise ValueError(f"not the state of a TextSequence: run {row}: the "
-                             f"{what} clock is not a dict of member -> count")
+            raise not_a_state(f"run {row}: the {what} clock is not a dict of member -> count")
         key = tuple(sorted(clock.items()))
         if key not in tags:  # runs split from one operation share its tag
             tags[key] = Tag(clock)
@@ -59,18 +61,14 @@ def read_state(state: Any) -> list[RunRow]:
     runs: list[RunRow] = []
     for number, row in enumerate(rows):
         if not isinstance(row, (list, tuple)) or len(row) not in (5, 6):
-            raise ValueError(f"not the state of a TextSequence: run {number} is not "
-                             f"a list of 5 fields (6 for a chain)")
+            raise not_a_state(f"run {number} is not a list of 5 fields (6 for a chain)")
         op, start, chars, inserted, deleted = row[:5]
         if not isinstance(op, str) or not op:
-            raise ValueError(f"not the state of a TextSequence: run {number}: the "
-                             f"insert id is not a non-empty string")
+            raise not_a_state(f"run {number}: the insert id is not a non-empty string")
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise ValueError(f"not the state of a TextSequence: run {number}: the "
-                             f"offset is not an integer >= 0")
+            raise not_a_state(f"run {number}: the offset is not an integer >= 0")
         if not isinstance(chars, str) or not chars:
-            raise ValueError(f"not the state of a TextSequence: run {number}: no "
-                             f"characters")
+            raise not_a_state(f"run {number}: no characters")
         insert_tag = tag_of(inserted, number, "insert")
         delete_tag = tag_of(deleted, number, "delete")
         if len(row) == 5:
@@ -78,8 +76,7 @@ def read_state(state: Any) -> list[RunRow]:
             continue
         first = numbered(op)
         if row[5] != len(chars) or start != 0 or insert_tag is not None or first is None:
-            raise ValueError(f"not the state of a TextSequence: run {number}: a chain "
-                             f"is [first id ending in a number, 0, characters, None, "
-                             f"delete clock or None, number of characters]")
+            raise not_a_state(f"run {number}: a chain is [first id ending in a number, 0, "
+                              f"characters, None, delete clock or None, number of characters]")
         runs.append((first[0], first[1], chars, None, delete_tag, True))
     return runs

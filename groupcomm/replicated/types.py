@@ -1,12 +1,7 @@
-"""The counter, the add-wins set, the multi-value register and the text sequence (see
-the package doc; the text sequence lives in :mod:`groupcomm.replicated.text`).
-
-Each type has ``prepare_*`` methods that return the operation to broadcast (plain data:
-a tuple of a kind and arguments) and :meth:`effect`, which applies a delivered operation
-with its tag and the id of the message that carried it (``app_message_id``; only the
-sequence needs it). An operation of the wrong shape raises ``ValueError`` and changes
-nothing.
-"""
+"""The counter, the add-wins set and the multi-value register (the text sequence is
+:mod:`groupcomm.replicated.text`). ``prepare_*`` returns the operation to broadcast (a
+tuple of a kind and arguments); :meth:`effect` applies a delivered one with its tag and
+message id (only the text needs the id); one of the wrong shape raises ``ValueError``."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from groupcomm.core.messages import Tag
-from groupcomm.replicated.ops import op_kind
+from groupcomm.replicated.runs import op_kind
 from groupcomm.replicated.text import STABLE, TextSequence
 
 __all__ = ["STABLE", "AddWinsSet", "Counter", "MultiValueRegister", "TextSequence"]

@@ -1,15 +1,6 @@
-"""Who may use the gateway: a users file of names and hashed login tokens.
-
-The gateway never sees a password and never shows the session key: each person gets a
-random token in a login link (``groupcomm web user add``); the file keeps only its
-scrypt hash and salt, so a copy of the file does not let anyone log in. A tab presents
-the name and the token in its first WebSocket message; :meth:`Users.verify` hashes the
-token again and compares in constant time, and the tab can then only be that member.
-
-The file is JSON, readable by its owner only::
-
-    {"users": {"ann": {"salt": "…hex…", "hash": "…hex…"}}}
-"""
+"""Who may use the gateway: a users file (JSON, readable by its owner only) of names and
+the scrypt hashes of their login tokens, so that a copy of the file lets nobody log in;
+the gateway never sees a password nor shows the session key (docs/web.md, "Security")."""
 
 from __future__ import annotations
 
@@ -68,9 +59,6 @@ class Users:
             return users
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise UsersError(f"cannot read the users file {self.path}: {error}") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._users
 
     @property
     def names(self) -> list[str]:

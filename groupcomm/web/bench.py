@@ -1,14 +1,9 @@
 """``groupcomm web bench``: how long a keystroke takes to reach another person's screen.
 
-Everything runs on this machine through one session server: a gateway with two
-headless Chromium tabs of the editor (browser to browser: a character typed in one tab,
-until the other tab has applied and drawn it), two terminal editors (``groupcomm edit
---batch``, terminal to terminal: a ``type`` command, until the other prints that it
-applied the edit), and, for the gateway's capacity, tabs played by WebSocket clients
-that each type at a steady rate while a probe measures the latency between two of them,
-more tabs each step, until the latency has doubled. Latencies are wall-clock times on
-one machine (both ends read the same clock), reported as p50 and p99 in milliseconds.
-"""
+Browser to browser (two headless Chromium tabs of one gateway), terminal to terminal
+(two ``groupcomm edit --batch``), and how many typing tabs one gateway holds until the
+latency between two of them doubles; wall-clock times on one machine, p50 and p99 in
+milliseconds (BENCHMARKS.md, "Web gateway")."""
 
 from __future__ import annotations
 
@@ -18,15 +13,12 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from groupcomm.apps.batch_editors import EditorProcess
+from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.cli.args import ArgumentParser, CliError
-from groupcomm.tools.procs import LineProcess, ServerProcess
-from groupcomm.transport.keys import write_new_key
+from groupcomm.tools.procs import LineProcess
 from groupcomm.web.auth import Users, login_link
 
 
@@ -55,39 +47,37 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "p99_ms": round(p99, 2)}
 
 
-class Setup:
-    """A key, a server and a gateway with users, in a temporary directory."""
+class Setup(EditorSession):
+    """A session server and a gateway with ``users``, in a folder of their own; a
+    context manager that ends them."""
 
-    def __init__(self, workdir: Path, causality: str, users: list[str]) -> None:
-        self.workdir = workdir
-        self.key_file = workdir / "session.key"
-        write_new_key(self.key_file)
-        self.server = ServerProcess(self.key_file)
-        self.causality = causality
-        users_file = workdir / "users.json"
-        store = Users(users_file)
-        self.tokens = {name: store.add(name) for name in users}
-        self.gateway = LineProcess("gateway", [
-            sys.executable, "-m", "groupcomm.web.cli", "--session", "bench",
-            "--server", self.server.address, "--key-file", str(self.key_file),
-            "--users", str(users_file), "--http", "127.0.0.1:0", "--causality", causality])
-        line = self.gateway.wait_line(lambda x: x.startswith("listening on "),
-                                      what="the gateway")
+    def __init__(self, causality: str, users: list[str]) -> None:
+        super().__init__((), causality)
+        try:
+            users_file = self.folder / "users.json"
+            store = Users(users_file)
+            self.tokens = {name: store.add(name) for name in users}
+            self.gateway = LineProcess("gateway", [
+                sys.executable, "-m", "groupcomm.web.cli", "--session", "bench",
+                "--server", self.server.address, "--key-file", str(self.key_file),
+                "--users", str(users_file), "--http", "127.0.0.1:0", "--causality",
+                causality])
+            line = self.gateway.wait_line(lambda x: x.startswith("listening on "),
+                                          what="the gateway")
+        except BaseException:
+            super().close()
+            raise
         self.url = line.split()[2]
-
-    def editor(self, name: str, session: str) -> EditorProcess:
-        return EditorProcess(name, session, self.server.address, self.key_file,
-                             self.causality, "--coalesce", "0")
 
     def close(self) -> None:
         self.gateway.terminate()
-        self.server.terminate()
+        super().close()
 
 
 def terminal_latency(setup: Setup, keys: int, interval: float) -> list[float]:
     """``type`` at one terminal editor until the other says it applied it."""
-    writer = setup.editor("tw", "bench-terminal")
-    reader = setup.editor("tr", "bench-terminal")
+    writer = setup.editor("tw", "bench-terminal", "--coalesce", "0")
+    reader = setup.editor("tr", "bench-terminal", "--coalesce", "0")
     try:
         writer.wait_members(2)
         samples = []
@@ -264,20 +254,16 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"causality": args.causality, "keys": args.keys,
                               "interval_ms": args.interval}
     users = ["bw", "br", *[f"t{k}" for k in range(args.max_tabs)]]
-    with tempfile.TemporaryDirectory(prefix="groupcomm-web-bench-") as tmp:
-        setup = Setup(Path(tmp), args.causality, users)
-        try:
-            if "terminal" not in args.skip:
-                result["terminal_to_terminal"] = percentiles(
-                    terminal_latency(setup, args.keys, args.interval))
-            if "browser" not in args.skip:
-                result["browser_to_browser"] = percentiles(
-                    browser_latency(setup, args.keys, args.interval))
-            if "capacity" not in args.skip:
-                result["capacity"] = {"rate_per_tab": args.rate, "steps": capacity(
-                    setup, args.rate, args.max_tabs, min(args.keys, 100), args.interval)}
-        finally:
-            setup.close()
+    with Setup(args.causality, users) as setup:
+        if "terminal" not in args.skip:
+            result["terminal_to_terminal"] = percentiles(
+                terminal_latency(setup, args.keys, args.interval))
+        if "browser" not in args.skip:
+            result["browser_to_browser"] = percentiles(
+                browser_latency(setup, args.keys, args.interval))
+        if "capacity" not in args.skip:
+            result["capacity"] = {"rate_per_tab": args.rate, "steps": capacity(
+                setup, args.rate, args.max_tabs, min(args.keys, 100), args.interval)}
     if args.json:
         print(json.dumps(result))
         return 0

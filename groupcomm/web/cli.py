@@ -1,17 +1,6 @@
-"""``groupcomm web``: the gateway, and ``groupcomm web user add``: login links.
-
-``groupcomm web --session S --server ADDR --key-file F --users USERS.json [--causality
-NAME] [--http HOST:PORT] [--trace-dir DIR] [--delay PEER=MS] ...`` joins the session
-server like any client and serves the IM (``/im``) and the shared editor (``/edit``)
-on one HTTP port (``--http 127.0.0.1:0`` picks a free port; the line ``listening on
-http://HOST:PORT`` says which). Each browser tab logged in is one member of the session
-(see :mod:`groupcomm.web.gateway`). With ``--trace-dir DIR`` every tab's member writes
-its trace like any other client, in ``DIR/im`` and ``DIR/edit``.
-
-``groupcomm web user add NAME --users USERS.json --url http://HOST:PORT`` adds NAME (or
-gives it a new token) and prints its login links; the token is shown only then.
-``groupcomm web bench`` measures keystroke latency (see :mod:`groupcomm.web.bench`).
-"""
+"""``groupcomm web``: the gateway (:mod:`groupcomm.web.gateway`), ``groupcomm web user
+add``: login links, and ``groupcomm web bench`` (:mod:`groupcomm.web.bench`). Options
+and use: docs/web.md."""
 
 from __future__ import annotations
 
@@ -35,7 +24,7 @@ from groupcomm.cli.args import (
 )
 from groupcomm.filters.latest_value import DEFAULT_HOLD
 from groupcomm.replicated import unsupported_reason
-from groupcomm.web.auth import Users, UsersError, check_user_name, login_link
+from groupcomm.web.auth import Users, UsersError, login_link
 from groupcomm.web.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -96,8 +85,7 @@ def _add_user(args: argparse.Namespace) -> int:
         raise CliError(f"{PROG} user add: --url must start with http:// or https://, "
                        f"got {args.url!r}")
     try:
-        check_user_name(args.name)
-        token = Users(args.users).add(args.name)
+        token = Users(args.users).add(args.name)  # checks the name
     except (UsersError, OSError) as error:
         raise CliError(f"{PROG} user add: {error}") from None
     print(f"added {args.name} to {args.users}; login links (keep them private):")

@@ -1,21 +1,9 @@
-"""The web gateway: the IM and the shared editor as web pages, each tab a member.
-
-One aiohttp application on one HTTP port serves the pages (``/im``, ``/edit``; plain
-HTML, CSS and JavaScript from ``static/``) and a WebSocket per page (``/ws/im``,
-``/ws/edit``). A tab logs in with the name and token of its login link in its first
-WebSocket message; the gateway then starts the tab's member of the session
-(:class:`~groupcomm.web.members.TabMember`, with the causality module the gateway was
-started with), sends the tab its state and forwards deliveries in delivery order; the
-tab's sends come back the same way. The session key stays here.
-
-Refused: a WebSocket request from another origin than the page's (browsers send the
-page's origin; a page elsewhere cannot drive a logged-in tab), a wrong credential, and
-messages that are not JSON, too large or of a wrong shape: each gets an ``error`` with
-the reason, is counted (``/stats``), and changes nothing. When a tab's connection
-drops, its member leaves the session; the reconnecting tab joins as the member's next
-incarnation (``ann~2``) and gets the state through state transfer. A second tab of the
-same person on the same page replaces the first.
-"""
+"""The web gateway: one aiohttp application serving the pages (``/im``, ``/edit``, from
+``static/``), ``/stats`` and a WebSocket per tab (``/ws/im``, ``/ws/edit``). A tab logs
+in with its login link's name and token in its first message and becomes a
+:class:`~groupcomm.web.members.TabMember`; deliveries go to it in order, its requests
+(:mod:`groupcomm.web.requests`) come back. What is refused and counted, reconnection and
+a second tab: docs/web.md."""
 
 from __future__ import annotations
 
@@ -35,7 +23,7 @@ from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
-from groupcomm.web.members import APPLICATIONS, TabClosed, TabMember
+from groupcomm.web.members import PAGES, TabClosed, TabMember
 from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
 
 log = logging.getLogger(__name__)
@@ -45,8 +33,8 @@ HELLO_TIMEOUT = 10.0
 #: aiohttp closes a connection whose message exceeds this (1009, message too big);
 #: messages between MAX_MESSAGE and this get an error and the connection stays
 HARD_LIMIT = 4 * MAX_MESSAGE
-#: the pages and their files
-PAGES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
+#: the pages' paths and their files
+PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".png": "image/png"}
 
@@ -82,13 +70,12 @@ class Gateway:
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)
         self.app.router.add_get("/stats", self.stats)
-        for path in PAGES:
+        for path in PAGE_FILES:
             self.app.router.add_get(path, self.page)
         self.app.on_shutdown.append(self._shutdown)
 
-    # -- plain HTTP ---------------------------------------------------------------------
     async def page(self, request: web.Request) -> web.Response:
-        return web.Response(body=_static(PAGES[request.path]), content_type="text/html",
+        return web.Response(body=_static(PAGE_FILES[request.path]), content_type="text/html",
                             headers={"Cache-Control": "no-store"})
 
     async def static(self, request: web.Request) -> web.Response:
@@ -115,7 +102,6 @@ class Gateway:
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)
 
-    # -- the WebSocket ----------------------------------------------------------------------
     def _origin_ok(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
         if origin is None:
@@ -125,7 +111,7 @@ class Gateway:
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         kind = request.match_info["kind"]
-        if kind not in APPLICATIONS:
+        if kind not in PAGES:
             raise web.HTTPNotFound()
         if not self._origin_ok(request):
             self.counters["refused_origin"] += 1

@@ -1,26 +1,12 @@
-"""A browser tab as a member of the session: its communicator runs in the gateway.
+"""A browser tab as a member of the session: its communicator runs in the gateway with
+acknowledged delivery, so that each send of the tab is tagged with exactly what the tab
+had applied, and a mirror of the tab's state takes the messages the tab takes, to answer
+newcomers and to be what the tab starts from (docs/web.md, "How a tab takes part").
 
-The tab is the application. Deliveries go to it in delivery order, numbered from 1
-(``n``, the communicator's count of messages handed over), with their tags; the
-communicator runs with acknowledged delivery, so the member's application clock — the
-tag of its next send — advances only when the tab says it has applied the first ``n``
-(:meth:`TabMember.applied`, :meth:`Communicator.acknowledge
-<groupcomm.transport.communicator.Communicator.acknowledge>`). Each send from the tab
-carries that count and is acknowledged just before it is sent, so it is tagged with
-exactly what the tab had applied, however many more deliveries were on their way to it.
-A mirror of the tab's state (:mod:`groupcomm.web.mirrors`) takes the same messages and
-answers newcomers' state requests; the tab starts from the mirror's state, and starts
-again from it when it asks to (``resync``: its own edit was refused, or tagged other
-than it expected).
-
-The members of a gateway share one poll thread (a
-:class:`~groupcomm.transport.host.Host`) unless the gateway gives each its own.
-Thread-safety: deliveries and session changes arrive on that thread and are pushed to
-the tab through ``push`` (thread-safe, given by the gateway); the tab's
-acknowledgements and sends come from the gateway's event loop. The member's lock
-orders what is pushed: a delivery that depends on an own edit is pushed after the
-answer saying which id and tag that edit got.
-"""
+Deliveries and session changes arrive on the poll thread and go to the tab through
+``push`` (thread-safe); the tab's acknowledgements and sends come from the gateway's
+event loop. The member's lock orders what is pushed: a delivery that depends on an own
+edit is pushed after the answer saying which id and tag that edit got."""
 
 from __future__ import annotations
 
@@ -32,20 +18,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from groupcomm.apps.im import Private
+from groupcomm.apps.im import HISTORY, Private
 from groupcomm.core.membership import display_name
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
+from groupcomm.core.state_transfer import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
+from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
-from groupcomm.web.mirrors import ChatMirror, TextMirror
 
 log = logging.getLogger(__name__)
 
-#: the two pages, and the application name each joins the session under (the terminal
-#: apps' own: a browser and a terminal in the same session see each other)
-APPLICATIONS = {"im": "im", "edit": "edit"}
+#: the two pages; each joins the session under its name as application, the terminal
+#: apps' own, so that browsers and terminals in one session see each other
+PAGES = ("im", "edit")
 
 Push = Callable[[dict[str, Any]], None]
 #: provisional ids remembered per tab (the tab renames an edit's characters once it is
@@ -54,6 +41,61 @@ RENAMED_KEPT = 10_000
 #: what marks a provisional id: ``{member}#~L{n}``, the tab's name for the characters of
 #: its edit ``~L{n}`` until the gateway says which message id it was sent as
 PROVISIONAL = "#~"
+
+
+class ChatMirror:
+    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id) of the
+    latest :data:`~groupcomm.apps.im.HISTORY` messages to everyone."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
+        #: messages taken by :meth:`delivered`
+        self.deliveries = 0
+
+    def joined(self, me: str, members: Sequence[str]) -> None:
+        self.me = me
+
+    def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
+                  superseded: bool = False) -> None:
+        self.deliveries += 1
+        if not isinstance(payload, Private):
+            text = payload if isinstance(payload, str) else repr(payload)
+            self.history.append((sender, text, message_id))
+
+    def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
+        if isinstance(payload, str):
+            self.history.append((self.me, payload, op_id))
+
+    def snapshot(self) -> Snapshot:
+        own = tuple(mid for who, _, mid in self.history if who == self.me)
+        return Snapshot(list(self.history), reflects=own)
+
+    def install(self, state: Any) -> None:
+        try:
+            entries = [(str(w), str(t), str(i)) for w, t, i in state]
+        except (TypeError, ValueError) as error:
+            log.warning("the conversation received from the session is unusable (%s)", error)
+            return
+        self.history.extend(entries)
+
+    def for_tab(self) -> dict[str, Any]:
+        return {"history": [list(entry) for entry in self.history]}
+
+    def member_joined(self, member: str, members: Sequence[str]) -> None:
+        """Nothing to do: the conversation does not depend on who is here."""
+
+    def member_left(self, member: str) -> None:
+        """Nothing to do."""
+
+
+class TextMirror(EditorReplica):
+    """The tab's editor replica, without a send of its own: it takes the tab's
+    operations as they are sent."""
+
+    def for_tab(self) -> dict[str, Any]:
+        """The snapshot's state: the page reads the same format (plain JSON data)."""
+        return self.snapshot().state
 
 
 class TabClosed(Exception):
@@ -69,7 +111,7 @@ def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
     if is_presence(payload):
         return {"cursor": payload[1]}
     if isinstance(payload, tuple):
-        return {"op": [list(part) if isinstance(part, tuple) else part for part in payload]}
+        return {"op": payload}  # JSON arrays, nested tuples too
     return {"other": repr(payload)[:200]}
 
 
@@ -80,7 +122,7 @@ class TabMember:
                  communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
                  inject_delays: Callable[[Communicator], None] | None = None,
                  host: Any = None) -> None:
-        if kind not in APPLICATIONS:
+        if kind not in PAGES:
             raise ValueError(f"no page {kind!r} (im or edit)")
         self.kind = kind
         self.user = user
@@ -103,7 +145,7 @@ class TabMember:
             pipelines = kwargs.get("pipelines", Pipelines())
             kwargs["pipelines"] = replace(pipelines, extra_receive=[
                 LatestValueCreator(presence_slot, presence_hold), *pipelines.extra_receive])
-        kwargs["application"] = APPLICATIONS[kind]
+        kwargs["application"] = kind
         # on the gateway's host (one poll thread for every tab) when there is one
         make = host.join if host is not None else Communicator
         #: copies of own messages that left before their send returned (the loop can
@@ -128,7 +170,6 @@ class TabMember:
             self.communicator.close()
             raise
 
-    # -- what the tab starts from -------------------------------------------------------
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, the state it starts from
         (see :meth:`state`)."""
@@ -139,11 +180,9 @@ class TabMember:
                     **self.state()}
 
     def state(self) -> dict[str, Any]:
-        """The mirror's state, the number of deliveries it holds (``handed``: the tab
-        skips the deliveries numbered up to it, already in the state), the members and
-        the application clock: what the tab starts from. The tab has applied those
-        deliveries once it installs the state, and sends nothing before, so they are
-        acknowledged here."""
+        """What the tab starts from: the mirror's state, the deliveries it holds
+        (``handed``: the tab skips those; acknowledged here, as the tab sends nothing
+        before it installs the state), the members and the application clock."""
         with self.lock:
             comm = self.communicator
             handed = self.mirror.deliveries
@@ -157,14 +196,14 @@ class TabMember:
         with self.lock:
             self.push({"type": "state", **self.state()})
 
-    # -- the communicator's side (I/O thread) ---------------------------------------------
     def _on_message(self, message: ReceivedMessage) -> None:
+        superseded = bool(message.headers.get("superseded"))
         with self.lock:
-            self.mirror.delivered(message)
+            self.mirror.delivered(message.sender, message.user_message, message.app_tag,
+                                  message.app_message_id, superseded)
             self.push({"type": "deliver", "n": self.mirror.deliveries,
                        "id": message.app_message_id, "sender": message.sender,
-                       "vc": message.app_tag.clock,
-                       "superseded": bool(message.headers.get("superseded")),
+                       "vc": message.app_tag.clock, "superseded": superseded,
                        **payload_for_tab(self.kind, message.user_message)})
 
     def _on_transmitted(self, message: SentMessage) -> None:
@@ -183,10 +222,8 @@ class TabMember:
         self.push({"type": "transmitted", "id": message.app_message_id})
 
     def _snapshot(self) -> Any:
-        """The state for a newcomer: what the tab applied. The communicator asks only
-        once the tab has applied everything it was handed (acknowledged delivery): the
-        mirror, which took those messages as they were handed, holds what the tab
-        holds then."""
+        """The state for a newcomer: the mirror's, which holds what the tab holds once
+        it applied all it was handed (the communicator asks only then)."""
         with self.lock:
             return self.mirror.snapshot()
 
@@ -222,7 +259,6 @@ class TabMember:
         self.push({"type": "left", "member": client_name, "members": comm.members,
                    "waiting": len(waiting)})
 
-    # -- the tab's side (event loop) --------------------------------------------------------
     def applied(self, count: int) -> None:
         """The tab has applied the first ``count`` deliveries (cumulative)."""
         comm = self.communicator
@@ -249,7 +285,7 @@ class TabMember:
                     waiting = {c.message_id for c in copies} - set(self._left_early)
                     if waiting:
                         self._unsent[first.app_message_id] = waiting
-            self.mirror.sent(first, payload)
+            self.mirror.sent(payload, first.message_id, Tag(first.vc))
             return first
 
     def transmitted(self, app_id: str) -> bool:
@@ -267,7 +303,7 @@ class TabMember:
         with self.lock:
             op = self._translate(op)
             assert isinstance(self.mirror, TextMirror)
-            self.mirror.check(op)
+            self.mirror.check_own(op)
             first = self.send(applied, None, op)
             self.renamed[local] = first.message_id
             if len(self.renamed) > RENAMED_KEPT:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from groupcomm.core.messages import Tag
-from groupcomm.replicated.ops import op_kind as _kind
+from groupcomm.replicated.runs import op_kind as _kind
 from groupcomm.replicated.stability import Stability
 
 #: the timestamp of a character whose insert is causally stable: smaller than any other
