@@ -42,10 +42,11 @@ from groupcomm.apps.session_options import (
 )
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.core.causality import CausalityError
-from groupcomm.core.membership import SAID_BY_EVENT, display_name
+from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.node import UnknownPeerError
-from groupcomm.core.state_transfer import Snapshot
+from groupcomm.core.session_messages import Snapshot
+from groupcomm.core.tracing import SAID_BY_EVENT
 from groupcomm.protocol.session_events import (
     MessagesLost,
     Rejoined,
@@ -198,7 +199,7 @@ class ChatScreen:
             self.line(f"* #{entry[0]} pending: the causality module has not sent it yet "
                       "(it waits for an earlier message's acknowledgement)")
 
-    # state transfer (see groupcomm.core.state_transfer)
+    # state transfer (see groupcomm.protocol.state_transfer)
     def snapshot(self) -> Snapshot:
         """The conversation so far, for a newcomer; it holds this person's own messages
         to everyone (not the private ones), which the snapshot must say."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ReceivedMessage, Tag
-from groupcomm.core.state_transfer import Snapshot
+from groupcomm.core.session_messages import Snapshot
 from groupcomm.replicated import EditorReplica
 
 log = logging.getLogger(__name__)

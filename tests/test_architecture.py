@@ -120,7 +120,7 @@ GRAPH = {name: {m for m in _imports(path) if m in MODULES and m != name}
 
 #: sans-I/O modules that must not even take a lock: the session protocol and what it
 #: uses, so the simulator and the model checker can drive the very same objects
-NO_THREADS = ("groupcomm.core.membership", "groupcomm.core.messages")
+NO_THREADS = ("groupcomm.protocol.membership", "groupcomm.core.messages")
 
 
 @pytest.mark.parametrize("module", NO_THREADS)

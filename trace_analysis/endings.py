@@ -199,7 +199,7 @@ def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
     """Whether ``pid`` also writes a later incarnation of ``process`` (``carol~2`` after
     ``carol``): declared gone, the process went on as a new member, and this trace ended
     then, without a departure."""
-    from groupcomm.core.membership import split_member
+    from groupcomm.core.member_ids import split_member
 
     name, incarnation = split_member(process)
     for other, path in traces.items():

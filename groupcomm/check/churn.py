@@ -23,7 +23,7 @@ delivers:
   fewer orders left, see below); each ``Forward`` it answers is a network entry.
 
 A member's node takes a notice the way the transport's does: a client
-:class:`~groupcomm.core.membership.Membership` reads it and its actions go to the node
+:class:`~groupcomm.protocol.membership.Membership` reads it and its actions go to the node
 through :func:`groupcomm.protocol.client_actions.carry_out` (``apply_to_node``). The
 model keeps no Membership per process: with no restarts, no time and relayed routing,
 a member's Membership is fixed by its node's member list (phase ``joined``, the
@@ -79,10 +79,11 @@ from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
 from groupcomm.check.server import ServerTable
 from groupcomm.check.state import Violation, describe_action
-from groupcomm.core.membership import Membership, Reject, display_name, split_member
+from groupcomm.core.member_ids import display_name, split_member
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.protocol.client_actions import APPLICATION, SESSION, carry_out
+from groupcomm.protocol.membership import Membership, Reject
 from groupcomm.protocol.registry import (
     Action,
     Forward,

@@ -1,6 +1,6 @@
 """Copying and freezing the plain state of the session protocol's objects (a
 :class:`~groupcomm.protocol.registry.SessionRegistry`, a client's
-:class:`~groupcomm.core.membership.Membership`) for the model checkers, which copy one on
+:class:`~groupcomm.protocol.membership.Membership`) for the model checkers, which copy one on
 every step that changes it and compare states by a hashable image.
 
 :func:`clone` is ``copy.deepcopy`` for such state, without its generic machinery: the

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcomm.core.state_transfer import Ask, Cuts, Install, NewcomerState
 from groupcomm.protocol.registry import Action, Forward, SessionRegistry
+from groupcomm.protocol.state_transfer import Ask, Cuts, Install, NewcomerState
 
 __all__ = ["REGISTRIES", "TRANSFERS", "SessionCheckConfig", "SessionCheckResult"]
 

@@ -51,16 +51,17 @@ from groupcomm.check.session_config import (
 )
 from groupcomm.check.session_props import Found, SessionProperties, search
 from groupcomm.check.session_world import App, Client, Learner, World
-from groupcomm.core.membership import SERVER_SILENCE_HEARTBEATS, member_id
+from groupcomm.core.member_ids import member_id
 from groupcomm.core.messages import ControlMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
-from groupcomm.core.state_transfer import JoinMarker, StateReply, StateRequest
+from groupcomm.core.session_messages import JoinMarker, StateReply, StateRequest
 from groupcomm.protocol.inprocess import (
     InProcessMember,
     InProcessServer,
     seeded_codec,
 )
+from groupcomm.protocol.membership import SERVER_SILENCE_HEARTBEATS
 from groupcomm.protocol.registry import Action, Notify, Tick
 from groupcomm.wire.frames import SESSION, sealed_body
 from groupcomm.wire.session import open_session

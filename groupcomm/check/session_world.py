@@ -8,7 +8,7 @@ from typing import Any
 
 from groupcomm.check import client_state
 from groupcomm.core.messages import ReceivedMessage
-from groupcomm.core.state_transfer import Snapshot
+from groupcomm.core.session_messages import Snapshot
 from groupcomm.protocol.inprocess import InProcessMember
 
 __all__ = ["App", "Client", "Learner", "World"]

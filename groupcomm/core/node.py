@@ -35,7 +35,7 @@ from groupcomm.core.filtering import (
     SessionMessageListener,
 )
 from groupcomm.core.headers import meta_bytes
-from groupcomm.core.membership import SAID_BY_EVENT, split_member
+from groupcomm.core.member_ids import split_member
 from groupcomm.core.messages import (
     GROUP_HEADER,
     ControlMessage,
@@ -45,8 +45,8 @@ from groupcomm.core.messages import (
     SystemMessage,
     sent_unchecked,
 )
-from groupcomm.core.state_transfer import SESSION_TRAFFIC
-from groupcomm.core.tracing import NullTracer, Tracer
+from groupcomm.core.session_messages import SESSION_TRAFFIC
+from groupcomm.core.tracing import SAID_BY_EVENT, NullTracer, Tracer
 
 log = logging.getLogger(__name__)
 

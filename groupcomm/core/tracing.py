@@ -19,6 +19,12 @@ from typing import IO, Any
 from groupcomm.core.trace_schema import EVENTS, record_problem
 
 TRACE_DIR_ENV = "GROUPCOMM_TRACE_DIR"
+#: set on a log record (``extra``) whose news a session event also carries
+#: (:mod:`groupcomm.protocol.session_events`): an application that says the events in
+#: its own words leaves these records out of what it shows
+SAID_BY_EVENT = "said_by_event"
+#: the ``extra`` of such a record
+EVENT_EXTRA = {SAID_BY_EVENT: True}
 
 
 class Tracer:

@@ -15,13 +15,13 @@ from collections import deque
 from collections.abc import Mapping
 
 from groupcomm.core.causality import CausalityManager
-from groupcomm.core.membership import EVENT_EXTRA
 from groupcomm.core.messages import (
     ControlMessage,
     HeaderValue,
     SentMessage,
     sent_unchecked,
 )
+from groupcomm.core.tracing import EVENT_EXTRA
 
 __all__ = ["control_message", "drop_unsent_to", "gone_before_sending", "warn_held_on"]
 

@@ -1,9 +1,9 @@
 """One member of a session, as a protocol object without I/O: :class:`ClientProtocol`.
 
 It holds everything a member decides: its :class:`~groupcomm.core.node.ProtocolNode`
-(pipelines, application clock), its :class:`~groupcomm.core.membership.Membership`
+(pipelines, application clock), its :class:`~groupcomm.protocol.membership.Membership`
 (member ids, incarnations, early and departing senders, the server's liveness), both
-sides of state transfer (:class:`~groupcomm.protocol.transfer.StateTransfer`) and the
+sides of state transfer (:class:`~groupcomm.protocol.state_transfer.StateTransfer`) and the
 application's side (:class:`~groupcomm.protocol.port.ApplicationPort`: the one object
 application threads touch, and where deliveries go up).
 
@@ -29,8 +29,14 @@ from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.membership import (
-    EVENT_EXTRA,
+from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
+from groupcomm.core.tracing import EVENT_EXTRA, Tracer
+from groupcomm.protocol.actions import Out
+from groupcomm.protocol.client_actions import apply_to_node
+from groupcomm.protocol.intake import FrameIntake
+from groupcomm.protocol.membership import (
     Action,
     Arrive,
     DropReturned,
@@ -45,14 +51,7 @@ from groupcomm.core.membership import (
     ServerBack,
     ServerSilence,
 )
-from groupcomm.core.membership import LeftSession as SessionLeft
-from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
-from groupcomm.core.node import ProtocolNode
-from groupcomm.core.state_transfer import REFLECTED_IDS, STATE_TIMEOUT, JoinMarker
-from groupcomm.core.tracing import Tracer
-from groupcomm.protocol.actions import Out
-from groupcomm.protocol.client_actions import apply_to_node
-from groupcomm.protocol.intake import FrameIntake
+from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
 from groupcomm.protocol.session_events import (
@@ -66,7 +65,7 @@ from groupcomm.protocol.session_events import (
     ServerSilent,
     SessionEvent,
 )
-from groupcomm.protocol.transfer import StateTransfer
+from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
 from groupcomm.wire.frames import FORWARDED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 

@@ -1,6 +1,6 @@
 """What a client's session actions do to its protocol node, without I/O.
 
-:func:`apply_to_node` is the one mapping from :class:`~groupcomm.core.membership.Membership`'s
+:func:`apply_to_node` is the one mapping from :class:`~groupcomm.protocol.membership.Membership`'s
 actions to :class:`~groupcomm.core.node.ProtocolNode` calls (a join, a departure,
 arrivals); the client's protocol object (:mod:`groupcomm.protocol.client`) adds
 statistics, state transfer and the host's actions around it. :func:`carry_out` does the
@@ -13,14 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from groupcomm.core.membership import (
-    Action,
-    Arrive,
-    Incarnated,
-    MemberJoined,
-    MemberLeft,
-)
 from groupcomm.core.node import ProtocolNode
+from groupcomm.protocol.membership import Action, Arrive, Incarnated, MemberJoined, MemberLeft
 
 __all__ = ["APPLICATION", "SESSION", "apply_to_node", "carry_out"]
 

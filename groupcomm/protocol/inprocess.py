@@ -37,7 +37,6 @@ from typing import Any, Protocol
 
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.core.tracing import NullTracer, Tracer
 from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.registry import (
@@ -50,6 +49,7 @@ from groupcomm.protocol.registry import (
     Tick,
 )
 from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
+from groupcomm.protocol.state_transfer import STATE_TIMEOUT
 from groupcomm.wire.envelopes import pack_envelopes
 from groupcomm.wire.frames import (
     NONCE_SIZE,

@@ -49,7 +49,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from groupcomm.core.membership import member_id, split_member
+from groupcomm.core.member_ids import member_id, split_member
 from groupcomm.protocol.registry_events import (
     Action,
     Connection,
@@ -101,7 +101,7 @@ class Member:
     #: which membership of ``name`` in the session this is (1, 2, ...); see member_id
     incarnation: int = 1
     #: it asks for the application state (members then mark the end of what they sent
-    #: before its join: see groupcomm.core.state_transfer)
+    #: before its join: see groupcomm.protocol.state_transfer)
     wants_state: bool = False
 
     @property

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcomm.core.messages import Tag
-from groupcomm.core.state_transfer import REFLECTED_IDS, Snapshot
+from groupcomm.core.session_messages import REFLECTED_IDS, Snapshot
 from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.text import TextSequence
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator
-from groupcomm.core.membership import display_name
+from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import MemoryTracer, NullTracer, Tracer

@@ -39,7 +39,7 @@ from typing import Any
 
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import SessionMessageListener
-from groupcomm.core.membership import check_client_name
+from groupcomm.core.member_ids import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.protocol.client import ClientProtocol
@@ -396,7 +396,7 @@ class Communicator:
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
         """Be told of joins and leaves (on the loop thread). Members are named by member
         id: ``carol``, then ``carol~2`` for the same name back after it left (see
-        :mod:`groupcomm.core.membership`)."""
+        :mod:`groupcomm.protocol.membership`)."""
         self._loop.call(lambda: self._protocol.add_session_listener(listener))
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:

@@ -25,8 +25,8 @@ import zmq
 from groupcomm.core.causality import CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.core.messages import ReceivedMessage, SentMessage
-from groupcomm.core.state_transfer import STATE_TIMEOUT
 from groupcomm.protocol.session_events import SessionEvent
+from groupcomm.protocol.state_transfer import STATE_TIMEOUT
 from groupcomm.transport.curve import ClientKeys, CurveKeyError
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME
 

@@ -19,9 +19,9 @@ from dataclasses import replace
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
-from groupcomm.core.membership import display_name
+from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
-from groupcomm.core.state_transfer import Snapshot
+from groupcomm.core.session_messages import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot

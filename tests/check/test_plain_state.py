@@ -8,8 +8,8 @@ from collections import Counter, OrderedDict, defaultdict, deque
 
 from groupcomm.check.plain_state import clone, freeze
 from groupcomm.check.server import ServerTable, registry_state
-from groupcomm.core.membership import Membership
 from groupcomm.core.messages import ReceivedMessage
+from groupcomm.protocol.membership import Membership
 from groupcomm.protocol.registry import Join, Leave, Notify, Relay, SessionRegistry
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from groupcomm.core.membership import (
+from groupcomm.core.member_ids import check_client_name, display_name, member_id, split_member
+from groupcomm.core.messages import ReceivedMessage
+from groupcomm.protocol.membership import (
     TRANSITIONS,
     Arrive,
     DropReturned,
@@ -22,12 +24,7 @@ from groupcomm.core.membership import (
     SendCommand,
     ServerBack,
     ServerSilence,
-    check_client_name,
-    display_name,
-    member_id,
-    split_member,
 )
-from groupcomm.core.messages import ReceivedMessage
 
 
 def msg(sender: str, n: int = 1) -> ReceivedMessage:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from groupcomm.core.messages import ReceivedMessage
-from groupcomm.core.state_transfer import Ask, Install, NewcomerState, StateReply
+from groupcomm.core.session_messages import StateReply
+from groupcomm.protocol.state_transfer import Ask, Install, NewcomerState
 
 
 def msg(mid: str) -> ReceivedMessage:
@@ -46,7 +47,7 @@ def test_the_next_member_is_asked_when_one_cannot_answer() -> None:
 
 
 def test_a_request_waits_for_the_marker_of_every_member_there_at_the_join() -> None:
-    from groupcomm.core.state_transfer import Cuts
+    from groupcomm.protocol.state_transfer import Cuts
 
     cuts = Cuts()
     cuts.newcomer("carol", ["alice", "bob", "dave", "carol"])
@@ -60,7 +61,7 @@ def test_a_request_waits_for_the_marker_of_every_member_there_at_the_join() -> N
 
 
 def test_a_newcomer_that_leaves_is_forgotten() -> None:
-    from groupcomm.core.state_transfer import Cuts
+    from groupcomm.protocol.state_transfer import Cuts
 
     cuts = Cuts()
     cuts.newcomer("carol", ["alice", "carol"])

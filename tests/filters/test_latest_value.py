@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from groupcomm.core.messages import ReceivedMessage
-from groupcomm.core.state_transfer import JoinMarker
+from groupcomm.core.session_messages import JoinMarker
 from groupcomm.filters.latest_value import SUPERSEDED, LatestValueCreator
 
 

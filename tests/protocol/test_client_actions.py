@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from groupcomm.core.membership import (
+from groupcomm.core.node import ProtocolNode
+from groupcomm.protocol.client_actions import apply_to_node, carry_out
+from groupcomm.protocol.membership import (
     Incarnated,
     JoinDone,
     MemberJoined,
     MemberLeft,
     SendCommand,
 )
-from groupcomm.core.node import ProtocolNode
-from groupcomm.protocol.client_actions import apply_to_node, carry_out
 
 
 def _node(name: str) -> ProtocolNode:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zmq
 
-import groupcomm.core.membership as membership_module
+import groupcomm.protocol.membership as membership_module
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.server import SessionServer

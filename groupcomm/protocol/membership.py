@@ -35,14 +35,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from groupcomm.core.member_ids import check_client_name, display_name, member_id, split_member
 from groupcomm.core.messages import ReceivedMessage
+from groupcomm.core.tracing import EVENT_EXTRA
 
 log = logging.getLogger(__name__)
-
-#: separates a name from its incarnation in a member id (``carol~2``)
-INCARNATION_SEPARATOR = "~"
-#: characters a client name may not contain: they build member and message ids
-RESERVED_IN_NAMES = (INCARNATION_SEPARATOR, "#")
 
 #: Messages from a sender whose join notice has not arrived yet are kept this long ...
 EARLY_WAIT = 5.0
@@ -56,40 +53,6 @@ DEPART_WAIT = 10.0
 SERVER_SILENCE_HEARTBEATS = 4
 #: Frames the server returned (it did not know this client) kept for sending again.
 MAX_RETURNED_FRAMES = 10_000
-#: set on a log record (``extra``) whose news a session event also carries
-#: (:mod:`groupcomm.protocol.session_events`): an application that says the events in
-#: its own words leaves these records out of what it shows
-SAID_BY_EVENT = "said_by_event"
-#: the ``extra`` of such a record
-EVENT_EXTRA = {SAID_BY_EVENT: True}
-
-
-def member_id(name: str, incarnation: int) -> str:
-    """The id peers know a membership by: ``name`` for incarnation 1, else ``name~N``."""
-    return name if incarnation <= 1 else f"{name}{INCARNATION_SEPARATOR}{incarnation}"
-
-
-def split_member(member: str) -> tuple[str, int]:
-    """``carol~2`` -> ``("carol", 2)``; ``carol`` -> ``("carol", 1)``."""
-    name, sep, number = member.rpartition(INCARNATION_SEPARATOR)
-    if sep and name and number.isdigit() and int(number) >= 2:
-        return name, int(number)
-    return member, 1
-
-
-def display_name(member: str) -> str:
-    """The client name of a member id (``carol~2`` -> ``carol``)."""
-    return split_member(member)[0]
-
-
-def check_client_name(name: str) -> None:
-    """Raise ``ValueError`` for a name that cannot be a client name."""
-    if not name:
-        raise ValueError("a client name must not be empty")
-    reserved = [c for c in RESERVED_IN_NAMES if c in name]
-    if reserved:
-        raise ValueError(f"client name {name!r} contains {' and '.join(map(repr, reserved))}, "
-                         "which member and message ids use (carol~2#1)")
 
 
 # -- actions: what the host carries out -------------------------------------------------------
@@ -124,7 +87,7 @@ class MemberJoined:
     is_new_session: bool
     is_new_application: bool
     all_users: tuple[str, ...]
-    #: the newcomer asks for the application state (see groupcomm.core.state_transfer)
+    #: the newcomer asks for the application state (see groupcomm.protocol.state_transfer)
     wants_state: bool = False
 
 

@@ -1,0 +1,429 @@
+"""State transfer to a newcomer, without I/O.
+
+A member that joins a session that is already under way usually needs the application's
+state (the conversation so far, the text being edited), not only the messages sent after
+it joined. The application gives its communicator a *provider* (returns a snapshot of the
+application state) and a *consumer* (installs one). A newcomer asks one member for a
+snapshot (the longest-standing one first); that member calls its provider between two
+deliveries and answers with the snapshot and the ids of the messages its application had
+been handed (:data:`REFLECTED_IDS` most recent; application-level ids, so that the copies
+of a send that ``mfss`` and ``cykas`` split into unicasts count as one message). The newcomer holds every delivery from
+its join until the snapshot is installed, then delivers exactly the messages the
+snapshot does not already reflect: none twice, none missing.
+
+Why the recent ids suffice: a message addressed to the newcomer was sent after its sender
+saw the join, so the provider, if it delivered it before its snapshot, did so shortly
+before, among its most recent deliveries. Messages skipped because the snapshot reflects
+them still advance the application clock (their tags stay exact) and are traced as
+delivered: the application has seen them, through the snapshot.
+
+**The cut.** A snapshot must also hold every message sent to the provider before the
+join, including those still on their way when the newcomer asks (they are not addressed
+to the newcomer, which will never get them). So every member that sees the join of a
+newcomer that asks for state sends every member, itself included, a :class:`JoinMarker`
+through its causality module, after everything it sent before (a module delivers one
+sender's messages in order, and a sender-side module sends them in order). A member
+answers the newcomer's request only once it has delivered the marker of every member
+that was there at the join (:class:`Cuts`): everything they sent it before the join has
+been delivered then, and is in its application's state. Markers are consumed by the
+communicators, never handed to applications.
+
+If the asked member has no provider, fails, leaves or does not answer within the
+timeout, the next member is asked; when nobody can answer, the newcomer goes on without
+a snapshot (a warning says so) and delivers everything addressed to it. A newcomer back
+after a server restart asks the same member again: the request, or its answer, may have
+been inside the server.
+
+:class:`StateTransfer` is what one member does with these rules: as a newcomer, ask one
+member after another and hold deliveries until a snapshot is in; as a member, mark the
+join of a newcomer that asks after everything sent before it, and answer once the cut is
+complete and the application has applied everything it was handed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.session_messages import (
+    JoinMarker,
+    Snapshot,
+    StateReply,
+    StateRequest,
+)
+from groupcomm.protocol.actions import Out
+from groupcomm.protocol.port import ApplicationPort
+from groupcomm.protocol.session_events import (
+    SessionEvent,
+    StateInstalled,
+    StateRequested,
+    StateUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+#: seconds a newcomer waits for one member's answer before asking the next
+STATE_TIMEOUT = 10.0
+
+
+#: newcomers whose cut a member keeps track of at once (the oldest are forgotten)
+MAX_CUTS = 256
+
+
+class Cuts:
+    """A member's side of the cut: per newcomer, which members' markers it has
+    delivered, and whether the newcomer's request may be answered."""
+
+    def __init__(self) -> None:
+        #: newcomer -> members whose marker is still awaited
+        self._awaited: dict[str, set[str]] = {}
+        #: newcomers whose request waits for the cut
+        self.deferred: list[str] = []
+
+    def newcomer(self, newcomer: str, members: Sequence[str]) -> None:
+        """``newcomer`` joined, asking for state; ``members`` were there with it."""
+        self._awaited[newcomer] = {m for m in members if m != newcomer}
+        if len(self._awaited) > MAX_CUTS:
+            del self._awaited[next(iter(self._awaited))]
+
+    def marker(self, newcomer: str, sender: str) -> list[str]:
+        """``sender``'s marker for ``newcomer`` was delivered; returns the newcomers
+        whose deferred request may now be answered."""
+        awaited = self._awaited.get(newcomer)
+        if awaited is not None:
+            awaited.discard(sender)
+        return self._ready()
+
+    def request(self, newcomer: str) -> bool:
+        """True when the request of ``newcomer`` may be answered now; else it waits."""
+        if not self._awaited.get(newcomer):
+            self._awaited.pop(newcomer, None)
+            return True
+        if newcomer not in self.deferred:
+            self.deferred.append(newcomer)
+        return False
+
+    def member_left(self, member: str) -> list[str]:
+        """A member left: its marker will not come (what it sent before the join is
+        lost with it, or was delivered); a newcomer that left asks nothing more."""
+        self._awaited.pop(member, None)
+        if member in self.deferred:
+            self.deferred.remove(member)
+        for awaited in self._awaited.values():
+            awaited.discard(member)
+        return self._ready()
+
+    def _ready(self) -> list[str]:
+        ready = [n for n in self.deferred if not self._awaited.get(n)]
+        for newcomer in ready:
+            self.deferred.remove(newcomer)
+            self._awaited.pop(newcomer, None)
+        return ready
+
+
+@dataclass
+class Ask:
+    """Send a :class:`StateRequest` to ``member``."""
+
+    member: str
+
+
+@dataclass
+class Install:
+    """Call the consumer with ``state`` (when ``reply`` is not None), then deliver
+    ``release`` to the application and mark ``skipped`` as seen (clock and trace)."""
+
+    reply: StateReply | None
+    release: list[ReceivedMessage] = field(default_factory=list)
+    skipped: list[ReceivedMessage] = field(default_factory=list)
+    #: the member whose snapshot this is (None when no member could give one)
+    source: str | None = None
+
+
+class NewcomerState:
+    """The newcomer's side: whom to ask, what waits, what the snapshot reflects."""
+
+    def __init__(self, timeout: float = STATE_TIMEOUT) -> None:
+        self.timeout = timeout
+        #: True from the start until a snapshot is installed or nobody can give one
+        self.waiting = True
+        self._candidates: list[str] = []
+        self._asked: str | None = None
+        self._deadline = 0.0
+        self._held: list[ReceivedMessage] = []
+        self._reflected: frozenset[str] = frozenset()
+
+    @property
+    def asked(self) -> str | None:
+        return self._asked
+
+    def joined(self, me: str, members: Sequence[str], now: float) -> list[Ask | Install]:
+        """This client joined (or came back as a new incarnation): ask the members that
+        were there before it, longest-standing first; alone, there is nothing to ask."""
+        self.waiting = True
+        self._candidates = [m for m in members if m != me]
+        return self._ask_next(now)
+
+    def deliver(self, message: ReceivedMessage) -> str:
+        """What to do with a message ready for the application: ``"hold"`` (the
+        snapshot is not in yet), ``"skip"`` (the snapshot reflects it) or
+        ``"deliver"``."""
+        if self.waiting:
+            self._held.append(message)
+            return "hold"
+        if message.app_message_id in self._reflected:
+            return "skip"
+        return "deliver"
+
+    def reply(self, sender: str, reply: StateReply, now: float) -> list[Ask | Install]:
+        if sender != self._asked or not self.waiting:
+            return []  # a late answer from a member asked before: the first one counts
+        if not reply.available:
+            log.info("%s has no application state to give; asking the next member", sender)
+            return self._ask_next(now)
+        self._reflected = frozenset(reply.reflected)
+        return [self._finish(reply)]
+
+    def member_left(self, member: str, now: float) -> list[Ask | Install]:
+        self._candidates = [m for m in self._candidates if m != member]
+        if self.waiting and member == self._asked:
+            return self._ask_next(now)
+        return []
+
+    def server_restarted(self, now: float) -> list[Ask | Install]:
+        """This client is back after a server restart: the request, or the answer, may
+        have been inside the server, so the member asked is asked again (an answer to
+        the first request, if it comes, counts as well)."""
+        if not self.waiting or self._asked is None:
+            return []
+        self._deadline = now + self.timeout
+        return [Ask(self._asked)]
+
+    def tick(self, now: float) -> list[Ask | Install]:
+        if self.waiting and self._asked is not None and now >= self._deadline:
+            log.warning("%s did not send the application state within %gs; asking the next "
+                        "member", self._asked, self.timeout)
+            return self._ask_next(now)
+        return []
+
+    def _ask_next(self, now: float) -> list[Ask | Install]:
+        if self._asked in self._candidates:
+            self._candidates.remove(self._asked)
+        if not self._candidates:
+            if self._asked is not None:
+                log.warning("no member could give the application state; going on without "
+                            "it (every message addressed to this client is delivered)")
+            return [self._finish(None)]
+        self._asked = self._candidates[0]
+        self._deadline = now + self.timeout
+        return [Ask(self._asked)]
+
+    def _finish(self, reply: StateReply | None) -> Install:
+        self.waiting = False
+        source = self._asked if reply is not None else None
+        self._asked = None
+        held, self._held = self._held, []
+        reflected = self._reflected
+        return Install(reply, [m for m in held if m.app_message_id not in reflected],
+                       [m for m in held if m.app_message_id in reflected], source)
+
+
+class Member(Protocol):
+    """What state transfer uses of its member (a
+    :class:`~groupcomm.protocol.client.ClientProtocol`)."""
+
+    name: str
+    application: str
+    session: str
+    node: ProtocolNode
+    port: ApplicationPort
+    out: Out
+    stats: Counter[str]
+    lock: AbstractContextManager[Any]
+    now: float
+
+    def emit(self, event: SessionEvent) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def take_inputs(self, markers: int = 0) -> None: ...
+
+
+class StateTransfer:
+    """State transfer at one member (see the module docstring). ``provider`` gives a
+    snapshot of the application state (or a :class:`Snapshot`), ``consumer`` installs
+    one; a member without a consumer asks for nothing, one without a provider answers
+    that it has nothing to give."""
+
+    def __init__(self, member: Member, *, provider: Callable[[], Any] | None,
+                 consumer: Callable[[Any], None] | None, timeout: float) -> None:
+        self._member = member
+        self._provider = provider
+        self._consumer = consumer
+        #: the newcomer's side, when the application installs snapshots
+        self.gate = NewcomerState(timeout) if consumer is not None else None
+        self._cuts = Cuts()
+        #: newcomers whose snapshot waits until the application has caught up
+        self.deferred: list[str] = []
+        self._system_sent = 0
+
+    @property
+    def waiting(self) -> bool:
+        """True while this newcomer waits for a snapshot (time matters then)."""
+        return self.gate is not None and self.gate.waiting
+
+    # -- as a newcomer -------------------------------------------------------------------------
+    def joined(self, members: Sequence[str], now: float) -> None:
+        """This client joined, or came back as a new member: ask for the state again."""
+        if self.gate is not None:
+            self._member.out.state_pending()
+            self._carry_out(self.gate.joined(self._member.node.name, members, now), now)
+
+    def member_left(self, member: str, now: float) -> None:
+        if self.gate is not None and self.gate.waiting:
+            self._carry_out(self.gate.member_left(member, now), now)
+        self.answer(self._cuts.member_left(member))
+
+    def server_restarted(self, now: float) -> None:
+        """This newcomer is back after a server restart while it waits: ask again."""
+        if self.gate is not None and self.gate.waiting:
+            self._carry_out(self.gate.server_restarted(now), now)
+
+    def tick(self, now: float) -> None:
+        if self.gate is not None and self.gate.waiting:
+            self._carry_out(self.gate.tick(now), now)
+
+    def deliver(self, message: ReceivedMessage) -> bool:
+        """Whether the gate takes ``message`` (held until the snapshot is in, or seen
+        through it) instead of its going to the application now."""
+        gate = self.gate
+        if gate is None:
+            return False
+        verdict = gate.deliver(message)
+        if verdict == "deliver":
+            return False
+        if verdict == "skip":
+            self._member.stats["delivered_through_state"] += 1
+            self._member.node.application_delivered(message)
+        return True
+
+    def _carry_out(self, actions: list[Ask | Install], now: float) -> None:
+        member = self._member
+        for action in actions:
+            if isinstance(action, Ask):
+                member.stats["state_requests"] += 1
+                member.emit(StateRequested(member=member.node.name, asked=action.member))
+                self._send_system(StateRequest(), action.member)
+                continue
+            if action.reply is not None and self._consumer is not None:
+                # what the snapshot holds happened before this member's next sends
+                member.node.merge_application_clock(action.reply.clock)
+                try:
+                    self._consumer(action.reply.state)
+                    member.stats["state_installed"] += 1
+                except Exception:
+                    log.exception("%s: the state consumer raised; going on without the "
+                                  "snapshot", member.name)
+            for message in action.skipped:  # seen through the snapshot: clock and trace
+                member.stats["delivered_through_state"] += 1
+                member.node.application_delivered(message)
+            for message in action.release:
+                member.stats["delivered"] += 1
+                member.port.hand_over(message)
+            member.out.state_settled()
+            source = action.source
+            member.emit(StateInstalled(member=member.node.name, source=source)
+                        if source is not None else StateUnavailable(member=member.node.name))
+
+    # -- as a member ---------------------------------------------------------------------------
+    def newcomer(self, newcomer: str, members: Sequence[str]) -> None:
+        """``newcomer`` joined and asks for state: mark the end of what this member sent
+        before its join, to every member. The markers are tagged into the member's input
+        queue like the application's sends, so they go after every send tagged before
+        them."""
+        self._cuts.newcomer(newcomer, members)
+        member = self._member
+        node = member.node
+        try:
+            markers = node.tag_sends(JoinMarker(newcomer), list(node.members))
+        except Exception as error:  # the module cannot carry it: the cut is not exact
+            log.warning("%s: cannot mark the join of %s (%s); a snapshot may miss messages "
+                        "sent before it", member.name, newcomer, error)
+            return
+        member.stats["join_markers"] += 1
+        member.take_inputs(markers=len(markers))
+
+    def marker(self, marker: JoinMarker, sender: str) -> None:
+        """``sender``'s join marker for a newcomer was delivered here."""
+        self.answer(self._cuts.marker(marker.newcomer, sender))
+
+    def answer(self, newcomers: list[str]) -> None:
+        for newcomer in newcomers:
+            if newcomer in self._member.node.member_set:
+                self._give_snapshot(newcomer)
+
+    def _give_snapshot(self, newcomer: str) -> None:
+        if self._member.port.caught_up:
+            self._send_system(self._snapshot(newcomer), newcomer)
+        elif newcomer not in self.deferred:
+            self._member.stats["state_answers_deferred"] += 1
+            self.deferred.append(newcomer)
+
+    def answer_deferred(self) -> None:
+        """Give the snapshots that waited for the application to catch up, if it has."""
+        if self.deferred and self._member.port.caught_up:
+            waiting, self.deferred = self.deferred, []
+            for newcomer in waiting:
+                if newcomer in self._member.node.member_set:
+                    self._send_system(self._snapshot(newcomer), newcomer)
+
+    def on_system(self, message: ReceivedMessage) -> bool:
+        """The node's system listener: state requests and replies are ours."""
+        user = message.user_message
+        if isinstance(user, StateRequest):
+            if self._cuts.request(message.sender):
+                self._give_snapshot(message.sender)
+            return True
+        if isinstance(user, StateReply):
+            if self.gate is not None:
+                now = self._member.now
+                self._carry_out(self.gate.reply(message.sender, user, now), now)
+            return True
+        return False
+
+    def _snapshot(self, newcomer: str) -> StateReply:
+        member = self._member
+        recent = member.port.recent
+        if self._provider is None or recent is None:
+            return StateReply(available=False)
+        try:
+            value = self._provider()
+        except Exception:
+            log.exception("%s: the state provider raised; %s gets no snapshot from here",
+                          member.name, newcomer)
+            return StateReply(available=False)
+        state, own = ((value.state, tuple(value.reflects)) if isinstance(value, Snapshot)
+                      else (value, ()))
+        member.stats["state_given"] += 1
+        # read after the provider: an own send racing it is covered rather than missed
+        with member.lock:
+            clock = tuple(member.node.application_clock_locked().items())
+            reflected = (*recent, *own)
+        return StateReply(available=True, state=state, reflected=reflected, clock=clock)
+
+    def _send_system(self, obj: Any, dest: str) -> None:
+        self._system_sent += 1
+        member = self._member
+        node = member.node
+        node.submit(SentMessage(
+            application_name=member.application, session_name=member.session,
+            user_message=obj, message_id=f"{node.name}~state{self._system_sent}",
+            sender=node.name, destinations=(dest,),
+        ))
+        member.drain()
