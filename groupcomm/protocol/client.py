@@ -1,22 +1,15 @@
 """One member of a session, as a protocol object without I/O: :class:`ClientProtocol`.
 
 It holds everything a member decides: its :class:`~groupcomm.core.node.ProtocolNode`
-(pipelines, application clock), its :class:`~groupcomm.protocol.membership.Membership`
-(member ids, incarnations, early and departing senders, the server's liveness), both
-sides of state transfer (:class:`~groupcomm.protocol.state_transfer.StateTransfer`) and the
+(pipelines, application clock), its :class:`~groupcomm.protocol.membership.Membership`,
+its state transfer (:class:`~groupcomm.protocol.state_transfer.StateTransfer`) and the
 application's side (:class:`~groupcomm.protocol.port.ApplicationPort`: the one object
-application threads touch, and where deliveries go up).
-
-It has one owner: the thread that calls :meth:`start`, :meth:`step` and :meth:`leave`
-(and reads what it holds). A host feeds it through :meth:`step`, once a turn, with the
-frames that came in and the time; the application's tagged sends wait in its input
-queue (:attr:`inputs`) and are taken in the same step. What it decides goes out through
-an :class:`~groupcomm.protocol.actions.Out`: frames and commands for the wire, and the
-member's status (joined, left, state settled). No threads, sockets or clocks: the ZeroMQ
-host (:mod:`groupcomm.transport.link`) reads sockets and the clock and carries the
-actions out; bytes are verified and decoded here (:mod:`groupcomm.wire`), so every host
-gets the same checks. What the application's callbacks (listeners, the state provider
-and consumer) do is theirs; they are called on the owner's thread.
+application threads touch, and where deliveries go up). It has one owner, which feeds it
+through :meth:`step` (the frames that came in and the time; the application's tagged
+sends wait in :attr:`inputs` and are taken there) and carries out what it writes into
+its :class:`~groupcomm.protocol.actions.Out`. Bytes are verified and decoded here, so
+every host (:mod:`groupcomm.transport.link`, :mod:`groupcomm.protocol.inprocess`) gets
+the same checks; the application's callbacks run on the owner's thread.
 """
 
 from __future__ import annotations
@@ -95,8 +88,7 @@ class ClientProtocol:
     ``tracer_for(member)`` gives the tracer of each incarnation (the host opens files);
     ``clock`` stamps trace lines (wall time, read only for traces). The application's
     side: ``acknowledged_delivery`` (a message handed over is applied when the
-    application acknowledges it), ``lock`` (guards the application clock; a threaded
-    host gives a real lock), ``post`` (runs a function on the owner's thread: how an
+    application acknowledges it), ``post`` (runs a function on the owner's thread: how an
     acknowledgement made elsewhere reaches the member), ``inbox_changed`` (a message
     was put in the pull model's inbox), ``sent_listener`` (called with each application
     message as it leaves for the network). ``attested`` says that relayed frames come
@@ -121,7 +113,6 @@ class ClientProtocol:
         state_timeout: float = STATE_TIMEOUT,
         release_after: float | None = None,
         acknowledged_delivery: bool = False,
-        lock: AbstractContextManager[Any] | None = None,
         post: Callable[[Callable[[], None]], None] | None = None,
         inbox_changed: Callable[[], None] | None = None,
         sent_listener: Callable[[SentMessage], None] | None = None,
@@ -153,9 +144,10 @@ class ClientProtocol:
         #: the application's session listeners and event listeners (owner's thread)
         self.session_listeners: list[SessionMessageListener] = []
         self.event_listeners: list[EventListener] = []
-        self.lock: AbstractContextManager[Any] | None = lock
+        # the first node makes the clock lock, and every incarnation's node shares it
+        self.lock: AbstractContextManager[Any] | None = None
         self.node = self._make_node(name)
-        self.lock = self.node.clock_lock  # one lock for every incarnation's clock
+        self.lock = self.node.clock_lock
         self.port = ApplicationPort(
             self.node, lock=self.lock, inputs=self.inputs, acknowledged=acknowledged_delivery,
             keep_recent=REFLECTED_IDS if state_provider is not None else None,
@@ -252,11 +244,6 @@ class ClientProtocol:
             self.timer(now)
         return self.deadline
 
-    def report_undeliverable(self, ids: list[str], why: str) -> None:
-        """The host could not put these messages on the wire (``why``: ``could not send
-        them: ...``); they are reported undeliverable."""
-        self._report_undeliverable(ids, why)
-
     def take_inputs(self, markers: int = 0) -> None:
         """Take the application's tagged sends (and the ``markers`` join markers tagged
         among them) into the send pipeline, in order. One tagged by an incarnation that
@@ -268,7 +255,7 @@ class ClientProtocol:
         self.stats["app_sends"] += len(batch) - markers
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
-            self._report_undeliverable([m.message_id for m in batch if m.sender != name],
+            self.report_undeliverable([m.message_id for m in batch if m.sender != name],
                                        f"came back as {name} before they left")
             batch = [m for m in batch if m.sender == name]
         self.node.queue_sends(batch)
@@ -489,7 +476,7 @@ class ClientProtocol:
                             "server, are not sent", self.name, action.count,
                             extra=EVENT_EXTRA)
                 if action.ids:
-                    self._report_undeliverable(list(action.ids), "was declared gone before "
+                    self.report_undeliverable(list(action.ids), "was declared gone before "
                                                "the server relayed them")
             elif isinstance(action, ServerSilence):
                 self.emit(ServerSilent(member=self.node.name, silent_for=action.silent_for))
@@ -502,9 +489,8 @@ class ClientProtocol:
 
     def _incarnated(self, action: Incarnated) -> None:
         if action.previous is not None:
-            # back after the server lost us: what was sent meanwhile may be lost, so new
-            # frames start their streams afresh (the frames the server returned, resent
-            # just after this, continue the old ones)
+            # back after the server lost us: what was sent meanwhile may be lost, so
+            # frames start their streams afresh (the frames it returned go in them too)
             self.out.restart_streams()
         self.members_at_join = tuple(action.joined.all_users)
         if action.member != self.node.name:
@@ -531,7 +517,7 @@ class ClientProtocol:
         if previous is not None:
             unsent = [m.message_id for m in old.held() if isinstance(m, SentMessage)]
             lost = [m.message_id for m in old.held() if not isinstance(m, SentMessage)]
-            self._report_undeliverable(unsent, "was declared gone and came back as "
+            self.report_undeliverable(unsent, "was declared gone and came back as "
                                        f"{member}")
             if lost:
                 self.stats["lost_on_reincarnation"] += len(lost)
@@ -558,7 +544,10 @@ class ClientProtocol:
             # declared gone, which an analysis reports as an abrupt ending
             old_tracer.close()
 
-    def _report_undeliverable(self, ids: list[str], why: str) -> None:
+    def report_undeliverable(self, ids: list[str], why: str) -> None:
+        """Messages this client accepted for sending that are not sent (the host could
+        not put them on the wire, or this client came back as a new member); ``why``
+        says what happened to them."""
         if not ids:
             return
         self.stats["undeliverable"] += len(ids)
