@@ -50,7 +50,7 @@ from groupcomm.core.messages import (
     with_header_unchecked,
     without_header_unchecked,
 )
-from groupcomm.core.plugin_entries import FilterOption
+from groupcomm.core.registry import FilterOption
 from groupcomm.module_kit.codecs import (
     INT_ONLY,
     Clock,
