@@ -110,17 +110,10 @@ class ModuleInfo:
         return tuple(flags)
 
 
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(text)
-
-
-_CONVERTERS: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool,
-                                                 str: str}
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True,
+          "0": False, "false": False, "no": False, "off": False}
+_CONVERTERS: dict[type, Callable[[str], Any]] = {
+    int: int, float: float, bool: lambda text: _BOOLS[text.strip().lower()], str: str}
 
 
 @dataclass(frozen=True)
@@ -148,7 +141,7 @@ class FilterOption:
             given = str(given)
         try:
             return _CONVERTERS[self.type](given)
-        except ValueError:
+        except (ValueError, KeyError):
             raise ValueError(f"option {self.name!r} of filter {filter_name!r} takes "
                              f"{self.describe()}; got {given!r}") from None
 
@@ -287,7 +280,6 @@ class _Registry:
         self.modules: dict[str, ModuleInfo] = {}
         self.filters: dict[str, FilterInfo] = {}
         self._key: tuple[Any, ...] | None = None
-        self._collecting = False
         self._logged: set[str] = set()  # hooks are asked again when plugins change
 
     def _log_once(self, level: int, text: str) -> bool:
@@ -362,21 +354,18 @@ class _Registry:
         return self.sources.get(name) or _Source(name, origin=name)
 
     def collect(self) -> None:
-        """Ask the plugins' hooks again if the set of plugins changed since last time."""
+        """Ask the plugins' hooks again if the set of plugins changed since last time (a
+        hook that looks names up while it is asked gets the answers of last time)."""
         hook = self.manager.hook
         key = (tuple(hook.groupcomm_causality_modules.get_hookimpls()),
                tuple(hook.groupcomm_filters.get_hookimpls()))
-        if key == self._key or self._collecting:
-            return  # unchanged, or a hook looking names up while it is asked
-        self._collecting = True
-        try:
-            failures: list[PluginFailure] = []
-            self.modules = self._entries("groupcomm_causality_modules", key[0], module_info,
-                                         failures)
-            self.filters = self._entries("groupcomm_filters", key[1], filter_info, failures)
-            self.hook_failures, self._key = failures, key
-        finally:
-            self._collecting = False
+        if key == self._key:
+            return
+        self._key = key
+        failures: list[PluginFailure] = []
+        modules = self._entries("groupcomm_causality_modules", key[0], module_info, failures)
+        filters = self._entries("groupcomm_filters", key[1], filter_info, failures)
+        self.modules, self.filters, self.hook_failures = modules, filters, failures
 
     def _entries(self, hook_name: str, impls: Iterable[pluggy.HookImpl],
                  check: Callable[[Any, str], Any], failures: list[PluginFailure]
@@ -507,11 +496,9 @@ def register_filter(
     origin: str = "",
     options: Iterable[FilterOption] = (),
 ) -> FilterInfo:
-    """Make an extra filter available under ``name`` (send side, receive side or both),
-    with its typed ``options`` if it declares any (see :class:`FilterOption`).
-
-    Raises :class:`RegistrationError` without a name or without either side.
-    """
+    """Make an extra filter available under ``name`` (send side, receive side or both,
+    typed ``options`` if any), replacing an earlier registration of the name; raises
+    :class:`RegistrationError` as a plugin's bad filter entry is reported."""
     entry = {"name": name, "send": send, "receive": receive, "description": description,
              "options": tuple(options)}
     info = filter_info(entry, origin)
