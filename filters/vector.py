@@ -1,44 +1,14 @@
 """``vector``: causal broadcast with vector timestamps (seed 003; Birman, Schiper and
-Stephenson 1991).
+Stephenson 1991). The rule, broadcast only, the late joiners' ``base`` and ``skip``
+controls and void processes: docs/protocols.md.
 
-Each site keeps one vector: its own entry counts its broadcasts, every other entry the
-messages delivered from that site. On a broadcast the site increments its own entry and
-attaches a copy (header ``v``, sparse, names sent once). Site i delivers m from j when
-``V_m[j] == V_i[j] + 1`` and ``V_m[k] <= V_i[k]`` for every k != j; otherwise m is
-buffered and retried after every delivery. The traceable steps of the slides are logged
-at DEBUG under their names (``VectorTimeStampedMessageBuffered`` ...).
-
-Choices where the sources are silent:
-
-* **Broadcast only.** A unicast or a send to a subset is refused at the call
-  (:class:`CausalityError`, naming the modules that carry it): the members left out would
-  block every later message of the sender forever (000, footnote 1). A message to every
-  member including the sender (``to_all``) is fine; the copy to oneself is delivered at
-  once (everything it depends on was delivered here before it was sent).
-* **Late joiners are handled, not refused.** A member that joins after messages have
-  flowed cannot know how many messages each old member had already broadcast. So every
-  member that sees a join sends the newcomer one ``base`` control message with its own
-  count at that moment; the newcomer treats that many messages of that sender as
-  delivered and holds anything that depends on a sender whose base has not arrived.
-  The base also carries the sender's whole vector (header ``k``): a process named there
-  that is not a member at the newcomer's join left before it, so none of its messages
-  is addressed to the newcomer and a dependency on one is void (without this, the
-  newcomer would wait for ever on a predecessor's messages, for example those of
-  ``carol`` when ``carol~2`` joins). A member that leaves before its base arrived never
-  saw the join (the server relays a member's frames before its departure notice, so a
-  base it sent would have come first): none of its messages is addressed to the
-  newcomer, and it becomes void too (found by ``groupcomm check --join``). A
-  broadcast that was tagged before the join but stamped after it (and so is not addressed
-  to the newcomer) is followed by a ``skip`` control message to the newcomer, which fills
-  that number in its sequence; without it the newcomer would wait for it forever.
-* **Departures.** A member that leaves with messages still held that depend on one of
-  its messages that never arrived leaves them held: they are listed by
-  :meth:`VectorManager.held` / :meth:`VectorManager.waiting_for`, logged at WARNING, and
-  released past the gap only when the application calls
-  :meth:`VectorManager.release_waiting_on`.
-
-Which delivered messages were concurrent is visible to the application through the
-message tags (:class:`groupcomm.core.messages.Tag`).
+The stamp (header ``v``) is the sparse site vector, names sent once. Where the sources
+are silent: a member that leaves before its base arrived never saw the join (the server
+relays a member's frames before its departure notice), so it becomes void too (found by
+``groupcomm check --join``); what depends on a departed member's message that never
+came stays held (logged at WARNING) until :meth:`VectorManager.release_waiting_on`. The
+slides' traceable steps are logged at DEBUG under their names
+(``VectorTimeStampedMessageBuffered`` ...).
 """
 
 from __future__ import annotations
@@ -148,27 +118,20 @@ class VectorManager(CausalityManager):
 
     # -- send side ----------------------------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
-        """Stamp the broadcast with a copy of the site vector."""
-        for out in self.stamp(message):
-            self.send_downstream(out)
-
-    def stamp(self, message: SentMessage) -> list[SentMessage]:
-        """The stamped message, then a ``skip`` for each member that joined after it was
-        tagged."""
+        """Stamp the broadcast with a copy of the site vector, then send a ``skip`` to
+        each member that joined after it was tagged (filling that number in)."""
         me = self.host.name
-        seq = self.clock.get(me, 0) + 1
-        self.clock[me] = seq
+        seq = self.clock[me] = self.clock.get(me, 0) + 1
         log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
-        out = [with_header_unchecked(message, STAMP, self._encoded_clock())]
+        self.send_downstream(with_header_unchecked(message, STAMP, self._encoded_clock()))
         missing = set(self.members).difference(message.destinations)
         missing.discard(me)
         if missing:
             for member in self.members:
                 if member in missing:
-                    # joined after this message was tagged: fill the number in its sequence
-                    out.append(control_message(self, NAME, "skip", member,
-                                               about=message.message_id, headers={SKIP: seq}))
-        return out
+                    self.send_downstream(control_message(
+                        self, NAME, "skip", member, about=message.message_id,
+                        headers={SKIP: seq}))
 
     def _encoded_clock(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """``encode_clock(self.clock)``, its sorted names kept between sends.
