@@ -1,62 +1,17 @@
 """``ks``: causal unicast and multicast with a pruned log of pending destinations
-(Kshemkalyani and Singhal's conditions; beyond the sources).
+(Kshemkalyani and Singhal's conditions, 1998; beyond the sources). The log, the send,
+receive and merge rules and what they cost: docs/protocols.md.
 
-``matrix`` makes every message carry everything its sender knows of who sent what to
-whom: n² counters, nearly all of them about messages long since delivered. This module
-carries only what a destination may still have to wait for, and forgets the rest as soon
-as the sender can tell it is no longer needed.
+State of member i: ``clock``, its application sends (a multicast is one send);
+``delivered[k]``, the clock of the latest message from k delivered here; the ``log`` of
+entries (s, t, Dests), "the send with clock t of s may still be undelivered at the
+members in Dests", of which each sender's newest with an empty Dests is kept as a
+*marker* of how far i's knowledge of s goes.
 
-**State** of member i: ``clock``, the number of application sends i made (a multicast is
-one send); ``delivered[k]``, the clock of the latest message from k that i delivered
-(messages from one sender to one destination are delivered in send order, so every
-earlier one addressed to i was delivered too); and a **log** of entries (s, t, Dests):
-"the send with clock t of s may still be undelivered at the members in Dests". Of each
-sender's entries whose Dests is empty only the newest is kept, as a *marker*: it says
-how far i's knowledge of s's sends goes.
-
-**Send** of m to D (clock += 1). The copy for d carries the log, each entry with the
-other destinations of m taken out of its Dests (the copy of m to d' carries that entry
-to d' itself, and anything causally after m that reaches d' waits for m there), plus
-m's own entry (i, clock, D - {d}). Of each sender's entries that end up with an empty
-Dests only the newest travels. Then i takes D out of every entry of its own log (a
-later message to d from anyone who knows of these entries also knows of m, and m waits
-for them at d) and logs (i, clock, D).
-
-**Receive** of m from k with clock t at j: deliverable when ``delivered[s] >= t'`` for
-every entry (s, t', Dests) it carries with j in Dests (other than its own). On delivery
-``delivered[k] = t`` and the carried entries, j taken out of every Dests (j has them
-now), are merged into j's log:
-
-* an entry both have keeps the intersection of the two Dests (each side may know of
-  destinations that no longer wait);
-* a carried entry older than j's newest entry of the same sender that j does not have
-  is dropped: j knows a later send of s, so it knew of this one and forgot it once no
-  destination waited any more (or it reached j already without destinations); likewise
-  an entry of j's log older than the newest carried entry of its sender that the
-  message does not carry is dropped, for the same reason at the sender's side;
-* then each sender's empty entries but the newest are purged.
-
-These are the two conditions of Kshemkalyani and Singhal (1998) on what information a
-message must carry: what a destination has delivered, or is guaranteed to deliver in
-causal order through a later message it will also wait for, is never sent again. The
-model checker explores this module like the others (``groupcomm check --protocol ks``).
-
-**Metadata** (header ``K``): ``(t, names, newest, records)``. ``names`` lists each member
-the stamp refers to once; ``newest[i]`` is the clock of the newest entry carried of
-``names[i]``'s sends (0: none), which is all a marker needs; each record is an entry with
-destinations left: ``sender index, clock, number of destinations, destination
-indices``. The message's own entry is its sender's newest. Under uniform unicast at 50
-members the stamp is about a third of ``matrix``'s after 20 messages per process and a
-tenth after 100, when matrix's stamps have filled up (``groupcomm overhead``,
-BENCHMARKS.md).
-
-**Membership.** A newcomer starts with an empty log and nothing delivered: an entry can
-name it only for a send made after someone knew of its join, so it never waits for what
-was sent before. A member that leaves is taken out of every Dests (nobody
-will deliver on its behalf), so entries about messages to it stop travelling. As in
-``matrix``, messages that wait on a departed member's message that never came stay
-held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
-``release_waiting_on``. Links must be reliable; they need not be FIFO.
+A newcomer starts with an empty log: an entry can name it only for a send made after
+someone knew of its join, so it never waits for what was sent before. A member that
+leaves is taken out of every Dests; what waits on its message that never came stays held
+until ``release_waiting_on``. Links must be reliable; they need not be FIFO.
 """
 
 from __future__ import annotations
@@ -110,8 +65,12 @@ def purge_sender(sends: dict[int, frozenset[str]]) -> None:
 
 def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...],
                                                   tuple[int, ...]]:
-    """``(clock, names, newest, records)`` (see the module doc); canonical: names sorted,
-    records by sender and clock, destinations sorted."""
+    """The stamp (header ``K``): ``(clock, names, newest, records)``. ``names`` lists each
+    member the stamp refers to once; ``newest[i]`` is the clock of the newest entry
+    carried of ``names[i]``'s sends (0: none), which is all a marker needs; each record
+    is an entry with destinations left: ``sender index, clock, number of destinations,
+    destination indices``. Canonical: names sorted, records by sender and clock,
+    destinations sorted."""
     named = set(entries)
     for sends in entries.values():
         for dests in sends.values():

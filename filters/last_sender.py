@@ -1,12 +1,8 @@
-"""``last-sender`` (KNOWN BAD): the "last sender time stamp" scheme of seed 003.
-
-Every site counts the messages it delivered from each site. A message carries the
-sender and count of the last message its sender delivered (header ``l``: ``(site,
-count)``, or ``()`` when it delivered none). A site delivers a message when its own
-count for that site has reached the stamped count, else buffers it. A message may have
-several causes and this scheme sends only the most recent one, so a message whose
-other causes are still on the way is delivered too early: kept to be caught by the
-trace analysis and the model checker. Broadcast only.
+"""``last-sender`` (KNOWN BAD): the "last sender time stamp" scheme of seed 003
+(docs/protocols.md, "Known-bad modules"). A message carries the sender and count of the
+last message its sender delivered (header ``l``: ``(site, count)``, or ``()``), and is
+delivered once that one has been here: its other causes may still be on the way.
+Broadcast only.
 """
 
 from __future__ import annotations

@@ -1,36 +1,13 @@
-"""``matrix``: causal unicast and multicast (seed 000; Raynal, Schiper and Toueg 1991).
+"""``matrix``: causal unicast and multicast (seed 000; Raynal, Schiper and Toueg 1991;
+the rule: docs/protocols.md).
 
-SENT is an n x n matrix (row: sender, column: receiver) and DELIV a vector, both sparse
-and keyed by member name, so members may join at any time (a newcomer's row and column
-start at zero, which is exactly right: nothing was sent to it before it came).
-
-**The variant chosen.** The blog post (000) describes "attach SENT, then increment
-SENT[i][j]" and, at the receiver, "increment SENT[j][i], then merge". It also notes the
-equivalent form that increments *before* attaching and adds a "one greater" clause for
-the sender's own entry. We use that second form because it is the one that makes a
-multicast correct: a message to {a, b} increments SENT[i][a] and SENT[i][b] and then
-attaches one snapshot for both copies, so b learns that a message went to a (and will
-hold a's reply to it until it is delivered). Sending the copies as successive unicasts
-("attach, increment, attach, increment") would let a's reaction overtake b's copy: a
-causal violation of the application's single send event. So, for m from j at i:
-
-* deliverable when ``DELIV_i[j] == SENT_m[j][i] - 1`` and
-  ``DELIV_i[k] >= SENT_m[k][i]`` for every k != j;
-* after delivery ``DELIV_i[j] += 1`` and ``SENT_i = max(SENT_i, SENT_m)`` (the merge
-  already contains m, so the separate increment of the unicast form is not repeated).
-
-On unicast traffic the states are the same as the blog's at every step (the worked
-example is a test). **Self-addressed messages** (``to_all``) count once: SENT_i[i][i] is
-incremented when sending and never again when the copy loops back (counting it at both
-ends is the known pitfall that blocks every later self-addressed message).
-
-The metadata (header ``M``) carries the non-zero entries of SENT as index triples into a
-list of names sent once per message; it grows with the square of the members that talk
-to each other, which is the cost 004 measures against the sender-side protocols.
-
-A member that leaves with a message to us still in flight (or lost) leaves whatever
-depends on that message held: see :meth:`MatrixManager.held`, ``waiting_for`` (which
-names it) and ``release_waiting_on``.
+SENT and DELIV are sparse and keyed by member name, so members may join at any time (a
+newcomer's row and column start at zero: nothing was sent to it before it came). Of the
+two forms in 000 this is "increment, then attach": a multicast to {a, b} attaches one
+snapshot to both copies, so b learns of the copy to a and holds a's reply until that
+copy is delivered; "attach, increment" per copy would let the reply overtake it. The
+stamp (header ``M``) holds the non-zero entries of SENT as index triples into names sent
+once.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""``scalar-id`` (KNOWN BAD): the "global scalar id" scheme of seed 003.
-
-Every site keeps one global id, initially 0. Sending a message increments it and stamps
-the message with it (header ``g``). A site delivers a message whose id is the successor
-of its current id, buffers one whose id is higher, and on delivery sets its id to the
-message's. The slides leave open what happens to a *concurrent* message (an id at or
-below the current one); this module delivers it at once, which keeps it live and makes
-it deliver effects before their causes when two sites send concurrently. It is kept to
-be caught by the trace analysis and the model checker, not to be used. Broadcast only.
+"""``scalar-id`` (KNOWN BAD): the "global scalar id" scheme of seed 003
+(docs/protocols.md, "Known-bad modules"): one global id, stamped in header ``g``. The
+slides leave open what happens to a message whose id is not higher than the current one
+(concurrent); this module delivers it at once, which keeps it live and delivers effects
+before their causes. Broadcast only.
 """
 
 from __future__ import annotations

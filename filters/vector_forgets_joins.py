@@ -1,11 +1,7 @@
-"""``vector-forgets-joins`` (KNOWN BAD): ``vector`` whose late joiner ignores the bases.
-
-A newcomer starts with an empty vector and ignores the ``base`` control messages the
-members send it (see :mod:`filters.vector`, "Late joiners"), so it waits for messages
-that were broadcast before it joined and were never addressed to it: the first message
-that depends on one is held for ever. Everything else is ``vector``'s. Kept for the
-model checker to catch with ``groupcomm check --join`` (a liveness counterexample) and
-for the trace analysis to confirm (an undelivered message to a member that stayed).
+"""``vector-forgets-joins`` (KNOWN BAD): ``vector`` whose late joiner starts from an
+empty vector and ignores the members' ``base`` counts, so it waits for ever for messages
+broadcast before it joined (docs/protocols.md, "Known-bad modules"); caught by
+``groupcomm check --join`` and by the trace analysis.
 """
 
 from __future__ import annotations
