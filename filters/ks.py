@@ -180,7 +180,7 @@ class KsManager(CausalityManager):
         self.log: Log = {}
         self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
         #: message id -> the member whose send held it at the last look (see
-        #: first_deliverable)
+        #: take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
@@ -339,16 +339,10 @@ class KsManager(CausalityManager):
         def still_held(entry: tuple, s: str) -> bool:
             return rule(entry[0].sender, entry[1], ((s, entry[2][s]),)) is not None
 
-        progress = True
-        while progress and self.buffer:
-            progress = False
-            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
-                                           holder, still_held)
-            if entry is not None:
-                message, clock, entries = entry
-                self.host.trace("unbuffer", message)
-                self._deliver(message, clock, entries)
-                progress = True
+        while self.buffer and (entry := take_first_deliverable(
+                self.buffer, self._held_by, self._buffered_ids, holder, still_held)):
+            self.host.trace("unbuffer", entry[0])
+            self._deliver(*entry)
 
     # -- membership ---------------------------------------------------------------------
     def member_removed(self, name: str) -> None:

@@ -56,7 +56,7 @@ class MatrixManager(CausalityManager):
         self.sent: dict[str, dict[str, int]] = {}
         self.deliv: dict[str, int] = {}
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
-        #: message id -> the member that held it at the last look (see first_deliverable)
+        #: message id -> the member that held it at the last look (see take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
@@ -86,7 +86,7 @@ class MatrixManager(CausalityManager):
         row = self.sent.setdefault(me, {})
         for dest in message.destinations:
             count = row[dest] = row.get(dest, 0) + 1
-            self._encoded_entry(me, dest, count)
+            self._raised(me, dest, count)
         flat = self._stamp_flat
         if flat is None:
             names, counts = encode_matrix(self.sent)
@@ -99,12 +99,8 @@ class MatrixManager(CausalityManager):
         self.send_downstream(with_header_unchecked(message, STAMP, encoded))
 
     def _raised(self, row: str, column: str, count: int) -> None:
-        """SENT[row][column] was raised to ``count`` by a merge (matrix-delta records the
-        change instead)."""
-        self._encoded_entry(row, column, count)
-
-    def _encoded_entry(self, row: str, column: str, count: int) -> None:
-        """Keep the stamp's encoding in step with SENT[row][column] = count."""
+        """SENT[row][column] was raised to ``count`` (a send, a merge): keep the stamp's
+        encoding in step (matrix-delta records the change instead)."""
         flat = self._stamp_flat
         if flat is not None:
             slot = self._stamp_slot.get((row, column))
@@ -239,16 +235,10 @@ class MatrixManager(CausalityManager):
             sender, stamp = entry[0].sender, entry[1]
             return rule(sender, stamp[sender][me], ((k, stamp[k]),)) is not None
 
-        progress = True
-        while progress and self.buffer:
-            progress = False
-            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
-                                           holder, still_held)
-            if entry is not None:
-                message, stamp = entry
-                self.host.trace("unbuffer", message)
-                self._deliver(message, stamp)
-                progress = True
+        while self.buffer and (entry := take_first_deliverable(
+                self.buffer, self._held_by, self._buffered_ids, holder, still_held)):
+            self.host.trace("unbuffer", entry[0])
+            self._deliver(*entry)
 
     # -- introspection ------------------------------------------------------------------
     def held(self) -> list[GroupMessage]:

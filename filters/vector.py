@@ -62,7 +62,7 @@ class VectorManager(CausalityManager):
         self.clock: dict[str, int] = {}
         #: held application messages and skip markers, with their decoded stamps
         self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
-        #: message id -> the member that held it at the last look (see first_deliverable)
+        #: message id -> the member that held it at the last look (see take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()

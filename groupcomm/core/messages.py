@@ -1,15 +1,10 @@
 """Messages that travel through the send and receive pipelines.
 
-Messages are immutable: a filter that stamps metadata makes a new message with
-:meth:`GroupMessage.with_headers`. Header values are restricted to immutable,
-compactly encodable values (ints, strs, bytes, bools, ``None`` and nested tuples of
-those), so the metadata attached to a message is a snapshot by construction — the
-"deep copy" caveat of the source slides (003) cannot bite — and a message can be
-hashed for the model checker's state deduplication.
-
-User objects travel as ``user_message``; system messages (joins, leaves, protocol
-control messages) are instances of :class:`SystemMessage` and pass through filters
-that do not own them unchanged.
+Messages are immutable: a filter that stamps metadata makes a new message. Header values
+are immutable, compactly encodable values (ints, strs, bytes, bools, ``None`` and nested
+tuples of those), so a stamp is a send-time snapshot by construction and a message can
+be hashed for the model checker. System messages (joins, leaves, control messages) are
+:class:`SystemMessage` payloads that filters which do not own them pass on unchanged.
 """
 
 from __future__ import annotations
@@ -306,16 +301,6 @@ class ReceivedMessage(GroupMessage):
                     headers, vc, kind)
         _set(self, "receiver", receiver)
 
-    @classmethod
-    def checked_elsewhere(
-        cls, application_name: str, session_name: str, user_message: Any, message_id: str,
-        sender: str, vc: tuple[tuple[str, int], ...], kind: str, receiver: str,
-    ) -> ReceivedMessage:
-        """A header-less message from fields the caller has validated (the codec, which
-        checks every field of a decoded envelope before building the message)."""
-        return received_unchecked(application_name, session_name, user_message, message_id,
-                                  sender, vc, kind, receiver)
-
     @property
     def client_name(self) -> str:
         """The sending client's name."""
@@ -383,8 +368,8 @@ def received_unchecked(
     sender: str, vc: tuple[tuple[str, int], ...], kind: str, receiver: str,
     headers: Mapping[str, HeaderValue] = _EMPTY,
 ) -> ReceivedMessage:
-    """A :class:`ReceivedMessage` from fields the caller vouches for (see
-    :meth:`ReceivedMessage.checked_elsewhere`; ``headers`` too: see
+    """A :class:`ReceivedMessage` from fields the caller vouches for (the codec, which
+    checks every field of a decoded envelope, ``headers`` included: see
     :func:`checked_headers`)."""
     obj = _new(ReceivedMessage)
     _set_app(obj, application_name)

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import pluggy
@@ -407,21 +408,9 @@ class _Registry:
         return [*self.load_failures, *self.hook_failures]
 
 
-class _InCode:
-    """A plugin holding modules or filters registered in code."""
-
-    def __init__(self, modules: tuple[type[CausalityModule], ...] = (),
-                 filters: tuple[dict[str, Any], ...] = ()) -> None:
-        self.modules = list(modules)
-        self.filters = list(filters)
-
-    @hookimpl
-    def groupcomm_causality_modules(self) -> list[type[CausalityModule]]:
-        return self.modules
-
-    @hookimpl
-    def groupcomm_filters(self) -> list[dict[str, Any]]:
-        return self.filters
+def _in_code(hook: str, entry: Any) -> SimpleNamespace:
+    """A plugin whose one hook, ``hook``, returns ``[entry]`` (registered in code)."""
+    return SimpleNamespace(**{hook: hookimpl(lambda: [entry])})
 
 
 _registry: _Registry | None = None
@@ -467,7 +456,7 @@ def register_plugin(plugin: Any, name: str | None = None, origin: str = "") -> s
         return registered
 
 
-def _replace_in_code(plugin_name: str, plugin: _InCode | None, origin: str = "") -> None:
+def _replace_in_code(plugin_name: str, plugin: SimpleNamespace | None, origin: str = "") -> None:
     """Unregister the plugin ``plugin_name`` registered in code, then register ``plugin``
     under that name (if one is given)."""
     with _lock:
@@ -484,7 +473,8 @@ def register_module(module: type[CausalityModule], origin: str = "") -> ModuleIn
     :class:`RegistrationError` for a class that is not a :class:`CausalityModule`
     subclass, has no name or no manager."""
     info = module_info(module, origin)
-    _replace_in_code(f"module:{info.name}", _InCode(modules=(module,)), origin)
+    _replace_in_code(f"module:{info.name}", _in_code("groupcomm_causality_modules", module),
+                     origin)
     return info
 
 
@@ -502,7 +492,7 @@ def register_filter(
     entry = {"name": name, "send": send, "receive": receive, "description": description,
              "options": tuple(options)}
     info = filter_info(entry, origin)
-    _replace_in_code(f"filter:{name}", _InCode(filters=(entry,)), origin)
+    _replace_in_code(f"filter:{name}", _in_code("groupcomm_filters", entry), origin)
     return info
 
 

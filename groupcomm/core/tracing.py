@@ -1,9 +1,6 @@
-"""Trace writing in the schema of docs/trace_schema.md (a contract shared with the analyzer).
-
-One JSON object per line, one file per process (``<process>.jsonl``) in a trace
-directory. :class:`NullTracer` is what runs when tracing is off: its ``enabled`` flag is
-checked by callers before they build any event, so tracing off costs one attribute
-read per event site.
+"""Trace writing in the schema of docs/trace_schema.md: one JSON object per line, one
+``<process>.jsonl`` per process. Callers read a tracer's ``enabled`` before they build an
+event, so tracing off (:class:`NullTracer`) costs one attribute read per event site.
 """
 
 from __future__ import annotations
@@ -57,7 +54,7 @@ class JsonlTracer(Tracer):
     def __init__(self, trace_dir: str | os.PathLike[str], process: str) -> None:
         directory = Path(trace_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{_safe_file_name(process)}.jsonl"
+        self.path = directory / f"{trace_file_stem(process)}.jsonl"
         self._lock = threading.Lock()
         # opened at the first line: a communicator that turns out to be another
         # incarnation (carol~2) leaves no empty carol.jsonl behind
@@ -128,14 +125,14 @@ def write_trace_dir(
             handle = handles.get(process)
             if handle is None:
                 handle = open(  # noqa: SIM115
-                    directory / f"{_safe_file_name(process)}.jsonl", "w", encoding="utf-8"
+                    directory / f"{trace_file_stem(process)}.jsonl", "w", encoding="utf-8"
                 )
                 handles[process] = handle
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
     finally:
         for handle in handles.values():
             handle.close()
-    return [directory / f"{_safe_file_name(p)}.jsonl" for p in handles]
+    return [directory / f"{trace_file_stem(p)}.jsonl" for p in handles]
 
 
 class TraceSchemaError(ValueError):
@@ -159,8 +156,4 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
 def trace_file_stem(process: str) -> str:
     """The name of ``process``'s trace file without ``.jsonl``."""
-    return _safe_file_name(process)
-
-
-def _safe_file_name(process: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in process) or "_"

@@ -1,31 +1,9 @@
 """The public API for writing a causality module or an extra filter outside this
-repository: what the built-in modules themselves use.
-
-docs/writing-a-module.md is the guide (the contracts in the order an author meets them,
-with a complete receiver-side module walked through); this package gathers the names it
-uses, so a plugin imports from one place that keeps its meaning within a major version
-of :data:`PLUGIN_API`:
-
-* the base classes an author subclasses: :class:`CausalityModule` (names the manager
-  class and declares the flags the tools and the checker read) and
-  :class:`CausalityManager` (the protocol: the hooks its filters call with each message
-  sent, received and each control message, the state both filters share, the
-  membership hooks, held/waiting_for/release, snapshot/restore); the filters that call
-  those hooks, :class:`ModuleSendFilter` and :class:`ModuleReceiveFilter`, come with
-  the module; for an extra filter, :class:`MessageFilter`, :class:`MessageFilterCreator`
-  and :class:`FilterOption`;
-* the errors: :class:`ProtocolViolation` (a peer sent what the protocol cannot accept)
-  and :class:`CausalityError` (the local application asked what the module cannot do);
-* the messages and their header operations (:func:`with_header_unchecked`,
-  :func:`without_header_unchecked`, ``message.to(...)`` for a copy per destination);
-* :mod:`~groupcomm.module_kit.codecs` (header readers, clock and matrix encodings and
-  their renamers), :mod:`~groupcomm.module_kit.drain` (the buffer drain) and
-  :mod:`~groupcomm.module_kit.control` (control messages, departures);
-* :data:`PLUGIN_API` and :data:`hookimpl` for the plugin's hooks.
-
+repository, and what the built-in modules themselves use: the names keep their meaning
+within a major version of :data:`PLUGIN_API`. docs/writing-a-module.md is the guide.
 Like the modules it serves, this package does no I/O (no sockets, threads, clocks or
-randomness): a module built on it runs unchanged in real processes, the simulator and
-the model checker.
+randomness), so a module built on it runs unchanged in real processes, the simulator
+and the model checker.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Header codecs of causality modules: readers that turn a peer's missing or
-wrong-shape metadata into a precise :class:`~groupcomm.core.causality.ProtocolViolation`
-(the receive filter raises it; the node logs and counts the message, and the process
-keeps running), and the compact encodings of vector clocks and matrices the built-in
-modules put on messages.
+wrong-shape metadata into a precise :class:`~groupcomm.core.causality.ProtocolViolation`,
+and the compact encodings of vector clocks and matrices, with their renamers for the
+model checker's symmetry reduction (docs/writing-a-module.md, section 9).
 
-Clocks travel keyed by member name, not by position: members join and leave, and a
-late joiner does not know who left before it came, so positions would not mean the
-same at every member. To stay compact the names are sent once per message and the
-entries refer to them by index; only non-zero entries are sent. Every encoding is
-canonical (names sorted), so two equal clocks encode to equal values: the model checker
-compares snapshots and frames by value.
-
-The ``rename_*`` functions rename the process names inside an encoded value (the model
-checker's symmetry reduction, ``groupcomm check --symmetry``); a module whose header is
-an encoded clock or matrix names the kind in its ``symmetry_headers`` (``"clock"``,
-``"matrix"``), and a module with a header of its own shape supplies a function built
-from these (see docs/writing-a-module.md).
+Clocks travel keyed by member name, not by position: members join and leave, and a late
+joiner does not know who left before it came. The names are sent once per message, the
+entries refer to them by index, only non-zero entries are sent, and every encoding is
+canonical (names sorted): the model checker compares snapshots and frames by value.
 """
 
 from __future__ import annotations
@@ -167,7 +158,6 @@ def freeze_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple:
     return tuple(
         (r, freeze_clock(row)) for r, row in sorted(matrix.items()) if any(row.values())
     )
-
 
 
 def rename_clock(value: Any, rename: Rename) -> Any:

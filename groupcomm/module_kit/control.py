@@ -1,12 +1,7 @@
-"""Control messages and departures: what a causality module sends that the
-application never sees, and what it does with the messages a departure strands.
-
-A control message is a :class:`~groupcomm.core.messages.ControlMessage` payload
-(``protocol``, ``kind``, ``about``) sent through the same pipelines as application
-messages; the receiving module's filter gets it in ``on_control`` (the base receive
-filter routes every control whose protocol is the filter's ``protocol`` there) and
-never delivers it.
-"""
+"""Control messages and departures: what a causality module sends that the application
+never sees (a :class:`~groupcomm.core.messages.ControlMessage` payload, handed to the
+receiving module's ``on_control``), and what it does with the messages a departure
+strands."""
 
 from __future__ import annotations
 
@@ -20,10 +15,13 @@ from groupcomm.core.messages import (
     ControlMessage,
     HeaderValue,
     SentMessage,
+    checked_headers,
     sent_unchecked,
 )
 
 __all__ = ["control_message", "drop_unsent_to", "gone_before_sending", "warn_held_on"]
+
+_NO_HEADERS: Mapping[str, HeaderValue] = {}
 
 def control_message(
     manager: CausalityManager,
@@ -36,19 +34,10 @@ def control_message(
     """A control message of ``protocol`` from this host to ``to`` (never delivered)."""
     manager.control_count += 1
     name = manager.host.name
-    if headers is None:  # an ACK per message under mfss and cykas: no field needs checking
-        return sent_unchecked(manager.application_name, manager.session_name,
-                              ControlMessage(protocol, kind, about),
-                              f"{name}~{kind}{manager.control_count}", name, (), (to,))
-    return SentMessage(
-        application_name=manager.application_name,
-        session_name=manager.session_name,
-        user_message=ControlMessage(protocol, kind, about),
-        message_id=f"{name}~{kind}{manager.control_count}",
-        sender=name,
-        headers=headers,
-        destinations=(to,),
-    )
+    return sent_unchecked(manager.application_name, manager.session_name,
+                          ControlMessage(protocol, kind, about),
+                          f"{name}~{kind}{manager.control_count}", name, (), (to,),
+                          checked_headers(headers) if headers else _NO_HEADERS)
 
 
 def warn_held_on(manager: CausalityManager, name: str, log: logging.Logger) -> None:
