@@ -261,17 +261,13 @@ class KsManager(CausalityManager):
     def blocker(self, sender: str, clock: int,
                 entries: Iterable[tuple[str, Mapping[int, frozenset[str]]]]) -> str | None:
         """The delivery rule: a member with a send that the log a message carries says
-        must be delivered here first and that is not yet, or None: deliverable.
+        must be delivered here first and that is not yet, or None: deliverable. The
+        senders are read in order up to the first that holds, so any part of a log can be
+        tested alone.
 
         ``clock`` is the message's own clock (its own entry is passed over) and
         ``entries`` its log, sender by sender: ``(s, {t: Dests})``. A send (s, t) holds
-        the message while this member is in its Dests and has delivered no message of s
-        with clock t or later (``delivered[s] < t``).
-
-        The senders are read in order up to the first that holds, so the rule tests any
-        part of a log alone: the drain's cache re-checks the sends of the member that
-        held a message at the last look, and :func:`blocking` finds every one
-        (``waiting_for``)."""
+        the message while this member is in its Dests and ``delivered[s] < t``."""
         me = self.host.name
         delivered = self.delivered
         for s, sends in entries:

@@ -181,20 +181,13 @@ class MatrixManager(CausalityManager):
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None,
                 rows: Iterable[tuple[str, Mapping[str, int]]]) -> str | None:
-        """The delivery rule: the member whose messages keep a message from ``sender``
-        from delivery here now, or None: deliverable.
+        """The delivery rule (docs/protocols.md): the member whose messages keep a message
+        from ``sender`` from delivery here now, or None: deliverable. The rows are read in
+        order up to the first that holds, so any part of a stamp can be tested alone.
 
         ``own`` is the message's ``SENT_m[sender][me]`` (None: leave that clause out) and
         ``rows`` the rows ``(k, SENT_m[k])`` of its stamp, of which only the counts of
-        messages to us are read (the sender's row is passed over: ``own`` is its count).
-        The sender holds the message until it is the next from the sender to us
-        (``DELIV[sender] == own - 1``); any other k holds it while the stamp counts a
-        message of k to us not delivered here (``DELIV[k] < SENT_m[k][me]``).
-
-        The rows are read in order up to the first that holds, so the rule tests any
-        part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
-        plan only hands it the counts it reads, where they sit."""
+        messages to us are read (the sender's row is passed over)."""
         deliv = self.deliv
         if own is not None and deliv.get(sender, 0) != own - 1:
             return sender

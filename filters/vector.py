@@ -186,10 +186,8 @@ class VectorManager(CausalityManager):
                 f"{NAME}: stamp of {message.message_id} has no entry >= 1 for its sender "
                 f"{sender}: {stamp}"
             )
-        if stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
-            self.count("duplicates")
-            return
-        if message.message_id in self._buffered_ids:
+        if ((stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base)
+                or message.message_id in self._buffered_ids):
             self.count("duplicates")
             return
         if self.blocker(sender, stamp[sender], _ITSELF, stamp.items()) is None:
@@ -236,26 +234,18 @@ class VectorManager(CausalityManager):
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None, counts: Sequence[int],
                 entries: Iterable[tuple[str, int]]) -> str | None:
-        """The delivery rule: the member whose messages keep a message from ``sender``
-        from delivery here now, or None: deliverable.
+        """The delivery rule (docs/protocols.md): the member whose messages keep a message
+        from ``sender`` from delivery here now, or None: deliverable. The entries are read
+        in order up to the first that holds, so any part of a stamp can be tested alone.
 
         ``own`` is the message's count of its sender's broadcasts (None: leave that
-        clause out); ``entries`` says where the stamp's other counts are: ``(k, at)``,
-        k's count being ``counts[at]`` (a plan's counts are the stamp's tuple, at known
-        places; a decoded stamp passes its items with :data:`_ITSELF`, under which each
-        count reads as itself). The sender holds
-        the message until it is the next from the sender (``own == clock[sender] + 1``)
-        and the sender's base has come, if we joined late; any other k holds it while
-        its count is of a message of k not delivered here (``count > clock[k]``) or k's
-        base has not come. Entries of the sender (``own`` is its count), of ours (the
-        sender depends only on broadcasts of ours it delivered, so sent before) and of a
-        void process are passed over.
-
-        The entries are read in order up to the first that holds, so the rule tests any
-        part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
-        plan only says where a stamp's counts are, and leaves out what the rule passes
-        over whatever it counts."""
+        clause out); ``entries`` are ``(k, at)``, k's count being ``counts[at]`` (a plan
+        passes the stamp's tuple; a decoded stamp its items with :data:`_ITSELF`). The
+        sender holds the message until it is the next from the sender and the sender's
+        base has come; any other k while its count is of a message of k not delivered
+        here or k's base has not come. Entries of the sender, of ours (the sender only
+        depends on broadcasts of ours it delivered) and of void processes are passed
+        over."""
         clock = self.clock
         awaiting = self.awaiting_base
         if own is not None and (own != clock.get(sender, 0) + 1 or sender in awaiting):

@@ -1,16 +1,9 @@
 """groupcomm: causal message delivery for collaborative applications.
 
-Applications talk through a :class:`Communicator`; every message passes a send pipeline
-and a receive pipeline of filters; causality modules are pairs of filters sharing a
-manager, chosen by name at start-up.
-
-The names below are the public API. The message and filter model comes from
-:mod:`groupcomm.core` (no sockets, no threads of its own); the communicator and its
-errors come from :mod:`groupcomm.transport` and are imported on first use, so that the
-simulator, the model checker and the filters can import this package without loading
-ZeroMQ. docs/architecture.md maps the packages. :data:`PLUGIN_API` is the version of the
-plugin API a plugin checks (docs/writing-a-module.md; the helpers a module author uses
-are :mod:`groupcomm.module_kit`).
+The names below are the public API (docs/programming.md; docs/architecture.md maps the
+packages). The communicator and its option groups live in :mod:`groupcomm.transport`
+and are imported on first use, so that the simulator, the model checker and the filters
+import this package without loading ZeroMQ.
 """
 
 from typing import Any

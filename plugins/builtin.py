@@ -1,8 +1,6 @@
 """The built-in plugin: the project's causality modules and extra filters, through the
-same hooks and the same ``groupcomm.plugins`` entry-point group as a third-party plugin
-(``builtin = groupcomm.plugins.builtin`` in setup.cfg).
-
-The classes are imported directly: a module file that does not import makes this plugin
+same hooks and entry-point group as a third-party plugin (``builtin =
+groupcomm.plugins.builtin`` in setup.cfg). A module file that does not import makes it
 fail to load, and the registry reports it with its error.
 """
 
