@@ -233,33 +233,25 @@ def _typed(name: str, factory: Callable[..., Any] | None,
     return typed
 
 
-def _api_mismatch(plugin: Any) -> str:
-    """Why ``plugin`` cannot be used with this version of the plugin API (:data:`PLUGIN_API`),
-    or "" when it can (it declares none, or a compatible one)."""
-    declared = getattr(plugin, PLUGIN_API_ATTRIBUTE, None)
-    if declared is None:
-        return ""
-    if not (isinstance(declared, tuple) and len(declared) == 2
-            and all(type(part) is int and part >= 0 for part in declared)):
-        return (f"{PLUGIN_API_ATTRIBUTE} must be a pair of integers (major, minor), got "
-                f"{declared!r}")
-    major, minor = declared
-    if major != PLUGIN_API[0] or minor > PLUGIN_API[1]:
-        return (f"written for plugin API {major}.{minor}; this groupcomm provides "
-                f"{PLUGIN_API[0]}.{PLUGIN_API[1]} (a plugin needs the same major version "
-                "and a minor version no newer)")
-    return ""
-
-
 class _PluginManager(pluggy.PluginManager):
-    """pluggy's manager, refusing a plugin written for another plugin API, and leaving
-    nothing behind of a plugin it refuses (pluggy records a plugin before it checks its
-    hooks)."""
+    """pluggy's manager, refusing a plugin that states another major plugin API or a
+    newer minor one (:data:`PLUGIN_API`; one that states none is loaded unchecked), and
+    leaving nothing behind of a plugin it refuses (pluggy records a plugin before it
+    checks its hooks)."""
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
-        mismatch = _api_mismatch(plugin)
-        if mismatch:
-            raise IncompatiblePluginError(mismatch)
+        declared = getattr(plugin, PLUGIN_API_ATTRIBUTE, None)
+        if declared is not None:
+            if not (isinstance(declared, tuple) and len(declared) == 2
+                    and all(type(part) is int and part >= 0 for part in declared)):
+                raise IncompatiblePluginError(f"{PLUGIN_API_ATTRIBUTE} must be a pair of "
+                                              f"integers (major, minor), got {declared!r}")
+            major, minor = declared
+            if major != PLUGIN_API[0] or minor > PLUGIN_API[1]:
+                raise IncompatiblePluginError(
+                    f"written for plugin API {major}.{minor}; this groupcomm provides "
+                    f"{PLUGIN_API[0]}.{PLUGIN_API[1]} (a plugin needs the same major "
+                    "version and a minor version no newer)")
         already = self.get_name(plugin)
         try:
             return super().register(plugin, name)

@@ -1,41 +1,26 @@
-"""``ses``: causal unicast and multicast after Schiper, Eggli and Sandoz (1989).
+"""``ses``: causal unicast and multicast after Schiper, Eggli and Sandoz (1989); the
+groupcomm guide, docs/writing-a-module.md, walks through this file.
 
-Every message carries two headers:
+Every message carries the sender's **vector time** at the send (header ``st``, an
+encoded clock) and its **pairs** (header ``sp``): ``(destination, vector time)`` for
+each member a message was sent to in the sender's causal past, the newest such time per
+destination. A receiver delivers a message that carries no pair for it at once, and one
+that does once its own knowledge (the merged vector times of what it delivered) covers
+that pair's time; on delivery it takes on the time and the pairs (but its own). A
+multicast is one send event: the copy to each destination also carries a pair
+``(other destination, this send's time)`` for every other destination.
 
-* ``st``, the sender's **vector time** at the send (an encoded clock: per member, the
-  sends of that member this send follows; the sender's own entry counts its sends);
-* ``sp``, the sender's **pairs**: ``(destination, vector time)`` for each member a
-  message was sent to in the sender's causal past, the newest such time per destination
-  (the per-destination maximum, entry by entry).
+**Its own entry.** A member's knowledge of its own sends is the last of them whose
+copies to itself have all been delivered: a pair can name a multicast that included
+the receiver itself, and its own copy (looped back by the node) must come first.
 
-A receiver delivers a message at once when it carries no pair for the receiver; when it
-carries one, the message waits until the receiver's own knowledge (the vector times of
-what it has delivered, merged) covers that pair's time: the message that pair stands for
-was sent to this receiver before, and must be delivered first. On delivery the receiver
-merges the time into its knowledge and the pairs into its own (dropping its own), so
-what it sends next carries them on. A multicast is one send event: the copy to each
-destination carries, besides the sender's pairs, a pair ``(other destination, this
-send's time)`` for every other destination, so a destination's reaction to it waits at
-the others until their copy is delivered.
+**Departures and joins.** Pairs for a departed member are dropped (a member that comes
+back is a new name, ``NAME~2``); what waits on a departed member's message stays held
+until ``release_waiting_on``. A newcomer needs nothing sent to it, and pairs for a
+member not heard of yet are passed on all the same.
 
-**Its own entry.** A member's knowledge of its own sends is not the count of its sends
-but the last of them whose copies to itself have all been delivered: a pair can name a
-multicast that included the receiver itself (learnt through a peer), and its own copy
-(looped back by the node) must come first.
-
-**Departures.** A member that leaves with a message to us still in flight leaves what
-depends on it held: :meth:`SesManager.held`, :meth:`SesManager.waiting_for` (naming it)
-and :meth:`SesManager.release_waiting_on` (the application gives up on it). Pairs for a
-departed member are dropped: nothing will be sent to it again (a member that comes back
-is a new name, ``NAME~2``).
-
-**A late joiner** needs nothing sent to it: a pair names a message sent to the pair's
-destination, so a newcomer only ever waits for messages sent to it after it joined. A
-member passes on pairs for a newcomer it has not heard of yet (members learn of a join
-at different moments): dropping them would let its reaction overtake their message.
-
-**Not handled:** duplicated frames (a message delivered already is not recognised when it
-arrives again; stack the ``reliable`` filter on a network that duplicates).
+**Not handled:** duplicated frames (stack the ``reliable`` filter on a network that
+duplicates).
 """
 
 from __future__ import annotations
