@@ -66,24 +66,19 @@ class CykasManager(CausalityManager):
             raise CausalityError(f"{self.protocol}: {message.message_id} must have one "
                                  "destination (the node splits multicasts for this module)")
         self.ob.append(message)
-        if not self._try_send(first=message):
+        if not self.try_send(first=message):
             self.host.trace("buffer", message, side="send", waiting_for=self._blockers())
 
-    def try_send(self) -> None:
-        """Send from the head of OB while the rules allow (after every ACK and YCT)."""
-        self._try_send(first=None)
-
-    def _may_send_in_secret_mode(self, dest: str) -> bool:
-        return self.secret_sends and self.yct_from.get(dest, 0) > 0
-
-    def _try_send(self, first: SentMessage | None) -> bool:
-        """Returns True when ``first`` (just enqueued) went out at once."""
+    def try_send(self, first: SentMessage | None = None) -> bool:
+        """Send from the head of OB while the rules allow (after every send, ACK and
+        YCT); True when ``first`` (just enqueued) went out at once."""
         me = self.host.name
         sent_first = False
         while self.ob:
             message = self.ob[0]
             (dest,) = message.destinations
-            if self.mode > 0 and not (dest == me or self._may_send_in_secret_mode(dest)):
+            if self.mode > 0 and not (dest == me or (self.secret_sends
+                                                      and self.yct_from.get(dest, 0) > 0)):
                 break
             if dest in self.unack:
                 break

@@ -23,28 +23,19 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def groupcomm_causality_modules() -> list[type[Any]]:
-    """Return the causality modules this plugin provides.
-
-    A list (or tuple) of :class:`groupcomm.core.causality.CausalityModule` subclasses,
-    each with a unique ``name`` and a one-line ``description``; or an empty list. The
-    registry calls it when it first resolves a name and again whenever the set of
-    plugins changes. An entry that is not such a class, or a hook that raises, is
-    reported as a failed plugin (the other entries and plugins still load).
-    """
+    """Return the causality modules this plugin provides: a list (or tuple) of
+    :class:`groupcomm.core.causality.CausalityModule` subclasses, each with a unique
+    ``name`` and a one-line ``description``. Called when a name is first resolved and
+    again whenever the set of plugins changes; an entry that is not such a class, or a
+    hook that raises, is reported as a failed plugin (the rest still loads)."""
 
 
 @hookspec
 def groupcomm_filters() -> list[dict[str, Any]]:
-    """Return the extra filters this plugin provides.
-
-    A list of dicts with ``name`` (str), ``description`` (one line), and ``send`` and/or
-    ``receive``: callables taking keyword options and returning a
-    :class:`groupcomm.core.filtering.MessageFilterCreator` for that side; optionally
-    ``options``, a list of :class:`groupcomm.core.registry.FilterOption` (name, type,
-    default, help): the registry then converts each ``--filter NAME:key=value`` string
-    to its type (``int``, ``float``, ``bool`` or ``str``), passes the defaults of those
-    not given, refuses an unknown key or a value that does not convert (one line naming
-    the option, its type and what was given), and ``groupcomm filters`` lists them.
-    Without ``options`` the callables get the strings as given. Called like
-    :func:`groupcomm_causality_modules`, with the same reporting of bad entries.
-    """
+    """Return the extra filters this plugin provides: dicts with ``name``, a one-line
+    ``description``, ``send`` and/or ``receive`` (callables taking keyword options and
+    returning a :class:`groupcomm.core.filtering.MessageFilterCreator` for that side)
+    and optionally ``options``, a list of :class:`groupcomm.core.registry.FilterOption`:
+    the registry then converts ``--filter NAME:key=value`` strings to their types and
+    fills in defaults (docs/writing-a-module.md); without it the callables get the
+    strings as given. Called and checked like :func:`groupcomm_causality_modules`."""

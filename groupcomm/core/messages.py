@@ -272,18 +272,11 @@ class SentMessage(GroupMessage):
         return dataclasses.replace(self, destinations=tuple(destinations))
 
     def received_by(self, receiver: str) -> ReceivedMessage:
-        """The :class:`ReceivedMessage` that ``receiver`` gets for this message."""
-        return ReceivedMessage(
-            application_name=self.application_name,
-            session_name=self.session_name,
-            user_message=self.user_message,
-            message_id=self.message_id,
-            sender=self.sender,
-            headers=self.headers,
-            vc=self.vc,
-            kind=self.kind,
-            receiver=receiver,
-        )
+        """The :class:`ReceivedMessage` that ``receiver`` gets for this message (its
+        fields were checked when this one was built)."""
+        return received_unchecked(self.application_name, self.session_name,
+                                  self.user_message, self.message_id, self.sender, self.vc,
+                                  self.kind, receiver, self.headers)
 
 
 @dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
