@@ -9,6 +9,11 @@ relays a member's frames before its departure notice), so it becomes void too (f
 came stays held (logged at WARNING) until :meth:`VectorManager.release_waiting_on`. The
 slides' traceable steps are logged at DEBUG under their names
 (``VectorTimeStampedMessageBuffered`` ...).
+
+``VectorForgetsJoinsModule`` (``vector-forgets-joins``, KNOWN BAD) is ``vector`` whose
+late joiner starts from an empty vector and ignores the members' ``base`` counts, so it
+waits for ever for messages broadcast before it joined: ``groupcomm check --join`` and
+the trace analysis catch it.
 """
 
 from __future__ import annotations
@@ -392,3 +397,29 @@ class VectorModule(CausalityModule):
     description = "causal broadcast with vector timestamps (broadcast only)"
     broadcast_only = True
     symmetry_headers = {STAMP: "clock", BASE: "int", KNOWN: "clock", SKIP: "int"}
+
+
+class ForgetfulVectorManager(VectorManager):
+    """Joins late as if the session had just started."""
+
+    def client_joined(
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
+    ) -> None:
+        super().client_joined(client_name, application_name, session_name, is_new_session,
+                              is_new_application, all_users)
+        self.awaiting_base.clear()  # the defect: nothing is learnt from the members
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        if message.user_message.kind == "base":
+            return  # the defect: the members' counts are thrown away
+        super().on_control(message)
+
+
+class VectorForgetsJoinsModule(VectorModule):
+    """KNOWN BAD: vector whose newcomer waits for messages sent before it joined."""
+
+    name = "vector-forgets-joins"
+    manager_class = ForgetfulVectorManager
+    description = "KNOWN BAD: vector whose late joiner waits for messages sent before it joined"
+    known_bad = True

@@ -33,13 +33,8 @@ class SessionMessageListener(Protocol):
     """Told about joins and leaves, in the same order at every member (003)."""
 
     def client_joined(
-        self,
-        client_name: str,
-        application_name: str,
-        session_name: str,
-        is_new_session: bool,
-        is_new_application: bool,
-        all_users: Sequence[str],
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
     ) -> None:
         """``client_name`` joined; ``all_users`` is the membership after the join, in join order."""
 

@@ -97,10 +97,7 @@ class ModuleInfo:
     @property
     def flags(self) -> tuple[str, ...]:
         """What the module declares about itself, read from its class attributes (the
-        tools choose by these, never by name): ``known-bad``, ``broadcast-only``,
-        ``sender-side`` (waits for acknowledgements), ``unicast-events`` (a send to
-        several is that many unicasts), ``symmetry`` (declares its headers on its own
-        class for ``check --symmetry``), ``commuting-controls`` (for ``check --por``)."""
+        tools choose by these, never by name; docs/writing-a-module.md, section 2)."""
         cls = self.factory
         flags = [flag for flag, attribute in _FLAG_ATTRIBUTES if getattr(cls, attribute, False)]
         # read on the exact class, as the checker does (a subclass is not covered)
@@ -512,11 +509,9 @@ def available_modules() -> dict[str, ModuleInfo]:
 def default_modules(*, known_bad: bool = False, unicast: bool = False,
                     causal: bool = False) -> list[str]:
     """The installed modules a tool runs when not told which, in registration order (the
-    built-ins first, then each plugin's): every module, but the known-bad ones unless
-    ``known_bad``; with ``unicast``, only those that carry a send to one member (not
-    ``broadcast-only``); with ``causal``, only those that promise causal order (their
-    ``delivery_order`` is ``causal``, the default). Read from the modules' flags, never
-    from their names."""
+    built-ins first), chosen by their flags: not the known-bad ones unless ``known_bad``;
+    with ``unicast``, not the broadcast-only ones; with ``causal``, only those whose
+    ``delivery_order`` is ``causal``."""
     return [name for name, info in _current().modules.items()
             if (known_bad or not info.factory.known_bad)
             and not (unicast and info.factory.broadcast_only)

@@ -100,6 +100,11 @@ def rename_pairs(value: Any, rename: Rename) -> Any:
     return tuple(sorted((rename(dest), rename_clock(time, rename)) for dest, time in value))
 
 
+def _canonical(entry: Entry) -> tuple[str, int]:
+    """Where a buffered message sits: by sender, then by its send number."""
+    return entry[0].sender, entry[1].get(entry[0].sender, 0)
+
+
 def _merge(into: Clock, other: Mapping[str, int]) -> None:
     for name, count in other.items():
         if count > into.get(name, 0):
@@ -176,12 +181,7 @@ class SesManager(CausalityManager):
         """Deliver ``message`` now if nothing it follows is missing, else buffer it."""
         time = decode_clock(message, TIME, self.protocol)
         pairs = decode_pairs(message, self.protocol)
-        if message.sender == self._me:
-            # its own copy: after the copies to itself of its earlier sends
-            condition = {self._me: time.get(self._me, 0) - 1}
-        else:
-            condition = pairs.get(self._me, {})
-        entry = (message, time, condition)
+        entry = self._entry(message, time, pairs)
         if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
@@ -189,14 +189,17 @@ class SesManager(CausalityManager):
             self._deliver(entry, pairs)
             self._drain()
             return
-        self._buffer(entry)
-
-    def _buffer(self, entry: Entry) -> None:
-        message, time, _ = entry
         self.buffer.append(entry)
-        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+        self.buffer.sort(key=_canonical)
         self._buffered_ids.add(message.message_id)
         self.host.trace("buffer", message, waiting_for=self._waits_on(entry))
+
+    def _entry(self, message: ReceivedMessage, time: Clock, pairs: dict[str, Clock]) -> Entry:
+        """The buffer entry of ``message``: with its time and what it waits for here."""
+        if message.sender == self._me:
+            # its own copy: after the copies to itself of its earlier sends
+            return message, time, {self._me: time.get(self._me, 0) - 1}
+        return message, time, pairs.get(self._me, {})
 
     def _holder(self, entry: Entry) -> str | None:
         """The first member whose sends this message waits for, or None (deliverable)."""
@@ -302,12 +305,10 @@ class SesManager(CausalityManager):
         self._held_by.clear()
         self._buffered_ids.clear()
         for message in buffered:
-            time = decode_clock(message, TIME, self.protocol)
-            condition = ({self._me: time.get(self._me, 0) - 1} if message.sender == self._me
-                         else decode_pairs(message, self.protocol).get(self._me, {}))
-            self.buffer.append((message, time, condition))
+            self.buffer.append(self._entry(message, decode_clock(message, TIME, self.protocol),
+                                           decode_pairs(message, self.protocol)))
             self._buffered_ids.add(message.message_id)
-        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+        self.buffer.sort(key=_canonical)
 
 
 class SesForgetsPairsManager(SesManager):
