@@ -11,22 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: application-level events: what the application sent and was handed
-APP_EVENTS = ("send", "deliver")
-#: protocol and transport events
-PROTOCOL_EVENTS = (
-    "network_send",
-    "receive",
-    "buffer",
-    "unbuffer",
-    "control_send",
-    "control_receive",
-    "join",
-    "leave",
-    "reject",
-    "release",
-)
-EVENTS = APP_EVENTS + PROTOCOL_EVENTS
+#: the application's events (what it sent and was handed), then the protocol's and the
+#: transport's
+EVENTS = ("send", "deliver", "network_send", "receive", "buffer", "unbuffer", "control_send",
+          "control_receive", "join", "leave", "reject", "release")
 
 #: fields every event has
 ALWAYS = ("ts", "process", "event", "protocol")
