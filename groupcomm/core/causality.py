@@ -37,9 +37,8 @@ class CausalityManager(ABC):
     passes messages on with :attr:`send_downstream` and :attr:`deliver_upstream`, at
     once or later (held), and keeps its state in plain values for :meth:`snapshot`."""
 
-    #: The protocol of this module's control messages (``control_message(self,
-    #: self.protocol, ...)``): the receive filter hands those to :meth:`on_control`; ""
-    #: when the module has none, so that every control message passes on unchanged.
+    #: The protocol of this module's control messages: the receive filter hands those to
+    #: :meth:`on_control`; "" when it has none (every control message passes on).
     protocol: ClassVar[str] = ""
 
     def __init__(self, host: FilterHost) -> None:
@@ -60,16 +59,14 @@ class CausalityManager(ABC):
 
     # -- what the module's filters call ---------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
-        """An application message entered the send pipeline: pass it on (stamped, or as
-        one copy per destination) with :attr:`send_downstream`, or hold it. By default it
-        passes on unchanged."""
+        """An application message to send: pass it on (stamped, or a copy per
+        destination) with :attr:`send_downstream`, or hold it. By default: unchanged."""
         self.send_downstream(message)
 
     def on_receive(self, message: ReceivedMessage) -> None:
         """An application message arrived: deliver it with :attr:`deliver_upstream`
-        (without the module's headers), buffer it, or drop it as a duplicate. By default
-        it is delivered unchanged. Raises :class:`ProtocolViolation` for metadata the
-        protocol cannot accept."""
+        (without the module's headers), buffer it, or drop it as a duplicate; raise
+        :class:`ProtocolViolation` for metadata it cannot accept. By default: delivered."""
         self.deliver_upstream(message)
 
     def on_control(self, message: ReceivedMessage) -> None:
@@ -124,13 +121,9 @@ class CausalityManager(ABC):
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Give up waiting for messages ``name`` will never send (it left or crashed):
-        deliver, in causal order as far as it is known, what waits only on it.
-
-        Returns the released message ids. Unsafe in general (a message of ``name`` still
-        in flight would then arrive out of order), so it is never done automatically by
-        the buffering modules; the application decides. Modules that hold nothing on
-        behalf of a peer return ``[]``.
-        """
+        deliver, in causal order as far as it is known, what waits only on it; the
+        released ids. Unsafe in general (a message of ``name`` still in flight would then
+        arrive out of order), so the application decides, never the module."""
         return []
 
     def count(self, counter: str, by: int = 1) -> None:

@@ -95,11 +95,8 @@ class SystemMessage:
 
 @dataclass(frozen=True, slots=True)
 class ControlMessage(SystemMessage):
-    """A causality module's own control message (ACK, YCT, ...).
-
-    ``protocol`` names the module that owns it; filters of other modules forward it
-    unchanged. ``about`` optionally names the application message it concerns.
-    """
+    """A causality module's own control message (ACK, YCT, ...): ``protocol`` names the
+    module that owns it, ``about`` optionally the application message it concerns."""
 
     protocol: str
     kind: str
@@ -135,27 +132,20 @@ def _init_group(
 
 @dataclass(frozen=True, slots=True)
 class Withdrawn:
-    """Travels in place of an application payload that its sender could not send (larger
-    than a frame may be, or not serializable). The message keeps its id, destinations and
-    the causality module's headers, so receivers' modules count it like any other and
-    nothing after it waits for ever; the receiving communicator does not hand it to the
-    application (it counts it, ``withdrawn``), and the sender reports the message in
-    ``undeliverable()``."""
+    """Travels in place of a payload its sender could not send (too large, or not
+    serializable), keeping the message's id, destinations and module headers, so that
+    receivers' modules count it and nothing after it waits for ever; the receiver counts
+    it (``withdrawn``) instead of handing it up, the sender reports it undeliverable."""
 
     reason: str
 
 
 @dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class GroupMessage:
-    """What every pipeline stage sees.
-
-    ``vc`` is the ground-truth application-boundary vector clock of the send event. It
-    is the oracle for traces and the tag exposed to the application; it is carried
-    outside ``headers`` and is never counted as protocol metadata.
-
-    Raises :class:`MessageError` when built with an empty id or sender, or with header
-    values that are not immutable (see :func:`checked_headers`).
-    """
+    """What every pipeline stage sees. ``vc`` is the application-boundary vector clock
+    of the send event: the oracle for traces and the tag the application sees, never
+    counted as protocol metadata. Raises :class:`MessageError` when built with an empty
+    id or sender, or with header values that are not immutable."""
 
     application_name: str
     session_name: str
@@ -218,11 +208,8 @@ class GroupMessage:
         return dataclasses.replace(self, **changes)
 
     def freeze(self) -> tuple:
-        """A hashable identity of everything that travels, except the user payload.
-
-        Used by the model checker to deduplicate states; message ids are unique in a run,
-        so leaving the (possibly unhashable) payload out loses nothing.
-        """
+        """A hashable identity of everything that travels but the user payload (the model
+        checker's states; ids are unique in a run, so the payload adds nothing)."""
         return (
             type(self).__name__,
             self.message_id,

@@ -19,25 +19,24 @@ TRACE_DIR_ENV = "GROUPCOMM_TRACE_DIR"
 
 
 class Tracer:
-    """Interface of trace sinks."""
+    """Interface of trace sinks: ``emit`` writes one event, ``flush`` pushes what is
+    buffered (a member does it once a heartbeat, so a process killed outright leaves its
+    trace up to then), ``close`` flushes and releases the sink."""
 
     enabled: bool = False
 
     def emit(self, record: dict[str, Any]) -> None:
-        """Write one event (``ts``, ``process``, ``event``, ``protocol`` and the rest)."""
+        pass
 
     def flush(self) -> None:
-        """Push what is buffered to the sink (a member does it once a heartbeat, so a
-        process killed outright leaves its trace up to then)."""
+        pass
 
     def close(self) -> None:
-        """Flush and release the sink."""
+        pass
 
 
 class NullTracer(Tracer):
     """Tracing off."""
-
-    enabled = False
 
 
 class JsonlTracer(Tracer):
@@ -73,7 +72,6 @@ class JsonlTracer(Tracer):
             self._file.write(line + "\n")
 
     def flush(self) -> None:
-        """Push buffered lines to the file."""
         with self._lock:
             if self._file is not None:
                 self._file.flush()
