@@ -170,7 +170,10 @@ class MatrixManager(CausalityManager):
         the same shape, read the next ones of that shape with a plan."""
         previous = self._last_general.get(sender)
         self._last_general[sender] = value
-        if previous is not None and _same_shape(previous, value):
+        # the same names and (row, column) pairs: only the counts differ
+        if (previous is not None and previous[0] == value[0]
+                and previous[1][0::3] == value[1][0::3]
+                and previous[1][1::3] == value[1][1::3]):
             plan = _StampPlan(value, sender, self.host.name)
             # a name or an entry given twice decodes to its last value: only the general
             # path reads such a stamp as it always did
@@ -278,11 +281,6 @@ class MatrixManager(CausalityManager):
         self.buffer = [(m, {r: dict(row) for r, row in s}) for m, s in buffer]
         self._held_by = {}
         self._buffered_ids = {m.message_id for m, _ in self.buffer}
-
-
-def _same_shape(a: tuple, b: tuple) -> bool:
-    """True when two well-formed stamps have the same names and (row, column) pairs."""
-    return a[0] == b[0] and a[1][0::3] == b[1][0::3] and a[1][1::3] == b[1][1::3]
 
 
 class _StampPlan:

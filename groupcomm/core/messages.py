@@ -401,29 +401,21 @@ def without_header_unchecked(message: GroupMessage, key: str) -> Any:
 
 
 def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
-    """A copy of ``message`` with ``headers`` (already checked) in place of its own.
-
-    Filters stamp and strip headers on every hop; the other fields were checked when
-    ``message`` was built, so the copy sets the slots directly instead of going through
-    ``dataclasses.replace`` and the constructor's checks (three times the cost)."""
+    """A copy of ``message`` with ``headers`` (already checked) in place of its own, its
+    other fields checked when ``message`` was built: through the builders above rather
+    than ``dataclasses.replace`` and the constructor's checks (three times the cost)."""
     cls = type(message)
     if cls is SentMessage:
-        obj = _new(SentMessage)
-        _set_destinations(obj, message.destinations)  # type: ignore[attr-defined]
-    elif cls is ReceivedMessage:
-        obj = _new(ReceivedMessage)
-        _set_receiver(obj, message.receiver)  # type: ignore[attr-defined]
-    else:  # a subclass may have fields of its own
-        return dataclasses.replace(message, headers=headers)
-    _set_app(obj, message.application_name)
-    _set_session(obj, message.session_name)
-    _set_user(obj, message.user_message)
-    _set_id(obj, message.message_id)
-    _set_sender(obj, message.sender)
-    _set_headers(obj, headers)
-    _set_vc(obj, message.vc)
-    _set_kind(obj, message.kind)
-    return obj
+        return sent_unchecked(message.application_name, message.session_name,
+                              message.user_message, message.message_id, message.sender,
+                              message.vc, message.destinations,  # type: ignore[attr-defined]
+                              headers, message.kind)
+    if cls is ReceivedMessage:
+        return received_unchecked(message.application_name, message.session_name,
+                                  message.user_message, message.message_id, message.sender,
+                                  message.vc, message.kind,
+                                  message.receiver, headers)  # type: ignore[attr-defined]
+    return dataclasses.replace(message, headers=headers)  # a subclass: fields of its own
 
 
 class Tag:
