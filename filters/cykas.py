@@ -227,8 +227,6 @@ class CykasSecretSendsManager(CykasManager):
 
 
 class CykasModule(CausalityModule):
-    """Sender-side causal order with eager sends (Cykas)."""
-
     name = NAME
     manager_class = CykasManager
     description = "sender-side causal order with eager sends and secret mode (Cykas)"
@@ -238,8 +236,6 @@ class CykasModule(CausalityModule):
 
 
 class CykasSecretSendsModule(CykasModule):
-    """KNOWN BAD: Cykas that sends to its eager sender while in secret mode."""
-
     name = "cykas-secret-sends"
     manager_class = CykasSecretSendsManager
     description = "KNOWN BAD (Cykas paper, §2.3): cykas that sends to its eager sender in secret mode"

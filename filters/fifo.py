@@ -130,8 +130,6 @@ class FifoManager(CausalityManager):
 
 
 class FifoModule(CausalityModule):
-    """Per-pair FIFO order."""
-
     name = NAME
     manager_class = FifoManager
     description = "per-sender FIFO order: per-pair sequence numbers and an ordered buffer"

@@ -395,8 +395,6 @@ def thaw_log(frozen: Iterable[tuple[str, Iterable[tuple[int, Iterable[str]]]]]) 
 
 
 class KsModule(CausalityModule):
-    """Causal unicast and multicast carrying only the destinations that may still wait."""
-
     name = NAME
     manager_class = KsManager
     description = ("causal unicast/multicast sending only what a destination may still "

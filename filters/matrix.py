@@ -315,8 +315,6 @@ class _StampPlan:
 
 
 class MatrixModule(CausalityModule):
-    """Raynal-Schiper-Toueg causal order for unicast and multicast."""
-
     name = NAME
     manager_class = MatrixManager
     description = "causal unicast/multicast with Raynal-Schiper-Toueg SENT matrices"

@@ -127,8 +127,6 @@ class MatrixDeltaManager(MatrixManager):
 
 
 class MatrixDeltaModule(CausalityModule):
-    """Raynal-Schiper-Toueg causal order with per-destination delta stamps."""
-
     name = NAME
     manager_class = MatrixDeltaManager
     description = ("causal unicast/multicast: matrix clocks sending only the entries changed "

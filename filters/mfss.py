@@ -120,8 +120,6 @@ class MfssManager(CausalityManager):
 
 
 class MfssModule(CausalityModule):
-    """Sender-side causal order: one un-acknowledged message at a time."""
-
     name = NAME
     manager_class = MfssManager
     description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"

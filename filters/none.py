@@ -22,8 +22,6 @@ class NoneManager(CausalityManager):
 
 
 class NoneModule(CausalityModule):
-    """No ordering at all (arrival order)."""
-
     name = "none"
     manager_class = NoneManager
     description = "no causal ordering: deliver in arrival order (baseline)"

@@ -77,8 +77,6 @@ class ScalarIdManager(CausalityManager):
 
 
 class ScalarIdModule(CausalityModule):
-    """KNOWN BAD: one global scalar id."""
-
     name = SCALAR_ID
     manager_class = ScalarIdManager
     description = "KNOWN BAD: global scalar id; wrong with concurrent senders"
@@ -155,8 +153,6 @@ class LastSenderManager(CausalityManager):
 
 
 class LastSenderModule(CausalityModule):
-    """KNOWN BAD: only the most recent cause travels."""
-
     name = LAST_SENDER
     manager_class = LastSenderManager
     description = "KNOWN BAD: last-sender stamp; misses all but one cause"

@@ -390,8 +390,6 @@ _UNBOUNDED = (sys.maxsize,)
 
 
 class VectorModule(CausalityModule):
-    """Causal broadcast (every message to every other member)."""
-
     name = NAME
     manager_class = VectorManager
     description = "causal broadcast with vector timestamps (broadcast only)"
@@ -417,8 +415,6 @@ class ForgetfulVectorManager(VectorManager):
 
 
 class VectorForgetsJoinsModule(VectorModule):
-    """KNOWN BAD: vector whose newcomer waits for messages sent before it joined."""
-
     name = "vector-forgets-joins"
     manager_class = ForgetfulVectorManager
     description = "KNOWN BAD: vector whose late joiner waits for messages sent before it joined"

@@ -360,12 +360,9 @@ class _Registry:
     def _entries(self, hook_name: str, impls: Iterable[pluggy.HookImpl],
                  check: Callable[[Any, str], Any], failures: list[PluginFailure]
                  ) -> dict[str, Any]:
-        """What the plugins' ``hook_name`` hooks return, checked, by name.
-
-        Each plugin's hook is called on its own (not through the hook relay, which would
-        stop at the first that raises and merge the answers), so that what it returns and
-        how it fails are its own; in registration order, a later plugin's name replacing
-        an earlier one's."""
+        """What the plugins' ``hook_name`` hooks return, checked, by name; each plugin's
+        hook called on its own (the hook relay would stop at the first that raises and
+        merge the answers), in registration order, a later name replacing an earlier."""
         found: dict[str, Any] = {}
         for impl in impls:
             source = self.source(impl.plugin_name)
