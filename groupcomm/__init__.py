@@ -42,18 +42,11 @@ from groupcomm.core.registry import UnknownModuleError, get_module, install
 
 #: public names that live in the transport, loaded on first access (PEP 562)
 _TRANSPORT = {
-    "Communicator": "groupcomm.transport.communicator",
-    "CommunicatorError": "groupcomm.transport.communicator",
-    "JoinError": "groupcomm.transport.communicator",
-    "MessageTooLarge": "groupcomm.transport.communicator",
-    "SendQueueFull": "groupcomm.transport.communicator",
+    **dict.fromkeys(("Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
+                     "SendQueueFull"), "groupcomm.transport.communicator"),
     # the communicator's option groups
-    "Connection": "groupcomm.transport.config",
-    "Delivery": "groupcomm.transport.config",
-    "Limits": "groupcomm.transport.config",
-    "Listeners": "groupcomm.transport.config",
-    "Pipelines": "groupcomm.transport.config",
-    "StateTransfer": "groupcomm.transport.config",
+    **dict.fromkeys(("Connection", "Delivery", "Limits", "Listeners", "Pipelines",
+                     "StateTransfer"), "groupcomm.transport.config"),
 }
 
 
