@@ -148,22 +148,18 @@ def _where(message: GroupMessage) -> str:
     return f"{NAME}: header {STAMP!r} of {message.message_id} from {message.sender}"
 
 
-def _add_records(entries: Log, names: tuple[str, ...], flat: tuple[int, ...]) -> None:
-    """Put the records of an encoded log (already checked) into ``entries``."""
+def rename_log(value: tuple, name: Callable[[str], str]) -> tuple:
+    """An encoded log with every member name mapped through ``name`` (the model checker's
+    symmetry reduction; ``value`` is a stamp this module made)."""
+    clock, names, newest, flat = value
+    names = tuple(map(name, names))
+    entries: Log = {n: {t: _EMPTY} for n, t in zip(names, newest, strict=True) if t}
     position = 0
     while position < len(flat):
         sender, t, count = flat[position:position + 3]
         entries[names[sender]][t] = frozenset(
             names[d] for d in flat[position + 3:position + 3 + count])
         position += 3 + count
-
-
-def rename_log(value: tuple, name: Callable[[str], str]) -> tuple:
-    """An encoded log with every member name mapped through ``name`` (the model checker's
-    symmetry reduction; ``value`` is a stamp this module made)."""
-    clock, names, newest, flat = value
-    entries: Log = {name(n): {t: _EMPTY} for n, t in zip(names, newest, strict=True) if t}
-    _add_records(entries, tuple(map(name, names)), flat)
     return encode_log(clock, entries)
 
 

@@ -284,11 +284,9 @@ class MatrixManager(CausalityManager):
 
 
 class _StampPlan:
-    """Where to read a sender's stamp whose names and (row, column) pairs are those of a
-    stamp already decoded and delivered: only the counts are new, and they sit at known
-    places, so :meth:`MatrixManager.on_receive` hands the ones the rule reads to
-    :meth:`MatrixManager.blocker` and merges them without decoding the stamp into a
-    matrix."""
+    """Where the counts sit in a sender's stamps whose names and (row, column) pairs are
+    those of a stamp already decoded and delivered, so that the ones the rule reads reach
+    :meth:`MatrixManager.blocker`, and all are merged, without decoding into a matrix."""
 
     __slots__ = ("names", "rows", "columns", "targets", "own", "cells", "others", "me")
 

@@ -365,11 +365,9 @@ class VectorManager(CausalityManager):
 
 
 class _StampPlan:
-    """Where to read a sender's stamp that names the same members as one already decoded
-    and delivered (the names change only when members join):
-    :meth:`VectorManager.on_receive` checks its counts in C-level passes and hands them to
-    :meth:`VectorManager.blocker` where they sit, without decoding the stamp into a
-    clock."""
+    """Where the counts sit in a sender's stamps that name the same members as one
+    already decoded and delivered (the names change only at joins), so that they reach
+    :meth:`VectorManager.blocker` without being decoded into a clock."""
 
     __slots__ = ("names", "own", "others")
 
