@@ -68,9 +68,7 @@ class MatrixManager(CausalityManager):
         #: (row, column) -> index of that entry's count in _stamp_flat
         self._stamp_slot: dict[tuple[str, str], int] = {}
         #: sender -> how to read its stamps while their shape stays the same (see
-        #: _StampPlan): a sender's successive stamps usually differ only in counts. A
-        #: plan is made when two stamps in a row that took the general path have the
-        #: same shape (matrix-delta's deltas mostly do not: no plan is made for each)
+        #: _StampPlan, made by _learn_shape): usually only the counts differ
         self._plans: dict[str, _StampPlan] = {}
         #: sender -> its last stamp delivered through the general path
         self._last_general: dict[str, tuple] = {}
@@ -167,7 +165,8 @@ class MatrixManager(CausalityManager):
 
     def _learn_shape(self, sender: str, value: tuple) -> None:
         """After a stamp of ``sender`` was decoded and delivered: when the one before had
-        the same shape, read the next ones of that shape with a plan."""
+        the same shape, read the next ones of that shape with a plan (matrix-delta's
+        deltas mostly differ in shape: no plan is made for each)."""
         previous = self._last_general.get(sender)
         self._last_general[sender] = value
         # the same names and (row, column) pairs: only the counts differ

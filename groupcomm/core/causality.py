@@ -109,9 +109,8 @@ class CausalityManager(ABC):
         """Messages this module holds (buffered for delivery, or unsent), oldest first."""
 
     def holds_sends(self) -> bool:
-        """True while this module holds back a message of this member's that has not
-        left yet (``Communicator.flush`` asks this every 10 ms; the sender-side modules,
-        which may hold thousands, answer without listing them)."""
+        """True while this module holds back an unsent message of this member's (asked
+        every 10 ms while flushing: sender-side modules answer without listing them)."""
         return any(isinstance(m, SentMessage) for m in self.held())
 
     def waiting_for(self) -> dict[str, list[str]]:
@@ -242,11 +241,8 @@ class CausalityModule:
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
         """Raise :class:`CausalityError` when the module cannot carry this send: with
-        :attr:`broadcast_only`, a send that leaves out another member (whose missing
-        message would block every later one of the sender's for ever).
-
-        ``destinations`` are distinct, and each is one of ``members`` or ``sender``: the
-        node checks that before it asks (an unknown peer is its own error)."""
+        :attr:`broadcast_only`, one that leaves out another member. ``destinations`` are
+        distinct members or ``sender`` (the node checks that before it asks)."""
         if not self.broadcast_only:
             return
         # destinations are distinct members or the sender: they leave no one out exactly
