@@ -65,12 +65,13 @@ class VectorManager(CausalityManager):
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.clock: dict[str, int] = {}
-        #: held application messages and skip markers, with their decoded stamps
+        #: held application messages, with their decoded stamps
         self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
         #: message id -> the member that held it at the last look (see take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
+        #: sender -> numbers of its broadcasts not addressed to us (``skip`` controls)
         self.skips: dict[str, set[int]] = {}
         #: senders whose count at our join we do not know yet (we joined late)
         self.awaiting_base: set[str] = set()

@@ -441,11 +441,8 @@ class Tag:
 
     def concurrent_with(self, other: Tag) -> bool:
         """True when neither send happened before the other (and they differ)."""
-        return (
-            self._clock != other._clock
-            and not vc_less(self._clock, other._clock)
-            and not vc_less(other._clock, self._clock)
-        )
+        return (self._clock != other._clock and not vc_less(self._clock, other._clock)
+                and not vc_less(other._clock, self._clock))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tag) and self._clock == other._clock
