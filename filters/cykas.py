@@ -11,9 +11,7 @@ Choices where the source is silent:
   received; unsent messages to it, and one that reaches the head of OB after it left, are
   dropped and counted in ``stats["undeliverable"]``.
 * The paper's group is fixed. Here UNACK, EAGER_SENT and MODE only name members that
-  existed when the entry was made, and each eager send fixes the ACKs its YCT waits for:
-  a newcomer appears in them only through messages sent after its join, so a join
-  changes no existing wait and adds none.
+  existed when each entry was made, so a join changes no existing wait and adds none.
 
 ``CykasSecretSendsModule`` (``cykas-secret-sends``) is the broken variant of 004 §2.3: in
 secret mode it still sends to the peer that put it there (Figure 3 of the paper).

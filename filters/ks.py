@@ -2,11 +2,8 @@
 (Kshemkalyani and Singhal's conditions, 1998; beyond the sources). The log, the send,
 receive and merge rules and what they cost: docs/protocols.md.
 
-State of member i: ``clock``, its application sends (a multicast is one send);
-``delivered[k]``, the clock of the latest message from k delivered here; the ``log`` of
-entries (s, t, Dests), "the send with clock t of s may still be undelivered at the
-members in Dests", of which each sender's newest with an empty Dests is kept as a
-*marker* of how far i's knowledge of s goes.
+A member's state is its ``clock``, ``delivered`` per sender and its ``log`` of entries
+(s, t, Dests), as named there.
 
 A newcomer starts with an empty log: an entry can name it only for a send made after
 someone knew of its join, so it never waits for what was sent before. A member that

@@ -1,8 +1,7 @@
-"""``mfss``: Mattern and Fünfrocken's sender-side causal order (004 §2.1; the rule:
-docs/protocols.md). A message to several members is sent as that many unicasts
-(``unicast_events``); one to oneself goes through the local loop without an ACK, still
-in buffer order. When the peer whose ACK is awaited leaves, the sender goes on; buffered
-messages to it are dropped and counted in ``stats["undeliverable"]``.
+"""``mfss``: Mattern and Fünfrocken's sender-side causal order (004 §2.1; the rule and
+departures: docs/protocols.md). A message to several members is sent as that many
+unicasts (``unicast_events``); one to oneself goes through the local loop without an
+ACK, still in buffer order.
 """
 
 from __future__ import annotations

@@ -426,10 +426,9 @@ def plugin_failures() -> list[PluginFailure]:
 
 
 def register_plugin(plugin: Any, name: str | None = None, origin: str = "") -> str | None:
-    """Register a plugin object (a module or instance with :data:`hookimpl` functions)
-    the way an entry point's is, misspelt hooks included: a plugin pluggy refuses is
-    reported like a failed entry point. Returns the name it is registered under, or
-    ``None`` when it was refused."""
+    """Register a plugin object (with :data:`hookimpl` functions) as an entry point's
+    is, a refused one reported like a failed entry point; the name it is registered
+    under, or ``None`` when it was refused."""
     with _lock:
         registry = _current(collect=False)
         plugin_name = name or registry.manager.get_canonical_name(plugin)
