@@ -41,12 +41,9 @@ class NullTracer(Tracer):
 
 class JsonlTracer(Tracer):
     """Appends events to ``<trace_dir>/<process>.jsonl``; thread-safe (pull-model apps
-    record ``deliver`` on their own thread).
-
-    The first record it writes also carries ``pid`` and ``host``, the process writing
-    the file: a trace that stops without a departure is still being written while that
-    process runs (the analysis says so instead of taking it for a killed process's).
-    """
+    record ``deliver`` on their own thread). Its first record also carries ``pid`` and
+    ``host``, so that the analysis can tell a trace still being written from a killed
+    process's."""
 
     enabled = True
 

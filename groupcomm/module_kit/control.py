@@ -65,13 +65,10 @@ def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: 
 
 def gone_before_sending(manager: CausalityManager, message: SentMessage) -> bool:
     """True, after reporting it undeliverable, if ``message`` (one destination) is
-    addressed to someone who is no longer a member.
-
-    The node checks destinations when the application sends, but the message reaches
-    the module later: the member may have left in between, after its departure cleared
-    what the module held for it. A sender-side module that sent it anyway would wait
-    for an acknowledgement that can never come, and every later send with it (a
-    departed name never returns: a member that comes back is ``NAME~2``)."""
+    addressed to someone who left after the application sent it: a sender-side module
+    that sent it anyway would wait for an acknowledgement that can never come, and
+    every later send with it (a name never returns: a member that comes back is
+    ``NAME~2``)."""
     (dest,) = message.destinations
     if dest == manager.host.name or dest in manager.members:
         return False
