@@ -210,14 +210,25 @@ class KsManager(CausalityManager):
                 copies.append(with_header_unchecked(message.to((dest,)), STAMP,
                                                     encode_log(clock, entries)))
         # a later message to d from anyone who knows these entries also knows of m
-        for sends in self.log.values():
-            changed = False
-            for t, pending in sends.items():
-                if not pending.isdisjoint(dests):
-                    sends[t] = pending - dests
-                    changed = True
-            if changed:
-                purge_sender(sends)
+        if len(destinations) == 1:  # one membership test per entry, not a set operation
+            dest = destinations[0]
+            for sends in self.log.values():
+                changed = False
+                for t, pending in sends.items():
+                    if dest in pending:
+                        sends[t] = pending - dests
+                        changed = True
+                if changed:
+                    purge_sender(sends)
+        else:
+            for sends in self.log.values():
+                changed = False
+                for t, pending in sends.items():
+                    if not pending.isdisjoint(dests):
+                        sends[t] = pending - dests
+                        changed = True
+                if changed:
+                    purge_sender(sends)
         own[clock] = dests
         purge_sender(own)
         return copies  # type: ignore[return-value]
