@@ -73,10 +73,6 @@ class MatrixManager(CausalityManager):
         #: sender -> its last stamp delivered through the general path
         self._last_general: dict[str, tuple] = {}
 
-    def sent_matrix(self, order: list[str]) -> list[list[int]]:
-        """SENT as a dense list of rows in the given member order (for tests, displays)."""
-        return [[self.sent.get(r, {}).get(c, 0) for c in order] for r in order]
-
     # -- send side ----------------------------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
         """Count the send in SENT and attach the snapshot (one for every destination)."""

@@ -1,9 +1,7 @@
-"""The trace schema, defined once: the event names and which fields each event has.
-
-A trace is one JSON object per line, one file per process; docs/trace_schema.md says what
-every field means. The producers (:mod:`groupcomm.core.tracing`) check their records by
-:func:`record_problem`, and the analyzer (:mod:`trace_analysis.schema`) reads lines by it.
-Only the standard library: the file is shipped alone to Spark workers without groupcomm.
+"""The trace schema (docs/trace_schema.md), defined once: the event names, which fields
+each event has, and :func:`record_problem`, by which the producers check their records
+and the analyzer (:mod:`trace_analysis.schema`) reads lines. Only the standard library:
+the file is shipped alone to Spark workers without groupcomm.
 """
 
 from __future__ import annotations
