@@ -17,6 +17,7 @@ host's clock and ticker: no I/O here.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -81,9 +82,7 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
 
     def release_all(self) -> None:
         """Hand on everything held, in arrival order."""
-        queue = self._queue
-        while queue:
-            self._release(queue.popleft())
+        self._tick(math.inf)
 
     def _release(self, entry: list[Any]) -> None:
         _, message, superseded = entry

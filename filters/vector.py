@@ -10,10 +10,8 @@ came stays held (logged at WARNING) until :meth:`VectorManager.release_waiting_o
 slides' traceable steps are logged at DEBUG under their names
 (``VectorTimeStampedMessageBuffered`` ...).
 
-``VectorForgetsJoinsModule`` (``vector-forgets-joins``, KNOWN BAD) is ``vector`` whose
-late joiner starts from an empty vector and ignores the members' ``base`` counts, so it
-waits for ever for messages broadcast before it joined: ``groupcomm check --join`` and
-the trace analysis catch it.
+``VectorForgetsJoinsModule`` is the known-bad ``vector-forgets-joins`` (docs/protocols.md,
+"Known-bad modules"), which ``groupcomm check --join`` and the trace analysis catch.
 """
 
 from __future__ import annotations
