@@ -170,9 +170,8 @@ class GroupMessage:
 
     def is_control_for(self, protocol: str) -> bool:
         """True when this is a control message owned by ``protocol``."""
-        return isinstance(self.user_message, ControlMessage) and (
-            self.user_message.protocol == protocol
-        )
+        return (isinstance(self.user_message, ControlMessage)
+                and self.user_message.protocol == protocol)
 
     @property
     def app_message_id(self) -> str:

@@ -71,9 +71,8 @@ def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
             f"{_where(message, key, protocol)} must be a pair (names, counts), got "
             f"{value!r:.80}")
     names, counts = value
-    if not (isinstance(names, tuple) and isinstance(counts, tuple)) or len(names) != len(
-        counts
-    ):
+    if (not (isinstance(names, tuple) and isinstance(counts, tuple))
+            or len(names) != len(counts)):
         raise ProtocolViolation(f"{_where(message, key, protocol)}: names and counts must "
                                 "be tuples of equal length")
     # checked in C-level passes (this runs for every message that arrives with a clock);
