@@ -367,6 +367,9 @@ class _Registry:
         for impl in impls:
             source = self.source(impl.plugin_name)
             try:
+                if impl.hookwrapper or impl.wrapper:  # calling one would make a generator
+                    raise RegistrationError(f"{hook_name} is a hook wrapper; groupcomm hooks "
+                                            "return lists")
                 returned = impl.function()
                 if returned is not None and not isinstance(returned, (list, tuple)):
                     raise RegistrationError(f"{hook_name} returned {returned!r}, not a list")
