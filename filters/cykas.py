@@ -202,10 +202,8 @@ class CykasManager(CausalityManager):
             tuple(sorted(self.unack.items())),
             self.mode,
             tuple(sorted(self.yct_from.items())),
-            tuple(
-                (p, tuple(tuple(sorted(s)) for s in q))
-                for p, q in sorted(self.eager_sent.items())
-            ),
+            tuple((p, tuple(tuple(sorted(s)) for s in q))
+                  for p, q in sorted(self.eager_sent.items())),
             self.control_count,
         )
 

@@ -41,7 +41,8 @@ class ScalarIdManager(CausalityManager):
 
     def on_send(self, message: SentMessage) -> None:
         self.global_id += 1
-        self.send_downstream(message.with_header(SCALAR_STAMP, self.global_id))  # type: ignore[arg-type]
+        stamped = message.with_header(SCALAR_STAMP, self.global_id)
+        self.send_downstream(stamped)  # type: ignore[arg-type]
 
     def on_receive(self, message: ReceivedMessage) -> None:
         if message.sender == self.host.name:

@@ -119,9 +119,8 @@ def write_trace_dir(
             process = str(record["process"])
             handle = handles.get(process)
             if handle is None:
-                handle = open(  # noqa: SIM115
-                    directory / f"{trace_file_stem(process)}.jsonl", "w", encoding="utf-8"
-                )
+                handle = open(directory / f"{trace_file_stem(process)}.jsonl", "w",  # noqa: SIM115
+                              encoding="utf-8")
                 handles[process] = handle
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
     finally:
