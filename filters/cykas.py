@@ -1,49 +1,20 @@
-"""``cykas``: sender-side causal order with eager sends and secret mode (004 §2.2).
-
-State per process (the names of the paper):
-
-* ``OB`` - FIFO of unsent application messages;
-* ``UNACK`` - per peer, the id of the message network-sent to it that awaits its ACK;
-* ``MODE`` - number of YCTs ("you can talk") awaited; 0 is normal mode, > 0 secret mode;
-* ``EAGER_SENT`` - per peer, a FIFO of sets of peers whose ACKs are awaited before that
-  peer may be sent a YCT.
-
-Rules (docs/protocols.md): an application send appends to OB and tries to send.
-Trying looks only at the head of OB (destination j): stop in secret mode or while
-UNACK[j]; otherwise send it **eager** when any ACK is outstanding (recording
-{k : UNACK[k]} ∪ {j} in EAGER_SENT[j]) and **normal** otherwise, set UNACK[j], pop,
-repeat. A receiver delivers normal and eager messages at once and ACKs right away; an
-eager one also puts it in secret mode (MODE += 1) until the sender's YCT arrives. An ACK
-from j clears UNACK[j], removes j from every awaited set and sends a YCT to each peer
-whose head set became empty. ACK and YCT may always be sent, in secret mode too; they are
-never delivered to the application. Eager messages carry one byte of metadata (their
-kind); normal ones none.
+"""``cykas``: sender-side causal order with eager sends and secret mode (004 §2.2). The
+state (OB, UNACK, MODE, EAGER_SENT, named as in the paper) and the rules:
+docs/protocols.md.
 
 Choices where the source is silent:
 
-* Multicasts are sent as successive unicasts (``unicast_events``), self-addressed copies
+* Multicasts are sent as successive unicasts (``unicast_events``); self-addressed copies
   are delivered through the local loop in OB order, with no ACK.
 * MODE is also kept per eager sender (``yct_from``), so that a peer leaving while we wait
-  for its YCT does not leave us in secret mode for ever: we stop waiting for it. Likewise
-  an ACK that will never come from a departed peer is treated as received (YCTs that
-  waited only on it are sent), and unsent messages to it are dropped and counted in
-  ``stats["undeliverable"]``, as is a message that reaches the head of OB after its
-  destination left (it was addressed while the destination was a member): sent, its ACK
-  would be awaited for ever, and with it every YCT. A message of the departed peer still
-  in flight could then be overtaken; the trace shows it if it happens.
-* **A member that joins while others are in secret mode.** The paper's group is fixed;
-  here UNACK, EAGER_SENT and MODE only ever name members that existed when the entry was
-  made, and each eager send fixes, at that moment, the ACKs its YCT waits for. A newcomer
-  starts with all three empty and appears in them only through messages sent after its
-  join, under the same rules as anyone: a message to it sent while other ACKs are due is
-  eager and puts it in secret mode until the YCT. So a join changes no existing wait and
-  adds none to it. A name that comes back is a new member (``carol~2``): its
-  predecessor's entries are retired as a departure, above. Tested with joins at random
-  points of random interleavings and with real processes joining during traffic.
+  for its YCT does not leave us in secret mode for ever. A departed peer's ACK counts as
+  received; unsent messages to it, and one that reaches the head of OB after it left, are
+  dropped and counted in ``stats["undeliverable"]``.
+* The paper's group is fixed. Here UNACK, EAGER_SENT and MODE only name members that
+  existed when each entry was made, so a join changes no existing wait and adds none.
 
 ``CykasSecretSendsModule`` (``cykas-secret-sends``) is the broken variant of 004 §2.3: in
-secret mode it still sends to the peer that put it there. It exists so the model checker
-and the trace analysis can be shown to catch the violation (Figure 3 of the paper).
+secret mode it still sends to the peer that put it there (Figure 3 of the paper).
 """
 
 from __future__ import annotations
@@ -93,24 +64,19 @@ class CykasManager(CausalityManager):
             raise CausalityError(f"{self.protocol}: {message.message_id} must have one "
                                  "destination (the node splits multicasts for this module)")
         self.ob.append(message)
-        if not self._try_send(first=message):
+        if not self.try_send(first=message):
             self.host.trace("buffer", message, side="send", waiting_for=self._blockers())
 
-    def try_send(self) -> None:
-        """Send from the head of OB while the rules allow (after every ACK and YCT)."""
-        self._try_send(first=None)
-
-    def _may_send_in_secret_mode(self, dest: str) -> bool:
-        return self.secret_sends and self.yct_from.get(dest, 0) > 0
-
-    def _try_send(self, first: SentMessage | None) -> bool:
-        """Returns True when ``first`` (just enqueued) went out at once."""
+    def try_send(self, first: SentMessage | None = None) -> bool:
+        """Send from the head of OB while the rules allow (after every send, ACK and
+        YCT); True when ``first`` (just enqueued) went out at once."""
         me = self.host.name
         sent_first = False
         while self.ob:
             message = self.ob[0]
             (dest,) = message.destinations
-            if self.mode > 0 and not (dest == me or self._may_send_in_secret_mode(dest)):
+            if self.mode > 0 and not (dest == me or (self.secret_sends
+                                                      and self.yct_from.get(dest, 0) > 0)):
                 break
             if dest in self.unack:
                 break
@@ -236,10 +202,8 @@ class CykasManager(CausalityManager):
             tuple(sorted(self.unack.items())),
             self.mode,
             tuple(sorted(self.yct_from.items())),
-            tuple(
-                (p, tuple(tuple(sorted(s)) for s in q))
-                for p, q in sorted(self.eager_sent.items())
-            ),
+            tuple((p, tuple(tuple(sorted(s)) for s in q))
+                  for p, q in sorted(self.eager_sent.items())),
             self.control_count,
         )
 
@@ -259,8 +223,6 @@ class CykasSecretSendsManager(CykasManager):
 
 
 class CykasModule(CausalityModule):
-    """Sender-side causal order with eager sends (Cykas)."""
-
     name = NAME
     manager_class = CykasManager
     description = "sender-side causal order with eager sends and secret mode (Cykas)"
@@ -270,8 +232,6 @@ class CykasModule(CausalityModule):
 
 
 class CykasSecretSendsModule(CykasModule):
-    """KNOWN BAD: Cykas that sends to its eager sender while in secret mode."""
-
     name = "cykas-secret-sends"
     manager_class = CykasSecretSendsManager
     description = "KNOWN BAD (Cykas paper, §2.3): cykas that sends to its eager sender in secret mode"

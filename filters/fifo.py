@@ -1,20 +1,9 @@
 """``fifo``: per-pair sequence numbers with an ordered buffer (seed 003, "unicast
-sequence numbers").
+sequence numbers"; docs/protocols.md).
 
-Each ordered pair (sender, receiver) has its own counter. A message to several members
-is sent as one copy per destination, each carrying that pair's number in the one-int
-header ``f`` (so a unicast costs one or two bytes of metadata). The receiver keeps the
-last number delivered per sender and a buffer ordered by number, and delivers while
-the head is the successor. Duplicates (a number already delivered or already held) are
-dropped and counted in ``stats["duplicates"]``.
-
-FIFO is not causal: with three processes a message can overtake one it depends on
-through a third party; the property tests and the model checker show it.
-
-A sender that leaves with a gap in what it sent (a message lost with it) leaves its
-later messages held: they stay in :meth:`FifoManager.held`, the waiting member is named
-by :meth:`FifoManager.waiting_for`, and :meth:`FifoManager.release_waiting_on` delivers
-them past the gap when the application decides to.
+A copy per destination carries its pair's number in the one-int header ``f``. A sender
+that leaves with a gap in what it sent leaves its later messages held until the
+application calls :meth:`FifoManager.release_waiting_on`.
 """
 
 from __future__ import annotations
@@ -54,27 +43,15 @@ class FifoManager(CausalityManager):
     def on_send(self, message: SentMessage) -> None:
         """Stamp each copy with the pair's next number."""
         destinations = message.destinations
-        if len(destinations) == 1:  # a unicast, the usual case: stamp() without its list
-            sent = self.sent  # next_seq, inlined
+        sent = self.sent
+        if len(destinations) == 1:  # a unicast, the usual case: the message itself
             dest = destinations[0]
             seq = sent[dest] = sent.get(dest, 0) + 1
             self.send_downstream(with_header_unchecked(message, SEQ, seq))
             return
-        for copy in self.stamp(message):
-            self.send_downstream(copy)
-
-    def stamp(self, message: SentMessage) -> list[SentMessage]:
-        """One copy per destination, each with that pair's next number."""
-        copies = []
-        for dest in message.destinations:
-            copy = message.to((dest,)) if len(message.destinations) > 1 else message
-            copies.append(with_header_unchecked(copy, SEQ, self.next_seq(dest)))
-        return copies
-
-    def next_seq(self, dest: str) -> int:
-        """Count one more message to ``dest``; its number."""
-        seq = self.sent[dest] = self.sent.get(dest, 0) + 1
-        return seq
+        for dest in destinations:
+            seq = sent[dest] = sent.get(dest, 0) + 1
+            self.send_downstream(with_header_unchecked(message.to((dest,)), SEQ, seq))
 
     def on_receive(self, message: ReceivedMessage) -> None:
         """Deliver in per-sender order, buffering what arrives early."""
@@ -153,8 +130,6 @@ class FifoManager(CausalityManager):
 
 
 class FifoModule(CausalityModule):
-    """Per-pair FIFO order."""
-
     name = NAME
     manager_class = FifoManager
     description = "per-sender FIFO order: per-pair sequence numbers and an ordered buffer"

@@ -1,62 +1,14 @@
 """``ks``: causal unicast and multicast with a pruned log of pending destinations
-(Kshemkalyani and Singhal's conditions; beyond the sources).
+(Kshemkalyani and Singhal's conditions, 1998; beyond the sources). The log, the send,
+receive and merge rules and what they cost: docs/protocols.md.
 
-``matrix`` makes every message carry everything its sender knows of who sent what to
-whom: n² counters, nearly all of them about messages long since delivered. This module
-carries only what a destination may still have to wait for, and forgets the rest as soon
-as the sender can tell it is no longer needed.
+A member's state is its ``clock``, ``delivered`` per sender and its ``log`` of entries
+(s, t, Dests), as named there.
 
-**State** of member i: ``clock``, the number of application sends i made (a multicast is
-one send); ``delivered[k]``, the clock of the latest message from k that i delivered
-(messages from one sender to one destination are delivered in send order, so every
-earlier one addressed to i was delivered too); and a **log** of entries (s, t, Dests):
-"the send with clock t of s may still be undelivered at the members in Dests". Of each
-sender's entries whose Dests is empty only the newest is kept, as a *marker*: it says
-how far i's knowledge of s's sends goes.
-
-**Send** of m to D (clock += 1). The copy for d carries the log, each entry with the
-other destinations of m taken out of its Dests (the copy of m to d' carries that entry
-to d' itself, and anything causally after m that reaches d' waits for m there), plus
-m's own entry (i, clock, D - {d}). Of each sender's entries that end up with an empty
-Dests only the newest travels. Then i takes D out of every entry of its own log (a
-later message to d from anyone who knows of these entries also knows of m, and m waits
-for them at d) and logs (i, clock, D).
-
-**Receive** of m from k with clock t at j: deliverable when ``delivered[s] >= t'`` for
-every entry (s, t', Dests) it carries with j in Dests (other than its own). On delivery
-``delivered[k] = t`` and the carried entries, j taken out of every Dests (j has them
-now), are merged into j's log:
-
-* an entry both have keeps the intersection of the two Dests (each side may know of
-  destinations that no longer wait);
-* a carried entry older than j's newest entry of the same sender that j does not have
-  is dropped: j knows a later send of s, so it knew of this one and forgot it once no
-  destination waited any more (or it reached j already without destinations); likewise
-  an entry of j's log older than the newest carried entry of its sender that the
-  message does not carry is dropped, for the same reason at the sender's side;
-* then each sender's empty entries but the newest are purged.
-
-These are the two conditions of Kshemkalyani and Singhal (1998) on what information a
-message must carry: what a destination has delivered, or is guaranteed to deliver in
-causal order through a later message it will also wait for, is never sent again. The
-model checker explores this module like the others (``groupcomm check --protocol ks``).
-
-**Metadata** (header ``K``): ``(t, names, newest, records)``. ``names`` lists each member
-the stamp refers to once; ``newest[i]`` is the clock of the newest entry carried of
-``names[i]``'s sends (0: none), which is all a marker needs; each record is an entry with
-destinations left: ``sender index, clock, number of destinations, destination
-indices``. The message's own entry is its sender's newest. Under uniform unicast at 50
-members the stamp is about a third of ``matrix``'s after 20 messages per process and a
-tenth after 100, when matrix's stamps have filled up (``groupcomm overhead``,
-BENCHMARKS.md).
-
-**Membership.** A newcomer starts with an empty log and nothing delivered: an entry can
-name it only for a send made after someone knew of its join, so it never waits for what
-was sent before. A member that leaves is taken out of every Dests (nobody
-will deliver on its behalf), so entries about messages to it stop travelling. As in
-``matrix``, messages that wait on a departed member's message that never came stay
-held (:meth:`KsManager.held`, ``waiting_for``) until the application calls
-``release_waiting_on``. Links must be reliable; they need not be FIFO.
+A newcomer starts with an empty log: an entry can name it only for a send made after
+someone knew of its join, so it never waits for what was sent before. A member that
+leaves is taken out of every Dests; what waits on its message that never came stays held
+until ``release_waiting_on``. Links must be reliable; they need not be FIFO.
 """
 
 from __future__ import annotations
@@ -110,8 +62,12 @@ def purge_sender(sends: dict[int, frozenset[str]]) -> None:
 
 def encode_log(clock: int, entries: Log) -> tuple[int, tuple[str, ...], tuple[int, ...],
                                                   tuple[int, ...]]:
-    """``(clock, names, newest, records)`` (see the module doc); canonical: names sorted,
-    records by sender and clock, destinations sorted."""
+    """The stamp (header ``K``): ``(clock, names, newest, records)``. ``names`` lists each
+    member the stamp refers to once; ``newest[i]`` is the clock of the newest entry
+    carried of ``names[i]``'s sends (0: none), which is all a marker needs; each record
+    is an entry with destinations left: ``sender index, clock, number of destinations,
+    destination indices``. Canonical: names sorted, records by sender and clock,
+    destinations sorted."""
     named = set(entries)
     for sends in entries.values():
         for dests in sends.values():
@@ -189,22 +145,18 @@ def _where(message: GroupMessage) -> str:
     return f"{NAME}: header {STAMP!r} of {message.message_id} from {message.sender}"
 
 
-def _add_records(entries: Log, names: tuple[str, ...], flat: tuple[int, ...]) -> None:
-    """Put the records of an encoded log (already checked) into ``entries``."""
+def rename_log(value: tuple, name: Callable[[str], str]) -> tuple:
+    """An encoded log with every member name mapped through ``name`` (the model checker's
+    symmetry reduction; ``value`` is a stamp this module made)."""
+    clock, names, newest, flat = value
+    names = tuple(map(name, names))
+    entries: Log = {n: {t: _EMPTY} for n, t in zip(names, newest, strict=True) if t}
     position = 0
     while position < len(flat):
         sender, t, count = flat[position:position + 3]
         entries[names[sender]][t] = frozenset(
             names[d] for d in flat[position + 3:position + 3 + count])
         position += 3 + count
-
-
-def rename_log(value: tuple, name: Callable[[str], str]) -> tuple:
-    """An encoded log with every member name mapped through ``name`` (the model checker's
-    symmetry reduction; ``value`` is a stamp this module made)."""
-    clock, names, newest, flat = value
-    entries: Log = {name(n): {t: _EMPTY} for n, t in zip(names, newest, strict=True) if t}
-    _add_records(entries, tuple(map(name, names)), flat)
     return encode_log(clock, entries)
 
 
@@ -221,7 +173,7 @@ class KsManager(CausalityManager):
         self.log: Log = {}
         self.buffer: list[tuple[ReceivedMessage, int, Log]] = []
         #: message id -> the member whose send held it at the last look (see
-        #: first_deliverable)
+        #: take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
@@ -257,6 +209,7 @@ class KsManager(CausalityManager):
                 purge(entries)
                 copies.append(with_header_unchecked(message.to((dest,)), STAMP,
                                                     encode_log(clock, entries)))
+        # a later message to d from anyone who knows these entries also knows of m
         if len(destinations) == 1:  # one membership test per entry, not a set operation
             dest = destinations[0]
             for sends in self.log.values():
@@ -302,17 +255,13 @@ class KsManager(CausalityManager):
     def blocker(self, sender: str, clock: int,
                 entries: Iterable[tuple[str, Mapping[int, frozenset[str]]]]) -> str | None:
         """The delivery rule: a member with a send that the log a message carries says
-        must be delivered here first and that is not yet, or None: deliverable.
+        must be delivered here first and that is not yet, or None: deliverable. The
+        senders are read in order up to the first that holds, so any part of a log can be
+        tested alone.
 
         ``clock`` is the message's own clock (its own entry is passed over) and
         ``entries`` its log, sender by sender: ``(s, {t: Dests})``. A send (s, t) holds
-        the message while this member is in its Dests and has delivered no message of s
-        with clock t or later (``delivered[s] < t``).
-
-        The senders are read in order up to the first that holds, so the rule tests any
-        part of a log alone: the drain's cache re-checks the sends of the member that
-        held a message at the last look, and :func:`blocking` finds every one
-        (``waiting_for``)."""
+        the message while this member is in its Dests and ``delivered[s] < t``."""
         me = self.host.name
         delivered = self.delivered
         for s, sends in entries:
@@ -380,16 +329,10 @@ class KsManager(CausalityManager):
         def still_held(entry: tuple, s: str) -> bool:
             return rule(entry[0].sender, entry[1], ((s, entry[2][s]),)) is not None
 
-        progress = True
-        while progress and self.buffer:
-            progress = False
-            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
-                                           holder, still_held)
-            if entry is not None:
-                message, clock, entries = entry
-                self.host.trace("unbuffer", message)
-                self._deliver(message, clock, entries)
-                progress = True
+        while self.buffer and (entry := take_first_deliverable(
+                self.buffer, self._held_by, self._buffered_ids, holder, still_held)):
+            self.host.trace("unbuffer", entry[0])
+            self._deliver(*entry)
 
     # -- membership ---------------------------------------------------------------------
     def member_removed(self, name: str) -> None:
@@ -456,8 +399,6 @@ def thaw_log(frozen: Iterable[tuple[str, Iterable[tuple[int, Iterable[str]]]]]) 
 
 
 class KsModule(CausalityModule):
-    """Causal unicast and multicast carrying only the destinations that may still wait."""
-
     name = NAME
     manager_class = KsManager
     description = ("causal unicast/multicast sending only what a destination may still "

@@ -1,28 +1,23 @@
 """A jitter buffer for volatile values, latest value wins (the slides' telepointer demo).
 
-Some messages only say where something is now: a telepointer, a cursor, a selection.
-Shown as they arrive, network jitter makes them jump; each one is obsolete as soon as
-the next one from the same sender for the same thing arrives. This receive filter holds
-such messages for ``hold`` seconds after their arrival, so that they are shown at an
-even pace, and marks a held message whose value a newer one from the same sender
+A telepointer, a cursor, a selection: each such message is obsolete once the next one
+from the same sender about the same thing arrives, and shown as they arrive, network
+jitter makes them jump. This receive filter holds them for ``hold`` seconds after their
+arrival, so that they go on at an even pace, and marks a held message a newer one
 replaced with the header ``superseded`` (an application shows only the others).
 
-Nothing else waits for them: any other message that arrives (a text edit, a control
-message) first releases everything held, in arrival order, then passes at once. The
-filter never changes the order in which messages go on, and never drops one, so a
-causality module after it and the trace analysis see every message, in the order it
-came; the only change is when held messages go on (not traced as ``buffer``: the
-trace's buffering figures stay those of the causality module; the hold shows in the
-latency).
-
-Which messages are volatile, and what they are about, says the ``slot`` function given
-to :class:`LatestValueCreator`: it receives a user message's payload and returns a key
-(for example ``"cursor"``) or ``None`` for a message that is never held. Time comes from
-the host's clock and ticker: no I/O here.
+Any other message (a text edit, a control message) first releases everything held, in
+arrival order, then passes at once: the filter never reorders or drops a message, so a
+causality module after it and the trace analysis see every one in the order it came
+(the hold shows in the latency, not as ``buffer`` events). The ``slot`` function given
+to :class:`LatestValueCreator` says which messages are volatile: it takes a payload and
+returns a key (``"cursor"``) or ``None`` for a message never held. Time comes from the
+host's clock and ticker: no I/O here.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -87,9 +82,7 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
 
     def release_all(self) -> None:
         """Hand on everything held, in arrival order."""
-        queue = self._queue
-        while queue:
-            self._release(queue.popleft())
+        self._tick(math.inf)
 
     def _release(self, entry: list[Any]) -> None:
         _, message, superseded = entry

@@ -1,36 +1,13 @@
-"""``matrix``: causal unicast and multicast (seed 000; Raynal, Schiper and Toueg 1991).
+"""``matrix``: causal unicast and multicast (seed 000; Raynal, Schiper and Toueg 1991;
+the rule: docs/protocols.md).
 
-SENT is an n x n matrix (row: sender, column: receiver) and DELIV a vector, both sparse
-and keyed by member name, so members may join at any time (a newcomer's row and column
-start at zero, which is exactly right: nothing was sent to it before it came).
-
-**The variant chosen.** The blog post (000) describes "attach SENT, then increment
-SENT[i][j]" and, at the receiver, "increment SENT[j][i], then merge". It also notes the
-equivalent form that increments *before* attaching and adds a "one greater" clause for
-the sender's own entry. We use that second form because it is the one that makes a
-multicast correct: a message to {a, b} increments SENT[i][a] and SENT[i][b] and then
-attaches one snapshot for both copies, so b learns that a message went to a (and will
-hold a's reply to it until it is delivered). Sending the copies as successive unicasts
-("attach, increment, attach, increment") would let a's reaction overtake b's copy: a
-causal violation of the application's single send event. So, for m from j at i:
-
-* deliverable when ``DELIV_i[j] == SENT_m[j][i] - 1`` and
-  ``DELIV_i[k] >= SENT_m[k][i]`` for every k != j;
-* after delivery ``DELIV_i[j] += 1`` and ``SENT_i = max(SENT_i, SENT_m)`` (the merge
-  already contains m, so the separate increment of the unicast form is not repeated).
-
-On unicast traffic the states are the same as the blog's at every step (the worked
-example is a test). **Self-addressed messages** (``to_all``) count once: SENT_i[i][i] is
-incremented when sending and never again when the copy loops back (counting it at both
-ends is the known pitfall that blocks every later self-addressed message).
-
-The metadata (header ``M``) carries the non-zero entries of SENT as index triples into a
-list of names sent once per message; it grows with the square of the members that talk
-to each other, which is the cost 004 measures against the sender-side protocols.
-
-A member that leaves with a message to us still in flight (or lost) leaves whatever
-depends on that message held: see :meth:`MatrixManager.held`, ``waiting_for`` (which
-names it) and ``release_waiting_on``.
+SENT and DELIV are sparse and keyed by member name, so members may join at any time (a
+newcomer's row and column start at zero: nothing was sent to it before it came). Of the
+two forms in 000 this is "increment, then attach": a multicast to {a, b} attaches one
+snapshot to both copies, so b learns of the copy to a and holds a's reply until that
+copy is delivered; "attach, increment" per copy would let the reply overtake it. The
+stamp (header ``M``) holds the non-zero entries of SENT as index triples into names sent
+once.
 """
 
 from __future__ import annotations
@@ -79,7 +56,7 @@ class MatrixManager(CausalityManager):
         self.sent: dict[str, dict[str, int]] = {}
         self.deliv: dict[str, int] = {}
         self.buffer: list[tuple[ReceivedMessage, dict[str, dict[str, int]]]] = []
-        #: message id -> the member that held it at the last look (see first_deliverable)
+        #: message id -> the member that held it at the last look (see take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
@@ -91,16 +68,10 @@ class MatrixManager(CausalityManager):
         #: (row, column) -> index of that entry's count in _stamp_flat
         self._stamp_slot: dict[tuple[str, str], int] = {}
         #: sender -> how to read its stamps while their shape stays the same (see
-        #: _StampPlan): a sender's successive stamps usually differ only in counts. A
-        #: plan is made when two stamps in a row that took the general path have the
-        #: same shape (matrix-delta's deltas mostly do not: no plan is made for each)
+        #: _StampPlan, made by _learn_shape): usually only the counts differ
         self._plans: dict[str, _StampPlan] = {}
         #: sender -> its last stamp delivered through the general path
         self._last_general: dict[str, tuple] = {}
-
-    def sent_matrix(self, order: list[str]) -> list[list[int]]:
-        """SENT as a dense list of rows in the given member order (for tests, displays)."""
-        return [[self.sent.get(r, {}).get(c, 0) for c in order] for r in order]
 
     # -- send side ----------------------------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
@@ -109,7 +80,7 @@ class MatrixManager(CausalityManager):
         row = self.sent.setdefault(me, {})
         for dest in message.destinations:
             count = row[dest] = row.get(dest, 0) + 1
-            self._encoded_entry(me, dest, count)
+            self._raised(me, dest, count)
         flat = self._stamp_flat
         if flat is None:
             names, counts = encode_matrix(self.sent)
@@ -122,12 +93,8 @@ class MatrixManager(CausalityManager):
         self.send_downstream(with_header_unchecked(message, STAMP, encoded))
 
     def _raised(self, row: str, column: str, count: int) -> None:
-        """SENT[row][column] was raised to ``count`` by a merge (matrix-delta records the
-        change instead)."""
-        self._encoded_entry(row, column, count)
-
-    def _encoded_entry(self, row: str, column: str, count: int) -> None:
-        """Keep the stamp's encoding in step with SENT[row][column] = count."""
+        """SENT[row][column] was raised to ``count`` (a send, a merge): keep the stamp's
+        encoding in step (matrix-delta records the change instead)."""
         flat = self._stamp_flat
         if flat is not None:
             slot = self._stamp_slot.get((row, column))
@@ -194,10 +161,14 @@ class MatrixManager(CausalityManager):
 
     def _learn_shape(self, sender: str, value: tuple) -> None:
         """After a stamp of ``sender`` was decoded and delivered: when the one before had
-        the same shape, read the next ones of that shape with a plan."""
+        the same shape, read the next ones of that shape with a plan (matrix-delta's
+        deltas mostly differ in shape: no plan is made for each)."""
         previous = self._last_general.get(sender)
         self._last_general[sender] = value
-        if previous is not None and _same_shape(previous, value):
+        # the same names and (row, column) pairs: only the counts differ
+        if (previous is not None and previous[0] == value[0]
+                and previous[1][0::3] == value[1][0::3]
+                and previous[1][1::3] == value[1][1::3]):
             plan = _StampPlan(value, sender, self.host.name)
             # a name or an entry given twice decodes to its last value: only the general
             # path reads such a stamp as it always did
@@ -208,20 +179,13 @@ class MatrixManager(CausalityManager):
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None,
                 rows: Iterable[tuple[str, Mapping[str, int]]]) -> str | None:
-        """The delivery rule: the member whose messages keep a message from ``sender``
-        from delivery here now, or None: deliverable.
+        """The delivery rule (docs/protocols.md): the member whose messages keep a message
+        from ``sender`` from delivery here now, or None: deliverable. The rows are read in
+        order up to the first that holds, so any part of a stamp can be tested alone.
 
         ``own`` is the message's ``SENT_m[sender][me]`` (None: leave that clause out) and
         ``rows`` the rows ``(k, SENT_m[k])`` of its stamp, of which only the counts of
-        messages to us are read (the sender's row is passed over: ``own`` is its count).
-        The sender holds the message until it is the next from the sender to us
-        (``DELIV[sender] == own - 1``); any other k holds it while the stamp counts a
-        message of k to us not delivered here (``DELIV[k] < SENT_m[k][me]``).
-
-        The rows are read in order up to the first that holds, so the rule tests any
-        part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
-        plan only hands it the counts it reads, where they sit."""
+        messages to us are read (the sender's row is passed over)."""
         deliv = self.deliv
         if own is not None and deliv.get(sender, 0) != own - 1:
             return sender
@@ -262,16 +226,10 @@ class MatrixManager(CausalityManager):
             sender, stamp = entry[0].sender, entry[1]
             return rule(sender, stamp[sender][me], ((k, stamp[k]),)) is not None
 
-        progress = True
-        while progress and self.buffer:
-            progress = False
-            entry = take_first_deliverable(self.buffer, self._held_by, self._buffered_ids,
-                                           holder, still_held)
-            if entry is not None:
-                message, stamp = entry
-                self.host.trace("unbuffer", message)
-                self._deliver(message, stamp)
-                progress = True
+        while self.buffer and (entry := take_first_deliverable(
+                self.buffer, self._held_by, self._buffered_ids, holder, still_held)):
+            self.host.trace("unbuffer", entry[0])
+            self._deliver(*entry)
 
     # -- introspection ------------------------------------------------------------------
     def held(self) -> list[GroupMessage]:
@@ -320,17 +278,10 @@ class MatrixManager(CausalityManager):
         self._buffered_ids = {m.message_id for m, _ in self.buffer}
 
 
-def _same_shape(a: tuple, b: tuple) -> bool:
-    """True when two well-formed stamps have the same names and (row, column) pairs."""
-    return a[0] == b[0] and a[1][0::3] == b[1][0::3] and a[1][1::3] == b[1][1::3]
-
-
 class _StampPlan:
-    """Where to read a sender's stamp whose names and (row, column) pairs are those of a
-    stamp already decoded and delivered: only the counts are new, and they sit at known
-    places, so :meth:`MatrixManager.on_receive` hands the ones the rule reads to
-    :meth:`MatrixManager.blocker` and merges them without decoding the stamp into a
-    matrix."""
+    """Where the counts sit in a sender's stamps whose names and (row, column) pairs are
+    those of a stamp already decoded and delivered, so that the ones the rule reads reach
+    :meth:`MatrixManager.blocker`, and all are merged, without decoding into a matrix."""
 
     __slots__ = ("names", "rows", "columns", "targets", "own", "cells", "others", "me")
 
@@ -357,8 +308,6 @@ class _StampPlan:
 
 
 class MatrixModule(CausalityModule):
-    """Raynal-Schiper-Toueg causal order for unicast and multicast."""
-
     name = NAME
     manager_class = MatrixManager
     description = "causal unicast/multicast with Raynal-Schiper-Toueg SENT matrices"

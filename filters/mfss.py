@@ -1,21 +1,7 @@
-"""``mfss``: Mattern and Fünfrocken's sender-side causal order (004 §2.1).
-
-Each process keeps an output buffer (FIFO). It network-sends the head of the buffer
-only when it holds no un-acknowledged message; a receiver delivers on receipt and sends
-an ``ack`` control message at once. Application messages carry no metadata at all; the
-price is one ACK per message and a sender that waits a round trip between sends.
-
-Choices where the source is silent:
-
-* A message to several members is sent as that many unicasts, one after the other (the
-  protocol orders unicast send events; see ``unicast_events`` and
-  :meth:`groupcomm.core.node.ProtocolNode.tag_sends`).
-* A message to oneself (``to_all``) is delivered through the local loop without an ACK,
-  still in buffer order.
-* **Departures.** When the peer whose ACK we await leaves, we stop waiting (it will never
-  answer) and go on with the buffer; buffered messages addressed to it are dropped,
-  counted in ``stats["undeliverable"]`` and logged, since no one can receive them. Nothing
-  else is held on a peer's behalf, so survivors never wedge.
+"""``mfss``: Mattern and Fünfrocken's sender-side causal order (004 §2.1; the rule and
+departures: docs/protocols.md). A message to several members is sent as that many
+unicasts (``unicast_events``); one to oneself goes through the local loop without an
+ACK, still in buffer order.
 """
 
 from __future__ import annotations
@@ -133,8 +119,6 @@ class MfssManager(CausalityManager):
 
 
 class MfssModule(CausalityModule):
-    """Sender-side causal order: one un-acknowledged message at a time."""
-
     name = NAME
     manager_class = MfssManager
     description = "sender-side causal order (Mattern-Fuenfrocken): send after the last ACK"

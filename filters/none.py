@@ -1,8 +1,5 @@
-"""``none``: no causality. Messages are delivered in arrival order.
-
-The baseline every other module is measured against, and the module the trace
-analysis and the model checker must catch violating causality.
-"""
+"""``none``: no causality, arrival order: the baseline every other module is measured
+against, and the module the trace analysis and the model checker must catch."""
 
 from __future__ import annotations
 
@@ -25,8 +22,6 @@ class NoneManager(CausalityManager):
 
 
 class NoneModule(CausalityModule):
-    """No ordering at all (arrival order)."""
-
     name = "none"
     manager_class = NoneManager
     description = "no causal ordering: deliver in arrival order (baseline)"

@@ -1,44 +1,17 @@
 """``vector``: causal broadcast with vector timestamps (seed 003; Birman, Schiper and
-Stephenson 1991).
+Stephenson 1991). The rule, broadcast only, the late joiners' ``base`` and ``skip``
+controls and void processes: docs/protocols.md.
 
-Each site keeps one vector: its own entry counts its broadcasts, every other entry the
-messages delivered from that site. On a broadcast the site increments its own entry and
-attaches a copy (header ``v``, sparse, names sent once). Site i delivers m from j when
-``V_m[j] == V_i[j] + 1`` and ``V_m[k] <= V_i[k]`` for every k != j; otherwise m is
-buffered and retried after every delivery. The traceable steps of the slides are logged
-at DEBUG under their names (``VectorTimeStampedMessageBuffered`` ...).
+The stamp (header ``v``) is the sparse site vector, names sent once. Where the sources
+are silent: a member that leaves before its base arrived never saw the join (the server
+relays a member's frames before its departure notice), so it becomes void too (found by
+``groupcomm check --join``); what depends on a departed member's message that never
+came stays held (logged at WARNING) until :meth:`VectorManager.release_waiting_on`. The
+slides' traceable steps are logged at DEBUG under their names
+(``VectorTimeStampedMessageBuffered`` ...).
 
-Choices where the sources are silent:
-
-* **Broadcast only.** A unicast or a send to a subset is refused at the call
-  (:class:`CausalityError`, naming the modules that carry it): the members left out would
-  block every later message of the sender forever (000, footnote 1). A message to every
-  member including the sender (``to_all``) is fine; the copy to oneself is delivered at
-  once (everything it depends on was delivered here before it was sent).
-* **Late joiners are handled, not refused.** A member that joins after messages have
-  flowed cannot know how many messages each old member had already broadcast. So every
-  member that sees a join sends the newcomer one ``base`` control message with its own
-  count at that moment; the newcomer treats that many messages of that sender as
-  delivered and holds anything that depends on a sender whose base has not arrived.
-  The base also carries the sender's whole vector (header ``k``): a process named there
-  that is not a member at the newcomer's join left before it, so none of its messages
-  is addressed to the newcomer and a dependency on one is void (without this, the
-  newcomer would wait for ever on a predecessor's messages, for example those of
-  ``carol`` when ``carol~2`` joins). A member that leaves before its base arrived never
-  saw the join (the server relays a member's frames before its departure notice, so a
-  base it sent would have come first): none of its messages is addressed to the
-  newcomer, and it becomes void too (found by ``groupcomm check --join``). A
-  broadcast that was tagged before the join but stamped after it (and so is not addressed
-  to the newcomer) is followed by a ``skip`` control message to the newcomer, which fills
-  that number in its sequence; without it the newcomer would wait for it forever.
-* **Departures.** A member that leaves with messages still held that depend on one of
-  its messages that never arrived leaves them held: they are listed by
-  :meth:`VectorManager.held` / :meth:`VectorManager.waiting_for`, logged at WARNING, and
-  released past the gap only when the application calls
-  :meth:`VectorManager.release_waiting_on`.
-
-Which delivered messages were concurrent is visible to the application through the
-message tags (:class:`groupcomm.core.messages.Tag`).
+``VectorForgetsJoinsModule`` is the known-bad ``vector-forgets-joins`` (docs/protocols.md,
+"Known-bad modules"), which ``groupcomm check --join`` and the trace analysis catch.
 """
 
 from __future__ import annotations
@@ -90,12 +63,13 @@ class VectorManager(CausalityManager):
     def __init__(self, host: FilterHost) -> None:
         super().__init__(host)
         self.clock: dict[str, int] = {}
-        #: held application messages and skip markers, with their decoded stamps
+        #: held application messages, with their decoded stamps
         self.buffer: list[tuple[ReceivedMessage, dict[str, int]]] = []
-        #: message id -> the member that held it at the last look (see first_deliverable)
+        #: message id -> the member that held it at the last look (see take_first_deliverable)
         self._held_by: dict[str, str] = {}
         #: the ids of the buffered messages (a duplicate is found without a scan)
         self._buffered_ids: set[str] = set()
+        #: sender -> numbers of its broadcasts not addressed to us (``skip`` controls)
         self.skips: dict[str, set[int]] = {}
         #: senders whose count at our join we do not know yet (we joined late)
         self.awaiting_base: set[str] = set()
@@ -148,27 +122,20 @@ class VectorManager(CausalityManager):
 
     # -- send side ----------------------------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
-        """Stamp the broadcast with a copy of the site vector."""
-        for out in self.stamp(message):
-            self.send_downstream(out)
-
-    def stamp(self, message: SentMessage) -> list[SentMessage]:
-        """The stamped message, then a ``skip`` for each member that joined after it was
-        tagged."""
+        """Stamp the broadcast with a copy of the site vector, then send a ``skip`` to
+        each member that joined after it was tagged (filling that number in)."""
         me = self.host.name
-        seq = self.clock.get(me, 0) + 1
-        self.clock[me] = seq
+        seq = self.clock[me] = self.clock.get(me, 0) + 1
         log.debug("%s: LocalCountIncrementedInSiteVectorTimeStamp %d", me, seq)
-        out = [with_header_unchecked(message, STAMP, self._encoded_clock())]
+        self.send_downstream(with_header_unchecked(message, STAMP, self._encoded_clock()))
         missing = set(self.members).difference(message.destinations)
         missing.discard(me)
         if missing:
             for member in self.members:
                 if member in missing:
-                    # joined after this message was tagged: fill the number in its sequence
-                    out.append(control_message(self, NAME, "skip", member,
-                                               about=message.message_id, headers={SKIP: seq}))
-        return out
+                    self.send_downstream(control_message(
+                        self, NAME, "skip", member, about=message.message_id,
+                        headers={SKIP: seq}))
 
     def _encoded_clock(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """``encode_clock(self.clock)``, its sorted names kept between sends.
@@ -223,10 +190,8 @@ class VectorManager(CausalityManager):
                 f"{NAME}: stamp of {message.message_id} has no entry >= 1 for its sender "
                 f"{sender}: {stamp}"
             )
-        if stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base:
-            self.count("duplicates")
-            return
-        if message.message_id in self._buffered_ids:
+        if ((stamp[sender] <= self.clock.get(sender, 0) and sender not in self.awaiting_base)
+                or message.message_id in self._buffered_ids):
             self.count("duplicates")
             return
         if self.blocker(sender, stamp[sender], _ITSELF, stamp.items()) is None:
@@ -273,26 +238,18 @@ class VectorManager(CausalityManager):
     # -- the delivery rule -------------------------------------------------------------
     def blocker(self, sender: str, own: int | None, counts: Sequence[int],
                 entries: Iterable[tuple[str, int]]) -> str | None:
-        """The delivery rule: the member whose messages keep a message from ``sender``
-        from delivery here now, or None: deliverable.
+        """The delivery rule (docs/protocols.md): the member whose messages keep a message
+        from ``sender`` from delivery here now, or None: deliverable. The entries are read
+        in order up to the first that holds, so any part of a stamp can be tested alone.
 
         ``own`` is the message's count of its sender's broadcasts (None: leave that
-        clause out); ``entries`` says where the stamp's other counts are: ``(k, at)``,
-        k's count being ``counts[at]`` (a plan's counts are the stamp's tuple, at known
-        places; a decoded stamp passes its items with :data:`_ITSELF`, under which each
-        count reads as itself). The sender holds
-        the message until it is the next from the sender (``own == clock[sender] + 1``)
-        and the sender's base has come, if we joined late; any other k holds it while
-        its count is of a message of k not delivered here (``count > clock[k]``) or k's
-        base has not come. Entries of the sender (``own`` is its count), of ours (the
-        sender depends only on broadcasts of ours it delivered, so sent before) and of a
-        void process are passed over.
-
-        The entries are read in order up to the first that holds, so the rule tests any
-        part of a stamp alone: the drain's cache re-checks the member that held a message
-        at the last look, and :func:`blocking` finds every one (``waiting_for``). A stamp
-        plan only says where a stamp's counts are, and leaves out what the rule passes
-        over whatever it counts."""
+        clause out); ``entries`` are ``(k, at)``, k's count being ``counts[at]`` (a plan
+        passes the stamp's tuple; a decoded stamp its items with :data:`_ITSELF`). The
+        sender holds the message until it is the next from the sender and the sender's
+        base has come; any other k while its count is of a message of k not delivered
+        here or k's base has not come. Entries of the sender, of ours (the sender only
+        depends on broadcasts of ours it delivered) and of void processes are passed
+        over."""
         clock = self.clock
         awaiting = self.awaiting_base
         if own is not None and (own != clock.get(sender, 0) + 1 or sender in awaiting):
@@ -407,11 +364,9 @@ class VectorManager(CausalityManager):
 
 
 class _StampPlan:
-    """Where to read a sender's stamp that names the same members as one already decoded
-    and delivered (the names change only when members join):
-    :meth:`VectorManager.on_receive` checks its counts in C-level passes and hands them to
-    :meth:`VectorManager.blocker` where they sit, without decoding the stamp into a
-    clock."""
+    """Where the counts sit in a sender's stamps that name the same members as one
+    already decoded and delivered (the names change only at joins), so that they reach
+    :meth:`VectorManager.blocker` without being decoded into a clock."""
 
     __slots__ = ("names", "own", "others")
 
@@ -432,10 +387,32 @@ _UNBOUNDED = (sys.maxsize,)
 
 
 class VectorModule(CausalityModule):
-    """Causal broadcast (every message to every other member)."""
-
     name = NAME
     manager_class = VectorManager
     description = "causal broadcast with vector timestamps (broadcast only)"
     broadcast_only = True
     symmetry_headers = {STAMP: "clock", BASE: "int", KNOWN: "clock", SKIP: "int"}
+
+
+class ForgetfulVectorManager(VectorManager):
+    """Joins late as if the session had just started."""
+
+    def client_joined(
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
+    ) -> None:
+        super().client_joined(client_name, application_name, session_name, is_new_session,
+                              is_new_application, all_users)
+        self.awaiting_base.clear()  # the defect: nothing is learnt from the members
+
+    def on_control(self, message: ReceivedMessage) -> None:
+        if message.user_message.kind == "base":
+            return  # the defect: the members' counts are thrown away
+        super().on_control(message)
+
+
+class VectorForgetsJoinsModule(VectorModule):
+    name = "vector-forgets-joins"
+    manager_class = ForgetfulVectorManager
+    description = "KNOWN BAD: vector whose late joiner waits for messages sent before it joined"
+    known_bad = True

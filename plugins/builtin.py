@@ -1,8 +1,6 @@
 """The built-in plugin: the project's causality modules and extra filters, through the
-same hooks and the same ``groupcomm.plugins`` entry-point group as a third-party plugin
-(``builtin = groupcomm.plugins.builtin`` in setup.cfg).
-
-The classes are imported directly: a module file that does not import makes this plugin
+same hooks and entry-point group as a third-party plugin (``builtin =
+groupcomm.plugins.builtin`` in setup.cfg). A module file that does not import makes it
 fail to load, and the registry reports it with its error.
 """
 
@@ -15,14 +13,12 @@ from groupcomm.core.hookspecs import hookimpl
 from groupcomm.filters.cykas import CykasModule, CykasSecretSendsModule
 from groupcomm.filters.fifo import FifoModule
 from groupcomm.filters.ks import KsModule
-from groupcomm.filters.last_sender import LastSenderModule
 from groupcomm.filters.matrix import MatrixModule
 from groupcomm.filters.matrix_delta import MatrixDeltaModule
 from groupcomm.filters.mfss import MfssModule
 from groupcomm.filters.none import NoneModule
-from groupcomm.filters.scalar_id import ScalarIdModule
-from groupcomm.filters.vector import VectorModule
-from groupcomm.filters.vector_forgets_joins import VectorForgetsJoinsModule
+from groupcomm.filters.seed_schemes import LastSenderModule, ScalarIdModule
+from groupcomm.filters.vector import VectorForgetsJoinsModule, VectorModule
 from groupcomm.layers.faults import FAULT_FILTERS
 from groupcomm.layers.reliable import RELIABLE_FILTER
 

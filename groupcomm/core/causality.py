@@ -1,19 +1,10 @@
 """Causality modules: a manager class and declared flags; the filters and factories are
-the base classes'.
+the base classes' (docs/writing-a-module.md).
 
-A :class:`CausalityModule` names its manager (:attr:`CausalityModule.manager_class`) and
-declares what the tools read (``broadcast_only``, ``unicast_events``, ...). Per
-communicator it makes a fresh :class:`CausalityManager` (a session listener holding the
-protocol state) and the two filters that share it, :class:`ModuleSendFilter` and
-:class:`ModuleReceiveFilter`: they pass system messages on and hand application messages
-and the module's control messages to the manager's hooks (:meth:`CausalityManager.on_send`,
-:meth:`~CausalityManager.on_receive`, :meth:`~CausalityManager.on_control`), so a module
-is its protocol and nothing else. The two factories a module hands to the selectors find
-the communicator's manager through ``host.shared``, so however many communicators live in
-one process (tests, the simulator, the model checker), none shares state with another.
-
-Managers keep their state in plain values and implement :meth:`snapshot` /
-:meth:`restore`, which the model checker uses to branch and to deduplicate states.
+Per communicator a :class:`CausalityModule` makes one :class:`CausalityManager` (a
+session listener holding the protocol state, found through ``host.shared`` so that
+communicators of one process share nothing) and the two filters that hand it messages,
+:class:`ModuleSendFilter` and :class:`ModuleReceiveFilter`.
 """
 
 from __future__ import annotations
@@ -42,18 +33,12 @@ class ProtocolViolation(Exception):
 
 
 class CausalityManager(ABC):
-    """Shared state of one module at one communicator; listens to joins and leaves.
+    """Shared state of one module at one communicator; listens to joins and leaves. It
+    passes messages on with :attr:`send_downstream` and :attr:`deliver_upstream`, at
+    once or later (held), and keeps its state in plain values for :meth:`snapshot`."""
 
-    The module's filters call its hooks: :meth:`on_send` with each application message
-    sent, :meth:`on_receive` with each one that arrives, :meth:`on_control` with each
-    control message of :attr:`protocol`. A manager passes messages on with
-    :attr:`send_downstream` and :attr:`deliver_upstream`, at once or later (held), and
-    keeps its state snapshot-able.
-    """
-
-    #: The protocol of this module's control messages (``control_message(self,
-    #: self.protocol, ...)``): the receive filter hands those to :meth:`on_control`; ""
-    #: when the module has none, so that every control message passes on unchanged.
+    #: The protocol of this module's control messages: the receive filter hands those to
+    #: :meth:`on_control`; "" when it has none (every control message passes on).
     protocol: ClassVar[str] = ""
 
     def __init__(self, host: FilterHost) -> None:
@@ -66,29 +51,22 @@ class CausalityManager(ABC):
         self.control_count = 0
         #: Counters a test or an operator can read (duplicates dropped, ...).
         self.stats: dict[str, int] = {}
-        self.send_filter: MessageFilter[SentMessage] | None = None
-        self.receive_filter: MessageFilter[ReceivedMessage] | None = None
-        #: Hands a message to the stage after the send filter (towards the network). A
-        #: :class:`ModuleSendFilter` sets it to that stage's entry when the pipeline is
-        #: built: every message a module sends passes here, and one call is measurable.
-        self.send_downstream: Callable[[SentMessage], None] = self._through_send_filter
-        #: Hands a message to the stage after the receive filter (towards the
-        #: application); set by :class:`ModuleReceiveFilter` likewise.
-        self.deliver_upstream: Callable[[ReceivedMessage], None] = (
-            self._through_receive_filter)
+        #: Hand a message to the stage after the send filter (towards the network) or
+        #: after the receive filter (towards the application): the module's filters set
+        #: them to that stage's entry when the pipeline is built (one call less a message)
+        self.send_downstream: Callable[[SentMessage], None] = _no_pipeline
+        self.deliver_upstream: Callable[[ReceivedMessage], None] = _no_pipeline
 
     # -- what the module's filters call ---------------------------------------------------
     def on_send(self, message: SentMessage) -> None:
-        """An application message entered the send pipeline: pass it on (stamped, or as
-        one copy per destination) with :attr:`send_downstream`, or hold it. By default it
-        passes on unchanged."""
+        """An application message to send: pass it on (stamped, or a copy per
+        destination) with :attr:`send_downstream`, or hold it. By default: unchanged."""
         self.send_downstream(message)
 
     def on_receive(self, message: ReceivedMessage) -> None:
         """An application message arrived: deliver it with :attr:`deliver_upstream`
-        (without the module's headers), buffer it, or drop it as a duplicate. By default
-        it is delivered unchanged. Raises :class:`ProtocolViolation` for metadata the
-        protocol cannot accept."""
+        (without the module's headers), buffer it, or drop it as a duplicate; raise
+        :class:`ProtocolViolation` for metadata it cannot accept. By default: delivered."""
         self.deliver_upstream(message)
 
     def on_control(self, message: ReceivedMessage) -> None:
@@ -102,13 +80,8 @@ class CausalityManager(ABC):
 
     # -- session listener -------------------------------------------------------------
     def client_joined(
-        self,
-        client_name: str,
-        application_name: str,
-        session_name: str,
-        is_new_session: bool,
-        is_new_application: bool,
-        all_users: Sequence[str],
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
     ) -> None:
         """Track membership in join order (the same order at every member)."""
         self.application_name = application_name
@@ -136,9 +109,8 @@ class CausalityManager(ABC):
         """Messages this module holds (buffered for delivery, or unsent), oldest first."""
 
     def holds_sends(self) -> bool:
-        """True while this module holds back a message of this member's that has not
-        left yet (``Communicator.flush`` asks this every 10 ms; the sender-side modules,
-        which may hold thousands, answer without listing them)."""
+        """True while this module holds back an unsent message of this member's (asked
+        every 10 ms while flushing: sender-side modules answer without listing them)."""
         return any(isinstance(m, SentMessage) for m in self.held())
 
     def waiting_for(self) -> dict[str, list[str]]:
@@ -148,13 +120,9 @@ class CausalityManager(ABC):
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Give up waiting for messages ``name`` will never send (it left or crashed):
-        deliver, in causal order as far as it is known, what waits only on it.
-
-        Returns the released message ids. Unsafe in general (a message of ``name`` still
-        in flight would then arrive out of order), so it is never done automatically by
-        the buffering modules; the application decides. Modules that hold nothing on
-        behalf of a peer return ``[]``.
-        """
+        deliver, in causal order as far as it is known, what waits only on it; the
+        released ids. Unsafe in general (a message of ``name`` still in flight would then
+        arrive out of order), so the application decides, never the module."""
         return []
 
     def count(self, counter: str, by: int = 1) -> None:
@@ -169,16 +137,9 @@ class CausalityManager(ABC):
     def restore(self, snapshot: Hashable) -> None:
         """Set the state back to ``snapshot`` (as returned by :meth:`snapshot`)."""
 
-    # -- until the pipeline is built, or with filters of the module's own ------------------
-    def _through_send_filter(self, message: SentMessage) -> None:
-        if self.send_filter is None:
-            raise RuntimeError(f"{type(self).__name__} has no send filter yet")
-        self.send_filter.forward(message)
 
-    def _through_receive_filter(self, message: ReceivedMessage) -> None:
-        if self.receive_filter is None:
-            raise RuntimeError(f"{type(self).__name__} has no receive filter yet")
-        self.receive_filter.forward(message)
+def _no_pipeline(message: GroupMessage) -> None:
+    raise RuntimeError(f"{message.message_id}: the module's pipeline is not built yet")
 
 
 class ModuleSendFilter(MessageFilter[SentMessage]):
@@ -238,68 +199,30 @@ class CausalityModule:
     """A causality module: its manager class and the flags the tools read. Makes one
     manager and its two filters per communicator."""
 
-    #: Registry name (``none``, ``fifo``, ``vector``, ``matrix``, ``mfss``, ``cykas``).
+    # What each attribute declares: docs/writing-a-module.md, "The module class".
     name: ClassVar[str]
-    #: The manager made per communicator (the protocol's state and rules).
     manager_class: ClassVar[type[CausalityManager]]
-    #: One line for ``groupcomm filters``.
     description: ClassVar[str] = ""
-    #: True when the module only supports sends to every other member (``vector``):
-    #: :meth:`check_destinations` then refuses any other send.
+    #: only sends to every other member: :meth:`check_destinations` refuses the others
     broadcast_only: ClassVar[bool] = False
-    #: True when the protocol orders unicast send events only (``mfss``, ``cykas``): the
-    #: node then sends a message to several members as that many unicasts, one after the
-    #: other, each its own send event (the model of the paper these protocols come from).
+    #: a send to several members is that many unicasts, each its own send event
     unicast_events: ClassVar[bool] = False
-    #: True when a sender waits for acknowledgements before it sends on (``mfss``: one
-    #: message un-acknowledged in all; ``cykas``: one per destination), so that one
-    #: sender's rate to one peer is bounded by one round trip per message
-    #: (``groupcomm bench`` then measures that bound beside the module).
+    #: a sender waits for acknowledgements before it sends on (``groupcomm bench``
+    #: measures the round trip per message this bounds a sender's rate by)
     acknowledged_sends: ClassVar[bool] = False
-    #: True for protocols kept because they are wrong (the checker must catch them).
     known_bad: ClassVar[bool] = False
-    #: The order the module promises, which the conformance suite holds it to:
-    #: ``causal``, ``fifo`` or ``arrival``.
+    #: ``causal``, ``fifo`` or ``arrival``, held to by the conformance suite
     delivery_order: ClassVar[str] = "causal"
-    #: For the model checker's symmetry reduction (``groupcomm check --symmetry``): every
-    #: header this module puts on messages, with how its value holds process names
-    #: (``"int"``: none; ``"clock"``: an encoded vector clock; ``"matrix"``: an encoded
-    #: matrix; ``"site"``: a (name, count) pair; ``"ks-log"``: ``ks``'s encoded log).
-    #: ``None``: not shown safe to rename (the manager's snapshot must hold names only
-    #: where the checker renames them), so symmetry is refused. Read on the exact class:
-    #: a subclass that does not declare it again is not covered, since it may look at
-    #: its own name.
+    #: header -> how its value holds process names, for ``check --symmetry``; None: not
+    #: shown safe to rename. Read on the exact class (a subclass may look at its own
+    #: name), like :attr:`commuting_controls`
     symmetry_headers: ClassVar[Mapping[str, Any] | None] = None
-    #: For the model checker's partial-order reduction (``groupcomm check --por``): the
-    #: control kinds whose arrival commutes with every other step of the receiving
-    #: process on an unordered network (hypothesis H of :mod:`groupcomm.check.por`,
-    #: checked while searching). Read on the exact class, like :attr:`symmetry_headers`.
+    #: control kinds whose arrival commutes with every other step (``check --por``)
     commuting_controls: ClassVar[frozenset[str]] = frozenset()
 
     def create_manager(self, host: FilterHost) -> CausalityManager:
         """A fresh manager for ``host`` (an instance of :attr:`manager_class`)."""
         return self.manager_class(host)
-
-    def create_send_filter(self, manager: CausalityManager) -> MessageFilter[SentMessage]:
-        """The send filter sharing ``manager``."""
-        return ModuleSendFilter(manager)
-
-    def create_receive_filter(
-        self, manager: CausalityManager
-    ) -> MessageFilter[ReceivedMessage]:
-        """The receive filter sharing ``manager``."""
-        return ModuleReceiveFilter(manager)
-
-    # -- per-communicator instantiation ---------------------------------------------------
-    def manager_for(self, host: FilterHost) -> CausalityManager:
-        """The manager of this module at ``host``, created (and registered) on first use."""
-        key = f"causality:{self.name}"
-        manager = host.shared.get(key)
-        if manager is None:
-            manager = self.create_manager(host)
-            host.shared[key] = manager
-            host.add_session_listener(manager)
-        return manager
 
     def send_creator(self) -> MessageFilterCreator[SentMessage]:
         """The factory to put in :data:`SendMessageFilterSelector`."""
@@ -318,11 +241,8 @@ class CausalityModule:
         self, sender: str, destinations: Sequence[str], members: Sequence[str]
     ) -> None:
         """Raise :class:`CausalityError` when the module cannot carry this send: with
-        :attr:`broadcast_only`, a send that leaves out another member (whose missing
-        message would block every later one of the sender's for ever).
-
-        ``destinations`` are distinct, and each is one of ``members`` or ``sender``: the
-        node checks that before it asks (an unknown peer is its own error)."""
+        :attr:`broadcast_only`, one that leaves out another member. ``destinations`` are
+        distinct members or ``sender`` (the node checks that before it asks)."""
         if not self.broadcast_only:
             return
         # destinations are distinct members or the sender: they leave no one out exactly
@@ -349,14 +269,12 @@ class _ModuleFilterCreator(MessageFilterCreator[Any]):
         self.description = module.description
 
     def get_message_filter(self, host: FilterHost) -> MessageFilter[Any]:
-        manager = self.module.manager_for(host)
-        if self.side == "send":
-            if manager.send_filter is None:
-                manager.send_filter = self.module.create_send_filter(manager)
-            return manager.send_filter
-        if manager.receive_filter is None:
-            manager.receive_filter = self.module.create_receive_filter(manager)
-        return manager.receive_filter
+        key = f"causality:{self.module.name}"
+        manager = host.shared.get(key)
+        if manager is None:
+            manager = host.shared[key] = self.module.create_manager(host)
+            host.add_session_listener(manager)
+        return (ModuleSendFilter if self.side == "send" else ModuleReceiveFilter)(manager)
 
 
 def module_of(creator: MessageFilterCreator[Any]) -> CausalityModule | None:

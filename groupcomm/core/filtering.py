@@ -1,16 +1,11 @@
 """Filters, processors, factories and selectors (the vocabulary of source 003).
 
-A pipeline is a chain of :class:`MessageFilter` objects; each hands what it lets
-through to its :class:`MessageProcessor` (the next stage). The last stage of the send
-pipeline transmits; the last stage of the receive pipeline delivers to the
-application. Factories (:class:`MessageFilterCreator`) are called once per
-communicator, so filter state is never shared between communicators; a factory
-receives the communicator's :class:`FilterHost`, through which filters of one
-causality module find their shared manager.
-
-The selectors hold the factories a communicator uses when it is built without
-explicit ones. They are process-wide on purpose (the slides' static selectors) and
-must be set before the communicator is created.
+A pipeline is a chain of :class:`MessageFilter` objects, each handing what it lets
+through to the next stage; the send pipeline ends by transmitting, the receive pipeline
+by delivering. Factories (:class:`MessageFilterCreator`) are called once per
+communicator, so filters never share state across communicators. The selectors hold
+the factories a communicator uses when built without explicit ones: process-wide, as
+the slides' static selectors, and set before the communicator is created.
 """
 
 from __future__ import annotations
@@ -38,13 +33,8 @@ class SessionMessageListener(Protocol):
     """Told about joins and leaves, in the same order at every member (003)."""
 
     def client_joined(
-        self,
-        client_name: str,
-        application_name: str,
-        session_name: str,
-        is_new_session: bool,
-        is_new_application: bool,
-        all_users: Sequence[str],
+        self, client_name: str, application_name: str, session_name: str,
+        is_new_session: bool, is_new_application: bool, all_users: Sequence[str],
     ) -> None:
         """``client_name`` joined; ``all_users`` is the membership after the join, in join order."""
 
@@ -93,13 +83,6 @@ class MessageFilter(ABC, Generic[M]):
     def set_message_processor(self, processor: MessageProcessor[M]) -> None:
         """Set the next stage (called by the communicator when it builds the pipeline)."""
         self._processor = processor
-
-    @property
-    def message_processor(self) -> MessageProcessor[M]:
-        """The next stage; raises ``RuntimeError`` before the pipeline is built."""
-        if self._processor is None:
-            raise RuntimeError(f"{type(self).__name__} has no message processor yet")
-        return self._processor
 
     def forward(self, message: M) -> None:
         """Hand ``message`` to the next stage."""
@@ -174,11 +157,12 @@ ReceivedMessageFilterSelector: _Selector[ReceivedMessage] = _Selector("receive")
 
 
 class CallableProcessor(Generic[M]):
-    """Adapts a function to :class:`MessageProcessor` (the ends of a pipeline).
+    """Adapts a function to :class:`MessageProcessor` (the ends of a pipeline, and each
+    filter's ``filter_message`` as the processor of the stage before it).
 
     ``process_message`` *is* the function (an instance attribute, not a method that
-    calls it): every message leaving a pipeline passes here, and one Python call less
-    per message is measurable.
+    calls it): every message passes here, and one Python call less per message is
+    measurable.
     """
 
     __slots__ = ("process_message",)
@@ -196,18 +180,8 @@ class Pipeline(Generic[M]):
         downstream: MessageProcessor[M] = sink
         for stage in reversed(self.filters):
             stage.set_message_processor(downstream)
-            downstream = _FilterEntry(stage)
-        self._entry = downstream
+            downstream = CallableProcessor(stage.filter_message)
         #: ``process_message(message)`` feeds the first filter (or the sink when there is
         #: none); bound once here rather than forwarded by a method on every message
         self.process_message: Callable[[M], None] = downstream.process_message
 
-
-class _FilterEntry(Generic[M]):
-    """A filter seen as the processor of the stage before it: ``process_message`` is
-    the filter's bound ``filter_message`` (no wrapper call per message)."""
-
-    __slots__ = ("process_message",)
-
-    def __init__(self, stage: MessageFilter[M]) -> None:
-        self.process_message: Callable[[M], None] = stage.filter_message

@@ -29,12 +29,9 @@ def decode_headers(data: bytes) -> dict[str, HeaderValue]:
 
 
 def meta_bytes(message: SentMessage) -> int:
-    """Protocol metadata bytes this message carries on the wire (the ``meta_bytes`` field).
-
-    For application messages: the encoded headers, plus one byte when the message's
-    ``kind`` is not ``normal`` (Cykas' eager flag is protocol information). For control messages the whole
-    message is protocol traffic: its control fields plus headers.
-    """
+    """Protocol metadata bytes this message carries on the wire (the ``meta_bytes``
+    field): the encoded headers, one byte for a ``kind`` other than ``normal`` (Cykas'
+    eager flag), and for a control message its control fields too."""
     size = len(encode_headers(message.headers))
     if message.kind != "normal":
         size += 1  # the kind (eager, ...) is one byte of the envelope that carries meaning

@@ -1,15 +1,10 @@
 """Messages that travel through the send and receive pipelines.
 
-Messages are immutable: a filter that stamps metadata makes a new message with
-:meth:`GroupMessage.with_headers`. Header values are restricted to immutable,
-compactly encodable values (ints, strs, bytes, bools, ``None`` and nested tuples of
-those), so the metadata attached to a message is a snapshot by construction — the
-"deep copy" caveat of the source slides (003) cannot bite — and a message can be
-hashed for the model checker's state deduplication.
-
-User objects travel as ``user_message``; system messages (joins, leaves, protocol
-control messages) are instances of :class:`SystemMessage` and pass through filters
-that do not own them unchanged.
+Messages are immutable: a filter that stamps metadata makes a new message. Header values
+are immutable, compactly encodable values (ints, strs, bytes, bools, ``None`` and nested
+tuples of those), so a stamp is a send-time snapshot by construction and a message can
+be hashed for the model checker. System messages (joins, leaves, control messages) are
+:class:`SystemMessage` payloads that filters which do not own them pass on unchanged.
 """
 
 from __future__ import annotations
@@ -100,11 +95,8 @@ class SystemMessage:
 
 @dataclass(frozen=True, slots=True)
 class ControlMessage(SystemMessage):
-    """A causality module's own control message (ACK, YCT, ...).
-
-    ``protocol`` names the module that owns it; filters of other modules forward it
-    unchanged. ``about`` optionally names the application message it concerns.
-    """
+    """A causality module's own control message (ACK, YCT, ...): ``protocol`` names the
+    module that owns it, ``about`` optionally the application message it concerns."""
 
     protocol: str
     kind: str
@@ -140,27 +132,20 @@ def _init_group(
 
 @dataclass(frozen=True, slots=True)
 class Withdrawn:
-    """Travels in place of an application payload that its sender could not send (larger
-    than a frame may be, or not serializable). The message keeps its id, destinations and
-    the causality module's headers, so receivers' modules count it like any other and
-    nothing after it waits for ever; the receiving communicator does not hand it to the
-    application (it counts it, ``withdrawn``), and the sender reports the message in
-    ``undeliverable()``."""
+    """Travels in place of a payload its sender could not send (too large, or not
+    serializable), keeping the message's id, destinations and module headers, so that
+    receivers' modules count it and nothing after it waits for ever; the receiver counts
+    it (``withdrawn``) instead of handing it up, the sender reports it undeliverable."""
 
     reason: str
 
 
 @dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
 class GroupMessage:
-    """What every pipeline stage sees.
-
-    ``vc`` is the ground-truth application-boundary vector clock of the send event. It
-    is the oracle for traces and the tag exposed to the application; it is carried
-    outside ``headers`` and is never counted as protocol metadata.
-
-    Raises :class:`MessageError` when built with an empty id or sender, or with header
-    values that are not immutable (see :func:`checked_headers`).
-    """
+    """What every pipeline stage sees. ``vc`` is the application-boundary vector clock
+    of the send event: the oracle for traces and the tag the application sees, never
+    counted as protocol metadata. Raises :class:`MessageError` when built with an empty
+    id or sender, or with header values that are not immutable."""
 
     application_name: str
     session_name: str
@@ -185,9 +170,8 @@ class GroupMessage:
 
     def is_control_for(self, protocol: str) -> bool:
         """True when this is a control message owned by ``protocol``."""
-        return isinstance(self.user_message, ControlMessage) and (
-            self.user_message.protocol == protocol
-        )
+        return (isinstance(self.user_message, ControlMessage)
+                and self.user_message.protocol == protocol)
 
     @property
     def app_message_id(self) -> str:
@@ -223,11 +207,8 @@ class GroupMessage:
         return dataclasses.replace(self, **changes)
 
     def freeze(self) -> tuple:
-        """A hashable identity of everything that travels, except the user payload.
-
-        Used by the model checker to deduplicate states; message ids are unique in a run,
-        so leaving the (possibly unhashable) payload out loses nothing.
-        """
+        """A hashable identity of everything that travels but the user payload (the model
+        checker's states; ids are unique in a run, so the payload adds nothing)."""
         return (
             type(self).__name__,
             self.message_id,
@@ -277,18 +258,11 @@ class SentMessage(GroupMessage):
         return dataclasses.replace(self, destinations=tuple(destinations))
 
     def received_by(self, receiver: str) -> ReceivedMessage:
-        """The :class:`ReceivedMessage` that ``receiver`` gets for this message."""
-        return ReceivedMessage(
-            application_name=self.application_name,
-            session_name=self.session_name,
-            user_message=self.user_message,
-            message_id=self.message_id,
-            sender=self.sender,
-            headers=self.headers,
-            vc=self.vc,
-            kind=self.kind,
-            receiver=receiver,
-        )
+        """The :class:`ReceivedMessage` that ``receiver`` gets for this message (its
+        fields were checked when this one was built)."""
+        return received_unchecked(self.application_name, self.session_name,
+                                  self.user_message, self.message_id, self.sender, self.vc,
+                                  self.kind, receiver, self.headers)
 
 
 @dataclass(frozen=True, eq=False, slots=True, kw_only=True, init=False)
@@ -305,16 +279,6 @@ class ReceivedMessage(GroupMessage):
         _init_group(self, application_name, session_name, user_message, message_id, sender,
                     headers, vc, kind)
         _set(self, "receiver", receiver)
-
-    @classmethod
-    def checked_elsewhere(
-        cls, application_name: str, session_name: str, user_message: Any, message_id: str,
-        sender: str, vc: tuple[tuple[str, int], ...], kind: str, receiver: str,
-    ) -> ReceivedMessage:
-        """A header-less message from fields the caller has validated (the codec, which
-        checks every field of a decoded envelope before building the message)."""
-        return received_unchecked(application_name, session_name, user_message, message_id,
-                                  sender, vc, kind, receiver)
 
     @property
     def client_name(self) -> str:
@@ -383,8 +347,8 @@ def received_unchecked(
     sender: str, vc: tuple[tuple[str, int], ...], kind: str, receiver: str,
     headers: Mapping[str, HeaderValue] = _EMPTY,
 ) -> ReceivedMessage:
-    """A :class:`ReceivedMessage` from fields the caller vouches for (see
-    :meth:`ReceivedMessage.checked_elsewhere`; ``headers`` too: see
+    """A :class:`ReceivedMessage` from fields the caller vouches for (the codec, which
+    checks every field of a decoded envelope, ``headers`` included: see
     :func:`checked_headers`)."""
     obj = _new(ReceivedMessage)
     _set_app(obj, application_name)
@@ -436,29 +400,21 @@ def without_header_unchecked(message: GroupMessage, key: str) -> Any:
 
 
 def _with_headers(message: GroupMessage, headers: Mapping[str, HeaderValue]) -> Any:
-    """A copy of ``message`` with ``headers`` (already checked) in place of its own.
-
-    Filters stamp and strip headers on every hop; the other fields were checked when
-    ``message`` was built, so the copy sets the slots directly instead of going through
-    ``dataclasses.replace`` and the constructor's checks (three times the cost)."""
+    """A copy of ``message`` with ``headers`` (already checked) in place of its own, its
+    other fields checked when ``message`` was built: through the builders above rather
+    than ``dataclasses.replace`` and the constructor's checks (three times the cost)."""
     cls = type(message)
     if cls is SentMessage:
-        obj = _new(SentMessage)
-        _set_destinations(obj, message.destinations)  # type: ignore[attr-defined]
-    elif cls is ReceivedMessage:
-        obj = _new(ReceivedMessage)
-        _set_receiver(obj, message.receiver)  # type: ignore[attr-defined]
-    else:  # a subclass may have fields of its own
-        return dataclasses.replace(message, headers=headers)
-    _set_app(obj, message.application_name)
-    _set_session(obj, message.session_name)
-    _set_user(obj, message.user_message)
-    _set_id(obj, message.message_id)
-    _set_sender(obj, message.sender)
-    _set_headers(obj, headers)
-    _set_vc(obj, message.vc)
-    _set_kind(obj, message.kind)
-    return obj
+        return sent_unchecked(message.application_name, message.session_name,
+                              message.user_message, message.message_id, message.sender,
+                              message.vc, message.destinations,  # type: ignore[attr-defined]
+                              headers, message.kind)
+    if cls is ReceivedMessage:
+        return received_unchecked(message.application_name, message.session_name,
+                                  message.user_message, message.message_id, message.sender,
+                                  message.vc, message.kind,
+                                  message.receiver, headers)  # type: ignore[attr-defined]
+    return dataclasses.replace(message, headers=headers)  # a subclass: fields of its own
 
 
 class Tag:
@@ -484,11 +440,8 @@ class Tag:
 
     def concurrent_with(self, other: Tag) -> bool:
         """True when neither send happened before the other (and they differ)."""
-        return (
-            self._clock != other._clock
-            and not vc_less(self._clock, other._clock)
-            and not vc_less(other._clock, self._clock)
-        )
+        return (self._clock != other._clock and not vc_less(self._clock, other._clock)
+                and not vc_less(other._clock, self._clock))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tag) and self._clock == other._clock

@@ -1,9 +1,7 @@
-"""In-memory causal-delivery checks on trace records (the definitions of docs/trace_schema.md).
-
-The Spark analysis (:mod:`trace_analysis`) is the tool for real traces of any size;
-this is the small, dependency-free version that unit tests, the simulator and the model
-checker run on every execution. Both use the same definitions and the same scaling fact:
-for the send of m by s, m → m′ iff ``vc(send m)[s] <= vc(send m′)[s]``.
+"""In-memory causal-delivery checks on trace records (the definitions of
+docs/trace_schema.md): the small, dependency-free version of the Spark analysis
+(:mod:`trace_analysis`) that unit tests, the simulator and the model checker run. For
+the send of m by s, m → m′ iff ``vc(send m)[s] <= vc(send m′)[s]``.
 """
 
 from __future__ import annotations
@@ -12,6 +10,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: the kinds of finding a verdict lists, in the order :meth:`Verdict.as_dict` counts them
+_KINDS = ("causal_violations", "fifo_violations", "undelivered", "duplicates", "unexpected")
 
 
 @dataclass
@@ -41,15 +42,8 @@ class Verdict:
         return self.safe and not self.undelivered
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "messages": self.messages,
-            "deliveries": self.deliveries,
-            "causal_violations": len(self.causal_violations),
-            "fifo_violations": len(self.fifo_violations),
-            "undelivered": len(self.undelivered),
-            "duplicates": len(self.duplicates),
-            "unexpected": len(self.unexpected),
-        }
+        return {"messages": self.messages, "deliveries": self.deliveries,
+                **{kind: len(getattr(self, kind)) for kind in _KINDS}}
 
 
 def check_records(records: Iterable[Mapping[str, Any]], *, limit: int = 1000) -> Verdict:
@@ -67,16 +61,12 @@ def check_records(records: Iterable[Mapping[str, Any]], *, limit: int = 1000) ->
                 clocks[msg] = vc
         elif event == "deliver":
             deliveries[record["process"]].append(record["msg"])
-    return _check(sends, deliveries, clocks, limit)
-
-
-def _check(
-    sends: dict[str, tuple[str, int, tuple[str, ...]]],
-    deliveries: Mapping[str, list[str]],
-    clocks: Mapping[str, Mapping[str, int]],
-    limit: int,
-) -> Verdict:
     verdict = Verdict(messages=len(sends))
+
+    def note(found: list[Any], item: tuple[str, ...]) -> None:
+        if len(found) < limit:
+            found.append(item)
+
     delivered_at: dict[str, set[str]] = defaultdict(set)
     for process, order in deliveries.items():
         seen: set[str] = set()
@@ -84,15 +74,13 @@ def _check(
         for msg in order:
             verdict.deliveries += 1
             if msg in seen:
-                if len(verdict.duplicates) < limit:
-                    verdict.duplicates.append((process, msg))
+                note(verdict.duplicates, (process, msg))
                 continue
             seen.add(msg)
             if msg not in sends or process not in sends[msg][2]:
-                if len(verdict.unexpected) < limit:
-                    verdict.unexpected.append((process, msg))
-                continue
-            firsts.append(msg)
+                note(verdict.unexpected, (process, msg))
+            else:
+                firsts.append(msg)
         delivered_at[process] = seen
         # m delivered at position j violates with every earlier m′ such that m → m′,
         # i.e. vc(m′)[sender(m)] >= vc(m)[sender(m)]
@@ -100,14 +88,11 @@ def _check(
             sender, own, _ = sends[msg]
             for earlier in firsts[:j]:
                 if clocks[earlier].get(sender, 0) >= own:
-                    triple = (process, msg, earlier)
-                    if len(verdict.causal_violations) < limit:
-                        verdict.causal_violations.append(triple)
-                    if sends[earlier][0] == sender and len(verdict.fifo_violations) < limit:
-                        verdict.fifo_violations.append(triple)
+                    note(verdict.causal_violations, (process, msg, earlier))
+                    if sends[earlier][0] == sender:
+                        note(verdict.fifo_violations, (process, msg, earlier))
     for msg, (_, _, dests) in sends.items():
         for dest in dests:
             if msg not in delivered_at.get(dest, ()):
-                if len(verdict.undelivered) < limit:
-                    verdict.undelivered.append((msg, dest))
+                note(verdict.undelivered, (msg, dest))
     return verdict

@@ -1,28 +1,15 @@
 """Causality modules and extra filters by name: the pluggy plugin manager is the registry.
 
-On first use the registry builds one :class:`pluggy.PluginManager` (hooks:
-:mod:`groupcomm.core.hookspecs`) and loads every entry point of the
-``groupcomm.plugins`` group with pluggy's ``load_setuptools_entrypoints``. The built-in
-modules come the same way: this project declares ``builtin = groupcomm.plugins.builtin``,
-a plugin module that imports the module classes and returns them from the same hooks a
-third-party package implements. ``check_pending()`` then catches misspelt hooks. A name
-resolves by asking the registered plugins' hooks (the answer is cached until the set of
-plugins changes); there is no other table.
-
-A plugin that fails — its import raises (``ImportError``, ``SyntaxError``, anything),
-pluggy refuses it, it implements a hook that does not exist, its hook raises, or it
-returns something that is not a module class or a filter entry
-(:mod:`groupcomm.core.plugin_entries` checks them) — is logged as an error naming the
-entry point, its distribution and module, and left out; everything else still loads.
-:func:`plugin_failures` lists them, and the error for an unknown name names them too.
-
-:func:`register_module`, :func:`register_filter` and :func:`register_plugin` add
-plugins in code (a test's own module); a later registration of a name replaces an
-earlier one, with a warning naming both origins.
-
-A plugin written for another plugin API (its ``GROUPCOMM_PLUGIN_API``, against
-:data:`~groupcomm.core.hookspecs.PLUGIN_API`) is refused and reported like any failed
-plugin. :func:`default_modules` chooses by what the modules declare, never by name.
+Every plugin, the built-ins included (``builtin = groupcomm.plugins.builtin``), is an
+entry point of the ``groupcomm.plugins`` group loaded by pluggy; a name resolves by
+asking the plugins' hooks (:mod:`groupcomm.core.hookspecs`), the answers kept until the
+set of plugins changes. A plugin that fails (its import raises, pluggy refuses it, it
+states another plugin API, a hook is misspelt, raises or returns something that is not
+a module class or a filter entry) is logged once with its entry point, distribution and
+error, left out, listed by :func:`plugin_failures` and named in the error for an
+unknown name; the other plugins still load. Code registers its own with
+:func:`register_module`, :func:`register_filter` and :func:`register_plugin`; a later
+module or filter of a name replaces an earlier one, with a warning naming both.
 """
 
 from __future__ import annotations
@@ -32,33 +19,16 @@ import importlib.metadata
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import pluggy
 
 from groupcomm.core import hookspecs
-from groupcomm.core.causality import CausalityModule
+from groupcomm.core.causality import CausalityManager, CausalityModule
 from groupcomm.core.filtering import MessageFilterCreator
-from groupcomm.core.hookspecs import hookimpl
-from groupcomm.core.plugin_entries import (
-    FilterInfo,
-    FilterOption,
-    IncompatiblePluginError,
-    ModuleInfo,
-    PluginFailure,
-    PluginSource,
-    RegistrationError,
-    api_mismatch,
-    describe,
-    filter_entry,
-    filter_info,
-    module_info,
-)
-
-
-class UnknownModuleError(LookupError):
-    """A causality module or filter name is not installed."""
-
+from groupcomm.core.hookspecs import PLUGIN_API, PLUGIN_API_ATTRIBUTE, hookimpl
 
 #: the entry-point group of plugins (third-party packages and the built-ins alike)
 ENTRY_POINT_GROUP = "groupcomm.plugins"
@@ -71,115 +41,282 @@ log = logging.getLogger(__name__)
 _lock = threading.RLock()
 
 
-def _entry_source(entry: Any, dist: Any, name: str | None = None) -> PluginSource:
-    """The source of the entry point ``entry`` of the distribution ``dist``."""
-    project = dist.metadata["name"] or "?"
-    distribution = f"{project} {dist.version}"
-    return PluginSource(name or entry.name, distribution, entry.value,
-                        "built-in" if project == PROJECT_DISTRIBUTION else distribution)
+class UnknownModuleError(LookupError):
+    """A causality module or filter name is not installed."""
+
+
+class RegistrationError(ValueError):
+    """A module or filter cannot be registered (no name, not a causality module, no
+    manager, no filter creator on either side)."""
+
+
+class IncompatiblePluginError(RegistrationError):
+    """A plugin states a plugin API this groupcomm does not provide."""
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin, or one of its hook results, that could not be used."""
+
+    name: str  #: the entry point's name (or the name it was registered under in code)
+    distribution: str  #: "project version" of the distribution declaring it
+    module: str  #: the entry point's value ("package.module" or "module:attr")
+    error: str  #: "ErrorType: message"
+
+    def __str__(self) -> str:
+        where = ", ".join(part for part in (self.distribution, self.module) if part)
+        return f"{self.name} ({where or 'registered in code'}): {self.error}"
+
+
+class _Source(NamedTuple):
+    """Where a plugin came from; ``origin`` is what listings show: "built-in", the
+    distribution, or what the code that registered it said."""
+
+    name: str
+    distribution: str = ""
+    module: str = ""
+    origin: str = ""
+
+
+#: flag -> the module class attribute that sets it
+_FLAG_ATTRIBUTES = (("known-bad", "known_bad"), ("broadcast-only", "broadcast_only"),
+                    ("sender-side", "acknowledged_sends"),
+                    ("unicast-events", "unicast_events"))
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """A registered causality module; ``factory`` is its class (calling it makes a
+    fresh instance)."""
+
+    name: str
+    factory: type[CausalityModule]
+    description: str
+    origin: str
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """What the module declares about itself, read from its class attributes (the
+        tools choose by these, never by name; docs/writing-a-module.md, section 2)."""
+        cls = self.factory
+        flags = [flag for flag, attribute in _FLAG_ATTRIBUTES if getattr(cls, attribute, False)]
+        # read on the exact class, as the checker does (a subclass is not covered)
+        if cls.__dict__.get("symmetry_headers") is not None:
+            flags.append("symmetry")
+        if cls.__dict__.get("commuting_controls"):
+            flags.append("commuting-controls")
+        return tuple(flags)
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True,
+          "0": False, "false": False, "no": False, "off": False}
+_CONVERTERS: dict[type, Callable[[str], Any]] = {
+    int: int, float: float, bool: lambda text: _BOOLS[text.strip().lower()], str: str}
+
+
+@dataclass(frozen=True)
+class FilterOption:
+    """One option of an extra filter (``--filter NAME:key=value,...``): its name, its
+    type (``int``, ``float``, ``bool`` or ``str``), its default and one line of help."""
+
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _CONVERTERS:
+            raise RegistrationError(f"filter option {self.name!r}: type must be one of "
+                                    f"int, float, bool, str, got {self.type!r}")
+
+    def convert(self, filter_name: str, given: Any) -> Any:
+        """``given`` (a string from a command line or config file, or a value passed in
+        code) as this option's type; :class:`ValueError` naming the option if it is not
+        one."""
+        if not isinstance(given, str):
+            if isinstance(given, self.type) and not (self.type is int and isinstance(given, bool)):
+                return given
+            given = str(given)
+        try:
+            return _CONVERTERS[self.type](given)
+        except (ValueError, KeyError):
+            raise ValueError(f"option {self.name!r} of filter {filter_name!r} takes "
+                             f"{self.describe()}; got {given!r}") from None
+
+    def describe(self) -> str:
+        """``float, default 0.0: what it is``."""
+        return (f"{self.type.__name__}, default {self.default!r}"
+                + (f": {self.help}" if self.help else ""))
+
+
+@dataclass(frozen=True)
+class FilterInfo:
+    """A registered extra filter (send side, receive side, or both)."""
+
+    name: str
+    send: Callable[..., MessageFilterCreator[Any]] | None
+    receive: Callable[..., MessageFilterCreator[Any]] | None
+    description: str
+    origin: str
+    #: the options it declares (empty: it takes whatever it is given, as strings)
+    options: tuple[FilterOption, ...] = ()
+
+
+def module_info(module: Any, origin: str) -> ModuleInfo:
+    """``module`` (a hook's entry) as a :class:`ModuleInfo`; :class:`RegistrationError`
+    when it is not a named :class:`CausalityModule` subclass that says how to make its
+    manager."""
+    who = origin or "a plugin"
+    if not (isinstance(module, type) and issubclass(module, CausalityModule)):
+        raise RegistrationError(f"{who} registered {module!r}, which is not a "
+                                "CausalityModule subclass")
+    name = getattr(module, "name", None)
+    if not isinstance(name, str) or not name:
+        raise RegistrationError(f"{who} registered a module without a name: {module!r}")
+    manager = getattr(module, "manager_class", None)
+    if module.create_manager is CausalityModule.create_manager and not (
+            isinstance(manager, type) and issubclass(manager, CausalityManager)):
+        raise RegistrationError(f"module {name!r} from {who} declares no manager_class "
+                                f"(a CausalityManager subclass), got {manager!r}")
+    return ModuleInfo(name, module, getattr(module, "description", ""), origin)
+
+
+def filter_info(entry: Any, origin: str) -> FilterInfo:
+    """A filter entry (the dict a ``groupcomm_filters`` hook returns) as a
+    :class:`FilterInfo` whose factories convert the options it declares;
+    :class:`RegistrationError` for an entry that is not a dict, has no name or no side,
+    a side that is not callable or an option that is not a :class:`FilterOption`."""
+    who = origin or "a plugin"
+    if not isinstance(entry, dict):
+        raise RegistrationError(f"{who} returned the filter entry {entry!r}, which is not "
+                                "a dict")
+    name, send, receive = entry.get("name"), entry.get("send"), entry.get("receive")
+    if not isinstance(name, str) or not name:
+        raise RegistrationError(f"{who} registered a filter without a name")
+    if send is None and receive is None:
+        raise RegistrationError(f"filter {name!r} from {who} has neither a send nor a "
+                                "receive side")
+    for side, factory in (("send", send), ("receive", receive)):
+        if factory is not None and not callable(factory):
+            raise RegistrationError(f"filter {name!r} from {who}: its {side} side "
+                                    f"{factory!r} is not callable")
+    options = tuple(entry.get("options") or ())
+    for option in options:
+        if not isinstance(option, FilterOption):
+            raise RegistrationError(f"filter {name!r} from {who}: option {option!r} is not "
+                                    "a FilterOption")
+    if options:
+        send, receive = (_typed(name, factory, options) for factory in (send, receive))
+    return FilterInfo(name, send, receive, entry.get("description") or "", origin, options)
+
+
+def _typed(name: str, factory: Callable[..., Any] | None,
+           options: tuple[FilterOption, ...]) -> Callable[..., Any] | None:
+    """``factory`` called with every declared option, converted to its type (defaults
+    for those not given); an undeclared key is a :class:`ValueError` naming the ones
+    there are."""
+    if factory is None:
+        return None
+    declared = {option.name: option for option in options}
+
+    def typed(**given: Any) -> Any:
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise ValueError(f"filter {name!r} has no option {', '.join(unknown)}; it takes "
+                             + "; ".join(f"{o.name} ({o.describe()})" for o in options))
+        return factory(**{key: option.convert(name, given[key]) if key in given
+                          else option.default for key, option in declared.items()})
+
+    return typed
 
 
 class _PluginManager(pluggy.PluginManager):
-    """pluggy's manager, refusing a plugin written for another plugin API before pluggy
-    sees it, and leaving nothing behind of a plugin it refuses (pluggy records a plugin
-    before it checks its hooks)."""
+    """pluggy's manager, refusing a plugin that states another major plugin API or a
+    newer minor one (:data:`PLUGIN_API`; one that states none is loaded unchecked), and
+    leaving nothing behind of a plugin it refuses (pluggy records a plugin before it
+    checks its hooks)."""
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
-        mismatch = api_mismatch(plugin)
-        if mismatch:
-            raise IncompatiblePluginError(mismatch)
+        declared = getattr(plugin, PLUGIN_API_ATTRIBUTE, None)
+        if declared is not None:
+            if not (isinstance(declared, tuple) and len(declared) == 2
+                    and all(type(part) is int and part >= 0 for part in declared)):
+                raise IncompatiblePluginError(f"{PLUGIN_API_ATTRIBUTE} must be a pair of "
+                                              f"integers (major, minor), got {declared!r}")
+            major, minor = declared
+            if major != PLUGIN_API[0] or minor > PLUGIN_API[1]:
+                raise IncompatiblePluginError(
+                    f"written for plugin API {major}.{minor}; this groupcomm provides "
+                    f"{PLUGIN_API[0]}.{PLUGIN_API[1]} (a plugin needs the same major "
+                    "version and a minor version no newer)")
         already = self.get_name(plugin)
         try:
             return super().register(plugin, name)
         except Exception:
-            recorded = None if already is not None else self.get_name(plugin)
-            if recorded is not None:
-                self.unregister(plugin, recorded)
+            if already is None and self.get_name(plugin) is not None:
+                self.unregister(plugin)
             raise
 
 
 class _Registry:
-    """The plugin manager and what is known about its plugins."""
+    """The plugin manager, where its plugins came from, and what their hooks returned."""
 
     def __init__(self) -> None:
         self.manager = _PluginManager(hookspecs.PROJECT)
         self.manager.add_hookspecs(hookspecs)
-        self.sources: dict[str, PluginSource] = {}
+        self.sources: dict[str, _Source] = {}
         self.load_failures: list[PluginFailure] = []
         self.hook_failures: list[PluginFailure] = []
         self.modules: dict[str, ModuleInfo] = {}
         self.filters: dict[str, FilterInfo] = {}
         self._key: tuple[Any, ...] | None = None
-        self._collecting = False
-        self._logged: set[str] = set()
+        self._logged: set[str] = set()  # hooks are asked again when plugins change
 
-    # -- loading -------------------------------------------------------------------
+    def _log_once(self, level: int, text: str) -> bool:
+        if text in self._logged:
+            return False
+        self._logged.add(text)
+        log.log(level, "%s", text)
+        return True
 
-    def fail(self, source: PluginSource, error: BaseException | str,
+    def fail(self, source: _Source, error: BaseException | str,
              into: list[PluginFailure] | None = None) -> None:
-        described = error if isinstance(error, str) else describe(error)
+        if isinstance(error, BaseException):
+            text = " ".join(str(error).split())  # one line, whatever the message holds
+            described = f"{type(error).__name__}: {text}" if text else type(error).__name__
+        else:
+            described = error
         failure = PluginFailure(source.name, source.distribution, source.module, described)
         (self.load_failures if into is None else into).append(failure)
-        text = str(failure)
-        if text not in self._logged:  # hooks are asked again when plugins change
-            self._logged.add(text)
-            log.error("groupcomm plugin failed to load: %s", text)
-            if isinstance(error, BaseException):
-                log.debug("traceback of plugin %s", source.name, exc_info=error)
+        if (self._log_once(logging.ERROR, f"groupcomm plugin failed to load: {failure}")
+                and isinstance(error, BaseException)):
+            log.debug("traceback of plugin %s", source.name, exc_info=error)
 
     def load_entry_points(self) -> None:
-        """Load the entry-point group with pluggy. pluggy stops at the first plugin
-        that fails to import or to register; that one is reported and blocked, and
-        loading goes on (pluggy skips the plugins registered or blocked already)."""
+        """Each entry point of the group through pluggy's loader, which loads one plugin
+        per name: another distribution's entry point of a name taken is registered as
+        ``name[project]``. A plugin that fails is reported (and its name blocked)."""
         manager = self.manager
-        while True:
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            project = entry.dist.metadata["name"] or "?"
+            distribution = f"{project} {entry.dist.version}"
+            taken = manager.has_plugin(entry.name) or manager.is_blocked(entry.name)
+            source = _Source(f"{entry.name}[{project}]" if taken else entry.name,
+                             distribution, entry.value,
+                             "built-in" if project == PROJECT_DISTRIBUTION else distribution)
             try:
-                manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-                break
+                if taken:
+                    self.add(entry.load(), source)
+                else:
+                    manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP, entry.name)
+                    self.sources[entry.name] = source
             except Exception as error:  # ImportError, SyntaxError, raised at import, refused
-                entry = self._entry_being_loaded()
-                if entry is None:
-                    raise
-                self.fail(_entry_source(entry, entry.dist), error)
-                manager.set_blocked(entry.name)
-        for plugin, dist in manager.list_plugin_distinfo():
-            name = manager.get_name(plugin)
-            entry = next((e for e in dist.entry_points
-                          if e.group == ENTRY_POINT_GROUP and e.name == name), None)
-            if name is not None and entry is not None:
-                self.sources[name] = _entry_source(entry, dist)
-        self._load_shadowed()
+                self.fail(source, error)
+                if not taken:
+                    manager.set_blocked(entry.name)
         self.check_pending()
 
-    def _entry_being_loaded(self) -> Any:
-        """The entry point pluggy was loading when it stopped: the first of the group, in
-        pluggy's order, neither registered nor blocked."""
-        manager = self.manager
-        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if not (manager.has_plugin(entry.name) or manager.is_blocked(entry.name)):
-                return entry
-        return None
-
-    def _load_shadowed(self) -> None:
-        """pluggy loads one plugin per entry-point name: another distribution's entry
-        point of the same name is loaded as ``name[project]``."""
-        failed = {(failure.name, failure.distribution) for failure in self.load_failures}
-        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            source = _entry_source(entry, entry.dist)
-            owner = self.sources.get(entry.name)
-            if ((owner is not None and owner.distribution == source.distribution)
-                    or (entry.name, source.distribution) in failed):
-                continue  # the one pluggy loaded, or the one that failed
-            shadowed = _entry_source(entry, entry.dist,
-                                     f"{entry.name}[{entry.dist.metadata['name']}]")
-            try:
-                plugin = entry.load()
-            except Exception as error:  # as pluggy's loading of the others, above
-                self.fail(shadowed, error)
-                continue
-            self.add(plugin, shadowed)
-
-    def add(self, plugin: Any, source: PluginSource) -> str | None:
+    def add(self, plugin: Any, source: _Source) -> str | None:
         try:
             registered = self.manager.register(plugin, name=source.name)
         except Exception as error:  # incompatible, pluggy's validation, a name taken
@@ -203,52 +340,41 @@ class _Registry:
                 self.manager.unregister(error.plugin)
                 self.sources.pop(name, None)
 
-    def source(self, name: str) -> PluginSource:
-        return self.sources.get(name) or PluginSource(name, origin=name)
-
-    # -- asking the hooks ----------------------------------------------------------
+    def source(self, name: str) -> _Source:
+        return self.sources.get(name) or _Source(name, origin=name)
 
     def collect(self) -> None:
-        """Ask the plugins' hooks again if the set of plugins changed since last time."""
+        """Ask the plugins' hooks again if the set of plugins changed since last time (a
+        hook that looks names up while it is asked gets the answers of last time)."""
         hook = self.manager.hook
         key = (tuple(hook.groupcomm_causality_modules.get_hookimpls()),
                tuple(hook.groupcomm_filters.get_hookimpls()))
-        if key == self._key or self._collecting:
-            return  # unchanged, or a hook looking names up while it is asked
-        self._collecting = True
-        try:
-            failures: list[PluginFailure] = []
-            self.modules = self._entries("groupcomm_causality_modules", key[0], module_info,
-                                         failures)
-            self.filters = self._entries("groupcomm_filters", key[1], filter_entry, failures)
-            self.hook_failures, self._key = failures, key
-        finally:
-            self._collecting = False
+        if key == self._key:
+            return
+        self._key = key
+        failures: list[PluginFailure] = []
+        modules = self._entries("groupcomm_causality_modules", key[0], module_info, failures)
+        filters = self._entries("groupcomm_filters", key[1], filter_info, failures)
+        self.modules, self.filters, self.hook_failures = modules, filters, failures
 
     def _entries(self, hook_name: str, impls: Iterable[pluggy.HookImpl],
                  check: Callable[[Any, str], Any], failures: list[PluginFailure]
                  ) -> dict[str, Any]:
-        """What the plugins' ``hook_name`` hooks return, checked, by name.
-
-        Each plugin's hook is called on its own (not through the hook relay, which would
-        stop at the first that raises and merge the answers), so that what it returns and
-        how it fails are its own; in registration order, a later plugin's name replacing
-        an earlier one's."""
+        """What the plugins' ``hook_name`` hooks return, checked, by name; each plugin's
+        hook called on its own (the hook relay would stop at the first that raises and
+        merge the answers), in registration order, a later name replacing an earlier."""
         found: dict[str, Any] = {}
         for impl in impls:
             source = self.source(impl.plugin_name)
-            if impl.hookwrapper or impl.wrapper:
-                self.fail(source, f"RegistrationError: {hook_name} is a hook wrapper; "
-                          "groupcomm hooks return lists", failures)
-                continue
             try:
+                if impl.hookwrapper or impl.wrapper:  # calling one would make a generator
+                    raise RegistrationError(f"{hook_name} is a hook wrapper; groupcomm hooks "
+                                            "return lists")
                 returned = impl.function()
+                if returned is not None and not isinstance(returned, (list, tuple)):
+                    raise RegistrationError(f"{hook_name} returned {returned!r}, not a list")
             except Exception as error:  # a hook that raises names its plugin
                 self.fail(source, error, failures)
-                continue
-            if returned is not None and not isinstance(returned, (list, tuple)):
-                self.fail(source, f"RegistrationError: {hook_name} returned {returned!r}, "
-                          "not a list", failures)
                 continue
             for entry in returned or ():
                 try:
@@ -257,88 +383,60 @@ class _Registry:
                     self.fail(source, error, failures)
                     continue
                 previous = found.get(info.name)
-                if previous is not None and _replaces(info, previous):
-                    self._warn_replaced(info, previous)
+                # the same class, or the same plugin's filter, registered again replaces nothing
+                if previous is not None and (
+                        info.factory is not previous.factory if isinstance(info, ModuleInfo)
+                        else info.origin != previous.origin):
+                    kind = "causality module" if isinstance(info, ModuleInfo) else "filter"
+                    self._log_once(logging.WARNING, f"{kind} {info.name!r} from {info.origin} "
+                                   f"replaces the one from {previous.origin}")
                 found[info.name] = info
         return found
-
-    def _warn_replaced(self, info: ModuleInfo | FilterInfo,
-                       previous: ModuleInfo | FilterInfo) -> None:
-        kind = "causality module" if isinstance(info, ModuleInfo) else "filter"
-        text = f"{kind} {info.name!r} from {info.origin} replaces the one from {previous.origin}"
-        if text not in self._logged:
-            self._logged.add(text)
-            log.warning("%s", text)
 
     def failures(self) -> list[PluginFailure]:
         return [*self.load_failures, *self.hook_failures]
 
 
-def _replaces(info: ModuleInfo | FilterInfo, previous: ModuleInfo | FilterInfo) -> bool:
-    """Whether ``info`` is another module or filter than ``previous`` of the same name
-    (the same class, or the same plugin's filter, registered again is not)."""
-    if isinstance(info, ModuleInfo) and isinstance(previous, ModuleInfo):
-        return info.factory is not previous.factory
-    return info.origin != previous.origin
-
-
-class _InCode:
-    """A plugin holding one module or filter registered in code."""
-
-    def __init__(self, modules: tuple[type[CausalityModule], ...] = (),
-                 filters: tuple[dict[str, Any], ...] = ()) -> None:
-        self.modules = list(modules)
-        self.filters = list(filters)
-
-    @hookimpl
-    def groupcomm_causality_modules(self) -> list[type[CausalityModule]]:
-        return self.modules
-
-    @hookimpl
-    def groupcomm_filters(self) -> list[dict[str, Any]]:
-        return self.filters
+def _in_code(hook: str, entry: Any) -> SimpleNamespace:
+    """A plugin whose one hook, ``hook``, returns ``[entry]`` (registered in code)."""
+    return SimpleNamespace(**{hook: hookimpl(lambda: [entry])})
 
 
 _registry: _Registry | None = None
 
 
-def _current() -> _Registry:
+def _current(collect: bool = True) -> _Registry:
+    """The registry (built, and the entry points loaded, on first use), its hooks asked
+    again if the plugins changed unless not ``collect``."""
     global _registry
     with _lock:
         if _registry is None:
             _registry = _Registry()
             _registry.load_entry_points()
+        if collect:
+            _registry.collect()
         return _registry
-
-
-def _collected() -> _Registry:
-    with _lock:
-        registry = _current()
-        registry.collect()
-        return registry
 
 
 def plugin_manager() -> pluggy.PluginManager:
     """The plugin manager every lookup asks (built on first use)."""
-    return _current().manager
+    return _current(collect=False).manager
 
 
 def plugin_failures() -> list[PluginFailure]:
     """The plugins that failed to load, or whose hooks failed, in the order met."""
-    return _collected().failures()
+    return _current().failures()
 
 
 def register_plugin(plugin: Any, name: str | None = None, origin: str = "") -> str | None:
-    """Register a plugin object (a module or instance with :data:`hookimpl` functions)
-    the way an entry point's is, misspelt hooks included: a plugin pluggy refuses is
-    reported like a failed entry point. Returns the name it is registered under, or
-    ``None`` when it was refused."""
+    """Register a plugin object (with :data:`hookimpl` functions) as an entry point's
+    is, a refused one reported like a failed entry point; the name it is registered
+    under, or ``None`` when it was refused."""
     with _lock:
-        registry = _current()
+        registry = _current(collect=False)
         plugin_name = name or registry.manager.get_canonical_name(plugin)
-        source = PluginSource(plugin_name, origin=origin or plugin_name,
-                              module=getattr(plugin, "__name__", ""))
-        registered = registry.add(plugin, source)
+        registered = registry.add(plugin, _Source(plugin_name, origin=origin or plugin_name,
+                                                  module=getattr(plugin, "__name__", "")))
         if registered is not None:
             registry.check_pending()
             if not registry.manager.has_plugin(registered):
@@ -346,27 +444,25 @@ def register_plugin(plugin: Any, name: str | None = None, origin: str = "") -> s
         return registered
 
 
-def _replace_in_code(plugin_name: str, plugin: _InCode | None, origin: str = "") -> None:
+def _replace_in_code(plugin_name: str, plugin: SimpleNamespace | None, origin: str = "") -> None:
     """Unregister the plugin ``plugin_name`` registered in code, then register ``plugin``
     under that name (if one is given)."""
     with _lock:
-        registry = _current()
+        registry = _current(collect=False)
         registry.manager.unregister(name=plugin_name)
         registry.sources.pop(plugin_name, None)
         if plugin is not None:
-            registry.add(plugin, PluginSource(plugin_name, origin=origin))
+            registry.add(plugin, _Source(plugin_name, origin=origin))
 
 
 def register_module(module: type[CausalityModule], origin: str = "") -> ModuleInfo:
-    """Make the causality module class ``module`` available under its ``name``.
-
-    It is registered as a plugin of its own; a later registration under the same name
-    replaces the earlier one (with a warning naming both origins). Raises
+    """Make the causality module class ``module`` available under its ``name`` (a
+    plugin of its own, replacing an earlier registration of the name). Raises
     :class:`RegistrationError` for a class that is not a :class:`CausalityModule`
-    subclass, has no name or no manager.
-    """
+    subclass, has no name or no manager."""
     info = module_info(module, origin)
-    _replace_in_code(f"module:{info.name}", _InCode(modules=(module,)), origin)
+    _replace_in_code(f"module:{info.name}", _in_code("groupcomm_causality_modules", module),
+                     origin)
     return info
 
 
@@ -378,16 +474,13 @@ def register_filter(
     origin: str = "",
     options: Iterable[FilterOption] = (),
 ) -> FilterInfo:
-    """Make an extra filter available under ``name`` (send side, receive side or both),
-    with its typed ``options`` if it declares any (see :class:`FilterOption`).
-
-    Raises :class:`RegistrationError` without a name or without either side.
-    """
-    options = tuple(options)
-    info = filter_info(name, send, receive, description, origin, options)
+    """Make an extra filter available under ``name`` (send side, receive side or both,
+    typed ``options`` if any), replacing an earlier registration of the name; raises
+    :class:`RegistrationError` as a plugin's bad filter entry is reported."""
     entry = {"name": name, "send": send, "receive": receive, "description": description,
-             "options": options}
-    _replace_in_code(f"filter:{name}", _InCode(filters=(entry,)), origin)
+             "options": tuple(options)}
+    info = filter_info(entry, origin)
+    _replace_in_code(f"filter:{name}", _in_code("groupcomm_filters", entry), origin)
     return info
 
 
@@ -404,23 +497,21 @@ def reload() -> None:
     with _lock:
         _registry = None
         importlib.invalidate_caches()
-    _current()
+    _current(collect=False)
 
 
 def available_modules() -> dict[str, ModuleInfo]:
     """Installed causality modules by name."""
-    return dict(_collected().modules)
+    return dict(_current().modules)
 
 
 def default_modules(*, known_bad: bool = False, unicast: bool = False,
                     causal: bool = False) -> list[str]:
     """The installed modules a tool runs when not told which, in registration order (the
-    built-ins first, then each plugin's): every module, but the known-bad ones unless
-    ``known_bad``; with ``unicast``, only those that carry a send to one member (not
-    ``broadcast-only``); with ``causal``, only those that promise causal order (their
-    ``delivery_order`` is ``causal``, the default). Read from the modules' flags, never
-    from their names."""
-    return [name for name, info in _collected().modules.items()
+    built-ins first), chosen by their flags: not the known-bad ones unless ``known_bad``;
+    with ``unicast``, not the broadcast-only ones; with ``causal``, only those whose
+    ``delivery_order`` is ``causal``."""
+    return [name for name, info in _current().modules.items()
             if (known_bad or not info.factory.known_bad)
             and not (unicast and info.factory.broadcast_only)
             and not (causal and info.factory.delivery_order != "causal")]
@@ -428,40 +519,35 @@ def default_modules(*, known_bad: bool = False, unicast: bool = False,
 
 def available_filters() -> dict[str, FilterInfo]:
     """Installed extra filters by name."""
-    return dict(_collected().filters)
+    return dict(_current().filters)
 
 
-def _unknown(kind: str, name: str, installed: Iterable[str],
-             failures: list[PluginFailure]) -> UnknownModuleError:
+def _lookup(kind: str, name: str) -> Any:
+    """The module or filter ``name``; :class:`UnknownModuleError` listing what is
+    installed and which plugins failed to load."""
+    with _lock:
+        registry = _current()
+        table: dict[str, Any] = registry.modules if kind == "module" else registry.filters
+        info = table.get(name)
+        if info is not None:
+            return info
+        failures = registry.failures()
     failed = ("; these plugins failed to load: " + "; ".join(map(str, failures))
               if failures else "")
-    return UnknownModuleError(f"unknown {kind} {name!r}; installed: "
-                              f"{', '.join(sorted(installed)) or '(none)'}{failed}")
+    what = "causality module" if kind == "module" else "filter"
+    raise UnknownModuleError(f"unknown {what} {name!r}; installed: "
+                             f"{', '.join(sorted(table)) or '(none)'}{failed}")
 
 
 def get_module(name: str) -> CausalityModule:
-    """A fresh instance of the causality module ``name``.
-
-    Raises :class:`UnknownModuleError` listing what is installed and which plugins
-    failed to load.
-    """
-    with _lock:
-        registry = _collected()
-        info = registry.modules.get(name)
-        if info is None:
-            raise _unknown("causality module", name, registry.modules, registry.failures())
-    return info.factory()
+    """A fresh instance of the causality module ``name``; :class:`UnknownModuleError`
+    listing what is installed and which plugins failed to load."""
+    return _lookup("module", name).factory()
 
 
 def get_filter(name: str) -> FilterInfo:
-    """The extra filter ``name``; raises :class:`UnknownModuleError` listing what exists
-    and which plugins failed to load."""
-    with _lock:
-        registry = _collected()
-        info = registry.filters.get(name)
-        if info is None:
-            raise _unknown("filter", name, registry.filters, registry.failures())
-    return info
+    """The extra filter ``name``; :class:`UnknownModuleError` as :func:`get_module`."""
+    return _lookup("filter", name)
 
 
 def install(name: str) -> CausalityModule:

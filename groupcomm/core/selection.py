@@ -1,15 +1,7 @@
-"""Choosing the causality module and extra filters at start-up.
-
-Precedence: the command line (``--causality``, ``--filter``), then the environment
-(``GROUPCOMM_CAUSALITY``, ``GROUPCOMM_FILTERS``: specs separated by semicolons, since a
-filter's own options are separated by commas), then a config file
-(``--config FILE``, else ``$GROUPCOMM_CONFIG``, else ``./groupcomm.toml``), then the
-default ``none``. An unknown name is a clear error listing what is installed.
-
-Config file (TOML)::
-
-    causality = "matrix"
-    filters = ["drop:p=0.01,seed=3"]
+"""Choosing the causality module and extra filters at start-up: the command line, then
+the environment (``GROUPCOMM_FILTERS`` separates specs by semicolons, since a filter's
+own options are separated by commas), then a config file, then ``none``
+(docs/modules.md). An unknown name is an error listing what is installed.
 """
 
 from __future__ import annotations

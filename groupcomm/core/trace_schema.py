@@ -1,9 +1,7 @@
-"""The trace schema, defined once: the event names and which fields each event has.
-
-A trace is one JSON object per line, one file per process; docs/trace_schema.md says what
-every field means. The producers (:mod:`groupcomm.core.tracing`) check their records by
-:func:`record_problem`, and the analyzer (:mod:`trace_analysis.schema`) reads lines by it.
-Only the standard library: the file is shipped alone to Spark workers without groupcomm.
+"""The trace schema (docs/trace_schema.md), defined once: the event names, which fields
+each event has, and :func:`record_problem`, by which the producers check their records
+and the analyzer (:mod:`trace_analysis.schema`) reads lines. Only the standard library:
+the file is shipped alone to Spark workers without groupcomm.
 """
 
 from __future__ import annotations
@@ -11,22 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: application-level events: what the application sent and was handed
-APP_EVENTS = ("send", "deliver")
-#: protocol and transport events
-PROTOCOL_EVENTS = (
-    "network_send",
-    "receive",
-    "buffer",
-    "unbuffer",
-    "control_send",
-    "control_receive",
-    "join",
-    "leave",
-    "reject",
-    "release",
-)
-EVENTS = APP_EVENTS + PROTOCOL_EVENTS
+#: the application's events (what it sent and was handed), then the protocol's and the
+#: transport's
+EVENTS = ("send", "deliver", "network_send", "receive", "buffer", "unbuffer", "control_send",
+          "control_receive", "join", "leave", "reject", "release")
 
 #: fields every event has
 ALWAYS = ("ts", "process", "event", "protocol")

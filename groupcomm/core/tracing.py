@@ -1,9 +1,6 @@
-"""Trace writing in the schema of docs/trace_schema.md (a contract shared with the analyzer).
-
-One JSON object per line, one file per process (``<process>.jsonl``) in a trace
-directory. :class:`NullTracer` is what runs when tracing is off: its ``enabled`` flag is
-checked by callers before they build any event, so tracing off costs one attribute
-read per event site.
+"""Trace writing in the schema of docs/trace_schema.md: one JSON object per line, one
+``<process>.jsonl`` per process. Callers read a tracer's ``enabled`` before they build an
+event, so tracing off (:class:`NullTracer`) costs one attribute read per event site.
 """
 
 from __future__ import annotations
@@ -28,42 +25,38 @@ EVENT_EXTRA = {SAID_BY_EVENT: True}
 
 
 class Tracer:
-    """Interface of trace sinks."""
+    """Interface of trace sinks: ``emit`` writes one event, ``flush`` pushes what is
+    buffered (a member does it once a heartbeat, so a process killed outright leaves its
+    trace up to then), ``close`` flushes and releases the sink."""
 
     enabled: bool = False
 
     def emit(self, record: dict[str, Any]) -> None:
-        """Write one event (``ts``, ``process``, ``event``, ``protocol`` and the rest)."""
+        pass
 
     def flush(self) -> None:
-        """Push what is buffered to the sink (a member does it once a heartbeat, so a
-        process killed outright leaves its trace up to then)."""
+        pass
 
     def close(self) -> None:
-        """Flush and release the sink."""
+        pass
 
 
 class NullTracer(Tracer):
     """Tracing off."""
 
-    enabled = False
-
 
 class JsonlTracer(Tracer):
     """Appends events to ``<trace_dir>/<process>.jsonl``; thread-safe (pull-model apps
-    record ``deliver`` on their own thread).
-
-    The first record it writes also carries ``pid`` and ``host``, the process writing
-    the file: a trace that stops without a departure is still being written while that
-    process runs (the analysis says so instead of taking it for a killed process's).
-    """
+    record ``deliver`` on their own thread). Its first record also carries ``pid`` and
+    ``host``, so that the analysis can tell a trace still being written from a killed
+    process's."""
 
     enabled = True
 
     def __init__(self, trace_dir: str | os.PathLike[str], process: str) -> None:
         directory = Path(trace_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{_safe_file_name(process)}.jsonl"
+        self.path = directory / f"{trace_file_stem(process)}.jsonl"
         self._lock = threading.Lock()
         # opened at the first line: a communicator that turns out to be another
         # incarnation (carol~2) leaves no empty carol.jsonl behind
@@ -82,7 +75,6 @@ class JsonlTracer(Tracer):
             self._file.write(line + "\n")
 
     def flush(self) -> None:
-        """Push buffered lines to the file."""
         with self._lock:
             if self._file is not None:
                 self._file.flush()
@@ -133,15 +125,14 @@ def write_trace_dir(
             process = str(record["process"])
             handle = handles.get(process)
             if handle is None:
-                handle = open(  # noqa: SIM115
-                    directory / f"{_safe_file_name(process)}.jsonl", "w", encoding="utf-8"
-                )
+                handle = open(directory / f"{trace_file_stem(process)}.jsonl", "w",  # noqa: SIM115
+                              encoding="utf-8")
                 handles[process] = handle
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
     finally:
         for handle in handles.values():
             handle.close()
-    return [directory / f"{_safe_file_name(p)}.jsonl" for p in handles]
+    return [directory / f"{trace_file_stem(p)}.jsonl" for p in handles]
 
 
 class TraceSchemaError(ValueError):
@@ -165,8 +156,4 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
 def trace_file_stem(process: str) -> str:
     """The name of ``process``'s trace file without ``.jsonl``."""
-    return _safe_file_name(process)
-
-
-def _safe_file_name(process: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in process) or "_"

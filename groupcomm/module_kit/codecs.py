@@ -1,21 +1,12 @@
 """Header codecs of causality modules: readers that turn a peer's missing or
-wrong-shape metadata into a precise :class:`~groupcomm.core.causality.ProtocolViolation`
-(the receive filter raises it; the node logs and counts the message, and the process
-keeps running), and the compact encodings of vector clocks and matrices the built-in
-modules put on messages.
+wrong-shape metadata into a precise :class:`~groupcomm.core.causality.ProtocolViolation`,
+and the compact encodings of vector clocks and matrices, with their renamers for the
+model checker's symmetry reduction (docs/writing-a-module.md, section 9).
 
-Clocks travel keyed by member name, not by position: members join and leave, and a
-late joiner does not know who left before it came, so positions would not mean the
-same at every member. To stay compact the names are sent once per message and the
-entries refer to them by index; only non-zero entries are sent. Every encoding is
-canonical (names sorted), so two equal clocks encode to equal values: the model checker
-compares snapshots and frames by value.
-
-The ``rename_*`` functions rename the process names inside an encoded value (the model
-checker's symmetry reduction, ``groupcomm check --symmetry``); a module whose header is
-an encoded clock or matrix names the kind in its ``symmetry_headers`` (``"clock"``,
-``"matrix"``), and a module with a header of its own shape supplies a function built
-from these (see docs/writing-a-module.md).
+Clocks travel keyed by member name, not by position: members join and leave, and a late
+joiner does not know who left before it came. The names are sent once per message, the
+entries refer to them by index, only non-zero entries are sent, and every encoding is
+canonical (names sorted): the model checker compares snapshots and frames by value.
 """
 
 from __future__ import annotations
@@ -80,9 +71,8 @@ def decode_clock(message: GroupMessage, key: str, protocol: str) -> Clock:
             f"{_where(message, key, protocol)} must be a pair (names, counts), got "
             f"{value!r:.80}")
     names, counts = value
-    if not (isinstance(names, tuple) and isinstance(counts, tuple)) or len(names) != len(
-        counts
-    ):
+    if (not (isinstance(names, tuple) and isinstance(counts, tuple))
+            or len(names) != len(counts)):
         raise ProtocolViolation(f"{_where(message, key, protocol)}: names and counts must "
                                 "be tuples of equal length")
     # checked in C-level passes (this runs for every message that arrives with a clock);
@@ -167,7 +157,6 @@ def freeze_matrix(matrix: Mapping[str, Mapping[str, int]]) -> tuple:
     return tuple(
         (r, freeze_clock(row)) for r, row in sorted(matrix.items()) if any(row.values())
     )
-
 
 
 def rename_clock(value: Any, rename: Rename) -> Any:

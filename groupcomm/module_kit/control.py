@@ -1,12 +1,7 @@
-"""Control messages and departures: what a causality module sends that the
-application never sees, and what it does with the messages a departure strands.
-
-A control message is a :class:`~groupcomm.core.messages.ControlMessage` payload
-(``protocol``, ``kind``, ``about``) sent through the same pipelines as application
-messages; the receiving module's filter gets it in ``on_control`` (the base receive
-filter routes every control whose protocol is the filter's ``protocol`` there) and
-never delivers it.
-"""
+"""Control messages and departures: what a causality module sends that the application
+never sees (a :class:`~groupcomm.core.messages.ControlMessage` payload, handed to the
+receiving module's ``on_control``), and what it does with the messages a departure
+strands."""
 
 from __future__ import annotations
 
@@ -19,11 +14,14 @@ from groupcomm.core.messages import (
     ControlMessage,
     HeaderValue,
     SentMessage,
+    checked_headers,
     sent_unchecked,
 )
 from groupcomm.core.tracing import EVENT_EXTRA
 
 __all__ = ["control_message", "drop_unsent_to", "gone_before_sending", "warn_held_on"]
+
+_NO_HEADERS: Mapping[str, HeaderValue] = {}
 
 def control_message(
     manager: CausalityManager,
@@ -36,19 +34,10 @@ def control_message(
     """A control message of ``protocol`` from this host to ``to`` (never delivered)."""
     manager.control_count += 1
     name = manager.host.name
-    if headers is None:  # an ACK per message under mfss and cykas: no field needs checking
-        return sent_unchecked(manager.application_name, manager.session_name,
-                              ControlMessage(protocol, kind, about),
-                              f"{name}~{kind}{manager.control_count}", name, (), (to,))
-    return SentMessage(
-        application_name=manager.application_name,
-        session_name=manager.session_name,
-        user_message=ControlMessage(protocol, kind, about),
-        message_id=f"{name}~{kind}{manager.control_count}",
-        sender=name,
-        headers=headers,
-        destinations=(to,),
-    )
+    return sent_unchecked(manager.application_name, manager.session_name,
+                          ControlMessage(protocol, kind, about),
+                          f"{name}~{kind}{manager.control_count}", name, (), (to,),
+                          checked_headers(headers) if headers else _NO_HEADERS)
 
 
 def warn_held_on(manager: CausalityManager, name: str, log: logging.Logger) -> None:
@@ -76,13 +65,10 @@ def drop_unsent_to(manager: CausalityManager, unsent: deque[SentMessage], name: 
 
 def gone_before_sending(manager: CausalityManager, message: SentMessage) -> bool:
     """True, after reporting it undeliverable, if ``message`` (one destination) is
-    addressed to someone who is no longer a member.
-
-    The node checks destinations when the application sends, but the message reaches
-    the module later: the member may have left in between, after its departure cleared
-    what the module held for it. A sender-side module that sent it anyway would wait
-    for an acknowledgement that can never come, and every later send with it (a
-    departed name never returns: a member that comes back is ``NAME~2``)."""
+    addressed to someone who left after the application sent it: a sender-side module
+    that sent it anyway would wait for an acknowledgement that can never come, and
+    every later send with it (a name never returns: a member that comes back is
+    ``NAME~2``)."""
     (dest,) = message.destinations
     if dest == manager.host.name or dest in manager.members:
         return False

@@ -1,12 +1,6 @@
-"""The buffer drain of receiver-side modules: which held message may be delivered
-next, without a pass over every stamp for every message still waiting on the same
-member.
-
-A receiver-side module keeps a buffer of ``(message, stamp, ...)`` entries in arrival
-order and, after each delivery, delivers the first entry its rule no longer holds, again
-and again until none is deliverable. :func:`take_first_deliverable` is that step;
-:func:`blocking` lists everything that holds one message (for ``waiting_for``).
-"""
+"""The buffer drain of receiver-side modules: which held message may be delivered next,
+without a pass over every stamp for every message still waiting on the same member
+(docs/writing-a-module.md, section 5)."""
 
 from __future__ import annotations
 
@@ -35,16 +29,13 @@ def first_deliverable(buffer: Sequence[tuple], held_by: dict[str, Hashable],
                       holder: Callable[[tuple], Hashable | None],
                       still_held: Callable[[tuple, Hashable], bool]) -> int | None:
     """The index of the first entry of ``buffer`` (``(message, ...)``) that nothing holds
-    any more, or None.
+    any more, or None: the one a full scan would find.
 
     ``holder(entry)`` names what keeps an entry's message from delivery now (None:
-    deliverable); ``still_held(entry, what)`` tells whether that still does (a module
-    passes its delivery rule for both: applied to the whole stamp, and to the part of it
-    that held the message). ``held_by``
-    keeps, per message id, what held it at the last look, so a message still waiting
-    for the same member costs one test instead of a pass over its whole stamp; the first
-    deliverable entry found, and so the order of deliveries, is the one a full scan would
-    find. The cache is the caller's, emptied when its buffer is replaced."""
+    deliverable), ``still_held(entry, what)`` whether that still does (the module's rule
+    on the whole stamp, and on the part that held it). ``held_by``, the caller's cache
+    (emptied when its buffer is replaced), keeps per message id what held it at the last
+    look, so a message still waiting on the same member costs one test."""
     for index, entry in enumerate(buffer):
         message_id = entry[0].message_id
         what = held_by.get(message_id)

@@ -143,8 +143,8 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
                 raise MessageError("message_id must be a non-empty string")
             if type(sender) is not str or not sender:
                 raise MessageError("sender must be a non-empty string")
-            return ReceivedMessage.checked_elsewhere(app, session, user, message_id, sender,
-                                                     vc, kind, receiver)
+            return received_unchecked(app, session, user, message_id, sender, vc, kind,
+                                      receiver)
         return ReceivedMessage(
             application_name=app, session_name=session, user_message=user,
             message_id=message_id, sender=sender, headers=decoded_headers, vc=vc,

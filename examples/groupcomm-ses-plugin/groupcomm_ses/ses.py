@@ -1,41 +1,26 @@
-"""``ses``: causal unicast and multicast after Schiper, Eggli and Sandoz (1989).
+"""``ses``: causal unicast and multicast after Schiper, Eggli and Sandoz (1989); the
+groupcomm guide, docs/writing-a-module.md, walks through this file.
 
-Every message carries two headers:
+Every message carries the sender's **vector time** at the send (header ``st``, an
+encoded clock) and its **pairs** (header ``sp``): ``(destination, vector time)`` for
+each member a message was sent to in the sender's causal past, the newest such time per
+destination. A receiver delivers a message that carries no pair for it at once, and one
+that does once its own knowledge (the merged vector times of what it delivered) covers
+that pair's time; on delivery it takes on the time and the pairs (but its own). A
+multicast is one send event: the copy to each destination also carries a pair
+``(other destination, this send's time)`` for every other destination.
 
-* ``st``, the sender's **vector time** at the send (an encoded clock: per member, the
-  sends of that member this send follows; the sender's own entry counts its sends);
-* ``sp``, the sender's **pairs**: ``(destination, vector time)`` for each member a
-  message was sent to in the sender's causal past, the newest such time per destination
-  (the per-destination maximum, entry by entry).
+**Its own entry.** A member's knowledge of its own sends is the last of them whose
+copies to itself have all been delivered: a pair can name a multicast that included
+the receiver itself, and its own copy (looped back by the node) must come first.
 
-A receiver delivers a message at once when it carries no pair for the receiver; when it
-carries one, the message waits until the receiver's own knowledge (the vector times of
-what it has delivered, merged) covers that pair's time: the message that pair stands for
-was sent to this receiver before, and must be delivered first. On delivery the receiver
-merges the time into its knowledge and the pairs into its own (dropping its own), so
-what it sends next carries them on. A multicast is one send event: the copy to each
-destination carries, besides the sender's pairs, a pair ``(other destination, this
-send's time)`` for every other destination, so a destination's reaction to it waits at
-the others until their copy is delivered.
+**Departures and joins.** Pairs for a departed member are dropped (a member that comes
+back is a new name, ``NAME~2``); what waits on a departed member's message stays held
+until ``release_waiting_on``. A newcomer needs nothing sent to it, and pairs for a
+member not heard of yet are passed on all the same.
 
-**Its own entry.** A member's knowledge of its own sends is not the count of its sends
-but the last of them whose copies to itself have all been delivered: a pair can name a
-multicast that included the receiver itself (learnt through a peer), and its own copy
-(looped back by the node) must come first.
-
-**Departures.** A member that leaves with a message to us still in flight leaves what
-depends on it held: :meth:`SesManager.held`, :meth:`SesManager.waiting_for` (naming it)
-and :meth:`SesManager.release_waiting_on` (the application gives up on it). Pairs for a
-departed member are dropped: nothing will be sent to it again (a member that comes back
-is a new name, ``NAME~2``).
-
-**A late joiner** needs nothing sent to it: a pair names a message sent to the pair's
-destination, so a newcomer only ever waits for messages sent to it after it joined. A
-member passes on pairs for a newcomer it has not heard of yet (members learn of a join
-at different moments): dropping them would let its reaction overtake their message.
-
-**Not handled:** duplicated frames (a message delivered already is not recognised when it
-arrives again; stack the ``reliable`` filter on a network that duplicates).
+**Not handled:** duplicated frames (stack the ``reliable`` filter on a network that
+duplicates).
 """
 
 from __future__ import annotations
@@ -115,6 +100,11 @@ def rename_pairs(value: Any, rename: Rename) -> Any:
     return tuple(sorted((rename(dest), rename_clock(time, rename)) for dest, time in value))
 
 
+def _canonical(entry: Entry) -> tuple[str, int]:
+    """Where a buffered message sits: by sender, then by its send number."""
+    return entry[0].sender, entry[1].get(entry[0].sender, 0)
+
+
 def _merge(into: Clock, other: Mapping[str, int]) -> None:
     for name, count in other.items():
         if count > into.get(name, 0):
@@ -191,12 +181,7 @@ class SesManager(CausalityManager):
         """Deliver ``message`` now if nothing it follows is missing, else buffer it."""
         time = decode_clock(message, TIME, self.protocol)
         pairs = decode_pairs(message, self.protocol)
-        if message.sender == self._me:
-            # its own copy: after the copies to itself of its earlier sends
-            condition = {self._me: time.get(self._me, 0) - 1}
-        else:
-            condition = pairs.get(self._me, {})
-        entry = (message, time, condition)
+        entry = self._entry(message, time, pairs)
         if message.message_id in self._buffered_ids:
             self.count("duplicates")
             return
@@ -204,14 +189,17 @@ class SesManager(CausalityManager):
             self._deliver(entry, pairs)
             self._drain()
             return
-        self._buffer(entry)
-
-    def _buffer(self, entry: Entry) -> None:
-        message, time, _ = entry
         self.buffer.append(entry)
-        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+        self.buffer.sort(key=_canonical)
         self._buffered_ids.add(message.message_id)
         self.host.trace("buffer", message, waiting_for=self._waits_on(entry))
+
+    def _entry(self, message: ReceivedMessage, time: Clock, pairs: dict[str, Clock]) -> Entry:
+        """The buffer entry of ``message``: with its time and what it waits for here."""
+        if message.sender == self._me:
+            # its own copy: after the copies to itself of its earlier sends
+            return message, time, {self._me: time.get(self._me, 0) - 1}
+        return message, time, pairs.get(self._me, {})
 
     def _holder(self, entry: Entry) -> str | None:
         """The first member whose sends this message waits for, or None (deliverable)."""
@@ -317,12 +305,10 @@ class SesManager(CausalityManager):
         self._held_by.clear()
         self._buffered_ids.clear()
         for message in buffered:
-            time = decode_clock(message, TIME, self.protocol)
-            condition = ({self._me: time.get(self._me, 0) - 1} if message.sender == self._me
-                         else decode_pairs(message, self.protocol).get(self._me, {}))
-            self.buffer.append((message, time, condition))
+            self.buffer.append(self._entry(message, decode_clock(message, TIME, self.protocol),
+                                           decode_pairs(message, self.protocol)))
             self._buffered_ids.add(message.message_id)
-        self.buffer.sort(key=lambda e: (e[0].sender, e[1].get(e[0].sender, 0)))
+        self.buffer.sort(key=_canonical)
 
 
 class SesForgetsPairsManager(SesManager):
