@@ -429,9 +429,9 @@ def test_a_send_that_reaches_the_module_after_its_destination_left_is_dropped(
     # before the message reaches the module (the I/O thread handles both in turn)
     net = LocalNetwork(["a", "b", "c"], module)
     net.send("a", "to b", ["b"])
-    late = net.nodes["a"].tag_sends("to c, too late", ["c"])
+    net.members["a"].protocol.port.send("to c, too late", ["c"])
     net.leave("c")
-    net.nodes["a"].submit_many(late)
+    net.members["a"].protocol.take_inputs()  # its owner takes it now
     for number in range(3):
         net.send("a", f"to b {number}", ["b"])
     settle(net)

@@ -86,9 +86,9 @@ def test_a_departed_peer_is_forgotten() -> None:
 
 def test_a_frame_addressed_before_the_departure_is_not_retransmitted_for_ever() -> None:
     net = lossy_network("none", 0.0, 0.0, 3)
-    late = net.nodes["a"].tag_sends("to b, too late", ["b", "c"])
+    net.members["a"].protocol.port.send("to b, too late", ["b", "c"])
     net.leave("b")  # processed before the message reaches the layer
-    net.nodes["a"].submit_many(late)
+    net.members["a"].protocol.take_inputs()  # its owner takes it now
     settle_with_retransmissions(net, random.Random(0))  # raises if b's copy stays held
     reliable = net.nodes["a"].shared["reliable"]
     assert reliable.stats["to_departed"] == 1 and "b" not in reliable.in_flight
