@@ -1,9 +1,5 @@
-"""The analysis of one trace directory: load, check, measure, and optionally report.
-
-:func:`analyze` is the Python API behind ``groupcomm analyze``; it returns the JSON
-object the command prints with ``--json``. Library code here never prints: stages are
-logged (logger ``trace_analysis``) and reported to an optional ``progress`` callback.
-"""
+"""The analysis of one trace directory: load, check, measure, and optionally report
+(:func:`analyze`, the Python API behind ``groupcomm analyze``)."""
 
 from __future__ import annotations
 
@@ -47,8 +43,9 @@ LATENCY_PLOT_SAMPLES = 50_000
 EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
 
 
-#: counts kept beside the latency figures, not figures themselves
-_LATENCY_COUNTS = ("deliveries", "before_send")
+def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
+    """The latency figures without the counts kept beside them."""
+    return {k: v for k, v in figures.items() if k not in ("deliveries", "before_send")}
 
 
 def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> dict[str, Any]:
@@ -59,7 +56,6 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
         counts = checks.protocol(name)
         r = ratios.get(name, {})
         name_lat = lat.get(name, EMPTY_LATENCY)
-        latency_ms = {k: v for k, v in name_lat.items() if k not in _LATENCY_COUNTS}
         out[name] = {
             "events": r.get("events", 0),
             "messages": counts["messages"],
@@ -68,7 +64,7 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
             "fifo_violations": counts["fifo_violations"],
             "undelivered": counts["undelivered"],
             "duplicates": counts["duplicates"],
-            "latency_ms": latency_ms,
+            "latency_ms": _latency_ms(name_lat),
             "deliveries_before_send": name_lat.get("before_send", 0),
             "buffered_ms": buf.get(name, {"messages": 0}),
             "meta_bytes_per_message": r.get("meta_bytes_per_message"),
@@ -80,12 +76,11 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
     return out
 
 
-def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts: list[dict],
-              lat: dict, buf: dict) -> dict[str, Any]:
-    ratios, per_process = summarize_counts(counts)
+def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, lat: dict,
+              buf: dict) -> dict[str, Any]:
+    ratios, per_process = summarize_counts(loaded.counts)
     overall = ratios.get(OVERALL, {})
     overall_lat = lat.get(OVERALL, EMPTY_LATENCY)
-    latency_ms = {k: v for k, v in overall_lat.items() if k not in _LATENCY_COUNTS}
     return {
         "trace_dir": str(trace_dir),
         "files": len(loaded.files),
@@ -107,7 +102,7 @@ def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts
         "malformed_lines": loaded.malformed,
         "malformed_samples": loaded.malformed_samples,
         "blank_lines": loaded.blank_lines,
-        "latency_ms": latency_ms,
+        "latency_ms": _latency_ms(overall_lat),
         "buffered_ms": buf.get(OVERALL, {"messages": 0}),
         "meta_bytes_per_message": overall.get("meta_bytes_per_message"),
         "control_per_message": overall.get("control_per_message", {}),
@@ -121,11 +116,9 @@ def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts
 
 
 def write_violations(checks: CheckResult, path: str | Path) -> Path:
-    """One JSON object per violating triple: ``delivered_first`` was delivered at
-    ``process`` before ``delivered_second``, although ``delivered_second`` (also given as
-    ``should_be_first``) happened before it; ``fifo`` tells whether both have the same
-    sender. When the listing is capped, a last line ``{"note": ..., "listed": N,
-    "total": M}`` says so (counts are exact either way)."""
+    """One JSON line per violating triple (``delivered_second``, also given as
+    ``should_be_first``, happened before ``delivered_first``; ``fifo``: same sender), and
+    a last ``{"note", "listed", "total"}`` line when the listing is capped."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
@@ -172,18 +165,14 @@ def analyze(
     loader: str | None = None,
     ship_packages: bool = True,
 ) -> dict[str, Any]:
-    """Check and measure the traces in ``trace_dir``; returns the result object.
+    """Check and measure the traces in ``trace_dir`` (a local directory or a URI Spark's
+    file systems read); returns the result object. ``spark`` is reused when given, else
+    :func:`get_spark` (``master``, ``ship_packages``) provides one; ``loader``: one of
+    :data:`~trace_analysis.loaded.LOADERS` (None: by the location). ``report_dir`` gets
+    the report files, ``violations_out`` at most ``violations_limit`` violating triples.
 
-    ``spark`` is reused when given, else :func:`get_spark` (``master``) provides one.
-    ``trace_dir`` is a local directory or a URI Spark's file systems read (``hdfs://``,
-    ``s3a://``, ``file://``; see :mod:`trace_analysis.store`). ``loader``: one of
-    :data:`~trace_analysis.loaded.LOADERS`, None to choose by the location.
-    ``ship_packages``: see :func:`~trace_analysis.session.get_spark`.
-    ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
-    most ``violations_limit``; the counts are exact regardless).
-
-    Raises :class:`trace_analysis.loaded.TraceDirError` for a missing or empty directory
-    and :class:`trace_analysis.session.SparkUnavailableError` when Spark cannot start.
+    Raises :class:`~trace_analysis.loaded.TraceDirError` for a missing or empty directory
+    and :class:`~trace_analysis.session.SparkUnavailableError` when Spark cannot start.
     """
     say = progress or (lambda message: None)
 
@@ -206,10 +195,8 @@ def analyze(
             checks = run_checks(tables, violations_limit, progress=stage)
             seconds["checks"] = round(time.monotonic() - mark, 2)
             mark = time.monotonic()
-            counts = loaded.counts
             lat = latency(tables.deliveries, expected_rows=checks.deliveries)
-            buf = buffering(loaded.events)
-            result = _assemble(directory, loaded, checks, counts, lat, buf)
+            result = _assemble(directory, loaded, checks, lat, buffering(loaded.events))
             endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
             result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,
                                                 checks.undelivered))

@@ -1,13 +1,6 @@
-"""``groupcomm analyze-bench``: events per second of the Spark analysis against the
-single-process pure-Python checker, on the same synthetic traces, in the same run.
-
-For each size it generates a trace directory (16 processes by default, with a few
-injected violations, undelivered and duplicate messages and malformed lines), runs the
-Spark analysis (the session is started before the clock starts, as in the
-demonstration, which reuses one session) and :mod:`trace_analysis.reference`, checks
-that both found the same counts, and prints one row per size and a JSON line with
-``--json``. Traces are deleted afterwards unless ``--keep``.
-"""
+"""``groupcomm analyze-bench``: events per second of the Spark analysis (its session
+started before the clock starts) against :mod:`trace_analysis.reference`, on the same
+synthetic traces in the same run, and whether both found the same counts."""
 
 from __future__ import annotations
 

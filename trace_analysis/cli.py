@@ -14,6 +14,7 @@ import groupcomm.cli.args as cli
 from trace_analysis.endings import describe as describe_endings
 from trace_analysis.loaded import LOADERS
 from trace_analysis.report import written_files
+from trace_analysis.store import local_path, scheme_of
 
 #: minutes an analysis server waits for work before it stops
 DEFAULT_IDLE_MINUTES = 30.0
@@ -125,8 +126,6 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     """One line, exit code 2, for a combination of options that makes no sense."""
-    from trace_analysis.store import scheme_of
-
     prog = "groupcomm analyze"
     modes = [name for name, on in (("--serve", args.serve), ("--stop-server", args.stop_server),
                                    ("--watch", args.watch)) if on]
@@ -157,8 +156,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 class _Analyses:
-    """Runs analyses for the command line: in the analysis server for the master when
-    one runs (or, with ``--warm``, is started), else in this process's SparkSession."""
+    """Runs analyses in the analysis server for the master when one runs (or, with
+    ``--warm``, is started), else in this process's SparkSession."""
 
     def __init__(self, args: argparse.Namespace, limit: int) -> None:
         from trace_analysis.load import choose_loader
@@ -175,7 +174,6 @@ class _Analyses:
     def run(self) -> dict[str, Any]:
         """One analysis; raises TraceDirError and SparkUnavailableError."""
         from trace_analysis.loaded import list_trace_files
-        from trace_analysis.store import local_path, scheme_of
 
         args = self.args
         if self.loader == "workers" or scheme_of(args.trace_dir) is None:
@@ -255,8 +253,6 @@ def _idle_seconds(args: argparse.Namespace) -> float:
 
 def _absolute(location: str | None) -> str | None:
     """A local path made absolute (the server runs elsewhere); URIs as they are."""
-    from trace_analysis.store import scheme_of
-
     if location is None or scheme_of(location) is not None:
         return location
     return str(Path(location).absolute())
@@ -264,17 +260,7 @@ def _absolute(location: str | None) -> str | None:
 
 def _shown(location: str) -> str:
     """How the result names the trace directory (see analysis.analyze)."""
-    from trace_analysis.store import scheme_of
-
     return location if scheme_of(location) is not None else str(Path(location))
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from trace_analysis import server
-
-    server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
-                 functools.partial(_progress, args), stop_spark=True)
-    return 0
 
 
 def _stop_server(args: argparse.Namespace) -> int:
@@ -304,7 +290,6 @@ def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
     import threading
 
     from trace_analysis.loaded import TraceDirError
-    from trace_analysis.store import local_path
     from trace_analysis.watch import describe, watch
 
     def once(state: Any) -> None:
@@ -342,7 +327,11 @@ def _run(args: argparse.Namespace) -> int:
         if args.stop_server:
             return _stop_server(args)
         if args.serve:
-            return _serve(args)
+            from trace_analysis import server
+
+            server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
+                         functools.partial(_progress, args), stop_spark=True)
+            return 0
         analyses = _Analyses(args, limit)
         if args.watch:
             return _watch(args, analyses)

@@ -1,22 +1,7 @@
-"""Exact violation counts of one process's flagged deliveries, in numpy (no Spark here).
-
-The per-process layout (:mod:`trace_analysis.layout`) flags the deliveries that have at
-least one violation with a running maximum; when a process has flagged deliveries,
-:func:`count_flagged` counts them exactly in the same worker. For a sender s the group
-is the process's first deliveries in order, each with ``a[j] = vcsend(m_j)[s]``; a
-query is a flagged delivery i of a message from s, and
-
-* its causal count is ``#{j < i : a[j] >= a[i]}`` (m_j is causally after m_i, yet was
-  delivered first: the scaling fact of docs/trace_schema.md);
-* its FIFO count is the same restricted to the j that are from s.
-
-:func:`count_earlier_at_least` computes such counts for any number of queries in
-O(n log² n) with a vectorised divide and conquer: at level w, the sequence is cut into
-blocks of 2w; each query in the right half of a block counts the left-half elements
-that are at least its value (a sort and two binary searches per level). Every pair
-j < i is counted at exactly one level, the one whose cut separates them, so the sum over
-the levels is exact and no pair is ever enumerated.
-"""
+"""Exact violation counts of one process's flagged deliveries, in numpy (method step 3,
+docs/analysis.md). For a sender s, ``a[j] = vcsend(m_j)[s]`` over the process's first
+deliveries; a flagged delivery i from s has the causal count ``#{j < i : a[j] >= a[i]}``
+and the FIFO count the same among the j from s."""
 
 from __future__ import annotations
 
@@ -28,7 +13,11 @@ import numpy as np
 
 def count_earlier_at_least(values: Sequence[int] | np.ndarray,
                            queries: Sequence[int] | np.ndarray) -> np.ndarray:
-    """For each index i in ``queries``: how many j < i have ``values[j] >= values[i]``."""
+    """For each index i in ``queries``: how many j < i have ``values[j] >= values[i]``.
+
+    At level w each query in the right half of a block of 2w counts the left half's
+    values at least its own (a sort and two binary searches); each pair j < i is counted
+    at the one level whose cut separates them, so the sum is exact in O(n log² n)."""
     vals = np.asarray(values, dtype=np.int64)
     q = np.asarray(queries, dtype=np.int64)
     counts = np.zeros(len(q), dtype=np.int64)
@@ -88,12 +77,8 @@ def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
 
     ``clocks`` (n × K) holds each delivery's send clock over the senders, ``sidx`` its
     sender's column, ``firsts`` marks the first deliveries of messages whose send is
-    known (the only ones that take part) and ``flagged`` the deliveries to count (first
-    deliveries flagged by the running maximum). For a flagged delivery i from sender s
-    the causal count is the number of earlier first deliveries j with
-    ``clocks[j, s] >= clocks[i, s]`` and the FIFO count the same among those from s.
-    At most ``budget`` triples are listed, the flagged deliveries in order, each with
-    its nearest violating predecessors first.
+    known (the only ones that take part), ``flagged`` the deliveries to count. At most
+    ``budget`` triples are listed, each flagged delivery's nearest predecessors first.
     """
     n = len(sidx)
     causal = np.zeros(n, dtype=np.int64)

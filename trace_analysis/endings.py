@@ -1,13 +1,6 @@
-"""How each process's trace ends, and which undelivered messages that explains.
-
-The rules are those of docs/trace_schema.md ("What the analysis reports": abrupt
-endings, open traces, departed members, releases). A trace is judged by its last line
-(a communicator that closes records its own ``leave`` last) and, when it stops without
-one, by the last record naming its writer (``pid``, ``host``): a writer still running on
-this host makes the trace open. Abrupt endings are judged only when some process of the
-directory recorded its own departure (the simulator's and the checker's traces record
-none).
-"""
+"""How each process's trace ends, and which undelivered messages that explains; the
+rules are those of docs/trace_schema.md ("What the analysis reports": abrupt endings,
+open traces, departed members, releases)."""
 
 from __future__ import annotations
 
@@ -91,12 +84,15 @@ def _last_record(tail: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _open(path: Path) -> Any:
+    return (gzip.open if path.name.endswith(".gz") else open)(path, "rb")
+
+
 def matching_lines(path: Path, needle: bytes) -> list[bytes]:
     """The lines of the local trace file ``path`` (``.gz`` or not) that contain
     ``needle``, in order; read a chunk at a time, searched without splitting lines."""
     found: list[bytes] = []
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
+    with _open(path) as handle:
         carry = b""
         while True:
             chunk = handle.read(_CHUNK_BYTES)
@@ -120,18 +116,13 @@ def matching_lines(path: Path, needle: bytes) -> list[bytes]:
                 return found
 
 
-def _head(path: Path, size: int) -> bytes:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        return handle.read(size)
-
-
 def _writer(path: Path) -> tuple[int, str, float] | None:
     """(pid, host, ts) of the last record of ``path`` that names its writer. A file
     whose first line names none (the simulator's, the model checker's) is not searched
     further."""
-    if b'"pid"' not in _head(path, _TAIL_BYTES):
-        return None
+    with _open(path) as handle:
+        if b'"pid"' not in handle.read(_TAIL_BYTES):
+            return None
     for raw in reversed(matching_lines(path, b'"pid"')):
         try:
             record = json.loads(raw)

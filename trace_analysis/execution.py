@@ -1,14 +1,10 @@
-"""A small execution held in memory: the application events of each process, in order.
-
-The space-time diagram and the ShiViz export need every send and delivery of a run;
-they are only drawn for small runs, so the events are collected to the driver once and
-shared by both.
-"""
+"""A small execution held in memory: the application events of each process, in order
+(collected once for the space-time diagram and the ShiViz log of a small run)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,16 +53,6 @@ def undelivered_pairs(execution: Execution) -> list[tuple[str, str]]:
                   for dest in set(send.dests) if (msg, dest) not in delivered)
 
 
-def from_records(records: list[dict[str, Any]]) -> Execution:
-    """An execution from trace records already in per-file line order."""
-    execution = Execution()
-    for r in records:
-        if r.get("event") in ("send", "deliver"):
-            execution.add(AppEvent(r["process"], r["event"], r["msg"], r["sender"],
-                                   float(r["ts"]), tuple(r.get("dests") or ())))
-    return execution
-
-
 def collect(events: DataFrame) -> Execution:
     """Collect the sends and deliveries of ``events`` (callers check the size first)."""
     from pyspark.sql import functions as F
@@ -77,4 +63,8 @@ def collect(events: DataFrame) -> Execution:
         .orderBy("file", "blk", "rid")
         .collect()
     )
-    return from_records([row.asDict() for row in rows])
+    execution = Execution()
+    for r in rows:
+        execution.add(AppEvent(r["process"], r["event"], r["msg"], r["sender"],
+                               float(r["ts"]), tuple(r["dests"] or ())))
+    return execution

@@ -1,20 +1,13 @@
-"""One process's deliveries laid out in numpy: their sends, positions, copies and flags.
-
-Spark hands :func:`lay_out` all the deliveries of one process (``groupBy("p")
-.applyInArrow``) as narrow rows; the worker looks their messages up in the send index
-(:mod:`trace_analysis.send_index`, an Arrow broadcast kept as a :class:`SendLookup`),
-orders them by line position and computes, in a few vectorised passes instead of a join
-and two window sorts in the JVM, the columns of :data:`OUTPUT_DDL`: method steps 2 to 4
-of :mod:`trace_analysis.checks` (flags, exact counts of the flagged deliveries with
-:func:`trace_analysis.counting.count_flagged`, and the undelivered messages, counted on
-the process's first row). Pure computation over Arrow tables: tested without Spark.
-"""
+"""One process's deliveries laid out in numpy (``groupBy("p").applyInArrow``): looked up
+in the send index, in line order, with their positions, copies, flags, exact counts and
+undelivered messages (method steps 2 to 4, docs/analysis.md). Tested without Spark."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trace_analysis.counting import count_flagged
+from trace_analysis.send_index import send_table_of
 
 #: the columns :func:`lay_out` expects
 INPUT_COLUMNS = ("p", "msg", "ts", "protocol", "file", "blk", "rid")
@@ -88,25 +81,13 @@ class SendLookup:
 _lookups: dict[str, SendLookup] = {}
 
 
-def send_table_bytes(sends: Any) -> bytes:
-    """The send table as an Arrow IPC stream, the form it is broadcast in."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, sends.schema) as writer:
-        writer.write_table(sends)
-    return sink.getvalue().to_pybytes()
-
-
 def worker_lookup(token: str, shipped: Any) -> SendLookup:
     """The :class:`SendLookup` of the broadcast ``shipped`` (Arrow IPC bytes), decoded
     once per worker process and analysis (``token``)."""
-    import pyarrow as pa
-
     lookup = _lookups.get(token)
     if lookup is None:
         _lookups.clear()
-        lookup = SendLookup(pa.ipc.open_stream(shipped.value).read_all())
+        lookup = SendLookup(send_table_of(shipped.value))
         _lookups[token] = lookup
     return lookup
 

@@ -1,29 +1,13 @@
-"""Read a trace directory: count every line, keep the events the checks need.
-
-:func:`load` dispatches to one of two loaders that give the same :class:`Loaded`:
-``workers`` (the default, :mod:`trace_analysis.worker_load`) and ``native``, here, kept
-as a second opinion and for files the Python workers cannot open (``hdfs://``...). It
-makes two passes of Spark's JSON parser, because caching ten million parsed rows costs
-more than parsing them twice:
-
-**Pass 1** reads every line (``spark.read.text``) with its file, block start and a
-``monotonically_increasing_id`` (the same on every read; ``(block, id)`` follows line
-order), parses it with ``from_json`` and the schema of :mod:`trace_analysis.schema`, and
-vouches for it with a native predicate when the parse is clean, required fields are
-there and string fields really are JSON strings (Spark turns ``5`` into ``"5"``; the text
-is searched only for values that could be such a conversion). It ends in counts per
-(block, protocol, process, event, kind) of clean lines and one group per other line,
-which :func:`trace_analysis.schema.parse_line` then decides as a UDF.
-
-**Pass 2** reads the text again and parses only the lines whose ``"event":"…"`` (found
-in the first 160 characters) is a kept event or cannot be found; the counts must equal
-pass 1's, else pass 2 runs again without the filter. Malformed samples get their line
-numbers from pass 1's per-block counts.
-"""
+"""Read a trace directory: :func:`load` dispatches to the ``workers`` loader
+(:mod:`trace_analysis.worker_load`) or the ``native`` one, here: two passes of Spark's
+JSON reader (docs/analysis.md, "How the analysis works"). Lines are identified by file,
+block start and a ``monotonically_increasing_id``, the same on every read."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,28 +61,16 @@ def choose_loader(trace_dir: str | Path, loader: str | None) -> str:
     return loader
 
 
-def spark_schema() -> Any:
-    """The ``from_json`` schema: the analyzed fields plus ``_corrupt_record``."""
+def _struct(first: tuple[str, ...] = (), last: tuple[str, ...] = ()) -> Any:
+    """The analyzed fields as a Spark struct, between string fields ``first`` and ``last``
+    (the ``from_json`` schema ends with ``_corrupt_record``)."""
     from pyspark.sql import types as T
 
-    types = {
-        "ts": T.DoubleType(),
-        "dests": T.ArrayType(T.StringType()),
-        "vc": T.MapType(T.StringType(), T.LongType()),
-        "meta_bytes": T.LongType(),
-    }
-    fields = [T.StructField(name, types.get(name, T.StringType())) for name in schema.FIELDS]
-    return T.StructType(fields + [T.StructField("_corrupt_record", T.StringType())])
-
-
-def _parsed_type() -> Any:
-    from pyspark.sql import types as T
-
-    base = spark_schema()
-    return T.StructType(
-        [T.StructField("status", T.StringType()), T.StructField("reason", T.StringType())]
-        + [f for f in base.fields if f.name != "_corrupt_record"]
-    )
+    types = {"ts": T.DoubleType(), "dests": T.ArrayType(T.StringType()),
+             "vc": T.MapType(T.StringType(), T.LongType()), "meta_bytes": T.LongType()}
+    names = [*first, *schema.FIELDS, *last]
+    return T.StructType([T.StructField(name, types.get(name, T.StringType()))
+                         for name in names])
 
 
 def parse_for_spark(raw: str | None) -> tuple:
@@ -125,8 +97,9 @@ def _string_ok(raw: Column, value: Column, name: str) -> Column:
 
 
 def _clean_predicate(raw: Column, j: Column) -> Column:
-    """The native fast path: True only for lines the Python validator would accept with
-    exactly the values Spark parsed (see the module docstring)."""
+    """True only for lines the Python validator would accept with exactly the values
+    Spark parsed (Spark turns ``5`` into ``"5"``: the text is searched for the string
+    only where a value could be such a conversion)."""
     from pyspark.sql import functions as F
 
     event = j["event"]
@@ -157,10 +130,7 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
         & (F.size(F.array_compact(values)) == F.size(values))))
     conditions.append(j["meta_bytes"].isNull() | (j["meta_bytes"] >= 0))
     for event_name, names in schema.REQUIRED.items():
-        present = [j[name].isNotNull() for name in names]
-        required = present[0]
-        for item in present[1:]:
-            required = required & item
+        required = functools.reduce(operator.and_, [j[name].isNotNull() for name in names])
         conditions.append((event != event_name) | required)
     conditions.append(
         (event != "send") | (F.coalesce(j["vc"][j["sender"]], F.lit(0)) >= 1)
@@ -185,7 +155,7 @@ def _json(column: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.from_json(
-        column, spark_schema(),
+        column, _struct(last=("_corrupt_record",)),
         {"mode": "PERMISSIVE", "allowSingleQuotes": "false",
          "columnNameOfCorruptRecord": "_corrupt_record"},
     )
@@ -226,7 +196,7 @@ def _summarize(lines: DataFrame) -> DataFrame:
 
 def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
     """Pass 2: the parsed send, deliver, buffer and unbuffer lines (and, with
-    ``prefilter``, few others), with the fields the analysis keeps."""
+    ``prefilter``, few others: ``"event"`` found in the first 160 characters)."""
     from pyspark.sql import functions as F
 
     if prefilter:
@@ -246,7 +216,7 @@ def _check_suspicious(
     """Run the Python validator on the lines the fast path did not vouch for."""
     from pyspark.sql import functions as F
 
-    validate = F.udf(parse_for_spark, _parsed_type(), useArrow=False)
+    validate = F.udf(parse_for_spark, _struct(first=("status", "reason")), useArrow=False)
     checked = (
         summary.filter(~F.col("clean"))
         .select("file", "blk", F.col("srid").alias("rid"), F.col("sraw").alias("raw"))
@@ -271,12 +241,9 @@ def load(
     progress: Progress | None = None,
     loader: str | None = None,
 ) -> Loaded:
-    """Parse every trace file of ``trace_dir`` (a local directory, or a URI: see
-    :mod:`trace_analysis.store`) with ``loader`` (one of :data:`LOADERS`, see the module
-    docstring; None: :func:`choose_loader`).
-
-    Raises :class:`TraceDirError` for a missing or empty directory.
-    """
+    """Parse every trace file of ``trace_dir`` (a local directory, or a URI) with
+    ``loader`` (None: :func:`choose_loader`); raises :class:`TraceDirError` for a missing
+    or empty directory."""
     from pyspark.sql import functions as F
 
     loader = choose_loader(trace_dir, loader)

@@ -1,7 +1,5 @@
-"""What a loaded trace directory is, independent of the loader and of Spark: the trace
-files of a directory, the columns and events the checks keep, and :class:`Loaded`, the
-result both loaders (:mod:`trace_analysis.load`, :mod:`trace_analysis.worker_load`) give.
-"""
+"""What a loaded trace directory is, whichever the loader: the trace files of a
+directory, the columns and events the checks keep, and :class:`Loaded`."""
 
 from __future__ import annotations
 
@@ -90,11 +88,6 @@ def _trace_files_in(directory: Path) -> list[Path]:
                    if p.is_file()})
 
 
-def display_name(file_uri: str) -> str:
-    """``alice.jsonl`` for a Spark file URI."""
-    return Path(unquote(urlparse(file_uri).path)).name
-
-
 def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
     """Add rows of (protocol, process, event, kind, n, bytes) to ``counts``."""
     for row in rows:
@@ -107,9 +100,9 @@ def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
 def malformed_samples(blocks: dict[tuple[str, int], tuple[int, int]],
                       rows: list[Any]) -> list[dict[str, Any]]:
     """The samples of malformed ``rows`` (file, blk, rid, reason, raw): file name, line
-    number (:func:`line_numbers`), reason and the first 200 characters."""
+    number, reason and the first 200 characters."""
     numbers = line_numbers(blocks, rows)
-    return [{"file": display_name(row["file"]),
+    return [{"file": Path(unquote(urlparse(row["file"]).path)).name,
              "line": numbers[(row["file"], row["blk"], row["rid"])], "reason": row["reason"],
              "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
             for row in rows]
@@ -119,7 +112,7 @@ def finished(events: DataFrame, counts: dict[tuple, list[int]], files: list[Any]
              lines: int, blank: int, malformed: int, samples: list[dict[str, Any]],
              started: float, say: Callable[[str], None], cached: list[DataFrame],
              sends: Any = None) -> Loaded:
-    """What a loader found, logged and said (malformed lines, events, time)."""
+    """What a loader found, logged and said."""
     if malformed:
         log.warning("%d malformed lines (first: %s)", malformed,
                     ", ".join(f"{s['file']}:{s['line']}" for s in samples))

@@ -1,12 +1,6 @@
-"""A single-process, pure-Python checker of trace directories (no Spark): the baseline of
-``groupcomm analyze-bench`` and a second opinion for tests.
-
-The same method as the Spark job: one pass keeps, per process, the running maximum of
-every sender column of the delivered messages' send clocks, which flags the deliveries
-with a violation; only flagged (process, sender) groups are counted exactly
-(:mod:`trace_analysis.counting`). Malformed lines, endings and releases follow the same
-rules (:mod:`trace_analysis.schema`, :mod:`trace_analysis.endings`).
-"""
+"""A single-process, pure-Python checker of trace directories (no Spark), by the same
+method and rules as the Spark job: the baseline of ``groupcomm analyze-bench`` and a
+second opinion for tests."""
 
 from __future__ import annotations
 

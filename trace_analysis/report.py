@@ -1,19 +1,5 @@
-"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log.
-
-Files written (each listed in ``summary.json`` under ``report``; what was left out, and
-why, under ``report_notes``):
-
-* ``summary.json`` — the analysis result;
-* ``per_protocol.csv``, ``per_process.csv``, ``malformed_samples.csv``,
-  ``violations.csv`` (the listed triples) — tables;
-* ``latency.png`` — latency distribution (empirical CDF) per protocol;
-* ``meta_bytes.png`` — protocol metadata and control bytes per application message (left
-  out, with a note, when every protocol of the trace has none);
-* ``spacetime.png`` — the whole execution, or a window of
-  :data:`trace_analysis.spacetime.WINDOW_MESSAGES` messages of a larger one (around
-  the first delivery out of causal order); drawn when the ShiViz log is;
-* ``shiviz.log`` and ``shiviz_regex.txt`` — likewise limited (see :data:`SHIVIZ_MAX_EVENTS`).
-"""
+"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log
+(the files: docs/analysis.md)."""
 
 from __future__ import annotations
 

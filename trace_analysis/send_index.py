@@ -1,12 +1,6 @@
-"""The send records of a trace, one per message, with their clocks laid out per sender.
-
-Method step 1 of :mod:`trace_analysis.checks`, in numpy on the driver: the first send
-record of each message id (by line position; later ones are counted), each clock ``vc``
-a row of an M × K matrix ``vals`` over the trace's senders, with ``x = vc[sender]``. It
-serves as a Spark DataFrame for the joins of the exact counts and, as Arrow IPC in a
-broadcast, to the workers of :mod:`trace_analysis.layout`. Pure computation over Arrow
-tables: tested without Spark.
-"""
+"""The send records of a trace, one per message (the first by line position), with their
+clocks laid out per sender: method step 1 (docs/analysis.md), in numpy on the driver,
+tested without Spark."""
 
 from __future__ import annotations
 
@@ -47,6 +41,25 @@ class SendIndex:
         expected = np.bincount(codes, weights=wanted, minlength=len(names))
         return {names[code]: (int(messages[code]), int(expected[code]))
                 for code in range(len(names)) if messages[code]}
+
+
+def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
+    """``table`` as an Arrow IPC stream, the form send tables travel in (broadcast to the
+    workers; from each chunk, compressed, to the driver: opaque bytes to the JVM)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def send_table_of(blob: bytes) -> Any:
+    """The table of :func:`send_table_bytes`."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all()
 
 
 def _first_per_message(raw: Any) -> tuple[Any, int]:

@@ -1,12 +1,6 @@
-"""One quiet SparkSession per Python process.
-
-Starting Spark costs seconds; the demonstration analyses several small traces in a row,
-so :func:`get_spark` creates the session once and hands the same one back afterwards.
-The session is tuned for small jobs on a small machine: few shuffle partitions, no web
-UI, no console progress bar, log4j limited to errors (a properties file written to a
-temporary directory, because Spark's own start-up banner comes before any setting made
-from Python).
-"""
+"""One quiet SparkSession per Python process, tuned for small jobs on a small machine
+(log4j is set by a properties file: Spark's start-up banner comes before any setting
+made from Python)."""
 
 from __future__ import annotations
 
@@ -70,10 +64,9 @@ def _log4j_file() -> Path:
 
 
 def _ship_package(spark: SparkSession) -> None:
-    """Make ``trace_analysis`` importable on remote executors (Python UDFs need it), with
-    a copy of the one module of ``groupcomm`` it uses there (the trace schema), which
-    :mod:`trace_analysis.schema` imports where groupcomm is not installed: the whole
-    package would need msgpack, zmq and more on the workers."""
+    """Make ``trace_analysis`` importable on remote executors, with a copy of the trace
+    schema, the one module of ``groupcomm`` it uses there (the whole package would need
+    zmq and more on the workers)."""
     from groupcomm.core import trace_schema
 
     package = Path(__file__).resolve().parent
@@ -91,9 +84,8 @@ WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
 
 def _probe_workers(spark: SparkSession,
                    needed: tuple[str, ...]) -> tuple[str, str, str, list[str]]:
-    """Ask an executor for its Python (executable, version, platform) and which of the
-    ``needed`` packages it lacks; raises :class:`SparkUnavailableError` when the workers
-    cannot run Python at all."""
+    """An executor's Python (executable, version, platform) and which of ``needed`` it
+    lacks; raises :class:`SparkUnavailableError` when the workers cannot run Python."""
 
     def probe(_rows):  # sent by value: nothing of this project is imported there
         import importlib.util
@@ -126,9 +118,8 @@ def _lacking(answer: tuple[str, str, str, list[str]], why_not_shipped: str) -> s
 
 def worker_python_path() -> str:
     """PYTHONPATH for local Python workers: this package's root, then the driver's
-    site-packages. Spark starts workers with the interpreter behind a virtual
-    environment's symlink, which does not see the environment's packages (msgspec,
-    pyarrow, numpy) — so they are put on the path explicitly."""
+    site-packages (Spark starts workers with the interpreter behind a virtual
+    environment's symlink, which does not see the environment's packages)."""
     import site
 
     entries = [str(Path(__file__).resolve().parents[1])]
@@ -138,10 +129,9 @@ def worker_python_path() -> str:
 
 def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
                    ship_packages: bool, packages: tuple[str, ...]) -> SparkSession:
-    """A session whose workers can run the analysis: ``spark`` when their Python has the
-    packages; otherwise (``ship_packages``, and a worker Python of the driver's version
-    and platform) a new session that ships them (:mod:`trace_analysis.worker_deps`).
-    Raises :class:`SparkUnavailableError` with one line saying what the workers lack."""
+    """``spark`` when its workers' Python has the packages; otherwise (``ship_packages``,
+    and a worker Python of the driver's version and platform) a new session that ships
+    them. Raises :class:`SparkUnavailableError` saying what the workers lack."""
     from trace_analysis import worker_deps
 
     try:
@@ -176,17 +166,11 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
 
 def get_spark(master: str | None = None, ship_packages: bool = True,
               packages: tuple[str, ...] = WORKER_PACKAGES) -> SparkSession:
-    """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
-
-    On a cluster, workers whose Python lacks ``packages`` (default: the analysis') get
-    them shipped with the job (unless ``ship_packages`` is false; see
-    :func:`_ready_workers`).
-
-    Later calls return the same session; asking for another master then only logs a
-    warning (Spark allows one context per process).
-
-    Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not start.
-    """
+    """The process's SparkSession, created on first use (``local[2]`` unless ``master``;
+    later calls return the same one, with a warning for another master). On a cluster,
+    workers whose Python lacks ``packages`` get them shipped unless ``ship_packages`` is
+    false. Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not
+    start."""
     global _session
     with _lock:
         if _session is not None and _session.sparkContext._jsc is not None:
@@ -219,10 +203,7 @@ def get_spark(master: str | None = None, ship_packages: bool = True,
             memory = os.environ.get("GROUPCOMM_SPARK_MEMORY", DEFAULT_DRIVER_MEMORY)
             builder = (
                 builder.config("spark.driver.memory", memory)
-                # the cached events and deliveries are built by the cores that parse:
-                # uncompressed columns take more memory (81 MB per million events of
-                # the benchmark's traces instead of 46; spilled to disk past the budget)
-                # and save about 10 % of the time of a 10M-event analysis
+                # uncompressed: more memory, 10 % less time (BENCHMARKS.md)
                 .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
                 .config("spark.pyspark.python", sys.executable)
                 .config("spark.pyspark.driver.python", sys.executable)

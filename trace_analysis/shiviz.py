@@ -1,18 +1,9 @@
-"""Export an execution as a ShiViz log (https://bestchai.bitbucket.io/shiviz/).
+"""Export an execution as a ShiViz log (https://bestchai.bitbucket.io/shiviz/), one line
+per event (``alice {"alice":2,"bob":1} deliver bob#1 from bob``, parsed with :data:`REGEX`).
 
-ShiViz rejects a log unless, for every host, the host's own entry in its clock is 1 on
-its first logged event and rises by exactly 1 on each later one, and every clock names
-its own host. The trace's ground-truth clocks count sends and deliveries too, but a
-trace may be partial (malformed lines dropped, a process without a file), so the clocks
-written here are rebuilt from the logged events alone: a send increments the sender's
-entry and is remembered; a delivery merges the clock of the message's send (when that
-send is logged) and increments the receiver's entry.
-
-One line per event::
-
-    alice {"alice":2,"bob":1} deliver bob#1 from bob
-
-parsed with :data:`REGEX`. Host names are made whitespace-free.
+ShiViz rejects a log unless each host's own clock entry is 1 on its first event and rises
+by exactly 1 on each later one. A trace may be partial (malformed lines dropped, a
+process without a file), so the clocks are rebuilt from the logged events alone.
 """
 
 from __future__ import annotations

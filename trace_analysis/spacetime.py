@@ -1,23 +1,8 @@
-"""Space-time diagram of an execution (matplotlib, Agg backend).
-
-Processes are horizontal lines, time runs to the right; each message is an arrow from
-its send to each of its deliveries. Deliveries that arrive after a message that depends
-on them (the second message of a causal-violation triple) are red, the deliveries they
-were overtaken by orange, duplicate deliveries dotted, and a message that never reached
-a destination ends in a grey cross at the right edge of that destination's line.
-
-So that a large execution stays legible:
-
-* at most :data:`WINDOW_MESSAGES` messages are drawn: when there are more, a window of
-  that many consecutive messages (by send time) around the first delivery out of causal
-  order (else the first undelivered message, else the start), and the figure says which;
-* the time axis is the order of the events (each distinct time stamp is one column;
-  the tick labels give the trace time), so a burst of messages within a millisecond is
-  as wide as the same number of events spread over seconds, and idle stretches take no
-  room (a dotted vertical line marks each);
-* the figure's width follows the number of columns, arrows thin out as they get
-  denser, and the saved image is cropped to what is drawn.
-"""
+"""Space-time diagram of an execution (matplotlib, Agg backend): processes are lines,
+each message an arrow from its send to each delivery, coloured as its legend says. At most
+:data:`WINDOW_MESSAGES` messages are drawn (:func:`choose_window`); the time axis is the
+order of the events, one column per distinct time stamp, so a burst within a millisecond
+is legible and idle stretches take no room (:func:`idle_gaps` marks them)."""
 
 from __future__ import annotations
 
@@ -117,18 +102,8 @@ def idle_gaps(columns: Sequence[float], factor: float = IDLE_FACTOR) -> list[int
     return [i for i, step in enumerate(steps) if step > factor * median > 0]
 
 
-def _columns(times: Iterable[float]) -> list[float]:
-    """The distinct times, sorted: column i of the diagram is the i-th."""
-    return sorted(set(times))
-
-
-def draw_spacetime(
-    execution: Execution,
-    path: Path,
-    violations: Iterable[dict],
-    undelivered: Iterable[tuple[str, str]] = (),
-    title: str = "",
-) -> Path:
+def draw_spacetime(execution: Execution, path: Path, violations: Iterable[dict],
+                   undelivered: Iterable[tuple[str, str]] = (), title: str = "") -> Path:
     """Write the diagram as a PNG at ``path``; ``violations`` are the listed triples."""
     import matplotlib
 
@@ -142,7 +117,7 @@ def draw_spacetime(
     triples = list(violations)
     late = {(v["process"], v["delivered_second"]) for v in triples}
     early = {(v["process"], v["delivered_first"]) for v in triples}
-    missing = [(m, d) for m, d in undelivered]
+    missing = list(undelivered)
     window = choose_window(execution, late, missing)
     drawn = window.messages
 
@@ -157,7 +132,8 @@ def draw_spacetime(
             if e.msg in drawn or (e.msg not in sends and window.whole):
                 deliveries.append((p, e, duplicate))
     shown_sends = [s for m, s in sends.items() if m in drawn]
-    columns = _columns([s.ts for s in shown_sends] + [e.ts for _, e, _ in deliveries]) or [0.0]
+    # the distinct times, sorted: column i of the diagram is the i-th
+    columns = sorted({s.ts for s in shown_sends} | {e.ts for _, e, _ in deliveries}) or [0.0]
 
     def x_of(ts: float) -> float:
         return float(bisect.bisect_left(columns, ts))

@@ -1,13 +1,6 @@
 """Trace directories on Spark's own file systems (``hdfs://``, ``s3a://``, ``file://`` on
-shared storage), listed and read through the Hadoop ``FileSystem`` of the driver's JVM.
-
-A plain path is a local directory, read by Python (both loaders). A location with a
-scheme is handed to Hadoop: the files are listed by the file system that serves the
-scheme, their text is read by Spark's ``spark.read.text`` (the ``native`` loader), and
-the last lines that tell how each trace ends are read through a Hadoop input stream. The
-``workers`` loader opens files with Python on the workers, so it takes such a location
-only for ``file://`` (a path every worker sees, on shared storage).
-"""
+shared storage), listed and read through the Hadoop ``FileSystem`` of the driver's JVM;
+a plain path is a local directory."""
 
 from __future__ import annotations
 
@@ -22,14 +15,13 @@ from trace_analysis.loaded import TraceDirError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: a location with a scheme (``hdfs://``, ``s3a://``, ``file://``); one letter is a
-#: drive (not that these tools run on Windows, but it is not a scheme either)
+#: a location with a scheme (one letter would be a drive, not a scheme)
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 #: what Hadoop says when the scheme's file system is not on Spark's class path, and the
 #: package that provides it
-_MISSING_FILESYSTEM = re.compile(r"No FileSystem for scheme")
-_MISSING_CLASS = re.compile(r"ClassNotFoundException: Class \S+FileSystem not found")
+_MISSING_FILESYSTEM = re.compile(
+    r"No FileSystem for scheme|ClassNotFoundException: Class \S+FileSystem not found")
 _PROVIDERS = {"s3a": "org.apache.hadoop:hadoop-aws (the version of Spark's Hadoop)",
               "gs": "com.google.cloud.bigdataoss:gcs-connector",
               "abfs": "org.apache.hadoop:hadoop-azure", "abfss": "org.apache.hadoop:hadoop-azure"}
@@ -78,7 +70,7 @@ def _explain(uri: str, error: Exception) -> str:
     # a Py4J error's text carries the Java stack; the Java exception's own line says it
     java = getattr(error, "java_exception", None)
     text = str(java) if java is not None else str(error)
-    if _MISSING_FILESYSTEM.search(text) or _MISSING_CLASS.search(text):
+    if _MISSING_FILESYSTEM.search(text):
         scheme = scheme_of(uri) or "?"
         provider = _PROVIDERS.get(scheme, f"the Hadoop file system for {scheme}://")
         return (f"Spark has no file system for {scheme}:// ({uri}): add {provider} to "

@@ -1,10 +1,8 @@
 """``groupcomm analyze --watch``: analyse a trace directory again whenever it changes.
 
-The directory is looked at every ``interval`` seconds; its state is the name, size and
-modification time of each trace file. An analysis runs at the start (once there are
-traces) and after every change, as soon as the directory has looked the same twice in
-a row (so a file being written is not read in the middle of a burst of lines). A
-directory that does not exist yet, or holds no traces yet, is waited for.
+An analysis runs once there are traces and after every change, as soon as the trace
+files (name, size, modification time) have looked the same twice in a row, so a file is
+not read in the middle of a burst of lines.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ Snapshot = tuple[tuple[str, int, int], ...]
 
 
 def snapshot(directory: str | Path) -> Snapshot:
-    """The state of the trace files of ``directory`` (empty when there are none, or no
-    directory)."""
+    """The state of the trace files of ``directory`` (empty when there are none)."""
     found = []
     folder = Path(directory)
     if not folder.is_dir():
@@ -41,7 +38,6 @@ def snapshot(directory: str | Path) -> Snapshot:
 
 
 def describe(state: Snapshot) -> str:
-    """``3 files, 12.4 kB``."""
     size = sum(entry[1] for entry in state)
     return f"{len(state)} file{'s' if len(state) != 1 else ''}, {size / 1000:.1f} kB"
 
@@ -49,9 +45,8 @@ def describe(state: Snapshot) -> str:
 def watch(directory: str | Path, analyse: Callable[[Snapshot], None],
           stop: threading.Event, interval: float = 1.0,
           say: Callable[[str], None] | None = None) -> int:
-    """Call ``analyse(state)`` at the start and after each settled change of the trace
-    files of ``directory`` until ``stop`` is set; returns how many times it was called.
-    """
+    """Call ``analyse(state)`` at the start and after each settled change until ``stop``
+    is set; returns how many times it was called."""
     tell = say or (lambda text: None)
     analysed: Snapshot | None = None
     previous = snapshot(directory)

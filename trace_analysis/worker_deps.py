@@ -1,16 +1,7 @@
-"""The analysis' packages, shipped to Spark workers whose Python lacks them.
-
-The Python workers of the analysis import numpy, msgspec, pyarrow and pandas (parsing,
-Arrow batches, pandas UDFs). A cluster whose workers run a plain Python has none of
-them. PySpark's documented way to provide packages is an archive shipped with the job
-(``spark.archives``), which every executor unpacks in its working directory. This module
-builds such an archive from the driver's own installation of those packages and of what
-they require: their files as installed (with their metadata), in one uncompressed tar,
-cached by the packages' versions and the platform. The workers then import them from
-the unpacked directory (``spark.executorEnv.PYTHONPATH``). Compiled packages only load on
-a Python of the same version and platform as the driver's; PySpark requires the same
-minor version of Python on the driver and the workers anyway, and :func:`compatible`
-checks the platform.
+"""The analysis' packages, shipped to Spark workers whose Python lacks them: an
+uncompressed tar of the driver's own installation of them and what they require, cached
+by versions and platform, sent with the job (``spark.archives``) and put on the workers'
+``PYTHONPATH``. Compiled packages load only on the driver's Python version and platform.
 """
 
 from __future__ import annotations
@@ -30,7 +21,6 @@ log = logging.getLogger(__name__)
 
 #: where the executors unpack the archive (its alias in ``spark.archives``)
 ARCHIVE_ALIAS = "groupcomm-worker-deps"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def platform_tag() -> str:
@@ -45,24 +35,15 @@ def compatible(worker_version: str, worker_platform: str) -> bool:
 
 
 def _requirement_names(distribution: metadata.Distribution) -> list[str]:
-    """The distributions ``distribution`` requires here (extras left out; environment
-    markers evaluated for this interpreter when ``packaging`` is there to read them)."""
-    try:
-        from packaging.requirements import Requirement
-    except ImportError:  # pragma: no cover - pip and setuptools bring packaging
-        Requirement = None  # noqa: N806
+    """The distributions ``distribution`` requires here (extras left out, environment
+    markers evaluated for this interpreter)."""
+    from packaging.requirements import Requirement  # matplotlib requires packaging
+
     names = []
     for text in distribution.requires or []:
-        if Requirement is not None:
-            requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate(
-                    {"extra": ""}):
-                continue
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
             names.append(requirement.name)
-        elif "extra ==" not in text:
-            match = _NAME.match(text)
-            if match:
-                names.append(match.group(0))
     return names
 
 

@@ -1,11 +1,6 @@
-"""The default loader: one pass, parsing in Spark's Python workers.
-
-The driver splits the trace files into chunks that start at line starts and runs one
-Spark task per chunk (``mapInArrow`` over the chunk numbers), which reads and parses its
-bytes itself (:mod:`trace_analysis.chunks`): the text never crosses into the JVM and is
-parsed once. The result is cached; its summary rows are collected and its events go on
-to the checks. The files must be readable at the same path by every executor.
-"""
+"""The default loader: one Spark task per chunk (``mapInArrow`` over the chunk numbers)
+reads and parses its bytes in a Python worker (:mod:`trace_analysis.chunks`); the result
+is cached, its summary rows collected. Every executor must see the files at one path."""
 
 from __future__ import annotations
 
@@ -22,7 +17,8 @@ from trace_analysis.loaded import (
     finished,
     malformed_samples,
 )
-from trace_analysis.progress import TaskProgress
+from trace_analysis.progress import task_progress
+from trace_analysis.send_index import send_table_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,8 +34,7 @@ def load_in_workers(
     say: Callable[[str], None],
     chunk_bytes: int = chunks_mod.CHUNK_BYTES,
 ) -> Loaded:
-    """Parse ``files`` (already listed and checked) in Python workers; see the module
-    docstring."""
+    """Parse ``files`` (already listed and checked) in Python workers."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -57,7 +52,7 @@ def load_in_workers(
               .coalesce(min(len(chunks), partitions))
               .persist())
     say(f"parsing {len(chunks)} chunks in Python workers")
-    with TaskProgress(spark, say, "parsing"):
+    with task_progress(spark, say, "parsing"):
         rows = parsed.filter(F.col("rec") != "e").drop("ts", "dests", "vc").collect()
 
     counts: dict[tuple, list[int]] = {}
@@ -69,7 +64,7 @@ def load_in_workers(
         if row["rec"] == "c":
             add_counts(counts, [row])
         elif row["rec"] == "s":
-            send_tables.append(chunks_mod.send_table_of(row["sends"]))
+            send_tables.append(send_table_of(row["sends"]))
         elif row["rec"] == "k":
             blocks[(row["file"], row["blk"])] = (row["n"], 0)
             lines += row["n"]
