@@ -1,22 +1,7 @@
-"""``groupcomm demo``: the end-to-end demonstration.
-
-A session server and three IM clients (alice, bob, carol) run as processes on 127.0.0.1
-and are driven as people would drive them, typing lines; alice's messages to carol are
-delayed. The scenarios of the source documents:
-
-* ``meeting`` (unicast): alice tells carol "Let's meet at 3pm" (m1), then asks bob to
-  join (m2); bob asks carol what the meeting is about (m3). Without causal delivery
-  carol sees m3 before m1.
-* ``lunch`` (broadcast): alice asks "Done?" (m1), bob answers "Lunch?" (m2) after seeing
-  it, carol answers "Yes, No" (m3) after seeing both.
-* ``shared-text``: three ``groupcomm edit --batch`` editors; alice types "Hello", bob adds
-  " world" after it, carol types "Dear all: " at the start meanwhile. Without causal
-  order carol gets bob's edit before the "Hello" it refers to, and the copies differ.
-
-Each run's traces are analysed with PySpark (one session for all) and a table shows
-carol's delivery order, the causal violations found, median latency, metadata bytes
-and control messages per application message.
-"""
+"""``groupcomm demo``: the end-to-end demonstration (the scenarios: docs/commands.md).
+A session server and alice, bob and carol run as processes on 127.0.0.1, driven as people
+would drive them; alice's messages to carol are delayed. One SparkSession analyses every
+run's traces."""
 
 from __future__ import annotations
 
@@ -423,7 +408,3 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,13 +20,7 @@ from trace_analysis.endings import (
 )
 from trace_analysis.load import load
 from trace_analysis.loaded import Loaded
-from trace_analysis.metrics import (
-    OVERALL,
-    buffering,
-    latency,
-    latency_frame,
-    summarize_counts,
-)
+from trace_analysis.metrics import OVERALL, buffering, latency, latency_frame, summarize_counts
 from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
 from trace_analysis.session import get_spark
 from trace_analysis.store import read_tail, scheme_of
@@ -153,18 +147,11 @@ def _lines_with(spark: SparkSession, files: list[Any], needle: bytes) -> list[by
             frame.filter(F.col("value").contains(needle.decode())).collect()]
 
 
-def analyze(
-    trace_dir: str | Path,
-    spark: SparkSession | None = None,
-    master: str | None = None,
-    report_dir: str | Path | None = None,
-    violations_out: str | Path | None = None,
-    progress: Progress | None = None,
-    violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
-    malformed_samples: int = 5,
-    loader: str | None = None,
-    ship_packages: bool = True,
-) -> dict[str, Any]:
+def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: str | None = None,
+            report_dir: str | Path | None = None, violations_out: str | Path | None = None,
+            progress: Progress | None = None, violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
+            malformed_samples: int = 5, loader: str | None = None,
+            ship_packages: bool = True) -> dict[str, Any]:
     """Check and measure the traces in ``trace_dir`` (a local directory or a URI Spark's
     file systems read); returns the result object. ``spark`` is reused when given, else
     :func:`get_spark` (``master``, ``ship_packages``) provides one; ``loader``: one of

@@ -89,7 +89,6 @@ def _read(chunk: Chunk) -> bytes:
         return handle.read(chunk.end - chunk.start)
 
 
-# -- the typed record ----------------------------------------------------------------------
 _Count = Annotated[int, msgspec.Meta(ge=0, le=schema.INT64_MAX)]
 
 
@@ -218,7 +217,6 @@ def parse_chunk(data: bytes) -> ChunkResult:
     return ChunkResult([sends, deliveries, others], counts, malformed, len(lines), blank)
 
 
-# -- Arrow ---------------------------------------------------------------------------------
 #: the columns of every batch: rec, then :data:`trace_analysis.loaded.EVENT_COLUMNS`, then
 #: the summary columns
 OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),

@@ -210,9 +210,8 @@ def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
                          *[_kept(event, F.col("j")[name], name) for name in schema.FIELDS])
 
 
-def _check_suspicious(
-    summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]], samples: int
-) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
+def _check_suspicious(summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]],
+                      samples: int) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
     """Run the Python validator on the lines the fast path did not vouch for."""
     from pyspark.sql import functions as F
 
@@ -234,13 +233,8 @@ def _check_suspicious(
     return checked, statuses, sample_rows
 
 
-def load(
-    spark: SparkSession,
-    trace_dir: str | Path,
-    samples: int = 5,
-    progress: Progress | None = None,
-    loader: str | None = None,
-) -> Loaded:
+def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
+         progress: Progress | None = None, loader: str | None = None) -> Loaded:
     """Parse every trace file of ``trace_dir`` (a local directory, or a URI) with
     ``loader`` (None: :func:`choose_loader`); raises :class:`TraceDirError` for a missing
     or empty directory."""

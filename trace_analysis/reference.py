@@ -40,9 +40,8 @@ class ReferenceResult:
     released_deliveries: int = 0
 
 
-def check_directory(
-    trace_dir: str | Path, progress: Callable[[str], None] | None = None
-) -> ReferenceResult:
+def check_directory(trace_dir: str | Path,
+                    progress: Callable[[str], None] | None = None) -> ReferenceResult:
     """Check every ``*.jsonl`` file of ``trace_dir`` in this process."""
     result = ReferenceResult()
     senders: dict[str, int] = {}  # sender name -> column

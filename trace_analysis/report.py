@@ -119,14 +119,10 @@ def plot_meta_bytes(per_protocol: Mapping[str, Mapping[str, Any]], path: Path) -
     return path
 
 
-def write_report(
-    result: dict[str, Any],
-    directory: str | Path,
-    latency_samples: Mapping[str, Sequence[float]],
-    execution: Execution | None,
-    undelivered: Sequence[tuple[str, str]],
-    triples: Sequence[Mapping[str, Any]],
-) -> dict[str, str]:
+def write_report(result: dict[str, Any], directory: str | Path,
+                 latency_samples: Mapping[str, Sequence[float]], execution: Execution | None,
+                 undelivered: Sequence[tuple[str, str]],
+                 triples: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Write every report file but ``summary.json`` (:func:`write_summary`, once the result
     is complete); returns {what: path} (also stored in ``result["report"]``).
 

@@ -156,9 +156,6 @@ def read_state(master: str | None, ship: bool) -> ServerInfo | None:
     return info
 
 
-# ---------------------------------------------------------------------------- client
-
-
 @contextlib.contextmanager
 def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
               ) -> Iterator[tuple[dict[str, Any], Iterator[dict[str, Any]]]]:
@@ -307,9 +304,6 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
         if child.poll() is None:
             child.kill()
         return None
-
-
-# ---------------------------------------------------------------------------- server
 
 
 def _warm_up(spark: SparkSession) -> None:
@@ -484,10 +478,8 @@ def serve(master: str | None = None, ship: bool = True,
     """Run the analysis server in this process until Ctrl-C, SIGTERM, a stop request or
     ``idle_timeout`` seconds without work (None or 0: no limit). ``say`` gets a few
     progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
-    analysis first; ``stop_spark`` stops the session at the end.
-
-    Raises :class:`SparkUnavailableError` when Spark cannot start.
-    """
+    analysis first; ``stop_spark`` stops the session at the end. Raises
+    :class:`SparkUnavailableError` when Spark cannot start."""
     from trace_analysis.session import get_spark
 
     tell = say or (lambda text: None)
@@ -502,13 +494,9 @@ def serve(master: str | None = None, ship: bool = True,
         tell("warming up (one small analysis)")
         _warm_up(spark)
     server = AnalysisServer(spark, master, ship, idle_timeout)
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        server.stopping.set()
-
     previous_handler = None
     if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, on_term)
+        previous_handler = signal.signal(signal.SIGTERM, lambda *_: server.stopping.set())
     try:
         server.publish()
         tell(f"analysis server ready on 127.0.0.1:{server.port} (pid {os.getpid()}, "

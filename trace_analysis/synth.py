@@ -129,7 +129,6 @@ class _Simulation:
         self.messages = 0
         self.injected = {"violations": 0, "undelivered": 0, "duplicates": 0, "malformed": 0}
 
-    # -- events ---------------------------------------------------------------------------
     def _tick(self) -> float:
         self.t += self.rng.random() * 0.0001
         return self.t
@@ -209,7 +208,6 @@ class _Simulation:
             f'{{"ts":{self._tick():.7f},{self.head[dst]}"control_receive",{self.proto},'
             f'"msg":"{cid}","sender":"{src_name}","kind":"{kind}","about":"{about}"}}\n'))
 
-    # -- anomalies ------------------------------------------------------------------------
     def _anomaly(self, p: int, which: str) -> bool:
         """Inject one anomaly at ``p`` if its queue allows; True when done."""
         queue = self.queues[p]
@@ -265,7 +263,6 @@ class _Simulation:
             self.out.add(p, samples[count % len(samples)] % fields)
             self.injected["malformed"] += 1
 
-    # -- main loop ------------------------------------------------------------------------
     def run(self, progress: Callable[[str], None] | None) -> None:
         spec, rng, n, queues = self.spec, self.rng, self.n, self.queues
         target = spec.events
@@ -311,11 +308,8 @@ def process_names(count: int) -> list[str]:
     return [f"proc-{i:0{width}d}" for i in range(count)]
 
 
-def generate(
-    spec: SynthSpec,
-    directory: str | Path,
-    progress: Callable[[str], None] | None = None,
-) -> SynthResult:
+def generate(spec: SynthSpec, directory: str | Path,
+             progress: Callable[[str], None] | None = None) -> SynthResult:
     """Write a synthetic trace directory for ``spec`` (files are overwritten).
 
     Raises ``ValueError`` for an impossible spec and ``OSError`` when the directory

@@ -10,13 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trace_analysis.chunks as chunks_mod
-from trace_analysis.loaded import (
-    EVENT_COLUMNS,
-    Loaded,
-    add_counts,
-    finished,
-    malformed_samples,
-)
+from trace_analysis.loaded import EVENT_COLUMNS, Loaded, add_counts, finished, malformed_samples
 from trace_analysis.progress import task_progress
 from trace_analysis.send_index import send_table_of
 
@@ -27,13 +21,9 @@ if TYPE_CHECKING:
 SCAN_PARTITIONS_PER_CORE = 4
 
 
-def load_in_workers(
-    spark: SparkSession,
-    files: list[Path],
-    samples: int,
-    say: Callable[[str], None],
-    chunk_bytes: int = chunks_mod.CHUNK_BYTES,
-) -> Loaded:
+def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
+                    say: Callable[[str], None],
+                    chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> Loaded:
     """Parse ``files`` (already listed and checked) in Python workers."""
     from pyspark.sql import functions as F
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main
@@ -34,7 +33,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return run_main(build, body, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,7 @@
-"""The conformance suite of a causality module: ``groupcomm conformance NAME``, or
-:func:`run_conformance` from code and tests (pytest:
-``from groupcomm.conformance import assert_conformant``).
-
-It runs against any registered module and expects what the module's class declares
-(:class:`~groupcomm.conformance.outcome.Declared`), never what its name suggests. The
-checks (:data:`CHECKS`, in order; docs/commands.md says what each does) print ``pass``,
-``fail`` with a counterexample, or ``n/a`` with the flag that makes them not apply. A
-module passes when no check fails; a known-bad one is expected to fail one with a
-counterexample.
-"""
+"""The conformance suite of a causality module (docs/commands.md): ``groupcomm
+conformance NAME``, :func:`run_conformance`, or :func:`assert_conformant` in a plugin's
+tests. It expects what the module's class declares
+(:class:`~groupcomm.conformance.outcome.Declared`), never what its name suggests."""
 
 from __future__ import annotations
 
@@ -59,22 +52,13 @@ class ConformanceReport:
                 "checks": [o.as_dict() for o in self.outcomes]}
 
 
-def run_conformance(
-    name: str,
-    *,
-    quick: bool = False,
-    stress: bool = False,
-    spark: bool = False,
-    only: Iterable[str] | None = None,
-    trace_dir: Path | None = None,
-    progress: Callable[[Outcome], None] | None = None,
-) -> ConformanceReport:
+def run_conformance(name: str, *, quick: bool = False, stress: bool = False, spark: bool = False,
+                    only: Iterable[str] | None = None, trace_dir: Path | None = None,
+                    progress: Callable[[Outcome], None] | None = None) -> ConformanceReport:
     """Run the checks on the registered module ``name`` (raises
-    :class:`~groupcomm.core.registry.UnknownModuleError` for an unknown one).
-
-    ``stress`` adds the real-process run and ``spark`` (which implies it) the Spark
-    analysis of its traces; ``only`` restricts to the named checks (:data:`CHECKS`);
-    ``trace_dir`` keeps the stress run's traces (default: a temporary directory);
+    :class:`~groupcomm.core.registry.UnknownModuleError` for an unknown one). ``stress``
+    adds the real-process run and ``spark`` (which implies it) the Spark analysis of its
+    traces, kept in ``trace_dir`` if given; ``only`` restricts to the named checks;
     ``progress`` is called with each outcome as it comes."""
     declared = Declared.of(get_module(name))
     chosen = set(CHECKS if only is None else only)
@@ -108,19 +92,13 @@ def run_conformance(
         for check, run in plan:
             if check not in chosen:
                 continue
-            outcome = _timed(run)
+            start = time.perf_counter()
+            outcome = run()
+            outcome.seconds = outcome.seconds or time.perf_counter() - start
             report.outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)
     return report
-
-
-def _timed(run: Callable[[], Outcome]) -> Outcome:
-    start = time.perf_counter()
-    outcome = run()
-    if not outcome.seconds:
-        outcome.seconds = time.perf_counter() - start
-    return outcome
 
 
 def assert_conformant(name: str, **options: Any) -> ConformanceReport:

@@ -1,13 +1,7 @@
-"""The real-process checks: a short ``groupcomm stress`` run (a session server and five
-client processes over ZeroMQ, dropped frames under the reliable layer, and churn: a late
-joiner, a leave, a kill and restart under the same name, a freeze past the heartbeat
-timeout), its traces judged by the causal-order oracle, and optionally by the Spark
-trace analysis (``groupcomm analyze``: Spark takes tens of seconds to start, so it is
-the last step and only on request).
-
-Both run as subprocesses of this Python (``python -m groupcomm.cli ...``), so a plugin
-module must be installed (an entry point), not only registered in code.
-"""
+"""The real-process checks: a short ``groupcomm stress`` run with drops and churn, its
+traces judged by the causal-order oracle and, on request, by ``groupcomm analyze``. Both
+run as subprocesses, so a plugin module must be installed (an entry point), not only
+registered in code."""
 
 from __future__ import annotations
 

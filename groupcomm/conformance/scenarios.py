@@ -1,14 +1,7 @@
-"""The in-process checks: the module's real filters on the deterministic in-process
-network (:class:`~groupcomm.tools.localnet.LocalNetwork`: real pipelines, real codec,
-joins and leaves through the session protocol's own objects), judged by the causal-order
-oracle (:mod:`groupcomm.core.oracle`) on the application-boundary clocks, never by the
-module's own state.
-
-Each check takes the module's name, its :class:`~groupcomm.conformance.outcome.Declared`
-flags and a size (``runs``: random executions per check), and returns an
-:class:`~groupcomm.conformance.outcome.Outcome` whose counterexample, on a failure, is
-the seed and the steps that show it.
-"""
+"""The in-process checks: the module's real filters on the deterministic
+:class:`~groupcomm.tools.localnet.LocalNetwork`, judged by the causal-order oracle on the
+application-boundary clocks, never by the module's own state. A failure's counterexample
+is the seed and the steps that show it."""
 
 from __future__ import annotations
 
@@ -25,7 +18,6 @@ from groupcomm.tools.localnet import LocalNetwork
 NAMES = ("p1", "p2", "p3", "p4")
 
 
-# -- judging ------------------------------------------------------------------------------
 def problems(verdict: Verdict, declared: Declared) -> list[str]:
     """What is wrong in ``verdict`` for a module promising ``declared.order``: every
     module must deliver each message once, only where it was sent, and everything (the
@@ -57,7 +49,6 @@ def _destinations(declared: Declared, rng: random.Random, sender: str,
     return rng.sample(members, rng.randint(1, len(members)))
 
 
-# -- random executions ------------------------------------------------------------------------
 class _Execution:
     """A seeded random execution: sends, reactions (causal chains through third parties)
     and arrivals in random order; ``steps`` records what happened, for a counterexample."""
@@ -155,7 +146,6 @@ def late_joiners(module: str, declared: Declared, runs: int) -> Outcome:
     return Outcome("late-joiners", PASS, f"{runs} executions with a member joining mid-traffic")
 
 
-# -- fixed scenarios ----------------------------------------------------------------------------
 def cause_before_effect(module: str, declared: Declared) -> Outcome:
     """The seeds' scenarios: alice's message to carol arrives last, after bob's reaction
     to alice's message to bob (unicast); or a broadcast reply overtaking its question

@@ -67,7 +67,6 @@ class ReliableManager:
         host.add_session_listener(self)
         host.add_ticker(self.tick)
 
-    # -- session listener ---------------------------------------------------------------
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
@@ -92,7 +91,6 @@ class ReliableManager:
         if len(self.departed) > DEPARTED_KEPT:
             self.departed.popitem(last=False)
 
-    # -- sending ------------------------------------------------------------------------
     def send(self, message: SentMessage) -> None:
         """Number and send ``message`` to each remote destination."""
         assert self.send_filter is not None
@@ -171,7 +169,6 @@ class ReliableManager:
                     self.stats["retransmissions"] += 1
                     self.send_filter.forward(entry.message)
 
-    # -- receiving ----------------------------------------------------------------------
     def receive(self, message: ReceivedMessage) -> None:
         """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""
         assert self.receive_filter is not None

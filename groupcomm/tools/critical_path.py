@@ -1,14 +1,9 @@
-"""Where one message's time goes under a module whose sender waits for acknowledgements.
-
-Both communicators of ``groupcomm bench --critical-path`` record a frame timeline
-(``Communicator.frame_timeline``): when the I/O thread takes up each frame (``in``) and
-the moments around each send (``send``, ``sent``). With one message or ACK in flight,
-each frame taken up is answered by the next frame out, so a message's time splits into
-a **turnaround** in each process (from taking up a frame to the end of the send it
-caused; the send call itself shown apart) and a **transfer** each way (from the end of
-a send to the other process taking the frame up). A turnaround but its send call is the
-**handling**, what Python code could still make faster (:func:`handling_bound`).
-``perf_counter_ns`` reads the same monotonic clock in both processes.
+"""Where one message's time goes under a module whose sender waits for acknowledgements
+(``groupcomm bench --critical-path``), from both communicators' frame timelines (``in``:
+a frame taken up; ``send``, ``sent``: around each send; one monotonic clock for both).
+With one message or ACK in flight, a message's time splits into a **turnaround** in each
+process (a frame taken up to the end of the send it caused) and a **transfer** each way;
+a turnaround but its send call is the **handling**, what Python code could still change.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""``groupcomm overhead``: what each causality module costs.
-
-* Metadata and control traffic per application message, at several group sizes and
-  session lengths, through the real filters and codec of
-  :class:`groupcomm.tools.localnet.LocalNetwork` (uniform random unicasts; broadcasts for
-  broadcast-only modules), and the CPU per message of the whole in-process network with
-  what each module adds to ``none``'s; ``--plot`` draws the metadata
-  (:mod:`groupcomm.tools.metadata_plot`).
-* ``--pipeline``: each module's own send and receive path in one process, without
-  sockets (:mod:`groupcomm.tools.pipeline_cost`).
-* ``--throughput``: each module through the real communicator between two processes
-  (``groupcomm bench``'s set-up), relative to ``none`` in the same run.
-"""
+"""``groupcomm overhead``: what each causality module costs: metadata, control traffic
+and CPU per application message through the real filters of the in-process network
+(:class:`groupcomm.tools.localnet.LocalNetwork`); with ``--pipeline`` and
+``--throughput``, its own send and receive path and its rate through real processes."""
 
 from __future__ import annotations
 
@@ -244,7 +235,3 @@ def build_parser() -> cli.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm overhead``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,10 +13,9 @@ per line)::
     {"op": "stats"}         {"op": "release", "peer": "bob"}
     {"op": "quit"}
 
-``burst`` sends ``count`` random unicasts, multicasts and broadcasts from a thread,
-``rate`` per second (0: as fast as the send queue allows), then emits ``burst_done``
-with the number sent to each destination. With ``--count-only`` deliveries are counted
-per sender (reported by ``stats``, with the peak memory, counters and held messages).
+``burst`` sends ``count`` random messages from a thread, ``rate`` per second (0: as
+fast as it can), then emits ``burst_done`` with the number sent to each destination.
+With ``--count-only`` deliveries are counted per sender (reported by ``stats``).
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ class Peer:
             sys.stdout.write(json.dumps({"event": event, **fields}, default=repr) + "\n")
             sys.stdout.flush()
 
-    # session listener
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:

@@ -1,15 +1,8 @@
 """``groupcomm overhead --pipeline N``: the CPU each causality module's own code costs
-per message, without sockets.
-
-Two :class:`~groupcomm.core.node.ProtocolNode` s in one process with the module's real
-filters: the sender tags and submits batches of 32 (the communicator's batch), packed
-into ``P`` frame bodies, unpacked and delivered at the receiver; control messages travel
-back the same way. Each side's CPU time is summed apart (``time.process_time``) with the
-garbage collector paused. Signing, sockets and wake-ups are left out for every module
-alike, so the differences are the modules' own, far steadier than through processes
-(``--throughput``). Sender-side modules get each ACK at once here: they show their CPU,
-not the round trip that bounds them on a network.
-"""
+per message: two :class:`~groupcomm.core.node.ProtocolNode` s in one process, batches of
+32 packed into frame bodies and back, each side's CPU summed apart. Signing, sockets and
+wake-ups are left out for every module alike, so the differences are the modules' own
+(and sender-side modules get each ACK at once: their CPU, not their round trip)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Starting, driving and reaping real processes (server and peers) on this machine.
-
-Used by the integration tests, the demonstration and the stress command. Everything
-waits for observable events with deadlines (never a bare sleep), and a
-:class:`ProcessGroup` kills whatever it started when it exits, also on errors and
-Ctrl-C.
-"""
+"""Starting, driving and reaping real processes (server and peers) on this machine, for
+the tests, the demonstration and the stress run: every wait is for an observable event
+with a deadline, and a :class:`ProcessGroup` kills whatever it started when it exits."""
 
 from __future__ import annotations
 
