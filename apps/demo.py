@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import sys
@@ -24,8 +23,6 @@ from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
-
-log = logging.getLogger(__name__)
 
 PEOPLE = ("alice", "bob", "carol")
 DELAY_MS = 1000
@@ -176,7 +173,7 @@ class Run:
 
 
 class TextRun(Run):
-    """The shared-text scenario: three batch editors (see the module docstring)."""
+    """The shared-text scenario: three batch editors."""
 
     app = ("groupcomm.apps.edit", "--batch", "--allow-divergence")
     delay_ms = TEXT_DELAY_MS
@@ -206,7 +203,11 @@ class TextRun(Run):
             self.finals[name] = json.loads(line[len("text "):])
 
     def _outcome(self) -> dict[str, Any]:
-        return text_outcome(self.finals)
+        """Carol's text, whether the copies are identical, how many edits failed."""
+        texts = {name: final["text"] for name, final in self.finals.items()}
+        return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
+                "texts": texts, "identical": len(set(texts.values())) == 1,
+                "failed_edits": sum(final["failures"] for final in self.finals.values())}
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -224,28 +225,18 @@ class TextRun(Run):
         bob.type(f"type {t['m2']}")
 
 
-def text_outcome(finals: dict[str, Any]) -> dict[str, Any]:
-    """What the table shows of a shared-text run: carol's text, whether the copies are
-    identical, how many edits failed."""
-    texts = {name: final["text"] for name, final in finals.items()}
-    return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
-            "texts": texts, "identical": len(set(texts.values())) == 1,
-            "failed_edits": sum(final["failures"] for final in finals.values())}
-
-
 def summarize(result: dict[str, Any], causality: str) -> dict[str, Any]:
     """The figures the demo table shows, from the analysis result."""
     per = (result.get("per_protocol") or {}).get(causality, {})
     latency = per.get("latency_ms") or result.get("latency_ms") or {}
     control = per.get("control_per_message") or {}
-    control_total = sum(control.values()) if isinstance(control, dict) else control
     return {
         "causal_violations": result.get("causal_violations"),
         "fifo_violations": result.get("fifo_violations"),
         "undelivered": result.get("undelivered"),
         "median_latency_ms": latency.get("p50"),
         "meta_bytes_per_message": per.get("meta_bytes_per_message"),
-        "control_messages_per_message": control_total,
+        "control_messages_per_message": sum(control.values()),
     }
 
 

@@ -6,13 +6,14 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
 from trace_analysis.endings import describe as describe_endings
-from trace_analysis.loaded import LOADERS
+from trace_analysis.loaded import LOADERS, TRACE_PATTERNS
 from trace_analysis.report import written_files
 from trace_analysis.store import local_path, scheme_of
 
@@ -285,23 +286,73 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         sys.stdout.flush()
 
 
+#: (file name, size, modification time in ns) of every trace file
+Snapshot = tuple[tuple[str, int, int], ...]
+
+
+def snapshot(directory: str | Path) -> Snapshot:
+    """The state of the trace files of ``directory`` (empty when there are none)."""
+    found = []
+    folder = Path(directory)
+    if not folder.is_dir():
+        return ()
+    for pattern in TRACE_PATTERNS:
+        for path in folder.glob(pattern):
+            try:
+                stat = path.stat()
+            except OSError:  # removed between the listing and the stat
+                continue
+            if path.is_file():
+                found.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+def describe_files(state: Snapshot) -> str:
+    size = sum(entry[1] for entry in state)
+    return f"{len(state)} file{'s' if len(state) != 1 else ''}, {size / 1000:.1f} kB"
+
+
+def watch(directory: str | Path, analyse: Callable[[Snapshot], None],
+          stop: threading.Event, interval: float = 1.0,
+          say: Callable[[str], None] | None = None) -> int:
+    """``--watch``: call ``analyse(state)`` once there are traces and after each change,
+    as soon as the trace files have looked the same twice in a row (not in the middle of
+    a burst of lines), until ``stop`` is set; returns how many times it was called."""
+    tell = say or (lambda text: None)
+    analysed: Snapshot | None = None
+    previous = snapshot(directory)
+    if not previous:
+        tell(f"waiting for trace files in {directory}")
+    count = 0
+    while not stop.is_set():
+        current = snapshot(directory)
+        if current and current == previous and current != analysed:
+            analysed = current
+            analyse(current)
+            count += 1
+            tell(f"watching {directory} for changes (Ctrl-C ends)")
+            previous = snapshot(directory)
+            continue
+        previous = current
+        stop.wait(interval)
+    return count
+
+
 def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
     import datetime
-    import threading
 
     from trace_analysis.loaded import TraceDirError
-    from trace_analysis.watch import describe, watch
 
     def once(state: Any) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
-        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe(state)})")
+        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe_files(state)})")
         try:
             result = analyses.run()
         except TraceDirError as error:
             analyses.note(str(error))
             return
         if not args.json:
-            print(f"=== {now} UTC, {describe(state)} ===")
+            print(f"=== {now} UTC, {describe_files(state)} ===")
         _print(result, args.json)
 
     try:

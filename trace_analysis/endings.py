@@ -35,9 +35,8 @@ class Endings:
     last_ts: dict[str, float] = field(default_factory=dict)
     #: processes whose trace ends with their own departure
     left: set[str] = field(default_factory=set)
-    #: processes whose trace stops without it (only judged when :attr:`judged`)
+    #: processes whose trace stops without it (judged only when some trace has one)
     abrupt: list[str] = field(default_factory=list)
-    judged: bool = False
     #: process -> id of its writer, for traces still being written (see the module doc)
     open: dict[str, int] = field(default_factory=dict)
 
@@ -230,8 +229,7 @@ def trace_endings(files: Sequence[Any],
         if pid is not None and not _moved_on(process, pid, local_files):
             endings.open[process] = pid
             unclean.remove(process)
-    endings.judged = bool(endings.left)
-    endings.abrupt = sorted(unclean) if endings.judged else []
+    endings.abrupt = sorted(unclean) if endings.left else []
     return endings
 
 

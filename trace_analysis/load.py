@@ -1,18 +1,23 @@
-"""Read a trace directory: :func:`load` dispatches to the ``workers`` loader
-(:mod:`trace_analysis.worker_load`) or the ``native`` one, here: two passes of Spark's
-JSON reader (docs/analysis.md, "How the analysis works"). Lines are identified by file,
-block start and a ``monotonically_increasing_id``, the same on every read."""
+"""Read a trace directory with one of two loaders (docs/analysis.md, "How the analysis
+works"): ``workers``, one Spark task per chunk (``mapInArrow`` over the chunk numbers)
+parsing its bytes in a Python worker (:mod:`trace_analysis.chunks`), every executor
+seeing the files at one path; or ``native``, two passes of Spark's JSON reader, lines
+identified by file, block start and a ``monotonically_increasing_id`` (the same on every
+read)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import operator
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import trace_analysis.chunks as chunks_mod
 import trace_analysis.schema as schema
 from trace_analysis.loaded import (
     EVENT_COLUMNS,
@@ -25,8 +30,8 @@ from trace_analysis.loaded import (
     list_trace_files,
     malformed_samples,
 )
+from trace_analysis.send_index import send_table_of
 from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
-from trace_analysis.worker_load import load_in_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -315,3 +320,89 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
         events = events.unionByName(fixed)
     return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
                     say, cached)
+
+
+#: partitions of the cached events per core of the Spark application
+SCAN_PARTITIONS_PER_CORE = 4
+
+
+def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
+                    say: Callable[[str], None],
+                    chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> Loaded:
+    """Parse ``files`` (already listed and checked) in Python workers."""
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    chunks = chunks_mod.plan_chunks(files, chunk_bytes)
+    keep = max(0, samples)
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        return chunks_mod.parse_partitions(batches, chunks, keep)
+
+    # one task per chunk while parsing (progress, balance); the cached result is read by
+    # every later scan, where a hundred small partitions would cost a task each
+    partitions = max(1, spark.sparkContext.defaultParallelism) * SCAN_PARTITIONS_PER_CORE
+    parsed = (spark.range(0, len(chunks), 1, len(chunks))
+              .mapInArrow(parse, chunks_mod.output_ddl())
+              .coalesce(min(len(chunks), partitions))
+              .persist())
+    say(f"parsing {len(chunks)} chunks in Python workers")
+    with task_progress(spark, say, "parsing"):
+        rows = parsed.filter(F.col("rec") != "e").drop("ts", "dests", "vc").collect()
+
+    counts: dict[tuple, list[int]] = {}
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}
+    bad_rows = []
+    send_tables = []
+    lines = blank = malformed = 0
+    for row in rows:
+        if row["rec"] == "c":
+            add_counts(counts, [row])
+        elif row["rec"] == "s":
+            send_tables.append(send_table_of(row["sends"]))
+        elif row["rec"] == "k":
+            blocks[(row["file"], row["blk"])] = (row["n"], 0)
+            lines += row["n"]
+            blank += row["blank"]
+            malformed += row["bad"]
+        else:
+            bad_rows.append(row)
+    bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
+    samples = malformed_samples(blocks, bad_rows[:keep])
+    events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
+    sends = None
+    if send_tables:
+        import pyarrow as pa
+
+        sends = pa.concat_tables(send_tables)
+    return finished(events, counts, files, lines, blank, malformed, samples, started, say,
+                    [parsed], sends)
+
+
+@contextlib.contextmanager
+def task_progress(spark: Any, say: Callable[[str], None], label: str,
+                  interval: float = 3.0) -> Iterator[None]:
+    """``with task_progress(spark, say, "parsing"):`` says ``parsing: 12/108 tasks`` every
+    ``interval`` seconds while the block runs."""
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval):
+            try:
+                stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            except Exception:  # the JVM may be shutting down; progress is best effort
+                log.debug("progress poll failed", exc_info=True)
+                return
+            stages = [info for info in stages if info is not None]
+            total = sum(info.numTasks for info in stages)
+            if total:
+                say(f"{label}: {sum(info.numCompletedTasks for info in stages)}/{total} tasks")
+
+    thread = threading.Thread(target=run, name="spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trace_analysis.counting import count_earlier_at_least
 from trace_analysis.endings import Release, parse_release, trace_endings
+from trace_analysis.layout import count_earlier_at_least
 from trace_analysis.loaded import list_trace_files
 from trace_analysis.schema import MALFORMED, OK, parse_line
 

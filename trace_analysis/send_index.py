@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 #: the columns :func:`index_sends` reads from the send events
 RAW_COLUMNS = ("msg", "sender", "vc", "dests", "ts", "protocol", "file", "blk", "rid")
 #: the Spark schema of :attr:`SendIndex.table`, as DDL
@@ -29,7 +31,6 @@ class SendIndex:
 
     def per_protocol(self) -> dict[str | None, tuple[int, int]]:
         """Protocol -> (messages, expected deliveries: distinct destinations summed)."""
-        import numpy as np
         import pyarrow.compute as pc
 
         protocols = pc.dictionary_encode(self.table.column("send_protocol")).combine_chunks()
@@ -65,7 +66,6 @@ def send_table_of(blob: bytes) -> Any:
 def _first_per_message(raw: Any) -> tuple[Any, int]:
     """``raw`` reduced to the first record (in line order) of each message id, and the
     number of records dropped."""
-    import numpy as np
     import pyarrow.compute as pc
 
     n = raw.num_rows
@@ -99,7 +99,6 @@ def _entries(lists: Any) -> tuple[Any, Any]:
 def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
     """The n × K matrix of ``vc[s_k]`` (0 where a clock lacks s_k), and for each row
     whether its clock has an entry for its own sender."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -125,7 +124,6 @@ def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
 def _distinct_lists(lists: Any) -> Any:
     """Each list of ``lists`` (of strings) without repeats, first occurrences in order;
     nulls stay null."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -149,7 +147,6 @@ def _distinct_lists(lists: Any) -> Any:
 
 def _fixed_lists(matrix: Any) -> Any:
     """The rows of an n × K integer matrix as a list<int64> array."""
-    import numpy as np
     import pyarrow as pa
 
     n, width = matrix.shape
@@ -161,7 +158,6 @@ def _fixed_lists(matrix: Any) -> Any:
 def index_sends(raw: Any) -> SendIndex:
     """The send index of the send events ``raw`` (an Arrow table with
     :data:`RAW_COLUMNS`)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -29,8 +29,8 @@ from groupcomm.tools.localnet import LocalNetwork
 from trace_analysis import analyze, get_spark
 from trace_analysis import server as server_mod
 from trace_analysis.cli import main as analyze_main
+from trace_analysis.cli import watch
 from trace_analysis.synth import SynthSpec, generate
-from trace_analysis.watch import watch
 
 #: the traces of one demo run under none (meeting, lunch, shared text), made by
 #: :func:`demo_traces` before the first test of this module (never committed data)
