@@ -225,8 +225,9 @@ class _Analyses:
             self.note(f"{info.describe()} could not be used ({why}); analysing in this "
                       "process")
             return None
-        # the paths as this process would have written them
-        result["trace_dir"] = _shown(args.trace_dir)
+        # the paths as this process would have written them (see analysis.analyze)
+        result["trace_dir"] = (args.trace_dir if scheme_of(args.trace_dir) is not None
+                               else str(Path(args.trace_dir)))
         if args.violations_out is not None:
             result["violations_out"] = str(Path(args.violations_out))
         if args.report is not None:
@@ -259,11 +260,6 @@ def _absolute(location: str | None) -> str | None:
     return str(Path(location).absolute())
 
 
-def _shown(location: str) -> str:
-    """How the result names the trace directory (see analysis.analyze)."""
-    return location if scheme_of(location) is not None else str(Path(location))
-
-
 def _stop_server(args: argparse.Namespace) -> int:
     from trace_analysis import server
 
@@ -271,11 +267,10 @@ def _stop_server(args: argparse.Namespace) -> int:
     if info is None:
         print("no analysis server runs for this master", file=sys.stderr)
         return 0
-    if server.stop(info):
-        print(f"stopped {info.describe()}", file=sys.stderr)
-        return 0
-    print(f"{info.describe()} did not stop within 30 s", file=sys.stderr)
-    return 1
+    stopped = server.stop(info)
+    print(f"stopped {info.describe()}" if stopped
+          else f"{info.describe()} did not stop within 30 s", file=sys.stderr)
+    return 0 if stopped else 1
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
