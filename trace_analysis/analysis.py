@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
 from trace_analysis.endings import (
     read_releases,
@@ -19,11 +18,11 @@ from trace_analysis.endings import (
     undelivered_by_ending,
 )
 from trace_analysis.load import load
-from trace_analysis.loaded import Loaded
+from trace_analysis.loaded import Loaded, read_tail, scheme_of
 from trace_analysis.metrics import OVERALL, buffering, latency, latency_frame, summarize_counts
 from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
 from trace_analysis.session import get_spark
-from trace_analysis.store import read_tail, scheme_of
+from trace_analysis.spacetime import collect, undelivered_pairs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -202,10 +201,10 @@ def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: st
                 mark = time.monotonic()
                 app_events = sum(p.get("send", 0) + p.get("deliver", 0)
                                  for p in result["per_process"].values())
-                execution = (execution_mod.collect(loaded.events)
+                execution = (collect(loaded.events)
                              if app_events <= SHIVIZ_MAX_EVENTS else None)
                 samples = _latency_samples(tables.deliveries, checks.deliveries)
-                missing = (execution_mod.undelivered_pairs(execution) if execution is not None
+                missing = (undelivered_pairs(execution) if execution is not None
                            else checks.undelivered_samples)
                 write_report(result, report_dir, samples, execution, missing, checks.triples)
                 seconds["report"] = round(time.monotonic() - mark, 2)

@@ -13,9 +13,8 @@ from typing import Any
 
 import groupcomm.cli.args as cli
 from trace_analysis.endings import describe as describe_endings
-from trace_analysis.loaded import LOADERS, TRACE_PATTERNS
+from trace_analysis.loaded import LOADERS, TRACE_PATTERNS, local_path, scheme_of
 from trace_analysis.report import written_files
-from trace_analysis.store import local_path, scheme_of
 
 #: minutes an analysis server waits for work before it stops
 DEFAULT_IDLE_MINUTES = 30.0

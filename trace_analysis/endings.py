@@ -205,7 +205,7 @@ def trace_endings(files: Sequence[Any],
                   read_tail: Callable[[Any, int], bytes] | None = None) -> Endings:
     """Read the last record of each file: local paths, or any file ``read_tail(file,
     size)`` reads the last bytes of (files with a ``stem``: see
-    :class:`trace_analysis.store.RemoteFile`). A local file that stops without a
+    :class:`trace_analysis.loaded.RemoteFile`). A local file that stops without a
     departure is searched for its writer (:func:`still_written`)."""
     endings = Endings()
     unclean: list[str] = []

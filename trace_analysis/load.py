@@ -24,14 +24,17 @@ from trace_analysis.loaded import (
     HEAVY_EVENTS,
     LOADERS,
     Loaded,
+    RemoteFile,
     TraceDirError,
     add_counts,
     finished,
+    list_remote_trace_files,
     list_trace_files,
+    local_path,
     malformed_samples,
+    scheme_of,
 )
 from trace_analysis.send_index import send_table_of
-from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

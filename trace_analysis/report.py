@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trace_analysis.execution import AppEvent, Execution
-from trace_analysis.spacetime import draw_spacetime
+from trace_analysis.spacetime import AppEvent, Execution, draw_spacetime
 
 log = logging.getLogger(__name__)
 
