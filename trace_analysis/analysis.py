@@ -34,6 +34,10 @@ Progress = Callable[[str], None]
 DEFAULT_VIOLATIONS_LIMIT = 100_000
 LATENCY_PLOT_SAMPLES = 50_000
 EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+#: the ratios of :func:`~trace_analysis.metrics.summarize_counts` for a protocol with no
+#: counted events
+NO_RATIOS = {"events": 0, "network_sends": 0, "meta_bytes_per_message": None,
+             "control_per_message": {}, "control_bytes_per_message": None, "eager_share": None}
 
 
 def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
@@ -46,26 +50,13 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
     names |= {k for k in lat if k is not OVERALL} | {k for k in buf if k is not OVERALL}
     out = {}
     for name in sorted(names):
-        counts = checks.protocol(name)
-        r = ratios.get(name, {})
         name_lat = lat.get(name, EMPTY_LATENCY)
-        out[name] = {
-            "events": r.get("events", 0),
-            "messages": counts["messages"],
-            "deliveries": counts["deliveries"],
-            "causal_violations": counts["causal_violations"],
-            "fifo_violations": counts["fifo_violations"],
-            "undelivered": counts["undelivered"],
-            "duplicates": counts["duplicates"],
-            "latency_ms": _latency_ms(name_lat),
-            "deliveries_before_send": name_lat.get("before_send", 0),
-            "buffered_ms": buf.get(name, {"messages": 0}),
-            "meta_bytes_per_message": r.get("meta_bytes_per_message"),
-            "control_per_message": r.get("control_per_message", {}),
-            "control_bytes_per_message": r.get("control_bytes_per_message"),
-            "eager_share": r.get("eager_share"),
-            "network_sends": r.get("network_sends", 0),
-        }
+        # the counts of the checks (messages, deliveries, violations, undelivered,
+        # duplicates) and the ratios of the counted events
+        out[name] = {**checks.protocol(name), **NO_RATIOS, **ratios.get(name, {}),
+                     "latency_ms": _latency_ms(name_lat),
+                     "deliveries_before_send": name_lat.get("before_send", 0),
+                     "buffered_ms": buf.get(name, {"messages": 0})}
     return out
 
 

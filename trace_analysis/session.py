@@ -1,16 +1,24 @@
 """One quiet SparkSession per Python process, tuned for small jobs on a small machine
 (log4j is set by a properties file: Spark's start-up banner comes before any setting
-made from Python)."""
+made from Python). Workers whose Python lacks the analysis' packages get an uncompressed
+tar of the driver's own installation of them and what they require, cached by versions
+and platform, sent with the job (``spark.archives``) and put on their ``PYTHONPATH``;
+compiled packages load only on the driver's Python version and platform."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import shutil
 import sys
+import sysconfig
+import tarfile
 import tempfile
 import threading
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,8 +140,6 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
     """``spark`` when its workers' Python has the packages; otherwise (``ship_packages``,
     and a worker Python of the driver's version and platform) a new session that ships
     them. Raises :class:`SparkUnavailableError` saying what the workers lack."""
-    from trace_analysis import worker_deps
-
     try:
         _ship_package(spark)
         answer = _probe_workers(spark, packages)
@@ -142,16 +148,16 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
         _, version, platform, missing = answer
         if not ship_packages:
             raise SparkUnavailableError(_lacking(answer, " (not shipped: --no-ship)"))
-        if not worker_deps.compatible(version, platform):
+        if not compatible(version, platform):
             raise SparkUnavailableError(_lacking(answer, (
                 f" (not shipped: they would be this driver's builds for "
-                f"{worker_deps.platform_tag()}, and the workers run {version} on {platform})")))
+                f"{platform_tag()}, and the workers run {version} on {platform})")))
         log.warning("the Spark workers' Python lacks %s: shipping this installation's "
                     "with the job (spark.archives)", ", ".join(missing))
-        archive = worker_deps.build_archive(packages)
+        archive = build_archive(packages)
         spark.stop()
-        spark = (builder.config("spark.archives", f"{archive}#{worker_deps.ARCHIVE_ALIAS}")
-                 .config("spark.executorEnv.PYTHONPATH", worker_deps.ARCHIVE_ALIAS)
+        spark = (builder.config("spark.archives", f"{archive}#{ARCHIVE_ALIAS}")
+                 .config("spark.executorEnv.PYTHONPATH", ARCHIVE_ALIAS)
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         _ship_package(spark)
@@ -220,3 +226,92 @@ def get_spark(master: str | None = None, ship_packages: bool = True,
         log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
         _session = spark
         return spark
+
+
+#: where the executors unpack the archive (its alias in ``spark.archives``)
+ARCHIVE_ALIAS = "groupcomm-worker-deps"
+
+
+def platform_tag() -> str:
+    """This interpreter's ``major.minor`` and platform (what compiled packages need)."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}-{sysconfig.get_platform()}"
+
+
+def compatible(worker_version: str, worker_platform: str) -> bool:
+    """Whether packages installed for this driver load on a worker of that Python
+    version (``3.11.2``) and platform (``linux-x86_64``)."""
+    return ".".join(worker_version.split(".")[:2]) + "-" + worker_platform == platform_tag()
+
+
+def _requirement_names(distribution: metadata.Distribution) -> list[str]:
+    """The distributions ``distribution`` requires here (extras left out, environment
+    markers evaluated for this interpreter)."""
+    from packaging.requirements import Requirement  # matplotlib requires packaging
+
+    names = []
+    for text in distribution.requires or []:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            names.append(requirement.name)
+    return names
+
+
+def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
+    """The installed distributions ``names`` and everything they require, by name."""
+    found: dict[str, metadata.Distribution] = {}
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in found:
+            continue
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise RuntimeError(f"{name} is not installed here, so it cannot be shipped to the "
+                               "Spark workers") from None
+        found[key] = distribution
+        pending.extend(_requirement_names(distribution))
+    return [found[key] for key in sorted(found)]
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "groupcomm"
+
+
+def build_archive(names: tuple[str, ...] | list[str], directory: Path | None = None) -> Path:
+    """A tar of the installed files of ``names`` and their requirements, built once per
+    set of versions and platform (then taken from the cache)."""
+    distributions = closure(names)
+    identity = ";".join(f"{d.metadata['Name']}={d.version}" for d in distributions)
+    key = hashlib.sha256(f"{platform_tag()};{identity}".encode()).hexdigest()[:16]
+    directory = directory or _cache_dir()
+    archive = directory / f"spark-worker-deps-{key}.tar"
+    if archive.exists():
+        return archive
+    directory.mkdir(parents=True, exist_ok=True)
+    log.info("packing %s for the Spark workers into %s", identity, archive)
+    handle, partial = tempfile.mkstemp(dir=directory, suffix=".partial")
+    os.close(handle)
+    try:
+        with tarfile.open(partial, "w") as tar:
+            seen: set[str] = set()
+            for distribution in distributions:
+                root = Path(distribution.locate_file(""))
+                for file in distribution.files or []:
+                    relative = file.as_posix()
+                    # files installed outside site-packages (scripts in bin/) stay behind
+                    if relative.startswith("..") or relative in seen:
+                        continue
+                    if file.suffix == ".pyc" or "__pycache__" in file.parts:
+                        continue
+                    path = root / file
+                    if path.is_file():
+                        seen.add(relative)
+                        tar.add(path, arcname=relative, recursive=False)
+        os.replace(partial, archive)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return archive

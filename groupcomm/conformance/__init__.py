@@ -1,7 +1,7 @@
 """The conformance suite of a causality module (docs/commands.md): ``groupcomm
 conformance NAME``, :func:`run_conformance`, or :func:`assert_conformant` in a plugin's
 tests. It expects what the module's class declares
-(:class:`~groupcomm.conformance.outcome.Declared`), never what its name suggests.
+(:class:`~groupcomm.conformance.scenarios.Declared`), never what its name suggests.
 
 The in-process checks are in :mod:`~groupcomm.conformance.scenarios`; here are those that
 run the model checker, and those that run real processes (``groupcomm stress``, and on
@@ -24,7 +24,7 @@ from typing import Any
 from groupcomm.check import CheckConfig, CheckResult, check
 from groupcomm.check.config import quiet_module_loggers
 from groupcomm.conformance import scenarios
-from groupcomm.conformance.outcome import FAIL, NOT_APPLICABLE, PASS, Declared, Outcome
+from groupcomm.conformance.scenarios import FAIL, NOT_APPLICABLE, PASS, Declared, Outcome
 from groupcomm.core.oracle import Verdict, check_records
 from groupcomm.core.registry import get_module
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import groupcomm.cli.args as cli
 
 if TYPE_CHECKING:
-    from groupcomm.conformance.outcome import Outcome
+    from groupcomm.conformance.scenarios import Outcome
 
 
 def build_parser() -> cli.ArgumentParser:
