@@ -397,5 +397,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
     return cli.run_main(build_parser, _run, argv)

@@ -106,8 +106,6 @@ def _normalise(argv: Sequence[str] | None) -> list[str] | None:
 
 
 class StressRun:
-    """One stress run (see the module docstring)."""
-
     def __init__(self, args: argparse.Namespace, workdir: Path, trace_dir: Path) -> None:
         self.args = args
         self.names = [f"p{i}" for i in range(1, args.processes + 1)]
@@ -429,5 +427,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm stress``."""
     return cli.run_main(build_parser, _run, _normalise(argv))

@@ -128,5 +128,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm analyze-bench``."""
     return cli.run_main(build_parser, _run, argv)

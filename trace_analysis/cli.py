@@ -388,5 +388,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm analyze``."""
     return cli.run_main(build_parser, _run, argv)

@@ -116,9 +116,8 @@ def matching_lines(path: Path, needle: bytes) -> list[bytes]:
 
 
 def _writer(path: Path) -> tuple[int, str, float] | None:
-    """(pid, host, ts) of the last record of ``path`` that names its writer. A file
-    whose first line names none (the simulator's, the model checker's) is not searched
-    further."""
+    """(pid, host, ts) of the last record of ``path`` that names its writer. A file whose
+    first line names none (the simulator's, the model checker's) is not searched further."""
     with _open(path) as handle:
         if b'"pid"' not in handle.read(_TAIL_BYTES):
             return None

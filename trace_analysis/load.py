@@ -1,9 +1,8 @@
 """Read a trace directory with one of two loaders (docs/analysis.md, "How the analysis
 works"): ``workers``, one Spark task per chunk (``mapInArrow`` over the chunk numbers)
-parsing its bytes in a Python worker (:mod:`trace_analysis.chunks`), every executor
-seeing the files at one path; or ``native``, two passes of Spark's JSON reader, lines
-identified by file, block start and a ``monotonically_increasing_id`` (the same on every
-read)."""
+parsing its bytes in a Python worker (:mod:`trace_analysis.chunks`), every executor seeing
+the files at one path; or ``native``, two passes of Spark's JSON reader, lines identified by
+file, block start and a ``monotonically_increasing_id`` (the same on every read)."""
 
 from __future__ import annotations
 

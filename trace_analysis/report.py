@@ -36,7 +36,6 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
-    """The CSV tables of ``result``."""
     paths = []
     per_protocol = {name: _flat("", values) for name, values in result["per_protocol"].items()}
     columns = sorted({key for values in per_protocol.values() for key in values})
@@ -167,7 +166,6 @@ def written_files(result: Mapping[str, Any]) -> list[str]:
 
 
 def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
-    """``summary.json``: the analysis result."""
     path = Path(directory) / "summary.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path

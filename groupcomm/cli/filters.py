@@ -68,5 +68,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm filters [--json]``."""
     return run_main(build_parser, _run, argv)

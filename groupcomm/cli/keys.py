@@ -11,7 +11,6 @@ from groupcomm.transport.curve import CurveKeyError, create_keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm keys DIR NAME [NAME ...]``: create CurveZMQ key pairs."""
     def build() -> ArgumentParser:
         parser = ArgumentParser(
             prog="groupcomm keys",

@@ -108,7 +108,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm serve [--bind ADDR] [--key-file F]``."""
     return run_main(build_parser, _run, argv)
 
 

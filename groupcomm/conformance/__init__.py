@@ -48,7 +48,6 @@ class ConformanceReport:
 
     @property
     def passed(self) -> bool:
-        """No check failed."""
         return not self.failed
 
     @property

@@ -77,5 +77,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm conformance``."""
     return cli.run_main(build_parser, _run, argv)

@@ -82,10 +82,9 @@ NAMES = ("p1", "p2", "p3", "p4")
 
 
 def problems(verdict: Verdict, declared: Declared) -> list[str]:
-    """What is wrong in ``verdict`` for a module promising ``declared.order``: every
-    module must deliver each message once, only where it was sent, and everything (the
-    network here loses nothing); a causal module in causal order, a FIFO one in each
-    sender's order."""
+    """What is wrong in ``verdict`` for a module promising ``declared.order``: every module
+    must deliver each message once, only where it was sent, and everything (the network here
+    loses nothing); a causal module in causal order, a FIFO one in each sender's order."""
     found = [f"{p} delivered {m} twice" for p, m in verdict.duplicates[:3]]
     found += [f"{p} delivered {m}, not addressed to it" for p, m in verdict.unexpected[:3]]
     found += [f"{m} was never delivered at {d}" for m, d in verdict.undelivered[:3]]

@@ -454,5 +454,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm bench [--messages N] [--json]``."""
     return cli.run_main(build_parser, _run, argv)

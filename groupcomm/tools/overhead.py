@@ -1,8 +1,7 @@
-"""``groupcomm overhead``: what each causality module costs: metadata, control traffic
-and CPU per application message through the real filters of the in-process network
-(:class:`groupcomm.tools.localnet.LocalNetwork`), drawn with ``--plot``; with
-``--pipeline`` and ``--throughput``, its own send and receive path and its rate through
-real processes."""
+"""``groupcomm overhead``: what each causality module costs: metadata, control traffic and
+CPU per application message through the real filters of the in-process network
+(:class:`groupcomm.tools.localnet.LocalNetwork`), drawn with ``--plot``; with ``--pipeline``
+and ``--throughput``, its own send and receive path and its rate through real processes."""
 
 from __future__ import annotations
 
@@ -448,5 +447,4 @@ def build_parser() -> cli.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm overhead``."""
     return cli.run_main(build_parser, _run, argv)

@@ -239,7 +239,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a remote-controlled peer."""
     return cli.run_main(build_parser, _run, argv)
 
 

@@ -157,7 +157,6 @@ class PeerProcess(_Child):
             return {"event": "garbage", "line": line}
 
     def command(self, **command: Any) -> None:
-        """Send one JSON command to the peer."""
         self._write(json.dumps(command))
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 20.0,
@@ -176,7 +175,6 @@ class PeerProcess(_Child):
             f"{len(enough(self.events) or [])}/{count} {event} events within {timeout:g}s"))
 
     def deliveries(self) -> list[dict[str, Any]]:
-        """Deliver events so far."""
         with self._cond:
             return [e for e in self.events if e.get("event") == "deliver"]
 
@@ -258,7 +256,6 @@ class LineProcess(_Child):
         self.lines: list[str] = self._output
 
     def type(self, text: str) -> None:
-        """Type one line."""
         self._write(text)
 
     def wait_line(self, predicate: Callable[[str], bool], timeout: float = 20.0,
