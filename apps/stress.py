@@ -17,6 +17,7 @@ from typing import Any
 
 import groupcomm.cli.args as cli
 from groupcomm.apps.session_options import parse_jitter
+from groupcomm.core.registry import get_module
 from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT
 
@@ -141,7 +142,6 @@ class StressRun:
 
     def execute(self) -> dict[str, Any]:
         args = self.args
-        from groupcomm.core.registry import get_module
 
         self._broadcast_only = get_module(args.causality).broadcast_only
         server_extra = (["--heartbeat-timeout", str(CHURN_HEARTBEAT_TIMEOUT)]
@@ -367,7 +367,6 @@ def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
     if args.processes < 2 or args.messages < 1:
         raise cli.CliError("groupcomm stress: --processes must be >= 2 and --messages >= 1")
-    from groupcomm.core.registry import get_module
 
     module = cli.checked_module(get_module, args.causality, "groupcomm stress", warn=False)
     parse_jitter(args.jitter, "groupcomm stress")

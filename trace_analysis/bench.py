@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
+from trace_analysis.analysis import analyze
 from trace_analysis.loaded import LOADERS
+from trace_analysis.reference import check_directory
+from trace_analysis.session import SparkUnavailableError, get_spark
+from trace_analysis.synth import SynthSpec, generate
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",
             "malformed_lines", "messages")
@@ -51,10 +55,6 @@ def _say(message: str) -> None:
 
 
 def bench_one(events: int, args: argparse.Namespace, root: Path, spark: Any) -> dict[str, Any]:
-    from trace_analysis.analysis import analyze
-    from trace_analysis.reference import check_directory
-    from trace_analysis.synth import SynthSpec, generate
-
     directory = root / f"trace-{events}"
     _say(f"generating {events:,} events ...")
     mark = time.monotonic()
@@ -98,7 +98,6 @@ def _run(args: argparse.Namespace) -> int:
     if any(n < 1 for n in args.events) or args.processes < 2 or args.spark_runs < 1:
         raise cli.CliError("groupcomm analyze-bench: --events and --spark-runs must be >= 1 "
                        "and --processes >= 2")
-    from trace_analysis.session import SparkUnavailableError, get_spark
 
     try:
         spark = get_spark(args.master)

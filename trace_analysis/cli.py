@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import json
 import sys
@@ -12,9 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
+from trace_analysis import server
+from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
 from trace_analysis.endings import describe as describe_endings
-from trace_analysis.loaded import LOADERS, TRACE_PATTERNS, local_path, scheme_of
+from trace_analysis.load import choose_loader
+from trace_analysis.loaded import (
+    LOADERS,
+    TRACE_PATTERNS,
+    TraceDirError,
+    list_trace_files,
+    local_path,
+    scheme_of,
+)
 from trace_analysis.report import written_files
+from trace_analysis.session import SparkUnavailableError, get_spark
 
 #: minutes an analysis server waits for work before it stops
 DEFAULT_IDLE_MINUTES = 30.0
@@ -160,8 +172,6 @@ class _Analyses:
     ``--warm``, is started), else in this process's SparkSession."""
 
     def __init__(self, args: argparse.Namespace, limit: int) -> None:
-        from trace_analysis.load import choose_loader
-
         self.args = args
         self.limit = limit
         self.loader = choose_loader(args.trace_dir, args.loader)
@@ -173,8 +183,6 @@ class _Analyses:
 
     def run(self) -> dict[str, Any]:
         """One analysis; raises TraceDirError and SparkUnavailableError."""
-        from trace_analysis.loaded import list_trace_files
-
         args = self.args
         if self.loader == "workers" or scheme_of(args.trace_dir) is None:
             # a missing or empty local directory fails before Spark starts
@@ -186,9 +194,6 @@ class _Analyses:
         return self._here()
 
     def _here(self) -> dict[str, Any]:
-        from trace_analysis.analysis import analyze
-        from trace_analysis.session import get_spark
-
         args = self.args
         result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
                          violations_out=args.violations_out, progress=self.progress,
@@ -202,8 +207,6 @@ class _Analyses:
     def _in_server(self) -> dict[str, Any] | None:
         """The result from the analysis server, or None (with a note when one was there
         but could not be used)."""
-        from trace_analysis import server
-
         args = self.args
         ship = not args.no_ship
         if args.warm:
@@ -260,8 +263,6 @@ def _absolute(location: str | None) -> str | None:
 
 
 def _stop_server(args: argparse.Namespace) -> int:
-    from trace_analysis import server
-
     info = server.read_state(args.master, not args.no_ship)
     if info is None:
         print("no analysis server runs for this master", file=sys.stderr)
@@ -333,10 +334,6 @@ def watch(directory: str | Path, analyse: Callable[[Snapshot], None],
 
 
 def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
-    import datetime
-
-    from trace_analysis.loaded import TraceDirError
-
     def once(state: Any) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
         analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe_files(state)})")
@@ -360,9 +357,6 @@ def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
 def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
     _check(args)
-    from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT
-    from trace_analysis.loaded import TraceDirError
-    from trace_analysis.session import SparkUnavailableError
 
     limit = args.violations_limit if args.violations_limit is not None else (
         DEFAULT_VIOLATIONS_LIMIT)
@@ -372,8 +366,6 @@ def _run(args: argparse.Namespace) -> int:
         if args.stop_server:
             return _stop_server(args)
         if args.serve:
-            from trace_analysis import server
-
             server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
                          functools.partial(_progress, args), stop_spark=True)
             return 0

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groupcomm.core.membership import split_member
+from groupcomm.core.tracing import trace_file_stem
+
 #: processes that leave within this many seconds of the last one simply ended with the run
 DEPARTURE_GRACE = 1.0
 #: how much of a file's end is read to find its last line
@@ -188,8 +191,6 @@ def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
     """Whether ``pid`` also writes a later incarnation of ``process`` (``carol~2`` after
     ``carol``): declared gone, the process went on as a new member, and this trace ended
     then, without a departure."""
-    from groupcomm.core.membership import split_member
-
     name, incarnation = split_member(process)
     for other, path in traces.items():
         other_name, other_incarnation = split_member(other)
@@ -264,8 +265,6 @@ def read_releases(files: Sequence[Any], processes: Iterable[str],
     """The release records of the files of ``processes`` (those that recorded one, by
     the event counts; every file when a process's file is not found by its name).
     Local files are searched here; others through ``read_lines(files, needle)``."""
-    from groupcomm.core.tracing import trace_file_stem
-
     wanted = {trace_file_stem(p) for p in processes}
     if not wanted:
         return []

@@ -10,6 +10,7 @@ The protocol: one JSON object per line over TCP on 127.0.0.1. The client sends
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -25,12 +26,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groupcomm.core import trace_schema
+from trace_analysis.analysis import analyze
 from trace_analysis.endings import process_running
 from trace_analysis.loaded import TraceDirError
-from trace_analysis.session import DEFAULT_MASTER, SparkUnavailableError
+from trace_analysis.session import DEFAULT_MASTER, SparkUnavailableError, get_spark
+from trace_analysis.synth import SynthSpec, generate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,25 +91,17 @@ def state_dir(create: bool = True) -> Path:
     return directory
 
 
-def server_key(master: str | None, ship: bool) -> str:
-    """The name part of the state file of the server for ``master`` (None: local)."""
-    text = f"{master or DEFAULT_MASTER}|ship={int(ship)}"
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
 def state_file(master: str | None, ship: bool, create: bool = True) -> Path:
-    """The state file of the server for ``master`` (its directory made if ``create``)."""
-    return state_dir(create) / f"analyze-server-{server_key(master, ship)}.json"
+    """The state file of the server for ``master`` (None: local; its directory made if
+    ``create``); the server's log and the starters' lock take its name."""
+    key = hashlib.sha1(f"{master or DEFAULT_MASTER}|ship={int(ship)}".encode()).hexdigest()
+    return state_dir(create) / f"analyze-server-{key[:12]}.json"
 
 
 @functools.cache
 def code_fingerprint() -> str:
     """Changes when the analysis code, the trace schema, the Python or pyspark change
     (taken once per process: the code a process runs is the code it found at first)."""
-    from importlib.metadata import version
-
-    from groupcomm.core import trace_schema
-
     digest = hashlib.sha1(f"{sys.executable}|{version('pyspark')}".encode())
     package = Path(__file__).resolve().parent
     for path in [*sorted(package.glob("*.py")), Path(trace_schema.__file__)]:
@@ -268,11 +265,8 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
     (``analyze --serve`` in its own session, logging beside its state file; it stops
     after ``idle_timeout`` seconds without work). None, after one ``note`` line, when it
     does not come up within ``timeout`` seconds."""
-    import fcntl
-
-    base = state_dir() / f"analyze-server-{server_key(master, ship)}"
-    log_path = base.with_suffix(".log")
-    with open(base.with_suffix(".lock"), "w") as lock:
+    log_path = state_file(master, ship).with_suffix(".log")
+    with open(log_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others then find it
         info = usable(master, ship, note)
         if info is not None:
@@ -309,9 +303,6 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
 def _warm_up(spark: SparkSession) -> None:
     """One tiny analysis, so the first request finds the Python workers started and the
     code paths loaded (the first analysis of a session takes several times longer)."""
-    from trace_analysis.analysis import analyze
-    from trace_analysis.synth import SynthSpec, generate
-
     with tempfile.TemporaryDirectory(prefix="groupcomm-warm-") as directory:
         generate(SynthSpec(events=200, processes=3, protocol="vector", violations=1,
                            undelivered=1, duplicates=1, malformed=0, pad=0), directory)
@@ -425,8 +416,6 @@ class AnalysisServer:
         self._run_analysis(message.get("request") or {}, send)
 
     def _run_analysis(self, request: dict[str, Any], send: Callable[[dict], None]) -> None:
-        from trace_analysis.analysis import analyze
-
         lost = threading.Event()
 
         def progress(text: str) -> None:
@@ -480,8 +469,6 @@ def serve(master: str | None = None, ship: bool = True,
     progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
     analysis first; ``stop_spark`` stops the session at the end. Raises
     :class:`SparkUnavailableError` when Spark cannot start."""
-    from trace_analysis.session import get_spark
-
     tell = say or (lambda text: None)
     previous = usable(master, ship, log.warning)
     if previous is not None:

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import site
 import sys
 import sysconfig
 import tarfile
@@ -21,6 +22,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from groupcomm.core import trace_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,8 +78,6 @@ def _ship_package(spark: SparkSession) -> None:
     """Make ``trace_analysis`` importable on remote executors, with a copy of the trace
     schema, the one module of ``groupcomm`` it uses there (the whole package would need
     zmq and more on the workers)."""
-    from groupcomm.core import trace_schema
-
     package = Path(__file__).resolve().parent
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
@@ -128,8 +129,6 @@ def worker_python_path() -> str:
     """PYTHONPATH for local Python workers: this package's root, then the driver's
     site-packages (Spark starts workers with the interpreter behind a virtual
     environment's symlink, which does not see the environment's packages)."""
-    import site
-
     entries = [str(Path(__file__).resolve().parents[1])]
     entries += [p for p in site.getsitepackages() if Path(p).is_dir()]
     return os.pathsep.join(dict.fromkeys(entries))

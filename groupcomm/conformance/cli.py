@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import groupcomm.cli.args as cli
+from groupcomm.conformance import CHECKS, run_conformance
+from groupcomm.core.registry import get_module
 
 if TYPE_CHECKING:
     from groupcomm.conformance.scenarios import Outcome
 
 
 def build_parser() -> cli.ArgumentParser:
-    from groupcomm.conformance import CHECKS
-
     parser = cli.ArgumentParser(
         prog="groupcomm conformance",
         description="Run the conformance suite against an installed causality module "
@@ -49,9 +49,6 @@ def _print_outcome(outcome: Outcome) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from groupcomm.conformance import run_conformance
-    from groupcomm.core.registry import get_module
-
     cli.setup_logging(args.verbose)
     cli.checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
     cli.ensure_trace_dir(args.trace_dir, "groupcomm conformance")

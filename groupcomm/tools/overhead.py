@@ -21,7 +21,10 @@ from typing import Any
 import groupcomm.cli.args as cli
 from groupcomm.core.messages import SentMessage
 from groupcomm.core.node import ProtocolNode
+from groupcomm.core.registry import default_modules as installed
 from groupcomm.core.registry import get_module
+from groupcomm.tools.bench import run_communicator
+from groupcomm.tools.localnet import LocalNetwork
 from groupcomm.wire.envelopes import pack_envelopes, unpack_envelopes
 
 
@@ -42,16 +45,12 @@ def _paused_gc() -> Iterator[None]:
 def default_modules() -> list[str]:
     """Every installed module but the known-bad ones (plugins' included), ``none`` first:
     what is measured without ``--modules``."""
-    from groupcomm.core.registry import default_modules as installed
-
     names = installed()
     return ["none", *[n for n in names if n != "none"]] if "none" in names else names
 
 
 def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:
     """Metadata and control traffic of ``module`` with ``processes`` members."""
-    from groupcomm.tools.localnet import LocalNetwork
-
     broadcast = get_module(module).broadcast_only
     names = [f"p{i:02d}" for i in range(processes)]
     net = LocalNetwork(names, module)
@@ -107,8 +106,6 @@ def measure_throughput(modules: list[str], messages: int, repeat: int) -> list[d
     all of them. Per module: the best rate, and the least CPU per message of the busier
     process (the sender or the receiver, all threads); both relative to the first module
     (``none``). The CPU figure is the steadier one on a shared machine."""
-    from groupcomm.tools.bench import run_communicator
-
     runs: dict[str, list[dict[str, float]]] = {module: [] for module in modules}
     for turn in range(repeat):
         for module in modules:
