@@ -5,10 +5,5 @@ from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
 from trace_analysis.loaded import TraceDirError
 from trace_analysis.session import SparkUnavailableError, get_spark
 
-__all__ = [
-    "DEFAULT_VIOLATIONS_LIMIT",
-    "SparkUnavailableError",
-    "TraceDirError",
-    "analyze",
-    "get_spark",
-]
+__all__ = ["DEFAULT_VIOLATIONS_LIMIT", "SparkUnavailableError", "TraceDirError", "analyze",
+           "get_spark"]

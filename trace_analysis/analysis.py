@@ -38,6 +38,10 @@ EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": Non
 #: counted events
 NO_RATIOS = {"events": 0, "network_sends": 0, "meta_bytes_per_message": None,
              "control_per_message": {}, "control_bytes_per_message": None, "eager_share": None}
+#: the counts of :class:`~trace_analysis.checks.CheckResult` the result carries as they are
+CHECK_COUNTS = ("messages", "deliveries", "causal_violations", "fifo_violations",
+                "violating_deliveries", "undelivered", "duplicates", "duplicate_sends",
+                "orphan_deliveries", "unexpected_deliveries")
 
 
 def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
@@ -63,35 +67,20 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
 def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, lat: dict,
               buf: dict) -> dict[str, Any]:
     ratios, per_process = summarize_counts(loaded.counts)
-    overall = ratios.get(OVERALL, {})
+    overall = {**NO_RATIOS, **ratios.get(OVERALL, {})}
+    del overall["network_sends"]  # counted per protocol only
     overall_lat = lat.get(OVERALL, EMPTY_LATENCY)
     return {
-        "trace_dir": str(trace_dir),
-        "files": len(loaded.files),
-        "lines": loaded.lines,
-        "events": overall.get("events", 0),
-        "messages": checks.messages,
+        "trace_dir": str(trace_dir), "files": len(loaded.files), "lines": loaded.lines,
         "processes": len(per_process),
-        "deliveries": checks.deliveries,
-        "causal_violations": checks.causal_violations,
-        "fifo_violations": checks.fifo_violations,
-        "violating_deliveries": checks.violating_deliveries,
-        "undelivered": checks.undelivered,
-        "duplicates": checks.duplicates,
-        "duplicate_sends": checks.duplicate_sends,
+        **{name: getattr(checks, name) for name in CHECK_COUNTS},
         "deliveries_before_send": overall_lat.get("before_send", 0),
-        "orphan_deliveries": checks.orphan_deliveries,
-        "unexpected_deliveries": checks.unexpected_deliveries,
         "undelivered_samples": [{"msg": m, "process": p} for m, p in checks.undelivered_samples],
-        "malformed_lines": loaded.malformed,
-        "malformed_samples": loaded.malformed_samples,
+        "malformed_lines": loaded.malformed, "malformed_samples": loaded.malformed_samples,
         "blank_lines": loaded.blank_lines,
         "latency_ms": _latency_ms(overall_lat),
         "buffered_ms": buf.get(OVERALL, {"messages": 0}),
-        "meta_bytes_per_message": overall.get("meta_bytes_per_message"),
-        "control_per_message": overall.get("control_per_message", {}),
-        "control_bytes_per_message": overall.get("control_bytes_per_message"),
-        "eager_share": overall.get("eager_share"),
+        **overall,  # events, metadata and control traffic per message, eager share
         "per_protocol": _per_protocol(checks, ratios, lat, buf),
         "per_process": per_process,
         "violations_listed": len(checks.triples),

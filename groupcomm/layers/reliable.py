@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 
@@ -175,8 +176,6 @@ class ReliableManager:
         peer = message.sender
         seq = message.headers.get(SEQ)
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            from groupcomm.core.causality import ProtocolViolation
-
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         expected = self.next_expected.get(peer, 1)
         pending = self.out_of_order.setdefault(peer, {})
@@ -249,8 +248,6 @@ class ReliableReceiveFilter(_ReliableFilter):
                     and all(isinstance(s, int) for s in value[1])):
                 self.manager.acknowledged(message.sender, value[0], value[1])
                 return
-            from groupcomm.core.causality import ProtocolViolation
-
             raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
         if SEQ in message.headers:
             self.manager.receive(message)
