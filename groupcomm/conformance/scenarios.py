@@ -7,7 +7,6 @@ is the seed and the steps that show it."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,8 +216,21 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
                        f"the module promises {declared.order} order, not causal")
     net = LocalNetwork(["alice", "bob", "carol"], module)
     steps: list[str] = []
-    if declared.broadcast_only:
-        net.reactions["bob"].append(_reply_once("bob", steps, broadcast=True))
+    broadcast, replied = declared.broadcast_only, []
+
+    def bob_replies_once(net: LocalNetwork, name: str, message: ReceivedMessage) -> None:
+        if replied:
+            return
+        replied.append(True)
+        if broadcast:
+            net.to_others("bob", "effect")
+        else:
+            net.send("bob", "effect", ["carol"])
+        steps.append(f"bob delivers {message.user_message!r} and sends 'effect' to "
+                     + ("everyone else" if broadcast else "carol"))
+
+    if broadcast:
+        net.reactions["bob"].append(bob_replies_once)
         net.to_others("alice", "question")
         steps.append("alice broadcasts 'question'; her copy to carol is held back")
     else:
@@ -226,7 +238,7 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
         net.send("alice", "to bob", ["bob"])
         steps.append("alice sends 'cause' to carol, then 'to bob' to bob; 'cause' is "
                      "held back")
-        net.reactions["bob"].append(_reply_once("bob", steps, broadcast=False))
+        net.reactions["bob"].append(bob_replies_once)
 
     def alice_to_carol_last(candidates: list[int], in_flight: list[Any]) -> int:
         for index in candidates:
@@ -242,24 +254,6 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
     if found:
         return _failed("cause-before-effect", found, steps)
     return Outcome("cause-before-effect", PASS, "carol delivers the cause before the effect")
-
-
-def _reply_once(who: str, steps: list[str], *, broadcast: bool
-                ) -> Callable[[LocalNetwork, str, ReceivedMessage], None]:
-    done: list[bool] = []
-
-    def react(net: LocalNetwork, name: str, message: ReceivedMessage) -> None:
-        if done:
-            return
-        done.append(True)
-        if broadcast:
-            net.to_others(who, "effect")
-        else:
-            net.send(who, "effect", ["carol"])
-        steps.append(f"{who} delivers {message.user_message!r} and sends 'effect' to "
-                     + ("everyone else" if broadcast else "carol"))
-
-    return react
 
 
 def held_and_release(module: str, declared: Declared) -> Outcome:
