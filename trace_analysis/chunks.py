@@ -229,11 +229,6 @@ OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
                   ("raw", "string"), ("sends", "binary"))
 
 
-def output_ddl() -> str:
-    """The Spark schema of the batches, as DDL."""
-    return ", ".join(f"{name} {kind}" for name, kind in OUTPUT_COLUMNS)
-
-
 def _arrow_schema() -> Any:
     import pyarrow as pa
 

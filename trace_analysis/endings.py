@@ -67,13 +67,6 @@ class Endings:
         return "undelivered_present"
 
 
-def _local_tail(path: Path, size: int) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - size))
-        return handle.read()
-
-
 def _last_record(tail: bytes) -> dict[str, Any] | None:
     for raw in reversed(tail.splitlines()):
         if not raw.strip():
@@ -212,7 +205,12 @@ def trace_endings(files: Sequence[Any],
     local_files: dict[str, Path] = {}
     for path in files:
         local = isinstance(path, Path) or read_tail is None
-        tail = _local_tail(path, _TAIL_BYTES) if local else read_tail(path, _TAIL_BYTES)
+        if local:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - _TAIL_BYTES))
+                tail = handle.read()
+        else:
+            tail = read_tail(path, _TAIL_BYTES)
         record = _last_record(tail)
         process = str(record.get("process", path.stem)) if record else path.stem
         if local:

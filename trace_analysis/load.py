@@ -96,13 +96,6 @@ def _looks_coerced(value: Column) -> Column:
     return F.substring(value, 1, 1).isin(*"-0123456789{[") | value.isin("true", "false")
 
 
-def _string_ok(raw: Column, value: Column, name: str) -> Column:
-    """True when ``value`` is absent, cannot be a coerced non-string, or the raw text
-    shows a JSON string for ``name`` (the text search runs only for odd-looking values)."""
-    return (value.isNull() | ~_looks_coerced(value)
-            | raw.contains(f'"{name}":"') | raw.contains(f'"{name}": "'))
-
-
 def _clean_predicate(raw: Column, j: Column) -> Column:
     """True only for lines the Python validator would accept with exactly the values
     Spark parsed (Spark turns ``5`` into ``"5"``: the text is searched for the string
@@ -120,7 +113,9 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
         F.abs(j["ts"]) != float("inf"),
     ]
     conditions += [j[name].isNotNull() for name in schema.ALWAYS]
-    conditions += [_string_ok(raw, j[name], name) for name in schema.STRING_FIELDS]
+    # a string field is absent, cannot be a coerced non-string, or shows as a JSON string
+    conditions += [j[name].isNull() | ~_looks_coerced(j[name]) | raw.contains(f'"{name}":"')
+                   | raw.contains(f'"{name}": "') for name in schema.STRING_FIELDS]
     dests = j["dests"]
     dests_json = F.to_json(dests)
     conditions.append(
@@ -345,7 +340,8 @@ def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
     # every later scan, where a hundred small partitions would cost a task each
     partitions = max(1, spark.sparkContext.defaultParallelism) * SCAN_PARTITIONS_PER_CORE
     parsed = (spark.range(0, len(chunks), 1, len(chunks))
-              .mapInArrow(parse, chunks_mod.output_ddl())
+              .mapInArrow(parse, ", ".join(f"{name} {kind}"
+                                           for name, kind in chunks_mod.OUTPUT_COLUMNS))
               .coalesce(min(len(chunks), partitions))
               .persist())
     say(f"parsing {len(chunks)} chunks in Python workers")

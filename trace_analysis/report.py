@@ -54,12 +54,6 @@ def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
     return paths
 
 
-def write_violations_csv(triples: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    return _write_csv(path, ["process", "delivered_first", "delivered_second", "fifo"],
-                      [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
-                       for t in triples])
-
-
 def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
     """Empirical CDF of the latency per protocol (log scale when it spans decades)."""
     import matplotlib
@@ -132,7 +126,10 @@ def write_report(result: dict[str, Any], directory: str | Path,
     files: dict[str, str] = {}
     for path in write_tables(result, out):
         files[path.stem] = str(path)
-    files["violations"] = str(write_violations_csv(triples, out / "violations.csv"))
+    files["violations"] = str(_write_csv(
+        out / "violations.csv", ["process", "delivered_first", "delivered_second", "fifo"],
+        [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
+         for t in triples]))
     files["latency_plot"] = str(plot_latency(latency_samples, out / "latency.png"))
     notes = []
     per_protocol = result["per_protocol"]
@@ -147,9 +144,10 @@ def write_report(result: dict[str, Any], directory: str | Path,
         files["spacetime"] = str(draw_spacetime(
             execution, out / "spacetime.png", triples, undelivered,
             title=f"{_count(messages, 'message')}, {_violations_title(result)}"))
-        log_path, regex_path = write_shiviz(execution, out)
-        files["shiviz_log"] = str(log_path)
-        files["shiviz_regex"] = str(regex_path)
+        for what, name, text in (("shiviz_log", "shiviz.log", "\n".join(shiviz_lines(execution))),
+                                 ("shiviz_regex", "shiviz_regex.txt", REGEX)):
+            (out / name).write_text(text + "\n", encoding="utf-8")
+            files[what] = str(out / name)
     else:
         notes.append(f"no ShiViz log and no space-time diagram: more than "
                      f"{SHIVIZ_MAX_EVENTS:,} sends and deliveries")
@@ -191,17 +189,6 @@ def _count(n: int, noun: str) -> str:
 
 REGEX = r"(?<host>\S+) (?<clock>\{[^}]*\}) (?<event>.*)"
 _SPACE = re.compile(r"\s+")
-
-
-def host_name(process: str) -> str:
-    """``process`` without whitespace (ShiViz splits the host field on it)."""
-    return _SPACE.sub("_", process) or "_"
-
-
-def _describe(event: AppEvent) -> str:
-    if event.event == "send":
-        return f"send {event.msg} to {','.join(event.dests) or '(nobody)'}"
-    return f"deliver {event.msg} from {event.sender}"
 
 
 def shiviz_lines(execution: Execution) -> list[str]:
@@ -247,7 +234,7 @@ def shiviz_lines(execution: Execution) -> list[str]:
 
 def _log_event(event: AppEvent, clock: dict[str, int], send_clock: dict[str, dict[str, int]],
                lines: list[str]) -> None:
-    host = host_name(event.process)
+    host = _SPACE.sub("_", event.process) or "_"  # ShiViz splits the host field on spaces
     if event.event == "deliver":
         for other, count in send_clock.get(event.msg, {}).items():
             if clock.get(other, 0) < count:
@@ -255,14 +242,7 @@ def _log_event(event: AppEvent, clock: dict[str, int], send_clock: dict[str, dic
     clock[host] = clock.get(host, 0) + 1
     if event.event == "send":
         send_clock.setdefault(event.msg, dict(clock))
-    lines.append(f"{host} {json.dumps(clock, separators=(',', ':'))} {_describe(event)}")
-
-
-def write_shiviz(execution: Execution, directory: Path) -> tuple[Path, Path]:
-    """Write ``shiviz.log`` and ``shiviz_regex.txt`` into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    log_path = directory / "shiviz.log"
-    regex_path = directory / "shiviz_regex.txt"
-    log_path.write_text("\n".join(shiviz_lines(execution)) + "\n", encoding="utf-8")
-    regex_path.write_text(REGEX + "\n", encoding="utf-8")
-    return log_path, regex_path
+        what = f"send {event.msg} to {','.join(event.dests) or '(nobody)'}"
+    else:
+        what = f"deliver {event.msg} from {event.sender}"
+    lines.append(f"{host} {json.dumps(clock, separators=(',', ':'))} {what}")

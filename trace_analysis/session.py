@@ -274,18 +274,14 @@ def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
     return [found[key] for key in sorted(found)]
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "groupcomm"
-
-
 def build_archive(names: tuple[str, ...] | list[str], directory: Path | None = None) -> Path:
     """A tar of the installed files of ``names`` and their requirements, built once per
     set of versions and platform (then taken from the cache)."""
     distributions = closure(names)
     identity = ";".join(f"{d.metadata['Name']}={d.version}" for d in distributions)
     key = hashlib.sha256(f"{platform_tag()};{identity}".encode()).hexdigest()[:16]
-    directory = directory or _cache_dir()
+    directory = directory or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "groupcomm"
     archive = directory / f"spark-worker-deps-{key}.tar"
     if archive.exists():
         return archive

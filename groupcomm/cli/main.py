@@ -30,18 +30,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _overview() -> str:
-    width = max(map(len, SUBCOMMANDS))
-    lines = ["usage: groupcomm COMMAND [options]   (groupcomm COMMAND --help for details)", "",
-             "Causal message delivery for collaborative applications.", "", "commands:"]
-    lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        print(_overview())
+        width = max(map(len, SUBCOMMANDS))
+        print("usage: groupcomm COMMAND [options]   (groupcomm COMMAND --help for details)\n\n"
+              "Causal message delivery for collaborative applications.\n\ncommands:")
+        for name, (_, summary) in SUBCOMMANDS.items():
+            print(f"  {name.ljust(width)}  {summary}")
         return 0
     command, rest = args[0], args[1:]
     entry = SUBCOMMANDS.get(command)

@@ -101,15 +101,6 @@ def _held(net: LocalNetwork) -> list[str]:
             for name in net.nodes if (held := net.manager(name).held())]
 
 
-def _destinations(declared: Declared, rng: random.Random, sender: str,
-                  members: list[str]) -> list[str]:
-    others = [m for m in members if m != sender]
-    if declared.broadcast_only:
-        return others + ([sender] if rng.random() < 0.2 else [])
-    # unicasts, multicasts to subsets and sends that include the sender itself
-    return rng.sample(members, rng.randint(1, len(members)))
-
-
 class _Execution:
     """A seeded random execution: sends, reactions (causal chains through third parties)
     and arrivals in random order; ``steps`` records what happened, for a counterexample."""
@@ -131,7 +122,11 @@ class _Execution:
         members = [n for n in self.net.nodes[sender].members if n in self.net.nodes]
         if len([m for m in members if m != sender]) == 0:
             return
-        dests = _destinations(self.declared, self.rng, sender, members)
+        if self.declared.broadcast_only:
+            others = [m for m in members if m != sender]
+            dests = others + ([sender] if self.rng.random() < 0.2 else [])
+        else:  # unicasts, multicasts to subsets and sends that include the sender itself
+            dests = self.rng.sample(members, self.rng.randint(1, len(members)))
         sent = self.net.send(sender, label, dests)
         self.steps.append(f"{sender} sends {sent.message_id} ({label}) to "
                           f"{', '.join(sorted(dests))}")
