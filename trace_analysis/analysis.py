@@ -50,8 +50,7 @@ def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> dict[str, Any]:
-    names = {k for k in ratios if k is not OVERALL} | set(checks.per_protocol)
-    names |= {k for k in lat if k is not OVERALL} | {k for k in buf if k is not OVERALL}
+    names = {*ratios, *checks.per_protocol, *lat, *buf} - {OVERALL}
     out = {}
     for name in sorted(names):
         name_lat = lat.get(name, EMPTY_LATENCY)
