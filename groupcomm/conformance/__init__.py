@@ -87,8 +87,7 @@ def run_conformance(name: str, *, quick: bool = False, stress: bool = False, spa
         ("replicated-convergence",
          lambda: scenarios.replicated_convergence(name, declared, runs // 2)),
         ("symmetry", lambda: symmetry_equivariance(name, declared)),
-        ("model-check",
-         lambda: model_check(name, declared, messages=1 if quick else 2)),
+        ("model-check", lambda: model_check(name, declared, messages=1 if quick else 2)),
         ("model-check-churn", lambda: model_check_churn(name, declared)),
     ]
     report = ConformanceReport(name, declared)
