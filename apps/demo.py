@@ -1,28 +1,12 @@
-"""``groupcomm demo``: the end-to-end demonstration.
-
-A session server and three IM clients (alice, bob, carol) run as processes on 127.0.0.1
-and are driven as people would drive them, typing lines; alice's messages to carol are
-delayed. The scenarios of the source documents:
-
-* ``meeting`` (unicast): alice tells carol "Let's meet at 3pm" (m1), then asks bob to
-  join (m2); bob asks carol what the meeting is about (m3). Without causal delivery
-  carol sees m3 before m1.
-* ``lunch`` (broadcast): alice asks "Done?" (m1), bob answers "Lunch?" (m2) after seeing
-  it, carol answers "Yes, No" (m3) after seeing both.
-* ``shared-text``: three ``groupcomm edit --batch`` editors; alice types "Hello", bob adds
-  " world" after it, carol types "Dear all: " at the start meanwhile. Without causal
-  order carol gets bob's edit before the "Hello" it refers to, and the copies differ.
-
-Each run's traces are analysed with PySpark (one session for all) and a table shows
-carol's delivery order, the causal violations found, median latency, metadata bytes
-and control messages per application message.
-"""
+"""``groupcomm demo``: the end-to-end demonstration (the scenarios: docs/commands.md).
+A session server and alice, bob and carol run as processes on 127.0.0.1, driven as people
+would drive them; alice's messages to carol are delayed. One SparkSession analyses every
+run's traces."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import sys
@@ -39,8 +23,6 @@ from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
 from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
 from groupcomm.transport.keys import write_new_key
-
-log = logging.getLogger(__name__)
 
 PEOPLE = ("alice", "bob", "carol")
 DELAY_MS = 1000
@@ -191,7 +173,7 @@ class Run:
 
 
 class TextRun(Run):
-    """The shared-text scenario: three batch editors (see the module docstring)."""
+    """The shared-text scenario: three batch editors."""
 
     app = ("groupcomm.apps.edit", "--batch", "--allow-divergence")
     delay_ms = TEXT_DELAY_MS
@@ -221,7 +203,11 @@ class TextRun(Run):
             self.finals[name] = json.loads(line[len("text "):])
 
     def _outcome(self) -> dict[str, Any]:
-        return text_outcome(self.finals)
+        """Carol's text, whether the copies are identical, how many edits failed."""
+        texts = {name: final["text"] for name, final in self.finals.items()}
+        return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
+                "texts": texts, "identical": len(set(texts.values())) == 1,
+                "failed_edits": sum(final["failures"] for final in self.finals.values())}
 
     def _play(self) -> None:
         alice, bob, carol = (self.people[n] for n in PEOPLE)
@@ -239,28 +225,18 @@ class TextRun(Run):
         bob.type(f"type {t['m2']}")
 
 
-def text_outcome(finals: dict[str, Any]) -> dict[str, Any]:
-    """What the table shows of a shared-text run: carol's text, whether the copies are
-    identical, how many edits failed."""
-    texts = {name: final["text"] for name, final in finals.items()}
-    return {"deliveries": {"carol": [json.dumps(texts.get("carol", ""))]},
-            "texts": texts, "identical": len(set(texts.values())) == 1,
-            "failed_edits": sum(final["failures"] for final in finals.values())}
-
-
 def summarize(result: dict[str, Any], causality: str) -> dict[str, Any]:
     """The figures the demo table shows, from the analysis result."""
     per = (result.get("per_protocol") or {}).get(causality, {})
     latency = per.get("latency_ms") or result.get("latency_ms") or {}
     control = per.get("control_per_message") or {}
-    control_total = sum(control.values()) if isinstance(control, dict) else control
     return {
         "causal_violations": result.get("causal_violations"),
         "fifo_violations": result.get("fifo_violations"),
         "undelivered": result.get("undelivered"),
         "median_latency_ms": latency.get("p50"),
         "meta_bytes_per_message": per.get("meta_bytes_per_message"),
-        "control_messages_per_message": control_total,
+        "control_messages_per_message": sum(control.values()),
     }
 
 
@@ -421,9 +397,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm demo [--causality NAME|all] [--json] [--trace-dir DIR] [--report DIR]``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,5 @@
-"""The analysis of one trace directory: load, check, measure, and optionally report.
-
-:func:`analyze` is the Python API behind ``groupcomm analyze``; it returns the JSON
-object the command prints with ``--json``. Library code here never prints: stages are
-logged (logger ``trace_analysis``) and reported to an optional ``progress`` callback.
-"""
+"""The analysis of one trace directory: load, check, measure, and optionally report
+(:func:`analyze`, the Python API behind ``groupcomm analyze``)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import trace_analysis.execution as execution_mod
 from trace_analysis.checks import CheckResult, build_tables, run_checks
 from trace_analysis.endings import (
     read_releases,
@@ -23,17 +18,11 @@ from trace_analysis.endings import (
     undelivered_by_ending,
 )
 from trace_analysis.load import load
-from trace_analysis.loaded import Loaded
-from trace_analysis.metrics import (
-    OVERALL,
-    buffering,
-    latency,
-    latency_frame,
-    summarize_counts,
-)
+from trace_analysis.loaded import Loaded, read_tail, scheme_of
+from trace_analysis.metrics import OVERALL, buffering, latency, latency_frame, summarize_counts
 from trace_analysis.report import SHIVIZ_MAX_EVENTS, write_report, write_summary
 from trace_analysis.session import get_spark
-from trace_analysis.store import read_tail, scheme_of
+from trace_analysis.spacetime import collect, undelivered_pairs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,74 +34,52 @@ Progress = Callable[[str], None]
 DEFAULT_VIOLATIONS_LIMIT = 100_000
 LATENCY_PLOT_SAMPLES = 50_000
 EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+#: the ratios of :func:`~trace_analysis.metrics.summarize_counts` for a protocol with no
+#: counted events
+NO_RATIOS = {"events": 0, "network_sends": 0, "meta_bytes_per_message": None,
+             "control_per_message": {}, "control_bytes_per_message": None, "eager_share": None}
+#: the counts of :class:`~trace_analysis.checks.CheckResult` the result carries as they are
+CHECK_COUNTS = ("messages", "deliveries", "causal_violations", "fifo_violations",
+                "violating_deliveries", "undelivered", "duplicates", "duplicate_sends",
+                "orphan_deliveries", "unexpected_deliveries")
 
 
-#: counts kept beside the latency figures, not figures themselves
-_LATENCY_COUNTS = ("deliveries", "before_send")
+def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
+    """The latency figures without the counts kept beside them."""
+    return {k: v for k, v in figures.items() if k not in ("deliveries", "before_send")}
 
 
 def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> dict[str, Any]:
-    names = {k for k in ratios if k is not OVERALL} | set(checks.per_protocol)
-    names |= {k for k in lat if k is not OVERALL} | {k for k in buf if k is not OVERALL}
+    names = {*ratios, *checks.per_protocol, *lat, *buf} - {OVERALL}
     out = {}
     for name in sorted(names):
-        counts = checks.protocol(name)
-        r = ratios.get(name, {})
         name_lat = lat.get(name, EMPTY_LATENCY)
-        latency_ms = {k: v for k, v in name_lat.items() if k not in _LATENCY_COUNTS}
-        out[name] = {
-            "events": r.get("events", 0),
-            "messages": counts["messages"],
-            "deliveries": counts["deliveries"],
-            "causal_violations": counts["causal_violations"],
-            "fifo_violations": counts["fifo_violations"],
-            "undelivered": counts["undelivered"],
-            "duplicates": counts["duplicates"],
-            "latency_ms": latency_ms,
-            "deliveries_before_send": name_lat.get("before_send", 0),
-            "buffered_ms": buf.get(name, {"messages": 0}),
-            "meta_bytes_per_message": r.get("meta_bytes_per_message"),
-            "control_per_message": r.get("control_per_message", {}),
-            "control_bytes_per_message": r.get("control_bytes_per_message"),
-            "eager_share": r.get("eager_share"),
-            "network_sends": r.get("network_sends", 0),
-        }
+        # the counts of the checks (messages, deliveries, violations, undelivered,
+        # duplicates) and the ratios of the counted events
+        out[name] = {**checks.protocol(name), **NO_RATIOS, **ratios.get(name, {}),
+                     "latency_ms": _latency_ms(name_lat),
+                     "deliveries_before_send": name_lat.get("before_send", 0),
+                     "buffered_ms": buf.get(name, {"messages": 0})}
     return out
 
 
-def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts: list[dict],
-              lat: dict, buf: dict) -> dict[str, Any]:
-    ratios, per_process = summarize_counts(counts)
-    overall = ratios.get(OVERALL, {})
+def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, lat: dict,
+              buf: dict) -> dict[str, Any]:
+    ratios, per_process = summarize_counts(loaded.counts)
+    overall = {**NO_RATIOS, **ratios.get(OVERALL, {})}
+    del overall["network_sends"]  # counted per protocol only
     overall_lat = lat.get(OVERALL, EMPTY_LATENCY)
-    latency_ms = {k: v for k, v in overall_lat.items() if k not in _LATENCY_COUNTS}
     return {
-        "trace_dir": str(trace_dir),
-        "files": len(loaded.files),
-        "lines": loaded.lines,
-        "events": overall.get("events", 0),
-        "messages": checks.messages,
+        "trace_dir": str(trace_dir), "files": len(loaded.files), "lines": loaded.lines,
         "processes": len(per_process),
-        "deliveries": checks.deliveries,
-        "causal_violations": checks.causal_violations,
-        "fifo_violations": checks.fifo_violations,
-        "violating_deliveries": checks.violating_deliveries,
-        "undelivered": checks.undelivered,
-        "duplicates": checks.duplicates,
-        "duplicate_sends": checks.duplicate_sends,
+        **{name: getattr(checks, name) for name in CHECK_COUNTS},
         "deliveries_before_send": overall_lat.get("before_send", 0),
-        "orphan_deliveries": checks.orphan_deliveries,
-        "unexpected_deliveries": checks.unexpected_deliveries,
         "undelivered_samples": [{"msg": m, "process": p} for m, p in checks.undelivered_samples],
-        "malformed_lines": loaded.malformed,
-        "malformed_samples": loaded.malformed_samples,
+        "malformed_lines": loaded.malformed, "malformed_samples": loaded.malformed_samples,
         "blank_lines": loaded.blank_lines,
-        "latency_ms": latency_ms,
+        "latency_ms": _latency_ms(overall_lat),
         "buffered_ms": buf.get(OVERALL, {"messages": 0}),
-        "meta_bytes_per_message": overall.get("meta_bytes_per_message"),
-        "control_per_message": overall.get("control_per_message", {}),
-        "control_bytes_per_message": overall.get("control_bytes_per_message"),
-        "eager_share": overall.get("eager_share"),
+        **overall,  # events, metadata and control traffic per message, eager share
         "per_protocol": _per_protocol(checks, ratios, lat, buf),
         "per_process": per_process,
         "violations_listed": len(checks.triples),
@@ -121,11 +88,9 @@ def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, counts
 
 
 def write_violations(checks: CheckResult, path: str | Path) -> Path:
-    """One JSON object per violating triple: ``delivered_first`` was delivered at
-    ``process`` before ``delivered_second``, although ``delivered_second`` (also given as
-    ``should_be_first``) happened before it; ``fifo`` tells whether both have the same
-    sender. When the listing is capped, a last line ``{"note": ..., "listed": N,
-    "total": M}`` says so (counts are exact either way)."""
+    """One JSON line per violating triple (``delivered_second``, also given as
+    ``should_be_first``, happened before ``delivered_first``; ``fifo``: same sender), and
+    a last ``{"note", "listed", "total"}`` line when the listing is capped."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
@@ -160,30 +125,19 @@ def _lines_with(spark: SparkSession, files: list[Any], needle: bytes) -> list[by
             frame.filter(F.col("value").contains(needle.decode())).collect()]
 
 
-def analyze(
-    trace_dir: str | Path,
-    spark: SparkSession | None = None,
-    master: str | None = None,
-    report_dir: str | Path | None = None,
-    violations_out: str | Path | None = None,
-    progress: Progress | None = None,
-    violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
-    malformed_samples: int = 5,
-    loader: str | None = None,
-    ship_packages: bool = True,
-) -> dict[str, Any]:
-    """Check and measure the traces in ``trace_dir``; returns the result object.
+def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: str | None = None,
+            report_dir: str | Path | None = None, violations_out: str | Path | None = None,
+            progress: Progress | None = None, violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
+            malformed_samples: int = 5, loader: str | None = None,
+            ship_packages: bool = True) -> dict[str, Any]:
+    """Check and measure the traces in ``trace_dir`` (a local directory or a URI Spark's
+    file systems read); returns the result object. ``spark`` is reused when given, else
+    :func:`get_spark` (``master``, ``ship_packages``) provides one; ``loader``: one of
+    :data:`~trace_analysis.loaded.LOADERS` (None: by the location). ``report_dir`` gets
+    the report files, ``violations_out`` at most ``violations_limit`` violating triples.
 
-    ``spark`` is reused when given, else :func:`get_spark` (``master``) provides one.
-    ``trace_dir`` is a local directory or a URI Spark's file systems read (``hdfs://``,
-    ``s3a://``, ``file://``; see :mod:`trace_analysis.store`). ``loader``: one of
-    :data:`~trace_analysis.loaded.LOADERS`, None to choose by the location.
-    ``ship_packages``: see :func:`~trace_analysis.session.get_spark`.
-    ``report_dir`` gets the report files, ``violations_out`` the violating triples (at
-    most ``violations_limit``; the counts are exact regardless).
-
-    Raises :class:`trace_analysis.loaded.TraceDirError` for a missing or empty directory
-    and :class:`trace_analysis.session.SparkUnavailableError` when Spark cannot start.
+    Raises :class:`~trace_analysis.loaded.TraceDirError` for a missing or empty directory
+    and :class:`~trace_analysis.session.SparkUnavailableError` when Spark cannot start.
     """
     say = progress or (lambda message: None)
 
@@ -206,10 +160,8 @@ def analyze(
             checks = run_checks(tables, violations_limit, progress=stage)
             seconds["checks"] = round(time.monotonic() - mark, 2)
             mark = time.monotonic()
-            counts = loaded.counts
             lat = latency(tables.deliveries, expected_rows=checks.deliveries)
-            buf = buffering(loaded.events)
-            result = _assemble(directory, loaded, checks, counts, lat, buf)
+            result = _assemble(directory, loaded, checks, lat, buffering(loaded.events))
             endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
             result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,
                                                 checks.undelivered))
@@ -228,10 +180,10 @@ def analyze(
                 mark = time.monotonic()
                 app_events = sum(p.get("send", 0) + p.get("deliver", 0)
                                  for p in result["per_process"].values())
-                execution = (execution_mod.collect(loaded.events)
+                execution = (collect(loaded.events)
                              if app_events <= SHIVIZ_MAX_EVENTS else None)
                 samples = _latency_samples(tables.deliveries, checks.deliveries)
-                missing = (execution_mod.undelivered_pairs(execution) if execution is not None
+                missing = (undelivered_pairs(execution) if execution is not None
                            else checks.undelivered_samples)
                 write_report(result, report_dir, samples, execution, missing, checks.triples)
                 seconds["report"] = round(time.monotonic() - mark, 2)

@@ -1,13 +1,6 @@
-"""``groupcomm analyze-bench``: events per second of the Spark analysis against the
-single-process pure-Python checker, on the same synthetic traces, in the same run.
-
-For each size it generates a trace directory (16 processes by default, with a few
-injected violations, undelivered and duplicate messages and malformed lines), runs the
-Spark analysis (the session is started before the clock starts, as in the
-demonstration, which reuses one session) and :mod:`trace_analysis.reference`, checks
-that both found the same counts, and prints one row per size and a JSON line with
-``--json``. Traces are deleted afterwards unless ``--keep``.
-"""
+"""``groupcomm analyze-bench``: events per second of the Spark analysis (its session
+started before the clock starts) against :mod:`trace_analysis.reference`, on the same
+synthetic traces in the same run, and whether both found the same counts."""
 
 from __future__ import annotations
 
@@ -22,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
+from trace_analysis.analysis import analyze
 from trace_analysis.loaded import LOADERS
+from trace_analysis.reference import check_directory
+from trace_analysis.session import SparkUnavailableError, get_spark
+from trace_analysis.synth import SynthSpec, generate
 
 COMPARED = ("causal_violations", "fifo_violations", "undelivered", "duplicates",
             "malformed_lines", "messages")
@@ -58,10 +55,6 @@ def _say(message: str) -> None:
 
 
 def bench_one(events: int, args: argparse.Namespace, root: Path, spark: Any) -> dict[str, Any]:
-    from trace_analysis.analysis import analyze
-    from trace_analysis.reference import check_directory
-    from trace_analysis.synth import SynthSpec, generate
-
     directory = root / f"trace-{events}"
     _say(f"generating {events:,} events ...")
     mark = time.monotonic()
@@ -105,7 +98,6 @@ def _run(args: argparse.Namespace) -> int:
     if any(n < 1 for n in args.events) or args.processes < 2 or args.spark_runs < 1:
         raise cli.CliError("groupcomm analyze-bench: --events and --spark-runs must be >= 1 "
                        "and --processes >= 2")
-    from trace_analysis.session import SparkUnavailableError, get_spark
 
     try:
         spark = get_spark(args.master)
@@ -135,5 +127,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm analyze-bench``."""
     return cli.run_main(build_parser, _run, argv)

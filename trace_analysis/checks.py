@@ -1,29 +1,6 @@
-"""Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates.
-
-Definitions: docs/trace_schema.md. Only the first delivery of a message at a process
-takes part (later ones are duplicates); the delivery order at p is the line order of p's
-deliver events. The method is linear in the number of events; no pair of deliveries is
-ever joined:
-
-1. Sends are keyed by message id (the first record wins; later ones are counted) and
-   reduced to the sender, ``x = vcsend(m)[sender]`` and the vector ``vals[k] =
-   vcsend(m)[s_k]`` over the trace's senders: few rows, collected and indexed in numpy
-   on the driver (:mod:`trace_analysis.send_index`), broadcast to the workers as Arrow.
-2. By the scaling fact (m → m′ iff vcsend(m)[s] <= vcsend(m′)[s], s the sender of m),
-   the first delivery of m at p has a violation iff an earlier delivery m′ at p has
-   vcsend(m′)[s] >= x. The deliveries are shuffled once by process as narrow rows and
-   laid out in numpy per process (:mod:`trace_analysis.layout`): looked up in the send
-   index, sorted by line position, and *flagged* when the running maximum of their
-   sender's column reaches their own ``x``.
-3. In the same layout each flagged delivery is counted exactly against the earlier
-   first deliveries (:mod:`trace_analysis.counting`) and its nearest violating
-   predecessors listed within a budget; only flagged rows are collected. With correct
-   protocols nothing is flagged.
-4. Undelivered: each send expects one delivery per distinct destination; the first
-   deliveries at a destination are counted and the difference is exact. Each layout
-   lists the smallest ids of the messages addressed to its process that it never
-   delivered; a destination with no delivery at all is looked up on the driver.
-"""
+"""Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates
+(definitions: docs/trace_schema.md; the method's steps 1 to 4: docs/analysis.md, "How the
+analysis works")."""
 
 from __future__ import annotations
 
@@ -34,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trace_analysis.layout import OUTPUT_DDL as LAYOUT_DDL
-from trace_analysis.layout import SendLookup, lay_out, send_table_bytes, worker_lookup
+from trace_analysis.layout import SendLookup, lay_out, worker_lookup
 from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
-from trace_analysis.send_index import SEND_DDL, SendIndex, index_sends
+from trace_analysis.send_index import SEND_DDL, index_sends, send_table_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -48,17 +25,11 @@ Progress = Callable[[str], None]
 
 @dataclass
 class Tables:
-    """Intermediate DataFrames shared by the checks and the metrics (cached).
-
-    ``sends``: msg, sender, sidx, x, vals, dests, send_ts, send_protocol (one per message).
-    ``deliveries``: every deliver event with p, msg, ts, protocol, sender, sidx, send_ts,
-    send_protocol, ``has_send``, ``in_dests``, ``copy`` (1 for the first delivery of msg
-    at p), ``pos`` (position among p's deliveries) and ``flag``.
-    """
+    """The DataFrames the checks and the metrics share (cached): ``sends`` (one row per
+    message, :data:`SEND_DDL`) and ``deliveries`` (:data:`LAYOUT_DDL`)."""
 
     sends: DataFrame
     deliveries: DataFrame
-    senders: list[str]
     duplicate_sends: int
     #: the send index itself (Arrow), for what the driver looks up
     send_table: Any = None
@@ -113,32 +84,22 @@ class CheckResult:
         counts["fifo_violations"] += fifo
 
 
-def _send_index(events: DataFrame, raw: Any = None) -> SendIndex:
-    """Method step 1: the send events (``raw`` when the loader collected them, else
-    collected from ``events`` as Arrow) indexed in numpy."""
-    from pyspark.sql import functions as F
-
-    if raw is None:
-        raw = events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS).toArrow()
-    index = index_sends(raw)
-    if index.duplicate_sends:
-        log.warning("%d send records repeat a message id; the first one is used",
-                    index.duplicate_sends)
-    return index
-
-
 def build_tables(events: DataFrame, progress: Progress | None = None,
                  violations_limit: int = 100_000, undelivered_samples: int = 20,
                  raw_sends: Any = None) -> Tables:
-    """Method steps 1 to 4: sends by message id; deliveries with their send's clock laid
-    out per sender, positions, duplicates, flags and the exact counts of the flagged
-    ones (listing at most ``violations_limit`` triples per process), and each process's
-    undelivered messages (listing the ``undelivered_samples`` smallest ids); both
-    cached. ``raw_sends``: the send events as Arrow, when the loader collected them."""
+    """Method steps 1 to 4: the send index and the laid-out deliveries (listing at most
+    ``violations_limit`` triples and ``undelivered_samples`` missing ids per process).
+    ``raw_sends``: the send events as Arrow, when the loader collected them."""
     from pyspark.sql import functions as F
 
     say = progress or (lambda message: None)
-    index = _send_index(events, raw_sends)
+    if raw_sends is None:
+        raw_sends = (events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS)
+                     .toArrow())
+    index = index_sends(raw_sends)
+    if index.duplicate_sends:
+        log.warning("%d send records repeat a message id; the first one is used",
+                    index.duplicate_sends)
     spark = events.sparkSession
     # a few partitions: the table is small, and each partition costs a task per scan
     partitions = max(1, spark.sparkContext.defaultParallelism)
@@ -159,9 +120,8 @@ def build_tables(events: DataFrame, progress: Progress | None = None,
         .persist()
     )
     say(f"indexed {index.table.num_rows:,} sends ({index.width} senders)")
-    return Tables(sends, deliveries, index.senders, index.duplicate_sends,
-                  index.table, samples, [sends, deliveries], [shipped],
-                  index.per_protocol())
+    return Tables(sends, deliveries, index.duplicate_sends, index.table, samples,
+                  [sends, deliveries], [shipped], index.per_protocol())
 
 
 def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
@@ -213,11 +173,8 @@ def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
     result.triples_complete = len(triples) == result.causal_violations
 
 
-def run_checks(
-    tables: Tables,
-    violations_limit: int = 100_000,
-    progress: Progress | None = None,
-) -> CheckResult:
+def run_checks(tables: Tables, violations_limit: int = 100_000,
+               progress: Progress | None = None) -> CheckResult:
     """Every check over ``tables``; at most ``violations_limit`` triples are listed."""
     from pyspark.sql import functions as F
 

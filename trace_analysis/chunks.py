@@ -1,20 +1,11 @@
-"""Parse one byte range of a trace file into Arrow batches (runs in Spark's Python workers).
+"""Parse one byte range of a trace file into Arrow batches, in Spark's Python workers:
+``msgspec`` decodes each line against the typed fields, and any line that fast path does
+not accept goes to :func:`trace_analysis.schema.parse_line` (docs/analysis.md).
 
-The inner loop of the default loader: each task reads its chunk of a file itself and
-decodes every line with ``msgspec`` against a typed record (the field types of
-:mod:`trace_analysis.schema`, checked in C). A line the decoder accepts with its
-required fields is an event; **every other line goes through**
-:func:`trace_analysis.schema.parse_line`, which decides. The fast path accepts only lines
-``parse_line`` accepts with the same values, so both agree by construction (a test
-fuzzes it).
-
-A task yields ``e`` rows (the kept events with ``file``, ``blk``, the chunk's start, and
-``rid``, the line's index in it: ``(file, blk, rid)`` is line order), ``c`` rows (counts
-and metadata bytes of every valid event per protocol, process, event and kind), ``m``
-rows (the first malformed lines with their reason), a ``k`` row (lines, blank and
-malformed lines) and an ``s`` row (the chunk's sends, packed). Chunks start just after
-a ``\\n`` (:func:`plan_chunks`), and a task splits with ``bytes.splitlines`` as Python's
-text mode and Spark's reader do.
+A task yields ``e`` rows (the kept events; ``(file, blk, rid)``, the chunk's start and
+the line's index in it, is line order), ``c`` rows (counts and metadata bytes per
+protocol, process, event and kind), ``m`` rows (the first malformed lines), a ``k`` row
+(lines, blank and malformed) and an ``s`` row (the chunk's sends, packed).
 """
 
 from __future__ import annotations
@@ -30,6 +21,7 @@ import msgspec
 import trace_analysis.schema as schema
 from trace_analysis.loaded import HEAVY_EVENTS as _HEAVY
 from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
+from trace_analysis.send_index import send_table_bytes
 
 #: target size of one chunk (one Spark task)
 CHUNK_BYTES = 32 * 1024 * 1024
@@ -97,7 +89,6 @@ def _read(chunk: Chunk) -> bytes:
         return handle.read(chunk.end - chunk.start)
 
 
-# -- the typed record ----------------------------------------------------------------------
 _Count = Annotated[int, msgspec.Meta(ge=0, le=schema.INT64_MAX)]
 
 
@@ -156,7 +147,8 @@ class ChunkResult:
 
 
 def parse_chunk(data: bytes) -> ChunkResult:
-    """Classify and parse every line of ``data`` (see the module docstring)."""
+    """Classify and parse every line of ``data`` (split as Python's text mode and Spark's
+    reader do; a chunk starts just after a ``\\n``)."""
     decode = _decoder.decode
     heavy = HEAVY_EVENTS
     # ValidationError is a DecodeError; invalid UTF-8 raises UnicodeDecodeError
@@ -225,7 +217,6 @@ def parse_chunk(data: bytes) -> ChunkResult:
     return ChunkResult([sends, deliveries, others], counts, malformed, len(lines), blank)
 
 
-# -- Arrow ---------------------------------------------------------------------------------
 #: the columns of every batch: rec, then :data:`trace_analysis.loaded.EVENT_COLUMNS`, then
 #: the summary columns
 OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
@@ -236,13 +227,6 @@ OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
                   ("meta_bytes", "bigint"), ("n", "bigint"), ("bytes", "bigint"),
                   ("blank", "bigint"), ("bad", "bigint"), ("reason", "string"),
                   ("raw", "string"), ("sends", "binary"))
-#: the columns of the send events in a chunk's ``sends`` summary row
-SEND_COLUMNS = RAW_SEND_COLUMNS
-
-
-def output_ddl() -> str:
-    """The Spark schema of the batches, as DDL."""
-    return ", ".join(f"{name} {kind}" for name, kind in OUTPUT_COLUMNS)
 
 
 def _arrow_schema() -> Any:
@@ -255,32 +239,10 @@ def _arrow_schema() -> Any:
     return pa.schema([(name, kinds[kind]) for name, kind in OUTPUT_COLUMNS])
 
 
-def send_table_of(blob: bytes) -> Any:
-    """The send events of one chunk's ``sends`` summary row (an Arrow table with
-    :data:`SEND_COLUMNS`)."""
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(blob).read_all()
-
-
-def _send_blob(batch: Any) -> bytes:
-    """The send events of ``batch`` (columns :data:`SEND_COLUMNS`) as a compressed Arrow
-    IPC stream: the driver gets the sends with the summary rows, as opaque bytes the JVM
-    passes on without converting the clocks."""
-    import pyarrow as pa
-
-    table = pa.Table.from_batches([batch]).select(list(SEND_COLUMNS))
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
 def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]:
     """The Arrow record batches of one chunk: events first, then the summary rows (with
     the first ``samples`` malformed lines: enough for the first ``samples`` overall, and
-    the sends once more, packed: see :func:`_send_blob`)."""
+    the sends once more, packed for the driver)."""
     import pyarrow as pa
 
     arrow = _arrow_schema()
@@ -308,7 +270,8 @@ def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]
         }
         batch = _batch(arrow, columns, n)
         if events is result.groups[0]:
-            blob = _send_blob(batch)
+            sends = pa.Table.from_batches([batch]).select(list(RAW_SEND_COLUMNS))
+            blob = send_table_bytes(sends, "zstd")
         yield batch
     summary: list[dict[str, Any]] = [
         {"rec": "c", "protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],

@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import json
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
+from trace_analysis import server
+from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT, analyze
 from trace_analysis.endings import describe as describe_endings
-from trace_analysis.loaded import LOADERS
+from trace_analysis.load import choose_loader
+from trace_analysis.loaded import (
+    LOADERS,
+    TRACE_PATTERNS,
+    TraceDirError,
+    list_trace_files,
+    local_path,
+    scheme_of,
+)
 from trace_analysis.report import written_files
+from trace_analysis.session import SparkUnavailableError, get_spark
 
 #: minutes an analysis server waits for work before it stops
 DEFAULT_IDLE_MINUTES = 30.0
@@ -125,8 +138,6 @@ def print_table(result: Mapping[str, Any], out: Any = None) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     """One line, exit code 2, for a combination of options that makes no sense."""
-    from trace_analysis.store import scheme_of
-
     prog = "groupcomm analyze"
     modes = [name for name, on in (("--serve", args.serve), ("--stop-server", args.stop_server),
                                    ("--watch", args.watch)) if on]
@@ -157,12 +168,10 @@ def _check(args: argparse.Namespace) -> None:
 
 
 class _Analyses:
-    """Runs analyses for the command line: in the analysis server for the master when
-    one runs (or, with ``--warm``, is started), else in this process's SparkSession."""
+    """Runs analyses in the analysis server for the master when one runs (or, with
+    ``--warm``, is started), else in this process's SparkSession."""
 
     def __init__(self, args: argparse.Namespace, limit: int) -> None:
-        from trace_analysis.load import choose_loader
-
         self.args = args
         self.limit = limit
         self.loader = choose_loader(args.trace_dir, args.loader)
@@ -174,9 +183,6 @@ class _Analyses:
 
     def run(self) -> dict[str, Any]:
         """One analysis; raises TraceDirError and SparkUnavailableError."""
-        from trace_analysis.loaded import list_trace_files
-        from trace_analysis.store import local_path, scheme_of
-
         args = self.args
         if self.loader == "workers" or scheme_of(args.trace_dir) is None:
             # a missing or empty local directory fails before Spark starts
@@ -188,9 +194,6 @@ class _Analyses:
         return self._here()
 
     def _here(self) -> dict[str, Any]:
-        from trace_analysis.analysis import analyze
-        from trace_analysis.session import get_spark
-
         args = self.args
         result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
                          violations_out=args.violations_out, progress=self.progress,
@@ -204,8 +207,6 @@ class _Analyses:
     def _in_server(self) -> dict[str, Any] | None:
         """The result from the analysis server, or None (with a note when one was there
         but could not be used)."""
-        from trace_analysis import server
-
         args = self.args
         ship = not args.no_ship
         if args.warm:
@@ -226,8 +227,9 @@ class _Analyses:
             self.note(f"{info.describe()} could not be used ({why}); analysing in this "
                       "process")
             return None
-        # the paths as this process would have written them
-        result["trace_dir"] = _shown(args.trace_dir)
+        # the paths as this process would have written them (see analysis.analyze)
+        result["trace_dir"] = (args.trace_dir if scheme_of(args.trace_dir) is not None
+                               else str(Path(args.trace_dir)))
         if args.violations_out is not None:
             result["violations_out"] = str(Path(args.violations_out))
         if args.report is not None:
@@ -255,40 +257,20 @@ def _idle_seconds(args: argparse.Namespace) -> float:
 
 def _absolute(location: str | None) -> str | None:
     """A local path made absolute (the server runs elsewhere); URIs as they are."""
-    from trace_analysis.store import scheme_of
-
     if location is None or scheme_of(location) is not None:
         return location
     return str(Path(location).absolute())
 
 
-def _shown(location: str) -> str:
-    """How the result names the trace directory (see analysis.analyze)."""
-    from trace_analysis.store import scheme_of
-
-    return location if scheme_of(location) is not None else str(Path(location))
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from trace_analysis import server
-
-    server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
-                 functools.partial(_progress, args), stop_spark=True)
-    return 0
-
-
 def _stop_server(args: argparse.Namespace) -> int:
-    from trace_analysis import server
-
     info = server.read_state(args.master, not args.no_ship)
     if info is None:
         print("no analysis server runs for this master", file=sys.stderr)
         return 0
-    if server.stop(info):
-        print(f"stopped {info.describe()}", file=sys.stderr)
-        return 0
-    print(f"{info.describe()} did not stop within 30 s", file=sys.stderr)
-    return 1
+    stopped = server.stop(info)
+    print(f"stopped {info.describe()}" if stopped
+          else f"{info.describe()} did not stop within 30 s", file=sys.stderr)
+    return 0 if stopped else 1
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
@@ -299,24 +281,69 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         sys.stdout.flush()
 
 
+#: (file name, size, modification time in ns) of every trace file
+Snapshot = tuple[tuple[str, int, int], ...]
+
+
+def snapshot(directory: str | Path) -> Snapshot:
+    """The state of the trace files of ``directory`` (empty when there are none)."""
+    found = []
+    folder = Path(directory)
+    if not folder.is_dir():
+        return ()
+    for pattern in TRACE_PATTERNS:
+        for path in folder.glob(pattern):
+            try:
+                stat = path.stat()
+            except OSError:  # removed between the listing and the stat
+                continue
+            if path.is_file():
+                found.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+def describe_files(state: Snapshot) -> str:
+    size = sum(entry[1] for entry in state)
+    return f"{len(state)} file{'s' if len(state) != 1 else ''}, {size / 1000:.1f} kB"
+
+
+def watch(directory: str | Path, analyse: Callable[[Snapshot], None],
+          stop: threading.Event, interval: float = 1.0,
+          say: Callable[[str], None] | None = None) -> int:
+    """``--watch``: call ``analyse(state)`` once there are traces and after each change,
+    as soon as the trace files have looked the same twice in a row (not in the middle of
+    a burst of lines), until ``stop`` is set; returns how many times it was called."""
+    tell = say or (lambda text: None)
+    analysed: Snapshot | None = None
+    previous = snapshot(directory)
+    if not previous:
+        tell(f"waiting for trace files in {directory}")
+    count = 0
+    while not stop.is_set():
+        current = snapshot(directory)
+        if current and current == previous and current != analysed:
+            analysed = current
+            analyse(current)
+            count += 1
+            tell(f"watching {directory} for changes (Ctrl-C ends)")
+            previous = snapshot(directory)
+            continue
+        previous = current
+        stop.wait(interval)
+    return count
+
+
 def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
-    import datetime
-    import threading
-
-    from trace_analysis.loaded import TraceDirError
-    from trace_analysis.store import local_path
-    from trace_analysis.watch import describe, watch
-
     def once(state: Any) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
-        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe(state)})")
+        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe_files(state)})")
         try:
             result = analyses.run()
         except TraceDirError as error:
             analyses.note(str(error))
             return
         if not args.json:
-            print(f"=== {now} UTC, {describe(state)} ===")
+            print(f"=== {now} UTC, {describe_files(state)} ===")
         _print(result, args.json)
 
     try:
@@ -330,9 +357,6 @@ def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
 def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
     _check(args)
-    from trace_analysis.analysis import DEFAULT_VIOLATIONS_LIMIT
-    from trace_analysis.loaded import TraceDirError
-    from trace_analysis.session import SparkUnavailableError
 
     limit = args.violations_limit if args.violations_limit is not None else (
         DEFAULT_VIOLATIONS_LIMIT)
@@ -342,7 +366,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.stop_server:
             return _stop_server(args)
         if args.serve:
-            return _serve(args)
+            server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
+                         functools.partial(_progress, args), stop_spark=True)
+            return 0
         analyses = _Analyses(args, limit)
         if args.watch:
             return _watch(args, analyses)
@@ -354,9 +380,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm analyze``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

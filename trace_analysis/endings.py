@@ -1,13 +1,6 @@
-"""How each process's trace ends, and which undelivered messages that explains.
-
-The rules are those of docs/trace_schema.md ("What the analysis reports": abrupt
-endings, open traces, departed members, releases). A trace is judged by its last line
-(a communicator that closes records its own ``leave`` last) and, when it stops without
-one, by the last record naming its writer (``pid``, ``host``): a writer still running on
-this host makes the trace open. Abrupt endings are judged only when some process of the
-directory recorded its own departure (the simulator's and the checker's traces record
-none).
-"""
+"""How each process's trace ends, and which undelivered messages that explains; the
+rules are those of docs/trace_schema.md ("What the analysis reports": abrupt endings,
+open traces, departed members, releases)."""
 
 from __future__ import annotations
 
@@ -20,6 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from groupcomm.core.member_ids import split_member
+from groupcomm.core.tracing import trace_file_stem
 
 #: processes that leave within this many seconds of the last one simply ended with the run
 DEPARTURE_GRACE = 1.0
@@ -42,9 +38,8 @@ class Endings:
     last_ts: dict[str, float] = field(default_factory=dict)
     #: processes whose trace ends with their own departure
     left: set[str] = field(default_factory=set)
-    #: processes whose trace stops without it (only judged when :attr:`judged`)
+    #: processes whose trace stops without it (judged only when some trace has one)
     abrupt: list[str] = field(default_factory=list)
-    judged: bool = False
     #: process -> id of its writer, for traces still being written (see the module doc)
     open: dict[str, int] = field(default_factory=dict)
 
@@ -72,13 +67,6 @@ class Endings:
         return "undelivered_present"
 
 
-def _local_tail(path: Path, size: int) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - size))
-        return handle.read()
-
-
 def _last_record(tail: bytes) -> dict[str, Any] | None:
     for raw in reversed(tail.splitlines()):
         if not raw.strip():
@@ -91,12 +79,15 @@ def _last_record(tail: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _open(path: Path) -> Any:
+    return (gzip.open if path.name.endswith(".gz") else open)(path, "rb")
+
+
 def matching_lines(path: Path, needle: bytes) -> list[bytes]:
     """The lines of the local trace file ``path`` (``.gz`` or not) that contain
     ``needle``, in order; read a chunk at a time, searched without splitting lines."""
     found: list[bytes] = []
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
+    with _open(path) as handle:
         carry = b""
         while True:
             chunk = handle.read(_CHUNK_BYTES)
@@ -120,18 +111,12 @@ def matching_lines(path: Path, needle: bytes) -> list[bytes]:
                 return found
 
 
-def _head(path: Path, size: int) -> bytes:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        return handle.read(size)
-
-
 def _writer(path: Path) -> tuple[int, str, float] | None:
-    """(pid, host, ts) of the last record of ``path`` that names its writer. A file
-    whose first line names none (the simulator's, the model checker's) is not searched
-    further."""
-    if b'"pid"' not in _head(path, _TAIL_BYTES):
-        return None
+    """(pid, host, ts) of the last record of ``path`` that names its writer. A file whose
+    first line names none (the simulator's, the model checker's) is not searched further."""
+    with _open(path) as handle:
+        if b'"pid"' not in handle.read(_TAIL_BYTES):
+            return None
     for raw in reversed(matching_lines(path, b'"pid"')):
         try:
             record = json.loads(raw)
@@ -199,8 +184,6 @@ def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
     """Whether ``pid`` also writes a later incarnation of ``process`` (``carol~2`` after
     ``carol``): declared gone, the process went on as a new member, and this trace ended
     then, without a departure."""
-    from groupcomm.core.member_ids import split_member
-
     name, incarnation = split_member(process)
     for other, path in traces.items():
         other_name, other_incarnation = split_member(other)
@@ -215,14 +198,19 @@ def trace_endings(files: Sequence[Any],
                   read_tail: Callable[[Any, int], bytes] | None = None) -> Endings:
     """Read the last record of each file: local paths, or any file ``read_tail(file,
     size)`` reads the last bytes of (files with a ``stem``: see
-    :class:`trace_analysis.store.RemoteFile`). A local file that stops without a
+    :class:`trace_analysis.loaded.RemoteFile`). A local file that stops without a
     departure is searched for its writer (:func:`still_written`)."""
     endings = Endings()
     unclean: list[str] = []
     local_files: dict[str, Path] = {}
     for path in files:
         local = isinstance(path, Path) or read_tail is None
-        tail = _local_tail(path, _TAIL_BYTES) if local else read_tail(path, _TAIL_BYTES)
+        if local:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - _TAIL_BYTES))
+                tail = handle.read()
+        else:
+            tail = read_tail(path, _TAIL_BYTES)
         record = _last_record(tail)
         process = str(record.get("process", path.stem)) if record else path.stem
         if local:
@@ -239,8 +227,7 @@ def trace_endings(files: Sequence[Any],
         if pid is not None and not _moved_on(process, pid, local_files):
             endings.open[process] = pid
             unclean.remove(process)
-    endings.judged = bool(endings.left)
-    endings.abrupt = sorted(unclean) if endings.judged else []
+    endings.abrupt = sorted(unclean) if endings.left else []
     return endings
 
 
@@ -276,8 +263,6 @@ def read_releases(files: Sequence[Any], processes: Iterable[str],
     """The release records of the files of ``processes`` (those that recorded one, by
     the event counts; every file when a process's file is not found by its name).
     Local files are searched here; others through ``read_lines(files, needle)``."""
-    from groupcomm.core.tracing import trace_file_stem
-
     wanted = {trace_file_stem(p) for p in processes}
     if not wanted:
         return []

@@ -1,23 +1,21 @@
-"""One process's deliveries laid out in numpy: their sends, positions, copies and flags.
+"""One process's deliveries laid out in numpy (``groupBy("p").applyInArrow``): looked up
+in the send index, in line order, with their positions, copies, flags, exact counts and
+undelivered messages (method steps 2 to 4, docs/analysis.md). Tested without Spark.
 
-Spark hands :func:`lay_out` all the deliveries of one process (``groupBy("p")
-.applyInArrow``) as narrow rows; the worker looks their messages up in the send index
-(:mod:`trace_analysis.send_index`, an Arrow broadcast kept as a :class:`SendLookup`),
-orders them by line position and computes, in a few vectorised passes instead of a join
-and two window sorts in the JVM, the columns of :data:`OUTPUT_DDL`: method steps 2 to 4
-of :mod:`trace_analysis.checks` (flags, exact counts of the flagged deliveries with
-:func:`trace_analysis.counting.count_flagged`, and the undelivered messages, counted on
-the process's first row). Pure computation over Arrow tables: tested without Spark.
-"""
+The exact counts: for a sender s, ``a[j] = vcsend(m_j)[s]`` over the process's first
+deliveries; a flagged delivery i from s has the causal count ``#{j < i : a[j] >= a[i]}``
+and the FIFO count the same among the j from s."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from trace_analysis.counting import count_flagged
+import numpy as np
 
-#: the columns :func:`lay_out` expects
-INPUT_COLUMNS = ("p", "msg", "ts", "protocol", "file", "blk", "rid")
+from trace_analysis.send_index import send_table_of
+
 #: the Spark schema of the result, as DDL
 OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, sidx int, "
               "send_ts double, send_protocol string, has_send boolean, in_dests boolean, "
@@ -29,12 +27,109 @@ OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, 
 NO_VALUE = -1
 
 
+def count_earlier_at_least(values: Sequence[int] | np.ndarray,
+                           queries: Sequence[int] | np.ndarray) -> np.ndarray:
+    """For each index i in ``queries``: how many j < i have ``values[j] >= values[i]``.
+
+    At level w each query in the right half of a block of 2w counts the left half's
+    values at least its own (a sort and two binary searches); each pair j < i is counted
+    at the one level whose cut separates them, so the sum is exact in O(n log² n)."""
+    vals = np.asarray(values, dtype=np.int64)
+    q = np.asarray(queries, dtype=np.int64)
+    counts = np.zeros(len(q), dtype=np.int64)
+    n = int(q.max()) + 1 if len(q) else 0
+    if n < 2:
+        return counts
+    vals = vals[:n]  # nothing after the last query matters
+    uniques, rank = np.unique(vals, return_inverse=True)
+    width = np.int64(len(uniques) + 1)
+    qrank = rank[q]
+    index = np.arange(n, dtype=np.int64)
+    w = 1
+    while w < n:
+        left = (index // w) % 2 == 0
+        keys = np.sort((index[left] // (2 * w)) * width + rank[left])
+        right = (q // w) % 2 == 1
+        block = q[right] // (2 * w)
+        low = np.searchsorted(keys, block * width + qrank[right], side="left")
+        high = np.searchsorted(keys, (block + 1) * width, side="left")
+        counts[right] += high - low
+        w *= 2
+    return counts
+
+
+def nearest_earlier_at_least(values: np.ndarray, i: int, want: int) -> np.ndarray:
+    """Up to ``want`` indices j < i with ``values[j] >= values[i]``, the ones nearest to i,
+    ascending. Scans backwards in doubling chunks, so a late delivery costs its lateness."""
+    if want <= 0 or i <= 0:
+        return np.zeros(0, dtype=np.int64)
+    x = values[i]
+    found: list[np.ndarray] = []
+    total, high, chunk = 0, i, 64
+    while high > 0 and total < want:
+        low = max(0, high - chunk)
+        hits = np.flatnonzero(values[low:high] >= x) + low
+        found.append(hits)
+        total += len(hits)
+        high, chunk = low, chunk * 2
+    return np.concatenate(found[::-1])[-want:]
+
+
+@dataclass
+class FlaggedCounts:
+    """The exact counts of a process's flagged deliveries (arrays over its deliveries,
+    zero where not flagged) and some of their violating triples."""
+
+    causal: np.ndarray
+    fifo: np.ndarray
+    #: delivery row -> (rows of earlier first deliveries delivered before it although
+    #: causally after it, the nearest ones, ascending; whether each has its sender)
+    listed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
+                  flagged: np.ndarray, budget: int) -> FlaggedCounts:
+    """Exact counts of the flagged deliveries of one process, in delivery order.
+
+    ``clocks`` (n × K) holds each delivery's send clock over the senders, ``sidx`` its
+    sender's column, ``firsts`` marks the first deliveries of messages whose send is
+    known (the only ones that take part), ``flagged`` the deliveries to count. At most
+    ``budget`` triples are listed, each flagged delivery's nearest predecessors first.
+    """
+    n = len(sidx)
+    causal = np.zeros(n, dtype=np.int64)
+    fifo = np.zeros(n, dtype=np.int64)
+    rows = np.flatnonzero(firsts)  # the group's members, in delivery order
+    queries_at = np.flatnonzero(flagged[rows])  # indices into rows
+    columns: dict[int, np.ndarray] = {}
+    for s in np.unique(sidx[rows[queries_at]]).tolist():
+        values = clocks[rows, s]
+        columns[s] = values
+        mine = queries_at[sidx[rows[queries_at]] == s]
+        causal[rows[mine]] = count_earlier_at_least(values, mine)
+        own = np.flatnonzero(sidx[rows] == s)
+        # the queries are deliveries from s: their rank among its deliveries
+        fifo[rows[mine]] = count_earlier_at_least(values[own], np.searchsorted(own, mine))
+    result = FlaggedCounts(causal, fifo)
+    for i in queries_at.tolist():
+        if budget <= 0:
+            break
+        row = int(rows[i])
+        s = int(sidx[row])
+        want = min(int(causal[row]), budget)
+        if not want:  # flagged by a delivery that takes no part (its clock lacks its sender)
+            continue
+        earlier = nearest_earlier_at_least(columns[s], i, want)
+        result.listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
+        budget -= len(earlier)
+    return result
+
+
 class SendLookup:
     """The send index (an Arrow table of :mod:`trace_analysis.send_index`) prepared for
     lookups by message id: clocks as an M × K matrix, destinations flattened."""
 
     def __init__(self, sends: Any) -> None:
-        import numpy as np
         import pyarrow.compute as pc
 
         sends = sends.combine_chunks()
@@ -62,7 +157,6 @@ class SendLookup:
 
     def addressed_to(self, process: str) -> Any:
         """For every send, whether ``process`` is among its destinations."""
-        import numpy as np
         import pyarrow.compute as pc
 
         mask = self._dest_masks.get(process)
@@ -88,25 +182,13 @@ class SendLookup:
 _lookups: dict[str, SendLookup] = {}
 
 
-def send_table_bytes(sends: Any) -> bytes:
-    """The send table as an Arrow IPC stream, the form it is broadcast in."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, sends.schema) as writer:
-        writer.write_table(sends)
-    return sink.getvalue().to_pybytes()
-
-
 def worker_lookup(token: str, shipped: Any) -> SendLookup:
     """The :class:`SendLookup` of the broadcast ``shipped`` (Arrow IPC bytes), decoded
     once per worker process and analysis (``token``)."""
-    import pyarrow as pa
-
     lookup = _lookups.get(token)
     if lookup is None:
         _lookups.clear()
-        lookup = SendLookup(pa.ipc.open_stream(shipped.value).read_all())
+        lookup = SendLookup(send_table_of(shipped.value))
         _lookups[token] = lookup
     return lookup
 
@@ -114,8 +196,6 @@ def worker_lookup(token: str, shipped: Any) -> SendLookup:
 def occurrence(codes: Any) -> Any:
     """For each element of ``codes`` (integers), its 1-based occurrence number among the
     equal elements before it (in array order)."""
-    import numpy as np
-
     n = len(codes)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
@@ -132,8 +212,6 @@ def occurrence(codes: Any) -> Any:
 def prior_maximum(vals: Any) -> Any:
     """Row i of the result is the column-wise maximum of rows 0..i-1 of ``vals`` (an
     n × K integer matrix); row 0 is :data:`NO_VALUE`."""
-    import numpy as np
-
     prior = np.full(vals.shape, NO_VALUE, dtype=np.int64)
     if len(vals) > 1:
         prior[1:] = np.maximum.accumulate(vals[:-1], axis=0)
@@ -141,12 +219,9 @@ def prior_maximum(vals: Any) -> Any:
 
 
 def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -> Any:
-    """The deliveries of one process (columns :data:`INPUT_COLUMNS`) in line order, with
-    their sends looked up in ``lookup`` and ``has_send``, ``in_dests``, ``copy``,
-    ``pos``, ``flag`` and the exact counts of the flagged ones, listing at most
-    ``budget`` violating triples, and the process's undelivered messages (counted, and
-    the ``samples`` smallest ids listed) on its first row (schema :data:`OUTPUT_DDL`)."""
-    import numpy as np
+    """The deliveries of one process (p, msg, ts, protocol, file, blk, rid) in line order,
+    laid out as :data:`OUTPUT_DDL` says: at most ``budget`` violating triples listed, and
+    on the first row the process's undelivered messages, the ``samples`` smallest listed."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,48 +1,39 @@
-"""Read a trace directory: count every line, keep the events the checks need.
-
-:func:`load` dispatches to one of two loaders that give the same :class:`Loaded`:
-``workers`` (the default, :mod:`trace_analysis.worker_load`) and ``native``, here, kept
-as a second opinion and for files the Python workers cannot open (``hdfs://``...). It
-makes two passes of Spark's JSON parser, because caching ten million parsed rows costs
-more than parsing them twice:
-
-**Pass 1** reads every line (``spark.read.text``) with its file, block start and a
-``monotonically_increasing_id`` (the same on every read; ``(block, id)`` follows line
-order), parses it with ``from_json`` and the schema of :mod:`trace_analysis.schema`, and
-vouches for it with a native predicate when the parse is clean, required fields are
-there and string fields really are JSON strings (Spark turns ``5`` into ``"5"``; the text
-is searched only for values that could be such a conversion). It ends in counts per
-(block, protocol, process, event, kind) of clean lines and one group per other line,
-which :func:`trace_analysis.schema.parse_line` then decides as a UDF.
-
-**Pass 2** reads the text again and parses only the lines whose ``"event":"…"`` (found
-in the first 160 characters) is a kept event or cannot be found; the counts must equal
-pass 1's, else pass 2 runs again without the filter. Malformed samples get their line
-numbers from pass 1's per-block counts.
-"""
+"""Read a trace directory with one of two loaders (docs/analysis.md, "How the analysis
+works"): ``workers``, one Spark task per chunk (``mapInArrow`` over the chunk numbers)
+parsing its bytes in a Python worker (:mod:`trace_analysis.chunks`), every executor seeing
+the files at one path; or ``native``, two passes of Spark's JSON reader, lines identified by
+file, block start and a ``monotonically_increasing_id`` (the same on every read)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import operator
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import trace_analysis.chunks as chunks_mod
 import trace_analysis.schema as schema
 from trace_analysis.loaded import (
     EVENT_COLUMNS,
     HEAVY_EVENTS,
     LOADERS,
     Loaded,
+    RemoteFile,
     TraceDirError,
     add_counts,
     finished,
+    list_remote_trace_files,
     list_trace_files,
+    local_path,
     malformed_samples,
+    scheme_of,
 )
-from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
-from trace_analysis.worker_load import load_in_workers
+from trace_analysis.send_index import send_table_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -77,28 +68,16 @@ def choose_loader(trace_dir: str | Path, loader: str | None) -> str:
     return loader
 
 
-def spark_schema() -> Any:
-    """The ``from_json`` schema: the analyzed fields plus ``_corrupt_record``."""
+def _struct(first: tuple[str, ...] = (), last: tuple[str, ...] = ()) -> Any:
+    """The analyzed fields as a Spark struct, between string fields ``first`` and ``last``
+    (the ``from_json`` schema ends with ``_corrupt_record``)."""
     from pyspark.sql import types as T
 
-    types = {
-        "ts": T.DoubleType(),
-        "dests": T.ArrayType(T.StringType()),
-        "vc": T.MapType(T.StringType(), T.LongType()),
-        "meta_bytes": T.LongType(),
-    }
-    fields = [T.StructField(name, types.get(name, T.StringType())) for name in schema.FIELDS]
-    return T.StructType(fields + [T.StructField("_corrupt_record", T.StringType())])
-
-
-def _parsed_type() -> Any:
-    from pyspark.sql import types as T
-
-    base = spark_schema()
-    return T.StructType(
-        [T.StructField("status", T.StringType()), T.StructField("reason", T.StringType())]
-        + [f for f in base.fields if f.name != "_corrupt_record"]
-    )
+    types = {"ts": T.DoubleType(), "dests": T.ArrayType(T.StringType()),
+             "vc": T.MapType(T.StringType(), T.LongType()), "meta_bytes": T.LongType()}
+    names = [*first, *schema.FIELDS, *last]
+    return T.StructType([T.StructField(name, types.get(name, T.StringType()))
+                         for name in names])
 
 
 def parse_for_spark(raw: str | None) -> tuple:
@@ -117,16 +96,10 @@ def _looks_coerced(value: Column) -> Column:
     return F.substring(value, 1, 1).isin(*"-0123456789{[") | value.isin("true", "false")
 
 
-def _string_ok(raw: Column, value: Column, name: str) -> Column:
-    """True when ``value`` is absent, cannot be a coerced non-string, or the raw text
-    shows a JSON string for ``name`` (the text search runs only for odd-looking values)."""
-    return (value.isNull() | ~_looks_coerced(value)
-            | raw.contains(f'"{name}":"') | raw.contains(f'"{name}": "'))
-
-
 def _clean_predicate(raw: Column, j: Column) -> Column:
-    """The native fast path: True only for lines the Python validator would accept with
-    exactly the values Spark parsed (see the module docstring)."""
+    """True only for lines the Python validator would accept with exactly the values
+    Spark parsed (Spark turns ``5`` into ``"5"``: the text is searched for the string
+    only where a value could be such a conversion)."""
     from pyspark.sql import functions as F
 
     event = j["event"]
@@ -140,7 +113,9 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
         F.abs(j["ts"]) != float("inf"),
     ]
     conditions += [j[name].isNotNull() for name in schema.ALWAYS]
-    conditions += [_string_ok(raw, j[name], name) for name in schema.STRING_FIELDS]
+    # a string field is absent, cannot be a coerced non-string, or shows as a JSON string
+    conditions += [j[name].isNull() | ~_looks_coerced(j[name]) | raw.contains(f'"{name}":"')
+                   | raw.contains(f'"{name}": "') for name in schema.STRING_FIELDS]
     dests = j["dests"]
     dests_json = F.to_json(dests)
     conditions.append(
@@ -157,10 +132,7 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
         & (F.size(F.array_compact(values)) == F.size(values))))
     conditions.append(j["meta_bytes"].isNull() | (j["meta_bytes"] >= 0))
     for event_name, names in schema.REQUIRED.items():
-        present = [j[name].isNotNull() for name in names]
-        required = present[0]
-        for item in present[1:]:
-            required = required & item
+        required = functools.reduce(operator.and_, [j[name].isNotNull() for name in names])
         conditions.append((event != event_name) | required)
     conditions.append(
         (event != "send") | (F.coalesce(j["vc"][j["sender"]], F.lit(0)) >= 1)
@@ -185,7 +157,7 @@ def _json(column: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.from_json(
-        column, spark_schema(),
+        column, _struct(last=("_corrupt_record",)),
         {"mode": "PERMISSIVE", "allowSingleQuotes": "false",
          "columnNameOfCorruptRecord": "_corrupt_record"},
     )
@@ -226,7 +198,7 @@ def _summarize(lines: DataFrame) -> DataFrame:
 
 def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
     """Pass 2: the parsed send, deliver, buffer and unbuffer lines (and, with
-    ``prefilter``, few others), with the fields the analysis keeps."""
+    ``prefilter``, few others: ``"event"`` found in the first 160 characters)."""
     from pyspark.sql import functions as F
 
     if prefilter:
@@ -240,13 +212,12 @@ def _heavy_rows(lines: DataFrame, prefilter: bool) -> DataFrame:
                          *[_kept(event, F.col("j")[name], name) for name in schema.FIELDS])
 
 
-def _check_suspicious(
-    summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]], samples: int
-) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
+def _check_suspicious(summary: DataFrame, blocks: dict[tuple[str, int], tuple[int, int]],
+                      samples: int) -> tuple[DataFrame, dict[str, int], list[dict[str, Any]]]:
     """Run the Python validator on the lines the fast path did not vouch for."""
     from pyspark.sql import functions as F
 
-    validate = F.udf(parse_for_spark, _parsed_type(), useArrow=False)
+    validate = F.udf(parse_for_spark, _struct(first=("status", "reason")), useArrow=False)
     checked = (
         summary.filter(~F.col("clean"))
         .select("file", "blk", F.col("srid").alias("rid"), F.col("sraw").alias("raw"))
@@ -264,19 +235,11 @@ def _check_suspicious(
     return checked, statuses, sample_rows
 
 
-def load(
-    spark: SparkSession,
-    trace_dir: str | Path,
-    samples: int = 5,
-    progress: Progress | None = None,
-    loader: str | None = None,
-) -> Loaded:
-    """Parse every trace file of ``trace_dir`` (a local directory, or a URI: see
-    :mod:`trace_analysis.store`) with ``loader`` (one of :data:`LOADERS`, see the module
-    docstring; None: :func:`choose_loader`).
-
-    Raises :class:`TraceDirError` for a missing or empty directory.
-    """
+def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
+         progress: Progress | None = None, loader: str | None = None) -> Loaded:
+    """Parse every trace file of ``trace_dir`` (a local directory, or a URI) with
+    ``loader`` (None: :func:`choose_loader`); raises :class:`TraceDirError` for a missing
+    or empty directory."""
     from pyspark.sql import functions as F
 
     loader = choose_loader(trace_dir, loader)
@@ -354,3 +317,90 @@ def load(
         events = events.unionByName(fixed)
     return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
                     say, cached)
+
+
+#: partitions of the cached events per core of the Spark application
+SCAN_PARTITIONS_PER_CORE = 4
+
+
+def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
+                    say: Callable[[str], None],
+                    chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> Loaded:
+    """Parse ``files`` (already listed and checked) in Python workers."""
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    chunks = chunks_mod.plan_chunks(files, chunk_bytes)
+    keep = max(0, samples)
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        return chunks_mod.parse_partitions(batches, chunks, keep)
+
+    # one task per chunk while parsing (progress, balance); the cached result is read by
+    # every later scan, where a hundred small partitions would cost a task each
+    partitions = max(1, spark.sparkContext.defaultParallelism) * SCAN_PARTITIONS_PER_CORE
+    parsed = (spark.range(0, len(chunks), 1, len(chunks))
+              .mapInArrow(parse, ", ".join(f"{name} {kind}"
+                                           for name, kind in chunks_mod.OUTPUT_COLUMNS))
+              .coalesce(min(len(chunks), partitions))
+              .persist())
+    say(f"parsing {len(chunks)} chunks in Python workers")
+    with task_progress(spark, say, "parsing"):
+        rows = parsed.filter(F.col("rec") != "e").drop("ts", "dests", "vc").collect()
+
+    counts: dict[tuple, list[int]] = {}
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}
+    bad_rows = []
+    send_tables = []
+    lines = blank = malformed = 0
+    for row in rows:
+        if row["rec"] == "c":
+            add_counts(counts, [row])
+        elif row["rec"] == "s":
+            send_tables.append(send_table_of(row["sends"]))
+        elif row["rec"] == "k":
+            blocks[(row["file"], row["blk"])] = (row["n"], 0)
+            lines += row["n"]
+            blank += row["blank"]
+            malformed += row["bad"]
+        else:
+            bad_rows.append(row)
+    bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
+    samples = malformed_samples(blocks, bad_rows[:keep])
+    events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
+    sends = None
+    if send_tables:
+        import pyarrow as pa
+
+        sends = pa.concat_tables(send_tables)
+    return finished(events, counts, files, lines, blank, malformed, samples, started, say,
+                    [parsed], sends)
+
+
+@contextlib.contextmanager
+def task_progress(spark: Any, say: Callable[[str], None], label: str,
+                  interval: float = 3.0) -> Iterator[None]:
+    """``with task_progress(spark, say, "parsing"):`` says ``parsing: 12/108 tasks`` every
+    ``interval`` seconds while the block runs."""
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval):
+            try:
+                stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            except Exception:  # the JVM may be shutting down; progress is best effort
+                log.debug("progress poll failed", exc_info=True)
+                return
+            stages = [info for info in stages if info is not None]
+            total = sum(info.numTasks for info in stages)
+            if total:
+                say(f"{label}: {sum(info.numCompletedTasks for info in stages)}/{total} tasks")
+
+    thread = threading.Thread(target=run, name="spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

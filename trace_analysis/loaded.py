@@ -1,11 +1,12 @@
-"""What a loaded trace directory is, independent of the loader and of Spark: the trace
-files of a directory, the columns and events the checks keep, and :class:`Loaded`, the
-result both loaders (:mod:`trace_analysis.load`, :mod:`trace_analysis.worker_load`) give.
-"""
+"""What a loaded trace directory is, whichever the loader: the trace files of a
+directory (a local path, or a URI listed and read through the Hadoop ``FileSystem`` of
+the driver's JVM: ``hdfs://``, ``s3a://``, ``file://`` on shared storage), the columns
+and events the checks keep, and :class:`Loaded`."""
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,11 +17,12 @@ from urllib.parse import unquote, urlparse
 from trace_analysis.schema import FIELDS
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-TRACE_PATTERNS = ("*.jsonl", "*.jsonl.gz")
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
+TRACE_PATTERNS = tuple(f"*{suffix}" for suffix in TRACE_SUFFIXES)
 #: columns of :attr:`Loaded.events`
 EVENT_COLUMNS = ("file", "blk", "rid") + FIELDS
 #: the events pass 2 keeps (everything else is only counted)
@@ -90,11 +92,6 @@ def _trace_files_in(directory: Path) -> list[Path]:
                    if p.is_file()})
 
 
-def display_name(file_uri: str) -> str:
-    """``alice.jsonl`` for a Spark file URI."""
-    return Path(unquote(urlparse(file_uri).path)).name
-
-
 def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
     """Add rows of (protocol, process, event, kind, n, bytes) to ``counts``."""
     for row in rows:
@@ -107,9 +104,9 @@ def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
 def malformed_samples(blocks: dict[tuple[str, int], tuple[int, int]],
                       rows: list[Any]) -> list[dict[str, Any]]:
     """The samples of malformed ``rows`` (file, blk, rid, reason, raw): file name, line
-    number (:func:`line_numbers`), reason and the first 200 characters."""
+    number, reason and the first 200 characters."""
     numbers = line_numbers(blocks, rows)
-    return [{"file": display_name(row["file"]),
+    return [{"file": Path(unquote(urlparse(row["file"]).path)).name,
              "line": numbers[(row["file"], row["blk"], row["rid"])], "reason": row["reason"],
              "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
             for row in rows]
@@ -119,7 +116,7 @@ def finished(events: DataFrame, counts: dict[tuple, list[int]], files: list[Any]
              lines: int, blank: int, malformed: int, samples: list[dict[str, Any]],
              started: float, say: Callable[[str], None], cached: list[DataFrame],
              sends: Any = None) -> Loaded:
-    """What a loader found, logged and said (malformed lines, events, time)."""
+    """What a loader found, logged and said."""
     if malformed:
         log.warning("%d malformed lines (first: %s)", malformed,
                     ", ".join(f"{s['file']}:{s['line']}" for s in samples))
@@ -148,3 +145,106 @@ def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
             + 1
         for row in rows
     }
+
+
+#: a location with a scheme (one letter would be a drive, not a scheme)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+#: what Hadoop says when the scheme's file system is not on Spark's class path, and the
+#: package that provides it
+_MISSING_FILESYSTEM = re.compile(
+    r"No FileSystem for scheme|ClassNotFoundException: Class \S+FileSystem not found")
+_PROVIDERS = {"s3a": "org.apache.hadoop:hadoop-aws (the version of Spark's Hadoop)",
+              "gs": "com.google.cloud.bigdataoss:gcs-connector",
+              "abfs": "org.apache.hadoop:hadoop-azure", "abfss": "org.apache.hadoop:hadoop-azure"}
+
+
+def scheme_of(location: str | Path) -> str | None:
+    """The URI scheme of ``location`` (``"hdfs"``, ``"file"``...), None for a plain path."""
+    match = _SCHEME.match(str(location))
+    return match.group(1).lower() if match else None
+
+
+def local_path(location: str | Path) -> Path:
+    """The local path of a plain path or of a ``file://`` URI."""
+    if scheme_of(location) == "file":
+        return Path(unquote(urlparse(str(location)).path))
+    return Path(location)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A trace file seen through Hadoop: its URI, name and size in bytes."""
+
+    uri: str
+    name: str
+    size: int
+
+    @property
+    def stem(self) -> str:
+        """The name without its trace suffix (the process, when nothing else says)."""
+        for suffix in TRACE_SUFFIXES:
+            if self.name.endswith(suffix):
+                return self.name[: -len(suffix)]
+        return self.name
+
+
+def _filesystem(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    try:
+        return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path  # type: ignore[attr-defined]
+    except Exception as error:
+        raise TraceDirError(_explain(uri, error)) from None
+
+
+def _explain(uri: str, error: Exception) -> str:
+    # a Py4J error's text carries the Java stack; the Java exception's own line says it
+    java = getattr(error, "java_exception", None)
+    text = str(java) if java is not None else str(error)
+    if _MISSING_FILESYSTEM.search(text):
+        scheme = scheme_of(uri) or "?"
+        provider = _PROVIDERS.get(scheme, f"the Hadoop file system for {scheme}://")
+        return (f"Spark has no file system for {scheme}:// ({uri}): add {provider} to "
+                "Spark's class path (spark.jars.packages) and its credentials to the Hadoop "
+                "configuration (spark.hadoop.*)")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), repr(error))
+    return f"cannot read {uri} through Hadoop: {first}"
+
+
+def list_remote_trace_files(spark: SparkSession, uri: str) -> list[RemoteFile]:
+    """The trace files of the directory ``uri``, sorted by name; raises
+    :class:`TraceDirError` saying what is wrong (no such directory, no trace files, no
+    file system for the scheme)."""
+    filesystem, path = _filesystem(spark, uri)
+    try:
+        if not filesystem.exists(path):
+            raise TraceDirError(f"trace directory {uri} does not exist")
+        if not filesystem.getFileStatus(path).isDirectory():
+            raise TraceDirError(f"{uri} is not a directory")
+        statuses = filesystem.listStatus(path)
+    except TraceDirError:
+        raise
+    except Exception as error:
+        raise TraceDirError(_explain(uri, error)) from None
+    files = sorted(
+        (RemoteFile(str(status.getPath().toString()), status.getPath().getName(),
+                    int(status.getLen()))
+         for status in statuses
+         if status.isFile() and status.getPath().getName().endswith(TRACE_SUFFIXES)),
+        key=lambda file: file.name,
+    )
+    if not files:
+        raise TraceDirError(f"no trace files (*.jsonl) in {uri}")
+    return files
+
+
+def read_tail(spark: SparkSession, file: RemoteFile, size: int) -> bytes:
+    """The last ``size`` bytes of ``file`` (all of it when shorter)."""
+    filesystem, path = _filesystem(spark, file.uri)
+    stream = filesystem.open(path)
+    try:
+        stream.seek(max(0, file.size - size))
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+    finally:
+        stream.close()

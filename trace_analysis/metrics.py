@@ -1,9 +1,6 @@
-"""Performance metrics, per protocol and overall, from the loaded events: latency (send to
-first delivery, ms: p50, p95, p99, mean, max), time buffered (first ``buffer`` to first
-``unbuffer``; one that never ends is ``unfinished``), metadata and control bytes and
-control messages per application send, the eager share of network sends, and event
-counts per process. Only small per-group results are collected from Spark.
-"""
+"""Performance metrics per protocol and overall (key :data:`OVERALL`): latency (send to
+first delivery), time buffered (first ``buffer`` to first ``unbuffer``), metadata and
+control traffic per application send, the eager share, event counts per process."""
 
 from __future__ import annotations
 
@@ -15,9 +12,8 @@ if TYPE_CHECKING:
 
 PERCENTILES = (0.5, 0.95, 0.99)
 OVERALL = None  # the key of the figures over all protocols
-#: up to this many latencies are collected (as Arrow, 8 bytes each plus the protocol) and
-#: their percentiles computed in numpy, which is several times faster than Spark's exact
-#: ``percentile`` (one task merges a hash map of every value); more stay in Spark
+#: up to this many latencies are collected and their percentiles computed in numpy,
+#: several times faster than Spark's exact ``percentile``; more stay in Spark
 LOCAL_PERCENTILE_ROWS = 20_000_000
 
 

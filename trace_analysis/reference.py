@@ -1,12 +1,6 @@
-"""A single-process, pure-Python checker of trace directories (no Spark): the baseline of
-``groupcomm analyze-bench`` and a second opinion for tests.
-
-The same method as the Spark job: one pass keeps, per process, the running maximum of
-every sender column of the delivered messages' send clocks, which flags the deliveries
-with a violation; only flagged (process, sender) groups are counted exactly
-(:mod:`trace_analysis.counting`). Malformed lines, endings and releases follow the same
-rules (:mod:`trace_analysis.schema`, :mod:`trace_analysis.endings`).
-"""
+"""A single-process, pure-Python checker of trace directories (no Spark), by the same
+method and rules as the Spark job: the baseline of ``groupcomm analyze-bench`` and a
+second opinion for tests."""
 
 from __future__ import annotations
 
@@ -17,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trace_analysis.counting import count_earlier_at_least
 from trace_analysis.endings import Release, parse_release, trace_endings
+from trace_analysis.layout import count_earlier_at_least
 from trace_analysis.loaded import list_trace_files
 from trace_analysis.schema import MALFORMED, OK, parse_line
 
@@ -46,9 +40,8 @@ class ReferenceResult:
     released_deliveries: int = 0
 
 
-def check_directory(
-    trace_dir: str | Path, progress: Callable[[str], None] | None = None
-) -> ReferenceResult:
+def check_directory(trace_dir: str | Path,
+                    progress: Callable[[str], None] | None = None) -> ReferenceResult:
     """Check every ``*.jsonl`` file of ``trace_dir`` in this process."""
     result = ReferenceResult()
     senders: dict[str, int] = {}  # sender name -> column

@@ -1,32 +1,17 @@
-"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log.
-
-Files written (each listed in ``summary.json`` under ``report``; what was left out, and
-why, under ``report_notes``):
-
-* ``summary.json`` — the analysis result;
-* ``per_protocol.csv``, ``per_process.csv``, ``malformed_samples.csv``,
-  ``violations.csv`` (the listed triples) — tables;
-* ``latency.png`` — latency distribution (empirical CDF) per protocol;
-* ``meta_bytes.png`` — protocol metadata and control bytes per application message (left
-  out, with a note, when every protocol of the trace has none);
-* ``spacetime.png`` — the whole execution, or a window of
-  :data:`trace_analysis.spacetime.WINDOW_MESSAGES` messages of a larger one (around
-  the first delivery out of causal order); drawn when the ShiViz log is;
-* ``shiviz.log`` and ``shiviz_regex.txt`` — likewise limited (see :data:`SHIVIZ_MAX_EVENTS`).
-"""
+"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log
+(the files: docs/analysis.md)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trace_analysis.execution import Execution
-from trace_analysis.shiviz import write_shiviz
-from trace_analysis.spacetime import draw_spacetime
+from trace_analysis.spacetime import AppEvent, Execution, draw_spacetime
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +36,6 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
-    """The CSV tables of ``result``."""
     paths = []
     per_protocol = {name: _flat("", values) for name, values in result["per_protocol"].items()}
     columns = sorted({key for values in per_protocol.values() for key in values})
@@ -68,12 +52,6 @@ def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
                             [[s["file"], s["line"], s["reason"], s["text"]]
                              for s in result["malformed_samples"]]))
     return paths
-
-
-def write_violations_csv(triples: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    return _write_csv(path, ["process", "delivered_first", "delivered_second", "fifo"],
-                      [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
-                       for t in triples])
 
 
 def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
@@ -133,14 +111,10 @@ def plot_meta_bytes(per_protocol: Mapping[str, Mapping[str, Any]], path: Path) -
     return path
 
 
-def write_report(
-    result: dict[str, Any],
-    directory: str | Path,
-    latency_samples: Mapping[str, Sequence[float]],
-    execution: Execution | None,
-    undelivered: Sequence[tuple[str, str]],
-    triples: Sequence[Mapping[str, Any]],
-) -> dict[str, str]:
+def write_report(result: dict[str, Any], directory: str | Path,
+                 latency_samples: Mapping[str, Sequence[float]], execution: Execution | None,
+                 undelivered: Sequence[tuple[str, str]],
+                 triples: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Write every report file but ``summary.json`` (:func:`write_summary`, once the result
     is complete); returns {what: path} (also stored in ``result["report"]``).
 
@@ -152,7 +126,10 @@ def write_report(
     files: dict[str, str] = {}
     for path in write_tables(result, out):
         files[path.stem] = str(path)
-    files["violations"] = str(write_violations_csv(triples, out / "violations.csv"))
+    files["violations"] = str(_write_csv(
+        out / "violations.csv", ["process", "delivered_first", "delivered_second", "fifo"],
+        [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
+         for t in triples]))
     files["latency_plot"] = str(plot_latency(latency_samples, out / "latency.png"))
     notes = []
     per_protocol = result["per_protocol"]
@@ -167,9 +144,10 @@ def write_report(
         files["spacetime"] = str(draw_spacetime(
             execution, out / "spacetime.png", triples, undelivered,
             title=f"{_count(messages, 'message')}, {_violations_title(result)}"))
-        log_path, regex_path = write_shiviz(execution, out)
-        files["shiviz_log"] = str(log_path)
-        files["shiviz_regex"] = str(regex_path)
+        for what, name, text in (("shiviz_log", "shiviz.log", "\n".join(shiviz_lines(execution))),
+                                 ("shiviz_regex", "shiviz_regex.txt", REGEX)):
+            (out / name).write_text(text + "\n", encoding="utf-8")
+            files[what] = str(out / name)
     else:
         notes.append(f"no ShiViz log and no space-time diagram: more than "
                      f"{SHIVIZ_MAX_EVENTS:,} sends and deliveries")
@@ -186,7 +164,6 @@ def written_files(result: Mapping[str, Any]) -> list[str]:
 
 
 def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
-    """``summary.json``: the analysis result."""
     path = Path(directory) / "summary.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
@@ -208,3 +185,64 @@ def _count(n: int, noun: str) -> str:
     if n == 1:
         return f"{n:,} {noun}"
     return f"{n:,} {noun[:-1]}ies" if noun.endswith("y") else f"{n:,} {noun}s"
+
+
+REGEX = r"(?<host>\S+) (?<clock>\{[^}]*\}) (?<event>.*)"
+_SPACE = re.compile(r"\s+")
+
+
+def shiviz_lines(execution: Execution) -> list[str]:
+    """The ShiViz log lines (https://bestchai.bitbucket.io/shiviz/), one per event
+    (``alice {"alice":2,"bob":1} deliver bob#1 from bob``, parsed with :data:`REGEX`), in
+    an order where every send comes before its deliveries. ShiViz rejects a log unless
+    each host's own clock entry is 1 on its first event and rises by exactly 1 on each
+    later one; a trace may be partial (malformed lines dropped, a process without a
+    file), so the clocks are rebuilt from the logged events alone."""
+    queues = {p: list(events) for p, events in execution.events.items()}
+    logged_sends = set(execution.sends())
+    clocks: dict[str, dict[str, int]] = {p: {} for p in queues}
+    send_clock: dict[str, dict[str, int]] = {}
+    heads = dict.fromkeys(queues, 0)
+    lines: list[str] = []
+    remaining = sum(len(q) for q in queues.values())
+    while remaining:
+        progressed = False
+        for process, queue in queues.items():
+            while heads[process] < len(queue):
+                event = queue[heads[process]]
+                waiting = (event.event == "deliver" and event.msg in logged_sends
+                           and event.msg not in send_clock)
+                if waiting:
+                    break
+                _log_event(event, clocks[process], send_clock, lines)
+                heads[process] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            # a delivery recorded before its send (clock skew in a broken trace): log the
+            # earliest blocked delivery without the merge rather than give up
+            process = min((p for p in queues if heads[p] < len(queues[p])),
+                          key=lambda p: queues[p][heads[p]].ts)
+            event = queues[process][heads[process]]
+            log.warning("ShiViz export: %s delivered %s before its send was logged",
+                        process, event.msg)
+            _log_event(event, clocks[process], {}, lines)
+            heads[process] += 1
+            remaining -= 1
+    return lines
+
+
+def _log_event(event: AppEvent, clock: dict[str, int], send_clock: dict[str, dict[str, int]],
+               lines: list[str]) -> None:
+    host = _SPACE.sub("_", event.process) or "_"  # ShiViz splits the host field on spaces
+    if event.event == "deliver":
+        for other, count in send_clock.get(event.msg, {}).items():
+            if clock.get(other, 0) < count:
+                clock[other] = count
+    clock[host] = clock.get(host, 0) + 1
+    if event.event == "send":
+        send_clock.setdefault(event.msg, dict(clock))
+        what = f"send {event.msg} to {','.join(event.dests) or '(nobody)'}"
+    else:
+        what = f"deliver {event.msg} from {event.sender}"
+    lines.append(f"{host} {json.dumps(clock, separators=(',', ':'))} {what}")

@@ -1,14 +1,6 @@
-"""The trace schema (docs/trace_schema.md) as the analyzer reads it, and the one line validator.
-
-:func:`parse_line` decides "is this line an event?" by the rules of docs/trace_schema.md
-("Files and lines", "Fields"): blank lines are skipped; a line must be one JSON object
-whose present known fields have their types (``null`` is absent; booleans are not
-numbers); every event needs ``ts``, ``process``, ``event`` and ``protocol``, and each
-event type its own fields (:data:`REQUIRED`); a ``send`` needs a positive entry of its
-own sender in ``vc`` (the scaling fact); unknown fields and events are ignored. The
-reference checker calls it on every line and the Spark loaders on the lines their fast
-paths do not vouch for, so all agree by construction.
-"""
+"""The trace schema (docs/trace_schema.md) as the analyzer reads it, and the one line
+validator, :func:`parse_line`: the reference checker calls it on every line and the Spark
+loaders on the lines their fast paths do not vouch for, so all agree by construction."""
 
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ except ImportError:  # a Spark worker without groupcomm: the copy shipped with t
     _schema = importlib.import_module("trace_analysis._shipped_trace_schema")
 
 # the analyzer's names for the schema's
-ALWAYS, EVENTS, FIELDS = _schema.ALWAYS, _schema.EVENTS, _schema.FIELDS
+ALWAYS, FIELDS = _schema.ALWAYS, _schema.FIELDS
 INT64_MAX, REQUIRED, STRING_FIELDS = _schema.INT64_MAX, _schema.REQUIRED, _schema.STRING_FIELDS
 #: the fields the analysis keeps for each event type (others are dropped after checking)
 KEPT: dict[str, tuple[str, ...]] = {
@@ -44,16 +36,6 @@ MALFORMED = "malformed"
 ParseResult = tuple[str, str | None, dict[str, Any] | None]
 
 
-def check_record(record: Any) -> ParseResult:
-    """Validate one decoded JSON value against the schema (see the module docstring)."""
-    reason = _schema.record_problem(record)
-    if reason is not None:
-        return MALFORMED, reason, None
-    parsed = {name: record.get(name) for name in FIELDS}
-    parsed["ts"] = float(parsed["ts"])
-    return OK, None, parsed
-
-
 def parse_line(text: str) -> ParseResult:
     """Parse and validate one trace line (without its line terminator)."""
     if not text.strip():
@@ -62,13 +44,9 @@ def parse_line(text: str) -> ParseResult:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return MALFORMED, "not JSON", None
-    return check_record(value)
-
-
-def keep_fields(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with the fields the analysis does not use for its event set to None."""
-    kept = KEPT.get(record["event"], ())
-    return {
-        name: (value if name in ALWAYS or name in kept else None)
-        for name, value in record.items()
-    }
+    reason = _schema.record_problem(value)
+    if reason is not None:
+        return MALFORMED, reason, None
+    parsed = {name: value.get(name) for name in FIELDS}
+    parsed["ts"] = float(parsed["ts"])
+    return OK, None, parsed

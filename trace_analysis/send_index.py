@@ -1,17 +1,13 @@
-"""The send records of a trace, one per message, with their clocks laid out per sender.
-
-Method step 1 of :mod:`trace_analysis.checks`, in numpy on the driver: the first send
-record of each message id (by line position; later ones are counted), each clock ``vc``
-a row of an M × K matrix ``vals`` over the trace's senders, with ``x = vc[sender]``. It
-serves as a Spark DataFrame for the joins of the exact counts and, as Arrow IPC in a
-broadcast, to the workers of :mod:`trace_analysis.layout`. Pure computation over Arrow
-tables: tested without Spark.
-"""
+"""The send records of a trace, one per message (the first by line position), with their
+clocks laid out per sender: method step 1 (docs/analysis.md), in numpy on the driver,
+tested without Spark."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 #: the columns :func:`index_sends` reads from the send events
 RAW_COLUMNS = ("msg", "sender", "vc", "dests", "ts", "protocol", "file", "blk", "rid")
@@ -35,7 +31,6 @@ class SendIndex:
 
     def per_protocol(self) -> dict[str | None, tuple[int, int]]:
         """Protocol -> (messages, expected deliveries: distinct destinations summed)."""
-        import numpy as np
         import pyarrow.compute as pc
 
         protocols = pc.dictionary_encode(self.table.column("send_protocol")).combine_chunks()
@@ -49,10 +44,28 @@ class SendIndex:
                 for code in range(len(names)) if messages[code]}
 
 
+def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
+    """``table`` as an Arrow IPC stream, the form send tables travel in (broadcast to the
+    workers; from each chunk, compressed, to the driver: opaque bytes to the JVM)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def send_table_of(blob: bytes) -> Any:
+    """The table of :func:`send_table_bytes`."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all()
+
+
 def _first_per_message(raw: Any) -> tuple[Any, int]:
     """``raw`` reduced to the first record (in line order) of each message id, and the
     number of records dropped."""
-    import numpy as np
     import pyarrow.compute as pc
 
     n = raw.num_rows
@@ -86,7 +99,6 @@ def _entries(lists: Any) -> tuple[Any, Any]:
 def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
     """The n × K matrix of ``vc[s_k]`` (0 where a clock lacks s_k), and for each row
     whether its clock has an entry for its own sender."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -112,7 +124,6 @@ def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
 def _distinct_lists(lists: Any) -> Any:
     """Each list of ``lists`` (of strings) without repeats, first occurrences in order;
     nulls stay null."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -136,7 +147,6 @@ def _distinct_lists(lists: Any) -> Any:
 
 def _fixed_lists(matrix: Any) -> Any:
     """The rows of an n × K integer matrix as a list<int64> array."""
-    import numpy as np
     import pyarrow as pa
 
     n, width = matrix.shape
@@ -148,7 +158,6 @@ def _fixed_lists(matrix: Any) -> Any:
 def index_sends(raw: Any) -> SendIndex:
     """The send index of the send events ``raw`` (an Arrow table with
     :data:`RAW_COLUMNS`)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 

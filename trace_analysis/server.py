@@ -1,24 +1,16 @@
 """A warm Spark for repeated analyses: ``groupcomm analyze --serve`` and the clients that
-find it (docs/analysis.md, "A warm Spark session").
+find it through its state file (docs/analysis.md, "A warm Spark session").
 
-The server holds the one SparkSession :func:`~trace_analysis.session.get_spark` makes,
-warms it up with one tiny synthetic analysis, then answers requests one at a time until
-it is stopped or idle for ``idle_timeout`` seconds. Its state file in :func:`state_dir`,
-named for the master and whether packages may be shipped, holds its process id, port
-(on 127.0.0.1), the token every request must carry, and a fingerprint of the code: a
-client uses only a server of its own master that answers within
-:data:`HELLO_TIMEOUT` and runs the same code, and otherwise asks it to stop and
-analyses in its own process (or, :func:`find_or_start`, starts a fresh server).
-
-**Protocol.** One JSON object per line over TCP. The client sends ``{"token", "op",
-"fingerprint", "request"}`` (``op`` is ``analyze``, ``ping`` or ``stop``); the server
-answers ``{"hello": {...}}``, then, for an analysis, any number of ``{"progress":
-text}`` and finally ``{"result": {...}}`` or ``{"error": text, "kind": kind}``.
+The protocol: one JSON object per line over TCP on 127.0.0.1. The client sends
+``{"token", "op", "fingerprint", "request"}`` (``op``: ``analyze``, ``ping`` or
+``stop``); the server answers ``{"hello": {...}}``, then, for an analysis, any number of
+``{"progress": text}`` and finally ``{"result": {...}}`` or ``{"error", "kind"}``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -33,12 +25,17 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groupcomm.core import trace_schema
+from trace_analysis.analysis import analyze
+from trace_analysis.endings import process_running
 from trace_analysis.loaded import TraceDirError
-from trace_analysis.session import DEFAULT_MASTER, SparkUnavailableError
+from trace_analysis.session import DEFAULT_MASTER, SparkUnavailableError, get_spark
+from trace_analysis.synth import SynthSpec, generate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,6 +56,11 @@ Say = Callable[[str], None]
 class ServerGone(RuntimeError):
     """The server cannot be used (dead, silent, stale or gone mid-analysis); the message
     says why, in a few words."""
+
+
+#: the ``kind`` of an error answer -> what the client raises
+_ERRORS: dict[str | None, type[Exception]] = {"trace_dir": TraceDirError,
+                                              "spark": SparkUnavailableError}
 
 
 @dataclass(frozen=True)
@@ -89,41 +91,23 @@ def state_dir(create: bool = True) -> Path:
     return directory
 
 
-def server_key(master: str | None, ship: bool) -> str:
-    """The name part of the state file of the server for ``master`` (None: local)."""
-    text = f"{master or DEFAULT_MASTER}|ship={int(ship)}"
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
 def state_file(master: str | None, ship: bool, create: bool = True) -> Path:
-    """The state file of the server for ``master`` (its directory made if ``create``)."""
-    return state_dir(create) / f"analyze-server-{server_key(master, ship)}.json"
+    """The state file of the server for ``master`` (None: local; its directory made if
+    ``create``); the server's log and the starters' lock take its name."""
+    key = hashlib.sha1(f"{master or DEFAULT_MASTER}|ship={int(ship)}".encode()).hexdigest()
+    return state_dir(create) / f"analyze-server-{key[:12]}.json"
 
 
 @functools.cache
 def code_fingerprint() -> str:
     """Changes when the analysis code, the trace schema, the Python or pyspark change
     (taken once per process: the code a process runs is the code it found at first)."""
-    from importlib.metadata import version
-
-    from groupcomm.core import trace_schema
-
     digest = hashlib.sha1(f"{sys.executable}|{version('pyspark')}".encode())
     package = Path(__file__).resolve().parent
     for path in [*sorted(package.glob("*.py")), Path(trace_schema.__file__)]:
         stat = path.stat()
         digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return digest.hexdigest()[:16]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _is_a_server(pid: int) -> bool:
@@ -161,7 +145,7 @@ def read_state(master: str | None, ship: bool) -> ServerInfo | None:
         with contextlib.suppress(OSError):
             path.unlink()
         return None
-    if not _alive(info.pid):
+    if not process_running(info.pid):
         log.info("the analysis server of %s (pid %d) is gone; state file removed",
                  path, info.pid)
         _remove_if_ours(path, info.pid)
@@ -169,13 +153,16 @@ def read_state(master: str | None, ship: bool) -> ServerInfo | None:
     return info
 
 
-# ---------------------------------------------------------------------------- client
-
-
 @contextlib.contextmanager
 def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
               ) -> Iterator[tuple[dict[str, Any], Iterator[dict[str, Any]]]]:
     """Connect, send one request, read the hello; yields (hello, further messages)."""
+
+    def gone(error: OSError) -> ServerGone:
+        if isinstance(error, TimeoutError):  # only the hello has a deadline
+            return ServerGone(f"no answer within {HELLO_TIMEOUT:g} s")
+        return ServerGone(f"connection lost ({error})")
+
     try:
         sock = socket.create_connection(("127.0.0.1", info.port), timeout=HELLO_TIMEOUT)
     except OSError as error:
@@ -186,10 +173,8 @@ def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
             while True:
                 try:
                     line = reader.readline(_LINE_LIMIT)
-                except TimeoutError:  # only the hello has a deadline
-                    raise ServerGone(f"no answer within {HELLO_TIMEOUT:g} s") from None
                 except OSError as error:
-                    raise ServerGone(f"connection lost ({error})") from None
+                    raise gone(error) from None
                 if not line:
                     raise ServerGone("it closed the connection")
                 try:
@@ -203,10 +188,8 @@ def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
                                      "request": request or {}}).encode() + b"\n")
             stream = messages()
             hello = next(stream)
-        except TimeoutError:
-            raise ServerGone(f"no answer within {HELLO_TIMEOUT:.0f} s") from None
         except OSError as error:
-            raise ServerGone(f"connection lost ({error})") from None
+            raise gone(error) from None
         if "hello" not in hello:
             raise ServerGone(str(hello.get("error", "it refused the request")))
         sock.settimeout(None)  # an analysis takes as long as it takes
@@ -226,9 +209,9 @@ def stop(info: ServerInfo, wait: float = 30.0) -> bool:
         with _exchange(info, "stop") as (_, stream):
             next(stream, None)
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and _alive(info.pid):
+    while time.monotonic() < deadline and process_running(info.pid):
         time.sleep(0.1)
-    gone = not _alive(info.pid)
+    gone = not process_running(info.pid)
     if gone:
         _remove_if_ours(Path(info.state_file), info.pid)
     return gone
@@ -236,10 +219,9 @@ def stop(info: ServerInfo, wait: float = 30.0) -> bool:
 
 def analyze_remote(info: ServerInfo, request: dict[str, Any],
                    progress: Say | None = None) -> dict[str, Any]:
-    """Run one analysis on the server: ``request`` holds :func:`analyze`'s keyword
-    arguments (absolute paths). Raises :class:`ServerGone` when the server is unusable,
-    and :class:`TraceDirError` or :class:`SparkUnavailableError` as the analysis would.
-    """
+    """Run one analysis on the server (``request``: :func:`analyze`'s keyword arguments,
+    absolute paths). Raises :class:`ServerGone` when the server is unusable, and
+    :class:`TraceDirError` or :class:`SparkUnavailableError` as the analysis would."""
     with _exchange(info, "analyze", request) as (_, stream):
         for message in stream:
             if "progress" in message:
@@ -248,12 +230,9 @@ def analyze_remote(info: ServerInfo, request: dict[str, Any],
             elif "result" in message:
                 return message["result"]
             elif "error" in message:
-                kind, text = message.get("kind"), str(message["error"])
-                if kind == "trace_dir":
-                    raise TraceDirError(text)
-                if kind == "spark":
-                    raise SparkUnavailableError(text)
-                raise ServerGone(f"it failed: {text}")
+                text = str(message["error"])
+                raised = _ERRORS.get(message.get("kind"))
+                raise raised(text) if raised else ServerGone(f"it failed: {text}")
     raise ServerGone("it ended the conversation without a result")  # pragma: no cover
 
 
@@ -279,41 +258,29 @@ def usable(master: str | None, ship: bool, note: Say) -> ServerInfo | None:
     return info
 
 
-def spawn(master: str | None, ship: bool, idle_timeout: float) -> subprocess.Popen[bytes]:
-    """Start ``groupcomm analyze --serve`` in the background (its own session, output
-    to ``analyze-server-<key>.log`` beside the state file)."""
-    key = server_key(master, ship)
-    command = [sys.executable, "-m", "groupcomm.cli", "analyze", "--serve",
-               "--idle-timeout", f"{idle_timeout / 60:g}"]
-    if master:
-        command += ["--master", master]
-    if not ship:
-        command.append("--no-ship")
-    log_path = state_dir() / f"analyze-server-{key}.log"
-    with open(log_path, "wb") as out:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=str(state_dir()))
-
-
 def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say,
                   progress: Say | None = None,
                   timeout: float = START_TIMEOUT) -> ServerInfo | None:
     """The usable server for ``master``, started in the background when there is none
-    (it stops after ``idle_timeout`` seconds without work). None, after one ``note``
-    line, when it does not come up within ``timeout`` seconds."""
-    import fcntl
-
-    lock_path = state_dir() / f"analyze-server-{server_key(master, ship)}.lock"
-    with open(lock_path, "w") as lock:
+    (``analyze --serve`` in its own session, logging beside its state file; it stops
+    after ``idle_timeout`` seconds without work). None, after one ``note`` line, when it
+    does not come up within ``timeout`` seconds."""
+    log_path = state_file(master, ship).with_suffix(".log")
+    with open(log_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others then find it
         info = usable(master, ship, note)
         if info is not None:
             return info
         if progress is not None:
             progress("starting the analysis server (Spark), kept for later analyses")
-        child = spawn(master, ship, idle_timeout)
-        log_path = state_dir() / f"analyze-server-{server_key(master, ship)}.log"
+        command = [sys.executable, "-m", "groupcomm.cli", "analyze", "--serve",
+                   "--idle-timeout", f"{idle_timeout / 60:g}"]
+        command += ["--master", master] if master else []
+        command += [] if ship else ["--no-ship"]
+        with open(log_path, "wb") as out:
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=str(state_dir()))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if child.poll() is not None:
@@ -333,15 +300,9 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
         return None
 
 
-# ---------------------------------------------------------------------------- server
-
-
 def _warm_up(spark: SparkSession) -> None:
     """One tiny analysis, so the first request finds the Python workers started and the
     code paths loaded (the first analysis of a session takes several times longer)."""
-    from trace_analysis.analysis import analyze
-    from trace_analysis.synth import SynthSpec, generate
-
     with tempfile.TemporaryDirectory(prefix="groupcomm-warm-") as directory:
         generate(SynthSpec(events=200, processes=3, protocol="vector", violations=1,
                            undelivered=1, duplicates=1, malformed=0, pad=0), directory)
@@ -455,8 +416,6 @@ class AnalysisServer:
         self._run_analysis(message.get("request") or {}, send)
 
     def _run_analysis(self, request: dict[str, Any], send: Callable[[dict], None]) -> None:
-        from trace_analysis.analysis import analyze
-
         lost = threading.Event()
 
         def progress(text: str) -> None:
@@ -476,11 +435,9 @@ class AnalysisServer:
                 return
             try:
                 result = analyze(spark=self.spark, progress=progress, **request)
-            except TraceDirError as error:
-                send({"error": str(error), "kind": "trace_dir"})
-                return
-            except SparkUnavailableError as error:
-                send({"error": str(error), "kind": "spark"})
+            except (TraceDirError, SparkUnavailableError) as error:
+                kind = next(k for k, raised in _ERRORS.items() if isinstance(error, raised))
+                send({"error": str(error), "kind": kind})
                 return
             except Exception as error:
                 log.exception("analysis of %s failed", request.get("trace_dir"))
@@ -510,12 +467,8 @@ def serve(master: str | None = None, ship: bool = True,
     """Run the analysis server in this process until Ctrl-C, SIGTERM, a stop request or
     ``idle_timeout`` seconds without work (None or 0: no limit). ``say`` gets a few
     progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
-    analysis first; ``stop_spark`` stops the session at the end.
-
-    Raises :class:`SparkUnavailableError` when Spark cannot start.
-    """
-    from trace_analysis.session import get_spark
-
+    analysis first; ``stop_spark`` stops the session at the end. Raises
+    :class:`SparkUnavailableError` when Spark cannot start."""
     tell = say or (lambda text: None)
     previous = usable(master, ship, log.warning)
     if previous is not None:
@@ -528,13 +481,9 @@ def serve(master: str | None = None, ship: bool = True,
         tell("warming up (one small analysis)")
         _warm_up(spark)
     server = AnalysisServer(spark, master, ship, idle_timeout)
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        server.stopping.set()
-
     previous_handler = None
     if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, on_term)
+        previous_handler = signal.signal(signal.SIGTERM, lambda *_: server.stopping.set())
     try:
         server.publish()
         tell(f"analysis server ready on 127.0.0.1:{server.port} (pid {os.getpid()}, "
@@ -552,10 +501,3 @@ def serve(master: str | None = None, ship: bool = True,
             with contextlib.suppress(Exception):  # its JVM may be gone already
                 spark.stop()
         tell("analysis server stopped")
-
-
-def info_dict(info: ServerInfo) -> dict[str, Any]:
-    """The state of a server as JSON (for ``--json`` output)."""
-    data = asdict(info)
-    data.pop("token")
-    return data

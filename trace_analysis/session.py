@@ -1,24 +1,29 @@
-"""One quiet SparkSession per Python process.
-
-Starting Spark costs seconds; the demonstration analyses several small traces in a row,
-so :func:`get_spark` creates the session once and hands the same one back afterwards.
-The session is tuned for small jobs on a small machine: few shuffle partitions, no web
-UI, no console progress bar, log4j limited to errors (a properties file written to a
-temporary directory, because Spark's own start-up banner comes before any setting made
-from Python).
-"""
+"""One quiet SparkSession per Python process, tuned for small jobs on a small machine
+(log4j is set by a properties file: Spark's start-up banner comes before any setting
+made from Python). Workers whose Python lacks the analysis' packages get an uncompressed
+tar of the driver's own installation of them and what they require, cached by versions
+and platform, sent with the job (``spark.archives``) and put on their ``PYTHONPATH``;
+compiled packages load only on the driver's Python version and platform."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import shutil
+import site
 import sys
+import sysconfig
+import tarfile
 import tempfile
 import threading
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from groupcomm.core import trace_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,12 +75,9 @@ def _log4j_file() -> Path:
 
 
 def _ship_package(spark: SparkSession) -> None:
-    """Make ``trace_analysis`` importable on remote executors (Python UDFs need it), with
-    a copy of the one module of ``groupcomm`` it uses there (the trace schema), which
-    :mod:`trace_analysis.schema` imports where groupcomm is not installed: the whole
-    package would need msgpack, zmq and more on the workers."""
-    from groupcomm.core import trace_schema
-
+    """Make ``trace_analysis`` importable on remote executors, with a copy of the trace
+    schema, the one module of ``groupcomm`` it uses there (the whole package would need
+    zmq and more on the workers)."""
     package = Path(__file__).resolve().parent
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
@@ -91,9 +93,8 @@ WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
 
 def _probe_workers(spark: SparkSession,
                    needed: tuple[str, ...]) -> tuple[str, str, str, list[str]]:
-    """Ask an executor for its Python (executable, version, platform) and which of the
-    ``needed`` packages it lacks; raises :class:`SparkUnavailableError` when the workers
-    cannot run Python at all."""
+    """An executor's Python (executable, version, platform) and which of ``needed`` it
+    lacks; raises :class:`SparkUnavailableError` when the workers cannot run Python."""
 
     def probe(_rows):  # sent by value: nothing of this project is imported there
         import importlib.util
@@ -126,11 +127,8 @@ def _lacking(answer: tuple[str, str, str, list[str]], why_not_shipped: str) -> s
 
 def worker_python_path() -> str:
     """PYTHONPATH for local Python workers: this package's root, then the driver's
-    site-packages. Spark starts workers with the interpreter behind a virtual
-    environment's symlink, which does not see the environment's packages (msgspec,
-    pyarrow, numpy) — so they are put on the path explicitly."""
-    import site
-
+    site-packages (Spark starts workers with the interpreter behind a virtual
+    environment's symlink, which does not see the environment's packages)."""
     entries = [str(Path(__file__).resolve().parents[1])]
     entries += [p for p in site.getsitepackages() if Path(p).is_dir()]
     return os.pathsep.join(dict.fromkeys(entries))
@@ -138,12 +136,9 @@ def worker_python_path() -> str:
 
 def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
                    ship_packages: bool, packages: tuple[str, ...]) -> SparkSession:
-    """A session whose workers can run the analysis: ``spark`` when their Python has the
-    packages; otherwise (``ship_packages``, and a worker Python of the driver's version
-    and platform) a new session that ships them (:mod:`trace_analysis.worker_deps`).
-    Raises :class:`SparkUnavailableError` with one line saying what the workers lack."""
-    from trace_analysis import worker_deps
-
+    """``spark`` when its workers' Python has the packages; otherwise (``ship_packages``,
+    and a worker Python of the driver's version and platform) a new session that ships
+    them. Raises :class:`SparkUnavailableError` saying what the workers lack."""
     try:
         _ship_package(spark)
         answer = _probe_workers(spark, packages)
@@ -152,16 +147,16 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
         _, version, platform, missing = answer
         if not ship_packages:
             raise SparkUnavailableError(_lacking(answer, " (not shipped: --no-ship)"))
-        if not worker_deps.compatible(version, platform):
+        if not compatible(version, platform):
             raise SparkUnavailableError(_lacking(answer, (
                 f" (not shipped: they would be this driver's builds for "
-                f"{worker_deps.platform_tag()}, and the workers run {version} on {platform})")))
+                f"{platform_tag()}, and the workers run {version} on {platform})")))
         log.warning("the Spark workers' Python lacks %s: shipping this installation's "
                     "with the job (spark.archives)", ", ".join(missing))
-        archive = worker_deps.build_archive(packages)
+        archive = build_archive(packages)
         spark.stop()
-        spark = (builder.config("spark.archives", f"{archive}#{worker_deps.ARCHIVE_ALIAS}")
-                 .config("spark.executorEnv.PYTHONPATH", worker_deps.ARCHIVE_ALIAS)
+        spark = (builder.config("spark.archives", f"{archive}#{ARCHIVE_ALIAS}")
+                 .config("spark.executorEnv.PYTHONPATH", ARCHIVE_ALIAS)
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         _ship_package(spark)
@@ -176,17 +171,11 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
 
 def get_spark(master: str | None = None, ship_packages: bool = True,
               packages: tuple[str, ...] = WORKER_PACKAGES) -> SparkSession:
-    """The process's SparkSession, created on first use (``local[2]`` unless ``master``).
-
-    On a cluster, workers whose Python lacks ``packages`` (default: the analysis') get
-    them shipped with the job (unless ``ship_packages`` is false; see
-    :func:`_ready_workers`).
-
-    Later calls return the same session; asking for another master then only logs a
-    warning (Spark allows one context per process).
-
-    Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not start.
-    """
+    """The process's SparkSession, created on first use (``local[2]`` unless ``master``;
+    later calls return the same one, with a warning for another master). On a cluster,
+    workers whose Python lacks ``packages`` get them shipped unless ``ship_packages`` is
+    false. Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not
+    start."""
     global _session
     with _lock:
         if _session is not None and _session.sparkContext._jsc is not None:
@@ -219,10 +208,7 @@ def get_spark(master: str | None = None, ship_packages: bool = True,
             memory = os.environ.get("GROUPCOMM_SPARK_MEMORY", DEFAULT_DRIVER_MEMORY)
             builder = (
                 builder.config("spark.driver.memory", memory)
-                # the cached events and deliveries are built by the cores that parse:
-                # uncompressed columns take more memory (81 MB per million events of
-                # the benchmark's traces instead of 46; spilled to disk past the budget)
-                # and save about 10 % of the time of a 10M-event analysis
+                # uncompressed: more memory, 10 % less time (BENCHMARKS.md)
                 .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
                 .config("spark.pyspark.python", sys.executable)
                 .config("spark.pyspark.driver.python", sys.executable)
@@ -239,3 +225,88 @@ def get_spark(master: str | None = None, ship_packages: bool = True,
         log.info("Spark %s started (master %s)", spark.version, spark.sparkContext.master)
         _session = spark
         return spark
+
+
+#: where the executors unpack the archive (its alias in ``spark.archives``)
+ARCHIVE_ALIAS = "groupcomm-worker-deps"
+
+
+def platform_tag() -> str:
+    """This interpreter's ``major.minor`` and platform (what compiled packages need)."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}-{sysconfig.get_platform()}"
+
+
+def compatible(worker_version: str, worker_platform: str) -> bool:
+    """Whether packages installed for this driver load on a worker of that Python
+    version (``3.11.2``) and platform (``linux-x86_64``)."""
+    return ".".join(worker_version.split(".")[:2]) + "-" + worker_platform == platform_tag()
+
+
+def _requirement_names(distribution: metadata.Distribution) -> list[str]:
+    """The distributions ``distribution`` requires here (extras left out, environment
+    markers evaluated for this interpreter)."""
+    from packaging.requirements import Requirement  # matplotlib requires packaging
+
+    names = []
+    for text in distribution.requires or []:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            names.append(requirement.name)
+    return names
+
+
+def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
+    """The installed distributions ``names`` and everything they require, by name."""
+    found: dict[str, metadata.Distribution] = {}
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in found:
+            continue
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise RuntimeError(f"{name} is not installed here, so it cannot be shipped to the "
+                               "Spark workers") from None
+        found[key] = distribution
+        pending.extend(_requirement_names(distribution))
+    return [found[key] for key in sorted(found)]
+
+
+def build_archive(names: tuple[str, ...] | list[str], directory: Path | None = None) -> Path:
+    """A tar of the installed files of ``names`` and their requirements, built once per
+    set of versions and platform (then taken from the cache)."""
+    distributions = closure(names)
+    identity = ";".join(f"{d.metadata['Name']}={d.version}" for d in distributions)
+    key = hashlib.sha256(f"{platform_tag()};{identity}".encode()).hexdigest()[:16]
+    directory = directory or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "groupcomm"
+    archive = directory / f"spark-worker-deps-{key}.tar"
+    if archive.exists():
+        return archive
+    directory.mkdir(parents=True, exist_ok=True)
+    log.info("packing %s for the Spark workers into %s", identity, archive)
+    handle, partial = tempfile.mkstemp(dir=directory, suffix=".partial")
+    os.close(handle)
+    try:
+        with tarfile.open(partial, "w") as tar:
+            seen: set[str] = set()
+            for distribution in distributions:
+                root = Path(distribution.locate_file(""))
+                for file in distribution.files or []:
+                    relative = file.as_posix()
+                    # files installed outside site-packages (scripts in bin/) stay behind
+                    if relative.startswith("..") or relative in seen:
+                        continue
+                    if file.suffix == ".pyc" or "__pycache__" in file.parts:
+                        continue
+                    path = root / file
+                    if path.is_file():
+                        seen.add(relative)
+                        tar.add(path, arcname=relative, recursive=False)
+        os.replace(partial, archive)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return archive

@@ -1,32 +1,82 @@
-"""Space-time diagram of an execution (matplotlib, Agg backend).
-
-Processes are horizontal lines, time runs to the right; each message is an arrow from
-its send to each of its deliveries. Deliveries that arrive after a message that depends
-on them (the second message of a causal-violation triple) are red, the deliveries they
-were overtaken by orange, duplicate deliveries dotted, and a message that never reached
-a destination ends in a grey cross at the right edge of that destination's line.
-
-So that a large execution stays legible:
-
-* at most :data:`WINDOW_MESSAGES` messages are drawn: when there are more, a window of
-  that many consecutive messages (by send time) around the first delivery out of causal
-  order (else the first undelivered message, else the start), and the figure says which;
-* the time axis is the order of the events (each distinct time stamp is one column;
-  the tick labels give the trace time), so a burst of messages within a millisecond is
-  as wide as the same number of events spread over seconds, and idle stretches take no
-  room (a dotted vertical line marks each);
-* the figure's width follows the number of columns, arrows thin out as they get
-  denser, and the saved image is cropped to what is drawn.
-"""
+"""A small execution held in memory (each process's application events in order,
+collected once for the space-time diagram and the ShiViz log of a small run), and its
+space-time diagram (matplotlib, Agg backend): processes are lines, each message an arrow
+from its send to each delivery, coloured as its legend says. At most
+:data:`WINDOW_MESSAGES` messages are drawn (:func:`choose_window`); the time axis is the
+order of the events, one column per distinct time stamp, so a burst within a millisecond
+is legible and idle stretches take no room (:func:`idle_gaps` marks them)."""
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trace_analysis.execution import AppEvent, Execution
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class AppEvent:
+    """A ``send`` or ``deliver`` recorded by ``process``."""
+
+    process: str
+    event: str
+    msg: str
+    sender: str
+    ts: float
+    dests: tuple[str, ...] = ()
+
+
+@dataclass
+class Execution:
+    """Per process, its application events in line order."""
+
+    events: dict[str, list[AppEvent]] = field(default_factory=dict)
+
+    @property
+    def processes(self) -> list[str]:
+        return sorted(self.events)
+
+    def sends(self) -> dict[str, AppEvent]:
+        """The first send of each message."""
+        found: dict[str, AppEvent] = {}
+        for events in self.events.values():
+            for e in events:
+                if e.event == "send":
+                    found.setdefault(e.msg, e)
+        return found
+
+    def add(self, event: AppEvent) -> None:
+        self.events.setdefault(event.process, []).append(event)
+
+
+def undelivered_pairs(execution: Execution) -> list[tuple[str, str]]:
+    """Every (message, destination) with no delivery of the message there, sorted."""
+    delivered = {(e.msg, p) for p, events in execution.events.items()
+                 for e in events if e.event == "deliver"}
+    return sorted((msg, dest) for msg, send in execution.sends().items()
+                  for dest in set(send.dests) if (msg, dest) not in delivered)
+
+
+def collect(events: DataFrame) -> Execution:
+    """Collect the sends and deliveries of ``events`` (callers check the size first)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        events.filter(F.col("event").isin("send", "deliver"))
+        .select("process", "event", "msg", "sender", "ts", "dests", "file", "blk", "rid")
+        .orderBy("file", "blk", "rid")
+        .collect()
+    )
+    execution = Execution()
+    for r in rows:
+        execution.add(AppEvent(r["process"], r["event"], r["msg"], r["sender"],
+                               float(r["ts"]), tuple(r["dests"] or ())))
+    return execution
+
 
 #: the most messages drawn; a larger execution is drawn as a window of this many
 WINDOW_MESSAGES = 40
@@ -117,18 +167,8 @@ def idle_gaps(columns: Sequence[float], factor: float = IDLE_FACTOR) -> list[int
     return [i for i, step in enumerate(steps) if step > factor * median > 0]
 
 
-def _columns(times: Iterable[float]) -> list[float]:
-    """The distinct times, sorted: column i of the diagram is the i-th."""
-    return sorted(set(times))
-
-
-def draw_spacetime(
-    execution: Execution,
-    path: Path,
-    violations: Iterable[dict],
-    undelivered: Iterable[tuple[str, str]] = (),
-    title: str = "",
-) -> Path:
+def draw_spacetime(execution: Execution, path: Path, violations: Iterable[dict],
+                   undelivered: Iterable[tuple[str, str]] = (), title: str = "") -> Path:
     """Write the diagram as a PNG at ``path``; ``violations`` are the listed triples."""
     import matplotlib
 
@@ -142,7 +182,7 @@ def draw_spacetime(
     triples = list(violations)
     late = {(v["process"], v["delivered_second"]) for v in triples}
     early = {(v["process"], v["delivered_first"]) for v in triples}
-    missing = [(m, d) for m, d in undelivered]
+    missing = list(undelivered)
     window = choose_window(execution, late, missing)
     drawn = window.messages
 
@@ -157,7 +197,8 @@ def draw_spacetime(
             if e.msg in drawn or (e.msg not in sends and window.whole):
                 deliveries.append((p, e, duplicate))
     shown_sends = [s for m, s in sends.items() if m in drawn]
-    columns = _columns([s.ts for s in shown_sends] + [e.ts for _, e, _ in deliveries]) or [0.0]
+    # the distinct times, sorted: column i of the diagram is the i-th
+    columns = sorted({s.ts for s in shown_sends} | {e.ts for _, e, _ in deliveries}) or [0.0]
 
     def x_of(ts: float) -> float:
         return float(bisect.bisect_left(columns, ts))

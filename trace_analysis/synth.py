@@ -1,12 +1,7 @@
-"""Synthetic traces for benchmarks and tests: a simulated causal-delivery execution.
-
-:func:`generate` simulates ``processes`` processes sending unicasts, multicasts and
-broadcasts, and writes one ``<process>.jsonl`` each in the trace schema, with the
-protocol's metadata and control traffic. Every process delivers what is addressed to it
-in sending order, a linear extension of happened-before, so the execution is causal;
-a few anomalies are then injected on purpose (a pair in the wrong order, a lost
-message, a duplicate, malformed lines) for the checkers to find and agree on. Lines are
-formatted as strings, not ``json.dumps``: ten million events take a minute, not ten.
+"""Synthetic traces for benchmarks and tests: :func:`generate` simulates processes
+sending unicasts, multicasts and broadcasts, each delivering what is addressed to it in
+sending order (a causal execution), and injects a few anomalies for the checkers to find
+and agree on. Lines are formatted as strings: ten million events take a minute, not ten.
 """
 
 from __future__ import annotations
@@ -134,7 +129,6 @@ class _Simulation:
         self.messages = 0
         self.injected = {"violations": 0, "undelivered": 0, "duplicates": 0, "malformed": 0}
 
-    # -- events ---------------------------------------------------------------------------
     def _tick(self) -> float:
         self.t += self.rng.random() * 0.0001
         return self.t
@@ -214,7 +208,6 @@ class _Simulation:
             f'{{"ts":{self._tick():.7f},{self.head[dst]}"control_receive",{self.proto},'
             f'"msg":"{cid}","sender":"{src_name}","kind":"{kind}","about":"{about}"}}\n'))
 
-    # -- anomalies ------------------------------------------------------------------------
     def _anomaly(self, p: int, which: str) -> bool:
         """Inject one anomaly at ``p`` if its queue allows; True when done."""
         queue = self.queues[p]
@@ -257,27 +250,19 @@ class _Simulation:
         return None
 
     def _malformed(self) -> None:
-        rng = self.rng
         samples = (
             "this is not JSON\n",
-            '{"ts":%.7f,"process":"%s","protocol":"%s"}\n',
-            '{"ts":"late","process":"%s","event":"send","protocol":"%s"}\n',
-            '{"ts":%.7f,"process":"%s","event":"deliver","protocol":"%s","msg":7,'
-            '"sender":"x","vc":{}}\n',
+            '{"ts":%(ts).7f,"process":"%(p)s","protocol":"%(protocol)s"}\n',
+            '{"ts":"late","process":"%(p)s","event":"send","protocol":"%(protocol)s"}\n',
+            '{"ts":%(ts).7f,"process":"%(p)s","event":"deliver","protocol":"%(protocol)s",'
+            '"msg":7,"sender":"x","vc":{}}\n',
         )
         for count in range(self.spec.malformed):
-            p = rng.randrange(self.n)
-            template = samples[count % len(samples)]
-            if template.count("%") == 3:
-                line = template % (self.t, self.names[p], self.spec.protocol)
-            elif template.count("%") == 2:
-                line = template % (self.names[p], self.spec.protocol)
-            else:
-                line = template
-            self.out.add(p, line)
+            p = self.rng.randrange(self.n)
+            fields = {"ts": self.t, "p": self.names[p], "protocol": self.spec.protocol}
+            self.out.add(p, samples[count % len(samples)] % fields)
             self.injected["malformed"] += 1
 
-    # -- main loop ------------------------------------------------------------------------
     def run(self, progress: Callable[[str], None] | None) -> None:
         spec, rng, n, queues = self.spec, self.rng, self.n, self.queues
         target = spec.events
@@ -323,11 +308,8 @@ def process_names(count: int) -> list[str]:
     return [f"proc-{i:0{width}d}" for i in range(count)]
 
 
-def generate(
-    spec: SynthSpec,
-    directory: str | Path,
-    progress: Callable[[str], None] | None = None,
-) -> SynthResult:
+def generate(spec: SynthSpec, directory: str | Path,
+             progress: Callable[[str], None] | None = None) -> SynthResult:
     """Write a synthetic trace directory for ``spec`` (files are overwritten).
 
     Raises ``ValueError`` for an impossible spec and ``OSError`` when the directory

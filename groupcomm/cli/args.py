@@ -1,8 +1,5 @@
-"""Argument handling shared by every ``groupcomm`` subcommand.
-
-Bad arguments raise :class:`CliError`; :func:`run_main` turns it into one line on stderr
-and exit code 2, so every subcommand fails the same way.
-"""
+"""Argument handling shared by every ``groupcomm`` subcommand: bad arguments raise
+:class:`CliError`, which :func:`run_main` turns into one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -29,19 +26,11 @@ class ArgumentParser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def run_main(
-    build: Callable[[], ArgumentParser],
-    body: Callable[[argparse.Namespace], int],
-    argv: Sequence[str] | None,
-) -> int:
+def run_main(build: Callable[[], ArgumentParser], body: Callable[[argparse.Namespace], int],
+             argv: Sequence[str] | None) -> int:
     """Parse ``argv`` with ``build()`` and run ``body``; bad arguments give one line, exit 2."""
     try:
-        args = build().parse_args(list(argv) if argv is not None else None)
-    except CliError as error:
-        print(str(error), file=sys.stderr)
-        return 2
-    try:
-        return body(args)
+        return body(build().parse_args(list(argv) if argv is not None else None))
     except CliError as error:
         print(str(error), file=sys.stderr)
         return 2
@@ -57,9 +46,9 @@ def add_flags(parser: Any, **flags: str) -> None:
         parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
 
 
-def add_output_arguments(parser: Any, json_help: str = "print one JSON object") -> None:
+def add_output_arguments(parser: Any) -> None:
     """``--json`` and ``-v``/``--verbose`` (counted: :func:`setup_logging`)."""
-    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="count", default=0)
 
 
@@ -104,35 +93,25 @@ def setup_logging(verbose: int = 0) -> None:
 _KNOWN_BAD_PREFIX = re.compile(r"^\s*KNOWN BAD\s*(?:\(([^)]*)\))?\s*:?\s*", re.IGNORECASE)
 
 
-def known_bad_warning(module: object | None, prog: str) -> str | None:
-    """The one warning line for the causality module instance ``module`` when it is
-    known-bad (kept because it violates causal order:
-    :attr:`~groupcomm.core.causality.CausalityModule.known_bad`), naming why from its
-    description; ``None`` for any other module or none. (Read by attribute: this module
-    imports nothing of the framework.)"""
+def warn_if_known_bad(module: object | None, prog: str) -> None:
+    """One warning line on stderr when the causality module instance ``module`` is
+    known-bad, naming why from its description (read by attribute: this module imports
+    nothing of the framework)."""
     if module is None or not getattr(module, "known_bad", False):
-        return None
+        return
     description = str(getattr(module, "description", "") or "")
     match = _KNOWN_BAD_PREFIX.match(description)
     why = description[match.end():].strip() if match else description.strip()
     source = f" ({match.group(1)})" if match and match.group(1) else ""
-    return (f"{prog}: warning: {getattr(module, 'name', module)} is a known-bad module, "
-            f"kept as a counterexample{source}: {why or 'see groupcomm filters'}; "
-            "messages may be delivered out of causal order")
-
-
-def warn_if_known_bad(module: object | None, prog: str) -> None:
-    """Print :func:`known_bad_warning`'s line on stderr when there is one."""
-    line = known_bad_warning(module, prog)
-    if line:
-        print(line, file=sys.stderr, flush=True)
+    print(f"{prog}: warning: {getattr(module, 'name', module)} is a known-bad module, "
+          f"kept as a counterexample{source}: {why or 'see groupcomm filters'}; "
+          "messages may be delivered out of causal order", file=sys.stderr, flush=True)
 
 
 def checked_module(lookup: Callable[[str], Any], name: str, prog: str,
                    warn: bool = True) -> Any:
     """``lookup(name)`` (the registry's ``get_module``), or a :class:`CliError` naming
-    ``prog`` for a name it does not know (a ``LookupError``); with ``warn``, the
-    known-bad warning line (:func:`warn_if_known_bad`)."""
+    ``prog`` for a name it does not know; with ``warn``, :func:`warn_if_known_bad`."""
     try:
         module = lookup(name)
     except LookupError as error:
@@ -143,8 +122,8 @@ def checked_module(lookup: Callable[[str], Any], name: str, prog: str,
 
 
 def ensure_trace_dir(path: str | None, prog: str) -> None:
-    """Create the ``--trace-dir`` ``path`` (and its parents) now, so that a path that
-    cannot be created is one :class:`CliError` line instead of an error later."""
+    """Create the ``--trace-dir`` ``path`` now, so that a path that cannot be created is
+    one :class:`CliError` line instead of an error later."""
     if not path:
         return
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 
 from groupcomm.cli.args import ArgumentParser, run_main
@@ -69,9 +68,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm filters [--json]``."""
     return run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

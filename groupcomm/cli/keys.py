@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main
@@ -12,7 +11,6 @@ from groupcomm.transport.curve import CurveKeyError, create_keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm keys DIR NAME [NAME ...]``: create CurveZMQ key pairs."""
     def build() -> ArgumentParser:
         parser = ArgumentParser(
             prog="groupcomm keys",
@@ -34,7 +32,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return run_main(build, body, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

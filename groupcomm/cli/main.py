@@ -1,8 +1,4 @@
-"""The ``groupcomm`` command.
-
-Each subcommand lives in its own module; this one only parses the first word, gives
-the overview, and turns bad arguments into one clear line (exit code 2).
-"""
+"""The ``groupcomm`` command: the first word names the module of a subcommand."""
 
 from __future__ import annotations
 
@@ -33,42 +29,25 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _overview() -> str:
-    width = max(map(len, SUBCOMMANDS))
-    lines = [
-        "usage: groupcomm COMMAND [options]   (groupcomm COMMAND --help for details)",
-        "",
-        "Causal message delivery for collaborative applications.",
-        "",
-        "commands:",
-    ]
-    lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``groupcomm`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        print(_overview())
+        width = max(map(len, SUBCOMMANDS))
+        print("usage: groupcomm COMMAND [options]   (groupcomm COMMAND --help for details)\n\n"
+              "Causal message delivery for collaborative applications.\n\ncommands:")
+        for name, (_, summary) in SUBCOMMANDS.items():
+            print(f"  {name.ljust(width)}  {summary}")
         return 0
     command, rest = args[0], args[1:]
     entry = SUBCOMMANDS.get(command)
     if entry is None:
-        print(
-            f"groupcomm: unknown command {command!r}; commands: {', '.join(SUBCOMMANDS)}",
-            file=sys.stderr,
-        )
+        print(f"groupcomm: unknown command {command!r}; commands: {', '.join(SUBCOMMANDS)}",
+              file=sys.stderr)
         return 2
-    module_name = entry[0]
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(entry[0])
     except ImportError as error:
         print(f"groupcomm {command}: not available in this installation ({error})",
               file=sys.stderr)
         return 2
     return int(module.main(rest) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -47,10 +48,8 @@ def build_parser() -> ArgumentParser:
 def _remove(path: Path | None) -> None:
     """Remove a key file this run wrote, when it fails before serving."""
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -109,7 +108,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm serve [--bind ADDR] [--key-file F]``."""
     return run_main(build_parser, _run, argv)
 
 

@@ -1,30 +1,23 @@
-"""``groupcomm conformance NAME``: the conformance suite of one causality module.
-
-Examples::
-
-    groupcomm conformance matrix
-    groupcomm conformance ses --quick
-    groupcomm conformance ses-forgets-pairs          # known-bad: fails with a counterexample
-    groupcomm conformance matrix --stress --spark    # real processes, then Spark (slow)
-
-Exit status: 0 when the module behaves as it declares (a correct module passes every
-check; a known-bad one fails one with a counterexample), 1 otherwise, 2 bad arguments.
-"""
+"""``groupcomm conformance NAME``: the conformance suite of one causality module; exit
+status 0 when the module behaves as it declares, 1 otherwise, 2 for bad arguments."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import groupcomm.cli.args as cli
+from groupcomm.conformance import CHECKS, run_conformance
+from groupcomm.core.registry import get_module
+
+if TYPE_CHECKING:
+    from groupcomm.conformance.scenarios import Outcome
 
 
 def build_parser() -> cli.ArgumentParser:
-    from groupcomm.conformance import CHECKS
-
     parser = cli.ArgumentParser(
         prog="groupcomm conformance",
         description="Run the conformance suite against an installed causality module "
@@ -46,10 +39,7 @@ def build_parser() -> cli.ArgumentParser:
     return parser
 
 
-def _print_outcome(outcome: object) -> None:
-    from groupcomm.conformance import Outcome
-
-    assert isinstance(outcome, Outcome)
+def _print_outcome(outcome: Outcome) -> None:
     print(f"{outcome.status:4}  {outcome.check:24} {outcome.detail}  "
           f"({outcome.seconds:.1f} s)", flush=True)
     if outcome.counterexample:
@@ -59,9 +49,6 @@ def _print_outcome(outcome: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from groupcomm.conformance import run_conformance
-    from groupcomm.core.registry import get_module
-
     cli.setup_logging(args.verbose)
     cli.checked_module(get_module, args.module, "groupcomm conformance", warn=not args.json)
     cli.ensure_trace_dir(args.trace_dir, "groupcomm conformance")
@@ -87,9 +74,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm conformance``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,36 +1,89 @@
-"""The in-process checks: the module's real filters on the deterministic in-process
-network (:class:`~groupcomm.tools.localnet.LocalNetwork`: real pipelines, real codec,
-joins and leaves through the session protocol's own objects), judged by the causal-order
-oracle (:mod:`groupcomm.core.oracle`) on the application-boundary clocks, never by the
-module's own state.
-
-Each check takes the module's name, its :class:`~groupcomm.conformance.outcome.Declared`
-flags and a size (``runs``: random executions per check), and returns an
-:class:`~groupcomm.conformance.outcome.Outcome` whose counterexample, on a failure, is
-the seed and the steps that show it.
-"""
+"""What a check found (:class:`Outcome`) and what a module declares (:class:`Declared`),
+and the in-process checks: the module's real filters on the deterministic
+:class:`~groupcomm.tools.localnet.LocalNetwork`, judged by the causal-order oracle on the
+application-boundary clocks, never by the module's own state. A failure's counterexample
+is the seed and the steps that show it."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from groupcomm.conformance.outcome import FAIL, NOT_APPLICABLE, PASS, Declared, Outcome
 from groupcomm.core.messages import ReceivedMessage, Tag
 from groupcomm.core.oracle import Verdict, check_records
 from groupcomm.replicated import AddWinsSet, TextSequence
 from groupcomm.tools.localnet import LocalNetwork
 
+#: the orders a module can promise (``delivery_order`` on its class; ``causal`` when it
+#: declares none): what the checks hold it to
+ORDERS = ("causal", "fifo", "arrival")
+
+PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
+
+
+@dataclass
+class Outcome:
+    """One check's result: ``pass``, ``fail`` (with a counterexample) or ``n/a`` (the
+    module's flags say the check does not apply; ``detail`` says why)."""
+
+    check: str
+    status: str
+    detail: str = ""
+    #: the steps that show a failure, one line each (empty unless it failed)
+    counterexample: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAIL
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "status": self.status, "detail": self.detail,
+                "counterexample": self.counterexample, "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The flags a module declares, as the checks read them (never its name)."""
+
+    name: str
+    known_bad: bool
+    broadcast_only: bool
+    #: a send to several is that many unicasts, each its own event (mfss, cykas)
+    unicast_events: bool
+    #: waits for acknowledgements: holds its own sends, never a peer's (mfss, cykas)
+    sender_side: bool
+    #: declares its headers for ``check --symmetry`` on its own class
+    symmetry: bool
+    #: ``causal``, ``fifo`` or ``arrival``
+    order: str
+
+    @classmethod
+    def of(cls, module: Any) -> Declared:
+        kind = type(module)
+        order = getattr(kind, "delivery_order", "causal")
+        if order not in ORDERS:
+            raise ValueError(f"{kind.__name__} declares delivery_order {order!r}; "
+                             f"expected one of {', '.join(ORDERS)}")
+        return cls(
+            name=kind.name,
+            known_bad=bool(getattr(kind, "known_bad", False)),
+            broadcast_only=bool(getattr(kind, "broadcast_only", False)),
+            unicast_events=bool(getattr(kind, "unicast_events", False)),
+            sender_side=bool(getattr(kind, "acknowledged_sends", False)),
+            symmetry=kind.__dict__.get("symmetry_headers") is not None,
+            order=order,
+        )
+
+
 NAMES = ("p1", "p2", "p3", "p4")
 
 
-# -- judging ------------------------------------------------------------------------------
 def problems(verdict: Verdict, declared: Declared) -> list[str]:
-    """What is wrong in ``verdict`` for a module promising ``declared.order``: every
-    module must deliver each message once, only where it was sent, and everything (the
-    network here loses nothing); a causal module in causal order, a FIFO one in each
-    sender's order."""
+    """What is wrong in ``verdict`` for a module promising ``declared.order``: every module
+    must deliver each message once, only where it was sent, and everything (the network here
+    loses nothing); a causal module in causal order, a FIFO one in each sender's order."""
     found = [f"{p} delivered {m} twice" for p, m in verdict.duplicates[:3]]
     found += [f"{p} delivered {m}, not addressed to it" for p, m in verdict.unexpected[:3]]
     found += [f"{m} was never delivered at {d}" for m, d in verdict.undelivered[:3]]
@@ -48,16 +101,6 @@ def _held(net: LocalNetwork) -> list[str]:
             for name in net.nodes if (held := net.manager(name).held())]
 
 
-def _destinations(declared: Declared, rng: random.Random, sender: str,
-                  members: list[str]) -> list[str]:
-    others = [m for m in members if m != sender]
-    if declared.broadcast_only:
-        return others + ([sender] if rng.random() < 0.2 else [])
-    # unicasts, multicasts to subsets and sends that include the sender itself
-    return rng.sample(members, rng.randint(1, len(members)))
-
-
-# -- random executions ------------------------------------------------------------------------
 class _Execution:
     """A seeded random execution: sends, reactions (causal chains through third parties)
     and arrivals in random order; ``steps`` records what happened, for a counterexample."""
@@ -79,7 +122,11 @@ class _Execution:
         members = [n for n in self.net.nodes[sender].members if n in self.net.nodes]
         if len([m for m in members if m != sender]) == 0:
             return
-        dests = _destinations(self.declared, self.rng, sender, members)
+        if self.declared.broadcast_only:
+            others = [m for m in members if m != sender]
+            dests = others + ([sender] if self.rng.random() < 0.2 else [])
+        else:  # unicasts, multicasts to subsets and sends that include the sender itself
+            dests = self.rng.sample(members, self.rng.randint(1, len(members)))
         sent = self.net.send(sender, label, dests)
         self.steps.append(f"{sender} sends {sent.message_id} ({label}) to "
                           f"{', '.join(sorted(dests))}")
@@ -155,7 +202,6 @@ def late_joiners(module: str, declared: Declared, runs: int) -> Outcome:
     return Outcome("late-joiners", PASS, f"{runs} executions with a member joining mid-traffic")
 
 
-# -- fixed scenarios ----------------------------------------------------------------------------
 def cause_before_effect(module: str, declared: Declared) -> Outcome:
     """The seeds' scenarios: alice's message to carol arrives last, after bob's reaction
     to alice's message to bob (unicast); or a broadcast reply overtaking its question
@@ -165,8 +211,21 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
                        f"the module promises {declared.order} order, not causal")
     net = LocalNetwork(["alice", "bob", "carol"], module)
     steps: list[str] = []
-    if declared.broadcast_only:
-        net.reactions["bob"].append(_reply_once("bob", steps, broadcast=True))
+    broadcast, replied = declared.broadcast_only, []
+
+    def bob_replies_once(net: LocalNetwork, name: str, message: ReceivedMessage) -> None:
+        if replied:
+            return
+        replied.append(True)
+        if broadcast:
+            net.to_others("bob", "effect")
+        else:
+            net.send("bob", "effect", ["carol"])
+        steps.append(f"bob delivers {message.user_message!r} and sends 'effect' to "
+                     + ("everyone else" if broadcast else "carol"))
+
+    if broadcast:
+        net.reactions["bob"].append(bob_replies_once)
         net.to_others("alice", "question")
         steps.append("alice broadcasts 'question'; her copy to carol is held back")
     else:
@@ -174,7 +233,7 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
         net.send("alice", "to bob", ["bob"])
         steps.append("alice sends 'cause' to carol, then 'to bob' to bob; 'cause' is "
                      "held back")
-        net.reactions["bob"].append(_reply_once("bob", steps, broadcast=False))
+        net.reactions["bob"].append(bob_replies_once)
 
     def alice_to_carol_last(candidates: list[int], in_flight: list[Any]) -> int:
         for index in candidates:
@@ -190,24 +249,6 @@ def cause_before_effect(module: str, declared: Declared) -> Outcome:
     if found:
         return _failed("cause-before-effect", found, steps)
     return Outcome("cause-before-effect", PASS, "carol delivers the cause before the effect")
-
-
-def _reply_once(who: str, steps: list[str], *, broadcast: bool
-                ) -> Callable[[LocalNetwork, str, ReceivedMessage], None]:
-    done: list[bool] = []
-
-    def react(net: LocalNetwork, name: str, message: ReceivedMessage) -> None:
-        if done:
-            return
-        done.append(True)
-        if broadcast:
-            net.to_others(who, "effect")
-        else:
-            net.send(who, "effect", ["carol"])
-        steps.append(f"{who} delivers {message.user_message!r} and sends 'effect' to "
-                     + ("everyone else" if broadcast else "carol"))
-
-    return react
 
 
 def held_and_release(module: str, declared: Declared) -> Outcome:

@@ -1,25 +1,15 @@
-"""Fault-injection filters for testing: drop, duplicate, reorder.
-
-They sit nearest the network (below any causality module) and use a seeded random
-generator, which is why they live here and not in ``filters/`` (protocol logic draws
-no random numbers). They are registered as extra filters by the built-in plugin and
-selected with ``--filter drop:p=0.05,seed=1`` and the like.
-"""
+"""Fault-injection filters for testing: drop, duplicate, reorder (``--filter
+drop:p=0.05,seed=1`` and the like). They sit nearest the network and draw from a seeded
+random generator, which is why they live here and not in ``filters/``."""
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
 from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
 from groupcomm.core.messages import GroupMessage
-
-
-def _probability(value: str | float) -> float:
-    p = float(value)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"probability must be within 0..1, got {p}")
-    return p
 
 
 class _FaultFilter(MessageFilter[Any]):
@@ -77,15 +67,18 @@ class ReorderFilter(_FaultFilter):
 
 
 class FaultCreator(MessageFilterCreator[Any]):
-    """Makes one kind of fault filter per communicator."""
+    """Makes one kind of fault filter per communicator, from the options
+    ``p=0.1[,seed=N][,what=all|user]``."""
 
     def __init__(self, cls: type[_FaultFilter], description: str, p: str | float = 0.1,
                  seed: str | int | None = None, what: str = "all") -> None:
         if what not in ("all", "user"):
             raise ValueError(f"what must be 'all' or 'user', got {what!r}")
+        self.p = float(p)
+        if not 0.0 <= self.p <= 1.0:
+            raise ValueError(f"probability must be within 0..1, got {self.p}")
         self.cls = cls
         self.description = description
-        self.p = _probability(p)
         self.seed = None if seed is None else int(seed)
         self.user_only = what == "user"
 
@@ -93,27 +86,14 @@ class FaultCreator(MessageFilterCreator[Any]):
         return self.cls(host, self.p, self.seed, self.user_only)
 
 
-def drop(**options: Any) -> FaultCreator:
-    """``drop:p=0.05[,seed=N][,what=all|user]`` (send side)."""
-    return FaultCreator(DropFilter, "drops messages with probability p", **options)
-
-
-def duplicate(**options: Any) -> FaultCreator:
-    """``duplicate:p=0.05[,seed=N][,what=all|user]`` (send side)."""
-    return FaultCreator(DuplicateFilter, "duplicates messages with probability p", **options)
-
-
-def reorder(**options: Any) -> FaultCreator:
-    """``reorder:p=0.1[,seed=N][,what=all|user]`` (receive side)."""
-    return FaultCreator(ReorderFilter, "swaps a message with the next one (probability p)",
-                        **options)
-
-
 FAULT_FILTERS = [
-    {"name": "drop", "send": drop,
+    {"name": "drop", "send": functools.partial(
+        FaultCreator, DropFilter, "drops messages with probability p"),
      "description": "testing: drop messages on send with probability p (drop:p=0.05,seed=1)"},
-    {"name": "duplicate", "send": duplicate,
+    {"name": "duplicate", "send": functools.partial(
+        FaultCreator, DuplicateFilter, "duplicates messages with probability p"),
      "description": "testing: send messages twice with probability p (duplicate:p=0.05)"},
-    {"name": "reorder", "receive": reorder,
+    {"name": "reorder", "receive": functools.partial(
+        FaultCreator, ReorderFilter, "swaps a message with the next one (probability p)"),
      "description": "testing: swap a received message with the next one (reorder:p=0.1)"},
 ]

@@ -1,30 +1,20 @@
-"""``reliable``: a layer under any causality module that makes links reliable and FIFO.
-
-Selected with ``--filter reliable``, before any fault filter (faults happen below it).
-Per ordered pair of processes it numbers frames (header ``~r``), acknowledges them
-(cumulative, plus up to :data:`MAX_SACK` selectively received numbers, header ``~a``),
-retransmits what is not acknowledged with exponential backoff (timeouts adapted to the
-measured round trip), drops duplicates and hands frames up in sending order. Designed
-after JGroups' UNICAST3 and trcb_base's ack/resend loop; our own code:
-
-* The module's control messages (ACK, YCT) are carried reliably too. The layer's own
-  acknowledgements are not retransmitted: a lost one is repaired by the retransmission
-  it provokes, which is dropped as a duplicate and acknowledged again.
-* Timers run on the host's clock (:meth:`FilterHost.add_ticker`); no clock reads, no
-  random numbers. At most :data:`WINDOW` frames per peer are in flight; more wait in a
-  per-peer queue.
-* When a peer leaves, everything kept for it is dropped, and what it never acknowledged
-  is reported undeliverable; a frame addressed to it afterwards is not sent but reported
-  too (``stats["to_departed"]``), instead of being retransmitted for ever.
+"""``reliable`` (``--filter reliable``, before any fault filter): a layer under any
+causality module that makes links reliable and FIFO (docs/sessions.md, "Faults"), after
+JGroups' UNICAST3. Per ordered pair of processes it numbers frames (header ``~r``),
+acknowledges them cumulatively and selectively (header ``~a``), retransmits with an
+adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
+are not retransmitted: a lost one is repaired by the retransmission it provokes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 
@@ -68,12 +58,9 @@ class ReliableManager:
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
         self._ack_ids = 0
-        #: members that left, the latest DEPARTED_KEPT of them in order: a name never comes
-        #: back (a returning member is NAME~2), so a frame still addressed to one is
-        #: undeliverable, not something to retransmit. Such a frame was tagged before the
-        #: departure reached this member and is sent within a turn or two of the I/O loop,
-        #: so the names of long-gone members are not needed and the set stays bounded in a
-        #: long session with churn.
+        #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
+        #: (a returning member is NAME~2), so a frame still addressed to one (tagged
+        #: before the departure reached this member) is undeliverable, not to retransmit
         self.departed: OrderedDict[str, None] = OrderedDict()
         #: per peer: smoothed round trip and its variation (RFC 6298), from frames sent once
         self.srtt: dict[str, float] = {}
@@ -81,7 +68,6 @@ class ReliableManager:
         host.add_session_listener(self)
         host.add_ticker(self.tick)
 
-    # -- session listener ---------------------------------------------------------------
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
@@ -106,7 +92,6 @@ class ReliableManager:
         if len(self.departed) > DEPARTED_KEPT:
             self.departed.popitem(last=False)
 
-    # -- sending ------------------------------------------------------------------------
     def send(self, message: SentMessage) -> None:
         """Number and send ``message`` to each remote destination."""
         assert self.send_filter is not None
@@ -185,15 +170,12 @@ class ReliableManager:
                     self.stats["retransmissions"] += 1
                     self.send_filter.forward(entry.message)
 
-    # -- receiving ----------------------------------------------------------------------
     def receive(self, message: ReceivedMessage) -> None:
         """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""
         assert self.receive_filter is not None
         peer = message.sender
         seq = message.headers.get(SEQ)
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            from groupcomm.core.causality import ProtocolViolation
-
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         expected = self.next_expected.get(peer, 1)
         pending = self.out_of_order.setdefault(peer, {})
@@ -266,8 +248,6 @@ class ReliableReceiveFilter(_ReliableFilter):
                     and all(isinstance(s, int) for s in value[1])):
                 self.manager.acknowledged(message.sender, value[0], value[1])
                 return
-            from groupcomm.core.causality import ProtocolViolation
-
             raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
         if SEQ in message.headers:
             self.manager.receive(message)
@@ -276,42 +256,31 @@ class ReliableReceiveFilter(_ReliableFilter):
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):
+    """One side (``send`` or ``receive``) of ``--filter reliable``, which takes no options;
+    both sides of a member share its :class:`ReliableManager`."""
+
     description = "retransmission, acknowledgements, duplicate suppression, per-pair FIFO"
 
-    def __init__(self, side: str) -> None:
+    def __init__(self, side: str, **options: Any) -> None:
+        if options:
+            raise ValueError(f"reliable takes no options, got {sorted(options)}")
         self.side = side
 
     def get_message_filter(self, host: FilterHost) -> MessageFilter[Any]:
         manager = host.shared.get("reliable")
         if manager is None:
-            manager = ReliableManager(host)
-            host.shared["reliable"] = manager
+            manager = host.shared["reliable"] = ReliableManager(host)
         if self.side == "send":
-            if manager.send_filter is None:
-                manager.send_filter = ReliableSendFilter(manager)
+            manager.send_filter = manager.send_filter or ReliableSendFilter(manager)
             return manager.send_filter
-        if manager.receive_filter is None:
-            manager.receive_filter = ReliableReceiveFilter(manager)
+        manager.receive_filter = manager.receive_filter or ReliableReceiveFilter(manager)
         return manager.receive_filter
-
-
-def _side(side: str) -> Any:
-    def make(**options: Any) -> _ReliableCreator:
-        if options:
-            raise ValueError(f"reliable takes no options, got {sorted(options)}")
-        return _ReliableCreator(side)
-
-    make.__doc__ = f"The {side} side of ``--filter reliable`` (takes no options)."
-    return make
-
-
-reliable_send, reliable_receive = _side("send"), _side("receive")
 
 
 RELIABLE_FILTER = {
     "name": "reliable",
-    "send": reliable_send,
-    "receive": reliable_receive,
+    "send": functools.partial(_ReliableCreator, "send"),
+    "receive": functools.partial(_ReliableCreator, "receive"),
     "description": "reliable FIFO links under any causality module: seqnos, acks, "
                    "retransmission with backoff, duplicate suppression",
 }

@@ -1,16 +1,7 @@
-"""``groupcomm bench``: the communicator against the fastest plain pyzmq code, same run.
-
-Baseline: a PUSH process sends N small objects, pickled and signed with HMAC-SHA256 in
-one frame; a PULL process verifies and unpickles them. Communicator: a session server
-and two client processes (the ``none`` module unless told), the sender calling
-``to_user`` N times, the receiver counting deliveries. Rates are measured at the
-receiver, first to last message; each process also reports its CPU per message (all its
-threads), steadier than the rate on a shared machine (``cpu_ratio``).
-
-For modules whose senders wait for acknowledgements, a plain pyzmq ping-pong in the same
-run gives the round-trip bound (blocking in ``recv``, and waiting in a ``zmq.Poller``
-beside a pipe as an event loop does). BENCHMARKS.md says what each figure means.
-"""
+"""``groupcomm bench``: the communicator against the fastest plain pyzmq code (signed
+pickles over PUSH/PULL) in the same run, rates at the receiver and CPU per message of
+each process; for modules whose senders wait for acknowledgements, the plain pyzmq round
+trip too. BENCHMARKS.md says what each figure means."""
 
 from __future__ import annotations
 
@@ -37,7 +28,6 @@ def _payload(i: int, size: int) -> dict[str, Any]:
     return {"seq": i, "text": "x" * size}
 
 
-# -- baseline ---------------------------------------------------------------------------------
 def _raw_receiver(address_q: Any, result_q: Any, count: int, key: bytes) -> None:
     import zmq
 
@@ -112,7 +102,6 @@ def _reap(*processes: Any) -> None:
                 process.kill()
 
 
-# -- round trip --------------------------------------------------------------------------------
 ROUND_TRIP_WARMUP = 200
 #: the fraction of one message per round trip the sender-side modules aim at
 #: (BENCHMARKS.md); ``--critical-path`` says how much handling that leaves
@@ -220,7 +209,6 @@ def waits_for_acknowledgements(causality: str) -> bool:
     return get_module(causality).acknowledged_sends
 
 
-# -- communicator ---------------------------------------------------------------------------
 def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
                    causality: str, routing: str, timeline: bool = False,
                    compress: bool | None = None) -> None:
@@ -466,9 +454,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm bench [--messages N] [--json]``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,15 +1,6 @@
-"""Where one message's time goes under a module whose sender waits for acknowledgements.
-
-Both communicators of ``groupcomm bench --critical-path`` record a frame timeline
-(``Communicator.frame_timeline``): when the I/O thread takes up each frame (``in``) and
-the moments around each send (``send``, ``sent``). With one message or ACK in flight,
-each frame taken up is answered by the next frame out, so a message's time splits into
-a **turnaround** in each process (from taking up a frame to the end of the send it
-caused; the send call itself shown apart) and a **transfer** each way (from the end of
-a send to the other process taking the frame up). A turnaround but its send call is the
-**handling**, what Python code could still make faster (:func:`handling_bound`).
-``perf_counter_ns`` reads the same monotonic clock in both processes.
-"""
+"""``groupcomm bench --critical-path``: one message's turnarounds, transfers and handling
+from both communicators' frame timelines (``in``, ``send``, ``sent``; one monotonic clock);
+BENCHMARKS.md, "Where one message's time goes", says what each part is."""
 
 from __future__ import annotations
 
@@ -97,14 +88,11 @@ def summarize(sender: Timeline, receiver: Timeline) -> dict[str, Any]:
 
 def handling_bound(summary: dict[str, Any], per_message_us: float, round_trip_us: float,
                    fraction: float) -> dict[str, float]:
-    """What is left of a message's time without its handling, and what that allows.
-
-    ``per_message_us`` is the measured time per message with one in flight. Taking the
-    two turnarounds' handling (medians) out of it leaves the transfers, the send calls and
-    the slow tails: ``rest_us``. That alone reaches ``fraction_without_handling`` of one
-    message per ``round_trip_us``; ``handling_budget_us`` is the handling per turnaround
-    that would still reach ``fraction`` (0 when the rest alone is too slow). Medians make
-    the handling the typical one, so the budget is an estimate, not a promise."""
+    """``rest_us``: the measured ``per_message_us`` without the two turnarounds' handling
+    (medians); ``fraction_without_handling``: what the rest alone reaches of one message
+    per ``round_trip_us``; ``handling_budget_us``: the handling per turnaround that would
+    still reach ``fraction`` (0 when the rest alone is too slow; an estimate, from
+    medians)."""
     rest = max(0.0, per_message_us - 2 * summary["handling_us_per_turnaround"])
     budget = max(0.0, (round_trip_us / fraction - rest) / 2)
     return {"rest_us": round(rest, 1),

@@ -1,20 +1,12 @@
-"""``groupcomm overhead``: what each causality module costs.
-
-* Metadata and control traffic per application message, at several group sizes and
-  session lengths, through the real filters and codec of
-  :class:`groupcomm.tools.localnet.LocalNetwork` (uniform random unicasts; broadcasts for
-  broadcast-only modules), and the CPU per message of the whole in-process network with
-  what each module adds to ``none``'s; ``--plot`` draws the metadata
-  (:mod:`groupcomm.tools.metadata_plot`).
-* ``--pipeline``: each module's own send and receive path in one process, without
-  sockets (:mod:`groupcomm.tools.pipeline_cost`).
-* ``--throughput``: each module through the real communicator between two processes
-  (``groupcomm bench``'s set-up), relative to ``none`` in the same run.
-"""
+"""``groupcomm overhead``: what each causality module costs: metadata, control traffic and
+CPU per application message through the real filters of the in-process network
+(:class:`groupcomm.tools.localnet.LocalNetwork`), drawn with ``--plot``; with ``--pipeline``
+and ``--throughput``, its own send and receive path and its rate through real processes."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -22,27 +14,43 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
+from groupcomm.core.messages import SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.registry import default_modules as installed
+from groupcomm.core.registry import get_module
+from groupcomm.tools.bench import run_communicator
+from groupcomm.tools.localnet import LocalNetwork
+from groupcomm.wire.envelopes import pack_envelopes, unpack_envelopes
+
+
+@contextlib.contextmanager
+def _paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while a measurement runs: its passes cost by
+    the size of the whole heap, which depends on what ran before in the process, not on
+    the module (with it running, one module's figure moved by a quarter between runs)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def default_modules() -> list[str]:
     """Every installed module but the known-bad ones (plugins' included), ``none`` first:
     what is measured without ``--modules``."""
-    from groupcomm.core.registry import default_modules as installed
-
     names = installed()
     return ["none", *[n for n in names if n != "none"]] if "none" in names else names
 
 
 def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) -> dict[str, Any]:
     """Metadata and control traffic of ``module`` with ``processes`` members."""
-    from groupcomm.core.registry import get_module
-    from groupcomm.tools.localnet import LocalNetwork
-
     broadcast = get_module(module).broadcast_only
     names = [f"p{i:02d}" for i in range(processes)]
     net = LocalNetwork(names, module)
@@ -51,9 +59,7 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
     plan = [name for name in names for _ in range(messages)]
     rng.shuffle(plan)
     others = {name: [n for n in names if n != name] for name in names}
-    collecting = gc.isenabled()
-    gc.disable()  # a collection would land on whichever module happens to run then
-    try:
+    with _paused_gc():
         start = time.process_time()
         for sender in plan:
             if broadcast:
@@ -65,9 +71,6 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
                     net.deliver(rng.randrange(len(net.in_flight)))
         net.run(rng)
         cpu = time.process_time() - start
-    finally:
-        if collecting:
-            gc.enable()
     app = meta = copies = 0
     control: Counter[str] = Counter()
     control_bytes = 0
@@ -103,8 +106,6 @@ def measure_throughput(modules: list[str], messages: int, repeat: int) -> list[d
     all of them. Per module: the best rate, and the least CPU per message of the busier
     process (the sender or the receiver, all threads); both relative to the first module
     (``none``). The CPU figure is the steadier one on a shared machine."""
-    from groupcomm.tools.bench import run_communicator
-
     runs: dict[str, list[dict[str, float]]] = {module: [] for module in modules}
     for turn in range(repeat):
         for module in modules:
@@ -124,6 +125,213 @@ def measure_throughput(modules: list[str], messages: int, repeat: int) -> list[d
     return rows
 
 
+BATCH = 32
+#: a P body's size limit here: large enough that a batch of small messages is one body
+_BUDGET = 1 << 20
+SENDER, RECEIVER = "sender", "receiver"
+
+
+def _pair(module: str) -> tuple[ProtocolNode, ProtocolNode, list, list, list]:
+    mod = get_module(module)
+    outboxes: dict[str, list[SentMessage]] = {SENDER: [], RECEIVER: []}
+    delivered: list[int] = [0]
+
+    def node(name: str) -> ProtocolNode:
+        out = outboxes[name]
+        return ProtocolNode(name, application="bench", session="bench",
+                            transmit=lambda message, _dests: out.append(message),
+                            clock=lambda: 0.0, send_creators=[mod.send_creator()],
+                            receive_creators=[mod.receive_creator()])
+
+    sender, receiver = node(SENDER), node(RECEIVER)
+
+    def count(_message: Any) -> None:
+        delivered[0] += 1
+
+    receiver.message_listeners.append(count)
+    for member in (sender, receiver):
+        member.client_joined(SENDER, is_new_session=True, all_users=(SENDER,))
+        member.client_joined(RECEIVER, all_users=(SENDER, RECEIVER))
+    return sender, receiver, outboxes[SENDER], outboxes[RECEIVER], delivered
+
+
+def _hand_over(out: list[SentMessage], to: ProtocolNode) -> tuple[float, float]:
+    """Pack what ``out`` holds (CPU charged to its side) and deliver it at ``to``
+    (charged to the other); the two CPU times."""
+    if not out:
+        return 0.0, 0.0
+    clock = time.process_time
+    start = clock()
+    bodies = list(pack_envelopes(out, _BUDGET))
+    out.clear()
+    packed = clock()
+    for body in bodies:
+        messages = unpack_envelopes(body, to.name)[3]
+        to.arrived_many(messages)
+        to.drain()
+    return packed - start, clock() - packed
+
+
+def measure_pipeline(module: str, messages: int) -> dict[str, float]:
+    """``--pipeline``: CPU µs per message of the sending and the receiving side of
+    ``module``'s own code: two nodes in one process, batches of :data:`BATCH` packed into
+    frame bodies and back, each side's CPU summed apart. Signing, sockets and wake-ups
+    are left out for every module alike, so the differences are the modules' own (and
+    sender-side modules get each ACK at once: their CPU, not their round trip)."""
+    gc.collect()
+    with _paused_gc():
+        return _measure(module, messages)
+
+
+def _measure(module: str, messages: int) -> dict[str, float]:
+    sender, receiver, sender_out, receiver_out, delivered = _pair(module)
+    # the join's own control traffic (vector's bases) settles before the clock starts
+    while sender_out or receiver_out:
+        _hand_over(sender_out, receiver)
+        _hand_over(receiver_out, sender)
+    delivered[0] = 0
+    clock = time.process_time
+    send = receive = 0.0
+    payloads = [{"i": i, "text": "x" * 32} for i in range(BATCH)]
+    sent = 0
+    while sent < messages:
+        batch = min(BATCH, messages - sent)
+        start = clock()
+        for payload in payloads[:batch]:
+            sender.submit(sender.tag_unicast(payload, RECEIVER))
+        send += clock() - start
+        sent += batch
+        # until nothing is in flight (ACK-waiting modules send one at a time)
+        while sender_out or receiver_out:
+            packing, arriving = _hand_over(sender_out, receiver)
+            send, receive = send + packing, receive + arriving
+            packing, arriving = _hand_over(receiver_out, sender)
+            receive, send = receive + packing, send + arriving
+    if delivered[0] != messages:
+        raise RuntimeError(f"{module}: {delivered[0]} of {messages} messages delivered")
+    return {"send_us": send / messages * 1e6, "receive_us": receive / messages * 1e6}
+
+
+def measure_pipelines(modules: list[str], messages: int, repeat: int) -> list[dict[str, Any]]:
+    """Each module's :func:`measure_pipeline`, the modules taking turns in each repeat,
+    the least CPU of each side kept; ratios against the first module (``none``) of the
+    busier side's CPU (``cost_relative_to_none``: none's CPU divided by the module's)."""
+    best: dict[str, dict[str, float]] = {}
+    for turn in range(repeat):
+        for module in modules:
+            print(f"pipeline: {module} ({turn + 1}/{repeat})...", file=sys.stderr, flush=True)
+            run = measure_pipeline(module, messages)
+            kept = best.setdefault(module, run)
+            for side in ("send_us", "receive_us"):
+                kept[side] = min(kept[side], run[side])
+    rows = []
+    for module in modules:
+        send, receive = best[module]["send_us"], best[module]["receive_us"]
+        rows.append({"module": module, "send_us_per_msg": round(send, 2),
+                     "receive_us_per_msg": round(receive, 2),
+                     "busier_us_per_msg": round(max(send, receive), 2)})
+    base = rows[0]
+    for row in rows:
+        # the module's own cost: what it adds to none's path on each side
+        row["send_extra_us"] = round(row["send_us_per_msg"] - base["send_us_per_msg"], 2)
+        row["receive_extra_us"] = round(
+            row["receive_us_per_msg"] - base["receive_us_per_msg"], 2)
+        row["send_relative_to_none"] = round(base["send_us_per_msg"] / row["send_us_per_msg"], 3)
+        row["receive_relative_to_none"] = round(
+            base["receive_us_per_msg"] / row["receive_us_per_msg"], 3)
+        row["cost_relative_to_none"] = round(
+            base["busier_us_per_msg"] / row["busier_us_per_msg"], 3)
+    return rows
+
+
+#: the share of matrix's metadata the relative panel marks
+QUARTER = 0.25
+
+_STYLES = {"matrix": ("tab:red", "-"), "matrix-delta": ("tab:purple", "--"),
+           "ks": ("tab:green", "-"), "vector": ("tab:blue", ":"), "fifo": ("tab:grey", ":")}
+
+
+def plot_metadata(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """``--plot``: the metadata bytes per application message of the rows of
+    :func:`measure_overhead`, against the messages per process (or, given one length,
+    the group size), and relative to matrix's, drawn to ``path``.
+
+    Modules that carry no stamp (``none``, ``mfss``; ``cykas`` nearly none) cannot sit on
+    a logarithmic axis and are named in the title instead. Raises ``ValueError`` when no
+    measured module carries metadata."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stamped = [m for m in dict.fromkeys(r["module"] for r in rows)
+               if any(r["meta_bytes_per_message"] > 0 for r in rows if r["module"] == m)]
+    if not stamped:
+        raise ValueError("nothing to plot: none of the measured modules carries metadata")
+    unstamped = [m for m in dict.fromkeys(r["module"] for r in rows) if m not in stamped]
+    lengths = sorted({r["messages_per_process"] for r in rows})
+    sizes = sorted({r["processes"] for r in rows})
+    by_length = len(lengths) > 1
+    panels = sizes if by_length else [None]
+    relative = "matrix" in stamped and len(stamped) > 1
+    figure, axes = plt.subplots(2 if relative else 1, len(panels), squeeze=False,
+                                figsize=(5.2 * len(panels), 7.5 if relative else 4.2))
+    matrix = {(r["processes"], r["messages_per_process"]): r["meta_bytes_per_message"]
+              for r in rows if r["module"] == "matrix"}
+    for column, size in enumerate(panels):
+        top = axes[0][column]
+        for module in stamped:
+            part = sorted((r for r in rows if r["module"] == module
+                           and (size is None or r["processes"] == size)),
+                          key=lambda r: (r["messages_per_process"], r["processes"]))
+            part = [r for r in part if r["meta_bytes_per_message"] > 0]
+            if not part:
+                continue
+            xs = [r["messages_per_process" if by_length else "processes"] for r in part]
+            colour, line = _STYLES.get(module, (None, "-"))
+            top.plot(xs, [r["meta_bytes_per_message"] for r in part], marker="o",
+                     markersize=4, color=colour, linestyle=line, label=module)
+            if relative and module != "matrix":
+                ratios = [(x, r["meta_bytes_per_message"]
+                           / matrix[(r["processes"], r["messages_per_process"])])
+                          for x, r in zip(xs, part, strict=True)
+                          if matrix.get((r["processes"], r["messages_per_process"]))]
+                if ratios:
+                    axes[1][column].plot(*zip(*ratios, strict=True), marker="o", markersize=4,
+                                         color=colour, linestyle=line, label=module)
+        top.set_yscale("log")
+        top.set_ylabel("metadata bytes per application message")
+        top.set_title(f"{size} processes" if by_length
+                      else f"{lengths[0]} messages per process")
+        top.grid(True, which="both", alpha=0.3)
+        top.legend(fontsize="small")
+        bottom = axes[-1][column]
+        if relative:
+            bottom.axhline(QUARTER, color="grey", linewidth=0.8, linestyle=":",
+                           label="a quarter of matrix's")
+            bottom.set_ylim(0, 1.05)
+            bottom.set_ylabel("relative to matrix's")
+            bottom.grid(True, alpha=0.3)
+            bottom.legend(fontsize="small")
+        for ax in axes[:, column]:
+            if by_length:  # the measured lengths as plain ticks on a log axis
+                ax.set_xscale("log")
+                ax.set_xticks(lengths, [str(n) for n in lengths])
+                ax.minorticks_off()
+        bottom.set_xlabel("messages per process (session length)" if by_length
+                          else "processes")
+    title = "Causal metadata per message, uniform random traffic"
+    if unstamped:
+        title += f" (no stamp: {', '.join(unstamped)})"
+    figure.suptitle(title)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
 def _check_writable(path: str) -> None:
     folder = Path(path).parent
     try:
@@ -137,8 +345,6 @@ def _check_writable(path: str) -> None:
 def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
     modules = args.modules or default_modules()
-    from groupcomm.core.registry import get_module
-
     for name in modules:
         cli.checked_module(get_module, name, "groupcomm overhead", warn=False)
     if any(n < 2 for n in args.sizes) or any(m < 1 for m in args.messages):
@@ -156,8 +362,6 @@ def _run(args: argparse.Namespace) -> int:
                       file=sys.stderr, flush=True)
                 rows.append(measure_overhead(module, size, messages, args.seed))
     if args.plot:
-        from groupcomm.tools.metadata_plot import plot_metadata
-
         try:
             path = plot_metadata(rows, args.plot)
         except (ValueError, OSError) as error:
@@ -171,8 +375,6 @@ def _run(args: argparse.Namespace) -> int:
     ordered = ["none", *[m for m in modules if m != "none"]]
     pipeline: list[dict[str, Any]] = []
     if args.pipeline:
-        from groupcomm.tools.pipeline_cost import measure_pipelines
-
         pipeline = measure_pipelines(ordered, args.pipeline, args.repeat)
     throughput: list[dict[str, Any]] = []
     if args.throughput:
@@ -242,9 +444,4 @@ def build_parser() -> cli.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``groupcomm overhead``."""
     return cli.run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """A remote-controlled client process: JSON commands on stdin, JSON events on stdout.
 
-The tests, the stress run and the demonstration start real clients with ``python -m
+The tests and the stress run start real clients with ``python -m
 groupcomm.tools.peer`` and drive them with this line protocol. Commands (one JSON object
 per line)::
 
@@ -10,26 +10,28 @@ per line)::
     {"op": "jitter", "ms": 20, "keep_fifo": true}
     {"op": "held"}          {"op": "counters"}          {"op": "members"}
     {"op": "burst", "count": 1000, "seed": 1, "rate": 0, "broadcast_only": false}
-    {"op": "stats"}         {"op": "release", "peer": "bob"}
-    {"op": "quit"}
+    {"op": "stats"}         {"op": "undeliverable"}     {"op": "quit"}
 
-``burst`` sends ``count`` random unicasts, multicasts and broadcasts from a thread,
-``rate`` per second (0: as fast as the send queue allows), then emits ``burst_done``
-with the number sent to each destination. With ``--count-only`` deliveries are counted
-per sender (reported by ``stats``, with the peak memory, counters and held messages).
+``burst`` sends ``count`` random messages from a thread, ``rate`` per second (0: as
+fast as it can), then emits ``burst_done`` with the number sent to each destination.
+With ``--count-only`` deliveries are counted per sender (reported by ``stats``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import resource
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import groupcomm.cli.args as cli
 from groupcomm.core.messages import ReceivedMessage
+from groupcomm.core.selection import SelectionError, filter_creators
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.config import Connection, Pipelines
 
@@ -56,7 +58,6 @@ class Peer:
             sys.stdout.write(json.dumps({"event": event, **fields}, default=repr) + "\n")
             sys.stdout.flush()
 
-    # session listener
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
@@ -115,8 +116,6 @@ class Peer:
         elif op == "burst":
             threading.Thread(target=self._burst, args=(command,), daemon=True).start()
         elif op == "stats":
-            import resource
-
             peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             # the deliveries first: a message held when held() is read and delivered just
             # after would otherwise count both as delivered and as held at the end
@@ -125,20 +124,14 @@ class Peer:
             self.emit("stats", delivered=delivered, peak_rss_mb=round(peak_kb / 1024, 1),
                       counters=comm.counters(), held=len(held),
                       waiting_for=comm.waiting_for())
-        elif op == "release":
-            self.emit("released", ids=comm.release_waiting_on(command["peer"]))
         elif op == "quit":
             return False
         else:
             self.emit("error", message=f"unknown op {op!r}")
         return True
 
-
     def _burst(self, command: dict[str, Any]) -> None:
         """Send random traffic (a background thread; see the module docstring)."""
-        import random
-        import time
-
         comm = self.communicator
         rng = random.Random(f"{command.get('seed', 0)}:{comm.name}")
         count = int(command.get("count", 100))
@@ -198,7 +191,6 @@ def build_parser() -> cli.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
-    from groupcomm.core.selection import SelectionError, filter_creators
 
     try:
         extra_send, extra_receive = filter_creators(args.filter)
@@ -241,7 +233,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a remote-controlled peer."""
     return cli.run_main(build_parser, _run, argv)
 
 

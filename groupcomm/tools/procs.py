@@ -1,10 +1,6 @@
-"""Starting, driving and reaping real processes (server and peers) on this machine.
-
-Used by the integration tests, the demonstration and the stress command. Everything
-waits for observable events with deadlines (never a bare sleep), and a
-:class:`ProcessGroup` kills whatever it started when it exits, also on errors and
-Ctrl-C.
-"""
+"""Starting, driving and reaping real processes (server and peers) on this machine, for
+the tests, the demonstration and the stress run: every wait is for an observable event
+with a deadline, and a :class:`ProcessGroup` kills whatever it started when it exits."""
 
 from __future__ import annotations
 
@@ -161,7 +157,6 @@ class PeerProcess(_Child):
             return {"event": "garbage", "line": line}
 
     def command(self, **command: Any) -> None:
-        """Send one JSON command to the peer."""
         self._write(json.dumps(command))
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 20.0,
@@ -180,7 +175,6 @@ class PeerProcess(_Child):
             f"{len(enough(self.events) or [])}/{count} {event} events within {timeout:g}s"))
 
     def deliveries(self) -> list[dict[str, Any]]:
-        """Deliver events so far."""
         with self._cond:
             return [e for e in self.events if e.get("event") == "deliver"]
 
@@ -262,7 +256,6 @@ class LineProcess(_Child):
         self.lines: list[str] = self._output
 
     def type(self, text: str) -> None:
-        """Type one line."""
         self._write(text)
 
     def wait_line(self, predicate: Callable[[str], bool], timeout: float = 20.0,

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.tools.metadata_plot import plot_metadata
-from groupcomm.tools.overhead import main, measure_overhead
-from groupcomm.tools.pipeline_cost import measure_pipeline
+from groupcomm.tools.overhead import main, measure_overhead, measure_pipeline, plot_metadata
 
 
 def test_pipeline_rows_for_every_module_with_none_first(capsys: pytest.CaptureFixture[str]

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from groupcomm.check.symmetry import SymmetryError, declared_headers
-from groupcomm.conformance import CHECKS, assert_conformant, run_conformance
+from groupcomm.conformance import CHECKS, Declared, assert_conformant, run_conformance
 from groupcomm.conformance.cli import main
-from groupcomm.conformance.outcome import Declared
 from groupcomm.core.registry import available_modules, get_module
 from groupcomm.filters.none import NoneModule
 from tests.conformance.conftest import run_with

@@ -288,8 +288,7 @@ def test_both_loaders_read_the_same_trace(spark, tmp_path: Path) -> None:
     """The default loader (msgspec in Python workers, many chunks per file here) and the
     native one (Spark's JSON reader) agree on every count, sample and kept event."""
     from trace_analysis.chunks import plan_chunks
-    from trace_analysis.load import load
-    from trace_analysis.worker_load import load_in_workers
+    from trace_analysis.load import load, load_in_workers
 
     directory = random_trace(7).write(tmp_path / "t")
     bob = sorted(directory.glob("*.jsonl"))[0]

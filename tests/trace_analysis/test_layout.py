@@ -23,10 +23,9 @@ from trace_analysis.layout import (
     lay_out,
     occurrence,
     prior_maximum,
-    send_table_bytes,
     worker_lookup,
 )
-from trace_analysis.send_index import index_sends
+from trace_analysis.send_index import index_sends, send_table_bytes
 
 SEND_SCHEMA = pa.schema([
     ("msg", pa.string()), ("sender", pa.string()),

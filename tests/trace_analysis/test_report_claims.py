@@ -66,7 +66,7 @@ def _bursts(messages: int) -> tuple[Any, list[dict], str]:
     """An execution of bursts of 30 broadcasts among 6 processes, delivered in send
     order but for one late delivery (p3's message at p4); returns it, the violating
     triple and the late message."""
-    from trace_analysis.execution import AppEvent, Execution
+    from trace_analysis.spacetime import AppEvent, Execution
 
     names = [f"p{i}" for i in range(6)]
     execution = Execution()

@@ -6,6 +6,7 @@ A server in its own process (``--warm``) is tested under ``-m slow``."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -28,8 +29,8 @@ from groupcomm.tools.localnet import LocalNetwork
 from trace_analysis import analyze, get_spark
 from trace_analysis import server as server_mod
 from trace_analysis.cli import main as analyze_main
+from trace_analysis.cli import watch
 from trace_analysis.synth import SynthSpec, generate
-from trace_analysis.watch import watch
 
 #: the traces of one demo run under none (meeting, lunch, shared text), made by
 #: :func:`demo_traces` before the first test of this module (never committed data)
@@ -317,7 +318,7 @@ def test_requests_need_the_token(spark, state: Path) -> None:
         info = server_mod.read_state(None, True)
         assert info is not None and info.port == server.port
         assert server_mod.ping(info)["pid"] == os.getpid()
-        forged = server_mod.ServerInfo(**{**server_mod.info_dict(info), "token": "guess"})
+        forged = dataclasses.replace(info, token="guess")
         with pytest.raises(server_mod.ServerGone, match="wrong token"):
             server_mod.ping(forged)
         assert Path(info.state_file).stat().st_mode & 0o077 == 0

@@ -129,7 +129,7 @@ def test_packages_are_shipped_to_workers_with_a_plain_python(cluster: str,
                             "f'{sys.version_info[0]}.{sys.version_info[1]}-'"
                             "f'{sysconfig.get_platform()}')"],
                            capture_output=True, text=True, timeout=60)
-    from trace_analysis.worker_deps import platform_tag
+    from trace_analysis.session import platform_tag
 
     if probe.stdout.strip() != platform_tag():
         pytest.skip(f"the system Python is {probe.stdout.strip()}, the driver {platform_tag()}")

@@ -13,8 +13,13 @@ import pytest
 from tests.trace_analysis.test_analysis import Trace, random_trace
 from trace_analysis import analyze, get_spark
 from trace_analysis.load import choose_loader
-from trace_analysis.loaded import TraceDirError
-from trace_analysis.store import RemoteFile, list_remote_trace_files, local_path, scheme_of
+from trace_analysis.loaded import (
+    RemoteFile,
+    TraceDirError,
+    list_remote_trace_files,
+    local_path,
+    scheme_of,
+)
 
 
 @pytest.fixture(scope="module")

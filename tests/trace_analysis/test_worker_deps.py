@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_analysis.worker_deps import build_archive, closure, compatible, platform_tag
+from trace_analysis.session import build_archive, closure, compatible, platform_tag
 
 
 def test_closure_follows_requirements() -> None:
