@@ -1,31 +1,8 @@
 """The properties the session checker (:mod:`groupcomm.check.session_rules`) judges, and
-its breadth-first search.
-
-On every step:
-
-* *order* - two clients never learn two membership changes of one server in different
-  orders;
-* *unique-id* - a member id is never given to two different starts of a client, nor
-  again after the server removed it (a client that keeps its id across a server restart
-  is the same start);
-* *relay-order* - a relayed frame never reaches a client that does not know its sender
-  as a member yet (the relay's promise: join notices before frames);
-* *duplicate* - an application is never handed a message it already has (delivered, or
-  in the snapshot it installed);
-* *exception* - the registry or a client raised.
-
-In every quiescent state (nothing can happen but heartbeats that change nothing) in
-which each running client is settled (a member of the current server, or out for good):
-
-* *views* - every settled member's view is the registry's member list;
-* *lost* - every message sent to a member reached its application (delivered, or in the
-  snapshot it installed), unless its destination is out of the session, its sender was
-  removed without leaving (timed out, crashed, replaced: what it sent and that never
-  arrived is lost, as documented), it was inside the server when the server restarted,
-  or it is held by a causality module for such a lost message;
-* *cut* - a newcomer's snapshot holds every message its answerer was sent before the
-  sender saw the newcomer join (not excused as above);
-* *stuck* - no newcomer still waits for a snapshot.
+its breadth-first search. Each property is named and explained in docs/check_results.md
+(the session protocol): *order*, *unique-id*, *relay-order*, *duplicate* and *exception*
+on every step; *views*, *lost*, *cut* and *stuck* in every quiescent state in which each
+running client is settled (a member of the current server, or out for good).
 """
 
 from __future__ import annotations
@@ -36,7 +13,8 @@ from typing import Any
 
 from groupcomm.check.session_config import SessionCheckConfig, SessionCheckResult
 from groupcomm.check.session_world import App, Client, World
-from groupcomm.protocol.inprocess import APPLICATION, SESSION_NAME, InProcessMember
+from groupcomm.protocol.client_actions import APPLICATION, SESSION
+from groupcomm.protocol.inprocess import InProcessMember
 
 __all__ = ["Found", "SessionProperties", "search"]
 
@@ -105,7 +83,7 @@ class SessionProperties:
 
     # -- in final states ----------------------------------------------------------------
     def settled(self, world: World) -> bool:
-        members = set(world.server[0].members_of(APPLICATION, SESSION_NAME))
+        members = set(world.server[0].members_of(APPLICATION, SESSION))
         for client in world.clients.values():
             if not client.alive or client.phase in ("left", "failed"):
                 continue
@@ -115,7 +93,7 @@ class SessionProperties:
 
     def check_final(self, world: World) -> None:
         self._owned = set()  # between steps: every member is set back
-        members = world.server[0].members_of(APPLICATION, SESSION_NAME)
+        members = world.server[0].members_of(APPLICATION, SESSION)
         live: dict[str, Client] = {}
         for client in world.clients.values():
             if not client.alive or client.phase != "joined":

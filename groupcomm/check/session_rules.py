@@ -1,32 +1,9 @@
 """Exhaustive checking of the session protocol with the code that runs: whole clients
-(each a real :class:`~groupcomm.protocol.client.ClientProtocol`, with its membership,
-its causality module's node, both sides of state transfer and its frame checks, hosted
-as :class:`~groupcomm.protocol.inprocess.InProcessMember`) and the real
-:class:`~groupcomm.protocol.registry.SessionRegistry` behind the server's checks
-(:class:`~groupcomm.protocol.inprocess.InProcessServer`), exchanging real signed frames.
-
-**World.** Clients are started and restarted under their names, each start a new
-connection; the server is one registry (a new, empty one after a server restart).
-Channels: per connection a FIFO from the client to the server and one back (ZeroMQ
-connections are FIFO), and an unordered set of direct frames (direct routing). A server
-restart loses what the server had taken and not yet delivered (the channels back to the
-clients); frames on their way to it reach the new server. Time is a counter that a
-``tick`` transition advances by one second: the registry's heartbeat timeout is 1.5 s,
-its takeover wait 1 s, a client's heartbeat interval 1 s.
-
-**Transitions** (every interleaving is explored, breadth first, so the first violation
-has a shortest counterexample): ``start p`` (a client joins; ``late`` names who may
-start late, the others start first, in any order), ``send p`` (p's application sends
-one message to every member it knows), ``timer p`` (p's protocol runs its timers when
-something is due: a heartbeat, a state-transfer timeout), ``leave p``, ``crash p`` and
-a restart under the same name (``restart``), ``tick`` (``ticks`` at most: silent
-members time out, takeovers fall due), ``server restart``, and the arrival of the head
-of any channel.
-
-**Properties** (see :mod:`groupcomm.check.session_props`): *order*, *unique-id*,
-*relay-order*, *duplicate* and *exception* on every step; *lost*, *views*, *cut* and
-*stuck* in every quiescent state in which each running client is settled. Final states
-in which some running client is not settled yet are counted as *unsettled*.
+(:class:`~groupcomm.protocol.inprocess.InProcessMember`, each a real ``ClientProtocol``)
+and the real ``SessionRegistry`` behind the server's checks
+(:class:`~groupcomm.protocol.inprocess.InProcessServer`), exchanging signed frames.
+The world, its transitions and the properties are described in docs/check_results.md
+(the session protocol); the properties are judged in :mod:`groupcomm.check.session_props`.
 
 A step copies only what it changes (the clients it touches, the server if it takes an
 input); each client start is one live member object, set back to the client's captured
@@ -38,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check import client_state
@@ -67,7 +44,7 @@ from groupcomm.wire.frames import SESSION, sealed_body
 from groupcomm.wire.session import open_session
 
 __all__ = ["REGISTRIES", "TRANSFERS", "SessionCheck", "SessionCheckConfig",
-           "SessionCheckResult", "check_session", "iter_registry_variants"]
+           "SessionCheckResult", "check_session"]
 
 HEARTBEAT_TIMEOUT = 1.5
 TAKEOVER_WAIT = 1.0
@@ -549,8 +526,3 @@ def check_session(config: SessionCheckConfig,
         for q, level in zip(quiet, levels, strict=True):
             q.setLevel(level)
 
-
-def iter_registry_variants() -> Iterator[str]:
-    """The known-bad registry variants (every entry of :data:`REGISTRIES` but the real
-    one)."""
-    yield from (name for name in REGISTRIES if name != "correct")
