@@ -167,10 +167,8 @@ class Simulation:
         self.last_activity = 0.0
         self.events = 0
         self.engine = self._choose_engine()
-        if self.engine == "model":
-            self.stack: Stack = MatrixModelStack(self)
-        else:
-            self.stack = RealStack(self)
+        self.stack: Stack = (MatrixModelStack(self) if self.engine == "model"
+                             else RealStack(self))
         self._ran = False
 
     def _choose_engine(self) -> str:

@@ -1,32 +1,18 @@
-"""Workloads of the simulator: what each process sends, to whom, and when it may.
+"""Workloads of the simulator: what each process sends, to whom, and when it may (a
+partially ordered set of sends, as in the Cykas paper, 004 §5.1).
 
-A workload is a partially ordered set of send events, as in the Cykas paper (004 §5.1):
-every process has an ordered list of :class:`PlannedSend` s. A planned send becomes
-*due* when
+A planned send is due when the previous send of its process was made ``interval`` ago
+(the first at time 0), its ``at_ms`` has come and every send in its ``after`` has been
+delivered at its process (scripts only); it is made once no job runs there. The job a
+send starts at each recipient (``job_ms``) is drawn here, from the seed, so that every
+protocol simulates the same program.
 
-* the previous send of the same process was made at least ``interval`` ago (the first
-  one at time 0 — "how long processes wait between sending messages"),
-* its ``at_ms`` time (scripts only; 0 otherwise) has come, and
-* every send named in its ``after`` list has been delivered at this process (scripts).
-
-A due send is made as soon as the process is not running a long-running job. Each
-planned send says how long a job it triggers at each recipient (``job_ms``, 0 for
-none). Which messages trigger jobs, and for how long, is decided here, when the
-workload is built from the seed, so every protocol simulates *the same* program (the
-paper compares protocols on the same workloads).
-
-Three kinds:
-
-* **uniform** - each send goes to a destination drawn uniformly among the other
-  processes (004 §5.3);
-* **hotspots** - ``round(hotspot_share * n)`` processes (at least one when the share is
-  positive) are hotspots; a send goes to a hotspot with probability ``hotspot_weight``
-  (80 % in 004 §5.4) and otherwise to a non-hotspot, uniformly within the group and never
-  to the sender itself (if the group has no one else, the other group is used);
-* **scripts** - explicit JSON (see :func:`script_from_dict`).
-
-With ``broadcast=True`` every send goes to all other processes (the ``vector`` module
-carries broadcasts only).
+Random workloads are *uniform* (each send to one other process, drawn uniformly, 004
+§5.3) or *hotspots* (``round(hotspot_share * n)`` processes, at least one, receive a send
+with probability ``hotspot_weight``, 004 §5.4; uniformly within the chosen group, never
+the sender, the other group when the chosen one has no one else); with ``broadcast``
+every send goes to all others (``vector`` carries broadcasts only). Scripts:
+:func:`script_from_dict`.
 """
 
 from __future__ import annotations
@@ -65,10 +51,6 @@ class Workload:
     hotspots: tuple[str, ...] = ()
     #: (source, dest) -> propagation delay in ms for links that differ from the default
     link_delays: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    @property
-    def total_sends(self) -> int:
-        return sum(len(plan) for plan in self.sends.values())
 
     @property
     def max_sends(self) -> int:
