@@ -47,8 +47,6 @@ class Workload:
 
     processes: list[str]
     sends: dict[str, list[PlannedSend]] = field(default_factory=dict)
-    #: hotspot processes (empty for uniform and script workloads)
-    hotspots: tuple[str, ...] = ()
     #: (source, dest) -> propagation delay in ms for links that differ from the default
     link_delays: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -102,7 +100,7 @@ def random_workload(
         hot = sorted(rng.sample(names, count))
     hot_set = set(hot)
     cold = [n for n in names if n not in hot_set]
-    workload = Workload(processes=names, hotspots=tuple(hot))
+    workload = Workload(processes=names)
     for sender in names:
         plan: list[PlannedSend] = []
         hot_others = [n for n in hot if n != sender]
