@@ -1,21 +1,13 @@
-"""The state of an in-process member (a
-:class:`~groupcomm.protocol.client.ClientProtocol` and its host side,
-:class:`~groupcomm.protocol.inprocess.InProcessMember`) as a value the session checker
-keeps per explored state, and puts back before each step.
+"""The state of an in-process member (its :class:`~groupcomm.protocol.client.ClientProtocol`
+and host side, :class:`~groupcomm.protocol.inprocess.InProcessMember`) as a value the
+session checker keeps per explored state and puts back before each step.
 
-A member is one live object per client start; :func:`capture` takes what it holds
-(without copying: the next :func:`restore` gives the member fresh copies, so what was
-captured is never changed again) and :func:`restore` sets it back. :func:`state_key` is
-the hashable image the search compares states by (counters of what happened are left
-out). The protocol's node is kept as its own snapshot (:meth:`ProtocolNode.snapshot`),
-and each member keeps one node object per member id (a new incarnation makes a new
-node), set back to the snapshot before use.
-
-:data:`PROTOCOL_STATE` and :data:`MEMBER_STATE` name every attribute that holds state;
-:data:`PROTOCOL_FIXED` and :data:`MEMBER_FIXED` those that do not (configuration,
-callbacks, counters). tests/check/test_client_state.py checks that every attribute of a
-live member is in one of them, so an attribute added to the client protocol is not
-silently left out of the search.
+:func:`capture` takes what the member holds without copying (the next :func:`restore`
+gives the member fresh copies, so what was captured never changes); :func:`state_key`
+is the hashable image states are compared by. The node is kept as its snapshot, with one
+node object per member id. Every attribute of a live member is in one of the lists below,
+state or fixed (tests/check/test_client_state.py checks it), so that one added to the
+client is not silently left out of the search.
 """
 
 from __future__ import annotations

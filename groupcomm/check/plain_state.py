@@ -1,14 +1,12 @@
 """Copying and freezing the plain state of the session protocol's objects (a
 :class:`~groupcomm.protocol.registry.SessionRegistry`, a client's
-:class:`~groupcomm.protocol.membership.Membership`) for the model checkers, which copy one on
-every step that changes it and compare states by a hashable image.
+:class:`~groupcomm.protocol.membership.Membership`) for the model checkers.
 
-:func:`clone` is ``copy.deepcopy`` for such state, without its generic machinery: the
-objects are trees of dicts, lists, sets, deques and plain objects whose leaves are
-immutable values (strings, numbers, tuples of them, frozen dataclasses such as
-messages), so it copies the containers and objects and shares the leaves. Anything else
-goes to ``copy.deepcopy``. :func:`freeze` is the hashable image; both pick a handler
-per type once (the type dispatch is what the generic versions spend their time on).
+Such state is a tree of containers and plain objects whose leaves are immutable (strings,
+numbers, tuples of them, frozen dataclasses such as messages): :func:`clone` copies the
+containers and objects and shares the leaves (anything else goes to ``copy.deepcopy``),
+and :func:`freeze` is its hashable image. Both pick a handler per type once: the type
+dispatch is what the generic versions spend their time on.
 """
 
 from __future__ import annotations

@@ -20,12 +20,10 @@ __all__ = ["Found", "SessionProperties", "search"]
 
 
 class Found(Exception):
-    """A property failed (its name and what happened)."""
+    """A property failed: its name and what happened (read as ``prop: detail``)."""
 
     def __init__(self, prop: str, detail: str) -> None:
         super().__init__(f"{prop}: {detail}")
-        self.prop = prop
-        self.detail = detail
 
 
 class SessionProperties:
@@ -165,6 +163,12 @@ def search(checker: Any, config: SessionCheckConfig,
     frontier: deque[tuple[World, Any, int]] = deque([(start, checker.key(start), 0)])
     transitions = finals = unsettled = depth = 0
     next_report = 10_000
+
+    def result(verdict: str, violation: str | None = None,
+               steps: list[str] | None = None) -> SessionCheckResult:
+        return SessionCheckResult(config, verdict, len(seen), transitions, depth, finals,
+                                  unsettled, violation, steps or [])
+
     while frontier:
         world, key, level = frontier.popleft()
         depth = max(depth, level)
@@ -175,8 +179,8 @@ def search(checker: Any, config: SessionCheckConfig,
                 try:
                     checker.check_final(world)
                 except Found as found:
-                    return _violation(config, seen, key, None, found, len(seen),
-                                      transitions, depth, finals, unsettled)
+                    return result("violation", str(found), _path(
+                        seen, key, "(nothing more happens but heartbeats)"))
             else:
                 unsettled += 1
         for action in actions:
@@ -185,34 +189,25 @@ def search(checker: Any, config: SessionCheckConfig,
                 nxt, text = checker.step(world, action)
                 checker.check_order(nxt)
             except Found as found:
-                return _violation(config, seen, key, action, found, len(seen), transitions,
-                                  depth, finals, unsettled)
+                return result("violation", str(found), _path(
+                    seen, key, " ".join(str(a) for a in action[:2]) + "  <- breaks it"))
             nxt_key = checker.key(nxt)
             if nxt_key in seen:
                 continue
             seen[nxt_key] = (key, text)
             if len(seen) > config.max_states:
-                return SessionCheckResult(config, "incomplete", len(seen), transitions, depth,
-                                          finals, unsettled,
-                                          f"stopped at {config.max_states:,} states")
+                return result("incomplete", f"stopped at {config.max_states:,} states")
             frontier.append((nxt, nxt_key, level + 1))
         if progress is not None and len(seen) >= next_report:
             next_report += 10_000
             progress(len(seen), depth)
-    return SessionCheckResult(config, "ok", len(seen), transitions, depth, finals, unsettled)
+    return result("ok")
 
 
-def _violation(config: SessionCheckConfig, seen: dict, key: Any, action: tuple | None,
-               found: Found, states: int, transitions: int, depth: int, finals: int,
-               unsettled: int) -> SessionCheckResult:
+def _path(seen: dict, key: Any, last: str) -> list[str]:
+    """The steps from the initial world to the world of ``key``, then ``last``."""
     steps: list[str] = []
     while seen.get(key) is not None:
         key, text = seen[key]
         steps.append(text)
-    steps.reverse()
-    if action is not None:
-        steps.append(" ".join(str(a) for a in action[:2]) + "  <- breaks it")
-    else:
-        steps.append("(nothing more happens but heartbeats)")
-    return SessionCheckResult(config, "violation", states, transitions, depth, finals,
-                              unsettled, f"{found.prop}: {found.detail}", steps)
+    return [*reversed(steps), last]
