@@ -258,7 +258,8 @@ class SessionCheck(SessionProperties):
         """Capture what the step changed; judge the step's deliveries and learning."""
         for conn in self._owned:
             member, app, nodes = self._members[conn]
-            client_state.remember_node(member, nodes)
+            node = member.protocol.node  # a new incarnation's node is kept too
+            nodes.setdefault(node.name, node)
             client = copy.copy(world.clients[conn])
             client.state = client_state.capture(member)
             client.view = self._view(member)

@@ -63,18 +63,10 @@ def process_names(count: int) -> list[str]:
     return [f"p{i:0{width}d}" for i in range(count)]
 
 
-def random_workload(
-    processes: int,
-    messages_per_process: int,
-    *,
-    seed: int = 0,
-    job_fraction: float = 0.0,
-    job_ms: float = 0.0,
-    job_sd_ms: float = 0.0,
-    hotspot_share: float = 0.0,
-    hotspot_weight: float = 0.8,
-    broadcast: bool = False,
-) -> Workload:
+def random_workload(processes: int, messages_per_process: int, *, seed: int = 0,
+                    job_fraction: float = 0.0, job_ms: float = 0.0, job_sd_ms: float = 0.0,
+                    hotspot_share: float = 0.0, hotspot_weight: float = 0.8,
+                    broadcast: bool = False) -> Workload:
     """A uniform or hotspot workload drawn from ``random.Random(seed)`` (see module doc).
 
     Job lengths are ``job_ms``, or normally distributed around it with standard
@@ -82,12 +74,10 @@ def random_workload(
     """
     if messages_per_process < 0:
         raise WorkloadError("messages per process must be >= 0")
-    if not 0.0 <= job_fraction <= 1.0:
-        raise WorkloadError("job fraction must be within [0, 1]")
-    if not 0.0 <= hotspot_share <= 1.0:
-        raise WorkloadError("hotspot share must be within [0, 1]")
-    if not 0.0 <= hotspot_weight <= 1.0:
-        raise WorkloadError("hotspot weight must be within [0, 1]")
+    for what, share in (("job fraction", job_fraction), ("hotspot share", hotspot_share),
+                        ("hotspot weight", hotspot_weight)):
+        if not 0.0 <= share <= 1.0:
+            raise WorkloadError(f"{what} must be within [0, 1]")
     if job_ms < 0 or job_sd_ms < 0:
         raise WorkloadError("job lengths must be >= 0")
     names = process_names(processes)
