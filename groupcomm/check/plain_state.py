@@ -43,16 +43,9 @@ def _clone_tuple(value: tuple) -> tuple:
 
 
 def _clone_mapping(value: dict) -> dict:
-    new = type(value)()
+    new = defaultdict(value.default_factory) if type(value) is defaultdict else type(value)()
     for k, v in value.items():
         new[k] = clone(v)  # (keys are hashable: immutable)
-    return new
-
-
-def _clone_defaultdict(value: defaultdict) -> defaultdict:
-    new = defaultdict(value.default_factory)
-    for k, v in value.items():
-        new[k] = clone(v)
     return new
 
 
@@ -65,10 +58,8 @@ def _clone_object(value: Any) -> Any:
 def _cloner_for(kind: type) -> Callable[[Any], Any]:
     if kind is tuple:
         return _clone_tuple
-    if kind is dict or kind is OrderedDict or kind is Counter:
+    if kind in (dict, OrderedDict, Counter, defaultdict):
         return _clone_mapping
-    if kind is defaultdict:
-        return _clone_defaultdict
     if kind is list:
         return lambda value: [clone(v) for v in value]
     if kind is set:

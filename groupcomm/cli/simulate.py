@@ -9,7 +9,6 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from groupcomm.cli.args import (
     ArgumentParser,
@@ -117,12 +116,7 @@ def _figure(args: argparse.Namespace) -> int:
         raise
     if args.json:
         print(json.dumps(info, sort_keys=True))
-    else:
-        _print_figure(info)
-    return 0 if info["completed"] else 130
-
-
-def _print_figure(info: dict[str, Any]) -> None:
+        return 0 if info["completed"] else 130
     print(f"figure {info['figure']} ({info['scale']}): {info['done']}/{info['runs']} runs "
           f"in {info['wall_s']} s")
     for key in ("csv", "summary_csv", "png"):
@@ -131,6 +125,7 @@ def _print_figure(info: dict[str, Any]) -> None:
     for protocol, cross in info.get("crossover", {}).items():
         print(f"  crossover of {protocol}: last win at {cross['last_win']} processes/kBps, "
               f"first loss at {cross['first_loss']}, estimate {cross['estimate']}")
+    return 0 if info["completed"] else 130
 
 
 def build_parser() -> ArgumentParser:

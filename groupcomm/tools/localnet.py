@@ -68,16 +68,10 @@ class InFlight:
 class LocalNetwork:
     """N members joined to one session, with a controllable in-flight set."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        module: CausalityModule | str | None = None,
-        *,
-        extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
-        extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
-        fifo_links: bool = False,
-        trace: bool = True,
-    ) -> None:
+    def __init__(self, names: Sequence[str], module: CausalityModule | str | None = None, *,
+                 extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
+                 extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
+                 fifo_links: bool = False, trace: bool = True) -> None:
         if isinstance(module, str) or module is None:
             from groupcomm.core.registry import get_module
 
@@ -291,13 +285,8 @@ class LocalNetwork:
                 node.receive(decode_received(frame.frame, frame.dest))
         return frame
 
-    def run(
-        self,
-        rng: random.Random | None = None,
-        *,
-        max_steps: int = 1_000_000,
-        choose: Callable[[list[int], list[InFlight]], int] | None = None,
-    ) -> int:
+    def run(self, rng: random.Random | None = None, *, max_steps: int = 1_000_000,
+            choose: Callable[[list[int], list[InFlight]], int] | None = None) -> int:
         """Deliver until nothing is in flight; returns the number of arrivals.
 
         Order: ``choose(candidates, in_flight)`` if given, else a random candidate from
