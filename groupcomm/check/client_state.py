@@ -1,21 +1,14 @@
-"""The state of an in-process member (a
-:class:`~groupcomm.protocol.client.ClientProtocol` and its host side,
-:class:`~groupcomm.protocol.inprocess.InProcessMember`) as a value the session checker
-keeps per explored state, and puts back before each step.
+"""The state of an in-process member (its :class:`~groupcomm.protocol.client.ClientProtocol`
+and host side, :class:`~groupcomm.protocol.inprocess.InProcessMember`) as a value the
+session checker keeps per explored state and puts back before each step.
 
-A member is one live object per client start; :func:`capture` takes what it holds
-(without copying: the next :func:`restore` gives the member fresh copies, so what was
-captured is never changed again) and :func:`restore` sets it back. :func:`state_key` is
-the hashable image the search compares states by (counters of what happened are left
-out). The protocol's node is kept as its own snapshot (:meth:`ProtocolNode.snapshot`),
-and each member keeps one node object per member id (a new incarnation makes a new
-node), set back to the snapshot before use.
-
-:data:`PROTOCOL_STATE` and :data:`MEMBER_STATE` name every attribute that holds state;
-:data:`PROTOCOL_FIXED` and :data:`MEMBER_FIXED` those that do not (configuration,
-callbacks, counters). tests/check/test_client_state.py checks that every attribute of a
-live member is in one of them, so an attribute added to the client protocol is not
-silently left out of the search.
+:func:`capture` takes what the member holds without copying (the next :func:`restore`
+gives the member fresh copies, so what was captured never changes); :func:`state_key`
+is the hashable image states are compared by. The node is kept as its snapshot, with one
+node object per member id. The lists below name every attribute that holds state;
+tests/check/test_client_state.py lists those that do not and checks that every attribute
+of a live member is in one list, so that one added to the client is not silently left
+out of the search.
 """
 
 from __future__ import annotations
@@ -24,10 +17,9 @@ from typing import Any
 
 from groupcomm.check.plain_state import clone, freeze
 from groupcomm.core.node import ProtocolNode
-from groupcomm.protocol.client import ClientProtocol
 from groupcomm.protocol.inprocess import InProcessMember
 
-__all__ = ["MEMBER_FIXED", "MEMBER_STATE", "PROTOCOL_FIXED", "PROTOCOL_STATE", "capture",
+__all__ = ["MEMBER_STATE", "PORT_STATE", "PROTOCOL_STATE", "TRANSFER_STATE", "capture",
            "restore", "state_key"]
 
 #: ClientProtocol attributes that hold state (the node, the codec, the port and state
@@ -37,18 +29,9 @@ PROTOCOL_STATE = ("membership", "members_at_join", "_release_due", "now",
 #: the state of its port (the application's side) and of its two sides of state transfer
 PORT_STATE = ("recent", "member_ids", "handed", "acknowledged", "_unacknowledged", "inbox")
 TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent")
-#: ClientProtocol attributes that do not: configuration, callbacks, what counts or
-#: reports, and the parts kept apart (see capture); ``inputs`` is empty between steps
-PROTOCOL_FIXED = ("name", "session", "application", "codec", "intake", "out", "attested",
-                  "stats", "rejects", "heartbeat_interval", "_filter_stacks", "inputs",
-                  "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
-                  "event_listeners", "lock", "node", "port", "transfer", "release_after",
-                  "_undeliverable")
 #: InProcessMember attributes that hold state
 MEMBER_STATE = ("waiting", "direct_sent", "join_error", "joined", "left", "state_done",
                 "may_relay")
-#: InProcessMember attributes that do not
-MEMBER_FIXED = ("name", "carrier", "routing", "codec", "streams", "listeners", "protocol")
 #: attributes of the plain objects inside that count what happened
 _COUNTERS = frozenset({"stats"})
 
@@ -92,12 +75,6 @@ def restore(member: InProcessMember, state: tuple, nodes: dict[str, ProtocolNode
     protocol.codec._replay._state = clone(replay)  # noqa: SLF001
 
 
-def remember_node(member: InProcessMember, nodes: dict[str, ProtocolNode]) -> None:
-    """Keep the member's current node (made by the protocol for a new incarnation)."""
-    node = member.protocol.node
-    nodes.setdefault(node.name, node)
-
-
 #: protocol attributes the key leaves out: the time of the input being handled (every
 #: input sets it before reading it) and what is derived from the rest (the timer's
 #: deadline, the host's status, whom a name means)
@@ -126,18 +103,3 @@ def _key(value: Any, skip: frozenset[str]) -> Any:
         return (type(value).__name__, freeze({k: v for k, v in vars(value).items()
                                               if k not in skip}))
     return freeze(value)
-
-
-#: what the port and state transfer hold that is not state (configuration, callbacks)
-PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",
-              "listeners", "on_caught_up")
-TRANSFER_FIXED = ("_member", "_provider", "_consumer")
-
-
-def classify(protocol: ClientProtocol, member: InProcessMember) -> tuple[set[str], set[str]]:
-    """The attributes of ``protocol`` (its port and state transfer included) and
-    ``member`` that are in no list (for the test that keeps the lists complete)."""
-    return (set(vars(protocol)) - set(PROTOCOL_STATE) - set(PROTOCOL_FIXED)
-            | set(vars(protocol.port)) - set(PORT_STATE) - set(PORT_FIXED)
-            | set(vars(protocol.transfer)) - set(TRANSFER_STATE) - set(TRANSFER_FIXED),
-            set(vars(member)) - set(MEMBER_STATE) - set(MEMBER_FIXED))

@@ -1,14 +1,12 @@
 """Copying and freezing the plain state of the session protocol's objects (a
 :class:`~groupcomm.protocol.registry.SessionRegistry`, a client's
-:class:`~groupcomm.protocol.membership.Membership`) for the model checkers, which copy one on
-every step that changes it and compare states by a hashable image.
+:class:`~groupcomm.protocol.membership.Membership`) for the model checkers.
 
-:func:`clone` is ``copy.deepcopy`` for such state, without its generic machinery: the
-objects are trees of dicts, lists, sets, deques and plain objects whose leaves are
-immutable values (strings, numbers, tuples of them, frozen dataclasses such as
-messages), so it copies the containers and objects and shares the leaves. Anything else
-goes to ``copy.deepcopy``. :func:`freeze` is the hashable image; both pick a handler
-per type once (the type dispatch is what the generic versions spend their time on).
+Such state is a tree of containers and plain objects whose leaves are immutable (strings,
+numbers, tuples of them, frozen dataclasses such as messages): :func:`clone` copies the
+containers and objects and shares the leaves (anything else goes to ``copy.deepcopy``),
+and :func:`freeze` is its hashable image. Both pick a handler per type once: the type
+dispatch is what the generic versions spend their time on.
 """
 
 from __future__ import annotations
@@ -45,16 +43,9 @@ def _clone_tuple(value: tuple) -> tuple:
 
 
 def _clone_mapping(value: dict) -> dict:
-    new = type(value)()
+    new = defaultdict(value.default_factory) if type(value) is defaultdict else type(value)()
     for k, v in value.items():
         new[k] = clone(v)  # (keys are hashable: immutable)
-    return new
-
-
-def _clone_defaultdict(value: defaultdict) -> defaultdict:
-    new = defaultdict(value.default_factory)
-    for k, v in value.items():
-        new[k] = clone(v)
     return new
 
 
@@ -67,10 +58,8 @@ def _clone_object(value: Any) -> Any:
 def _cloner_for(kind: type) -> Callable[[Any], Any]:
     if kind is tuple:
         return _clone_tuple
-    if kind is dict or kind is OrderedDict or kind is Counter:
+    if kind in (dict, OrderedDict, Counter, defaultdict):
         return _clone_mapping
-    if kind is defaultdict:
-        return _clone_defaultdict
     if kind is list:
         return lambda value: [clone(v) for v in value]
     if kind is set:

@@ -1,15 +1,6 @@
 """What the session checker (:mod:`groupcomm.check.session_rules`) is asked, the
-known-bad variants it is meant to catch, and what it answers.
-
-Known-bad session registries: ``reuses-incarnation`` forgets the incarnation of a name
-that leaves (a name that comes back is ``carol`` again) and ``relays-before-join`` hands
-a member the frames kept for it before the notices that tell it who the members are.
-
-Known-bad state transfers: ``answers-before-cut`` gives a newcomer its snapshot as soon
-as it asks, without waiting for the join markers of the members (the snapshot misses
-what they sent before the join and that is still on its way), and ``asks-once`` never
-asks again after a server restart (a request or an answer lost inside the restarted
-server leaves the newcomer waiting until its timeout).
+known-bad registries and state transfers it is meant to catch (described in
+docs/check_results.md), and what it answers.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """The properties the session checker (:mod:`groupcomm.check.session_rules`) judges, and
-its breadth-first search.
-
-On every step:
-
-* *order* - two clients never learn two membership changes of one server in different
-  orders;
-* *unique-id* - a member id is never given to two different starts of a client, nor
-  again after the server removed it (a client that keeps its id across a server restart
-  is the same start);
-* *relay-order* - a relayed frame never reaches a client that does not know its sender
-  as a member yet (the relay's promise: join notices before frames);
-* *duplicate* - an application is never handed a message it already has (delivered, or
-  in the snapshot it installed);
-* *exception* - the registry or a client raised.
-
-In every quiescent state (nothing can happen but heartbeats that change nothing) in
-which each running client is settled (a member of the current server, or out for good):
-
-* *views* - every settled member's view is the registry's member list;
-* *lost* - every message sent to a member reached its application (delivered, or in the
-  snapshot it installed), unless its destination is out of the session, its sender was
-  removed without leaving (timed out, crashed, replaced: what it sent and that never
-  arrived is lost, as documented), it was inside the server when the server restarted,
-  or it is held by a causality module for such a lost message;
-* *cut* - a newcomer's snapshot holds every message its answerer was sent before the
-  sender saw the newcomer join (not excused as above);
-* *stuck* - no newcomer still waits for a snapshot.
+its breadth-first search. Each property is named and explained in docs/check_results.md
+(the session protocol): *order*, *unique-id*, *relay-order*, *duplicate* and *exception*
+on every step; *views*, *lost*, *cut* and *stuck* in every quiescent state in which each
+running client is settled (a member of the current server, or out for good).
 """
 
 from __future__ import annotations
@@ -36,18 +13,17 @@ from typing import Any
 
 from groupcomm.check.session_config import SessionCheckConfig, SessionCheckResult
 from groupcomm.check.session_world import App, Client, World
-from groupcomm.protocol.inprocess import APPLICATION, SESSION_NAME, InProcessMember
+from groupcomm.protocol.client_actions import APPLICATION, SESSION
+from groupcomm.protocol.inprocess import InProcessMember
 
 __all__ = ["Found", "SessionProperties", "search"]
 
 
 class Found(Exception):
-    """A property failed (its name and what happened)."""
+    """A property failed: its name and what happened (read as ``prop: detail``)."""
 
     def __init__(self, prop: str, detail: str) -> None:
         super().__init__(f"{prop}: {detail}")
-        self.prop = prop
-        self.detail = detail
 
 
 class SessionProperties:
@@ -105,7 +81,7 @@ class SessionProperties:
 
     # -- in final states ----------------------------------------------------------------
     def settled(self, world: World) -> bool:
-        members = set(world.server[0].members_of(APPLICATION, SESSION_NAME))
+        members = set(world.server[0].members_of(APPLICATION, SESSION))
         for client in world.clients.values():
             if not client.alive or client.phase in ("left", "failed"):
                 continue
@@ -115,7 +91,7 @@ class SessionProperties:
 
     def check_final(self, world: World) -> None:
         self._owned = set()  # between steps: every member is set back
-        members = world.server[0].members_of(APPLICATION, SESSION_NAME)
+        members = world.server[0].members_of(APPLICATION, SESSION)
         live: dict[str, Client] = {}
         for client in world.clients.values():
             if not client.alive or client.phase != "joined":
@@ -187,6 +163,12 @@ def search(checker: Any, config: SessionCheckConfig,
     frontier: deque[tuple[World, Any, int]] = deque([(start, checker.key(start), 0)])
     transitions = finals = unsettled = depth = 0
     next_report = 10_000
+
+    def result(verdict: str, violation: str | None = None,
+               steps: list[str] | None = None) -> SessionCheckResult:
+        return SessionCheckResult(config, verdict, len(seen), transitions, depth, finals,
+                                  unsettled, violation, steps or [])
+
     while frontier:
         world, key, level = frontier.popleft()
         depth = max(depth, level)
@@ -197,8 +179,8 @@ def search(checker: Any, config: SessionCheckConfig,
                 try:
                     checker.check_final(world)
                 except Found as found:
-                    return _violation(config, seen, key, None, found, len(seen),
-                                      transitions, depth, finals, unsettled)
+                    return result("violation", str(found), _path(
+                        seen, key, "(nothing more happens but heartbeats)"))
             else:
                 unsettled += 1
         for action in actions:
@@ -207,34 +189,25 @@ def search(checker: Any, config: SessionCheckConfig,
                 nxt, text = checker.step(world, action)
                 checker.check_order(nxt)
             except Found as found:
-                return _violation(config, seen, key, action, found, len(seen), transitions,
-                                  depth, finals, unsettled)
+                return result("violation", str(found), _path(
+                    seen, key, " ".join(str(a) for a in action[:2]) + "  <- breaks it"))
             nxt_key = checker.key(nxt)
             if nxt_key in seen:
                 continue
             seen[nxt_key] = (key, text)
             if len(seen) > config.max_states:
-                return SessionCheckResult(config, "incomplete", len(seen), transitions, depth,
-                                          finals, unsettled,
-                                          f"stopped at {config.max_states:,} states")
+                return result("incomplete", f"stopped at {config.max_states:,} states")
             frontier.append((nxt, nxt_key, level + 1))
         if progress is not None and len(seen) >= next_report:
             next_report += 10_000
             progress(len(seen), depth)
-    return SessionCheckResult(config, "ok", len(seen), transitions, depth, finals, unsettled)
+    return result("ok")
 
 
-def _violation(config: SessionCheckConfig, seen: dict, key: Any, action: tuple | None,
-               found: Found, states: int, transitions: int, depth: int, finals: int,
-               unsettled: int) -> SessionCheckResult:
+def _path(seen: dict, key: Any, last: str) -> list[str]:
+    """The steps from the initial world to the world of ``key``, then ``last``."""
     steps: list[str] = []
     while seen.get(key) is not None:
         key, text = seen[key]
         steps.append(text)
-    steps.reverse()
-    if action is not None:
-        steps.append(" ".join(str(a) for a in action[:2]) + "  <- breaks it")
-    else:
-        steps.append("(nothing more happens but heartbeats)")
-    return SessionCheckResult(config, "violation", states, transitions, depth, finals,
-                              unsettled, f"{found.prop}: {found.detail}", steps)
+    return [*reversed(steps), last]

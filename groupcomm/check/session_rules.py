@@ -1,32 +1,9 @@
 """Exhaustive checking of the session protocol with the code that runs: whole clients
-(each a real :class:`~groupcomm.protocol.client.ClientProtocol`, with its membership,
-its causality module's node, both sides of state transfer and its frame checks, hosted
-as :class:`~groupcomm.protocol.inprocess.InProcessMember`) and the real
-:class:`~groupcomm.protocol.registry.SessionRegistry` behind the server's checks
-(:class:`~groupcomm.protocol.inprocess.InProcessServer`), exchanging real signed frames.
-
-**World.** Clients are started and restarted under their names, each start a new
-connection; the server is one registry (a new, empty one after a server restart).
-Channels: per connection a FIFO from the client to the server and one back (ZeroMQ
-connections are FIFO), and an unordered set of direct frames (direct routing). A server
-restart loses what the server had taken and not yet delivered (the channels back to the
-clients); frames on their way to it reach the new server. Time is a counter that a
-``tick`` transition advances by one second: the registry's heartbeat timeout is 1.5 s,
-its takeover wait 1 s, a client's heartbeat interval 1 s.
-
-**Transitions** (every interleaving is explored, breadth first, so the first violation
-has a shortest counterexample): ``start p`` (a client joins; ``late`` names who may
-start late, the others start first, in any order), ``send p`` (p's application sends
-one message to every member it knows), ``timer p`` (p's protocol runs its timers when
-something is due: a heartbeat, a state-transfer timeout), ``leave p``, ``crash p`` and
-a restart under the same name (``restart``), ``tick`` (``ticks`` at most: silent
-members time out, takeovers fall due), ``server restart``, and the arrival of the head
-of any channel.
-
-**Properties** (see :mod:`groupcomm.check.session_props`): *order*, *unique-id*,
-*relay-order*, *duplicate* and *exception* on every step; *lost*, *views*, *cut* and
-*stuck* in every quiescent state in which each running client is settled. Final states
-in which some running client is not settled yet are counted as *unsettled*.
+(:class:`~groupcomm.protocol.inprocess.InProcessMember`, each a real ``ClientProtocol``)
+and the real ``SessionRegistry`` behind the server's checks
+(:class:`~groupcomm.protocol.inprocess.InProcessServer`), exchanging signed frames.
+The world, its transitions and the properties are described in docs/check_results.md
+(the session protocol); the properties are judged in :mod:`groupcomm.check.session_props`.
 
 A step copies only what it changes (the clients it touches, the server if it takes an
 input); each client start is one live member object, set back to the client's captured
@@ -38,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check import client_state
@@ -67,7 +44,7 @@ from groupcomm.wire.frames import SESSION, sealed_body
 from groupcomm.wire.session import open_session
 
 __all__ = ["REGISTRIES", "TRANSFERS", "SessionCheck", "SessionCheckConfig",
-           "SessionCheckResult", "check_session", "iter_registry_variants"]
+           "SessionCheckResult", "check_session"]
 
 HEARTBEAT_TIMEOUT = 1.5
 TAKEOVER_WAIT = 1.0
@@ -99,11 +76,11 @@ class SessionCheck(SessionProperties):
         self._silence = config.ticks >= SERVER_SILENCE_HEARTBEATS * HEARTBEAT_INTERVAL
         self._unkeyed = frozenset() if self._silence else frozenset({"server_seen"})
         self._owned: set[str] = set()
-        self._server_owned = False
         #: per client start: its live member, application and node objects
         self._members: dict[str, tuple[InProcessMember, App, dict[str, ProtocolNode]]] = {}
-        #: the live server of each server epoch (its codec's nonce is the epoch's)
+        #: the live server of each server epoch
         self._servers: dict[int, InProcessServer] = {}
+        #: the live server, once the step set it back (None: the step has not touched it)
         self._server: InProcessServer | None = None
         self._world: World | None = None
         #: membership changes learned in the step: (conn, change)
@@ -123,30 +100,17 @@ class SessionCheck(SessionProperties):
 
     # -- building blocks ---------------------------------------------------------------------
     def initial(self) -> World:
-        world = World()
-        server = self._new_server(world)
-        world.server = self._capture_server(server)
-        return world
+        return World(server=self._new_server(0, 0.0))
 
-    def _new_server(self, world: World) -> InProcessServer:
-        registry = self.registry_class(server_id="s", now=world.now,
+    def _new_server(self, epoch: int, now: float) -> tuple:
+        """A new, empty server of ``epoch`` as a world holds it (:attr:`World.server`)."""
+        registry = self.registry_class(server_id="s", now=now,
                                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
                                        takeover_wait=TAKEOVER_WAIT)
-        server = self._servers.get(world.epoch)
-        if server is None:
-            server = self._servers[world.epoch] = InProcessServer(
-                now=world.now, registry=registry, codec=seeded_codec(f"server.{world.epoch}"))
-        server.registry = registry
-        server.codec._counter = 0  # noqa: SLF001 - a new server: nothing sealed yet
-        server.codec._replay._state = OrderedDict()  # noqa: SLF001
-        self._server = server
-        self._server_owned = True
-        return server
-
-    @staticmethod
-    def _capture_server(server: InProcessServer) -> tuple:
-        return (server.registry, server.codec._counter,  # noqa: SLF001
-                server.codec._replay._state)  # noqa: SLF001
+        if epoch not in self._servers:  # its live server (the codec's nonce is the epoch's)
+            self._servers[epoch] = InProcessServer(now=now, registry=registry,
+                                                   codec=seeded_codec(f"server.{epoch}"))
+        return (registry, 0, OrderedDict())  # nothing sealed yet, nothing seen
 
     def _body(self, frame: bytes) -> bytes:
         """A frame as the state key holds it: without its signature, nonce and counter.
@@ -173,7 +137,7 @@ class SessionCheck(SessionProperties):
         return (world.now, world.ticks, world.epoch, world.server_restarts,
                 world.server_key, clients, _sorted(world.starts), world.left,
                 world.crashed, world.gone, up, down, direct, _sorted(world.frames),
-                world.delivered, world.excused, _sorted(world.given))
+                world.delivered, world.excused)
 
     # -- enabled transitions -----------------------------------------------------------------
     def enabled(self, world: World) -> list[tuple]:
@@ -263,9 +227,9 @@ class SessionCheck(SessionProperties):
 
     def _clone(self, world: World) -> World:
         self._owned = set()
-        self._server_owned = False
+        self._server = None
         new = copy.copy(world)
-        for table in ("clients", "starts", "up", "down", "frames", "given"):
+        for table in ("clients", "starts", "up", "down", "frames"):
             setattr(new, table, dict(getattr(world, table)))
         return new
 
@@ -281,23 +245,22 @@ class SessionCheck(SessionProperties):
         return member
 
     def _live_server(self, world: World) -> InProcessServer:
-        if not self._server_owned:
+        if self._server is None:
             registry, counter, replay = world.server
             server = self._server = self._servers[world.epoch]
             server.registry = clone(registry)
             server.codec._counter = counter  # noqa: SLF001
             server.codec._replay._state = clone(replay)  # noqa: SLF001
-            self._server_owned = True
             world.server_key = None
-        return self._server  # type: ignore[return-value]
+        return self._server
 
     def _after_step(self, world: World) -> None:
         """Capture what the step changed; judge the step's deliveries and learning."""
         for conn in self._owned:
             member, app, nodes = self._members[conn]
-            client_state.remember_node(member, nodes)
-            old = world.clients[conn]
-            client = copy.copy(old)
+            node = member.protocol.node  # a new incarnation's node is kept too
+            nodes.setdefault(node.name, node)
+            client = copy.copy(world.clients[conn])
             client.state = client_state.capture(member)
             client.view = self._view(member)
             client.frozen = None
@@ -306,8 +269,10 @@ class SessionCheck(SessionProperties):
             world.clients[conn] = client
         for conn, change in self._changes:
             self._learn(world.clients[conn], change)
-        if self._server_owned and self._server is not None:
-            world.server = self._capture_server(self._server)
+        if self._server is not None:
+            codec = self._server.codec
+            world.server = (self._server.registry, codec._counter,  # noqa: SLF001
+                            codec._replay._state)  # noqa: SLF001
             world.server_key = None
 
     @staticmethod
@@ -338,7 +303,7 @@ class SessionCheck(SessionProperties):
         member, app = self._make_member(world, name, conn)
         self._members[conn] = (member, app, {})
         self._conns[id(member)] = conn
-        world.clients[conn] = Client(name, number, conn, client_state.capture(member),
+        world.clients[conn] = Client(name, conn, client_state.capture(member),
                                      app.state(), self._view(member))
         self._owned.add(conn)
         member.start(conn if self.config.direct else "")
@@ -426,9 +391,8 @@ class SessionCheck(SessionProperties):
                     for mid, _ in self._carried.get(delivery[1], ()):
                         world.excused |= {(mid, client.member)}
         world.down = {}
-        world.server = self._capture_server(self._new_server(world))
+        world.server = self._new_server(world.epoch, world.now)
         world.server_key = None
-        self._server_owned = False
         return "the session server restarts (what it had taken and not yet sent is lost)"
 
     def _to_server(self, world: World, conn: str) -> str:
@@ -437,9 +401,7 @@ class SessionCheck(SessionProperties):
         server = self._live_server(world)
         op = self._op(frame)
         self._server_out(world, server.actions(conn, frame, world.now), server)
-        if op == "relay":
-            return f"the server takes {self._describe(frame)} from {conn}"
-        return f"the server takes {op} from {conn}"
+        return f"the server takes {self._describe(frame) if op == 'relay' else op} from {conn}"
 
     def _to_client(self, world: World, conn: str) -> str:
         (delivery, epoch), *rest = world.down[conn]
@@ -549,8 +511,3 @@ def check_session(config: SessionCheckConfig,
         for q, level in zip(quiet, levels, strict=True):
             q.setLevel(level)
 
-
-def iter_registry_variants() -> Iterator[str]:
-    """The known-bad registry variants (every entry of :data:`REGISTRIES` but the real
-    one)."""
-    yield from (name for name in REGISTRIES if name != "correct")

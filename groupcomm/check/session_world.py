@@ -55,7 +55,6 @@ class Client:
     """One start of a client process (a connection), as kept in a world."""
 
     name: str
-    start: int
     conn: str
     state: tuple            # client_state.capture of its member
     app: tuple              # App.state
@@ -102,8 +101,6 @@ class World:
     delivered: frozenset[tuple[str, str]] = frozenset()         # (message id, member)
     excused: frozenset[tuple[str, str]] = frozenset()           # lost in a restart
     gone: frozenset[str] = frozenset()          # member ids the server removed
-    #: member id -> (name, start) of the client it was given to
-    given: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 class Learner:

@@ -1,28 +1,8 @@
-"""``groupcomm check``: bounded model checking of the real code.
-
-Two models, one command. The plain model explores a causality module's real filters:
-N processes sending and frames arriving in every order (with ``--join``/``--leave``,
-through the real session registry). The session model (``--session``, or any of its
-options: ``--restart``, ``--ticks``, ``--server-restart``, ``--direct``, ``--registry``,
-``--senders``, ``--state``, ``--transfer``, ``--state-timeout``) explores whole clients
-(each a real ``ClientProtocol`` with its membership, causality module, state transfer
-and frame checks) and the real session registry exchanging signed frames, under joins,
-departures, crashes and restarts under the same name, false suspicions, server restarts
-and state transfer.
-
-Examples::
-
-    groupcomm check --protocol cykas-secret-sends --processes 3 --messages 2
-    groupcomm check --protocol mfss --processes 3 --messages 2 --reduce
-    groupcomm check --protocol matrix --processes 3 --messages 3 --reduce --symmetry --por
-    groupcomm check --protocol none --processes 2 --messages 2 --trace-dir /tmp/cex
-    groupcomm check --protocol vector --processes 3 --messages 1 --join p3 --leave p2
-    groupcomm check --session --processes 3 --join p3 --leave p2
-    groupcomm check --session --processes 2 --restart p2 --ticks 1
-    groupcomm check --session --processes 2 --ticks 2 --messages 0   # false suspicions
-    groupcomm check --protocol matrix --state p2 --join p2 --server-restart --ticks 1 --messages 0
-    groupcomm check --session --processes 2 --restart p2 --registry reuses-incarnation
-    groupcomm analyze /tmp/cex --report /tmp/cex-report
+"""``groupcomm check``: bounded model checking of the real code, two models in one
+command (docs/commands.md): the plain model explores a causality module's real filters
+(:mod:`groupcomm.check`); the session model (``--session``, or any of its options)
+explores whole clients and the real session registry
+(:mod:`groupcomm.check.session_rules`).
 
 Exit status: 0 ok, 1 violation, 3 incomplete (``--max-states`` reached or Ctrl-C),
 2 bad arguments.
@@ -45,6 +25,7 @@ from groupcomm.check.session_config import REGISTRIES, TRANSFERS
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
+    checked_module,
     ensure_trace_dir,
     run_main,
     setup_logging,
@@ -183,7 +164,7 @@ def _session_model(args: argparse.Namespace) -> bool:
 
 def _run_session(args: argparse.Namespace) -> int:
     from groupcomm.check.session_rules import SessionCheckConfig, check_session
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
 
     given = [flag for attribute, default, flag in _PLAIN_ONLY
              if getattr(args, attribute) != default]
@@ -191,10 +172,7 @@ def _run_session(args: argparse.Namespace) -> int:
         raise CliError(f"groupcomm check: {', '.join(given)} belong(s) to the plain model; "
                        "the session model explores whole clients without them")
     protocol = args.protocol or "none"
-    try:
-        get_module(protocol)
-    except UnknownModuleError as error:
-        raise CliError(f"groupcomm check: {error}") from None
+    checked_module(get_module, protocol, "groupcomm check", warn=False)
     config = SessionCheckConfig(
         processes=2 if args.processes is None else args.processes, late=tuple(args.join),
         leaving=tuple(args.leave), restarting=tuple(args.restart),
@@ -231,10 +209,8 @@ def _config(args: argparse.Namespace) -> Any:
     if args.protocol is None:
         raise CliError("groupcomm check: --protocol is required (a causality module, see "
                        "groupcomm filters), but for the session model (--session)")
-    if args.processes is None:
-        args.processes = 3
-    if args.messages is None:
-        args.messages = 2
+    args.processes = 3 if args.processes is None else args.processes
+    args.messages = 2 if args.messages is None else args.messages
     if args.max_states is not None and args.max_states < 1:
         raise CliError(f"groupcomm check: --max-states must be >= 1, got {args.max_states}")
     if args.processes < 2 or args.processes > 9:
@@ -247,7 +223,6 @@ def _config(args: argparse.Namespace) -> Any:
             workload = load_workload(args.workload)
         except ConfigError as error:
             raise CliError(f"groupcomm check: {error}") from None
-
     if args.memory_budget <= 0:
         raise CliError("groupcomm check: --memory-budget must be > 0 GB")
     if args.memo_limit < 1:
@@ -272,8 +247,7 @@ def _config(args: argparse.Namespace) -> Any:
         protocol=args.protocol, processes=args.processes, messages=args.messages,
         fifo_network=args.fifo_network, dfs=args.dfs, reduce=args.reduce,
         symmetry=args.symmetry, por=args.por, compact=not args.plain_visited,
-        memory_budget_gb=args.memory_budget,
-        memo_limit=args.memo_limit,
+        memory_budget_gb=args.memory_budget, memo_limit=args.memo_limit,
         spill_dir=Path(args.spill_dir) if args.spill_dir else None,
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         checkpoint_interval=args.checkpoint_every,

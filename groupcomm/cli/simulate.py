@@ -1,27 +1,20 @@
-"""``groupcomm simulate``: one simulated run, or one of the Cykas paper's figures.
-
-::
-
-    groupcomm simulate run --protocol cykas --processes 100 --bandwidth-kbps 50 \\
-        --delay-ms 5 --messages-per-process 100 --interval-ms 10 [--json] [--check]
-    groupcomm simulate run --protocol matrix --script sends.json --trace-dir /tmp/t
-    groupcomm simulate figure 4 --out /tmp/fig [--quick] [--spark [--master URL]] [--jobs N]
-
-See :mod:`groupcomm.sim.engine` for the model and :mod:`groupcomm.sim.figures` for the
-grids.
+"""``groupcomm simulate``: one simulated run (``run``), or one of the Cykas paper's
+figures (``figure``); see docs/commands.md, and docs/sim_results.md for the model.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
+    add_output_arguments,
+    checked_module,
     ensure_trace_dir,
     run_main,
     setup_logging,
@@ -57,31 +50,20 @@ def _number(text: str) -> float:
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     from groupcomm.core.causality import CausalityError, ProtocolViolation
-    from groupcomm.core.registry import UnknownModuleError, get_module
+    from groupcomm.core.registry import get_module
     from groupcomm.sim.engine import SimConfig, SimulationError, simulate
     from groupcomm.sim.workload import WorkloadError, load_script
 
-    try:
-        get_module(args.protocol)
-    except UnknownModuleError as error:
-        raise CliError(f"{PROG} run: {error}") from None
-    config = SimConfig(
-        protocol=args.protocol, processes=args.processes, bandwidth_kbps=args.bandwidth_kbps,
-        delay_ms=args.delay_ms, jitter_ms=args.jitter_ms,
-        messages_per_process=args.messages_per_process, interval_ms=args.interval_ms,
-        job_fraction=args.job_fraction, job_ms=args.job_ms, job_sd_ms=args.job_sd_ms,
-        hotspot_share=args.hotspot_share, hotspot_weight=args.hotspot_weight,
-        broadcast=args.broadcast, payload_bytes=args.payload_bytes,
-        header_bytes=args.header_bytes, seed=args.seed, engine=args.engine,
-    )
+    checked_module(get_module, args.protocol, f"{PROG} run", warn=False)
+    # the options of ``run`` that configure the simulation carry SimConfig's field names
+    config = SimConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SimConfig)})
     ensure_trace_dir(args.trace_dir, f"{PROG} run")
     trace = bool(args.trace_dir) or args.check
     try:
         workload = load_script(args.script) if args.script else config.workload()
         result, sim = simulate(config, workload, trace=trace)
-    except (SimulationError, WorkloadError) as error:
-        raise CliError(f"{PROG} run: {error}") from None
-    except (CausalityError, ProtocolViolation) as error:  # e.g. vector refusing unicasts
+    # (CausalityError, ProtocolViolation: e.g. vector refusing unicasts)
+    except (SimulationError, WorkloadError, CausalityError, ProtocolViolation) as error:
         raise CliError(f"{PROG} run: {error}") from None
     if args.trace_dir:
         sim.write_traces(args.trace_dir)
@@ -134,12 +116,7 @@ def _figure(args: argparse.Namespace) -> int:
         raise
     if args.json:
         print(json.dumps(info, sort_keys=True))
-    else:
-        _print_figure(info)
-    return 0 if info["completed"] else 130
-
-
-def _print_figure(info: dict[str, Any]) -> None:
+        return 0 if info["completed"] else 130
     print(f"figure {info['figure']} ({info['scale']}): {info['done']}/{info['runs']} runs "
           f"in {info['wall_s']} s")
     for key in ("csv", "summary_csv", "png"):
@@ -148,6 +125,7 @@ def _print_figure(info: dict[str, Any]) -> None:
     for protocol, cross in info.get("crossover", {}).items():
         print(f"  crossover of {protocol}: last win at {cross['last_win']} processes/kBps, "
               f"first loss at {cross['first_loss']}, estimate {cross['estimate']}")
+    return 0 if info["completed"] else 130
 
 
 def build_parser() -> ArgumentParser:
@@ -191,8 +169,7 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--trace-dir", metavar="DIR", help="write <process>.jsonl traces there")
     run.add_argument("--check", action="store_true",
                      help="run the oracle on the trace; exit 1 on any violation")
-    run.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    run.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(run, "one JSON object on stdout")
     run.set_defaults(body=_run)
 
     fig = sub.add_parser("figure", help="run the grid of the paper's Figure 4, 5 or 6",
@@ -207,16 +184,11 @@ def build_parser() -> ArgumentParser:
     fig.add_argument("--spark", action="store_true",
                      help="run the grid's runs as Spark tasks")
     fig.add_argument("--master", help="Spark master URL (default local[2])")
-    fig.add_argument("--json", action="store_true", help="print a JSON summary")
-    fig.add_argument("-v", "--verbose", action="count", default=0)
+    add_output_arguments(fig, "print a JSON summary")
     fig.set_defaults(body=_figure)
     return parser
 
 
-def _body(args: argparse.Namespace) -> int:
-    return int(args.body(args))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``groupcomm simulate``."""
-    return run_main(build_parser, _body, argv)
+    return run_main(build_parser, lambda args: args.body(args), argv)

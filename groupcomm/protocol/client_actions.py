@@ -1,12 +1,8 @@
-"""What a client's session actions do to its protocol node, without I/O.
-
-:func:`apply_to_node` is the one mapping from :class:`~groupcomm.protocol.membership.Membership`'s
-actions to :class:`~groupcomm.core.node.ProtocolNode` calls (a join, a departure,
-arrivals); the client's protocol object (:mod:`groupcomm.protocol.client`) adds
-statistics, state transfer and the host's actions around it. :func:`carry_out` does the
-same for a host that drives a node and a ``Membership`` without the rest of the client
-(the model checker's churn model, :mod:`groupcomm.check.churn`); hosts of whole clients
-use :mod:`groupcomm.protocol.inprocess`.
+"""What a client's session actions do to its protocol node, without I/O: the one mapping
+from :class:`~groupcomm.protocol.membership.Membership`'s actions to
+:class:`~groupcomm.core.node.ProtocolNode` calls, for the client protocol
+(:mod:`groupcomm.protocol.client`) and for a host that drives a node and a
+``Membership`` alone (the model checker's churn model, :mod:`groupcomm.check.churn`).
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
-"""Members of a session and its server in one process, exchanging real frames: the
-in-process host of :class:`~groupcomm.protocol.client.ClientProtocol`.
+"""Members of a session and its server in one process, exchanging real signed frames:
+the in-process host of :class:`~groupcomm.protocol.client.ClientProtocol`, used by the
+in-process network (:mod:`groupcomm.tools.localnet`), the simulator
+(:mod:`groupcomm.sim.stack`) and the session checker (:mod:`groupcomm.check.session_rules`).
 
-:class:`InProcessMember` is one member: a real ``ClientProtocol`` and the
-:class:`~groupcomm.protocol.actions.Out` it writes into, carried out as the ZeroMQ member
-link does (:mod:`groupcomm.transport.link`): every message that leaves the send pipeline
-becomes a signed routed frame (:mod:`groupcomm.wire.streams`), one per message and
-uncompressed (chunk 0: a receiver keeps no stream state for it); relayed
-frames wait while the server does not know the member; a message handed over is applied
-at once (the callback model: the clock advances, the listeners are called). What the
-member puts on the wire goes to its host's :class:`Carrier`, which decides when it
-arrives: at once, in an order a test chooses, after a simulated link, or in every order
-(the model checker).
-
-:class:`InProcessServer` is the session server's side: a real
-:class:`~groupcomm.protocol.registry.SessionRegistry` behind the checks
-:class:`~groupcomm.transport.server.SessionServer` makes (every frame verified before it
-is read, a returned frame forgotten by the replay window so that it is taken again),
-answering with what each connection is to receive: sealed notices, and relayed frames
-unchanged.
-
-This module is the one place that calls into ``ClientProtocol`` for the in-process
-hosts (the in-process network :mod:`groupcomm.tools.localnet`, the simulator's
-:class:`~groupcomm.sim.stack.RealStack`, the session checker
-:mod:`groupcomm.check.session_rules`): they drive members only through the methods
-below (the checker also captures and sets back a member's state to explore it,
-:mod:`groupcomm.check.client_state`, and reads its view of the session).
+:class:`InProcessMember` carries out a member's :class:`~groupcomm.protocol.actions.Out`
+as the ZeroMQ member link does: one uncompressed routed frame per message (chunk 0: a
+receiver keeps no stream state for it), relayed frames held while the server does not
+know the member, handed messages applied at once (the callback model). Its host's
+:class:`Carrier` decides when frames arrive. :class:`InProcessServer` is a real
+:class:`~groupcomm.protocol.registry.SessionRegistry` behind the checks the ZeroMQ server
+makes (every frame verified before it is read; a returned frame forgotten by the replay
+window, so that it is taken again).
 """
 
 from __future__ import annotations
@@ -39,6 +25,8 @@ from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import NullTracer, Tracer
 from groupcomm.protocol.client import ClientProtocol, FilterStacks
+from groupcomm.protocol.client_actions import APPLICATION
+from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
 from groupcomm.protocol.registry import (
     Action,
     Forward,
@@ -46,10 +34,8 @@ from groupcomm.protocol.registry import (
     Rejected,
     Return,
     SessionRegistry,
-    Tick,
 )
 from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
-from groupcomm.protocol.state_transfer import STATE_TIMEOUT
 from groupcomm.wire.envelopes import pack_envelopes
 from groupcomm.wire.frames import (
     NONCE_SIZE,
@@ -62,14 +48,11 @@ from groupcomm.wire.frames import (
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamEncoder, routed_head
 
-__all__ = ["APPLICATION", "KEY", "SESSION_NAME", "Carrier", "Delivery", "InProcessMember",
-           "InProcessServer", "seeded_codec"]
+__all__ = ["KEY", "Carrier", "Delivery", "InProcessMember", "InProcessServer",
+           "seeded_codec"]
 
 log = logging.getLogger(__name__)
 
-#: the application and session in-process hosts use (ProtocolNode's defaults)
-APPLICATION = "app"
-SESSION_NAME = "session"
 #: the session key of in-process sessions (no other process shares them)
 KEY = b"groupcomm in-process session key"
 #: what one frame carries at most (a message larger than this is withdrawn)
@@ -81,12 +64,11 @@ FRAME_LIMIT = 8 * 1024 * 1024
 Delivery = tuple
 
 
-def seeded_codec(seed: str, key: bytes = KEY) -> FrameCodec:
+def seeded_codec(seed: str) -> FrameCodec:
     """A :class:`FrameCodec` whose nonce is made from ``seed`` instead of drawn at
-    random, for hosts whose runs must repeat exactly (the checker, the simulator). Each
-    start of a client needs a seed of its own: receivers refuse a nonce's counters
-    once seen."""
-    codec = FrameCodec(key)
+    random, for runs that must repeat exactly. Each start of a client needs a seed of
+    its own: receivers refuse a nonce's counters once seen."""
+    codec = FrameCodec(KEY)
     nonce = hashlib.sha256(seed.encode()).digest()[:NONCE_SIZE]
     codec.nonce = nonce
     # the signed prefix is the version byte, then the nonce (see FrameCodec.seal)
@@ -115,31 +97,25 @@ class InProcessMember:
     """One member: a :class:`ClientProtocol` and its :class:`Out` (see the module doc).
 
     ``routing`` is ``relayed`` (frames through the server), ``direct`` (frames pushed to
-    each destination) or ``unencoded`` (messages pushed to each destination as objects,
-    for a host whose frames would cost more than the protocol: the simulator, where
-    every message carries a ground-truth clock of hundreds of entries). ``listeners``
-    are called with each message the application is handed, after the clock advanced.
-    ``codec`` defaults to one with a random nonce."""
+    each destination) or ``unencoded`` (messages pushed as objects, for a host whose
+    frames would cost more than the protocol: the simulator, where every message carries
+    a ground-truth clock of hundreds of entries). ``listeners`` are called with each
+    message the application is handed, after the clock advanced. ``codec`` defaults to
+    one with a random nonce; ``state_options`` go to the :class:`ClientProtocol`
+    (``state_provider``, ``state_consumer``, ``state_timeout``)."""
 
     def __init__(self, name: str, carrier: Carrier, *, now: float,
-                 filter_stacks: FilterStacks, application: str = APPLICATION,
-                 session: str = SESSION_NAME, key: bytes = KEY,
-                 codec: FrameCodec | None = None, routing: str = "relayed",
-                 tracer_for: Callable[[str], Tracer] | None = None,
+                 filter_stacks: FilterStacks, codec: FrameCodec | None = None,
+                 routing: str = "relayed", tracer_for: Callable[[str], Tracer] | None = None,
                  clock: Callable[[], float] | None = None, heartbeat_interval: float = 1.0,
-                 state_provider: Callable[[], Any] | None = None,
-                 state_consumer: Callable[[Any], None] | None = None,
-                 state_timeout: float = STATE_TIMEOUT,
-                 release_after: float | None = None) -> None:
+                 **state_options: Any) -> None:
         if routing not in ("relayed", "direct", "unencoded"):
             raise ValueError(f"routing must be relayed, direct or unencoded, not {routing!r}")
         self.name = name
         self.carrier = carrier
         self.routing = routing
-        self.codec = codec if codec is not None else FrameCodec(key)
-        #: one stream per destination set, uncompressed (chunk 0: nothing to keep)
+        self.codec = codec if codec is not None else FrameCodec(KEY)
         self.streams = StreamEncoder(compress=False)
-        #: called with each message the application is handed (the clock advanced)
         self.listeners: list[Callable[[ReceivedMessage], Any]] = []
         #: whether relayed frames may go (the server knows this member)
         self.may_relay = False
@@ -154,17 +130,13 @@ class InProcessMember:
         self.state_done = True
         null = NullTracer()
         self.protocol = ClientProtocol(
-            name, session, application=application, codec=self.codec, out=self,
+            name, SESSION_NAME, application=APPLICATION, codec=self.codec, out=self,
             filter_stacks=filter_stacks,
             tracer_for=tracer_for if tracer_for is not None else (lambda member: null),
             clock=clock if clock is not None else (lambda: now), now=now,
-            heartbeat_interval=heartbeat_interval, state_provider=state_provider,
-            state_consumer=state_consumer, state_timeout=state_timeout,
-            release_after=release_after)
-        # the callback model: the port advances the clock, then hands the message on
+            heartbeat_interval=heartbeat_interval, **state_options)
         self.protocol.port.add_listener(self._handed)
 
-    # -- what the host reads ----------------------------------------------------------------
     @property
     def node(self) -> ProtocolNode:
         """The protocol node of the current incarnation."""
@@ -188,12 +160,6 @@ class InProcessMember:
         self._flush()
         return messages
 
-    def session_frame(self, frame: bytes, returned: bytes | None, now: float) -> None:
-        """A frame from the server that is not a message (a notice, or an error with the
-        frame it returned)."""
-        self.protocol.on_session_frame(frame, returned, now)
-        self._flush()
-
     def message_frame(self, frame: bytes, now: float, direct: bool = False) -> None:
         """A message frame, relayed by the server or pushed by a member (``direct``)."""
         self.protocol.on_message_frame(frame, None, direct, now)
@@ -207,9 +173,10 @@ class InProcessMember:
     def take(self, delivery: Delivery, now: float) -> None:
         """What :class:`InProcessServer` handed this member's connection."""
         if delivery[0] == "message":
-            self.message_frame(delivery[1], now)
+            self.protocol.on_message_frame(delivery[1], None, False, now)
         else:
-            self.session_frame(delivery[1], delivery[2], now)
+            self.protocol.on_session_frame(delivery[1], delivery[2], now)
+        self._flush()
 
     def timer(self, now: float) -> None:
         """Time passed (heartbeats, the protocol's timeouts, the filters' timers)."""
@@ -223,24 +190,18 @@ class InProcessMember:
 
     # -- Out: what the protocol asks for --------------------------------------------------------
     def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        push = self.carrier.push
         if self.routing == "unencoded":
-            push = self.carrier.push
             for dest in dests:
                 push(self, dest, b"", message)
-            return
-        if self.routing == "direct":
+        elif self.routing == "direct":
             body = self._body(message)
-            seal, wrap, push = self.codec.seal, self.streams.wrap, self.carrier.push
             for dest in dests:
                 self.direct_sent[dest] += 1
-                push(self, dest, seal(wrap((dest,), body)), message)
-            return
-        if self.waiting or not self.may_relay:
+                push(self, dest, self.codec.seal(self.streams.wrap((dest,), body)), message)
+        else:
             self.waiting.append((message, dests))
             self._flush()
-            return
-        self.carrier.relay(self, self.codec.seal(self.streams.wrap(dests, self._body(message))),
-                           dests, message)
 
     def to_server(self, command: bytes) -> None:
         self.carrier.command(self, command)
@@ -281,15 +242,14 @@ class InProcessMember:
         for listener in self.listeners:
             listener(message)
 
-    # -- frames out -------------------------------------------------------------------------------
     def _flush(self) -> None:
         """Relay what waited for the server to know this member, in order."""
         if not self.waiting or not self.may_relay:
             return
         waiting, self.waiting = self.waiting, []
-        seal, wrap, relay = self.codec.seal, self.streams.wrap, self.carrier.relay
         for message, dests in waiting:
-            relay(self, seal(wrap(dests, self._body(message))), dests, message)
+            frame = self.codec.seal(self.streams.wrap(dests, self._body(message)))
+            self.carrier.relay(self, frame, dests, message)
 
     def _body(self, message: SentMessage) -> bytes:
         """The ``P`` body of one message (a stand-in for one whose payload cannot
@@ -309,17 +269,17 @@ class InProcessServer:
     it receives out. Connections are any hashable values (the hosts use process
     names)."""
 
-    def __init__(self, *, now: float, key: bytes = KEY, registry: SessionRegistry | None = None,
-                 codec: FrameCodec | None = None, **registry_options: Any) -> None:
-        self.codec = codec if codec is not None else FrameCodec(key)
+    def __init__(self, *, now: float, registry: SessionRegistry | None = None,
+                 codec: FrameCodec | None = None) -> None:
+        self.codec = codec if codec is not None else FrameCodec(KEY)
         self.registry = registry if registry is not None else SessionRegistry(
-            server_id="in-process", now=now, **registry_options)
+            server_id="in-process", now=now)
         #: refused input by reason (the server's log and counters)
         self.rejects: Counter[str] = Counter()
 
-    def members(self, application: str = APPLICATION, session: str = SESSION_NAME) -> list[str]:
-        """The member ids of a session, in join order."""
-        return self.registry.members_of(application, session)
+    def members(self) -> list[str]:
+        """The member ids of the session, in join order."""
+        return self.registry.members_of(APPLICATION, SESSION_NAME)
 
     def receive(self, conn: Hashable, frame: bytes, now: float) -> list[tuple[Hashable, Delivery]]:
         """A frame from ``conn`` (a session command or a routed message frame): what
@@ -356,11 +316,6 @@ class InProcessServer:
     def notice(self, op: str, **fields: Any) -> Delivery:
         """A notice sealed by this server, as a connection receives it."""
         return ("session", seal_session(self.codec, op, **fields), None)
-
-    def tick(self, now: float, caught_up_at: float | None = None) -> list[tuple[Hashable, Delivery]]:
-        """Time passed (silent members, due takeovers, parked frames)."""
-        return self.carry_out(self.registry.handle(
-            Tick(now, now if caught_up_at is None else caught_up_at)))
 
     def carry_out(self, actions: list[Action]) -> list[tuple[Hashable, Delivery]]:
         """The registry's actions as what each connection receives."""

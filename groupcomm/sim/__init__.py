@@ -1,13 +1,7 @@
-"""Discrete-event simulation of the causality modules (Cykas paper, 004 §5).
-
-Whole clients (the real client protocol, filters and managers) run in virtual time
-behind per-process NICs of limited bandwidth, links with propagation delay, and
-applications that run long jobs:
-:mod:`~groupcomm.sim.engine` (the engine), :mod:`~groupcomm.sim.workload` (what the
-processes send), :mod:`~groupcomm.sim.matrix_model` (a vectorised model of the matrix
-protocol for large runs, cross-checked against the real module),
-:mod:`~groupcomm.sim.figures` (the paper's Figures 4-6) and
-:mod:`~groupcomm.cli.simulate` (``groupcomm simulate``).
+"""Discrete-event simulation of the causality modules (Cykas paper, 004 §5): whole clients
+in virtual time (:mod:`~groupcomm.sim.engine`), their workloads, a vectorised model of
+the matrix protocol for large runs and the paper's figures (``groupcomm simulate``; the
+model: docs/sim_results.md).
 """
 
 from groupcomm.sim.engine import SimConfig, SimResult, Simulation, SimulationError, simulate
@@ -20,16 +14,5 @@ from groupcomm.sim.workload import (
     script_from_dict,
 )
 
-__all__ = [
-    "PlannedSend",
-    "SimConfig",
-    "SimResult",
-    "Simulation",
-    "SimulationError",
-    "Workload",
-    "WorkloadError",
-    "load_script",
-    "random_workload",
-    "script_from_dict",
-    "simulate",
-]
+__all__ = ["PlannedSend", "SimConfig", "SimResult", "Simulation", "SimulationError", "Workload",
+           "WorkloadError", "load_script", "random_workload", "script_from_dict", "simulate"]

@@ -1,48 +1,13 @@
-"""The discrete-event engine: real protocol filters in virtual time.
+"""The discrete-event engine: whole clients in virtual time.
 
-Every simulated process is a whole client, the *same*
-:class:`~groupcomm.protocol.client.ClientProtocol` the communicator drives (its
-membership, its node with the causality module's manager and filters, the checks of
-every frame), hosted in process (:mod:`groupcomm.sim.stack`); the engine supplies a
-clock that reads virtual time and plays the application and the network around it.
-
-**Network.** Each process has one NIC of ``bandwidth_kbps`` kilobytes (1 kB = 1000 bytes)
-per second. Frames leave it one at a time, in FIFO order; a frame of ``s`` bytes occupies
-it for ``s / bandwidth`` seconds, then travels ``delay_ms`` to its destination (links are
-therefore FIFO per ordered pair). A script may give some links their own delay, and
-``jitter_ms`` adds a random delay per frame (then links are not FIFO). Only the sending side is a bottleneck: the receiving
-NIC is not modelled. A message to several destinations is one frame per destination
-(the transport is unicast). Messages a process sends to itself loop back inside the node
-and cost nothing.
-
-**Frame sizes.** ``header_bytes + payload_bytes + meta_bytes(message)`` for application
-messages and ``header_bytes + meta_bytes(message)`` for control messages (ACK, YCT):
-``meta_bytes`` is the real codec's count of the protocol metadata the message carries
-(:func:`groupcomm.wire.meta_bytes`), the payload is a fixed size, and the header is a
-fixed envelope (defaults: 64 + 64). The frame is *not* encoded: the ground-truth vector
-clock a node attaches to each message (the oracle's, not the protocol's) travels outside
-the simulated wire, costs no time and no bytes, and messages are immutable, so passing
-the object is safe; the receiving client takes it as it takes the messages of a
-verified frame.
-
-**Application.** Each process runs its :mod:`workload <groupcomm.sim.workload>` plan:
-a send is made when it is due (interval since the previous send, script dependencies)
-and the process is not running a long-running job. A delivered message that carries a
-job (decided in the workload) queues that job at the recipient; jobs run one at a time,
-and while one runs or is queued the process makes no application sends (due sends
-wait). Protocol work — deliveries, ACKs, YCTs — is not blocked by jobs: it belongs to the
-communication layer, not to the application's thread.
-
-**Metrics.** ``execution_time_ms``: the time of the last activity (last frame arrival,
-job end or application send) — everything sent is delivered and every job done;
-``avg_job_start_ms``: the mean virtual time at which jobs start (the paper's "average job
-start time"); counts of application frames, control frames, metadata and wire bytes,
-deliveries. Ties in time are broken by the order events were scheduled, so a run is a
-pure function of the configuration and the seed.
-
-The matrix module at hundreds of processes is too slow to run at full scale in Python
-(each stamp is an encoded matrix); :mod:`groupcomm.sim.matrix_model` is an equivalent
-vectorised model used for it when ``engine="auto"`` picks it (see there).
+Every simulated process is a real :class:`~groupcomm.protocol.client.ClientProtocol`
+hosted in process (:mod:`groupcomm.sim.stack`); the engine supplies a clock that reads
+virtual time and plays the application (:mod:`groupcomm.sim.workload`) and the network
+around it: per-process NICs of limited bandwidth, links with propagation delay, long
+jobs. The model and the metrics are described in docs/sim_results.md (the model). The
+matrix module is too slow in Python at hundreds of processes:
+:mod:`groupcomm.sim.matrix_model` is an exact vectorised model of it, used when
+``engine="auto"`` picks it.
 """
 
 from __future__ import annotations
@@ -75,7 +40,7 @@ _SEND_DUE, _NIC_DONE, _ARRIVE, _JOB_END = range(4)
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Parameters of one run (see the module docstring for their meaning)."""
+    """Parameters of one run (their meaning: docs/sim_results.md, the model)."""
 
     protocol: str = "cykas"
     processes: int = 10
@@ -140,7 +105,6 @@ class SimResult:
     #: messages still held by a module or unsent plans at the end (0 when live)
     stuck: int
     verdict: dict[str, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def messages_per_s(self) -> float:
@@ -149,7 +113,6 @@ class SimResult:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("extra")
         data["messages_per_s"] = round(self.messages_per_s, 1)
         data["execution_time_ms"] = round(self.execution_time_ms, 6)
         data["avg_job_start_ms"] = round(self.avg_job_start_ms, 6)
@@ -159,32 +122,25 @@ class SimResult:
         return data
 
 
+@dataclass(slots=True, eq=False)
 class _Proc:
-    __slots__ = ("name", "plan", "next_due", "due_event", "delivered", "jobs", "job_running",
-                 "nic", "nic_busy")
+    """One process's application and NIC."""
 
-    def __init__(self, name: str, plan: list[PlannedSend]) -> None:
-        self.name = name
-        self.plan: deque[PlannedSend] = deque(plan)
-        self.next_due = 0.0
-        self.due_event: float | None = None
-        self.delivered: set[str] = set()
-        self.jobs: deque[float] = deque()
-        self.job_running = False
-        self.nic: deque[Frame] = deque()
-        self.nic_busy = False
+    plan: deque[PlannedSend]
+    next_due: float = 0.0
+    due_event: float | None = None
+    delivered: set[str] = field(default_factory=set)
+    jobs: deque[float] = field(default_factory=deque)
+    job_running: bool = False
+    nic: deque[Frame] = field(default_factory=deque)
+    nic_busy: bool = False
 
 
 class Simulation:
     """One run: build it, then :meth:`run` it once."""
 
-    def __init__(
-        self,
-        config: SimConfig,
-        workload: Workload | None = None,
-        *,
-        trace: bool = False,
-    ) -> None:
+    def __init__(self, config: SimConfig, workload: Workload | None = None, *,
+                 trace: bool = False) -> None:
         config.validate()
         self.config = config
         self.workload = workload if workload is not None else config.workload()
@@ -199,8 +155,7 @@ class Simulation:
         self._links = {pair: ms / 1000.0 for pair, ms in self.workload.link_delays.items()}
         self._jitter = config.jitter_ms / 1000.0
         self._jitter_rng = random.Random(config.seed * 1_000_003 + 17)
-        self.procs = {n: _Proc(n, self.workload.sends.get(n, [])) for n in self.names}
-        # counters
+        self.procs = {n: _Proc(deque(self.workload.sends.get(n, []))) for n in self.names}
         self.app_sends = 0
         self.app_messages = 0
         self.control_messages = 0
@@ -212,10 +167,8 @@ class Simulation:
         self.last_activity = 0.0
         self.events = 0
         self.engine = self._choose_engine()
-        if self.engine == "model":
-            self.stack: Stack = MatrixModelStack(self)
-        else:
-            self.stack = RealStack(self)
+        self.stack: Stack = (MatrixModelStack(self) if self.engine == "model"
+                             else RealStack(self))
         self._ran = False
 
     def _choose_engine(self) -> str:
@@ -244,7 +197,7 @@ class Simulation:
         self.meta_bytes_total += meta
         self.wire_bytes_total += size
         proc = self.procs[source]
-        proc.nic.append(Frame(source, dest, item, size, control))
+        proc.nic.append(Frame(source, dest, item, size))
         if not proc.nic_busy:
             self._start_nic(proc)
 
@@ -290,12 +243,8 @@ class Simulation:
             self.stack.app_send(head)
 
     # -- running ----------------------------------------------------------------------------
-    def run(
-        self,
-        *,
-        max_events: int | None = None,
-        progress: Callable[[float, int], None] | None = None,
-    ) -> SimResult:
+    def run(self, *, max_events: int | None = None,
+            progress: Callable[[float, int], None] | None = None) -> SimResult:
         """Run until nothing is left to happen; returns the measurements.
 
         ``progress(now, events)`` is called about every 100,000 events. Raises

@@ -1,35 +1,10 @@
 """The Cykas paper's Figures 4-6 (004 §5): parameter grids, runs, CSV files and plots.
+The grids, and the choices the paper leaves open, are in docs/sim_results.md.
 
-A grid is a list of *run dicts*: the keyword arguments of :class:`SimConfig` plus a few
-labels (``figure``, ``scenario``). :func:`run_one` turns one into a flat result dict (the
-run dict plus :meth:`SimResult.as_dict`), so a run can be shipped to a Spark task or a
-worker process as plain data. :func:`run_grid` runs a grid (in this process, in a pool of
-worker processes, or as Spark tasks), reporting progress and stopping cleanly on Ctrl-C
-with whatever finished; :func:`write_csv` and :func:`plot` write the results.
-
-**Figure 4** (scalability): processes 25, 50, 100, 200, 500 x bandwidth 20, 100, 1,000,
-10,000 kBps, 5 ms propagation, 100 messages per process to uniformly random peers,
-10 ms between sends (the paper does not give the interval for this experiment; 10 ms
-is its Figure 6 value); protocols matrix, mfss, cykas and — beyond the paper —
-matrix-delta. Matrix runs above 50 processes on the vectorised model
-(:mod:`groupcomm.sim.matrix_model`, identical results); matrix-delta has no such model,
-and the real module needs minutes per run at 200 processes and far more at 500, so its
-grid stops at :data:`DELTA_MAX_PROCESSES` processes. x axis processes/kBps, y execution
-time.
-
-**Figure 5** (jobs): 100 processes, 50 kBps, 5 ms; 10 % of messages trigger a job of
-0.5, 5, 12.5, 25 or 50 ms at the recipient; send intervals 1, 10, 100, 1000 ms. y: the
-Cykas speedup over MFSS, both as the paper plots it — execution time (MFSS / Cykas) and
-average job start time (MFSS / Cykas).
-
-**Figure 6** (hotspots): as Figure 5 with a 10 ms interval; 0, 5, 10, 20 % of processes
-are hotspots receiving 80 % of the messages; without jobs, and with 10 % of messages
-triggering jobs of mean 25 ms (normally distributed; the paper gives no deviation, we
-use :data:`FIG6_JOB_SD_MS`). y: execution time speedup of Cykas over MFSS.
-
-Every point of Figures 5 and 6 is run with several seeds (the same workloads for both
-protocols) and the speedup is the ratio of the means; ``--quick`` uses one seed and a
-smaller grid.
+A grid is a list of *run dicts*: :class:`SimConfig`'s keyword arguments plus labels
+(``figure``, ``scenario``); :func:`run_one` turns one into a flat result dict, plain data
+a Spark task or a worker process can take. :func:`run_grid` runs a grid (here, in worker
+processes, or as Spark tasks) and stops cleanly on Ctrl-C with what finished.
 """
 
 from __future__ import annotations
@@ -41,7 +16,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -80,19 +55,6 @@ class FigureError(ValueError):
 
 
 # -- grids ------------------------------------------------------------------------------------
-def grid(figure: int, scale: str = "full") -> list[dict[str, Any]]:
-    """The run dicts of ``figure`` at ``scale`` (full, quick, or tiny for tests)."""
-    if scale not in SCALES:
-        raise FigureError(f"scale must be one of {', '.join(SCALES)}")
-    if figure == 4:
-        return _grid4(scale)
-    if figure == 5:
-        return _grid5(scale)
-    if figure == 6:
-        return _grid6(scale)
-    raise FigureError(f"no figure {figure}; figures: {', '.join(map(str, FIGURES))}")
-
-
 def _grid4(scale: str) -> list[dict[str, Any]]:
     processes: Sequence[int] = FIG4_PROCESSES
     bandwidths: Sequence[float] = FIG4_BANDWIDTHS
@@ -101,22 +63,19 @@ def _grid4(scale: str) -> list[dict[str, Any]]:
         processes, delta_max = (25, 50, 100), 50
     elif scale == "tiny":
         processes, bandwidths, messages, delta_max = (4, 8), (20.0, 10000.0), 5, 8
-    runs = []
-    for n in processes:
-        for bw in bandwidths:
-            for protocol in FIG4_PROTOCOLS:
-                if protocol == "matrix-delta" and n > delta_max:
-                    continue
-                runs.append(dict(
-                    figure=4, scenario="uniform", protocol=protocol, processes=n,
-                    bandwidth_kbps=bw, delay_ms=5.0, messages_per_process=messages,
-                    interval_ms=FIG4_INTERVAL_MS, seed=1,
-                ))
-    return runs
+    return [dict(figure=4, scenario="uniform", protocol=protocol, processes=n,
+                 bandwidth_kbps=bw, delay_ms=5.0, messages_per_process=messages,
+                 interval_ms=FIG4_INTERVAL_MS, seed=1)
+            for n in processes for bw in bandwidths for protocol in FIG4_PROTOCOLS
+            if protocol != "matrix-delta" or n <= delta_max]
 
 
-def _seeds(scale: str) -> tuple[int, ...]:
-    return (1, 2, 3) if scale == "full" else (1,)
+def _mfss_and_cykas(points: list[dict[str, Any]], scale: str) -> list[dict[str, Any]]:
+    """Each point of Figure 5 or 6 run with every seed of ``scale``, by MFSS and Cykas
+    (the same workloads for both)."""
+    seeds = (1, 2, 3) if scale == "full" else (1,)
+    return [dict(point, seed=seed, protocol=protocol, bandwidth_kbps=50.0, delay_ms=5.0)
+            for point in points for seed in seeds for protocol in ("mfss", "cykas")]
 
 
 def _grid5(scale: str) -> list[dict[str, Any]]:
@@ -127,18 +86,10 @@ def _grid5(scale: str) -> list[dict[str, Any]]:
         jobs, messages = (0.5, 12.5, 50.0), 50
     elif scale == "tiny":
         jobs, intervals, n, messages = (5.0, 25.0), (1.0, 100.0), 6, 5
-    runs = []
-    for interval in intervals:
-        for job in jobs:
-            for seed in _seeds(scale):
-                for protocol in ("mfss", "cykas"):
-                    runs.append(dict(
-                        figure=5, scenario=f"interval {interval:g} ms", protocol=protocol,
-                        processes=n, bandwidth_kbps=50.0, delay_ms=5.0,
-                        messages_per_process=messages, interval_ms=interval,
-                        job_fraction=0.1, job_ms=job, seed=seed,
-                    ))
-    return runs
+    return _mfss_and_cykas([dict(
+        figure=5, scenario=f"interval {interval:g} ms", processes=n,
+        messages_per_process=messages, interval_ms=interval, job_fraction=0.1, job_ms=job)
+        for interval in intervals for job in jobs], scale)
 
 
 def _grid6(scale: str) -> list[dict[str, Any]]:
@@ -148,21 +99,21 @@ def _grid6(scale: str) -> list[dict[str, Any]]:
         messages = 50
     elif scale == "tiny":
         hotspots, n, messages = (0.0, 0.2), 10, 5
-    runs = []
-    for jobs in (False, True):
-        for share in hotspots:
-            for seed in _seeds(scale):
-                for protocol in ("mfss", "cykas"):
-                    runs.append(dict(
-                        figure=6, scenario="with jobs" if jobs else "without jobs",
-                        protocol=protocol, processes=n, bandwidth_kbps=50.0, delay_ms=5.0,
-                        messages_per_process=messages, interval_ms=10.0,
-                        job_fraction=0.1 if jobs else 0.0,
-                        job_ms=FIG6_JOB_MS if jobs else 0.0,
-                        job_sd_ms=FIG6_JOB_SD_MS if jobs else 0.0,
-                        hotspot_share=share, hotspot_weight=0.8, seed=seed,
-                    ))
-    return runs
+    return _mfss_and_cykas([dict(
+        figure=6, scenario="with jobs" if jobs else "without jobs", processes=n,
+        messages_per_process=messages, interval_ms=10.0, job_fraction=0.1 if jobs else 0.0,
+        job_ms=FIG6_JOB_MS if jobs else 0.0, job_sd_ms=FIG6_JOB_SD_MS if jobs else 0.0,
+        hotspot_share=share, hotspot_weight=0.8)
+        for jobs in (False, True) for share in hotspots], scale)
+
+
+def grid(figure: int, scale: str = "full") -> list[dict[str, Any]]:
+    """The run dicts of ``figure`` at ``scale`` (full, quick, or tiny for tests)."""
+    if scale not in SCALES:
+        raise FigureError(f"scale must be one of {', '.join(SCALES)}")
+    if figure not in FIGURES:
+        raise FigureError(f"no figure {figure}; figures: {', '.join(map(str, FIGURES))}")
+    return {4: _grid4, 5: _grid5, 6: _grid6}[figure](scale)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -206,14 +157,9 @@ def _cost(run: dict[str, Any]) -> float:
     return float(work)
 
 
-def run_grid(
-    runs: Sequence[dict[str, Any]],
-    *,
-    jobs: int = 1,
-    spark: bool = False,
-    master: str | None = None,
-    progress: Progress | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
+def run_grid(runs: Sequence[dict[str, Any]], *, jobs: int = 1, spark: bool = False,
+             master: str | None = None,
+             progress: Progress | None = None) -> tuple[list[dict[str, Any]], bool]:
     """Run every run dict; returns (rows in grid order, completed).
 
     ``completed`` is False when Ctrl-C stopped the grid: the rows are then those that
@@ -249,14 +195,9 @@ def _run_pool(runs: Sequence[dict[str, Any]], order: list[int], jobs: int,
               done: Callable[[int, dict[str, Any]], None]) -> None:
     pool = ProcessPoolExecutor(max_workers=jobs)
     try:
-        futures: dict[Future[dict[str, Any]], int] = {
-            pool.submit(run_one, runs[i]): i for i in order
-        }
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                done(futures[future], future.result())
+        futures = {pool.submit(run_one, runs[i]): i for i in order}
+        for future in as_completed(futures):
+            done(futures[future], future.result())
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -449,11 +390,9 @@ def plot(figure: int, rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
                     else "-")
         ax.axvline(0.02, color="grey", linewidth=0.8, linestyle=":",
                    label="paper's crossover (0.02)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("processes / kBps")
-        ax.set_ylabel("execution time (ms)")
-        ax.set_title("Figure 4: scalability (5 ms propagation, 100 messages/process)")
+        ax.set(xscale="log", yscale="log", xlabel="processes / kBps",
+               ylabel="execution time (ms)",
+               title="Figure 4: scalability (5 ms propagation, 100 messages/process)")
         ax.legend()
         ax.grid(True, which="both", alpha=0.3)
     elif figure == 5:
@@ -469,8 +408,7 @@ def plot(figure: int, rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
             ax.plot(xs, [r["job_start_speedup"] or math.nan for r in part], marker="s",
                     color="tab:orange", label="avg job start time")
             ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-            ax.set_title(scenario)
-            ax.set_xlabel("job length (ms)")
+            ax.set(title=scenario, xlabel="job length (ms)")
             ax.grid(True, alpha=0.3)
         axes[0][0].set_ylabel("Cykas speedup over MFSS")
         axes[0][0].legend(fontsize="small")
@@ -488,11 +426,10 @@ def plot(figure: int, rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
             ax.bar(xs, [values.get(s, math.nan) for s in shares], width=width,
                    label=scenario, color=("tab:blue", "tab:orange")[k])
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-        ax.set_xticks(range(len(shares)))
-        ax.set_xticklabels([f"{s * 100:g}%" for s in shares])
-        ax.set_xlabel("hotspot processes (80 % of messages go to them)")
-        ax.set_ylabel("Cykas speedup over MFSS (execution time)")
-        ax.set_title("Figure 6: hotspots (100 processes, 50 kBps, 10 ms interval)")
+        ax.set(xticks=range(len(shares)), xticklabels=[f"{s * 100:g}%" for s in shares],
+               xlabel="hotspot processes (80 % of messages go to them)",
+               ylabel="Cykas speedup over MFSS (execution time)",
+               title="Figure 6: hotspots (100 processes, 50 kBps, 10 ms interval)")
         ax.legend()
         ax.grid(True, axis="y", alpha=0.3)
     else:
@@ -503,16 +440,9 @@ def plot(figure: int, rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
-def run_figure(
-    figure: int,
-    out_dir: str | Path,
-    *,
-    scale: str = "full",
-    jobs: int = 1,
-    spark: bool = False,
-    master: str | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
+def run_figure(figure: int, out_dir: str | Path, *, scale: str = "full", jobs: int = 1,
+               spark: bool = False, master: str | None = None,
+               progress: Progress | None = None) -> dict[str, Any]:
     """Run a figure's grid and write ``figureN.csv``, ``figureN_summary.csv`` and
     ``figureN.png`` under ``out_dir``; returns paths, counts and timings."""
     runs = grid(figure, scale)

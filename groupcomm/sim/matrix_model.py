@@ -1,43 +1,18 @@
 """A vectorised *performance model* of the matrix protocol, for large simulations.
 
-**Why.** The real module (:mod:`filters.matrix`) keeps SENT as a dict of dicts and
-stamps every message with the encoded matrix: at 500 processes sending 100 messages each a
-stamp has up to 50,000 entries, and encoding, decoding and merging it in Python costs tens
-of milliseconds per message — hours per Figure-4 run. This model computes *the same*
-delivery decisions and *the same* metadata byte counts in O(n) numpy work per delivery
-and one O(n²) vectorised pass per send. It is used only for ``matrix`` when the engine is
-``model`` (or ``auto`` above :data:`~groupcomm.sim.engine.MODEL_THRESHOLD` processes), and
-the tests check on small systems that it gives identical timings, byte counts and
-delivery orders to the real module. It does not replace the product code: it is a
-model of it, and says so in every result (``engine: model``).
-
-**Why it is exact.** Only process r ever increases row r of any SENT matrix, one send
-event at a time, so every row any process holds is a *version* of r's own row — its row
-after some number x of r's sends — and versions grow componentwise with x. Merging two
-matrices entrywise therefore keeps the later version of each row, and SENT_i is fully
-described by the vector K_i[r] = how many of r's sends i knows of. A stamp is a copy of
-K (n integers, not n² entries). With that:
-
-* SENT_m[k][i] = number of k's first K_m[k] sends addressed to i. Causal delivery is FIFO
-  per pair, so "DELIV_i[k] >= SENT_m[k][i]" says exactly that the next undelivered message
-  from k to i has a send index greater than K_m[k]; the engine keeps that index in
-  ``nxt[i][k]`` (a queue per pair of sent, undelivered indices). The rule for the sender
-  j ("DELIV_i[j] == SENT_m[j][i] - 1") says m is that next message: ``nxt[i][j] == K_m[j]``.
-* The merge ``SENT_i = max(SENT_i, SENT_m)`` is ``K_i = max(K_i, K_m)``.
-* The encoded header (:func:`groupcomm.module_kit.encode_matrix`: names of the rows and columns
-  with non-zero entries, then index triples) has a size that depends only on which
-  entries are non-zero and their values, which per-sender tables give: D[r][x] distinct
-  destinations and V[r][x] msgpack bytes of the counts after x sends, F[r][c] the index of
-  r's first send to c. Its msgpack length is then summed in closed form.
-
-The buffer is scanned in the same order as the real module's (restart from the front
-after each delivery), so deliveries happen in the same order. Self-addressed sends are
-not modelled (the random workloads never make them).
+The real module (:mod:`filters.matrix`) stamps every message with the encoded matrix:
+hours per Figure-4 run at 500 processes. This model computes the same delivery
+decisions, in the same order, and the same metadata byte counts, in O(n) numpy work per
+delivery and one O(n²) pass per send; why it is exact is in docs/sim_results.md (the
+model). It runs for ``matrix`` when the engine is ``model`` (or ``auto`` above
+:data:`~groupcomm.sim.engine.MODEL_THRESHOLD` processes), says so in every result
+(``engine: model``), and the tests check it against the real module on small systems.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,13 +26,8 @@ _INF = np.iinfo(np.int32).max
 
 def int_size(value: int) -> int:
     """msgpack bytes of a non-negative int."""
-    if value < 128:
-        return 1
-    if value < 256:
-        return 2
-    if value < 65536:
-        return 3
-    return 5 if value < 2**32 else 9
+    return 1 if value < 128 else 2 if value < 256 else 3 if value < 65536 else (
+        5 if value < 2**32 else 9)
 
 
 def _int_sizes(values: np.ndarray) -> np.ndarray:
@@ -76,22 +46,21 @@ def str_size(text: str) -> int:
     return size + (1 if size < 32 else 2 if size < 256 else 3 if size < 65536 else 5)
 
 
+@dataclass(slots=True, eq=False)
 class _ModelMessage:
-    __slots__ = ("mid", "sender", "stamp", "index", "payload", "vc", "meta")
-
-    def __init__(self, mid: str, sender: int, stamp: np.ndarray, index: int, payload: Any,
-                 vc: tuple[tuple[str, int], ...], meta: int) -> None:
-        self.mid = mid
-        self.sender = sender
-        self.stamp = stamp
-        self.index = index
-        self.payload = payload
-        self.vc = vc
-        self.meta = meta
+    mid: str
+    sender: int
+    #: K of the sender at the send (docs/sim_results.md, the model)
+    stamp: np.ndarray
+    #: the send's index among the sender's sends
+    index: int
+    payload: Any
+    #: the ground-truth clock (traced runs only)
+    vc: tuple[tuple[str, int], ...]
 
 
 class MatrixModelStack:
-    """Matrix protocol state of all processes as arrays (see the module docstring)."""
+    """Matrix protocol state of all processes as arrays."""
 
     def __init__(self, sim: StackHost) -> None:
         self.sim = sim
@@ -99,11 +68,10 @@ class MatrixModelStack:
         self.names = sorted(sim.names)  # encode_matrix orders names by sort order
         self.idx = {name: i for i, name in enumerate(self.names)}
         n = len(self.names)
-        self.n = n
         max_sends = sim.workload.max_sends
         self.header = config.header_bytes
         self.payload = config.payload_bytes
-        #: K[i]: how many sends of each process i knows of (its SENT matrix, see above)
+        #: K[i]: how many sends of each process i knows of (its SENT matrix)
         self.known = np.zeros((n, n), dtype=np.int32)
         #: nxt[i][k]: send index of the next undelivered message from k to i
         self.nxt = np.full((n, n), _INF, dtype=np.int32)
@@ -116,8 +84,6 @@ class MatrixModelStack:
         self._running_values = [0] * n
         self.name_bytes = np.array([str_size(name) for name in self.names], dtype=np.int64)
         self.buffers: list[list[_ModelMessage]] = [[] for _ in range(n)]
-        self.deliv = np.zeros((n, n), dtype=np.int64)
-        self._next_id = [0] * n
         self.tracing = sim.tracer.enabled
         self.clocks: list[dict[str, int]] = [{} for _ in range(n)]
         self._range = np.arange(n)
@@ -165,10 +131,8 @@ class MatrixModelStack:
         self.value_bytes[i, count] = self._running_values[i]
         stamp = self.known[i].copy()
         meta = self.meta_size(stamp)
-        self._next_id[i] += 1
-        mid = f"{name}#{self._next_id[i]}"
-        vc: tuple[tuple[str, int], ...] = ()
-        message = _ModelMessage(mid, i, stamp, count, (planned.key, planned.job_ms), vc, meta)
+        message = _ModelMessage(f"{name}#{count}", i, stamp, count,
+                                (planned.key, planned.job_ms), ())
         if self.tracing:
             clock = self.clocks[i]
             clock[name] = clock.get(name, 0) + 1
@@ -239,7 +203,6 @@ class MatrixModelStack:
         head = queue.popleft()
         assert head == message.index, "matrix delivers FIFO per pair"
         self.nxt[i, j] = queue[0] if queue else _INF
-        self.deliv[i, j] += 1
         np.maximum(self.known[i], message.stamp, out=self.known[i])
         delivered.append(message)
 

@@ -1,31 +1,19 @@
 """What the simulator's engine drives: the protocol side of the processes.
 
-A :class:`Stack` is handed the application's sends and the frames that arrive, and calls
-back into the simulation (its :class:`StackHost` side) to put frames on the NICs and to
-hand deliveries to the applications. Two stacks exist: :class:`RealStack` runs the
-product's client protocol objects, with their nodes and causality modules;
-:class:`~groupcomm.sim.matrix_model.MatrixModelStack` is a vectorised model of the
-matrix protocol for large runs. Both depend on this module only, not on the engine, so
-the engine can import them.
-
-:class:`RealStack`'s processes are in-process members
-(:class:`~groupcomm.protocol.inprocess.InProcessMember`: a
-:class:`~groupcomm.protocol.client.ClientProtocol` each) that join through the session
-server's side (:class:`~groupcomm.protocol.inprocess.InProcessServer`: the registry)
-before time 0 (signed session frames), then push their messages to each other: a NIC
-carries the message itself, unencoded (each carries its ground-truth clock, hundreds of
-entries in a large run: encoding, signing and checking it would cost more than the
-protocol), and the receiving client takes it as it takes a verified frame's messages
-(membership, then its node).
+A :class:`Stack` takes the application's sends and the frames that arrive, and calls
+back into the simulation (:class:`StackHost`) to put frames on the NICs and hand
+deliveries to the applications: :class:`RealStack` runs whole clients,
+:class:`~groupcomm.sim.matrix_model.MatrixModelStack` the vectorised model of the matrix
+protocol. Both depend on this module, not on the engine, so the engine can import them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from groupcomm.core.headers import meta_bytes
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
 from groupcomm.core.tracing import Tracer
@@ -46,7 +34,6 @@ class StackHost(Protocol):
     names: list[str]
     now: float
     tracer: Tracer
-    engine: str
 
     def transmit(self, source: str, dest: str, item: Any, size: int, meta: int,
                  control: bool, eager: bool = False) -> None:
@@ -56,17 +43,14 @@ class StackHost(Protocol):
         """The application of ``name`` got a message."""
 
 
+@dataclass(slots=True, eq=False)
 class Frame:
     """A frame in a NIC queue or on a link; ``item`` is whatever the stack sent."""
 
-    __slots__ = ("source", "dest", "item", "size", "control")
-
-    def __init__(self, source: str, dest: str, item: Any, size: int, control: bool) -> None:
-        self.source = source
-        self.dest = dest
-        self.item = item
-        self.size = size
-        self.control = control
+    source: str
+    dest: str
+    item: Any
+    size: int
 
 
 class Stack(Protocol):
@@ -82,9 +66,11 @@ class Stack(Protocol):
         """Messages the protocols still hold (buffered or unsent)."""
 
 
-
 class RealStack:
-    """The product's client protocol objects (see the module docstring)."""
+    """Whole clients (:class:`~groupcomm.protocol.inprocess.InProcessMember`) that join
+    through the registry (:class:`~groupcomm.protocol.inprocess.InProcessServer`) before
+    time 0, then push their messages to each other unencoded (docs/sim_results.md, the
+    model)."""
 
     def __init__(self, sim: StackHost) -> None:
         self.sim = sim
@@ -104,10 +90,11 @@ class RealStack:
                     name, self, now=sim.now, codec=seeded_codec(name), routing="unencoded",
                     filter_stacks=([self.module.send_creator()],
                                    [self.module.receive_creator()]),
-                    tracer_for=lambda member: sim.tracer, clock=self._clock)
+                    tracer_for=lambda member: sim.tracer, clock=lambda: sim.now)
             except ValueError as error:
                 raise SimulationError(f"process {name!r} cannot join: {error}") from None
-            member.listeners.append(self._make_listener(name))
+            member.listeners.append(
+                lambda message, name=name: sim.delivered(name, message.user_message))
             self.members[name] = member
         self._join_all(list(sim.names))
         #: process name -> its protocol node
@@ -146,9 +133,6 @@ class RealStack:
             fields.update(all_users=last["all_users"], addresses=last["addresses"])
             self.members[name].take(server.notice("joined", **fields), now)
 
-    def _clock(self) -> float:
-        return self.sim.now
-
     # -- the members' carrier ------------------------------------------------------------------
     def command(self, member: InProcessMember, frame: bytes) -> None:
         self._commands.append((member.name, frame))
@@ -167,14 +151,6 @@ class RealStack:
             self._last = (message, size, meta)
         self.sim.transmit(member.name, dest, message, size, meta,
                           not message.is_user_message(), message.kind == "eager")
-
-    def _make_listener(self, name: str) -> Callable[[ReceivedMessage], None]:
-        sim = self.sim
-
-        def listener(message: ReceivedMessage) -> None:
-            sim.delivered(name, message.user_message)
-
-        return listener
 
     def app_send(self, planned: PlannedSend) -> None:
         self.members[planned.sender].send((planned.key, planned.job_ms), planned.dests)

@@ -1,32 +1,18 @@
-"""Workloads of the simulator: what each process sends, to whom, and when it may.
+"""Workloads of the simulator: what each process sends, to whom, and when it may (a
+partially ordered set of sends, as in the Cykas paper, 004 §5.1).
 
-A workload is a partially ordered set of send events, as in the Cykas paper (004 §5.1):
-every process has an ordered list of :class:`PlannedSend` s. A planned send becomes
-*due* when
+A planned send is due when the previous send of its process was made ``interval`` ago
+(the first at time 0), its ``at_ms`` has come and every send in its ``after`` has been
+delivered at its process (scripts only); it is made once no job runs there. The job a
+send starts at each recipient (``job_ms``) is drawn here, from the seed, so that every
+protocol simulates the same program.
 
-* the previous send of the same process was made at least ``interval`` ago (the first
-  one at time 0 — "how long processes wait between sending messages"),
-* its ``at_ms`` time (scripts only; 0 otherwise) has come, and
-* every send named in its ``after`` list has been delivered at this process (scripts).
-
-A due send is made as soon as the process is not running a long-running job. Each
-planned send says how long a job it triggers at each recipient (``job_ms``, 0 for
-none). Which messages trigger jobs, and for how long, is decided here, when the
-workload is built from the seed, so every protocol simulates *the same* program (the
-paper compares protocols on the same workloads).
-
-Three kinds:
-
-* **uniform** - each send goes to a destination drawn uniformly among the other
-  processes (004 §5.3);
-* **hotspots** - ``round(hotspot_share * n)`` processes (at least one when the share is
-  positive) are hotspots; a send goes to a hotspot with probability ``hotspot_weight``
-  (80 % in 004 §5.4) and otherwise to a non-hotspot, uniformly within the group and never
-  to the sender itself (if the group has no one else, the other group is used);
-* **scripts** - explicit JSON (see :func:`script_from_dict`).
-
-With ``broadcast=True`` every send goes to all other processes (the ``vector`` module
-carries broadcasts only).
+Random workloads are *uniform* (each send to one other process, drawn uniformly, 004
+§5.3) or *hotspots* (``round(hotspot_share * n)`` processes, at least one, receive a send
+with probability ``hotspot_weight``, 004 §5.4; uniformly within the chosen group, never
+the sender, the other group when the chosen one has no one else); with ``broadcast``
+every send goes to all others (``vector`` carries broadcasts only). Scripts:
+:func:`script_from_dict`.
 """
 
 from __future__ import annotations
@@ -61,14 +47,8 @@ class Workload:
 
     processes: list[str]
     sends: dict[str, list[PlannedSend]] = field(default_factory=dict)
-    #: hotspot processes (empty for uniform and script workloads)
-    hotspots: tuple[str, ...] = ()
     #: (source, dest) -> propagation delay in ms for links that differ from the default
     link_delays: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    @property
-    def total_sends(self) -> int:
-        return sum(len(plan) for plan in self.sends.values())
 
     @property
     def max_sends(self) -> int:
@@ -83,18 +63,10 @@ def process_names(count: int) -> list[str]:
     return [f"p{i:0{width}d}" for i in range(count)]
 
 
-def random_workload(
-    processes: int,
-    messages_per_process: int,
-    *,
-    seed: int = 0,
-    job_fraction: float = 0.0,
-    job_ms: float = 0.0,
-    job_sd_ms: float = 0.0,
-    hotspot_share: float = 0.0,
-    hotspot_weight: float = 0.8,
-    broadcast: bool = False,
-) -> Workload:
+def random_workload(processes: int, messages_per_process: int, *, seed: int = 0,
+                    job_fraction: float = 0.0, job_ms: float = 0.0, job_sd_ms: float = 0.0,
+                    hotspot_share: float = 0.0, hotspot_weight: float = 0.8,
+                    broadcast: bool = False) -> Workload:
     """A uniform or hotspot workload drawn from ``random.Random(seed)`` (see module doc).
 
     Job lengths are ``job_ms``, or normally distributed around it with standard
@@ -102,12 +74,10 @@ def random_workload(
     """
     if messages_per_process < 0:
         raise WorkloadError("messages per process must be >= 0")
-    if not 0.0 <= job_fraction <= 1.0:
-        raise WorkloadError("job fraction must be within [0, 1]")
-    if not 0.0 <= hotspot_share <= 1.0:
-        raise WorkloadError("hotspot share must be within [0, 1]")
-    if not 0.0 <= hotspot_weight <= 1.0:
-        raise WorkloadError("hotspot weight must be within [0, 1]")
+    for what, share in (("job fraction", job_fraction), ("hotspot share", hotspot_share),
+                        ("hotspot weight", hotspot_weight)):
+        if not 0.0 <= share <= 1.0:
+            raise WorkloadError(f"{what} must be within [0, 1]")
     if job_ms < 0 or job_sd_ms < 0:
         raise WorkloadError("job lengths must be >= 0")
     names = process_names(processes)
@@ -120,7 +90,7 @@ def random_workload(
         hot = sorted(rng.sample(names, count))
     hot_set = set(hot)
     cold = [n for n in names if n not in hot_set]
-    workload = Workload(processes=names, hotspots=tuple(hot))
+    workload = Workload(processes=names)
     for sender in names:
         plan: list[PlannedSend] = []
         hot_others = [n for n in hot if n != sender]

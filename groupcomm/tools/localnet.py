@@ -1,23 +1,16 @@
-"""A deterministic in-process network for tests.
+"""A deterministic in-process network for tests: real clients
+(:class:`~groupcomm.protocol.inprocess.InProcessMember`) and the real registry behind the
+server's checks (:class:`~groupcomm.protocol.inprocess.InProcessServer`).
 
-Each process is a real client protocol object with its pipelines, filters and
-managers (:class:`~groupcomm.protocol.inprocess.InProcessMember`), and the session
-server is the real registry behind the checks the ZeroMQ server makes
-(:class:`~groupcomm.protocol.inprocess.InProcessServer`). Every message travels as a
-signed frame, pushed straight to its destination as with direct routing, so a filter
-that aliases state into a message it sent shows up as a bug, and every frame passes the
-receiver's checks (signature, replay window, sender, membership). The test chooses the
-order in which in-flight frames arrive: oldest first, a seeded random choice, or any
-index it likes; links can be made FIFO per ordered pair.
-
-Applications are modelled in the callback style: ``on_deliver`` reactions may send
-from inside a delivery, and those sends are tagged at the call.
-
-Joins and leaves go through the server: the registry decides who is told, in which
-order, with which member list and incarnation (a name that comes back is ``name~2``),
-and each process processes its notices as a networked client does, at once or, for a
-join, when the test says (:meth:`LocalNetwork.tell_join`). Nodes are known by their
-member ids.
+Every message travels as a signed frame pushed straight to its destination (direct
+routing), so a filter that aliases state into a message it sent shows up as a bug, and
+every frame passes the receiver's checks. The test chooses which in-flight frame arrives
+next (oldest first, seeded random, or any index); links can be FIFO per ordered pair.
+Applications are callbacks (``reactions`` may send from inside a delivery). Joins and
+leaves go through the server, which decides who is told, in which order, with which
+member list and incarnation (a name that comes back is ``name~2``); a join's notices are
+processed at once or when the test says (:meth:`LocalNetwork.tell_join`). Nodes are
+known by their member ids.
 """
 
 from __future__ import annotations
@@ -54,7 +47,6 @@ class InFlight:
     """A frame on its way from ``source`` to ``dest``: ``sealed`` is what arrives;
     :attr:`frame` is the message's envelope (to look at what it carries)."""
 
-    seq: int
     source: str
     dest: str
     message: SentMessage
@@ -76,16 +68,10 @@ class InFlight:
 class LocalNetwork:
     """N members joined to one session, with a controllable in-flight set."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        module: CausalityModule | str | None = None,
-        *,
-        extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
-        extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
-        fifo_links: bool = False,
-        trace: bool = True,
-    ) -> None:
+    def __init__(self, names: Sequence[str], module: CausalityModule | str | None = None, *,
+                 extra_send: Sequence[MessageFilterCreator[SentMessage]] = (),
+                 extra_receive: Sequence[MessageFilterCreator[ReceivedMessage]] = (),
+                 fifo_links: bool = False, trace: bool = True) -> None:
         if isinstance(module, str) or module is None:
             from groupcomm.core.registry import get_module
 
@@ -95,7 +81,6 @@ class LocalNetwork:
         self.step_count = 0
         self.tracer: Tracer = MemoryTracer() if trace else NullTracer()
         self.in_flight: list[InFlight] = []
-        self._seq = 0
         self.deliveries: dict[str, list[ReceivedMessage]] = {n: [] for n in names}
         self.reactions: dict[str, list[Reaction]] = {n: [] for n in names}
         #: member id -> its protocol node (a test may put a node of its own here)
@@ -108,7 +93,7 @@ class LocalNetwork:
         self._processes: dict[str, InProcessMember] = {}
         #: frames on their way to the server, and what each process has not taken yet
         self._to_server: deque[tuple[str, bytes]] = deque()
-        self._pending: dict[str, deque[tuple[Delivery, str]]] = {}
+        self._pending: dict[str, deque[Delivery]] = {}
         self._pumping = False
         self._starts = 0
         #: codecs of nodes a test made itself (see _make_transmit)
@@ -141,17 +126,13 @@ class LocalNetwork:
 
         return transmit
 
-    def _make_listener(self, name: str) -> Callable[[ReceivedMessage], None]:
-        def listener(message: ReceivedMessage) -> None:
-            self.deliveries[name].append(message)
-            for reaction in self.reactions[name]:
-                reaction(self, name, message)
-
-        return listener
+    def _delivered(self, name: str, message: ReceivedMessage) -> None:
+        self.deliveries[name].append(message)
+        for reaction in self.reactions[name]:
+            reaction(self, name, message)
 
     def _in_flight(self, source: str, dest: str, message: SentMessage, sealed: bytes) -> None:
-        self._seq += 1
-        self.in_flight.append(InFlight(self._seq, source, dest, message, sealed))
+        self.in_flight.append(InFlight(source, dest, message, sealed))
 
     # -- the members' carrier -----------------------------------------------------------------
     def command(self, member: InProcessMember, frame: bytes) -> None:
@@ -176,7 +157,7 @@ class LocalNetwork:
             while self._to_server:
                 process, frame = self._to_server.popleft()
                 for conn, delivery in self.server.receive(process, frame, self._now()):
-                    self._pending.setdefault(conn, deque()).append((delivery, _about(delivery)))
+                    self._pending.setdefault(conn, deque()).append(delivery)
                 for conn in list(self._pending):
                     if conn not in held:
                         self._process(conn, len(self._pending[conn]))
@@ -188,7 +169,7 @@ class LocalNetwork:
         queue = self._pending[process]
         member = self._processes.get(process)
         for _ in range(min(count, len(queue))):
-            delivery, _ = queue.popleft()
+            delivery = queue.popleft()
             if member is not None:
                 member.take(delivery, self._now())
                 self._track(member)
@@ -201,7 +182,7 @@ class LocalNetwork:
             self.nodes[mid] = member.node
             self.deliveries.setdefault(mid, [])
             self.reactions.setdefault(mid, [])
-            member.listeners.append(self._make_listener(mid))
+            member.listeners.append(functools.partial(self._delivered, mid))
 
     # -- driving ----------------------------------------------------------------------------
     def send(self, sender: str, payload: Any, dests: Iterable[str]) -> SentMessage:
@@ -251,8 +232,12 @@ class LocalNetwork:
         it had queued before it. Nothing happens when it has processed it already."""
         process = display_name(member)
         queue = self._pending.get(process, deque())
-        for index, (_, about) in enumerate(queue):
-            if about.startswith("joined ") and name in (about[7:], display_name(about[7:])):
+        for index, delivery in enumerate(queue):
+            if delivery[0] != "session":
+                continue
+            notice = open_session(sealed_body(delivery[1]))
+            joined = str(notice.get("client", ""))
+            if notice["op"] == "joined" and name in (joined, display_name(joined)):
                 self._process(process, index + 1)
                 self._pump()
                 return
@@ -300,13 +285,8 @@ class LocalNetwork:
                 node.receive(decode_received(frame.frame, frame.dest))
         return frame
 
-    def run(
-        self,
-        rng: random.Random | None = None,
-        *,
-        max_steps: int = 1_000_000,
-        choose: Callable[[list[int], list[InFlight]], int] | None = None,
-    ) -> int:
+    def run(self, rng: random.Random | None = None, *, max_steps: int = 1_000_000,
+            choose: Callable[[list[int], list[InFlight]], int] | None = None) -> int:
         """Deliver until nothing is in flight; returns the number of arrivals.
 
         Order: ``choose(candidates, in_flight)`` if given, else a random candidate from
@@ -345,11 +325,3 @@ class LocalNetwork:
         """All trace records so far (empty when tracing is off)."""
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []
 
-
-def _about(delivery: Delivery) -> str:
-    """``joined carol``, ``left bob``, ``welcome carol``, ``message`` ...: what a
-    delivery from the server is (to find a join notice in a queue)."""
-    if delivery[0] != "session":
-        return "message"
-    notice = open_session(sealed_body(delivery[1]))
-    return f"{notice['op']} {notice.get('client', '')}"
