@@ -109,6 +109,11 @@ class Model:
         self._values: dict[Any, Any] = {}
         #: truth entries, shared between the states that have them (memory)
         self._truths: dict[tuple, tuple] = {}
+        #: whole truths, one copy each (states share them), also by id; the memo of
+        #: :meth:`_next_truth`, per effect of a step on the truth
+        self._truth_tuples: dict[tuple, tuple] = {}
+        self._truth_ids: dict[int, tuple] = {}
+        self._effects: dict[tuple, dict[int, tuple]] = {}
         #: compact states (:meth:`pack`): id() of a truth or network entry -> its number,
         #: and the entries by number (which also keeps them alive)
         self._numbers: dict[int, int] = {}
@@ -122,7 +127,8 @@ class Model:
         budgets = tuple(len(self.choices[i]) if config.workload is not None else config.messages
                         for i in range(self.n))
         zero = (0,) * self.n
-        truth = tuple((budgets[i], zero, (), frozenset()) for i in range(self.n))
+        truth = self.one_truth(tuple((budgets[i], zero, (), frozenset())
+                                     for i in range(self.n)))
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
         self.initial_state = (snaps, self.add_frames(self.empty_network(), initial_frames),
                               truth)
@@ -315,27 +321,53 @@ class Model:
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state
         kind = action[0]
-        who, arg = self.actor(action)
+        if kind == "arrive":
+            who, arg = action[2], action[3]
+        elif kind == "send":
+            who, arg = action[1], action[2]
+        else:
+            who, arg = self.actor(action)
         i = self.index[who]
         local = self.step_cache.get((i, snaps[i], kind, arg))
         if local is None:
             local = self.local_step(i, snaps[i], kind, arg)
         if local[0] == "violation":
             raise Violation(local[1], local[2])
-        _, new_snap, frames, sent_msgs, got, text = local
+        if kind in self.send_kinds or local[4]:  # an application send or a delivery
+            truth = self._next_truth(truth, i, kind, local)
+        return ((snaps[:i] + (local[1],) + snaps[i + 1:], self.add_frames(network, local[2]),
+                 truth), local[5])
+
+    def _next_truth(self, truth: tuple, i: int, kind: str, local: tuple) -> tuple:
+        """``truth`` after process ``i``'s step ``local`` (its sends counted, its
+        deliveries judged). Memoized per effect (see :meth:`local_step`), by the
+        identity of ``truth``: the states share a few truths per hundred, and each
+        (truth, effect) pair recurs many times. Only the model's own copies of truths
+        (:meth:`one_truth`, alive as long as the model) are keys, so an id is never
+        reused while it is one."""
+        judged = local[6] if self._memo else None
+        if judged is not None:
+            found = judged.get(id(truth))
+            if found is not None:
+                return found
+        _, _, _, sent_msgs, got, _ = local[:6]
         left, vc, sent, delivered = truth[i]
         if kind in self.send_kinds:  # an application send (the deliveries after it)
             vc, sent = self.count_sends(i, vc, sent, sent_msgs)
             left -= 1
-        elif not got:  # nothing sent or delivered: the truth does not change
-            new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
-            return (new_snaps, self.add_frames(network, frames), truth), text
         for j, k, msg_id in got:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-        new_truth_i = self.shared_truth((left, vc, sent, delivered))
-        new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
-        new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
-        return (new_snaps, self.add_frames(network, frames), new_truth), text
+        new_truth = truth[:i] + (self.shared_truth((left, vc, sent, delivered)),) + truth[i + 1:]
+        # (the truths of unpacked states are fresh tuples: neither keys nor kept)
+        if judged is not None and not self.lenient and self._truth_ids.get(id(truth)) is truth:
+            new_truth = judged[id(truth)] = self.one_truth(new_truth)
+        return new_truth
+
+    def one_truth(self, truth: tuple) -> tuple:
+        """The one copy of the whole truth ``truth`` the states of this model share."""
+        found = self._truth_tuples.setdefault(truth, truth)
+        self._truth_ids[id(found)] = found
+        return found
 
     def count_sends(self, i: int, vc: tuple, sent: tuple, sent_msgs: tuple) -> tuple[tuple, tuple]:
         """Process ``i``'s clock and sent messages after the sends of one step, each
@@ -354,13 +386,20 @@ class Model:
         """What node ``i`` in its interned state ``snap_id`` does on one input (an
         application send to ``arg`` or the arrival of frame ``arg``): a pure function of
         the snapshot, so memoized. Returns ``("ok", new snap id, frames, sent messages,
-        deliveries, text)`` or ``("violation", property, detail)``."""
+        deliveries, text)`` or ``("violation", property, detail)``; a memoized "ok" has
+        a seventh item, the memo of :meth:`_next_truth` for the steps of its effect on
+        the truth (process, send or not, sent messages, deliveries): truth id -> the
+        truth after it."""
         key = (i, snap_id, kind, arg)
         hit = self.step_cache.get(key)
         if hit is not None:
             return hit
         result = self._local_run(i, snap_id, kind, arg)
         if self._memo:
+            if result[0] == "ok":
+                # steps with the same effect on the truth share one memo
+                effect = (i, kind in self.send_kinds, result[3], result[4])
+                result += (self._effects.setdefault(effect, {}),)
             self.step_cache[key] = result
         return result
 

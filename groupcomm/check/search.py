@@ -149,9 +149,9 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                     key = nxt
                 if reduce:
                     key = hash(key)
-                if key in seen:
+                seen.add(key)  # (one hash of the whole state, not one to ask and one to add)
+                if len(seen) == states:
                     continue
-                seen.add(key)
                 states += 1
                 if depth + 1 > max_depth:
                     max_depth = depth + 1
