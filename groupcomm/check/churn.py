@@ -72,13 +72,12 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
 from groupcomm.check.server import ServerTable
-from groupcomm.check.state import Violation, describe_action
+from groupcomm.check.state import Violation
 from groupcomm.core.membership import Membership, Reject, display_name, split_member
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.node import ProtocolNode
@@ -261,7 +260,7 @@ class ChurnModel(Model):
         send left, and each destination choice of that send that includes the leaver."""
         truth = state[2]
         found = []
-        for s, d, f, rest in self.arrivals(state[1]):
+        for (_, s, d, f), rest in self.arrivals(state[1]):
             if notice_kind(f) != LEFT:
                 continue
             i = self.index[d]
@@ -286,49 +285,22 @@ class ChurnModel(Model):
                 actions.append(("leave", self.names[i]))
         return actions
 
-    def _sends(self, state: tuple) -> list[tuple]:
-        return [("send", self.names[i], dests)
-                for i, (left, _, _, _) in enumerate(state[2]) if left
-                for dests in self.send_options(state, i, left)]
-
-    def enabled(self, state: tuple) -> list[tuple]:
-        return (self._sends(state)
-                + [("arrive", s, d, f) for s, d, f, _ in self.arrivals(state[1])]
-                + self.membership_actions(state)
-                + [action for action, _ in self.racing_sends(state)])
-
-    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
+    def moves(self, state: tuple, actors: Any = None) -> list[tuple[tuple, tuple]]:
         if actors is not None:
             raise ValueError("persistent sets are not available with joins and departures")
         network = state[1]
-        moves = [(action, network) for action in self._sends(state)]
-        moves += [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(network)]
-        moves += [(action, network) for action in self.membership_actions(state)]
-        moves += self.racing_sends(state)
-        for action, rest in moves:
-            try:
-                nxt, text = self._run(state, action, rest)
-            except Violation as violation:
-                violation.action = action
-                raise
-            yield action, nxt, text
+        return (super().moves(state) + [(action, network) for action in self.membership_actions(state)]
+                + self.racing_sends(state))
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
-        if action[0] in ("join", "leave", "send"):
+        if action[0] in ("join", "leave"):
             return self._run(state, action, state[1])
-        if action[0] == RACING:
-            options = self.racing_sends(state)
-        else:
-            options = [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(state[1])]
-        for enabled, network in options:
-            if enabled == action:
-                return self._run(state, action, network)
-        raise ValueError(f"transition {describe_action(action)} is not enabled")
+        return super().apply(state, action)
 
     # -- the channel from the server to each member -----------------------------------------
-    def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
-        """``(source, dest, frame, network without it)`` for every entry that may arrive
-        next (the channel's orders, module doc)."""
+    def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
+        """``(("arrive", source, dest, frame), network without it)`` for every entry that
+        may arrive next (the channel's orders, module doc)."""
         joins = set()
         frames = set()
         first: dict[str, int] = {}  # destination -> number of its oldest notice in flight
@@ -349,7 +321,7 @@ class ChurnModel(Model):
             else:
                 ready = not behind and (d, s) not in joins
             if ready:
-                enabled.append((s, d, f, network[:k] + network[k + 1:]))
+                enabled.append((("arrive", s, d, f), network[:k] + network[k + 1:]))
         return enabled
 
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:

@@ -42,6 +42,7 @@ module runs past 500 lines (about 470 of code).
 from __future__ import annotations
 
 from array import array
+from bisect import insort
 from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any
@@ -200,20 +201,28 @@ class Model:
             if entries is None:
                 entries = tuple(self.shared((d, s, f)) for s, d, f in frames)
                 self._entries[frames] = entries
+            if len(entries) == 1:  # (most steps: one insertion into a sorted network)
+                merged = list(network)
+                insort(merged, entries[0])
+                return tuple(merged)
             return tuple(sorted(network + entries))
         channels = {pair: list(queue) for pair, queue in network}
         for s, d, f in frames:
             channels.setdefault((s, d), []).append(f)
         return tuple(sorted((pair, tuple(queue)) for pair, queue in channels.items()))
 
-    def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
-        """``(source, dest, frame, network without it)`` for every frame that may arrive."""
+    def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
+        """``(("arrive", source, dest, frame), network without it)`` for every frame that
+        may arrive."""
         out = []
         if not self.config.fifo_network:
-            for k, (d, s, f) in enumerate(network):
-                if k and network[k - 1] == (d, s, f):
+            for k, entry in enumerate(network):
+                if k and network[k - 1] == entry:
                     continue  # a second copy of the same frame: same successor
-                out.append((s, d, f, network[:k] + network[k + 1:]))
+                rest = list(network)
+                del rest[k]
+                d, s, f = entry
+                out.append((("arrive", s, d, f), tuple(rest)))
             return out
         for k, ((s, d), queue) in enumerate(network):
             rest = queue[1:]
@@ -221,7 +230,7 @@ class Model:
                 remaining = network[:k] + (((s, d), rest),) + network[k + 1:]
             else:
                 remaining = network[:k] + network[k + 1:]
-            out.append((s, d, queue[0], remaining))
+            out.append((("arrive", s, d, queue[0]), remaining))
         return out
 
     def _without(self, network: tuple, s: str, d: str, f: bytes) -> tuple:
@@ -242,15 +251,27 @@ class Model:
     # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
-        _, network, truth = state
-        actions: list[tuple] = []
+        return [action for action, _ in self.moves(state)]
+
+    def moves(self, state: tuple, actors: frozenset[int] | tuple[str, str, bytes] | None = None
+              ) -> list[tuple[tuple, tuple]]:
+        """``(action, network it starts from)`` for every enabled transition (only those
+        of the processes in ``actors``, if given, or only the arrival ``(source, dest,
+        frame)`` if ``actors`` is one: a persistent set)."""
+        network, truth = state[1], state[2]
+        if type(actors) is tuple:
+            s, d, f = actors
+            return [(("arrive", s, d, f), self._without(network, s, d, f))]
+        moves = []
         for i, (left, _, _, _) in enumerate(truth):
-            if left:
-                for dests in self.send_options(state, i, left):
-                    actions.append(("send", self.names[i], dests))
-        for s, d, f, _ in self.arrivals(network):
-            actions.append(("arrive", s, d, f))
-        return actions
+            if left and (actors is None or i in actors):
+                who = self.names[i]
+                moves += [(("send", who, dests), network)
+                          for dests in self.send_options(state, i, left)]
+        if actors is None:
+            return moves + self.arrivals(network)
+        index = self.index
+        return moves + [move for move in self.arrivals(network) if index[move[0][2]] in actors]
 
     def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
         """The destination sets process ``i`` may send its next message to (``left``
@@ -266,56 +287,36 @@ class Model:
             return action[1], action[2]
         return action[2], action[3]
 
-    def successors(self, state: tuple,
-                   actors: frozenset[int] | tuple[str, str, bytes] | None = None
-                   ) -> Iterable[tuple[tuple, tuple, str]]:
-        """``(action, next state, description)`` for every enabled transition (only those
-        of the processes in ``actors``, if given, or only the arrival ``(source, dest,
-        frame)`` if ``actors`` is one: a persistent set); raises :class:`Violation` (with
-        ``.action`` set) when one breaks a property."""
-        snaps, network, truth = state
-        if type(actors) is tuple:
-            s, d, f = actors
-            action = ("arrive", s, d, f)
-            try:
-                nxt, text = self._run(state, action, self._without(network, s, d, f))
-            except Violation as violation:
-                violation.action = action
-                raise
-            yield action, nxt, text
-            return
+    def expand(self, state: tuple, actors: Any = None
+               ) -> tuple[list[tuple[tuple, tuple, str]], Violation | None]:
+        """``(action, next state, description)`` for the transitions of :meth:`moves`,
+        in order, up to the first that breaks a property; and that :class:`Violation`
+        (with ``.action`` set), or None."""
+        steps = []
         run = self._run
-        for i, (left, _, _, _) in enumerate(truth):
-            if not left or (actors is not None and i not in actors):
-                continue
-            for dests in self.send_options(state, i, left):
-                action = ("send", self.names[i], dests)
-                try:
-                    nxt, text = run(state, action, network)
-                except Violation as violation:
-                    violation.action = action
-                    raise
-                yield action, nxt, text
-        index = self.index
-        for s, d, f, rest in self.arrivals(network):
-            if actors is not None and index[d] not in actors:
-                continue
-            action = ("arrive", s, d, f)
+        for action, network in self.moves(state, actors):
             try:
-                nxt, text = run(state, action, rest)
+                nxt, text = run(state, action, network)
             except Violation as violation:
                 violation.action = action
-                raise
-            yield action, nxt, text
+                return steps, violation
+            steps.append((action, nxt, text))
+        return steps, None
+
+    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
+        """The steps of :meth:`expand`; raises its violation after them."""
+        steps, violation = self.expand(state, actors)
+        yield from steps
+        if violation is not None:
+            raise violation
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
         if action[0] == "send":
             return self._run(state, action, state[1])
-        _, s, d, f = action
-        for s2, d2, f2, rest in self.arrivals(state[1]):
-            if (s2, d2, f2) == (s, d, f):
-                return self._run(state, action, rest)
+        for enabled, network in self.moves(state):
+            if enabled == action:
+                return self._run(state, action, network)
         raise ValueError(f"transition {describe_action(action)} is not enabled")
 
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
@@ -335,8 +336,9 @@ class Model:
             raise Violation(local[1], local[2])
         if kind in self.send_kinds or local[4]:  # an application send or a delivery
             truth = self._next_truth(truth, i, kind, local)
-        return ((snaps[:i] + (local[1],) + snaps[i + 1:], self.add_frames(network, local[2]),
-                 truth), local[5])
+        new_snaps = list(snaps)
+        new_snaps[i] = local[1]
+        return (tuple(new_snaps), self.add_frames(network, local[2]), truth), local[5]
 
     def _next_truth(self, truth: tuple, i: int, kind: str, local: tuple) -> tuple:
         """``truth`` after process ``i``'s step ``local`` (its sends counted, its
