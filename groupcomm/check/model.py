@@ -34,21 +34,22 @@ delivered at every destination.
 The search over this model is :mod:`groupcomm.check.search`; its configuration
 :mod:`groupcomm.check.config`; results and counterexamples :mod:`groupcomm.check.report`.
 
-One class on purpose: the transition function, its memo of local steps and the
-interning of snapshots share their tables on the hot path of every search, so the
-module runs past 500 lines (about 470 of code).
+How the parts of states are kept once (interned snapshots, shared entries, packed
+states): :mod:`groupcomm.check.interned`, the base of :class:`Model`. The transition
+function, its memo of local steps and the ground truth's memo stay one class: they
+share their tables on the hot path of every search.
 """
 
 from __future__ import annotations
 
-from array import array
 from bisect import insort
 from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any
 
 from groupcomm.check.config import DESTINATION_MODES, CheckConfig, ConfigError
-from groupcomm.check.state import ValuePool, Violation, describe_action, exact
+from groupcomm.check.interned import InternedStates
+from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
@@ -58,7 +59,7 @@ from groupcomm.wire.envelopes import decode_received, encode_message
 
 
 # -- the model --------------------------------------------------------------------------------
-class Model:
+class Model(InternedStates):
     """The processes, their real nodes, and the transition function.
 
     ``trace=True`` gives the nodes a :class:`MemoryTracer` (used to replay a
@@ -88,37 +89,23 @@ class Model:
         if config.destinations == "subsets" and self.module.broadcast_only:
             raise ConfigError(f"{config.protocol} sends to everyone only: destinations "
                               "subsets needs a module that takes unicasts and multicasts")
-        self.n = len(self.names)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.step = 0
         self.tracer = MemoryTracer() if trace else NullTracer()
         self._outbox: list[tuple[str, str, bytes]] = []
         self._delivered_now: list[ReceivedMessage] = []
         self.nodes = [self._make_node(name) for name in self.names]
-        #: one copy of each equal part of what the tables below keep (memory)
-        self.pool = ValuePool()
-        #: per process: interned snapshots (id -> snapshot, snapshot -> id)
-        self.snapshots: list[dict[int, tuple]] = [{} for _ in self.names]
-        self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
+        super().__init__(len(self.names))
         #: memo of local steps (off while tracing: a replay must run every step)
         self._memo = not trace
         #: when True causal and FIFO violations are not raised (to extend a
         #: counterexample until the overtaken message is delivered too)
         self.lenient = False
         self.step_cache: dict[tuple, tuple] = {}
+        #: the network entries of a step's frames, built once
         self._entries: dict[tuple, tuple] = {}
-        self._values: dict[Any, Any] = {}
-        #: truth entries, shared between the states that have them (memory)
-        self._truths: dict[tuple, tuple] = {}
-        #: whole truths, one copy each (states share them), also by id; the memo of
-        #: :meth:`_next_truth`, per effect of a step on the truth
-        self._truth_tuples: dict[tuple, tuple] = {}
-        self._truth_ids: dict[int, tuple] = {}
+        #: the memo of :meth:`_next_truth`, per effect of a step on the truth
         self._effects: dict[tuple, dict[int, tuple]] = {}
-        #: compact states (:meth:`pack`): id() of a truth or network entry -> its number,
-        #: and the entries by number (which also keeps them alive)
-        self._numbers: dict[int, int] = {}
-        self._numbered: list[Any] = []
         # (late joiners, see groupcomm.check.churn, start as fresh nodes outside the session)
         self.start_session([name for name in self.names if name not in config.late])
         initial_frames, self._outbox = self._outbox, []
@@ -233,21 +220,6 @@ class Model:
             out.append((("arrive", s, d, queue[0]), remaining))
         return out
 
-    def _without(self, network: tuple, s: str, d: str, f: bytes) -> tuple:
-        """``network`` after frame ``f`` from ``s`` to ``d`` (enabled) arrives."""
-        if not self.config.fifo_network:
-            for k, entry in enumerate(network):
-                if entry[2] == f and entry[0] == d and entry[1] == s:
-                    return network[:k] + network[k + 1:]
-        else:
-            for k, ((s2, d2), queue) in enumerate(network):
-                if s2 == s and d2 == d and queue[0] == f:
-                    rest = queue[1:]
-                    if rest:
-                        return network[:k] + (((s, d), rest),) + network[k + 1:]
-                    return network[:k] + network[k + 1:]
-        raise ValueError(f"transition {describe_action(('arrive', s, d, f))} is not enabled")
-
     # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
@@ -260,8 +232,11 @@ class Model:
         frame)`` if ``actors`` is one: a persistent set)."""
         network, truth = state[1], state[2]
         if type(actors) is tuple:
-            s, d, f = actors
-            return [(("arrive", s, d, f), self._without(network, s, d, f))]
+            action = ("arrive", *actors)
+            for move in self.arrivals(network):
+                if move[0] == action:
+                    return [move]
+            raise ValueError(f"transition {describe_action(action)} is not enabled")
         moves = []
         for i, (left, _, _, _) in enumerate(truth):
             if left and (actors is None or i in actors):
@@ -361,15 +336,9 @@ class Model:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
         new_truth = truth[:i] + (self.shared_truth((left, vc, sent, delivered)),) + truth[i + 1:]
         # (the truths of unpacked states are fresh tuples: neither keys nor kept)
-        if judged is not None and not self.lenient and self._truth_ids.get(id(truth)) is truth:
+        if judged is not None and not self.lenient and self.is_one_truth(truth):
             new_truth = judged[id(truth)] = self.one_truth(new_truth)
         return new_truth
-
-    def one_truth(self, truth: tuple) -> tuple:
-        """The one copy of the whole truth ``truth`` the states of this model share."""
-        found = self._truth_tuples.setdefault(truth, truth)
-        self._truth_ids[id(found)] = found
-        return found
 
     def count_sends(self, i: int, vc: tuple, sent: tuple, sent_msgs: tuple) -> tuple[tuple, tuple]:
         """Process ``i``'s clock and sent messages after the sends of one step, each
@@ -405,91 +374,9 @@ class Model:
             self.step_cache[key] = result
         return result
 
-    def intern(self, i: int, snap: tuple) -> int:
-        table = self._snap_ids[i]
-        key = exact(snap)
-        found = table.get(key)
-        if found is None:
-            snaps = self.snapshots[i]
-            found = len(snaps)
-            share = self.pool.share
-            table[share(key)] = found
-            snaps[found] = share(snap)
-        return found
-
-    def shared_truth(self, entry: tuple) -> tuple:
-        """The one copy of truth entry ``entry`` the states of this model share."""
-        return self._one_copy(self._truths, entry)
-
-    def _one_copy(self, table: dict[Any, Any], value: Any) -> Any:
-        """``value`` as kept in ``table`` (added, its parts pooled, when new)."""
-        found = table.get(value)
-        if found is None:
-            found = self.pool.share(value)
-            table[found] = found
-        return found
-
-    # -- compact states (the frontier of a hash-compacted search) -------------------------------
-    def pack(self, state: tuple) -> bytes:
-        """``state`` as bytes: 32-bit snapshot ids, then numbers standing for its truth
-        entries and network entries (the objects the states share). Unordered networks
-        only; :meth:`unpack` gives back an equal state."""
-        snaps, network, truth = state
-        numbers = self._numbers
-        out = list(snaps)
-        for entry in truth:
-            number = numbers.get(id(entry))
-            if number is None:
-                number = self._number(entry)
-            out.append(number)
-        for entry in network:
-            number = numbers.get(id(entry))
-            if number is None:
-                number = self._number(entry)
-            out.append(number)
-        return array("I", out).tobytes()
-
-    def unpack(self, packed: bytes) -> tuple:
-        """The state :meth:`pack` made ``packed`` from."""
-        values = array("I")
-        values.frombytes(packed)
-        n = self.n
-        numbered = self._numbered
-        return (tuple(values[:n]), tuple([numbered[k] for k in values[2 * n:]]),
-                tuple([numbered[k] for k in values[n:2 * n]]))
-
-    def _number(self, entry: Any) -> int:
-        number = len(self._numbered)
-        self._numbered.append(entry)
-        self._numbers[id(entry)] = number
-        return number
-
-    # -- checkpoints --------------------------------------------------------------------------
-    def tables(self) -> dict[str, Any]:
-        """What packed states and state keys refer to (interned snapshots, numbered
-        entries): a checkpoint saves it, :meth:`restore_tables` puts it back."""
-        return {"snapshots": self.snapshots, "numbered": self._numbered}
-
     def restore_tables(self, tables: dict[str, Any]) -> None:
-        """Continue with the tables of a checkpoint of the same model (a superset of
-        this fresh model's: interning is deterministic)."""
-        # the pool anew: a checkpoint keeps the sharing inside its tables, and what this
-        # search adds shares with them
-        self.pool = ValuePool()
-        share = self.pool.share
-        self.snapshots = [{k: share(snap) for k, snap in table.items()}
-                          for table in tables["snapshots"]]
-        self._snap_ids = [{share(exact(snap)): k for k, snap in table.items()}
-                          for table in self.snapshots]
-        self._numbered = tables["numbered"]
-        self._numbers = {id(entry): k for k, entry in enumerate(self._numbered)}
+        super().restore_tables(tables)
         self.step_cache.clear()
-
-    def shared(self, value: Any) -> Any:
-        """The one copy of ``value`` (a network entry) the states of this model share:
-        equal entries that are the same object cost less memory and compare at once
-        (identity) in the sorts and lookups of every step."""
-        return self._one_copy(self._values, value)
 
     def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
         """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""
