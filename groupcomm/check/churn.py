@@ -22,13 +22,10 @@ delivers:
   connection to the server is FIFO, and a frame that reaches the server later only has
   fewer orders left, see below); each ``Forward`` it answers is a network entry.
 
-A member's node takes a notice the way the transport's does: a client
-:class:`~groupcomm.protocol.membership.Membership` reads it and its actions go to the node
-through :func:`groupcomm.protocol.client_actions.carry_out` (``apply_to_node``). The
-model keeps no Membership per process: with no restarts, no time and relayed routing,
-a member's Membership is fixed by its node's member list (phase ``joined``, the
-members' current ids); it is rebuilt from the node for each notice, and a step whose
-Membership and node disagree afterwards is reported as an exception.
+A member's node takes a notice the way the transport's does, through a client
+:class:`~groupcomm.protocol.membership.Membership` rebuilt from the node for each notice
+(:mod:`groupcomm.check.notices`); a step whose client and node disagree afterwards is
+reported as an exception.
 
 **What stays modelled here: the channel from the server to a member.** The server
 sends each member its notices and relayed frames on one ordered connection. The model
@@ -46,9 +43,9 @@ one another otherwise (causal modules must not need FIFO): at member ``d``,
   departed senders (``behind``) until their last frame to ``d`` arrived.
 
 Network entries are ``(dest, source, frame, behind)``; a notice is ``(dest, subject,
-notice, ())`` with ``notice`` = ``b"\\0"`` + its number + :data:`JOIN` or :data:`LEFT`
-+ subject + ``b"|"`` + the registry's notice as JSON. Direct routing (no server between
-members, so no barrier) is not modelled; churn is refused on a per-pair FIFO network.
+notice, ())``, its frame made and read by :mod:`groupcomm.check.notices`. Direct routing
+(no server between members, so no barrier) is not modelled; churn is refused on a
+per-pair FIFO network.
 
 * Sends go to the members the sender's node knows at that moment (each single other
   one, or all of them for broadcast-only modules).
@@ -72,18 +69,27 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
 from groupcomm.check.model import Model
+from groupcomm.check.notices import (
+    JOIN,
+    LEFT,
+    NOW,
+    client_of,
+    encode_notice,
+    is_notice,
+    notice_entry,
+    notice_fields,
+    notice_kind,
+    notice_subject,
+    take_notices,
+)
 from groupcomm.check.server import ServerTable
-from groupcomm.check.state import Violation, describe_action
-from groupcomm.core.member_ids import display_name, split_member
+from groupcomm.check.state import Violation
 from groupcomm.core.messages import ControlMessage
-from groupcomm.core.node import ProtocolNode
-from groupcomm.protocol.client_actions import APPLICATION, SESSION, carry_out
-from groupcomm.protocol.membership import Membership, Reject
+from groupcomm.protocol.client_actions import APPLICATION, SESSION
 from groupcomm.protocol.registry import (
     Action,
     Forward,
@@ -96,53 +102,12 @@ from groupcomm.protocol.registry import (
 )
 from groupcomm.wire.envelopes import decode_received
 
-__all__ = ["GONE", "JOIN", "LEFT", "RACING", "ChurnModel", "build_model", "is_notice",
-           "notice_kind", "notice_text"]
+__all__ = ["GONE", "RACING", "ChurnModel", "build_model"]
 
-#: the kinds of notice entries (frames of the codec never start with a zero byte)
-JOIN = b"J"
-LEFT = b"L"
 #: the snapshot of a process that has left
 GONE = ("gone",)
 #: the transition of a send whose destination leaves while it is queued (module doc)
 RACING = "send-racing"
-#: the model has no clock: every input reaches the registry and the clients at time 0
-NOW = 0.0
-
-
-def is_notice(frame: bytes) -> bool:
-    return frame[:1] == b"\x00"
-
-
-def notice_kind(frame: bytes) -> bytes:
-    """:data:`JOIN` or :data:`LEFT` (``b""`` for a frame that is no notice)."""
-    return frame[2:3] if frame[:1] == b"\x00" else b""
-
-
-def notice_text(frame: bytes) -> str:
-    """``joined p3`` / ``left p2`` for a notice entry."""
-    return f"{'joined' if notice_kind(frame) == JOIN else 'left'} {_subject(frame)}"
-
-
-def _subject(frame: bytes) -> str:
-    return frame[3:].partition(b"|")[0].decode()
-
-
-def _encode(notify: Notify) -> bytes:
-    """The registry's notice as the client reads it (``op`` and its fields)."""
-    return json.dumps({"op": notify.op, **notify.fields}, sort_keys=True,
-                      separators=(",", ":")).encode()
-
-
-def _notice_entry(number: int, notify: Notify) -> bytes:
-    kind = JOIN if notify.op == "joined" else LEFT
-    return b"\x00" + bytes([number]) + kind + str(notify.fields["client"]).encode() + b"|" \
-        + _encode(notify)
-
-
-def _fields(frame: bytes) -> dict[str, Any]:
-    """The notice a notice entry carries."""
-    return json.loads(frame[3:].partition(b"|")[2])
 
 
 def build_model(config: CheckConfig, *, trace: bool = False) -> Model:
@@ -203,7 +168,7 @@ class ChurnModel(Model):
             told: dict[str, list[dict[str, Any]]] = {}
             for action in actions:
                 if isinstance(action, Notify):
-                    told.setdefault(str(action.conn), []).append(json.loads(_encode(action)))
+                    told.setdefault(str(action.conn), []).append(json.loads(encode_notice(action)))
             for conn, notices in told.items():
                 node = self.nodes[self.index[conn]]
                 take_notices(node, client_of(node), notices)
@@ -262,7 +227,7 @@ class ChurnModel(Model):
         send left, and each destination choice of that send that includes the leaver."""
         truth = state[2]
         found = []
-        for s, d, f, rest in self.arrivals(state[1]):
+        for (_, s, d, f), rest in self.arrivals(state[1]):
             if notice_kind(f) != LEFT:
                 continue
             i = self.index[d]
@@ -287,49 +252,22 @@ class ChurnModel(Model):
                 actions.append(("leave", self.names[i]))
         return actions
 
-    def _sends(self, state: tuple) -> list[tuple]:
-        return [("send", self.names[i], dests)
-                for i, (left, _, _, _) in enumerate(state[2]) if left
-                for dests in self.send_options(state, i, left)]
-
-    def enabled(self, state: tuple) -> list[tuple]:
-        return (self._sends(state)
-                + [("arrive", s, d, f) for s, d, f, _ in self.arrivals(state[1])]
-                + self.membership_actions(state)
-                + [action for action, _ in self.racing_sends(state)])
-
-    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
+    def moves(self, state: tuple, actors: Any = None) -> list[tuple[tuple, tuple]]:
         if actors is not None:
             raise ValueError("persistent sets are not available with joins and departures")
         network = state[1]
-        moves = [(action, network) for action in self._sends(state)]
-        moves += [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(network)]
-        moves += [(action, network) for action in self.membership_actions(state)]
-        moves += self.racing_sends(state)
-        for action, rest in moves:
-            try:
-                nxt, text = self._run(state, action, rest)
-            except Violation as violation:
-                violation.action = action
-                raise
-            yield action, nxt, text
+        return (super().moves(state) + [(action, network) for action in self.membership_actions(state)]
+                + self.racing_sends(state))
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
-        if action[0] in ("join", "leave", "send"):
+        if action[0] in ("join", "leave"):
             return self._run(state, action, state[1])
-        if action[0] == RACING:
-            options = self.racing_sends(state)
-        else:
-            options = [(("arrive", s, d, f), rest) for s, d, f, rest in self.arrivals(state[1])]
-        for enabled, network in options:
-            if enabled == action:
-                return self._run(state, action, network)
-        raise ValueError(f"transition {describe_action(action)} is not enabled")
+        return super().apply(state, action)
 
     # -- the channel from the server to each member -----------------------------------------
-    def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
-        """``(source, dest, frame, network without it)`` for every entry that may arrive
-        next (the channel's orders, module doc)."""
+    def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
+        """``(("arrive", source, dest, frame), network without it)`` for every entry that
+        may arrive next (the channel's orders, module doc)."""
         joins = set()
         frames = set()
         first: dict[str, int] = {}  # destination -> number of its oldest notice in flight
@@ -350,7 +288,7 @@ class ChurnModel(Model):
             else:
                 ready = not behind and (d, s) not in joins
             if ready:
-                enabled.append((s, d, f, network[:k] + network[k + 1:]))
+                enabled.append((("arrive", s, d, f), network[:k] + network[k + 1:]))
         return enabled
 
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
@@ -433,8 +371,8 @@ class ChurnModel(Model):
             event = (Join if kind == "join" else Leave)(who, who, APPLICATION, SESSION, NOW)
             new, actions = self.servers.handle(server, event)
             op = "joined" if kind == "join" else "left"
-            own = tuple(_encode(a) for a in actions if isinstance(a, Notify) and a.conn == who)
-            entries = tuple((str(a.conn), who, _notice_entry(number, a)) for a in actions
+            own = tuple(encode_notice(a) for a in actions if isinstance(a, Notify) and a.conn == who)
+            entries = tuple((str(a.conn), who, notice_entry(number, a)) for a in actions
                             if isinstance(a, Notify) and a.conn != who and a.op == op)
             entries += tuple((str(a.conn), a.sender, a.frame) for a in actions
                              if isinstance(a, Forward))
@@ -470,6 +408,8 @@ class ChurnModel(Model):
             new_sent.append((kept, clock))
         entry = self.shared_truth((0, vc, tuple(new_sent), delivered))
         new_truth = truth[:i] + (entry,) + truth[i + 1:]
+        if self.is_one_truth(truth):  # (so the steps after it are memoized as well)
+            new_truth = self.one_truth(new_truth)
         if self.tracing:
             self._record_own_leave(i, snaps)
         new_snaps = snaps[:i] + (self.gone[i],) + snaps[i + 1:]
@@ -535,22 +475,22 @@ class ChurnModel(Model):
         try:
             if kind == "join":  # its welcome and its own joined notice
                 notices = [json.loads(notice) for notice in arg]
-                take_notices(node, Membership(who, heartbeat_interval=1.0, now=NOW), notices)
+                take_notices(node, client_of(node), notices)
                 text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
             elif kind == RACING:  # tag, the departure notice, then the send pipeline
                 dests, told = arg
-                subject = _subject(told)
+                subject = notice_subject(told)
                 result = self.send_step(
                     node, who, dests, sent_msgs,
-                    between=lambda: take_notices(node, client_of(node), [_fields(told)]))
+                    between=lambda: take_notices(node, client_of(node), [notice_fields(told)]))
                 if type(result) is tuple:
                     return result
                 text = f"{result}, then learns that {subject} left before the send reaches " \
                     "its module"
             else:
-                take_notices(node, client_of(node), [_fields(arg)])
+                take_notices(node, client_of(node), [notice_fields(arg)])
                 what = "joined" if notice_kind(arg) == JOIN else "left"
-                text = f"{who} learns that {_subject(arg)} {what}"
+                text = f"{who} learns that {notice_subject(arg)} {what}"
             failed = self.unknown_delivered(node, who, got)
             if failed is not None:
                 return failed
@@ -594,30 +534,3 @@ class ChurnModel(Model):
                     parts.append(f"{self.names[i]} holds "
                                  f"{', '.join(m.message_id for m in held)}")
         return "; ".join(parts)
-
-
-# -- the client side of a notice ------------------------------------------------------------
-def client_of(node: ProtocolNode) -> Membership:
-    """The client session state of a member whose node is ``node`` in this model (no
-    restarts, no time, relayed routing: phase ``joined``, its members' current ids)."""
-    membership = Membership(display_name(node.name), heartbeat_interval=1.0, now=NOW)
-    if node.members:
-        membership.incarnation = split_member(node.name)[1]
-        membership.phase = "joined"
-        membership.current = {display_name(u): u for u in node.members}
-    return membership
-
-
-def take_notices(node: ProtocolNode, membership: Membership,
-                 notices: list[dict[str, Any]]) -> None:
-    """``membership`` reads ``notices`` in order and ``node`` carries out its actions,
-    as the transport does (:func:`carry_out`). Raises ``RuntimeError`` when the client
-    refuses a notice or its members and the node's differ afterwards."""
-    for notice in notices:
-        for action in carry_out(node, membership.on_notice(notice, NOW)):
-            if isinstance(action, Reject):
-                raise RuntimeError(f"the client refused notice {notice}: {action.detail}")
-    node.drain()
-    if set(membership.current.values()) != set(node.members):
-        raise RuntimeError(f"{node.name}: the client counts {sorted(membership.current.values())} "
-                           f"as members, its node {sorted(node.members)}")

@@ -25,7 +25,6 @@ import numpy as np
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
 from groupcomm.check.report import CheckResult
-from groupcomm.check.state import Violation
 from groupcomm.check.storage import (
     FingerprintSet,
     Frontier,
@@ -215,18 +214,9 @@ class LevelSearch:
                 continue
             state = unpack(record)
             done += 1
-            any_enabled = False
-            gen = model.successors(state, self.persistent(state) if self.persistent else None)
-            while True:
-                try:
-                    _action, nxt, _text = next(gen)
-                except StopIteration:
-                    break
-                except Violation as violation:
-                    self.transitions += 1
-                    self.found = (violation, self.level + 1)
-                    break
-                any_enabled = True
+            steps, violation = model.expand(
+                state, self.persistent(state) if self.persistent else None)
+            for _action, nxt, _text in steps:
                 self.transitions += 1
                 if self.canon is not None:
                     # the same concrete state again (a diamond of independent steps):
@@ -242,9 +232,11 @@ class LevelSearch:
                 else:
                     keys.append(hash(nxt) & MASK)
                 pending.append(nxt)
-            if self.found is not None:
+            if violation is not None:
+                self.transitions += 1
+                self.found = (violation, self.level + 1)
                 return following
-            if not any_enabled:
+            if not steps:
                 self.terminal += 1
                 stuck = model.liveness_violation(state)
                 if stuck is not None:

@@ -34,20 +34,22 @@ delivered at every destination.
 The search over this model is :mod:`groupcomm.check.search`; its configuration
 :mod:`groupcomm.check.config`; results and counterexamples :mod:`groupcomm.check.report`.
 
-One class on purpose: the transition function, its memo of local steps and the
-interning of snapshots share their tables on the hot path of every search, so the
-module runs past 500 lines (about 470 of code).
+How the parts of states are kept once (interned snapshots, shared entries, packed
+states): :mod:`groupcomm.check.interned`, the base of :class:`Model`. The transition
+function, its memo of local steps and the ground truth's memo stay one class: they
+share their tables on the hot path of every search.
 """
 
 from __future__ import annotations
 
-from array import array
+from bisect import insort
 from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any
 
 from groupcomm.check.config import DESTINATION_MODES, CheckConfig, ConfigError
-from groupcomm.check.state import ValuePool, Violation, describe_action, exact
+from groupcomm.check.interned import InternedStates
+from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ControlMessage, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
@@ -57,7 +59,7 @@ from groupcomm.wire.envelopes import decode_received, encode_message
 
 
 # -- the model --------------------------------------------------------------------------------
-class Model:
+class Model(InternedStates):
     """The processes, their real nodes, and the transition function.
 
     ``trace=True`` gives the nodes a :class:`MemoryTracer` (used to replay a
@@ -87,32 +89,23 @@ class Model:
         if config.destinations == "subsets" and self.module.broadcast_only:
             raise ConfigError(f"{config.protocol} sends to everyone only: destinations "
                               "subsets needs a module that takes unicasts and multicasts")
-        self.n = len(self.names)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.step = 0
         self.tracer = MemoryTracer() if trace else NullTracer()
         self._outbox: list[tuple[str, str, bytes]] = []
         self._delivered_now: list[ReceivedMessage] = []
         self.nodes = [self._make_node(name) for name in self.names]
-        #: one copy of each equal part of what the tables below keep (memory)
-        self.pool = ValuePool()
-        #: per process: interned snapshots (id -> snapshot, snapshot -> id)
-        self.snapshots: list[dict[int, tuple]] = [{} for _ in self.names]
-        self._snap_ids: list[dict[tuple, int]] = [{} for _ in self.names]
+        super().__init__(len(self.names))
         #: memo of local steps (off while tracing: a replay must run every step)
         self._memo = not trace
         #: when True causal and FIFO violations are not raised (to extend a
         #: counterexample until the overtaken message is delivered too)
         self.lenient = False
         self.step_cache: dict[tuple, tuple] = {}
+        #: the network entries of a step's frames, built once
         self._entries: dict[tuple, tuple] = {}
-        self._values: dict[Any, Any] = {}
-        #: truth entries, shared between the states that have them (memory)
-        self._truths: dict[tuple, tuple] = {}
-        #: compact states (:meth:`pack`): id() of a truth or network entry -> its number,
-        #: and the entries by number (which also keeps them alive)
-        self._numbers: dict[int, int] = {}
-        self._numbered: list[Any] = []
+        #: the memo of :meth:`_next_truth`, per effect of a step on the truth
+        self._effects: dict[tuple, dict[int, tuple]] = {}
         # (late joiners, see groupcomm.check.churn, start as fresh nodes outside the session)
         self.start_session([name for name in self.names if name not in config.late])
         initial_frames, self._outbox = self._outbox, []
@@ -122,7 +115,8 @@ class Model:
         budgets = tuple(len(self.choices[i]) if config.workload is not None else config.messages
                         for i in range(self.n))
         zero = (0,) * self.n
-        truth = tuple((budgets[i], zero, (), frozenset()) for i in range(self.n))
+        truth = self.one_truth(tuple((budgets[i], zero, (), frozenset())
+                                     for i in range(self.n)))
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
         self.initial_state = (snaps, self.add_frames(self.empty_network(), initial_frames),
                               truth)
@@ -194,20 +188,28 @@ class Model:
             if entries is None:
                 entries = tuple(self.shared((d, s, f)) for s, d, f in frames)
                 self._entries[frames] = entries
+            if len(entries) == 1:  # (most steps: one insertion into a sorted network)
+                merged = list(network)
+                insort(merged, entries[0])
+                return tuple(merged)
             return tuple(sorted(network + entries))
         channels = {pair: list(queue) for pair, queue in network}
         for s, d, f in frames:
             channels.setdefault((s, d), []).append(f)
         return tuple(sorted((pair, tuple(queue)) for pair, queue in channels.items()))
 
-    def arrivals(self, network: tuple) -> list[tuple[str, str, bytes, tuple]]:
-        """``(source, dest, frame, network without it)`` for every frame that may arrive."""
+    def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
+        """``(("arrive", source, dest, frame), network without it)`` for every frame that
+        may arrive."""
         out = []
         if not self.config.fifo_network:
-            for k, (d, s, f) in enumerate(network):
-                if k and network[k - 1] == (d, s, f):
+            for k, entry in enumerate(network):
+                if k and network[k - 1] == entry:
                     continue  # a second copy of the same frame: same successor
-                out.append((s, d, f, network[:k] + network[k + 1:]))
+                rest = list(network)
+                del rest[k]
+                d, s, f = entry
+                out.append((("arrive", s, d, f), tuple(rest)))
             return out
         for k, ((s, d), queue) in enumerate(network):
             rest = queue[1:]
@@ -215,36 +217,36 @@ class Model:
                 remaining = network[:k] + (((s, d), rest),) + network[k + 1:]
             else:
                 remaining = network[:k] + network[k + 1:]
-            out.append((s, d, queue[0], remaining))
+            out.append((("arrive", s, d, queue[0]), remaining))
         return out
-
-    def _without(self, network: tuple, s: str, d: str, f: bytes) -> tuple:
-        """``network`` after frame ``f`` from ``s`` to ``d`` (enabled) arrives."""
-        if not self.config.fifo_network:
-            for k, entry in enumerate(network):
-                if entry[2] == f and entry[0] == d and entry[1] == s:
-                    return network[:k] + network[k + 1:]
-        else:
-            for k, ((s2, d2), queue) in enumerate(network):
-                if s2 == s and d2 == d and queue[0] == f:
-                    rest = queue[1:]
-                    if rest:
-                        return network[:k] + (((s, d), rest),) + network[k + 1:]
-                    return network[:k] + network[k + 1:]
-        raise ValueError(f"transition {describe_action(('arrive', s, d, f))} is not enabled")
 
     # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
-        _, network, truth = state
-        actions: list[tuple] = []
+        return [action for action, _ in self.moves(state)]
+
+    def moves(self, state: tuple, actors: frozenset[int] | tuple[str, str, bytes] | None = None
+              ) -> list[tuple[tuple, tuple]]:
+        """``(action, network it starts from)`` for every enabled transition (only those
+        of the processes in ``actors``, if given, or only the arrival ``(source, dest,
+        frame)`` if ``actors`` is one: a persistent set)."""
+        network, truth = state[1], state[2]
+        if type(actors) is tuple:
+            action = ("arrive", *actors)
+            for move in self.arrivals(network):
+                if move[0] == action:
+                    return [move]
+            raise ValueError(f"transition {describe_action(action)} is not enabled")
+        moves = []
         for i, (left, _, _, _) in enumerate(truth):
-            if left:
-                for dests in self.send_options(state, i, left):
-                    actions.append(("send", self.names[i], dests))
-        for s, d, f, _ in self.arrivals(network):
-            actions.append(("arrive", s, d, f))
-        return actions
+            if left and (actors is None or i in actors):
+                who = self.names[i]
+                moves += [(("send", who, dests), network)
+                          for dests in self.send_options(state, i, left)]
+        if actors is None:
+            return moves + self.arrivals(network)
+        index = self.index
+        return moves + [move for move in self.arrivals(network) if index[move[0][2]] in actors]
 
     def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
         """The destination sets process ``i`` may send its next message to (``left``
@@ -260,82 +262,83 @@ class Model:
             return action[1], action[2]
         return action[2], action[3]
 
-    def successors(self, state: tuple,
-                   actors: frozenset[int] | tuple[str, str, bytes] | None = None
-                   ) -> Iterable[tuple[tuple, tuple, str]]:
-        """``(action, next state, description)`` for every enabled transition (only those
-        of the processes in ``actors``, if given, or only the arrival ``(source, dest,
-        frame)`` if ``actors`` is one: a persistent set); raises :class:`Violation` (with
-        ``.action`` set) when one breaks a property."""
-        snaps, network, truth = state
-        if type(actors) is tuple:
-            s, d, f = actors
-            action = ("arrive", s, d, f)
-            try:
-                nxt, text = self._run(state, action, self._without(network, s, d, f))
-            except Violation as violation:
-                violation.action = action
-                raise
-            yield action, nxt, text
-            return
+    def expand(self, state: tuple, actors: Any = None
+               ) -> tuple[list[tuple[tuple, tuple, str]], Violation | None]:
+        """``(action, next state, description)`` for the transitions of :meth:`moves`,
+        in order, up to the first that breaks a property; and that :class:`Violation`
+        (with ``.action`` set), or None."""
+        steps = []
         run = self._run
-        for i, (left, _, _, _) in enumerate(truth):
-            if not left or (actors is not None and i not in actors):
-                continue
-            for dests in self.send_options(state, i, left):
-                action = ("send", self.names[i], dests)
-                try:
-                    nxt, text = run(state, action, network)
-                except Violation as violation:
-                    violation.action = action
-                    raise
-                yield action, nxt, text
-        index = self.index
-        for s, d, f, rest in self.arrivals(network):
-            if actors is not None and index[d] not in actors:
-                continue
-            action = ("arrive", s, d, f)
+        for action, network in self.moves(state, actors):
             try:
-                nxt, text = run(state, action, rest)
+                nxt, text = run(state, action, network)
             except Violation as violation:
                 violation.action = action
-                raise
-            yield action, nxt, text
+                return steps, violation
+            steps.append((action, nxt, text))
+        return steps, None
+
+    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
+        """The steps of :meth:`expand`; raises its violation after them."""
+        steps, violation = self.expand(state, actors)
+        yield from steps
+        if violation is not None:
+            raise violation
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
         if action[0] == "send":
             return self._run(state, action, state[1])
-        _, s, d, f = action
-        for s2, d2, f2, rest in self.arrivals(state[1]):
-            if (s2, d2, f2) == (s, d, f):
-                return self._run(state, action, rest)
+        for enabled, network in self.moves(state):
+            if enabled == action:
+                return self._run(state, action, network)
         raise ValueError(f"transition {describe_action(action)} is not enabled")
 
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth = state
         kind = action[0]
-        who, arg = self.actor(action)
+        if kind == "arrive":
+            who, arg = action[2], action[3]
+        elif kind == "send":
+            who, arg = action[1], action[2]
+        else:
+            who, arg = self.actor(action)
         i = self.index[who]
         local = self.step_cache.get((i, snaps[i], kind, arg))
         if local is None:
             local = self.local_step(i, snaps[i], kind, arg)
         if local[0] == "violation":
             raise Violation(local[1], local[2])
-        _, new_snap, frames, sent_msgs, got, text = local
+        if kind in self.send_kinds or local[4]:  # an application send or a delivery
+            truth = self._next_truth(truth, i, kind, local)
+        new_snaps = list(snaps)
+        new_snaps[i] = local[1]
+        return (tuple(new_snaps), self.add_frames(network, local[2]), truth), local[5]
+
+    def _next_truth(self, truth: tuple, i: int, kind: str, local: tuple) -> tuple:
+        """``truth`` after process ``i``'s step ``local`` (its sends counted, its
+        deliveries judged). Memoized per effect (see :meth:`local_step`), by the
+        identity of ``truth``: the states share a few truths per hundred, and each
+        (truth, effect) pair recurs many times. Only the model's own copies of truths
+        (:meth:`one_truth`, alive as long as the model) are keys, so an id is never
+        reused while it is one."""
+        judged = local[6] if self._memo else None
+        if judged is not None:
+            found = judged.get(id(truth))
+            if found is not None:
+                return found
+        _, _, _, sent_msgs, got, _ = local[:6]
         left, vc, sent, delivered = truth[i]
         if kind in self.send_kinds:  # an application send (the deliveries after it)
             vc, sent = self.count_sends(i, vc, sent, sent_msgs)
             left -= 1
-        elif not got:  # nothing sent or delivered: the truth does not change
-            new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
-            return (new_snaps, self.add_frames(network, frames), truth), text
         for j, k, msg_id in got:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-        new_truth_i = self.shared_truth((left, vc, sent, delivered))
-        new_snaps = snaps[:i] + (new_snap,) + snaps[i + 1:]
-        new_truth = truth[:i] + (new_truth_i,) + truth[i + 1:]
-        return (new_snaps, self.add_frames(network, frames), new_truth), text
+        new_truth = truth[:i] + (self.shared_truth((left, vc, sent, delivered)),) + truth[i + 1:]
+        # (the truths of unpacked states are fresh tuples: neither keys nor kept)
+        if judged is not None and not self.lenient and self.is_one_truth(truth):
+            new_truth = judged[id(truth)] = self.one_truth(new_truth)
+        return new_truth
 
     def count_sends(self, i: int, vc: tuple, sent: tuple, sent_msgs: tuple) -> tuple[tuple, tuple]:
         """Process ``i``'s clock and sent messages after the sends of one step, each
@@ -354,101 +357,26 @@ class Model:
         """What node ``i`` in its interned state ``snap_id`` does on one input (an
         application send to ``arg`` or the arrival of frame ``arg``): a pure function of
         the snapshot, so memoized. Returns ``("ok", new snap id, frames, sent messages,
-        deliveries, text)`` or ``("violation", property, detail)``."""
+        deliveries, text)`` or ``("violation", property, detail)``; a memoized "ok" has
+        a seventh item, the memo of :meth:`_next_truth` for the steps of its effect on
+        the truth (process, send or not, sent messages, deliveries): truth id -> the
+        truth after it."""
         key = (i, snap_id, kind, arg)
         hit = self.step_cache.get(key)
         if hit is not None:
             return hit
         result = self._local_run(i, snap_id, kind, arg)
         if self._memo:
+            if result[0] == "ok":
+                # steps with the same effect on the truth share one memo
+                effect = (i, kind in self.send_kinds, result[3], result[4])
+                result += (self._effects.setdefault(effect, {}),)
             self.step_cache[key] = result
         return result
 
-    def intern(self, i: int, snap: tuple) -> int:
-        table = self._snap_ids[i]
-        key = exact(snap)
-        found = table.get(key)
-        if found is None:
-            snaps = self.snapshots[i]
-            found = len(snaps)
-            share = self.pool.share
-            table[share(key)] = found
-            snaps[found] = share(snap)
-        return found
-
-    def shared_truth(self, entry: tuple) -> tuple:
-        """The one copy of truth entry ``entry`` the states of this model share."""
-        return self._one_copy(self._truths, entry)
-
-    def _one_copy(self, table: dict[Any, Any], value: Any) -> Any:
-        """``value`` as kept in ``table`` (added, its parts pooled, when new)."""
-        found = table.get(value)
-        if found is None:
-            found = self.pool.share(value)
-            table[found] = found
-        return found
-
-    # -- compact states (the frontier of a hash-compacted search) -------------------------------
-    def pack(self, state: tuple) -> bytes:
-        """``state`` as bytes: 32-bit snapshot ids, then numbers standing for its truth
-        entries and network entries (the objects the states share). Unordered networks
-        only; :meth:`unpack` gives back an equal state."""
-        snaps, network, truth = state
-        numbers = self._numbers
-        out = list(snaps)
-        for entry in truth:
-            number = numbers.get(id(entry))
-            if number is None:
-                number = self._number(entry)
-            out.append(number)
-        for entry in network:
-            number = numbers.get(id(entry))
-            if number is None:
-                number = self._number(entry)
-            out.append(number)
-        return array("I", out).tobytes()
-
-    def unpack(self, packed: bytes) -> tuple:
-        """The state :meth:`pack` made ``packed`` from."""
-        values = array("I")
-        values.frombytes(packed)
-        n = self.n
-        numbered = self._numbered
-        return (tuple(values[:n]), tuple([numbered[k] for k in values[2 * n:]]),
-                tuple([numbered[k] for k in values[n:2 * n]]))
-
-    def _number(self, entry: Any) -> int:
-        number = len(self._numbered)
-        self._numbered.append(entry)
-        self._numbers[id(entry)] = number
-        return number
-
-    # -- checkpoints --------------------------------------------------------------------------
-    def tables(self) -> dict[str, Any]:
-        """What packed states and state keys refer to (interned snapshots, numbered
-        entries): a checkpoint saves it, :meth:`restore_tables` puts it back."""
-        return {"snapshots": self.snapshots, "numbered": self._numbered}
-
     def restore_tables(self, tables: dict[str, Any]) -> None:
-        """Continue with the tables of a checkpoint of the same model (a superset of
-        this fresh model's: interning is deterministic)."""
-        # the pool anew: a checkpoint keeps the sharing inside its tables, and what this
-        # search adds shares with them
-        self.pool = ValuePool()
-        share = self.pool.share
-        self.snapshots = [{k: share(snap) for k, snap in table.items()}
-                          for table in tables["snapshots"]]
-        self._snap_ids = [{share(exact(snap)): k for k, snap in table.items()}
-                          for table in self.snapshots]
-        self._numbered = tables["numbered"]
-        self._numbers = {id(entry): k for k, entry in enumerate(self._numbered)}
+        super().restore_tables(tables)
         self.step_cache.clear()
-
-    def shared(self, value: Any) -> Any:
-        """The one copy of ``value`` (a network entry) the states of this model share:
-        equal entries that are the same object cost less memory and compare at once
-        (identity) in the sorts and lookups of every step."""
-        return self._one_copy(self._values, value)
 
     def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
         """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groupcomm.check.churn import ChurnModel, build_model, notice_text
+from groupcomm.check.churn import ChurnModel, build_model
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
+from groupcomm.check.notices import notice_text
 from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.tracing import write_trace_dir

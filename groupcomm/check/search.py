@@ -30,7 +30,6 @@ from groupcomm.check.levels import LevelSearch
 from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
 from groupcomm.check.report import CheckResult, _complete, _texts
-from groupcomm.check.state import Violation
 from groupcomm.check.symmetry import Symmetry
 
 
@@ -122,20 +121,8 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     try:
         while frontier:
             state, depth, path = pop()
-            any_enabled = False
-            gen = model.successors(state, persistent(state) if persistent else None)
-            while True:
-                try:
-                    action, nxt, text = next(gen)
-                except StopIteration:
-                    break
-                except Violation as violation:
-                    failed = violation.action
-                    assert failed is not None
-                    found = (violation, (failed, path) if keep_paths else None, depth + 1)
-                    transitions += 1
-                    break
-                any_enabled = True
+            steps, violation = model.expand(state, persistent(state) if persistent else None)
+            for action, nxt, _ in steps:
                 transitions += 1
                 if canon is not None:
                     # the same concrete state again (a diamond of independent steps):
@@ -149,16 +136,18 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                     key = nxt
                 if reduce:
                     key = hash(key)
-                if key in seen:
+                seen.add(key)  # (then the size tells whether it was new: one hash)
+                if len(seen) == states:
                     continue
-                seen.add(key)
                 states += 1
                 if depth + 1 > max_depth:
                     max_depth = depth + 1
                 frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
-            if found is not None:
+            if violation is not None:
+                transitions += 1
+                found = (violation, (violation.action, path) if keep_paths else None, depth + 1)
                 break
-            if not any_enabled:
+            if not steps:
                 terminal += 1
                 stuck = model.liveness_violation(state)
                 if stuck is not None:

@@ -75,10 +75,19 @@ class ValuePool:
         if kind is tuple or kind is frozenset:
             # (no lookup of the whole value first: ``((True,),) == ((1,),)``, so only a
             # walk down to the atoms tells whether an equal pooled value is the same)
-            parts = [self._share(v) for v in value]
-            rebuilt = kind([part for part, _ in parts])
-            if all(pooled for _, pooled in parts):
-                return self._pool.setdefault(rebuilt, rebuilt), True
+            pool = self._pool
+            parts = []
+            pooled = True
+            for v in value:
+                if type(v) in _POOLED_ATOMS:  # (most parts: shared without a call)
+                    parts.append(pool.setdefault(v, v))
+                else:
+                    part, part_pooled = self._share(v)
+                    parts.append(part)
+                    pooled = pooled and part_pooled
+            rebuilt = kind(parts)
+            if pooled:
+                return pool.setdefault(rebuilt, rebuilt), True
             return rebuilt, False
         if kind in _POOLED_ATOMS:
             return self._pool.setdefault(value, value), True

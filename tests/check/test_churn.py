@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from groupcomm.check import CheckConfig, ConfigError, build_model, check, write_counterexample
-from groupcomm.check.churn import ChurnModel, notice_text
+from groupcomm.check.churn import ChurnModel
+from groupcomm.check.notices import notice_text
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parents[2]

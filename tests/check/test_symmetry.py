@@ -91,11 +91,12 @@ def test_renaming_commutes_with_the_real_steps(protocol, n, k, options) -> None:
 def test_a_wrong_renaming_is_caught_by_the_real_objects(monkeypatch) -> None:
     # the oracle is not vacuous: forgetting to rename the id an ACK is about makes the
     # real sender reject the ACK, so the renamed state behaves differently
-    from groupcomm.check import symmetry as sym
+    from groupcomm.check.renaming import Renaming
+    from groupcomm.check.symmetry import Symmetry
     from groupcomm.core.messages import ControlMessage
 
     model = Model(CheckConfig(protocol="mfss", processes=3, messages=1))
-    symmetry = sym.Symmetry(model)
+    symmetry = Symmetry(model)
     state = model.initial_state
     state, _ = model.apply(state, ("send", "p1", ("p2",)))
     ((d, s, f),) = state[1]
@@ -103,7 +104,7 @@ def test_a_wrong_renaming_is_caught_by_the_real_objects(monkeypatch) -> None:
     perm = (1, 0, 2)
     expected = _outcomes(model, symmetry, state, perm)
     assert _outcomes(model, symmetry, symmetry.rename_state(state, perm), None) == expected
-    real = sym._Renaming.message
+    real = Renaming.message
 
     def forgetful(self, message):
         out = real(self, message)
@@ -111,7 +112,7 @@ def test_a_wrong_renaming_is_caught_by_the_real_objects(monkeypatch) -> None:
             out = out.replace(user_message=message.user_message)  # "about" not renamed
         return out
 
-    monkeypatch.setattr(sym._Renaming, "message", forgetful)
+    monkeypatch.setattr(Renaming, "message", forgetful)
     bad = symmetry.rename_state(state, perm)
     monkeypatch.undo()
     outcomes = _outcomes(model, symmetry, bad, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.check.symmetry import SymmetryError, declared_headers
+from groupcomm.check.renaming import SymmetryError, declared_headers
 from groupcomm.conformance import CHECKS, Declared, assert_conformant, run_conformance
 from groupcomm.conformance.cli import main
 from groupcomm.core.registry import available_modules, get_module
