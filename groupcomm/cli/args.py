@@ -46,9 +46,9 @@ def add_flags(parser: Any, **flags: str) -> None:
         parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
 
 
-def add_output_arguments(parser: Any) -> None:
+def add_output_arguments(parser: Any, json_help: str = "print one JSON object") -> None:
     """``--json`` and ``-v``/``--verbose`` (counted: :func:`setup_logging`)."""
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument("-v", "--verbose", action="count", default=0)
 
 
