@@ -103,7 +103,7 @@ def build_tables(events: DataFrame, say: Callable[[str], None], violations_limit
         .groupBy("p").applyInArrow(lay_out_process, LAYOUT_DDL)
         .persist()
     )
-    say(f"indexed {index.table.num_rows:,} sends ({index.width} senders)")
+    say(f"indexed {index.table.num_rows:,} sends ({len(index.senders)} senders)")
     return Tables(sends, deliveries, index.duplicate_sends, index.table, index.per_protocol(),
                   shipped)
 

@@ -1,6 +1,5 @@
-"""The send records of a trace, one per message (the first by line position), with their
-clocks laid out per sender: method step 1 (docs/analysis.md), in numpy on the driver,
-tested without Spark."""
+"""Method step 1 of docs/analysis.md, in numpy on the driver: the send records of a
+trace, one per message (the first in line order), with their clocks laid out per sender."""
 
 from __future__ import annotations
 
@@ -18,16 +17,12 @@ SEND_DDL = ("msg string, sender string, sidx int, x bigint, vals array<bigint>, 
 
 @dataclass
 class SendIndex:
-    """One row per message id (``table``: msg, sender, sidx, x, vals, dests, send_ts,
-    send_protocol) and what the checks need to know about the send records."""
+    """One row per message id (``table``, :data:`SEND_DDL`), the senders (the columns of
+    the clocks) and how many send records repeated an id."""
 
     table: Any  # pyarrow.Table
     senders: list[str]
     duplicate_sends: int
-
-    @property
-    def width(self) -> int:
-        return len(self.senders)
 
     def per_protocol(self) -> dict[str | None, tuple[int, int]]:
         """Protocol -> (messages, expected deliveries: distinct destinations summed)."""
@@ -45,8 +40,8 @@ class SendIndex:
 
 
 def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
-    """``table`` as an Arrow IPC stream, the form send tables travel in (broadcast to the
-    workers; from each chunk, compressed, to the driver: opaque bytes to the JVM)."""
+    """``table`` as an Arrow IPC stream, the form send tables travel in (opaque bytes to
+    the JVM)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -57,15 +52,13 @@ def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
 
 
 def send_table_of(blob: bytes) -> Any:
-    """The table of :func:`send_table_bytes`."""
     import pyarrow as pa
 
     return pa.ipc.open_stream(blob).read_all()
 
 
 def _first_per_message(raw: Any) -> tuple[Any, int]:
-    """``raw`` reduced to the first record (in line order) of each message id, and the
-    number of records dropped."""
+    """``raw`` reduced to the first record of each message id, and how many were dropped."""
     import pyarrow.compute as pc
 
     n = raw.num_rows
@@ -82,8 +75,8 @@ def _first_per_message(raw: Any) -> tuple[Any, int]:
 
 
 def _entries(lists: Any) -> tuple[Any, Any]:
-    """(row of each entry, the entries) of a list or map array, null lists being empty:
-    for a map, the entries are a struct array of ``key`` and ``value``."""
+    """(row of each entry, the entries) of a list or map array (for a map, structs of
+    ``key`` and ``value``), null lists being empty."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -122,8 +115,7 @@ def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
 
 
 def _distinct_lists(lists: Any) -> Any:
-    """Each list of ``lists`` (of strings) without repeats, first occurrences in order;
-    nulls stay null."""
+    """Each list of strings without repeats, first occurrences in order."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -156,8 +148,7 @@ def _fixed_lists(matrix: Any) -> Any:
 
 
 def index_sends(raw: Any) -> SendIndex:
-    """The send index of the send events ``raw`` (an Arrow table with
-    :data:`RAW_COLUMNS`)."""
+    """The send index of the send events ``raw`` (Arrow, :data:`RAW_COLUMNS`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
