@@ -6,7 +6,6 @@ causal count ``#{j < i : a[j] >= a[i]}`` and the FIFO count the same among the j
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,23 +69,15 @@ def nearest_earlier_at_least(values: np.ndarray, i: int, want: int) -> np.ndarra
     return np.concatenate(found[::-1])[-want:]
 
 
-@dataclass
-class FlaggedCounts:
-    """The exact counts of a process's flagged deliveries (zero where not flagged), and
-    listed triples: delivery row -> (the rows of the nearest earlier first deliveries
-    that causally follow it, ascending; whether each has its sender)."""
-
-    causal: np.ndarray
-    fifo: np.ndarray
-    listed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
 def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
-                  flagged: np.ndarray, budget: int) -> FlaggedCounts:
-    """Exact counts of one process's ``flagged`` deliveries. ``clocks`` (n × K) holds
-    each delivery's send clock, ``sidx`` its sender's column, ``firsts`` marks the first
-    deliveries of messages whose send is known (the only ones that take part). At most
-    ``budget`` triples are listed."""
+                  flagged: np.ndarray, budget: int
+                  ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The exact causal and FIFO counts of one process's ``flagged`` deliveries (zero
+    where not flagged), and at most ``budget`` triples: delivery row -> (the rows of the
+    nearest earlier first deliveries that causally follow it, ascending; whether each
+    has its sender). ``clocks`` (n × K) holds each delivery's send clock, ``sidx`` its
+    sender's column, ``firsts`` marks the first deliveries of messages whose send is
+    known (the only ones that take part)."""
     n = len(sidx)
     causal = np.zeros(n, dtype=np.int64)
     fifo = np.zeros(n, dtype=np.int64)
@@ -101,7 +92,7 @@ def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
         own = np.flatnonzero(sidx[rows] == s)
         # the queries are deliveries from s: their rank among its deliveries
         fifo[rows[mine]] = count_earlier_at_least(values[own], np.searchsorted(own, mine))
-    result = FlaggedCounts(causal, fifo)
+    listed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i in queries_at.tolist():
         if budget <= 0:
             break
@@ -111,9 +102,9 @@ def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
         if not want:  # flagged by a delivery that takes no part (its clock lacks its sender)
             continue
         earlier = nearest_earlier_at_least(columns[s], i, want)
-        result.listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
+        listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
         budget -= len(earlier)
-    return result
+    return causal, fifo, listed
 
 
 class SendLookup:
@@ -261,9 +252,8 @@ def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -
         first = has_send & (copy == 1)
         flag = first & (prior[np.arange(n), sidx] >= x)
         if flag.any():
-            counted = count_flagged(matrix, sidx, first, flag, budget)
-            causal, fifo = counted.causal, counted.fifo
-            for row, (before, same_sender) in counted.listed.items():
+            causal, fifo, listed = count_flagged(matrix, sidx, first, flag, budget)
+            for row, (before, same_sender) in listed.items():
                 earlier[row] = msg.take(pa.array(before, pa.int64())).to_pylist()
                 earlier_fifo[row] = same_sender.tolist()
 
