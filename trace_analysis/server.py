@@ -67,8 +67,6 @@ class ServerInfo:
     port: int
     token: str
     master: str
-    ship: bool
-    fingerprint: str
     spark_version: str
     state_file: str
 
@@ -123,7 +121,6 @@ def read_state(master: str | None, ship: bool) -> ServerInfo | None:
         data = json.loads(path.read_text())
         info = ServerInfo(pid=int(data["pid"]), port=int(data["port"]),
                           token=str(data["token"]), master=str(data["master"]),
-                          ship=bool(data["ship"]), fingerprint=str(data["fingerprint"]),
                           spark_version=str(data.get("spark_version", "?")),
                           state_file=str(path))
     except FileNotFoundError:
@@ -291,7 +288,6 @@ class AnalysisServer:
                  idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
         self.spark = spark
         self.master = master or DEFAULT_MASTER
-        self.ship = ship
         self.idle_timeout = idle_timeout
         self.token = secrets.token_hex(16)
         self.fingerprint = code_fingerprint()
@@ -310,7 +306,7 @@ class AnalysisServer:
 
     def publish(self) -> None:
         """Write the state file, atomically, readable by this user only."""
-        data = {**self._hello(), "port": self.port, "token": self.token, "ship": self.ship}
+        data = {**self._hello(), "port": self.port, "token": self.token}
         tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
