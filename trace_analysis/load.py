@@ -25,7 +25,6 @@ from trace_analysis.loaded import (
     RemoteFile,
     TraceDirError,
     add_counts,
-    finished,
     list_remote_trace_files,
     list_trace_files,
     local_path,
@@ -238,8 +237,6 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
     """Parse every trace file of ``trace_dir`` (a local directory, or a URI) with
     ``loader`` (None: :func:`choose_loader`); raises :class:`TraceDirError` for a missing
     or empty directory."""
-    from pyspark.sql import functions as F
-
     loader = choose_loader(trace_dir, loader)
     started = time.monotonic()
     files: list[Path] | list[RemoteFile]
@@ -252,7 +249,24 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
     say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
     log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
     if loader == "workers":
-        return load_in_workers(spark, files, samples, say)  # type: ignore[arg-type]
+        loaded = load_in_workers(spark, files, samples, say)  # type: ignore[arg-type]
+    else:
+        loaded = _load_native(spark, files, samples, say)
+    if loaded.malformed:
+        log.warning("%d malformed lines (first: %s)", loaded.malformed,
+                    ", ".join(f"{s['file']}:{s['line']}" for s in loaded.malformed_samples))
+    loaded.seconds = time.monotonic() - started
+    say(f"{loaded.lines - loaded.blank_lines - loaded.malformed:,} events, "
+        f"{loaded.malformed:,} malformed lines, {loaded.blank_lines:,} blank "
+        f"({loaded.seconds:.1f} s)")
+    return loaded
+
+
+def _load_native(spark: SparkSession, files: list[Path] | list[RemoteFile], samples: int,
+                 say: Callable[[str], None]) -> Loaded:
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
     lines_frame = _lines(spark, files)
 
     summary = _summarize(lines_frame).persist()
@@ -312,8 +326,7 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
     events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
     if fixed is not None:
         events = events.unionByName(fixed)
-    return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
-                    say, cached)
+    return Loaded(events, counts, list(files), lines, blank, malformed, sample_rows, cached)
 
 
 #: partitions of the cached events per core of the Spark application
@@ -327,7 +340,6 @@ def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    started = time.monotonic()
     chunks = chunks_mod.plan_chunks(files, chunk_bytes)
     keep = max(0, samples)
 
@@ -367,8 +379,7 @@ def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
     samples = malformed_samples(blocks, bad_rows[:keep])
     events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
     sends = pa.concat_tables(send_tables) if send_tables else None
-    return finished(events, counts, files, lines, blank, malformed, samples, started, say,
-                    [parsed], sends)
+    return Loaded(events, counts, list(files), lines, blank, malformed, samples, [parsed], sends)
 
 
 @contextlib.contextmanager

@@ -4,11 +4,8 @@ events the checks keep, and :class:`Loaded`."""
 
 from __future__ import annotations
 
-import logging
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -17,8 +14,6 @@ from trace_analysis.schema import FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-log = logging.getLogger(__name__)
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 TRACE_PATTERNS = tuple(f"*{suffix}" for suffix in TRACE_SUFFIXES)
@@ -38,22 +33,22 @@ class TraceDirError(ValueError):
 
 @dataclass
 class Loaded:
-    """The parsed trace: the heavy events (cached, :data:`EVENT_COLUMNS`), one count
-    per (protocol, process, event, kind) of valid events (n, bytes: meta_bytes), and
-    what was wrong with the rest."""
+    """The parsed trace: the heavy events (cached, :data:`EVENT_COLUMNS`), the valid
+    events and their metadata bytes per (protocol, process, event, kind), and what was
+    wrong with the rest."""
 
     events: DataFrame
-    counts: list[dict[str, Any]]
+    counts: dict[tuple, list[int]]
     files: list[Path]
     lines: int
     blank_lines: int
     malformed: int
     malformed_samples: list[dict[str, Any]]
-    seconds: float
-    cached: list[DataFrame] = field(default_factory=list)
+    cached: list[DataFrame]
     #: the send events as Arrow (:data:`~trace_analysis.send_index.RAW_COLUMNS`) when
     #: the loader collected them while parsing
     sends: Any = None
+    seconds: float = 0.0
 
     def unpersist(self) -> None:
         for frame in self.cached:
@@ -112,23 +107,6 @@ def malformed_samples(blocks: dict[tuple[str, int], tuple[int, int]],
              "reason": row["reason"],
              "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
             for row in rows]
-
-
-def finished(events: DataFrame, counts: dict[tuple, list[int]], files: list[Any],
-             lines: int, blank: int, malformed: int, samples: list[dict[str, Any]],
-             started: float, say: Callable[[str], None], cached: list[DataFrame],
-             sends: Any = None) -> Loaded:
-    """What a loader found, logged and said."""
-    if malformed:
-        log.warning("%d malformed lines (first: %s)", malformed,
-                    ", ".join(f"{s['file']}:{s['line']}" for s in samples))
-    seconds = time.monotonic() - started
-    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
-        f"{blank:,} blank ({seconds:.1f} s)")
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
-    return Loaded(events, count_rows, list(files), lines, blank, malformed, samples,
-                  seconds, cached, sends)
 
 
 #: a location with a scheme (one letter would be a drive, not a scheme)

@@ -145,9 +145,10 @@ def buffering(events: DataFrame) -> dict[str | None, dict[str, Any]]:
     }
 
 
-def summarize_counts(counts: list[dict[str, Any]]) -> tuple[dict[str | None, dict[str, Any]],
-                                                            dict[str, dict[str, int]]]:
-    """Per-protocol ratios (key None: overall) and per-process event counts."""
+def summarize_counts(counts: dict[tuple, list[int]]
+                     ) -> tuple[dict[str | None, dict[str, Any]], dict[str, dict[str, int]]]:
+    """Per-protocol ratios (key None: overall) and per-process event counts, from the
+    events and metadata bytes per (protocol, process, event, kind)."""
     per_process: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     totals: dict[str | None, dict[str, Any]] = {}
 
@@ -157,23 +158,22 @@ def summarize_counts(counts: list[dict[str, Any]]) -> tuple[dict[str | None, dic
             "control_bytes": 0, "control": defaultdict(int),
         })
 
-    for row in counts:
-        n, event = row["n"], row["event"]
-        per_process[row["process"]]["events"] += n
-        per_process[row["process"]][event] += n
-        for key in (row["protocol"], OVERALL):
+    for (protocol, process, event, kind), (n, size) in counts.items():
+        per_process[process]["events"] += n
+        per_process[process][event] += n
+        for key in (protocol, OVERALL):
             b = bucket(key)
             b["events"] += n
             if event == "send":
                 b["sends"] += n
             elif event == "network_send":
                 b["network_sends"] += n
-                b["meta_bytes"] += row["bytes"] or 0
-                if row["kind"] == "eager":
+                b["meta_bytes"] += size
+                if kind == "eager":
                     b["eager"] += n
             elif event == "control_send":
-                b["control"][row["kind"]] += n
-                b["control_bytes"] += row["bytes"] or 0
+                b["control"][kind] += n
+                b["control_bytes"] += size
     ratios = {}
     for key, b in totals.items():
         sends = b["sends"]
