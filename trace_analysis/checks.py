@@ -96,7 +96,6 @@ def build_tables(events: DataFrame, say: Callable[[str], None], violations_limit
         # no type hints and no functools.partial: PySpark infers the UDF kind from them
         return lay_out(table, worker_lookup(token, shipped), budget, UNDELIVERED_SAMPLES)
 
-    # one group per process, laid out in numpy (sends, positions, copies, running maxima)
     deliveries = (
         events.filter(F.col("event") == "deliver")
         .select(F.col("process").alias("p"), "msg", "ts", "protocol", "file", "blk", "rid")

@@ -192,9 +192,7 @@ def parse_chunk(data: bytes) -> ChunkResult:
         entry[0] += 1
         if meta is not None:
             entry[1] += meta
-        if event in heavy:
-            # schema.KEPT: sends keep msg, sender, dests, vc; deliveries msg and sender;
-            # buffer and unbuffer msg
+        if event in heavy:  # each with the fields of schema.KEPT
             if event == "deliver":
                 deliveries.append((rid, ts, process, event, protocol, msg, sender, None, None))
             elif event == "send":

@@ -19,17 +19,14 @@ from trace_analysis.endings import describe as describe_endings
 from trace_analysis.load import choose_loader
 from trace_analysis.loaded import (
     LOADERS,
-    TRACE_PATTERNS,
     TraceDirError,
     list_trace_files,
     local_path,
     scheme_of,
+    trace_files_in,
 )
 from trace_analysis.report import write_summary, written_files
 from trace_analysis.session import SparkUnavailableError, get_spark
-
-#: minutes an analysis server waits for work before it stops
-DEFAULT_IDLE_MINUTES = 30.0
 
 
 def build_parser() -> cli.ArgumentParser:
@@ -71,7 +68,7 @@ def build_parser() -> cli.ArgumentParser:
               "runs (it stops after --idle-timeout)")
     warm.add_argument("--idle-timeout", type=float, default=None, metavar="MIN",
                       help="minutes without a request after which the server stops "
-                      f"(default {DEFAULT_IDLE_MINUTES:g}; 0: never)")
+                      f"(default {server.DEFAULT_IDLE_TIMEOUT / 60:g}; 0: never)")
     cli.add_flags(warm, stop_server="stop the analysis server for --master, if one runs",
               no_server="analyse in this process even when an analysis server runs",
               watch="keep one SparkSession and print a fresh report each time a trace file "
@@ -229,8 +226,7 @@ def _in_server(args: argparse.Namespace, loader: str, say: Callable[[str], None]
 
 
 def _idle_seconds(args: argparse.Namespace) -> float:
-    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-    return minutes * 60
+    return server.DEFAULT_IDLE_TIMEOUT if args.idle_timeout is None else args.idle_timeout * 60
 
 
 def _absolute(location: str | None) -> str | None:
@@ -265,19 +261,16 @@ Snapshot = tuple[tuple[str, int, int], ...]
 
 def snapshot(directory: str | Path) -> Snapshot:
     """The state of the trace files of ``directory`` (empty when there are none)."""
-    found = []
-    folder = Path(directory)
-    if not folder.is_dir():
+    if not Path(directory).is_dir():
         return ()
-    for pattern in TRACE_PATTERNS:
-        for path in folder.glob(pattern):
-            try:
-                stat = path.stat()
-            except OSError:  # removed between the listing and the stat
-                continue
-            if path.is_file():
-                found.append((path.name, stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(found))
+    found = []
+    for path in trace_files_in(Path(directory)):
+        try:
+            stat = path.stat()
+        except OSError:  # removed between the listing and the stat
+            continue
+        found.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
 
 
 def describe_files(state: Snapshot) -> str:

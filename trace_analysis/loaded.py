@@ -63,10 +63,10 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
         raise TraceDirError(f"trace directory {directory} does not exist")
     if not directory.is_dir():
         raise TraceDirError(f"{directory} is not a directory")
-    files = _trace_files_in(directory)
+    files = trace_files_in(directory)
     if not files:
         holders = sorted(sub.name for sub in directory.iterdir()
-                         if sub.is_dir() and _trace_files_in(sub))
+                         if sub.is_dir() and trace_files_in(sub))
         if holders:
             shown = ", ".join(holders[:SUBFOLDERS_NAMED])
             more = len(holders) - SUBFOLDERS_NAMED
@@ -78,7 +78,7 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
     return files
 
 
-def _trace_files_in(directory: Path) -> list[Path]:
+def trace_files_in(directory: Path) -> list[Path]:
     return sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
                    if p.is_file()})
 

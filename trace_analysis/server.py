@@ -285,7 +285,7 @@ class AnalysisServer:
     """Holds ``spark`` and answers requests (see the module docstring)."""
 
     def __init__(self, spark: SparkSession, master: str | None, ship: bool,
-                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+                 idle_timeout: float | None) -> None:
         self.spark = spark
         self.master = master or DEFAULT_MASTER
         self.idle_timeout = idle_timeout
