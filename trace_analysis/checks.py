@@ -158,8 +158,7 @@ def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
     result.triples_complete = len(triples) == result.causal_violations
 
 
-def run_checks(tables: Tables, violations_limit: int,
-               say: Callable[[str], None]) -> CheckResult:
+def run_checks(tables: Tables, violations_limit: int, say: Callable[[str], None]) -> CheckResult:
     """Every check over ``tables``; at most ``violations_limit`` triples are listed."""
     from pyspark.sql import functions as F
 

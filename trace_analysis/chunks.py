@@ -295,8 +295,7 @@ def _map_array(values: tuple, kind: Any) -> Any:
                                    pa.array(items, pa.int64()), type=kind)
 
 
-def parse_partitions(batches: Iterator[Any], chunks: list[Chunk],
-                     samples: int) -> Iterator[Any]:
+def parse_partitions(batches: Iterator[Any], chunks: list[Chunk], samples: int) -> Iterator[Any]:
     """The ``mapInArrow`` function: each input row is the number of a chunk."""
     for batch in batches:
         for index in batch.column(0).to_pylist():

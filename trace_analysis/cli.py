@@ -170,8 +170,7 @@ def _note(message: str) -> None:
     print(f"groupcomm analyze: note: {message}", file=sys.stderr, flush=True)
 
 
-def _analyse(args: argparse.Namespace, loader: str, say: Callable[[str], None]
-             ) -> dict[str, Any]:
+def _analyse(args: argparse.Namespace, loader: str, say: Callable[[str], None]) -> dict[str, Any]:
     """One analysis, in the analysis server for the master when one runs (or, with
     ``--warm``, is started), else here; raises TraceDirError and SparkUnavailableError."""
     if loader == "workers" or scheme_of(args.trace_dir) is None:

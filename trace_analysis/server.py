@@ -201,8 +201,7 @@ def stop(info: ServerInfo, wait: float = 30.0) -> bool:
     return gone
 
 
-def analyze_remote(info: ServerInfo, request: dict[str, Any],
-                   progress: Say) -> dict[str, Any]:
+def analyze_remote(info: ServerInfo, request: dict[str, Any], progress: Say) -> dict[str, Any]:
     """Run one analysis on the server (``request``: :func:`analyze`'s keyword arguments,
     absolute paths). Raises :class:`ServerGone` when the server is unusable, and
     :class:`TraceDirError` or :class:`SparkUnavailableError` as the analysis would."""
