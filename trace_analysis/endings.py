@@ -62,15 +62,18 @@ class Endings:
         return "undelivered_present"
 
 
+def _json_object(raw: bytes | str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def _last_record(tail: bytes) -> dict[str, Any] | None:
     for raw in reversed(tail.splitlines()):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            return None  # a line cut short by the kill: the trace ends abruptly
-        return record if isinstance(record, dict) else None
+        if raw.strip():  # None for a line cut short by a kill: the trace ends abruptly
+            return _json_object(raw)
     return None
 
 
@@ -113,12 +116,7 @@ def _writer(path: Path) -> tuple[int, str, float] | None:
         if b'"pid"' not in handle.read(_TAIL_BYTES):
             return None
     for raw in reversed(matching_lines(path, b'"pid"')):
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+        record = _json_object(raw) or {}
         pid, host, ts = record.get("pid"), record.get("host"), record.get("ts")
         if (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
                 and isinstance(host, str) and isinstance(ts, int | float)):
@@ -228,11 +226,8 @@ class Release:
 
 def parse_release(raw: bytes | str) -> Release | None:
     """The release a trace line records, or None (another event, or malformed)."""
-    try:
-        record = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("event") != "release":
+    record = _json_object(raw)
+    if record is None or record.get("event") != "release":
         return None
     process, member, msgs = record.get("process"), record.get("client"), record.get("msgs")
     if not (isinstance(process, str) and isinstance(member, str) and isinstance(msgs, list)
