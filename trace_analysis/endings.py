@@ -70,13 +70,6 @@ def _json_object(raw: bytes | str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def _last_record(tail: bytes) -> dict[str, Any] | None:
-    for raw in reversed(tail.splitlines()):
-        if raw.strip():  # None for a line cut short by a kill: the trace ends abruptly
-            return _json_object(raw)
-    return None
-
-
 def _open(path: Path) -> Any:
     return (gzip.open if path.name.endswith(".gz") else open)(path, "rb")
 
@@ -191,7 +184,9 @@ def trace_endings(files: Sequence[Any],
                 tail = handle.read()
         else:
             tail = read_tail(path, _TAIL_BYTES)
-        record = _last_record(tail)
+        # None for a line cut short by a kill: the trace ends abruptly
+        record = next((_json_object(raw) for raw in reversed(tail.splitlines())
+                       if raw.strip()), None)
         process = str(record.get("process", path.stem)) if record else path.stem
         if local:
             local_files[process] = Path(path)

@@ -131,12 +131,6 @@ class SendLookup:
         self.dest_names = pc.list_flatten(dests)
         self._dest_masks: dict[str, Any] = {}
 
-    def rows_of(self, msg: Any) -> Any:
-        """The index row of each message id in ``msg`` (null where it has no send)."""
-        import pyarrow.compute as pc
-
-        return pc.index_in(msg, value_set=self.msg)
-
     def addressed_to(self, process: str) -> Any:
         """For every send, whether ``process`` is among its destinations."""
         import pyarrow.compute as pc
@@ -211,7 +205,7 @@ def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -
     msg = table.column("msg").combine_chunks()
     indexed = len(lookup.msg) > 0
     if indexed:
-        found = lookup.rows_of(msg)
+        found = pc.index_in(msg, value_set=lookup.msg)  # null where it has no send
         has_row = found.is_valid().to_numpy(zero_copy_only=False)
         rows = found.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         has_send = has_row & lookup.has_x[rows]

@@ -137,16 +137,6 @@ def _distinct_lists(lists: Any) -> Any:
                                     mask=None if mask is None else pa.array(mask))
 
 
-def _fixed_lists(matrix: Any) -> Any:
-    """The rows of an n × K integer matrix as a list<int64> array."""
-    import pyarrow as pa
-
-    n, width = matrix.shape
-    offsets = np.arange(n + 1, dtype=np.int32) * width
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
-                                    pa.array(matrix.reshape(-1), pa.int64()))
-
-
 def index_sends(raw: Any) -> SendIndex:
     """The send index of the send events ``raw`` (Arrow, :data:`RAW_COLUMNS`)."""
     import pyarrow as pa
@@ -163,12 +153,14 @@ def index_sends(raw: Any) -> SendIndex:
     rows = np.arange(kept.num_rows)
     # x = vc[sender]: the sender's own entry, null when the clock lacks it
     x = matrix[rows, sidx] if width else np.zeros(kept.num_rows, dtype=np.int64)
+    offsets = np.arange(kept.num_rows + 1, dtype=np.int32) * width  # the clocks' rows
     table = pa.table({
         "msg": kept.column("msg"),
         "sender": sender,
         "sidx": pa.array(sidx, pa.int32(), mask=~has_sender),
         "x": pa.array(x, pa.int64(), mask=~(own & has_sender)),
-        "vals": _fixed_lists(matrix),
+        "vals": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                         pa.array(matrix.reshape(-1), pa.int64())),
         "dests": _distinct_lists(kept.column("dests")),
         "send_ts": kept.column("ts"),
         "send_protocol": kept.column("protocol"),
