@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,7 +247,7 @@ class _Simulation:
             self.out.add(p, samples[count % len(samples)] % fields)
             self.injected["malformed"] += 1
 
-    def run(self, progress: Callable[[str], None] | None) -> None:
+    def run(self) -> None:
         spec, rng, n, queues = self.spec, self.rng, self.n, self.queues
         target = spec.events
         plan: list[tuple[int, str]] = []
@@ -257,7 +256,6 @@ class _Simulation:
                      for _ in range(getattr(spec, which))]
         plan.sort(reverse=True)
         malformed_at = rng.randrange(max(1, target))
-        next_report = 1_000_000
         while self.out.lines + self.out.pending < target:
             written = self.out.lines + self.out.pending
             if malformed_at is not None and written >= malformed_at:
@@ -274,9 +272,6 @@ class _Simulation:
                 self.deliver(p, queue.popleft())
             else:
                 self.send(p)
-            if progress is not None and written >= next_report:
-                progress(f"generated {written:,} events")
-                next_report += 1_000_000
         if malformed_at is not None:
             self._malformed()
         for p in range(n):  # let every pending message arrive
@@ -287,26 +282,17 @@ class _Simulation:
                 self.deliver(p, queues[p].popleft())
 
 
-def process_names(count: int) -> list[str]:
-    """``proc-00``, ``proc-01``, ... (zero-padded so files sort in process order)."""
-    width = max(2, len(str(count - 1)))
-    return [f"proc-{i:0{width}d}" for i in range(count)]
-
-
-def generate(spec: SynthSpec, directory: str | Path,
-             progress: Callable[[str], None] | None = None) -> SynthResult:
-    """Write a synthetic trace directory for ``spec`` (files are overwritten).
-
-    Raises ``ValueError`` for an impossible spec and ``OSError`` when the directory
-    cannot be written.
-    """
+def generate(spec: SynthSpec, directory: str | Path) -> SynthResult:
+    """Write a synthetic trace directory for ``spec`` (files are overwritten); raises
+    ``OSError`` when the directory cannot be written."""
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = process_names(spec.processes)
+    width = max(2, len(str(spec.processes - 1)))  # proc-00...: files sort in process order
+    names = [f"proc-{i:0{width}d}" for i in range(spec.processes)]
     writer = _Writer(out_dir, names)
     simulation = _Simulation(spec, writer, names)
     try:
-        simulation.run(progress)
+        simulation.run()
     finally:
         writer.close()
     size = sum(path.stat().st_size for path in writer.paths)
