@@ -1,6 +1,5 @@
-"""``groupcomm analyze-bench``: events per second of the Spark analysis (its session
-started before the clock starts) against :mod:`trace_analysis.reference`, on the same
-synthetic traces in the same run, and whether both found the same counts."""
+"""``groupcomm analyze-bench``: events per second of the Spark analysis (session already
+started) against :mod:`trace_analysis.reference` on the same synthetic traces."""
 
 from __future__ import annotations
 

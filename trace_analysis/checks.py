@@ -1,6 +1,5 @@
-"""Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates
-(definitions: docs/trace_schema.md; the method's steps 1 to 4: docs/analysis.md, "How the
-analysis works")."""
+"""The checks in Spark (definitions: docs/trace_schema.md; the method's steps 1 to 4:
+docs/analysis.md, "How the analysis works")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Performance metrics per protocol and overall (key :data:`OVERALL`): latency (send to
-first delivery), time buffered (first ``buffer`` to first ``unbuffer``), metadata and
-control traffic per application send, the eager share, event counts per process."""
+"""Performance metrics per protocol and overall (key :data:`OVERALL`): latency, time
+buffered, metadata and control traffic per application send, event counts per process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A single-process, pure-Python checker of trace directories (no Spark), by the same
-method and rules as the Spark job: the baseline of ``groupcomm analyze-bench`` and a
-second opinion for tests."""
+"""A single-process, pure-Python checker of trace directories by the Spark job's method
+and rules: the baseline of ``groupcomm analyze-bench`` and a second opinion for tests."""
 
 from __future__ import annotations
 
