@@ -62,10 +62,9 @@ class CheckResult:
     undelivered_samples: list[tuple[str, str]] = field(default_factory=list)
 
     def protocol(self, name: str) -> dict[str, int]:
-        return self.per_protocol.setdefault(name, {
-            "causal_violations": 0, "fifo_violations": 0, "undelivered": 0,
-            "duplicates": 0, "deliveries": 0, "messages": 0,
-        })
+        return self.per_protocol.setdefault(name, dict.fromkeys(
+            ("causal_violations", "fifo_violations", "undelivered", "duplicates", "deliveries",
+             "messages"), 0))
 
 
 

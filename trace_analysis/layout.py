@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trace_analysis.send_index import send_table_of
+from trace_analysis.send_index import LINE_ORDER, send_table_of
 
 #: the Spark schema of the result, as DDL
 OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, sidx int, "
@@ -200,8 +200,7 @@ def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -
 
     n = table.num_rows
     if n:
-        table = table.take(pc.sort_indices(table, sort_keys=[
-            ("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")]))
+        table = table.take(pc.sort_indices(table, sort_keys=LINE_ORDER))
     msg = table.column("msg").combine_chunks()
     indexed = len(lookup.msg) > 0
     if indexed:

@@ -10,6 +10,8 @@ import numpy as np
 
 #: the columns :func:`index_sends` reads from the send events
 RAW_COLUMNS = ("msg", "sender", "vc", "dests", "ts", "protocol", "file", "blk", "rid")
+#: line order, as Arrow sort keys
+LINE_ORDER = [("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")]
 #: the Spark schema of :attr:`SendIndex.table`, as DDL
 SEND_DDL = ("msg string, sender string, sidx int, x bigint, vals array<bigint>, "
             "dests array<string>, send_ts double, send_protocol string")
@@ -65,9 +67,7 @@ def _first_per_message(raw: Any) -> tuple[Any, int]:
     codes = pc.dictionary_encode(raw.column("msg")).combine_chunks()
     if len(codes.dictionary) == n:
         return raw, 0
-    ordered = pc.sort_indices(raw, sort_keys=[
-        ("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")])
-    ordered = ordered.to_numpy()
+    ordered = pc.sort_indices(raw, sort_keys=LINE_ORDER).to_numpy()
     keys = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)[ordered]
     _, first = np.unique(keys, return_index=True)  # first position of each id in order
     kept = np.sort(ordered[first])
