@@ -233,8 +233,7 @@ def parse_release(raw: bytes | str) -> Release | None:
 
 
 def read_releases(files: Sequence[Any], processes: Iterable[str],
-                  read_lines: Callable[[list[Any], bytes], list[bytes]] | None = None
-                  ) -> list[Release]:
+                  read_lines: Callable[[list[Any], bytes], list[bytes]]) -> list[Release]:
     """The release records of the files of ``processes`` (every file when one of theirs
     is not found by its name): local files searched here, others by ``read_lines(files,
     needle)``."""
@@ -244,10 +243,10 @@ def read_releases(files: Sequence[Any], processes: Iterable[str],
     chosen = [f for f in files if f.stem.removesuffix(".jsonl") in wanted]
     if len({f.stem.removesuffix(".jsonl") for f in chosen}) < len(wanted):
         chosen = list(files)
-    local = [f for f in chosen if isinstance(f, Path) or read_lines is None]
-    remote = [f for f in chosen if not (isinstance(f, Path) or read_lines is None)]
-    lines = [line for f in local for line in matching_lines(Path(f), b'"release"')]
-    if remote and read_lines is not None:
+    remote = [f for f in chosen if not isinstance(f, Path)]
+    lines = [line for f in chosen if isinstance(f, Path)
+             for line in matching_lines(f, b'"release"')]
+    if remote:
         lines += read_lines(remote, b'"release"')
     return [r for r in map(parse_release, lines) if r is not None]
 
