@@ -1,5 +1,4 @@
-"""The analysis of one trace directory: load, check, measure, and optionally report
-(:func:`analyze`, the Python API behind ``groupcomm analyze``)."""
+"""The analysis of one trace directory, the Python API behind ``groupcomm analyze``."""
 
 from __future__ import annotations
 
@@ -29,13 +28,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str], None]
 #: the most violating triples listed in --violations-out (counts are always exact)
 DEFAULT_VIOLATIONS_LIMIT = 100_000
 LATENCY_PLOT_SAMPLES = 50_000
 EMPTY_LATENCY = {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
-#: the ratios of :func:`~trace_analysis.metrics.summarize_counts` for a protocol with no
-#: counted events
+#: the ratios of :func:`~trace_analysis.metrics.summarize_counts` with no counted events
 NO_RATIOS = {"events": 0, "network_sends": 0, "meta_bytes_per_message": None,
              "control_per_message": {}, "control_bytes_per_message": None, "eager_share": None}
 #: the counts of :class:`~trace_analysis.checks.CheckResult` the result carries as they are
@@ -45,7 +42,6 @@ CHECK_COUNTS = ("messages", "deliveries", "causal_violations", "fifo_violations"
 
 
 def _latency_ms(figures: dict[str, Any]) -> dict[str, Any]:
-    """The latency figures without the counts kept beside them."""
     return {k: v for k, v in figures.items() if k not in ("deliveries", "before_send")}
 
 
@@ -54,8 +50,6 @@ def _per_protocol(checks: CheckResult, ratios: dict, lat: dict, buf: dict) -> di
     out = {}
     for name in sorted(names):
         name_lat = lat.get(name, EMPTY_LATENCY)
-        # the counts of the checks (messages, deliveries, violations, undelivered,
-        # duplicates) and the ratios of the counted events
         out[name] = {**checks.protocol(name), **NO_RATIOS, **ratios.get(name, {}),
                      "latency_ms": _latency_ms(name_lat),
                      "deliveries_before_send": name_lat.get("before_send", 0),
@@ -88,9 +82,8 @@ def _assemble(trace_dir: str | Path, loaded: Loaded, checks: CheckResult, lat: d
 
 
 def write_violations(checks: CheckResult, path: str | Path) -> Path:
-    """One JSON line per violating triple (``delivered_second``, also given as
-    ``should_be_first``, happened before ``delivered_first``; ``fifo``: same sender), and
-    a last ``{"note", "listed", "total"}`` line when the listing is capped."""
+    """One JSON line per violating triple (docs/trace_schema.md), and a last ``{"note",
+    "listed", "total"}`` line when the listing is capped."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
@@ -127,8 +120,8 @@ def _lines_with(spark: SparkSession, files: list[Any], needle: bytes) -> list[by
 
 def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: str | None = None,
             report_dir: str | Path | None = None, violations_out: str | Path | None = None,
-            progress: Progress | None = None, violations_limit: int = DEFAULT_VIOLATIONS_LIMIT,
-            malformed_samples: int = 5, loader: str | None = None,
+            progress: Callable[[str], None] | None = None,
+            violations_limit: int = DEFAULT_VIOLATIONS_LIMIT, loader: str | None = None,
             ship_packages: bool = True) -> dict[str, Any]:
     """Check and measure the traces in ``trace_dir`` (a local directory or a URI Spark's
     file systems read); returns the result object. ``spark`` is reused when given, else
@@ -139,28 +132,26 @@ def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: st
     Raises :class:`~trace_analysis.loaded.TraceDirError` for a missing or empty directory
     and :class:`~trace_analysis.session.SparkUnavailableError` when Spark cannot start.
     """
-    say = progress or (lambda message: None)
-
     def stage(message: str) -> None:
         log.info("%s", message)
-        say(message)
+        if progress is not None:
+            progress(message)
 
     started = time.monotonic()
     directory = trace_dir if scheme_of(trace_dir) is not None else Path(trace_dir)
     if spark is None:
         stage("starting Spark")
         spark = get_spark(master, ship_packages)
-    loaded = load(spark, directory, malformed_samples, stage, loader)
+    loaded = load(spark, directory, say=stage, loader=loader)
     seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
     try:
         mark = time.monotonic()
-        tables = build_tables(loaded.events, stage, violations_limit,
-                              raw_sends=loaded.sends)
+        tables = build_tables(loaded.events, stage, violations_limit, loaded.sends)
         try:
-            checks = run_checks(tables, violations_limit, progress=stage)
+            checks = run_checks(tables, violations_limit, stage)
             seconds["checks"] = round(time.monotonic() - mark, 2)
             mark = time.monotonic()
-            lat = latency(tables.deliveries, expected_rows=checks.deliveries)
+            lat = latency(tables.deliveries, checks.deliveries)
             result = _assemble(directory, loaded, checks, lat, buffering(loaded.events))
             endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
             result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,

@@ -1,6 +1,5 @@
-"""``groupcomm analyze-bench``: events per second of the Spark analysis (its session
-started before the clock starts) against :mod:`trace_analysis.reference`, on the same
-synthetic traces in the same run, and whether both found the same counts."""
+"""``groupcomm analyze-bench``: events per second of the Spark analysis (session already
+started) against :mod:`trace_analysis.reference` on the same synthetic traces."""
 
 from __future__ import annotations
 
@@ -71,7 +70,6 @@ def bench_one(events: int, args: argparse.Namespace, root: Path, spark: Any) -> 
         runs.append(time.monotonic() - mark)
     row["spark_s"] = round(runs[-1], 1)
     row["spark_runs_s"] = [round(seconds, 1) for seconds in runs]
-    # where the last run's time went: load, checks, metrics (analyze's own timings)
     row["spark_stages_s"] = {k: v for k, v in spark_result["seconds"].items() if k != "total"}
     row["spark_events_per_s"] = round(synth.lines / runs[-1])
     row["found"] = {k: spark_result[k] for k in COMPARED}

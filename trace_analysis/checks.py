@@ -1,6 +1,5 @@
-"""Causal delivery checks in Spark: causal and FIFO violations, undelivered, duplicates
-(definitions: docs/trace_schema.md; the method's steps 1 to 4: docs/analysis.md, "How the
-analysis works")."""
+"""The checks in Spark (definitions: docs/trace_schema.md; the method's steps 1 to 4:
+docs/analysis.md, "How the analysis works")."""
 
 from __future__ import annotations
 
@@ -20,33 +19,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str], None]
+#: how many undelivered (message, destination) pairs are listed
+UNDELIVERED_SAMPLES = 20
 
 
 @dataclass
 class Tables:
     """The DataFrames the checks and the metrics share (cached): ``sends`` (one row per
-    message, :data:`SEND_DDL`) and ``deliveries`` (:data:`LAYOUT_DDL`)."""
+    message, :data:`SEND_DDL`) and ``deliveries`` (:data:`LAYOUT_DDL`); the send index
+    itself (Arrow) and its counts per protocol (messages, expected deliveries)."""
 
     sends: DataFrame
     deliveries: DataFrame
     duplicate_sends: int
-    #: the send index itself (Arrow), for what the driver looks up
-    send_table: Any = None
-    #: how many undelivered (message, destination) pairs to list
-    undelivered_samples: int = 0
-    cached: list[DataFrame] = field(default_factory=list)
-    broadcasts: list[Any] = field(default_factory=list)
-    #: protocol -> (messages, expected deliveries), counted when the sends were indexed
-    send_counts: dict[str | None, tuple[int, int]] = field(default_factory=dict)
+    send_table: Any
+    send_counts: dict[str | None, tuple[int, int]]
+    shipped: Any
 
     def unpersist(self) -> None:
-        for frame in self.cached:
-            frame.unpersist()
-        self.cached.clear()
-        for shipped in self.broadcasts:
-            shipped.destroy()
-        self.broadcasts.clear()
+        self.sends.unpersist()
+        self.deliveries.unpersist()
+        self.shipped.destroy()
 
 
 @dataclass
@@ -69,30 +62,19 @@ class CheckResult:
     undelivered_samples: list[tuple[str, str]] = field(default_factory=list)
 
     def protocol(self, name: str) -> dict[str, int]:
-        return self.per_protocol.setdefault(name, {
-            "causal_violations": 0, "fifo_violations": 0, "undelivered": 0,
-            "duplicates": 0, "deliveries": 0, "messages": 0,
-        })
-
-    def add_violating_delivery(self, protocol: str, causal: int, fifo: int) -> None:
-        """Count one flagged delivery with its ``causal`` triples, ``fifo`` of them FIFO."""
-        self.causal_violations += causal
-        self.fifo_violations += fifo
-        self.violating_deliveries += 1
-        counts = self.protocol(protocol)
-        counts["causal_violations"] += causal
-        counts["fifo_violations"] += fifo
+        return self.per_protocol.setdefault(name, dict.fromkeys(
+            ("causal_violations", "fifo_violations", "undelivered", "duplicates", "deliveries",
+             "messages"), 0))
 
 
-def build_tables(events: DataFrame, progress: Progress | None = None,
-                 violations_limit: int = 100_000, undelivered_samples: int = 20,
-                 raw_sends: Any = None) -> Tables:
+
+def build_tables(events: DataFrame, say: Callable[[str], None], violations_limit: int,
+                 raw_sends: Any) -> Tables:
     """Method steps 1 to 4: the send index and the laid-out deliveries (listing at most
-    ``violations_limit`` triples and ``undelivered_samples`` missing ids per process).
-    ``raw_sends``: the send events as Arrow, when the loader collected them."""
+    ``violations_limit`` triples). ``raw_sends``: the send events as Arrow, when the
+    loader collected them."""
     from pyspark.sql import functions as F
 
-    say = progress or (lambda message: None)
     if raw_sends is None:
         raw_sends = (events.filter(F.col("event") == "send").select(*RAW_SEND_COLUMNS)
                      .toArrow())
@@ -106,22 +88,21 @@ def build_tables(events: DataFrame, progress: Progress | None = None,
     sends = spark.createDataFrame(index.table, SEND_DDL).coalesce(partitions).persist()
     shipped = spark.sparkContext.broadcast(send_table_bytes(index.table))
     token = uuid.uuid4().hex
-    budget, samples = max(0, violations_limit), max(0, undelivered_samples)
+    budget = max(0, violations_limit)
 
     def lay_out_process(table):  # type: ignore[no-untyped-def]
         # no type hints and no functools.partial: PySpark infers the UDF kind from them
-        return lay_out(table, worker_lookup(token, shipped), budget, samples)
+        return lay_out(table, worker_lookup(token, shipped), budget, UNDELIVERED_SAMPLES)
 
-    # one group per process, laid out in numpy (sends, positions, copies, running maxima)
     deliveries = (
         events.filter(F.col("event") == "deliver")
         .select(F.col("process").alias("p"), "msg", "ts", "protocol", "file", "blk", "rid")
         .groupBy("p").applyInArrow(lay_out_process, LAYOUT_DDL)
         .persist()
     )
-    say(f"indexed {index.table.num_rows:,} sends ({index.width} senders)")
-    return Tables(sends, deliveries, index.duplicate_sends, index.table, samples,
-                  [sends, deliveries], [shipped], index.per_protocol())
+    say(f"indexed {index.table.num_rows:,} sends ({len(index.senders)} senders)")
+    return Tables(sends, deliveries, index.duplicate_sends, index.table, index.per_protocol(),
+                  shipped)
 
 
 def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
@@ -130,9 +111,6 @@ def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
     no delivery at all is missing there."""
     import pyarrow.compute as pc
 
-    limit = tables.undelivered_samples
-    if limit <= 0:
-        return []
     firsts = tables.deliveries.filter("pos = 1").select("p", "missing_msgs").collect()
     pairs = [(msg, row["p"]) for row in firsts for msg in row["missing_msgs"] or []]
     sends = tables.send_table
@@ -142,8 +120,8 @@ def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
         lookup = SendLookup(sends)
         for process in absent:
             pairs += [(msg, process) for msg in
-                      lookup.smallest_ids(lookup.addressed_to(process), limit)]
-    return sorted(pairs)[:limit]
+                      lookup.smallest_ids(lookup.addressed_to(process), UNDELIVERED_SAMPLES)]
+    return sorted(pairs)[:UNDELIVERED_SAMPLES]
 
 
 def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
@@ -157,7 +135,12 @@ def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
     budget = max(0, limit)
     triples = []
     for row in flagged:
-        result.add_violating_delivery(row["protocol"], row["causal"], row["fifo"])
+        result.causal_violations += row["causal"]
+        result.fifo_violations += row["fifo"]
+        result.violating_deliveries += 1
+        counts = result.protocol(row["protocol"])
+        counts["causal_violations"] += row["causal"]
+        counts["fifo_violations"] += row["fifo"]
         earlier = row["earlier"] or []
         take = min(len(earlier), budget)
         if not take:
@@ -173,12 +156,10 @@ def _flagged_details(tables: Tables, result: CheckResult, limit: int) -> None:
     result.triples_complete = len(triples) == result.causal_violations
 
 
-def run_checks(tables: Tables, violations_limit: int = 100_000,
-               progress: Progress | None = None) -> CheckResult:
+def run_checks(tables: Tables, violations_limit: int, say: Callable[[str], None]) -> CheckResult:
     """Every check over ``tables``; at most ``violations_limit`` triples are listed."""
     from pyspark.sql import functions as F
 
-    say = progress or (lambda message: None)
     result = CheckResult(duplicate_sends=tables.duplicate_sends)
     expected: dict[str, int] = {}
     for name, (messages, wanted) in tables.send_counts.items():

@@ -1,12 +1,9 @@
-"""Parse one byte range of a trace file into Arrow batches, in Spark's Python workers:
-``msgspec`` decodes each line against the typed fields, and any line that fast path does
-not accept goes to :func:`trace_analysis.schema.parse_line` (docs/analysis.md).
-
-A task yields ``e`` rows (the kept events; ``(file, blk, rid)``, the chunk's start and
-the line's index in it, is line order), ``c`` rows (counts and metadata bytes per
-protocol, process, event and kind), ``m`` rows (the first malformed lines), a ``k`` row
-(lines, blank and malformed) and an ``s`` row (the chunk's sends, packed).
-"""
+"""Parse one byte range of a trace file into Arrow batches in a Spark Python worker
+(docs/analysis.md, "How the analysis works"). A task yields ``e`` rows (the kept events;
+``(file, blk, rid)``, the chunk's start and the line's index in it, is line order), ``c``
+rows (counts and metadata bytes per protocol, process, event and kind), ``m`` rows (the
+first malformed lines), a ``k`` row (lines, blank and malformed) and an ``s`` row (the
+chunk's sends, packed)."""
 
 from __future__ import annotations
 
@@ -93,8 +90,7 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=schema.INT64_MAX)]
 
 
 class Record(msgspec.Struct):
-    """The fields of :data:`trace_analysis.schema.FIELDS` with their types; unknown fields
-    are skipped, JSON ``null`` is absent (None), booleans are not numbers."""
+    """:data:`trace_analysis.schema.FIELDS` typed; JSON ``null`` is absent (None)."""
 
     ts: float | None = None
     process: str | None = None
@@ -111,15 +107,6 @@ class Record(msgspec.Struct):
 _decoder = msgspec.json.Decoder(Record)
 
 
-def _slow(line: bytes) -> tuple[str, str | None, tuple | None]:
-    """:func:`schema.parse_line` on a line the fast path did not accept; an OK record is
-    returned as the tuple of FIELDS (strings made UTF-8-safe for Arrow)."""
-    status, reason, record = schema.parse_line(line.decode("utf-8", errors="replace"))
-    if record is None:
-        return status, reason, None
-    return status, None, tuple(_utf8_safe(record[name]) for name in schema.FIELDS)
-
-
 def _utf8_safe(value: Any) -> Any:
     """``value`` with lone surrogates (legal in JSON escapes, not in UTF-8) replaced."""
     if isinstance(value, str):
@@ -133,14 +120,13 @@ def _utf8_safe(value: Any) -> Any:
 
 @dataclass
 class ChunkResult:
-    """What :func:`parse_chunk` found (plain Python; :func:`to_batches` makes Arrow)."""
+    """What :func:`parse_chunk` found: (rid, ts, process, event, protocol, msg, sender,
+    dests, vc) of the sends, the deliveries, and the buffer and unbuffer events;
+    (protocol, process, event, kind) -> [events, metadata bytes]; and (rid, reason,
+    first characters) of malformed lines."""
 
-    #: (rid, ts, process, event, protocol, msg, sender, dests, vc) of the heavy events, in
-    #: three lists: sends, deliveries, buffer and unbuffer (see :func:`to_batches`)
     groups: list[list[tuple]]
-    #: (protocol, process, event, kind) -> [events, metadata bytes]
     counts: dict[tuple, list[int]]
-    #: (rid, reason, first characters) of malformed lines
     malformed: list[tuple[int, str, str]]
     lines: int
     blank: int
@@ -188,16 +174,17 @@ def parse_chunk(data: bytes) -> ChunkResult:
                         break
             if r is not None:
                 kind, meta = r.kind, r.meta_bytes
-        if r is None:
-            status, reason, fields = _slow(line)
+        if r is None:  # the one validator, on what the fast path did not accept
+            status, reason, record = schema.parse_line(line.decode("utf-8", errors="replace"))
             if status == schema.BLANK:
                 blank += 1
                 continue
-            if fields is None:
+            if record is None:
                 text = line[: SAMPLE_CHARS * 4].decode("utf-8", errors="replace")
                 malformed.append((rid, reason or "malformed", text[:SAMPLE_CHARS]))
                 continue
-            ts, process, event, protocol, msg, sender, dests, vc, kind, meta = fields
+            ts, process, event, protocol, msg, sender, dests, vc, kind, meta = (
+                _utf8_safe(record[name]) for name in schema.FIELDS)
         key = (protocol, process, event, kind)
         entry = counts.get(key)
         if entry is None:
@@ -205,9 +192,7 @@ def parse_chunk(data: bytes) -> ChunkResult:
         entry[0] += 1
         if meta is not None:
             entry[1] += meta
-        if event in heavy:
-            # schema.KEPT: sends keep msg, sender, dests, vc; deliveries msg and sender;
-            # buffer and unbuffer msg
+        if event in heavy:  # each with the fields of schema.KEPT
             if event == "deliver":
                 deliveries.append((rid, ts, process, event, protocol, msg, sender, None, None))
             elif event == "send":
@@ -217,8 +202,7 @@ def parse_chunk(data: bytes) -> ChunkResult:
     return ChunkResult([sends, deliveries, others], counts, malformed, len(lines), blank)
 
 
-#: the columns of every batch: rec, then :data:`trace_analysis.loaded.EVENT_COLUMNS`, then
-#: the summary columns
+#: rec, :data:`trace_analysis.loaded.EVENT_COLUMNS`, then the summary columns
 OUTPUT_COLUMNS = (("rec", "string"), ("file", "string"), ("blk", "bigint"),
                   ("rid", "bigint"), ("ts", "double"), ("process", "string"),
                   ("event", "string"), ("protocol", "string"), ("msg", "string"),
@@ -240,9 +224,8 @@ def _arrow_schema() -> Any:
 
 
 def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]:
-    """The Arrow record batches of one chunk: events first, then the summary rows (with
-    the first ``samples`` malformed lines: enough for the first ``samples`` overall, and
-    the sends once more, packed for the driver)."""
+    """The Arrow record batches of one chunk: its events, then the summary rows (the
+    first ``samples`` malformed lines, and the sends once more, packed for the driver)."""
     import pyarrow as pa
 
     arrow = _arrow_schema()
@@ -268,7 +251,9 @@ def to_batches(chunk: Chunk, result: ChunkResult, samples: int) -> Iterator[Any]
             "dests": pa.array(dests, arrow.field("dests").type),
             "vc": _map_array(vc, arrow.field("vc").type),
         }
-        batch = _batch(arrow, columns, n)
+        batch = pa.RecordBatch.from_arrays(
+            [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in arrow],
+            schema=arrow)
         if events is result.groups[0]:
             sends = pa.Table.from_batches([batch]).select(list(RAW_SEND_COLUMNS))
             blob = send_table_bytes(sends, "zstd")
@@ -310,16 +295,8 @@ def _map_array(values: tuple, kind: Any) -> Any:
                                    pa.array(items, pa.int64()), type=kind)
 
 
-def _batch(arrow: Any, columns: dict[str, Any], n: int) -> Any:
-    import pyarrow as pa
-
-    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in arrow]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow)
-
-
-def parse_partitions(batches: Iterator[Any], chunks: list[Chunk],
-                     samples: int) -> Iterator[Any]:
-    """The ``mapInArrow`` function: each input row is the index of a chunk to parse."""
+def parse_partitions(batches: Iterator[Any], chunks: list[Chunk], samples: int) -> Iterator[Any]:
+    """The ``mapInArrow`` function: each input row is the number of a chunk."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             chunk = chunks[index]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
-import functools
 import json
 import sys
 import threading
@@ -19,17 +19,14 @@ from trace_analysis.endings import describe as describe_endings
 from trace_analysis.load import choose_loader
 from trace_analysis.loaded import (
     LOADERS,
-    TRACE_PATTERNS,
     TraceDirError,
     list_trace_files,
     local_path,
     scheme_of,
+    trace_files_in,
 )
-from trace_analysis.report import written_files
+from trace_analysis.report import write_summary, written_files
 from trace_analysis.session import SparkUnavailableError, get_spark
-
-#: minutes an analysis server waits for work before it stops
-DEFAULT_IDLE_MINUTES = 30.0
 
 
 def build_parser() -> cli.ArgumentParser:
@@ -50,7 +47,7 @@ def build_parser() -> cli.ArgumentParser:
                         "PNG plots, a space-time diagram and a ShiViz log to DIR")
     parser.add_argument("--violations-out", metavar="FILE",
                         help="write every violating triple as JSON lines to FILE")
-    parser.add_argument("--violations-limit", type=int, default=None,
+    parser.add_argument("--violations-limit", type=int, default=DEFAULT_VIOLATIONS_LIMIT,
                         help="most triples listed in --violations-out (counts stay exact)")
     parser.add_argument("--loader", choices=LOADERS, default=None,
                         help="how the trace lines are parsed: 'workers' (one pass, msgspec "
@@ -71,7 +68,7 @@ def build_parser() -> cli.ArgumentParser:
               "runs (it stops after --idle-timeout)")
     warm.add_argument("--idle-timeout", type=float, default=None, metavar="MIN",
                       help="minutes without a request after which the server stops "
-                      f"(default {DEFAULT_IDLE_MINUTES:g}; 0: never)")
+                      f"(default {server.DEFAULT_IDLE_TIMEOUT / 60:g}; 0: never)")
     cli.add_flags(warm, stop_server="stop the analysis server for --master, if one runs",
               no_server="analyse in this process even when an analysis server runs",
               watch="keep one SparkSession and print a fresh report each time a trace file "
@@ -163,96 +160,72 @@ def _check(args: argparse.Namespace) -> None:
             raise cli.CliError(f"{prog}: --idle-timeout must be >= 0 (0: never)")
     if args.interval <= 0:
         raise cli.CliError(f"{prog}: --interval must be > 0")
+    if args.violations_limit < 0:
+        raise cli.CliError(f"{prog}: --violations-limit must be >= 0")
     if args.watch and scheme_of(args.trace_dir) not in (None, "file"):
         raise cli.CliError(f"{prog}: --watch takes a local directory, not {args.trace_dir}")
 
 
-class _Analyses:
-    """Runs analyses in the analysis server for the master when one runs (or, with
-    ``--warm``, is started), else in this process's SparkSession."""
+def _note(message: str) -> None:
+    print(f"groupcomm analyze: note: {message}", file=sys.stderr, flush=True)
 
-    def __init__(self, args: argparse.Namespace, limit: int) -> None:
-        self.args = args
-        self.limit = limit
-        self.loader = choose_loader(args.trace_dir, args.loader)
-        self.progress = functools.partial(_progress, args)
 
-    @staticmethod
-    def note(message: str) -> None:
-        print(f"groupcomm analyze: note: {message}", file=sys.stderr, flush=True)
-
-    def run(self) -> dict[str, Any]:
-        """One analysis; raises TraceDirError and SparkUnavailableError."""
-        args = self.args
-        if self.loader == "workers" or scheme_of(args.trace_dir) is None:
-            # a missing or empty local directory fails before Spark starts
-            list_trace_files(local_path(args.trace_dir))
-        if not args.no_server:
-            result = self._in_server()
-            if result is not None:
-                return result
-        return self._here()
-
-    def _here(self) -> dict[str, Any]:
-        args = self.args
-        result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
-                         violations_out=args.violations_out, progress=self.progress,
-                         violations_limit=self.limit, loader=self.loader,
-                         ship_packages=not args.no_ship)
-        spark = get_spark(args.master, not args.no_ship)  # the session analyze used
-        result["engine"] = {"name": "spark", "spark_version": spark.version,
-                            "master": spark.sparkContext.master, "session": "this process"}
+def _analyse(args: argparse.Namespace, loader: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """One analysis, in the analysis server for the master when one runs (or, with
+    ``--warm``, is started), else here; raises TraceDirError and SparkUnavailableError."""
+    if loader == "workers" or scheme_of(args.trace_dir) is None:
+        # a missing or empty local directory fails before Spark starts
+        list_trace_files(local_path(args.trace_dir))
+    result = None if args.no_server else _in_server(args, loader, say)
+    if result is not None:
         return result
-
-    def _in_server(self) -> dict[str, Any] | None:
-        """The result from the analysis server, or None (with a note when one was there
-        but could not be used)."""
-        args = self.args
-        ship = not args.no_ship
-        if args.warm:
-            info = server.find_or_start(args.master, ship, _idle_seconds(args), self.note,
-                                        self.progress)
-        else:
-            info = server.usable(args.master, ship, self.note)
-        if info is None:
-            return None
-        self.progress(f"analysing in {info.describe()}")
-        request = {"trace_dir": _absolute(args.trace_dir),
-                   "report_dir": _absolute(args.report),
-                   "violations_out": _absolute(args.violations_out),
-                   "violations_limit": self.limit, "loader": self.loader}
-        try:
-            result = server.analyze_remote(info, request, self.progress)
-        except server.ServerGone as why:
-            self.note(f"{info.describe()} could not be used ({why}); analysing in this "
-                      "process")
-            return None
-        # the paths as this process would have written them (see analysis.analyze)
-        result["trace_dir"] = (args.trace_dir if scheme_of(args.trace_dir) is not None
-                               else str(Path(args.trace_dir)))
-        if args.violations_out is not None:
-            result["violations_out"] = str(Path(args.violations_out))
-        if args.report is not None:
-            from trace_analysis.report import write_summary
-
-            root = _absolute(args.report)
-            result["report"] = {what: str(Path(args.report) / Path(path).relative_to(root))
-                                for what, path in (result.get("report") or {}).items()}
-            write_summary(result, args.report)
-        result["engine"] = {"name": "spark", "spark_version": info.spark_version,
-                            "master": info.master,
-                            "session": f"analysis server (pid {info.pid})"}
-        return result
+    result = analyze(args.trace_dir, master=args.master, report_dir=args.report,
+                     violations_out=args.violations_out, progress=say,
+                     violations_limit=args.violations_limit, loader=loader,
+                     ship_packages=not args.no_ship)
+    spark = get_spark(args.master, not args.no_ship)  # the session analyze used
+    result["engine"] = {"name": "spark", "spark_version": spark.version,
+                        "master": spark.sparkContext.master, "session": "this process"}
+    return result
 
 
-def _progress(args: argparse.Namespace, message: str) -> None:
-    if not args.quiet:
-        print(f"[analyze] {message}", file=sys.stderr, flush=True)
+def _in_server(args: argparse.Namespace, loader: str, say: Callable[[str], None]
+               ) -> dict[str, Any] | None:
+    """The result from the analysis server, or None (with a note when one was there
+    but could not be used)."""
+    ship = not args.no_ship
+    if args.warm:
+        info = server.find_or_start(args.master, ship, _idle_seconds(args), _note, say)
+    else:
+        info = server.usable(args.master, ship, _note)
+    if info is None:
+        return None
+    say(f"analysing in {info.describe()}")
+    request = {"trace_dir": _absolute(args.trace_dir), "report_dir": _absolute(args.report),
+               "violations_out": _absolute(args.violations_out),
+               "violations_limit": args.violations_limit, "loader": loader}
+    try:
+        result = server.analyze_remote(info, request, say)
+    except server.ServerGone as why:
+        _note(f"{info.describe()} could not be used ({why}); analysing in this process")
+        return None
+    # the paths as this process would have written them (see analysis.analyze)
+    result["trace_dir"] = (args.trace_dir if scheme_of(args.trace_dir) is not None
+                           else str(Path(args.trace_dir)))
+    if args.violations_out is not None:
+        result["violations_out"] = str(Path(args.violations_out))
+    if args.report is not None:
+        root = _absolute(args.report)
+        result["report"] = {what: str(Path(args.report) / Path(path).relative_to(root))
+                            for what, path in (result.get("report") or {}).items()}
+        write_summary(result, args.report)
+    result["engine"] = {"name": "spark", "spark_version": info.spark_version,
+                        "master": info.master, "session": f"analysis server (pid {info.pid})"}
+    return result
 
 
 def _idle_seconds(args: argparse.Namespace) -> float:
-    minutes = DEFAULT_IDLE_MINUTES if args.idle_timeout is None else args.idle_timeout
-    return minutes * 60
+    return server.DEFAULT_IDLE_TIMEOUT if args.idle_timeout is None else args.idle_timeout * 60
 
 
 def _absolute(location: str | None) -> str | None:
@@ -287,19 +260,16 @@ Snapshot = tuple[tuple[str, int, int], ...]
 
 def snapshot(directory: str | Path) -> Snapshot:
     """The state of the trace files of ``directory`` (empty when there are none)."""
-    found = []
-    folder = Path(directory)
-    if not folder.is_dir():
+    if not Path(directory).is_dir():
         return ()
-    for pattern in TRACE_PATTERNS:
-        for path in folder.glob(pattern):
-            try:
-                stat = path.stat()
-            except OSError:  # removed between the listing and the stat
-                continue
-            if path.is_file():
-                found.append((path.name, stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(found))
+    found = []
+    for path in trace_files_in(Path(directory)):
+        try:
+            stat = path.stat()
+        except OSError:  # removed between the listing and the stat
+            continue
+        found.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
 
 
 def describe_files(state: Snapshot) -> str:
@@ -309,48 +279,41 @@ def describe_files(state: Snapshot) -> str:
 
 def watch(directory: str | Path, analyse: Callable[[Snapshot], None],
           stop: threading.Event, interval: float = 1.0,
-          say: Callable[[str], None] | None = None) -> int:
+          say: Callable[[str], None] = lambda text: None) -> None:
     """``--watch``: call ``analyse(state)`` once there are traces and after each change,
     as soon as the trace files have looked the same twice in a row (not in the middle of
-    a burst of lines), until ``stop`` is set; returns how many times it was called."""
-    tell = say or (lambda text: None)
+    a burst of lines), until ``stop`` is set."""
     analysed: Snapshot | None = None
     previous = snapshot(directory)
     if not previous:
-        tell(f"waiting for trace files in {directory}")
-    count = 0
+        say(f"waiting for trace files in {directory}")
     while not stop.is_set():
         current = snapshot(directory)
         if current and current == previous and current != analysed:
             analysed = current
             analyse(current)
-            count += 1
-            tell(f"watching {directory} for changes (Ctrl-C ends)")
+            say(f"watching {directory} for changes (Ctrl-C ends)")
             previous = snapshot(directory)
             continue
         previous = current
         stop.wait(interval)
-    return count
 
 
-def _watch(args: argparse.Namespace, analyses: _Analyses) -> int:
-    def once(state: Any) -> None:
+def _watch(args: argparse.Namespace, loader: str, say: Callable[[str], None]) -> int:
+    def once(state: Snapshot) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
-        analyses.progress(f"{now} UTC: analysing {args.trace_dir} ({describe_files(state)})")
+        say(f"{now} UTC: analysing {args.trace_dir} ({describe_files(state)})")
         try:
-            result = analyses.run()
+            result = _analyse(args, loader, say)
         except TraceDirError as error:
-            analyses.note(str(error))
+            _note(str(error))
             return
         if not args.json:
             print(f"=== {now} UTC, {describe_files(state)} ===")
         _print(result, args.json)
 
-    try:
-        watch(local_path(args.trace_dir), once, threading.Event(), args.interval,
-              analyses.progress)
-    except KeyboardInterrupt:
-        pass
+    with contextlib.suppress(KeyboardInterrupt):
+        watch(local_path(args.trace_dir), once, threading.Event(), args.interval, say)
     return 0
 
 
@@ -358,21 +321,21 @@ def _run(args: argparse.Namespace) -> int:
     cli.setup_logging(args.verbose)
     _check(args)
 
-    limit = args.violations_limit if args.violations_limit is not None else (
-        DEFAULT_VIOLATIONS_LIMIT)
-    if limit < 0:
-        raise cli.CliError("groupcomm analyze: --violations-limit must be >= 0")
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"[analyze] {message}", file=sys.stderr, flush=True)
+
     try:
         if args.stop_server:
             return _stop_server(args)
         if args.serve:
-            server.serve(args.master, not args.no_ship, _idle_seconds(args) or None,
-                         functools.partial(_progress, args), stop_spark=True)
+            server.serve(args.master, not args.no_ship, _idle_seconds(args) or None, say,
+                         stop_spark=True)
             return 0
-        analyses = _Analyses(args, limit)
+        loader = choose_loader(args.trace_dir, args.loader)
         if args.watch:
-            return _watch(args, analyses)
-        result = analyses.run()
+            return _watch(args, loader, say)
+        result = _analyse(args, loader, say)
     except (TraceDirError, SparkUnavailableError) as error:
         raise cli.CliError(f"groupcomm analyze: {error}") from None
     _print(result, args.json)

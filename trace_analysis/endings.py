@@ -1,6 +1,5 @@
-"""How each process's trace ends, and which undelivered messages that explains; the
-rules are those of docs/trace_schema.md ("What the analysis reports": abrupt endings,
-open traces, departed members, releases)."""
+"""How each process's trace ends, which undelivered messages that explains, and releases
+(the rules: docs/trace_schema.md, "What the analysis reports")."""
 
 from __future__ import annotations
 
@@ -32,15 +31,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Endings:
-    """The end of every process's trace."""
+    """The end of every process's trace: the ts of its last record, whether it ends with
+    its own departure (``left``), stops without it (``abrupt``, judged only when some
+    trace has one), or is still being written (``open``: process -> writer's id)."""
 
-    #: process -> ts of its last record
     last_ts: dict[str, float] = field(default_factory=dict)
-    #: processes whose trace ends with their own departure
     left: set[str] = field(default_factory=set)
-    #: processes whose trace stops without it (judged only when some trace has one)
     abrupt: list[str] = field(default_factory=list)
-    #: process -> id of its writer, for traces still being written (see the module doc)
     open: dict[str, int] = field(default_factory=dict)
 
     def departed(self) -> set[str]:
@@ -54,9 +51,7 @@ class Endings:
         return (early | set(self.abrupt)) - set(self.open)
 
     def classify(self, sender: str, destination: str) -> str:
-        """Which count an undelivered (message, destination) pair goes to:
-        ``undelivered_open``, ``undelivered_to_departed``, ``undelivered_from_departed``
-        or ``undelivered_present``."""
+        """Which of :data:`UNDELIVERED_KINDS` an undelivered pair counts in."""
         if sender in self.open or destination in self.open:
             return "undelivered_open"
         departed = self.departed()
@@ -67,16 +62,12 @@ class Endings:
         return "undelivered_present"
 
 
-def _last_record(tail: bytes) -> dict[str, Any] | None:
-    for raw in reversed(tail.splitlines()):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            return None  # a line cut short by the kill: the trace ends abruptly
-        return record if isinstance(record, dict) else None
-    return None
+def _json_object(raw: bytes | str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _open(path: Path) -> Any:
@@ -85,7 +76,7 @@ def _open(path: Path) -> Any:
 
 def matching_lines(path: Path, needle: bytes) -> list[bytes]:
     """The lines of the local trace file ``path`` (``.gz`` or not) that contain
-    ``needle``, in order; read a chunk at a time, searched without splitting lines."""
+    ``needle``, in order (searched a chunk at a time, without splitting lines)."""
     found: list[bytes] = []
     with _open(path) as handle:
         carry = b""
@@ -112,18 +103,13 @@ def matching_lines(path: Path, needle: bytes) -> list[bytes]:
 
 
 def _writer(path: Path) -> tuple[int, str, float] | None:
-    """(pid, host, ts) of the last record of ``path`` that names its writer. A file whose
-    first line names none (the simulator's, the model checker's) is not searched further."""
+    """(pid, host, ts) of the last record of ``path`` that names its writer (a file whose
+    start names none, as the simulator's and the checker's, is not searched)."""
     with _open(path) as handle:
         if b'"pid"' not in handle.read(_TAIL_BYTES):
             return None
     for raw in reversed(matching_lines(path, b'"pid"')):
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+        record = _json_object(raw) or {}
         pid, host, ts = record.get("pid"), record.get("host"), record.get("ts")
         if (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
                 and isinstance(host, str) and isinstance(ts, int | float)):
@@ -144,8 +130,8 @@ def _boot_time() -> float | None:
 
 def process_running(pid: int, since: float | None = None) -> bool:
     """Whether process ``pid`` of this host runs (not a zombie) and, when ``since`` (a
-    wall-clock time) is given and the start time can be read, started no later than it
-    (a later process that got the id again is not the one that was meant)."""
+    wall-clock time) is given and readable, started no later than it (a later process
+    that got the id again is not the one meant)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -168,18 +154,6 @@ def process_running(pid: int, since: float | None = None) -> bool:
     return started <= since + _START_SLACK
 
 
-def still_written(path: Path) -> int | None:
-    """The id of the process of this host still writing the trace ``path``, or None
-    (the writer ended, or ran on another host, or is not recorded)."""
-    writer = _writer(path)
-    if writer is None:
-        return None
-    pid, host, ts = writer
-    if host != platform.node():
-        return None
-    return pid if process_running(pid, ts) else None
-
-
 def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
     """Whether ``pid`` also writes a later incarnation of ``process`` (``carol~2`` after
     ``carol``): declared gone, the process went on as a new member, and this trace ended
@@ -196,10 +170,9 @@ def _moved_on(process: str, pid: int, traces: dict[str, Path]) -> bool:
 
 def trace_endings(files: Sequence[Any],
                   read_tail: Callable[[Any, int], bytes] | None = None) -> Endings:
-    """Read the last record of each file: local paths, or any file ``read_tail(file,
-    size)`` reads the last bytes of (files with a ``stem``: see
-    :class:`trace_analysis.loaded.RemoteFile`). A local file that stops without a
-    departure is searched for its writer (:func:`still_written`)."""
+    """Read the last record of each file: local paths, or files with a ``stem`` whose
+    last bytes ``read_tail(file, size)`` reads (:class:`~trace_analysis.loaded.RemoteFile`).
+    A local file that stops without a departure is searched for its writer."""
     endings = Endings()
     unclean: list[str] = []
     local_files: dict[str, Path] = {}
@@ -211,7 +184,9 @@ def trace_endings(files: Sequence[Any],
                 tail = handle.read()
         else:
             tail = read_tail(path, _TAIL_BYTES)
-        record = _last_record(tail)
+        # None for a line cut short by a kill: the trace ends abruptly
+        record = next((_json_object(raw) for raw in reversed(tail.splitlines())
+                       if raw.strip()), None)
         process = str(record.get("process", path.stem)) if record else path.stem
         if local:
             local_files[process] = Path(path)
@@ -222,9 +197,12 @@ def trace_endings(files: Sequence[Any],
             endings.left.add(process)
         else:
             unclean.append(process)
-    for process in list(unclean):
-        pid = still_written(local_files[process]) if process in local_files else None
-        if pid is not None and not _moved_on(process, pid, local_files):
+    for process in list(unclean):  # a writer of this host still running: still open
+        writer = _writer(local_files[process]) if process in local_files else None
+        if writer is None or writer[1] != platform.node():
+            continue
+        pid = writer[0]
+        if process_running(pid, writer[2]) and not _moved_on(process, pid, local_files):
             endings.open[process] = pid
             unclean.remove(process)
     endings.abrupt = sorted(unclean) if endings.left else []
@@ -233,8 +211,8 @@ def trace_endings(files: Sequence[Any],
 
 @dataclass(frozen=True)
 class Release:
-    """A ``release`` record: ``process`` gave up waiting for ``member`` and delivered
-    ``msgs`` without their causes."""
+    """``process`` gave up waiting for ``member`` and delivered ``msgs`` without their
+    causes."""
 
     process: str
     member: str
@@ -243,11 +221,8 @@ class Release:
 
 def parse_release(raw: bytes | str) -> Release | None:
     """The release a trace line records, or None (another event, or malformed)."""
-    try:
-        record = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("event") != "release":
+    record = _json_object(raw)
+    if record is None or record.get("event") != "release":
         return None
     process, member, msgs = record.get("process"), record.get("client"), record.get("msgs")
     if not (isinstance(process, str) and isinstance(member, str) and isinstance(msgs, list)
@@ -258,27 +233,26 @@ def parse_release(raw: bytes | str) -> Release | None:
 
 
 def read_releases(files: Sequence[Any], processes: Iterable[str],
-                  read_lines: Callable[[list[Any], bytes], list[bytes]] | None = None
-                  ) -> list[Release]:
-    """The release records of the files of ``processes`` (those that recorded one, by
-    the event counts; every file when a process's file is not found by its name).
-    Local files are searched here; others through ``read_lines(files, needle)``."""
+                  read_lines: Callable[[list[Any], bytes], list[bytes]]) -> list[Release]:
+    """The release records of the files of ``processes`` (every file when one of theirs
+    is not found by its name): local files searched here, others by ``read_lines(files,
+    needle)``."""
     wanted = {trace_file_stem(p) for p in processes}
     if not wanted:
         return []
     chosen = [f for f in files if f.stem.removesuffix(".jsonl") in wanted]
     if len({f.stem.removesuffix(".jsonl") for f in chosen}) < len(wanted):
         chosen = list(files)
-    local = [f for f in chosen if isinstance(f, Path) or read_lines is None]
-    remote = [f for f in chosen if not (isinstance(f, Path) or read_lines is None)]
-    lines = [line for f in local for line in matching_lines(Path(f), b'"release"')]
-    if remote and read_lines is not None:
+    remote = [f for f in chosen if not isinstance(f, Path)]
+    lines = [line for f in chosen if isinstance(f, Path)
+             for line in matching_lines(f, b'"release"')]
+    if remote:
         lines += read_lines(remote, b'"release"')
     return [r for r in map(parse_release, lines) if r is not None]
 
 
 def describe(result: Mapping[str, Any]) -> list[str]:
-    """The lines of the readable report about endings, undelivered pairs and releases."""
+    """The readable report's lines about endings, undelivered pairs and releases."""
     lines = []
     departed = result.get("undelivered_to_departed", 0)
     with_sender = result.get("undelivered_from_departed", 0)
@@ -313,8 +287,8 @@ UNDELIVERED_KINDS = ("undelivered_open", "undelivered_to_departed",
 
 def undelivered_by_ending(sends: Any, deliveries: Any, endings: Endings,
                           undelivered: int) -> dict[str, int]:
-    """The ``undelivered`` (message, destination) pairs by :meth:`Endings.classify`
-    (Spark frames: the send table and the laid-out deliveries)."""
+    """The ``undelivered`` pairs by :meth:`Endings.classify` (Spark frames: the send
+    table and the laid-out deliveries)."""
     counts = dict.fromkeys(UNDELIVERED_KINDS, 0)
     counts["undelivered_present"] = undelivered
     opened, gone = sorted(endings.open), sorted(endings.departed())
@@ -344,8 +318,7 @@ def undelivered_by_ending(sends: Any, deliveries: Any, endings: Endings,
 
 
 def released_deliveries(deliveries: Any, releases: Sequence[Release]) -> int:
-    """How many (process, message) pairs of ``releases`` the process delivered (a Spark
-    frame of the laid-out deliveries)."""
+    """How many (process, message) pairs of ``releases`` the process delivered."""
     pairs = sorted({(r.process, m) for r in releases for m in r.msgs})
     if not pairs:
         return 0

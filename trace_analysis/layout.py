@@ -1,20 +1,16 @@
-"""One process's deliveries laid out in numpy (``groupBy("p").applyInArrow``): looked up
-in the send index, in line order, with their positions, copies, flags, exact counts and
-undelivered messages (method steps 2 to 4, docs/analysis.md). Tested without Spark.
-
-The exact counts: for a sender s, ``a[j] = vcsend(m_j)[s]`` over the process's first
-deliveries; a flagged delivery i from s has the causal count ``#{j < i : a[j] >= a[i]}``
-and the FIFO count the same among the j from s."""
+"""One process's deliveries laid out in numpy (``groupBy("p").applyInArrow``), method
+steps 2 to 4 of docs/analysis.md. The exact counts: for a sender s, ``a[j] =
+vcsend(m_j)[s]`` over the process's first deliveries; a flagged delivery i from s has the
+causal count ``#{j < i : a[j] >= a[i]}`` and the FIFO count the same among the j from s."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from trace_analysis.send_index import send_table_of
+from trace_analysis.send_index import LINE_ORDER, send_table_of
 
 #: the Spark schema of the result, as DDL
 OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, sidx int, "
@@ -22,18 +18,16 @@ OUTPUT_DDL = ("p string, msg string, ts double, protocol string, sender string, 
               "copy int, pos int, flag boolean, causal long, fifo long, "
               "earlier array<string>, earlier_fifo array<boolean>, missing long, "
               "missing_msgs array<string>")
-#: stands for "no send" in the clock rows: below every clock entry, which are never
-#: negative
+#: "no send" in the clock rows: below every clock entry
 NO_VALUE = -1
 
 
 def count_earlier_at_least(values: Sequence[int] | np.ndarray,
                            queries: Sequence[int] | np.ndarray) -> np.ndarray:
     """For each index i in ``queries``: how many j < i have ``values[j] >= values[i]``.
-
     At level w each query in the right half of a block of 2w counts the left half's
-    values at least its own (a sort and two binary searches); each pair j < i is counted
-    at the one level whose cut separates them, so the sum is exact in O(n log² n)."""
+    values at least its own; each pair is counted at the one level whose cut separates
+    it, in O(n log² n)."""
     vals = np.asarray(values, dtype=np.int64)
     q = np.asarray(queries, dtype=np.int64)
     counts = np.zeros(len(q), dtype=np.int64)
@@ -59,8 +53,8 @@ def count_earlier_at_least(values: Sequence[int] | np.ndarray,
 
 
 def nearest_earlier_at_least(values: np.ndarray, i: int, want: int) -> np.ndarray:
-    """Up to ``want`` indices j < i with ``values[j] >= values[i]``, the ones nearest to i,
-    ascending. Scans backwards in doubling chunks, so a late delivery costs its lateness."""
+    """Up to ``want`` indices j < i with ``values[j] >= values[i]``, the nearest to i,
+    ascending (scanned backwards in doubling chunks: a delivery costs its lateness)."""
     if want <= 0 or i <= 0:
         return np.zeros(0, dtype=np.int64)
     x = values[i]
@@ -75,27 +69,15 @@ def nearest_earlier_at_least(values: np.ndarray, i: int, want: int) -> np.ndarra
     return np.concatenate(found[::-1])[-want:]
 
 
-@dataclass
-class FlaggedCounts:
-    """The exact counts of a process's flagged deliveries (arrays over its deliveries,
-    zero where not flagged) and some of their violating triples."""
-
-    causal: np.ndarray
-    fifo: np.ndarray
-    #: delivery row -> (rows of earlier first deliveries delivered before it although
-    #: causally after it, the nearest ones, ascending; whether each has its sender)
-    listed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
 def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
-                  flagged: np.ndarray, budget: int) -> FlaggedCounts:
-    """Exact counts of the flagged deliveries of one process, in delivery order.
-
-    ``clocks`` (n × K) holds each delivery's send clock over the senders, ``sidx`` its
+                  flagged: np.ndarray, budget: int
+                  ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The exact causal and FIFO counts of one process's ``flagged`` deliveries (zero
+    where not flagged), and at most ``budget`` triples: delivery row -> (the rows of the
+    nearest earlier first deliveries that causally follow it, ascending; whether each
+    has its sender). ``clocks`` (n × K) holds each delivery's send clock, ``sidx`` its
     sender's column, ``firsts`` marks the first deliveries of messages whose send is
-    known (the only ones that take part), ``flagged`` the deliveries to count. At most
-    ``budget`` triples are listed, each flagged delivery's nearest predecessors first.
-    """
+    known (the only ones that take part)."""
     n = len(sidx)
     causal = np.zeros(n, dtype=np.int64)
     fifo = np.zeros(n, dtype=np.int64)
@@ -110,7 +92,7 @@ def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
         own = np.flatnonzero(sidx[rows] == s)
         # the queries are deliveries from s: their rank among its deliveries
         fifo[rows[mine]] = count_earlier_at_least(values[own], np.searchsorted(own, mine))
-    result = FlaggedCounts(causal, fifo)
+    listed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i in queries_at.tolist():
         if budget <= 0:
             break
@@ -120,14 +102,14 @@ def count_flagged(clocks: np.ndarray, sidx: np.ndarray, firsts: np.ndarray,
         if not want:  # flagged by a delivery that takes no part (its clock lacks its sender)
             continue
         earlier = nearest_earlier_at_least(columns[s], i, want)
-        result.listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
+        listed[row] = (rows[earlier], sidx[rows[earlier]] == s)
         budget -= len(earlier)
-    return result
+    return causal, fifo, listed
 
 
 class SendLookup:
-    """The send index (an Arrow table of :mod:`trace_analysis.send_index`) prepared for
-    lookups by message id: clocks as an M × K matrix, destinations flattened."""
+    """The send index (:mod:`trace_analysis.send_index`) prepared for lookups by message
+    id: clocks as an M × K matrix, destinations flattened."""
 
     def __init__(self, sends: Any) -> None:
         import pyarrow.compute as pc
@@ -149,12 +131,6 @@ class SendLookup:
         self.dest_names = pc.list_flatten(dests)
         self._dest_masks: dict[str, Any] = {}
 
-    def rows_of(self, msg: Any) -> Any:
-        """The index row of each message id in ``msg`` (null where it has no send)."""
-        import pyarrow.compute as pc
-
-        return pc.index_in(msg, value_set=self.msg)
-
     def addressed_to(self, process: str) -> Any:
         """For every send, whether ``process`` is among its destinations."""
         import pyarrow.compute as pc
@@ -168,8 +144,7 @@ class SendLookup:
         return mask
 
     def smallest_ids(self, chosen: Any, limit: int) -> list[str]:
-        """The ``limit`` smallest message ids among the sends marked in ``chosen`` (a
-        boolean array over the index), ascending."""
+        """The ``limit`` smallest ids of the sends marked in ``chosen``, ascending."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -177,14 +152,14 @@ class SendLookup:
         return ids.take(pc.sort_indices(ids)[:limit]).to_pylist()
 
 
-#: per worker process: the lookup of the analysis being run (token -> lookup); one at a
-#: time, so a reused worker does not keep an earlier analysis's sends
+#: per worker process, the lookup of the analysis being run (only: a reused worker
+#: keeps no earlier analysis's sends)
 _lookups: dict[str, SendLookup] = {}
 
 
 def worker_lookup(token: str, shipped: Any) -> SendLookup:
-    """The :class:`SendLookup` of the broadcast ``shipped`` (Arrow IPC bytes), decoded
-    once per worker process and analysis (``token``)."""
+    """The :class:`SendLookup` of the broadcast ``shipped``, decoded once per worker
+    process and analysis (``token``)."""
     lookup = _lookups.get(token)
     if lookup is None:
         _lookups.clear()
@@ -194,8 +169,7 @@ def worker_lookup(token: str, shipped: Any) -> SendLookup:
 
 
 def occurrence(codes: Any) -> Any:
-    """For each element of ``codes`` (integers), its 1-based occurrence number among the
-    equal elements before it (in array order)."""
+    """For each integer of ``codes``, its 1-based occurrence number among equal ones."""
     n = len(codes)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
@@ -210,8 +184,7 @@ def occurrence(codes: Any) -> Any:
 
 
 def prior_maximum(vals: Any) -> Any:
-    """Row i of the result is the column-wise maximum of rows 0..i-1 of ``vals`` (an
-    n × K integer matrix); row 0 is :data:`NO_VALUE`."""
+    """Row i: the column-wise maximum of rows 0..i-1 of ``vals``; row 0: NO_VALUE."""
     prior = np.full(vals.shape, NO_VALUE, dtype=np.int64)
     if len(vals) > 1:
         prior[1:] = np.maximum.accumulate(vals[:-1], axis=0)
@@ -220,19 +193,18 @@ def prior_maximum(vals: Any) -> Any:
 
 def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -> Any:
     """The deliveries of one process (p, msg, ts, protocol, file, blk, rid) in line order,
-    laid out as :data:`OUTPUT_DDL` says: at most ``budget`` violating triples listed, and
-    on the first row the process's undelivered messages, the ``samples`` smallest listed."""
+    as :data:`OUTPUT_DDL`: at most ``budget`` triples listed, and on the first row the
+    process's undelivered messages, the ``samples`` smallest listed."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = table.num_rows
     if n:
-        table = table.take(pc.sort_indices(table, sort_keys=[
-            ("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")]))
+        table = table.take(pc.sort_indices(table, sort_keys=LINE_ORDER))
     msg = table.column("msg").combine_chunks()
     indexed = len(lookup.msg) > 0
     if indexed:
-        found = lookup.rows_of(msg)
+        found = pc.index_in(msg, value_set=lookup.msg)  # null where it has no send
         has_row = found.is_valid().to_numpy(zero_copy_only=False)
         rows = found.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         has_send = has_row & lookup.has_x[rows]
@@ -273,9 +245,8 @@ def lay_out(table: Any, lookup: SendLookup, budget: int = 0, samples: int = 0) -
         first = has_send & (copy == 1)
         flag = first & (prior[np.arange(n), sidx] >= x)
         if flag.any():
-            counted = count_flagged(matrix, sidx, first, flag, budget)
-            causal, fifo = counted.causal, counted.fifo
-            for row, (before, same_sender) in counted.listed.items():
+            causal, fifo, listed = count_flagged(matrix, sidx, first, flag, budget)
+            for row, (before, same_sender) in listed.items():
                 earlier[row] = msg.take(pa.array(before, pa.int64())).to_pylist()
                 earlier_fifo[row] = same_sender.tolist()
 

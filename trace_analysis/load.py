@@ -1,8 +1,7 @@
 """Read a trace directory with one of two loaders (docs/analysis.md, "How the analysis
-works"): ``workers``, one Spark task per chunk (``mapInArrow`` over the chunk numbers)
-parsing its bytes in a Python worker (:mod:`trace_analysis.chunks`), every executor seeing
-the files at one path; or ``native``, two passes of Spark's JSON reader, lines identified by
-file, block start and a ``monotonically_increasing_id`` (the same on every read)."""
+works"): ``workers``, one Spark task per chunk parsing its bytes in a Python worker
+(:mod:`trace_analysis.chunks`); or ``native``, two passes of Spark's JSON reader, lines
+identified by file, block start and a ``monotonically_increasing_id``."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ from trace_analysis.loaded import (
     RemoteFile,
     TraceDirError,
     add_counts,
-    finished,
     list_remote_trace_files,
     list_trace_files,
     local_path,
@@ -42,8 +40,6 @@ log = logging.getLogger(__name__)
 
 _GLOB_CHARS = set("\\{}[]*?^")
 
-Progress = Callable[[str], None]
-
 
 def _hadoop_path(path: Path | RemoteFile) -> str:
     """A path Spark will not expand as a glob pattern."""
@@ -52,9 +48,9 @@ def _hadoop_path(path: Path | RemoteFile) -> str:
 
 
 def choose_loader(trace_dir: str | Path, loader: str | None) -> str:
-    """``loader``, or for None the one that reads ``trace_dir`` (``workers`` for a local
-    directory or a ``file://`` URI, ``native`` for other file systems); raises
-    :class:`TraceDirError` for ``workers`` and a location its Python cannot open."""
+    """``loader``, or for None the one for ``trace_dir`` (``workers`` for a local path or
+    ``file://``, else ``native``); raises :class:`TraceDirError` for ``workers`` and a
+    location its Python cannot open."""
     scheme = scheme_of(trace_dir)
     if loader is None:
         return LOADERS[0] if scheme in (None, "file") else "native"
@@ -81,7 +77,7 @@ def _struct(first: tuple[str, ...] = (), last: tuple[str, ...] = ()) -> Any:
 
 
 def parse_for_spark(raw: str | None) -> tuple:
-    """The Python validator as a Spark UDF: (status, reason, *FIELDS)."""
+    """The validator as a Spark UDF: (status, reason, *FIELDS)."""
     status, reason, record = schema.parse_line(raw or "")
     if record is None:
         return (status, reason) + (None,) * len(schema.FIELDS)
@@ -98,8 +94,8 @@ def _looks_coerced(value: Column) -> Column:
 
 def _clean_predicate(raw: Column, j: Column) -> Column:
     """True only for lines the Python validator would accept with exactly the values
-    Spark parsed (Spark turns ``5`` into ``"5"``: the text is searched for the string
-    only where a value could be such a conversion)."""
+    Spark parsed (Spark turns ``5`` into ``"5"``: where a value could be such a
+    conversion, the text is searched for the string)."""
     from pyspark.sql import functions as F
 
     event = j["event"]
@@ -137,9 +133,9 @@ def _clean_predicate(raw: Column, j: Column) -> Column:
     conditions.append(
         (event != "send") | (F.coalesce(j["vc"][j["sender"]], F.lit(0)) >= 1)
     )
-    predicate = conditions[0]
-    for condition in conditions[1:]:
-        predicate = predicate & F.coalesce(condition, F.lit(False))
+    predicate = functools.reduce(
+        operator.and_, [F.coalesce(condition, F.lit(False)) for condition in conditions[1:]],
+        conditions[0])
     return F.coalesce(predicate, F.lit(False))
 
 
@@ -236,14 +232,12 @@ def _check_suspicious(summary: DataFrame, blocks: dict[tuple[str, int], tuple[in
 
 
 def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
-         progress: Progress | None = None, loader: str | None = None) -> Loaded:
+         say: Callable[[str], None] = lambda message: None, loader: str | None = None
+         ) -> Loaded:
     """Parse every trace file of ``trace_dir`` (a local directory, or a URI) with
     ``loader`` (None: :func:`choose_loader`); raises :class:`TraceDirError` for a missing
     or empty directory."""
-    from pyspark.sql import functions as F
-
     loader = choose_loader(trace_dir, loader)
-    say = progress or (lambda message: None)
     started = time.monotonic()
     files: list[Path] | list[RemoteFile]
     if loader == "native" and scheme_of(trace_dir) is not None:
@@ -255,7 +249,24 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
     say(f"reading {len(files)} files ({size / 1e6:,.1f} MB)")
     log.info("reading %d trace files (%d bytes) from %s", len(files), size, trace_dir)
     if loader == "workers":
-        return load_in_workers(spark, files, samples, say)  # type: ignore[arg-type]
+        loaded = load_in_workers(spark, files, samples, say)  # type: ignore[arg-type]
+    else:
+        loaded = _load_native(spark, files, samples, say)
+    if loaded.malformed:
+        log.warning("%d malformed lines (first: %s)", loaded.malformed,
+                    ", ".join(f"{s['file']}:{s['line']}" for s in loaded.malformed_samples))
+    loaded.seconds = time.monotonic() - started
+    say(f"{loaded.lines - loaded.blank_lines - loaded.malformed:,} events, "
+        f"{loaded.malformed:,} malformed lines, {loaded.blank_lines:,} blank "
+        f"({loaded.seconds:.1f} s)")
+    return loaded
+
+
+def _load_native(spark: SparkSession, files: list[Path] | list[RemoteFile], samples: int,
+                 say: Callable[[str], None]) -> Loaded:
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
     lines_frame = _lines(spark, files)
 
     summary = _summarize(lines_frame).persist()
@@ -315,8 +326,7 @@ def load(spark: SparkSession, trace_dir: str | Path, samples: int = 5,
     events = heavy.filter(F.col("event").isin(*HEAVY_EVENTS)).select(*EVENT_COLUMNS)
     if fixed is not None:
         events = events.unionByName(fixed)
-    return finished(events, counts, files, lines, blank, malformed, sample_rows, started,
-                    say, cached)
+    return Loaded(events, counts, list(files), lines, blank, malformed, sample_rows, cached)
 
 
 #: partitions of the cached events per core of the Spark application
@@ -327,9 +337,9 @@ def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
                     say: Callable[[str], None],
                     chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> Loaded:
     """Parse ``files`` (already listed and checked) in Python workers."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
-    started = time.monotonic()
     chunks = chunks_mod.plan_chunks(files, chunk_bytes)
     keep = max(0, samples)
 
@@ -368,25 +378,18 @@ def load_in_workers(spark: SparkSession, files: list[Path], samples: int,
     bad_rows.sort(key=lambda r: (r["file"], r["blk"], r["rid"]))
     samples = malformed_samples(blocks, bad_rows[:keep])
     events = parsed.filter(F.col("rec") == "e").select(*EVENT_COLUMNS)
-    sends = None
-    if send_tables:
-        import pyarrow as pa
-
-        sends = pa.concat_tables(send_tables)
-    return finished(events, counts, files, lines, blank, malformed, samples, started, say,
-                    [parsed], sends)
+    sends = pa.concat_tables(send_tables) if send_tables else None
+    return Loaded(events, counts, list(files), lines, blank, malformed, samples, [parsed], sends)
 
 
 @contextlib.contextmanager
-def task_progress(spark: Any, say: Callable[[str], None], label: str,
-                  interval: float = 3.0) -> Iterator[None]:
-    """``with task_progress(spark, say, "parsing"):`` says ``parsing: 12/108 tasks`` every
-    ``interval`` seconds while the block runs."""
+def task_progress(spark: Any, say: Callable[[str], None], label: str) -> Iterator[None]:
+    """Says ``{label}: 12/108 tasks`` every 3 seconds while the block runs."""
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
 
     def run() -> None:
-        while not stop.wait(interval):
+        while not stop.wait(3.0):
             try:
                 stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
             except Exception:  # the JVM may be shutting down; progress is best effort

@@ -1,15 +1,11 @@
-"""What a loaded trace directory is, whichever the loader: the trace files of a
-directory (a local path, or a URI listed and read through the Hadoop ``FileSystem`` of
-the driver's JVM: ``hdfs://``, ``s3a://``, ``file://`` on shared storage), the columns
-and events the checks keep, and :class:`Loaded`."""
+"""What either loader gives: the trace files of a directory (a local path, or a URI
+listed and read through the Hadoop ``FileSystem`` of the driver's JVM), the columns and
+events the checks keep, and :class:`Loaded`."""
 
 from __future__ import annotations
 
-import logging
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -18,8 +14,6 @@ from trace_analysis.schema import FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-log = logging.getLogger(__name__)
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 TRACE_PATTERNS = tuple(f"*{suffix}" for suffix in TRACE_SUFFIXES)
@@ -39,27 +33,24 @@ class TraceDirError(ValueError):
 
 @dataclass
 class Loaded:
-    """The parsed trace: counts of every valid event, the events the checks need (cached),
-    and what was wrong with the rest."""
+    """The parsed trace: the heavy events (cached, :data:`EVENT_COLUMNS`), the valid
+    events and their metadata bytes per (protocol, process, event, kind), and what was
+    wrong with the rest."""
 
-    #: send, deliver, buffer and unbuffer events; columns EVENT_COLUMNS
     events: DataFrame
-    #: one dict per (protocol, process, event, kind) of valid events: n, bytes (meta_bytes)
-    counts: list[dict[str, Any]]
+    counts: dict[tuple, list[int]]
     files: list[Path]
     lines: int
     blank_lines: int
     malformed: int
     malformed_samples: list[dict[str, Any]]
-    seconds: float
-    cached: list[DataFrame] = field(default_factory=list)
-    #: the send events as an Arrow table (columns of
-    #: :data:`trace_analysis.send_index.RAW_COLUMNS`) when the loader collected them
-    #: while parsing; None to select them from ``events``
+    cached: list[DataFrame]
+    #: the send events as Arrow (:data:`~trace_analysis.send_index.RAW_COLUMNS`) when
+    #: the loader collected them while parsing
     sends: Any = None
+    seconds: float = 0.0
 
     def unpersist(self) -> None:
-        """Drop the cached data (the session lives on for the next analysis)."""
         for frame in self.cached:
             frame.unpersist()
         self.cached.clear()
@@ -72,10 +63,10 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
         raise TraceDirError(f"trace directory {directory} does not exist")
     if not directory.is_dir():
         raise TraceDirError(f"{directory} is not a directory")
-    files = _trace_files_in(directory)
+    files = trace_files_in(directory)
     if not files:
         holders = sorted(sub.name for sub in directory.iterdir()
-                         if sub.is_dir() and _trace_files_in(sub))
+                         if sub.is_dir() and trace_files_in(sub))
         if holders:
             shown = ", ".join(holders[:SUBFOLDERS_NAMED])
             more = len(holders) - SUBFOLDERS_NAMED
@@ -87,7 +78,7 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
     return files
 
 
-def _trace_files_in(directory: Path) -> list[Path]:
+def trace_files_in(directory: Path) -> list[Path]:
     return sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
                    if p.is_file()})
 
@@ -104,47 +95,18 @@ def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
 def malformed_samples(blocks: dict[tuple[str, int], tuple[int, int]],
                       rows: list[Any]) -> list[dict[str, Any]]:
     """The samples of malformed ``rows`` (file, blk, rid, reason, raw): file name, line
-    number, reason and the first 200 characters."""
-    numbers = line_numbers(blocks, rows)
+    number (from each block's lines and first rid), reason and the first 200 characters."""
+    before: dict[tuple[str, int], int] = {}  # lines in the file's earlier blocks
+    totals: dict[str, int] = {}
+    for file, blk in sorted(blocks):
+        before[(file, blk)] = totals.get(file, 0)
+        totals[file] = before[(file, blk)] + blocks[(file, blk)][0]
     return [{"file": Path(unquote(urlparse(row["file"]).path)).name,
-             "line": numbers[(row["file"], row["blk"], row["rid"])], "reason": row["reason"],
+             "line": (before[(row["file"], row["blk"])] + row["rid"] + 1
+                      - blocks[(row["file"], row["blk"])][1]),
+             "reason": row["reason"],
              "text": row["raw"] if len(row["raw"]) <= 200 else row["raw"][:200] + "..."}
             for row in rows]
-
-
-def finished(events: DataFrame, counts: dict[tuple, list[int]], files: list[Any],
-             lines: int, blank: int, malformed: int, samples: list[dict[str, Any]],
-             started: float, say: Callable[[str], None], cached: list[DataFrame],
-             sends: Any = None) -> Loaded:
-    """What a loader found, logged and said."""
-    if malformed:
-        log.warning("%d malformed lines (first: %s)", malformed,
-                    ", ".join(f"{s['file']}:{s['line']}" for s in samples))
-    seconds = time.monotonic() - started
-    say(f"{lines - blank - malformed:,} events, {malformed:,} malformed lines, "
-        f"{blank:,} blank ({seconds:.1f} s)")
-    count_rows = [{"protocol": k[0], "process": k[1], "event": k[2], "kind": k[3],
-                   "n": v[0], "bytes": v[1]} for k, v in sorted(counts.items(), key=str)]
-    return Loaded(events, count_rows, list(files), lines, blank, malformed, samples,
-                  seconds, cached, sends)
-
-
-def line_numbers(blocks: dict[tuple[str, int], tuple[int, int]],
-                 rows: list[Any]) -> dict[tuple[str, int, int], int]:
-    """1-based line numbers of ``rows`` (each with file, blk, rid) from the per-block
-    (lines, first id) of pass 1."""
-    before: dict[tuple[str, int], int] = {}
-    for file in {key[0] for key in blocks}:
-        total = 0
-        for blk in sorted(b for f, b in blocks if f == file):
-            before[(file, blk)] = total
-            total += blocks[(file, blk)][0]
-    return {
-        (row["file"], row["blk"], row["rid"]):
-            before[(row["file"], row["blk"])] + row["rid"] - blocks[(row["file"], row["blk"])][1]
-            + 1
-        for row in rows
-    }
 
 
 #: a location with a scheme (one letter would be a drive, not a scheme)
@@ -173,7 +135,7 @@ def local_path(location: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """A trace file seen through Hadoop: its URI, name and size in bytes."""
+    """A trace file seen through Hadoop."""
 
     uri: str
     name: str
@@ -213,8 +175,7 @@ def _explain(uri: str, error: Exception) -> str:
 
 def list_remote_trace_files(spark: SparkSession, uri: str) -> list[RemoteFile]:
     """The trace files of the directory ``uri``, sorted by name; raises
-    :class:`TraceDirError` saying what is wrong (no such directory, no trace files, no
-    file system for the scheme)."""
+    :class:`TraceDirError` saying what is wrong."""
     filesystem, path = _filesystem(spark, uri)
     try:
         if not filesystem.exists(path):

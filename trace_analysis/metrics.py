@@ -1,10 +1,10 @@
-"""Performance metrics per protocol and overall (key :data:`OVERALL`): latency (send to
-first delivery), time buffered (first ``buffer`` to first ``unbuffer``), metadata and
-control traffic per application send, the eager share, event counts per process."""
+"""Performance metrics per protocol and overall (key :data:`OVERALL`): latency, time
+buffered, metadata and control traffic per application send, event counts per process."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,17 +17,26 @@ OVERALL = None  # the key of the figures over all protocols
 LOCAL_PERCENTILE_ROWS = 20_000_000
 
 
-def _ratio(numerator: float, denominator: float, digits: int = 4) -> float | None:
-    return round(numerator / denominator, digits) if denominator else None
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _distribution(row: Any) -> dict[str, float | None]:
     values = row["pct"] or [None] * len(PERCENTILES)
-    out = {f"p{int(q * 100)}": (round(v, 3) if v is not None else None)
-           for q, v in zip(PERCENTILES, values, strict=True)}
-    out["mean"] = round(row["mean"], 3) if row["mean"] is not None else None
-    out["max"] = round(row["max"], 3) if row["max"] is not None else None
-    return out
+    out = {f"p{int(q * 100)}": _rounded(v) for q, v in zip(PERCENTILES, values, strict=True)}
+    return {**out, "mean": _rounded(row["mean"]), "max": _rounded(row["max"])}
+
+
+def _add_overall(rows: dict[str | None, Any], overall: Callable[[], Any]) -> None:
+    """Add the figures over all protocols: a single protocol's, else ``overall()``."""
+    if len(rows) == 1:
+        rows[OVERALL] = next(iter(rows.values()))
+    elif rows:
+        rows[OVERALL] = overall()
 
 
 def _by_protocol(frame: DataFrame, value: str, extra: list[Any]) -> dict[str | None, Any]:
@@ -41,10 +50,7 @@ def _by_protocol(frame: DataFrame, value: str, extra: list[Any]) -> dict[str | N
 
     rows = {row["protocol"]: row for row in frame.groupBy("protocol").agg(*aggregates())
             .collect()}
-    if len(rows) == 1:
-        rows[OVERALL] = next(iter(rows.values()))
-    elif rows:
-        rows[OVERALL] = frame.agg(*aggregates()).first()
+    _add_overall(rows, lambda: frame.agg(*aggregates()).first())
     return rows
 
 
@@ -71,22 +77,16 @@ def _local_by_protocol(frame: DataFrame, value: str) -> dict[str | None, Any]:
                 "mean": float(sample.mean()), "max": float(sample.max()),
                 "n": int(len(sample))}
 
-    rows: dict[str | None, Any] = {}
-    for code in np.unique(codes):
-        rows[None if code < 0 else names[code]] = figures(codes == code)
-    if len(rows) == 1:
-        rows[OVERALL] = next(iter(rows.values()))
-    elif rows:
-        rows[OVERALL] = figures(np.ones(len(values), dtype=bool))
+    rows: dict[str | None, Any] = {None if code < 0 else names[code]: figures(codes == code)
+                                   for code in np.unique(codes)}
+    _add_overall(rows, lambda: figures(np.ones(len(values), dtype=bool)))
     return rows
 
 
-def latency(deliveries: DataFrame, expected_rows: int | None = None,
-            local_limit: int | None = None) -> dict[str | None, dict[str, Any]]:
-    """Send-to-first-delivery latency per protocol (key None: overall). With
-    ``expected_rows`` (the first deliveries) at most ``local_limit`` (default
-    :data:`LOCAL_PERCENTILE_ROWS`), the values are collected and summarised in numpy;
-    otherwise in Spark."""
+def latency(deliveries: DataFrame, expected_rows: int) -> dict[str | None, dict[str, Any]]:
+    """Send-to-first-delivery latency per protocol (key None: overall), summarised in
+    numpy when ``expected_rows`` (the first deliveries) are at most
+    :data:`LOCAL_PERCENTILE_ROWS`, else in Spark."""
     from pyspark.sql import functions as F
 
     frame = latency_frame(deliveries)
@@ -96,8 +96,7 @@ def latency(deliveries: DataFrame, expected_rows: int | None = None,
     before = {row["protocol"]: row["count"] for row in
               frame.filter(F.col("ms") < 0).groupBy("protocol").count().collect()}
     frame = frame.filter(F.col("ms") >= 0)
-    limit = LOCAL_PERCENTILE_ROWS if local_limit is None else local_limit
-    if expected_rows is not None and expected_rows <= limit:
+    if expected_rows <= LOCAL_PERCENTILE_ROWS:
         rows = _local_by_protocol(frame, "ms")
     else:
         rows = _by_protocol(frame, "ms", [])
@@ -145,9 +144,10 @@ def buffering(events: DataFrame) -> dict[str | None, dict[str, Any]]:
     }
 
 
-def summarize_counts(counts: list[dict[str, Any]]) -> tuple[dict[str | None, dict[str, Any]],
-                                                            dict[str, dict[str, int]]]:
-    """Per-protocol ratios (key None: overall) and per-process event counts."""
+def summarize_counts(counts: dict[tuple, list[int]]
+                     ) -> tuple[dict[str | None, dict[str, Any]], dict[str, dict[str, int]]]:
+    """Per-protocol ratios (key None: overall) and per-process event counts, from the
+    events and metadata bytes per (protocol, process, event, kind)."""
     per_process: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     totals: dict[str | None, dict[str, Any]] = {}
 
@@ -157,23 +157,22 @@ def summarize_counts(counts: list[dict[str, Any]]) -> tuple[dict[str | None, dic
             "control_bytes": 0, "control": defaultdict(int),
         })
 
-    for row in counts:
-        n, event = row["n"], row["event"]
-        per_process[row["process"]]["events"] += n
-        per_process[row["process"]][event] += n
-        for key in (row["protocol"], OVERALL):
+    for (protocol, process, event, kind), (n, size) in counts.items():
+        per_process[process]["events"] += n
+        per_process[process][event] += n
+        for key in (protocol, OVERALL):
             b = bucket(key)
             b["events"] += n
             if event == "send":
                 b["sends"] += n
             elif event == "network_send":
                 b["network_sends"] += n
-                b["meta_bytes"] += row["bytes"] or 0
-                if row["kind"] == "eager":
+                b["meta_bytes"] += size
+                if kind == "eager":
                     b["eager"] += n
             elif event == "control_send":
-                b["control"][row["kind"]] += n
-                b["control_bytes"] += row["bytes"] or 0
+                b["control"][kind] += n
+                b["control_bytes"] += size
     ratios = {}
     for key, b in totals.items():
         sends = b["sends"]

@@ -1,11 +1,9 @@
-"""A single-process, pure-Python checker of trace directories (no Spark), by the same
-method and rules as the Spark job: the baseline of ``groupcomm analyze-bench`` and a
-second opinion for tests."""
+"""A single-process, pure-Python checker of trace directories by the Spark job's method
+and rules: the baseline of ``groupcomm analyze-bench`` and a second opinion for tests."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,9 +38,8 @@ class ReferenceResult:
     released_deliveries: int = 0
 
 
-def check_directory(trace_dir: str | Path,
-                    progress: Callable[[str], None] | None = None) -> ReferenceResult:
-    """Check every ``*.jsonl`` file of ``trace_dir`` in this process."""
+def check_directory(trace_dir: str | Path) -> ReferenceResult:
+    """Check every trace file of ``trace_dir`` in this process."""
     result = ReferenceResult()
     senders: dict[str, int] = {}  # sender name -> column
     sends: dict[str, tuple[int, int, tuple[str, ...], dict[str, int]]] = {}
@@ -74,8 +71,6 @@ def check_directory(trace_dir: str | Path,
                     column = senders.setdefault(sender, len(senders))
                     sends[msg] = (column, record["vc"].get(sender, 0), tuple(record["dests"]),
                                   record["vc"])
-        if progress:
-            progress(f"read {path.name}: {result.events:,} events so far")
     result.messages = len(sends)
     names = list(senders)
     expected = sum(len(set(dests)) for _, _, dests, _ in sends.values())

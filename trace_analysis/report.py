@@ -1,5 +1,4 @@
-"""``--report DIR``: summary.json, CSV tables, PNG plots, space-time diagram, ShiViz log
-(the files: docs/analysis.md)."""
+"""``--report DIR``: the files of docs/analysis.md, "What it reports"."""
 
 from __future__ import annotations
 
@@ -38,20 +37,26 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 def write_tables(result: Mapping[str, Any], directory: Path) -> list[Path]:
     paths = []
     per_protocol = {name: _flat("", values) for name, values in result["per_protocol"].items()}
-    columns = sorted({key for values in per_protocol.values() for key in values})
-    paths.append(_write_csv(directory / "per_protocol.csv", ["protocol", *columns],
-                            [[name, *(values.get(c) for c in columns)]
-                             for name, values in sorted(per_protocol.items())]))
-    per_process = result["per_process"]
-    columns = sorted({key for values in per_process.values() for key in values})
-    paths.append(_write_csv(directory / "per_process.csv", ["process", *columns],
-                            [[name, *(values.get(c, 0) for c in columns)]
-                             for name, values in sorted(per_process.items())]))
+    for key, table, absent in (("protocol", per_protocol, None),
+                               ("process", result["per_process"], 0)):
+        columns = sorted({column for values in table.values() for column in values})
+        paths.append(_write_csv(directory / f"per_{key}.csv", [key, *columns],
+                                [[name, *(values.get(c, absent) for c in columns)]
+                                 for name, values in sorted(table.items())]))
     paths.append(_write_csv(directory / "malformed_samples.csv",
                             ["file", "line", "reason", "text"],
                             [[s["file"], s["line"], s["reason"], s["text"]]
                              for s in result["malformed_samples"]]))
     return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    from matplotlib import pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
@@ -81,10 +86,7 @@ def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no deliveries", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_meta_bytes(per_protocol: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
@@ -105,10 +107,7 @@ def plot_meta_bytes(per_protocol: Mapping[str, Mapping[str, Any]], path: Path) -
     ax.set_ylabel("bytes per application message")
     ax.set_title("protocol overhead per application message")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def write_report(result: dict[str, Any], directory: str | Path,
@@ -116,11 +115,8 @@ def write_report(result: dict[str, Any], directory: str | Path,
                  undelivered: Sequence[tuple[str, str]],
                  triples: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Write every report file but ``summary.json`` (:func:`write_summary`, once the result
-    is complete); returns {what: path} (also stored in ``result["report"]``).
-
-    ``execution`` is None when the run is too large for a ShiViz log (the caller checks
-    :data:`SHIVIZ_MAX_EVENTS`); the space-time diagram needs it too.
-    """
+    is complete); returns {what: path}, also stored in ``result["report"]``.
+    ``execution`` is None for a run over :data:`SHIVIZ_MAX_EVENTS`."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
@@ -171,8 +167,7 @@ def write_summary(result: Mapping[str, Any], directory: str | Path) -> Path:
 
 def _violations_title(result: Mapping[str, Any]) -> str:
     """What the red arrows of the diagram are: ``3 deliveries out of causal order (12
-    violating triples)``; the triples count every earlier delivery a late one should
-    have preceded."""
+    violating triples)``."""
     late, triples = result["violating_deliveries"], result["causal_violations"]
     if not late:
         return "no delivery out of causal order"

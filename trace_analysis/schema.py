@@ -1,6 +1,5 @@
 """The trace schema (docs/trace_schema.md) as the analyzer reads it, and the one line
-validator, :func:`parse_line`: the reference checker calls it on every line and the Spark
-loaders on the lines their fast paths do not vouch for, so all agree by construction."""
+validator every checker and loader uses, :func:`parse_line` (docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ except ImportError:  # a Spark worker without groupcomm: the copy shipped with t
     # (by name: the module exists only in the zip the driver sends, see session.py)
     _schema = importlib.import_module("trace_analysis._shipped_trace_schema")
 
-# the analyzer's names for the schema's
 ALWAYS, FIELDS = _schema.ALWAYS, _schema.FIELDS
 INT64_MAX, REQUIRED, STRING_FIELDS = _schema.INT64_MAX, _schema.REQUIRED, _schema.STRING_FIELDS
 #: the fields the analysis keeps for each event type (others are dropped after checking)

@@ -1,6 +1,5 @@
-"""The send records of a trace, one per message (the first by line position), with their
-clocks laid out per sender: method step 1 (docs/analysis.md), in numpy on the driver,
-tested without Spark."""
+"""Method step 1 of docs/analysis.md, in numpy on the driver: the send records of a
+trace, one per message (the first in line order), with their clocks laid out per sender."""
 
 from __future__ import annotations
 
@@ -11,6 +10,8 @@ import numpy as np
 
 #: the columns :func:`index_sends` reads from the send events
 RAW_COLUMNS = ("msg", "sender", "vc", "dests", "ts", "protocol", "file", "blk", "rid")
+#: line order, as Arrow sort keys
+LINE_ORDER = [("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")]
 #: the Spark schema of :attr:`SendIndex.table`, as DDL
 SEND_DDL = ("msg string, sender string, sidx int, x bigint, vals array<bigint>, "
             "dests array<string>, send_ts double, send_protocol string")
@@ -18,16 +19,12 @@ SEND_DDL = ("msg string, sender string, sidx int, x bigint, vals array<bigint>, 
 
 @dataclass
 class SendIndex:
-    """One row per message id (``table``: msg, sender, sidx, x, vals, dests, send_ts,
-    send_protocol) and what the checks need to know about the send records."""
+    """One row per message id (``table``, :data:`SEND_DDL`), the senders (the columns of
+    the clocks) and how many send records repeated an id."""
 
     table: Any  # pyarrow.Table
     senders: list[str]
     duplicate_sends: int
-
-    @property
-    def width(self) -> int:
-        return len(self.senders)
 
     def per_protocol(self) -> dict[str | None, tuple[int, int]]:
         """Protocol -> (messages, expected deliveries: distinct destinations summed)."""
@@ -45,8 +42,8 @@ class SendIndex:
 
 
 def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
-    """``table`` as an Arrow IPC stream, the form send tables travel in (broadcast to the
-    workers; from each chunk, compressed, to the driver: opaque bytes to the JVM)."""
+    """``table`` as an Arrow IPC stream, the form send tables travel in (opaque bytes to
+    the JVM)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -57,24 +54,20 @@ def send_table_bytes(table: Any, compression: str | None = None) -> bytes:
 
 
 def send_table_of(blob: bytes) -> Any:
-    """The table of :func:`send_table_bytes`."""
     import pyarrow as pa
 
     return pa.ipc.open_stream(blob).read_all()
 
 
 def _first_per_message(raw: Any) -> tuple[Any, int]:
-    """``raw`` reduced to the first record (in line order) of each message id, and the
-    number of records dropped."""
+    """``raw`` reduced to the first record of each message id, and how many were dropped."""
     import pyarrow.compute as pc
 
     n = raw.num_rows
     codes = pc.dictionary_encode(raw.column("msg")).combine_chunks()
     if len(codes.dictionary) == n:
         return raw, 0
-    ordered = pc.sort_indices(raw, sort_keys=[
-        ("file", "ascending"), ("blk", "ascending"), ("rid", "ascending")])
-    ordered = ordered.to_numpy()
+    ordered = pc.sort_indices(raw, sort_keys=LINE_ORDER).to_numpy()
     keys = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)[ordered]
     _, first = np.unique(keys, return_index=True)  # first position of each id in order
     kept = np.sort(ordered[first])
@@ -82,8 +75,8 @@ def _first_per_message(raw: Any) -> tuple[Any, int]:
 
 
 def _entries(lists: Any) -> tuple[Any, Any]:
-    """(row of each entry, the entries) of a list or map array, null lists being empty:
-    for a map, the entries are a struct array of ``key`` and ``value``."""
+    """(row of each entry, the entries) of a list or map array (for a map, structs of
+    ``key`` and ``value``), null lists being empty."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -122,8 +115,7 @@ def _clock_columns(vc: Any, sender: Any, senders: list[str]) -> tuple[Any, Any]:
 
 
 def _distinct_lists(lists: Any) -> Any:
-    """Each list of ``lists`` (of strings) without repeats, first occurrences in order;
-    nulls stay null."""
+    """Each list of strings without repeats, first occurrences in order."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -145,19 +137,8 @@ def _distinct_lists(lists: Any) -> Any:
                                     mask=None if mask is None else pa.array(mask))
 
 
-def _fixed_lists(matrix: Any) -> Any:
-    """The rows of an n × K integer matrix as a list<int64> array."""
-    import pyarrow as pa
-
-    n, width = matrix.shape
-    offsets = np.arange(n + 1, dtype=np.int32) * width
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
-                                    pa.array(matrix.reshape(-1), pa.int64()))
-
-
 def index_sends(raw: Any) -> SendIndex:
-    """The send index of the send events ``raw`` (an Arrow table with
-    :data:`RAW_COLUMNS`)."""
+    """The send index of the send events ``raw`` (Arrow, :data:`RAW_COLUMNS`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -172,12 +153,14 @@ def index_sends(raw: Any) -> SendIndex:
     rows = np.arange(kept.num_rows)
     # x = vc[sender]: the sender's own entry, null when the clock lacks it
     x = matrix[rows, sidx] if width else np.zeros(kept.num_rows, dtype=np.int64)
+    offsets = np.arange(kept.num_rows + 1, dtype=np.int32) * width  # the clocks' rows
     table = pa.table({
         "msg": kept.column("msg"),
         "sender": sender,
         "sidx": pa.array(sidx, pa.int32(), mask=~has_sender),
         "x": pa.array(x, pa.int64(), mask=~(own & has_sender)),
-        "vals": _fixed_lists(matrix),
+        "vals": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                         pa.array(matrix.reshape(-1), pa.int64())),
         "dests": _distinct_lists(kept.column("dests")),
         "send_ts": kept.column("ts"),
         "send_protocol": kept.column("protocol"),

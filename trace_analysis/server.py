@@ -1,11 +1,8 @@
-"""A warm Spark for repeated analyses: ``groupcomm analyze --serve`` and the clients that
-find it through its state file (docs/analysis.md, "A warm Spark session").
-
-The protocol: one JSON object per line over TCP on 127.0.0.1. The client sends
-``{"token", "op", "fingerprint", "request"}`` (``op``: ``analyze``, ``ping`` or
-``stop``); the server answers ``{"hello": {...}}``, then, for an analysis, any number of
-``{"progress": text}`` and finally ``{"result": {...}}`` or ``{"error", "kind"}``.
-"""
+"""``groupcomm analyze --serve`` and the clients that find it through its state file
+(docs/analysis.md, "A warm Spark session"). One JSON object per line over TCP on
+127.0.0.1: the client sends ``{"token", "op", "fingerprint", "request"}`` (``op``:
+``analyze``, ``ping`` or ``stop``); the server answers ``{"hello": {...}}``, then, for an
+analysis, any ``{"progress": text}`` and ``{"result": {...}}`` or ``{"error", "kind"}``."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ Say = Callable[[str], None]
 
 
 class ServerGone(RuntimeError):
-    """The server cannot be used (dead, silent, stale or gone mid-analysis); the message
-    says why, in a few words."""
+    """The server cannot be used (dead, silent, stale or gone mid-analysis)."""
 
 
 #: the ``kind`` of an error answer -> what the client raises
@@ -71,8 +67,6 @@ class ServerInfo:
     port: int
     token: str
     master: str
-    ship: bool
-    fingerprint: str
     spark_version: str
     state_file: str
 
@@ -80,22 +74,16 @@ class ServerInfo:
         return f"the analysis server (pid {self.pid}, Spark {self.spark_version}, {self.master})"
 
 
-def state_dir(create: bool = True) -> Path:
-    """Where state files and the logs of started servers are kept (created with mode
-    0700 unless ``create`` is false)."""
+def state_file(master: str | None, ship: bool, create: bool = True) -> Path:
+    """The state file of the server for ``master`` (its directory made, mode 0700, if
+    ``create``); the server's log and the starters' lock take its name."""
     configured = os.environ.get("GROUPCOMM_ANALYZE_SERVER_DIR")
     directory = Path(configured) if configured else (
         Path.home() / ".cache" / "groupcomm" / "analyze-server")
     if create:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return directory
-
-
-def state_file(master: str | None, ship: bool, create: bool = True) -> Path:
-    """The state file of the server for ``master`` (None: local; its directory made if
-    ``create``); the server's log and the starters' lock take its name."""
     key = hashlib.sha1(f"{master or DEFAULT_MASTER}|ship={int(ship)}".encode()).hexdigest()
-    return state_dir(create) / f"analyze-server-{key[:12]}.json"
+    return directory / f"analyze-server-{key[:12]}.json"
 
 
 @functools.cache
@@ -111,7 +99,6 @@ def code_fingerprint() -> str:
 
 
 def _is_a_server(pid: int) -> bool:
-    """Whether process ``pid`` is an ``analyze --serve`` (its command line says so)."""
     try:
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -120,22 +107,20 @@ def _is_a_server(pid: int) -> bool:
 
 
 def _remove_if_ours(path: Path, pid: int) -> None:
-    """Remove the state file ``path`` if it still names ``pid`` (a fresh server may
-    have replaced it)."""
+    # a fresh server may have replaced the state file
     with contextlib.suppress(OSError, ValueError):
         if json.loads(path.read_text()).get("pid") == pid:
             path.unlink()
 
 
 def read_state(master: str | None, ship: bool) -> ServerInfo | None:
-    """The server the state file names for ``master``, or None (no file, an unreadable
-    one, or a process that is gone: the file is then removed)."""
+    """The server the state file names for ``master``, or None (removing an unreadable
+    file, or one whose process is gone)."""
     path = state_file(master, ship, create=False)
     try:
         data = json.loads(path.read_text())
         info = ServerInfo(pid=int(data["pid"]), port=int(data["port"]),
                           token=str(data["token"]), master=str(data["master"]),
-                          ship=bool(data["ship"]), fingerprint=str(data["fingerprint"]),
                           spark_version=str(data.get("spark_version", "?")),
                           state_file=str(path))
     except FileNotFoundError:
@@ -156,7 +141,7 @@ def read_state(master: str | None, ship: bool) -> ServerInfo | None:
 @contextlib.contextmanager
 def _exchange(info: ServerInfo, op: str, request: dict[str, Any] | None = None
               ) -> Iterator[tuple[dict[str, Any], Iterator[dict[str, Any]]]]:
-    """Connect, send one request, read the hello; yields (hello, further messages)."""
+    """Send one request; yields (hello, further messages)."""
 
     def gone(error: OSError) -> ServerGone:
         if isinstance(error, TimeoutError):  # only the hello has a deadline
@@ -203,8 +188,7 @@ def ping(info: ServerInfo) -> dict[str, Any]:
 
 
 def stop(info: ServerInfo, wait: float = 30.0) -> bool:
-    """Ask the server to stop and wait up to ``wait`` seconds for its process to end;
-    True when it is gone."""
+    """Ask the server to stop; True when its process ends within ``wait`` seconds."""
     with contextlib.suppress(ServerGone):
         with _exchange(info, "stop") as (_, stream):
             next(stream, None)
@@ -217,16 +201,14 @@ def stop(info: ServerInfo, wait: float = 30.0) -> bool:
     return gone
 
 
-def analyze_remote(info: ServerInfo, request: dict[str, Any],
-                   progress: Say | None = None) -> dict[str, Any]:
+def analyze_remote(info: ServerInfo, request: dict[str, Any], progress: Say) -> dict[str, Any]:
     """Run one analysis on the server (``request``: :func:`analyze`'s keyword arguments,
     absolute paths). Raises :class:`ServerGone` when the server is unusable, and
     :class:`TraceDirError` or :class:`SparkUnavailableError` as the analysis would."""
     with _exchange(info, "analyze", request) as (_, stream):
         for message in stream:
             if "progress" in message:
-                if progress is not None:
-                    progress(str(message["progress"]))
+                progress(str(message["progress"]))
             elif "result" in message:
                 return message["result"]
             elif "error" in message:
@@ -237,8 +219,8 @@ def analyze_remote(info: ServerInfo, request: dict[str, Any],
 
 
 def usable(master: str | None, ship: bool, note: Say) -> ServerInfo | None:
-    """The running server for ``master``, if it answers and runs this code; a silent or
-    stale one is told to stop (one ``note`` line says so)."""
+    """The running server for ``master`` if it answers and runs this code; a silent or
+    stale one is stopped, with one ``note``."""
     info = read_state(master, ship)
     if info is None:
         return None
@@ -259,20 +241,17 @@ def usable(master: str | None, ship: bool, note: Say) -> ServerInfo | None:
 
 
 def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say,
-                  progress: Say | None = None,
-                  timeout: float = START_TIMEOUT) -> ServerInfo | None:
-    """The usable server for ``master``, started in the background when there is none
-    (``analyze --serve`` in its own session, logging beside its state file; it stops
-    after ``idle_timeout`` seconds without work). None, after one ``note`` line, when it
-    does not come up within ``timeout`` seconds."""
+                  progress: Say) -> ServerInfo | None:
+    """The usable server for ``master``, else one started in the background (``analyze
+    --serve``, logging beside its state file, stopping after ``idle_timeout`` seconds
+    without work); None, with one ``note``, when it does not come up in time."""
     log_path = state_file(master, ship).with_suffix(".log")
     with open(log_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others then find it
         info = usable(master, ship, note)
         if info is not None:
             return info
-        if progress is not None:
-            progress("starting the analysis server (Spark), kept for later analyses")
+        progress("starting the analysis server (Spark), kept for later analyses")
         command = [sys.executable, "-m", "groupcomm.cli", "analyze", "--serve",
                    "--idle-timeout", f"{idle_timeout / 60:g}"]
         command += ["--master", master] if master else []
@@ -280,8 +259,8 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
         with open(log_path, "wb") as out:
             child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=str(state_dir()))
-        deadline = time.monotonic() + timeout
+                                     cwd=str(log_path.parent))
+        deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if child.poll() is not None:
                 note(f"the analysis server did not start (exit code {child.returncode}; "
@@ -291,7 +270,8 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
             if info is not None and info.pid == child.pid:
                 return info
             time.sleep(0.2)
-        note(f"the analysis server did not come up within {timeout:.0f} s (see {log_path})")
+        note(f"the analysis server did not come up within {START_TIMEOUT:.0f} s "
+             f"(see {log_path})")
         child.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(10)
@@ -300,23 +280,13 @@ def find_or_start(master: str | None, ship: bool, idle_timeout: float, note: Say
         return None
 
 
-def _warm_up(spark: SparkSession) -> None:
-    """One tiny analysis, so the first request finds the Python workers started and the
-    code paths loaded (the first analysis of a session takes several times longer)."""
-    with tempfile.TemporaryDirectory(prefix="groupcomm-warm-") as directory:
-        generate(SynthSpec(events=200, processes=3, protocol="vector", violations=1,
-                           undelivered=1, duplicates=1, malformed=0, pad=0), directory)
-        analyze(directory, spark=spark)
-
-
 class AnalysisServer:
-    """Holds ``spark`` and answers requests on 127.0.0.1 (see the module docstring)."""
+    """Holds ``spark`` and answers requests (see the module docstring)."""
 
     def __init__(self, spark: SparkSession, master: str | None, ship: bool,
-                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+                 idle_timeout: float | None) -> None:
         self.spark = spark
         self.master = master or DEFAULT_MASTER
-        self.ship = ship
         self.idle_timeout = idle_timeout
         self.token = secrets.token_hex(16)
         self.fingerprint = code_fingerprint()
@@ -334,8 +304,8 @@ class AnalysisServer:
                 "spark_version": self.spark.version}
 
     def publish(self) -> None:
-        """Write the state file (atomically; readable by this user only)."""
-        data = {**self._hello(), "port": self.port, "token": self.token, "ship": self.ship}
+        """Write the state file, atomically, readable by this user only."""
+        data = {**self._hello(), "port": self.port, "token": self.token}
         tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -441,7 +411,11 @@ class AnalysisServer:
                 return
             except Exception as error:
                 log.exception("analysis of %s failed", request.get("trace_dir"))
-                alive = self.spark_alive()
+                context = self.spark.sparkContext
+                try:
+                    alive = not context._jsc.sc().isStopped()  # type: ignore[union-attr]
+                except Exception:  # py4j: the JVM is gone, or the context was stopped
+                    alive = False
                 first = (str(error).strip().splitlines() or [repr(error)])[0][:300]
                 send({"error": first if alive else f"its Spark died ({first})",
                       "kind": "internal"})
@@ -452,23 +426,14 @@ class AnalysisServer:
         finally:
             self._analysis.release()
 
-    def spark_alive(self) -> bool:
-        """Whether the session still has a running SparkContext."""
-        try:
-            return not self.spark.sparkContext._jsc.sc().isStopped()  # type: ignore[union-attr]
-        except Exception:  # py4j: the JVM is gone, or the context was stopped
-            return False
-
 
 def serve(master: str | None = None, ship: bool = True,
           idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT, say: Say | None = None,
           ready: Callable[[AnalysisServer], None] | None = None,
           warm_up: bool = True, stop_spark: bool = False) -> None:
-    """Run the analysis server in this process until Ctrl-C, SIGTERM, a stop request or
-    ``idle_timeout`` seconds without work (None or 0: no limit). ``say`` gets a few
-    progress lines; ``ready`` is called once it is published; ``warm_up`` runs one small
-    analysis first; ``stop_spark`` stops the session at the end. Raises
-    :class:`SparkUnavailableError` when Spark cannot start."""
+    """Run the analysis server here until Ctrl-C, SIGTERM, a stop request or
+    ``idle_timeout`` seconds without work (None or 0: no limit); ``ready`` is called once
+    it is published. Raises :class:`SparkUnavailableError` when Spark cannot start."""
     tell = say or (lambda text: None)
     previous = usable(master, ship, log.warning)
     if previous is not None:
@@ -477,9 +442,12 @@ def serve(master: str | None = None, ship: bool = True,
             "(groupcomm analyze --stop-server)")
     tell("starting Spark")
     spark = get_spark(master, ship)
-    if warm_up:
+    if warm_up:  # the first analysis of a session takes several times longer
         tell("warming up (one small analysis)")
-        _warm_up(spark)
+        with tempfile.TemporaryDirectory(prefix="groupcomm-warm-") as directory:
+            generate(SynthSpec(events=200, processes=3, protocol="vector", violations=1,
+                               undelivered=1, duplicates=1, malformed=0, pad=0), directory)
+            analyze(directory, spark=spark)
     server = AnalysisServer(spark, master, ship, idle_timeout)
     previous_handler = None
     if threading.current_thread() is threading.main_thread():

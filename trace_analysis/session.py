@@ -1,9 +1,6 @@
-"""One quiet SparkSession per Python process, tuned for small jobs on a small machine
-(log4j is set by a properties file: Spark's start-up banner comes before any setting
-made from Python). Workers whose Python lacks the analysis' packages get an uncompressed
-tar of the driver's own installation of them and what they require, cached by versions
-and platform, sent with the job (``spark.archives``) and put on their ``PYTHONPATH``;
-compiled packages load only on the driver's Python version and platform."""
+"""One quiet SparkSession per Python process, and the driver's packages shipped to
+workers whose Python lacks them (docs/analysis.md, "On a cluster"). log4j is set by a
+properties file: Spark's start-up banner comes before any setting made from Python."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ def _log4j_file() -> Path:
 
 def _ship_package(spark: SparkSession) -> None:
     """Make ``trace_analysis`` importable on remote executors, with a copy of the trace
-    schema, the one module of ``groupcomm`` it uses there (the whole package would need
-    zmq and more on the workers)."""
+    schema, the one module of ``groupcomm`` it uses there."""
     package = Path(__file__).resolve().parent
     archive = Path(tempfile.mkdtemp(prefix="groupcomm-analysis-")) / "trace_analysis.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
@@ -93,8 +89,8 @@ WORKER_PACKAGES = ("numpy", "msgspec", "pyarrow", "pandas")
 
 def _probe_workers(spark: SparkSession,
                    needed: tuple[str, ...]) -> tuple[str, str, str, list[str]]:
-    """An executor's Python (executable, version, platform) and which of ``needed`` it
-    lacks; raises :class:`SparkUnavailableError` when the workers cannot run Python."""
+    """An executor's Python (executable, version, platform, which of ``needed`` it
+    lacks); raises :class:`SparkUnavailableError` when the workers cannot run Python."""
 
     def probe(_rows):  # sent by value: nothing of this project is imported there
         import importlib.util
@@ -128,7 +124,7 @@ def _lacking(answer: tuple[str, str, str, list[str]], why_not_shipped: str) -> s
 def worker_python_path() -> str:
     """PYTHONPATH for local Python workers: this package's root, then the driver's
     site-packages (Spark starts workers with the interpreter behind a virtual
-    environment's symlink, which does not see the environment's packages)."""
+    environment's symlink, which does not see them)."""
     entries = [str(Path(__file__).resolve().parents[1])]
     entries += [p for p in site.getsitepackages() if Path(p).is_dir()]
     return os.pathsep.join(dict.fromkeys(entries))
@@ -136,9 +132,8 @@ def worker_python_path() -> str:
 
 def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
                    ship_packages: bool, packages: tuple[str, ...]) -> SparkSession:
-    """``spark`` when its workers' Python has the packages; otherwise (``ship_packages``,
-    and a worker Python of the driver's version and platform) a new session that ships
-    them. Raises :class:`SparkUnavailableError` saying what the workers lack."""
+    """``spark`` when its workers' Python has the packages, else a new session that
+    ships them; raises :class:`SparkUnavailableError` saying what the workers lack."""
     try:
         _ship_package(spark)
         answer = _probe_workers(spark, packages)
@@ -171,11 +166,10 @@ def _ready_workers(spark: SparkSession, builder: SparkSession.Builder,
 
 def get_spark(master: str | None = None, ship_packages: bool = True,
               packages: tuple[str, ...] = WORKER_PACKAGES) -> SparkSession:
-    """The process's SparkSession, created on first use (``local[2]`` unless ``master``;
-    later calls return the same one, with a warning for another master). On a cluster,
-    workers whose Python lacks ``packages`` get them shipped unless ``ship_packages`` is
-    false. Raises :class:`SparkUnavailableError` when Java is missing or the JVM does not
-    start."""
+    """The process's SparkSession, created on first use (later calls return it, with a
+    warning for another master); on a cluster, workers lacking ``packages`` get them
+    unless ``ship_packages`` is false. Raises :class:`SparkUnavailableError` when Java is
+    missing or Spark does not start."""
     global _session
     with _lock:
         if _session is not None and _session.sparkContext._jsc is not None:
@@ -242,21 +236,11 @@ def compatible(worker_version: str, worker_platform: str) -> bool:
     return ".".join(worker_version.split(".")[:2]) + "-" + worker_platform == platform_tag()
 
 
-def _requirement_names(distribution: metadata.Distribution) -> list[str]:
-    """The distributions ``distribution`` requires here (extras left out, environment
-    markers evaluated for this interpreter)."""
+def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
+    """The installed distributions ``names`` and everything they require here (extras
+    left out, markers evaluated for this interpreter), by name."""
     from packaging.requirements import Requirement  # matplotlib requires packaging
 
-    names = []
-    for text in distribution.requires or []:
-        requirement = Requirement(text)
-        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-            names.append(requirement.name)
-    return names
-
-
-def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
-    """The installed distributions ``names`` and everything they require, by name."""
     found: dict[str, metadata.Distribution] = {}
     pending = list(names)
     while pending:
@@ -270,13 +254,16 @@ def closure(names: tuple[str, ...] | list[str]) -> list[metadata.Distribution]:
             raise RuntimeError(f"{name} is not installed here, so it cannot be shipped to the "
                                "Spark workers") from None
         found[key] = distribution
-        pending.extend(_requirement_names(distribution))
+        for text in distribution.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(requirement.name)
     return [found[key] for key in sorted(found)]
 
 
 def build_archive(names: tuple[str, ...] | list[str], directory: Path | None = None) -> Path:
-    """A tar of the installed files of ``names`` and their requirements, built once per
-    set of versions and platform (then taken from the cache)."""
+    """A tar of the installed files of ``names`` and their requirements, cached by
+    versions and platform."""
     distributions = closure(names)
     identity = ";".join(f"{d.metadata['Name']}={d.version}" for d in distributions)
     key = hashlib.sha256(f"{platform_tag()};{identity}".encode()).hexdigest()[:16]

@@ -1,8 +1,5 @@
-"""A small execution held in memory (each process's application events in order,
-collected once for the space-time diagram and the ShiViz log of a small run), and its
-space-time diagram (matplotlib, Agg backend): processes are lines, each message an arrow
-from its send to each delivery, coloured as its legend says. At most
-:data:`WINDOW_MESSAGES` messages are drawn (:func:`choose_window`); the time axis is the
+"""A small run's application events held in memory, and its space-time diagram: processes
+are lines, each message an arrow from its send to each delivery. The time axis is the
 order of the events, one column per distinct time stamp, so a burst within a millisecond
 is legible and idle stretches take no room (:func:`idle_gaps` marks them)."""
 
@@ -35,10 +32,6 @@ class Execution:
     """Per process, its application events in line order."""
 
     events: dict[str, list[AppEvent]] = field(default_factory=dict)
-
-    @property
-    def processes(self) -> list[str]:
-        return sorted(self.events)
 
     def sends(self) -> dict[str, AppEvent]:
         """The first send of each message."""
@@ -80,8 +73,7 @@ def collect(events: DataFrame) -> Execution:
 
 #: the most messages drawn; a larger execution is drawn as a window of this many
 WINDOW_MESSAGES = 40
-#: the width of one character of a label at font size 7, as a share of the time axis
-#: of an 11-inch figure
+#: a character of a label at font size 7, as a share of the time axis of 11 inches
 CHAR_WIDTH = 0.0075
 #: inches of figure width per event column, and the bounds of the width
 INCHES_PER_COLUMN = 0.07
@@ -92,10 +84,9 @@ IDLE_FACTOR = 20.0
 
 def label_lanes(points: list[tuple[float, str]], span: float,
                 char_width: float = CHAR_WIDTH) -> list[tuple[float, str, int]]:
-    """Where the labels of one process's sends go: ``(x, text, lane)`` with lane 0 above
-    the line and 1 below, each label starting after the previous one of its lane has
-    ended (``char_width`` of ``span`` per character); a label that fits in neither lane
-    is left out (its dot stays)."""
+    """Where the labels of one process's sends go: ``(x, text, lane)``, lane 0 above the
+    line and 1 below, each label after the end of the previous one in its lane
+    (``char_width`` of ``span`` per character); one that fits in neither is left out."""
     ends = [float("-inf"), float("-inf")]
     placed = []
     for x, text in sorted(points):
@@ -130,11 +121,11 @@ class Window:
 
 
 def choose_window(execution: Execution, late: set[tuple[str, str]],
-                  undelivered: Sequence[tuple[str, str]],
-                  size: int = WINDOW_MESSAGES) -> Window:
-    """The messages to draw: all when at most ``size``, else ``size`` consecutive ones
-    by send time, centred on the message of the first late delivery (by delivery
-    time), else on the first undelivered message, else from the start."""
+                  undelivered: Sequence[tuple[str, str]]) -> Window:
+    """The messages to draw: all when at most :data:`WINDOW_MESSAGES`, else that many
+    consecutive ones by send time, centred on the message of the first late delivery,
+    else on the first undelivered message, else from the start."""
+    size = WINDOW_MESSAGES
     sends = sorted(execution.sends().values(), key=lambda e: (e.ts, e.msg))
     order = [e.msg for e in sends]
     total = len(order)
@@ -157,14 +148,14 @@ def choose_window(execution: Execution, late: set[tuple[str, str]],
     return Window(frozenset(chosen), start + 1, start + len(chosen), total, around)
 
 
-def idle_gaps(columns: Sequence[float], factor: float = IDLE_FACTOR) -> list[int]:
-    """The columns after which the time stands still more than ``factor`` times the
-    median step between columns (drawn as dotted vertical lines)."""
+def idle_gaps(columns: Sequence[float]) -> list[int]:
+    """The columns after which the time stands still more than :data:`IDLE_FACTOR`
+    times the median step between columns."""
     steps = [b - a for a, b in zip(columns, columns[1:], strict=False)]
     if len(steps) < 2:
         return []
     median = sorted(steps)[len(steps) // 2]
-    return [i for i, step in enumerate(steps) if step > factor * median > 0]
+    return [i for i, step in enumerate(steps) if step > IDLE_FACTOR * median > 0]
 
 
 def draw_spacetime(execution: Execution, path: Path, violations: Iterable[dict],
@@ -176,7 +167,7 @@ def draw_spacetime(execution: Execution, path: Path, violations: Iterable[dict],
     from matplotlib import pyplot as plt
     from matplotlib.lines import Line2D
 
-    processes = execution.processes
+    processes = sorted(execution.events)
     sends = execution.sends()
     row = {p: i for i, p in enumerate(reversed(processes))}
     triples = list(violations)

@@ -1,15 +1,13 @@
 """Synthetic traces for benchmarks and tests: :func:`generate` simulates processes
 sending unicasts, multicasts and broadcasts, each delivering what is addressed to it in
-sending order (a causal execution), and injects a few anomalies for the checkers to find
-and agree on. Lines are formatted as strings: ten million events take a minute, not ten.
-"""
+sending order (a causal execution), with a few anomalies injected. Lines are formatted
+as strings: ten million events take a minute, not ten."""
 
 from __future__ import annotations
 
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,27 +46,18 @@ class SynthSpec:
 
 @dataclass
 class SynthResult:
-    """What :func:`generate` wrote."""
+    """What :func:`generate` wrote: lines, bytes, and the anomalies injected."""
 
-    directory: Path
-    files: list[Path]
     lines: int
     bytes: int
-    messages: int
     injected: dict[str, int] = field(default_factory=dict)
 
 
 def _meta_bytes(protocol: str, processes: int, eager: bool) -> int:
     """A plausible size of the protocol metadata on one application message."""
-    if protocol == "fifo":
-        return 3
-    if protocol == "vector":
-        return 1 + 3 * processes
-    if protocol == "matrix":
-        return 3 + processes * (3 + 3 * processes)
-    if protocol == "cykas":
-        return 1 if eager else 0
-    return 0
+    sizes = {"fifo": 3, "vector": 1 + 3 * processes,
+             "matrix": 3 + processes * (3 + 3 * processes), "cykas": int(eager)}
+    return sizes.get(protocol, 0)
 
 
 class _Writer:
@@ -126,7 +115,6 @@ class _Simulation:
         pad = f',"detail":"{filler[:max(0, spec.pad - 12)]}"' if spec.pad >= 12 else ""
         self.proto = f'"protocol":"{spec.protocol}"{pad}'
         self.acks = spec.protocol in ("mfss", "cykas")
-        self.messages = 0
         self.injected = {"violations": 0, "undelivered": 0, "duplicates": 0, "malformed": 0}
 
     def _tick(self) -> float:
@@ -166,7 +154,6 @@ class _Simulation:
                 f'{{"ts":{ts:.7f},{self.head[p]}"network_send",{self.proto},"msg":"{msg}",'
                 f'"sender":"{sender}","kind":"{kind}","meta_bytes":{size},"to":"{names[d]}"}}\n'))
             self.queues[d].append((msg, p, snapshot, kind))
-        self.messages += 1
 
     def deliver(self, p: int, message: tuple, twice: bool = False) -> None:
         msg, s, snapshot, kind = message
@@ -229,12 +216,9 @@ class _Simulation:
 
     @staticmethod
     def _one_cause_message(queue: deque[tuple]) -> int | None:
-        """The position of a queued message that exactly one message queued before it
-        happened before, or None. Delivering it first makes exactly one causal
-        violation: a queue holds messages in the order they were sent, so nothing queued
-        after a message can have happened before it. The search looks at the first
-        :data:`_VIOLATION_WINDOW` messages only, so an attempt costs little when it fails
-        (the caller then delivers normally and tries again at the next step)."""
+        """The position, among the first :data:`_VIOLATION_WINDOW`, of a queued message
+        that exactly one message queued before it happened before, or None: delivering
+        it first makes exactly one causal violation (a queue is in sending order)."""
         window = min(len(queue), _VIOLATION_WINDOW)
         for j in range(1, window):
             later = queue[j][2]
@@ -263,7 +247,7 @@ class _Simulation:
             self.out.add(p, samples[count % len(samples)] % fields)
             self.injected["malformed"] += 1
 
-    def run(self, progress: Callable[[str], None] | None) -> None:
+    def run(self) -> None:
         spec, rng, n, queues = self.spec, self.rng, self.n, self.queues
         target = spec.events
         plan: list[tuple[int, str]] = []
@@ -272,7 +256,6 @@ class _Simulation:
                      for _ in range(getattr(spec, which))]
         plan.sort(reverse=True)
         malformed_at = rng.randrange(max(1, target))
-        next_report = 1_000_000
         while self.out.lines + self.out.pending < target:
             written = self.out.lines + self.out.pending
             if malformed_at is not None and written >= malformed_at:
@@ -289,9 +272,6 @@ class _Simulation:
                 self.deliver(p, queue.popleft())
             else:
                 self.send(p)
-            if progress is not None and written >= next_report:
-                progress(f"generated {written:,} events")
-                next_report += 1_000_000
         if malformed_at is not None:
             self._malformed()
         for p in range(n):  # let every pending message arrive
@@ -302,29 +282,19 @@ class _Simulation:
                 self.deliver(p, queues[p].popleft())
 
 
-def process_names(count: int) -> list[str]:
-    """``proc-00``, ``proc-01``, ... (zero-padded so files sort in process order)."""
-    width = max(2, len(str(count - 1)))
-    return [f"proc-{i:0{width}d}" for i in range(count)]
-
-
-def generate(spec: SynthSpec, directory: str | Path,
-             progress: Callable[[str], None] | None = None) -> SynthResult:
-    """Write a synthetic trace directory for ``spec`` (files are overwritten).
-
-    Raises ``ValueError`` for an impossible spec and ``OSError`` when the directory
-    cannot be written.
-    """
+def generate(spec: SynthSpec, directory: str | Path) -> SynthResult:
+    """Write a synthetic trace directory for ``spec`` (files are overwritten); raises
+    ``OSError`` when the directory cannot be written."""
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = process_names(spec.processes)
+    width = max(2, len(str(spec.processes - 1)))  # proc-00...: files sort in process order
+    names = [f"proc-{i:0{width}d}" for i in range(spec.processes)]
     writer = _Writer(out_dir, names)
     simulation = _Simulation(spec, writer, names)
     try:
-        simulation.run(progress)
+        simulation.run()
     finally:
         writer.close()
     size = sum(path.stat().st_size for path in writer.paths)
     log.info("wrote %d lines (%d bytes) in %s", writer.lines, size, out_dir)
-    return SynthResult(out_dir, list(writer.paths), writer.lines, size, simulation.messages,
-                       dict(simulation.injected))
+    return SynthResult(writer.lines, size, dict(simulation.injected))
