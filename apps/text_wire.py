@@ -1,7 +1,5 @@
-"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor: three
-``groupcomm edit --batch`` processes typing at once, the same keystrokes as Yjs updates
-(pycrdt) for reference, and with ``--screen`` the time the editor spends per key.
-Setup and figures: BENCHMARKS.md, "Bytes on the wire per keystroke"."""
+"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor, against
+Yjs (BENCHMARKS.md, "Bytes on the wire per keystroke")."""
 
 from __future__ import annotations
 
@@ -34,8 +32,8 @@ SESSION = "wire"
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
                 timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
-    """Three typing editors under ``module`` with coalescing ``window_ms``; see the
-    module doc. Raises ``ProcessError`` when a process fails."""
+    """Three editors typing at once under ``module``, coalescing ``window_ms``;
+    ``ProcessError`` when a process fails."""
     with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", session=SESSION,
                        timeout=timeout) as editors:
         started = time.monotonic()
@@ -66,8 +64,7 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
 
 
 def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, Any] | None:
-    """The Yjs updates of the same keystrokes (see the module doc); ``None`` without
-    pycrdt."""
+    """The Yjs updates of the same keystrokes; ``None`` without pycrdt."""
     try:
         from pycrdt import Doc, Text
     except ImportError:
@@ -76,9 +73,8 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
     docs = [Doc(client_id=rng.getrandbits(32)) for _ in logs]
     texts = [doc.get("text", type=Text) for doc in docs]
     sizes: list[int] = []
-    # each transaction's update, as a provider sends it (Doc.observe: what Yjs's
-    # doc.on("update") gives), not a diff from a state vector, which repeats every
-    # deletion ever made
+    # each transaction's update, as a provider sends it (Yjs's doc.on("update")), not a
+    # diff from a state vector, which repeats every deletion ever made
     updates: list[tuple[int, bytes]] = []
     for who, doc in enumerate(docs):
         doc.observe(lambda event, who=who: updates.append((who, event.update)))
@@ -136,7 +132,6 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
     sends = itertools.count(1)
 
     def send(payload: Any) -> tuple[str, Tag]:
-        """Instead of a communicator's: each send gets the next id and tag."""
         sent = next(sends)
         return f"me#{sent}", Tag({"me": sent})
 
@@ -272,9 +267,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm text-wire [--causality NAME ...] [--coalesce MS ...] [--json]``."""
     return run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,4 @@
-"""``groupcomm web``: the gateway (:mod:`groupcomm.web.gateway`), ``groupcomm web user
-add``: login links, and ``groupcomm web bench`` (:mod:`groupcomm.web.bench`). Options
-and use: docs/web.md."""
+"""``groupcomm web``, ``groupcomm web user add`` and ``groupcomm web bench`` (docs/web.md)."""
 
 from __future__ import annotations
 
@@ -144,7 +142,6 @@ async def _run(gateway: Gateway, sock: socket.socket) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm web [options]`` or ``groupcomm web user add NAME ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["bench"]:
         from groupcomm.web import bench

@@ -1,9 +1,6 @@
-"""The web gateway: one aiohttp application serving the pages (``/im``, ``/edit``, from
-``static/``), ``/stats`` and a WebSocket per tab (``/ws/im``, ``/ws/edit``). A tab logs
-in with its login link's name and token in its first message and becomes a
-:class:`~groupcomm.web.members.TabMember`; deliveries go to it in order, its requests
-(:mod:`groupcomm.web.requests`) come back. What is refused and counted, reconnection and
-a second tab: docs/web.md."""
+"""The web gateway: one aiohttp application serving the pages, ``/stats`` and a WebSocket
+per tab, whose first message logs it in as a :class:`~groupcomm.web.members.TabMember`
+(what is refused and counted, reconnection, a second tab: docs/web.md)."""
 
 from __future__ import annotations
 
@@ -30,10 +27,9 @@ log = logging.getLogger(__name__)
 
 #: seconds a new WebSocket has to log in
 HELLO_TIMEOUT = 10.0
-#: aiohttp closes a connection whose message exceeds this (1009, message too big);
-#: messages between MAX_MESSAGE and this get an error and the connection stays
+#: aiohttp closes a connection whose message exceeds this (1009); messages between
+#: MAX_MESSAGE and this get an error and the connection stays
 HARD_LIMIT = 4 * MAX_MESSAGE
-#: the pages' paths and their files
 PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".png": "image/png"}
@@ -44,7 +40,6 @@ def _static(name: str) -> bytes:
 
 
 class Gateway:
-    """The HTTP side; one per ``groupcomm web`` process."""
 
     def __init__(self, users: Users, session: str, *,
                  communicator_kwargs: dict[str, Any],
@@ -57,8 +52,7 @@ class Gateway:
         self.communicator_kwargs = communicator_kwargs
         self.inject_delays = inject_delays
         self.presence_hold = presence_hold
-        #: why the editor cannot run on this module (None: it can)
-        self.edit_refusal = edit_refusal
+        self.edit_refusal = edit_refusal  # why the editor cannot run here (None: it can)
         self.module = module
         self.allowed_origins = allowed_origins
         self.counters: Counter[str] = Counter()
@@ -91,8 +85,8 @@ class Gateway:
                             headers={"Cache-Control": "no-store"})
 
     async def stats(self, request: web.Request) -> web.Response:
-        """Counters and the tabs' member ids, for this machine only (the names of
-        who is logged in are not for anyone who can reach the port)."""
+        """Counters and the tabs' member ids, for this machine only (who is logged in is
+        not for anyone who can reach the port)."""
         if request.remote not in ("127.0.0.1", "::1"):
             raise web.HTTPForbidden(text="/stats answers requests from this machine only")
         body = {"counters": dict(self.counters), "module": self.module,
@@ -102,26 +96,21 @@ class Gateway:
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)
 
-    def _origin_ok(self, request: web.Request) -> bool:
-        origin = request.headers.get("Origin")
-        if origin is None:
-            return True  # not a browser: it still needs a credential
-        own = f"{request.scheme}://{request.host}"
-        return origin == own or origin in self.allowed_origins
-
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         kind = request.match_info["kind"]
         if kind not in PAGES:
             raise web.HTTPNotFound()
-        if not self._origin_ok(request):
+        origin = request.headers.get("Origin")  # none: not a browser, still logs in
+        if origin not in (None, f"{request.scheme}://{request.host}", *self.allowed_origins):
             self.counters["refused_origin"] += 1
-            log.warning("refused a WebSocket from origin %s", request.headers.get("Origin"))
+            log.warning("refused a WebSocket from origin %s", origin)
             raise web.HTTPForbidden(text="cross-origin WebSocket requests are refused")
         ws = web.WebSocketResponse(max_msg_size=HARD_LIMIT, heartbeat=20.0)
         await ws.prepare(request)
+        queue: asyncio.Queue = asyncio.Queue()
         member = None
         try:
-            member, queue = await self._login(ws, kind)
+            member = await self._login(ws, kind, queue)
             if member is not None:
                 await self._serve(ws, kind, member, queue)
         finally:
@@ -138,34 +127,32 @@ class Gateway:
         if not ws.closed:
             await ws.send_json({"type": "error", "error": reason, "ref": ref})
 
-    async def _login(self, ws: web.WebSocketResponse, kind: str
-                     ) -> tuple[TabMember | None, asyncio.Queue]:
+    async def _login(self, ws: web.WebSocketResponse, kind: str,
+                     queue: asyncio.Queue) -> TabMember | None:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
         try:
             message = await ws.receive(timeout=HELLO_TIMEOUT)
         except TimeoutError:
-            await self._error(ws, "no login within "
-                              f"{HELLO_TIMEOUT:g} s", "login_timeout")
-            return None, queue
+            await self._error(ws, f"no login within {HELLO_TIMEOUT:g} s", "login_timeout")
+            return None
         if message.type != WSMsgType.TEXT:
-            return None, queue
+            return None
         try:
             hello = parse_request(kind, message.data)
             if hello.type != "hello":
                 raise BadRequest("the first message must be a hello with user and token")
         except BadRequest as error:
             await self._error(ws, str(error), "malformed")
-            return None, queue
+            return None
         user, token = hello.fields["user"], hello.fields["token"]
         if not await loop.run_in_executor(None, self.users.verify, user, token):
             await self._error(ws, "wrong user name or token (ask for a new login link)",
                               "login_failed")
-            return None, queue
+            return None
         if kind == "edit" and self.edit_refusal:
             await self._error(ws, f"the editor cannot run here: {self.edit_refusal}",
                               "edit_refused")
-            return None, queue
+            return None
         previous = self.tabs.pop((kind, user), None)
         if previous is not None:
             previous.push({"type": "fatal", "error": "replaced by a newer tab of yours"})
@@ -182,11 +169,11 @@ class Gateway:
                 host=self.host))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
-            return None, queue
+            return None
         self.tabs[(kind, user)] = member
         self.counters["logins"] += 1
         await ws.send_json({**member.welcome(), "module": self.module})
-        return member, queue
+        return member
 
     async def _serve(self, ws: web.WebSocketResponse, kind: str, member: TabMember,
                      queue: asyncio.Queue) -> None:
@@ -214,7 +201,6 @@ class Gateway:
             self.counters["oversized"] += 1
 
     async def _pump(self, ws: web.WebSocketResponse, queue: asyncio.Queue) -> None:
-        """Forward deliveries and session changes to the tab, in order."""
         while True:
             event = await queue.get()
             batch = [event]
