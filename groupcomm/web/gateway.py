@@ -35,10 +35,6 @@ STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/htm
                 ".png": "image/png"}
 
 
-def _static(name: str) -> bytes:
-    return resources.files("groupcomm.web").joinpath("static", name).read_bytes()
-
-
 class Gateway:
 
     def __init__(self, users: Users, session: str, *,
@@ -65,20 +61,17 @@ class Gateway:
         self.app.router.add_get("/static/{name}", self.static)
         self.app.router.add_get("/stats", self.stats)
         for path in PAGE_FILES:
-            self.app.router.add_get(path, self.page)
+            self.app.router.add_get(path, self.static)
         self.app.on_shutdown.append(self._shutdown)
 
-    async def page(self, request: web.Request) -> web.Response:
-        return web.Response(body=_static(PAGE_FILES[request.path]), content_type="text/html",
-                            headers={"Cache-Control": "no-store"})
-
     async def static(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
+        """A page or a file of ``static/``."""
+        name = PAGE_FILES.get(request.path) or request.match_info["name"]
         suffix = name[name.rfind("."):] if "." in name else ""
         if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
             raise web.HTTPNotFound()
         try:
-            body = _static(name)
+            body = resources.files("groupcomm.web").joinpath("static", name).read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             raise web.HTTPNotFound() from None
         return web.Response(body=body, content_type=STATIC_TYPES[suffix],
@@ -236,19 +229,15 @@ class Gateway:
             elif request.type == "cursor":
                 member.move_cursor(request.applied, fields["anchor"])
             elif request.type == "held":
-                rows = await loop.run_in_executor(None, member.held)
-                await ws.send_json({"type": "held", "held": rows})
+                await ws.send_json({"type": "held",
+                                    "held": await loop.run_in_executor(None, member.held)})
             elif request.type == "release":
-                name = fields["member"]
-                comm = member.communicator
-                if name in comm.members:
-                    await ws.send_json({"type": "notice", "text": f"{name} is still here; "
-                                        "/release is for members who left"})
-                else:
-                    released = await loop.run_in_executor(
-                        None, comm.release_waiting_on, name)
-                    await ws.send_json({"type": "notice", "text": f"released "
-                                        f"{len(released)} message(s) that waited on {name}"})
+                name, comm = fields["member"], member.communicator
+                text = f"{name} is still here; /release is for members who left"
+                if name not in comm.members:
+                    released = await loop.run_in_executor(None, comm.release_waiting_on, name)
+                    text = f"released {len(released)} message(s) that waited on {name}"
+                await ws.send_json({"type": "notice", "text": text})
             elif request.type == "hello":
                 raise BadRequest("already logged in")
         except BadRequest as error:

@@ -162,10 +162,9 @@ class TabMember:
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, its :meth:`state`."""
         with self.lock:
-            comm = self.communicator
             return {"type": "welcome", "kind": self.kind, "user": self.user,
-                    "member": self.member_id, "members_at_join": comm.members_at_join,
-                    **self.state()}
+                    "member": self.member_id,
+                    "members_at_join": self.communicator.members_at_join, **self.state()}
 
     def state(self) -> dict[str, Any]:
         """What the tab starts from: the mirror's state, the deliveries it holds
@@ -226,7 +225,7 @@ class TabMember:
         with self.lock:
             self.mirror.member_joined(client_name, list(all_users))
         mine = self.member_id
-        if mine is not None and display_name(client_name) == self.user and client_name != mine:
+        if mine not in (None, client_name) and display_name(client_name) == self.user:
             # taken for gone, it came back as a new member: start again, as on reconnecting
             self.push({"type": "fatal", "error": "the session took this tab for gone "
                        "(no contact for too long); reconnecting"})
@@ -237,9 +236,9 @@ class TabMember:
         with self.lock:
             self.mirror.member_left(client_name)
         comm = self.communicator
-        waiting = [mid for mid, on in comm.waiting_for().items() if client_name in on]
+        waiting = sum(client_name in on for on in comm.waiting_for().values())
         self.push({"type": "left", "member": client_name, "members": comm.members,
-                   "waiting": len(waiting)})
+                   "waiting": waiting})
 
     def applied(self, count: int) -> None:
         """The tab has applied the first ``count`` deliveries (cumulative)."""
@@ -258,9 +257,9 @@ class TabMember:
         with self.lock:
             self.applied(applied)
             comm = self.communicator
-            dests = list(destinations) if destinations is not None else (
-                comm.others or [comm.member_id])
-            copies = comm.send(dests, payload)
+            if destinations is None:
+                destinations = comm.others or [comm.member_id]
+            copies = comm.send(list(destinations), payload)
             first = copies[0]
             if self.kind == "im":
                 with self._copies_lock:
@@ -281,7 +280,11 @@ class TabMember:
         nothing sent, if it names a character not here. A ``sent`` event tells the tab
         the id and tag it got."""
         with self.lock:
-            op = self._translate(op)
+            real = self._real
+            if op[0] == "insert":
+                op = ("insert", real(op[1]), op[2])
+            else:
+                op = ("delete", real(op[1]) if isinstance(op[1], str) else tuple(map(real, op[1])))
             assert isinstance(self.mirror, TextMirror)
             self.mirror.check_own(op)
             first = self.send(applied, None, op)
@@ -308,14 +311,6 @@ class TabMember:
             raise ValueError(f"unknown provisional id {ident!r}")
         return f"{real}+{offset}" if plus else real
 
-    def _translate(self, op: tuple) -> tuple:
-        if op[0] == "insert":
-            return ("insert", self._real(op[1]), op[2])
-        target = op[1]
-        if isinstance(target, str):
-            return ("delete", self._real(target))
-        return ("delete", tuple(self._real(t) for t in target))
-
     def held(self) -> list[dict[str, Any]]:
         """What the causality module holds, with whom each message waits on."""
         comm = self.communicator
@@ -324,12 +319,10 @@ class TabMember:
         for message in comm.held():
             payload = message.user_message
             text = payload.text if isinstance(payload, Private) else payload
-            rows.append({
-                "id": message.message_id,
-                "from": message.sender,
-                "to": list(message.destinations) if isinstance(message, SentMessage) else None,
-                "text": text if isinstance(text, str) else repr(text)[:200],
-                "waits": waiting.get(message.message_id, [])})
+            to = list(message.destinations) if isinstance(message, SentMessage) else None
+            rows.append({"id": message.message_id, "from": message.sender, "to": to,
+                         "text": text if isinstance(text, str) else repr(text)[:200],
+                         "waits": waiting.get(message.message_id, [])})
         return rows
 
     def close(self) -> None:
