@@ -102,7 +102,6 @@ class EditorReplica:
         self.stability = Stability(me, self.members)
         self._changed(text=False)
 
-    # -- own edits -------------------------------------------------------------------------
     @property
     def position(self) -> int:
         """The cursor's position in what :meth:`view` shows."""
@@ -223,7 +222,6 @@ class EditorReplica:
                 raise ValueError(f"the operation names {ident!r:.60}, which is not in "
                                  f"{self.me}'s text")
 
-    # -- deliveries ------------------------------------------------------------------------
     def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
                   superseded: bool = False) -> bool:
         """Take a delivered message (``superseded``: a presence the latest-value filter
@@ -273,7 +271,6 @@ class EditorReplica:
             self.cursors[member] = self.text.anchor(self.place(anchor))
         self.collected += self.text.collect(self.stability)
 
-    # -- members ---------------------------------------------------------------------------
     def member_joined(self, member: str, members: Sequence[str] | None = None) -> None:
         """``member`` joined (``members``: everyone now, if the host knows)."""
         if members is not None:
@@ -289,7 +286,6 @@ class EditorReplica:
         self.stability.member_left(member)
         self._changed(text=False)
 
-    # -- state transfer --------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The text, every cursor and the own operations it reflects, for a newcomer."""
         return Snapshot({"items": self.text.state(),
@@ -312,7 +308,6 @@ class EditorReplica:
         self._changed()
         return True
 
-    # -- reading ---------------------------------------------------------------------------
     def view(self) -> tuple[str, int, dict[str, int]]:
         """The text with the pending run in place, the cursor's position and the other
         members' cursor positions."""

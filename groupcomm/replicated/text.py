@@ -36,7 +36,6 @@ class TextSequence:
         self._visible = 0
         self._total = 0
 
-    # -- operations ----------------------------------------------------------------------
     def prepare_insert(self, position: int, text: str) -> tuple[str, str | None, str]:
         """Insert ``text`` so that its first character becomes visible character
         number ``position``."""
@@ -177,7 +176,6 @@ class TextSequence:
             self._tombs.add(right)
         return right
 
-    # -- reading ---------------------------------------------------------------------------
     def visible_length(self) -> int:
         return self._visible
 
@@ -250,7 +248,6 @@ class TextSequence:
             for k, char in enumerate(run.text):
                 yield [run.char_id(k), stamp, char, run.deleted, run.tag]
 
-    # -- causal stability --------------------------------------------------------------------
     def collect(self, stability: Stability) -> int:
         """Forget what causal stability makes useless (docs/replicated.md); returns how
         many tombstones went."""
@@ -259,7 +256,6 @@ class TextSequence:
         self._total -= dropped
         return dropped
 
-    # -- state transfer --------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """What a newcomer continues from, as plain data (docs/replicated.md)."""
         return state_of(self._blocks.runs())

@@ -9,9 +9,6 @@ from typing import Any
 
 from groupcomm.core.messages import Tag
 from groupcomm.replicated.runs import op_kind
-from groupcomm.replicated.text import STABLE, TextSequence
-
-__all__ = ["STABLE", "AddWinsSet", "Counter", "MultiValueRegister", "TextSequence"]
 
 
 class Counter:
@@ -28,9 +25,7 @@ class Counter:
 
     def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
         op_kind(op, ("add",), 2)
-        if isinstance(op[1], bool) or not isinstance(op[1], int):
-            raise ValueError(f"a counter adds integers, got {op[1]!r}")
-        self.value += op[1]
+        self.value += self.prepare_add(op[1])[1]
 
 
 class AddWinsSet:

@@ -212,9 +212,8 @@ async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
             await probe.send_json({"type": "edit", "applied": applied[names[0]],
                                    "local": f"~L{k + 1}", "op": ["insert", None, "p"]})
             deadline = time.monotonic() + 20
-            while not any(mid.startswith(prefix) for mid in arrivals):
-                if time.monotonic() > deadline:
-                    break
+            while (not any(mid.startswith(prefix) for mid in arrivals)
+                   and time.monotonic() <= deadline):
                 await asyncio.sleep(0.0005)
             found = [at for mid, at in arrivals.items() if mid.startswith(prefix)]
             if found:

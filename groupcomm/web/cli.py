@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import socket
 import sys
@@ -25,7 +24,6 @@ from groupcomm.replicated import unsupported_reason
 from groupcomm.web.auth import Users, UsersError, login_link
 from groupcomm.web.gateway import Gateway
 
-log = logging.getLogger(__name__)
 PROG = "groupcomm web"
 
 
@@ -125,8 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
 async def _run(gateway: Gateway, sock: socket.socket) -> None:
     runner = web.AppRunner(gateway.app, access_log=None)
     await runner.setup()
-    site = web.SockSite(runner, sock)
-    await site.start()
+    await web.SockSite(runner, sock).start()
     host, port = sock.getsockname()[:2]
     print(f"listening on http://{host}:{port} (session {gateway.session}, causality "
           f"{gateway.module})", flush=True)
