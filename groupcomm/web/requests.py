@@ -81,9 +81,7 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
     if kind_of == "applied":
         return Request("applied", applied)
     if kind_of == "say":
-        to = data.get("to")
-        if to is not None:
-            to = _text(to, "to", 100)
+        to = None if data.get("to") is None else _text(data["to"], "to", 100)
         return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to})
     if kind_of == "cursor":
         return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
