@@ -139,9 +139,7 @@ class EditScreen:
             self.app.invalidate()
 
     def _colour_of(self, member: str) -> str:
-        if member not in self._colour:
-            self._colour[member] = f"class:c{len(self._colour) % len(COLOURS)}"
-        return self._colour[member]
+        return self._colour.setdefault(member, f"class:c{len(self._colour) % len(COLOURS)}")
 
     def _title(self) -> StyleAndTextTuples:
         shared = self.shared
@@ -151,10 +149,8 @@ class EditScreen:
         for k, member in enumerate(members):
             if k:
                 parts.append(("", ", "))
-            if member == shared.replica.me:
-                parts.append(("bold", f"{member} (you)"))
-            else:
-                parts.append((self._colour_of(member), member))
+            parts.append(("bold", f"{member} (you)") if member == shared.replica.me
+                         else (self._colour_of(member), member))
         return parts
 
     def _lines(self, value: str) -> LineIndex:
@@ -175,11 +171,8 @@ class EditScreen:
         lines = self._lines(value)
         line, column = lines.line_and_column(mine)
         height = max(1, self._size()[0] - 2 - (1 if self.warning else 0))
-        if line < self._top:
-            self._top = line
-        elif line >= self._top + height:
-            self._top = line - height + 1
-        self._top = max(0, min(self._top, lines.lines - 1))
+        top = max(min(self._top, line), line - height + 1)  # the cursor's line in view
+        self._top = max(0, min(top, lines.lines - 1))
         first = lines.starts[self._top]
         last = lines.line_end(min(lines.lines - 1, self._top + height - 1))
         self._cursor = Point(x=column, y=line - self._top)
@@ -269,11 +262,9 @@ class EditScreen:
                 self.note = "no --file to save to"
                 return
             try:
-                written = shared.save(self.file)
+                self.note = f"saved {shared.save(self.file)} characters to {self.file}"
             except OSError as error:
                 self.note = f"not saved: {error}"
-            else:
-                self.note = f"saved {written} characters to {self.file}"
 
         @keys.add("c-q")
         @keys.add("c-c")

@@ -8,13 +8,12 @@ import argparse
 import json
 import pickle
 import random
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
-from groupcomm.apps.text_trace import TRACE_HELP, run_trace
+from groupcomm.apps.text_trace import TRACE_HELP, run_trace, say
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -165,12 +164,8 @@ def _run(args: argparse.Namespace) -> int:
     modules = args.causality or ["matrix", "cykas"]
     for module in modules:
         checked_module(get_module, module, "groupcomm text-bench")
-
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
     if args.trace:
-        return run_trace(args, say)
+        return run_trace(args)
 
     say(f"recording a {args.local_edits}-edit session of three editors, twice...")
     collected = record_session(args.local_edits, args.collect_every)

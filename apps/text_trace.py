@@ -15,7 +15,6 @@ import resource
 import sys
 import time
 from array import array
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,11 @@ TRACE_HELP = (
 #: edits at the start and at the end of a trace whose cost per edit is compared
 WINDOW = 10_000
 AUTHOR = "u"
+
+
+def say(text: str) -> None:
+    """Progress, on stderr (the results go to stdout)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 class Trace:
@@ -273,8 +277,8 @@ def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
             "kept_characters": len(text)}
 
 
-def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
-                 say: Any) -> dict[str, dict[str, Any]]:
+def replay_trace(trace: Trace, kinds: list[str], collect: bool,
+                 timeout: float) -> dict[str, dict[str, Any]]:
     """Replay ``trace`` into each of ``kinds``, one subprocess after the other."""
     results: dict[str, dict[str, Any]] = {}
     context = multiprocessing.get_context("spawn")
@@ -371,7 +375,7 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
           f"when every insert of the text is new to it")
 
 
-def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+def run_trace(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     skipped = why_not_pycrdt(trace)
     kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
@@ -379,7 +383,7 @@ def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
     timeout = args.timeout or 1800.0
     say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
-    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
+    results = replay_trace(trace, kinds, not args.no_collect, timeout)
     if args.json:
         print(json.dumps({"trace": trace.name, "edits": len(trace),
                           "collect": not args.no_collect, "pycrdt_skipped": skipped,

@@ -7,13 +7,13 @@ import argparse
 import itertools
 import json
 import random
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
+from groupcomm.apps.text_trace import say
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -31,7 +31,7 @@ SESSION = "wire"
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
-                timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
+                timeout: float) -> dict[str, Any]:
     """Three editors typing at once under ``module``, coalescing ``window_ms``;
     ``ProcessError`` when a process fails."""
     with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", session=SESSION,
@@ -212,9 +212,6 @@ def _run(args: argparse.Namespace) -> int:
     for module in modules:
         checked_module(get_module, module, prog, warn=False)
 
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
     runs = []
     for module in modules:
         for window in windows:
@@ -222,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"{module}, coalescing {window:g} ms...")
             try:
                 run = run_editors(module, window, args.keys, args.rate, args.seed,
-                                  args.timeout, say)
+                                  args.timeout)
             except ProcessError as error:
                 raise CliError(f"{prog}: {error}") from None
             run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)
