@@ -81,8 +81,7 @@ class EditorSession:
             self.close()
             raise
 
-    def editor(self, name: str, session: str, *extra: str,
-               timeout: float = 20.0) -> EditorProcess:
+    def editor(self, name: str, session: str, *extra: str, timeout: float = 20.0) -> EditorProcess:
         """Another editor on this server (not among :attr:`editors`)."""
         return EditorProcess(name, session, self.server.address, self.key_file,
                              self.causality, *extra, timeout=timeout)

@@ -279,8 +279,7 @@ class EditScreen:
                 return
             self.asking = (f"quit without saving? y quit · n stay · s save to "
                            f"{default_save_path(self.session)}")
-            self.asking_note = ("nobody else has the text" if alone
-                                else "the others keep the text")
+            self.asking_note = ("nobody else has the text" if alone else "the others keep the text")
 
         asking = Condition(lambda: bool(self.asking))
         answers = KeyBindings()

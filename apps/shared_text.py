@@ -181,8 +181,7 @@ class RunFlusher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and (self._due is None
-                                             or self._due > time.monotonic()):
+                while not self._stopped and (self._due is None or self._due > time.monotonic()):
                     timeout = None if self._due is None else self._due - time.monotonic()
                     self._cond.wait(timeout)
                 if self._stopped:

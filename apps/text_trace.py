@@ -83,8 +83,7 @@ def read_trace(path: str) -> Trace:
                        "sequential_traces format)")
     start, end, txns = data.get("startContent", ""), data["endContent"], data["txns"]
     if not isinstance(start, str) or not isinstance(end, str) or not isinstance(txns, list):
-        raise CliError(f"{prog}: {path}: startContent and endContent are strings, txns a "
-                       "list")
+        raise CliError(f"{prog}: {path}: startContent and endContent are strings, txns a list")
     trace = Trace(Path(path).name, start, end)
     parts: list[str] = []
     for number, txn in enumerate(txns):
@@ -302,8 +301,7 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool,
                                    f"without a result (exit code {child.exitcode})"
                                    ) from None
                 if what == "error":
-                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
-                                   f"{content}")
+                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: {content}")
                 if what == "progress":
                     say(f"{kind}: {content:,} of {len(trace):,} edits")
                 else:

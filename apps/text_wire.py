@@ -142,8 +142,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
     typed: list[float] = []
     moved: list[float] = []
     try:
-        with create_pipe_input() as pipe, create_app_session(input=pipe,
-                                                             output=DummyOutput()):
+        with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
             screen = EditScreen(shared, SESSION, "matrix")
 
             def draw() -> None:
@@ -184,8 +183,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--coalesce", action="append", type=float, metavar="MS",
                         help="coalescing window(s) (repeatable; default 0 and edit's default, "
                         f"{DEFAULT_WINDOW * 1000:g})")
-    parser.add_argument("--keys", type=int, default=80,
-                        help="keystrokes per person (default 80)")
+    parser.add_argument("--keys", type=int, default=80, help="keystrokes per person (default 80)")
     parser.add_argument("--rate", type=float, default=8.0,
                         help="keystrokes a second per person (default 8)")
     parser.add_argument("--seed", type=int, default=7)
@@ -218,8 +216,7 @@ def _run(args: argparse.Namespace) -> int:
             say(f"three editors typing {args.keys} keystrokes each at {args.rate:g}/s under "
                 f"{module}, coalescing {window:g} ms...")
             try:
-                run = run_editors(module, window, args.keys, args.rate, args.seed,
-                                  args.timeout)
+                run = run_editors(module, window, args.keys, args.rate, args.seed, args.timeout)
             except ProcessError as error:
                 raise CliError(f"{prog}: {error}") from None
             run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)

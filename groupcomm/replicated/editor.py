@@ -48,8 +48,7 @@ def touches(op: Any, anchor: str | None) -> bool:
     """Whether a text operation inserts after ``anchor`` or deletes it."""
     if op[0] == "insert":
         return op[1] == anchor
-    return anchor is not None and (op[1] == anchor or (type(op[1]) is tuple
-                                                       and anchor in op[1]))
+    return anchor is not None and (op[1] == anchor or (type(op[1]) is tuple and anchor in op[1]))
 
 
 @dataclass

@@ -224,8 +224,7 @@ class TextSequence:
         if position <= 0:
             return None
         if position > self._visible:
-            raise ValueError(f"position {position} is outside the text "
-                             f"(0..{self._visible})")
+            raise ValueError(f"position {position} is outside the text (0..{self._visible})")
         run, k = self._blocks.char_at(position - 1)
         return run.char_id(k)
 
@@ -251,8 +250,7 @@ class TextSequence:
     def collect(self, stability: Stability) -> int:
         """Forget what causal stability makes useless (docs/replicated.md); returns how
         many tombstones went."""
-        dropped = collect_stable(self._unstable, self._tombs, self._ids, self._blocks,
-                                 stability)
+        dropped = collect_stable(self._unstable, self._tombs, self._ids, self._blocks, stability)
         self._total -= dropped
         return dropped
 

@@ -130,8 +130,7 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
             _wait(lambda d=driver: d.execute_script(
                 "return document.getElementById('status').className === 'open'"), "tab")
         writer, reader = drivers
-        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2,
-              "members")
+        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2, "members")
         reader.execute_script(RECORD)
         sent = []
         for _ in range(keys):
@@ -167,8 +166,7 @@ async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
     async with aiohttp.ClientSession() as session:
         sockets = {}
         for name in names:
-            ws = await session.ws_connect(f"ws://{host}/ws/edit", origin=setup.url,
-                                          max_msg_size=0)
+            ws = await session.ws_connect(f"ws://{host}/ws/edit", origin=setup.url, max_msg_size=0)
             await ws.send_json({"type": "hello", "user": name, "token": setup.tokens[name]})
             sockets[name] = ws
         arrivals: dict[str, float] = {}

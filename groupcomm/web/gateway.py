@@ -9,6 +9,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -150,10 +151,7 @@ class Gateway:
         if previous is not None:
             previous.push({"type": "fatal", "error": "replaced by a newer tab of yours"})
             await loop.run_in_executor(None, previous.close)
-
-        def push(event: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, event)
-
+        push = partial(loop.call_soon_threadsafe, queue.put_nowait)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, self.session, push,
@@ -176,8 +174,7 @@ class Gateway:
                 if message.type == WSMsgType.ERROR:
                     break
                 if message.type != WSMsgType.TEXT:
-                    await self._error(ws, "send JSON text messages, not binary",
-                                      "malformed")
+                    await self._error(ws, "send JSON text messages, not binary", "malformed")
                     continue
                 try:
                     request = parse_request(kind, message.data)
@@ -207,8 +204,7 @@ class Gateway:
                 await ws.close()
                 return
 
-    async def _act(self, ws: web.WebSocketResponse, member: TabMember,
-                   request: Request) -> None:
+    async def _act(self, ws: web.WebSocketResponse, member: TabMember, request: Request) -> None:
         loop = asyncio.get_running_loop()
         fields = request.fields
         try:
