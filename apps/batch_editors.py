@@ -1,8 +1,5 @@
-"""``groupcomm edit --batch`` processes driven from another process, for the benchmarks
-(``text-bench``, ``text-wire``, ``web bench``) and the tests: one editor
-(:class:`EditorProcess`: a command in, its answer line out), or a session server on
-127.0.0.1 with several editors in it (:class:`EditorSession`), everything reaped on
-leaving."""
+"""``groupcomm edit --batch`` processes driven from another, for the benchmarks and the
+tests: one editor, or a session server on 127.0.0.1 with several editors in it."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from groupcomm.transport.keys import write_new_key
 
 
 class EditorProcess(LineProcess):
-    """One ``groupcomm edit --batch`` (its commands: docs/commands.md), started and
-    joined."""
+    """One ``groupcomm edit --batch``, started and joined."""
 
     def __init__(self, name: str, session: str, server: str, key_file: Path | str,
                  causality: str, *extra: str, timeout: float = 20.0) -> None:
@@ -32,22 +28,19 @@ class EditorProcess(LineProcess):
 
     def ask(self, command: str, answers: tuple[str, ...], timeout: float = 20.0,
             what: str = "an answer", raise_errors: bool = True) -> str:
-        """Type ``command`` and return its answer: the next line that starts with one
-        of ``answers`` or with ``error`` (:class:`ProcessError` for that, unless not
-        ``raise_errors``)."""
+        """Type ``command`` and return the next line that starts with one of ``answers``
+        or with ``error`` (:class:`ProcessError` for that, unless not ``raise_errors``)."""
         self.command(command, answers)
         return self.answer(timeout, what, raise_errors)
 
     def command(self, command: str, answers: tuple[str, ...]) -> None:
-        """Type ``command``, whose answer :meth:`answer` waits for (other editors can
-        be given theirs meanwhile)."""
+        """Type ``command``; :meth:`answer` waits for its answer."""
         prefixes = (*answers, "error")
         self._asked = (prefixes, len(self._answered(prefixes)))
         self.type(command)
 
     def answer(self, timeout: float = 20.0, what: str = "an answer",
                raise_errors: bool = True) -> str:
-        """The answer to the last :meth:`command`."""
         prefixes, before = self._asked
         self.wait_line(lambda _: len(self._answered(prefixes)) > before, timeout, what)
         line = self._answered(prefixes)[before]
@@ -59,7 +52,7 @@ class EditorProcess(LineProcess):
         return [line for line in self.lines if line.startswith(prefixes)]
 
     def state(self, timeout: float = 20.0) -> dict[str, Any]:
-        """What ``show`` prints: the text, the failures, the members, the counters."""
+        """What ``show`` prints."""
         return json.loads(self.ask("show", ("text ",), timeout, "show")[5:])
 
     def wait_members(self, count: int, timeout: float = 20.0) -> None:
@@ -68,8 +61,7 @@ class EditorProcess(LineProcess):
 
 
 class EditorSession:
-    """A session server and one batch editor per name, in a folder of their own; a
-    context manager that ends them all."""
+    """A session server and one batch editor per name; a context manager."""
 
     def __init__(self, names: Sequence[str], causality: str, *extra: str,
                  session: str = "edit", timeout: float = 20.0) -> None:
@@ -89,17 +81,15 @@ class EditorSession:
             self.close()
             raise
 
-    def editor(self, name: str, session: str, *extra: str,
-               timeout: float = 20.0) -> EditorProcess:
-        """Another editor in this session's server (not among :attr:`editors`)."""
+    def editor(self, name: str, session: str, *extra: str, timeout: float = 20.0) -> EditorProcess:
+        """Another editor on this server (not among :attr:`editors`)."""
         return EditorProcess(name, session, self.server.address, self.key_file,
                              self.causality, *extra, timeout=timeout)
 
     def ask_all(self, commands: Sequence[str], answers: tuple[str, ...],
                 timeout: float = 20.0, what: str = "an answer",
                 raise_errors: bool = True) -> list[str]:
-        """Give every editor its command (``commands``, in the editors' order), then
-        wait for each answer (see :meth:`EditorProcess.ask`)."""
+        """Give every editor its command, then wait for each answer."""
         for editor, command in zip(self.editors, commands, strict=True):
             editor.command(command, answers)
         return [editor.answer(timeout, what, raise_errors) for editor in self.editors]

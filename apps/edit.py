@@ -1,6 +1,5 @@
 """``groupcomm edit``: a terminal editor in which several people edit one text at once
-(keys, ``--file``, the status line and the refused modules: docs/commands.md; typing
-coalesced and cursors as presence messages: docs/replicated.md, "The editor")."""
+(docs/commands.md; docs/replicated.md, "The editor")."""
 
 from __future__ import annotations
 
@@ -58,7 +57,7 @@ def build_parser() -> ArgumentParser:
 
 
 class StatusLog(logging.Handler):
-    """Keeps the framework's latest warning for the status line."""
+    """The framework's latest warning, for the status line."""
 
     def __init__(self, on_change) -> None:
         super().__init__(logging.WARNING)
@@ -130,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         if len(communicator.members_at_join) > 1:
             print(f"joined {args.session}; getting the text from "
                   f"{communicator.members_at_join[0]}...", flush=True)
-        communicator.wait_for_state()  # an edit before it would be replaced by the snapshot
+        communicator.wait_for_state()  # an edit before it would be lost
         shared.attach(communicator)
         if seed is not None:
             if communicator.members_at_join == [communicator.member_id]:
@@ -165,7 +164,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm edit --name NAME --session SESSION [...]``."""
     return run_main(build_parser, _run, argv)
 
 

@@ -1,6 +1,5 @@
-"""``groupcomm edit --batch``: the editor without a screen, driven by commands on stdin,
-for scripts and tests that need many editors and exact answers (the commands:
-docs/commands.md, "edit")."""
+"""``groupcomm edit --batch``: the editor driven by commands on stdin, for scripts and
+tests (the commands: docs/commands.md, "edit")."""
 
 from __future__ import annotations
 
@@ -17,8 +16,6 @@ WAIT = 30.0
 
 
 class BatchEditor:
-    """Runs the commands of one input stream against a :class:`SharedText`."""
-
     def __init__(self, shared: SharedText, out: TextIO) -> None:
         self.shared = shared
         self.out = out
@@ -76,9 +73,8 @@ class BatchEditor:
             state = {"text": replica.text.value, "failures": replica.failures,
                      "last_failure": replica.last_failure, "members": list(replica.members),
                      "kept": len(replica.text), "applied": replica.applied}
-        if shared.communicator is not None:
+        if shared.communicator is not None:  # what it put on the wire (text-wire)
             counters = shared.communicator.counters()
-            # what this member put on the wire (see groupcomm text-wire)
             for name in ("frames_sent", "frame_bytes_sent", "app_sends"):
                 state[name] = counters.get(name, 0)
         return state
@@ -94,9 +90,8 @@ class BatchEditor:
         count, _, seed = rest.partition(" ")
         rng = random.Random(int(seed) if seed else None)
         shared = self.shared
-        for _ in range(_count(count)):
+        for _ in range(_count(count)):  # one edit each: the cursor jumps unannounced
             length = shared.replica.text.visible_length()
-            # each step is one edit (the cursor jumps without telling the others)
             if length and rng.random() < 0.3:
                 shared.move_to(rng.randint(1, length), announce=False)
                 shared.backspace()
@@ -144,7 +139,7 @@ class BatchEditor:
     def _quiet(self, rest: str) -> None:
         """Nothing applied for ``rest`` seconds (default 1) and nothing held."""
         still = float(rest) if rest else 1.0
-        self.shared.flush()  # this person stops typing
+        self.shared.flush()
         comm = self.shared.communicator
         deadline = time.monotonic() + WAIT + still
         replica = self.shared.replica
@@ -165,7 +160,7 @@ LETTERS = "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhhrrrrrrd
 
 
 def _keystroke(shared: SharedText, rng: random.Random) -> list[Any]:
-    """One keystroke of a person typing words (see ``typing``): what it was."""
+    """One keystroke of a person typing words; returns what it was."""
     at = shared.position
     roll = rng.random()
     if roll < 0.03:
@@ -186,8 +181,8 @@ def _keystroke(shared: SharedText, rng: random.Random) -> list[Any]:
 
 def _wait(done: Callable[[], bool], timeout: str, failure: Callable[[], str],
           pause: float = 0.02) -> None:
-    """Until ``done()``, at most ``timeout`` seconds (a command's argument; empty:
-    :data:`WAIT`); ``TimeoutError`` saying ``failure()`` after that."""
+    """Until ``done()``, at most ``timeout`` seconds (empty: :data:`WAIT`);
+    ``TimeoutError`` saying ``failure()`` after that."""
     deadline = time.monotonic() + (float(timeout) if timeout else WAIT)
     while not done():
         if time.monotonic() > deadline:

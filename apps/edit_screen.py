@@ -1,7 +1,5 @@
-"""The screen of ``groupcomm edit`` (prompt_toolkit, full screen): drawn from the
-replica on every change (keys become its operations; no prompt_toolkit buffer holds the
-text), only the lines in view, positions mapped to lines through a :class:`LineIndex`
-made once per version of the text."""
+"""The screen of ``groupcomm edit`` (prompt_toolkit): the lines in view drawn from the
+replica on every change (no prompt_toolkit buffer holds the text); keys become edits."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiy
 
 
 def default_save_path(session: str) -> str:
-    """A file in the current directory named after ``session`` that does not exist yet
-    (``./paper.txt``, else ``./paper-2.txt``, ...), for saving without ``--file``."""
+    """A new file named after ``session`` here (``./paper.txt``, ``./paper-2.txt``, ...)."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", session).strip("._") or "text"
     path, number = f"./{stem}.txt", 2
     while os.path.exists(path):
@@ -41,10 +38,9 @@ def default_save_path(session: str) -> str:
 
 
 def fit_status(parts: list[tuple[int, str]], width: int, keys: str) -> str:
-    """The status line in ``width`` columns: ``parts`` (priority, text) in their order,
-    then ``keys``; the parts of lowest priority (the highest number) are left out until
-    the rest fits, and a single part still too long is cut with an ellipsis. ``keys``
-    goes before any part but the first two priorities."""
+    """The status line in ``width`` columns: ``parts`` (priority, text), then ``keys``;
+    the parts of highest number go first until the rest fits (``keys`` before any but
+    priorities 0 and 1), and a last part too long is cut with an ellipsis."""
     kept = list(parts)
     show_keys = True
 
@@ -71,8 +67,7 @@ class LineIndex:
 
     def __init__(self, text: str) -> None:
         self.length = len(text)
-        # str.find runs in C: one pass over the text, no list of line strings
-        starts = [0]
+        starts = [0]  # by str.find: no list of line strings
         find = text.find
         at = find("\n")
         while at >= 0:
@@ -89,19 +84,17 @@ class LineIndex:
         return line, position - self.starts[line]
 
     def line_end(self, line: int) -> int:
-        """The position of the end of ``line`` (its newline, or the end of the text)."""
+        """The position of ``line``'s newline (or of the end of the text)."""
         return self.starts[line + 1] - 1 if line + 1 < len(self.starts) else self.length
 
     def position_of(self, line: int, column: int) -> int:
-        """The position at ``line``, ``column`` (clamped to the line and the text)."""
+        """The position at ``line``, ``column`` (clamped)."""
         line = max(0, min(line, len(self.starts) - 1))
         start = self.starts[line]
         return start + max(0, min(column, self.line_end(line) - start))
 
 
 class EditScreen:
-    """Draws the shared text, the members and the status; turns keys into edits."""
-
     def __init__(self, shared: SharedText, session: str, module: str, *,
                  warning: str | None = None, file: str | None = None) -> None:
         self.shared = shared
@@ -114,13 +107,12 @@ class EditScreen:
         #: the question shown while Ctrl-Q waits for y/n/s (no ``--file``)
         self.asking = ""
         self.asking_note = ""
-        #: where the text was saved on the way out, when it was (no ``--file``)
+        #: where the text was saved on the way out, if it was (no ``--file``)
         self.saved_to: str | None = None
         self.saved_chars = 0
         self._colour: dict[str, str] = {}
         self._cursor = Point(0, 0)
-        #: the first line of the text shown (scrolled to keep the cursor in view)
-        self._top = 0
+        self._top = 0  # the first line shown
         self._index: tuple[str, LineIndex] | None = None
         text_control = FormattedTextControl(self._text_fragments, focusable=True,
                                             show_cursor=True,
@@ -147,9 +139,7 @@ class EditScreen:
             self.app.invalidate()
 
     def _colour_of(self, member: str) -> str:
-        if member not in self._colour:
-            self._colour[member] = f"class:c{len(self._colour) % len(COLOURS)}"
-        return self._colour[member]
+        return self._colour.setdefault(member, f"class:c{len(self._colour) % len(COLOURS)}")
 
     def _title(self) -> StyleAndTextTuples:
         shared = self.shared
@@ -159,21 +149,17 @@ class EditScreen:
         for k, member in enumerate(members):
             if k:
                 parts.append(("", ", "))
-            if member == shared.replica.me:
-                parts.append(("bold", f"{member} (you)"))
-            else:
-                parts.append((self._colour_of(member), member))
+            parts.append(("bold", f"{member} (you)") if member == shared.replica.me
+                         else (self._colour_of(member), member))
         return parts
 
     def _lines(self, value: str) -> LineIndex:
-        """The line index of ``value``, remade only when the text changed."""
         cached = self._index
         if cached is None or cached[0] is not value:
             cached = self._index = (value, LineIndex(value))
         return cached[1]
 
     def _size(self) -> tuple[int, int]:
-        """The terminal's rows and columns (24 x 80 when it has no size)."""
         try:
             size = self.app.output.get_size()
         except Exception:  # noqa: BLE001 - no terminal size: a common one
@@ -181,16 +167,12 @@ class EditScreen:
         return size.rows, size.columns
 
     def _text_fragments(self) -> StyleAndTextTuples:
-        """The lines in view, the cursor placed in them, the others' cursors coloured."""
         value, mine, others = self.shared.view()
         lines = self._lines(value)
         line, column = lines.line_and_column(mine)
         height = max(1, self._size()[0] - 2 - (1 if self.warning else 0))
-        if line < self._top:
-            self._top = line
-        elif line >= self._top + height:
-            self._top = line - height + 1
-        self._top = max(0, min(self._top, lines.lines - 1))
+        top = max(min(self._top, line), line - height + 1)  # the cursor's line in view
+        self._top = max(0, min(top, lines.lines - 1))
         first = lines.starts[self._top]
         last = lines.line_end(min(lines.lines - 1, self._top + height - 1))
         self._cursor = Point(x=column, y=line - self._top)
@@ -213,9 +195,8 @@ class EditScreen:
         return fragments
 
     def _status(self) -> StyleAndTextTuples:
-        """Module, length, failures, the latest note, the keys and the deleted
-        characters this copy still remembers; what does not fit the terminal's width
-        is left out, least important first (see :func:`fit_status`)."""
+        """Failures, module, length, the latest note, the keys and the tombstones this
+        copy keeps, what fits (see :func:`fit_status`)."""
         if self.asking:
             return [("class:warning", fit_status([(0, self.asking), (1, self.asking_note)],
                                                  self._size()[1], ""))]
@@ -224,14 +205,11 @@ class EditScreen:
             length = len(shared.view()[0])
             remembered = shared.replica.text.tombstones
             failures = shared.replica.failures
-        # (priority, text): 0 is kept longest
-        parts: list[tuple[int, str]] = []
+        parts: list[tuple[int, str]] = []  # (priority, text): 0 is kept longest
         if failures:
             parts.append((0, f"{failures} edit(s) failed: copies differ"))
         parts += [(3, self.module), (2, f"{length} chars")]
-        if remembered:
-            # tombstones until every member has seen the deletions: each copy collects
-            # them on its own schedule, so the number is this copy's, not the text's
+        if remembered:  # each copy collects on its own schedule: this copy's number
             parts.append((5, f"{remembered} deleted chars remembered locally"))
         latest = self.note or (self.status_log.latest if self.status_log else "")
         if latest:
@@ -284,17 +262,14 @@ class EditScreen:
                 self.note = "no --file to save to"
                 return
             try:
-                written = shared.save(self.file)
+                self.note = f"saved {shared.save(self.file)} characters to {self.file}"
             except OSError as error:
                 self.note = f"not saved: {error}"
-            else:
-                self.note = f"saved {written} characters to {self.file}"
 
         @keys.add("c-q")
         @keys.add("c-c")
         def _(event: KeyPressEvent) -> None:
-            """Leave; without ``--file`` and with some text, ask first (y quits, n stays,
-            s saves to a new file in the current directory and quits)."""
+            """Leave; without ``--file`` and with some text, ask first."""
             with shared.lock:
                 replica = shared.replica
                 empty = replica.text.visible_length() == 0
@@ -304,8 +279,7 @@ class EditScreen:
                 return
             self.asking = (f"quit without saving? y quit · n stay · s save to "
                            f"{default_save_path(self.session)}")
-            self.asking_note = ("nobody else has the text" if alone
-                                else "the others keep the text")
+            self.asking_note = ("nobody else has the text" if alone else "the others keep the text")
 
         asking = Condition(lambda: bool(self.asking))
         answers = KeyBindings()
@@ -339,8 +313,7 @@ class EditScreen:
                                    ConditionalKeyBindings(answers, asking)])
 
     def _edit(self, action, *args: Any) -> None:
-        """Run a key's edit; a refused one (the communicator is closing, the module
-        refuses the send) becomes the status line instead of ending the editor."""
+        """Run a key's edit; a refused one becomes the status line."""
         self.note = ""
         try:
             action(*args)

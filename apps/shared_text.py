@@ -1,9 +1,8 @@
-"""The shared text behind ``groupcomm edit``: one :class:`~groupcomm.replicated.
-EditorReplica` with what the terminal adds around it: a lock (keys arrive on the screen's
-thread, deliveries on the communicator's), the communicator (own messages out; each
-delivery acknowledged once applied, under the lock, so a local edit is tagged with
-exactly what the replica holds), a :class:`RunFlusher` thread that sends a pending run
-of typing when its window has passed, and ``on_change`` for the screen."""
+"""The shared text behind ``groupcomm edit``: an :class:`~groupcomm.replicated.
+EditorReplica` behind a lock (keys come on the screen's thread, deliveries on the
+communicator's), each delivery acknowledged once applied, under the lock, so that a
+local edit is tagged with exactly what the replica holds; a :class:`RunFlusher` thread
+sends a pending run of typing when its window has passed."""
 
 from __future__ import annotations
 
@@ -22,26 +21,22 @@ log = logging.getLogger(__name__)
 
 #: seconds before a run that could not be sent is tried again
 RETRY = 1.0
-#: the default coalescing window for typing, in seconds: long enough that a person typing
-#: 8 keys a second (125 ms apart on average) sends runs of about two keys (half the bytes
-#: per keystroke; ``groupcomm text-wire``), short enough that the others see the typing
-#: within a tenth of a second. A 30 ms window would coalesce only bursts faster than that
+#: the default coalescing window for typing, in seconds: at 8 keys a second, runs of
+#: about two keys (half the bytes per keystroke: ``groupcomm text-wire``), and the
+#: others see the typing within a tenth of a second
 DEFAULT_WINDOW = 0.1
 
 
 class SharedText:
-    """One member's editor replica, thread-safe, on a communicator."""
-
     def __init__(self, me: str, *, collect: bool = True,
                  on_change: Callable[[], None] | None = None,
                  window: float = 0.0,
                  flusher: Callable[[SharedText], Any] | None = None) -> None:
         """``window``: seconds typing is coalesced (0: off); ``flusher(shared)`` makes
-        what flushes the pending run when due (an object with ``due(delay)`` and
-        ``stop()``; default a :class:`RunFlusher` thread, made at the first run)."""
+        what flushes the pending run (with ``due(delay)`` and ``stop()``; default a
+        :class:`RunFlusher`, made at the first run)."""
         if window < 0:
             raise ValueError(f"the coalescing window must be >= 0, got {window!r}")
-        #: seconds a run of typing may wait before it is sent (0: each key at once)
         self.window = window
         self.replica = EditorReplica(me, self._send, coalesce=window > 0, collect=collect)
         self.lock = threading.RLock()
@@ -51,7 +46,7 @@ class SharedText:
         self.communicator: Any = None
 
     def attach(self, communicator: Any) -> None:
-        """Use ``communicator`` (already joined) for local edits."""
+        """Use ``communicator`` (joined) for local edits."""
         with self.lock:
             self.communicator = communicator
             self.replica.joined(communicator.member_id, communicator.members)
@@ -59,14 +54,11 @@ class SharedText:
         self.on_change()
 
     def _acknowledge(self) -> None:
-        """Tell a communicator with acknowledged delivery how many of the messages it
-        handed over the replica took (under the lock: see the module doc)."""
         communicator = self.communicator
         if communicator is not None and communicator.acknowledged_delivery:
             communicator.acknowledge(self.replica.deliveries)
 
     def _send(self, payload: Any) -> tuple[str, Tag]:
-        """The replica's send: to every other member (to oneself when alone)."""
         comm = self.communicator
         if comm is None:
             raise RuntimeError(f"{self.replica.me}: no communicator attached yet")
@@ -77,7 +69,7 @@ class SharedText:
         return first.message_id, Tag(first.vc)
 
     def _do(self, action: Callable[..., Any], *args: Any) -> Any:
-        """Run a replica method under the lock; tell the screen if the view changed."""
+        """Run a replica method under the lock; ``on_change`` if the view changed."""
         with self.lock:
             version = self.replica.version
             result = action(*args)
@@ -87,18 +79,15 @@ class SharedText:
 
     @property
     def position(self) -> int:
-        """See :meth:`EditorReplica.position`."""
         with self.lock:
             return self.replica.position
 
     def insert(self, text: str) -> None:
-        """Type or paste ``text`` at the cursor (see :meth:`EditorReplica.insert`)."""
         with self.lock:
             if self._do(self.replica.insert, text):
                 self._flusher_for().due(self.window)
 
     def flush(self) -> None:
-        """Send the pending run now (if any). Any thread."""
         self._do(self.replica.flush)
 
     def backspace(self) -> None:
@@ -108,7 +97,6 @@ class SharedText:
         self._do(self.replica.delete)
 
     def move_to(self, position: int, announce: bool = True) -> None:
-        """See :meth:`EditorReplica.move_to`."""
         self._do(self.replica.move_to, position, announce)
 
     def close(self) -> None:
@@ -134,9 +122,8 @@ class SharedText:
             finally:
                 self._acknowledge()
             if at_the_run:
-                # someone edited where this member is typing: send the run now, so that
-                # both see each other's text soon (the communicator's thread must not
-                # send: the flushing thread does)
+                # someone edited where this member is typing: the run goes now, from the
+                # flushing thread (the communicator's thread must not send)
                 self._flusher_for().due(0.0)
 
     def snapshot(self) -> Snapshot:
@@ -144,7 +131,6 @@ class SharedText:
             return self.replica.snapshot()
 
     def install(self, state: Any) -> None:
-        """Continue from another member's snapshot (this member is the newcomer)."""
         self._do(self.replica.install, state)
 
     def client_joined(self, client_name: str, application_name: str, session_name: str,
@@ -156,13 +142,11 @@ class SharedText:
         self._do(self.replica.member_left, client_name)
 
     def view(self) -> tuple[str, int, dict[str, int]]:
-        """See :meth:`EditorReplica.view`."""
         with self.lock:
             return self.replica.view()
 
     def save(self, path: str) -> int:
-        """Write the text to ``path`` (the pending run included); returns the number of
-        characters written."""
+        """Write the text (the pending run included) to ``path``; returns its length."""
         value = self.view()[0]
         with open(path, "w", encoding="utf-8") as out:
             out.write(value)
@@ -170,7 +154,7 @@ class SharedText:
 
 
 class RunFlusher:
-    """The thread that flushes a :class:`SharedText`'s pending run when it is due."""
+    """The thread that flushes a :class:`SharedText`'s pending run when due."""
 
     def __init__(self, shared: SharedText) -> None:
         self.shared = shared
@@ -181,7 +165,7 @@ class RunFlusher:
         self._thread.start()
 
     def due(self, delay: float) -> None:
-        """Flush ``delay`` seconds from now (or sooner, if already due sooner)."""
+        """Flush ``delay`` seconds from now (or sooner if due sooner)."""
         at = time.monotonic() + delay
         with self._cond:
             if self._due is None or at < self._due:
@@ -197,8 +181,7 @@ class RunFlusher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and (self._due is None
-                                             or self._due > time.monotonic()):
+                while not self._stopped and (self._due is None or self._due > time.monotonic()):
                     timeout = None if self._due is None else self._due - time.monotonic()
                     self._cond.wait(timeout)
                 if self._stopped:

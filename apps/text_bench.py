@@ -1,8 +1,6 @@
-"""``groupcomm text-bench``: how fast the shared text is, and how much it keeps: the type
-alone (a recorded three-editor session replayed into a fresh text), its metadata with
-and without collecting stable tombstones, and edits per second through three
-``groupcomm edit --batch`` processes per module. With ``--trace FILE`` it replays a
-recorded editing session instead (:mod:`groupcomm.apps.text_trace`)."""
+"""``groupcomm text-bench``: how fast the shared text is, alone and through three editor
+processes, and how much it keeps with and without collection (BENCHMARKS.md); with
+``--trace FILE``, :mod:`groupcomm.apps.text_trace`."""
 
 from __future__ import annotations
 
@@ -10,13 +8,12 @@ import argparse
 import json
 import pickle
 import random
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
-from groupcomm.apps.text_trace import TRACE_HELP, run_trace
+from groupcomm.apps.text_trace import TRACE_HELP, run_trace, say
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -37,7 +34,7 @@ NAMES = ("p1", "p2", "p3")
 def record_session(edits: int, collect_every: int | None, seed: int = 7,
                    module: str = "matrix") -> dict[str, Any]:
     """Three editors on the in-process network; returns p1's deliveries (op, tag, id),
-    the final text, its state size and the characters kept after each collection."""
+    the final text, its state size and the characters kept every 100 edits."""
     net = LocalNetwork(list(NAMES), module, trace=False)
     texts = {n: TextSequence() for n in NAMES}
     stability = {n: Stability(n, NAMES) for n in NAMES}
@@ -95,7 +92,7 @@ def local_rate(stream: list[tuple[Any, Tag, str]], repeat: int = 3) -> float:
 
 
 def through_communicator(module: str, edits: int, timeout: float) -> dict[str, Any]:
-    """Three batch editors, ``edits`` random edits each at once; see the module doc."""
+    """Three batch editors making ``edits`` random edits each at once."""
     with EditorSession(NAMES, module, "--allow-divergence", session="bench",
                        timeout=timeout) as editors:
         started = time.time()
@@ -167,12 +164,8 @@ def _run(args: argparse.Namespace) -> int:
     modules = args.causality or ["matrix", "cykas"]
     for module in modules:
         checked_module(get_module, module, "groupcomm text-bench")
-
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
     if args.trace:
-        return run_trace(args, say)
+        return run_trace(args)
 
     say(f"recording a {args.local_edits}-edit session of three editors, twice...")
     collected = record_session(args.local_edits, args.collect_every)
@@ -220,10 +213,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm text-bench [--edits N] [--causality NAME ...] [--plot PNG] [--json]``,
-    or ``groupcomm text-bench --trace FILE [--no-collect] [--json]``."""
     return run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

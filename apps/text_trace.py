@@ -1,8 +1,5 @@
-"""``groupcomm text-bench --trace``: a recorded editing session (:data:`TRACE_HELP`)
-replayed into the text and into pycrdt, each in a subprocess of its own (BENCHMARKS.md,
-"A real editing trace": what is measured and how). Peak memory is the subprocess' peak
-RSS over what it held before the replay, as tracemalloc would not see pycrdt's Rust
-allocations."""
+"""``groupcomm text-bench --trace``: a recorded editing session replayed into the text and
+into pycrdt, each in a subprocess of its own (BENCHMARKS.md, "A real editing trace")."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ import resource
 import sys
 import time
 from array import array
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +33,17 @@ TRACE_HELP = (
     "downloaded); then only the trace is measured")
 #: edits at the start and at the end of a trace whose cost per edit is compared
 WINDOW = 10_000
-#: the editor of a trace, in ids and tags
 AUTHOR = "u"
 
 
+def say(text: str) -> None:
+    """Progress, on stderr (the results go to stdout)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 class Trace:
-    """A trace's edits, held compactly: three integer arrays (position, characters
-    deleted, characters inserted) and all inserted text as one string."""
+    """A trace's edits, compactly: positions, counts deleted and inserted, and all
+    inserted text as one string."""
 
     def __init__(self, name: str, start: str, end: str) -> None:
         self.name = name
@@ -58,7 +58,6 @@ class Trace:
         return len(self.positions)
 
     def edits(self):
-        """``(position, deleted, inserted text)`` per edit."""
         at = 0
         text = self.text
         for position, deleted, inserted in zip(self.positions, self.deleted,
@@ -68,7 +67,6 @@ class Trace:
 
 
 def read_trace(path: str) -> Trace:
-    """Read and check a trace file; :class:`CliError` saying what is wrong."""
     prog = "groupcomm text-bench"
     try:
         raw = Path(path).read_bytes()
@@ -85,8 +83,7 @@ def read_trace(path: str) -> Trace:
                        "sequential_traces format)")
     start, end, txns = data.get("startContent", ""), data["endContent"], data["txns"]
     if not isinstance(start, str) or not isinstance(end, str) or not isinstance(txns, list):
-        raise CliError(f"{prog}: {path}: startContent and endContent are strings, txns a "
-                       "list")
+        raise CliError(f"{prog}: {path}: startContent and endContent are strings, txns a list")
     trace = Trace(Path(path).name, start, end)
     parts: list[str] = []
     for number, txn in enumerate(txns):
@@ -112,9 +109,8 @@ def read_trace(path: str) -> Trace:
 
 
 class _GroupcommReplay:
-    """The text as the editor uses it: every edit an operation with its own id and tag
-    (one author), collecting what causal stability allows every
-    :data:`COLLECT_EVERY` operations unless told not to."""
+    """The text as the editor uses it: every edit an operation with its own id and tag,
+    collected every :data:`COLLECT_EVERY` operations unless told not to."""
 
     def __init__(self, start: str, collect: bool) -> None:
         self.text = TextSequence()
@@ -165,13 +161,13 @@ REPLAYS = {"groupcomm": _GroupcommReplay, "pycrdt": _PycrdtReplay}
 
 
 def _reset_peak_memory() -> int:
-    """Start measuring this process' peak resident set size from now; returns the
-    resident set size now (bytes). Linux resets the peak through /proc (a spawned
-    process otherwise inherits its parent's peak); elsewhere the peak so far stays."""
+    """Measure the peak resident set size from now (through /proc on Linux; elsewhere
+    the peak so far stays); returns the resident set size now. Peak RSS, as tracemalloc
+    would not see pycrdt's Rust allocations."""
     gc.collect()
     try:
-        # memory freed before (imports, reading the trace) goes back to the system
-        # first, so that neither replay is measured in pages it found already mapped
+        # memory freed before goes back to the system, so that neither replay is
+        # measured in pages it found already mapped
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -190,7 +186,6 @@ def _proc_status(field: str) -> int:
 
 
 def _peak_memory() -> int:
-    """This process' peak resident set size (bytes) since :func:`_reset_peak_memory`."""
     try:
         return _proc_status("VmHWM")
     except OSError:
@@ -199,8 +194,8 @@ def _peak_memory() -> int:
 
 
 def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> None:
-    """A subprocess: replay ``trace`` into ``kind``, sending progress and then the
-    result (or the error) through ``channel``."""
+    """A subprocess: replay ``trace`` into ``kind``; progress, then the result or the
+    error, go through ``channel``."""
     try:
         replica = REPLAYS[kind](trace.start, collect)
         window = min(WINDOW, max(1, len(trace) // 4))
@@ -236,18 +231,15 @@ def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> Non
 
 
 def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
-    """The state a newcomer gets: runs, bytes (msgpack, and pickle as the wire's payload
-    codec sends it), time to build a replica from it; and what collection costs on a
-    text of this size (``sent``: the operations the text has seen, all by
-    :data:`AUTHOR`)."""
+    """The newcomer's state (runs, bytes, time to load) and what collection costs at
+    this size (``sent``: the operations the text has seen)."""
     state = text.state()
     packed = msgpack.packb(state)
     pickled = pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
     started = time.perf_counter()
     TextSequence.from_state(msgpack.unpackb(packed))
     loaded = time.perf_counter() - started
-    # the most one collect can scan: a replica none of whose inserts is known stable yet
-    # (each run gets back the tag of its insert), whose deletes all are
+    # the most one collect can scan: no insert known stable yet, every delete stable
     unsettled = []
     for row in state["runs"]:
         op, start, chars, inserted, deleted = row[:5]
@@ -284,10 +276,9 @@ def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
             "kept_characters": len(text)}
 
 
-def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
-                 say: Any) -> dict[str, dict[str, Any]]:
-    """Replay ``trace`` into each of ``kinds``, one subprocess each, one after the other
-    (they do not compete for the CPU)."""
+def replay_trace(trace: Trace, kinds: list[str], collect: bool,
+                 timeout: float) -> dict[str, dict[str, Any]]:
+    """Replay ``trace`` into each of ``kinds``, one subprocess after the other."""
     results: dict[str, dict[str, Any]] = {}
     context = multiprocessing.get_context("spawn")
     for kind in kinds:
@@ -296,9 +287,9 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
                                 args=(kind, trace, collect, sending), daemon=True)
         child.start()
         sending.close()
+        deadline = time.monotonic() + timeout
         try:
-            deadline = time.monotonic() + timeout
-            while True:
+            while kind not in results:
                 left = deadline - time.monotonic()
                 if left <= 0 or not receiving.poll(left):
                     raise CliError(f"groupcomm text-bench: the {kind} replay took more "
@@ -309,14 +300,12 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
                     raise CliError(f"groupcomm text-bench: the {kind} replay ended "
                                    f"without a result (exit code {child.exitcode})"
                                    ) from None
+                if what == "error":
+                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: {content}")
                 if what == "progress":
                     say(f"{kind}: {content:,} of {len(trace):,} edits")
-                elif what == "error":
-                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: "
-                                   f"{content}")
                 else:
                     results[kind] = content
-                    break
         finally:
             child.join(5)
             if child.is_alive():
@@ -327,7 +316,6 @@ def replay_trace(trace: Trace, kinds: list[str], collect: bool, timeout: float,
 
 
 def why_not_pycrdt(trace: Trace) -> str | None:
-    """Why pycrdt cannot replay ``trace`` here, or ``None`` when it can."""
     try:
         import pycrdt  # noqa: F401
     except ImportError:
@@ -385,8 +373,7 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
           f"when every insert of the text is new to it")
 
 
-def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    """``groupcomm text-bench --trace FILE``: replay, then the JSON or the table."""
+def run_trace(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     skipped = why_not_pycrdt(trace)
     kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
@@ -394,7 +381,7 @@ def run_trace(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         say(f"groupcomm text-bench: no pycrdt replay: {skipped}")
     timeout = args.timeout or 1800.0
     say(f"replaying {len(trace):,} edits of {trace.name} into {' and '.join(kinds)}...")
-    results = replay_trace(trace, kinds, not args.no_collect, timeout, say)
+    results = replay_trace(trace, kinds, not args.no_collect, timeout)
     if args.json:
         print(json.dumps({"trace": trace.name, "edits": len(trace),
                           "collect": not args.no_collect, "pycrdt_skipped": skipped,

@@ -1,7 +1,5 @@
-"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor: three
-``groupcomm edit --batch`` processes typing at once, the same keystrokes as Yjs updates
-(pycrdt) for reference, and with ``--screen`` the time the editor spends per key.
-Setup and figures: BENCHMARKS.md, "Bytes on the wire per keystroke"."""
+"""``groupcomm text-wire``: bytes on the wire per keystroke of the shared editor, against
+Yjs (BENCHMARKS.md, "Bytes on the wire per keystroke")."""
 
 from __future__ import annotations
 
@@ -9,13 +7,13 @@ import argparse
 import itertools
 import json
 import random
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.shared_text import DEFAULT_WINDOW
+from groupcomm.apps.text_trace import say
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -33,9 +31,9 @@ SESSION = "wire"
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
-                timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
-    """Three typing editors under ``module`` with coalescing ``window_ms``; see the
-    module doc. Raises ``ProcessError`` when a process fails."""
+                timeout: float) -> dict[str, Any]:
+    """Three editors typing at once under ``module``, coalescing ``window_ms``;
+    ``ProcessError`` when a process fails."""
     with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", session=SESSION,
                        timeout=timeout) as editors:
         started = time.monotonic()
@@ -66,8 +64,7 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
 
 
 def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, Any] | None:
-    """The Yjs updates of the same keystrokes (see the module doc); ``None`` without
-    pycrdt."""
+    """The Yjs updates of the same keystrokes; ``None`` without pycrdt."""
     try:
         from pycrdt import Doc, Text
     except ImportError:
@@ -76,9 +73,8 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
     docs = [Doc(client_id=rng.getrandbits(32)) for _ in logs]
     texts = [doc.get("text", type=Text) for doc in docs]
     sizes: list[int] = []
-    # each transaction's update, as a provider sends it (Doc.observe: what Yjs's
-    # doc.on("update") gives), not a diff from a state vector, which repeats every
-    # deletion ever made
+    # each transaction's update, as a provider sends it (Yjs's doc.on("update")), not a
+    # diff from a state vector, which repeats every deletion ever made
     updates: list[tuple[int, bytes]] = []
     for who, doc in enumerate(docs):
         doc.observe(lambda event, who=who: updates.append((who, event.update)))
@@ -136,7 +132,6 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
     sends = itertools.count(1)
 
     def send(payload: Any) -> tuple[str, Tag]:
-        """Instead of a communicator's: each send gets the next id and tag."""
         sent = next(sends)
         return f"me#{sent}", Tag({"me": sent})
 
@@ -147,8 +142,7 @@ def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) 
     typed: list[float] = []
     moved: list[float] = []
     try:
-        with create_pipe_input() as pipe, create_app_session(input=pipe,
-                                                             output=DummyOutput()):
+        with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
             screen = EditScreen(shared, SESSION, "matrix")
 
             def draw() -> None:
@@ -189,8 +183,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--coalesce", action="append", type=float, metavar="MS",
                         help="coalescing window(s) (repeatable; default 0 and edit's default, "
                         f"{DEFAULT_WINDOW * 1000:g})")
-    parser.add_argument("--keys", type=int, default=80,
-                        help="keystrokes per person (default 80)")
+    parser.add_argument("--keys", type=int, default=80, help="keystrokes per person (default 80)")
     parser.add_argument("--rate", type=float, default=8.0,
                         help="keystrokes a second per person (default 8)")
     parser.add_argument("--seed", type=int, default=7)
@@ -217,17 +210,13 @@ def _run(args: argparse.Namespace) -> int:
     for module in modules:
         checked_module(get_module, module, prog, warn=False)
 
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
     runs = []
     for module in modules:
         for window in windows:
             say(f"three editors typing {args.keys} keystrokes each at {args.rate:g}/s under "
                 f"{module}, coalescing {window:g} ms...")
             try:
-                run = run_editors(module, window, args.keys, args.rate, args.seed,
-                                  args.timeout, say)
+                run = run_editors(module, window, args.keys, args.rate, args.seed, args.timeout)
             except ProcessError as error:
                 raise CliError(f"{prog}: {error}") from None
             run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)
@@ -272,9 +261,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm text-wire [--causality NAME ...] [--coalesce MS ...] [--json]``."""
     return run_main(build_parser, _run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

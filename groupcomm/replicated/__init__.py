@@ -5,7 +5,8 @@ text keeps. Usage, rules, and the modules that carry them: docs/replicated.md.""
 from groupcomm.replicated.editor import EditorReplica
 from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.support import supported_modules, unsupported_reason
-from groupcomm.replicated.types import AddWinsSet, Counter, MultiValueRegister, TextSequence
+from groupcomm.replicated.text import TextSequence
+from groupcomm.replicated.types import AddWinsSet, Counter, MultiValueRegister
 
 __all__ = ["AddWinsSet", "Counter", "EditorReplica", "MultiValueRegister", "Stability",
            "TextSequence", "supported_modules", "unsupported_reason"]

@@ -1,6 +1,5 @@
-"""The shared text's runs in document order: blocks of at most :data:`BLOCK_LIMIT` runs,
-and a Fenwick tree over the blocks' visible counts, so a visible position is found in
-O(log n) plus a scan of one block, and a run's position from its block's place."""
+"""The shared text's runs in document order: blocks of runs, and a Fenwick tree over the
+blocks' visible counts, so a visible position is found in O(log n) plus one block."""
 
 from __future__ import annotations
 
@@ -14,15 +13,13 @@ BLOCK_LIMIT = 128
 
 
 class BlockList:
-    """The runs of one text in document order, in blocks, with their visible counts."""
-
     def __init__(self) -> None:
         self.blocks: list[Block] = [Block([], 0)]
         #: Fenwick tree over the blocks' visible counts (1-based)
         self.tree: list[int] = [0, 0]
 
     def place(self, run: Run, block: Block, i: int) -> None:
-        """Put a new run at ``i`` in ``block`` (its characters are visible)."""
+        """Put a new, visible run at ``i`` in ``block``."""
         run.block = block
         block.runs.insert(i, run)
         n = len(run.text)
@@ -32,7 +29,7 @@ class BlockList:
             self.split_block(block)
 
     def hidden(self, run: Run) -> None:
-        """``run``'s characters were just deleted: they no longer count as visible."""
+        """``run``'s characters were just deleted."""
         n = len(run.text)
         block = run.block
         block.visible -= n
@@ -62,9 +59,8 @@ class BlockList:
         self.rebuild(block.index + 1)
 
     def thin(self, touched: set[Block]) -> None:
-        """Drop the ``touched`` blocks that were emptied and merge those left nearly
-        empty into the block before them (tombstones hold no visible count, so only the
-        blocks' places change)."""
+        """Drop the ``touched`` blocks that were emptied and merge those nearly empty
+        into the block before them."""
         blocks = self.blocks
         first = None
         for block in sorted(touched, key=lambda b: b.index, reverse=True):
@@ -98,8 +94,7 @@ class BlockList:
         self.rebuild()
 
     def rebuild(self, start: int = 0) -> None:
-        """Renumber the blocks from ``start`` on and rebuild the Fenwick tree (after
-        blocks came or went): O(blocks), in C as far as it goes."""
+        """Renumber the blocks from ``start`` on and rebuild the Fenwick tree."""
         blocks = self.blocks
         for i in range(start, len(blocks)):
             blocks[i].index = i
@@ -108,7 +103,6 @@ class BlockList:
         self.tree = [0, *[prefix[i] - prefix[i & (i - 1)] for i in range(1, len(prefix))]]
 
     def add(self, index: int, delta: int) -> None:
-        """Block ``index`` holds ``delta`` more visible characters."""
         tree = self.tree
         i, n = index + 1, len(tree)
         while i < n:
@@ -116,8 +110,7 @@ class BlockList:
             i += i & -i
 
     def position_of(self, run: Run) -> int:
-        """Visible characters before ``run``: those of the blocks before its block
-        (summed from the Fenwick tree), then those before it in its block."""
+        """Visible characters before ``run``."""
         block = run.block
         tree = self.tree
         before, i = 0, block.index
@@ -132,8 +125,7 @@ class BlockList:
         return before
 
     def char_at(self, position: int) -> tuple[Run, int]:
-        """The run holding visible character ``position`` (0-based, in the text) and the
-        character's index in it."""
+        """The run holding visible character ``position`` and the index in it."""
         tree = self.tree
         n = len(tree) - 1
         index, before = 0, 0
@@ -153,7 +145,6 @@ class BlockList:
         raise AssertionError("the block counts and the runs disagree")
 
     def runs_from(self, run: Run) -> Iterator[Run]:
-        """``run`` and every run after it, in document order."""
         blocks = self.blocks
         i = run.block.runs.index(run)
         for b in range(run.block.index, len(blocks)):

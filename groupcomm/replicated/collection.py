@@ -1,6 +1,5 @@
-"""What causal stability lets the shared text forget (see :meth:`TextSequence.collect`
-and docs/replicated.md, "Causal stability and what the text forgets"). It scans the
-inserts not yet stable and the tombstones, not the text."""
+"""What causal stability lets the shared text forget (docs/replicated.md, "Causal
+stability and what the text forgets")."""
 
 from __future__ import annotations
 
@@ -44,8 +43,8 @@ def collect_stable(unstable: dict[str, Tag], tombs: set[Run], ids: IdIndex,
     skip: dict[int, int] = {}  # block index -> a later block index
 
     def first_after(b: int) -> Run | None:
-        """The first run from block ``b`` on, past blocks emptied on the way (path
-        compressed: a long deleted stretch is walked once, not once per tombstone)."""
+        """The first run from block ``b`` on (path compressed: a long deleted stretch
+        is walked once, not once per tombstone)."""
         path = []
         while b < len(in_blocks) and (b in skip or not in_blocks[b].runs):
             path.append(b)
@@ -61,8 +60,8 @@ def collect_stable(unstable: dict[str, Tag], tombs: set[Run], ids: IdIndex,
         at = runs.index(run)
         follower = runs[at + 1] if at + 1 < len(runs) else first_after(run.block.index + 1)
         if follower is not None and follower.tag is not None:
-            # the character after it may still be named with its timestamp: the run's
-            # last character stays as the marker the scan stops at
+            # the next character may still be named with its timestamp: the last
+            # character stays as the marker the scan stops at
             cut = len(run.text) - 1
             if cut:
                 run.start += cut

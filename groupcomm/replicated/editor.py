@@ -1,8 +1,5 @@
-"""One member's editor of the shared text, with no I/O: own edits (typing coalesced
-into pending runs), deliveries, cursors as anchors, collection and snapshots. The
-terminal editor, the web gateway's mirrors and, in JavaScript
-(``groupcomm/web/static/editor.js``), the browser tab each keep one; docs/replicated.md
-("The editor") says what it does."""
+"""One member's editor of the shared text, with no I/O; who keeps one and what it does:
+docs/replicated.md, "The editor"."""
 
 from __future__ import annotations
 
@@ -21,21 +18,19 @@ log = logging.getLogger(__name__)
 
 #: collect causally stable tombstones after this many applied operations
 COLLECT_EVERY = 64
-#: the largest run of characters one operation inserts (a longer paste or seed file is
-#: sent as several, within the communicator's payload limit)
+#: the most characters one insert carries (a longer paste is sent as several, within the
+#: communicator's payload limit)
 RUN_LIMIT = 16_384
-#: the first element of a presence message, ``("cursor", anchor)``: where a member's
-#: cursor is when it moved without editing (``None``: the start). A plain tuple, so that
-#: it travels in the compact payload encoding, not as a pickled class
+#: a presence message is ``("cursor", anchor)``: a plain tuple, so that it travels in the
+#: compact payload encoding, not as a pickled class
 PRESENCE = "cursor"
 
-#: what a host gives the replica to send its own messages: the payload in, the message
-#: id and the tag of the send out (raises when it could not send)
+#: the host's send: the payload in, the message id and the tag of the send out (raises
+#: when it could not send)
 Send = Callable[[Any], tuple[str, Tag]]
 
 
 def presence(anchor: str | None) -> tuple[str, str | None]:
-    """The presence message for a cursor at ``anchor``."""
     return (PRESENCE, anchor)
 
 
@@ -50,12 +45,10 @@ def presence_slot(payload: Any) -> str | None:
 
 
 def touches(op: Any, anchor: str | None) -> bool:
-    """Whether a text operation edits at ``anchor``: an insert after it, or a delete
-    of it."""
+    """Whether a text operation inserts after ``anchor`` or deletes it."""
     if op[0] == "insert":
         return op[1] == anchor
-    return anchor is not None and (op[1] == anchor or (type(op[1]) is tuple
-                                                       and anchor in op[1]))
+    return anchor is not None and (op[1] == anchor or (type(op[1]) is tuple and anchor in op[1]))
 
 
 @dataclass
@@ -80,19 +73,17 @@ class EditorReplica:
         self.coalesce = coalesce
         self.collect = collect
         self.text = TextSequence()
-        #: typed characters not sent yet (see the module doc)
         self.pending: PendingRun | None = None
         self.cursor: str | None = None
         #: member -> anchor of its cursor
         self.cursors: dict[str, str | None] = {}
-        #: application-level ids of own operations (a snapshot says it reflects them)
+        #: ids of own operations (a snapshot says it reflects them)
         self.own_ids: deque[str] = deque(maxlen=REFLECTED_IDS)
-        #: messages taken by :meth:`delivered` (every one: presence and own copies too):
-        #: with acknowledged delivery, the count the host acknowledges
+        #: every message :meth:`delivered` took: what a host with acknowledged delivery
+        #: acknowledges
         self.deliveries = 0
         #: text operations applied, own ones included
         self.applied = 0
-        #: characters collection has dropped
         self.collected = 0
         #: delivered operations that could not be applied (a module without causal order)
         self.failures = 0
@@ -103,17 +94,16 @@ class EditorReplica:
         self.joined(me, members)
 
     def joined(self, me: str, members: Iterable[str]) -> None:
-        """This member is ``me`` in a session of ``members`` (the session may give an
-        incarnation's id, ``ann~2``, that differs from the name it was made with)."""
+        """This member is ``me`` (an incarnation's id, ``ann~2``, may differ from the
+        name it was made with) in a session of ``members``."""
         self.me = me
         self.members = list(dict.fromkeys([*members] or [me]))
         self.stability = Stability(me, self.members)
         self._changed(text=False)
 
-    # -- own edits -------------------------------------------------------------------------
     @property
     def position(self) -> int:
-        """The cursor's position in what :meth:`view` shows (the pending run included)."""
+        """The cursor's position in what :meth:`view` shows."""
         pending = self.pending
         if pending is not None:
             return self.place(pending.after) + len(pending.text)
@@ -125,10 +115,9 @@ class EditorReplica:
         return 0 if found is None else found
 
     def insert(self, text: str) -> bool:
-        """Type or paste ``text`` at the cursor: held in the pending run when typing is
-        coalesced and ``text`` is one character that is not a newline (True when this
-        starts the run: the host flushes it once its window has passed), else sent now,
-        after the pending run."""
+        """Type or paste ``text`` at the cursor: one character but a newline is held in
+        the pending run when typing is coalesced (True when this starts the run: the
+        host flushes it once its window has passed); anything else is sent now."""
         if not text:
             return False
         if self.coalesce and len(text) == 1 and text != "\n":
@@ -149,15 +138,13 @@ class EditorReplica:
         return False
 
     def flush(self) -> None:
-        """Send the pending run now (if any): it becomes one insert, with the tag and
-        ids of its send. When it cannot be sent it stays pending (and the error goes
-        on): it is on the screen, and what was typed is not lost."""
+        """Send the pending run (if any) as one insert. When it cannot be sent it stays
+        pending and the error goes on: what was typed is not lost."""
         pending, self.pending = self.pending, None
         if pending is None:
             return
-        # after the visible character before its place: the character it was typed
-        # after may have been deleted since (this send's tag covers the delete), and a
-        # member that collected that tombstone could not place the run
+        # after the visible character before its place: the one it was typed after may
+        # be a tombstone another member has collected
         after = self.text.anchor(self.place(pending.after))
         try:
             self._own(("insert", after, pending.text))
@@ -186,8 +173,8 @@ class EditorReplica:
             self._own(self.text.prepare_delete(at))
 
     def move_to(self, position: int, announce: bool = True) -> None:
-        """Put the cursor at ``position`` (clamped to the text) and tell the others
-        (unless not ``announce``: an edit right after shows them where it is)."""
+        """Put the cursor at ``position`` (clamped) and tell the others, unless not
+        ``announce`` (an edit right after shows them where it is)."""
         self.flush()
         position = max(0, min(position, self.text.visible_length()))
         anchor = self.text.anchor(position)
@@ -208,9 +195,8 @@ class EditorReplica:
         return op_id
 
     def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
-        """An own message went out as ``op_id`` with ``tag``: apply it (a text
-        operation; ``ValueError`` if it names a character not here) or move the cursor
-        (presence)."""
+        """An own message went out as ``op_id`` with ``tag``: apply it (``ValueError``
+        if it names a character not here)."""
         if is_presence(payload):
             self.cursor = payload[1]
             self._changed(text=False)
@@ -222,9 +208,8 @@ class EditorReplica:
         self._changed()
 
     def check_own(self, op: Any) -> None:
-        """``ValueError`` unless text operation ``op`` names only characters that are
-        here (checked before an operation made elsewhere is sent, so that a bad one is
-        refused rather than sent and failed)."""
+        """``ValueError`` unless ``op`` is a text operation naming only characters that
+        are here (so that a bad one made elsewhere is refused, not sent and failed)."""
         if not isinstance(op, tuple) or len(op) < 2 or op[0] not in ("insert", "delete"):
             raise ValueError(f"not a text operation: {op!r:.80}")
         if op[0] == "insert":
@@ -236,13 +221,11 @@ class EditorReplica:
                 raise ValueError(f"the operation names {ident!r:.60}, which is not in "
                                  f"{self.me}'s text")
 
-    # -- deliveries ------------------------------------------------------------------------
     def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
                   superseded: bool = False) -> bool:
-        """Take a delivered message (``message_id``: its application-level id;
-        ``superseded``: a presence the latest-value filter replaced). True when it
-        edits where the pending run is typed: the host flushes the run soon, so that
-        both see each other's text."""
+        """Take a delivered message (``superseded``: a presence the latest-value filter
+        replaced). True when it edits where the pending run is typed: the host flushes
+        the run soon."""
         self.deliveries += 1
         if sender == self.me:
             return False  # an own operation sent to oneself: applied when it was made
@@ -265,8 +248,7 @@ class EditorReplica:
         return self.pending is not None and touches(payload, self.pending.after)
 
     def _follow(self, op: tuple, op_id: str) -> str | None:
-        """Where an edit leaves its maker's cursor: after an insert's last character,
-        at a delete's place."""
+        """Where an edit leaves its maker's cursor."""
         if op[0] == "insert":
             length = len(op[2])
             return op_id if length == 1 else f"{op_id}+{length - 1}"
@@ -280,9 +262,7 @@ class EditorReplica:
             self._collect()
 
     def _collect(self) -> None:
-        """Collect stable tombstones, anchors on tombstones moved to the visible
-        character before them first (the pending run's too: it is not sent yet, so it
-        may still change place)."""
+        """Collect, anchors on tombstones moved first to the visible character before."""
         self.cursor = self.text.anchor(self.place(self.cursor))
         if self.pending is not None:
             self.pending.after = self.text.anchor(self.place(self.pending.after))
@@ -290,9 +270,8 @@ class EditorReplica:
             self.cursors[member] = self.text.anchor(self.place(anchor))
         self.collected += self.text.collect(self.stability)
 
-    # -- members ---------------------------------------------------------------------------
     def member_joined(self, member: str, members: Sequence[str] | None = None) -> None:
-        """``member`` joined (``members``: everyone now, when the host knows)."""
+        """``member`` joined (``members``: everyone now, if the host knows)."""
         if members is not None:
             self.members = list(members)
         elif member not in self.members:
@@ -306,19 +285,15 @@ class EditorReplica:
         self.stability.member_left(member)
         self._changed(text=False)
 
-    # -- state transfer --------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        """The state a newcomer gets: the text, every cursor, and which own operations
-        it holds."""
+        """The text, every cursor and the own operations it reflects, for a newcomer."""
         return Snapshot({"items": self.text.state(),
                          "cursors": {**self.cursors, self.me: self.cursor}},
                         reflects=tuple(self.own_ids))
 
     def install(self, state: Any) -> bool:
-        """Continue from a :meth:`snapshot` state: another member's (this member is the
-        newcomer), or one of this member kept elsewhere (the browser tab starting again
-        from the gateway's mirror of it: its own cursor comes back too); False (logged,
-        nothing changed) when it is unusable."""
+        """Continue from a :meth:`snapshot` state (another member's, or this member's
+        own kept elsewhere: its cursor comes back too); False, logged, when unusable."""
         try:
             text = TextSequence.from_state(state["items"])
             cursors = dict(state["cursors"])
@@ -332,10 +307,9 @@ class EditorReplica:
         self._changed()
         return True
 
-    # -- reading ---------------------------------------------------------------------------
     def view(self) -> tuple[str, int, dict[str, int]]:
-        """The text, the cursor's position and each other member's cursor position, the
-        pending run shown in place (after its anchor, before anything inserted there)."""
+        """The text with the pending run in place, the cursor's position and the other
+        members' cursor positions."""
         if self._value is None:
             self._value = self.text.value
         value = self._value
@@ -353,7 +327,6 @@ class EditorReplica:
         return value, at + shift, others
 
     def _changed(self, text: bool = True) -> None:
-        """What :meth:`view` shows changed (``text``: the text itself did)."""
         self.version += 1
         if text:
             self._value = None

@@ -1,7 +1,5 @@
-"""How the shared text finds a character by its id (a dict from insert id to that
-insert's runs, so nothing is re-indexed when text moves), and how causally stable typing
-(ids counting up: ``p1#7``, ``p1#8``, ...) becomes *chain* runs, as Yjs squashes one
-client's consecutive items."""
+"""How the shared text finds a character by its id, and how causally stable typing (ids
+counting up: ``p1#7``, ``p1#8``, ...) becomes *chain* runs, as Yjs squashes items."""
 
 from __future__ import annotations
 
@@ -47,7 +45,7 @@ class IdIndex:
         return (run, k) if 0 <= k < len(run.text) else None
 
     def in_chain(self, ident: str) -> tuple[Run, int] | None:
-        """The chain holding character ``ident`` and its index in it, or ``None``."""
+        """The same for a character in a chain."""
         found = numbered(ident)
         if found is None:
             return None
@@ -62,8 +60,7 @@ class IdIndex:
         return (run, k) if k < len(run.text) else None
 
     def pieces(self, op: str, chain: bool, low: int, high: int) -> list[Run]:
-        """The runs of insert (or chain prefix) ``op`` that may hold offsets (numbers,
-        for a chain) ``low..high``."""
+        """The runs of insert (or chain prefix) ``op`` that may hold ``low..high``."""
         if not chain:
             entry = self.ops[op]
             return [entry] if isinstance(entry, Run) else list(entry)
@@ -76,7 +73,6 @@ class IdIndex:
         return found
 
     def add_piece(self, run: Run, right: Run) -> None:
-        """``right`` was cut from ``run``."""
         if run.chain:
             insort(self.chains[run.op], right, key=start_of)
             return
@@ -87,7 +83,7 @@ class IdIndex:
             insort(entry, right, key=start_of)
 
     def forget(self, run: Run) -> None:
-        """Drop ``run`` from the lookup (its block is the caller's business)."""
+        """Drop ``run`` from the lookup (not from its block)."""
         if run.chain:
             self.unchain(run)
             return
@@ -100,8 +96,7 @@ class IdIndex:
             self.ops[run.op] = entry[0]
 
     def unchain(self, run: Run) -> None:
-        """Drop chain ``run`` from the chain lookup (found by its first number: a
-        search of the list by identity would compare with every chain)."""
+        """Drop chain ``run`` (found by bisection, not by identity)."""
         chains = self.chains[run.op]
         at = bisect_left(chains, run.start, key=start_of)
         if at == len(chains) or chains[at] is not run:
@@ -111,17 +106,16 @@ class IdIndex:
             del self.chains[run.op]
 
     def chainable(self, run: Run) -> tuple[str, int] | None:
-        """``run``'s id as ``(prefix, number)`` if it can join a chain: a whole, stable,
-        visible single-character insert whose id ends in a number."""
+        """``run``'s ``(prefix, number)`` if it is a whole, stable, visible
+        single-character insert whose id ends in a number."""
         if (run.chain or run.tag is not None or run.deleted is not None or run.start
                 or len(run.text) != 1 or self.ops.get(run.op) is not run):
             return None
         return numbered(run.op)
 
     def chain(self, run: Run, blocks: BlockList, touched: set[Block]) -> None:
-        """Merge ``run`` into the chains next to it (in its block or the next one), or
-        make it a chain of one, if it is chainable (just made stable); the blocks it
-        leaves go into ``touched``."""
+        """Merge chainable ``run`` into the chains next to it, or make it a chain of
+        one; the blocks it leaves go into ``touched``."""
         found = self.chainable(run)
         if found is None:
             return
@@ -150,9 +144,8 @@ class IdIndex:
             self.unchain(after)
 
     def load(self, runs: list[Run]) -> list[Run]:
-        """Index ``runs`` (document order, from a state) and merge neighbouring
-        chainable inserts and chains; returns the runs left. ``ValueError`` when a
-        character appears twice."""
+        """Index ``runs`` (document order, from a state) with neighbouring chainable
+        runs merged; returns the runs left. ``ValueError`` for a character twice."""
         ops = self.ops
         for run in runs:
             if run.chain:
@@ -185,8 +178,6 @@ class IdIndex:
         return kept
 
     def _chain_all(self, runs: list[Run]) -> list[Run]:
-        """``runs`` (document order) with neighbouring chainable inserts and chains
-        merged; registers the chains."""
         kept: list[Run] = []
         parts: list[str] = []  # the characters of kept[-1] while it is a growing chain
         end = 0  # the number after the last id of that chain

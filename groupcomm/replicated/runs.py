@@ -1,5 +1,4 @@
-"""What the shared text is made of: runs of characters, the blocks that hold them, and
-the character ids they answer to (see :mod:`groupcomm.replicated.text`)."""
+"""What the shared text is made of: runs of characters, their blocks, their ids."""
 
 from __future__ import annotations
 
@@ -12,16 +11,13 @@ STABLE = (0, "")
 
 
 class Run:
-    """Consecutive characters of one insert, in one state; or a *chain*: consecutive
-    stable, visible single-character inserts whose ids count up (``p1#7``, ``p1#8``,
-    ...: what typing leaves), kept as one run.
+    """Consecutive characters of one insert, in one state; or a *chain* of stable,
+    visible single-character inserts whose ids count up (``p1#7``, ``p1#8``, ...).
 
-    ``op`` is the insert's id (a chain: the ids' common prefix, ``p1#``), ``start`` the
-    offset of the run's first character in the insert (a chain: the number in its
-    first id). ``sum`` is the sum of the insert's clock, ``tag`` its tag; both are
-    dropped (0 and ``None``) once the insert is causally stable, which makes the
-    timestamp :data:`STABLE`. ``deleted`` is the tag of the delete that hid the
-    characters."""
+    ``op`` is the insert's id (a chain: the ids' prefix, ``p1#``), ``start`` the offset
+    of the first character (a chain: the number of its first id). ``sum`` (the sum of
+    the insert's clock) and ``tag`` become 0 and ``None`` once the insert is stable.
+    ``deleted`` is the tag of the delete that hid the characters."""
 
     __slots__ = ("op", "start", "text", "sum", "tag", "deleted", "block", "chain")
 
@@ -45,7 +41,6 @@ class Run:
 
 
 class Block:
-    """A stretch of runs in document order, with its visible count and its place."""
 
     __slots__ = ("runs", "visible", "index")
 
@@ -56,9 +51,8 @@ class Block:
 
 
 def op_kind(op: Any, kinds: tuple[str, ...], arity: int) -> str:
-    """The kind of ``op`` (its first element), or ``ValueError`` if ``op`` is not a tuple
-    of ``arity`` elements whose kind is one of ``kinds`` (every replicated type checks
-    an operation so before its effect)."""
+    """The kind of ``op``, or ``ValueError`` unless it is a tuple of ``arity`` elements
+    whose first is one of ``kinds``."""
     if not isinstance(op, tuple) or len(op) != arity or op[0] not in kinds:
         raise ValueError(f"not an operation of this type: {op!r} (expected one of "
                          f"{', '.join(kinds)} with {arity - 1} argument(s))")
@@ -71,13 +65,12 @@ def check_int(value: Any, what: str) -> None:
 
 
 def start_of(run: Run) -> int:
-    """The sort key of an insert's runs and of a prefix's chains."""
     return run.start
 
 
 def numbered(ident: str) -> tuple[str, int] | None:
-    """``(prefix, number)`` of an id that ends in a number written as Python writes it
-    (``p1#12`` -> ``("p1#", 12)``), else ``None``: the ids a chain can hold."""
+    """``(prefix, number)`` of an id that ends in a number without leading zeros
+    (``p1#12`` -> ``("p1#", 12)``), else ``None``."""
     digits = len(ident) - len(ident.rstrip("0123456789"))
     if not digits or (digits > 1 and ident[-digits] == "0"):
         return None

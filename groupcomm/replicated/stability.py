@@ -9,8 +9,7 @@ from groupcomm.core.messages import Tag
 
 
 class Stability:
-    """What each member is known to have delivered: per member, the merge of the tags
-    of its operations delivered here (this member's own clock for itself). A tag is
+    """Per member, the merge of the tags of its operations delivered here; a tag is
     stable when every current member's entry covers it."""
 
     def __init__(self, me: str, members: Iterable[str]) -> None:

@@ -27,6 +27,5 @@ def unsupported_reason(module: str | CausalityModule) -> str | None:
 
 
 def supported_modules() -> list[str]:
-    """The installed modules the replicated types can rely on (those without an
-    :func:`unsupported_reason`), in registration order."""
+    """The installed modules without an :func:`unsupported_reason`."""
     return [name for name in available_modules() if unsupported_reason(name) is None]

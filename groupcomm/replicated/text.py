@@ -1,8 +1,5 @@
-"""The shared text: an RGA sequence kept as runs in blocks, so an edit costs O(log n + B).
-
-The runs, their blocks, the id lookup and chains, the state's rows and causal-stability
-collection each have a module next to this one; docs/replicated.md ("How the text is
-stored") says how they fit."""
+"""The shared text: an RGA sequence kept as runs in blocks, so an edit costs O(log n + B)
+(docs/replicated.md, "How the text is stored")."""
 
 from __future__ import annotations
 
@@ -22,14 +19,12 @@ __all__ = ["STABLE", "TextSequence"]
 
 
 class TextSequence:
-    """An op-based sequence of characters (RGA, Roh et al. 2011), for shared text; its
-    rules are in docs/replicated.md ("The types and their rules").
+    """An op-based sequence of characters (RGA, Roh et al. 2011); its rules:
+    docs/replicated.md, "The types and their rules".
 
     A character is named by the id of the message that inserted it (the k-th of a run
-    inserted at once: ``id+k``). Operations on the wire: ``("insert", after_id_or_None,
-    text)`` and ``("delete", id)`` or ``("delete", (id, id, ...))``. Without causal
-    delivery an operation can name a character not here yet: :meth:`effect` then raises
-    ``ValueError`` and changes nothing.
+    inserted at once: ``id+k``). Operations: ``("insert", after_id_or_None, text)`` and
+    ``("delete", id)`` or ``("delete", (id, id, ...))``.
     """
 
     def __init__(self) -> None:
@@ -37,15 +32,13 @@ class TextSequence:
         self._ids = IdIndex()
         #: insert id -> tag, for inserts not known to be causally stable yet
         self._unstable: dict[str, Tag] = {}
-        #: the runs that are tombstones
         self._tombs: set[Run] = set()
         self._visible = 0
         self._total = 0
 
-    # -- operations ----------------------------------------------------------------------
     def prepare_insert(self, position: int, text: str) -> tuple[str, str | None, str]:
-        """Insert ``text`` (one or more characters) so that its first character becomes
-        visible character number ``position``."""
+        """Insert ``text`` so that its first character becomes visible character
+        number ``position``."""
         if not isinstance(text, str) or not text:
             raise ValueError(f"insert at least one character, got {text!r}")
         check_int(position, "a position")
@@ -77,9 +70,9 @@ class TextSequence:
         raise AssertionError("the visible count and the runs disagree")
 
     def effect(self, op: Any, tag: Tag, op_id: str) -> None:
-        """Apply an operation with the tag of its send and the id of its message;
-        ``ValueError`` (and no change) for one of the wrong shape or that names a
-        character not here."""
+        """Apply an operation with the tag and id of its message; ``ValueError`` (and no
+        change) for one of the wrong shape or that names a character not here (without
+        causal delivery)."""
         inserting = isinstance(op, tuple) and len(op) > 0 and op[0] == "insert"
         kind = op_kind(op, ("insert", "delete"), 3 if inserting else 2)
         if kind == "delete":
@@ -107,12 +100,11 @@ class TextSequence:
             run, k = found
             block = run.block
             i = block.runs.index(run) + 1
-            # the rest of ``after``'s run follows it unless its timestamp is larger
-            # (then it is skipped like any later sibling)
+            # the rest of ``after``'s run is skipped like a later sibling if it is larger
             if k < len(run.text) - 1 and (run.tag is None or (run.sum, run.op) < stamp):
                 self._split(run, k + 1)
         # skip the runs inserted after the same character with a larger timestamp (and
-        # what follows them), as RGA does; a stable run's timestamp is the smallest
+        # what follows them), as RGA does; a stable run's is the smallest
         while True:
             runs = block.runs
             count = len(runs)
@@ -135,8 +127,8 @@ class TextSequence:
         ids = (target,) if isinstance(target, str) else target
         if not isinstance(ids, tuple) or not ids or not all(isinstance(i, str) for i in ids):
             raise ValueError(f"a delete names characters by id, got {target!r:.80}")
-        # every id is found before anything changes; consecutive ids of one insert make
-        # one range, so a long delete splits each run at most twice
+        # every id is found before anything changes; consecutive ids make one range, so
+        # a long delete splits each run at most twice
         ranges: list[list[Any]] = []
         locate = self._ids.locate
         for ident in ids:
@@ -155,9 +147,8 @@ class TextSequence:
             self._hide(op, chain, low, high, tag)
 
     def _hide(self, op: str, chain: bool, low: int, high: int, tag: Tag) -> None:
-        """Mark the characters ``low..high`` (offsets; numbers for a chain) of insert
-        (or chain prefix) ``op`` deleted by ``tag`` (those already deleted keep their
-        first delete)."""
+        """Mark characters ``low..high`` of insert (or chain prefix) ``op`` deleted by
+        ``tag`` (those already deleted keep their first delete)."""
         for run in self._ids.pieces(op, chain, low, high):
             end = run.start + len(run.text)
             first, last = max(low, run.start), min(high, end)
@@ -173,8 +164,8 @@ class TextSequence:
             self._blocks.hidden(run)
 
     def _split(self, run: Run, k: int) -> Run:
-        """Cut ``run`` before its ``k``-th character; returns the second part, placed
-        right after it (the block may grow past its limit: the caller splits it)."""
+        """Cut ``run`` before its ``k``-th character; returns the second part (the block
+        may grow past its limit: the caller splits it)."""
         right = Run(run.op, run.start + k, run.text[k:], run.sum, run.tag, run.deleted,
                     run.block, run.chain)
         run.text = run.text[:k]
@@ -185,7 +176,6 @@ class TextSequence:
             self._tombs.add(right)
         return right
 
-    # -- reading ---------------------------------------------------------------------------
     def visible_length(self) -> int:
         return self._visible
 
@@ -195,9 +185,8 @@ class TextSequence:
                         if run.deleted is None])
 
     def slice(self, start: int, stop: int) -> str:
-        """Visible characters ``start`` to ``stop`` (excluded), without building the
-        whole text: what an editor shows of a long one. ``stop`` past the end is the
-        end; ``ValueError`` for a negative bound."""
+        """Visible characters ``start`` to ``stop`` (excluded) without building the
+        whole text; ``ValueError`` for a negative bound."""
         check_int(start, "a slice's start")
         check_int(stop, "a slice's stop")
         if start < 0 or stop < 0:
@@ -225,24 +214,23 @@ class TextSequence:
         return self._total - self._visible
 
     def __len__(self) -> int:
-        """Characters kept, tombstones included (the metadata :meth:`collect` bounds)."""
+        """Characters kept, tombstones included."""
         return self._total
 
     def anchor(self, position: int) -> str | None:
-        """The id of the visible character just before ``position`` (``None``: the
-        start): a place in the text that stays put while others edit around it."""
+        """The id of the visible character before ``position`` (``None``: the start): a
+        place that stays put while others edit around it."""
         check_int(position, "a position")
         if position <= 0:
             return None
         if position > self._visible:
-            raise ValueError(f"position {position} is outside the text "
-                             f"(0..{self._visible})")
+            raise ValueError(f"position {position} is outside the text (0..{self._visible})")
         run, k = self._blocks.char_at(position - 1)
         return run.char_id(k)
 
     def position(self, anchor: str | None) -> int | None:
-        """Where ``anchor`` (from :meth:`anchor`) is now: the number of visible
-        characters up to and including it; ``None`` if it is not (or no longer) here."""
+        """Where ``anchor`` is now: the visible characters up to and including it;
+        ``None`` if it is not here."""
         if anchor is None:
             return 0
         found = self._ids.locate(anchor)
@@ -252,39 +240,29 @@ class TextSequence:
         return self._blocks.position_of(run) + (k + 1 if run.deleted is None else 0)
 
     def items(self) -> Iterator[list[Any]]:
-        """Every character kept, tombstones included, in document order, as
-        ``[id, timestamp, character, delete tag or None, insert tag or None]`` (the
-        timestamp is :data:`STABLE` once the insert is stable): for tests that want
-        one row per character; O(n)."""
+        """Every character kept, in document order, as ``[id, timestamp, character,
+        delete tag, insert tag]``, for tests."""
         for run in self._blocks.runs():
             stamp = STABLE if run.tag is None else (run.sum, run.op)
             for k, char in enumerate(run.text):
                 yield [run.char_id(k), stamp, char, run.deleted, run.tag]
 
-    # -- causal stability --------------------------------------------------------------------
     def collect(self, stability: Stability) -> int:
-        """Forget what causal stability makes useless (stable inserts lose their
-        timestamp and tag; tombstones of stable deletes go once the character after
-        them is stable: :mod:`~groupcomm.replicated.collection`); returns how many
-        tombstones went. Its cost is linear in what is not stable yet and in the
-        tombstones, not in the text."""
-        dropped = collect_stable(self._unstable, self._tombs, self._ids, self._blocks,
-                                 stability)
+        """Forget what causal stability makes useless (docs/replicated.md); returns how
+        many tombstones went."""
+        dropped = collect_stable(self._unstable, self._tombs, self._ids, self._blocks, stability)
         self._total -= dropped
         return dropped
 
-    # -- state transfer --------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """Everything a newcomer needs to continue from this replica, as plain data
-        (msgpack, JSON or pickle carry it; the rows: docs/replicated.md)."""
+        """What a newcomer continues from, as plain data (docs/replicated.md)."""
         return state_of(self._blocks.runs())
 
     @classmethod
     def from_state(cls, state: Any) -> TextSequence:
-        """A replica continuing from :meth:`state` of another; ``ValueError`` saying
-        what is wrong if it does not have that shape."""
-        # the cyclic garbage collector would walk every run built so far again and
-        # again while a large text is built (none of them is garbage): it waits
+        """A replica continuing from another's :meth:`state`; ``ValueError`` saying
+        what is wrong."""
+        # the cyclic collector would walk every run built so far again and again
         paused = gc.isenabled()
         gc.disable()
         try:
@@ -296,7 +274,6 @@ class TextSequence:
                 gc.enable()
 
     def _load(self, rows: list[RunRow]) -> None:
-        """Fill an empty replica with ``rows`` in document order (chains merged)."""
         built: list[Run] = []
         first = self._blocks.blocks[0]
         for op, start, chars, inserted, deleted, chain in rows:

@@ -1,5 +1,4 @@
-"""The shared text's state as plain data, for newcomers: written from the runs, and read
-back with every field checked (see :meth:`TextSequence.state`)."""
+"""The shared text's state as plain data, written from the runs and read back checked."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from typing import Any
 from groupcomm.core.messages import Tag
 from groupcomm.replicated.runs import Run, numbered
 
-#: the version of the run-length state :meth:`TextSequence.state` returns
 STATE_VERSION = 1
 
 #: a run as a state holds it: (insert id or chain prefix, offset or first number,
@@ -18,7 +16,6 @@ RunRow = tuple[str, int, str, Tag | None, Tag | None, bool]
 
 
 def state_of(runs: Iterable[Run]) -> dict[str, Any]:
-    """``{"version": 1, "runs": [...]}``: one row per run, in document order."""
     rows: list[list[Any]] = []
     for run in runs:
         deleted = None if run.deleted is None else run.deleted.clock
@@ -31,7 +28,6 @@ def state_of(runs: Iterable[Run]) -> dict[str, Any]:
 
 
 def not_a_state(what: str) -> ValueError:
-    """The error for a state that is not one :meth:`TextSequence.state` writes."""
     return ValueError(f"not the state of a TextSequence: {what}")
 
 

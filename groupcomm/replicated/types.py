@@ -1,7 +1,6 @@
-"""The counter, the add-wins set and the multi-value register (the text sequence is
-:mod:`groupcomm.replicated.text`). ``prepare_*`` returns the operation to broadcast (a
-tuple of a kind and arguments); :meth:`effect` applies a delivered one with its tag and
-message id (only the text needs the id); one of the wrong shape raises ``ValueError``."""
+"""The counter, the add-wins set and the multi-value register. ``prepare_*`` returns the
+operation to broadcast; ``effect`` applies a delivered one with its tag and message id
+(only the text needs the id), ``ValueError`` for one of the wrong shape."""
 
 from __future__ import annotations
 
@@ -10,14 +9,10 @@ from typing import Any
 
 from groupcomm.core.messages import Tag
 from groupcomm.replicated.runs import op_kind
-from groupcomm.replicated.text import STABLE, TextSequence
-
-__all__ = ["STABLE", "AddWinsSet", "Counter", "MultiValueRegister", "TextSequence"]
 
 
 class Counter:
-    """An op-based counter: increments commute, so every delivery order agrees (the tag
-    is not needed; it is taken for the same interface as the other types)."""
+    """An op-based counter: increments commute (the tag is taken, not needed)."""
 
     def __init__(self) -> None:
         self.value = 0
@@ -30,19 +25,12 @@ class Counter:
 
     def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
         op_kind(op, ("add",), 2)
-        if isinstance(op[1], bool) or not isinstance(op[1], int):
-            raise ValueError(f"a counter adds integers, got {op[1]!r}")
-        self.value += op[1]
+        self.value += self.prepare_add(op[1])[1]
 
 
 class AddWinsSet:
-    """An op-based add-wins (observed-remove) set.
-
-    ``add(e)`` records the add's tag; ``remove(e)`` removes the adds of ``e`` whose tags
-    happened before it: the adds its sender had seen, all delivered here already since
-    delivery is causal. An add concurrent with a remove is not among them, so it
-    survives: add wins. The value is the set of elements with a surviving add.
-    """
+    """An op-based add-wins (observed-remove) set: a remove drops the adds whose tags
+    happened before it; a concurrent add survives."""
 
     def __init__(self) -> None:
         self._adds: dict[Hashable, set[Tag]] = {}
@@ -77,9 +65,7 @@ class AddWinsSet:
 
 class MultiValueRegister:
     """An op-based multi-value register: a write supersedes the writes that happened
-    before it; concurrent writes are all kept (and shown), until a later write that has
-    seen them replaces them all. ``value`` lists the current values in a deterministic
-    order (by their tags), the same at every replica."""
+    before it; concurrent ones are all kept, in an order every replica agrees on."""
 
     def __init__(self) -> None:
         self._writes: list[tuple[Any, Tag]] = []

@@ -1,6 +1,5 @@
 """Who may use the gateway: a users file (JSON, readable by its owner only) of names and
-the scrypt hashes of their login tokens, so that a copy of the file lets nobody log in;
-the gateway never sees a password nor shows the session key (docs/web.md, "Security")."""
+the scrypt hashes of their login tokens (docs/web.md, "Security")."""
 
 from __future__ import annotations
 
@@ -13,10 +12,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-#: scrypt's cost (n, r, p): about 16 MiB and a few tens of milliseconds per check, which
-#: is what a login may cost and what makes guessing from a stolen file expensive
+#: scrypt's cost (n, r, p): about 16 MiB and a few tens of milliseconds per check, what
+#: a login may cost and what makes guessing from a stolen file expensive
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
-#: bytes of randomness in a login token
 TOKEN_BYTES = 24
 #: a user name is a member name: what ``groupcomm im --name`` takes, without ``~``
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
@@ -31,17 +29,7 @@ def _hash(token: str, salt: bytes) -> bytes:
                           p=SCRYPT_P, dklen=32)
 
 
-def check_user_name(name: str) -> str:
-    """``name`` if it can be a member name; :class:`UsersError` saying why not."""
-    if not isinstance(name, str) or not NAME.match(name):
-        raise UsersError(f"user name {name!r:.60}: use 1 to 40 letters, digits, '_', '.' "
-                         "or '-'")
-    return name
-
-
 class Users:
-    """The users file: add users, check credentials."""
-
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._users: dict[str, dict[str, str]] = self._load()
@@ -66,8 +54,10 @@ class Users:
 
     def add(self, name: str) -> str:
         """Add ``name`` (or give it a new token, which voids the old one); returns the
-        token, which is shown once and kept nowhere."""
-        check_user_name(name)
+        token, which is kept nowhere. :class:`UsersError` for a bad name."""
+        if not isinstance(name, str) or not NAME.match(name):
+            raise UsersError(f"user name {name!r:.60}: use 1 to 40 letters, digits, '_', "
+                             "'.' or '-'")
         token = secrets.token_urlsafe(TOKEN_BYTES)
         salt = secrets.token_bytes(16)
         self._users[name] = {"salt": salt.hex(), "hash": _hash(token, salt).hex()}
@@ -84,8 +74,7 @@ class Users:
         os.replace(partial, self.path)
 
     def verify(self, name: Any, token: Any) -> bool:
-        """True when ``token`` is ``name``'s current token (constant-time comparison;
-        an unknown name costs the same hashing as a known one)."""
+        """True when ``token`` is ``name``'s token (an unknown name costs the same)."""
         if not isinstance(name, str) or not isinstance(token, str) or len(token) > 200:
             return False
         entry = self._users.get(name)
@@ -96,8 +85,7 @@ class Users:
 
 def login_link(url: str, name: str, token: str, page: str = "edit") -> str:
     """The link that logs ``name`` in on ``page`` (``im`` or ``edit``): the credential
-    rides in the fragment, which browsers never send to a server (so it stays out of
-    access logs and Referer headers); the page hands it over on its WebSocket."""
+    rides in the fragment, which browsers never send to a server."""
     from urllib.parse import urlencode
 
     return f"{url.rstrip('/')}/{page}#{urlencode({'user': name, 'token': token})}"

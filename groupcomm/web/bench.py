@@ -1,9 +1,7 @@
 """``groupcomm web bench``: how long a keystroke takes to reach another person's screen.
 
-Browser to browser (two headless Chromium tabs of one gateway), terminal to terminal
-(two ``groupcomm edit --batch``), and how many typing tabs one gateway holds until the
-latency between two of them doubles; wall-clock times on one machine, p50 and p99 in
-milliseconds (BENCHMARKS.md, "Web gateway")."""
+Browser to browser, terminal to terminal, and how many typing tabs one gateway holds
+until that doubles (BENCHMARKS.md, "Web gateway")."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 class Setup(EditorSession):
-    """A session server and a gateway with ``users``, in a folder of their own; a
-    context manager that ends them."""
+    """A session server and a gateway with ``users``; a context manager."""
 
     def __init__(self, causality: str, users: list[str]) -> None:
         super().__init__((), causality)
@@ -93,7 +90,7 @@ def terminal_latency(setup: Setup, keys: int, interval: float) -> list[float]:
         reader.quit("quit")
 
 
-#: installed in the receiving tab: the wall-clock time each applied edit was drawn
+#: in the receiving tab: the wall-clock time each applied edit was drawn
 RECORD = """
 window.drawnAt = [];
 const render = editor.render.bind(editor);
@@ -133,8 +130,7 @@ def browser_latency(setup: Setup, keys: int, interval: float) -> list[float]:
             _wait(lambda d=driver: d.execute_script(
                 "return document.getElementById('status').className === 'open'"), "tab")
         writer, reader = drivers
-        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2,
-              "members")
+        _wait(lambda: reader.execute_script("return editor.replica.members.length") == 2, "members")
         reader.execute_script(RECORD)
         sent = []
         for _ in range(keys):
@@ -160,8 +156,8 @@ def _wait(predicate, what: str, timeout: float = 30.0) -> None:
 
 async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
                          interval: float) -> list[float]:
-    """``tabs`` WebSocket tabs on the editor, all but two typing at ``rate``; the two
-    measure a keystroke's latency from one to the other (sent to applied)."""
+    """``tabs`` WebSocket tabs, all but two typing at ``rate``; the two measure a
+    keystroke's latency from one to the other (sent to applied)."""
     import aiohttp
 
     host = setup.url.split("//", 1)[1]
@@ -170,8 +166,7 @@ async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
     async with aiohttp.ClientSession() as session:
         sockets = {}
         for name in names:
-            ws = await session.ws_connect(f"ws://{host}/ws/edit", origin=setup.url,
-                                          max_msg_size=0)
+            ws = await session.ws_connect(f"ws://{host}/ws/edit", origin=setup.url, max_msg_size=0)
             await ws.send_json({"type": "hello", "user": name, "token": setup.tokens[name]})
             sockets[name] = ws
         arrivals: dict[str, float] = {}
@@ -215,9 +210,8 @@ async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
             await probe.send_json({"type": "edit", "applied": applied[names[0]],
                                    "local": f"~L{k + 1}", "op": ["insert", None, "p"]})
             deadline = time.monotonic() + 20
-            while not any(mid.startswith(prefix) for mid in arrivals):
-                if time.monotonic() > deadline:
-                    break
+            while (not any(mid.startswith(prefix) for mid in arrivals)
+                   and time.monotonic() <= deadline):
                 await asyncio.sleep(0.0005)
             found = [at for mid, at in arrivals.items() if mid.startswith(prefix)]
             if found:

@@ -1,12 +1,9 @@
-"""``groupcomm web``: the gateway (:mod:`groupcomm.web.gateway`), ``groupcomm web user
-add``: login links, and ``groupcomm web bench`` (:mod:`groupcomm.web.bench`). Options
-and use: docs/web.md."""
+"""``groupcomm web``, ``groupcomm web user add`` and ``groupcomm web bench`` (docs/web.md)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import socket
 import sys
@@ -27,7 +24,6 @@ from groupcomm.replicated import unsupported_reason
 from groupcomm.web.auth import Users, UsersError, login_link
 from groupcomm.web.gateway import Gateway
 
-log = logging.getLogger(__name__)
 PROG = "groupcomm web"
 
 
@@ -127,8 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
 async def _run(gateway: Gateway, sock: socket.socket) -> None:
     runner = web.AppRunner(gateway.app, access_log=None)
     await runner.setup()
-    site = web.SockSite(runner, sock)
-    await site.start()
+    await web.SockSite(runner, sock).start()
     host, port = sock.getsockname()[:2]
     print(f"listening on http://{host}:{port} (session {gateway.session}, causality "
           f"{gateway.module})", flush=True)
@@ -144,7 +139,6 @@ async def _run(gateway: Gateway, sock: socket.socket) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``groupcomm web [options]`` or ``groupcomm web user add NAME ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["bench"]:
         from groupcomm.web import bench

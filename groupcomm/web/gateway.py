@@ -1,9 +1,6 @@
-"""The web gateway: one aiohttp application serving the pages (``/im``, ``/edit``, from
-``static/``), ``/stats`` and a WebSocket per tab (``/ws/im``, ``/ws/edit``). A tab logs
-in with its login link's name and token in its first message and becomes a
-:class:`~groupcomm.web.members.TabMember`; deliveries go to it in order, its requests
-(:mod:`groupcomm.web.requests`) come back. What is refused and counted, reconnection and
-a second tab: docs/web.md."""
+"""The web gateway: one aiohttp application serving the pages, ``/stats`` and a WebSocket
+per tab, whose first message logs it in as a :class:`~groupcomm.web.members.TabMember`
+(what is refused and counted, reconnection, a second tab: docs/web.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -30,21 +28,15 @@ log = logging.getLogger(__name__)
 
 #: seconds a new WebSocket has to log in
 HELLO_TIMEOUT = 10.0
-#: aiohttp closes a connection whose message exceeds this (1009, message too big);
-#: messages between MAX_MESSAGE and this get an error and the connection stays
+#: aiohttp closes a connection whose message exceeds this (1009); messages between
+#: MAX_MESSAGE and this get an error and the connection stays
 HARD_LIMIT = 4 * MAX_MESSAGE
-#: the pages' paths and their files
 PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".png": "image/png"}
 
 
-def _static(name: str) -> bytes:
-    return resources.files("groupcomm.web").joinpath("static", name).read_bytes()
-
-
 class Gateway:
-    """The HTTP side; one per ``groupcomm web`` process."""
 
     def __init__(self, users: Users, session: str, *,
                  communicator_kwargs: dict[str, Any],
@@ -57,8 +49,7 @@ class Gateway:
         self.communicator_kwargs = communicator_kwargs
         self.inject_delays = inject_delays
         self.presence_hold = presence_hold
-        #: why the editor cannot run on this module (None: it can)
-        self.edit_refusal = edit_refusal
+        self.edit_refusal = edit_refusal  # why the editor cannot run here (None: it can)
         self.module = module
         self.allowed_origins = allowed_origins
         self.counters: Counter[str] = Counter()
@@ -71,28 +62,25 @@ class Gateway:
         self.app.router.add_get("/static/{name}", self.static)
         self.app.router.add_get("/stats", self.stats)
         for path in PAGE_FILES:
-            self.app.router.add_get(path, self.page)
+            self.app.router.add_get(path, self.static)
         self.app.on_shutdown.append(self._shutdown)
 
-    async def page(self, request: web.Request) -> web.Response:
-        return web.Response(body=_static(PAGE_FILES[request.path]), content_type="text/html",
-                            headers={"Cache-Control": "no-store"})
-
     async def static(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
+        """A page or a file of ``static/``."""
+        name = PAGE_FILES.get(request.path) or request.match_info["name"]
         suffix = name[name.rfind("."):] if "." in name else ""
         if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
             raise web.HTTPNotFound()
         try:
-            body = _static(name)
+            body = resources.files("groupcomm.web").joinpath("static", name).read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             raise web.HTTPNotFound() from None
         return web.Response(body=body, content_type=STATIC_TYPES[suffix],
                             headers={"Cache-Control": "no-store"})
 
     async def stats(self, request: web.Request) -> web.Response:
-        """Counters and the tabs' member ids, for this machine only (the names of
-        who is logged in are not for anyone who can reach the port)."""
+        """Counters and the tabs' member ids, for this machine only (who is logged in is
+        not for anyone who can reach the port)."""
         if request.remote not in ("127.0.0.1", "::1"):
             raise web.HTTPForbidden(text="/stats answers requests from this machine only")
         body = {"counters": dict(self.counters), "module": self.module,
@@ -102,26 +90,21 @@ class Gateway:
                                for (page, _), member in self.tabs.items())}
         return web.json_response(body)
 
-    def _origin_ok(self, request: web.Request) -> bool:
-        origin = request.headers.get("Origin")
-        if origin is None:
-            return True  # not a browser: it still needs a credential
-        own = f"{request.scheme}://{request.host}"
-        return origin == own or origin in self.allowed_origins
-
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         kind = request.match_info["kind"]
         if kind not in PAGES:
             raise web.HTTPNotFound()
-        if not self._origin_ok(request):
+        origin = request.headers.get("Origin")  # none: not a browser, still logs in
+        if origin not in (None, f"{request.scheme}://{request.host}", *self.allowed_origins):
             self.counters["refused_origin"] += 1
-            log.warning("refused a WebSocket from origin %s", request.headers.get("Origin"))
+            log.warning("refused a WebSocket from origin %s", origin)
             raise web.HTTPForbidden(text="cross-origin WebSocket requests are refused")
         ws = web.WebSocketResponse(max_msg_size=HARD_LIMIT, heartbeat=20.0)
         await ws.prepare(request)
+        queue: asyncio.Queue = asyncio.Queue()
         member = None
         try:
-            member, queue = await self._login(ws, kind)
+            member = await self._login(ws, kind, queue)
             if member is not None:
                 await self._serve(ws, kind, member, queue)
         finally:
@@ -138,42 +121,37 @@ class Gateway:
         if not ws.closed:
             await ws.send_json({"type": "error", "error": reason, "ref": ref})
 
-    async def _login(self, ws: web.WebSocketResponse, kind: str
-                     ) -> tuple[TabMember | None, asyncio.Queue]:
+    async def _login(self, ws: web.WebSocketResponse, kind: str,
+                     queue: asyncio.Queue) -> TabMember | None:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
         try:
             message = await ws.receive(timeout=HELLO_TIMEOUT)
         except TimeoutError:
-            await self._error(ws, "no login within "
-                              f"{HELLO_TIMEOUT:g} s", "login_timeout")
-            return None, queue
+            await self._error(ws, f"no login within {HELLO_TIMEOUT:g} s", "login_timeout")
+            return None
         if message.type != WSMsgType.TEXT:
-            return None, queue
+            return None
         try:
             hello = parse_request(kind, message.data)
             if hello.type != "hello":
                 raise BadRequest("the first message must be a hello with user and token")
         except BadRequest as error:
             await self._error(ws, str(error), "malformed")
-            return None, queue
+            return None
         user, token = hello.fields["user"], hello.fields["token"]
         if not await loop.run_in_executor(None, self.users.verify, user, token):
             await self._error(ws, "wrong user name or token (ask for a new login link)",
                               "login_failed")
-            return None, queue
+            return None
         if kind == "edit" and self.edit_refusal:
             await self._error(ws, f"the editor cannot run here: {self.edit_refusal}",
                               "edit_refused")
-            return None, queue
+            return None
         previous = self.tabs.pop((kind, user), None)
         if previous is not None:
             previous.push({"type": "fatal", "error": "replaced by a newer tab of yours"})
             await loop.run_in_executor(None, previous.close)
-
-        def push(event: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, event)
-
+        push = partial(loop.call_soon_threadsafe, queue.put_nowait)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, self.session, push,
@@ -182,11 +160,11 @@ class Gateway:
                 host=self.host))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
-            return None, queue
+            return None
         self.tabs[(kind, user)] = member
         self.counters["logins"] += 1
         await ws.send_json({**member.welcome(), "module": self.module})
-        return member, queue
+        return member
 
     async def _serve(self, ws: web.WebSocketResponse, kind: str, member: TabMember,
                      queue: asyncio.Queue) -> None:
@@ -196,8 +174,7 @@ class Gateway:
                 if message.type == WSMsgType.ERROR:
                     break
                 if message.type != WSMsgType.TEXT:
-                    await self._error(ws, "send JSON text messages, not binary",
-                                      "malformed")
+                    await self._error(ws, "send JSON text messages, not binary", "malformed")
                     continue
                 try:
                     request = parse_request(kind, message.data)
@@ -214,7 +191,6 @@ class Gateway:
             self.counters["oversized"] += 1
 
     async def _pump(self, ws: web.WebSocketResponse, queue: asyncio.Queue) -> None:
-        """Forward deliveries and session changes to the tab, in order."""
         while True:
             event = await queue.get()
             batch = [event]
@@ -228,8 +204,7 @@ class Gateway:
                 await ws.close()
                 return
 
-    async def _act(self, ws: web.WebSocketResponse, member: TabMember,
-                   request: Request) -> None:
+    async def _act(self, ws: web.WebSocketResponse, member: TabMember, request: Request) -> None:
         loop = asyncio.get_running_loop()
         fields = request.fields
         try:
@@ -250,19 +225,15 @@ class Gateway:
             elif request.type == "cursor":
                 member.move_cursor(request.applied, fields["anchor"])
             elif request.type == "held":
-                rows = await loop.run_in_executor(None, member.held)
-                await ws.send_json({"type": "held", "held": rows})
+                await ws.send_json({"type": "held",
+                                    "held": await loop.run_in_executor(None, member.held)})
             elif request.type == "release":
-                name = fields["member"]
-                comm = member.communicator
-                if name in comm.members:
-                    await ws.send_json({"type": "notice", "text": f"{name} is still here; "
-                                        "/release is for members who left"})
-                else:
-                    released = await loop.run_in_executor(
-                        None, comm.release_waiting_on, name)
-                    await ws.send_json({"type": "notice", "text": f"released "
-                                        f"{len(released)} message(s) that waited on {name}"})
+                name, comm = fields["member"], member.communicator
+                text = f"{name} is still here; /release is for members who left"
+                if name not in comm.members:
+                    released = await loop.run_in_executor(None, comm.release_waiting_on, name)
+                    text = f"released {len(released)} message(s) that waited on {name}"
+                await ws.send_json({"type": "notice", "text": text})
             elif request.type == "hello":
                 raise BadRequest("already logged in")
         except BadRequest as error:

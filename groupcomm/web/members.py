@@ -1,12 +1,10 @@
-"""A browser tab as a member of the session: its communicator runs in the gateway with
-acknowledged delivery, so that each send of the tab is tagged with exactly what the tab
-had applied, and a mirror of the tab's state takes the messages the tab takes, to answer
-newcomers and to be what the tab starts from (docs/web.md, "How a tab takes part").
+"""A browser tab as a member of the session, with a mirror of the tab's state
+(docs/web.md, "How a tab takes part").
 
-Deliveries and session changes arrive on the poll thread and go to the tab through
-``push`` (thread-safe); the tab's acknowledgements and sends come from the gateway's
-event loop. The member's lock orders what is pushed: a delivery that depends on an own
-edit is pushed after the answer saying which id and tag that edit got."""
+Deliveries come on the poll thread and go to the tab through ``push`` (thread-safe); the
+tab's acknowledgements and sends come from the gateway's event loop. The member's lock
+orders what is pushed: a delivery that depends on an own edit goes after the answer
+saying which id and tag that edit got."""
 
 from __future__ import annotations
 
@@ -30,27 +28,24 @@ from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTran
 
 log = logging.getLogger(__name__)
 
-#: the two pages; each joins the session under its name as application, the terminal
-#: apps' own, so that browsers and terminals in one session see each other
+#: the pages, each the application name of the terminal app it stands for
 PAGES = ("im", "edit")
 
 Push = Callable[[dict[str, Any]], None]
-#: provisional ids remembered per tab (the tab renames an edit's characters once it is
-#: confirmed, a few milliseconds later: only edits made meanwhile name it)
+#: provisional ids remembered per tab (only edits made before the tab learns the real
+#: id, a few milliseconds, name one)
 RENAMED_KEPT = 10_000
-#: what marks a provisional id: ``{member}#~L{n}``, the tab's name for the characters of
-#: its edit ``~L{n}`` until the gateway says which message id it was sent as
+#: marks a provisional id, ``{member}#~L{n}``: the tab's name for its edit's characters
+#: until it learns which message id the edit was sent as
 PROVISIONAL = "#~"
 
 
 class ChatMirror:
-    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id) of the
-    latest :data:`~groupcomm.apps.im.HISTORY` messages to everyone."""
+    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id)."""
 
     def __init__(self, me: str) -> None:
         self.me = me
         self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
-        #: messages taken by :meth:`delivered`
         self.deliveries = 0
 
     def joined(self, me: str, members: Sequence[str]) -> None:
@@ -83,19 +78,17 @@ class ChatMirror:
         return {"history": [list(entry) for entry in self.history]}
 
     def member_joined(self, member: str, members: Sequence[str]) -> None:
-        """Nothing to do: the conversation does not depend on who is here."""
+        """The conversation does not depend on who is here."""
 
     def member_left(self, member: str) -> None:
-        """Nothing to do."""
+        pass
 
 
 class TextMirror(EditorReplica):
-    """The tab's editor replica, without a send of its own: it takes the tab's
-    operations as they are sent."""
+    """The tab's editor replica, without a send of its own."""
 
     def for_tab(self) -> dict[str, Any]:
-        """The snapshot's state: the page reads the same format (plain JSON data)."""
-        return self.snapshot().state
+        return self.snapshot().state  # the page reads the same format
 
 
 class TabClosed(Exception):
@@ -103,7 +96,6 @@ class TabClosed(Exception):
 
 
 def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
-    """A delivered payload as the page reads it."""
     if kind == "im":
         if isinstance(payload, Private):
             return {"text": payload.text, "private": True}
@@ -127,8 +119,7 @@ class TabMember:
         self.kind = kind
         self.user = user
         self.push = push
-        #: guards the mirror and sends, and orders what is pushed to the tab (taken on
-        #: the I/O thread too: deliveries, the state provider)
+        #: guards the mirror and sends, and orders what is pushed (see the module doc)
         self.lock = threading.RLock()
         #: provisional id the tab gave an own edit -> the message id it was sent as
         self.renamed: OrderedDict[str, str] = OrderedDict()
@@ -138,18 +129,16 @@ class TabMember:
         #: the member's id in the session (None until the join is done)
         self.member_id: str | None = None
         kwargs = dict(communicator_kwargs)
-        if kwargs.get("trace_dir"):
-            # the IM's and the editor's members share names: one folder per application
+        if kwargs.get("trace_dir"):  # the pages' members share names: a folder each
             kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
         if kind == "edit":
             pipelines = kwargs.get("pipelines", Pipelines())
             kwargs["pipelines"] = replace(pipelines, extra_receive=[
                 LatestValueCreator(presence_slot, presence_hold), *pipelines.extra_receive])
         kwargs["application"] = kind
-        # on the gateway's host (one poll thread for every tab) when there is one
         make = host.join if host is not None else Communicator
-        #: copies of own messages that left before their send returned (the loop can
-        #: be first), and the copies each own message still has to send
+        #: copies of own messages that left before their send returned, and the copies
+        #: each own message still has to send
         self._copies_lock = threading.Lock()
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
@@ -171,18 +160,15 @@ class TabMember:
             raise
 
     def welcome(self) -> dict[str, Any]:
-        """The first event of the tab: who it is, who is here, the state it starts from
-        (see :meth:`state`)."""
+        """The first event of the tab: who it is, who is here, its :meth:`state`."""
         with self.lock:
-            comm = self.communicator
             return {"type": "welcome", "kind": self.kind, "user": self.user,
-                    "member": self.member_id, "members_at_join": comm.members_at_join,
-                    **self.state()}
+                    "member": self.member_id,
+                    "members_at_join": self.communicator.members_at_join, **self.state()}
 
     def state(self) -> dict[str, Any]:
         """What the tab starts from: the mirror's state, the deliveries it holds
-        (``handed``: the tab skips those; acknowledged here, as the tab sends nothing
-        before it installs the state), the members and the application clock."""
+        (``handed``, acknowledged here: the tab skips those), the members, the clock."""
         with self.lock:
             comm = self.communicator
             handed = self.mirror.deliveries
@@ -191,8 +177,7 @@ class TabMember:
                     "handed": handed, "state": self.mirror.for_tab()}
 
     def resync(self) -> None:
-        """The tab starts again from the mirror's state (a ``state`` event, pushed in
-        order with the deliveries)."""
+        """Push a ``state`` event: the tab starts again from the mirror's state."""
         with self.lock:
             self.push({"type": "state", **self.state()})
 
@@ -207,9 +192,8 @@ class TabMember:
                        **payload_for_tab(self.kind, message.user_message)})
 
     def _on_transmitted(self, message: SentMessage) -> None:
-        """A copy of an own message left for the network (a sender-side module such as
-        mfss holds one back until an earlier one is acknowledged): the tab shows a
-        message pending until every copy has left."""
+        """A copy of an own message left (a module such as mfss holds some back): the
+        tab shows a message pending until every copy has left."""
         with self._copies_lock:
             copies = self._unsent.get(message.app_message_id)
             if copies is None:
@@ -222,15 +206,13 @@ class TabMember:
         self.push({"type": "transmitted", "id": message.app_message_id})
 
     def _snapshot(self) -> Any:
-        """The state for a newcomer: the mirror's, which holds what the tab holds once
-        it applied all it was handed (the communicator asks only then)."""
+        """The mirror's state: what the tab holds once it applied all it was handed
+        (the communicator asks only then)."""
         with self.lock:
             return self.mirror.snapshot()
 
     @property
     def snapshot_waits(self) -> bool:
-        """Whether a newcomer's state request waits for this tab to apply what it was
-        handed."""
         return self.communicator.state_answers_waiting > 0
 
     def _install(self, state: Any) -> None:
@@ -243,9 +225,8 @@ class TabMember:
         with self.lock:
             self.mirror.member_joined(client_name, list(all_users))
         mine = self.member_id
-        if mine is not None and display_name(client_name) == self.user and client_name != mine:
-            # the session took this member for gone and it came back as a new member:
-            # the tab starts again from a snapshot, as a reconnecting tab does
+        if mine not in (None, client_name) and display_name(client_name) == self.user:
+            # taken for gone, it came back as a new member: start again, as on reconnecting
             self.push({"type": "fatal", "error": "the session took this tab for gone "
                        "(no contact for too long); reconnecting"})
             return
@@ -255,9 +236,9 @@ class TabMember:
         with self.lock:
             self.mirror.member_left(client_name)
         comm = self.communicator
-        waiting = [mid for mid, on in comm.waiting_for().items() if client_name in on]
+        waiting = sum(client_name in on for on in comm.waiting_for().values())
         self.push({"type": "left", "member": client_name, "members": comm.members,
-                   "waiting": len(waiting)})
+                   "waiting": waiting})
 
     def applied(self, count: int) -> None:
         """The tab has applied the first ``count`` deliveries (cumulative)."""
@@ -270,15 +251,15 @@ class TabMember:
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
-        with the first ``applied`` deliveries; the mirror takes it as the tab did."""
+        with the first ``applied`` deliveries; the mirror takes it too."""
         if self.closed:
             raise TabClosed("this tab's member has left the session")
         with self.lock:
             self.applied(applied)
             comm = self.communicator
-            dests = list(destinations) if destinations is not None else (
-                comm.others or [comm.member_id])
-            copies = comm.send(dests, payload)
+            if destinations is None:
+                destinations = comm.others or [comm.member_id]
+            copies = comm.send(list(destinations), payload)
             first = copies[0]
             if self.kind == "im":
                 with self._copies_lock:
@@ -289,19 +270,21 @@ class TabMember:
             return first
 
     def transmitted(self, app_id: str) -> bool:
-        """Whether every copy of the own message ``app_id`` has left (else a
-        ``transmitted`` event says when it does)."""
+        """Whether every copy of ``app_id`` has left (else a ``transmitted`` event
+        says when)."""
         with self._copies_lock:
             return app_id not in self._unsent
 
     def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
-        """An own edit of the text: ``op`` names characters by the ids the tab knows,
-        its own not-yet-confirmed ones by provisional ids, translated here; an edit
-        that names a character the text does not hold is refused (``ValueError``),
-        nothing sent. The tab is told the id and tag it got (``sent``), in order with
-        the deliveries."""
+        """An own edit of the text (its provisional ids translated here); ``ValueError``,
+        nothing sent, if it names a character not here. A ``sent`` event tells the tab
+        the id and tag it got."""
         with self.lock:
-            op = self._translate(op)
+            real = self._real
+            if op[0] == "insert":
+                op = ("insert", real(op[1]), op[2])
+            else:
+                op = ("delete", real(op[1]) if isinstance(op[1], str) else tuple(map(real, op[1])))
             assert isinstance(self.mirror, TextMirror)
             self.mirror.check_own(op)
             first = self.send(applied, None, op)
@@ -317,7 +300,7 @@ class TabMember:
             return self.send(applied, None, presence(self._real(anchor)))
 
     def _real(self, ident: str | None) -> str | None:
-        """A provisional id (``ann#~L3`` or ``ann#~L3+2``) as the message id it became."""
+        """A provisional id (``ann#~L3``, ``ann#~L3+2``) as the message id it became."""
         if ident is None or PROVISIONAL not in ident:
             return ident
         base, plus, offset = ident.rpartition("+")
@@ -328,14 +311,6 @@ class TabMember:
             raise ValueError(f"unknown provisional id {ident!r}")
         return f"{real}+{offset}" if plus else real
 
-    def _translate(self, op: tuple) -> tuple:
-        if op[0] == "insert":
-            return ("insert", self._real(op[1]), op[2])
-        target = op[1]
-        if isinstance(target, str):
-            return ("delete", self._real(target))
-        return ("delete", tuple(self._real(t) for t in target))
-
     def held(self) -> list[dict[str, Any]]:
         """What the causality module holds, with whom each message waits on."""
         comm = self.communicator
@@ -344,12 +319,10 @@ class TabMember:
         for message in comm.held():
             payload = message.user_message
             text = payload.text if isinstance(payload, Private) else payload
-            rows.append({
-                "id": message.message_id,
-                "from": message.sender,
-                "to": list(message.destinations) if isinstance(message, SentMessage) else None,
-                "text": text if isinstance(text, str) else repr(text)[:200],
-                "waits": waiting.get(message.message_id, [])})
+            to = list(message.destinations) if isinstance(message, SentMessage) else None
+            rows.append({"id": message.message_id, "from": message.sender, "to": to,
+                         "text": text if isinstance(text, str) else repr(text)[:200],
+                         "waits": waiting.get(message.message_id, [])})
         return rows
 
     def close(self) -> None:

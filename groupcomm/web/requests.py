@@ -1,9 +1,5 @@
-"""What a tab may say on its WebSocket, checked before anything acts on it.
-
-Every message is one JSON object with a ``type``; :func:`parse_request` returns it as a
-:class:`Request` or raises :class:`BadRequest` with a precise reason (the gateway sends
-the reason back, counts it, and changes nothing).
-"""
+"""What a tab may say on its WebSocket: one JSON object with a ``type``, checked before
+anything acts on it."""
 
 from __future__ import annotations
 
@@ -11,12 +7,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the largest WebSocket message a tab may send, in bytes (a paste of the editor's
-#: longest run, 16,384 characters, fits as JSON even when every one is escaped)
+#: the largest message a tab may send, in bytes (a paste of the editor's longest run fits
+#: as JSON even when every character is escaped)
 MAX_MESSAGE = 128 * 1024
-#: the longest chat line, in characters
-MAX_TEXT = 16_384
-#: the most characters one delete names
+MAX_TEXT = 16_384  # characters of a chat line or an insert
 MAX_DELETE = 16_384
 
 
@@ -61,7 +55,8 @@ def _text(value: Any, what: str, limit: int = MAX_TEXT) -> str:
 
 
 def parse_request(kind: str, raw: str | bytes) -> Request:
-    """The request in ``raw`` (a WebSocket message) for a tab of page ``kind``."""
+    """The request in ``raw`` for a tab of page ``kind``; :class:`BadRequest` saying
+    what is wrong."""
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
     if size > MAX_MESSAGE:
         raise BadRequest(f"message of {size:,} bytes; at most {MAX_MESSAGE:,}")
@@ -86,9 +81,7 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
     if kind_of == "applied":
         return Request("applied", applied)
     if kind_of == "say":
-        to = data.get("to")
-        if to is not None:
-            to = _text(to, "to", 100)
+        to = None if data.get("to") is None else _text(data["to"], "to", 100)
         return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to})
     if kind_of == "cursor":
         return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
@@ -99,8 +92,6 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
 
 
 def _op(op: Any) -> tuple:
-    """``["insert", after or null, text]`` or ``["delete", id or [ids]]`` as the text
-    type's operation tuple."""
     if not isinstance(op, list) or not op:
         raise BadRequest(f"'op' must be a list like [\"insert\", after, text], not {op!r:.40}")
     if op[0] == "insert" and len(op) == 3:
