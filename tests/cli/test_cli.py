@@ -152,9 +152,12 @@ def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
         assert 0 < send_call <= path[f"{side}_turnaround"]["p90_us"]
     assert path["sum_of_medians_us"] > 0
     # the handling taken out of the time per message, and what the rest allows
-    per_message = 1e6 / figures["communicator_msgs_per_s"]
+    # (the rate is printed as a whole number: on a slow machine its rounding moves the time
+    # per message by up to half a message per second's worth)
+    rate = figures["communicator_msgs_per_s"]
+    per_message = 1e6 / rate
     assert path["rest_us"] == pytest.approx(
-        per_message - 2 * path["handling_us_per_turnaround"], abs=0.2)
+        per_message - 2 * path["handling_us_per_turnaround"], abs=0.2 + 0.5e6 / rate**2)
     assert path["fraction_without_handling"] == pytest.approx(
         figures["round_trip_us"] / path["rest_us"], rel=0.01)
     assert path["handling_budget_us"] >= 0
