@@ -64,9 +64,9 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
 
 
 @pytest.mark.parametrize("causality", [
-    "matrix", "cykas",
-    # about 30 s each; mfss shares cykas' sender-side handling of departures, and ks
-    # under churn is also in test_incarnations
+    "matrix",
+    # about 30 s each; ks under churn is also in test_incarnations
+    pytest.param("cykas", marks=pytest.mark.slow),
     pytest.param("mfss", marks=pytest.mark.slow),
     pytest.param("ks", marks=pytest.mark.slow),
 ])

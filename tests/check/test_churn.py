@@ -83,6 +83,7 @@ def test_a_newcomer_that_waits_for_messages_sent_before_it_joined_is_caught(
     assert own == {"p1", "p2", "p3"}
 
 
+@pytest.mark.slow
 def test_groupcomm_analyze_confirms_the_newcomer_counterexample(tmp_path: Path) -> None:
     cex = tmp_path / "cex"
     checked = subprocess.run(
@@ -237,7 +238,7 @@ def test_a_send_can_race_the_departure_of_its_destination() -> None:
     assert model.known_members(state[0], p1) == ("p1",) and not state[1]
 
 
-@pytest.mark.parametrize("protocol", ["mfss", "cykas"])
+@pytest.mark.parametrize("protocol", ["mfss", pytest.param("cykas", marks=pytest.mark.slow)])
 def test_a_sender_side_module_that_sends_to_a_member_gone_meanwhile_is_caught(
         protocol: str, monkeypatch, tmp_path: Path) -> None:
     """Without the check of a destination when a send reaches the module (the bug a

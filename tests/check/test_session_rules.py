@@ -45,7 +45,7 @@ TRANSFER_WITH_A_MESSAGE_ON_ITS_WAY = dict(processes=3, late=("p3",), state=True,
           messages=0), 2_527, 16, 58),
     # the server restarts mid-transfer (the request, or the answer, lost inside it):
     # the newcomer asks again once it is back
-    (TRANSFER_ACROSS_A_RESTART, 21_056, 170, 160),
+    pytest.param(TRANSFER_ACROSS_A_RESTART, 21_056, 170, 160, marks=pytest.mark.slow),
 ], ids=["join-leave", "restart-same-name", "false-suspicion", "server-restart",
         "state-transfer", "state-transfer-mfss", "answerer-restarts-mid-transfer",
         "server-restarts-mid-transfer"])

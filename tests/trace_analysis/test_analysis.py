@@ -97,6 +97,7 @@ def counts(result: dict[str, Any]) -> dict[str, int]:
                                    "duplicates")}
 
 
+@pytest.mark.slow
 def test_crafted_trace_with_known_answers(spark, tmp_path: Path) -> None:
     t = Trace()
     # a violation that appears only through transitivity: a1 -> b1 -> c1, d gets c1 first
@@ -196,6 +197,7 @@ def listed_triples(path: Path) -> list[tuple[str, str, str, bool]]:
             for r in rows if "note" not in r]
 
 
+@pytest.mark.slow
 def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path) -> None:
     for seed in range(6):
         t = random_trace(seed)
