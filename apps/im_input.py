@@ -1,15 +1,7 @@
-"""How ``groupcomm im`` reads what the person types.
-
-In a terminal, an input line of prompt_toolkit at the bottom of the screen: it takes a
-line of any length (the terminal's own line editing, which cuts a line at 4,095
-characters, is off), what arrives meanwhile is printed above it without breaking it,
-and a line sent is erased from the input line (the chat shows it once, numbered). A
-paste of several lines is several chat lines, as typed. Characters that arrive
-together, faster than anyone types (a paste in a terminal without bracketed paste
-mode), are inserted in one step rather than one key press at a time, which would take
-about a millisecond each. When stdin is not a terminal (a pipe, a file: scripted use),
-lines are read as they come, of any length.
-"""
+"""How ``groupcomm im`` reads what the person types: in a terminal, a prompt_toolkit
+input line under the messages (lines of any length, unlike the terminal's own line
+editing; a paste of several lines is several chat lines; characters that arrive
+together are inserted in one step, not one key press each); otherwise lines as they come."""
 
 from __future__ import annotations
 
