@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from groupcomm.apps.im_input import TerminalInput, is_terminal, read_piped, terminal_output
+from groupcomm.apps.im_input import is_terminal, read_piped, read_terminal, terminal_output
 from groupcomm.apps.session_options import (
     SessionOptions,
     add_session_arguments,
@@ -57,6 +57,12 @@ QUOTE = 60
 PENDING_AFTER = 0.5
 HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
         "/release NAME, /quit, /help")
+
+
+def _later(delay: float, function: Callable[..., None], *args: object) -> None:
+    timer = threading.Timer(delay, function, args)
+    timer.daemon = True
+    timer.start()
 
 
 @dataclass(frozen=True)
@@ -147,10 +153,7 @@ class ChatScreen:
             copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
                 self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
-                timer = threading.Timer(PENDING_AFTER, self._still_pending,
-                                        (message.app_message_id,))
-                timer.daemon = True
-                timer.start()
+                _later(PENDING_AFTER, self._still_pending, message.app_message_id)
 
     def on_sent(self, message: SentMessage) -> None:
         """The communicator's sent listener: a copy of an own message left (I/O thread)."""
@@ -225,16 +228,12 @@ class ChatScreen:
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
         with self._lock:
-            if display_name(client_name) == self.me:
-                # this person's own join: the first is said by the app, a rejoin by
-                # on_event
-                self._known.update(all_users)
-                return
-            known = client_name in self._known
-            self._known.update(all_users)
+            # this person's own join is said by the app (a rejoin by on_event); a known
+            # member rejoined a restarted server: it never left
+            known = client_name in self._known or display_name(client_name) == self.me
+            self._known.update((*all_users, client_name))
             if known:
-                return  # it rejoined a restarted server: it never left
-            self._known.add(client_name)
+                return
             self._joined_at[client_name] = len(self.shown)
         self.line(f"* {client_name} joined ({', '.join(all_users)})")
 
@@ -262,9 +261,7 @@ class ChatScreen:
         elif isinstance(event, ServerAnswers):
             # a restarted server: the rejoin that follows says so; else say it here
             self._rejoined = False
-            timer = threading.Timer(ANSWERS_AGAIN_AFTER, self._server_answers)
-            timer.daemon = True
-            timer.start()
+            _later(ANSWERS_AGAIN_AFTER, self._server_answers)
         elif isinstance(event, Rejoined):
             self._rejoined = True  # says that the server answers
             if event.server_restarted:
@@ -459,7 +456,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
     try:
         if terminal:
-            TerminalInput(f"{args.name}> ").run(app.handle)
+            read_terminal(f"{args.name}> ", app.handle)
         else:
             read_piped(sys.stdin, app.handle)
     except KeyboardInterrupt:

@@ -64,22 +64,13 @@ class ProtocolNode(FilterHost):
     clock itself with :meth:`application_delivered`.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        application: str = "app",
-        session: str = "session",
-        transmit: Transmit,
-        clock: Callable[[], float],
-        send_creators: Sequence[MessageFilterCreator[SentMessage]] | None = None,
-        receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
-        tracer: Tracer | None = None,
-        protocol_name: str | None = None,
-        deliver: Deliver | None = None,
-        send_queue: deque[SentMessage] | None = None,
-        clock_lock: AbstractContextManager[Any] | None = None,
-    ) -> None:
+    def __init__(self, name: str, *, application: str = "app", session: str = "session",
+                 transmit: Transmit, clock: Callable[[], float],
+                 send_creators: Sequence[MessageFilterCreator[SentMessage]] | None = None,
+                 receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
+                 tracer: Tracer | None = None, deliver: Deliver | None = None,
+                 send_queue: deque[SentMessage] | None = None,
+                 clock_lock: AbstractContextManager[Any] | None = None) -> None:
         self._name = name
         #: a host's input queue of tagged sends: each is appended under the clock lock,
         #: so the queue holds the sends in the order of their tags
@@ -100,7 +91,7 @@ class ProtocolNode(FilterHost):
         if receive_creators is None:
             receive_creators = [ReceivedMessageFilterSelector.get_message_filter_creator()]
         self.module: CausalityModule | None = one_module(send_creators, receive_creators)
-        self.protocol = protocol_name or (self.module.name if self.module else "none")
+        self.protocol = self.module.name if self.module else "none"
 
         send_filters: list[MessageFilter[SentMessage]] = [
             c.get_message_filter(self) for c in send_creators]

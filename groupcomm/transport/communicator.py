@@ -36,7 +36,6 @@ from groupcomm.transport.config import (
     client_keys,
 )
 from groupcomm.transport.delays import self_delay_error
-from groupcomm.transport.errors import CommunicatorError, JoinError, MessageTooLarge, SendQueueFull
 from groupcomm.transport.keys import resolve_key
 from groupcomm.transport.link import MemberLink
 from groupcomm.transport.loop import PollLoop
@@ -46,6 +45,23 @@ __all__ = ["Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
            "SendQueueFull"]
 
 log = logging.getLogger(__name__)
+
+
+class CommunicatorError(RuntimeError):
+    """The communicator cannot do what was asked (not joined, closed, ...)."""
+
+
+class SendQueueFull(CommunicatorError):
+    """The bounded send queue stayed full for ``send_timeout`` seconds."""
+
+
+class JoinError(CommunicatorError):
+    """Joining the session failed (duplicate name, no server, wrong key, ...)."""
+
+
+class MessageTooLarge(CommunicatorError, ValueError):
+    """A payload larger than a frame may carry (``max_frame``), refused at the call."""
+
 
 #: payloads whose size is checked at the call (others are measured when packed)
 SIZED_PAYLOADS = frozenset({str, bytes, bytearray})
@@ -109,7 +125,6 @@ class Communicator:
         self.application = application
         self.routing = routing
         self.server_address = endpoint(server, "server address")
-        self.heartbeat_interval = connection.heartbeat_interval
         self.codec = FrameCodec(resolved, max_frame=connection.max_frame)
         self.max_pending = limits.max_pending
         self.send_timeout = limits.send_timeout
@@ -409,37 +424,28 @@ class Communicator:
     def counters(self) -> dict[str, int]:
         """Send/receive counts, rejected frames by reason, and the message frames this
         client put on the wire (``frames_sent``, ``frame_bytes_sent``)."""
-        def read() -> dict[str, int]:
-            result = {"frames_sent": 0, "frame_bytes_sent": 0}
-            result.update(self._link.stats)
-            result.update(self._protocol.counters())
-            return result
-
-        return self._loop.call(read)
+        return self._loop.call(lambda: {"frames_sent": 0, "frame_bytes_sent": 0,
+                                        **self._link.stats, **self._protocol.counters()})
 
     def _await_join(self, join_timeout: float) -> None:
         """Wait until the server accepted the join; else close and raise :class:`JoinError`."""
-        name, session, server = self.name, self.session, self.server_address
+        failed = f"{self.name!r} could not join session {self.session!r}"
         joined = self._link.joined
+        error = None
         if not joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
             # not joined yet: if nothing listens there, say so now rather than at the
             # timeout; if something does, the likely cause is a key the server cannot
             # verify (it drops such frames without reading them, so it cannot answer)
-            nobody = nobody_listens(server)
+            nobody = nobody_listens(self.server_address)
             if nobody is not None:
-                self.close()
-                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
-                                "is the session server running at that address?")
-            if not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
-                self.close()
-                raise JoinError(
-                    f"{name!r} could not join session {session!r}: the server at {server} "
-                    f"accepts connections but did not answer within {join_timeout:g}s; "
-                    "is the session key the server's? (it drops frames signed with "
-                    "another key without reading them)"
-                )
-        if self._link.join_error is not None:
-            error = self._link.join_error
+                error = f"{failed}: {nobody}; is the session server running at that address?"
+            elif not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
+                error = (f"{failed}: the server at {self.server_address} accepts connections "
+                         f"but did not answer within {join_timeout:g}s; is the session key "
+                         "the server's? (it drops frames signed with another key without "
+                         "reading them)")
+        error = error or self._link.join_error
+        if error is not None:
             self.close()
             raise JoinError(error)
 

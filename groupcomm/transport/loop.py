@@ -50,11 +50,6 @@ class PollLoop:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    @property
-    def members(self) -> int:
-        """How many members the loop drives."""
-        return len(self._links)
-
     # -- members ---------------------------------------------------------------------------------
     def add(self, link: MemberLink, timeout: float = 10.0) -> None:
         """Open ``link``'s sockets on the loop thread and start driving it; its join is
