@@ -270,10 +270,20 @@ class ProtocolNode(FilterHost):
         return self._tag_one(payload, dests)
 
     def _tag_one(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:
+        # _tag_locked under the lock, spelled out: this runs for every send
+        name = self._name
         with self.clock_lock:
-            message = self._tag_locked(payload, dests)
-            if self._send_queue is not None:
-                self._send_queue.append(message)
+            self._next_id = next_id = self._next_id + 1
+            clock = self._app_clock
+            clock[name] = clock.get(name, 0) + 1
+            vc = tuple(clock.items())
+            message = sent_unchecked(self.application, self.session, payload,
+                                     f"{name}#{next_id}", name, vc, dests)
+            if self.tracer.enabled:
+                self.trace("send", message, dests=list(dests), vc=dict(vc))
+            send_queue = self._send_queue
+            if send_queue is not None:
+                send_queue.append(message)
         return message
 
     def _tag_locked(self, payload: Any, dests: tuple[str, ...]) -> SentMessage:

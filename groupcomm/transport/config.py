@@ -15,7 +15,12 @@ from typing import Any
 import zmq
 
 from groupcomm.core.causality import CausalityModule
-from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
+from groupcomm.core.filtering import (
+    MessageFilterCreator,
+    ReceivedMessageFilterSelector,
+    SendMessageFilterSelector,
+    SessionMessageListener,
+)
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.protocol.session_events import SessionEvent
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT
@@ -153,20 +158,12 @@ class Pipelines:
 
             module = get_module(causality) if isinstance(causality, str) else causality
             send, receive = [module.send_creator()], [module.receive_creator()]
-        if send is not None:
-            send = [*send, *self.extra_send]
-        elif self.extra_send:
-            from groupcomm.core.filtering import SendMessageFilterSelector
-
-            send = [SendMessageFilterSelector.get_message_filter_creator(), *self.extra_send]
-        if receive is not None:
-            receive = [*self.extra_receive, *receive]
-        elif self.extra_receive:
-            from groupcomm.core.filtering import ReceivedMessageFilterSelector
-
-            receive = [*self.extra_receive,
-                       ReceivedMessageFilterSelector.get_message_filter_creator()]
-        return send, receive
+        if send is None and self.extra_send:
+            send = [SendMessageFilterSelector.get_message_filter_creator()]
+        if receive is None and self.extra_receive:
+            receive = [ReceivedMessageFilterSelector.get_message_filter_creator()]
+        return (None if send is None else [*send, *self.extra_send],
+                None if receive is None else [*self.extra_receive, *receive])
 
 
 def client_keys(curve_dir: str | os.PathLike[str] | None, routing: str,
