@@ -46,12 +46,12 @@ class DelayPlan:
     """Per-peer minimum delays, jitter, and the heap of frames waiting to go out.
     Settings may be changed from any thread; the heap belongs to the I/O thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._minimum_ms: dict[str, float] = {}
         self._jitter_ms = 0.0
         self.keep_fifo = True
-        self._rng = random.Random()
+        self._rng = random.Random(seed)
         #: the frames waiting, earliest at [0] (a heap: read it, do not change it)
         self.waiting: list[_Due] = []
         #: any delay or jitter configured (an attribute: read per message)
