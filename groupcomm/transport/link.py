@@ -244,25 +244,37 @@ class MemberLink:
         # queued as is: flush_outbox encodes the whole batch in one call (this runs for
         # every message sent)
         self.stats["messages_sent"] += len(dests)
-        item: SentMessage | PackedEnvelope = message
-        if self.delays.active:  # testing: serialized now, and waits per peer
-            item = self._pack_one(message)
-            now = time.monotonic()
-            dests = tuple(d for d in dests if not self.delays.schedule(now, d, item))
-            if not dests:
-                return
+        if self.delays.active:
+            self._transmit_delayed(message, dests)
+            return
         outbox = self.outbox
         if len(dests) == 1 or self.routing == "relayed":  # one frame carries it
             queued = outbox.get(dests)
             if queued is None:
-                outbox[dests] = [item]
+                outbox[dests] = [message]
             else:
-                queued.append(item)
+                queued.append(message)
         else:  # direct multicast: one frame per peer, the message serialized once
-            if item is message:
-                item = self._pack_one(message)
+            envelope = self._pack_one(message)
             for dest in dests:
-                outbox.setdefault((dest,), []).append(item)
+                outbox.setdefault((dest,), []).append(envelope)
+        self.outbox_count += 1
+        if self.outbox_count >= MAX_OUTBOX_MESSAGES:
+            self.flush_outbox()
+
+    def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        """Injected delays (testing): the message is serialized now and waits per peer."""
+        envelope = self._pack_one(message)
+        now = time.monotonic()
+        ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
+        if not ready:
+            return
+        outbox = self.outbox
+        if self.routing == "relayed":
+            outbox.setdefault(ready, []).append(envelope)
+        else:
+            for dest in ready:
+                outbox.setdefault((dest,), []).append(envelope)
         self.outbox_count += 1
         if self.outbox_count >= MAX_OUTBOX_MESSAGES:
             self.flush_outbox()
