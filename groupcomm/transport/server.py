@@ -23,7 +23,6 @@ from groupcomm.protocol.registry import (
     Notify,
     Rejected,
     Return,
-    Session,
     SessionRegistry,
     Tick,
 )
@@ -83,14 +82,6 @@ class SessionServer:
         #: connection -> when it was last told that its frames carry another key
         self._told_key_mismatch: OrderedDict[bytes, float] = OrderedDict()
 
-    @property
-    def sessions(self) -> dict[tuple[str, str], Session]:
-        return self.registry.sessions
-
-    @property
-    def relayed(self) -> int:
-        return self.registry.relayed
-
     def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Serve until :meth:`stop` is called or ``should_stop()`` is true."""
         poller = zmq.Poller()
@@ -138,10 +129,6 @@ class SessionServer:
         """Let time pass in the registry: due takeovers, silent clients, parked frames."""
         now = time.monotonic() if now is None else now
         self._carry_out(self.registry.handle(Tick(now, self._caught_up_at)))
-
-    def expire_silent_clients(self) -> None:
-        """Declare clients whose heartbeats stopped as left (:meth:`tick`)."""
-        self.tick()
 
     def handle(self, parts: list[bytes], user: str | None = None) -> None:
         """Handle one multipart message from a client: ``[identity, frame]``; ``user``
