@@ -84,7 +84,7 @@ class ProtocolNode(FilterHost):
         self.tickers: list[Callable[[float], None]] = []
         self._session_listeners: list[SessionMessageListener] = []
         self.members: list[str] = []
-        self._member_set: frozenset[str] = frozenset()
+        self.member_set: frozenset[str] = frozenset()
 
         if send_creators is None:
             send_creators = [SendMessageFilterSelector.get_message_filter_creator()]
@@ -135,10 +135,6 @@ class ProtocolNode(FilterHost):
     @property
     def shared(self) -> dict[str, Any]:
         return self._shared
-
-    @property
-    def member_set(self) -> frozenset[str]:
-        return self._member_set
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self._session_listeners.append(listener)
@@ -199,7 +195,7 @@ class ProtocolNode(FilterHost):
         # merge rather than replace: after a server restart members rejoin one by one,
         # and someone who has not rejoined yet is still a member of this session
         self.members = [*self.members, *(u for u in users if u not in self.members)]
-        self._member_set = frozenset(self.members)
+        self.member_set = frozenset(self.members)
         self.trace("join", client=client_name, members=list(users),
                    incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
@@ -211,7 +207,7 @@ class ProtocolNode(FilterHost):
         """Tell every session listener that ``client_name`` left (owner thread)."""
         if client_name in self.members:
             self.members = [m for m in self.members if m != client_name]
-            self._member_set = frozenset(self.members)
+            self.member_set = frozenset(self.members)
         self.trace("leave", client=client_name, incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
             listener.client_left(client_name, self.application)
@@ -235,7 +231,7 @@ class ProtocolNode(FilterHost):
             dests = tuple(dict.fromkeys(destinations))
         if not dests:
             raise ValueError("a message needs at least one destination")
-        members = self._member_set
+        members = self.member_set
         name = self._name
         for dest in dests:
             if dest not in members and dest != name:
@@ -261,7 +257,7 @@ class ProtocolNode(FilterHost):
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
         """:meth:`tag_sends` to one destination (the common case, without the list)."""
-        if destination not in self._member_set and destination != self._name:
+        if destination not in self.member_set and destination != self._name:
             return self.tag_sends(payload, [destination])[0]  # raises UnknownPeerError
         dests = (destination,)
         module = self.module
@@ -427,7 +423,7 @@ class ProtocolNode(FilterHost):
             self._app_clock = dict(clock)
             self._next_id = next_id
         self.members = list(members)
-        self._member_set = frozenset(self.members)
+        self.member_set = frozenset(self.members)
         for key, value in managers:
             shared = self._shared[key]
             shared.restore(value)
