@@ -1,25 +1,9 @@
-"""``groupcomm im``: a terminal instant messenger for one participant.
+"""``groupcomm im``: a terminal instant messenger for one participant (docs/commands.md).
 
-Plain lines go to everyone else; ``/to NAME text`` to one person; ``/who`` lists the
-members; ``/held`` shows what the causality module still holds (sender, text, and whom
-each message waits on); ``/release NAME`` gives up waiting for what NAME, gone, never
-sent; ``/quit`` leaves cleanly; ``/help`` explains. Each message is shown with its
-sender; a message that was concurrent with one already shown is marked ``(concurrent
-with #N)``: the framework's tags are precise, so the mark means the two senders had not
-seen each other's message (messages shown before its sender joined are not compared:
-the newcomer could not have seen them). A private message shows as ``[bob -> you]``. A
-newcomer first sees the conversation so far (the last :data:`HISTORY` messages sent to
-everyone, through the communicator's state transfer: one member's screen, taken between
-two messages, with nothing shown twice or missed). Warnings of the framework appear as
-``! ...`` lines, without the log's timestamps (``-v`` logs to stderr instead); what
-happens in the session is said in chat words from the communicator's typed events
-(:meth:`ChatScreen.on_event`): a restart of the session server is one line (every
-member rejoins under its member id: no joins are shown), a return after the session took
-this client for gone shows only what was missed and exactly which of this person's
-messages were not sent. In a terminal the input is a
-prompt_toolkit line under the messages (see :mod:`groupcomm.apps.im_input`), which takes
-lines of any length; a line larger than a frame is not sent, and the person is told.
-"""
+A message concurrent with one already shown is marked ``(concurrent with #N)``; messages
+shown before its sender joined are not compared (the newcomer could not have seen them).
+What happens in the session is said in chat words from the communicator's typed events
+(:meth:`ChatScreen.on_event`), never read from the log."""
 
 from __future__ import annotations
 
@@ -34,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from groupcomm.apps.im_input import TerminalInput, is_terminal, read_piped, terminal_output
+from groupcomm.apps.im_input import is_terminal, read_piped, read_terminal, terminal_output
 from groupcomm.apps.session_options import (
     SessionOptions,
     add_session_arguments,
@@ -68,20 +52,25 @@ MIN_MAX_FRAME = 4096
 REMEMBERED = 10_000
 #: a quoted message is cut to this many characters in a notice about it
 QUOTE = 60
-#: an own message the causality module still holds this long after it was typed is
-#: shown as pending (under mfss it waits for the previous message's ACK; a dead peer
-#: makes that the heartbeat timeout)
+#: an own message the module still holds this long after it was typed is shown as
+#: pending (under mfss it waits for the previous message's ACK)
 PENDING_AFTER = 0.5
+HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
+        "/release NAME, /quit, /help")
+
+
+def _later(delay: float, function: Callable[..., None], *args: object) -> None:
+    timer = threading.Timer(delay, function, args)
+    timer.daemon = True
+    timer.start()
 
 
 @dataclass(frozen=True)
 class Private:
-    """The payload of ``/to``: shown to its receiver as meant for it alone, and never
-    handed on to a newcomer."""
+    """The payload of ``/to``: shown as meant for its receiver alone, never handed on to
+    a newcomer."""
 
     text: str
-HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
-        "/release NAME, /quit, /help")
 
 
 class ChatScreen:
@@ -93,29 +82,25 @@ class ChatScreen:
         # reentrant: a send and its line are recorded under it, and showing takes it too
         self._lock = threading.RLock()
         self._print_lock = threading.Lock()
-        #: (who, text, application-level id) of the latest messages sent to everyone,
-        #: for newcomers
+        #: (who, text, application-level id) of the latest messages to everyone
         self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
         self.shown: list[tuple[int, str, Tag]] = []
-        #: member -> how many messages were shown when its join was seen here (a
-        #: newcomer's messages are concurrent with everything before it, trivially)
+        #: member -> how many messages were shown when its join was seen here
         self._joined_at: dict[str, int] = {}
         self.communicator: Communicator | None = None
-        #: own messages not yet sent by the causality module: application id -> [line
-        #: number, ids of the copies still held, shown as pending]
+        #: own messages the module has not sent: application id -> [line number, ids of
+        #: the copies still held, shown as pending]
         self._unsent: dict[str, list] = {}
         #: copies that left before their line was shown (the I/O thread can be first)
         self._gone: deque[str] = deque(maxlen=1024)
-        #: member ids known to be in the session (a rejoin after a server restart is
-        #: not news)
+        #: member ids known to be in the session (a rejoin after a restart is not news)
         self._known: set[str] = set()
-        #: application ids of the messages shown (an ordered set, bounded)
+        #: application ids of the messages shown (a bounded ordered set)
         self._shown_ids: OrderedDict[str, None] = OrderedDict()
         #: this person's messages by copy id: (application id, text, destination)
         self._own: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
-        #: copies of own messages already reported lost
+        #: copies of own messages reported lost, and those the communicator said lost
         self._reported_lost: set[str] = set()
-        #: copies of own messages the communicator reported not sent (MessagesLost)
         self._dropped: set[str] = set()
         self._installs = 0
         #: set when this client rejoined (after the server answered again)
@@ -127,9 +112,8 @@ class ChatScreen:
             self.out.flush()
 
     def message(self, message: ReceivedMessage) -> None:
-        """Show a delivered message, marking the shown ones it was concurrent with (by
-        application-level message: a copy of a send split into unicasts counts as the
-        send)."""
+        """Show a delivered message, marking the shown ones it was concurrent with (a copy
+        of a send split into unicasts counts as the send)."""
         payload = message.user_message
         if isinstance(payload, Private):
             self._show(message.sender, f"{message.sender} -> you", message.app_tag,
@@ -143,14 +127,13 @@ class ChatScreen:
 
     def send(self, send: Callable[[], list[SentMessage]], to_everyone: bool = False) -> None:
         """Send and show it in one step under the screen's lock, so that the I/O thread
-        can neither deliver a note to oneself before its line nor take a newcomer's
-        snapshot that has the line without the send (or the send without the line)."""
+        can neither deliver a note to oneself before its line nor take a snapshot that
+        has one without the other."""
         with self._lock:
             self.sent(send(), to_everyone)
 
     def sent(self, messages: list[SentMessage], to_everyone: bool = False) -> None:
-        """Show what this person sent (numbered, so later messages can refer to it); a
-        send that the module split into unicasts is shown once."""
+        """Show what this person sent, numbered; a send split into unicasts is shown once."""
         message = messages[0]
         me = (self.me, self.me_id())
         others = [d for m in messages for d in m.destinations if d not in me]
@@ -170,10 +153,7 @@ class ChatScreen:
             copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
                 self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
-                timer = threading.Timer(PENDING_AFTER, self._still_pending,
-                                        (message.app_message_id,))
-                timer.daemon = True
-                timer.start()
+                _later(PENDING_AFTER, self._still_pending, message.app_message_id)
 
     def on_sent(self, message: SentMessage) -> None:
         """The communicator's sent listener: a copy of an own message left (I/O thread)."""
@@ -201,8 +181,7 @@ class ChatScreen:
 
     # state transfer (see groupcomm.protocol.state_transfer)
     def snapshot(self) -> Snapshot:
-        """The conversation so far, for a newcomer; it holds this person's own messages
-        to everyone (not the private ones), which the snapshot must say."""
+        """The conversation so far, for a newcomer, naming this person's own messages in it."""
         with self._lock:
             own = tuple(mid for who, _, mid in self.history if who == self.me_id())
             return Snapshot(list(self.history), reflects=own)
@@ -212,26 +191,22 @@ class ChatScreen:
         return comm.member_id if comm is not None else self.me
 
     def install(self, history: list[tuple[str, str, str]]) -> None:
-        """Show the conversation so far (this person is the newcomer). Handed over again
-        (this person came back after the session took it for gone), only what was not
-        shown yet is shown."""
+        """Show the conversation so far (this person is the newcomer); handed over again
+        (back after the session took it for gone), only what was not shown yet."""
         with self._lock:
             self._installs += 1
+            first = self._installs == 1
             new = [entry for entry in history if entry[2] not in self._shown_ids]
             self.history.extend(new)
             for _, _, app_id in new:
                 self._remember_shown(app_id)
-            if self._installs > 1:
-                if new:
-                    self.line(f"* missed while you were away ({len(new)} message(s)):")
-                    for who, text, _ in new:
-                        self.line(f"  [{display_name(who)}] {text}")
-                return
             if new:
-                self.line(f"* conversation so far ({len(new)} message(s)):")
+                title = "conversation so far" if first else "missed while you were away"
+                self.line(f"* {title} ({len(new)} message(s)):")
                 for who, text, _ in new:
-                    self.line(f"  [{who}] {text}")
-            self.line(f"* up to date ({len(new)} earlier message(s))")
+                    self.line(f"  [{who if first else display_name(who)}] {text}")
+            if first:
+                self.line(f"* up to date ({len(new)} earlier message(s))")
 
     def _remember_shown(self, app_id: str) -> None:
         self._shown_ids[app_id] = None
@@ -253,16 +228,12 @@ class ChatScreen:
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
         with self._lock:
-            if display_name(client_name) == self.me:
-                # this person's own join: the first is said by the app, a rejoin by
-                # on_event
-                self._known.update(all_users)
-                return
-            known = client_name in self._known
-            self._known.update(all_users)
+            # this person's own join is said by the app (a rejoin by on_event); a known
+            # member rejoined a restarted server: it never left
+            known = client_name in self._known or display_name(client_name) == self.me
+            self._known.update((*all_users, client_name))
             if known:
-                return  # it rejoined a restarted server: it never left
-            self._known.add(client_name)
+                return
             self._joined_at[client_name] = len(self.shown)
         self.line(f"* {client_name} joined ({', '.join(all_users)})")
 
@@ -290,9 +261,7 @@ class ChatScreen:
         elif isinstance(event, ServerAnswers):
             # a restarted server: the rejoin that follows says so; else say it here
             self._rejoined = False
-            timer = threading.Timer(ANSWERS_AGAIN_AFTER, self._server_answers)
-            timer.daemon = True
-            timer.start()
+            _later(ANSWERS_AGAIN_AFTER, self._server_answers)
         elif isinstance(event, Rejoined):
             self._rejoined = True  # says that the server answers
             if event.server_restarted:
@@ -307,9 +276,8 @@ class ChatScreen:
             self.report_lost()
 
     def report_lost(self) -> None:
-        """Say which of this person's messages were not sent (the communicator named
-        them: held or queued by an incarnation that is gone, in frames the server
-        returned, or refused by the causality module), each copy once."""
+        """Say which of this person's messages the communicator reported not sent, each
+        copy once."""
         with self._lock:
             by_message: dict[str, list[str]] = {}
             new = self._dropped - self._reported_lost
@@ -333,8 +301,7 @@ class ChatScreen:
                 self.line("* the session server answers again")
 
     def held(self, held: list[object], waiting: dict[str, list[str]]) -> None:
-        """``/held``: each held message with its sender or destination, its text and
-        whom it waits on."""
+        """``/held``: each held message, its sender or destination, text and whom it waits on."""
         if not held:
             self.line("* held: none")
             return
@@ -353,9 +320,8 @@ class ChatScreen:
 
 
 class ScreenLogHandler(logging.Handler):
-    """Shows the framework's warnings as chat lines (``! ...``, without timestamps),
-    except those that a session event already says in chat words (the framework marks
-    them ``said_by_event``)."""
+    """Shows the framework's warnings as chat lines (``! ...``), but those a session event
+    already says in chat words (marked ``said_by_event``)."""
 
     def __init__(self, screen: ChatScreen) -> None:
         super().__init__(logging.WARNING)
@@ -462,9 +428,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
           terminal: bool) -> int:
     screen = ChatScreen(args.name, out)
     root = logging.getLogger()
-    if args.verbose == 0:
-        # warnings belong on the chat screen as its own lines, not as timestamped log
-        # records interleaved with it
+    if args.verbose == 0:  # warnings as chat lines, not timestamped records among them
         for handler in list(root.handlers):
             root.removeHandler(handler)
         root.addHandler(ScreenLogHandler(screen))
@@ -492,7 +456,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
     try:
         if terminal:
-            TerminalInput(f"{args.name}> ").run(app.handle)
+            read_terminal(f"{args.name}> ", app.handle)
         else:
             read_piped(sys.stdin, app.handle)
     except KeyboardInterrupt:
@@ -510,8 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    # run as the importable module, so that Private pickles as groupcomm.apps.im.Private, which the
-    # receiving process has, rather than as a class of this __main__
+    # so that Private pickles as groupcomm.apps.im.Private, not as __main__.Private
     from groupcomm.apps.im import main as importable_main
 
     sys.exit(importable_main())

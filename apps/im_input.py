@@ -1,15 +1,7 @@
-"""How ``groupcomm im`` reads what the person types.
-
-In a terminal, an input line of prompt_toolkit at the bottom of the screen: it takes a
-line of any length (the terminal's own line editing, which cuts a line at 4,095
-characters, is off), what arrives meanwhile is printed above it without breaking it,
-and a line sent is erased from the input line (the chat shows it once, numbered). A
-paste of several lines is several chat lines, as typed. Characters that arrive
-together, faster than anyone types (a paste in a terminal without bracketed paste
-mode), are inserted in one step rather than one key press at a time, which would take
-about a millisecond each. When stdin is not a terminal (a pipe, a file: scripted use),
-lines are read as they come, of any length.
-"""
+"""How ``groupcomm im`` reads what the person types: in a terminal, a prompt_toolkit
+input line under the messages (lines of any length, unlike the terminal's own line
+editing; a paste of several lines is several chat lines; characters that arrive
+together are inserted in one step, not one key press each); otherwise lines as they come."""
 
 from __future__ import annotations
 
@@ -115,27 +107,20 @@ def _coalescing_input() -> object:
     return CoalescingInput()
 
 
-class TerminalInput:
-    """The input line: reads lines of any length with a prompt until the person quits
-    (``handle`` returns False) or presses Ctrl-D on an empty line."""
+def read_terminal(prompt: str, handle: LineHandler) -> None:
+    """The input line: hand ``handle`` each line typed (a paste of several lines is
+    several lines) until it returns False or Ctrl-D on an empty line; Ctrl-C propagates
+    as KeyboardInterrupt."""
+    from prompt_toolkit import PromptSession
 
-    def __init__(self, prompt: str) -> None:
-        from prompt_toolkit import PromptSession
-
-        self.prompt = prompt
-        # erase_when_done: the accepted line leaves the input line; the chat shows it
-        # (numbered) once it is sent
-        self.session: PromptSession[str] = PromptSession(
-            erase_when_done=True, input=_coalescing_input())  # type: ignore[arg-type]
-
-    def run(self, handle: LineHandler) -> None:
-        """Read and hand on lines (Ctrl-C propagates as KeyboardInterrupt)."""
-        while True:
-            try:
-                text = self.session.prompt(self.prompt)
-            except EOFError:
+    # erase_when_done: the chat shows the accepted line (numbered) once it is sent
+    session: PromptSession[str] = PromptSession(
+        erase_when_done=True, input=_coalescing_input())  # type: ignore[arg-type]
+    while True:
+        try:
+            text = session.prompt(prompt)
+        except EOFError:
+            return
+        for line in text.split("\n"):
+            if not handle(line):
                 return
-            # a paste of several lines is several lines typed
-            for line in text.split("\n"):
-                if not handle(line):
-                    return

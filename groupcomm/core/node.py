@@ -1,16 +1,8 @@
-"""One process's protocol stack, independent of any transport.
+"""One process's protocol stack, independent of any transport: :class:`ProtocolNode`.
 
-A :class:`ProtocolNode` owns the send and receive pipelines of one client, its
-causality module's manager, the application-boundary vector clock (the ground truth
-for traces and for delivery tags) and the local work queues. The ZeroMQ communicator,
-the in-process test network, the simulator and the model checker each wrap one node
-per process and supply the two ends: a ``transmit`` function for what leaves the send
-pipeline and a clock for trace timestamps.
-
-Work is queued and drained in a loop rather than run re-entrantly: a send made from
-inside a delivery callback is tagged at the call and runs through the send pipeline
-before the next callback (source 001, callback model), and a message a process sends
-to itself enters its receive pipeline only after the current step has finished, so no
+Work is queued and drained in a loop, never run re-entrantly: a send made inside a
+delivery callback runs through the send pipeline before the next callback (source 001),
+and a message to oneself enters the receive pipeline after the current step, so no
 filter is ever re-entered.
 """
 
@@ -60,47 +52,28 @@ Deliver = Callable[[ReceivedMessage], None]
 
 
 class ProtocolNode(FilterHost):
-    """Pipelines, manager and application clock of one client (see module docstring).
+    """The send and receive pipelines, the causality manager, the application-boundary
+    vector clock and the work queues of one client. Each host (communicator, in-process
+    network, simulator, checker) wraps one per process and supplies ``transmit`` (what
+    leaves the send pipeline) and ``clock`` (trace timestamps).
 
-    ``send_creators`` / ``receive_creators`` are the filter factories in pipeline order;
-    when ``None`` the selectors' current factories are used (one filter each). The
-    receive pipeline runs in the order given, so extra filters listed before the
-    causality module's receive filter see messages first.
-
-    ``deliver`` is called with each message ready for the application, on the owner
-    thread; without it the node delivers in the callback model
-    (:meth:`deliver_to_application`: advance the clock, call :attr:`message_listeners`).
-    A host that delivers otherwise (the pull model, the model checker) advances the
-    application clock itself with :meth:`application_delivered`.
-
-    Entry points: :meth:`tag_sends` / :meth:`tag_unicast` (any thread) make application
-    messages; :meth:`submit` / :meth:`submit_many` run them through the send pipeline, or
-    :meth:`queue_sends` queues them for the next :meth:`drain`; :meth:`receive` takes a
-    message from the network, or :meth:`arrived` / :meth:`arrived_many` queue it.
+    ``send_creators`` / ``receive_creators``: the filter factories in pipeline order
+    (``None``: the selectors' current one). ``deliver`` is called on the owner thread
+    with each message ready for the application; without it the node advances the clock
+    and calls :attr:`message_listeners`. A host that delivers otherwise advances the
+    clock itself with :meth:`application_delivered`.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        application: str = "app",
-        session: str = "session",
-        transmit: Transmit,
-        clock: Callable[[], float],
-        send_creators: Sequence[MessageFilterCreator[SentMessage]] | None = None,
-        receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
-        tracer: Tracer | None = None,
-        protocol_name: str | None = None,
-        deliver: Deliver | None = None,
-        send_queue: deque[SentMessage] | None = None,
-        clock_lock: AbstractContextManager[Any] | None = None,
-    ) -> None:
+    def __init__(self, name: str, *, application: str = "app", session: str = "session",
+                 transmit: Transmit, clock: Callable[[], float],
+                 send_creators: Sequence[MessageFilterCreator[SentMessage]] | None = None,
+                 receive_creators: Sequence[MessageFilterCreator[ReceivedMessage]] | None = None,
+                 tracer: Tracer | None = None, deliver: Deliver | None = None,
+                 send_queue: deque[SentMessage] | None = None,
+                 clock_lock: AbstractContextManager[Any] | None = None) -> None:
         self._name = name
-        #: a host that takes tagged sends on another thread gives a deque (its member's
-        #: input queue): every message tag_sends / tag_unicast makes is appended to it
-        #: while the clock lock is held, so the queue holds the sends in the order of
-        #: their tags (none can fall between its tag and its queueing); the host hands
-        #: them on to queue_sends
+        #: a host's input queue of tagged sends: each is appended under the clock lock,
+        #: so the queue holds the sends in the order of their tags
         self._send_queue = send_queue
         self.application = application
         self.session = session
@@ -108,32 +81,27 @@ class ProtocolNode(FilterHost):
         self.clock = clock
         self.tracer: Tracer = tracer or NullTracer()
         self._shared: dict[str, Any] = {}
-        #: Periodic callbacks registered by filters (see :meth:`tick`).
         self.tickers: list[Callable[[float], None]] = []
         self._session_listeners: list[SessionMessageListener] = []
         self.members: list[str] = []
-        self._member_set: frozenset[str] = frozenset()
+        self.member_set: frozenset[str] = frozenset()
 
         if send_creators is None:
             send_creators = [SendMessageFilterSelector.get_message_filter_creator()]
         if receive_creators is None:
             receive_creators = [ReceivedMessageFilterSelector.get_message_filter_creator()]
         self.module: CausalityModule | None = one_module(send_creators, receive_creators)
-        self.protocol = protocol_name or (self.module.name if self.module else "none")
+        self.protocol = self.module.name if self.module else "none"
 
         send_filters: list[MessageFilter[SentMessage]] = [
-            c.get_message_filter(self) for c in send_creators
-        ]
+            c.get_message_filter(self) for c in send_creators]
         receive_filters: list[MessageFilter[ReceivedMessage]] = [
-            c.get_message_filter(self) for c in receive_creators
-        ]
+            c.get_message_filter(self) for c in receive_creators]
         self.send_pipeline = Pipeline(send_filters, CallableProcessor(self._leave_send_pipeline))
-        self.receive_pipeline = Pipeline(
-            receive_filters, CallableProcessor(self._leave_receive_pipeline)
-        )
-
-        #: guards the application-boundary clock, which application threads advance and
-        #: tag with (a host gives one lock to all the nodes of one member's incarnations)
+        self.receive_pipeline = Pipeline(receive_filters,
+                                         CallableProcessor(self._leave_receive_pipeline))
+        #: guards the application clock, which application threads advance and tag with
+        #: (one lock for all the nodes of one member's incarnations)
         self.clock_lock: AbstractContextManager[Any] = (
             clock_lock if clock_lock is not None else threading.Lock())
         self._app_clock: dict[str, int] = {}
@@ -143,27 +111,20 @@ class ProtocolNode(FilterHost):
         self._deliveries: deque[ReceivedMessage] = deque()
         self._inputs: deque[ReceivedMessage] = deque()
         self._draining = False
-        # called with each message ready for the application, on the owner thread (the
-        # ``deliver`` argument; by default the callback model)
-        self._deliver: Deliver = (
-            deliver if deliver is not None else self.deliver_to_application
-        )
-        #: Application callbacks (callback model); see :meth:`deliver_to_application`.
+        self._deliver: Deliver = deliver or (
+            lambda message: self.application_delivered(message, self.message_listeners))
         self.message_listeners: list[Callable[[ReceivedMessage], Any]] = []
         self.unconsumed_control = 0
-        #: ids of application messages that will not reach (or are not known to have
-        #: reached) a destination, newest last (see report_undeliverable)
+        #: ids of messages reported undeliverable, newest last
         self.undeliverable: deque[str] = deque(maxlen=10_000)
         #: ids of the session layer's own messages seen here (see trace)
         self._session_messages: set[str] = set()
         #: the host's handler of system messages no filter consumed (state transfer);
-        #: returns True when the message was its own
+        #: True when the message was its own
         self.system_listener: Callable[[ReceivedMessage], bool] | None = None
-        #: called with each application message as it leaves the send pipeline for the
-        #: network (after the causality module let it go)
+        #: each application message as it leaves the send pipeline
         self.sent_listener: Callable[[SentMessage], None] | None = None
-        #: called with the ids and the reason when a filter reports messages it cannot
-        #: deliver (see report_undeliverable)
+        #: the ids and the reason of messages reported undeliverable
         self.undeliverable_listener: Callable[[tuple[str, ...], str], None] | None = None
 
     # -- FilterHost ------------------------------------------------------------------------
@@ -174,11 +135,6 @@ class ProtocolNode(FilterHost):
     @property
     def shared(self) -> dict[str, Any]:
         return self._shared
-
-    @property
-    def member_set(self) -> frozenset[str]:
-        """The current members, as a set."""
-        return self._member_set
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self._session_listeners.append(listener)
@@ -223,12 +179,8 @@ class ProtocolNode(FilterHost):
                 return
             if type(user) is ControlMessage and user.about in self._session_messages:
                 return
-        record: dict[str, Any] = {
-            "ts": self.clock(),
-            "process": self._name,
-            "event": event,
-            "protocol": self.protocol,
-        }
+        record: dict[str, Any] = {"ts": self.clock(), "process": self._name, "event": event,
+                                  "protocol": self.protocol}
         if message is not None:
             record["msg"] = message.message_id
             record.setdefault("sender", message.sender)
@@ -236,37 +188,26 @@ class ProtocolNode(FilterHost):
         self.tracer.emit(record)
 
     # -- membership -----------------------------------------------------------------------
-    def client_joined(
-        self,
-        client_name: str,
-        is_new_session: bool = False,
-        is_new_application: bool = False,
-        all_users: Sequence[str] = (),
-    ) -> None:
+    def client_joined(self, client_name: str, is_new_session: bool = False,
+                      is_new_application: bool = False, all_users: Sequence[str] = ()) -> None:
         """Tell every session listener that ``client_name`` joined (owner thread)."""
         users = list(all_users) or [*self.members, client_name]
         # merge rather than replace: after a server restart members rejoin one by one,
         # and someone who has not rejoined yet is still a member of this session
         self.members = [*self.members, *(u for u in users if u not in self.members)]
-        self._member_set = frozenset(self.members)
+        self.member_set = frozenset(self.members)
         self.trace("join", client=client_name, members=list(users),
                    incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
-            listener.client_joined(
-                client_name,
-                self.application,
-                self.session,
-                is_new_session,
-                is_new_application,
-                tuple(users),
-            )
+            listener.client_joined(client_name, self.application, self.session,
+                                   is_new_session, is_new_application, tuple(users))
         self.drain()
 
     def client_left(self, client_name: str) -> None:
         """Tell every session listener that ``client_name`` left (owner thread)."""
         if client_name in self.members:
             self.members = [m for m in self.members if m != client_name]
-            self._member_set = frozenset(self.members)
+            self.member_set = frozenset(self.members)
         self.trace("leave", client=client_name, incarnation=split_member(client_name)[1])
         for listener in list(self._session_listeners):
             listener.client_left(client_name, self.application)
@@ -276,15 +217,13 @@ class ProtocolNode(FilterHost):
     def tag_sends(self, payload: Any, destinations: Iterable[str], *,
                   module_check: bool = True) -> list[SentMessage]:
         """Make and tag application messages at the moment the application sends; returns
-        every message the send became.
+        every message the send became: one, or with ``unicast_events`` (``mfss``,
+        ``cykas``) one unicast per destination in the order given. Thread-safe.
 
-        One message, unless the module has ``unicast_events`` (``mfss``, ``cykas``): then
-        one unicast per destination, in the order given, each its own send event with its
-        own clock. Thread-safe. Raises :class:`UnknownPeerError` for a destination that is
-        not a member, ``ValueError`` for an empty destination list, and the module's
-        :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry.
-        ``module_check=False`` skips that last check: the model checker uses it to show
-        what a refused send would do.
+        Raises :class:`UnknownPeerError` for a destination that is not a member,
+        ``ValueError`` for none, and the module's
+        :class:`~groupcomm.core.causality.CausalityError` for a send it cannot carry
+        (unless ``module_check=False``: the checker shows what a refused send would do).
         """
         if type(destinations) is list and len(destinations) == 1:
             dests = (destinations[0],)  # the common unicast: nothing to deduplicate
@@ -292,7 +231,7 @@ class ProtocolNode(FilterHost):
             dests = tuple(dict.fromkeys(destinations))
         if not dests:
             raise ValueError("a message needs at least one destination")
-        members = self._member_set
+        members = self.member_set
         name = self._name
         for dest in dests:
             if dest not in members and dest != name:
@@ -318,7 +257,7 @@ class ProtocolNode(FilterHost):
 
     def tag_unicast(self, payload: Any, destination: str) -> SentMessage:
         """:meth:`tag_sends` to one destination (the common case, without the list)."""
-        if destination not in self._member_set and destination != self._name:
+        if destination not in self.member_set and destination != self._name:
             return self.tag_sends(payload, [destination])[0]  # raises UnknownPeerError
         dests = (destination,)
         module = self.module
@@ -372,17 +311,11 @@ class ProtocolNode(FilterHost):
         :meth:`drain`; a host that handles the pipeline's errors drains itself)."""
         self._sends.extend(messages)
 
-    def application_delivered(
-        self, message: ReceivedMessage, listeners: Sequence[Deliver] = ()
-    ) -> None:
+    def application_delivered(self, message: ReceivedMessage,
+                              listeners: Sequence[Deliver] = ()) -> None:
         """Advance the application clock (the application now sees ``message``), then call
-        each of ``listeners`` with it.
-
-        The one place the clock advances. Thread-safe: the pull model calls it when
-        ``receive()`` hands the message over; the callback model, with the message
-        listeners, on the owner thread (see :meth:`deliver_to_application`). A listener
-        that raises is logged and the next one still runs.
-        """
+        each of ``listeners`` with it: the one place the clock advances. Thread-safe. A
+        listener that raises is logged and the next one still runs."""
         with self.clock_lock:
             self.delivered_locked(message)
         if listeners:
@@ -407,15 +340,9 @@ class ProtocolNode(FilterHost):
         if self.tracer.enabled:
             self.trace("deliver", message, vc=dict(clock))
 
-    def deliver_to_application(self, message: ReceivedMessage) -> None:
-        """Callback model (the default ``deliver``): advance the clock, then call every
-        message listener."""
-        self.application_delivered(message, self.message_listeners)
-
     def merge_application_clock(self, clock: Iterable[tuple[str, int]]) -> None:
         """Take in what another member's application had seen (a state transfer's
-        snapshot): the entries of ``clock`` raise this clock's, none lowers it. Entries
-        of the wrong shape are ignored."""
+        snapshot): entries raise this clock's, never lower it; malformed ones are ignored."""
         with self.clock_lock:
             own = self._app_clock
             for entry in clock:
@@ -479,17 +406,11 @@ class ProtocolNode(FilterHost):
 
     def snapshot(self) -> tuple:
         """Hashable state of the node between steps: application clock, id counter,
-        membership and every causality manager's snapshot (the model checker's view).
-
-        Raises ``RuntimeError`` while work is queued (snapshots are taken between steps).
-        """
+        membership and every manager's snapshot. ``RuntimeError`` while work is queued."""
         if not self.idle:
             raise RuntimeError(f"{self._name}: snapshot taken with work still queued")
-        managers = tuple(
-            (key, value.snapshot())
-            for key, value in sorted(self._shared.items())
-            if hasattr(value, "snapshot")
-        )
+        managers = tuple((key, value.snapshot()) for key, value in sorted(self._shared.items())
+                         if hasattr(value, "snapshot"))
         with self.clock_lock:
             clock = tuple(sorted(self._app_clock.items()))
             next_id = self._next_id
@@ -502,7 +423,7 @@ class ProtocolNode(FilterHost):
             self._app_clock = dict(clock)
             self._next_id = next_id
         self.members = list(members)
-        self._member_set = frozenset(self.members)
+        self.member_set = frozenset(self.members)
         for key, value in managers:
             shared = self._shared[key]
             shared.restore(value)
@@ -564,10 +485,8 @@ class ProtocolNode(FilterHost):
             control = message.user_message
             for dest in message.destinations:
                 if isinstance(control, SystemMessage):
-                    self.trace(
-                        "control_send", message, kind=getattr(control, "kind", "system"),
-                        meta_bytes=size, to=dest, about=getattr(control, "about", ""),
-                    )
+                    self.trace("control_send", message, kind=getattr(control, "kind", "system"),
+                               meta_bytes=size, to=dest, about=getattr(control, "about", ""))
                 else:
                     self.trace("network_send", message, kind=message.kind, meta_bytes=size,
                                to=dest)
@@ -586,9 +505,7 @@ class ProtocolNode(FilterHost):
         if self.system_listener is not None and self.system_listener(message):
             return  # the host's own (state transfer)
         self.unconsumed_control += 1
-        log.warning(
-            "%s: control message %r from %s reached the application end: no filter owns it "
-            "(does the peer run another causality module?)",
-            self._name, message.user_message, message.sender,
-        )
+        log.warning("%s: control message %r from %s reached the application end: no filter "
+                    "owns it (does the peer run another causality module?)",
+                    self._name, message.user_message, message.sender)
         self.trace("reject", message, reason="unconsumed_control")

@@ -1,11 +1,5 @@
-"""ZeroMQ endpoints as people type them.
-
-``tcp://HOST:PORT`` is what ZeroMQ takes; people also type ``HOST:PORT``, and a port out
-of range is accepted by some ZeroMQ versions and silently bound elsewhere. Both the
-server's ``--bind`` and the clients' ``--server`` go through :func:`endpoint`, which
-turns ``HOST:PORT`` into ``tcp://HOST:PORT`` and refuses anything it cannot read with a
-message that says which form is expected.
-"""
+"""ZeroMQ endpoints as people type them: ``HOST:PORT`` becomes ``tcp://HOST:PORT``, and a
+port out of range (which some ZeroMQ versions bind elsewhere, silently) is refused."""
 
 from __future__ import annotations
 
@@ -42,12 +36,9 @@ def endpoint(text: str, what: str = "address") -> str:
 
 def nobody_listens(address: str, timeout: float = 1.0) -> str | None:
     """Why nothing can be reached at the ``tcp://`` endpoint ``address`` (refused,
-    unknown host), or None when something accepts a TCP connection there or the
-    question cannot be answered in ``timeout`` seconds (not tcp, or no answer yet).
-
-    A plain TCP connection, opened and closed at once: ZeroMQ on the other end sees a
-    peer that went away before its handshake and ignores it.
-    """
+    unknown host), or None when something accepts a TCP connection there or there is no
+    answer in ``timeout`` seconds. ZeroMQ at the other end ignores the connection, closed
+    before its handshake."""
     match = _TCP.match(address)
     if match is None or not address.startswith("tcp://") or match["port"] == "*":
         return None

@@ -1,31 +1,10 @@
-"""The communicator: what applications talk through.
+"""The communicator: what applications talk through (docs/programming.md).
 
-A facade over one member. What the member decides is its protocol object's
-(:class:`~groupcomm.protocol.client.ClientProtocol`: node, membership, state transfer,
-the application's port; no I/O); its sockets and frames are its
-:class:`~groupcomm.transport.link.MemberLink`, driven by a poll thread
-(:class:`~groupcomm.transport.loop.PollLoop`) that owns the sockets and the protocol, so
-filters, managers and the session protocol are single-threaded. A communicator made on
-its own has a loop of its own; :class:`~groupcomm.transport.host.Host` runs several
-members on one.
-
-What an application thread does reaches the member in one of two ways (see
-:mod:`groupcomm.protocol.port`): a send is tagged at the call, under the member's clock
-lock, and queued for the loop in the same step, so its tag reflects exactly what the
-application had seen (source 001) and no join marker falls between; everything else
-(listeners, acknowledgements that free a newcomer's snapshot, leaving, questions about
-what is held) is a call handed to the loop thread. Deliveries come up from the protocol
-to the listeners or to the inbox, once.
-
-Two routings: ``relayed`` (every frame goes through the session server) and ``direct``
-(each client binds a PULL socket; the server tells members each other's addresses and
-peers PUSH to each other).
-
-Bounded queues (:class:`~groupcomm.transport.config.Limits`): a sending thread waits
-while ``max_pending`` sends wait for the loop; a slow peer's frames wait in an ordered
-backlog, and past :data:`~groupcomm.transport.link.MAX_BACKLOG_FRAMES` of them no new
-sends are taken; a full pull-model inbox pauses reading from the network, which pushes
-back on the senders. Nothing already accepted is dropped.
+A facade over one member: its protocol object (:class:`~groupcomm.protocol.client.ClientProtocol`,
+no I/O) and its sockets (:class:`~groupcomm.transport.link.MemberLink`), both owned by a
+poll thread (:class:`~groupcomm.transport.loop.PollLoop`). A send is tagged at the call
+and queued for that thread; every other call is handed to it (docs/architecture.md, "One
+chat line, end to end"). Routings and bounded queues: docs/security.md, docs/sessions.md.
 """
 
 from __future__ import annotations
@@ -57,7 +36,6 @@ from groupcomm.transport.config import (
     client_keys,
 )
 from groupcomm.transport.delays import self_delay_error
-from groupcomm.transport.errors import CommunicatorError, JoinError, MessageTooLarge, SendQueueFull
 from groupcomm.transport.keys import resolve_key
 from groupcomm.transport.link import MemberLink
 from groupcomm.transport.loop import PollLoop
@@ -68,6 +46,23 @@ __all__ = ["Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
 
 log = logging.getLogger(__name__)
 
+
+class CommunicatorError(RuntimeError):
+    """The communicator cannot do what was asked (not joined, closed, ...)."""
+
+
+class SendQueueFull(CommunicatorError):
+    """The bounded send queue stayed full for ``send_timeout`` seconds."""
+
+
+class JoinError(CommunicatorError):
+    """Joining the session failed (duplicate name, no server, wrong key, ...)."""
+
+
+class MessageTooLarge(CommunicatorError, ValueError):
+    """A payload larger than a frame may carry (``max_frame``), refused at the call."""
+
+
 #: payloads whose size is checked at the call (others are measured when packed)
 SIZED_PAYLOADS = frozenset({str, bytes, bytearray})
 #: bytes of an envelope that are not the payload: ids, destinations, clock and the
@@ -75,29 +70,20 @@ SIZED_PAYLOADS = frozenset({str, bytes, bytearray})
 PAYLOAD_HEADROOM = 64 * 1024
 #: seconds to wait for the join before asking whether anything listens at the address
 LISTENER_PROBE_AFTER = 0.5
-
-#: A thread sending faster than the loop takes its sends lets the loop run (a zero
-#: sleep releases the GIL) each time this many sends wait. Without it the sender keeps
-#: the GIL for the interpreter's whole switch interval (5 ms, thousands of sends): the
-#: sends wait longer, and live long enough for the garbage collector to promote them and
-#: then run full collections — about 1.5 µs of CPU per message in the bench, against
-#: 0.4 µs with the hand-off.
+#: a thread sending faster than the loop yields the GIL (a zero sleep) each time this
+#: many sends wait; otherwise the sends live long enough for the garbage collector to
+#: promote them and run full collections (1.5 µs of CPU per message in the bench, 0.4 µs
+#: with the hand-off)
 HANDOFF_EVERY = 256
 
 
 class Communicator:
-    """A client of a session: sends through the send pipeline, delivers through the
-    receive pipeline.
-
-    ``causality`` names a module (or is a module instance); otherwise ``pipelines``
-    says which filters (:class:`~groupcomm.transport.config.Pipelines`). The other
-    option groups (:mod:`groupcomm.transport.config`): ``listeners`` are registered
-    before the join, so they miss nothing; ``state`` gives and installs snapshots for
-    newcomers; ``delivery`` chooses acknowledged delivery and what happens to messages
-    held on a member that left; ``connection`` and ``limits`` tune the link and the
-    queues. ``trace_dir`` writes a trace file per member id (or ``tracer`` takes every
-    line). ``loop`` is for :meth:`groupcomm.transport.host.Host.join` (members sharing
-    one poll thread); without it the communicator runs a loop of its own.
+    """A client of a session. ``causality`` names a module (or is one); otherwise
+    ``pipelines`` says which filters. The option groups are
+    :mod:`groupcomm.transport.config`'s. ``trace_dir`` writes a trace file per member id
+    (or ``tracer`` takes every line). ``loop`` is :meth:`~groupcomm.transport.host.Host.join`'s;
+    without it the communicator runs a loop of its own. Raises :class:`JoinError` when the
+    join fails, ``ValueError`` for a bad option.
     """
 
     def __init__(
@@ -122,9 +108,6 @@ class Communicator:
         loop: PollLoop | None = None,
     ) -> None:
         check_routing(routing)
-        #: per-client keys (:mod:`groupcomm.transport.curve`): encrypted, authenticated
-        #: connection to the server, and relayed messages checked against the sender it
-        #: attests
         curve = client_keys(connection.curve_dir, routing, name)
         if not name or not session or not application:
             raise ValueError("name, session and application must be non-empty")
@@ -142,13 +125,15 @@ class Communicator:
         self.application = application
         self.routing = routing
         self.server_address = endpoint(server, "server address")
-        self.heartbeat_interval = connection.heartbeat_interval
         self.codec = FrameCodec(resolved, max_frame=connection.max_frame)
         self.max_pending = limits.max_pending
         self.send_timeout = limits.send_timeout
         self.acknowledged_delivery = delivery.acknowledged
         self._own_loop = loop is None
-        self._closed = False
+        #: True once :meth:`close` was called
+        self.closed = False
+        #: True while the session server has not answered for a few heartbeats
+        self.server_unreachable = False
         self._loop = loop if loop is not None else PollLoop(context=connection.context,
                                                             name=name)
         compress = connection.compress_frames
@@ -158,10 +143,9 @@ class Communicator:
             advertise_host=connection.advertise_host or connection.bind_host,
             max_pending=limits.max_pending, max_inbox=limits.max_inbox,
             compress=routing == "relayed" if compress is None else compress)
-        #: wakes a thread waiting in receive() (the protocol puts messages in the inbox)
+        #: wakes a thread waiting in receive()
         self._inbox_ready = threading.Condition()
-        # a tracer given by the caller serves every incarnation; otherwise each member id
-        # gets its own file (carol.jsonl, then carol~2.jsonl), opened at its first line
+        # without a tracer each member id gets its own file (carol.jsonl, carol~2.jsonl)
         self._protocol = protocol = ClientProtocol(
             name, session, application=application, codec=self.codec, out=link,
             filter_stacks=pipelines.stacks(causality),
@@ -175,11 +159,9 @@ class Communicator:
             inbox_changed=self._inbox_changed, sent_listener=listeners.sent,
             attested=curve is not None)
         link.drive(protocol)
-        #: the application's side of the member: the one object this thread touches
-        self._port = port = protocol.port
+        self._port = port = protocol.port  # the one part application threads touch
         self._inputs = protocol.inputs
         self._wakeup = self._loop.wakeup
-        self._server_unreachable = False
         protocol.add_event_listener(self._on_event)
         if state.consumer is None:
             link.state_done.set()
@@ -189,10 +171,11 @@ class Communicator:
             protocol.add_event_listener(listeners.event)
         if listeners.message is not None:
             port.add_listener(listeners.message)
-        #: the largest payload a send may carry (room left for ids, clock and headers)
-        self._payload_limit = link.frame_limit - min(PAYLOAD_HEADROOM, link.frame_limit // 4)
-        #: str payloads may take up to 4 bytes a character: shorter ones always fit
-        self._check_size_from = self._payload_limit // 4
+        #: the largest payload (bytes of a ``str``'s UTF-8 text, or of ``bytes``) a send
+        #: takes (set by ``max_frame``): a larger one raises :class:`MessageTooLarge`
+        self.payload_limit = link.frame_limit - min(PAYLOAD_HEADROOM, link.frame_limit // 4)
+        # str payloads take up to 4 bytes a character: shorter ones always fit
+        self._check_size_from = self.payload_limit // 4
         try:
             self._loop.add(link)
         except Exception as error:
@@ -200,11 +183,9 @@ class Communicator:
             raise JoinError(f"cannot start communicator {name!r}: {error}") from None
         self._await_join(connection.join_timeout)
 
-    # -- what the parts hold ---------------------------------------------------------------------
     @property
     def application_clock(self) -> dict[str, int]:
-        """A copy of the application-boundary vector clock: per member, how many of its
-        sends and deliveries this application has seen (what the next send's tag says)."""
+        """A copy of the application-boundary vector clock (what the next send's tag says)."""
         return self._port.node.application_clock
 
     @property
@@ -213,16 +194,13 @@ class Communicator:
 
     @property
     def frame_timeline(self) -> list[tuple[str, int]] | None:
-        """When a list, the loop appends ``("in", ns)`` as it takes up each message
-        frame and ``("send", ns)``, ``("sent", ns)`` around each frame it sends
-        (``time.perf_counter_ns``): what ``groupcomm bench --critical-path`` reads."""
+        """:attr:`MemberLink.frame_timeline <groupcomm.transport.link.MemberLink>`."""
         return self._link.frame_timeline
 
     @frame_timeline.setter
     def frame_timeline(self, value: list[tuple[str, int]] | None) -> None:
         self._link.frame_timeline = value
 
-    # -- application API ---------------------------------------------------------------------
     def to_others(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every other member of the session."""
         port = self._port
@@ -236,7 +214,7 @@ class Communicator:
     def to_user(self, name: str, obj: Any) -> SentMessage:
         """Send ``obj`` to one member (``UnknownPeerError`` if not a member)."""
         # the common send, spelled out (see _send_all): no lists, two calls less
-        if self._closed:
+        if self.closed:
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
@@ -268,7 +246,7 @@ class Communicator:
 
     def _send_all(self, obj: Any, dests: list[str]) -> list[SentMessage]:
         # mfss and cykas split a multicast into unicasts (see ProtocolNode.tag_sends)
-        if self._closed:
+        if self.closed:
             self._check_open()
         if type(obj) in SIZED_PAYLOADS and len(obj) > self._check_size_from:
             self._check_size(obj)
@@ -287,10 +265,10 @@ class Communicator:
         return messages
 
     def _check_size(self, obj: str | bytes | bytearray) -> None:
-        """Refuse, at the call, a payload that cannot fit in a frame (one that passes but
-        still does not fit once packed goes as a stand-in: see MemberLink._unencodable)."""
+        # one that passes and still does not fit once packed goes as a stand-in
+        # (MemberLink._unencodable)
         size = len(obj.encode("utf-8", "surrogatepass")) if type(obj) is str else len(obj)
-        limit = self._payload_limit
+        limit = self.payload_limit
         if size > limit:
             raise MessageTooLarge(
                 f"{self.name}: a payload of {size:,} bytes does not fit in a frame (at most "
@@ -298,7 +276,6 @@ class Communicator:
                 "nothing was sent; split it, or raise max_frame on every member")
 
     def _wait_for_room(self) -> None:
-        """Block the sending thread while the loop is behind (bounded queue)."""
         if threading.get_ident() == self._loop.ident:
             return  # the loop takes them as this send returns
         deadline = time.monotonic() + self.send_timeout
@@ -308,7 +285,7 @@ class Communicator:
             while len(inputs) >= self.max_pending:
                 self._loop.wakeup.wake()
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closed:
+                if remaining <= 0 or self.closed:
                     raise SendQueueFull(
                         f"{self.name}: {len(inputs)} sends are waiting for the "
                         f"network (limit max_pending={self.max_pending}) and none left for "
@@ -316,15 +293,9 @@ class Communicator:
                     )
                 room.wait(min(remaining, 0.05))
 
-    # -- delivery and session information -----------------------------------------------------
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
-        """Deliver messages by calling ``callback(message)`` on the loop thread.
-
-        With at least one listener the communicator is in the callback model. Messages
-        delivered before the first listener was added (waiting for :meth:`receive`: for
-        example those that arrived between the join and this call) are handed to it first,
-        in order, so nothing is left behind in the pull model's inbox.
-        """
+        """Deliver messages by calling ``callback(message)`` on the loop thread (the
+        callback model). Messages already waiting for :meth:`receive` go to it first."""
         self._loop.call(lambda: self._port.add_listener(callback))
 
     def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
@@ -333,19 +304,14 @@ class Communicator:
 
     def add_event_listener(self, callback: Callable[[SessionEvent], Any]) -> None:
         """Be told, on the loop thread, what happens in the session, as typed events
-        (:mod:`groupcomm.protocol.session_events`: joins, leaves, rejoins, the server's
-        silence, state transfer, messages that could not be sent, with their ids)."""
+        (:mod:`groupcomm.protocol.session_events`)."""
         self._loop.call(lambda: self._protocol.add_event_listener(callback))
 
     def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
         """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
-
-        The application's clock advances here, when the message is handed over (with
-        acknowledged delivery, at :meth:`acknowledge`). Raises
-        :class:`CommunicatorError` at once when message listeners are registered and
-        nothing is waiting: messages then go to the listeners (callback model), so
-        ``receive()`` would only ever time out.
-        """
+        The application clock advances here (with acknowledged delivery, at
+        :meth:`acknowledge`). :class:`CommunicatorError` at once when message listeners
+        are registered and nothing is waiting."""
         port = self._port
         inbox = port.inbox
         if not inbox:
@@ -369,13 +335,11 @@ class Communicator:
             self._inbox_ready.notify()
 
     def acknowledge(self, count: int) -> None:
-        """Acknowledged delivery: the application has applied the first ``count``
-        messages it was handed (cumulative: a count at or below an earlier one changes
-        nothing). Those messages now advance the application clock, so a later send is
-        tagged after them, and a snapshot given to a newcomer reflects them. Thread-safe.
-
-        :class:`ValueError` for a count beyond what was handed, or not a non-negative
-        int; :class:`CommunicatorError` without ``acknowledged_delivery=True``."""
+        """Acknowledged delivery: the application has applied the first ``count`` messages
+        it was handed (cumulative); they now advance the application clock, so later sends
+        and snapshots reflect them. Thread-safe. :class:`ValueError` for a count beyond
+        what was handed, or not a non-negative int; :class:`CommunicatorError` without
+        acknowledged delivery."""
         try:
             self._port.acknowledge(count, self.name)
         except PortError as error:
@@ -383,35 +347,30 @@ class Communicator:
 
     @property
     def state_answers_waiting(self) -> int:
-        """Newcomers whose snapshot waits for the application to acknowledge what it
-        was handed (acknowledged delivery; always 0 without it)."""
+        """Newcomers whose snapshot waits for the application's acknowledgement."""
         return len(self._protocol.transfer.deferred)
 
     @property
     def handed_over(self) -> int:
-        """Messages handed to the application so far (acknowledged delivery counts them
-        from 1, the numbering :meth:`acknowledge` takes)."""
+        """Messages handed to the application so far (the numbering :meth:`acknowledge`
+        takes)."""
         return self._port.handed
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
-        """Be told of joins and leaves (on the loop thread). Members are named by member
-        id: ``carol``, then ``carol~2`` for the same name back after it left (see
-        :mod:`groupcomm.protocol.membership`)."""
+        """Be told of joins and leaves, by member id, on the loop thread."""
         self._loop.call(lambda: self._protocol.add_session_listener(listener))
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
         """Frames to ``name`` wait at least ``ms`` ms before they leave (testing).
-
-        :class:`ValueError` when ``name`` is this client or ``ms`` is not a finite
-        number from 0 to :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
+        :class:`ValueError` for this client, or a bad ``ms`` (see
+        :func:`~groupcomm.transport.delays.check_delay_ms`)."""
         if name in (self.name, self.member_id):
             raise ValueError(self_delay_error(name))
         self._link.delays.set_minimum_delay(name, ms)
 
     def set_delay_variation(self, ms: float, keep_fifo: bool = True) -> None:
         """Every frame waits a random extra 0..``ms`` ms; ``keep_fifo`` keeps per-peer order.
-        :class:`ValueError` unless ``ms`` is a finite number from 0 to
-        :data:`~groupcomm.transport.delays.MAX_DELAY_MS`."""
+        :class:`ValueError` for a bad ``ms``."""
         self._link.delays.set_jitter(ms, keep_fifo)
 
     @property
@@ -428,48 +387,27 @@ class Communicator:
 
     @property
     def member_id(self) -> str:
-        """This client's member id: its name, or ``name~N`` when the session had seen
-        the name before (a restart, or a return after being declared gone)."""
+        """This client's member id: its name, or ``name~N`` for a name seen before."""
         return self._port.member_id
 
     @property
-    def payload_limit(self) -> int:
-        """The largest payload (bytes of a ``str``'s UTF-8 text, or of ``bytes``) a send
-        takes: a larger one is refused with :class:`MessageTooLarge` (set by
-        ``max_frame``)."""
-        return self._payload_limit
-
-    @property
     def members_at_join(self) -> list[str]:
-        """The members when this client (its current incarnation) joined, itself
-        included: more than itself means it joined late (and got state, if it asked)."""
+        """The members when this incarnation joined, itself included."""
         return list(self._protocol.members_at_join)
 
-    @property
-    def server_unreachable(self) -> bool:
-        """True while the session server has not answered for a few heartbeats."""
-        return self._server_unreachable
-
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, ServerSilent):
-            self._server_unreachable = True
-        elif isinstance(event, ServerAnswers):
-            self._server_unreachable = False
+        if isinstance(event, ServerSilent | ServerAnswers):
+            self.server_unreachable = isinstance(event, ServerSilent)
 
     def wait_for_state(self, timeout: float | None = None) -> bool:
-        """Wait until the state transfer of this newcomer is over: the snapshot is
-        installed, or no member could give one (a warning says so). True when it is
-        over, False on ``timeout``; at once for a client without a state consumer. An
-        application that edits shared state waits for it before its first edit, which
-        the snapshot would otherwise replace."""
+        """Wait until this newcomer's state transfer is over (installed, or no member
+        could give one); False on ``timeout``. Wait before the first edit of shared
+        state, which the snapshot would otherwise replace."""
         return self._link.state_done.wait(timeout)
 
     def undeliverable(self) -> list[str]:
-        """Ids of messages this client accepted for sending but could not send: it was
-        declared gone while stalled and came back as a new member, so what its old
-        incarnation still held cannot be sent as the new one's), or a destination left
-        before they were sent (``mfss``, ``cykas``) or, with the ``reliable`` layer,
-        before it acknowledged them (they may not have reached it). Newest last."""
+        """Ids of messages accepted for sending but not sent (an incarnation declared
+        gone, a destination that left first), newest last (docs/sessions.md)."""
         return self._loop.call(self._protocol.undeliverable)
 
     def held(self) -> list[Any]:
@@ -486,51 +424,36 @@ class Communicator:
         return self._loop.call(lambda: self._protocol.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
-        """Send/receive counts and rejected frames by reason; ``frames_sent`` and
-        ``frame_bytes_sent`` count the message frames this client put on the wire (to
-        the server or to peers) and their bytes."""
-        def read() -> dict[str, int]:
-            result = {"frames_sent": 0, "frame_bytes_sent": 0}
-            result.update(self._link.stats)
-            result.update(self._protocol.counters())
-            return result
+        """Send/receive counts, rejected frames by reason, and the message frames this
+        client put on the wire (``frames_sent``, ``frame_bytes_sent``)."""
+        return self._loop.call(lambda: {"frames_sent": 0, "frame_bytes_sent": 0,
+                                        **self._link.stats, **self._protocol.counters()})
 
-        return self._loop.call(read)
-
-    # -- lifecycle ----------------------------------------------------------------------------
     def _await_join(self, join_timeout: float) -> None:
-        """Wait (on the application's thread) until the server accepted the join; raise
-        :class:`JoinError` saying why not, and close, if it did not."""
-        name, session, server = self.name, self.session, self.server_address
+        """Wait until the server accepted the join; else close and raise :class:`JoinError`."""
+        failed = f"{self.name!r} could not join session {self.session!r}"
         joined = self._link.joined
+        error = None
         if not joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
             # not joined yet: if nothing listens there, say so now rather than at the
             # timeout; if something does, the likely cause is a key the server cannot
             # verify (it drops such frames without reading them, so it cannot answer)
-            nobody = nobody_listens(server)
+            nobody = nobody_listens(self.server_address)
             if nobody is not None:
-                self.close()
-                raise JoinError(f"{name!r} could not join session {session!r}: {nobody}; "
-                                "is the session server running at that address?")
-            if not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
-                self.close()
-                raise JoinError(
-                    f"{name!r} could not join session {session!r}: the server at {server} "
-                    f"accepts connections but did not answer within {join_timeout:g}s; "
-                    "is the session key the server's? (it drops frames signed with "
-                    "another key without reading them)"
-                )
-        if self._link.join_error is not None:
-            error = self._link.join_error
+                error = f"{failed}: {nobody}; is the session server running at that address?"
+            elif not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
+                error = (f"{failed}: the server at {self.server_address} accepts connections "
+                         f"but did not answer within {join_timeout:g}s; is the session key "
+                         "the server's? (it drops frames signed with another key without "
+                         "reading them)")
+        error = error or self._link.join_error
+        if error is not None:
             self.close()
             raise JoinError(error)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every send has left this client: nothing queued for the loop,
-        nothing the causality module still holds back (``mfss`` / ``cykas`` output
-        buffers), no frame waiting for a slow socket or an injected delay. Returns False
-        when ``timeout`` passed first. Received messages held for delivery do not count:
-        they wait on other members, not on this one."""
+        """Wait until every send has left this client (queued, held back by the module,
+        or waiting for a socket or a delay); False when ``timeout`` passed first."""
         deadline = time.monotonic() + timeout
         link = self._link
         protocol = self._protocol
@@ -549,13 +472,9 @@ class Communicator:
             time.sleep(0.01)
 
     def close(self, timeout: float = 2.0) -> None:
-        """Leave the session and release the sockets (and the loop, when it is this
-        communicator's own).
-
-        Sends still on their way out get up to ``timeout`` seconds first (see
-        :meth:`flush`); what is left after that is not sent.
-        """
-        if self._closed:
+        """Leave the session and release the sockets (and the loop, when its own); sends
+        still on their way get up to ``timeout`` seconds (:meth:`flush`)."""
+        if self.closed:
             return
         link = self._link
         running = not link.closed.is_set() and self._loop.alive
@@ -563,7 +482,7 @@ class Communicator:
         if running and joined:
             if not self.flush(timeout):
                 log.warning("%s: closing with sends still queued or held back", self.name)
-        self._closed = True
+        self.closed = True
         if running:
             if joined:
                 self._loop.call_soon(self._send_leave)
@@ -572,11 +491,6 @@ class Communicator:
             self._loop.remove(link, timeout)
         self._close_loop(timeout)
         self._protocol.end_trace()  # nothing drives the member any more
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
 
     def _send_leave(self) -> None:
         link = self._link
@@ -596,5 +510,5 @@ class Communicator:
         self.close()
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self.closed:
             raise CommunicatorError(f"communicator {self.name!r} is closed")

@@ -1,16 +1,8 @@
 """What a communicator is built from, checked before any thread or socket exists: the
-routing, the option groups a :class:`~groupcomm.transport.communicator.Communicator`
-takes (:class:`Listeners`, :class:`StateTransfer`, :class:`Delivery`,
-:class:`Connection`, :class:`Limits`, :class:`Pipelines`), per-client keys and the filter
-stacks of both pipelines.
-
-Each group is a frozen dataclass with keyword fields, checked when it is made, so a
-mistake is reported where it was written (``ValueError``)::
-
-    Communicator("bob", "lunch", server="127.0.0.1:5555", key_file="session.key",
-                 causality="matrix", listeners=Listeners(message=show),
-                 state=StateTransfer(provider=snapshot, consumer=install))
-"""
+routing, the option groups of a :class:`~groupcomm.transport.communicator.Communicator`
+(frozen dataclasses with keyword fields, each checked when made: ``ValueError`` where
+the mistake was written; docs/programming.md, "Options"), per-client keys and the
+filter stacks of both pipelines."""
 
 from __future__ import annotations
 
@@ -23,7 +15,12 @@ from typing import Any
 import zmq
 
 from groupcomm.core.causality import CausalityModule
-from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
+from groupcomm.core.filtering import (
+    MessageFilterCreator,
+    ReceivedMessageFilterSelector,
+    SendMessageFilterSelector,
+    SessionMessageListener,
+)
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.protocol.session_events import SessionEvent
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT
@@ -103,13 +100,11 @@ class Connection:
     """The member's link to the server and its peers. ``heartbeat_interval`` (s);
     ``join_timeout`` (s) for the server to accept the join; ``max_frame``: the largest
     frame sent or taken (the same on every member); ``compress_frames``: small frames
-    compressed in a stream per destination set (:mod:`groupcomm.wire.streams`: about a
-    third of the bytes for typed keys, some 13 µs more of CPU per frame each way; None
-    compresses with relayed routing, where the server fans every frame out, and not with
-    direct routing, chosen for the shortest path); ``bind_host`` / ``advertise_host``:
-    where direct routing takes frames and the address peers are told; ``curve_dir``:
-    per-client keys (:mod:`groupcomm.transport.curve`, relayed routing only);
-    ``context``: the ZeroMQ context of a communicator that runs a loop of its own."""
+    compressed in a stream per destination set (None: with relayed routing only; the
+    trade-off is in docs/security.md); ``bind_host`` / ``advertise_host``: where direct
+    routing takes frames and the address peers are told; ``curve_dir``: per-client keys
+    (relayed routing only); ``context``: the ZeroMQ context of a communicator that runs
+    a loop of its own."""
 
     heartbeat_interval: float = 0.5
     join_timeout: float = 10.0
@@ -155,38 +150,26 @@ class Pipelines:
 
     def stacks(self, causality: str | CausalityModule | None
                ) -> tuple[SendStack | None, ReceiveStack | None]:
-        """The send and receive filter factories, in pipeline order. ``None`` leaves the
-        choice to the selectors (:class:`~groupcomm.core.node.ProtocolNode` asks
-        them)."""
+        """The send and receive filter factories, in pipeline order (``None``: the
+        selectors')."""
         send, receive = self.send, self.receive
         if causality is not None:
             from groupcomm.core.registry import get_module
 
             module = get_module(causality) if isinstance(causality, str) else causality
             send, receive = [module.send_creator()], [module.receive_creator()]
-        if send is not None:
-            send = [*send, *self.extra_send]
-        elif self.extra_send:
-            from groupcomm.core.filtering import SendMessageFilterSelector
-
-            send = [SendMessageFilterSelector.get_message_filter_creator(), *self.extra_send]
-        if receive is not None:
-            receive = [*self.extra_receive, *receive]
-        elif self.extra_receive:
-            from groupcomm.core.filtering import ReceivedMessageFilterSelector
-
-            receive = [*self.extra_receive,
-                       ReceivedMessageFilterSelector.get_message_filter_creator()]
-        return send, receive
+        if send is None and self.extra_send:
+            send = [SendMessageFilterSelector.get_message_filter_creator()]
+        if receive is None and self.extra_receive:
+            receive = [ReceivedMessageFilterSelector.get_message_filter_creator()]
+        return (None if send is None else [*send, *self.extra_send],
+                None if receive is None else [*self.extra_receive, *receive])
 
 
 def client_keys(curve_dir: str | os.PathLike[str] | None, routing: str,
                 name: str) -> ClientKeys | None:
-    """``name``'s per-client keys from ``curve_dir`` (``None`` without one).
-
-    Raises ``ValueError`` with direct routing (direct connections are not authenticated
-    per client) and when the keys cannot be read.
-    """
+    """``name``'s per-client keys from ``curve_dir`` (``None`` without one);
+    ``ValueError`` with direct routing and when the keys cannot be read."""
     if curve_dir is None:
         return None
     if routing != "relayed":

@@ -1,28 +1,7 @@
-"""Optional CurveZMQ encryption and per-client keys (``zmq.auth``).
-
-Off by default. With the session key alone every key holder is trusted: a client could
-sign frames under another member's name. With per-client keys:
-
-* the connection to the session server is encrypted (CurveZMQ) and the server only
-  accepts clients whose public key it holds;
-* each public key belongs to one client name (the file name: ``alice.key`` is alice's),
-  and the server refuses a join under any other name (``name_not_authenticated``);
-* the server attests the sender of every frame it relays, and a receiving client drops
-  (and counts, as ``impersonation``) any message whose signed sender is not the member
-  the server received it from.
-
-Per-client keys work with relayed routing only; a direct connection between two clients
-is not authenticated per client, so ``routing="direct"`` with keys is refused.
-
-Key directory layout (``groupcomm keys DIR server alice bob``)::
-
-    DIR/server.key  DIR/server.key_secret     the server's pair
-    DIR/alice.key   DIR/alice.key_secret      alice's pair, and so on
-
-The server needs ``server.key_secret`` and every client's ``NAME.key`` (public); client
-alice needs ``alice.key_secret`` and ``server.key`` (public). For tests one directory can
-hold everything; in production give each party only what it needs.
-"""
+"""CurveZMQ encryption and per-client keys (``zmq.auth``; docs/security.md): a
+directory holds ``NAME.key`` (public) and ``NAME.key_secret`` per party, ``server`` for
+the server. The server needs ``server.key_secret`` and every client's ``NAME.key``; a
+client its ``NAME.key_secret`` and ``server.key``."""
 
 from __future__ import annotations
 
@@ -116,7 +95,8 @@ class ServerKeys:
 
 
 class _NamedAuthenticator(ThreadAuthenticator):
-    """Accepts the listed client keys; the User-Id of a connection is the key's name."""
+    """Accepts the listed client keys (it is its own credentials provider); the User-Id
+    of a connection is the key's name."""
 
     def __init__(self, context: zmq.Context, clients: dict[bytes, str]) -> None:
         super().__init__(context, log=logging.getLogger(__name__ + ".zap"))
@@ -126,29 +106,20 @@ class _NamedAuthenticator(ThreadAuthenticator):
         # ZAP hands over the raw 32-byte key; key files hold it z85-encoded
         return self._names[z85.encode(client_public_key)]
 
-
-def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
-    """Start the ZAP handler of ``context`` allowing exactly ``keys.clients``.
-
-    Stop it with ``.stop()`` when the server's socket is closed.
-    """
-    auth = _NamedAuthenticator(context, keys.clients)
-    auth.start()
-    auth.configure_curve_callback(domain="*", credentials_provider=_Allow(keys.clients))
-    return auth
-
-
-class _Allow:
-    """``zmq.auth`` credentials provider: a key is allowed when it is listed."""
-
-    def __init__(self, clients: dict[bytes, str]) -> None:
-        self._clients = clients
-
     def callback(self, domain: str, key: bytes) -> bool:
-        allowed = key in self._clients  # z85-encoded, like the key files
+        allowed = key in self._names  # z85-encoded, like the key files
         if not allowed:
             log.warning("refused a connection with an unknown client key")
         return allowed
+
+
+def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
+    """Start the ZAP handler of ``context`` allowing exactly ``keys.clients``; stop it
+    with ``.stop()`` when the server's socket is closed."""
+    auth = _NamedAuthenticator(context, keys.clients)
+    auth.start()
+    auth.configure_curve_callback(domain="*", credentials_provider=auth)
+    return auth
 
 
 def create_keys(directory: str | Path, names: Sequence[str]) -> list[Path]:

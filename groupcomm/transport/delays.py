@@ -1,9 +1,6 @@
-"""Delays injected per peer for testing (source 003: ``setMinimumDelayToPeer``).
-
-Outgoing frames to a delayed peer wait in a timer heap; frames to other peers are not
-held back. With jitter, each frame gets a random extra delay; ``keep_fifo`` keeps the
-per-peer order anyway (a frame is never due before the previous frame to that peer).
-"""
+"""Delays injected per peer for testing (source 003: ``setMinimumDelayToPeer``): frames
+to a delayed peer wait in a timer heap, with an optional random jitter; ``keep_fifo``
+keeps the per-peer order anyway."""
 
 from __future__ import annotations
 
@@ -47,9 +44,7 @@ class _Due:
 
 class DelayPlan:
     """Per-peer minimum delays, jitter, and the heap of frames waiting to go out.
-
-    Settings may be changed from any thread; the heap belongs to the I/O thread.
-    """
+    Settings may be changed from any thread; the heap belongs to the I/O thread."""
 
     def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
@@ -57,10 +52,9 @@ class DelayPlan:
         self._jitter_ms = 0.0
         self.keep_fifo = True
         self._rng = random.Random(seed)
-        self._heap: list[_Due] = []
-        #: the frames waiting, earliest first at [0] (a heap; read it, do not change it)
-        self.waiting = self._heap
-        #: True when any delay or jitter is configured (an attribute: read per message)
+        #: the frames waiting, earliest at [0] (a heap: read it, do not change it)
+        self.waiting: list[_Due] = []
+        #: any delay or jitter configured (an attribute: read per message)
         self.active = False
         self._last_due: dict[str, float] = {}
         self._seq = 0
@@ -77,51 +71,40 @@ class DelayPlan:
             self.active = bool(self._minimum_ms) or self._jitter_ms > 0
 
     def set_jitter(self, ms: float, keep_fifo: bool = True) -> None:
-        """Add a uniformly random extra delay of up to ``ms`` to every frame;
-        :class:`ValueError` unless ``ms`` passes :func:`check_delay_ms`."""
+        """A random extra delay of up to ``ms`` for every frame; :class:`ValueError`
+        unless ``ms`` passes :func:`check_delay_ms`."""
         ms = check_delay_ms("jitter", ms)
         with self._lock:
             self._jitter_ms = ms
             self.keep_fifo = keep_fifo
             self.active = bool(self._minimum_ms) or self._jitter_ms > 0
 
-    def delay_for(self, peer: str) -> float:
-        """Seconds the next frame to ``peer`` should wait (0 when none)."""
+    def schedule(self, now: float, peer: str, item: Any) -> bool:
+        """Queue ``item`` for ``peer`` if it must wait; False when it can go now (only
+        when nothing to that peer still waits, so FIFO holds when a delay is removed)."""
         with self._lock:
             ms = self._minimum_ms.get(peer, 0.0)
             if self._jitter_ms:
                 ms += self._rng.uniform(0, self._jitter_ms)
-        return ms / 1000.0
-
-    def schedule(self, now: float, peer: str, item: Any) -> bool:
-        """Queue ``item`` for ``peer`` if it must wait; False when it can go now.
-
-        An item goes at once only when nothing to that peer is still waiting, so
-        the FIFO guarantee also holds when a delay is removed.
-        """
-        delay = self.delay_for(peer)
-        due = now + delay
+        due = now + ms / 1000.0
         last = self._last_due.get(peer)
         if self.keep_fifo and last is not None and last > now:
             due = max(due, last)
         if due <= now:
             return False
         self._seq += 1
-        heapq.heappush(self._heap, _Due(due, self._seq, peer, item))
+        heapq.heappush(self.waiting, _Due(due, self._seq, peer, item))
         self._last_due[peer] = max(due, last or 0.0) if self.keep_fifo else due
         return True
 
-    def next_due(self) -> float | None:
-        """When the earliest waiting frame is due, or ``None``."""
-        return self._heap[0].due if self._heap else None
-
     def pop_due(self, now: float) -> list[tuple[str, Any]]:
         """Frames due by ``now``, earliest first."""
+        heap = self.waiting
         ready = []
-        while self._heap and self._heap[0].due <= now:
-            entry = heapq.heappop(self._heap)
+        while heap and heap[0].due <= now:
+            entry = heapq.heappop(heap)
             ready.append((entry.peer, entry.item))
         return ready
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.waiting)

@@ -1,13 +1,6 @@
-"""Several members in one process on one poll thread: :class:`Host`.
-
-A web gateway hosts one member per browser tab; a thread per member would not scale
-to many tabs. A host owns one :class:`~groupcomm.transport.loop.PollLoop` (one thread,
-one ZeroMQ context) and :meth:`Host.join` makes a
-:class:`~groupcomm.transport.communicator.Communicator` on it: the same API as one made
-on its own, closed on its own (:meth:`Communicator.close` leaves the session and closes
-that member's sockets; the others go on). Listeners of every member run on the host's
-thread, one at a time: a slow listener delays every member of the host.
-"""
+"""Several members in one process on one poll thread (a web gateway's tabs): :class:`Host`.
+Listeners of every member run on that thread, one at a time: a slow listener delays
+every member of the host."""
 
 from __future__ import annotations
 
@@ -22,7 +15,7 @@ __all__ = ["Host"]
 
 
 class Host:
-    """One poll thread for any number of members (see the module docstring)."""
+    """One poll thread and ZeroMQ context for any number of members, each closed on its own."""
 
     def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
         self._loop = PollLoop(context=context, name=name)
@@ -30,10 +23,9 @@ class Host:
         self._closed = False
 
     def join(self, name: str, session: str, **options: Any) -> Communicator:
-        """A member ``name`` of ``session`` driven by this host's thread. ``options``
-        are :class:`Communicator`'s keyword arguments (``server``, ``key_file``,
-        ``causality``, listeners, ...), except ``context`` and ``loop``, which are the
-        host's. Raises what the constructor raises (``JoinError``, ``ValueError``)."""
+        """A member ``name`` of ``session`` on this host's thread: ``options`` are
+        :class:`Communicator`'s, but ``context`` and ``loop`` (the host's). Raises what
+        the constructor raises."""
         if self._closed:
             raise RuntimeError("this host is closed")
         for own in ("context", "loop"):

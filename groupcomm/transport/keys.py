@@ -1,7 +1,5 @@
-"""Session keys: loading them from a file or the environment, generating them safely.
-
-The key itself is never printed or logged; only the path of the file that holds it.
-"""
+"""Session keys: read from a file or the environment, or generated. The key itself is
+never printed or logged, only the path of its file."""
 
 from __future__ import annotations
 
@@ -39,22 +37,16 @@ def _parse(text: str, where: str) -> bytes:
     return key
 
 
-def key_from_environment() -> bytes | None:
-    """The key from ``GROUPCOMM_KEY`` (hex) or the file named by ``GROUPCOMM_KEY_FILE``."""
+def resolve_key(key_file: str | os.PathLike[str] | None = None) -> bytes | None:
+    """The key from ``key_file`` when given, else from ``GROUPCOMM_KEY`` (hex), else from
+    the file ``GROUPCOMM_KEY_FILE`` names, else ``None``."""
+    if key_file is not None:
+        return read_key_file(key_file)
     text = os.environ.get(KEY_ENV)
     if text:
         return _parse(text.strip(), f"${KEY_ENV}")
     path = os.environ.get(KEY_FILE_ENV)
-    if path:
-        return read_key_file(path)
-    return None
-
-
-def resolve_key(key_file: str | os.PathLike[str] | None = None) -> bytes | None:
-    """A key from ``key_file`` when given, else from the environment, else ``None``."""
-    if key_file is not None:
-        return read_key_file(key_file)
-    return key_from_environment()
+    return read_key_file(path) if path else None
 
 
 def write_new_key(path: str | os.PathLike[str]) -> bytes:

@@ -1,25 +1,6 @@
-"""One member's ZeroMQ side: its sockets, the frames it sends, and the feeding of its
-protocol object (:class:`~groupcomm.protocol.client.ClientProtocol`).
-
-A :class:`MemberLink` is driven by a :class:`~groupcomm.transport.loop.PollLoop` (one
-poll thread for any number of members): each turn the loop asks it when it next needs a
-turn (:meth:`MemberLink.prepare`) and then lets it read its sockets and hand what came
-in to the protocol, with the time, through the protocol's one entry
-(:meth:`ClientProtocol.step`, which also takes the application's sends and runs the
-timers), then flush the frames the protocol asked for (:meth:`MemberLink.step`). The
-link is the protocol's :class:`~groupcomm.protocol.actions.Out`: it carries each wire
-action out at once and keeps the member's status (joined, left, state settled) for the
-application's threads to wait on.
-
-Outbound: messages leaving the send pipeline (:meth:`transmit`) are queued per
-destination set and encoded, signed and sent once per turn, or once
-:data:`MAX_OUTBOX_MESSAGES` wait: a burst becomes one frame per destination set.
-Each frame is a routed frame (:mod:`groupcomm.wire.streams`: the destinations, then the
-batch, compressed in a stream per destination set when small). ``relayed`` routing
-sends it to the server, which routes it by its head; ``direct`` routing pushes it to
-each peer's PULL socket. Injected delays (testing) hold
-serialized messages per peer. A frame a socket cannot take yet waits in that socket's
-ordered backlog. Everything here runs on the loop thread.
+"""One member's ZeroMQ side: :class:`MemberLink`, its sockets and frames, and the
+:class:`~groupcomm.protocol.actions.Out` of its protocol object. It runs on the loop
+thread; what it does in a message's path is docs/architecture.md's steps 3 to 7.
 """
 
 from __future__ import annotations
@@ -48,26 +29,24 @@ from groupcomm.wire.streams import StreamEncoder
 
 log = logging.getLogger(__name__)
 
-#: A frame carries at most this many bytes of messages (and at most half the maximum
-#: frame size, so that receivers never refuse a batch that single messages would pass).
+#: bytes of messages in a frame (and at most half the maximum frame, so that receivers
+#: never refuse a batch that single messages would pass)
 MAX_BATCH_BYTES = 512 * 1024
-#: Messages queued for the network are encoded and sent once this many wait (otherwise
-#: once per turn of the poll loop).
+#: queued messages are sent once this many wait (otherwise once per turn)
 MAX_OUTBOX_MESSAGES = 4096
-#: bytes of a frame that are not the message envelope: the body's head (application,
-#: session and sender names) and the signature
+#: bytes of a frame that are not the message envelope (the body's head, the signature)
 FRAME_HEADROOM = 4096
-#: Frames waiting for slow sockets before the member stops taking new sends.
+#: frames waiting for slow sockets before the member stops taking new sends
 MAX_BACKLOG_FRAMES = 10_000
-#: How often, in seconds, a full socket or a paused inbox is looked at again.
+#: seconds before a full socket or a paused inbox is looked at again
 BACKLOG_RETRY = 0.01
-#: longest stretch (s) a member's socket is read before the loop turns to heartbeats,
-#: timers and sends: a flood of arrivals on a loaded machine must not make it look dead
+#: longest stretch (s) a socket is read before heartbeats, timers and sends: a flood of
+#: arrivals on a loaded machine must not make the member look dead
 READ_BUDGET = 0.05
-#: relayed frames remembered (their batch and the ids of their messages), so that a frame
-#: the server returns can be sent again in a fresh stream, or reported by the ids it held
+#: relayed frames remembered (batch and message ids; at most REMEMBERED_BYTES of
+#: batches), so that a frame the server returns can go again in a fresh stream, or be
+#: reported by the ids it held
 REMEMBERED_FRAMES = 4096
-#: ... and at most this many bytes of their batches
 REMEMBERED_BYTES = 8 * 1024 * 1024
 #: plain ints: the flag enums' ``&`` runs in Python, three enum calls per frame read
 _EVENTS = int(zmq.EVENTS)
@@ -75,11 +54,8 @@ _POLLIN = int(zmq.POLLIN)
 
 
 class MemberLink:
-    """One member's sockets and frames, and the :class:`Out` of its protocol object.
-
-    Made by the :class:`~groupcomm.transport.communicator.Communicator`, which then
-    makes the protocol with this link as its ``Out`` and hands it over
-    (:meth:`drive`); the loop opens it on its thread (:meth:`open`)."""
+    """One member's sockets and frames, and the ``Out`` of its protocol object (given
+    by :meth:`drive`); the loop opens it on its thread (:meth:`open`)."""
 
     def __init__(self, *, name: str, server_address: str, routing: str, codec: FrameCodec,
                  curve: ClientKeys | None, bind_host: str, advertise_host: str,
@@ -95,12 +71,10 @@ class MemberLink:
         self.max_pending = max_pending
         self.max_inbox = max_inbox
         self.protocol: ClientProtocol  # set by drive()
-        #: this link's own counters (frames and bytes sent, what it could not send)
         self.stats: Counter[str] = Counter()
-        #: when a list, the loop thread appends ``("in", ns)`` as it takes up each
-        #: message frame and ``("send", ns)``, ``("sent", ns)`` around each frame it
-        #: sends (``time.perf_counter_ns``): the timeline ``groupcomm bench
-        #: --critical-path`` reads. None (the default) records nothing.
+        #: when a list, ``("in", ns)`` as each message frame is taken up and ``("send",
+        #: ns)``, ``("sent", ns)`` around each frame sent (``time.perf_counter_ns``): the
+        #: timeline ``groupcomm bench --critical-path`` reads
         self.frame_timeline: list[tuple[str, int]] | None = None
         #: a sending thread waits here while the member's input queue is full
         self.room = threading.Condition()
@@ -111,45 +85,37 @@ class MemberLink:
         self.state_done = threading.Event()
         #: set when the loop has closed the sockets (or never opened them)
         self.closed = threading.Event()
-        self.open_error: BaseException | None = None
         # -- the protocol's status
         self._may_relay = False
         self._addresses: dict[str, str] = {}
         self._deadline = 0.0
         #: messages that could not be encoded, reported at the end of the turn
         self._unsent: list[tuple[str, str]] = []
-        #: relayed frame's hash -> its batch (the body before the stream) and the ids of
-        #: the messages it holds (see REMEMBERED_FRAMES)
+        #: relayed frame's hash -> its batch (before the stream) and its messages' ids
         self._remembered: dict[int, tuple[bytes, tuple[str, ...]]] = {}
         self._remembered_bytes = 0
         # -- frames out
         self.delays = DelayPlan()
-        #: the compressors of the routed frames' streams, one per destination set
         self.streams = StreamEncoder(compress=compress)
-        # messages waiting to leave, by destination tuple; flushed once per turn so that
-        # a burst of sends is encoded in one call and becomes one signed frame per
-        # destination set (see flush_outbox)
+        #: messages waiting to leave, by destination tuple, until flush_outbox
         self.outbox: dict[tuple[str, ...], list[SentMessage | PackedEnvelope]] = {}
         self.outbox_count = 0
         self._batch_budget = min(MAX_BATCH_BYTES, codec.max_frame // 2)
-        #: the largest message envelope a frame carries (room left for the body's head
-        #: and the signature)
+        #: the largest message envelope a frame carries
         self.frame_limit = codec.max_frame - min(FRAME_HEADROOM, codec.max_frame // 8)
-        # frames a socket could not take yet (a slow peer), per socket, in order
+        #: frames a socket could not take yet, per socket, in order
         self._backlogs: dict[zmq.Socket, deque[list[bytes]]] = {}
         self.backlog_frames = 0
         #: PUSH socket per peer (direct routing), connected on the first frame
         self._pushes: dict[str, zmq.Socket] = {}
-        #: frames pushed directly to each peer; a graceful leave carries these counts,
-        #: so receivers know when a leaver's last direct frame has arrived
+        #: frames pushed to each peer; a graceful leave carries these counts, so receivers
+        #: know when a leaver's last direct frame has arrived
         self.direct_sent: Counter[str] = Counter()
-        #: linger (ms) for peer sockets when the link closes: 0 unless closing
-        #: gracefully, when frames already handed to ZeroMQ get time to leave
+        #: linger (ms) of peer sockets at close: more than 0 when leaving gracefully
         self.push_linger_ms = 0
         self._dealer: zmq.Socket | None = None
         self._pull: zmq.Socket | None = None
-        #: whether the loop polls this link's sockets (paused while the inbox is full),
-        #: and whether it should (set by prepare())
+        #: whether the loop polls this link's sockets, and whether it should (prepare())
         self.reading = False
         self.want_read = True
 
@@ -275,8 +241,8 @@ class MemberLink:
 
     # -- Out: what the protocol asks for --------------------------------------------------------
     def transmit(self, message: SentMessage, dests: tuple[str, ...]) -> None:
-        # queued as is: encoding waits for flush_outbox, which encodes the whole batch
-        # in one call (this runs for every message sent)
+        # queued as is: flush_outbox encodes the whole batch in one call (this runs for
+        # every message sent)
         self.stats["messages_sent"] += len(dests)
         if self.delays.active:
             self._transmit_delayed(message, dests)
@@ -291,6 +257,23 @@ class MemberLink:
         else:  # direct multicast: one frame per peer, the message serialized once
             envelope = self._pack_one(message)
             for dest in dests:
+                outbox.setdefault((dest,), []).append(envelope)
+        self.outbox_count += 1
+        if self.outbox_count >= MAX_OUTBOX_MESSAGES:
+            self.flush_outbox()
+
+    def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
+        """Injected delays (testing): the message is serialized now and waits per peer."""
+        envelope = self._pack_one(message)
+        now = time.monotonic()
+        ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
+        if not ready:
+            return
+        outbox = self.outbox
+        if self.routing == "relayed":
+            outbox.setdefault(ready, []).append(envelope)
+        else:
+            for dest in ready:
                 outbox.setdefault((dest,), []).append(envelope)
         self.outbox_count += 1
         if self.outbox_count >= MAX_OUTBOX_MESSAGES:
@@ -312,8 +295,6 @@ class MemberLink:
         self._send_relayed(frame)
 
     def _send_relayed(self, frame: bytes) -> None:
-        # frames_sent / frame_bytes_sent: what this member puts on the wire for message
-        # frames (a routed frame's head names its destinations)
         stats = self.stats
         stats["frames_sent"] += 1
         stats["frame_bytes_sent"] += len(frame)
@@ -364,29 +345,10 @@ class MemberLink:
         self._addresses = addresses
 
     # -- frames out ------------------------------------------------------------------------------
-    def _transmit_delayed(self, message: SentMessage, dests: tuple[str, ...]) -> None:
-        """Injected delays (testing): the message is serialized now, as when it leaves
-        at once, and waits per peer in the delay plan."""
-        envelope = self._pack_one(message)
-        now = time.monotonic()
-        ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
-        if not ready:
-            return
-        outbox = self.outbox
-        if self.routing == "relayed":
-            outbox.setdefault(ready, []).append(envelope)
-        else:
-            for dest in ready:
-                outbox.setdefault((dest,), []).append(envelope)
-        self.outbox_count += 1
-        if self.outbox_count >= MAX_OUTBOX_MESSAGES:
-            self.flush_outbox()
-
     def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
-        """A message whose payload cannot travel (not serializable, or too large for a
-        frame): reported undeliverable (at the next turn), and a stand-in with the same
-        id and headers goes instead, so that the receivers' causality modules do not
-        wait for it for ever."""
+        """A message whose payload cannot travel (not serializable, or too large): reported
+        undeliverable, and a stand-in with the same id and headers goes instead, so that
+        the receivers' modules do not wait for it for ever."""
         self.stats["unencodable"] += 1
         log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in that "
                   "keeps the causal order", self.name, message.message_id, error)
@@ -404,10 +366,9 @@ class MemberLink:
         return envelope
 
     def flush_outbox(self) -> None:
-        """Encode, sign and send what is queued: per destination set, the messages in
-        one call (:func:`~groupcomm.wire.pack_envelopes`), one frame per batch. Relayed
-        frames wait while the server does not know this client (it restarted, and the
-        rejoin is not accepted yet): it would return them."""
+        """Encode, sign and send what is queued, one frame per batch per destination set.
+        Relayed frames wait while the server does not know this client (it would return
+        them)."""
         relayed = self.routing == "relayed"
         if relayed and not self._may_relay:
             return
@@ -429,9 +390,6 @@ class MemberLink:
                         self._push(dest, frame)
 
     def _remember(self, frame: bytes, body: bytes, ids: tuple[str, ...]) -> None:
-        """Keep a relayed frame's batch and the ids of its messages, for a while (see
-        REMEMBERED_FRAMES): a frame the server returns is then sent again in a fresh
-        stream, or reported by its messages."""
         remembered = self._remembered
         remembered[hash(frame)] = (body, ids)
         self._remembered_bytes += len(body)

@@ -1,15 +1,6 @@
-"""The poll loop: one thread that owns the ZeroMQ sockets of any number of members.
-
-Each member is a :class:`~groupcomm.transport.link.MemberLink`. Each turn the loop waits
-on the wake-up pipe and every member's sockets until the earliest member's deadline
-(heartbeat, filter timers, injected delays, a backlog retry), reads what came in, runs
-the calls other threads handed over, and gives every member its turn (its sends, its
-frames out, its timers). Back-pressure is per member: a member whose application inbox
-holds ``max_inbox`` messages is not read until it drains.
-
-A :class:`~groupcomm.transport.communicator.Communicator` made on its own gets a loop of
-its own; a :class:`~groupcomm.transport.host.Host` shares one among its members.
-"""
+"""The poll loop: one thread that owns the ZeroMQ sockets of any number of members
+(:class:`~groupcomm.transport.link.MemberLink`), waits until the earliest member's
+deadline, runs the calls other threads hand over and gives every member its turn."""
 
 from __future__ import annotations
 
@@ -34,11 +25,10 @@ IDLE_POLL = 1.0
 
 
 class PollLoop:
-    """One poll thread for the members added to it (see the module docstring)."""
+    """One poll thread for the members added to it."""
 
     def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
-        # a context of our own (unless given one), so that close() can wait for frames
-        # still queued in ZeroMQ to leave (context.term() honours the sockets' linger)
+        # a context of our own, so that close() can wait for queued frames (term())
         self._own_context = context is None
         self.context = context or zmq.Context()
         self.wakeup = WakeSignal()
@@ -48,8 +38,7 @@ class PollLoop:
         self._poller.register(self.wakeup.fileno, zmq.POLLIN)
         self._stop = False
         self._closed = False
-        #: the loop thread's id (set by the thread itself, first thing): compared with
-        #: threading.get_ident() on every send, which is cheaper than current_thread()
+        #: the loop thread's id, compared with threading.get_ident() on every send
         self.ident: int | None = None
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"groupcomm-io-{name}",
@@ -61,11 +50,6 @@ class PollLoop:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    @property
-    def members(self) -> int:
-        """How many members the loop drives."""
-        return len(self._links)
-
     # -- members ---------------------------------------------------------------------------------
     def add(self, link: MemberLink, timeout: float = 10.0) -> None:
         """Open ``link``'s sockets on the loop thread and start driving it; its join is
@@ -76,8 +60,7 @@ class PollLoop:
 
         try:
             self.call(add, timeout)
-        except BaseException as error:
-            link.open_error = error
+        except BaseException:
             self.call(lambda: self._drop(link), timeout)
             raise
 
@@ -129,8 +112,8 @@ class PollLoop:
         return future.result(timeout)
 
     def close(self, timeout: float = 2.0) -> None:
-        """Stop the thread (closing what members are left) and, when the context is
-        the loop's own, wait up to the sockets' linger for queued frames to leave."""
+        """Stop the thread (closing what members are left) and, with its own context, wait
+        up to the sockets' linger for queued frames to leave."""
         if self._closed:
             return
         self._closed = True
@@ -138,7 +121,6 @@ class PollLoop:
         self.wakeup.wake()
         self._thread.join(timeout)
         if self._own_context and not self._thread.is_alive():
-            # returns once frames still queued for peers have left (or linger passed)
             self.context.term()
         self.wakeup.close()
 
@@ -188,8 +170,8 @@ class PollLoop:
             link.stats["inbox_full_pauses"] += 1
 
     def _failed(self, link: MemberLink, error: Exception) -> None:
-        """A member's turn raised: a protocol error is counted and logged; anything
-        else closes that member (logged), and the others go on."""
+        """A member's turn raised: a protocol error is counted and logged; anything else
+        closes that member, and the others go on."""
         if isinstance(error, ProtocolViolation):
             link.stats["protocol_errors"] += 1
             log.error("%s: protocol error: %s", link.name, error)

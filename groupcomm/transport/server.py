@@ -1,22 +1,9 @@
-"""The session server over ZeroMQ: a thin driver of
-:class:`~groupcomm.protocol.registry.SessionRegistry`, which holds every rule (membership
-of named sessions, incarnations, the order of join and leave notices, relay, frames kept
-across a restart, takeover of a name whose holder is gone).
-
-Clients connect a DEALER socket to the server's ROUTER. This module verifies and decodes
-each frame, turns it into the registry's typed input, and carries out the actions it
-answers with (notices, forwarded and returned frames, rejections). All notices of a
-session leave the server's single thread in the registry's order, and a ZeroMQ
-connection is FIFO, so every member hears of joins and leaves in the same order.
-
-A client sends two kinds of frames, each alone: session commands, and routed frames
-whose head names their destinations (:mod:`groupcomm.wire.streams`), which the server
-verifies, routes by their head and forwards unchanged. Every frame is verified before anything in it is decoded; bad frames are dropped,
-counted by reason and logged, and the server keeps serving. A connection whose frames
-carry another session key's signature is told so (at most once a second), in a notice
-signed with this server's key: the client cannot verify it, and that is how it knows
-the keys differ.
-"""
+"""The session server over ZeroMQ: a ROUTER socket that verifies and decodes each frame,
+hands it to :class:`~groupcomm.protocol.registry.SessionRegistry` (every rule) as a typed
+input and carries out the actions it answers with, on one thread, so every member hears
+of joins and leaves in the same order. Bad frames are dropped, counted by reason and
+logged. A connection signing with another session key is told so (at most once a
+second) in a notice it cannot verify: that is how the client knows the keys differ."""
 
 from __future__ import annotations
 
@@ -33,11 +20,9 @@ from groupcomm.protocol.registry import (
     Action,
     Forward,
     Input,
-    Member,
     Notify,
     Rejected,
     Return,
-    Session,
     SessionRegistry,
     Tick,
 )
@@ -56,7 +41,7 @@ from groupcomm.wire.frames import (
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import routed_head
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "Member", "Session", "SessionServer"]
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "SessionServer"]
 
 log = logging.getLogger(__name__)
 
@@ -69,21 +54,13 @@ MAX_KEY_MISMATCH_PEERS = 1024
 class SessionServer:
     """Runs on the thread that calls :meth:`serve_forever` (it owns the socket)."""
 
-    def __init__(
-        self,
-        key: bytes,
-        bind: str = "tcp://127.0.0.1:0",
-        *,
-        heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        context: zmq.Context | None = None,
-        curve: ServerKeys | None = None,
-    ) -> None:
+    def __init__(self, key: bytes, bind: str = "tcp://127.0.0.1:0", *,
+                 heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+                 max_frame: int = DEFAULT_MAX_FRAME, context: zmq.Context | None = None,
+                 curve: ServerKeys | None = None) -> None:
         self.codec = FrameCodec(key, max_frame=max_frame)
         self.heartbeat_timeout = heartbeat_timeout
         self._context = context or zmq.Context.instance()
-        #: per-client keys (see :mod:`groupcomm.transport.curve`): joins must use the key's name,
-        #: relayed frames carry the sender the server received them from
         self.curve = curve
         self._auth = start_authenticator(self._context, curve) if curve else None
         self.socket = self._context.socket(zmq.ROUTER)
@@ -94,7 +71,6 @@ class SessionServer:
         self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame * 2 + 4096)
         self.socket.bind(endpoint(bind, "bind address"))
         self.address: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        #: every rule of the session protocol; this class only carries out its actions
         self.registry = SessionRegistry(server_id=os.urandom(4).hex(), now=time.monotonic(),
                                         heartbeat_timeout=heartbeat_timeout,
                                         authenticated=curve is not None)
@@ -106,21 +82,6 @@ class SessionServer:
         #: connection -> when it was last told that its frames carry another key
         self._told_key_mismatch: OrderedDict[bytes, float] = OrderedDict()
 
-    @property
-    def server_id(self) -> str:
-        return self.registry.server_id
-
-    @property
-    def sessions(self) -> dict[tuple[str, str], Session]:
-        """The registry's sessions by (application, session name)."""
-        return self.registry.sessions
-
-    @property
-    def relayed(self) -> int:
-        """Frames handed to members so far."""
-        return self.registry.relayed
-
-    # -- loop ---------------------------------------------------------------------------------
     def serve_forever(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Serve until :meth:`stop` is called or ``should_stop()`` is true."""
         poller = zmq.Poller()
@@ -169,13 +130,6 @@ class SessionServer:
         now = time.monotonic() if now is None else now
         self._carry_out(self.registry.handle(Tick(now, self._caught_up_at)))
 
-    def expire_silent_clients(self) -> None:
-        """Declare clients whose heartbeats stopped as left (see
-        :meth:`SessionRegistry._tick`: silence counts up to the last moment the server
-        had read all its input)."""
-        self.tick()
-
-    # -- input ------------------------------------------------------------------------------
     def handle(self, parts: list[bytes], user: str | None = None) -> None:
         """Handle one multipart message from a client: ``[identity, frame]``; ``user``
         is the authenticated client name with per-client keys."""
@@ -209,7 +163,6 @@ class SessionServer:
             self.codec.forget(nonce, counter)
         self._carry_out(actions)
 
-    # -- output -----------------------------------------------------------------------------
     def _carry_out(self, actions: list[Action]) -> None:
         send = self.socket.send_multipart
         for action in actions:
@@ -229,9 +182,8 @@ class SessionServer:
                     returned=list(action.dests)), action.frame])
 
     def _tell_key_mismatch(self, identity: bytes) -> None:
-        """Answer a frame signed with another key, at most once a second per connection:
-        the client cannot verify the answer, which tells it the keys differ (it would
-        otherwise only see silence and keep asking)."""
+        """Answer a frame signed with another key, at most once a second per connection
+        (without it the client would only see silence and keep asking)."""
         now = time.monotonic()
         last = self._told_key_mismatch.get(identity)
         if last is not None and now - last < KEY_MISMATCH_NOTICE_EVERY:

@@ -94,7 +94,7 @@ def test_an_unlisted_key_cannot_connect(server, tmp_path: Path, keys_dir: Path) 
         Communicator(
             "carol", "s", server=served.address, key_file=str(key_file),
             connection=Connection(join_timeout=2))
-    assert "mallory" not in {m for s in served.sessions.values() for m in s.members}
+    assert "mallory" not in {m for s in served.registry.sessions.values() for m in s.members}
 
 
 def test_a_member_cannot_pass_off_a_message_as_another_members(server, keys_dir: Path) -> None:

@@ -150,7 +150,7 @@ def test_server_passes_each_member_its_own_count_and_rejects_a_malformed_one() -
         left = [n for n in _notices(bob, codec) if n["op"] == "left"]
         assert [(n["client"], n["direct_frames"]) for n in left] == [("alice", 7), ("dave", 0)]
         assert server.rejects.counts["malformed"] == 1
-        assert list(server.sessions[("a", "s")].members) == ["bob"]
+        assert list(server.registry.sessions[("a", "s")].members) == ["bob"]
     finally:
         bob.close(linger=0)
         server.socket.close(linger=0)

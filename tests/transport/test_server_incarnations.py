@@ -30,7 +30,7 @@ def join(server: SessionServer, codec: FrameCodec, client: str, identity: bytes,
          incarnation: int = 0) -> int:
     server.handle([identity, command(codec, "join", client, address="",
                                      incarnation=incarnation)])
-    return server.sessions[("a", "s")].members[client].incarnation
+    return server.registry.sessions[("a", "s")].members[client].incarnation
 
 
 def test_a_name_that_comes_back_is_the_next_incarnation() -> None:
@@ -72,7 +72,7 @@ def test_a_restarted_server_lets_members_keep_their_incarnation_and_keeps_their_
         while bob.poll(500):
             received.append(bob.recv_multipart())
         assert [FORWARDED, frame] in received
-        assert server.relayed == 1
+        assert server.registry.relayed == 1
     finally:
         bob.close(linger=0)
         server.socket.close(linger=0)
@@ -124,8 +124,8 @@ def test_the_server_refuses_other_kinds_versions_and_frames_that_do_not_travel_a
                                           session="s", server_id="x")])
         counts = server.rejects.counts
         assert (counts["unknown_kind"], counts["malformed"]) == (2, 4)
-        assert server.relayed == 0
+        assert server.registry.relayed == 0
         server.handle([b"a", routed(codec, ["bob"])])
-        assert server.relayed == 1  # and what is well formed still goes
+        assert server.registry.relayed == 1  # and what is well formed still goes
     finally:
         server.socket.close(linger=0)
