@@ -165,7 +165,7 @@ class InProcessMember:
         self.protocol.on_message_frame(frame, None, direct, now)
         self._flush()
 
-    def messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
+    def messages(self, messages: list[ReceivedMessage], now: float) -> None:
         """Messages of one sender pushed unencoded (see ``routing``)."""
         self.protocol.on_messages(messages, now)
         self._flush()

@@ -1,8 +1,5 @@
 """Message frames in, for one member: :class:`FrameIntake` verifies a routed frame,
-puts its batch back together and decodes it, and makes the checks every message of one
-sender shares (who sent it, for which session) once per batch. Bytes in, messages out;
-what the messages then do is the member's
-(:class:`~groupcomm.protocol.client.ClientProtocol`)."""
+unwraps and decodes its batch, and checks sender and session once per batch."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ __all__ = ["FrameIntake"]
 
 
 class FrameIntake:
-    """The checks and decoding of one member's message frames; what it refuses is
-    counted by reason in ``rejects`` and logged."""
+    """What it refuses is counted by reason in ``rejects`` and logged."""
 
     def __init__(self, codec: FrameCodec, *, application: str, session: str,
                  rejects: RejectLog, stats: Counter[str]) -> None:
@@ -28,15 +24,12 @@ class FrameIntake:
         self.session = session
         self.rejects = rejects
         self.stats = stats
-        #: the decompressors of the routed frames' streams (see groupcomm.wire.streams)
         self.streams = StreamDecoder(max_body=codec.max_frame)
 
     def open(self, frame: bytes, attested: bytes | None,
              receiver: str) -> tuple[str | None, list[ReceivedMessage]]:
-        """The sender and the messages of a routed frame (relayed: ``attested`` is the
-        sender the server vouches for with per-client keys), verified before anything in
-        it is decoded. The sender is None when nothing could be decoded or the frame is
-        an impersonation; the messages are empty when they are refused."""
+        """The sender (None when undecodable or an impersonation) and messages (empty when
+        refused) of a routed frame; ``attested``: the sender the server vouches for."""
         try:
             body, nonce, _ = self.codec.open(frame)
             if kind_of(body) != ROUTED:
