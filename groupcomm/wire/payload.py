@@ -1,12 +1,7 @@
-"""User objects on the wire: msgpack for plain tuples, standard pickle when it can, dill
-when it must (lambdas, closures, functions defined in ``__main__``, which must arrive and
-run at the receiver). Only ever called on verified bytes (see :mod:`groupcomm.wire.frames`).
-
-Plain tuples (of ``None``, booleans, integers, floats, strings, bytes and plain tuples
-of those) are what replicated data types send (a text operation is ``("insert",
-after, text)``): as msgpack (:data:`PAYLOAD_MSGPACK`) such a tuple takes about half the
-bytes of its pickle (no protocol header, frame or memo opcodes), and comes back as the
-same tuple.
+"""User objects on the wire, only ever decoded from verified bytes: msgpack for plain
+tuples (a text operation: half the bytes of its pickle, back as the same tuple),
+standard pickle when it can, dill when it must (lambdas, closures, ``__main__``'s
+functions, which must arrive and run).
 """
 
 from __future__ import annotations
@@ -61,14 +56,8 @@ def load_plain(data: bytes) -> tuple:
 
 
 def dump_payload(obj: Any) -> tuple[int, bytes]:
-    """Serialize a user object: ``(format, bytes)``; msgpack for a plain tuple, else
-    standard pickle first, dill if needed.
-
-    Standard pickle stores functions by reference; a function defined in ``__main__``
-    cannot be imported by the receiver that way, so a pickle that names ``__main__``
-    is redone with dill, which stores such functions by value. Lambdas and closures
-    make standard pickle fail, and go to dill too.
-    """
+    """``(format, bytes)`` of a user object. A pickle that names ``__main__`` is redone
+    with dill (the receiver cannot import it by reference), as is one that fails."""
     if type(obj) is tuple and is_plain_tuple(obj):
         plain = dump_plain(obj)
         if plain is not None:
