@@ -16,13 +16,12 @@ from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
-from groupcomm.protocol.intake import FrameIntake
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -53,8 +52,10 @@ from groupcomm.protocol.session_events import (
     SessionEvent,
 )
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
-from groupcomm.wire.frames import FORWARDED, SESSION, FrameCodec, FrameRejected, kind_of
+from groupcomm.wire.envelopes import unpack_envelopes
+from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
 
@@ -114,8 +115,8 @@ class ClientProtocol:
         self.attested = attested
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
-        self.intake = FrameIntake(codec, application=application, session=session,
-                                  rejects=self.rejects, stats=self.stats)
+        #: the decompressors of the routed frames' streams
+        self.streams = StreamDecoder(max_body=codec.max_frame)
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,
                                      wants_state=state_consumer is not None)
@@ -312,10 +313,43 @@ class ClientProtocol:
                          now: float) -> None:
         """A routed frame (``direct``: pushed by a peer), verified before it is decoded;
         bad input is counted by reason and dropped."""
-        origin, messages = self.intake.open(frame, attested, self.node.name)
+        origin, messages = self._open(frame, attested)
         self.on_messages(messages, now)
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
+
+    def _open(self, frame: bytes,
+              attested: bytes | None) -> tuple[str | None, list[ReceivedMessage]]:
+        """The sender (None when undecodable or an impersonation) and messages (empty when
+        refused) of a routed frame, verified before anything in it is decoded."""
+        reject = self.rejects.reject
+        try:
+            body, nonce, _ = self.codec.open(frame)
+            if kind_of(body) != ROUTED:
+                raise FrameRejected("malformed", "a session frame where a message frame "
+                                    "was expected")
+            body = self.streams.unwrap(nonce, body)
+            self.stats["frames_received"] += 1
+            try:
+                app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
+            except MessageError as error:
+                raise FrameRejected("malformed", str(error)) from None
+        except FrameRejected as error:
+            reject(error.reason, error.detail)
+            return None, []
+        for detail in errors:  # one count per bad message
+            reject("malformed", detail)
+        if attested is not None and sender != attested.decode("utf-8", "replace"):
+            for _ in messages:
+                reject("impersonation",
+                       f"{attested.decode('utf-8', 'replace')!r} sent a message signed as "
+                       f"from {sender!r}")
+            return None, []
+        if session != self.session or app != self.application:
+            for _ in messages:
+                reject("wrong_session", f"message for {app}/{session}")
+            return sender, []
+        return sender, messages
 
     def on_messages(self, messages: list[ReceivedMessage], now: float) -> None:
         """Messages of one sender, decoded by a host without bytes (the simulator)."""

@@ -64,7 +64,10 @@ PROBE = "probe"
 MAX_TAKEOVER_WAIT = 2.0
 
 
-# -- state -----------------------------------------------------------------------------------
+def _error(conn: Connection, reason: str, detail: str) -> Notify:
+    return Notify(conn, "error", {"reason": reason, "detail": detail})
+
+
 @dataclass
 class Member:
     name: str
@@ -167,9 +170,8 @@ class SessionRegistry:
         if self.authenticated and join.client != join.user:
             out.append(Rejected("name_not_authenticated", f"join as {join.client!r} with the "
                                 f"key of {join.user!r}", self.describe(join.conn)))
-            out.append(Notify(join.conn, "error", {
-                "reason": "name_not_authenticated",
-                "detail": f"this key belongs to {join.user!r}, not {join.client!r}"}))
+            out.append(_error(join.conn, "name_not_authenticated",
+                              f"this key belongs to {join.user!r}, not {join.client!r}"))
             return
         session = self.sessions.get((join.application, join.session))
         existing = session.members.get(join.client) if session else None
@@ -180,9 +182,8 @@ class SessionRegistry:
             return
         previous = self.by_conn.get(join.conn)
         if previous is not None:
-            out.append(Notify(join.conn, "error", {
-                "reason": "already_joined",
-                "detail": f"this connection already joined as {previous[2]!r}"}))
+            out.append(_error(join.conn, "already_joined",
+                              f"this connection already joined as {previous[2]!r}"))
             return
         self._admit(join, out)
 
@@ -227,10 +228,9 @@ class SessionRegistry:
         if 0 < join.incarnation < holder.incarnation:
             # an older incarnation (it was stalled and a new start took its name): it
             # must not take the name back from its successor
-            out.append(Notify(join.conn, "error", {
-                "reason": "replaced",
-                "detail": f"this client was replaced by {holder.member_id}, started under "
-                          "its name while this one did not answer"}))
+            out.append(_error(join.conn, "replaced", f"this client was replaced by "
+                              f"{holder.member_id}, started under its name while this one "
+                              "did not answer"))
             return
         key = (join.application, join.session, join.client)
         pending = self.takeovers.get(key)
@@ -248,11 +248,9 @@ class SessionRegistry:
     def _refuse_taken(self, join: Join, why: str, out: list[Action]) -> None:
         log.warning("refused client name %r in session %s/%s: %s", join.client,
                     join.application, join.session, why)
-        out.append(Notify(join.conn, "error", {
-            "reason": "duplicate_name",
-            "detail": f"client name {join.client!r} is taken in session {join.session!r} of "
-                      f"application {join.application!r}: {why}; stop that client or pick "
-                      "another name"}))
+        out.append(_error(join.conn, "duplicate_name", f"client name {join.client!r} is taken "
+                          f"in session {join.session!r} of application {join.application!r}: "
+                          f"{why}; stop that client or pick another name"))
 
     def _takeovers_due(self, now: float, out: list[Action]) -> None:
         for key, pending in list(self.takeovers.items()):
@@ -310,9 +308,8 @@ class SessionRegistry:
         found = self._member(beat)
         if found is None:
             # e.g. the server restarted: tell the client so it can join again
-            out.append(Notify(beat.conn, "error", {
-                "reason": "not_a_member",
-                "detail": "heartbeat from a client that is not a member; join again"}))
+            out.append(_error(beat.conn, "not_a_member",
+                              "heartbeat from a client that is not a member; join again"))
             return
         member = found[1]
         member.last_seen = beat.now

@@ -1,20 +1,10 @@
 """Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``).
 
-Two campaigns, each input checked for: no exception other than the documented
-rejections (:class:`FrameRejected`, :class:`MessageError`), no hang (the slowest input
-is reported), and — for frames that do not carry a valid signature — nothing
-deserialized at all: msgpack, pickle and dill are watched and must not be called
-before the signature is verified.
-
-* ``unsigned``: random bytes and mutations (bit flips, truncations, insertions,
-  splices) of valid signed frames (routed frames and session frames), fed to
-  :meth:`FrameCodec.open` and the communicator's frame handling path.
-* ``signed``: what a buggy or hostile key holder could send, re-signed with the session
-  key so that the parsers behind the signature are reached: half mutate valid frame
-  bodies (the routed head, the compressed chunks, session commands), half mutate a
-  valid packed batch and then wrap it in a routed frame as a sender would (as it is, or
-  as the first chunk of a stream), so that the batch parser behind the routed head and
-  the inflater is reached too.
+Every input must raise nothing but the documented rejections (:class:`FrameRejected`,
+:class:`MessageError`) and must not hang (the slowest is reported). ``unsigned``: random
+bytes and mutations of valid signed frames, of which nothing may be deserialized (msgpack,
+pickle and dill are watched). ``signed``: mutated frame bodies and mutated packed batches
+wrapped as a sender would, re-signed with the session key to reach the parsers behind it.
 """
 
 from __future__ import annotations
@@ -40,8 +30,6 @@ from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamDecoder, StreamEncoder
 
 KEY = b"fuzzing-key-0123456789abcdef0123"
-
-
 #: the destinations of the routed frames the fuzzer wraps itself
 WRAPPED_DESTS = ("bob",)
 
@@ -63,8 +51,7 @@ def seed_batches() -> list[bytes]:
 
 
 def seed_bodies() -> list[bytes]:
-    """Valid frame bodies of both kinds to mutate: routed bodies (a stream's first two
-    chunks, batches that travel uncompressed) and session commands."""
+    """Valid routed bodies (compressed and not) and session commands to mutate."""
     batches = seed_batches()
     streams = StreamEncoder()
     bodies = [streams.wrap(("bob", "carol"), b) for b in batches[:2]]
@@ -77,12 +64,6 @@ def seed_bodies() -> list[bytes]:
                              **fields)
         bodies.append(sealed_body(frame))
     return bodies
-
-
-def wrap_batch(batch: bytes, rng: random.Random) -> bytes:
-    """A routed body carrying ``batch`` as a sender would send it: as it is, or as the
-    first chunk of a stream (compressed)."""
-    return StreamEncoder(compress=rng.random() < 0.5).wrap(WRAPPED_DESTS, batch)
 
 
 def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes]) -> bytes:
@@ -142,8 +123,8 @@ class _Watch:
 
 def handle_frame(receiver: FrameCodec, frame: bytes,
                  streams: StreamDecoder | None = None) -> str:
-    """What a communicator does with one incoming frame, short of delivering it
-    (``streams``: the receiver's decompressors of routed frames)."""
+    """What a communicator does with one incoming frame, short of delivering it: the
+    outcome, ``accepted`` or a rejection reason."""
     try:
         body, nonce, _ = receiver.open(frame)
         if kind_of(body) == ROUTED:
@@ -180,8 +161,10 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
         signed = index >= half
         if signed and rng.random() < 0.5:
             frame = sender.seal(mutate(rng.choice(bodies), rng, bodies))
-        elif signed:
-            frame = sender.seal(wrap_batch(mutate(rng.choice(batches), rng, batches), rng))
+        elif signed:  # as a sender wraps a batch: as it is, or a stream's first chunk
+            batch = mutate(rng.choice(batches), rng, batches)
+            frame = sender.seal(StreamEncoder(compress=rng.random() < 0.5).wrap(
+                WRAPPED_DESTS, batch))
         elif rng.random() < 0.2:
             frame = rng.randbytes(rng.randint(0, 200))
         else:

@@ -35,17 +35,8 @@ def is_plain_tuple(obj: Any, depth: int = 0) -> bool:
     return True
 
 
-def dump_plain(obj: tuple) -> bytes | None:
-    """The msgpack bytes of a plain tuple, or ``None`` when msgpack cannot carry it
-    exactly (an integer out of its range, a string that is not valid UTF-8)."""
-    try:
-        return msgpack.packb(obj, use_bin_type=True)
-    except (OverflowError, UnicodeEncodeError, ValueError, TypeError):
-        return None
-
-
 def load_plain(data: bytes) -> tuple:
-    """Inverse of :func:`dump_plain`; raises ``MessageError`` on anything but a tuple."""
+    """A plain tuple from msgpack; raises ``MessageError`` on anything but a tuple."""
     try:
         value = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several unrelated types
@@ -59,9 +50,10 @@ def dump_payload(obj: Any) -> tuple[int, bytes]:
     """``(format, bytes)`` of a user object. A pickle that names ``__main__`` is redone
     with dill (the receiver cannot import it by reference), as is one that fails."""
     if type(obj) is tuple and is_plain_tuple(obj):
-        plain = dump_plain(obj)
-        if plain is not None:
-            return PAYLOAD_MSGPACK, plain
+        try:
+            return PAYLOAD_MSGPACK, msgpack.packb(obj, use_bin_type=True)
+        except (OverflowError, UnicodeEncodeError, ValueError, TypeError):
+            pass  # not exactly (an integer out of range, a string that is not UTF-8)
     try:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):

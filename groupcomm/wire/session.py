@@ -27,8 +27,7 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 #: ops as they travel: their index here (the codes are the wire format)
-OP_CODES: tuple[str, ...] = ("join", "leave", "heartbeat", "joined", "left", "error",
-                             "welcome", "pong", "probe")
+OP_CODES: tuple[str, ...] = tuple(SESSION_FIELDS)
 #: field names as they travel: their index here
 FIELD_CODES: tuple[str, ...] = (
     "op", "client", "application", "session", "address", "is_new_session",
