@@ -82,29 +82,17 @@ class ClientProtocol:
     with each application message as it leaves; ``attested``: relayed frames come with
     the sender the server vouches for (per-client keys)."""
 
-    def __init__(
-        self,
-        name: str,
-        session: str,
-        *,
-        application: str,
-        codec: FrameCodec,
-        out: Out,
-        filter_stacks: FilterStacks,
-        tracer_for: Callable[[str], Tracer],
-        clock: Callable[[], float],
-        now: float,
-        heartbeat_interval: float = 0.5,
-        state_provider: Callable[[], Any] | None = None,
-        state_consumer: Callable[[Any], None] | None = None,
-        state_timeout: float = STATE_TIMEOUT,
-        release_after: float | None = None,
-        acknowledged_delivery: bool = False,
-        post: Callable[[Callable[[], None]], None] | None = None,
-        inbox_changed: Callable[[], None] | None = None,
-        sent_listener: Callable[[SentMessage], None] | None = None,
-        attested: bool = False,
-    ) -> None:
+    def __init__(self, name: str, session: str, *, application: str, codec: FrameCodec,
+                 out: Out, filter_stacks: FilterStacks, tracer_for: Callable[[str], Tracer],
+                 clock: Callable[[], float], now: float, heartbeat_interval: float = 0.5,
+                 state_provider: Callable[[], Any] | None = None,
+                 state_consumer: Callable[[Any], None] | None = None,
+                 state_timeout: float = STATE_TIMEOUT, release_after: float | None = None,
+                 acknowledged_delivery: bool = False,
+                 post: Callable[[Callable[[], None]], None] | None = None,
+                 inbox_changed: Callable[[], None] | None = None,
+                 sent_listener: Callable[[SentMessage], None] | None = None,
+                 attested: bool = False) -> None:
         if release_after is not None and release_after < 0:
             raise ValueError("release_after must be >= 0 seconds (or None: hold)")
         self.name = name
@@ -165,8 +153,7 @@ class ClientProtocol:
             member, application=self.application, session=self.session,
             transmit=self.out.transmit, clock=self._clock, send_creators=send_filters,
             receive_creators=receive_filters, tracer=self.tracer, deliver=self._deliverable,
-            send_queue=self.inputs, clock_lock=self.lock,
-        )
+            send_queue=self.inputs, clock_lock=self.lock)
         node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable

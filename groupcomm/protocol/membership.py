@@ -327,10 +327,8 @@ class Membership:
     def admit(self, message: ReceivedMessage, now: float) -> list[Action]:
         """A verified message whose sender is not a current member."""
         if self.is_stale(message.sender):
-            self.stats["stale_frames"] += 1
-            return [Reject("stale_incarnation", f"message {message.message_id} from "
-                           f"{message.sender}, an incarnation that is gone (now "
-                           f"{self.current.get(display_name(message.sender), 'none')})")]
+            now_is = self.current.get(display_name(message.sender), "none")
+            return [self._stale(message, f" (now {now_is})")]
         if message.sender in self.departing:
             return [Arrive((message,))]
         if len(self.early) >= self.max_early:
@@ -491,6 +489,11 @@ class Membership:
         return [SendCommand("join", self._join_fields())]
 
     # -- departures and early senders -------------------------------------------------------
+    def _stale(self, message: ReceivedMessage, note: str = "") -> Reject:
+        self.stats["stale_frames"] += 1
+        return Reject("stale_incarnation", f"message {message.message_id} from "
+                      f"{message.sender}, an incarnation that is gone{note}")
+
     def _complete_leave(self, member: str) -> list[Action]:
         self.departing.pop(member, None)
         self.direct_received.pop(member, None)
@@ -511,9 +514,7 @@ class Membership:
             if message.sender in members:
                 ready.append(message)
             elif self.is_stale(message.sender):
-                self.stats["stale_frames"] += 1
-                actions.append(Reject("stale_incarnation", f"message {message.message_id} "
-                                      f"from {message.sender}, an incarnation that is gone"))
+                actions.append(self._stale(message))
             elif now is not None and now >= due:
                 actions.append(Reject("unknown_peer", f"sender {message.sender!r} is not a "
                                       f"member (waited {self.early_wait:g}s for its join)"))

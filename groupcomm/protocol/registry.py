@@ -106,9 +106,7 @@ class SessionRegistry:
     def __init__(self, *, server_id: str, now: float,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  takeover_wait: float | None = None,
-                 authenticated: bool = False,
-                 max_remembered: int = MAX_REMEMBERED_NAMES,
-                 max_parked: int = MAX_PARKED_FRAMES) -> None:
+                 authenticated: bool = False) -> None:
         if heartbeat_timeout <= 0:
             raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout!r}")
         self.server_id = server_id
@@ -117,13 +115,11 @@ class SessionRegistry:
                               if takeover_wait is None else takeover_wait)
         #: joins must use the name their per-client key authenticates
         self.authenticated = authenticated
-        self.max_remembered = max_remembered
-        self.max_parked = max_parked
         self.sessions: dict[tuple[str, str], Session] = {}
         self.applications: set[str] = set()
         #: connection -> (application, session, client name)
         self.by_conn: dict[Connection, tuple[str, str, str]] = {}
-        #: the last incarnation given to each name of each session (max_remembered names)
+        #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
@@ -219,7 +215,7 @@ class SessionRegistry:
         incarnation = proposed if proposed > last else last + 1
         self.incarnations[key] = incarnation
         self.incarnations.move_to_end(key)
-        if len(self.incarnations) > self.max_remembered:
+        if len(self.incarnations) > MAX_REMEMBERED_NAMES:
             self.incarnations.popitem(last=False)
         return incarnation
 
@@ -355,7 +351,7 @@ class SessionRegistry:
         if relay.now - self.started_at > self.park_window:
             return False
         parked = self.parked.setdefault((session.application, session.name, dest), [])
-        if len(parked) >= self.max_parked:
+        if len(parked) >= MAX_PARKED_FRAMES:
             return False
         parked.append((relay.frame, sender))
         return True

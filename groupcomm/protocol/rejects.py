@@ -20,7 +20,5 @@ class RejectLog:
         self.counts[reason] += 1
         count = self.counts[reason]
         if count <= 5 or count % 1000 == 0:
-            log.warning(
-                "%s rejected a frame from %s (%s, %d so far): %s",
-                self.who, peer, reason, count, detail,
-            )
+            log.warning("%s rejected a frame from %s (%s, %d so far): %s", self.who, peer,
+                        reason, count, detail)

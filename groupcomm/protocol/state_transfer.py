@@ -238,20 +238,20 @@ class StateTransfer:
     def joined(self, members: Sequence[str], now: float) -> None:
         if self.gate is not None:
             self._member.out.state_pending()
-            self._carry_out(self.gate.joined(self._member.node.name, members, now), now)
+            self._carry_out(self.gate.joined(self._member.node.name, members, now))
 
     def member_left(self, member: str, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.member_left(member, now), now)
+            self._carry_out(self.gate.member_left(member, now))
         self.answer(self._cuts.member_left(member))
 
     def server_restarted(self, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.server_restarted(now), now)
+            self._carry_out(self.gate.server_restarted(now))
 
     def tick(self, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.tick(now), now)
+            self._carry_out(self.gate.tick(now))
 
     def deliver(self, message: ReceivedMessage) -> bool:
         """Whether the gate takes ``message`` (held, or seen through the snapshot)."""
@@ -259,14 +259,16 @@ class StateTransfer:
         if gate is None:
             return False
         verdict = gate.deliver(message)
-        if verdict == "deliver":
-            return False
         if verdict == "skip":
-            self._member.stats["delivered_through_state"] += 1
-            self._member.node.application_delivered(message)
-        return True
+            self._seen(message)
+        return verdict != "deliver"
 
-    def _carry_out(self, actions: list[Ask | Install], now: float) -> None:
+    def _seen(self, message: ReceivedMessage) -> None:
+        """``message`` is reflected by the snapshot: its clock and trace, not the app."""
+        self._member.stats["delivered_through_state"] += 1
+        self._member.node.application_delivered(message)
+
+    def _carry_out(self, actions: list[Ask | Install]) -> None:
         member = self._member
         for action in actions:
             if isinstance(action, Ask):
@@ -283,9 +285,8 @@ class StateTransfer:
                 except Exception:
                     log.exception("%s: the state consumer raised; going on without the "
                                   "snapshot", member.name)
-            for message in action.skipped:  # seen through the snapshot: clock and trace
-                member.stats["delivered_through_state"] += 1
-                member.node.application_delivered(message)
+            for message in action.skipped:
+                self._seen(message)
             for message in action.release:
                 member.stats["delivered"] += 1
                 member.port.hand_over(message)
@@ -338,8 +339,7 @@ class StateTransfer:
             return True
         if isinstance(user, StateReply):
             if self.gate is not None:
-                now = self._member.now
-                self._carry_out(self.gate.reply(message.sender, user, now), now)
+                self._carry_out(self.gate.reply(message.sender, user, self._member.now))
             return True
         return False
 

@@ -16,7 +16,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import dill
@@ -159,6 +159,7 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
     streams = StreamDecoder(max_body=receiver.max_frame)
     for index in range(inputs):
         signed = index >= half
+        name = "signed" if signed else "unsigned"
         if signed and rng.random() < 0.5:
             frame = sender.seal(mutate(rng.choice(bodies), rng, bodies))
         elif signed:  # as a sender wraps a batch: as it is, or a stream's first chunk
@@ -172,19 +173,13 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
         before = watch.calls
         t0 = time.perf_counter()
         try:
-            if signed:
+            with nullcontext() if signed else watch.active():
                 outcome = handle_frame(receiver, frame, streams)
-            else:
-                with watch.active():
-                    outcome = handle_frame(receiver, frame, streams)
         except Exception as error:  # a crash: the decoder raised something undocumented
-            crashes.append({"input": frame.hex()[:400], "error": repr(error),
-                            "campaign": "signed" if signed else "unsigned"})
+            crashes.append({"input": frame.hex()[:400], "error": repr(error), "campaign": name})
             outcome = "crash"
-        elapsed = time.perf_counter() - t0
-        slowest = max(slowest, elapsed)
-        campaign = outcomes["signed" if signed else "unsigned"]
-        campaign[outcome] = campaign.get(outcome, 0) + 1
+        slowest = max(slowest, time.perf_counter() - t0)
+        outcomes[name][outcome] = outcomes[name].get(outcome, 0) + 1
         if not signed and outcome != "accepted" and watch.calls != before:
             crashes.append({"input": frame.hex()[:400], "campaign": "unsigned",
                             "error": "deserialized before the signature was verified"})
@@ -193,16 +188,10 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
             progress(f"{index + 1:,}/{inputs:,} inputs, {len(crashes)} crashes, "
                      f"{rate:,.0f} inputs/s")
     seconds = time.perf_counter() - started
-    return {
-        "inputs": inputs,
-        "seed": seed,
-        "crashes": len(crashes),
-        "crash_samples": crashes[:5],
-        "outcomes": outcomes,
-        "slowest_input_ms": round(slowest * 1000, 3),
-        "seconds": round(seconds, 1),
-        "inputs_per_s": round(inputs / seconds),
-    }
+    return {"inputs": inputs, "seed": seed, "crashes": len(crashes),
+            "crash_samples": crashes[:5], "outcomes": outcomes,
+            "slowest_input_ms": round(slowest * 1000, 3), "seconds": round(seconds, 1),
+            "inputs_per_s": round(inputs / seconds)}
 
 
 def build_parser() -> ArgumentParser:

@@ -1,11 +1,8 @@
 """The batches of a routed stream (:mod:`groupcomm.wire.streams`), each sent as its
-difference from the one before, over the length they share. Two keystrokes' batches
-differ in a few counts at the same places, which deflate then matches: under a matrix
-clock with three members a keystroke's compressed batch goes from about 36 bytes to 23.
-
-The difference is one little-endian integer subtraction (C-level, under a microsecond):
-a borrow moves towards the payload at the end, so the header's zeros stay zeros. It
-knows nothing of the batch's structure; :func:`restore` inverts :func:`difference`.
+difference from the one before over their common length: two keystrokes differ in a few
+counts at the same places, which deflate matches (a matrix keystroke among three members
+compresses to about 23 bytes instead of 36). One little-endian integer subtraction: a
+borrow moves towards the payload at the end, so the header's zeros stay zeros.
 """
 
 from __future__ import annotations

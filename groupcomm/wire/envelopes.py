@@ -57,20 +57,9 @@ def _payload(user: Any) -> tuple[int, bytes]:
 def encode_message(message: SentMessage) -> bytes:
     """The msgpack envelope of ``message``."""
     fmt, data = _payload(message.user_message)
-    return _packer().pack(
-        (
-            message.application_name,
-            message.session_name,
-            message.message_id,
-            message.sender,
-            message.destinations,
-            message.kind,
-            encode_headers(message.headers),
-            message.vc,
-            fmt,
-            data,
-        ),
-    )
+    return _packer().pack((message.application_name, message.session_name, message.message_id,
+                           message.sender, message.destinations, message.kind,
+                           encode_headers(message.headers), message.vc, fmt, data))
 
 
 def decode_message(data: bytes) -> SentMessage:
@@ -143,13 +132,11 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
         return ReceivedMessage(
             application_name=app, session_name=session, user_message=user,
             message_id=message_id, sender=sender, headers=decoded_headers, vc=vc,
-            kind=kind, receiver=receiver,
-        )
+            kind=kind, receiver=receiver)
     return SentMessage(
         application_name=app, session_name=session, user_message=user,
         message_id=message_id, sender=sender, headers=decoded_headers, vc=vc, kind=kind,
-        destinations=dests,
-    )
+        destinations=dests)
 
 
 # -- packed batches ---------------------------------------------------------------------------
@@ -184,20 +171,14 @@ class PayloadTooLarge(MessageError):
 def pack_envelope(message: SentMessage) -> PackedEnvelope:
     """One message as a :data:`PackedEnvelope` (``MessageError`` if it cannot travel)."""
     fmt, data = _payload(message.user_message)
-    return (
-        (message.application_name, message.session_name, message.sender),
-        _packer().pack((message.message_id, message.destinations,
-                        0 if message.kind == NORMAL else message.kind,
-                        dict(message.headers), message.vc, fmt, data)),
-    )
+    return ((message.application_name, message.session_name, message.sender),
+            _packer().pack((message.message_id, message.destinations,
+                            0 if message.kind == NORMAL else message.kind,
+                            dict(message.headers), message.vc, fmt, data)))
 
 
-def pack_envelopes(
-    items: Iterable[SentMessage | PackedEnvelope],
-    budget: int,
-    on_error: Any = None,
-    limit: int | None = None,
-) -> Iterator[bytes]:
+def pack_envelopes(items: Iterable[SentMessage | PackedEnvelope], budget: int,
+                   on_error: Any = None, limit: int | None = None) -> Iterator[bytes]:
     """Packed batches carrying ``items`` in order (the send path of every message).
 
     Consecutive messages of the same application, session and sender share a body of at
@@ -271,9 +252,8 @@ def _packed_body(packer: msgpack.Packer, app: str, session: str, sender: str,
                      packer.pack_array_header(len(parts)), *parts))
 
 
-def unpack_envelopes(
-    body: bytes, receiver: str,
-) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
+def unpack_envelopes(body: bytes,
+                     receiver: str) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
     """``(application, session, sender, messages, errors)`` of a verified packed batch for
     ``receiver``: a bad message, or one not addressed to it, is left out and described
     in ``errors``. Raises ``MessageError`` when the body as a whole is malformed."""

@@ -30,18 +30,9 @@ _KINDS = (SESSION, ROUTED)
 FORWARDED = b"M"
 
 
-REJECT_REASONS = (
-    "oversized",
-    "truncated",
-    "bad_signature",
-    "replayed",
-    "malformed",
-    "unknown_version",
-    "unknown_kind",
-    "unknown_peer",
-    "wrong_session",
-    "stream_gap",
-)
+REJECT_REASONS = ("oversized", "truncated", "bad_signature", "replayed", "malformed",
+                  "unknown_version", "unknown_kind", "unknown_peer", "wrong_session",
+                  "stream_gap")
 
 
 class FrameRejected(Exception):
@@ -99,13 +90,8 @@ class ReplayWindow:
 class FrameCodec:
     """Signs outgoing frames and verifies incoming ones under one session key."""
 
-    def __init__(
-        self,
-        key: bytes,
-        *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        replay_window: int = DEFAULT_REPLAY_WINDOW,
-    ) -> None:
+    def __init__(self, key: bytes, *, max_frame: int = DEFAULT_MAX_FRAME,
+                 replay_window: int = DEFAULT_REPLAY_WINDOW) -> None:
         if not isinstance(key, bytes) or len(key) < 16:
             raise ValueError("the session key must be at least 16 bytes")
         # the key schedule is computed once; each frame copies it (OpenSSL 3's one-shot

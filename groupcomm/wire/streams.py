@@ -1,19 +1,11 @@
-"""Routed frames, the only message frames: a packed batch compressed in a stream per
-destination set, behind a head that names the destinations (so the server routes it
-without inflating anything). Why and how much: docs/security.md, "What a frame looks
-like". The body of a routed frame (kind ``Z``) is::
-
-    Z | msgpack destinations (array of member ids) | msgpack seq (int) | data
-
-* ``seq`` 0: ``data`` is a packed batch as is (no stream is touched);
-* ``seq`` 1: ``data`` starts a stream afresh;
-* ``seq`` k > 1: the stream's k-th chunk, refused (``stream_gap``) unless chunk k - 1 was
-  the last decoded of that stream.
-
-A chunk is raw deflate flushed with ``Z_SYNC_FLUSH``, its four-byte tail cut off (as
-permessage-deflate). Inside a stream a batch goes as its difference from the batch
-before (:mod:`groupcomm.wire.deltas`), or as it is when fewer than half its bytes agree;
-the first byte tells them apart (a batch starts with ``P``, a difference with 0).
+"""Routed frames, the only message frames (docs/security.md, "What a frame looks like"):
+``Z | msgpack destinations | msgpack seq | data``, the destinations outside the
+compressed part so the server routes without inflating. ``seq`` 0: ``data`` is a packed
+batch as is; 1: it starts a stream afresh; k > 1: the stream's k-th raw-deflate chunk
+(``Z_SYNC_FLUSH``, its four-byte tail cut off), refused as ``stream_gap`` unless chunk
+k - 1 was the last decoded. In a stream a batch goes as its difference from the one
+before (:mod:`groupcomm.wire.deltas`) or, when fewer than half its bytes agree, as it
+is; the first byte tells them apart (``P`` starts a batch, 0 a difference).
 """
 
 from __future__ import annotations
@@ -44,7 +36,6 @@ MAX_SENDER_STREAMS = 32
 #: streams a receiver keeps (least recently used are dropped)
 MAX_RECEIVER_STREAMS = 1024
 _TAIL = b"\x00\x00\xff\xff"
-_ROUTED_HEAD = ROUTED
 
 
 class _Outgoing:
@@ -72,7 +63,7 @@ class StreamEncoder:
     def wrap(self, dests: Sequence[str], body: bytes) -> bytes:
         """The routed body carrying the packed batch ``body`` to ``dests``."""
         key = tuple(dests)
-        head = _ROUTED_HEAD + self._pack(key)
+        head = ROUTED + self._pack(key)
         if not self.compress or len(body) > self.compress_limit:
             return head + b"\x00" + body
         streams = self._streams
