@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import NullTracer, Tracer
+from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.client_actions import APPLICATION
 from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
@@ -86,8 +87,9 @@ class Carrier(Protocol):
         ``unencoded``)."""
 
 
-class InProcessMember:
-    """One member: a :class:`ClientProtocol` and its ``Out``. ``routing`` is ``relayed``,
+class InProcessMember(Out):
+    """One member: a :class:`ClientProtocol` and its ``Out`` (whose ``peer_addresses`` stays
+    a no-op: the carrier knows every member). ``routing`` is ``relayed``,
     ``direct`` or ``unencoded`` (messages pushed as objects: the simulator's, whose
     ground-truth clocks would cost more than the protocol). ``listeners`` are called
     with each message handed over; ``state_options`` go to the :class:`ClientProtocol`."""
@@ -212,9 +214,6 @@ class InProcessMember:
 
     def relay_allowed(self, allowed: bool) -> None:
         self.may_relay = allowed
-
-    def peer_addresses(self, addresses: dict[str, str]) -> None:
-        pass  # frames go through the carrier, which knows every member
 
     def _handed(self, message: ReceivedMessage) -> None:
         for listener in self.listeners:

@@ -1,31 +1,17 @@
 """The session server's rules, without I/O: :class:`SessionRegistry` takes typed inputs
 (:mod:`groupcomm.protocol.registry_events`), each with its connection and ``now``, and
 answers with actions for its host (the ZeroMQ server, the in-process hosts, the checker).
-What clients see of these rules is in docs/sessions.md. The rules, in one place:
-
-* **Order.** Every notice of a session is emitted in one order, so a host with FIFO
-  connections gives every member the same order of joins and leaves.
-* **Incarnations.** A name that comes back is the next incarnation (``carol~2``); one
-  that asks to keep its incarnation (this server restarted) keeps it when it is above
-  the last given here. Incarnations are remembered (bounded) so none is reused.
-* **A name held by a connection that may be dead** is probed (:data:`PROBE`); a holder
-  that does not answer within ``takeover_wait`` is removed and the newcomer admitted,
-  one that answers keeps it (``duplicate_name``). An older incarnation that comes back
-  is refused as ``replaced``.
-* **Join notices before frames.** A relayed frame reaches a member only after its join
-  notice, and a sender's join notice reaches every member before its frames.
-* **Departures.** A leave carries the frames pushed directly to each member; a member
-  silent for ``heartbeat_timeout`` (judged as :class:`Tick` says) is removed as gone.
-* **Restarts.** A new server keeps frames for names it has not met for ``park_window``
-  seconds; a relay from a non-member is returned to it (:class:`Return`).
+The rules (the order of notices, incarnations, taking over a name whose holder is gone,
+departures, frames across a restart) are told in docs/sessions.md.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from groupcomm.core.member_ids import member_id, split_member
 from groupcomm.protocol.registry_events import (
@@ -99,6 +85,7 @@ class _Takeover:
     probe: int
     due: float
 
+
 class SessionRegistry:
     """The session server's state and rules; :meth:`handle` never raises for a peer's
     mistake (that is a :class:`Rejected` action)."""
@@ -134,18 +121,10 @@ class SessionRegistry:
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, event: Input) -> list[Action]:
         out: list[Action] = []
-        if isinstance(event, Relay):
-            self._relay(event, out)
-        elif isinstance(event, Heartbeat):
-            self._heartbeat(event, out)
-        elif isinstance(event, Join):
-            self._join(event, out)
-        elif isinstance(event, Leave):
-            self._leave(event, out)
-        elif isinstance(event, Tick):
-            self._tick(event, out)
-        else:
+        step = _STEPS.get(type(event))
+        if step is None:
             raise TypeError(f"not a session registry input: {event!r}")
+        step(self, event, out)
         return out
 
     def describe(self, conn: Connection) -> str:
@@ -393,3 +372,9 @@ class SessionRegistry:
     def next_deadline(self) -> float | None:
         """The first due takeover: hosts tick at least that soon."""
         return min((t.due for t in self.takeovers.values()), default=None)
+
+
+#: the registry's step for each type of input
+_STEPS: dict[type, Callable[[SessionRegistry, Any, list[Action]], None]] = {
+    Relay: SessionRegistry._relay, Heartbeat: SessionRegistry._heartbeat,
+    Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick}
