@@ -22,24 +22,10 @@ from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.client_actions import APPLICATION
 from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
-from groupcomm.protocol.registry import (
-    Action,
-    Forward,
-    Notify,
-    Rejected,
-    Return,
-    SessionRegistry,
-)
+from groupcomm.protocol.registry import Action, Forward, Notify, Rejected, Return, SessionRegistry
 from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
 from groupcomm.wire.envelopes import pack_envelopes
-from groupcomm.wire.frames import (
-    NONCE_SIZE,
-    ROUTED,
-    SESSION,
-    FrameCodec,
-    FrameRejected,
-    kind_of,
-)
+from groupcomm.wire.frames import NONCE_SIZE, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamEncoder, routed_head
 

@@ -18,12 +18,7 @@ from typing import Any, Protocol
 
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import (
-    JoinMarker,
-    Snapshot,
-    StateReply,
-    StateRequest,
-)
+from groupcomm.core.session_messages import JoinMarker, Snapshot, StateReply, StateRequest
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.session_events import (
@@ -115,14 +110,11 @@ class NewcomerState:
         #: True from the start until a snapshot is installed or nobody can give one
         self.waiting = True
         self._candidates: list[str] = []
-        self._asked: str | None = None
+        #: the member asked now
+        self.asked: str | None = None
         self._deadline = 0.0
         self._held: list[ReceivedMessage] = []
         self._reflected: frozenset[str] = frozenset()
-
-    @property
-    def asked(self) -> str | None:
-        return self._asked
 
     def joined(self, me: str, members: Sequence[str], now: float) -> list[Ask | Install]:
         """This client joined (or came back as a new incarnation): ask the others,
@@ -142,7 +134,7 @@ class NewcomerState:
         return "deliver"
 
     def reply(self, sender: str, reply: StateReply, now: float) -> list[Ask | Install]:
-        if sender != self._asked or not self.waiting:
+        if sender != self.asked or not self.waiting:
             return []  # a late answer from a member asked before: the first one counts
         if not reply.available:
             log.info("%s has no application state to give; asking the next member", sender)
@@ -152,41 +144,41 @@ class NewcomerState:
 
     def member_left(self, member: str, now: float) -> list[Ask | Install]:
         self._candidates = [m for m in self._candidates if m != member]
-        if self.waiting and member == self._asked:
+        if self.waiting and member == self.asked:
             return self._ask_next(now)
         return []
 
     def server_restarted(self, now: float) -> list[Ask | Install]:
         """Back after a server restart, which may have lost the request or its answer:
         ask the same member again."""
-        if not self.waiting or self._asked is None:
+        if not self.waiting or self.asked is None:
             return []
         self._deadline = now + self.timeout
-        return [Ask(self._asked)]
+        return [Ask(self.asked)]
 
     def tick(self, now: float) -> list[Ask | Install]:
-        if self.waiting and self._asked is not None and now >= self._deadline:
+        if self.waiting and self.asked is not None and now >= self._deadline:
             log.warning("%s did not send the application state within %gs; asking the next "
-                        "member", self._asked, self.timeout)
+                        "member", self.asked, self.timeout)
             return self._ask_next(now)
         return []
 
     def _ask_next(self, now: float) -> list[Ask | Install]:
-        if self._asked in self._candidates:
-            self._candidates.remove(self._asked)
+        if self.asked in self._candidates:
+            self._candidates.remove(self.asked)
         if not self._candidates:
-            if self._asked is not None:
+            if self.asked is not None:
                 log.warning("no member could give the application state; going on without "
                             "it (every message addressed to this client is delivered)")
             return [self._finish(None)]
-        self._asked = self._candidates[0]
+        self.asked = self._candidates[0]
         self._deadline = now + self.timeout
-        return [Ask(self._asked)]
+        return [Ask(self.asked)]
 
     def _finish(self, reply: StateReply | None) -> Install:
         self.waiting = False
-        source = self._asked if reply is not None else None
-        self._asked = None
+        source = self.asked if reply is not None else None
+        self.asked = None
         held, self._held = self._held, []
         reflected = self._reflected
         return Install(reply, [m for m in held if m.app_message_id not in reflected],

@@ -25,7 +25,6 @@ from groupcomm.core.messages import (
 )
 from groupcomm.wire.payload import (
     PAYLOAD_CONTROL,
-    PAYLOAD_DILL,
     PAYLOAD_MSGPACK,
     PAYLOAD_PICKLE,
     dump_payload,
@@ -77,6 +76,15 @@ def decode_received(data: bytes, receiver: str) -> ReceivedMessage:
     return message
 
 
+def _load(fmt: int, payload: bytes) -> Any:
+    """The object a verified payload carries: ``MessageError`` for an unknown format,
+    whatever its decoder raises for bad bytes."""
+    if fmt == PAYLOAD_CONTROL:
+        protocol, kind, about = msgpack.unpackb(payload, raw=False)
+        return ControlMessage(protocol=protocol, kind=kind, about=about)
+    return load_payload(fmt, payload)
+
+
 def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
     try:
         fields = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
@@ -98,21 +106,12 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
             type(pair[1]) is not int
         ):
             raise MessageError("envelope vector clock must be (name, int) pairs")
-    if fmt == PAYLOAD_CONTROL:
-        try:
-            protocol, control_kind, about = msgpack.unpackb(payload, raw=False)
-        except Exception as error:
-            raise MessageError(f"control message malformed: {error}") from None
-        user: Any = ControlMessage(protocol=protocol, kind=control_kind, about=about)
-    elif fmt == PAYLOAD_MSGPACK:
-        user = load_plain(payload)
-    elif fmt in (PAYLOAD_PICKLE, PAYLOAD_DILL):
-        try:
-            user = load_payload(fmt, payload)
-        except Exception as error:
-            raise MessageError(f"payload does not unpickle: {error!r}") from None
-    else:
-        raise MessageError(f"unknown payload format {fmt!r}")
+    try:
+        user = _load(fmt, payload)
+    except MessageError:
+        raise
+    except Exception as error:
+        raise MessageError(f"payload (format {fmt!r}) does not decode: {error!r}") from None
     try:
         decoded_headers = decode_headers(headers)
     except Exception as error:
@@ -305,14 +304,8 @@ def unpack_envelopes(body: bytes,
                 user = loads(payload)
             elif fmt == PAYLOAD_MSGPACK:
                 user = load_plain(payload)
-            elif fmt == PAYLOAD_DILL:
-                user = load_payload(fmt, payload)
-            elif fmt == PAYLOAD_CONTROL:
-                protocol, control_kind, about = msgpack.unpackb(payload, raw=False)
-                user = ControlMessage(protocol=protocol, kind=control_kind, about=about)
             else:
-                errors.append(f"unknown payload format {fmt!r}")
-                continue
+                user = _load(fmt, payload)
         except Exception as error:
             errors.append(f"payload of {message_id!r} does not decode: {error!r}")
             continue

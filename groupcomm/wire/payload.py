@@ -71,4 +71,4 @@ def load_payload(fmt: int, data: bytes) -> Any:
         return dill.loads(data)
     if fmt == PAYLOAD_MSGPACK:
         return load_plain(data)
-    raise MessageError(f"unknown payload format {fmt}")
+    raise MessageError(f"unknown payload format {fmt!r}")
