@@ -192,7 +192,6 @@ class ClientProtocol:
     def waiting_for(self) -> dict[str, list[str]]:
         return self.node.waiting_for()
 
-    # -- inputs -------------------------------------------------------------------------------
     def start(self, address: str) -> None:
         """Ask to join; ``address`` is where peers push frames (direct routing)."""
         self._apply(self.membership.start(address))
@@ -401,7 +400,6 @@ class ClientProtocol:
         if ids != self.port.member_ids:
             self.port.member_ids = ids
 
-    # -- the session protocol's actions ---------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
         out = self.out
         # the status shows before the actions: a send a listener makes names the new

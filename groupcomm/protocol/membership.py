@@ -189,7 +189,6 @@ class Membership:
         self.wants_state = wants_state
         self.stats: Counter[str] = Counter()
 
-    # -- who is who -----------------------------------------------------------------------
     @property
     def member(self) -> str:
         """This client's member id (its name until it is first admitted)."""
@@ -231,7 +230,6 @@ class Membership:
             return True
         return incarnation <= self.retired.get(name, 0) and current != sender
 
-    # -- inputs ---------------------------------------------------------------------------
     def start(self, address: str) -> list[Action]:
         """The first join; ``address`` is where peers push frames."""
         self._address = address
@@ -362,7 +360,6 @@ class Membership:
                 actions += self._complete_leave(member)
         return actions
 
-    # -- notices ----------------------------------------------------------------------------
     def _on_welcome(self, notice: Mapping[str, Any]) -> list[Action]:
         incarnation = notice.get("incarnation", 1)
         if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
@@ -488,7 +485,6 @@ class Membership:
                     extra=EVENT_EXTRA)
         return [SendCommand("join", self._join_fields())]
 
-    # -- departures and early senders -------------------------------------------------------
     def _stale(self, message: ReceivedMessage, note: str = "") -> Reject:
         self.stats["stale_frames"] += 1
         return Reject("stale_incarnation", f"message {message.message_id} from "

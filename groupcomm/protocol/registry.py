@@ -118,7 +118,6 @@ class SessionRegistry:
         self._probes = 0
         self.relayed = 0
 
-    # -- dispatch -----------------------------------------------------------------------------
     def handle(self, event: Input) -> list[Action]:
         out: list[Action] = []
         step = _STEPS.get(type(event))
@@ -140,7 +139,6 @@ class SessionRegistry:
         found = self.sessions.get((application, session))
         return [m.member_id for m in found.members.values()] if found else []
 
-    # -- joins ----------------------------------------------------------------------------
     def _join(self, join: Join, out: list[Action]) -> None:
         if self.authenticated and join.client != join.user:
             out.append(Rejected("name_not_authenticated", f"join as {join.client!r} with the "
@@ -198,7 +196,6 @@ class SessionRegistry:
             self.incarnations.popitem(last=False)
         return incarnation
 
-    # -- a name held by a connection that may be dead -------------------------------------
     def _ask_holder(self, join: Join, holder: Member, out: list[Action]) -> None:
         if 0 < join.incarnation < holder.incarnation:
             # an older incarnation (it was stalled and a new start took its name): it
@@ -237,7 +234,6 @@ class SessionRegistry:
                         "name over", holder.member_id, key[0], key[1], self.takeover_wait)
             self._remove(session, holder, "was replaced in", None, out)  # admits pending
 
-    # -- the rest of a membership -----------------------------------------------------------
     def _member(self, event: Leave | Heartbeat | Relay) -> tuple[Session, Member] | None:
         session = self.sessions.get((event.application, event.session))
         member = session.members.get(event.client) if session else None
@@ -297,7 +293,6 @@ class SessionRegistry:
                                    "answered just now)", out)
         out.append(Notify(beat.conn, "pong", {"server_id": self.server_id}))
 
-    # -- relay ------------------------------------------------------------------------------
     def _relay(self, relay: Relay, out: list[Action]) -> None:
         found = self._member(relay)
         if found is None:
@@ -349,7 +344,6 @@ class SessionRegistry:
                 self.relayed += 1
                 out.append(Forward(member.conn, frame, sender))
 
-    # -- time -------------------------------------------------------------------------------
     def _tick(self, tick: Tick, out: list[Action]) -> None:
         """Expire parked frames, due takeovers and silent members (silent before
         ``caught_up_at``, see :class:`Tick`: while the server never catches up,

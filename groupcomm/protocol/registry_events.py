@@ -22,7 +22,6 @@ class BadCommand(ValueError):
     """A session command with missing or wrongly typed fields (the peer's mistake)."""
 
 
-# -- inputs ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _FromClient:
     conn: Connection
@@ -82,7 +81,6 @@ class Tick:
 Input = Join | Leave | Heartbeat | Relay | Tick
 
 
-# -- actions ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Notify:
     conn: Connection
@@ -120,7 +118,6 @@ class Rejected:
 Action = Notify | Forward | Return | Rejected
 
 
-# -- what verified frames ask for ------------------------------------------------------------
 def _text(command: Mapping[str, Any], key: str) -> str:
     value = command.get(key)
     if not isinstance(value, str) or not value:
