@@ -20,6 +20,7 @@ from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, 
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
+from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
 from groupcomm.protocol.membership import (
@@ -40,17 +41,6 @@ from groupcomm.protocol.membership import (
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
-from groupcomm.protocol.session_events import (
-    HeldReleased,
-    MessagesLost,
-    PeerJoined,
-    PeerLeft,
-    Rejoined,
-    Removed,
-    ServerAnswers,
-    ServerSilent,
-    SessionEvent,
-)
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
 from groupcomm.wire.envelopes import unpack_envelopes
 from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
@@ -72,7 +62,7 @@ FilterStacks = tuple[Sequence[MessageFilterCreator[SentMessage]] | None,
 #: what came in during a turn: each frame's ZeroMQ parts, whether it came from the server
 #: (not a peer), and for a relayed frame the server returned, the ids of its messages
 Frames = Iterable[tuple[list[bytes], bool, tuple[str, ...]]]
-EventListener = Callable[[SessionEvent], Any]
+EventListener = Callable[[events.SessionEvent], Any]
 
 
 class ClientProtocol:
@@ -362,8 +352,8 @@ class ClientProtocol:
     def release_waiting_on(self, name: str) -> list[str]:
         released = self.node.release_waiting_on(name)
         if released:
-            self.emit(HeldReleased(member=self.node.name, departed=name,
-                                   ids=tuple(released)))
+            self.emit(events.HeldReleased(member=self.node.name, departed=name,
+                                          ids=tuple(released)))
         return released
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
@@ -373,7 +363,7 @@ class ClientProtocol:
     def add_event_listener(self, listener: EventListener) -> None:
         self.event_listeners.append(listener)
 
-    def emit(self, event: SessionEvent) -> None:
+    def emit(self, event: events.SessionEvent) -> None:
         for listener in list(self.event_listeners):
             try:
                 listener(event)
@@ -419,10 +409,10 @@ class ClientProtocol:
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
                 if action.member != self.node.name:
-                    self.emit(PeerJoined(member=self.node.name, peer=action.member,
-                                         members=tuple(self.node.members)))
-                if action.wants_state and action.member != self.node.name:
-                    self.transfer.newcomer(action.member, action.all_users)
+                    self.emit(events.PeerJoined(member=self.node.name, peer=action.member,
+                                                members=tuple(self.node.members)))
+                    if action.wants_state:
+                        self.transfer.newcomer(action.member, action.all_users)
             elif isinstance(action, MemberLeft):
                 out.drop_peer(action.member)
                 apply_to_node(self.node, action)
@@ -431,8 +421,8 @@ class ClientProtocol:
                     self._release_due[action.member] = self.now + self.release_after
                 waiting = tuple(mid for mid, on in self.node.waiting_for().items()
                                 if action.member in on)
-                self.emit(PeerLeft(member=self.node.name, peer=action.member,
-                                   waiting=waiting))
+                self.emit(events.PeerLeft(member=self.node.name, peer=action.member,
+                                          waiting=waiting))
             elif isinstance(action, Incarnated):
                 self._incarnated(action)
             elif isinstance(action, JoinDone):
@@ -450,12 +440,12 @@ class ClientProtocol:
                     self.report_undeliverable(list(action.ids), "was declared gone before "
                                                "the server relayed them")
             elif isinstance(action, ServerSilence):
-                self.emit(ServerSilent(member=self.node.name, silent_for=action.silent_for))
+                self.emit(events.ServerSilent(member=self.node.name, silent_for=action.silent_for))
             elif isinstance(action, ServerBack):
-                self.emit(ServerAnswers(member=self.node.name))
+                self.emit(events.ServerAnswers(member=self.node.name))
             elif isinstance(action, SessionLeft):
                 out.left_session()
-                self.emit(Removed(member=self.node.name, reason=action.reason))
+                self.emit(events.Removed(member=self.node.name, reason=action.reason))
         self._publish_status()
 
     def _incarnated(self, action: Incarnated) -> None:
@@ -469,7 +459,7 @@ class ClientProtocol:
         else:
             self._apply([action.joined])
         if action.previous is not None:
-            self.emit(Rejoined(member=action.member, previous=action.previous))
+            self.emit(events.Rejoined(member=action.member, previous=action.previous))
         if action.previous is None or action.previous != action.member:
             self.transfer.joined(action.joined.all_users, self.now)
         else:  # back after a server restart: the request, or its answer, may have been
@@ -516,10 +506,10 @@ class ClientProtocol:
         self._undeliverable.extend(ids)
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
-        self.emit(MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
+        self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
-        self.emit(MessagesLost(member=self.node.name, ids=ids, reason=why))
+        self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
 
     def _release_departed(self, now: float) -> None:
         """The ``release_after`` policy: deliver what still waits on a member that left

@@ -39,9 +39,8 @@ KEY = b"groupcomm in-process session key"
 #: what one frame carries at most (a message larger than this is withdrawn)
 FRAME_LIMIT = 8 * 1024 * 1024
 
-#: what the server hands a connection: ``("session", frame, returned)`` - a sealed
-#: notice (``returned``: the relayed frame an error gives back, else None) - or
-#: ``("message", frame, sender)`` - a relayed frame, unchanged
+#: what the server hands a connection: ``("session", notice, frame an error returns or
+#: None)`` or ``("message", relayed frame, sender)``
 Delivery = tuple
 
 

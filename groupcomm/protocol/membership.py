@@ -247,14 +247,14 @@ class Membership:
             return []
         silent = now - self.server_seen
         actions: list[Action] = []
-        if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
-            if not self.server_unreachable and not self.server_key_mismatch:
-                self.server_unreachable = True
-                self.stats["server_outages"] += 1
-                log.warning("%s: no answer from the session server for %.1fs; retrying "
-                            "(direct traffic goes on; relayed frames wait)", self.member, silent,
-                            extra=EVENT_EXTRA)
-                actions.append(ServerSilence(silent))
+        if (silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval
+                and not self.server_unreachable and not self.server_key_mismatch):
+            self.server_unreachable = True
+            self.stats["server_outages"] += 1
+            log.warning("%s: no answer from the session server for %.1fs; retrying (direct "
+                        "traffic goes on; relayed frames wait)", self.member, silent,
+                        extra=EVENT_EXTRA)
+            actions.append(ServerSilence(silent))
         actions.append(SendCommand("heartbeat"))
         return actions
 
