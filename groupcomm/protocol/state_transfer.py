@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -189,13 +188,10 @@ class Member(Protocol):
     """What state transfer uses of its :class:`~groupcomm.protocol.client.ClientProtocol`."""
 
     name: str
-    application: str
-    session: str
     node: ProtocolNode
     port: ApplicationPort
     out: Out
     stats: Counter[str]
-    lock: AbstractContextManager[Any]
     now: float
 
     def emit(self, event: SessionEvent) -> None: ...
@@ -350,7 +346,7 @@ class StateTransfer:
                       else (value, ()))
         member.stats["state_given"] += 1
         # read after the provider: an own send racing it is covered rather than missed
-        with member.lock:
+        with member.node.clock_lock:
             clock = tuple(member.node.application_clock_locked().items())
             reflected = (*recent, *own)
         return StateReply(available=True, state=state, reflected=reflected, clock=clock)
@@ -360,8 +356,7 @@ class StateTransfer:
         member = self._member
         node = member.node
         node.submit(SentMessage(
-            application_name=member.application, session_name=member.session,
+            application_name=node.application, session_name=node.session,
             user_message=obj, message_id=f"{node.name}~state{self._system_sent}",
-            sender=node.name, destinations=(dest,),
-        ))
+            sender=node.name, destinations=(dest,)))
         member.drain()

@@ -16,8 +16,9 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
+from unittest.mock import patch
 
 import dill
 import msgpack
@@ -103,22 +104,17 @@ class _Watch:
     @contextmanager
     def active(self) -> Iterator[None]:
         # every decoder calls these through their modules (msgpack.unpackb, not a copy)
-        targets = [(pickle, "loads"), (dill, "loads"), (msgpack, "unpackb")]
-        saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
-
-        def counting(original: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                self.calls += 1
-                return original(*args, **kwargs)
-            return wrapper
-
-        for obj, name, original in saved:
-            setattr(obj, name, counting(original))
-        try:
+        with ExitStack() as patches:
+            for module, name in ((pickle, "loads"), (dill, "loads"), (msgpack, "unpackb")):
+                patches.enter_context(patch.object(module, name,
+                                                   self._counted(getattr(module, name))))
             yield
-        finally:
-            for obj, name, original in saved:
-                setattr(obj, name, original)
+
+    def _counted(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(*args, **kwargs)
+        return wrapper
 
 
 def handle_frame(receiver: FrameCodec, frame: bytes,

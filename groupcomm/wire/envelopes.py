@@ -163,8 +163,6 @@ class PayloadTooLarge(MessageError):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"{size:,} bytes packed, more than the {limit:,} a frame may carry "
                          "(max_frame)")
-        self.size = size
-        self.limit = limit
 
 
 def pack_envelope(message: SentMessage) -> PackedEnvelope:
