@@ -93,7 +93,6 @@ class ClientProtocol:
         self.attested = attested
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
-        #: the decompressors of the routed frames' streams
         self.streams = StreamDecoder(max_body=codec.max_frame)
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,

@@ -1,10 +1,8 @@
-"""Members of a session and its server in one process, exchanging real signed frames:
-the in-process host of :class:`~groupcomm.protocol.client.ClientProtocol` used by
-:mod:`groupcomm.tools.localnet`, :mod:`groupcomm.sim.stack` and
-:mod:`groupcomm.check.session_rules`. :class:`InProcessMember` carries out its ``Out`` as
-the ZeroMQ member link does (one uncompressed routed frame per message, relayed frames
-held while the server does not know it); :class:`InProcessServer` is a real
-:class:`~groupcomm.protocol.registry.SessionRegistry` behind the ZeroMQ server's checks.
+"""Members of a session and its server in one process, exchanging real signed frames (for
+:mod:`groupcomm.tools.localnet`, :mod:`groupcomm.sim.stack`, the session checker):
+:class:`InProcessMember` carries out its ``Out`` as the ZeroMQ member link does, and
+:class:`InProcessServer` is a real :class:`~groupcomm.protocol.registry.SessionRegistry`
+behind the ZeroMQ server's checks.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The application's side of one member: :class:`ApplicationPort`, the one object an
-application thread touches.
-
-A send is tagged at the call, under the member's clock lock, and appended to the
-member's input queue in the same step, so the queue holds sends in the order of their
-tags (and a join marker the member tags goes behind every send tagged before it).
-Applying a handed message advances the same clock under the same lock. Everything else
-runs on the owner's thread. The lock is given, so one implementation serves threaded
-and single-threaded hosts.
+application thread touches. A send is tagged under the member's clock lock and queued in
+the same step, so the queue holds sends (and the member's join markers) in the order of
+their tags; applying a handed message advances the same clock under the same lock.
+Everything else runs on the owner's thread.
 """
 
 from __future__ import annotations

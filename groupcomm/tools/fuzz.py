@@ -1,10 +1,8 @@
-"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``).
-
-Every input must raise nothing but the documented rejections (:class:`FrameRejected`,
-:class:`MessageError`) and must not hang (the slowest is reported). ``unsigned``: random
-bytes and mutations of valid signed frames, of which nothing may be deserialized (msgpack,
-pickle and dill are watched). ``signed``: mutated frame bodies and mutated packed batches
-wrapped as a sender would, re-signed with the session key to reach the parsers behind it.
+"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``):
+every input must raise nothing but :class:`FrameRejected` or :class:`MessageError` and
+not hang. ``unsigned``: random bytes and mutated signed frames, of which nothing may be
+deserialized (msgpack, pickle and dill are watched). ``signed``: mutated bodies and packed
+batches, re-signed with the session key to reach the parsers behind the signature.
 """
 
 from __future__ import annotations

@@ -138,8 +138,7 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
         destinations=dests)
 
 
-# -- packed batches ---------------------------------------------------------------------------
-# ``P`` then one msgpack document, ``[application, session, sender, [[message_id,
+# Packed batches: ``P`` then one msgpack document, ``[application, session, sender, [[message_id,
 # destinations, kind, headers, vc, payload_format, payload], ...]]``: one msgpack call
 # decodes a batch, and the shared fields are checked once. ``headers`` is a map inside
 # the document; the kind ``"normal"`` travels as 0.

@@ -14,7 +14,6 @@ import msgpack
 
 from groupcomm.core.messages import MessageError
 
-#: payload formats
 PAYLOAD_PICKLE = 0
 PAYLOAD_DILL = 1
 PAYLOAD_CONTROL = 2

@@ -11,7 +11,7 @@ import msgpack
 
 from groupcomm.wire.frames import SESSION, FrameCodec, FrameRejected
 
-#: each op's required fields (optional ones, such as a leave's ``direct_frames``, not listed)
+#: each op's required fields, in the order of the ops' codes (optional fields not listed)
 SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "join": ("client", "application", "session", "address"),
     "leave": ("client", "application", "session"),
@@ -26,7 +26,7 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: ops as they travel: their index here (the codes are the wire format)
+#: ops as they travel: their index here (the wire format: SESSION_FIELDS keeps the order)
 OP_CODES: tuple[str, ...] = tuple(SESSION_FIELDS)
 #: field names as they travel: their index here
 FIELD_CODES: tuple[str, ...] = (
@@ -85,8 +85,7 @@ def open_session(body: bytes) -> dict[str, Any]:
         raise FrameRejected("malformed", "session frame must be a map with an 'op'")
     value = _names(value)
     op = value["op"]
-    expected = SESSION_FIELDS[op]
-    missing = [f for f in expected if f not in value]
+    missing = [f for f in SESSION_FIELDS[op] if f not in value]
     if missing:
         raise FrameRejected("malformed", f"session op {op!r} lacks {', '.join(missing)}")
     return value
