@@ -254,13 +254,9 @@ class InProcessServer:
             else:
                 raise FrameRejected("malformed", "the server takes session and routed "
                                     "frames only")
-        except FrameRejected as error:
-            self.rejects[error.reason] += 1
+        except (FrameRejected, BadCommand) as error:  # a bad command is malformed
+            self.rejects[getattr(error, "reason", "malformed")] += 1
             log.warning("in-process server: refused a frame of %s: %s", conn, error)
-            return []
-        except BadCommand as error:
-            self.rejects["malformed"] += 1
-            log.warning("in-process server: refused a command of %s: %s", conn, error)
             return []
         actions = self.registry.handle(event)
         if kind == ROUTED and any(type(action) is Return for action in actions):
