@@ -67,10 +67,10 @@ EventListener = Callable[[events.SessionEvent], Any]
 
 class ClientProtocol:
     """The protocol of one member. ``tracer_for(member)`` gives each incarnation's tracer;
-    ``clock`` stamps trace lines only; ``post`` and ``inbox_changed`` are the port's
-    (:class:`~groupcomm.protocol.port.ApplicationPort`); ``sent_listener`` is called
-    with each application message as it leaves; ``attested``: relayed frames come with
-    the sender the server vouches for (per-client keys)."""
+    ``clock`` stamps trace lines only; ``acknowledged_delivery``, ``post`` and
+    ``inbox_changed`` are the port's (:class:`~groupcomm.protocol.port.ApplicationPort`);
+    ``sent_listener`` is called with each application message as it leaves; ``attested``:
+    relayed frames come with the sender the server vouches for (per-client keys)."""
 
     def __init__(self, name: str, session: str, *, application: str, codec: FrameCodec,
                  out: Out, filter_stacks: FilterStacks, tracer_for: Callable[[str], Tracer],

@@ -119,6 +119,7 @@ class SessionRegistry:
         self.relayed = 0
 
     def handle(self, event: Input) -> list[Action]:
+        """Apply one input; return the actions for the host, in the order to carry out."""
         out: list[Action] = []
         step = _STEPS.get(type(event))
         if step is None:
