@@ -40,7 +40,7 @@ def capture(member: InProcessMember) -> tuple:
     """What ``member`` holds now (taken, not copied: see the module docstring)."""
     protocol = member.protocol
     node = protocol.node
-    if protocol.intake.streams._streams:  # noqa: SLF001 - frames go uncompressed (chunk 0)
+    if protocol.streams._streams:  # noqa: SLF001 - frames go uncompressed (chunk 0)
         raise RuntimeError(f"{member.name}: a compressed stream was received")
     if protocol.inputs:
         raise RuntimeError(f"{member.name}: sends left untaken between steps")

@@ -1,15 +1,9 @@
-"""One member of a session, as a protocol object without I/O: :class:`ClientProtocol`.
-
-It holds everything a member decides: its :class:`~groupcomm.core.node.ProtocolNode`
-(pipelines, application clock), its :class:`~groupcomm.protocol.membership.Membership`,
-its state transfer (:class:`~groupcomm.protocol.state_transfer.StateTransfer`) and the
-application's side (:class:`~groupcomm.protocol.port.ApplicationPort`: the one object
-application threads touch, and where deliveries go up). It has one owner, which feeds it
-through :meth:`step` (the frames that came in and the time; the application's tagged
-sends wait in :attr:`inputs` and are taken there) and carries out what it writes into
-its :class:`~groupcomm.protocol.actions.Out`. Bytes are verified and decoded here, so
-every host (:mod:`groupcomm.transport.link`, :mod:`groupcomm.protocol.inprocess`) gets
-the same checks; the application's callbacks run on the owner's thread.
+"""One member of a session, as a protocol object without I/O: :class:`ClientProtocol`
+(its node, :class:`~groupcomm.protocol.membership.Membership`, state transfer and
+:class:`~groupcomm.protocol.port.ApplicationPort`). Its one owner feeds it frames and the
+time through :meth:`step` and carries out what it writes into its
+:class:`~groupcomm.protocol.actions.Out`; bytes are verified here, so every host gets the
+same checks.
 """
 
 from __future__ import annotations
@@ -22,13 +16,13 @@ from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
+from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
-from groupcomm.protocol.intake import FrameIntake
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -47,20 +41,11 @@ from groupcomm.protocol.membership import (
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
-from groupcomm.protocol.session_events import (
-    HeldReleased,
-    MessagesLost,
-    PeerJoined,
-    PeerLeft,
-    Rejoined,
-    Removed,
-    ServerAnswers,
-    ServerSilent,
-    SessionEvent,
-)
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
-from groupcomm.wire.frames import FORWARDED, SESSION, FrameCodec, FrameRejected, kind_of
+from groupcomm.wire.envelopes import unpack_envelopes
+from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
 
@@ -75,49 +60,29 @@ MAX_UNDELIVERABLE_IDS = 10_000
 FilterStacks = tuple[Sequence[MessageFilterCreator[SentMessage]] | None,
                      Sequence[MessageFilterCreator[ReceivedMessage]] | None]
 #: what came in during a turn: each frame's ZeroMQ parts, whether it came from the server
-#: (the DEALER socket) rather than from a peer (the PULL socket), and, for a relayed frame
-#: the server returned, the ids of the messages it held (as far as the host knows them)
+#: (not a peer), and for a relayed frame the server returned, the ids of its messages
 Frames = Iterable[tuple[list[bytes], bool, tuple[str, ...]]]
-EventListener = Callable[[SessionEvent], Any]
+EventListener = Callable[[events.SessionEvent], Any]
 
 
 class ClientProtocol:
-    """The protocol of one member (see the module docstring).
+    """The protocol of one member. ``tracer_for(member)`` gives each incarnation's tracer;
+    ``clock`` stamps trace lines only; ``acknowledged_delivery``, ``post`` and
+    ``inbox_changed`` are the port's (:class:`~groupcomm.protocol.port.ApplicationPort`);
+    ``sent_listener`` is called with each application message as it leaves; ``attested``:
+    relayed frames come with the sender the server vouches for (per-client keys)."""
 
-    ``filter_stacks`` are the send and receive filter factories of each node;
-    ``tracer_for(member)`` gives the tracer of each incarnation (the host opens files);
-    ``clock`` stamps trace lines (wall time, read only for traces). The application's
-    side: ``acknowledged_delivery`` (a message handed over is applied when the
-    application acknowledges it), ``post`` (runs a function on the owner's thread: how an
-    acknowledgement made elsewhere reaches the member), ``inbox_changed`` (a message
-    was put in the pull model's inbox), ``sent_listener`` (called with each application
-    message as it leaves for the network). ``attested`` says that relayed frames come
-    with the sender the server vouches for (per-client keys).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        session: str,
-        *,
-        application: str,
-        codec: FrameCodec,
-        out: Out,
-        filter_stacks: FilterStacks,
-        tracer_for: Callable[[str], Tracer],
-        clock: Callable[[], float],
-        now: float,
-        heartbeat_interval: float = 0.5,
-        state_provider: Callable[[], Any] | None = None,
-        state_consumer: Callable[[Any], None] | None = None,
-        state_timeout: float = STATE_TIMEOUT,
-        release_after: float | None = None,
-        acknowledged_delivery: bool = False,
-        post: Callable[[Callable[[], None]], None] | None = None,
-        inbox_changed: Callable[[], None] | None = None,
-        sent_listener: Callable[[SentMessage], None] | None = None,
-        attested: bool = False,
-    ) -> None:
+    def __init__(self, name: str, session: str, *, application: str, codec: FrameCodec,
+                 out: Out, filter_stacks: FilterStacks, tracer_for: Callable[[str], Tracer],
+                 clock: Callable[[], float], now: float, heartbeat_interval: float = 0.5,
+                 state_provider: Callable[[], Any] | None = None,
+                 state_consumer: Callable[[Any], None] | None = None,
+                 state_timeout: float = STATE_TIMEOUT, release_after: float | None = None,
+                 acknowledged_delivery: bool = False,
+                 post: Callable[[Callable[[], None]], None] | None = None,
+                 inbox_changed: Callable[[], None] | None = None,
+                 sent_listener: Callable[[SentMessage], None] | None = None,
+                 attested: bool = False) -> None:
         if release_after is not None and release_after < 0:
             raise ValueError("release_after must be >= 0 seconds (or None: hold)")
         self.name = name
@@ -128,22 +93,21 @@ class ClientProtocol:
         self.attested = attested
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
-        self.intake = FrameIntake(codec, application=application, session=session,
-                                  rejects=self.rejects, stats=self.stats)
+        self.streams = StreamDecoder(max_body=codec.max_frame)
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,
                                      wants_state=state_consumer is not None)
         self._filter_stacks = filter_stacks
-        #: the application's tagged sends, in the order of their tags (appended by the
-        #: node as it tags, on whichever thread sends; taken by :meth:`take_inputs`)
+        #: the application's tagged sends, in the order of their tags (see port.py)
         self.inputs: deque[SentMessage] = deque()
         self._tracer_for = tracer_for
         self._clock = clock
         self._sent_listener = sent_listener
         self.tracer = tracer_for(name)
-        #: the application's session listeners and event listeners (owner's thread)
         self.session_listeners: list[SessionMessageListener] = []
         self.event_listeners: list[EventListener] = []
+        self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
+                                      timeout=state_timeout)
         # the first node makes the clock lock, and every incarnation's node shares it
         self.lock: AbstractContextManager[Any] | None = None
         self.node = self._make_node(name)
@@ -153,11 +117,8 @@ class ClientProtocol:
             keep_recent=REFLECTED_IDS if state_provider is not None else None,
             post=post or (lambda function: function()),
             inbox_changed=inbox_changed or (lambda: None))
-        self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
-                                      timeout=state_timeout)
         self.port.on_caught_up = self.transfer.answer_deferred
-        #: what to do with messages held on a member that left: None holds them; a
-        #: number of seconds releases them that long after the departure
+        #: None holds messages waiting on a member that left; seconds: released that late
         self.release_after = release_after
         #: departed member -> when to release what still waits on it (release_after)
         self._release_due: dict[str, float] = {}
@@ -165,9 +126,8 @@ class ClientProtocol:
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
         #: the members listed when this client's current incarnation joined
         self.members_at_join: tuple[str, ...] = ()
-        #: the time of the input being handled (inputs bring it; nothing here reads a clock)
+        #: the time of the input being handled (nothing here reads a clock)
         self.now = now
-        # timers
         self._next_heartbeat = now + heartbeat_interval
         self._next_tick = now + TICK_INTERVAL
         #: when :meth:`step` next has something to do without input
@@ -182,14 +142,12 @@ class ClientProtocol:
             member, application=self.application, session=self.session,
             transmit=self.out.transmit, clock=self._clock, send_creators=send_filters,
             receive_creators=receive_filters, tracer=self.tracer, deliver=self._deliverable,
-            send_queue=self.inputs, clock_lock=self.lock,
-        )
-        node.system_listener = self._on_system
+            send_queue=self.inputs, clock_lock=self.lock)
+        node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable
         return node
 
-    # -- what the owner reads -----------------------------------------------------------------
     def _update_deadline(self) -> None:
         deadline = self._next_heartbeat
         if self.node.tickers and self._next_tick < deadline:
@@ -202,8 +160,7 @@ class ClientProtocol:
 
     @property
     def busy(self) -> bool:
-        """Something of this member's has not left yet: sends not taken, work queued,
-        or messages the causality module holds back."""
+        """Sends not taken, work queued, or sends the causality module holds back."""
         node = self.node
         return bool(self.inputs or not node.idle or node.holds_sends())
 
@@ -224,16 +181,14 @@ class ClientProtocol:
     def waiting_for(self) -> dict[str, list[str]]:
         return self.node.waiting_for()
 
-    # -- inputs -------------------------------------------------------------------------------
     def start(self, address: str) -> None:
         """Ask to join; ``address`` is where peers push frames (direct routing)."""
         self._apply(self.membership.start(address))
 
     def step(self, now: float, frames: Frames = (), *, take_sends: bool = True) -> float:
-        """One turn of the owner: the ``frames`` that came in, in order; then the
-        application's sends waiting in :attr:`inputs` (unless ``take_sends`` is False:
-        the host holds them back while its sockets are backed up); then whatever timers
-        are due. Returns when the next turn is due without input."""
+        """One turn of the owner: the ``frames`` that came in, the application's sends
+        (unless ``take_sends`` is False: the host's sockets are backed up), the timers
+        due. Returns when the next turn is due without input."""
         self.now = now
         for parts, from_server, returned_ids in frames:
             self._on_parts(parts, from_server, now, returned_ids)
@@ -245,9 +200,8 @@ class ClientProtocol:
         return self.deadline
 
     def take_inputs(self, markers: int = 0) -> None:
-        """Take the application's tagged sends (and the ``markers`` join markers tagged
-        among them) into the send pipeline, in order. One tagged by an incarnation that
-        is gone (the node changed meanwhile) is reported undeliverable."""
+        """Take the tagged sends (``markers`` of them join markers) into the send pipeline;
+        one tagged by an incarnation that is gone is reported undeliverable."""
         inputs = self.inputs
         batch = [inputs.popleft() for _ in range(len(inputs))]
         if not batch:
@@ -262,12 +216,11 @@ class ClientProtocol:
         self.drain()
 
     def leave(self, direct_frames: dict[str, int]) -> None:
-        """Leave gracefully; ``direct_frames`` counts the frames pushed to each peer."""
+        """Leave gracefully, with the frames pushed to each peer."""
         self._apply(self.membership.leave(direct_frames))
 
     def timer(self, now: float) -> None:
-        """Time passed: heartbeats, early and departing senders, state-transfer
-        timeouts, the release policy and the filters' timers, whichever are due."""
+        """Time passed: whichever timers are due."""
         self.now = now
         membership = self.membership
         if membership.early or membership.departing:
@@ -284,17 +237,15 @@ class ClientProtocol:
             self._next_heartbeat = now + self.heartbeat_interval
             # an acknowledgement that raced the deferral did not answer
             self.transfer.answer_deferred()
-            # trace lines reach their file at least once a heartbeat, so a process
-            # killed outright leaves its trace up to then
+            # a process killed outright leaves its trace up to the last heartbeat
             self.tracer.flush()
         self._update_deadline()
 
     def _on_parts(self, parts: list[bytes], from_server: bool, now: float,
                   returned_ids: tuple[str, ...] = ()) -> None:
-        """One frame as ZeroMQ handed it over: from the server, a notice (one part), an
-        error with the relayed frame it returned (two parts) or a relayed message frame
-        (``MESSAGE`` and the frame, and the attested sender with per-client keys); from
-        a peer, a message frame pushed directly (one part)."""
+        """One frame as ZeroMQ handed it over: from the server a notice, an error with
+        the frame it returned, or ``FORWARDED``, a frame (and its attested sender); from a
+        peer a frame pushed directly."""
         if from_server and len(parts) <= 2 and parts[0] != FORWARDED:
             self.on_session_frame(parts[0], parts[1] if len(parts) == 2 else None, now,
                                   returned_ids)
@@ -312,9 +263,7 @@ class ClientProtocol:
 
     def on_session_frame(self, frame: bytes, returned: bytes | None, now: float,
                          returned_ids: tuple[str, ...] = ()) -> None:
-        """A frame from the server that is not a message: a notice, or an error with
-        the relayed frame it returned (holding the messages ``returned_ids``, as far as
-        the host knows them)."""
+        """A notice from the server, or an error with the frame it ``returned``."""
         self.now = now
         try:
             body, _, _ = self.codec.open(frame)
@@ -337,40 +286,59 @@ class ClientProtocol:
 
     def on_message_frame(self, frame: bytes, attested: bytes | None, direct: bool,
                          now: float) -> None:
-        """A routed frame (relayed: ``attested`` is the sender the server vouches for
-        with per-client keys; ``direct``: pushed by a peer). Verified before anything in
-        it is decoded (:class:`~groupcomm.protocol.intake.FrameIntake`); bad input is
-        counted by reason and dropped. Messages from a sender that is not a member yet
-        (or any more) go to the session protocol: early, departing or stale."""
-        self.now = now
-        origin, messages = self.intake.open(frame, attested, self.node.name)
-        if messages:
-            if origin in self.node.member_set:
-                self.stats["messages_received"] += len(messages)
-                self.node.arrived_many(messages)
-            else:
-                for message in messages:
-                    self._apply(self.membership.admit(message, now))
-        self.drain()
+        """A routed frame (``direct``: pushed by a peer), verified before it is decoded;
+        bad input is counted by reason and dropped."""
+        origin, messages = self._open(frame, attested)
+        self.on_messages(messages, now)
         if direct and origin is not None:
             self._apply(self.membership.on_direct_frame(origin))
 
-    def on_messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
-        """Messages of one sender handed over decoded by a host in the same process,
-        which has no bytes to verify (the simulator): they go where a verified frame's
-        messages go."""
+    def _open(self, frame: bytes,
+              attested: bytes | None) -> tuple[str | None, list[ReceivedMessage]]:
+        """The sender (None when undecodable or an impersonation) and messages (empty when
+        refused) of a routed frame, verified before anything in it is decoded."""
+        reject = self.rejects.reject
+        try:
+            body, nonce, _ = self.codec.open(frame)
+            if kind_of(body) != ROUTED:
+                raise FrameRejected("malformed", "a session frame where a message frame "
+                                    "was expected")
+            body = self.streams.unwrap(nonce, body)
+            self.stats["frames_received"] += 1
+            try:
+                app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
+            except MessageError as error:
+                raise FrameRejected("malformed", str(error)) from None
+        except FrameRejected as error:
+            reject(error.reason, error.detail)
+            return None, []
+        for detail in errors:  # one count per bad message
+            reject("malformed", detail)
+        if attested is not None and sender != attested.decode("utf-8", "replace"):
+            for _ in messages:
+                reject("impersonation",
+                       f"{attested.decode('utf-8', 'replace')!r} sent a message signed as "
+                       f"from {sender!r}")
+            return None, []
+        if session != self.session or app != self.application:
+            for _ in messages:
+                reject("wrong_session", f"message for {app}/{session}")
+            return sender, []
+        return sender, messages
+
+    def on_messages(self, messages: list[ReceivedMessage], now: float) -> None:
+        """Messages of one sender, decoded by a host without bytes (the simulator)."""
         self.now = now
-        if messages[0].sender in self.node.member_set:
+        if messages and messages[0].sender in self.node.member_set:
             self.stats["messages_received"] += len(messages)
-            self.node.arrived_many(list(messages))
+            self.node.arrived_many(messages)
         else:
             for message in messages:
                 self._apply(self.membership.admit(message, now))
         self.drain()
 
     def drain(self) -> None:
-        """Run the node's queued work; a peer's bad message is counted and skipped, and
-        the work queued behind it still runs."""
+        """Run the node's queued work; a peer's bad message is counted and skipped."""
         for _ in range(100_000):
             try:
                 self.node.drain()
@@ -383,8 +351,8 @@ class ClientProtocol:
     def release_waiting_on(self, name: str) -> list[str]:
         released = self.node.release_waiting_on(name)
         if released:
-            self.emit(HeldReleased(member=self.node.name, departed=name,
-                                   ids=tuple(released)))
+            self.emit(events.HeldReleased(member=self.node.name, departed=name,
+                                          ids=tuple(released)))
         return released
 
     def add_session_listener(self, listener: SessionMessageListener) -> None:
@@ -392,10 +360,9 @@ class ClientProtocol:
         self.node.add_session_listener(listener)
 
     def add_event_listener(self, listener: EventListener) -> None:
-        """Call ``listener`` with each :mod:`~groupcomm.protocol.session_events` event."""
         self.event_listeners.append(listener)
 
-    def emit(self, event: SessionEvent) -> None:
+    def emit(self, event: events.SessionEvent) -> None:
         for listener in list(self.event_listeners):
             try:
                 listener(event)
@@ -403,16 +370,12 @@ class ClientProtocol:
                 log.exception("%s: event listener raised on %r", self.name, event)
 
     def end_trace(self) -> None:
-        """The member is gone (closed): the trace's last line says so, and the file is
-        closed (an analysis tells a trace that stops without it: killed, crashed, or
-        declared gone)."""
+        """The member closed: the trace's last line says so (see docs/sessions.md)."""
         self.node.trace("leave", client=self.node.name)
         self.tracer.close()
 
     def _publish_status(self) -> None:
-        """Tell the host what it needs of the session protocol's state, when it
-        changed: whether relayed frames may go, and where peers take direct frames;
-        tell the port whom a client name means now."""
+        """Tell the host and the port what changed: relaying, addresses, member ids."""
         membership = self.membership
         if membership.may_relay != self._may_relay:
             self._may_relay = membership.may_relay
@@ -426,13 +389,10 @@ class ClientProtocol:
         if ids != self.port.member_ids:
             self.port.member_ids = ids
 
-    # -- the session protocol's actions ---------------------------------------------------------
     def _apply(self, actions: list[Action]) -> None:
-        # what an action does to the node is apply_to_node's (shared with the in-process
-        # hosts); around it, statistics, state transfer, events and the host's status
         out = self.out
-        # what the session protocol decided shows before its actions are carried out: a
-        # send a listener makes names the new members, a frame waits while it may not go
+        # the status shows before the actions: a send a listener makes names the new
+        # members, a frame waits while it may not go
         self._publish_status()
         for action in actions:
             if isinstance(action, Arrive):
@@ -448,10 +408,10 @@ class ClientProtocol:
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
                 if action.member != self.node.name:
-                    self.emit(PeerJoined(member=self.node.name, peer=action.member,
-                                         members=tuple(self.node.members)))
-                if action.wants_state and action.member != self.node.name:
-                    self.transfer.newcomer(action.member, action.all_users)
+                    self.emit(events.PeerJoined(member=self.node.name, peer=action.member,
+                                                members=tuple(self.node.members)))
+                    if action.wants_state:
+                        self.transfer.newcomer(action.member, action.all_users)
             elif isinstance(action, MemberLeft):
                 out.drop_peer(action.member)
                 apply_to_node(self.node, action)
@@ -460,8 +420,8 @@ class ClientProtocol:
                     self._release_due[action.member] = self.now + self.release_after
                 waiting = tuple(mid for mid, on in self.node.waiting_for().items()
                                 if action.member in on)
-                self.emit(PeerLeft(member=self.node.name, peer=action.member,
-                                   waiting=waiting))
+                self.emit(events.PeerLeft(member=self.node.name, peer=action.member,
+                                          waiting=waiting))
             elif isinstance(action, Incarnated):
                 self._incarnated(action)
             elif isinstance(action, JoinDone):
@@ -479,12 +439,12 @@ class ClientProtocol:
                     self.report_undeliverable(list(action.ids), "was declared gone before "
                                                "the server relayed them")
             elif isinstance(action, ServerSilence):
-                self.emit(ServerSilent(member=self.node.name, silent_for=action.silent_for))
+                self.emit(events.ServerSilent(member=self.node.name, silent_for=action.silent_for))
             elif isinstance(action, ServerBack):
-                self.emit(ServerAnswers(member=self.node.name))
+                self.emit(events.ServerAnswers(member=self.node.name))
             elif isinstance(action, SessionLeft):
                 out.left_session()
-                self.emit(Removed(member=self.node.name, reason=action.reason))
+                self.emit(events.Removed(member=self.node.name, reason=action.reason))
         self._publish_status()
 
     def _incarnated(self, action: Incarnated) -> None:
@@ -498,21 +458,16 @@ class ClientProtocol:
         else:
             self._apply([action.joined])
         if action.previous is not None:
-            self.emit(Rejoined(member=action.member, previous=action.previous))
+            self.emit(events.Rejoined(member=action.member, previous=action.previous))
         if action.previous is None or action.previous != action.member:
             self.transfer.joined(action.joined.all_users, self.now)
         else:  # back after a server restart: the request, or its answer, may have been
             self.transfer.server_restarted(self.now)  # inside the server
 
     def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
-        """Start this client's protocol node afresh as ``member``.
-
-        On the first join the node made at construction only takes its member id. After
-        the session declared this client gone (``previous``), it is a new process for
-        every member: what the old node held back unsent is reported undeliverable, what
-        it held for delivery is lost (its senders count it as addressed to a member that
-        left), and the application's listeners move to the new node.
-        """
+        """Start the node afresh as ``member``. After the session declared this client
+        gone (``previous``), what the old node held unsent is reported undeliverable and
+        what it held for delivery is lost; the listeners move to the new node."""
         old = self.node
         if previous is not None:
             unsent = [m.message_id for m in old.held() if isinstance(m, SentMessage)]
@@ -528,9 +483,8 @@ class ClientProtocol:
         self.tracer = self._tracer_for(member)
         node = self._make_node(member)
         apply_to_node(node, joined)
-        # the new node is in place before the application hears of the join: a send it
-        # makes in reply is tagged by the new incarnation (one the old node tagged
-        # meanwhile is reported undeliverable by take_inputs)
+        # in place before the application hears of the join: a send in reply is the new
+        # incarnation's
         self.node = node
         self.port.node = node
         self._update_deadline()  # the new node's filters may have timers
@@ -540,29 +494,25 @@ class ClientProtocol:
                                    joined.is_new_session, joined.is_new_application,
                                    tuple(joined.all_users))
         if old_tracer is not self.tracer:
-            # the old incarnation's trace ends without its own departure: it was
-            # declared gone, which an analysis reports as an abrupt ending
+            # ends without its own departure: it was declared gone
             old_tracer.close()
 
     def report_undeliverable(self, ids: list[str], why: str) -> None:
-        """Messages this client accepted for sending that are not sent (the host could
-        not put them on the wire, or this client came back as a new member); ``why``
-        says what happened to them."""
+        """Messages accepted for sending that are not sent; ``why`` says what happened."""
         if not ids:
             return
         self.stats["undeliverable"] += len(ids)
         self._undeliverable.extend(ids)
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
-        self.emit(MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
+        self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
-        """A filter reported messages it cannot deliver (see ProtocolNode)."""
-        self.emit(MessagesLost(member=self.node.name, ids=ids, reason=why))
+        self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
 
     def _release_departed(self, now: float) -> None:
-        """The ``release_after`` policy: deliver, past the gap, what still waits on a
-        member that left that long ago (its missing messages are taken as lost)."""
+        """The ``release_after`` policy: deliver what still waits on a member that left
+        that long ago."""
         for member, due in list(self._release_due.items()):
             if now < due:
                 continue
@@ -576,11 +526,6 @@ class ClientProtocol:
                         "it: %s", self.name, member, self.release_after, len(released),
                         ", ".join(released[:10]))
             self.drain()
-
-    # -- the node's callbacks -----------------------------------------------------------------
-    def _on_system(self, message: ReceivedMessage) -> bool:
-        """The node's system listener: state requests and replies are state transfer's."""
-        return self.transfer.on_system(message)
 
     def _deliverable(self, message: ReceivedMessage) -> None:
         user = message.user_message

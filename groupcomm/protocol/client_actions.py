@@ -1,8 +1,6 @@
-"""What a client's session actions do to its protocol node, without I/O: the one mapping
-from :class:`~groupcomm.protocol.membership.Membership`'s actions to
-:class:`~groupcomm.core.node.ProtocolNode` calls, for the client protocol
-(:mod:`groupcomm.protocol.client`) and for a host that drives a node and a
-``Membership`` alone (the model checker's churn model, :mod:`groupcomm.check.churn`).
+"""The one mapping from :class:`~groupcomm.protocol.membership.Membership`'s actions to
+:class:`~groupcomm.core.node.ProtocolNode` calls, for the client protocol and for hosts
+that drive a node and a ``Membership`` alone (:mod:`groupcomm.check.churn`).
 """
 
 from __future__ import annotations
@@ -20,10 +18,8 @@ SESSION = "session"
 
 
 def apply_to_node(node: ProtocolNode, action: Action) -> bool:
-    """Carry out ``action`` on ``node`` if it concerns the node alone: a join
-    (``client_joined``), a departure (``client_left``) or arrivals (queued with
-    ``arrived_many``; the host drains the node). Returns False for any other action,
-    which is the host's to carry out."""
+    """Carry out ``action`` if it concerns the node alone (a join, a departure, arrivals
+    the host then drains); False for any other action."""
     if isinstance(action, MemberJoined):
         node.client_joined(action.member, is_new_session=action.is_new_session,
                            is_new_application=action.is_new_application,
@@ -38,10 +34,8 @@ def apply_to_node(node: ProtocolNode, action: Action) -> bool:
 
 
 def carry_out(node: ProtocolNode, actions: Iterable[Action]) -> list[Action]:
-    """Carry out ``actions`` of a process whose node exists under its member id (an
-    in-process host makes the node once the welcome gave the incarnation, so
-    :class:`Incarnated` is just its own join); returns the actions that are not the
-    node's (``JoinDone``, ``LeftSession``, ...), in order."""
+    """Carry out ``actions`` on a node made under its member id (:class:`Incarnated` is
+    just its own join); returns the actions that are not the node's, in order."""
     rest: list[Action] = []
     for action in actions:
         if isinstance(action, Incarnated):

@@ -1,16 +1,8 @@
-"""Members of a session and its server in one process, exchanging real signed frames:
-the in-process host of :class:`~groupcomm.protocol.client.ClientProtocol`, used by the
-in-process network (:mod:`groupcomm.tools.localnet`), the simulator
-(:mod:`groupcomm.sim.stack`) and the session checker (:mod:`groupcomm.check.session_rules`).
-
-:class:`InProcessMember` carries out a member's :class:`~groupcomm.protocol.actions.Out`
-as the ZeroMQ member link does: one uncompressed routed frame per message (chunk 0: a
-receiver keeps no stream state for it), relayed frames held while the server does not
-know the member, handed messages applied at once (the callback model). Its host's
-:class:`Carrier` decides when frames arrive. :class:`InProcessServer` is a real
-:class:`~groupcomm.protocol.registry.SessionRegistry` behind the checks the ZeroMQ server
-makes (every frame verified before it is read; a returned frame forgotten by the replay
-window, so that it is taken again).
+"""Members of a session and its server in one process, exchanging real signed frames (for
+:mod:`groupcomm.tools.localnet`, :mod:`groupcomm.sim.stack`, the session checker):
+:class:`InProcessMember` carries out its ``Out`` as the ZeroMQ member link does, and
+:class:`InProcessServer` is a real :class:`~groupcomm.protocol.registry.SessionRegistry`
+behind the ZeroMQ server's checks.
 """
 
 from __future__ import annotations
@@ -24,27 +16,14 @@ from typing import Any, Protocol
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.tracing import NullTracer, Tracer
+from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.client_actions import APPLICATION
 from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
-from groupcomm.protocol.registry import (
-    Action,
-    Forward,
-    Notify,
-    Rejected,
-    Return,
-    SessionRegistry,
-)
+from groupcomm.protocol.registry import Action, Forward, Notify, Rejected, Return, SessionRegistry
 from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
 from groupcomm.wire.envelopes import pack_envelopes
-from groupcomm.wire.frames import (
-    NONCE_SIZE,
-    ROUTED,
-    SESSION,
-    FrameCodec,
-    FrameRejected,
-    kind_of,
-)
+from groupcomm.wire.frames import NONCE_SIZE, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamEncoder, routed_head
 
@@ -58,16 +37,14 @@ KEY = b"groupcomm in-process session key"
 #: what one frame carries at most (a message larger than this is withdrawn)
 FRAME_LIMIT = 8 * 1024 * 1024
 
-#: what the server hands a connection: ``("session", frame, returned)`` - a sealed
-#: notice (``returned``: the relayed frame an error gives back, else None) - or
-#: ``("message", frame, sender)`` - a relayed frame, unchanged
+#: what the server hands a connection: ``("session", notice, frame an error returns or
+#: None)`` or ``("message", relayed frame, sender)``
 Delivery = tuple
 
 
 def seeded_codec(seed: str) -> FrameCodec:
-    """A :class:`FrameCodec` whose nonce is made from ``seed`` instead of drawn at
-    random, for runs that must repeat exactly. Each start of a client needs a seed of
-    its own: receivers refuse a nonce's counters once seen."""
+    """A :class:`FrameCodec` whose nonce is made from ``seed``, for runs that repeat
+    exactly (each start of a client needs its own seed: nonces are not reused)."""
     codec = FrameCodec(KEY)
     nonce = hashlib.sha256(seed.encode()).digest()[:NONCE_SIZE]
     codec.nonce = nonce
@@ -84,25 +61,21 @@ class Carrier(Protocol):
 
     def relay(self, member: InProcessMember, frame: bytes, dests: tuple[str, ...],
               message: SentMessage | None) -> None:
-        """A sealed routed frame for the server to relay to ``dests``; ``message`` is
-        what it carries (None for a frame the server returned, sent again)."""
+        """A routed frame for the server to relay; ``message`` is what it carries (None
+        for a frame the server returned)."""
 
     def push(self, member: InProcessMember, dest: str, frame: bytes,
              message: SentMessage) -> None:
-        """A sealed routed frame carrying ``message``, straight to ``dest`` (empty for a
-        member whose routing is ``unencoded``: ``message`` is what arrives)."""
+        """A routed frame carrying ``message`` straight to ``dest`` (empty when
+        ``unencoded``)."""
 
 
-class InProcessMember:
-    """One member: a :class:`ClientProtocol` and its :class:`Out` (see the module doc).
-
-    ``routing`` is ``relayed`` (frames through the server), ``direct`` (frames pushed to
-    each destination) or ``unencoded`` (messages pushed as objects, for a host whose
-    frames would cost more than the protocol: the simulator, where every message carries
-    a ground-truth clock of hundreds of entries). ``listeners`` are called with each
-    message the application is handed, after the clock advanced. ``codec`` defaults to
-    one with a random nonce; ``state_options`` go to the :class:`ClientProtocol`
-    (``state_provider``, ``state_consumer``, ``state_timeout``)."""
+class InProcessMember(Out):
+    """One member: a :class:`ClientProtocol` and its ``Out`` (whose ``peer_addresses`` stays
+    a no-op: the carrier knows every member). ``routing`` is ``relayed``,
+    ``direct`` or ``unencoded`` (messages pushed as objects: the simulator's, whose
+    ground-truth clocks would cost more than the protocol). ``listeners`` are called
+    with each message handed over; ``state_options`` go to the :class:`ClientProtocol`."""
 
     def __init__(self, name: str, carrier: Carrier, *, now: float,
                  filter_stacks: FilterStacks, codec: FrameCodec | None = None,
@@ -117,7 +90,6 @@ class InProcessMember:
         self.codec = codec if codec is not None else FrameCodec(KEY)
         self.streams = StreamEncoder(compress=False)
         self.listeners: list[Callable[[ReceivedMessage], Any]] = []
-        #: whether relayed frames may go (the server knows this member)
         self.may_relay = False
         #: relayed messages that wait while the server does not know this member
         self.waiting: list[tuple[SentMessage, tuple[str, ...]]] = []
@@ -126,7 +98,6 @@ class InProcessMember:
         self.join_error: str | None = None
         self.joined = False
         self.left = False
-        #: False while a state transfer this member asked for is under way
         self.state_done = True
         null = NullTracer()
         self.protocol = ClientProtocol(
@@ -139,34 +110,28 @@ class InProcessMember:
 
     @property
     def node(self) -> ProtocolNode:
-        """The protocol node of the current incarnation."""
         return self.protocol.node
 
     @property
     def member(self) -> str:
-        """The current member id (``carol``, ``carol~2``, ...)."""
         return self.protocol.node.name
 
     # -- inputs: the one place the in-process hosts call ClientProtocol --------------------------
     def start(self, address: str = "") -> None:
-        """Ask to join."""
         self.protocol.start(address)
 
     def send(self, payload: Any, dests: Sequence[str]) -> list[SentMessage]:
-        """The application sends ``payload`` to ``dests``; returns the tagged messages.
-        Raises what :meth:`ProtocolNode.tag_sends` raises."""
+        """Raises what :meth:`ProtocolNode.tag_sends` raises."""
         messages = self.protocol.port.send(payload, dests)
         self.protocol.take_inputs()
         self._flush()
         return messages
 
     def message_frame(self, frame: bytes, now: float, direct: bool = False) -> None:
-        """A message frame, relayed by the server or pushed by a member (``direct``)."""
         self.protocol.on_message_frame(frame, None, direct, now)
         self._flush()
 
-    def messages(self, messages: Sequence[ReceivedMessage], now: float) -> None:
-        """Messages of one sender pushed unencoded (see ``routing``)."""
+    def messages(self, messages: list[ReceivedMessage], now: float) -> None:
         self.protocol.on_messages(messages, now)
         self._flush()
 
@@ -179,12 +144,10 @@ class InProcessMember:
         self._flush()
 
     def timer(self, now: float) -> None:
-        """Time passed (heartbeats, the protocol's timeouts, the filters' timers)."""
         self.protocol.timer(now)
         self._flush()
 
     def leave(self) -> None:
-        """Leave gracefully (the count of frames pushed to each member goes along)."""
         self.protocol.leave(dict(self.direct_sent))
         self._flush()
 
@@ -235,15 +198,11 @@ class InProcessMember:
     def relay_allowed(self, allowed: bool) -> None:
         self.may_relay = allowed
 
-    def peer_addresses(self, addresses: dict[str, str]) -> None:
-        pass  # frames go through the carrier, which knows every member
-
     def _handed(self, message: ReceivedMessage) -> None:
         for listener in self.listeners:
             listener(message)
 
     def _flush(self) -> None:
-        """Relay what waited for the server to know this member, in order."""
         if not self.waiting or not self.may_relay:
             return
         waiting, self.waiting = self.waiting, []
@@ -252,8 +211,7 @@ class InProcessMember:
             self.carrier.relay(self, frame, dests, message)
 
     def _body(self, message: SentMessage) -> bytes:
-        """The ``P`` body of one message (a stand-in for one whose payload cannot
-        travel, as the ZeroMQ link sends)."""
+        """The packed batch of one message (a stand-in if it cannot travel)."""
         return next(pack_envelopes([message], FRAME_LIMIT, self._unencodable, FRAME_LIMIT))
 
     def _unencodable(self, message: SentMessage, error: Exception) -> SentMessage:
@@ -265,9 +223,7 @@ class InProcessMember:
 
 
 class InProcessServer:
-    """The session server's side (see the module doc): frames in, per connection what
-    it receives out. Connections are any hashable values (the hosts use process
-    names)."""
+    """The session server's side: frames in, per connection what it receives out."""
 
     def __init__(self, *, now: float, registry: SessionRegistry | None = None,
                  codec: FrameCodec | None = None) -> None:
@@ -278,17 +234,15 @@ class InProcessServer:
         self.rejects: Counter[str] = Counter()
 
     def members(self) -> list[str]:
-        """The member ids of the session, in join order."""
         return self.registry.members_of(APPLICATION, SESSION_NAME)
 
     def receive(self, conn: Hashable, frame: bytes, now: float) -> list[tuple[Hashable, Delivery]]:
-        """A frame from ``conn`` (a session command or a routed message frame): what
-        each connection is to receive, in order (see :meth:`actions`)."""
+        """What each connection is to receive, in order, for a frame from ``conn``."""
         return self.carry_out(self.actions(conn, frame, now))
 
     def actions(self, conn: Hashable, frame: bytes, now: float) -> list[Action]:
-        """The registry's answer to a frame from ``conn``. A frame that does not verify
-        or read is counted by reason and dropped (no actions)."""
+        """The registry's answer to a frame from ``conn`` (none for a refused frame, which
+        is counted by reason)."""
         try:
             body, nonce, counter = self.codec.open(frame)
             kind = kind_of(body)
@@ -300,13 +254,9 @@ class InProcessServer:
             else:
                 raise FrameRejected("malformed", "the server takes session and routed "
                                     "frames only")
-        except FrameRejected as error:
-            self.rejects[error.reason] += 1
+        except (FrameRejected, BadCommand) as error:  # a bad command is malformed
+            self.rejects[getattr(error, "reason", "malformed")] += 1
             log.warning("in-process server: refused a frame of %s: %s", conn, error)
-            return []
-        except BadCommand as error:
-            self.rejects["malformed"] += 1
-            log.warning("in-process server: refused a command of %s: %s", conn, error)
             return []
         actions = self.registry.handle(event)
         if kind == ROUTED and any(type(action) is Return for action in actions):

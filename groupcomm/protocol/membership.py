@@ -1,29 +1,7 @@
-"""The session protocol of one client, without I/O: who is a member, under which
-incarnation, and what to do with frames and notices that do not fit the current view.
-
-:class:`Membership` takes the server's notices, the senders of arriving messages, direct
-frame counts and the passing of time (every input carries ``now``), and answers with
-actions for its host to carry out (:class:`SendCommand`, :class:`Arrive`,
-:class:`Reject`, :class:`MemberJoined`, :class:`MemberLeft`, ...). It keeps no sockets,
-threads or clocks, so the ZeroMQ communicator, the simulator and the model checker can
-drive the very same object.
-
-**Incarnations.** The server numbers every membership of a name in a session: the first
-is incarnation 1, a name that comes back after it left (or after it was declared gone
-while stalled) is incarnation 2, and so on. Peers know a membership by its *member id*:
-the bare name for incarnation 1 (``carol``), ``name~N`` after (``carol~2``). Message ids
-are made from the member id (``carol~2#1``), so a restarted client's messages are never
-taken for its predecessor's, and every causality module sees each incarnation as a
-process of its own: the predecessor's state is retired by its ``client_left``, the new
-one starts from nothing with its ``client_joined``, in the order the server sent them,
-which is the same at every member. Frames of an incarnation older than the current one
-of its name are refused (``stale_incarnation``) and counted.
-
-**Server restarts.** A client that is a member asks to keep its incarnation when it joins
-again; a restarted server, which has forgotten it, grants that, so a restart changes no
-member id and no causal state. Until that rejoin is accepted the client relays nothing
-(:attr:`Membership.may_relay`), and frames the server returns because it did not know
-the client yet are sent again after it (:class:`ResendReturned`).
+"""The session protocol of one client, without I/O: :class:`Membership` takes the
+server's notices, the senders of arriving messages, direct frame counts and the time,
+and answers with actions for its host. Member ids, incarnations and server restarts as
+clients see them: docs/sessions.md.
 """
 
 from __future__ import annotations
@@ -55,34 +33,25 @@ SERVER_SILENCE_HEARTBEATS = 4
 MAX_RETURNED_FRAMES = 10_000
 
 
-# -- actions: what the host carries out -------------------------------------------------------
 @dataclass(frozen=True)
 class SendCommand:
-    """Send a session command to the server (``join``, ``heartbeat``, ``leave``)."""
-
     op: str
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Arrive:
-    """Hand these messages, from members, to the protocol node, in order."""
-
     messages: tuple[ReceivedMessage, ...]
 
 
 @dataclass(frozen=True)
 class Reject:
-    """Count and log a refused input by reason."""
-
     reason: str
     detail: str
 
 
 @dataclass(frozen=True)
 class MemberJoined:
-    """Tell the node (and its session listeners) that ``member`` joined."""
-
     member: str
     is_new_session: bool
     is_new_application: bool
@@ -93,18 +62,14 @@ class MemberJoined:
 
 @dataclass(frozen=True)
 class MemberLeft:
-    """Tell the node that ``member`` left; forget its link."""
-
     member: str
 
 
 @dataclass(frozen=True)
 class Incarnated:
-    """The server admitted this client as ``member`` and told every member (``joined``,
-    this client's own join). ``previous`` is the member id it had before (``None`` on
-    the first join): when it differs, the client was removed meanwhile and is now a new
-    process, and the host starts a fresh protocol node, gives it ``joined`` and only
-    then puts it in place (so the application never sees a node without members)."""
+    """The server admitted this client as ``member`` (``joined``: its own join).
+    ``previous`` is its member id before (None on the first join): when it differs, the
+    client is a new process, and the host puts in place a fresh node given ``joined``."""
 
     member: str
     previous: str | None
@@ -113,22 +78,17 @@ class Incarnated:
 
 @dataclass(frozen=True)
 class JoinDone:
-    """The first join succeeded (``error`` is ``None``) or failed (the server's reason)."""
-
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class ResendReturned:
-    """Relay these frames again (the server returned them before the rejoin)."""
-
     frames: tuple[tuple[tuple[str, ...], bytes], ...]
 
 
 @dataclass(frozen=True)
 class DropReturned:
-    """These returned frames belong to an incarnation that is gone: report them
-    (``ids``: the application messages they held, as far as the host knew them)."""
+    """Returned frames of an incarnation that is gone (``ids``: the messages they held)."""
 
     count: int
     ids: tuple[str, ...] = ()
@@ -136,8 +96,6 @@ class DropReturned:
 
 @dataclass(frozen=True)
 class ServerSilence:
-    """The server has not answered for ``silent_for`` seconds (said once per outage)."""
-
     silent_for: float
 
 
@@ -148,9 +106,7 @@ class ServerBack:
 
 @dataclass(frozen=True)
 class LeftSession:
-    """This client is out of the session for good: the server confirmed its leave
-    (``left``), or a new start of its name took over while it was stalled
-    (``replaced``)."""
+    """Out of the session for good: ``left`` or ``replaced``."""
 
     reason: str = "left"
 
@@ -160,26 +116,18 @@ Action = (SendCommand | Arrive | Reject | MemberJoined | MemberLeft | Incarnated
 
 
 class Phase(StrEnum):
-    """Where a client is in the session (compares equal to its lower-case name)."""
+    """Where a client is in the session; REJOINING: a member the server does not know."""
 
-    #: the first join is on its way
     JOINING = "joining"
-    #: a member, known to the server
     JOINED = "joined"
-    #: a member the server does not know (it restarted, or took this client for gone):
-    #: joining again
     REJOINING = "rejoining"
-    #: the application closes; the leave is on its way
     LEAVING = "leaving"
-    #: out of the session for good (left, or replaced by a new start of its name)
     LEFT = "left"
-    #: the first join was refused
     FAILED = "failed"
 
 
 class PhaseError(RuntimeError):
-    """An input that does not fit the client's phase (a local mistake: the host fed the
-    protocol something out of order)."""
+    """An input that does not fit the client's phase (the host's mistake)."""
 
 
 #: phase -> what happened -> the next phase; what a phase does not list cannot happen
@@ -198,7 +146,7 @@ TRANSITIONS: dict[Phase, dict[str, Phase]] = {
 
 
 class Membership:
-    """The session protocol of one client (see the module docstring)."""
+    """The session protocol of one client."""
 
     def __init__(self, name: str, *, heartbeat_interval: float, now: float,
                  wants_state: bool = False,
@@ -220,15 +168,13 @@ class Membership:
         #: highest incarnation of each name known to be gone
         self.retired: dict[str, int] = {}
         self.addresses: dict[str, str] = {}
-        #: (expiry, message) from senders not yet known to be members
+        #: (expiry, message) from senders not yet known to be members (EARLY_WAIT)
         self.early: list[tuple[float, ReceivedMessage]] = []
         #: frames received directly from each member
         self.direct_received: Counter[str] = Counter()
-        #: members that left while some of their direct frames were still on the way:
-        #: member -> (frames they sent here, when to stop waiting)
+        #: members that left before their direct frames arrived: (frames, stop waiting)
         self.departing: dict[str, tuple[int, float]] = {}
-        #: frames the server returned, to relay again once it knows us, and the ids of
-        #: the application messages in them (as far as the host knew them)
+        #: frames the server returned, to relay again once it knows us, and their ids
         self.returned: list[tuple[tuple[str, ...], bytes]] = []
         self.returned_ids: list[str] = []
         self.server_seen = now
@@ -243,7 +189,6 @@ class Membership:
         self.wants_state = wants_state
         self.stats: Counter[str] = Counter()
 
-    # -- who is who -----------------------------------------------------------------------
     @property
     def member(self) -> str:
         """This client's member id (its name until it is first admitted)."""
@@ -255,8 +200,7 @@ class Membership:
 
     @property
     def may_relay(self) -> bool:
-        """False while the server does not know this client: relayed frames would be
-        returned (or, from an old incarnation, refused), so they wait."""
+        """False while the server does not know this client (relayed frames wait)."""
         return self.phase in (Phase.JOINED, Phase.LEAVING)
 
     def _move(self, happened: str) -> Phase:
@@ -273,24 +217,21 @@ class Membership:
         return happened in TRANSITIONS[self.phase]
 
     def resolve(self, name: str) -> str:
-        """The current member id for ``name``: a member id as is, a bare client name
-        (``carol``) as its current incarnation (``carol~2``)."""
+        """The current member id for a client name (a member id as is)."""
         if name in self.departing or name not in self.current:
             return name
         return self.current[name]
 
     def is_stale(self, sender: str) -> bool:
-        """True when ``sender`` is an incarnation older than its name's current or
-        latest departed one."""
+        """Whether ``sender`` is older than its name's current or latest departed one."""
         name, incarnation = split_member(sender)
         current = self.current.get(name)
         if current is not None and current != sender and split_member(current)[1] > incarnation:
             return True
         return incarnation <= self.retired.get(name, 0) and current != sender
 
-    # -- inputs ---------------------------------------------------------------------------
     def start(self, address: str) -> list[Action]:
-        """The first join; ``address`` is where peers push frames (direct routing)."""
+        """The first join; ``address`` is where peers push frames."""
         self._address = address
         return [SendCommand("join", self._join_fields())]
 
@@ -306,20 +247,19 @@ class Membership:
             return []
         silent = now - self.server_seen
         actions: list[Action] = []
-        if silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval:
-            if not self.server_unreachable and not self.server_key_mismatch:
-                self.server_unreachable = True
-                self.stats["server_outages"] += 1
-                log.warning("%s: no answer from the session server for %.1fs; retrying "
-                            "(direct traffic goes on; relayed frames wait)", self.member, silent,
-                            extra=EVENT_EXTRA)
-                actions.append(ServerSilence(silent))
+        if (silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval
+                and not self.server_unreachable and not self.server_key_mismatch):
+            self.server_unreachable = True
+            self.stats["server_outages"] += 1
+            log.warning("%s: no answer from the session server for %.1fs; retrying (direct "
+                        "traffic goes on; relayed frames wait)", self.member, silent,
+                        extra=EVENT_EXTRA)
+            actions.append(ServerSilence(silent))
         actions.append(SendCommand("heartbeat"))
         return actions
 
     def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
-        """The application closes: leave, saying how many frames went to each peer.
-        Raises :class:`PhaseError` when this client is out of the session already."""
+        """Leave, with the frames pushed to each peer; :class:`PhaseError` when out already."""
         self._move("leave")
         return [SendCommand("leave", {"direct_frames": dict(direct_frames)})]
 
@@ -357,10 +297,8 @@ class Membership:
         return [Reject("malformed", f"unexpected session op {op!r}")]
 
     def on_unverifiable_server_frame(self, now: float) -> list[Action]:
-        """A frame came from the server that does not verify under this client's key:
-        the server answers, but signs with another key (it was restarted with a new
-        one, or this client was given the wrong key file). Said once; the client keeps
-        trying, so it gets in as soon as the keys agree."""
+        """The server signs with another key: a first join fails; otherwise said once,
+        and the client keeps trying until the keys agree."""
         if self.phase == Phase.JOINING:
             self._move("refused")
             return [JoinDone("wrong_key: the session server answers, but signs with another "
@@ -376,9 +314,7 @@ class Membership:
 
     def on_returned(self, dests: tuple[str, ...], frame: bytes, now: float,
                     ids: tuple[str, ...] = ()) -> list[Action]:
-        """The server returned a relayed frame (holding the messages ``ids``, as far as
-        the host knows them): it does not know this client (it restarted, or removed
-        this client while it was stalled)."""
+        """The server, which does not know this client, returned a relayed frame."""
         if len(self.returned) < MAX_RETURNED_FRAMES:
             self.returned.append((dests, frame))
             self.returned_ids.extend(ids)
@@ -389,10 +325,8 @@ class Membership:
     def admit(self, message: ReceivedMessage, now: float) -> list[Action]:
         """A verified message whose sender is not a current member."""
         if self.is_stale(message.sender):
-            self.stats["stale_frames"] += 1
-            return [Reject("stale_incarnation", f"message {message.message_id} from "
-                           f"{message.sender}, an incarnation that is gone (now "
-                           f"{self.current.get(display_name(message.sender), 'none')})")]
+            now_is = self.current.get(display_name(message.sender), "none")
+            return [self._stale(message, f" (now {now_is})")]
         if message.sender in self.departing:
             return [Arrive((message,))]
         if len(self.early) >= self.max_early:
@@ -426,7 +360,6 @@ class Membership:
                 actions += self._complete_leave(member)
         return actions
 
-    # -- notices ----------------------------------------------------------------------------
     def _on_welcome(self, notice: Mapping[str, Any]) -> list[Action]:
         incarnation = notice.get("incarnation", 1)
         if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
@@ -552,7 +485,11 @@ class Membership:
                     extra=EVENT_EXTRA)
         return [SendCommand("join", self._join_fields())]
 
-    # -- departures and early senders -------------------------------------------------------
+    def _stale(self, message: ReceivedMessage, note: str = "") -> Reject:
+        self.stats["stale_frames"] += 1
+        return Reject("stale_incarnation", f"message {message.message_id} from "
+                      f"{message.sender}, an incarnation that is gone{note}")
+
     def _complete_leave(self, member: str) -> list[Action]:
         self.departing.pop(member, None)
         self.direct_received.pop(member, None)
@@ -573,9 +510,7 @@ class Membership:
             if message.sender in members:
                 ready.append(message)
             elif self.is_stale(message.sender):
-                self.stats["stale_frames"] += 1
-                actions.append(Reject("stale_incarnation", f"message {message.message_id} "
-                                      f"from {message.sender}, an incarnation that is gone"))
+                actions.append(self._stale(message))
             elif now is not None and now >= due:
                 actions.append(Reject("unknown_peer", f"sender {message.sender!r} is not a "
                                       f"member (waited {self.early_wait:g}s for its join)"))

@@ -1,53 +1,17 @@
-"""The session server's rules, without I/O: who is a member of which session, under
-which incarnation, in which order every member hears of joins and leaves, and what
-becomes of relayed frames.
-
-:class:`SessionRegistry` takes typed inputs (:class:`Join`, :class:`Leave`,
-:class:`Heartbeat`, :class:`Relay`, :class:`Tick`), each carrying the connection it came
-from and ``now``, and answers with actions for its host to carry out
-(:class:`Notify`, :class:`Forward`, :class:`Return`, :class:`Rejected`); those are
-defined, with the inputs verified commands and routed frames ask for, in
-:mod:`groupcomm.protocol.registry_events`. It keeps no sockets, threads or clocks: the
-ZeroMQ server (:mod:`groupcomm.transport.server`) and the model checker drive the very
-same object.
-
-The rules, in one place:
-
-* **Order.** Every notice of a session is emitted in one order; a host that sends them
-  on FIFO connections (ZeroMQ, the checker's per-member server channel) gives every
-  member the same order of joins and leaves.
-* **Incarnations.** The first membership of a name in a session is incarnation 1; a name
-  that comes back is the next one (``carol~2``). A client that asks to keep its
-  incarnation (it was a member before this server restarted) keeps it when it is above
-  the last one given here. Incarnations are remembered after a name leaves and after
-  its session empties (bounded by ``max_remembered``), so no number is ever reused.
-* **A name taken by a connection that may be dead.** A join under a name another
-  connection holds does not fail at once: the holder is asked to answer
-  (:data:`PROBE`); if it does not within ``takeover_wait`` seconds, it is removed as
-  gone and the newcomer joins as its next incarnation. If it answers, the newcomer is
-  refused (``duplicate_name``), told that a live client holds the name. An older
-  incarnation that comes back (it was stalled, not dead) is refused as ``replaced``: it
-  never takes the name back from its successor.
-* **Join notices before frames.** A relayed frame reaches a member only once that
-  member's join notice was sent; the join notice of a sender goes to every member before
-  any frame it relays (its own join is processed first).
-* **Departures.** A graceful leave says how many frames the leaver pushed directly to
-  each member; each member's ``left`` notice carries its count. A member whose
-  heartbeats stop for ``heartbeat_timeout`` (measured up to the last moment the host had
-  read all its input, see :class:`Tick`) is removed as gone.
-* **Restarts.** A server that is new keeps relayed frames for names it has not met, for
-  ``park_window`` seconds after its start (members rejoin one by one after a restart),
-  and hands them over when the name joins. A relay from a connection that is not a
-  member is returned to it (:class:`Return`), so that it can send it again after it
-  joined again.
+"""The session server's rules, without I/O: :class:`SessionRegistry` takes typed inputs
+(:mod:`groupcomm.protocol.registry_events`), each with its connection and ``now``, and
+answers with actions for its host (the ZeroMQ server, the in-process hosts, the checker).
+The rules (the order of notices, incarnations, taking over a name whose holder is gone,
+departures, frames across a restart) are told in docs/sessions.md.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from groupcomm.core.member_ids import member_id, split_member
 from groupcomm.protocol.registry_events import (
@@ -65,7 +29,6 @@ from groupcomm.protocol.registry_events import (
     Tick,
 )
 
-# the inputs and actions are the registry's interface: its hosts import them from here
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT", "MAX_PARKED_FRAMES", "MAX_REMEMBERED_NAMES", "PROBE",
     "Action", "Forward", "Heartbeat", "Input", "Join", "Leave", "Member", "Notify",
@@ -74,9 +37,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: generous on purpose: a client starved of CPU on a loaded machine (or a server that
-#: falls behind) must not be declared gone; a member removed by mistake comes back as a
-#: new member and loses what was relayed to it meanwhile
+#: generous on purpose: a member removed by mistake (starved of CPU) comes back as a new
+#: member and loses what was relayed to it meanwhile
 DEFAULT_HEARTBEAT_TIMEOUT = 10.0
 #: names whose last incarnation the registry remembers (least recently joined forgotten)
 MAX_REMEMBERED_NAMES = 100_000
@@ -84,29 +46,25 @@ MAX_REMEMBERED_NAMES = 100_000
 MAX_PARKED_FRAMES = 10_000
 #: the notice that asks the holder of a name to answer (a heartbeat echoing ``probe``)
 PROBE = "probe"
-#: a takeover never waits longer than this for the holder's answer, whatever the
-#: heartbeat timeout: a person restarting a crashed client should not wait long
+#: the longest a takeover waits for the holder's answer (a person restarting a client waits)
 MAX_TAKEOVER_WAIT = 2.0
 
 
-# -- state -----------------------------------------------------------------------------------
+def _error(conn: Connection, reason: str, detail: str) -> Notify:
+    return Notify(conn, "error", {"reason": reason, "detail": detail})
+
+
 @dataclass
 class Member:
-    """A client in a session."""
-
     name: str
     conn: Connection
     address: str
     last_seen: float
-    #: which membership of ``name`` in the session this is (1, 2, ...); see member_id
     incarnation: int = 1
-    #: it asks for the application state (members then mark the end of what they sent
-    #: before its join: see groupcomm.protocol.state_transfer)
     wants_state: bool = False
 
     @property
     def member_id(self) -> str:
-        """The name peers know this membership by (``carol``, then ``carol~2``, ...)."""
         return member_id(self.name, self.incarnation)
 
 
@@ -128,67 +86,45 @@ class _Takeover:
     due: float
 
 
-
 class SessionRegistry:
-    """The session server's state and rules (see the module docstring).
-
-    ``handle(input)`` applies one input and returns what to do, in order; it never
-    raises for a peer's mistake (that is a :class:`Rejected` action).
-    """
+    """The session server's state and rules; :meth:`handle` never raises for a peer's
+    mistake (that is a :class:`Rejected` action)."""
 
     def __init__(self, *, server_id: str, now: float,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  takeover_wait: float | None = None,
-                 authenticated: bool = False,
-                 max_remembered: int = MAX_REMEMBERED_NAMES,
-                 max_parked: int = MAX_PARKED_FRAMES) -> None:
+                 authenticated: bool = False) -> None:
         if heartbeat_timeout <= 0:
             raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout!r}")
         self.server_id = server_id
         self.heartbeat_timeout = heartbeat_timeout
-        #: how long the holder of a name has to answer a probe before a newcomer takes
-        #: the name over
         self.takeover_wait = (min(MAX_TAKEOVER_WAIT, heartbeat_timeout / 2)
                               if takeover_wait is None else takeover_wait)
         #: joins must use the name their per-client key authenticates
         self.authenticated = authenticated
-        self.max_remembered = max_remembered
-        self.max_parked = max_parked
         self.sessions: dict[tuple[str, str], Session] = {}
         self.applications: set[str] = set()
         #: connection -> (application, session, client name)
         self.by_conn: dict[Connection, tuple[str, str, str]] = {}
-        #: the last incarnation given to each name of each session, kept after the name
-        #: leaves (and after the session empties) so that a name that comes back is a
-        #: new member; bounded by max_remembered
+        #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
         self.parked: dict[tuple[str, str, str], list[tuple[bytes, str]]] = {}
         self.started_at = now
-        #: how long after its start the server keeps frames for names it has not met
         self.park_window = 3 * heartbeat_timeout
         #: (app, session, name) -> a join waiting for the name's holder to answer
         self.takeovers: dict[tuple[str, str, str], _Takeover] = {}
         self._probes = 0
         self.relayed = 0
 
-    # -- dispatch -----------------------------------------------------------------------------
     def handle(self, event: Input) -> list[Action]:
         """Apply one input; return the actions for the host, in the order to carry out."""
         out: list[Action] = []
-        if isinstance(event, Relay):
-            self._relay(event, out)
-        elif isinstance(event, Heartbeat):
-            self._heartbeat(event, out)
-        elif isinstance(event, Join):
-            self._join(event, out)
-        elif isinstance(event, Leave):
-            self._leave(event, out)
-        elif isinstance(event, Tick):
-            self._tick(event, out)
-        else:
+        step = _STEPS.get(type(event))
+        if step is None:
             raise TypeError(f"not a session registry input: {event!r}")
+        step(self, event, out)
         return out
 
     def describe(self, conn: Connection) -> str:
@@ -204,14 +140,12 @@ class SessionRegistry:
         found = self.sessions.get((application, session))
         return [m.member_id for m in found.members.values()] if found else []
 
-    # -- joins ----------------------------------------------------------------------------
     def _join(self, join: Join, out: list[Action]) -> None:
         if self.authenticated and join.client != join.user:
             out.append(Rejected("name_not_authenticated", f"join as {join.client!r} with the "
                                 f"key of {join.user!r}", self.describe(join.conn)))
-            out.append(Notify(join.conn, "error", {
-                "reason": "name_not_authenticated",
-                "detail": f"this key belongs to {join.user!r}, not {join.client!r}"}))
+            out.append(_error(join.conn, "name_not_authenticated",
+                              f"this key belongs to {join.user!r}, not {join.client!r}"))
             return
         session = self.sessions.get((join.application, join.session))
         existing = session.members.get(join.client) if session else None
@@ -222,9 +156,8 @@ class SessionRegistry:
             return
         previous = self.by_conn.get(join.conn)
         if previous is not None:
-            out.append(Notify(join.conn, "error", {
-                "reason": "already_joined",
-                "detail": f"this connection already joined as {previous[2]!r}"}))
+            out.append(_error(join.conn, "already_joined",
+                              f"this connection already joined as {previous[2]!r}"))
             return
         self._admit(join, out)
 
@@ -254,31 +187,23 @@ class SessionRegistry:
         self._unpark(session, member, out)
 
     def _incarnation_for(self, key: tuple[str, str, str], proposed: int) -> int:
-        """The incarnation of a new membership of ``key``'s name.
-
-        A client that was a member asks to keep its incarnation (``proposed``): after a
-        restart of this server, which has forgotten it, it keeps it (it lost nothing, and
-        every member still knows it by that name). A proposal at or below the last
-        incarnation given to the name here means the client was removed meanwhile
-        (declared gone while it was stalled): it comes back as the next incarnation.
-        """
+        """``proposed`` (the incarnation a client had) when above the last given here
+        (this server restarted and forgot it), else the next one (it was removed)."""
         last = self.incarnations.get(key, 0)
         incarnation = proposed if proposed > last else last + 1
         self.incarnations[key] = incarnation
         self.incarnations.move_to_end(key)
-        if len(self.incarnations) > self.max_remembered:
+        if len(self.incarnations) > MAX_REMEMBERED_NAMES:
             self.incarnations.popitem(last=False)
         return incarnation
 
-    # -- a name held by a connection that may be dead -------------------------------------
     def _ask_holder(self, join: Join, holder: Member, out: list[Action]) -> None:
         if 0 < join.incarnation < holder.incarnation:
             # an older incarnation (it was stalled and a new start took its name): it
             # must not take the name back from its successor
-            out.append(Notify(join.conn, "error", {
-                "reason": "replaced",
-                "detail": f"this client was replaced by {holder.member_id}, started under "
-                          "its name while this one did not answer"}))
+            out.append(_error(join.conn, "replaced", f"this client was replaced by "
+                              f"{holder.member_id}, started under its name while this one "
+                              "did not answer"))
             return
         key = (join.application, join.session, join.client)
         pending = self.takeovers.get(key)
@@ -296,11 +221,9 @@ class SessionRegistry:
     def _refuse_taken(self, join: Join, why: str, out: list[Action]) -> None:
         log.warning("refused client name %r in session %s/%s: %s", join.client,
                     join.application, join.session, why)
-        out.append(Notify(join.conn, "error", {
-            "reason": "duplicate_name",
-            "detail": f"client name {join.client!r} is taken in session {join.session!r} of "
-                      f"application {join.application!r}: {why}; stop that client or pick "
-                      "another name"}))
+        out.append(_error(join.conn, "duplicate_name", f"client name {join.client!r} is taken "
+                          f"in session {join.session!r} of application {join.application!r}: "
+                          f"{why}; stop that client or pick another name"))
 
     def _takeovers_due(self, now: float, out: list[Action]) -> None:
         for key, pending in list(self.takeovers.items()):
@@ -312,7 +235,6 @@ class SessionRegistry:
                         "name over", holder.member_id, key[0], key[1], self.takeover_wait)
             self._remove(session, holder, "was replaced in", None, out)  # admits pending
 
-    # -- the rest of a membership -----------------------------------------------------------
     def _member(self, event: Leave | Heartbeat | Relay) -> tuple[Session, Member] | None:
         session = self.sessions.get((event.application, event.session))
         member = session.members.get(event.client) if session else None
@@ -337,8 +259,7 @@ class SessionRegistry:
 
     def _remove(self, session: Session, member: Member, why: str,
                 direct_frames: Mapping[str, int] | None, out: list[Action]) -> None:
-        """Drop ``member`` and tell the others; ``direct_frames`` (graceful leave) says how
-        many frames it pushed straight to each of them, so each can wait for the last."""
+        """Drop ``member`` and tell the others (with the frames it pushed to each)."""
         del session.members[member.name]
         self.by_conn.pop(member.conn, None)
         log.info("%s %s %s/%s", member.member_id, why, session.application, session.name)
@@ -359,9 +280,8 @@ class SessionRegistry:
         found = self._member(beat)
         if found is None:
             # e.g. the server restarted: tell the client so it can join again
-            out.append(Notify(beat.conn, "error", {
-                "reason": "not_a_member",
-                "detail": "heartbeat from a client that is not a member; join again"}))
+            out.append(_error(beat.conn, "not_a_member",
+                              "heartbeat from a client that is not a member; join again"))
             return
         member = found[1]
         member.last_seen = beat.now
@@ -374,13 +294,10 @@ class SessionRegistry:
                                    "answered just now)", out)
         out.append(Notify(beat.conn, "pong", {"server_id": self.server_id}))
 
-    # -- relay ------------------------------------------------------------------------------
     def _relay(self, relay: Relay, out: list[Action]) -> None:
         found = self._member(relay)
         if found is None:
-            # e.g. this server restarted and the client has not joined again yet: give
-            # the frame back, so that the client sends it again once it has (nothing it
-            # accepted is lost to a restart)
+            # e.g. this server restarted: the client sends it again once it rejoined
             out.append(Rejected("unknown_peer", "relay from a client that is not a member; "
                                 "returned to it", self.describe(relay.conn)))
             out.append(Return(relay.conn, relay.frame, relay.dests))
@@ -402,23 +319,20 @@ class SessionRegistry:
             out.append(Forward(target.conn, relay.frame, sender))
 
     def _park(self, session: Session, dest: str, relay: Relay, sender: str) -> bool:
-        """Keep a frame for ``dest`` when this server is new and has never met its name:
-        after a restart, members join again one by one, and a member that rejoined
-        first relays to others that have not yet. Returns False when the frame is not
-        kept (the name was met here, the server is no longer new, or too many wait)."""
+        """Keep a frame for ``dest`` when this server is new and has never met its name
+        (members rejoin one by one after a restart); False when not kept."""
         if (session.application, session.name, split_member(dest)[0]) in self.incarnations:
             return False
         if relay.now - self.started_at > self.park_window:
             return False
         parked = self.parked.setdefault((session.application, session.name, dest), [])
-        if len(parked) >= self.max_parked:
+        if len(parked) >= MAX_PARKED_FRAMES:
             return False
         parked.append((relay.frame, sender))
         return True
 
     def _unpark(self, session: Session, member: Member, out: list[Action]) -> None:
-        """Hand ``member`` the frames kept for it; drop those kept for another
-        incarnation of its name (that one will not come)."""
+        """Hand ``member`` the frames kept for it; drop those for another incarnation."""
         app, name = session.application, session.name
         for key in [k for k in self.parked
                     if k[:2] == (app, name) and split_member(k[2])[0] == member.name]:
@@ -431,17 +345,10 @@ class SessionRegistry:
                 self.relayed += 1
                 out.append(Forward(member.conn, frame, sender))
 
-    # -- time -------------------------------------------------------------------------------
     def _tick(self, tick: Tick, out: list[Action]) -> None:
-        """Expire parked frames, due takeovers and silent members.
-
-        A member is silent when nothing came from it for ``heartbeat_timeout`` before
-        the last moment the host had read all its input (``caught_up_at``). Measured
-        against ``now`` instead, a server that falls behind under load (its input queue
-        holding seconds of frames) would declare busy, live clients gone and drop what
-        is relayed to them. The price: while the server never catches up, departures
-        are noticed late.
-        """
+        """Expire parked frames, due takeovers and silent members (silent before
+        ``caught_up_at``, see :class:`Tick`: while the server never catches up,
+        departures are noticed late)."""
         if self.parked and tick.now - self.started_at > self.park_window:
             for (app, session, dest), frames in self.parked.items():
                 out.append(Rejected("unknown_peer", f"{len(frames)} frame(s) kept for "
@@ -458,6 +365,11 @@ class SessionRegistry:
                     self._remove(session, member, "timed out of", None, out)
 
     def next_deadline(self) -> float | None:
-        """The earliest time a :class:`Tick` has something to do besides heartbeats: the
-        first due takeover (hosts tick at least that soon)."""
+        """The first due takeover: hosts tick at least that soon."""
         return min((t.due for t in self.takeovers.values()), default=None)
+
+
+#: the registry's step for each type of input
+_STEPS: dict[type, Callable[[SessionRegistry, Any, list[Action]], None]] = {
+    Relay: SessionRegistry._relay, Heartbeat: SessionRegistry._heartbeat,
+    Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick}

@@ -1,13 +1,7 @@
-"""What the session server's rules take and answer, as data: the inputs of
-:class:`~groupcomm.protocol.registry.SessionRegistry` (:class:`Join`, :class:`Leave`,
-:class:`Heartbeat`, :class:`Relay`, :class:`Tick`), its actions (:class:`Notify`,
-:class:`Forward`, :class:`Return`, :class:`Rejected`), and the input a verified session
-command (:func:`command_input`) or routed frame (:func:`routed_input`) asks for.
-
-Connections are opaque hashable values (ZeroMQ routing identities in the server,
-process names in the checker). A client's commands are ``join``, ``leave`` and
-``heartbeat``; a message frame asks for nothing but its relay, to the destinations its
-verified head names, as the member its connection joined as.
+"""The inputs and actions of :class:`~groupcomm.protocol.registry.SessionRegistry`, and
+the input a verified session command (:func:`command_input`) or routed frame
+(:func:`routed_input`) asks for. Connections are opaque hashable values (ZeroMQ routing
+identities in the server, process names in the checker).
 """
 
 from __future__ import annotations
@@ -28,16 +22,19 @@ class BadCommand(ValueError):
     """A session command with missing or wrongly typed fields (the peer's mistake)."""
 
 
-# -- inputs ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Join:
-    """A client asks to join ``session`` of ``application`` as ``client``."""
-
+class _FromClient:
     conn: Connection
     client: str
     application: str
     session: str
     now: float
+
+
+@dataclass(frozen=True)
+class Join(_FromClient):
+    """A client asks to join ``session`` of ``application`` as ``client``."""
+
     #: where peers push frames to it (direct routing); may be empty
     address: str = ""
     #: the incarnation it had (0 on a first join): kept after a restart of this server
@@ -48,41 +45,25 @@ class Join:
 
 
 @dataclass(frozen=True)
-class Leave:
-    """A member leaves; ``direct_frames`` counts the frames it pushed to each peer."""
+class Leave(_FromClient):
+    """A member leaves; ``direct_frames`` counts the frames it pushed to each peer
+    (``counts_valid`` False: they were malformed, and the leave still counts)."""
 
-    conn: Connection
-    client: str
-    application: str
-    session: str
-    now: float
     direct_frames: Mapping[str, int] = field(default_factory=dict)
-    #: False when the client's counts were malformed (the leave still counts; receivers
-    #: just cannot wait for its last direct frames)
     counts_valid: bool = True
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class Heartbeat(_FromClient):
     """A client is alive; ``probe`` echoes the number of a probe it answers."""
 
-    conn: Connection
-    client: str
-    application: str
-    session: str
-    now: float
     probe: int | None = None
 
 
 @dataclass(frozen=True)
-class Relay:
+class Relay(_FromClient):
     """A member asks to relay ``frame`` (opaque bytes) to member ids ``dests``."""
 
-    conn: Connection
-    client: str
-    application: str
-    session: str
-    now: float
     dests: tuple[str, ...]
     frame: bytes
 
@@ -100,11 +81,8 @@ class Tick:
 Input = Join | Leave | Heartbeat | Relay | Tick
 
 
-# -- actions ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Notify:
-    """Send the session notice ``op`` with ``fields`` to ``conn``."""
-
     conn: Connection
     op: str
     fields: Mapping[str, Any]
@@ -132,8 +110,6 @@ class Return:
 
 @dataclass(frozen=True)
 class Rejected:
-    """Count and log refused input by reason (``peer`` says whose)."""
-
     reason: str
     detail: str
     peer: str
@@ -142,7 +118,6 @@ class Rejected:
 Action = Notify | Forward | Return | Rejected
 
 
-# -- what verified frames ask for ------------------------------------------------------------
 def _text(command: Mapping[str, Any], key: str) -> str:
     value = command.get(key)
     if not isinstance(value, str) or not value:
@@ -156,12 +131,9 @@ def _count(value: Any) -> bool:
 
 def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
                   user: str | None = None) -> Join | Leave | Heartbeat:
-    """The typed input for a verified, decoded session command (``op`` and its fields);
-    ``user`` is the name the client's key authenticates, when keys are in use.
-
-    Raises :class:`BadCommand` naming the field at fault, or the op when it is not a
-    client's command.
-    """
+    """The typed input for a verified, decoded session command; ``user`` is the name the
+    client's key authenticates. Raises :class:`BadCommand` naming the field or op at
+    fault."""
     op = command.get("op")
     common = dict(conn=conn, client=_text(command, "client"),
                   application=_text(command, "application"),
@@ -187,10 +159,8 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
 
 def routed_input(by_conn: Mapping[Connection, tuple[str, str, str]], conn: Connection,
                  now: float, dests: tuple[str, ...], frame: bytes) -> Relay:
-    """The relay a routed frame asks for: to the destinations its verified head names,
-    as the member ``conn`` joined as (``by_conn``: connection -> (application, session,
-    client name), the registry's); a connection that is no member asks as nobody, and
-    its frame is returned to it."""
+    """The relay a routed frame asks for, as the member ``conn`` joined as (``by_conn`` is
+    the registry's); a connection that is no member asks as nobody."""
     application, session, client = by_conn.get(conn, ("", "", ""))
     return Relay(conn=conn, client=client, application=application, session=session,
                  now=now, dests=dests, frame=frame)

@@ -1,10 +1,4 @@
-"""Counting and logging rejected input: shared by the session server and the client
-protocol.
-
-Both ends refuse frames for the same reasons (malformed, replayed, impersonation, ...);
-each keeps a :class:`RejectLog` so the counts appear in its counters and the log says
-clearly what was dropped without being flooded by a misbehaving peer.
-"""
+"""Counting and logging rejected input (the session server and the client protocol)."""
 
 from __future__ import annotations
 
@@ -26,7 +20,5 @@ class RejectLog:
         self.counts[reason] += 1
         count = self.counts[reason]
         if count <= 5 or count % 1000 == 0:
-            log.warning(
-                "%s rejected a frame from %s (%s, %d so far): %s",
-                self.who, peer, reason, count, detail,
-            )
+            log.warning("%s rejected a frame from %s (%s, %d so far): %s", self.who, peer,
+                        reason, count, detail)

@@ -1,11 +1,6 @@
-"""What a member tells its application about the session, as typed events.
-
-An application registers a listener (``Communicator.add_event_listener``, or
-``event_listener=`` at construction) and is called, on the member's thread, with one of
-the frozen dataclasses below as things happen. Every event carries ``member``: this
-client's member id when it happened (``carol``, or ``carol~2`` after a return). The
-events are for people and programs alike: a chat says them in its own words, a test
-waits for them; nothing needs to read log text.
+"""What a member tells its application about the session, as typed events, on the
+member's thread (``Communicator.add_event_listener``). Every event carries ``member``,
+this client's member id when it happened.
 """
 
 from __future__ import annotations
@@ -19,8 +14,6 @@ __all__ = ["HeldReleased", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined",
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionEvent:
-    """Base of every event: ``member`` is this client's member id at the time."""
-
     member: str
 
 
@@ -43,10 +36,8 @@ class PeerLeft(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rejoined(SessionEvent):
-    """This client is a member again after the server lost it. ``previous`` is the member
-    id it had: the same as ``member`` when the server restarted (nothing changes for the
-    peers); another when the session took this client for gone (a new member for every
-    peer: what the old one had not sent is reported in a :class:`MessagesLost`)."""
+    """A member again after the server lost it: ``previous`` is its member id before (the
+    same when the server restarted; another when it was taken for gone)."""
 
     previous: str
 
@@ -57,8 +48,7 @@ class Rejoined(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSilent(SessionEvent):
-    """The session server has not answered for ``silent_for`` seconds; the client keeps
-    trying (relayed messages wait, direct ones go on)."""
+    """The session server has not answered for ``silent_for`` seconds."""
 
     silent_for: float
 
@@ -70,8 +60,7 @@ class ServerAnswers(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessagesLost(SessionEvent):
-    """Messages this client accepted for sending that did not go out (``ids``, message
-    ids as the sends returned them), and why."""
+    """Messages accepted for sending that did not go out, and why."""
 
     ids: tuple[str, ...]
     reason: str
@@ -79,8 +68,7 @@ class MessagesLost(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeldReleased(SessionEvent):
-    """Held messages that waited on ``departed`` were delivered without its missing
-    messages (the ``release_after`` policy, or ``release_waiting_on``)."""
+    """Held messages that waited on ``departed`` were delivered without its missing ones."""
 
     departed: str
     ids: tuple[str, ...]
@@ -107,7 +95,6 @@ class StateUnavailable(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Removed(SessionEvent):
-    """This client is out of the session for good: ``reason`` is ``left`` (its own
-    leave) or ``replaced`` (a new start of its name took over while it was stalled)."""
+    """Out of the session for good: ``reason`` is ``left`` or ``replaced``."""
 
     reason: str

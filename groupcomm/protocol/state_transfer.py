@@ -1,43 +1,10 @@
-"""State transfer to a newcomer, without I/O.
-
-A member that joins a session that is already under way usually needs the application's
-state (the conversation so far, the text being edited), not only the messages sent after
-it joined. The application gives its communicator a *provider* (returns a snapshot of the
-application state) and a *consumer* (installs one). A newcomer asks one member for a
-snapshot (the longest-standing one first); that member calls its provider between two
-deliveries and answers with the snapshot and the ids of the messages its application had
-been handed (:data:`REFLECTED_IDS` most recent; application-level ids, so that the copies
-of a send that ``mfss`` and ``cykas`` split into unicasts count as one message). The newcomer holds every delivery from
-its join until the snapshot is installed, then delivers exactly the messages the
-snapshot does not already reflect: none twice, none missing.
+"""State transfer to a newcomer, without I/O: the newcomer's gate (:class:`NewcomerState`),
+the members' cuts (:class:`Cuts`) and both sides at one member (:class:`StateTransfer`).
+The rules are in docs/sessions.md, "State transfer".
 
 Why the recent ids suffice: a message addressed to the newcomer was sent after its sender
-saw the join, so the provider, if it delivered it before its snapshot, did so shortly
-before, among its most recent deliveries. Messages skipped because the snapshot reflects
-them still advance the application clock (their tags stay exact) and are traced as
-delivered: the application has seen them, through the snapshot.
-
-**The cut.** A snapshot must also hold every message sent to the provider before the
-join, including those still on their way when the newcomer asks (they are not addressed
-to the newcomer, which will never get them). So every member that sees the join of a
-newcomer that asks for state sends every member, itself included, a :class:`JoinMarker`
-through its causality module, after everything it sent before (a module delivers one
-sender's messages in order, and a sender-side module sends them in order). A member
-answers the newcomer's request only once it has delivered the marker of every member
-that was there at the join (:class:`Cuts`): everything they sent it before the join has
-been delivered then, and is in its application's state. Markers are consumed by the
-communicators, never handed to applications.
-
-If the asked member has no provider, fails, leaves or does not answer within the
-timeout, the next member is asked; when nobody can answer, the newcomer goes on without
-a snapshot (a warning says so) and delivers everything addressed to it. A newcomer back
-after a server restart asks the same member again: the request, or its answer, may have
-been inside the server.
-
-:class:`StateTransfer` is what one member does with these rules: as a newcomer, ask one
-member after another and hold deliveries until a snapshot is in; as a member, mark the
-join of a newcomer that asks after everything sent before it, and answer once the cut is
-complete and the application has applied everything it was handed.
+saw the join, so a provider that delivered it before its snapshot did so among its most
+recent deliveries.
 """
 
 from __future__ import annotations
@@ -45,18 +12,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import (
-    JoinMarker,
-    Snapshot,
-    StateReply,
-    StateRequest,
-)
+from groupcomm.core.session_messages import JoinMarker, Snapshot, StateReply, StateRequest
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.session_events import (
@@ -70,8 +31,6 @@ log = logging.getLogger(__name__)
 
 #: seconds a newcomer waits for one member's answer before asking the next
 STATE_TIMEOUT = 10.0
-
-
 #: newcomers whose cut a member keeps track of at once (the oldest are forgotten)
 MAX_CUTS = 256
 
@@ -87,7 +46,6 @@ class Cuts:
         self.deferred: list[str] = []
 
     def newcomer(self, newcomer: str, members: Sequence[str]) -> None:
-        """``newcomer`` joined, asking for state; ``members`` were there with it."""
         self._awaited[newcomer] = {m for m in members if m != newcomer}
         if len(self._awaited) > MAX_CUTS:
             del self._awaited[next(iter(self._awaited))]
@@ -110,8 +68,7 @@ class Cuts:
         return False
 
     def member_left(self, member: str) -> list[str]:
-        """A member left: its marker will not come (what it sent before the join is
-        lost with it, or was delivered); a newcomer that left asks nothing more."""
+        """A member left: its marker will not come; a newcomer that left asks nothing."""
         self._awaited.pop(member, None)
         if member in self.deferred:
             self.deferred.remove(member)
@@ -136,13 +93,11 @@ class Ask:
 
 @dataclass
 class Install:
-    """Call the consumer with ``state`` (when ``reply`` is not None), then deliver
-    ``release`` to the application and mark ``skipped`` as seen (clock and trace)."""
+    """Install ``reply`` (if any), deliver ``release``, mark ``skipped`` as seen."""
 
     reply: StateReply | None
     release: list[ReceivedMessage] = field(default_factory=list)
     skipped: list[ReceivedMessage] = field(default_factory=list)
-    #: the member whose snapshot this is (None when no member could give one)
     source: str | None = None
 
 
@@ -154,25 +109,21 @@ class NewcomerState:
         #: True from the start until a snapshot is installed or nobody can give one
         self.waiting = True
         self._candidates: list[str] = []
-        self._asked: str | None = None
+        #: the member asked now
+        self.asked: str | None = None
         self._deadline = 0.0
         self._held: list[ReceivedMessage] = []
         self._reflected: frozenset[str] = frozenset()
 
-    @property
-    def asked(self) -> str | None:
-        return self._asked
-
     def joined(self, me: str, members: Sequence[str], now: float) -> list[Ask | Install]:
-        """This client joined (or came back as a new incarnation): ask the members that
-        were there before it, longest-standing first; alone, there is nothing to ask."""
+        """This client joined (or came back as a new incarnation): ask the others,
+        longest-standing first."""
         self.waiting = True
         self._candidates = [m for m in members if m != me]
         return self._ask_next(now)
 
     def deliver(self, message: ReceivedMessage) -> str:
-        """What to do with a message ready for the application: ``"hold"`` (the
-        snapshot is not in yet), ``"skip"`` (the snapshot reflects it) or
+        """``"hold"`` (no snapshot yet), ``"skip"`` (the snapshot reflects it) or
         ``"deliver"``."""
         if self.waiting:
             self._held.append(message)
@@ -182,7 +133,7 @@ class NewcomerState:
         return "deliver"
 
     def reply(self, sender: str, reply: StateReply, now: float) -> list[Ask | Install]:
-        if sender != self._asked or not self.waiting:
+        if sender != self.asked or not self.waiting:
             return []  # a late answer from a member asked before: the first one counts
         if not reply.available:
             log.info("%s has no application state to give; asking the next member", sender)
@@ -192,42 +143,41 @@ class NewcomerState:
 
     def member_left(self, member: str, now: float) -> list[Ask | Install]:
         self._candidates = [m for m in self._candidates if m != member]
-        if self.waiting and member == self._asked:
+        if self.waiting and member == self.asked:
             return self._ask_next(now)
         return []
 
     def server_restarted(self, now: float) -> list[Ask | Install]:
-        """This client is back after a server restart: the request, or the answer, may
-        have been inside the server, so the member asked is asked again (an answer to
-        the first request, if it comes, counts as well)."""
-        if not self.waiting or self._asked is None:
+        """Back after a server restart, which may have lost the request or its answer:
+        ask the same member again."""
+        if not self.waiting or self.asked is None:
             return []
         self._deadline = now + self.timeout
-        return [Ask(self._asked)]
+        return [Ask(self.asked)]
 
     def tick(self, now: float) -> list[Ask | Install]:
-        if self.waiting and self._asked is not None and now >= self._deadline:
+        if self.waiting and self.asked is not None and now >= self._deadline:
             log.warning("%s did not send the application state within %gs; asking the next "
-                        "member", self._asked, self.timeout)
+                        "member", self.asked, self.timeout)
             return self._ask_next(now)
         return []
 
     def _ask_next(self, now: float) -> list[Ask | Install]:
-        if self._asked in self._candidates:
-            self._candidates.remove(self._asked)
+        if self.asked in self._candidates:
+            self._candidates.remove(self.asked)
         if not self._candidates:
-            if self._asked is not None:
+            if self.asked is not None:
                 log.warning("no member could give the application state; going on without "
                             "it (every message addressed to this client is delivered)")
             return [self._finish(None)]
-        self._asked = self._candidates[0]
+        self.asked = self._candidates[0]
         self._deadline = now + self.timeout
-        return [Ask(self._asked)]
+        return [Ask(self.asked)]
 
     def _finish(self, reply: StateReply | None) -> Install:
         self.waiting = False
-        source = self._asked if reply is not None else None
-        self._asked = None
+        source = self.asked if reply is not None else None
+        self.asked = None
         held, self._held = self._held, []
         reflected = self._reflected
         return Install(reply, [m for m in held if m.app_message_id not in reflected],
@@ -235,17 +185,13 @@ class NewcomerState:
 
 
 class Member(Protocol):
-    """What state transfer uses of its member (a
-    :class:`~groupcomm.protocol.client.ClientProtocol`)."""
+    """What state transfer uses of its :class:`~groupcomm.protocol.client.ClientProtocol`."""
 
     name: str
-    application: str
-    session: str
     node: ProtocolNode
     port: ApplicationPort
     out: Out
     stats: Counter[str]
-    lock: AbstractContextManager[Any]
     now: float
 
     def emit(self, event: SessionEvent) -> None: ...
@@ -256,10 +202,9 @@ class Member(Protocol):
 
 
 class StateTransfer:
-    """State transfer at one member (see the module docstring). ``provider`` gives a
-    snapshot of the application state (or a :class:`Snapshot`), ``consumer`` installs
-    one; a member without a consumer asks for nothing, one without a provider answers
-    that it has nothing to give."""
+    """State transfer at one member. ``provider`` gives a snapshot (or a :class:`Snapshot`),
+    ``consumer`` installs one; without a consumer a member asks for nothing, without a
+    provider it answers that it has nothing to give."""
 
     def __init__(self, member: Member, *, provider: Callable[[], Any] | None,
                  consumer: Callable[[Any], None] | None, timeout: float) -> None:
@@ -275,45 +220,43 @@ class StateTransfer:
 
     @property
     def waiting(self) -> bool:
-        """True while this newcomer waits for a snapshot (time matters then)."""
         return self.gate is not None and self.gate.waiting
 
     # -- as a newcomer -------------------------------------------------------------------------
     def joined(self, members: Sequence[str], now: float) -> None:
-        """This client joined, or came back as a new member: ask for the state again."""
         if self.gate is not None:
             self._member.out.state_pending()
-            self._carry_out(self.gate.joined(self._member.node.name, members, now), now)
+            self._carry_out(self.gate.joined(self._member.node.name, members, now))
 
     def member_left(self, member: str, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.member_left(member, now), now)
+            self._carry_out(self.gate.member_left(member, now))
         self.answer(self._cuts.member_left(member))
 
     def server_restarted(self, now: float) -> None:
-        """This newcomer is back after a server restart while it waits: ask again."""
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.server_restarted(now), now)
+            self._carry_out(self.gate.server_restarted(now))
 
     def tick(self, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.tick(now), now)
+            self._carry_out(self.gate.tick(now))
 
     def deliver(self, message: ReceivedMessage) -> bool:
-        """Whether the gate takes ``message`` (held until the snapshot is in, or seen
-        through it) instead of its going to the application now."""
+        """Whether the gate takes ``message`` (held, or seen through the snapshot)."""
         gate = self.gate
         if gate is None:
             return False
         verdict = gate.deliver(message)
-        if verdict == "deliver":
-            return False
         if verdict == "skip":
-            self._member.stats["delivered_through_state"] += 1
-            self._member.node.application_delivered(message)
-        return True
+            self._seen(message)
+        return verdict != "deliver"
 
-    def _carry_out(self, actions: list[Ask | Install], now: float) -> None:
+    def _seen(self, message: ReceivedMessage) -> None:
+        """``message`` is reflected by the snapshot: its clock and trace, not the app."""
+        self._member.stats["delivered_through_state"] += 1
+        self._member.node.application_delivered(message)
+
+    def _carry_out(self, actions: list[Ask | Install]) -> None:
         member = self._member
         for action in actions:
             if isinstance(action, Ask):
@@ -330,9 +273,8 @@ class StateTransfer:
                 except Exception:
                     log.exception("%s: the state consumer raised; going on without the "
                                   "snapshot", member.name)
-            for message in action.skipped:  # seen through the snapshot: clock and trace
-                member.stats["delivered_through_state"] += 1
-                member.node.application_delivered(message)
+            for message in action.skipped:
+                self._seen(message)
             for message in action.release:
                 member.stats["delivered"] += 1
                 member.port.hand_over(message)
@@ -343,10 +285,8 @@ class StateTransfer:
 
     # -- as a member ---------------------------------------------------------------------------
     def newcomer(self, newcomer: str, members: Sequence[str]) -> None:
-        """``newcomer`` joined and asks for state: mark the end of what this member sent
-        before its join, to every member. The markers are tagged into the member's input
-        queue like the application's sends, so they go after every send tagged before
-        them."""
+        """``newcomer`` joined and asks for state: mark, to every member, the end of what
+        this member sent before (tagged into the input queue, behind earlier sends)."""
         self._cuts.newcomer(newcomer, members)
         member = self._member
         node = member.node
@@ -360,7 +300,6 @@ class StateTransfer:
         member.take_inputs(markers=len(markers))
 
     def marker(self, marker: JoinMarker, sender: str) -> None:
-        """``sender``'s join marker for a newcomer was delivered here."""
         self.answer(self._cuts.marker(marker.newcomer, sender))
 
     def answer(self, newcomers: list[str]) -> None:
@@ -376,15 +315,11 @@ class StateTransfer:
             self.deferred.append(newcomer)
 
     def answer_deferred(self) -> None:
-        """Give the snapshots that waited for the application to catch up, if it has."""
         if self.deferred and self._member.port.caught_up:
             waiting, self.deferred = self.deferred, []
-            for newcomer in waiting:
-                if newcomer in self._member.node.member_set:
-                    self._send_system(self._snapshot(newcomer), newcomer)
+            self.answer(waiting)
 
     def on_system(self, message: ReceivedMessage) -> bool:
-        """The node's system listener: state requests and replies are ours."""
         user = message.user_message
         if isinstance(user, StateRequest):
             if self._cuts.request(message.sender):
@@ -392,8 +327,7 @@ class StateTransfer:
             return True
         if isinstance(user, StateReply):
             if self.gate is not None:
-                now = self._member.now
-                self._carry_out(self.gate.reply(message.sender, user, now), now)
+                self._carry_out(self.gate.reply(message.sender, user, self._member.now))
             return True
         return False
 
@@ -412,7 +346,7 @@ class StateTransfer:
                       else (value, ()))
         member.stats["state_given"] += 1
         # read after the provider: an own send racing it is covered rather than missed
-        with member.lock:
+        with member.node.clock_lock:
             clock = tuple(member.node.application_clock_locked().items())
             reflected = (*recent, *own)
         return StateReply(available=True, state=state, reflected=reflected, clock=clock)
@@ -422,8 +356,7 @@ class StateTransfer:
         member = self._member
         node = member.node
         node.submit(SentMessage(
-            application_name=member.application, session_name=member.session,
+            application_name=node.application, session_name=node.session,
             user_message=obj, message_id=f"{node.name}~state{self._system_sent}",
-            sender=node.name, destinations=(dest,),
-        ))
+            sender=node.name, destinations=(dest,)))
         member.drain()

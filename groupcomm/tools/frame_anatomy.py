@@ -1,15 +1,6 @@
-"""What one typed key costs on the wire, part by part (``groupcomm text-wire --fields``).
-
-Three members type on the in-process network under a causality module, each inserting
-after its own last character, as ``groupcomm edit`` sends keystrokes. The messages the
-first member sends go, one batch per keystroke, through the same encoder a communicator
-uses (:func:`~groupcomm.wire.envelopes.pack_envelopes`, a
-:class:`~groupcomm.wire.streams.StreamEncoder`, a :class:`~groupcomm.wire.frames.FrameCodec`),
-and the last keystroke's frame is broken down: the signature, the frame header (version,
-nonce, counter), the routed head (kind, destinations, chunk number) and the compressed
-chunk; and the batch before compression, field by field (its head, message id,
-destinations, kind, stamp, tag clock, payload; the payload also as its pickle would
-take, for comparison with its msgpack form).
+"""What one typed key costs on the wire, part by part (``groupcomm text-wire --fields``):
+three members type on the in-process network, and the first member's last keystroke is
+encoded as a communicator would and broken down, frame and batch, field by field.
 """
 
 from __future__ import annotations
@@ -30,8 +21,7 @@ __all__ = ["keystroke_fields"]
 
 
 def _typed(module: str, names: Sequence[str], history: int) -> list[SentMessage]:
-    """The messages ``names[0]`` sends while everyone types ``history`` keys and it
-    types one more."""
+    """What ``names[0]`` sends while everyone types ``history`` keys, and it one more."""
     net = LocalNetwork(list(names), module, trace=False)
     sent: list[SentMessage] = []
     last = {name: None for name in names}
@@ -50,8 +40,8 @@ def _typed(module: str, names: Sequence[str], history: int) -> list[SentMessage]
 
 def keystroke_fields(module: str, names: Sequence[str] = ("p1", "p2", "p3"),
                      history: int = 60) -> dict[str, Any]:
-    """Bytes of each part of one keystroke's frame under ``module`` (see the module doc);
-    ``history`` keystrokes by each member first."""
+    """Bytes of each part of one keystroke's frame under ``module``, after ``history``
+    keystrokes by each member (the payload also as its pickle would take)."""
     codec = FrameCodec(b"frame-anatomy-key-0123456789abcd")
     streams = StreamEncoder()
     frame = body = b""

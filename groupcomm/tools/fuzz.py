@@ -1,20 +1,8 @@
-"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``).
-
-Two campaigns, each input checked for: no exception other than the documented
-rejections (:class:`FrameRejected`, :class:`MessageError`), no hang (the slowest input
-is reported), and — for frames that do not carry a valid signature — nothing
-deserialized at all: msgpack, pickle and dill are watched and must not be called
-before the signature is verified.
-
-* ``unsigned``: random bytes and mutations (bit flips, truncations, insertions,
-  splices) of valid signed frames (routed frames and session frames), fed to
-  :meth:`FrameCodec.open` and the communicator's frame handling path.
-* ``signed``: what a buggy or hostile key holder could send, re-signed with the session
-  key so that the parsers behind the signature are reached: half mutate valid frame
-  bodies (the routed head, the compressed chunks, session commands), half mutate a
-  valid packed batch and then wrap it in a routed frame as a sender would (as it is, or
-  as the first chunk of a stream), so that the batch parser behind the routed head and
-  the inflater is reached too.
+"""Fuzzing the frame decoder and the envelope parser (``python -m groupcomm.tools.fuzz``):
+every input must raise nothing but :class:`FrameRejected` or :class:`MessageError` and
+not hang. ``unsigned``: random bytes and mutated signed frames, of which nothing may be
+deserialized (msgpack, pickle and dill are watched). ``signed``: mutated bodies and packed
+batches, re-signed with the session key to reach the parsers behind the signature.
 """
 
 from __future__ import annotations
@@ -26,8 +14,9 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
+from unittest.mock import patch
 
 import dill
 import msgpack
@@ -40,8 +29,6 @@ from groupcomm.wire.session import open_session, seal_session
 from groupcomm.wire.streams import StreamDecoder, StreamEncoder
 
 KEY = b"fuzzing-key-0123456789abcdef0123"
-
-
 #: the destinations of the routed frames the fuzzer wraps itself
 WRAPPED_DESTS = ("bob",)
 
@@ -63,8 +50,7 @@ def seed_batches() -> list[bytes]:
 
 
 def seed_bodies() -> list[bytes]:
-    """Valid frame bodies of both kinds to mutate: routed bodies (a stream's first two
-    chunks, batches that travel uncompressed) and session commands."""
+    """Valid routed bodies (compressed and not) and session commands to mutate."""
     batches = seed_batches()
     streams = StreamEncoder()
     bodies = [streams.wrap(("bob", "carol"), b) for b in batches[:2]]
@@ -77,12 +63,6 @@ def seed_bodies() -> list[bytes]:
                              **fields)
         bodies.append(sealed_body(frame))
     return bodies
-
-
-def wrap_batch(batch: bytes, rng: random.Random) -> bytes:
-    """A routed body carrying ``batch`` as a sender would send it: as it is, or as the
-    first chunk of a stream (compressed)."""
-    return StreamEncoder(compress=rng.random() < 0.5).wrap(WRAPPED_DESTS, batch)
 
 
 def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes]) -> bytes:
@@ -122,28 +102,23 @@ class _Watch:
     @contextmanager
     def active(self) -> Iterator[None]:
         # every decoder calls these through their modules (msgpack.unpackb, not a copy)
-        targets = [(pickle, "loads"), (dill, "loads"), (msgpack, "unpackb")]
-        saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
-
-        def counting(original: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                self.calls += 1
-                return original(*args, **kwargs)
-            return wrapper
-
-        for obj, name, original in saved:
-            setattr(obj, name, counting(original))
-        try:
+        with ExitStack() as patches:
+            for module, name in ((pickle, "loads"), (dill, "loads"), (msgpack, "unpackb")):
+                patches.enter_context(patch.object(module, name,
+                                                   self._counted(getattr(module, name))))
             yield
-        finally:
-            for obj, name, original in saved:
-                setattr(obj, name, original)
+
+    def _counted(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(*args, **kwargs)
+        return wrapper
 
 
 def handle_frame(receiver: FrameCodec, frame: bytes,
                  streams: StreamDecoder | None = None) -> str:
-    """What a communicator does with one incoming frame, short of delivering it
-    (``streams``: the receiver's decompressors of routed frames)."""
+    """What a communicator does with one incoming frame, short of delivering it: the
+    outcome, ``accepted`` or a rejection reason."""
     try:
         body, nonce, _ = receiver.open(frame)
         if kind_of(body) == ROUTED:
@@ -178,10 +153,13 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
     streams = StreamDecoder(max_body=receiver.max_frame)
     for index in range(inputs):
         signed = index >= half
+        name = "signed" if signed else "unsigned"
         if signed and rng.random() < 0.5:
             frame = sender.seal(mutate(rng.choice(bodies), rng, bodies))
-        elif signed:
-            frame = sender.seal(wrap_batch(mutate(rng.choice(batches), rng, batches), rng))
+        elif signed:  # as a sender wraps a batch: as it is, or a stream's first chunk
+            batch = mutate(rng.choice(batches), rng, batches)
+            frame = sender.seal(StreamEncoder(compress=rng.random() < 0.5).wrap(
+                WRAPPED_DESTS, batch))
         elif rng.random() < 0.2:
             frame = rng.randbytes(rng.randint(0, 200))
         else:
@@ -189,19 +167,13 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
         before = watch.calls
         t0 = time.perf_counter()
         try:
-            if signed:
+            with nullcontext() if signed else watch.active():
                 outcome = handle_frame(receiver, frame, streams)
-            else:
-                with watch.active():
-                    outcome = handle_frame(receiver, frame, streams)
         except Exception as error:  # a crash: the decoder raised something undocumented
-            crashes.append({"input": frame.hex()[:400], "error": repr(error),
-                            "campaign": "signed" if signed else "unsigned"})
+            crashes.append({"input": frame.hex()[:400], "error": repr(error), "campaign": name})
             outcome = "crash"
-        elapsed = time.perf_counter() - t0
-        slowest = max(slowest, elapsed)
-        campaign = outcomes["signed" if signed else "unsigned"]
-        campaign[outcome] = campaign.get(outcome, 0) + 1
+        slowest = max(slowest, time.perf_counter() - t0)
+        outcomes[name][outcome] = outcomes[name].get(outcome, 0) + 1
         if not signed and outcome != "accepted" and watch.calls != before:
             crashes.append({"input": frame.hex()[:400], "campaign": "unsigned",
                             "error": "deserialized before the signature was verified"})
@@ -210,16 +182,10 @@ def run(inputs: int, seed: int, progress: Callable[[str], None] | None = None) -
             progress(f"{index + 1:,}/{inputs:,} inputs, {len(crashes)} crashes, "
                      f"{rate:,.0f} inputs/s")
     seconds = time.perf_counter() - started
-    return {
-        "inputs": inputs,
-        "seed": seed,
-        "crashes": len(crashes),
-        "crash_samples": crashes[:5],
-        "outcomes": outcomes,
-        "slowest_input_ms": round(slowest * 1000, 3),
-        "seconds": round(seconds, 1),
-        "inputs_per_s": round(inputs / seconds),
-    }
+    return {"inputs": inputs, "seed": seed, "crashes": len(crashes),
+            "crash_samples": crashes[:5], "outcomes": outcomes,
+            "slowest_input_ms": round(slowest * 1000, 3), "seconds": round(seconds, 1),
+            "inputs_per_s": round(inputs / seconds)}
 
 
 def build_parser() -> ArgumentParser:

@@ -1,20 +1,8 @@
-"""The batches of a routed stream, each sent as its difference from the one before.
-
-Within one stream (:mod:`groupcomm.wire.streams`) a receiver has decoded every earlier
-batch, so a batch travels as its bytes minus the previous batch's, over the length the
-two share, the rest as it is. Two successive keystrokes differ in a few bytes: the
-counts of the stamp and the tag clock that went up, the id's number, the character.
-Their difference is zeros with a few small values, always at the same places, which
-deflate turns into a match with the previous difference; the counts themselves would
-cost a literal byte each. Under a matrix clock with three members this takes a
-keystroke's compressed batch from about 36 bytes to about 23.
-
-The difference is taken as one little-endian integer (a C-level subtraction, under a
-microsecond for a keystroke's batch): a byte that went down borrows from the byte after
-it, towards the end of the batch, where the payload is, so the header's zeros stay
-zeros. It knows nothing of the batch's structure: any body, of any module, comes back
-exactly (:func:`restore` is the inverse of :func:`difference` for the same previous
-batch).
+"""The batches of a routed stream (:mod:`groupcomm.wire.streams`), each sent as its
+difference from the one before over their common length: two keystrokes differ in a few
+counts at the same places, which deflate matches (a matrix keystroke among three members
+compresses to about 23 bytes instead of 36). One little-endian integer subtraction: a
+borrow moves towards the payload at the end, so the header's zeros stay zeros.
 """
 
 from __future__ import annotations

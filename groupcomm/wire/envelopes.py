@@ -1,12 +1,7 @@
-"""Message envelopes: how a message travels.
-
-Packed batches (:func:`pack_envelopes` / :func:`unpack_envelopes`) are what
-communicators send, inside routed frames (:mod:`groupcomm.wire.streams`): the messages
-queued for the same destinations in one turn, one msgpack document. A single message's
-envelope (:func:`encode_message` / :func:`decode_received`) is what the in-process hosts
-(the in-process network, the simulator, the model checker) pass between members; it
-never travels in a frame. The envelope and the headers are msgpack, never dill; the
-payload is :mod:`groupcomm.wire.payload`'s.
+"""Message envelopes, msgpack (never dill; the payload is :mod:`groupcomm.wire.payload`'s).
+Packed batches (:func:`pack_envelopes`, :func:`unpack_envelopes`) are what communicators
+send inside routed frames; a single message's envelope (:func:`encode_message`,
+:func:`decode_received`) is what the in-process hosts pass, never in a frame.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from groupcomm.core.messages import (
 )
 from groupcomm.wire.payload import (
     PAYLOAD_CONTROL,
-    PAYLOAD_DILL,
     PAYLOAD_MSGPACK,
     PAYLOAD_PICKLE,
     dump_payload,
@@ -42,8 +36,7 @@ _local = threading.local()
 
 
 def _packer() -> msgpack.Packer:
-    """This thread's msgpack packer: reusing one halves the cost of a small envelope
-    (``msgpack.packb`` builds a packer per call); packers are not thread-safe."""
+    """This thread's msgpack packer (reusing one halves the cost of a small envelope)."""
     try:
         return _local.packer
     except AttributeError:
@@ -51,29 +44,21 @@ def _packer() -> msgpack.Packer:
         return _local.packer
 
 
-def encode_message(message: SentMessage, payload: tuple[int, bytes] | None = None) -> bytes:
-    """The msgpack envelope of ``message`` (payload serialized unless given)."""
-    user = message.user_message
+def _payload(user: Any) -> tuple[int, bytes]:
+    """``(format, bytes)`` of a message's payload; ``MessageError`` if it cannot travel."""
     if isinstance(user, ControlMessage):
-        fmt, data = PAYLOAD_CONTROL, _packer().pack((user.protocol, user.kind, user.about))
-    elif message.is_user_message() or user.travels_pickled:
-        fmt, data = payload if payload is not None else dump_payload(user)
-    else:
+        return PAYLOAD_CONTROL, _packer().pack((user.protocol, user.kind, user.about))
+    if isinstance(user, SystemMessage) and not user.travels_pickled:
         raise MessageError(f"{type(user).__name__} does not travel on the wire")
-    return _packer().pack(
-        (
-            message.application_name,
-            message.session_name,
-            message.message_id,
-            message.sender,
-            message.destinations,
-            message.kind,
-            encode_headers(message.headers),
-            message.vc,
-            fmt,
-            data,
-        ),
-    )
+    return dump_payload(user)
+
+
+def encode_message(message: SentMessage) -> bytes:
+    """The msgpack envelope of ``message``."""
+    fmt, data = _payload(message.user_message)
+    return _packer().pack((message.application_name, message.session_name, message.message_id,
+                           message.sender, message.destinations, message.kind,
+                           encode_headers(message.headers), message.vc, fmt, data))
 
 
 def decode_message(data: bytes) -> SentMessage:
@@ -84,13 +69,20 @@ def decode_message(data: bytes) -> SentMessage:
 
 
 def decode_received(data: bytes, receiver: str) -> ReceivedMessage:
-    """The :class:`ReceivedMessage` ``receiver`` gets from an envelope, built directly.
-
-    Raises ``MessageError`` on a bad shape or when ``receiver`` is not a destination.
-    """
+    """The :class:`ReceivedMessage` ``receiver`` gets from an envelope; ``MessageError`` on
+    a bad shape or when ``receiver`` is not a destination."""
     message = _decode(data, receiver)
     assert isinstance(message, ReceivedMessage)
     return message
+
+
+def _load(fmt: int, payload: bytes) -> Any:
+    """The object a verified payload carries: ``MessageError`` for an unknown format,
+    whatever its decoder raises for bad bytes."""
+    if fmt == PAYLOAD_CONTROL:
+        protocol, kind, about = msgpack.unpackb(payload, raw=False)
+        return ControlMessage(protocol=protocol, kind=kind, about=about)
+    return load_payload(fmt, payload)
 
 
 def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
@@ -114,21 +106,12 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
             type(pair[1]) is not int
         ):
             raise MessageError("envelope vector clock must be (name, int) pairs")
-    if fmt == PAYLOAD_CONTROL:
-        try:
-            protocol, control_kind, about = msgpack.unpackb(payload, raw=False)
-        except Exception as error:
-            raise MessageError(f"control message malformed: {error}") from None
-        user: Any = ControlMessage(protocol=protocol, kind=control_kind, about=about)
-    elif fmt == PAYLOAD_MSGPACK:
-        user = load_plain(payload)
-    elif fmt in (PAYLOAD_PICKLE, PAYLOAD_DILL):
-        try:
-            user = load_payload(fmt, payload)
-        except Exception as error:
-            raise MessageError(f"payload does not unpickle: {error!r}") from None
-    else:
-        raise MessageError(f"unknown payload format {fmt!r}")
+    try:
+        user = _load(fmt, payload)
+    except MessageError:
+        raise
+    except Exception as error:
+        raise MessageError(f"payload (format {fmt!r}) does not decode: {error!r}") from None
     try:
         decoded_headers = decode_headers(headers)
     except Exception as error:
@@ -148,45 +131,27 @@ def _decode(data: bytes, receiver: str | None) -> SentMessage | ReceivedMessage:
         return ReceivedMessage(
             application_name=app, session_name=session, user_message=user,
             message_id=message_id, sender=sender, headers=decoded_headers, vc=vc,
-            kind=kind, receiver=receiver,
-        )
+            kind=kind, receiver=receiver)
     return SentMessage(
         application_name=app, session_name=session, user_message=user,
         message_id=message_id, sender=sender, headers=decoded_headers, vc=vc, kind=kind,
-        destinations=dests,
-    )
+        destinations=dests)
 
 
-# -- packed batches ---------------------------------------------------------------------------
-#
-# A packed batch is ``P`` followed by one msgpack document,
-#
-#     ``[application, session, sender, [[message_id, destinations, kind, headers, vc,
-#     payload_format, payload], ...]]``,
-#
-# with ``headers`` a map inside the document (not separately packed bytes, as in a single
-# message's envelope: one msgpack call less per stamped message on each side), so the
-# receiver decodes a whole batch with one msgpack call, and checks the fields every
-# message of a sender shares (application, session, sender) once per frame. The kind of
-# a message, almost always ``"normal"``, travels as 0 then (6 bytes less per message);
-# other kinds as their names. The leading ``P`` tells a batch from its difference from
-# the batch before inside a stream (see :mod:`groupcomm.wire.streams`).
+# Packed batches: ``P`` then one msgpack document, ``[application, session, sender, [[message_id,
+# destinations, kind, headers, vc, payload_format, payload], ...]]``: one msgpack call
+# decodes a batch, and the shared fields are checked once. ``headers`` is a map inside
+# the document; the kind ``"normal"`` travels as 0.
 
 #: the first byte of a packed batch
 PACKED = b"P"
 
-#: One message of a packed batch, packed in advance: ``((application, session, sender),
-#: packed per-message array)`` (messages held back by an injected delay wait as this, so
-#: that their payload is serialized when they were transmitted, as before).
+#: one message packed in advance: ``((application, session, sender), packed array)`` (a
+#: message held by an injected delay waits as this, serialized when it was transmitted)
 PackedEnvelope = tuple[tuple[str, str, str], bytes]
 
 #: the kind of (nearly) every message; 0 in a packed batch
 NORMAL = "normal"
-
-
-def kind_code(kind: str) -> str | int:
-    """How a message kind travels in a packed batch (0: :data:`NORMAL`)."""
-    return 0 if kind == NORMAL else kind
 
 _PACKED_HEAD = PACKED + b"\x94"  # then a fixed 4-element msgpack array
 
@@ -197,41 +162,26 @@ class PayloadTooLarge(MessageError):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"{size:,} bytes packed, more than the {limit:,} a frame may carry "
                          "(max_frame)")
-        self.size = size
-        self.limit = limit
 
 
 def pack_envelope(message: SentMessage) -> PackedEnvelope:
-    """One message as a :data:`PackedEnvelope` (raises ``MessageError`` if it cannot travel)."""
-    user = message.user_message
-    if isinstance(user, ControlMessage):
-        fmt, data = PAYLOAD_CONTROL, _packer().pack((user.protocol, user.kind, user.about))
-    elif isinstance(user, SystemMessage) and not user.travels_pickled:
-        raise MessageError(f"{type(user).__name__} does not travel on the wire")
-    else:
-        fmt, data = dump_payload(user)
-    return (
-        (message.application_name, message.session_name, message.sender),
-        _packer().pack((message.message_id, message.destinations, kind_code(message.kind),
-                        dict(message.headers), message.vc, fmt, data)),
-    )
+    """One message as a :data:`PackedEnvelope` (``MessageError`` if it cannot travel)."""
+    fmt, data = _payload(message.user_message)
+    return ((message.application_name, message.session_name, message.sender),
+            _packer().pack((message.message_id, message.destinations,
+                            0 if message.kind == NORMAL else message.kind,
+                            dict(message.headers), message.vc, fmt, data)))
 
 
-def pack_envelopes(
-    items: Iterable[SentMessage | PackedEnvelope],
-    budget: int,
-    on_error: Any = None,
-    limit: int | None = None,
-) -> Iterator[bytes]:
-    """Packed batches carrying ``items`` in order (one msgpack call per message and
-    none per field lookup: this is the send path of every message).
+def pack_envelopes(items: Iterable[SentMessage | PackedEnvelope], budget: int,
+                   on_error: Any = None, limit: int | None = None) -> Iterator[bytes]:
+    """Packed batches carrying ``items`` in order (the send path of every message).
 
-    Consecutive messages of the same application, session and sender share a body, and
-    a body takes no message that would bring it past ``budget`` bytes (a single larger
-    message travels alone), so with ``budget`` well under the receivers' maximum frame
-    size batching never makes a frame they refuse. ``on_error(message, error)`` is called for a message that cannot be serialized, or
-    whose envelope is larger than ``limit`` bytes (it is raised when ``on_error`` is
-    None): the message is left out, or replaced by the message ``on_error`` returns.
+    Consecutive messages of the same application, session and sender share a body of at
+    most ``budget`` bytes (a larger message travels alone). ``on_error(message, error)``
+    is called for a message that cannot be serialized or packs to more than ``limit``
+    bytes (raised when it is None): the message is left out, or replaced by what it
+    returns.
     """
     packer = _packer()
     pack = packer.pack
@@ -248,24 +198,18 @@ def pack_envelopes(
             try:
                 if isinstance(user, SystemMessage):
                     packed = pack_envelope(message)[1]
-                elif type(user) is tuple:  # perhaps plain: msgpack (see dump_payload)
-                    fmt, data = dump_payload(user)
-                    headers = message.headers
-                    kind = message.kind
-                    packed = pack((message.message_id, message.destinations,
-                                   0 if kind == NORMAL else kind,
-                                   headers if type(headers) is dict else dict(headers),
-                                   message.vc, fmt, data))
                 else:
-                    # dump_payload, inlined for the common case (standard pickle works)
-                    try:
-                        data = dumps(user, highest)
-                        fmt = PAYLOAD_PICKLE
-                    except (pickle.PicklingError, TypeError, AttributeError):
+                    if type(user) is tuple:  # perhaps plain: msgpack (see dump_payload)
                         fmt, data = dump_payload(user)
-                    else:
-                        if b"__main__" in data:
+                    else:  # dump_payload, inlined for the common case (pickle works)
+                        try:
+                            data = dumps(user, highest)
+                            fmt = PAYLOAD_PICKLE
+                        except (pickle.PicklingError, TypeError, AttributeError):
                             fmt, data = dump_payload(user)
+                        else:
+                            if b"__main__" in data:
+                                fmt, data = dump_payload(user)
                     headers = message.headers
                     kind = message.kind
                     packed = pack((message.message_id, message.destinations,
@@ -297,20 +241,18 @@ def pack_envelopes(
 
 def _packed_body(packer: msgpack.Packer, app: str, session: str, sender: str,
                  parts: list[bytes]) -> bytes:
-    # msgpack arrays are their header followed by their elements, so messages packed one
-    # by one (their sizes known exactly, for the budget) join into one document
+    # a msgpack array is its header then its elements: messages packed one by one (sized
+    # exactly, for the budget) join into one document
     pack = packer.pack
     return b"".join((_PACKED_HEAD, pack(app), pack(session), pack(sender),
                      packer.pack_array_header(len(parts)), *parts))
 
 
-def unpack_envelopes(
-    body: bytes, receiver: str,
-) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
-    """Decode a verified packed batch for ``receiver``: ``(application, session, sender,
-    messages, errors)``. A message of the wrong shape, or not addressed to ``receiver``,
-    is left out and described in ``errors``; the others are still decoded. Raises
-    ``MessageError`` when the body as a whole is malformed."""
+def unpack_envelopes(body: bytes,
+                     receiver: str) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
+    """``(application, session, sender, messages, errors)`` of a verified packed batch for
+    ``receiver``: a bad message, or one not addressed to it, is left out and described
+    in ``errors``. Raises ``MessageError`` when the body as a whole is malformed."""
     try:
         value = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=False,
                                 strict_map_key=True)
@@ -359,14 +301,8 @@ def unpack_envelopes(
                 user = loads(payload)
             elif fmt == PAYLOAD_MSGPACK:
                 user = load_plain(payload)
-            elif fmt == PAYLOAD_DILL:
-                user = load_payload(fmt, payload)
-            elif fmt == PAYLOAD_CONTROL:
-                protocol, control_kind, about = msgpack.unpackb(payload, raw=False)
-                user = ControlMessage(protocol=protocol, kind=control_kind, about=about)
             else:
-                errors.append(f"unknown payload format {fmt!r}")
-                continue
+                user = _load(fmt, payload)
         except Exception as error:
             errors.append(f"payload of {message_id!r} does not decode: {error!r}")
             continue

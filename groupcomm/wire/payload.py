@@ -1,12 +1,7 @@
-"""User objects on the wire: msgpack for plain tuples, standard pickle when it can, dill
-when it must (lambdas, closures, functions defined in ``__main__``, which must arrive and
-run at the receiver). Only ever called on verified bytes (see :mod:`groupcomm.wire.frames`).
-
-Plain tuples (of ``None``, booleans, integers, floats, strings, bytes and plain tuples
-of those) are what replicated data types send (a text operation is ``("insert",
-after, text)``): as msgpack (:data:`PAYLOAD_MSGPACK`) such a tuple takes about half the
-bytes of its pickle (no protocol header, frame or memo opcodes), and comes back as the
-same tuple.
+"""User objects on the wire, only ever decoded from verified bytes: msgpack for plain
+tuples (a text operation: half the bytes of its pickle, back as the same tuple),
+standard pickle when it can, dill when it must (lambdas, closures, ``__main__``'s
+functions, which must arrive and run).
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ import msgpack
 
 from groupcomm.core.messages import MessageError
 
-#: payload formats
 PAYLOAD_PICKLE = 0
 PAYLOAD_DILL = 1
 PAYLOAD_CONTROL = 2
@@ -40,17 +34,8 @@ def is_plain_tuple(obj: Any, depth: int = 0) -> bool:
     return True
 
 
-def dump_plain(obj: tuple) -> bytes | None:
-    """The msgpack bytes of a plain tuple, or ``None`` when msgpack cannot carry it
-    exactly (an integer out of its range, a string that is not valid UTF-8)."""
-    try:
-        return msgpack.packb(obj, use_bin_type=True)
-    except (OverflowError, UnicodeEncodeError, ValueError, TypeError):
-        return None
-
-
 def load_plain(data: bytes) -> tuple:
-    """Inverse of :func:`dump_plain`; raises ``MessageError`` on anything but a tuple."""
+    """A plain tuple from msgpack; raises ``MessageError`` on anything but a tuple."""
     try:
         value = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several unrelated types
@@ -61,18 +46,13 @@ def load_plain(data: bytes) -> tuple:
 
 
 def dump_payload(obj: Any) -> tuple[int, bytes]:
-    """Serialize a user object: ``(format, bytes)``; msgpack for a plain tuple, else
-    standard pickle first, dill if needed.
-
-    Standard pickle stores functions by reference; a function defined in ``__main__``
-    cannot be imported by the receiver that way, so a pickle that names ``__main__``
-    is redone with dill, which stores such functions by value. Lambdas and closures
-    make standard pickle fail, and go to dill too.
-    """
+    """``(format, bytes)`` of a user object. A pickle that names ``__main__`` is redone
+    with dill (the receiver cannot import it by reference), as is one that fails."""
     if type(obj) is tuple and is_plain_tuple(obj):
-        plain = dump_plain(obj)
-        if plain is not None:
-            return PAYLOAD_MSGPACK, plain
+        try:
+            return PAYLOAD_MSGPACK, msgpack.packb(obj, use_bin_type=True)
+        except (OverflowError, UnicodeEncodeError, ValueError, TypeError):
+            pass  # not exactly (an integer out of range, a string that is not UTF-8)
     try:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
@@ -90,4 +70,4 @@ def load_payload(fmt: int, data: bytes) -> Any:
         return dill.loads(data)
     if fmt == PAYLOAD_MSGPACK:
         return load_plain(data)
-    raise MessageError(f"unknown payload format {fmt}")
+    raise MessageError(f"unknown payload format {fmt!r}")

@@ -1,9 +1,6 @@
 """Session commands (client -> server) and notices (server -> client): signed ``S``
-frames holding a msgpack map with an ``op`` and its fields.
-
-The map travels compact: the op and the field names listed here are sent as small
-integers (:data:`OP_CODES`, :data:`FIELD_CODES`), other field names as strings. Each has
-one spelling: a map that spells out the op or a field that has a code is refused.
+frames holding a msgpack map whose op and known field names travel as their codes
+(:data:`OP_CODES`, :data:`FIELD_CODES`; spelling one out is refused).
 """
 
 from __future__ import annotations
@@ -14,11 +11,7 @@ import msgpack
 
 from groupcomm.wire.frames import SESSION, FrameCodec, FrameRejected
 
-#: Session commands (client -> server) and notices (server -> client) and their required
-#: fields. Optional: ``leave`` may carry ``direct_frames`` ({peer: frames pushed to it
-#: directly}), and ``left`` then carries ``direct_frames`` (int, how many of them the
-#: receiving member should still expect) so that a leaver's last direct frames, which
-#: the notice can overtake, are not refused as coming from a non-member.
+#: each op's required fields, in the order of the ops' codes (optional fields not listed)
 SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "join": ("client", "application", "session", "address"),
     "leave": ("client", "application", "session"),
@@ -29,14 +22,12 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "error": ("reason", "detail"),
     "welcome": ("client", "server_id"),
     "pong": ("server_id",),
-    # another client asks for this one's name: answer with a heartbeat echoing "probe"
     "probe": ("probe",),
 }
 
 
-#: ops as they travel: their index here (the codes are the wire format)
-OP_CODES: tuple[str, ...] = ("join", "leave", "heartbeat", "joined", "left", "error",
-                             "welcome", "pong", "probe")
+#: ops as they travel: their index here (the wire format: SESSION_FIELDS keeps the order)
+OP_CODES: tuple[str, ...] = tuple(SESSION_FIELDS)
 #: field names as they travel: their index here
 FIELD_CODES: tuple[str, ...] = (
     "op", "client", "application", "session", "address", "is_new_session",
@@ -59,9 +50,8 @@ def seal_session(codec: FrameCodec, op: str, **fields: Any) -> bytes:
 
 
 def _names(value: dict) -> dict[str, Any]:
-    """The map with its field codes and op code replaced by their names;
-    ``FrameRejected`` on a key that is neither a known code nor the name of a field
-    without one, and on an op that is not a known code."""
+    """The map with its codes replaced by names; ``FrameRejected`` on an unknown code or
+    a spelt-out name that has a code."""
     fields: dict[str, Any] = {}
     for key, item in value.items():
         if type(key) is int:
@@ -95,8 +85,7 @@ def open_session(body: bytes) -> dict[str, Any]:
         raise FrameRejected("malformed", "session frame must be a map with an 'op'")
     value = _names(value)
     op = value["op"]
-    expected = SESSION_FIELDS[op]
-    missing = [f for f in expected if f not in value]
+    missing = [f for f in SESSION_FIELDS[op] if f not in value]
     if missing:
         raise FrameRejected("malformed", f"session op {op!r} lacks {', '.join(missing)}")
     return value

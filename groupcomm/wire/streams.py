@@ -1,40 +1,11 @@
-"""Routed frames, the only message frames: a packed batch compressed in a stream per
-destination set, behind a head that names the destinations.
-
-A typed keystroke is one small message, and most of its envelope repeats the one before
-it: the application, session and sender names, the member names in the stamp and the
-tag clock, most of their counts, the operation's name. A sender therefore keeps one
-raw-deflate stream per destination set and sends each small packed batch as that stream's
-next chunk (flushed with ``Z_SYNC_FLUSH``, its constant four-byte tail cut off, as
-WebSocket's permessage-deflate does). Every member of a destination set receives every
-frame of that set's stream, in order (a ZeroMQ connection is FIFO, and the server
-forwards a member's frames in the order they came), so each receiver can keep the
-matching decompressor, keyed by the sender's frame nonce and the destination set.
-
-The body of a routed frame (kind ``Z``) is::
-
-    Z | msgpack destinations (array of member ids) | msgpack seq (int) | data
-
-* ``seq`` 0: ``data`` is a packed batch as is (a large batch, not worth compressing; no
-  stream is touched);
-* ``seq`` 1: ``data`` starts a stream afresh (the receiver drops what it kept for it);
-* ``seq`` k > 1: ``data`` is the stream's k-th chunk; the receiver refuses it
-  (``stream_gap``) unless chunk k - 1 was the last it decoded of that stream.
-
-Inside a stream a batch is compressed as its byte-wise difference from the batch before
-it (:mod:`groupcomm.wire.deltas`): the counts of a keystroke's stamp and tag clock that
-went up become the same small values, at the same places, from one keystroke to the
-next, which deflate then matches. A batch that has little in common with the one before
-(fewer than half its bytes equal) goes as it is; the receiver tells the two apart by the
-first byte (a batch starts with ``P``, a difference with 0).
-
-The destinations travel outside the compressed part so that the server can route the
-frame by itself (it verifies the signature, then reads the head, and never inflates
-anything). A stream starts afresh every :data:`RESTART_EVERY` chunks, when it is evicted
-from the sender's bounded table, and when its sender asks (:meth:`StreamEncoder.restart`:
-it came back after the server lost it, or as a new member, and frames it had compressed
-may never have arrived), so a frame lost on the way costs at most the rest of one
-stream's round, and is reported.
+"""Routed frames, the only message frames (docs/security.md, "What a frame looks like"):
+``Z | msgpack destinations | msgpack seq | data``, the destinations outside the
+compressed part so the server routes without inflating. ``seq`` 0: ``data`` is a packed
+batch as is; 1: it starts a stream afresh; k > 1: the stream's k-th raw-deflate chunk
+(``Z_SYNC_FLUSH``, its four-byte tail cut off), refused as ``stream_gap`` unless chunk
+k - 1 was the last decoded. In a stream a batch goes as its difference from the one
+before (:mod:`groupcomm.wire.deltas`) or, when fewer than half its bytes agree, as it
+is; the first byte tells them apart (``P`` starts a batch, 0 a difference).
 """
 
 from __future__ import annotations
@@ -49,14 +20,14 @@ from groupcomm.wire.deltas import difference, restore
 from groupcomm.wire.envelopes import PACKED
 from groupcomm.wire.frames import ROUTED, FrameRejected
 
-#: raw deflate with a 1 KiB window: a keystroke's envelope finds its predecessor well
-#: within it, and a stream costs some 6 KiB to send and 8 KiB to receive
+#: a 1 KiB window: a keystroke finds its predecessor in it; a stream costs some 6 KiB to
+#: send and 8 KiB to receive
 WINDOW_BITS = 10
 MEMORY_LEVEL = 2
 #: level 6 (zlib's default) compresses these small bodies no better than 1 and is slower
 LEVEL = 1
-#: packed batches larger than this travel uncompressed (``seq`` 0): batches of a burst are
-#: rare, large, and cost more CPU to deflate than they save on a local network
+#: larger packed batches travel uncompressed (``seq`` 0): deflating them costs more CPU
+#: than it saves on a local network
 COMPRESS_LIMIT = 4096
 #: every stream starts afresh after this many chunks
 RESTART_EVERY = 256
@@ -65,7 +36,6 @@ MAX_SENDER_STREAMS = 32
 #: streams a receiver keeps (least recently used are dropped)
 MAX_RECEIVER_STREAMS = 1024
 _TAIL = b"\x00\x00\xff\xff"
-_ROUTED_HEAD = ROUTED
 
 
 class _Outgoing:
@@ -78,8 +48,7 @@ class _Outgoing:
 
 
 class StreamEncoder:
-    """The sending side: turns packed batches into routed bodies, one stream per
-    destination set."""
+    """The sending side: packed batches into routed bodies, one stream per destination set."""
 
     def __init__(self, *, compress: bool = True, max_streams: int = MAX_SENDER_STREAMS,
                  restart_every: int = RESTART_EVERY,
@@ -94,7 +63,7 @@ class StreamEncoder:
     def wrap(self, dests: Sequence[str], body: bytes) -> bytes:
         """The routed body carrying the packed batch ``body`` to ``dests``."""
         key = tuple(dests)
-        head = _ROUTED_HEAD + self._pack(key)
+        head = ROUTED + self._pack(key)
         if not self.compress or len(body) > self.compress_limit:
             return head + b"\x00" + body
         streams = self._streams
@@ -108,9 +77,8 @@ class StreamEncoder:
         stream.sent += 1
         inner = difference(body, stream.previous)
         if inner.count(0) * 2 < len(inner):
-            # little in common with the batch before (another kind of message): as it
-            # is, so that deflate may still find its parts in earlier batches. It starts
-            # with its kind, "P"; a difference starts with 0 ("P" minus "P")
+            # little in common with the batch before: as it is, so that deflate may still
+            # find its parts in earlier batches
             inner = body
         stream.previous = body
         compressor = stream.compressor
@@ -132,10 +100,8 @@ class _Incoming:
 
 
 def _short_head(body: bytes) -> tuple[tuple[str, ...], int, int] | None:
-    """:func:`routed_head` for the usual head (at most 15 destinations, each a short
-    string, and a chunk number below 65,536), read without a msgpack unpacker (every
-    routed frame on both the server and its receivers goes through here); None for any
-    other head."""
+    """:func:`routed_head` for the usual head (up to 15 short destinations, a chunk number
+    below 65,536) without a msgpack unpacker (every routed frame comes here); else None."""
     try:
         count = body[1] - 0x90
         if not 0 < count < 16:
@@ -192,10 +158,9 @@ class StreamDecoder:
         self._streams: OrderedDict[tuple[bytes, tuple[str, ...]], _Incoming] = OrderedDict()
 
     def unwrap(self, nonce: bytes, body: bytes) -> bytes:
-        """The packed batch of the routed ``body`` from the sender whose frames carry
-        ``nonce``. Raises :class:`FrameRejected`: ``stream_gap`` when a chunk before
-        this one did not arrive (this one cannot be decoded), ``oversized`` or
-        ``malformed`` otherwise."""
+        """The packed batch of a routed ``body`` from the sender of ``nonce``. Raises
+        :class:`FrameRejected`: ``stream_gap`` (a chunk before it was lost), ``oversized``
+        or ``malformed``."""
         dests, seq, offset = routed_head(body)
         data = memoryview(body)[offset:]
         if seq == 0:

@@ -11,7 +11,7 @@ from groupcomm.protocol.inprocess import InProcessMember
 
 #: ClientProtocol attributes that hold no state: configuration, callbacks, what counts or
 #: reports, and the parts client_state keeps apart; ``inputs`` is empty between steps
-PROTOCOL_FIXED = ("name", "session", "application", "codec", "intake", "out", "attested",
+PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "attested",
                   "stats", "rejects", "heartbeat_interval", "_filter_stacks", "inputs",
                   "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
                   "event_listeners", "lock", "node", "port", "transfer", "release_after",
