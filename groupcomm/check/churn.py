@@ -2,67 +2,18 @@
 that leave, interleaved with the traffic (``CheckConfig.late`` / ``.leaving``,
 ``groupcomm check --join P --leave Q``).
 
-**The server is the real one.** The session server of the model is the
-:class:`~groupcomm.protocol.registry.SessionRegistry` the ZeroMQ server drives (held in
-the state as the id of its interned state, :mod:`groupcomm.check.server`). Every join,
-departure and relayed frame goes through it, and what it answers is what the model
-delivers:
-
-* ``("join", p)``: the registry takes ``Join`` from ``p``. Its ``welcome`` and its own
-  ``joined`` notice reach ``p`` first in its channel and nothing can reach ``p`` before
-  them, so ``p`` processes them in the same transition (delaying them would only delay
-  all of ``p``'s steps, which no other process observes). The ``joined`` notices to the
-  other members become network entries each processes when it arrives.
-* ``("leave", p)``: the registry takes ``Leave`` from ``p``; its ``left`` notices to the
-  others become network entries. ``p``'s connection closes: what was on its way to ``p``
-  is dropped, and a later relay to ``p`` is one the registry rejects. What ``p``'s
-  module had not transmitted yet (the output buffers of ``mfss`` and ``cykas``) is
-  reported undeliverable, so those (message, destination) pairs are no longer owed.
-* Every frame a node transmits is a ``Relay`` to the registry, at once (the client's
-  connection to the server is FIFO, and a frame that reaches the server later only has
-  fewer orders left, see below); each ``Forward`` it answers is a network entry.
-
-A member's node takes a notice the way the transport's does, through a client
-:class:`~groupcomm.protocol.membership.Membership` rebuilt from the node for each notice
-(:mod:`groupcomm.check.notices`); a step whose client and node disagree afterwards is
-reported as an exception.
-
-**What stays modelled here: the channel from the server to a member.** The server
-sends each member its notices and relayed frames on one ordered connection. The model
-keeps the orders of that channel that a module may rely on and lets frames overtake
-one another otherwise (causal modules must not need FIFO): at member ``d``,
-
-* notices arrive in the order the server sent them (numbered by the membership changes
-  so far);
-* a frame from ``p`` comes after ``p``'s ``joined`` notice (the registry sends the
-  notice first);
-* ``p``'s ``left`` notice comes after every frame ``p`` relayed to ``d`` (they reached
-  the server before ``p``'s leave);
-* a frame relayed after ``p``'s ``left`` notice comes after ``p``'s frames to ``d``
-  still in flight (it is behind them in the channel). Such a frame's entry names those
-  departed senders (``behind``) until their last frame to ``d`` arrived.
-
-Network entries are ``(dest, source, frame, behind)``; a notice is ``(dest, subject,
-notice, ())``, its frame made and read by :mod:`groupcomm.check.notices`. Direct routing
-(no server between members, so no barrier) is not modelled; churn is refused on a
-per-pair FIFO network.
-
-* Sends go to the members the sender's node knows at that moment (each single other
-  one, or all of them for broadcast-only modules).
-* ``("send-racing", p, dests, notice)``: a send whose destination leaves while it waits
-  to be processed. In a communicator the application's thread tags a send (the node
-  checks the destinations against the members it knows then) and the I/O thread runs it
-  through the send pipeline later, and may process a departure in between. When the
-  departure notice of a member among ``dests`` could arrive at ``p`` and ``p`` has a
-  send left, one transition runs the three in that order on ``p``'s real node: tag,
-  process the notice, send pipeline. (A sender-side module that sent such a message
-  anyway waited for ever for an acknowledgement from a departed member.)
-
-The properties are those of :mod:`groupcomm.check.model`, over the messages addressed to
-each process while it was a member; in a terminal state every message owed to a process
-that is still a member must have been delivered there (a departed destination owes
-nothing). Symmetry and partial-order reduction assume a fixed membership and are
-refused with churn; hash compaction and compact frontiers work as usual.
+Joins, departures and every relayed frame go through the real
+:class:`~groupcomm.protocol.registry.SessionRegistry` (held in the state as the id of its
+interned state, :mod:`groupcomm.check.server`); members take its notices as the
+transport does (:mod:`groupcomm.check.notices`). What stays modelled here is the channel
+from the server to each member: notices in the order sent, a frame from ``p`` after
+``p``'s ``joined`` notice, ``p``'s ``left`` notice after ``p``'s frames, and a frame
+relayed after that notice behind ``p``'s frames still in flight (its entry names those
+departed senders, ``behind``). Network entries are ``(dest, source, frame, behind)``; a
+notice is ``(dest, subject, notice, ())``. A ``("send-racing", p, dests, notice)``
+transition is a send whose destination leaves while it waits to be processed: tag,
+departure notice, send pipeline, on ``p``'s real node. The rules and what they find:
+docs/check_results.md, "Joins and departures".
 """
 
 from __future__ import annotations
@@ -89,6 +40,7 @@ from groupcomm.check.notices import (
 from groupcomm.check.server import ServerTable
 from groupcomm.check.state import Violation
 from groupcomm.core.messages import ControlMessage
+from groupcomm.core.node import ProtocolNode
 from groupcomm.protocol.client_actions import APPLICATION, SESSION
 from groupcomm.protocol.registry import (
     Action,
@@ -465,43 +417,35 @@ class ChurnModel(Model):
                 node.trace("leave", client=node.name)
 
     # -- what the node does on a membership input ----------------------------------------
-    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
+    def take_input(self, node: ProtocolNode, kind: str, arg: Any,
+                   sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
+                   got: list[tuple[int, int, str]]) -> str | tuple:
         if kind == "send" or (kind == "arrive" and not is_notice(arg)):
-            return super()._local_run(i, snap_id, kind, arg)
-        who = self.names[i]
-        node = self._start_step(i, snap_id)
-        got: list[tuple[int, int, str]] = []
-        sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
-        try:
-            if kind == "join":  # its welcome and its own joined notice
-                notices = [json.loads(notice) for notice in arg]
-                take_notices(node, client_of(node), notices)
-                text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
-            elif kind == RACING:  # tag, the departure notice, then the send pipeline
-                dests, told = arg
-                subject = notice_subject(told)
-                result = self.send_step(
-                    node, who, dests, sent_msgs,
-                    between=lambda: take_notices(node, client_of(node), [notice_fields(told)]))
-                if type(result) is tuple:
-                    return result
-                text = f"{result}, then learns that {subject} left before the send reaches " \
-                    "its module"
-            else:
-                take_notices(node, client_of(node), [notice_fields(arg)])
-                what = "joined" if notice_kind(arg) == JOIN else "left"
-                text = f"{who} learns that {notice_subject(arg)} {what}"
-            failed = self.unknown_delivered(node, who, got)
-            if failed is not None:
-                return failed
-            if got:
-                text += f" (delivers {', '.join(m for _, _, m in got)})"
-            snap = node.snapshot()
-        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
-            self._reset(node)
-            return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
-        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs), tuple(got),
-                text)
+            return super().take_input(node, kind, arg, sent_msgs, got)
+        who = node.name
+        if kind == "join":  # its welcome and its own joined notice
+            notices = [json.loads(notice) for notice in arg]
+            take_notices(node, client_of(node), notices)
+            text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
+        elif kind == RACING:  # tag, the departure notice, then the send pipeline
+            dests, told = arg
+            result = self.send_step(
+                node, dests, sent_msgs,
+                between=lambda: take_notices(node, client_of(node), [notice_fields(told)]))
+            if type(result) is tuple:
+                return result
+            text = f"{result}, then learns that {notice_subject(told)} left before the send " \
+                "reaches its module"
+        else:
+            take_notices(node, client_of(node), [notice_fields(arg)])
+            what = "joined" if notice_kind(arg) == JOIN else "left"
+            text = f"{who} learns that {notice_subject(arg)} {what}"
+        failed = self.collect_deliveries(node, got)
+        if failed is not None:
+            return failed
+        if got:
+            text += f" (delivers {', '.join(m for _, _, m in got)})"
+        return text
 
     # -- compact states and checkpoints ------------------------------------------------------
     def pack(self, state: tuple) -> bytes:

@@ -1,45 +1,8 @@
-"""Symmetry reduction for the model checker: states that differ only in the names of
-the processes (and in the numbering of control messages) are explored once.
-
-**Why it is sound.** With nondeterministic destinations every process runs the same
-module with the same budget, so renaming the processes by a permutation π maps a
-reachable state to a reachable state, a transition to a transition and a violation to a
-violation of the same property (the modules compare process names only for equality;
-where they iterate in name order - Cykas' YCTs after an ACK, the sorted buffers of
-matrix and vector - only the emission order of frames to *different* peers, the
-numbering of control messages or the order of deliveries that commute is affected). A
-second, name-free equivalence is folded in: control-message ids (``p1~ack3``) and the
-managers' control counters only keep frames apart - no module reads them - so the key
-drops the number. Two states with the same :meth:`Symmetry.key` are therefore
-bisimilar, and breadth-first search over keys keeps the verdict and the length of the
-shortest counterexample. Both claims are tested, not assumed: ``tests/test_check.py``
-renames random reachable states (and renumbers their control ids) *concretely*, restores
-them into the real filter objects, and checks that stepping then renaming gives the same
-successors (and the same violations) as renaming then stepping.
-
-**What is renamed.** Everywhere a process name lives (the values themselves are
-renamed by :mod:`groupcomm.check.renaming`):
-
-* node snapshots - application clock keys, membership, and each manager's snapshot,
-  held messages included; the renamed snapshot is then restored into the real node of
-  the new name and snapshotted again, so the module's own canonical ordering is
-  re-applied;
-* frames in flight (the checker's frames are plain envelopes: no signature, nonce or
-  replay counter to redo);
-* the checker's ground truth: clocks indexed by process, send records (destinations and
-  clocks), delivered sets of ``(sender, index)``.
-
-**The group.** Only permutations that fix the configuration are used: they must map
-each process's destination choices onto those of its image (a workload file can make
-processes asymmetric) and the initial state onto itself (vector's joins happen one by
-one in name order, so its initial state - ``base`` messages in flight - is not
-symmetric: no permutation survives and symmetry is off for it).
-
-**Canonical form.** The key of a state is the minimum over the group of the renamed,
-normalised state; only permutations that sort a cheap per-process signature (sends
-left, messages sent and delivered, events it knows of, frames from and to it) are
-tried, which keeps the minimum well defined (the signature is invariant) and usually
-leaves one or two candidates. Renamings of snapshots, frames and truth entries are memoized.
+"""Symmetry reduction for the model checker (``--symmetry``): states that differ only in
+the names of the processes (and in the numbering of control messages) are explored once,
+under a canonical key (:meth:`Symmetry.key`). What is renamed, the group of permutations
+used and why it is sound: docs/check_results.md, "Symmetry reduction"; the values
+themselves are renamed by :mod:`groupcomm.check.renaming`.
 """
 
 from __future__ import annotations
