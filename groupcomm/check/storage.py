@@ -1,21 +1,7 @@
-"""Compact storage for a long breadth-first search: visited fingerprints in NumPy, the
-frontier packed (and spilled to disk), and checkpoints between levels.
-
-* :class:`FingerprintSet` keeps 64-bit fingerprints in sorted ``uint64`` runs merged
-  like a log-structured tree: 8 bytes per class at rest; a merge grows one run in place
-  by the other's size and fills it from the back a bounded chunk at a time, so a billion
-  classes need 8 GB plus the run being merged, not the 20 GB a concatenate-and-sort
-  would touch at its peak. Lookups go a batch at a time (``numpy.searchsorted`` in each run), so the
-  search asks about thousands of successors per call.
-* :class:`Frontier` holds one BFS level's packed states as length-prefixed records in a
-  ``bytearray``; past its memory budget it writes them to a file and reads them back in
-  order, so a frontier of tens of millions of states costs disk, not memory.
-* :func:`save_checkpoint` / :func:`load_checkpoint` write and read everything a search
-  needs to go on from the start of a level: the fingerprints, the level's frontier, the
-  counters and the model's interning tables (packed states refer to them).
-
-Fingerprints collide with probability about n²/2⁶⁵ for n classes (hash compaction);
-:func:`collision_probability` gives the figure a run reports.
+"""Compact storage for a long breadth-first search: visited fingerprints in NumPy
+(:class:`FingerprintSet`), one level's packed states in memory and spilled to disk
+(:class:`Frontier`), and checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`).
+The design and its measurements: docs/check_results.md, "How the search is made fast".
 """
 
 from __future__ import annotations
