@@ -28,7 +28,6 @@ from groupcomm.check.notices import (
     JOIN,
     LEFT,
     NOW,
-    client_of,
     encode_notice,
     is_notice,
     notice_entry,
@@ -123,7 +122,7 @@ class ChurnModel(Model):
                     told.setdefault(str(action.conn), []).append(json.loads(encode_notice(action)))
             for conn, notices in told.items():
                 node = self.nodes[self.index[conn]]
-                take_notices(node, client_of(node), notices)
+                take_notices(node, notices)
 
     def _server_step(self, event: Join | Leave) -> tuple[Action, ...]:
         self._server_now, actions = self.servers.handle(self._server_now, event)
@@ -358,7 +357,7 @@ class ChurnModel(Model):
             kept = tuple(d for d in dests if (k, d) in reached)
             dropped += [f"{who}#{k + 1}@{d}" for d in dests if (k, d) not in reached]
             new_sent.append((kept, clock))
-        entry = self.shared_truth((0, vc, tuple(new_sent), delivered))
+        entry = self.shared((0, vc, tuple(new_sent), delivered))
         new_truth = truth[:i] + (entry,) + truth[i + 1:]
         if self.is_one_truth(truth):  # (so the steps after it are memoized as well)
             new_truth = self.one_truth(new_truth)
@@ -425,19 +424,19 @@ class ChurnModel(Model):
         who = node.name
         if kind == "join":  # its welcome and its own joined notice
             notices = [json.loads(notice) for notice in arg]
-            take_notices(node, client_of(node), notices)
+            take_notices(node, notices)
             text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
         elif kind == RACING:  # tag, the departure notice, then the send pipeline
             dests, told = arg
             result = self.send_step(
                 node, dests, sent_msgs,
-                between=lambda: take_notices(node, client_of(node), [notice_fields(told)]))
+                between=lambda: take_notices(node, [notice_fields(told)]))
             if type(result) is tuple:
                 return result
             text = f"{result}, then learns that {notice_subject(told)} left before the send " \
                 "reaches its module"
         else:
-            take_notices(node, client_of(node), [notice_fields(arg)])
+            take_notices(node, [notice_fields(arg)])
             what = "joined" if notice_kind(arg) == JOIN else "left"
             text = f"{who} learns that {notice_subject(arg)} {what}"
         failed = self.collect_deliveries(node, got)

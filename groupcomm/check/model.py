@@ -312,7 +312,7 @@ class Model(InternedStates):
             left -= 1
         for j, k, msg_id in got:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-        new_truth = truth[:i] + (self.shared_truth((left, vc, sent, delivered)),) + truth[i + 1:]
+        new_truth = truth[:i] + (self.shared((left, vc, sent, delivered)),) + truth[i + 1:]
         # (the truths of unpacked states are fresh tuples: neither keys nor kept)
         if judged is not None and not self.lenient and self.is_one_truth(truth):
             new_truth = judged[id(truth)] = self.one_truth(new_truth)

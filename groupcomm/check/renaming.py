@@ -1,13 +1,8 @@
-"""Renaming processes in what a state holds: the values of node snapshots, messages and
-their headers, and frames (for the symmetry reduction, :mod:`groupcomm.check.symmetry`).
-
-Every string that is a process name, a message id ``name#k`` or a control id
-``name~kindk`` is renamed; held messages are rebuilt with renamed id, sender, receiver,
-destinations, ground-truth clock and headers (each header by the renamer its module
-declares for it: :func:`declared_headers`), and frames are decoded with the real
-codec, renamed the same way and re-encoded. A :class:`Renaming` can also drop the
-number of control ids (the symmetry key's name-free normalisation) or renumber them
-(tests).
+"""Renaming processes in what a state holds, for the symmetry reduction
+(:mod:`groupcomm.check.symmetry`): every process name, message id ``name#k`` and control
+id ``name~kindk`` in snapshot values, held messages (headers by the renamer the module
+declares for each: :func:`declared_headers`) and frames (decoded, renamed and re-encoded
+with the real codec).
 """
 
 from __future__ import annotations

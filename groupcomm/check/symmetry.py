@@ -32,12 +32,11 @@ class Symmetry:
         self.headers = headers
         if model.config.bypass_refusal:
             raise SymmetryError("--symmetry cannot be combined with --bypass-refusal")
-        self.order = {name: i for i, name in enumerate(names)}
+        self.order = model.index
         self.fifo = model.config.fifo_network
         self.perms: list[tuple[int, ...]] = []
         self.inverses: list[tuple[int, ...]] = []
         self._renamings: list[Renaming] = []
-        self._frame_renamings: list[Renaming] = []
         # per permutation: per process: snapshot id -> key id; frames; truth entries
         self._snap_keys: list[list[dict[int, int]]] = []
         self._frames: list[dict[Any, Any]] = []
@@ -55,9 +54,8 @@ class Symmetry:
         self._alive: list[Any] = []
         #: why permutations were dropped (for the user)
         self.notes: list[str] = []
-        identity = tuple(range(n))
-        candidates = [identity] + [p for p in permutations(range(n)) if p != identity]
-        self._install(identity)
+        candidates = list(permutations(range(n)))  # the identity first
+        self._install(candidates[0])
         initial_key = self._candidate(0, model.initial_state)
         choices_dropped = state_dropped = 0
         for perm in candidates[1:]:
@@ -68,7 +66,6 @@ class Symmetry:
             if self._candidate(index, model.initial_state) != initial_key:
                 self._uninstall()
                 state_dropped += 1
-                continue
         if choices_dropped:
             why = ("the workload gives processes different sends" if model.config.workload
                    is not None else "multicasts are split into unicasts in name order")
@@ -291,30 +288,22 @@ class Symmetry:
         if self.size == 1:
             return self._candidate(0, state)
         sig = self.signature(state)
-        if self.full:
-            # the whole symmetric group: the permutations that sort the signatures
+        if self.full and len(set(sig)) == self.n:
+            # the whole symmetric group and distinct signatures: the one permutation
+            # that sorts them
             order = sorted(range(self.n), key=sig.__getitem__)
-            ordered = [sig[i] for i in order]
-            if len(set(ordered)) == self.n:
-                return self._candidate(self._by_inverse[tuple(order)], state)
-            chosen = [index for index, inverse in enumerate(self.inverses)
-                      if [sig[i] for i in inverse] == ordered]
-        else:
-            best_sig = None
-            chosen = []
-            for index, inverse in enumerate(self.inverses):
-                seq = [sig[i] for i in inverse]
-                if best_sig is None or seq < best_sig:
-                    best_sig = seq
-                    chosen = [index]
-                elif seq == best_sig:
-                    chosen.append(index)
-        best = self._candidate(chosen[0], state)
-        for index in chosen[1:]:
-            candidate = self._candidate(index, state)
-            if candidate < best:
-                best = candidate
-        return best
+            return self._candidate(self._by_inverse[tuple(order)], state)
+        # the permutations that order the signatures least
+        best_sig = None
+        chosen = []
+        for index, inverse in enumerate(self.inverses):
+            seq = [sig[i] for i in inverse]
+            if best_sig is None or seq < best_sig:
+                best_sig = seq
+                chosen = [index]
+            elif seq == best_sig:
+                chosen.append(index)
+        return min(self._candidate(index, state) for index in chosen)
 
     # -- concrete renaming (tests: a renamed state must behave like the original) -------------
     def rename_state(self, state: tuple, perm: tuple[int, ...], *,
@@ -354,26 +343,6 @@ class Symmetry:
                     frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
         return (tuple(new_snaps), model.add_frames(model.empty_network(), frames),
                 tuple(new_truth))
-
-    def normal_action(self, action: tuple, perm: tuple[int, ...] | None = None) -> tuple:
-        """An action renamed by ``perm`` (identity if None) with its frame normalised."""
-        names = self.model.names
-        perm = perm or tuple(range(self.n))
-        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = Renaming(mapping, self.order, True, self.headers)
-        if action[0] == "send":
-            return ("send", renaming.name(action[1]), renaming.names(action[2]))
-        return ("arrive", renaming.name(action[1]), renaming.name(action[2]),
-                renaming.frame(action[3]))
-
-    def normal_form(self, state: tuple, perm: tuple[int, ...] | None = None) -> tuple:
-        """``state`` renamed by ``perm`` (identity if None) and normalised (no minimum):
-        what :meth:`key` minimises over."""
-        index = self._install(perm or tuple(range(self.n)))
-        try:
-            return self._candidate(index, state)
-        finally:
-            self._uninstall()
 
     def describe(self) -> str:
         if self.size > 1:

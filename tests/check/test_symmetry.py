@@ -22,6 +22,30 @@ from trace_analysis.reference import check_directory
 
 
 # -- symmetry reduction -----------------------------------------------------------------------
+def _normal_action(symmetry, action: tuple, perm: tuple | None) -> tuple:
+    """An action renamed by ``perm`` (identity if None) with its frame normalised."""
+    from groupcomm.check.renaming import Renaming
+
+    names = symmetry.model.names
+    perm = perm or tuple(range(symmetry.n))
+    mapping = {names[i]: names[perm[i]] for i in range(symmetry.n)}
+    renaming = Renaming(mapping, symmetry.order, True, symmetry.headers)
+    if action[0] == "send":
+        return ("send", renaming.name(action[1]), renaming.names(action[2]))
+    return ("arrive", renaming.name(action[1]), renaming.name(action[2]),
+            renaming.frame(action[3]))
+
+
+def _normal_form(symmetry, state: tuple, perm: tuple | None) -> tuple:
+    """``state`` renamed by ``perm`` (identity if None) and normalised (no minimum):
+    what ``Symmetry.key`` minimises over."""
+    index = symmetry._install(perm or tuple(range(symmetry.n)))
+    try:
+        return symmetry._candidate(index, state)
+    finally:
+        symmetry._uninstall()
+
+
 def _outcomes(model: Model, symmetry, state: tuple, perm: tuple | None) -> object:
     """Every enabled action of ``state`` renamed by ``perm`` with what it leads to: the
     normalised successor renamed by ``perm``, or the property it violates."""
@@ -33,10 +57,10 @@ def _outcomes(model: Model, symmetry, state: tuple, perm: tuple | None) -> objec
     for action in model.enabled(state):
         try:
             nxt, _ = model.apply(state, action)
-            outcome = ("ok", symmetry.normal_form(nxt, perm))
+            outcome = ("ok", _normal_form(symmetry, nxt, perm))
         except Violation as violation:
             outcome = ("violation", violation.prop)
-        out[(symmetry.normal_action(action, perm), outcome)] += 1
+        out[(_normal_action(symmetry, action, perm), outcome)] += 1
     return out
 
 
