@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
@@ -42,7 +43,6 @@ from groupcomm.core.messages import ControlMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.protocol.client_actions import APPLICATION, SESSION
 from groupcomm.protocol.registry import (
-    Action,
     Forward,
     Join,
     Leave,
@@ -115,7 +115,8 @@ class ChurnModel(Model):
         """The first members join the registry one by one; every notice is processed
         at once (the join sequence of LocalNetwork)."""
         for name in first:
-            actions = self._server_step(Join(name, name, APPLICATION, SESSION, NOW))
+            self._server_now, actions = self.servers.handle(
+                self._server_now, Join(name, name, APPLICATION, SESSION, NOW))
             told: dict[str, list[dict[str, Any]]] = {}
             for action in actions:
                 if isinstance(action, Notify):
@@ -123,10 +124,6 @@ class ChurnModel(Model):
             for conn, notices in told.items():
                 node = self.nodes[self.index[conn]]
                 take_notices(node, notices)
-
-    def _server_step(self, event: Join | Leave) -> tuple[Action, ...]:
-        self._server_now, actions = self.servers.handle(self._server_now, event)
-        return actions
 
     # -- who is a member ------------------------------------------------------------------
     def present(self, snaps: tuple, i: int) -> bool:
@@ -152,11 +149,8 @@ class ChurnModel(Model):
 
     # -- transitions ----------------------------------------------------------------------
     def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
-        snaps = state[0]
-        if not self.present(snaps, i):
-            return []
         me = self.names[i]
-        others = tuple(m for m in self.known_members(snaps, i) if m != me)
+        others = tuple(m for m in self.known_members(state[0], i) if m != me)
         if not others:
             return []
         mode = self.config.destinations
@@ -210,11 +204,6 @@ class ChurnModel(Model):
         return (super().moves(state) + [(action, network) for action in self.membership_actions(state)]
                 + self.racing_sends(state))
 
-    def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
-        if action[0] in ("join", "leave"):
-            return self._run(state, action, state[1])
-        return super().apply(state, action)
-
     # -- the channel from the server to each member -----------------------------------------
     def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
         """``(("arrive", source, dest, frame), network without it)`` for every entry that
@@ -264,12 +253,13 @@ class ChurnModel(Model):
                     raise Violation("exception", f"the server returned a frame of {source}, "
                                     "which it does not count as a member")
             k = end
-        return self._enter(network, forwards)
+        return self._enter(network, forwards, self._gone_now)
 
-    def _enter(self, network: tuple, entries: list[tuple[str, str, bytes]]) -> tuple:
+    def _enter(self, network: tuple, entries: Iterable[tuple[str, str, bytes]],
+               gone: set[str]) -> tuple:
         """``network`` with ``entries`` (dest, source, frame) sent after everything in it:
-        a frame is behind the frames of departed processes to its destination."""
-        gone = self._gone_now
+        a frame is behind the frames of the departed processes ``gone`` to its
+        destination."""
         behind_of: dict[str, tuple[str, ...]] = {}
         if gone:
             for d, s, f, _ in network:
@@ -339,7 +329,7 @@ class ChurnModel(Model):
                             f"{[json.loads(notice) for notice in own]}")
         self._gone_now = self._departed(snaps)
         try:
-            network = self._enter(network, list(entries))
+            network = self._enter(network, entries, self._gone_now)
             (snaps, network, truth), text = super()._run(
                 (snaps, network, truth), ("join", who, own), network)
         finally:
@@ -362,16 +352,13 @@ class ChurnModel(Model):
         if self.is_one_truth(truth):  # (so the steps after it are memoized as well)
             new_truth = self.one_truth(new_truth)
         if self.tracing:
-            self._record_own_leave(i, snaps)
+            self.step += 1
+            self._trace_leave(i, snaps[i])
         new_snaps = snaps[:i] + (self.gone[i],) + snaps[i + 1:]
         server, _, entries = self._server_change(server, "leave", who, self._events(snaps))
         # its connection closes: what was on its way to it is not delivered
         network = tuple(e for e in network if e[0] != who)
-        self._gone_now = self._departed(snaps)
-        try:
-            network = self._enter(network, list(entries))
-        finally:
-            self._gone_now = set()
+        network = self._enter(network, entries, self._departed(snaps))
         text = f"{who} leaves"
         if dropped:
             text += f" (never transmitted, reported undeliverable: {', '.join(dropped)})"
@@ -399,10 +386,9 @@ class ChurnModel(Model):
                         reached.add((int(message.message_id.rpartition("#")[2]) - 1, name))
         return reached
 
-    def _record_own_leave(self, i: int, snaps: tuple) -> None:
+    def _trace_leave(self, i: int, snap_id: int) -> None:
         node = self.nodes[i]
-        node.restore(self.snapshots[i][snaps[i]])
-        self.step += 1
+        node.restore(self.snapshots[i][snap_id])
         node.trace("leave", client=node.name)
 
     def record_end(self, state: tuple) -> None:
@@ -411,9 +397,7 @@ class ChurnModel(Model):
         self.step += 2
         for i in range(self.n):
             if self.present(state[0], i):
-                node = self.nodes[i]
-                node.restore(self.snapshots[i][state[0][i]])
-                node.trace("leave", client=node.name)
+                self._trace_leave(i, state[0][i])
 
     # -- what the node does on a membership input ----------------------------------------
     def take_input(self, node: ProtocolNode, kind: str, arg: Any,
@@ -466,14 +450,3 @@ class ChurnModel(Model):
         gone = self._departed(state[0])
         return [entry for entry in super().undelivered(state)
                 if entry.rpartition("@")[2] not in gone]
-
-    def held_summary(self, state: tuple) -> str:
-        parts = []
-        for i, node in enumerate(self.nodes):
-            if self.present(state[0], i):
-                node.restore(self.snapshots[i][state[0][i]])
-                held = node.held()
-                if held:
-                    parts.append(f"{self.names[i]} holds "
-                                 f"{', '.join(m.message_id for m in held)}")
-        return "; ".join(parts)

@@ -89,8 +89,7 @@ class Model(InternedStates):
         truth = self.one_truth(tuple((budgets[i], zero, (), frozenset())
                                      for i in range(self.n)))
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
-        self.initial_state = (snaps, self.add_frames(self.empty_network(), initial_frames),
-                              truth)
+        self.initial_state = (snaps, self.add_frames((), initial_frames), truth)
 
     # -- set-up ---------------------------------------------------------------------------
     def start_session(self, first: list[str]) -> None:
@@ -145,9 +144,6 @@ class Model(InternedStates):
         return out
 
     # -- network --------------------------------------------------------------------------
-    def empty_network(self) -> tuple:
-        return ()
-
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
         if not frames:
             return network
@@ -258,7 +254,7 @@ class Model(InternedStates):
 
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
-        if action[0] == "send":
+        if action[0] in ("send", "join", "leave"):  # (they take nothing off the network)
             return self._run(state, action, state[1])
         for enabled, network in self.moves(state):
             if enabled == action:
@@ -500,9 +496,15 @@ class Model(InternedStates):
         return Violation("liveness", f"terminal state with {len(missing)} undelivered: "
                          f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
 
+    def present(self, snaps: tuple, i: int) -> bool:
+        """Whether process ``i`` is a member in a state with snapshots ``snaps``."""
+        return True
+
     def held_summary(self, state: tuple) -> str:
         parts = []
         for i, node in enumerate(self.nodes):
+            if not self.present(state[0], i):
+                continue
             node.restore(self.snapshots[i][state[0][i]])
             held = node.held()
             if held:

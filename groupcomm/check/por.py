@@ -25,11 +25,8 @@ class CommutationError(ConfigError):
 
 def declared_commuting(model: Model) -> frozenset[str]:
     """The control kinds ``model``'s module declares commuting (its exact class's
-    :attr:`~groupcomm.core.causality.CausalityModule.commuting_controls`);
-    none on a FIFO network (the declarations are for the unordered network: on FIFO
-    links the order of two frames to the same peer is part of the state, and an mfss ACK
-    that releases a message to q and a delivery that ACKs q put their frames on the same
-    channel in the order of the two steps)."""
+    :attr:`~groupcomm.core.causality.CausalityModule.commuting_controls`); none on a FIFO
+    network, where H fails (docs/check_results.md)."""
     if model.config.fifo_network:
         return frozenset()
     return frozenset(type(model.module).__dict__.get("commuting_controls", frozenset()))
@@ -41,10 +38,8 @@ class PersistentSets:
 
     #: bound on the local states one :meth:`_emissions` explores before giving up
     EMISSION_LIMIT = 4096
-    #: the memo of emission nodes is emptied when it grows past this many entries (it
-    #: is a pure cache; at 3x3 it grew by about one entry per state and was the largest
-    #: table of a cykas search; emptying it at 3M cost the mfss 3x3 search ~10 % time;
-    #: with the visited set compact it is the largest table left, hence 2M)
+    #: the memo of emission nodes (a pure cache, about one entry per state: the largest
+    #: table of a compact cykas search) is emptied past this many entries
     MEMO_LIMIT = 2_000_000
 
     def __init__(self, model: Model, commuting: frozenset[str] | None = None) -> None:
@@ -399,16 +394,10 @@ class PersistentSets:
             if len(frames) > 1:
                 rest = frames - {frame}
                 out |= self._emit(i, local[1], shared.setdefault(rest, rest))
-        if out:
-            result = frozenset(out)
-            result = shared.setdefault(result, result)  # equal sets stored once (memory)
-        else:
-            result = _NOTHING
+        result = frozenset(out)
+        result = shared.setdefault(result, result)  # equal sets stored once (memory)
         self._emitted[key] = result
         return result
-
-
-_NOTHING: frozenset[tuple[int, bytes]] = frozenset()
 
 
 def _same_frames(first: tuple, second: tuple, fifo: bool) -> bool:

@@ -194,9 +194,7 @@ class Frontier:
             # read in place: nothing is appended to a frontier while it drains
             yield from _records_of(self._buffer)
         finally:
-            if path is not None:
-                path.unlink(missing_ok=True)
-                self._path = None
+            self.close()
             self._buffer = bytearray()
             self._count = 0
 

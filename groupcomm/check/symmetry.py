@@ -305,45 +305,6 @@ class Symmetry:
                 chosen.append(index)
         return min(self._candidate(index, state) for index in chosen)
 
-    # -- concrete renaming (tests: a renamed state must behave like the original) -------------
-    def rename_state(self, state: tuple, perm: tuple[int, ...], *,
-                     renumber_controls: bool = False) -> tuple:
-        """``state`` with process ``i`` renamed ``perm[i]``, as a real state of the same
-        model (its snapshots interned, its frames re-encoded); with
-        ``renumber_controls`` every control id ``name~kindk`` also becomes
-        ``name~kind(c-k)`` and the manager's counter ``c`` (``c`` = old counter + 10),
-        which reverses the numbering and keeps new ids fresh."""
-        model = self.model
-        names = model.names
-        snaps, network, truth = state
-        relabel = None
-        if renumber_controls:
-            relabel = {}
-            for i, name in enumerate(names):
-                model.nodes[i].restore(model.snapshots[i][snaps[i]])
-                counts = [m.control_count for m in model.nodes[i]._shared.values()
-                          if hasattr(m, "control_count")]
-                relabel[name] = (max(counts, default=0) + 10, 0)
-        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = Renaming(mapping, self.order, False, self.headers, relabel)
-        new_snaps = [0] * self.n
-        new_truth: list[tuple] = [()] * self.n
-        for i in range(self.n):
-            snap = self._snapshot(renaming, i, model.snapshots[i][snaps[i]],
-                                  zero_controls=False)
-            new_snaps[perm[i]] = model.intern(perm[i], snap)
-            new_truth[perm[i]] = self._rename_truth(perm, renaming, truth[i])
-        frames = []
-        if not model.config.fifo_network:
-            for d, s, f in network:
-                frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
-        else:
-            for (s, d), queue in network:
-                for f in queue:
-                    frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
-        return (tuple(new_snaps), model.add_frames(model.empty_network(), frames),
-                tuple(new_truth))
-
     def describe(self) -> str:
         if self.size > 1:
             text = f"{self.size} permutations of the process names"
