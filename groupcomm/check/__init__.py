@@ -13,15 +13,5 @@ from groupcomm.check.model import Model
 from groupcomm.check.report import CheckResult, replay, write_counterexample
 from groupcomm.check.search import check
 
-__all__ = [
-    "ChurnModel",
-    "CheckConfig",
-    "CheckResult",
-    "ConfigError",
-    "Model",
-    "build_model",
-    "check",
-    "load_workload",
-    "replay",
-    "write_counterexample",
-]
+__all__ = ["ChurnModel", "CheckConfig", "CheckResult", "ConfigError", "Model", "build_model",
+           "check", "load_workload", "replay", "write_counterexample"]

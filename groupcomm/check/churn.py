@@ -127,7 +127,7 @@ class ChurnModel(Model):
 
     # -- who is a member ------------------------------------------------------------------
     def present(self, snaps: tuple, i: int) -> bool:
-        return snaps[i] != self.gone[i] and bool(self.snapshots[i][snaps[i]][2])
+        return bool(self.known_members(snaps, i))
 
     def known_members(self, snaps: tuple, i: int) -> tuple[str, ...]:
         """The members process ``i`` knows (its node's view), itself included."""
@@ -153,10 +153,7 @@ class ChurnModel(Model):
         others = tuple(m for m in self.known_members(state[0], i) if m != me)
         if not others:
             return []
-        mode = self.config.destinations
-        if mode == "auto":
-            mode = "broadcast" if self.module.broadcast_only else "unicast"
-        return [others] if mode == "broadcast" else [(o,) for o in others]
+        return [others] if self.mode == "broadcast" else [(o,) for o in others]
 
     @staticmethod
     def actor(action: tuple) -> tuple[str, Any]:

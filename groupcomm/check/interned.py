@@ -33,7 +33,6 @@ class InternedStates:
         self._numbers: dict[int, int] = {}
         self._numbered: list[Any] = []
 
-    # -- one copy of each part ----------------------------------------------------------------
     def intern(self, i: int, snap: tuple) -> int:
         """The id of snapshot ``snap`` of process ``i`` (added when new)."""
         table = self._snap_ids[i]
@@ -67,7 +66,6 @@ class InternedStates:
         """Whether ``truth`` is the model's own copy (:meth:`one_truth`), by identity."""
         return self._truth_ids.get(id(truth)) is truth
 
-    # -- compact states (the frontier of a hash-compacted search) -------------------------------
     def pack(self, state: tuple) -> bytes:
         """``state`` as bytes: 32-bit snapshot ids, then numbers standing for its truth
         entries and network entries (the objects the states share). Unordered networks
@@ -92,7 +90,6 @@ class InternedStates:
         return (tuple(values[:n]), tuple([numbered[k] for k in values[2 * n:]]),
                 tuple([numbered[k] for k in values[n:2 * n]]))
 
-    # -- checkpoints --------------------------------------------------------------------------
     def tables(self) -> dict[str, Any]:
         """What packed states and state keys refer to (interned snapshots, numbered
         entries): a checkpoint saves it, :meth:`restore_tables` puts it back."""

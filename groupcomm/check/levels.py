@@ -68,12 +68,10 @@ class LevelSearch:
         #: states of the resumed level that were expanded before its checkpoint
         self.resumed_within_level = 0
         self.checkpoints = 0
-        self._last_checkpoint = self._start = self._last_report = 0.0
-        self._level_start = 0.0
+        self._last_checkpoint = self._start = self._last_report = self._level_start = 0.0
         self._level_skipped = 0  # states of this level expanded before a checkpoint
         self._states_at_start = 0
 
-    # -- the search ------------------------------------------------------------------------
     def run(self, result: CheckResult) -> None:
         model = self.model
         start = time.perf_counter()
@@ -118,7 +116,6 @@ class LevelSearch:
         if self.stopped is not None:
             result.stopped = self.stopped
 
-    # -- checkpoints -----------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
         config = self.config
         seed = os.environ.get("PYTHONHASHSEED")

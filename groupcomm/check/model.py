@@ -61,6 +61,10 @@ class Model(InternedStates):
             raise ConfigError(f"{config.protocol} sends to everyone only: destinations "
                               "subsets needs a module that takes unicasts and multicasts")
         self.index = {name: i for i, name in enumerate(self.names)}
+        #: how destinations are chosen (``auto`` resolved)
+        self.mode = config.destinations
+        if self.mode == "auto":
+            self.mode = "broadcast" if self.module.broadcast_only else "unicast"
         self.step = 0
         self.tracer = MemoryTracer() if trace else NullTracer()
         self._outbox: list[tuple[str, str, bytes]] = []
@@ -83,11 +87,10 @@ class Model(InternedStates):
         if self._delivered_now:
             raise ConfigError("a module delivered an application message at join")
         self.choices = self._destination_choices()
-        budgets = tuple(len(self.choices[i]) if config.workload is not None else config.messages
-                        for i in range(self.n))
         zero = (0,) * self.n
-        truth = self.one_truth(tuple((budgets[i], zero, (), frozenset())
-                                     for i in range(self.n)))
+        truth = self.one_truth(tuple(
+            (len(choices) if config.workload is not None else config.messages, zero, (),
+             frozenset()) for choices in self.choices))
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
         self.initial_state = (snaps, self.add_frames((), initial_frames), truth)
 
@@ -98,8 +101,7 @@ class Model(InternedStates):
         for count, name in enumerate(first, start=1):
             for member in first[:count]:
                 self.nodes[self.index[member]].client_joined(
-                    name, is_new_session=count == 1, all_users=tuple(first[:count])
-                )
+                    name, is_new_session=count == 1, all_users=tuple(first[:count]))
 
     def _make_node(self, name: str) -> ProtocolNode:
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
@@ -111,32 +113,23 @@ class Model(InternedStates):
             node.application_delivered(message)
             self._delivered_now.append(message)
 
-        node = ProtocolNode(
-            name,
-            transmit=transmit,
-            clock=lambda: float(self.step),
-            send_creators=[self.module.send_creator()],
-            receive_creators=[self.module.receive_creator()],
-            tracer=self.tracer,
-            deliver=deliver,
-        )
+        node = ProtocolNode(name, transmit=transmit, clock=lambda: float(self.step),
+                            send_creators=[self.module.send_creator()],
+                            receive_creators=[self.module.receive_creator()],
+                            tracer=self.tracer, deliver=deliver)
         return node
 
     def _destination_choices(self) -> list[list[tuple[str, ...]]]:
         """Per process: the destination sets of its sends. Nondeterministic mode: the
         options of every send; workload mode: the fixed list, one entry per send."""
-        config = self.config
-        if config.workload is not None:
-            return [list(config.workload[name]) for name in self.names]
-        mode = config.destinations
-        if mode == "auto":
-            mode = "broadcast" if self.module.broadcast_only else "unicast"
+        if self.config.workload is not None:
+            return [list(self.config.workload[name]) for name in self.names]
         out = []
         for name in self.names:
             others = tuple(n for n in self.names if n != name)
-            if mode == "broadcast":
+            if self.mode == "broadcast":
                 out.append([others])
-            elif mode == "subsets":  # every non-empty set of others: unicasts, multicasts
+            elif self.mode == "subsets":  # every non-empty set of others: unicasts, multicasts
                 out.append([tuple(c) for k in range(1, len(others) + 1)
                             for c in combinations(others, k)])
             else:

@@ -59,9 +59,8 @@ class PersistentSets:
             for b in sorted(range(1, (1 << n) - 1), key=lambda b: bin(b).count("1"))
         ]
         self._actor_sets = {b: frozenset(m) for b, m, _ in self._subsets}
-        #: (process, snapshot id, inputs) -> bit set of the processes it may emit to
-        #: (-1: anything)
-        self._targets: dict[tuple, int] = {}
+        #: (process, snapshot id, inputs) -> what it may emit: see :meth:`actors`
+        self._targets: dict[tuple, tuple[int, int, tuple]] = {}
         self._quiets: dict[tuple, tuple | None] = {}
         self._inerts: dict[tuple, bool] = {}
         self._emitted: dict[tuple, frozenset[tuple[int, bytes]] | None] = {}
@@ -220,14 +219,11 @@ class PersistentSets:
         for position, (subset, members, rest_members) in enumerate(self._subsets):
             if (full & ~subset) & ~idle:
                 continue  # a member of R has sends left: it may send to S
-            size = 0
-            for i in members:
-                size += counts[i]
+            size = sum(counts[i] for i in members)
             if 0 < size < total:
                 # ties: fewer processes first, then in name order
                 candidates.append((size, position, subset, rest_members))
         candidates.sort()
-        best: int | None = None
         for _, _, subset, rest_members in candidates:
             rest = full & ~subset
             internal = False
@@ -261,12 +257,9 @@ class PersistentSets:
                     soft.extend(more)
                 if soft and not self._inert_at(subset, snaps, soft):
                     continue
-                best = subset
-                break
-        if best is None:
-            return None
-        self.reduced += 1
-        return self._actor_sets[best]
+                self.reduced += 1
+                return self._actor_sets[subset]
+        return None
 
     def _split(self, emitted: frozenset[tuple[int, bytes]]) -> tuple[int, int, tuple]:
         """``(hard, reach, controls)`` of a set of emissions: the bit set reached by

@@ -30,7 +30,6 @@ class SymmetryError(ConfigError):
 _ATOMS = (int, bool, float, bytes, type(None))
 
 
-# -- header codecs (per header key) -------------------------------------------------------------
 def _rename_ks_log(value: Any, name: Callable[[str], str]) -> Any:
     from groupcomm.filters.ks import rename_log
 

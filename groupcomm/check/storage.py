@@ -255,7 +255,6 @@ def _records_of(buffer: bytearray) -> Iterator[bytes]:
         end += 4 + length
 
 
-# -- checkpoints ------------------------------------------------------------------------------
 def save_checkpoint(directory: Path, *, identity: dict[str, Any], counters: dict[str, Any],
                     visited: FingerprintSet, frontier: Frontier, tables: Any,
                     following: Frontier | None = None) -> None:

@@ -78,7 +78,6 @@ class Symmetry:
         self.full = self.size == len(candidates)
         self._by_inverse = {inverse: index for index, inverse in enumerate(self.inverses)}
 
-    # -- set-up -------------------------------------------------------------------------------
     def _install(self, perm: tuple[int, ...]) -> int:
         names = self.model.names
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
@@ -115,7 +114,6 @@ class Symmetry:
                 return False
         return True
 
-    # -- renaming one piece ---------------------------------------------------------------------
     def _snapshot(self, renaming: Renaming, i: int, snap: tuple, *,
                   zero_controls: bool) -> tuple:
         """The snapshot of process ``i`` renamed, restored into the real node of its new
@@ -178,7 +176,6 @@ class Symmetry:
             frozenset((perm[j], k) for j, k in delivered),
         )
 
-    # -- the key ----------------------------------------------------------------------------------
     def _candidate(self, index: int, state: tuple) -> tuple:
         snaps, network, truth = state
         snap_tables = self._snap_keys[index]
