@@ -26,15 +26,11 @@ DESTINATION_MODES = ("auto", "unicast", "broadcast", "subsets")
 
 @dataclass
 class CheckConfig:
-    """What to check and how.
-
-    ``workload`` maps process name to the destinations of each of its sends, in order
-    (see :func:`load_workload`); without one every process makes ``messages`` sends to
-    destinations chosen nondeterministically (``destinations``: ``auto`` - broadcast to
-    all others for broadcast-only modules, a single other process otherwise;
-    ``unicast``; ``broadcast``; ``subsets`` - every non-empty set of the others, so
-    multicasts too, for modules that take them).
-    """
+    """What to check and how. ``workload`` maps process name to the destinations of each
+    of its sends (:func:`load_workload`); without one every process makes ``messages``
+    sends to destinations chosen nondeterministically (``destinations``: ``auto`` -
+    broadcast for broadcast-only modules, unicast otherwise; ``unicast``; ``broadcast``;
+    ``subsets`` - every non-empty set of the others)."""
 
     protocol: str = "cykas"
     processes: int = 3

@@ -64,9 +64,6 @@ class LevelSearch:
         self.stopped: str | None = None
         #: seconds spent before the checkpoint this search resumed from
         self.earlier_seconds = 0.0
-        self.resumed_level: int | None = None
-        #: states of the resumed level that were expanded before its checkpoint
-        self.resumed_within_level = 0
         self.checkpoints = 0
         self._last_checkpoint = self._start = self._last_report = self._level_start = 0.0
         self._level_skipped = 0  # states of this level expanded before a checkpoint
@@ -77,7 +74,7 @@ class LevelSearch:
         start = time.perf_counter()
         self._last_report = start
         self._start = start
-        resumed = self._resume()
+        resumed = self._resume(result)
         following: Frontier | None = None
         done = 0
         if resumed is None:
@@ -105,9 +102,6 @@ class LevelSearch:
             if following is not None:
                 following.close()
         result.seconds = time.perf_counter() - start + self.earlier_seconds
-        if self.resumed_level is not None:
-            result.config["resumed_at_level"] = self.resumed_level
-            result.config["resumed_within_level"] = self.resumed_within_level
         result.config["checkpoints_written"] = self.checkpoints
         result.config["visited_bytes"] = self.visited.nbytes
         result.states, result.transitions, result.terminal_states, result.max_depth = (
@@ -152,7 +146,9 @@ class LevelSearch:
         self.checkpoints += 1
         self._last_checkpoint = time.perf_counter()
 
-    def _resume(self) -> tuple[Frontier, Frontier, int] | None:
+    def _resume(self, result: CheckResult) -> tuple[Frontier, Frontier, int] | None:
+        """The level, its next level so far and how many of its states were expanded,
+        from the checkpoint to resume from (noted in ``result``), or None."""
         directory = self.config.checkpoint
         if directory is None:
             return None
@@ -167,10 +163,10 @@ class LevelSearch:
         counters = loaded["counters"]
         for name in COUNTERS:
             setattr(self, name, counters[name])
-        self.level = self.resumed_level = counters["level"]
+        self.level = result.config["resumed_at_level"] = counters["level"]
         self.earlier_seconds = counters["seconds"]
         self.visited = loaded["visited"]
-        self.resumed_within_level = counters["done"]
+        result.config["resumed_within_level"] = counters["done"]
         return loaded["frontier"], loaded["following"], counters["done"]
 
     def _expand_level(self, frontier: Frontier, following: Frontier | None = None,

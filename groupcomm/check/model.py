@@ -15,7 +15,7 @@ pipelines and snapshots it again. How the parts of states are kept once:
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
@@ -31,11 +31,8 @@ from groupcomm.wire.envelopes import decode_received, encode_message
 
 
 class Model(InternedStates):
-    """The processes, their real nodes, and the transition function.
-
-    ``trace=True`` gives the nodes a :class:`MemoryTracer` (used to replay a
-    counterexample into trace files); searching runs with tracing off.
-    """
+    """The processes, their real nodes, and the transition function; ``trace=True``
+    records what the nodes do (a counterexample replayed into trace files)."""
 
     #: transitions that are an application send (the truth counts them as one)
     send_kinds: tuple[str, ...] = ("send",)
@@ -238,13 +235,6 @@ class Model(InternedStates):
             steps.append((action, nxt, text))
         return steps, None
 
-    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
-        """The steps of :meth:`expand`; raises its violation after them."""
-        steps, violation = self.expand(state, actors)
-        yield from steps
-        if violation is not None:
-            raise violation
-
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
         if action[0] in ("send", "join", "leave"):  # (they take nothing off the network)
@@ -276,12 +266,10 @@ class Model(InternedStates):
         return (tuple(new_snaps), self.add_frames(network, local[2]), truth), local[5]
 
     def _next_truth(self, truth: tuple, i: int, kind: str, local: tuple) -> tuple:
-        """``truth`` after process ``i``'s step ``local`` (its sends counted, each send's
-        clock checked against the one its node gave it, its deliveries judged).
-        Memoized per effect (see :meth:`local_step`), by the identity of ``truth``: the
-        states share a few truths per hundred, and each (truth, effect) pair recurs many
-        times. Only the model's own copies of truths (:meth:`one_truth`, alive as long
-        as the model) are keys, so an id is never reused while it is one."""
+        """``truth`` after process ``i``'s step ``local`` (its sends counted and their
+        clocks checked against its node's, its deliveries judged). Memoized per effect
+        (see :meth:`local_step`) by the identity of ``truth``: only the model's own copies
+        (:meth:`one_truth`, alive as long as the model) are keys, so an id is never reused."""
         judged = local[6] if self._memo else None
         if judged is not None:
             found = judged.get(id(truth))
@@ -308,13 +296,11 @@ class Model(InternedStates):
         return new_truth
 
     def local_step(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
-        """What node ``i`` in its interned state ``snap_id`` does on one input (an
-        application send to ``arg`` or the arrival of frame ``arg``): a pure function of
-        the snapshot, so memoized. Returns ``("ok", new snap id, frames, sent messages,
-        deliveries, text)`` or ``("violation", property, detail)``; a memoized "ok" has
-        a seventh item, the memo of :meth:`_next_truth` for the steps of its effect on
-        the truth (process, send or not, sent messages, deliveries): truth id -> the
-        truth after it."""
+        """What node ``i`` in its interned state ``snap_id`` does on input ``(kind, arg)``
+        (a pure function of the snapshot, so memoized): ``("ok", new snap id, frames, sent
+        messages, deliveries, text)`` or ``("violation", property, detail)``. A memoized
+        "ok" has a seventh item, shared by the steps of the same effect on the truth: the
+        memo of :meth:`_next_truth`, truth id -> the truth after it."""
         key = (i, snap_id, kind, arg)
         hit = self.step_cache.get(key)
         if hit is not None:
@@ -356,10 +342,8 @@ class Model(InternedStates):
     def take_input(self, node: ProtocolNode, kind: str, arg: Any,
                    sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
                    got: list[tuple[int, int, str]]) -> str | tuple:
-        """``node`` takes input ``(kind, arg)``: the application sends to ``arg``, or
-        frame ``arg`` arrives. Appends what it sends to ``sent_msgs`` and what it
-        delivers to ``got`` (:meth:`collect_deliveries`); returns the step's text, or
-        its violation."""
+        """``node`` takes input ``(kind, arg)`` (a send to ``arg``, or frame ``arg``),
+        appending to ``sent_msgs`` and ``got``: the step's text, or its violation."""
         who = node.name
         if kind == "send":
             return self.send_step(node, arg, sent_msgs)
@@ -384,11 +368,9 @@ class Model(InternedStates):
                   sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
                   between: Callable[[], None] | None = None) -> str | tuple:
         """The application at ``node`` sends to ``dests``: the node tags the send, then
-        ``between`` runs if given (what the node does before the send reaches its send
-        pipeline; deliveries it makes are the caller's to collect), then the pipeline.
-        Appends each send's destinations and clock to ``sent_msgs``. Returns the step's
-        text, or its violation: the module refused the send, or the node delivered
-        during its own send."""
+        ``between`` runs if given (deliveries it makes are the caller's to collect), then
+        the send pipeline. Appends each send's destinations and clock to ``sent_msgs``.
+        Returns the step's text, or its violation (a refused send, a delivery during it)."""
         who = node.name
         try:
             # bypass_refusal: on purpose, without the module's destination check

@@ -342,12 +342,10 @@ class PersistentSets:
     def _emissions(self, i: int, snap_id: int, frames: frozenset[bytes]
                    ) -> frozenset[tuple[int, bytes]] | None:
         """Every ``(dest, frame)`` process ``i`` can emit from interned snapshot
-        ``snap_id`` when it receives any subset of ``frames`` in any order (and nothing
-        else), found with the real objects (the model's memoized local steps); a step
-        that breaks a property ends that order. None if more than
-        :attr:`EMISSION_LIMIT` new ``(snapshot, frames left)`` nodes would be needed
-        (read as "anything"). Memoized per node, so states share their sub-problems:
-        ``E(s, F) = union over f in F of (emitted by s on f) | E(s after f, F - {f})``."""
+        ``snap_id`` receiving any subset of ``frames`` in any order (and nothing else; a
+        step that breaks a property ends that order), with the model's memoized local
+        steps; None ("anything") past :attr:`EMISSION_LIMIT` new nodes. Memoized per
+        node: ``E(s, F) = union over f in F of (emitted by s on f) | E(s after f, F - f)``."""
         key = (i, snap_id, frames)
         found = self._emitted.get(key, False)
         if found is not False:

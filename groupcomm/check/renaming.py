@@ -60,11 +60,9 @@ RENAMERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
 def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], str]], Any]] | None:
     """The renamer of each header ``module`` declares (on its exact class), or None when
     the module has not declared itself safe to rename. A declared kind is one of
-    :data:`RENAMERS`' names, or the module's own renamer: a function ``(value, rename)``
-    returning the header value with every process name passed through ``rename`` (a
-    module whose header has a shape of its own, e.g. the SES example's destination
-    list; :mod:`groupcomm.module_kit.codecs` has the clock and matrix ones to build it
-    from). Raises :class:`SymmetryError` for a kind that is neither."""
+    :data:`RENAMERS`' names, or the module's own renamer ``(value, rename)`` (a header of
+    a shape of its own; docs/writing-a-module.md). Raises :class:`SymmetryError` for a
+    kind that is neither."""
     declared = type(module).__dict__.get("symmetry_headers")
     if declared is None:
         return None

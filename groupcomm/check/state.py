@@ -16,7 +16,7 @@ class Violation(Exception):
         super().__init__(f"{prop}: {detail}")
         self.prop = prop
         self.detail = detail
-        #: the transition that broke the property (set by :meth:`Model.successors`)
+        #: the transition that broke the property (set by :meth:`Model.expand`)
         self.action: tuple | None = None
         #: causal / fifo: (process, sender, index) of the message delivered too late
         self.missing: tuple[int, int, int] | None = None
@@ -50,14 +50,11 @@ _POOLED_ATOMS = frozenset({int, str, bytes, type(None)})
 
 class ValuePool:
     """One shared copy of each equal immutable value stored in the search's tables
-    (hash-consing). Snapshots, canonical keys and truth entries are trees of tuples
-    that repeat the same clocks, rows, names and message stamps thousands of times;
-    stored through :meth:`share`, each distinct subtree exists once.
-
-    Only values whose equality is exact are pooled: tuples and frozensets of ints, strings,
-    bytes, ``None`` and pooled values. Anything else (a message, which compares without
-    its ground-truth clock; a bool or float, equal to an int) is kept as it is, and a
-    tuple holding one is rebuilt around its shared parts but not pooled itself."""
+    (hash-consing the trees of tuples of snapshots, keys and truth entries). Only values
+    whose equality is exact are pooled: tuples and frozensets of ints, strings, bytes,
+    ``None`` and pooled values; anything else (a message, which compares without its
+    ground-truth clock; a bool or float) is kept, and a tuple holding one is rebuilt
+    around its shared parts but not pooled itself."""
 
     def __init__(self) -> None:
         self._pool: dict[Any, Any] = {}

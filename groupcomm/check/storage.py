@@ -32,10 +32,8 @@ def collision_probability(classes: int) -> float:
 
 def _without_hugepage_advice() -> None:
     """Stop NumPy advising transparent huge pages for the arrays it allocates from now on
-    in this process (what ``NUMPY_MADVISE_HUGEPAGE=0`` does at import). A run grows in
-    place by ``realloc``; on this kernel a block advised so is copied when it moves, which
-    briefly doubles a run of gigabytes, and the binary searches measured no slower on
-    ordinary pages."""
+    in this process: a run grows in place by ``realloc``, and on this kernel a block
+    advised so is copied when it moves (docs/check_results.md)."""
     setter = getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
     if setter is not None:
         setter(False)
@@ -115,11 +113,9 @@ MERGE_CHUNK = 1 << 22
 
 def merge_into(run: np.ndarray, other: np.ndarray, chunk: int = MERGE_CHUNK) -> np.ndarray:
     """The sorted union of two sorted ``uint64`` runs with no value in common, built in
-    ``run``'s memory: it is grown in place (``realloc``, which moves the pages of a large
-    block instead of copying them) and filled from the back, each step placing every
-    value at or above a threshold chosen so that at most ``chunk`` come from each run.
-    Beyond the two runs, the memory used is ``run``'s growth (``other``'s size) and two
-    chunks. ``run`` may not be used after the call (its buffer belongs to the result)."""
+    ``run``'s memory, grown in place and filled from the back at most ``chunk`` values of
+    each run at a time: beyond the two runs it costs ``other``'s size and two chunks.
+    ``run`` may not be used after the call (its buffer belongs to the result)."""
     i, j = len(run), len(other)
     if j == 0:
         return run

@@ -17,7 +17,7 @@ from groupcomm.check import (
     write_counterexample,
 )
 from groupcomm.cli.check import main as check_main
-from tests.check.helpers import KNOWN_BAD, SMALL, random_states, run
+from tests.check.helpers import KNOWN_BAD, SMALL, random_states, run, successors
 from trace_analysis.reference import check_directory
 
 
@@ -224,7 +224,7 @@ def _all_states(model: Model) -> list[tuple]:
     frontier = [model.initial_state]
     while frontier:
         state = frontier.pop()
-        for _, nxt, _ in model.successors(state):
+        for _, nxt, _ in successors(model, state):
             if nxt not in seen:
                 seen.add(nxt)
                 frontier.append(nxt)
