@@ -122,10 +122,8 @@ class ChurnModel(Model):
                 if isinstance(action, Notify):
                     told.setdefault(str(action.conn), []).append(json.loads(encode_notice(action)))
             for conn, notices in told.items():
-                node = self.nodes[self.index[conn]]
-                take_notices(node, notices)
+                take_notices(self.nodes[self.index[conn]], notices)
 
-    # -- who is a member ------------------------------------------------------------------
     def present(self, snaps: tuple, i: int) -> bool:
         return bool(self.known_members(snaps, i))
 
@@ -147,7 +145,6 @@ class ChurnModel(Model):
     def _departed(self, snaps: tuple) -> set[str]:
         return {self.names[i] for i in self.leaving if snaps[i] == self.gone[i]}
 
-    # -- transitions ----------------------------------------------------------------------
     def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
         me = self.names[i]
         others = tuple(m for m in self.known_members(state[0], i) if m != me)
@@ -201,7 +198,6 @@ class ChurnModel(Model):
         return (super().moves(state) + [(action, network) for action in self.membership_actions(state)]
                 + self.racing_sends(state))
 
-    # -- the channel from the server to each member -----------------------------------------
     def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
         """``(("arrive", source, dest, frame), network without it)`` for every entry that
         may arrive next (the channel's orders, module doc)."""
@@ -282,7 +278,6 @@ class ChurnModel(Model):
             out.append(entry)
         return tuple(out)  # (sorted still: entries differ before their last field)
 
-    # -- running a transition -----------------------------------------------------------------
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         if action[0] == "leave":
             return self._leave(state, action[1], network)
@@ -396,7 +391,6 @@ class ChurnModel(Model):
             if self.present(state[0], i):
                 self._trace_leave(i, state[0][i])
 
-    # -- what the node does on a membership input ----------------------------------------
     def take_input(self, node: ProtocolNode, kind: str, arg: Any,
                    sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
                    got: list[tuple[int, int, str]]) -> str | tuple:
@@ -427,7 +421,6 @@ class ChurnModel(Model):
             text += f" (delivers {', '.join(m for _, _, m in got)})"
         return text
 
-    # -- compact states and checkpoints ------------------------------------------------------
     def pack(self, state: tuple) -> bytes:
         return super().pack(state[:3]) + array("I", [state[3]]).tobytes()
 
@@ -436,13 +429,12 @@ class ChurnModel(Model):
         return (*super().unpack(packed[:-size]), array("I", packed[-size:])[0])
 
     def tables(self) -> dict[str, Any]:
-        return {**super().tables(), "servers": self.servers.tables()}
+        return {**super().tables(), "servers": self.servers.registries}
 
     def restore_tables(self, tables: dict[str, Any]) -> None:
         super().restore_tables(tables)
         self.servers.restore_tables(tables["servers"])
 
-    # -- properties -----------------------------------------------------------------------
     def undelivered(self, state: tuple) -> list[str]:
         gone = self._departed(state[0])
         return [entry for entry in super().undelivered(state)

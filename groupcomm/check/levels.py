@@ -71,9 +71,7 @@ class LevelSearch:
 
     def run(self, result: CheckResult) -> None:
         model = self.model
-        start = time.perf_counter()
-        self._last_report = start
-        self._start = start
+        start = self._start = self._last_report = time.perf_counter()
         resumed = self._resume(result)
         following: Frontier | None = None
         done = 0
@@ -107,8 +105,7 @@ class LevelSearch:
         result.states, result.transitions, result.terminal_states, result.max_depth = (
             getattr(self, name) for name in COUNTERS)
         result.config["collision_probability"] = collision_probability(self.states)
-        if self.stopped is not None:
-            result.stopped = self.stopped
+        result.stopped = self.stopped
 
     def _identity(self) -> dict[str, Any]:
         config = self.config

@@ -91,7 +91,6 @@ class Model(InternedStates):
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
         self.initial_state = (snaps, self.add_frames((), initial_frames), truth)
 
-    # -- set-up ---------------------------------------------------------------------------
     def start_session(self, first: list[str]) -> None:
         """The members at the start join, one by one, everyone told at once (the join
         sequence of LocalNetwork); frames their nodes transmit are left in the outbox."""
@@ -133,7 +132,6 @@ class Model(InternedStates):
                 out.append([(o,) for o in others])
         return out
 
-    # -- network --------------------------------------------------------------------------
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
         if not frames:
             return network
@@ -177,7 +175,6 @@ class Model(InternedStates):
             out.append((("arrive", s, d, queue[0]), remaining))
         return out
 
-    # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
         return [action for action, _ in self.moves(state)]
@@ -429,9 +426,7 @@ class Model(InternedStates):
             for n, (dests, vc_s) in enumerate(sent_s):
                 if vc_s[s] > limit:
                     break  # later sends of s have larger own entries
-                if me not in dests or (s, n) == key or (s, n) in delivered:
-                    continue
-                if self.lenient:
+                if me not in dests or (s, n) == key or (s, n) in delivered or self.lenient:
                     continue
                 if s == j:
                     missing = (s, n)
@@ -467,24 +462,20 @@ class Model(InternedStates):
         missing = self.undelivered(state)
         if not missing:
             return None
-        held = self.held_summary(state)
+        holding = []
+        for i, node in enumerate(self.nodes):
+            if self.present(state[0], i):
+                node.restore(self.snapshots[i][state[0][i]])
+                if held := node.held():
+                    holding.append(f"{self.names[i]} holds "
+                                   f"{', '.join(m.message_id for m in held)}")
+        held_text = "; ".join(holding)
         return Violation("liveness", f"terminal state with {len(missing)} undelivered: "
-                         f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
+                         f"{', '.join(missing[:8])}" + (f" ({held_text})" if held_text else ""))
 
     def present(self, snaps: tuple, i: int) -> bool:
         """Whether process ``i`` is a member in a state with snapshots ``snaps``."""
         return True
-
-    def held_summary(self, state: tuple) -> str:
-        parts = []
-        for i, node in enumerate(self.nodes):
-            if not self.present(state[0], i):
-                continue
-            node.restore(self.snapshots[i][state[0][i]])
-            held = node.held()
-            if held:
-                parts.append(f"{self.names[i]} holds {', '.join(m.message_id for m in held)}")
-        return "; ".join(parts)
 
     def records(self) -> list[dict[str, Any]]:
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []

@@ -317,7 +317,6 @@ class PersistentSets:
     def _fixpoint(self, rest: int, subset: int, members: list[int], snaps: tuple,
                   inputs: list[list[bytes]]) -> tuple[tuple[int, bytes], ...] | None:
         got = {i: set(inputs[i]) for i in members}
-        names = self.model.names
         soft: set[tuple[int, bytes]] = set()
         changed = True
         while changed:
@@ -326,15 +325,12 @@ class PersistentSets:
                 emitted = self._emissions(i, snaps[i], frozenset(got[i]))
                 if emitted is None:
                     return None
-                for k, frame in emitted:
-                    if subset >> k & 1:
-                        if self.commuting and self._kind(frame, names[k]) is not None:
-                            soft.add((k, frame))  # a declared-commuting control (H)
-                            continue
-                        return None
-                    if not rest >> k & 1:
-                        return None
-                    if frame not in got[k]:
+                hard, _, controls = self._split(emitted)
+                if hard & subset:
+                    return None  # a frame to S that is not a declared-commuting control
+                soft.update(control for control in controls if subset >> control[0] & 1)
+                for k, frame in emitted:  # (R and S make up every process)
+                    if rest >> k & 1 and frame not in got[k]:
                         got[k].add(frame)
                         changed = True
         return tuple(sorted(soft))

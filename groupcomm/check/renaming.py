@@ -111,8 +111,7 @@ class Renaming:
     def string(self, value: str) -> str:
         out = self._strings.get(value)
         if out is None:
-            out = self._string(value)
-            self._strings[value] = out
+            out = self._strings[value] = self._string(value)
         return out
 
     def _string(self, value: str) -> str:

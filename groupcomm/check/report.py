@@ -14,7 +14,7 @@ from typing import Any
 from groupcomm.check.churn import ChurnModel, build_model
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
-from groupcomm.check.notices import notice_text
+from groupcomm.check.notices import is_notice, notice_text
 from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.tracing import write_trace_dir
@@ -111,7 +111,7 @@ def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],
 def _text_of_failed(action: tuple, violation: Violation) -> str:
     if action[0] != "arrive":
         return f"{describe_action(action)}: VIOLATION {violation.prop}"
-    if action[3][:1] == b"\x00":
+    if is_notice(action[3]):
         return f"{action[2]} is told {notice_text(action[3])}: VIOLATION {violation.prop}"
     try:
         message = decode_received(action[3], action[2])

@@ -68,10 +68,6 @@ class ServerTable:
         """The member ids of ``session`` in state ``server``, in join order."""
         return self.registries[server].members_of(application, session)
 
-    def tables(self) -> list[SessionRegistry]:
-        """What state ids refer to (a checkpoint keeps it)."""
-        return self.registries
-
     def restore_tables(self, registries: list[SessionRegistry]) -> None:
         """Continue with a checkpoint's registries (ids are given in discovery order,
         which is deterministic, so they extend this fresh table's)."""

@@ -24,10 +24,8 @@ class Violation(Exception):
 
 def exact(value: Any) -> Any:
     """``value`` with every message replaced by what it carries *including* its
-    ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
-    two snapshots that differ only in a held message's clock stay apart. A tuple with
-    no message anywhere inside is returned as it is (not copied: the interning tables
-    keep it as a key beside the snapshot it came from)."""
+    ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`); a
+    tuple with no message inside is returned as it is, not copied."""
     if isinstance(value, tuple):
         for position, v in enumerate(value):
             if type(v) not in _ATOMIC:
