@@ -102,7 +102,6 @@ class ChurnModel(Model):
         self._server_now = self.servers.initial
         #: processes gone in the state being expanded (see add_frames)
         self._gone_now: set[str] = set()
-        #: memo of :meth:`_server_change`
         self._changes: dict[tuple, tuple[int, tuple[bytes, ...], tuple]] = {}
         super().__init__(config, trace=trace)  # the first members join (start_session)
         self.initial_state = (*self.initial_state, self._server_now)
@@ -129,9 +128,7 @@ class ChurnModel(Model):
 
     def known_members(self, snaps: tuple, i: int) -> tuple[str, ...]:
         """The members process ``i`` knows (its node's view), itself included."""
-        if snaps[i] == self.gone[i]:
-            return ()
-        return self.snapshots[i][snaps[i]][2]
+        return () if snaps[i] == self.gone[i] else self.snapshots[i][snaps[i]][2]
 
     def server_members(self, state: tuple) -> list[str]:
         """The members the registry lists in ``state``, in join order."""
@@ -155,7 +152,7 @@ class ChurnModel(Model):
     @staticmethod
     def actor(action: tuple) -> tuple[str, Any]:
         if action[0] == "join":
-            return action[1], action[2]  # (the joiner's own notices, see _join)
+            return action[1], action[2]  # (the joiner's own notices, see _run)
         if action[0] == RACING:
             return action[1], (action[2], action[3])
         return Model.actor(action)
@@ -182,14 +179,9 @@ class ChurnModel(Model):
         (whom the registry lists)."""
         snaps = state[0]
         members = set(self.server_members(state))
-        actions: list[tuple] = []
-        for i in self.late:
-            if snaps[i] != self.gone[i] and self.names[i] not in members:
-                actions.append(("join", self.names[i]))
-        for i in self.leaving:
-            if self.names[i] in members:
-                actions.append(("leave", self.names[i]))
-        return actions
+        joins = [("join", self.names[i]) for i in self.late
+                 if snaps[i] != self.gone[i] and self.names[i] not in members]
+        return joins + [("leave", self.names[i]) for i in self.leaving if self.names[i] in members]
 
     def moves(self, state: tuple, actors: Any = None) -> list[tuple[tuple, tuple]]:
         if actors is not None:
@@ -281,11 +273,18 @@ class ChurnModel(Model):
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         if action[0] == "leave":
             return self._leave(state, action[1], network)
-        if action[0] == "join":
-            return self._join(state, action[1], network)
         snaps, _, truth, server = state
+        gone = self._departed(snaps)
+        if action[0] == "join":  # the registry admits it, then its node takes its notices
+            who = action[1]
+            server, own, entries = self._server_change(server, "join", who, self._events(snaps))
+            if not own or json.loads(own[0])["op"] != "welcome":
+                raise Violation("exception", f"the server did not admit {who}: it answered "
+                                f"{[json.loads(notice) for notice in own]}")
+            network = self._enter(network, entries, gone)
+            action = ("join", who, own)
         self._server_now = server
-        gone = self._gone_now = self._departed(snaps)
+        self._gone_now = gone
         try:
             (snaps, network, truth), text = super()._run((snaps, network, truth), action, network)
         finally:
@@ -311,22 +310,6 @@ class ChurnModel(Model):
                              if isinstance(a, Forward))
             hit = self._changes[key] = (new, own, entries)
         return hit
-
-    def _join(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
-        snaps, _, truth, server = state
-        self._server_now, own, entries = self._server_change(
-            server, "join", who, self._events(snaps))
-        if not own or json.loads(own[0])["op"] != "welcome":
-            raise Violation("exception", f"the server did not admit {who}: it answered "
-                            f"{[json.loads(notice) for notice in own]}")
-        self._gone_now = self._departed(snaps)
-        try:
-            network = self._enter(network, entries, self._gone_now)
-            (snaps, network, truth), text = super()._run(
-                (snaps, network, truth), ("join", who, own), network)
-        finally:
-            self._gone_now = set()
-        return (snaps, self._settle(network), truth, self._server_now), text
 
     def _leave(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth, server = state

@@ -118,11 +118,9 @@ def load_workload(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[st
 
 
 def quieted_module_loggers(protocol: str) -> list[logging.Logger]:
-    """The loggers to quiet while ``protocol`` is explored: the package of every class of
-    the module (its own and those it derives from, a plugin's included: a plugin logs
-    under its own package, not under ``groupcomm.filters``), the built-in filters' and
-    the node's. A departure's warnings or an undeliverable report, repeated for every
-    explored state, are noise. An unknown ``protocol`` quiets the built-in ones only."""
+    """The loggers to quiet while ``protocol`` is explored (what they say, repeated for
+    every state, is noise): the package of every class of the module, a plugin's
+    included, the built-in filters' and the node's (only these for an unknown one)."""
     from groupcomm.core.registry import UnknownModuleError, get_module
 
     names = {"groupcomm.filters", "groupcomm.core.node"}

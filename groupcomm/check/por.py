@@ -108,18 +108,13 @@ class PersistentSets:
         index = model.index
         kind_of = self._kind
         fifo = model.config.fifo_network
-        if not fifo:
-            heads: Any = ((d, s, f) for d, s, f in network)
-        else:
-            heads = ((d, s, queue[0]) for (s, d), queue in network)
+        heads: Any = network if not fifo else [(d, s, queue[0]) for (s, d), queue in network]
         for d, s, f in heads:
             if kind_of(f, d) is None:
                 continue
             i = index[d]
             sid = snaps[i]
-            local = model.step_cache.get((i, sid, "arrive", f))
-            if local is None:
-                local = model.local_step(i, sid, "arrive", f)
+            local = model.local_step(i, sid, "arrive", f)
             if local[0] != "ok" or local[4]:
                 continue  # it breaks a property or delivers: expand as usual
             # H in this state: close the diamond with every other transition of d
@@ -205,10 +200,8 @@ class PersistentSets:
                 inputs[k].extend(queue)
         if sum(1 for c in counts if c) < 2:
             return None  # one process acts: its transitions are all there is
-        # per idle process, computed when needed: the processes it may emit to when it
-        # acts alone on the frames in flight to it (None: not computed yet), as the bit
-        # set reached by frames that are not declared-commuting controls (-1: anything)
-        # and the declared-commuting controls it may emit
+        # per idle process, when needed: what it may emit acting alone on the frames in
+        # flight to it, as :meth:`_split` gives it (-1: anything)
         targets: list[tuple[int, int, tuple] | None] = [None] * n
         memo = self._targets
         total = sum(counts)
@@ -304,10 +297,9 @@ class PersistentSets:
 
     def _quiet(self, rest: int, subset: int, snaps: tuple, inputs: list[list[bytes]]
                ) -> tuple[tuple[int, bytes], ...] | None:
-        """Whether the processes of ``rest`` (bit set, none with sends left), acting alone
-        on the frames in flight to them and on what they emit to each other, can never
-        emit a frame to a member of ``subset`` other than a declared-commuting control:
-        the ``(dest, frame)`` of those controls if so, None if not."""
+        """The ``(dest, frame)`` of the declared-commuting controls the processes of ``rest``
+        (none with sends left), acting alone on the frames in flight to them and on what
+        they emit to each other, may emit to ``subset``; None if they may emit anything else."""
         members = [i for i in range(self.n) if rest >> i & 1]
         key = (rest, subset, tuple((snaps[i], tuple(inputs[i])) for i in members))
         if key not in self._quiets:
@@ -366,14 +358,11 @@ class PersistentSets:
         if self._budget < 0:
             raise _TooLarge
         model = self.model
-        cache = model.step_cache  # the model's memo of local steps
         index = model.index
         shared = self._shared
         out: set[tuple[int, bytes]] = set()
         for frame in frames:
-            local = cache.get((i, snap_id, "arrive", frame))
-            if local is None:
-                local = model.local_step(i, snap_id, "arrive", frame)
+            local = model.local_step(i, snap_id, "arrive", frame)
             if local[0] != "ok":
                 continue
             for _, dest, emitted in local[2]:

@@ -25,11 +25,10 @@ from groupcomm.check.symmetry import Symmetry
 
 
 def check(config: CheckConfig) -> CheckResult:
-    """Explore every interleaving within the bounds of ``config``; see the module doc.
-
-    With ``reduce`` the search keeps no parent links (they would cost more memory than
-    the digests); when it finds a violation, the search is run again with them, from
-    the warm model, to get the counterexample (same order, so the same one)."""
+    """Explore every interleaving within the bounds of ``config``. With ``reduce`` the
+    search keeps no parent links (they would cost more memory than the digests): a
+    violation found is searched for again with them, from the warm model (same order,
+    so the same counterexample)."""
     model = build_model(config)
     # the search allocates millions of long-lived tuples (frontier, memos) and makes no
     # reference cycles: the cyclic collector would only rescan them (measured: up to a

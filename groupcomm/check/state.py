@@ -92,10 +92,8 @@ class ValuePool:
 def describe_action(action: tuple) -> str:
     if action[0] == "send":
         return f"{action[1]} sends to {', '.join(action[2])}"
-    if action[0] == "join":
-        return f"{action[1]} joins"
-    if action[0] == "leave":
-        return f"{action[1]} leaves"
+    if action[0] in ("join", "leave"):
+        return f"{action[1]} {action[0]}s"
     if action[0] == "send-racing":
         return (f"{action[1]} sends to {', '.join(action[2])} as it learns of a departure "
                 "(before the send reaches its module)")

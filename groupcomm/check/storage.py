@@ -166,11 +166,9 @@ class Frontier:
         if self._file is None:
             directory = self.spill_dir or Path(tempfile.gettempdir())
             directory.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(prefix="frontier-", suffix=".bin",
-                                            dir=directory)
-            os.close(handle)
+            handle, name = tempfile.mkstemp(prefix="frontier-", suffix=".bin", dir=directory)
             self._path = Path(name)
-            self._file = open(self._path, "wb")  # noqa: SIM115 - closed in drain/close
+            self._file = os.fdopen(handle, "wb")  # (closed in drain or close)
         self._file.write(self._buffer)
         self.spilled_bytes += len(self._buffer)
         self._buffer = bytearray()
@@ -254,11 +252,10 @@ def _records_of(buffer: bytearray) -> Iterator[bytes]:
 def save_checkpoint(directory: Path, *, identity: dict[str, Any], counters: dict[str, Any],
                     visited: FingerprintSet, frontier: Frontier, tables: Any,
                     following: Frontier | None = None) -> None:
-    """Write a checkpoint, atomically (a new directory renamed over the old one): a stop
-    in the middle leaves the previous checkpoint whole. At the start of a level
-    ``frontier`` is the level; in its middle, ``frontier`` is still the whole level,
-    ``counters["done"]`` how many of its states were expanded (their successors are all
-    in ``visited``) and ``following`` the next level so far."""
+    """Write a checkpoint atomically (a new directory renamed over the old one).
+    ``frontier`` is the whole level; in its middle, ``counters["done"]`` of its states
+    were expanded (their successors are all in ``visited``) and ``following`` is the
+    next level so far."""
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=directory))
     try:

@@ -153,9 +153,9 @@ class Symmetry:
         if found is None:
             renamed = self._rename_truth(self.perms[index], self._renamings[index], entry)
             if self._hash_truths:
-                # hash-compacted search: the renamed entry's hash instead of an id, so
-                # no table grows with every truth entry ever seen (a collision is as
-                # likely as one of the state fingerprints themselves)
+                # hash-compacted search: the renamed entry's hash instead of an id, so no
+                # table grows with every truth entry (a collision is as likely as one
+                # of the state fingerprints)
                 found = hash(renamed)
             else:
                 found = self._truth_ids.setdefault(renamed, len(self._truth_ids))
@@ -202,9 +202,7 @@ class Symmetry:
                        for pair, queue in network]
         entries.sort()
         # one flat tuple of ints: n snapshot keys, n truth ids, then the network
-        out_snaps += out_truth
-        out_snaps += entries
-        return tuple(out_snaps)
+        return (*out_snaps, *out_truth, *entries)
 
     def _frame_entry(self, index: int, entry: Any) -> int:
         """Memo miss: a network entry ``(dest, source, frame)``, a FIFO channel
@@ -254,15 +252,10 @@ class Symmetry:
         """Empty the renaming memos (keyed by value or by identity, with the objects
         kept alive for the latter) once they hold more than ``limit`` entries; the id
         tables that keys are made of stay."""
-        size = (len(self._alive) + len(self._sigs) + sum(len(d) for d in self._frames)
-                + sum(len(d) for table in self._truths for d in table))
-        if size > limit:
-            for frames in self._frames:
-                frames.clear()
-            for table in self._truths:
-                for memo in table:
-                    memo.clear()
-            self._sigs.clear()
+        memos = [*self._frames, *(memo for table in self._truths for memo in table), self._sigs]
+        if len(self._alive) + sum(len(memo) for memo in memos) > limit:
+            for memo in memos:
+                memo.clear()
             self._alive.clear()
 
     def tables(self) -> dict[str, Any]:
@@ -303,8 +296,6 @@ class Symmetry:
         return min(self._candidate(index, state) for index in chosen)
 
     def describe(self) -> str:
-        if self.size > 1:
-            text = f"{self.size} permutations of the process names"
-        else:
-            text = "no process symmetry (control-message numbering still abstracted)"
+        text = (f"{self.size} permutations of the process names" if self.size > 1
+                else "no process symmetry (control-message numbering still abstracted)")
         return text + (f"; {'; '.join(self.notes)}" if self.notes else "")
