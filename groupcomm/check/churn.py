@@ -2,73 +2,25 @@
 that leave, interleaved with the traffic (``CheckConfig.late`` / ``.leaving``,
 ``groupcomm check --join P --leave Q``).
 
-**The server is the real one.** The session server of the model is the
-:class:`~groupcomm.protocol.registry.SessionRegistry` the ZeroMQ server drives (held in
-the state as the id of its interned state, :mod:`groupcomm.check.server`). Every join,
-departure and relayed frame goes through it, and what it answers is what the model
-delivers:
-
-* ``("join", p)``: the registry takes ``Join`` from ``p``. Its ``welcome`` and its own
-  ``joined`` notice reach ``p`` first in its channel and nothing can reach ``p`` before
-  them, so ``p`` processes them in the same transition (delaying them would only delay
-  all of ``p``'s steps, which no other process observes). The ``joined`` notices to the
-  other members become network entries each processes when it arrives.
-* ``("leave", p)``: the registry takes ``Leave`` from ``p``; its ``left`` notices to the
-  others become network entries. ``p``'s connection closes: what was on its way to ``p``
-  is dropped, and a later relay to ``p`` is one the registry rejects. What ``p``'s
-  module had not transmitted yet (the output buffers of ``mfss`` and ``cykas``) is
-  reported undeliverable, so those (message, destination) pairs are no longer owed.
-* Every frame a node transmits is a ``Relay`` to the registry, at once (the client's
-  connection to the server is FIFO, and a frame that reaches the server later only has
-  fewer orders left, see below); each ``Forward`` it answers is a network entry.
-
-A member's node takes a notice the way the transport's does, through a client
-:class:`~groupcomm.protocol.membership.Membership` rebuilt from the node for each notice
-(:mod:`groupcomm.check.notices`); a step whose client and node disagree afterwards is
-reported as an exception.
-
-**What stays modelled here: the channel from the server to a member.** The server
-sends each member its notices and relayed frames on one ordered connection. The model
-keeps the orders of that channel that a module may rely on and lets frames overtake
-one another otherwise (causal modules must not need FIFO): at member ``d``,
-
-* notices arrive in the order the server sent them (numbered by the membership changes
-  so far);
-* a frame from ``p`` comes after ``p``'s ``joined`` notice (the registry sends the
-  notice first);
-* ``p``'s ``left`` notice comes after every frame ``p`` relayed to ``d`` (they reached
-  the server before ``p``'s leave);
-* a frame relayed after ``p``'s ``left`` notice comes after ``p``'s frames to ``d``
-  still in flight (it is behind them in the channel). Such a frame's entry names those
-  departed senders (``behind``) until their last frame to ``d`` arrived.
-
-Network entries are ``(dest, source, frame, behind)``; a notice is ``(dest, subject,
-notice, ())``, its frame made and read by :mod:`groupcomm.check.notices`. Direct routing
-(no server between members, so no barrier) is not modelled; churn is refused on a
-per-pair FIFO network.
-
-* Sends go to the members the sender's node knows at that moment (each single other
-  one, or all of them for broadcast-only modules).
-* ``("send-racing", p, dests, notice)``: a send whose destination leaves while it waits
-  to be processed. In a communicator the application's thread tags a send (the node
-  checks the destinations against the members it knows then) and the I/O thread runs it
-  through the send pipeline later, and may process a departure in between. When the
-  departure notice of a member among ``dests`` could arrive at ``p`` and ``p`` has a
-  send left, one transition runs the three in that order on ``p``'s real node: tag,
-  process the notice, send pipeline. (A sender-side module that sent such a message
-  anyway waited for ever for an acknowledgement from a departed member.)
-
-The properties are those of :mod:`groupcomm.check.model`, over the messages addressed to
-each process while it was a member; in a terminal state every message owed to a process
-that is still a member must have been delivered there (a departed destination owes
-nothing). Symmetry and partial-order reduction assume a fixed membership and are
-refused with churn; hash compaction and compact frontiers work as usual.
+Joins, departures and every relayed frame go through the real
+:class:`~groupcomm.protocol.registry.SessionRegistry` (held in the state as the id of its
+interned state, :mod:`groupcomm.check.server`); members take its notices as the
+transport does (:mod:`groupcomm.check.notices`). What stays modelled here is the channel
+from the server to each member: notices in the order sent, a frame from ``p`` after
+``p``'s ``joined`` notice, ``p``'s ``left`` notice after ``p``'s frames, and a frame
+relayed after that notice behind ``p``'s frames still in flight (its entry names those
+departed senders, ``behind``). Network entries are ``(dest, source, frame, behind)``; a
+notice is ``(dest, subject, notice, ())``. A ``("send-racing", p, dests, notice)``
+transition is a send whose destination leaves while it waits to be processed: tag,
+departure notice, send pipeline, on ``p``'s real node. The rules and what they find:
+docs/check_results.md, "Joins and departures".
 """
 
 from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
@@ -77,7 +29,6 @@ from groupcomm.check.notices import (
     JOIN,
     LEFT,
     NOW,
-    client_of,
     encode_notice,
     is_notice,
     notice_entry,
@@ -89,9 +40,9 @@ from groupcomm.check.notices import (
 from groupcomm.check.server import ServerTable
 from groupcomm.check.state import Violation
 from groupcomm.core.messages import ControlMessage
+from groupcomm.core.node import ProtocolNode
 from groupcomm.protocol.client_actions import APPLICATION, SESSION
 from groupcomm.protocol.registry import (
-    Action,
     Forward,
     Join,
     Leave,
@@ -151,7 +102,6 @@ class ChurnModel(Model):
         self._server_now = self.servers.initial
         #: processes gone in the state being expanded (see add_frames)
         self._gone_now: set[str] = set()
-        #: memo of :meth:`_server_change`
         self._changes: dict[tuple, tuple[int, tuple[bytes, ...], tuple]] = {}
         super().__init__(config, trace=trace)  # the first members join (start_session)
         self.initial_state = (*self.initial_state, self._server_now)
@@ -164,28 +114,21 @@ class ChurnModel(Model):
         """The first members join the registry one by one; every notice is processed
         at once (the join sequence of LocalNetwork)."""
         for name in first:
-            actions = self._server_step(Join(name, name, APPLICATION, SESSION, NOW))
+            self._server_now, actions = self.servers.handle(
+                self._server_now, Join(name, name, APPLICATION, SESSION, NOW))
             told: dict[str, list[dict[str, Any]]] = {}
             for action in actions:
                 if isinstance(action, Notify):
                     told.setdefault(str(action.conn), []).append(json.loads(encode_notice(action)))
             for conn, notices in told.items():
-                node = self.nodes[self.index[conn]]
-                take_notices(node, client_of(node), notices)
+                take_notices(self.nodes[self.index[conn]], notices)
 
-    def _server_step(self, event: Join | Leave) -> tuple[Action, ...]:
-        self._server_now, actions = self.servers.handle(self._server_now, event)
-        return actions
-
-    # -- who is a member ------------------------------------------------------------------
     def present(self, snaps: tuple, i: int) -> bool:
-        return snaps[i] != self.gone[i] and bool(self.snapshots[i][snaps[i]][2])
+        return bool(self.known_members(snaps, i))
 
     def known_members(self, snaps: tuple, i: int) -> tuple[str, ...]:
         """The members process ``i`` knows (its node's view), itself included."""
-        if snaps[i] == self.gone[i]:
-            return ()
-        return self.snapshots[i][snaps[i]][2]
+        return () if snaps[i] == self.gone[i] else self.snapshots[i][snaps[i]][2]
 
     def server_members(self, state: tuple) -> list[str]:
         """The members the registry lists in ``state``, in join order."""
@@ -199,24 +142,17 @@ class ChurnModel(Model):
     def _departed(self, snaps: tuple) -> set[str]:
         return {self.names[i] for i in self.leaving if snaps[i] == self.gone[i]}
 
-    # -- transitions ----------------------------------------------------------------------
     def send_options(self, state: tuple, i: int, left: int) -> list[tuple[str, ...]]:
-        snaps = state[0]
-        if not self.present(snaps, i):
-            return []
         me = self.names[i]
-        others = tuple(m for m in self.known_members(snaps, i) if m != me)
+        others = tuple(m for m in self.known_members(state[0], i) if m != me)
         if not others:
             return []
-        mode = self.config.destinations
-        if mode == "auto":
-            mode = "broadcast" if self.module.broadcast_only else "unicast"
-        return [others] if mode == "broadcast" else [(o,) for o in others]
+        return [others] if self.mode == "broadcast" else [(o,) for o in others]
 
     @staticmethod
     def actor(action: tuple) -> tuple[str, Any]:
         if action[0] == "join":
-            return action[1], action[2]  # (the joiner's own notices, see _join)
+            return action[1], action[2]  # (the joiner's own notices, see _run)
         if action[0] == RACING:
             return action[1], (action[2], action[3])
         return Model.actor(action)
@@ -243,14 +179,9 @@ class ChurnModel(Model):
         (whom the registry lists)."""
         snaps = state[0]
         members = set(self.server_members(state))
-        actions: list[tuple] = []
-        for i in self.late:
-            if snaps[i] != self.gone[i] and self.names[i] not in members:
-                actions.append(("join", self.names[i]))
-        for i in self.leaving:
-            if self.names[i] in members:
-                actions.append(("leave", self.names[i]))
-        return actions
+        joins = [("join", self.names[i]) for i in self.late
+                 if snaps[i] != self.gone[i] and self.names[i] not in members]
+        return joins + [("leave", self.names[i]) for i in self.leaving if self.names[i] in members]
 
     def moves(self, state: tuple, actors: Any = None) -> list[tuple[tuple, tuple]]:
         if actors is not None:
@@ -259,12 +190,6 @@ class ChurnModel(Model):
         return (super().moves(state) + [(action, network) for action in self.membership_actions(state)]
                 + self.racing_sends(state))
 
-    def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
-        if action[0] in ("join", "leave"):
-            return self._run(state, action, state[1])
-        return super().apply(state, action)
-
-    # -- the channel from the server to each member -----------------------------------------
     def arrivals(self, network: tuple) -> list[tuple[tuple, tuple]]:
         """``(("arrive", source, dest, frame), network without it)`` for every entry that
         may arrive next (the channel's orders, module doc)."""
@@ -313,12 +238,13 @@ class ChurnModel(Model):
                     raise Violation("exception", f"the server returned a frame of {source}, "
                                     "which it does not count as a member")
             k = end
-        return self._enter(network, forwards)
+        return self._enter(network, forwards, self._gone_now)
 
-    def _enter(self, network: tuple, entries: list[tuple[str, str, bytes]]) -> tuple:
+    def _enter(self, network: tuple, entries: Iterable[tuple[str, str, bytes]],
+               gone: set[str]) -> tuple:
         """``network`` with ``entries`` (dest, source, frame) sent after everything in it:
-        a frame is behind the frames of departed processes to its destination."""
-        gone = self._gone_now
+        a frame is behind the frames of the departed processes ``gone`` to its
+        destination."""
         behind_of: dict[str, tuple[str, ...]] = {}
         if gone:
             for d, s, f, _ in network:
@@ -344,15 +270,21 @@ class ChurnModel(Model):
             out.append(entry)
         return tuple(out)  # (sorted still: entries differ before their last field)
 
-    # -- running a transition -----------------------------------------------------------------
     def _run(self, state: tuple, action: tuple, network: tuple) -> tuple[tuple, str]:
         if action[0] == "leave":
             return self._leave(state, action[1], network)
-        if action[0] == "join":
-            return self._join(state, action[1], network)
         snaps, _, truth, server = state
+        gone = self._departed(snaps)
+        if action[0] == "join":  # the registry admits it, then its node takes its notices
+            who = action[1]
+            server, own, entries = self._server_change(server, "join", who, self._events(snaps))
+            if not own or json.loads(own[0])["op"] != "welcome":
+                raise Violation("exception", f"the server did not admit {who}: it answered "
+                                f"{[json.loads(notice) for notice in own]}")
+            network = self._enter(network, entries, gone)
+            action = ("join", who, own)
         self._server_now = server
-        gone = self._gone_now = self._departed(snaps)
+        self._gone_now = gone
         try:
             (snaps, network, truth), text = super()._run((snaps, network, truth), action, network)
         finally:
@@ -379,22 +311,6 @@ class ChurnModel(Model):
             hit = self._changes[key] = (new, own, entries)
         return hit
 
-    def _join(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
-        snaps, _, truth, server = state
-        self._server_now, own, entries = self._server_change(
-            server, "join", who, self._events(snaps))
-        if not own or json.loads(own[0])["op"] != "welcome":
-            raise Violation("exception", f"the server did not admit {who}: it answered "
-                            f"{[json.loads(notice) for notice in own]}")
-        self._gone_now = self._departed(snaps)
-        try:
-            network = self._enter(network, list(entries))
-            (snaps, network, truth), text = super()._run(
-                (snaps, network, truth), ("join", who, own), network)
-        finally:
-            self._gone_now = set()
-        return (snaps, self._settle(network), truth, self._server_now), text
-
     def _leave(self, state: tuple, who: str, network: tuple) -> tuple[tuple, str]:
         snaps, _, truth, server = state
         i = self.index[who]
@@ -406,21 +322,18 @@ class ChurnModel(Model):
             kept = tuple(d for d in dests if (k, d) in reached)
             dropped += [f"{who}#{k + 1}@{d}" for d in dests if (k, d) not in reached]
             new_sent.append((kept, clock))
-        entry = self.shared_truth((0, vc, tuple(new_sent), delivered))
+        entry = self.shared((0, vc, tuple(new_sent), delivered))
         new_truth = truth[:i] + (entry,) + truth[i + 1:]
         if self.is_one_truth(truth):  # (so the steps after it are memoized as well)
             new_truth = self.one_truth(new_truth)
         if self.tracing:
-            self._record_own_leave(i, snaps)
+            self.step += 1
+            self._trace_leave(i, snaps[i])
         new_snaps = snaps[:i] + (self.gone[i],) + snaps[i + 1:]
         server, _, entries = self._server_change(server, "leave", who, self._events(snaps))
         # its connection closes: what was on its way to it is not delivered
         network = tuple(e for e in network if e[0] != who)
-        self._gone_now = self._departed(snaps)
-        try:
-            network = self._enter(network, list(entries))
-        finally:
-            self._gone_now = set()
+        network = self._enter(network, entries, self._departed(snaps))
         text = f"{who} leaves"
         if dropped:
             text += f" (never transmitted, reported undeliverable: {', '.join(dropped)})"
@@ -448,10 +361,9 @@ class ChurnModel(Model):
                         reached.add((int(message.message_id.rpartition("#")[2]) - 1, name))
         return reached
 
-    def _record_own_leave(self, i: int, snaps: tuple) -> None:
+    def _trace_leave(self, i: int, snap_id: int) -> None:
         node = self.nodes[i]
-        node.restore(self.snapshots[i][snaps[i]])
-        self.step += 1
+        node.restore(self.snapshots[i][snap_id])
         node.trace("leave", client=node.name)
 
     def record_end(self, state: tuple) -> None:
@@ -460,50 +372,38 @@ class ChurnModel(Model):
         self.step += 2
         for i in range(self.n):
             if self.present(state[0], i):
-                node = self.nodes[i]
-                node.restore(self.snapshots[i][state[0][i]])
-                node.trace("leave", client=node.name)
+                self._trace_leave(i, state[0][i])
 
-    # -- what the node does on a membership input ----------------------------------------
-    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
+    def take_input(self, node: ProtocolNode, kind: str, arg: Any,
+                   sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
+                   got: list[tuple[int, int, str]]) -> str | tuple:
         if kind == "send" or (kind == "arrive" and not is_notice(arg)):
-            return super()._local_run(i, snap_id, kind, arg)
-        who = self.names[i]
-        node = self._start_step(i, snap_id)
-        got: list[tuple[int, int, str]] = []
-        sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
-        try:
-            if kind == "join":  # its welcome and its own joined notice
-                notices = [json.loads(notice) for notice in arg]
-                take_notices(node, client_of(node), notices)
-                text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
-            elif kind == RACING:  # tag, the departure notice, then the send pipeline
-                dests, told = arg
-                subject = notice_subject(told)
-                result = self.send_step(
-                    node, who, dests, sent_msgs,
-                    between=lambda: take_notices(node, client_of(node), [notice_fields(told)]))
-                if type(result) is tuple:
-                    return result
-                text = f"{result}, then learns that {subject} left before the send reaches " \
-                    "its module"
-            else:
-                take_notices(node, client_of(node), [notice_fields(arg)])
-                what = "joined" if notice_kind(arg) == JOIN else "left"
-                text = f"{who} learns that {notice_subject(arg)} {what}"
-            failed = self.unknown_delivered(node, who, got)
-            if failed is not None:
-                return failed
-            if got:
-                text += f" (delivers {', '.join(m for _, _, m in got)})"
-            snap = node.snapshot()
-        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
-            self._reset(node)
-            return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
-        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs), tuple(got),
-                text)
+            return super().take_input(node, kind, arg, sent_msgs, got)
+        who = node.name
+        if kind == "join":  # its welcome and its own joined notice
+            notices = [json.loads(notice) for notice in arg]
+            take_notices(node, notices)
+            text = f"{who} joins (members {', '.join(notices[-1]['all_users'])})"
+        elif kind == RACING:  # tag, the departure notice, then the send pipeline
+            dests, told = arg
+            result = self.send_step(
+                node, dests, sent_msgs,
+                between=lambda: take_notices(node, [notice_fields(told)]))
+            if type(result) is tuple:
+                return result
+            text = f"{result}, then learns that {notice_subject(told)} left before the send " \
+                "reaches its module"
+        else:
+            take_notices(node, [notice_fields(arg)])
+            what = "joined" if notice_kind(arg) == JOIN else "left"
+            text = f"{who} learns that {notice_subject(arg)} {what}"
+        failed = self.collect_deliveries(node, got)
+        if failed is not None:
+            return failed
+        if got:
+            text += f" (delivers {', '.join(m for _, _, m in got)})"
+        return text
 
-    # -- compact states and checkpoints ------------------------------------------------------
     def pack(self, state: tuple) -> bytes:
         return super().pack(state[:3]) + array("I", [state[3]]).tobytes()
 
@@ -512,25 +412,13 @@ class ChurnModel(Model):
         return (*super().unpack(packed[:-size]), array("I", packed[-size:])[0])
 
     def tables(self) -> dict[str, Any]:
-        return {**super().tables(), "servers": self.servers.tables()}
+        return {**super().tables(), "servers": self.servers.registries}
 
     def restore_tables(self, tables: dict[str, Any]) -> None:
         super().restore_tables(tables)
         self.servers.restore_tables(tables["servers"])
 
-    # -- properties -----------------------------------------------------------------------
     def undelivered(self, state: tuple) -> list[str]:
         gone = self._departed(state[0])
         return [entry for entry in super().undelivered(state)
                 if entry.rpartition("@")[2] not in gone]
-
-    def held_summary(self, state: tuple) -> str:
-        parts = []
-        for i, node in enumerate(self.nodes):
-            if self.present(state[0], i):
-                node.restore(self.snapshots[i][state[0][i]])
-                held = node.held()
-                if held:
-                    parts.append(f"{self.names[i]} holds "
-                                 f"{', '.join(m.message_id for m in held)}")
-        return "; ".join(parts)

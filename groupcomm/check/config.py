@@ -19,24 +19,18 @@ class ConfigError(ValueError):
     """A bad checker configuration (unknown protocol, bad bounds, bad workload)."""
 
 
-# -- configuration ----------------------------------------------------------------------------
-#: how the checker picks the destinations of a send (see CheckConfig). ``subsets`` is
-#: not the default: it multiplies the states (matrix at 3 processes x 1 message: 281 ->
-#: 2,721; at 3 x 2 it runs for many minutes where unicasts take half a minute)
+#: how the checker picks the destinations of a send (see CheckConfig; ``subsets``
+#: multiplies the states: matrix 3x1 has 281 with unicasts, 2,721 with it)
 DESTINATION_MODES = ("auto", "unicast", "broadcast", "subsets")
 
 
 @dataclass
 class CheckConfig:
-    """What to check and how.
-
-    ``workload`` maps process name to the destinations of each of its sends, in order
-    (see :func:`load_workload`); without one every process makes ``messages`` sends to
-    destinations chosen nondeterministically (``destinations``: ``auto`` - broadcast to
-    all others for broadcast-only modules, a single other process otherwise;
-    ``unicast``; ``broadcast``; ``subsets`` - every non-empty set of the others, so
-    multicasts too, for modules that take them).
-    """
+    """What to check and how. ``workload`` maps process name to the destinations of each
+    of its sends (:func:`load_workload`); without one every process makes ``messages``
+    sends to destinations chosen nondeterministically (``destinations``: ``auto`` -
+    broadcast for broadcast-only modules, unicast otherwise; ``unicast``; ``broadcast``;
+    ``subsets`` - every non-empty set of the others)."""
 
     protocol: str = "cykas"
     processes: int = 3
@@ -44,34 +38,28 @@ class CheckConfig:
     fifo_network: bool = False
     dfs: bool = False
     reduce: bool = False
-    #: symmetry reduction (see :mod:`groupcomm.check.symmetry`)
     symmetry: bool = False
-    #: partial-order reduction: expand a persistent set of transitions (see
-    #: :mod:`groupcomm.check.por`)
     por: bool = False
     #: with ``reduce`` and breadth-first search on an unordered network: compact storage
-    #: (:mod:`groupcomm.check.storage`): visited fingerprints in NumPy, the frontier
-    #: packed into bytes and spilled to disk past half of ``memory_budget_gb``
+    #: (:mod:`groupcomm.check.levels`), the frontier spilled past half of the budget
     compact: bool = False
     memory_budget_gb: float | None = None
     #: where a spilled frontier goes (default: the temporary directory)
     spill_dir: Path | None = None
-    #: compact storage: write a checkpoint here between levels (at most every
-    #: ``checkpoint_interval`` seconds) and resume from the one found there
+    #: compact storage: resume from the checkpoint here, write one at most every
+    #: ``checkpoint_interval`` seconds
     checkpoint: Path | None = None
     checkpoint_interval: float = 600.0
     #: compact storage: entries past which a memo that only saves time is emptied
-    #: (memory against time; see :mod:`groupcomm.check.levels`)
     memo_limit: int = 500_000
     max_states: int | None = None
     workload: dict[str, list[tuple[str, ...]]] | None = None
     destinations: str = "auto"
     #: tag sends without the module's destination check (shows what the filter would do)
     bypass_refusal: bool = False
-    #: processes that are not members at the start and join at some point (explored)
-    late: tuple[str, ...] = ()
-    #: processes that leave the session at some point (explored; see
+    #: processes that join, and processes that leave, at some point (explored; see
     #: :mod:`groupcomm.check.churn`)
+    late: tuple[str, ...] = ()
     leaving: tuple[str, ...] = ()
     #: called with a progress dict about every ``progress_interval`` seconds
     progress: Callable[[dict[str, Any]], None] | None = None
@@ -129,27 +117,22 @@ def load_workload(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[st
     return workload
 
 
-# -- quieting what a module logs ----------------------------------------------------------------
 def quieted_module_loggers(protocol: str) -> list[logging.Logger]:
-    """The loggers to quiet while ``protocol`` is explored: the package of every class of
-    the module (its own and those it derives from, a plugin's included: a plugin logs
-    under its own package, not under ``groupcomm.filters``), the built-in filters' and
-    the node's. A departure's warnings or an undeliverable report, repeated for every
-    explored state, are noise. An unknown ``protocol`` quiets the built-in ones only."""
+    """The loggers to quiet while ``protocol`` is explored (what they say, repeated for
+    every state, is noise): the package of every class of the module, a plugin's
+    included, the built-in filters' and the node's (only these for an unknown one)."""
     from groupcomm.core.registry import UnknownModuleError, get_module
 
     names = {"groupcomm.filters", "groupcomm.core.node"}
     try:
-        module = get_module(protocol)
+        classes = type(get_module(protocol)).__mro__
     except UnknownModuleError:
-        module = None
-    if module is not None:
-        for cls in type(module).__mro__:
-            where = cls.__module__
-            if where in ("builtins", "abc") or where.startswith("groupcomm.core"):
-                continue
+        classes = ()
+    for cls in classes:
+        where = cls.__module__
+        if where not in ("builtins", "abc") and not where.startswith("groupcomm.core"):
             # the package, so that a manager defined in a sibling module is covered too
-            names.add(where.rsplit(".", 1)[0] if "." in where else where)
+            names.add(where.rsplit(".", 1)[0])
     return [logging.getLogger(name) for name in sorted(names)]
 
 

@@ -1,11 +1,8 @@
-"""How the model keeps the parts of its states: each once.
-
-A state of :class:`~groupcomm.check.model.Model` is made of parts that millions of states
-repeat: node snapshots (kept in a table per process and named by an id), truth entries,
-whole truths and network entries (one shared copy of each equal value, so that equal
-parts are the same object: less memory, and comparisons that end at the identity
-test). :class:`InternedStates` holds those tables, packs a state into bytes that name
-its parts (the frontier of a hash-compacted search) and hands the tables to a checkpoint.
+"""How the model keeps the parts of its states once: node snapshots in a table per process
+(a state holds their ids), one shared copy of each equal truth entry, whole truth and
+network entry (less memory, and comparisons that end at the identity test); states
+packed into bytes that name their parts (the frontier of a compact search); the tables a
+checkpoint keeps.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ class InternedStates:
         self._snap_ids: list[dict[tuple, int]] = [{} for _ in range(n)]
         #: network entries and truth entries, one copy each
         self._values: dict[Any, Any] = {}
-        self._truths: dict[tuple, tuple] = {}
         #: whole truths, one copy each, and the same by id (see :meth:`is_one_truth`)
         self._truth_tuples: dict[tuple, tuple] = {}
         self._truth_ids: dict[int, tuple] = {}
@@ -37,7 +33,6 @@ class InternedStates:
         self._numbers: dict[int, int] = {}
         self._numbered: list[Any] = []
 
-    # -- one copy of each part ----------------------------------------------------------------
     def intern(self, i: int, snap: tuple) -> int:
         """The id of snapshot ``snap`` of process ``i`` (added when new)."""
         table = self._snap_ids[i]
@@ -52,14 +47,13 @@ class InternedStates:
         return found
 
     def shared(self, value: Any) -> Any:
-        """The one copy of ``value`` (a network entry) the states of this model share:
-        equal entries that are the same object cost less memory and compare at once
-        (identity) in the sorts and lookups of every step."""
-        return self._one_copy(self._values, value)
-
-    def shared_truth(self, entry: tuple) -> tuple:
-        """The one copy of truth entry ``entry`` the states of this model share."""
-        return self._one_copy(self._truths, entry)
+        """The one copy of ``value``, a network or truth entry, the states of this model
+        share (added, its parts pooled, when new)."""
+        found = self._values.get(value)
+        if found is None:
+            found = self.pool.share(value)
+            self._values[found] = found
+        return found
 
     def one_truth(self, truth: tuple) -> tuple:
         """The one copy of the whole truth ``truth`` (a tuple of shared truth entries)
@@ -72,15 +66,6 @@ class InternedStates:
         """Whether ``truth`` is the model's own copy (:meth:`one_truth`), by identity."""
         return self._truth_ids.get(id(truth)) is truth
 
-    def _one_copy(self, table: dict[Any, Any], value: Any) -> Any:
-        """``value`` as kept in ``table`` (added, its parts pooled, when new)."""
-        found = table.get(value)
-        if found is None:
-            found = self.pool.share(value)
-            table[found] = found
-        return found
-
-    # -- compact states (the frontier of a hash-compacted search) -------------------------------
     def pack(self, state: tuple) -> bytes:
         """``state`` as bytes: 32-bit snapshot ids, then numbers standing for its truth
         entries and network entries (the objects the states share). Unordered networks
@@ -91,7 +76,8 @@ class InternedStates:
         for entry in (*truth, *network):
             number = numbers.get(id(entry))
             if number is None:
-                number = self._number(entry)
+                number = numbers[id(entry)] = len(self._numbered)
+                self._numbered.append(entry)  # (which keeps it alive: its id stays its own)
             out.append(number)
         return array("I", out).tobytes()
 
@@ -104,13 +90,6 @@ class InternedStates:
         return (tuple(values[:n]), tuple([numbered[k] for k in values[2 * n:]]),
                 tuple([numbered[k] for k in values[n:2 * n]]))
 
-    def _number(self, entry: Any) -> int:
-        number = len(self._numbered)
-        self._numbered.append(entry)
-        self._numbers[id(entry)] = number
-        return number
-
-    # -- checkpoints --------------------------------------------------------------------------
     def tables(self) -> dict[str, Any]:
         """What packed states and state keys refer to (interned snapshots, numbered
         entries): a checkpoint saves it, :meth:`restore_tables` puts it back."""

@@ -1,13 +1,8 @@
 """The breadth-first search level by level on compact storage (``reduce`` with
-``compact``; see :mod:`groupcomm.check.storage`).
-
-Each level's states are unpacked one by one from the frontier and expanded; the
-fingerprints of their successors are collected in batches and asked of the visited set
-all at once, and the new ones' packed states go to the next level's frontier. Counts
-are those of the one-state-at-a-time search (same states, transitions, depth and
-terminal states); only memory and the order inside a level differ. Memos that only save
-time are emptied when they grow past ``CheckConfig.memo_limit`` entries (default
-:data:`MEMO_LIMIT`).
+``compact``; :mod:`groupcomm.check.storage`): each level's states are unpacked and
+expanded one by one, their successors' fingerprints asked of the visited set a batch at
+a time, and the new ones packed into the next level. Counts are those of the
+one-state-at-a-time search; only memory and the order inside a level differ.
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ import os
 import resource
 import time
 from array import array
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +18,9 @@ import numpy as np
 
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
+from groupcomm.check.por import PersistentSets
 from groupcomm.check.report import CheckResult
+from groupcomm.check.state import Violation
 from groupcomm.check.storage import (
     FingerprintSet,
     Frontier,
@@ -32,16 +28,15 @@ from groupcomm.check.storage import (
     load_checkpoint,
     save_checkpoint,
 )
+from groupcomm.check.symmetry import Symmetry
 
 #: successors asked of the visited set at once
 BATCH = 65_536
-#: the default of ``CheckConfig.memo_limit``: entries past which a memo that only saves
-#: time is emptied (the local steps cost about 270 bytes an entry, the persistent sets'
-#: memos about 340)
-MEMO_LIMIT = 500_000
 #: the frontier's share of the memory budget before it goes to disk
 FRONTIER_SHARE = 0.5
 MASK = 0xFFFF_FFFF_FFFF_FFFF
+#: the counts a checkpoint keeps and a resumed search goes on from
+COUNTERS = ("states", "transitions", "terminal", "max_depth")
 
 
 def peak_rss_bytes() -> int:
@@ -51,44 +46,33 @@ def peak_rss_bytes() -> int:
 class LevelSearch:
     """One compact breadth-first search; :meth:`run` fills a :class:`CheckResult`."""
 
-    def __init__(self, model: Model, config: CheckConfig,
-                 canon: Callable[[tuple], Any] | None,
-                 persistent: Callable[[tuple], Any] | None, symmetry: Any = None,
-                 sets: Any = None) -> None:
+    def __init__(self, model: Model, config: CheckConfig, symmetry: Symmetry | None,
+                 sets: PersistentSets | None) -> None:
         self.model = model
-        self.symmetry = symmetry
-        #: the persistent sets of --por (their memos are trimmed too)
-        self.sets = sets
         self.config = config
-        self.canon = canon
-        self.persistent = persistent
-        budget = int((config.memory_budget_gb or 4.0) * 2 ** 30 * FRONTIER_SHARE)
-        self.frontier_budget = budget
+        self.symmetry = symmetry
+        self.sets = sets
+        self.canon = symmetry.key if symmetry is not None else None
+        self.persistent = sets.choose if sets is not None else None
+        self.frontier_budget = int((config.memory_budget_gb or 4.0) * 2 ** 30 * FRONTIER_SHARE)
         self.spill_dir = config.spill_dir
         self.visited = FingerprintSet()
         self.known: set[int] = set()
         self.states = self.transitions = self.terminal = self.max_depth = 0
         self.level = 0
-        self.found: tuple | None = None
+        self.found: Violation | None = None
         self.stopped: str | None = None
         #: seconds spent before the checkpoint this search resumed from
         self.earlier_seconds = 0.0
-        self.resumed_level: int | None = None
-        #: states of the resumed level that were expanded before its checkpoint
-        self.resumed_within_level = 0
         self.checkpoints = 0
-        self._last_checkpoint = self._start = self._last_report = 0.0
-        self._level_start = 0.0
+        self._last_checkpoint = self._start = self._last_report = self._level_start = 0.0
         self._level_skipped = 0  # states of this level expanded before a checkpoint
         self._states_at_start = 0
 
-    # -- the search ------------------------------------------------------------------------
     def run(self, result: CheckResult) -> None:
         model = self.model
-        start = time.perf_counter()
-        self._last_report = start
-        self._start = start
-        resumed = self._resume()
+        start = self._start = self._last_report = time.perf_counter()
+        resumed = self._resume(result)
         following: Frontier | None = None
         done = 0
         if resumed is None:
@@ -116,20 +100,13 @@ class LevelSearch:
             if following is not None:
                 following.close()
         result.seconds = time.perf_counter() - start + self.earlier_seconds
-        if self.resumed_level is not None:
-            result.config["resumed_at_level"] = self.resumed_level
-            result.config["resumed_within_level"] = self.resumed_within_level
         result.config["checkpoints_written"] = self.checkpoints
-        result.states = self.states
-        result.transitions = self.transitions
-        result.max_depth = self.max_depth
-        result.terminal_states = self.terminal
         result.config["visited_bytes"] = self.visited.nbytes
+        result.states, result.transitions, result.terminal_states, result.max_depth = (
+            getattr(self, name) for name in COUNTERS)
         result.config["collision_probability"] = collision_probability(self.states)
-        if self.stopped is not None:
-            result.stopped = self.stopped
+        result.stopped = self.stopped
 
-    # -- checkpoints -----------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
         config = self.config
         seed = os.environ.get("PYTHONHASHSEED")
@@ -143,10 +120,6 @@ class LevelSearch:
                 "leave": list(config.leaving), "bypass_refusal": config.bypass_refusal,
                 "hash_seed": seed}
 
-    def _tables(self) -> dict[str, Any]:
-        return {"model": self.model.tables(),
-                "symmetry": self.symmetry.tables() if self.symmetry is not None else None}
-
     def _checkpoint_due(self) -> bool:
         return (self.config.checkpoint is not None
                 and time.perf_counter() - self._last_checkpoint
@@ -159,17 +132,20 @@ class LevelSearch:
         ``following``, the next level so far): a level can outlast a stop."""
         directory = self.config.checkpoint
         assert directory is not None
-        seconds = time.perf_counter() - self._start
-        save_checkpoint(Path(directory), identity=self._identity(), counters={
-            "level": self.level, "done": done, "states": self.states,
-            "transitions": self.transitions, "terminal": self.terminal,
-            "max_depth": self.max_depth, "seconds": self.earlier_seconds + seconds},
-            visited=self.visited, frontier=frontier, tables=self._tables(),
-            following=following)
+        counters = {name: getattr(self, name) for name in COUNTERS}
+        counters.update(level=self.level, done=done, seconds=self.earlier_seconds
+                        + time.perf_counter() - self._start)
+        tables = {"model": self.model.tables(),
+                  "symmetry": self.symmetry.tables() if self.symmetry is not None else None}
+        save_checkpoint(Path(directory), identity=self._identity(), counters=counters,
+                        visited=self.visited, frontier=frontier, tables=tables,
+                        following=following)
         self.checkpoints += 1
         self._last_checkpoint = time.perf_counter()
 
-    def _resume(self) -> tuple[Frontier, Frontier, int] | None:
+    def _resume(self, result: CheckResult) -> tuple[Frontier, Frontier, int] | None:
+        """The level, its next level so far and how many of its states were expanded,
+        from the checkpoint to resume from (noted in ``result``), or None."""
         directory = self.config.checkpoint
         if directory is None:
             return None
@@ -182,14 +158,12 @@ class LevelSearch:
         if self.symmetry is not None and tables["symmetry"] is not None:
             self.symmetry.restore_tables(tables["symmetry"])
         counters = loaded["counters"]
-        self.level = self.resumed_level = counters["level"]
-        self.states = counters["states"]
-        self.transitions = counters["transitions"]
-        self.terminal = counters["terminal"]
-        self.max_depth = counters["max_depth"]
+        for name in COUNTERS:
+            setattr(self, name, counters[name])
+        self.level = result.config["resumed_at_level"] = counters["level"]
         self.earlier_seconds = counters["seconds"]
         self.visited = loaded["visited"]
-        self.resumed_within_level = counters["done"]
+        result.config["resumed_within_level"] = counters["done"]
         return loaded["frontier"], loaded["following"], counters["done"]
 
     def _expand_level(self, frontier: Frontier, following: Frontier | None = None,
@@ -234,20 +208,18 @@ class LevelSearch:
                 pending.append(nxt)
             if violation is not None:
                 self.transitions += 1
-                self.found = (violation, self.level + 1)
+                self.found = violation
                 return following
             if not steps:
                 self.terminal += 1
-                stuck = model.liveness_violation(state)
-                if stuck is not None:
-                    self.found = (stuck, self.level)
+                self.found = model.liveness_violation(state)
+                if self.found is not None:
                     return following
             if len(keys) >= BATCH:
                 self._admit(keys, pending, following)
                 keys, pending = array("Q"), []
                 self._trim_memos()
-                if config.max_states is not None and self.states >= config.max_states:
-                    self.stopped = f"max_states {config.max_states} reached"
+                if self._at_max_states():
                     return following
                 if self._checkpoint_due():
                     # every successor of the first `done` states is in visited and in
@@ -256,8 +228,7 @@ class LevelSearch:
             if config.progress is not None:
                 self._report(level_size, done, len(following))
         self._admit(keys, pending, following)
-        if config.max_states is not None and self.states >= config.max_states:
-            self.stopped = f"max_states {config.max_states} reached"
+        self._at_max_states()
         self.level += 1
         self._trim_memos()
         return following
@@ -272,6 +243,13 @@ class LevelSearch:
         if len(fresh):
             self.states += len(fresh)
             self.max_depth = max(self.max_depth, self.level + 1)
+
+    def _at_max_states(self) -> bool:
+        """Whether the search stops here, having found ``max_states`` states."""
+        limit = self.config.max_states
+        if limit is not None and self.states >= limit:
+            self.stopped = f"max_states {limit} reached"
+        return self.stopped is not None
 
     def _trim_memos(self) -> None:
         model, limit = self.model, self.config.memo_limit

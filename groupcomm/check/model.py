@@ -1,49 +1,21 @@
-"""The model: N real :class:`~groupcomm.core.node.ProtocolNode` s, a network of frames, and the
-checker's own ground truth; and the search over it.
+"""The model: N real :class:`~groupcomm.core.node.ProtocolNode` s, a network of frames, and
+the checker's own ground truth (docs/check_results.md: what is explored, the properties).
 
-**State.** A state is a tuple ``(nodes, network, truth)``:
-
-* ``nodes`` - one :meth:`ProtocolNode.snapshot` per process (application clock, id
-  counter, membership and the causality manager's snapshot, held messages included);
-* ``network`` - the frames in flight, each the exact bytes of the real codec: an
-  unordered, non-duplicating network is the sorted tuple of ``(dest, source, frame)``
-  (a multiset; frames are unique anyway since message and control ids are); a per-pair
-  FIFO network (``fifo_network``) is the sorted tuple of ``((source, dest), frames)``
-  for the non-empty channels;
-* ``truth`` - kept by the checker, outside the protocol: per process the sends still to
-  make, its ground-truth vector clock, the messages it sent (destinations and the vector
-  clock of each send) and the set of messages it delivered.
-
-**Transitions.** ``("send", p, dests)``: the application at ``p`` sends its next message
-(every choice of destination explored: each single other process, or the broadcast to
-all others for broadcast-only modules, or the destinations a workload file fixes).
-``("arrive", source, dest, frame)``: a frame in flight arrives (any frame on an
-unordered network; the head of each channel on a FIFO network). A transition restores
-only the node it touches from the state's snapshot, runs it through its real pipelines
-and takes its snapshot again; frames it transmits join the network.
-
-**Properties.** Judged at every transition: *causal* - a delivery of m at i while some
-m' → m addressed to i is undelivered at i (reported as *fifo* when m' has the same sender
-as m: FIFO is the special case); *duplicate* - a second delivery of m at i; *exception* -
-a filter or manager raised; *refused* - the module refused an application send (vector
-and the other broadcast-only modules refuse unicasts: the message can never be
-delivered, the liveness failure of 000, footnote 1, caught at the call); and in every
-terminal state (no transition enabled) *liveness* - every message sent has been
-delivered at every destination.
-
-The search over this model is :mod:`groupcomm.check.search`; its configuration
-:mod:`groupcomm.check.config`; results and counterexamples :mod:`groupcomm.check.report`.
-
-How the parts of states are kept once (interned snapshots, shared entries, packed
-states): :mod:`groupcomm.check.interned`, the base of :class:`Model`. The transition
-function, its memo of local steps and the ground truth's memo stay one class: they
-share their tables on the hot path of every search.
+A state is ``(nodes, network, truth)``: one interned :meth:`ProtocolNode.snapshot` id per
+process; the frames in flight, exact codec bytes (an unordered network is the sorted tuple
+of ``(dest, source, frame)``, a per-pair FIFO network the sorted tuple of ``((source,
+dest), frames)`` of its non-empty channels); and per process the sends still to make, its
+ground-truth vector clock, the messages it sent (destinations and clock of each) and the
+set of messages it delivered. Transitions are ``("send", p, dests)`` and ``("arrive",
+source, dest, frame)``; one restores only the node it touches, runs it through its real
+pipelines and snapshots it again. How the parts of states are kept once:
+:mod:`groupcomm.check.interned`.
 """
 
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
@@ -58,13 +30,9 @@ from groupcomm.core.tracing import MemoryTracer, NullTracer
 from groupcomm.wire.envelopes import decode_received, encode_message
 
 
-# -- the model --------------------------------------------------------------------------------
 class Model(InternedStates):
-    """The processes, their real nodes, and the transition function.
-
-    ``trace=True`` gives the nodes a :class:`MemoryTracer` (used to replay a
-    counterexample into trace files); searching runs with tracing off.
-    """
+    """The processes, their real nodes, and the transition function; ``trace=True``
+    records what the nodes do (a counterexample replayed into trace files)."""
 
     #: transitions that are an application send (the truth counts them as one)
     send_kinds: tuple[str, ...] = ("send",)
@@ -90,6 +58,10 @@ class Model(InternedStates):
             raise ConfigError(f"{config.protocol} sends to everyone only: destinations "
                               "subsets needs a module that takes unicasts and multicasts")
         self.index = {name: i for i, name in enumerate(self.names)}
+        #: how destinations are chosen (``auto`` resolved)
+        self.mode = config.destinations
+        if self.mode == "auto":
+            self.mode = "broadcast" if self.module.broadcast_only else "unicast"
         self.step = 0
         self.tracer = MemoryTracer() if trace else NullTracer()
         self._outbox: list[tuple[str, str, bytes]] = []
@@ -112,24 +84,20 @@ class Model(InternedStates):
         if self._delivered_now:
             raise ConfigError("a module delivered an application message at join")
         self.choices = self._destination_choices()
-        budgets = tuple(len(self.choices[i]) if config.workload is not None else config.messages
-                        for i in range(self.n))
         zero = (0,) * self.n
-        truth = self.one_truth(tuple((budgets[i], zero, (), frozenset())
-                                     for i in range(self.n)))
+        truth = self.one_truth(tuple(
+            (len(choices) if config.workload is not None else config.messages, zero, (),
+             frozenset()) for choices in self.choices))
         snaps = tuple(self.intern(i, node.snapshot()) for i, node in enumerate(self.nodes))
-        self.initial_state = (snaps, self.add_frames(self.empty_network(), initial_frames),
-                              truth)
+        self.initial_state = (snaps, self.add_frames((), initial_frames), truth)
 
-    # -- set-up ---------------------------------------------------------------------------
     def start_session(self, first: list[str]) -> None:
         """The members at the start join, one by one, everyone told at once (the join
         sequence of LocalNetwork); frames their nodes transmit are left in the outbox."""
         for count, name in enumerate(first, start=1):
             for member in first[:count]:
                 self.nodes[self.index[member]].client_joined(
-                    name, is_new_session=count == 1, all_users=tuple(first[:count])
-                )
+                    name, is_new_session=count == 1, all_users=tuple(first[:count]))
 
     def _make_node(self, name: str) -> ProtocolNode:
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
@@ -141,41 +109,28 @@ class Model(InternedStates):
             node.application_delivered(message)
             self._delivered_now.append(message)
 
-        node = ProtocolNode(
-            name,
-            transmit=transmit,
-            clock=lambda: float(self.step),
-            send_creators=[self.module.send_creator()],
-            receive_creators=[self.module.receive_creator()],
-            tracer=self.tracer,
-            deliver=deliver,
-        )
+        node = ProtocolNode(name, transmit=transmit, clock=lambda: float(self.step),
+                            send_creators=[self.module.send_creator()],
+                            receive_creators=[self.module.receive_creator()],
+                            tracer=self.tracer, deliver=deliver)
         return node
 
     def _destination_choices(self) -> list[list[tuple[str, ...]]]:
         """Per process: the destination sets of its sends. Nondeterministic mode: the
         options of every send; workload mode: the fixed list, one entry per send."""
-        config = self.config
-        if config.workload is not None:
-            return [list(config.workload[name]) for name in self.names]
-        mode = config.destinations
-        if mode == "auto":
-            mode = "broadcast" if self.module.broadcast_only else "unicast"
+        if self.config.workload is not None:
+            return [list(self.config.workload[name]) for name in self.names]
         out = []
         for name in self.names:
             others = tuple(n for n in self.names if n != name)
-            if mode == "broadcast":
+            if self.mode == "broadcast":
                 out.append([others])
-            elif mode == "subsets":  # every non-empty set of others: unicasts, multicasts
+            elif self.mode == "subsets":  # every non-empty set of others: unicasts, multicasts
                 out.append([tuple(c) for k in range(1, len(others) + 1)
                             for c in combinations(others, k)])
             else:
                 out.append([(o,) for o in others])
         return out
-
-    # -- network --------------------------------------------------------------------------
-    def empty_network(self) -> tuple:
-        return ()
 
     def add_frames(self, network: tuple, frames: list[tuple[str, str, bytes]]) -> tuple:
         if not frames:
@@ -220,7 +175,6 @@ class Model(InternedStates):
             out.append((("arrive", s, d, queue[0]), remaining))
         return out
 
-    # -- transitions ------------------------------------------------------------------------
     def enabled(self, state: tuple) -> list[tuple]:
         """Every transition enabled in ``state`` (sends first, then arrivals)."""
         return [action for action, _ in self.moves(state)]
@@ -278,16 +232,9 @@ class Model(InternedStates):
             steps.append((action, nxt, text))
         return steps, None
 
-    def successors(self, state: tuple, actors: Any = None) -> Iterable[tuple[tuple, tuple, str]]:
-        """The steps of :meth:`expand`; raises its violation after them."""
-        steps, violation = self.expand(state, actors)
-        yield from steps
-        if violation is not None:
-            raise violation
-
     def apply(self, state: tuple, action: tuple) -> tuple[tuple, str]:
         """The successor of ``state`` by ``action`` and its description."""
-        if action[0] == "send":
+        if action[0] in ("send", "join", "leave"):  # (they take nothing off the network)
             return self._run(state, action, state[1])
         for enabled, network in self.moves(state):
             if enabled == action:
@@ -316,12 +263,10 @@ class Model(InternedStates):
         return (tuple(new_snaps), self.add_frames(network, local[2]), truth), local[5]
 
     def _next_truth(self, truth: tuple, i: int, kind: str, local: tuple) -> tuple:
-        """``truth`` after process ``i``'s step ``local`` (its sends counted, its
-        deliveries judged). Memoized per effect (see :meth:`local_step`), by the
-        identity of ``truth``: the states share a few truths per hundred, and each
-        (truth, effect) pair recurs many times. Only the model's own copies of truths
-        (:meth:`one_truth`, alive as long as the model) are keys, so an id is never
-        reused while it is one."""
+        """``truth`` after process ``i``'s step ``local`` (its sends counted and their
+        clocks checked against its node's, its deliveries judged). Memoized per effect
+        (see :meth:`local_step`) by the identity of ``truth``: only the model's own copies
+        (:meth:`one_truth`, alive as long as the model) are keys, so an id is never reused."""
         judged = local[6] if self._memo else None
         if judged is not None:
             found = judged.get(id(truth))
@@ -330,37 +275,29 @@ class Model(InternedStates):
         _, _, _, sent_msgs, got, _ = local[:6]
         left, vc, sent, delivered = truth[i]
         if kind in self.send_kinds:  # an application send (the deliveries after it)
-            vc, sent = self.count_sends(i, vc, sent, sent_msgs)
+            own = list(vc)
+            for dests, node_vc in sent_msgs:
+                own[i] += 1
+                if tuple(own) != node_vc:
+                    raise Violation("exception", f"{self.names[i]}: node clock {node_vc} "
+                                    f"differs from the checker's {tuple(own)}")
+                sent += ((dests, node_vc),)
+            vc = tuple(own)
             left -= 1
         for j, k, msg_id in got:
             vc, delivered = self._judge(truth, i, j, k, msg_id, vc, delivered)
-        new_truth = truth[:i] + (self.shared_truth((left, vc, sent, delivered)),) + truth[i + 1:]
+        new_truth = truth[:i] + (self.shared((left, vc, sent, delivered)),) + truth[i + 1:]
         # (the truths of unpacked states are fresh tuples: neither keys nor kept)
         if judged is not None and not self.lenient and self.is_one_truth(truth):
             new_truth = judged[id(truth)] = self.one_truth(new_truth)
         return new_truth
 
-    def count_sends(self, i: int, vc: tuple, sent: tuple, sent_msgs: tuple) -> tuple[tuple, tuple]:
-        """Process ``i``'s clock and sent messages after the sends of one step, each
-        send's clock checked against the one its node gave it."""
-        own = list(vc)
-        new_sent = list(sent)
-        for dests, node_vc in sent_msgs:
-            own[i] += 1
-            if tuple(own) != node_vc:
-                raise Violation("exception", f"{self.names[i]}: node clock {node_vc} differs "
-                                f"from the checker's {tuple(own)}")
-            new_sent.append((dests, node_vc))
-        return tuple(own), tuple(new_sent)
-
     def local_step(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
-        """What node ``i`` in its interned state ``snap_id`` does on one input (an
-        application send to ``arg`` or the arrival of frame ``arg``): a pure function of
-        the snapshot, so memoized. Returns ``("ok", new snap id, frames, sent messages,
-        deliveries, text)`` or ``("violation", property, detail)``; a memoized "ok" has
-        a seventh item, the memo of :meth:`_next_truth` for the steps of its effect on
-        the truth (process, send or not, sent messages, deliveries): truth id -> the
-        truth after it."""
+        """What node ``i`` in its interned state ``snap_id`` does on input ``(kind, arg)``
+        (a pure function of the snapshot, so memoized): ``("ok", new snap id, frames, sent
+        messages, deliveries, text)`` or ``("violation", property, detail)``. A memoized
+        "ok" has a seventh item, shared by the steps of the same effect on the truth: the
+        memo of :meth:`_next_truth`, truth id -> the truth after it."""
         key = (i, snap_id, kind, arg)
         hit = self.step_cache.get(key)
         if hit is not None:
@@ -378,29 +315,65 @@ class Model(InternedStates):
         super().restore_tables(tables)
         self.step_cache.clear()
 
-    def _start_step(self, i: int, snap_id: int) -> ProtocolNode:
-        """Node ``i`` set back to its interned snapshot ``snap_id``, ready for one input."""
+    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
+        """Node ``i`` set back to its interned snapshot ``snap_id`` takes one input
+        (:meth:`take_input`): the result of :meth:`local_step`, not memoized."""
         node = self.nodes[i]
         node.restore(self.snapshots[i][snap_id])
         self._outbox = []
         self._delivered_now = []
         self.step += 1
-        return node
+        sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
+        got: list[tuple[int, int, str]] = []
+        try:
+            text = self.take_input(node, kind, arg, sent_msgs, got)
+            if type(text) is tuple:
+                return text
+            snap = node.snapshot()
+        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
+            node.discard_queued()  # drop the work of the failed step
+            return ("violation", "exception", f"{node.name}: {type(error).__name__}: {error}")
+        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
+                tuple(got), text)
 
-    def send_step(self, node: ProtocolNode, who: str, dests: tuple[str, ...],
+    def take_input(self, node: ProtocolNode, kind: str, arg: Any,
+                   sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
+                   got: list[tuple[int, int, str]]) -> str | tuple:
+        """``node`` takes input ``(kind, arg)`` (a send to ``arg``, or frame ``arg``),
+        appending to ``sent_msgs`` and ``got``: the step's text, or its violation."""
+        who = node.name
+        if kind == "send":
+            return self.send_step(node, arg, sent_msgs)
+        message = decode_received(arg, who)
+        node.receive(message)
+        failed = self.collect_deliveries(node, got)
+        if failed is not None:
+            return failed
+        if isinstance(message.user_message, ControlMessage):
+            control = message.user_message
+            about = f" about {control.about}" if control.about else ""
+            return f"{who} receives {control.kind}{about} from {message.sender}"
+        text = f"{who} receives {message.message_id} ({message.kind}) from {message.sender}"
+        ids = [m for _, _, m in got]
+        if ids == [message.message_id]:
+            return text + " (delivered)"
+        if ids:
+            return text + f" (delivers {', '.join(ids)})"
+        return text + " (buffered)"
+
+    def send_step(self, node: ProtocolNode, dests: tuple[str, ...],
                   sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]],
                   between: Callable[[], None] | None = None) -> str | tuple:
-        """The application at ``who`` sends to ``dests``: the node tags the send, then
-        ``between`` runs if given (what the node does before the send reaches its send
-        pipeline; deliveries it makes are the caller's to collect), then the pipeline.
-        Appends each send's destinations and clock to ``sent_msgs``. Returns the step's
-        text, or its violation: the module refused the send, or the node delivered
-        during its own send."""
+        """The application at ``node`` sends to ``dests``: the node tags the send, then
+        ``between`` runs if given (deliveries it makes are the caller's to collect), then
+        the send pipeline. Appends each send's destinations and clock to ``sent_msgs``.
+        Returns the step's text, or its violation (a refused send, a delivery during it)."""
+        who = node.name
         try:
             # bypass_refusal: on purpose, without the module's destination check
             messages = node.tag_sends(None, dests, module_check=not self.config.bypass_refusal)
         except CausalityError as error:
-            self._reset(node)
+            node.discard_queued()
             return ("violation", "refused",
                     f"{who} sends to {', '.join(dests)}: the {self.config.protocol} "
                     f"module refused it ({error}); the message can never be delivered")
@@ -412,73 +385,24 @@ class Model(InternedStates):
             sent_msgs.append((message.destinations, tuple(clock.get(n, 0) for n in self.names)))
         node.submit_many(messages)
         if len(self._delivered_now) > delivered_before:
-            self._reset(node)
+            node.discard_queued()
             return ("violation", "exception", f"{who} delivered during its own send")
         return f"{who} sends {', '.join(m.message_id for m in messages)} to {', '.join(dests)}"
 
-    def _local_run(self, i: int, snap_id: int, kind: str, arg: Any) -> tuple:
-        who = self.names[i]
-        node = self._start_step(i, snap_id)
-        sent_msgs: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
-        got: list[tuple[int, int, str]] = []
-        try:
-            if kind == "send":
-                result = self.send_step(node, who, arg, sent_msgs)
-                if type(result) is tuple:
-                    return result
-                text = result
-            else:
-                frame: bytes = arg
-                message = decode_received(frame, who)
-                node.receive(message)
-                failed = self.unknown_delivered(node, who, got)
-                if failed is not None:
-                    return failed
-                if isinstance(message.user_message, ControlMessage):
-                    control = message.user_message
-                    about = f" about {control.about}" if control.about else ""
-                    text = f"{who} receives {control.kind}{about} from {message.sender}"
-                else:
-                    text = f"{who} receives {message.message_id} ({message.kind}) from " \
-                           f"{message.sender}"
-                ids = [m for _, _, m in got]
-                if ids == [message.message_id]:
-                    text += " (delivered)"
-                elif ids:
-                    text += f" (delivers {', '.join(ids)})"
-                elif not isinstance(message.user_message, ControlMessage):
-                    text += " (buffered)"
-            snap = node.snapshot()
-        except Exception as error:  # noqa: BLE001 - any exception in a filter is a finding
-            self._reset(node)
-            return ("violation", "exception", f"{who}: {type(error).__name__}: {error}")
-        return ("ok", self.intern(i, snap), tuple(self._outbox), tuple(sent_msgs),
-                tuple(got), text)
-
-    def unknown_delivered(self, node: ProtocolNode, who: str,
-                          got: list[tuple[int, int, str]]) -> tuple | None:
-        """:meth:`collect_deliveries`; the step's violation if the node delivered a message
-        no process sent (the node's queued work dropped), else None."""
-        unknown = self.collect_deliveries(got)
-        if unknown is None:
-            return None
-        self._reset(node)
-        return ("violation", "exception", f"{who} delivered {unknown}, which no process sent")
-
-    def collect_deliveries(self, got: list[tuple[int, int, str]]) -> str | None:
+    def collect_deliveries(self, node: ProtocolNode,
+                           got: list[tuple[int, int, str]]) -> tuple | None:
         """Append ``(sender index, send index, id)`` to ``got`` for each application
-        delivery of the step; returns the id of one no process sent, if any."""
+        delivery of the step; the step's violation if ``node`` delivered a message no
+        process sent (its queued work dropped), else None."""
         for m in self._delivered_now:
             sender_name, _, number = m.message_id.rpartition("#")
             j = self.index.get(sender_name)
             if j is None or not number.isdigit():
-                return m.message_id
+                node.discard_queued()
+                return ("violation", "exception",
+                        f"{node.name} delivered {m.message_id}, which no process sent")
             got.append((j, int(number) - 1, m.message_id))
         return None
-
-    @staticmethod
-    def _reset(node: ProtocolNode) -> None:
-        node.discard_queued()  # drop the work of a failed step
 
     def _judge(self, truth: tuple, i: int, j: int, k: int, msg_id: str, vc: tuple,
                delivered: frozenset) -> tuple[tuple, frozenset]:
@@ -502,9 +426,7 @@ class Model(InternedStates):
             for n, (dests, vc_s) in enumerate(sent_s):
                 if vc_s[s] > limit:
                     break  # later sends of s have larger own entries
-                if me not in dests or (s, n) == key or (s, n) in delivered:
-                    continue
-                if self.lenient:
+                if me not in dests or (s, n) == key or (s, n) in delivered or self.lenient:
                     continue
                 if s == j:
                     missing = (s, n)
@@ -540,18 +462,20 @@ class Model(InternedStates):
         missing = self.undelivered(state)
         if not missing:
             return None
-        held = self.held_summary(state)
-        return Violation("liveness", f"terminal state with {len(missing)} undelivered: "
-                         f"{', '.join(missing[:8])}" + (f" ({held})" if held else ""))
-
-    def held_summary(self, state: tuple) -> str:
-        parts = []
+        holding = []
         for i, node in enumerate(self.nodes):
-            node.restore(self.snapshots[i][state[0][i]])
-            held = node.held()
-            if held:
-                parts.append(f"{self.names[i]} holds {', '.join(m.message_id for m in held)}")
-        return "; ".join(parts)
+            if self.present(state[0], i):
+                node.restore(self.snapshots[i][state[0][i]])
+                if held := node.held():
+                    holding.append(f"{self.names[i]} holds "
+                                   f"{', '.join(m.message_id for m in held)}")
+        held_text = "; ".join(holding)
+        return Violation("liveness", f"terminal state with {len(missing)} undelivered: "
+                         f"{', '.join(missing[:8])}" + (f" ({held_text})" if held_text else ""))
+
+    def present(self, snaps: tuple, i: int) -> bool:
+        """Whether process ``i`` is a member in a state with snapshots ``snaps``."""
+        return True
 
     def records(self) -> list[dict[str, Any]]:
         return self.tracer.records if isinstance(self.tracer, MemoryTracer) else []

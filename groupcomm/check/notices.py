@@ -1,15 +1,8 @@
-"""The session server's notices in the churn model (:mod:`groupcomm.check.churn`): how a
-notice travels as a network entry, and how a member's client takes it.
-
-A notice entry's frame is ``b"\\0"`` + its number (the membership changes before it) +
-:data:`JOIN` or :data:`LEFT` + the subject + ``b"|"`` + the registry's notice as JSON
-(frames of the codec never start with a zero byte, so the two never mix).
-
-A member's client is a :class:`~groupcomm.protocol.membership.Membership` rebuilt from its
-node for each notice (:func:`client_of`): with no restarts, no time and relayed routing
-it is fixed by the node's member list. It reads the notice and its actions go to the
-node through :func:`groupcomm.protocol.client_actions.carry_out`, as in the transport
-(:func:`take_notices`).
+"""The session server's notices in the churn model (:mod:`groupcomm.check.churn`): a
+notice as a network entry, whose frame is ``b"\\0"`` + its number (the membership changes
+before it) + :data:`JOIN` or :data:`LEFT` + the subject + ``b"|"`` + the registry's notice
+as JSON (a frame of the codec never starts with a zero byte); and a member's client
+taking it (:func:`take_notices`).
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ LEFT = b"L"
 NOW = 0.0
 
 
-# -- notices as network entries -------------------------------------------------------------
 def is_notice(frame: bytes) -> bool:
     return frame[:1] == b"\x00"
 
@@ -68,24 +60,17 @@ def notice_entry(number: int, notify: Notify) -> bytes:
         + encode_notice(notify)
 
 
-# -- the client side of a notice ------------------------------------------------------------
-def client_of(node: ProtocolNode) -> Membership:
-    """The client session state of a member whose node is ``node`` in this model (no
-    restarts, no time, relayed routing: phase ``joined``, its members' current ids; a
-    node not yet in the session gets a client that has not joined)."""
+def take_notices(node: ProtocolNode, notices: list[dict[str, Any]]) -> None:
+    """The member's client reads ``notices`` in order and ``node`` carries out its
+    actions, as the transport does (:func:`carry_out`). The client is a
+    :class:`Membership` rebuilt from the node (no restarts, no time, relayed routing: the
+    node's member list fixes it). Raises ``RuntimeError`` when the client refuses a
+    notice or its members and the node's differ afterwards."""
     membership = Membership(display_name(node.name), heartbeat_interval=1.0, now=NOW)
     if node.members:
         membership.incarnation = split_member(node.name)[1]
         membership.phase = "joined"
         membership.current = {display_name(u): u for u in node.members}
-    return membership
-
-
-def take_notices(node: ProtocolNode, membership: Membership,
-                 notices: list[dict[str, Any]]) -> None:
-    """``membership`` reads ``notices`` in order and ``node`` carries out its actions,
-    as the transport does (:func:`carry_out`). Raises ``RuntimeError`` when the client
-    refuses a notice or its members and the node's differ afterwards."""
     for notice in notices:
         for action in carry_out(node, membership.on_notice(notice, NOW)):
             if isinstance(action, Reject):

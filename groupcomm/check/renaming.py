@@ -1,13 +1,8 @@
-"""Renaming processes in what a state holds: the values of node snapshots, messages and
-their headers, and frames (for the symmetry reduction, :mod:`groupcomm.check.symmetry`).
-
-Every string that is a process name, a message id ``name#k`` or a control id
-``name~kindk`` is renamed; held messages are rebuilt with renamed id, sender, receiver,
-destinations, ground-truth clock and headers (each header by the renamer its module
-declares for it: :func:`declared_headers`), and frames are decoded with the real
-codec, renamed the same way and re-encoded. A :class:`Renaming` can also drop the
-number of control ids (the symmetry key's name-free normalisation) or renumber them
-(tests).
+"""Renaming processes in what a state holds, for the symmetry reduction
+(:mod:`groupcomm.check.symmetry`): every process name, message id ``name#k`` and control
+id ``name~kindk`` in snapshot values, held messages (headers by the renamer the module
+declares for each: :func:`declared_headers`) and frames (decoded, renamed and re-encoded
+with the real codec).
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ class SymmetryError(ConfigError):
 _ATOMS = (int, bool, float, bytes, type(None))
 
 
-# -- header codecs (per header key) -------------------------------------------------------------
 def _rename_ks_log(value: Any, name: Callable[[str], str]) -> Any:
     from groupcomm.filters.ks import rename_log
 
@@ -66,11 +60,9 @@ RENAMERS: dict[str, Callable[[Any, Callable[[str], str]], Any]] = {
 def declared_headers(module: Any) -> dict[str, Callable[[Any, Callable[[str], str]], Any]] | None:
     """The renamer of each header ``module`` declares (on its exact class), or None when
     the module has not declared itself safe to rename. A declared kind is one of
-    :data:`RENAMERS`' names, or the module's own renamer: a function ``(value, rename)``
-    returning the header value with every process name passed through ``rename`` (a
-    module whose header has a shape of its own, e.g. the SES example's destination
-    list; :mod:`groupcomm.module_kit.codecs` has the clock and matrix ones to build it
-    from). Raises :class:`SymmetryError` for a kind that is neither."""
+    :data:`RENAMERS`' names, or the module's own renamer ``(value, rename)`` (a header of
+    a shape of its own; docs/writing-a-module.md). Raises :class:`SymmetryError` for a
+    kind that is neither."""
     declared = type(module).__dict__.get("symmetry_headers")
     if declared is None:
         return None
@@ -119,8 +111,7 @@ class Renaming:
     def string(self, value: str) -> str:
         out = self._strings.get(value)
         if out is None:
-            out = self._string(value)
-            self._strings[value] = out
+            out = self._strings[value] = self._string(value)
         return out
 
     def _string(self, value: str) -> str:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass, field
+from copy import copy
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from groupcomm.check.churn import ChurnModel, build_model
 from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
-from groupcomm.check.notices import notice_text
+from groupcomm.check.notices import is_notice, notice_text
 from groupcomm.check.state import Violation, describe_action
 from groupcomm.core.messages import ControlMessage
 from groupcomm.core.tracing import write_trace_dir
@@ -34,41 +35,30 @@ class CheckResult:
     states: int = 0
     transitions: int = 0
     max_depth: int = 0
-    seconds: float = 0.0
     terminal_states: int = 0
+    seconds: float = 0.0
+    stopped: str | None = None
     #: human-readable steps of the counterexample
     counterexample: list[str] = field(default_factory=list)
-    #: the transitions of the counterexample (to replay it)
-    actions: list[tuple] = field(default_factory=list)
     #: causal / fifo: steps after the violation until the overtaken message is delivered
     #: as well, so the trace files show both deliveries (the definition in docs/trace_schema.md)
     completion: list[str] = field(default_factory=list)
-    completion_actions: list[tuple] = field(default_factory=list)
-    stopped: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-
-    def is_ok(self) -> bool:
-        return self.result == "ok"
+    #: the transitions of the counterexample and of its completion (to replay them)
+    actions: list[tuple] = field(default_factory=list)
+    completion_actions: list[tuple] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "result": self.result,
-            "protocol": self.protocol,
-            "processes": self.processes,
-            "messages": self.messages,
-            "property": self.property,
-            "detail": self.detail,
-            "states": self.states,
-            "transitions": self.transitions,
-            "max_depth": self.max_depth,
-            "terminal_states": self.terminal_states,
-            "seconds": round(self.seconds, 3),
-            "states_per_second": round(self.states / self.seconds) if self.seconds else None,
-            "stopped": self.stopped,
-            "counterexample": list(self.counterexample),
-            "completion": list(self.completion),
-            "config": dict(self.config),
-        }
+        """The fields but the transitions (copied), the rate after the seconds."""
+        out: dict[str, Any] = {}
+        for name in (item.name for item in fields(self)):
+            if name not in ("actions", "completion_actions"):
+                out[name] = copy(getattr(self, name))
+            if name == "seconds":
+                out[name] = round(self.seconds, 3)
+                out["states_per_second"] = (round(self.states / self.seconds)
+                                            if self.seconds else None)
+        return out
 
 
 def _texts(model: Model, actions: list[tuple], violation: Violation) -> list[str]:
@@ -102,19 +92,17 @@ def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],
         while frontier and len(seen) < limit:
             state, path = frontier.popleft()
             if (s, n) in state[2][i][3]:
-                steps: list[tuple[tuple, str]] = []
+                found: list[tuple] = []
+                texts: list[str] = []
                 while path is not None:
                     action, text, path = path
-                    steps.append((action, text))
-                steps.reverse()
-                return [a for a, _ in steps], [t for _, t in steps]
-            try:
-                for action, nxt, text in model.successors(state):
-                    if nxt not in seen:
-                        seen.add(nxt)
-                        frontier.append((nxt, (action, text, path)))
-            except Violation:
-                continue
+                    found.append(action)
+                    texts.append(text)
+                return found[::-1], texts[::-1]
+            for action, nxt, text in model.expand(state)[0]:  # (up to a violation)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append((nxt, (action, text, path)))
         return [], []
     finally:
         model.lenient = False
@@ -123,7 +111,7 @@ def _complete(model: Model, actions: list[tuple], missing: tuple[int, int, int],
 def _text_of_failed(action: tuple, violation: Violation) -> str:
     if action[0] != "arrive":
         return f"{describe_action(action)}: VIOLATION {violation.prop}"
-    if action[3][:1] == b"\x00":
+    if is_notice(action[3]):
         return f"{action[2]} is told {notice_text(action[3])}: VIOLATION {violation.prop}"
     try:
         message = decode_received(action[3], action[2])
@@ -134,7 +122,6 @@ def _text_of_failed(action: tuple, violation: Violation) -> str:
     return f"{action[2]} receives {what} from {action[1]}: VIOLATION {violation.prop}"
 
 
-# -- counterexample -> traces -----------------------------------------------------------------
 def replay(config: CheckConfig, actions: list[tuple]) -> tuple[list[str], list[dict[str, Any]]]:
     """Run ``actions`` from the initial state with tracing on: the step texts and the
     trace records (docs/trace_schema.md). The violating last step is run too: a refused send

@@ -1,69 +1,53 @@
-"""The search over :class:`~groupcomm.check.model.Model` s.
-
-Breadth-first by default (the first violation found has a shortest
-counterexample), depth-first on request. States are deduplicated on the whole state, or
-(``reduce``) on a 64-bit digest of it (hash compaction, Holzmann's bitstate cousin:
-sound up to digest collisions, probability about n²/2⁶⁵ for n states - 3·10⁻⁶ at ten
-million), with the frontier's node snapshots interned so equal snapshots are stored
-once. Counterexamples are kept as shared parent links of the frontier, not per state
-(with ``reduce``, not at all: a violation is found again with them). ``symmetry``
-deduplicates on a canonical key instead - states that differ only in process names
-or control-message numbering count once (:mod:`groupcomm.check.symmetry`). ``por``
-expands only a persistent set of the enabled transitions in each state - those of the
-processes the others can no longer send to, or one arrival of a control the module
-declares commuting (:mod:`groupcomm.check.por`). ``compact`` keeps a breadth-first
-hash-compacted search's frontier packed into bytes (:meth:`Model.pack`).
+"""The search over :class:`~groupcomm.check.model.Model` s: breadth-first by default (the
+first violation found has a shortest counterexample), depth-first on request; states
+deduplicated on the whole state or (``reduce``) on a 64-bit digest, on a canonical key
+with ``symmetry``, a persistent set expanded with ``por``, compact storage with
+``compact`` (:mod:`groupcomm.check.levels`). How and why: docs/check_results.md, "How
+the search is made fast".
 """
 
 from __future__ import annotations
 
 import gc
-import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check.churn import build_model
-from groupcomm.check.config import CheckConfig, quieted_module_loggers
+from groupcomm.check.config import CheckConfig, quiet_module_loggers
 from groupcomm.check.levels import LevelSearch
 from groupcomm.check.model import Model
 from groupcomm.check.por import PersistentSets
 from groupcomm.check.report import CheckResult, _complete, _texts
+from groupcomm.check.state import Violation
 from groupcomm.check.symmetry import Symmetry
 
 
 def check(config: CheckConfig) -> CheckResult:
-    """Explore every interleaving within the bounds of ``config``; see the module doc.
-
-    With ``reduce`` the search keeps no parent links (they would cost more memory than
-    the digests); when it finds a violation, the search is run again with them, from
-    the warm model, to get the counterexample (same order, so the same one)."""
+    """Explore every interleaving within the bounds of ``config``. With ``reduce`` the
+    search keeps no parent links (they would cost more memory than the digests): a
+    violation found is searched for again with them, from the warm model (same order,
+    so the same counterexample)."""
     model = build_model(config)
     # the search allocates millions of long-lived tuples (frontier, memos) and makes no
     # reference cycles: the cyclic collector would only rescan them (measured: up to a
     # third of the CPU time at 3x3; same peak memory without it)
     collecting = gc.isenabled()
     gc.disable()
-    # the modules and the node log what a session would want to hear about (a departed
-    # member's held messages, messages reported undeliverable); repeated for every
-    # explored state it is noise (a plugin's module logs under its own package)
-    quieted = quieted_module_loggers(config.protocol)
-    levels = [log.level for log in quieted]
-    for log in quieted:
-        log.setLevel(max(log.level, logging.ERROR))
     try:
-        if not config.reduce:
-            return search(model, config, keep_paths=True)
-        result = search(model, config, keep_paths=False)
-        if result.result == "violation":
-            seconds = result.seconds
-            result = search(model, config, keep_paths=True)
-            result.seconds += seconds
-        return result
+        # what the modules and the node log for a session (a departed member's held
+        # messages, undeliverable reports) is noise repeated for every explored state
+        with quiet_module_loggers(config.protocol):
+            if not config.reduce:
+                return search(model, config, keep_paths=True)
+            result = search(model, config, keep_paths=False)
+            if result.result == "violation":
+                seconds = result.seconds
+                result = search(model, config, keep_paths=True)
+                result.seconds += seconds
+            return result
     finally:
-        for log, level in zip(quieted, levels, strict=True):
-            log.setLevel(level)
         if collecting:
             gc.enable()
 
@@ -87,23 +71,19 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     last_report = start
     initial = model.initial_state
     reduce = config.reduce
+    symmetry = Symmetry(model) if config.symmetry else None
     canon: Callable[[tuple], Any] | None = None
-    symmetry = None
-    if config.symmetry:
-        symmetry = Symmetry(model)
+    if symmetry is not None:
         canon = symmetry.key
         result.config["symmetry"] = symmetry.describe()
         result.config["symmetry_group"] = symmetry.size
-    persistent: Callable[[tuple], Any] | None = None
-    sets = None
-    if config.por:
-        sets = PersistentSets(model)
-        persistent = sets.choose
+    sets = PersistentSets(model) if config.por else None
+    persistent = sets.choose if sets is not None else None
     if config.compact and reduce and not keep_paths and not config.dfs \
             and not config.fifo_network:
-        levels = LevelSearch(model, config, canon, persistent, symmetry, sets)
+        levels = LevelSearch(model, config, symmetry, sets)
         levels.run(result)
-        _finish(result, sets, levels.found, None, model, keep_paths=False)
+        _finish(result, sets, model, levels.found, None)
         return result
     first = canon(initial) if canon is not None else initial
     seen: set = {hash(first) if reduce else first}
@@ -117,7 +97,8 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     transitions = 0
     max_depth = 0
     terminal = 0
-    found: tuple | None = None
+    found: Violation | None = None
+    found_path = None
     try:
         while frontier:
             state, depth, path = pop()
@@ -145,13 +126,13 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
                 frontier.append((nxt, depth + 1, (action, path) if keep_paths else None))
             if violation is not None:
                 transitions += 1
-                found = (violation, (violation.action, path) if keep_paths else None, depth + 1)
+                found, found_path = violation, (violation.action, path) if keep_paths else None
                 break
             if not steps:
                 terminal += 1
-                stuck = model.liveness_violation(state)
-                if stuck is not None:
-                    found = (stuck, path, depth)
+                found = model.liveness_violation(state)
+                if found is not None:
+                    found_path = path
                     break
             if config.max_states is not None and states >= config.max_states:
                 result.stopped = f"max_states {config.max_states} reached"
@@ -171,32 +152,27 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     result.transitions = transitions
     result.max_depth = max_depth
     result.terminal_states = terminal
-    _finish(result, sets, None if found is None else (found[0], found[2]), found,
-            model, keep_paths=keep_paths)
+    _finish(result, sets, model, found, found_path)
     return result
 
 
-def _finish(result: CheckResult, sets: PersistentSets | None, found: tuple | None,
-            found_with_path: tuple | None, model: Model, *, keep_paths: bool) -> None:
-    """The verdict and counterexample part of ``result``: ``found`` is (violation,
-    depth) or ``None``; ``found_with_path`` the search's (violation, path, depth)."""
+def _finish(result: CheckResult, sets: PersistentSets | None, model: Model,
+            violation: Violation | None, path: tuple | None) -> None:
+    """The verdict and counterexample part of ``result``: ``path`` is the search's
+    parent links to ``violation`` (``None`` when it keeps none)."""
     if sets is not None:
         result.config["por_reduced_states"] = sets.reduced + sets.singletons
         result.config["por_commuting_states"] = sets.singletons
-    if found is not None:
-        violation = found[0]
-        path = found_with_path[1] if found_with_path is not None else None
+    if violation is not None:
         result.result = "violation"
         result.property = violation.prop
         result.detail = violation.detail
-        actions: list[tuple] = []
         while path is not None:
             action, path = path
-            actions.append(action)
-        actions.reverse()
-        result.actions = actions
-        result.counterexample = _texts(model, actions, violation) if keep_paths else []
-        if keep_paths and violation.missing is not None:
+            result.actions.append(action)
+        result.actions.reverse()
+        result.counterexample = _texts(model, result.actions, violation)
+        if result.actions and violation.missing is not None:
             result.completion_actions, result.completion = _complete(
                 model, result.actions, violation.missing)
     elif result.stopped is not None:

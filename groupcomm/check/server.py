@@ -1,14 +1,8 @@
 """The session server inside the causality model: the real
-:class:`~groupcomm.protocol.registry.SessionRegistry`, one interned object per distinct
-state, and its transitions memoized.
-
-The model checker's states are values; a registry is a mutable object. A
-:class:`ServerTable` keeps each distinct registry state once (a search reaches few: who
-is a member, in which order, under which incarnation) and names it by a small integer,
-which is what a model state holds. :meth:`ServerTable.handle` runs an input on a copy of
-the registry it names and answers with the id of the resulting state and the
-registry's actions; the answer is a pure function of (state, input), so it is memoized,
-and a search copies a registry only the first time an input meets a state.
+:class:`~groupcomm.protocol.registry.SessionRegistry`, each distinct state of it kept once
+and named by a small integer (what a model state holds), its transitions memoized (the
+answer is a pure function of state and input, so a registry is copied only the first
+time an input meets a state).
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ def _input_key(event: Input) -> Any:
 
 
 class ServerTable:
-    """Interned registry states and their memoized transitions (see the module doc)."""
+    """Interned registry states and their memoized transitions."""
 
     def __init__(self, registry: SessionRegistry) -> None:
         #: id -> the registry in that state (never changed once here)
@@ -73,10 +67,6 @@ class ServerTable:
     def members(self, server: int, application: str, session: str) -> list[str]:
         """The member ids of ``session`` in state ``server``, in join order."""
         return self.registries[server].members_of(application, session)
-
-    def tables(self) -> list[SessionRegistry]:
-        """What state ids refer to (a checkpoint keeps it)."""
-        return self.registries
 
     def restore_tables(self, registries: list[SessionRegistry]) -> None:
         """Continue with a checkpoint's registries (ids are given in discovery order,

@@ -16,7 +16,7 @@ class Violation(Exception):
         super().__init__(f"{prop}: {detail}")
         self.prop = prop
         self.detail = detail
-        #: the transition that broke the property (set by :meth:`Model.successors`)
+        #: the transition that broke the property (set by :meth:`Model.expand`)
         self.action: tuple | None = None
         #: causal / fifo: (process, sender, index) of the message delivered too late
         self.missing: tuple[int, int, int] | None = None
@@ -24,10 +24,8 @@ class Violation(Exception):
 
 def exact(value: Any) -> Any:
     """``value`` with every message replaced by what it carries *including* its
-    ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`), so
-    two snapshots that differ only in a held message's clock stay apart. A tuple with
-    no message anywhere inside is returned as it is (not copied: the interning tables
-    keep it as a key beside the snapshot it came from)."""
+    ground-truth clock (messages compare without it: :meth:`GroupMessage.freeze`); a
+    tuple with no message inside is returned as it is, not copied."""
     if isinstance(value, tuple):
         for position, v in enumerate(value):
             if type(v) not in _ATOMIC:
@@ -50,14 +48,11 @@ _POOLED_ATOMS = frozenset({int, str, bytes, type(None)})
 
 class ValuePool:
     """One shared copy of each equal immutable value stored in the search's tables
-    (hash-consing). Snapshots, canonical keys and truth entries are trees of tuples
-    that repeat the same clocks, rows, names and message stamps thousands of times;
-    stored through :meth:`share`, each distinct subtree exists once.
-
-    Only values whose equality is exact are pooled: tuples and frozensets of ints, strings,
-    bytes, ``None`` and pooled values. Anything else (a message, which compares without
-    its ground-truth clock; a bool or float, equal to an int) is kept as it is, and a
-    tuple holding one is rebuilt around its shared parts but not pooled itself."""
+    (hash-consing the trees of tuples of snapshots, keys and truth entries). Only values
+    whose equality is exact are pooled: tuples and frozensets of ints, strings, bytes,
+    ``None`` and pooled values; anything else (a message, which compares without its
+    ground-truth clock; a bool or float) is kept, and a tuple holding one is rebuilt
+    around its shared parts but not pooled itself."""
 
     def __init__(self) -> None:
         self._pool: dict[Any, Any] = {}
@@ -97,10 +92,8 @@ class ValuePool:
 def describe_action(action: tuple) -> str:
     if action[0] == "send":
         return f"{action[1]} sends to {', '.join(action[2])}"
-    if action[0] == "join":
-        return f"{action[1]} joins"
-    if action[0] == "leave":
-        return f"{action[1]} leaves"
+    if action[0] in ("join", "leave"):
+        return f"{action[1]} {action[0]}s"
     if action[0] == "send-racing":
         return (f"{action[1]} sends to {', '.join(action[2])} as it learns of a departure "
                 "(before the send reaches its module)")

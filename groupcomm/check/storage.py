@@ -1,21 +1,7 @@
-"""Compact storage for a long breadth-first search: visited fingerprints in NumPy, the
-frontier packed (and spilled to disk), and checkpoints between levels.
-
-* :class:`FingerprintSet` keeps 64-bit fingerprints in sorted ``uint64`` runs merged
-  like a log-structured tree: 8 bytes per class at rest; a merge grows one run in place
-  by the other's size and fills it from the back a bounded chunk at a time, so a billion
-  classes need 8 GB plus the run being merged, not the 20 GB a concatenate-and-sort
-  would touch at its peak. Lookups go a batch at a time (``numpy.searchsorted`` in each run), so the
-  search asks about thousands of successors per call.
-* :class:`Frontier` holds one BFS level's packed states as length-prefixed records in a
-  ``bytearray``; past its memory budget it writes them to a file and reads them back in
-  order, so a frontier of tens of millions of states costs disk, not memory.
-* :func:`save_checkpoint` / :func:`load_checkpoint` write and read everything a search
-  needs to go on from the start of a level: the fingerprints, the level's frontier, the
-  counters and the model's interning tables (packed states refer to them).
-
-Fingerprints collide with probability about n²/2⁶⁵ for n classes (hash compaction);
-:func:`collision_probability` gives the figure a run reports.
+"""Compact storage for a long breadth-first search: visited fingerprints in NumPy
+(:class:`FingerprintSet`), one level's packed states in memory and spilled to disk
+(:class:`Frontier`), and checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`).
+The design and its measurements: docs/check_results.md, "How the search is made fast".
 """
 
 from __future__ import annotations
@@ -46,10 +32,8 @@ def collision_probability(classes: int) -> float:
 
 def _without_hugepage_advice() -> None:
     """Stop NumPy advising transparent huge pages for the arrays it allocates from now on
-    in this process (what ``NUMPY_MADVISE_HUGEPAGE=0`` does at import). A run grows in
-    place by ``realloc``; on this kernel a block advised so is copied when it moves, which
-    briefly doubles a run of gigabytes, and the binary searches measured no slower on
-    ordinary pages."""
+    in this process: a run grows in place by ``realloc``, and on this kernel a block
+    advised so is copied when it moves (docs/check_results.md)."""
     setter = getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
     if setter is not None:
         setter(False)
@@ -129,11 +113,9 @@ MERGE_CHUNK = 1 << 22
 
 def merge_into(run: np.ndarray, other: np.ndarray, chunk: int = MERGE_CHUNK) -> np.ndarray:
     """The sorted union of two sorted ``uint64`` runs with no value in common, built in
-    ``run``'s memory: it is grown in place (``realloc``, which moves the pages of a large
-    block instead of copying them) and filled from the back, each step placing every
-    value at or above a threshold chosen so that at most ``chunk`` come from each run.
-    Beyond the two runs, the memory used is ``run``'s growth (``other``'s size) and two
-    chunks. ``run`` may not be used after the call (its buffer belongs to the result)."""
+    ``run``'s memory, grown in place and filled from the back at most ``chunk`` values of
+    each run at a time: beyond the two runs it costs ``other``'s size and two chunks.
+    ``run`` may not be used after the call (its buffer belongs to the result)."""
     i, j = len(run), len(other)
     if j == 0:
         return run
@@ -184,11 +166,9 @@ class Frontier:
         if self._file is None:
             directory = self.spill_dir or Path(tempfile.gettempdir())
             directory.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(prefix="frontier-", suffix=".bin",
-                                            dir=directory)
-            os.close(handle)
+            handle, name = tempfile.mkstemp(prefix="frontier-", suffix=".bin", dir=directory)
             self._path = Path(name)
-            self._file = open(self._path, "wb")  # noqa: SIM115 - closed in drain/close
+            self._file = os.fdopen(handle, "wb")  # (closed in drain or close)
         self._file.write(self._buffer)
         self.spilled_bytes += len(self._buffer)
         self._buffer = bytearray()
@@ -208,9 +188,7 @@ class Frontier:
             # read in place: nothing is appended to a frontier while it drains
             yield from _records_of(self._buffer)
         finally:
-            if path is not None:
-                path.unlink(missing_ok=True)
-                self._path = None
+            self.close()
             self._buffer = bytearray()
             self._count = 0
 
@@ -271,15 +249,13 @@ def _records_of(buffer: bytearray) -> Iterator[bytes]:
         end += 4 + length
 
 
-# -- checkpoints ------------------------------------------------------------------------------
 def save_checkpoint(directory: Path, *, identity: dict[str, Any], counters: dict[str, Any],
                     visited: FingerprintSet, frontier: Frontier, tables: Any,
                     following: Frontier | None = None) -> None:
-    """Write a checkpoint, atomically (a new directory renamed over the old one): a stop
-    in the middle leaves the previous checkpoint whole. At the start of a level
-    ``frontier`` is the level; in its middle, ``frontier`` is still the whole level,
-    ``counters["done"]`` how many of its states were expanded (their successors are all
-    in ``visited``) and ``following`` the next level so far."""
+    """Write a checkpoint atomically (a new directory renamed over the old one).
+    ``frontier`` is the whole level; in its middle, ``counters["done"]`` of its states
+    were expanded (their successors are all in ``visited``) and ``following`` is the
+    next level so far."""
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=directory))
     try:

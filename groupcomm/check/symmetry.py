@@ -1,45 +1,8 @@
-"""Symmetry reduction for the model checker: states that differ only in the names of
-the processes (and in the numbering of control messages) are explored once.
-
-**Why it is sound.** With nondeterministic destinations every process runs the same
-module with the same budget, so renaming the processes by a permutation π maps a
-reachable state to a reachable state, a transition to a transition and a violation to a
-violation of the same property (the modules compare process names only for equality;
-where they iterate in name order - Cykas' YCTs after an ACK, the sorted buffers of
-matrix and vector - only the emission order of frames to *different* peers, the
-numbering of control messages or the order of deliveries that commute is affected). A
-second, name-free equivalence is folded in: control-message ids (``p1~ack3``) and the
-managers' control counters only keep frames apart - no module reads them - so the key
-drops the number. Two states with the same :meth:`Symmetry.key` are therefore
-bisimilar, and breadth-first search over keys keeps the verdict and the length of the
-shortest counterexample. Both claims are tested, not assumed: ``tests/test_check.py``
-renames random reachable states (and renumbers their control ids) *concretely*, restores
-them into the real filter objects, and checks that stepping then renaming gives the same
-successors (and the same violations) as renaming then stepping.
-
-**What is renamed.** Everywhere a process name lives (the values themselves are
-renamed by :mod:`groupcomm.check.renaming`):
-
-* node snapshots - application clock keys, membership, and each manager's snapshot,
-  held messages included; the renamed snapshot is then restored into the real node of
-  the new name and snapshotted again, so the module's own canonical ordering is
-  re-applied;
-* frames in flight (the checker's frames are plain envelopes: no signature, nonce or
-  replay counter to redo);
-* the checker's ground truth: clocks indexed by process, send records (destinations and
-  clocks), delivered sets of ``(sender, index)``.
-
-**The group.** Only permutations that fix the configuration are used: they must map
-each process's destination choices onto those of its image (a workload file can make
-processes asymmetric) and the initial state onto itself (vector's joins happen one by
-one in name order, so its initial state - ``base`` messages in flight - is not
-symmetric: no permutation survives and symmetry is off for it).
-
-**Canonical form.** The key of a state is the minimum over the group of the renamed,
-normalised state; only permutations that sort a cheap per-process signature (sends
-left, messages sent and delivered, events it knows of, frames from and to it) are
-tried, which keeps the minimum well defined (the signature is invariant) and usually
-leaves one or two candidates. Renamings of snapshots, frames and truth entries are memoized.
+"""Symmetry reduction for the model checker (``--symmetry``): states that differ only in
+the names of the processes (and in the numbering of control messages) are explored once,
+under a canonical key (:meth:`Symmetry.key`). What is renamed, the group of permutations
+used and why it is sound: docs/check_results.md, "Symmetry reduction"; the values
+themselves are renamed by :mod:`groupcomm.check.renaming`.
 """
 
 from __future__ import annotations
@@ -69,12 +32,11 @@ class Symmetry:
         self.headers = headers
         if model.config.bypass_refusal:
             raise SymmetryError("--symmetry cannot be combined with --bypass-refusal")
-        self.order = {name: i for i, name in enumerate(names)}
+        self.order = model.index
         self.fifo = model.config.fifo_network
         self.perms: list[tuple[int, ...]] = []
         self.inverses: list[tuple[int, ...]] = []
         self._renamings: list[Renaming] = []
-        self._frame_renamings: list[Renaming] = []
         # per permutation: per process: snapshot id -> key id; frames; truth entries
         self._snap_keys: list[list[dict[int, int]]] = []
         self._frames: list[dict[Any, Any]] = []
@@ -92,9 +54,8 @@ class Symmetry:
         self._alive: list[Any] = []
         #: why permutations were dropped (for the user)
         self.notes: list[str] = []
-        identity = tuple(range(n))
-        candidates = [identity] + [p for p in permutations(range(n)) if p != identity]
-        self._install(identity)
+        candidates = list(permutations(range(n)))  # the identity first
+        self._install(candidates[0])
         initial_key = self._candidate(0, model.initial_state)
         choices_dropped = state_dropped = 0
         for perm in candidates[1:]:
@@ -105,7 +66,6 @@ class Symmetry:
             if self._candidate(index, model.initial_state) != initial_key:
                 self._uninstall()
                 state_dropped += 1
-                continue
         if choices_dropped:
             why = ("the workload gives processes different sends" if model.config.workload
                    is not None else "multicasts are split into unicasts in name order")
@@ -118,7 +78,6 @@ class Symmetry:
         self.full = self.size == len(candidates)
         self._by_inverse = {inverse: index for index, inverse in enumerate(self.inverses)}
 
-    # -- set-up -------------------------------------------------------------------------------
     def _install(self, perm: tuple[int, ...]) -> int:
         names = self.model.names
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
@@ -155,7 +114,6 @@ class Symmetry:
                 return False
         return True
 
-    # -- renaming one piece ---------------------------------------------------------------------
     def _snapshot(self, renaming: Renaming, i: int, snap: tuple, *,
                   zero_controls: bool) -> tuple:
         """The snapshot of process ``i`` renamed, restored into the real node of its new
@@ -195,9 +153,9 @@ class Symmetry:
         if found is None:
             renamed = self._rename_truth(self.perms[index], self._renamings[index], entry)
             if self._hash_truths:
-                # hash-compacted search: the renamed entry's hash instead of an id, so
-                # no table grows with every truth entry ever seen (a collision is as
-                # likely as one of the state fingerprints themselves)
+                # hash-compacted search: the renamed entry's hash instead of an id, so no
+                # table grows with every truth entry (a collision is as likely as one
+                # of the state fingerprints)
                 found = hash(renamed)
             else:
                 found = self._truth_ids.setdefault(renamed, len(self._truth_ids))
@@ -218,7 +176,6 @@ class Symmetry:
             frozenset((perm[j], k) for j, k in delivered),
         )
 
-    # -- the key ----------------------------------------------------------------------------------
     def _candidate(self, index: int, state: tuple) -> tuple:
         snaps, network, truth = state
         snap_tables = self._snap_keys[index]
@@ -245,9 +202,7 @@ class Symmetry:
                        for pair, queue in network]
         entries.sort()
         # one flat tuple of ints: n snapshot keys, n truth ids, then the network
-        out_snaps += out_truth
-        out_snaps += entries
-        return tuple(out_snaps)
+        return (*out_snaps, *out_truth, *entries)
 
     def _frame_entry(self, index: int, entry: Any) -> int:
         """Memo miss: a network entry ``(dest, source, frame)``, a FIFO channel
@@ -297,15 +252,10 @@ class Symmetry:
         """Empty the renaming memos (keyed by value or by identity, with the objects
         kept alive for the latter) once they hold more than ``limit`` entries; the id
         tables that keys are made of stay."""
-        size = (len(self._alive) + len(self._sigs) + sum(len(d) for d in self._frames)
-                + sum(len(d) for table in self._truths for d in table))
-        if size > limit:
-            for frames in self._frames:
-                frames.clear()
-            for table in self._truths:
-                for memo in table:
-                    memo.clear()
-            self._sigs.clear()
+        memos = [*self._frames, *(memo for table in self._truths for memo in table), self._sigs]
+        if len(self._alive) + sum(len(memo) for memo in memos) > limit:
+            for memo in memos:
+                memo.clear()
             self._alive.clear()
 
     def tables(self) -> dict[str, Any]:
@@ -328,93 +278,24 @@ class Symmetry:
         if self.size == 1:
             return self._candidate(0, state)
         sig = self.signature(state)
-        if self.full:
-            # the whole symmetric group: the permutations that sort the signatures
+        if self.full and len(set(sig)) == self.n:
+            # the whole symmetric group and distinct signatures: the one permutation
+            # that sorts them
             order = sorted(range(self.n), key=sig.__getitem__)
-            ordered = [sig[i] for i in order]
-            if len(set(ordered)) == self.n:
-                return self._candidate(self._by_inverse[tuple(order)], state)
-            chosen = [index for index, inverse in enumerate(self.inverses)
-                      if [sig[i] for i in inverse] == ordered]
-        else:
-            best_sig = None
-            chosen = []
-            for index, inverse in enumerate(self.inverses):
-                seq = [sig[i] for i in inverse]
-                if best_sig is None or seq < best_sig:
-                    best_sig = seq
-                    chosen = [index]
-                elif seq == best_sig:
-                    chosen.append(index)
-        best = self._candidate(chosen[0], state)
-        for index in chosen[1:]:
-            candidate = self._candidate(index, state)
-            if candidate < best:
-                best = candidate
-        return best
-
-    # -- concrete renaming (tests: a renamed state must behave like the original) -------------
-    def rename_state(self, state: tuple, perm: tuple[int, ...], *,
-                     renumber_controls: bool = False) -> tuple:
-        """``state`` with process ``i`` renamed ``perm[i]``, as a real state of the same
-        model (its snapshots interned, its frames re-encoded); with
-        ``renumber_controls`` every control id ``name~kindk`` also becomes
-        ``name~kind(c-k)`` and the manager's counter ``c`` (``c`` = old counter + 10),
-        which reverses the numbering and keeps new ids fresh."""
-        model = self.model
-        names = model.names
-        snaps, network, truth = state
-        relabel = None
-        if renumber_controls:
-            relabel = {}
-            for i, name in enumerate(names):
-                model.nodes[i].restore(model.snapshots[i][snaps[i]])
-                counts = [m.control_count for m in model.nodes[i]._shared.values()
-                          if hasattr(m, "control_count")]
-                relabel[name] = (max(counts, default=0) + 10, 0)
-        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = Renaming(mapping, self.order, False, self.headers, relabel)
-        new_snaps = [0] * self.n
-        new_truth: list[tuple] = [()] * self.n
-        for i in range(self.n):
-            snap = self._snapshot(renaming, i, model.snapshots[i][snaps[i]],
-                                  zero_controls=False)
-            new_snaps[perm[i]] = model.intern(perm[i], snap)
-            new_truth[perm[i]] = self._rename_truth(perm, renaming, truth[i])
-        frames = []
-        if not model.config.fifo_network:
-            for d, s, f in network:
-                frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
-        else:
-            for (s, d), queue in network:
-                for f in queue:
-                    frames.append((renaming.name(s), renaming.name(d), renaming.frame(f)))
-        return (tuple(new_snaps), model.add_frames(model.empty_network(), frames),
-                tuple(new_truth))
-
-    def normal_action(self, action: tuple, perm: tuple[int, ...] | None = None) -> tuple:
-        """An action renamed by ``perm`` (identity if None) with its frame normalised."""
-        names = self.model.names
-        perm = perm or tuple(range(self.n))
-        mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        renaming = Renaming(mapping, self.order, True, self.headers)
-        if action[0] == "send":
-            return ("send", renaming.name(action[1]), renaming.names(action[2]))
-        return ("arrive", renaming.name(action[1]), renaming.name(action[2]),
-                renaming.frame(action[3]))
-
-    def normal_form(self, state: tuple, perm: tuple[int, ...] | None = None) -> tuple:
-        """``state`` renamed by ``perm`` (identity if None) and normalised (no minimum):
-        what :meth:`key` minimises over."""
-        index = self._install(perm or tuple(range(self.n)))
-        try:
-            return self._candidate(index, state)
-        finally:
-            self._uninstall()
+            return self._candidate(self._by_inverse[tuple(order)], state)
+        # the permutations that order the signatures least
+        best_sig = None
+        chosen = []
+        for index, inverse in enumerate(self.inverses):
+            seq = [sig[i] for i in inverse]
+            if best_sig is None or seq < best_sig:
+                best_sig = seq
+                chosen = [index]
+            elif seq == best_sig:
+                chosen.append(index)
+        return min(self._candidate(index, state) for index in chosen)
 
     def describe(self) -> str:
-        if self.size > 1:
-            text = f"{self.size} permutations of the process names"
-        else:
-            text = "no process symmetry (control-message numbering still abstracted)"
+        text = (f"{self.size} permutations of the process names" if self.size > 1
+                else "no process symmetry (control-message numbering still abstracted)")
         return text + (f"; {'; '.join(self.notes)}" if self.notes else "")

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from groupcomm.check import CheckConfig, Model, check
 from groupcomm.check.state import Violation
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def successors(model: Model, state: tuple) -> Iterator[tuple[tuple, tuple, str]]:
+    """The steps of ``model.expand(state)``; raises its violation after them."""
+    steps, violation = model.expand(state)
+    yield from steps
+    if violation is not None:
+        raise violation
 
 
 def run(protocol: str, processes: int, messages: int, **options) -> object:

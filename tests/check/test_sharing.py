@@ -8,6 +8,7 @@ from groupcomm.check.config import CheckConfig
 from groupcomm.check.model import Model
 from groupcomm.check.state import ValuePool, exact
 from groupcomm.core.messages import ReceivedMessage
+from tests.check.helpers import successors
 
 
 def _message(vc: tuple) -> ReceivedMessage:
@@ -64,7 +65,7 @@ def test_a_search_stores_each_distinct_part_of_its_snapshots_once() -> None:
     model = Model(CheckConfig(protocol="matrix", processes=3, messages=1))
     seen = [model.initial_state]
     for _ in range(3):
-        seen = [nxt for state in seen for _action, nxt, _text in model.successors(state)]
+        seen = [nxt for state in seen for _action, nxt, _text in successors(model, state)]
     memberships = {id(snap[2]) for table in model.snapshots for snap in table.values()}
     assert len(memberships) == 1  # every snapshot's member list is one tuple
     assert sum(len(table) for table in model.snapshots) > 3
