@@ -29,7 +29,7 @@ def run_demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_demo_json_for_every_module(tmp_path) -> None:
     traces = tmp_path / "traces"
     done = run_demo("--json", "--report", str(tmp_path / "report"), "--trace-dir",

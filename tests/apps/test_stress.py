@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 
 def stress(*args: str, timeout: float = 400) -> dict:
     done = subprocess.run([sys.executable, "-m", "groupcomm.cli", "stress", "--json", *args],
@@ -64,9 +67,9 @@ def test_stress_server_restart_loses_nothing(options: list[str]) -> None:
 
 
 @pytest.mark.parametrize("causality", [
-    "matrix",
-    # about 30 s each; ks under churn is also in test_incarnations
-    pytest.param("cykas", marks=pytest.mark.slow),
+    "matrix", "cykas",
+    # about 30 s each; mfss shares cykas' sender-side handling of departures, and ks
+    # under churn is also in test_incarnations
     pytest.param("mfss", marks=pytest.mark.slow),
     pytest.param("ks", marks=pytest.mark.slow),
 ])

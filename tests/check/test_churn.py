@@ -15,7 +15,6 @@ import pytest
 from groupcomm.check import CheckConfig, ConfigError, build_model, check, write_counterexample
 from groupcomm.check.churn import ChurnModel
 from groupcomm.check.notices import notice_text
-from tests.check.helpers import successors
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +83,7 @@ def test_a_newcomer_that_waits_for_messages_sent_before_it_joined_is_caught(
     assert own == {"p1", "p2", "p3"}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_groupcomm_analyze_confirms_the_newcomer_counterexample(tmp_path: Path) -> None:
     cex = tmp_path / "cex"
     checked = subprocess.run(
@@ -109,15 +108,15 @@ def test_groupcomm_analyze_confirms_the_newcomer_counterexample(tmp_path: Path) 
 
 # -- the server's guarantees, as the model encodes them ----------------------------------------
 def step(model: ChurnModel, state: tuple, prefix: str) -> tuple:
-    for _, nxt, text in successors(model, state):
+    for _, nxt, text in model.successors(state):
         if text.startswith(prefix):
             return nxt
-    options = [text for _, _, text in successors(model, state)]
+    options = [text for _, _, text in model.successors(state)]
     raise AssertionError(f"no step {prefix!r} among {options}")
 
 
 def texts(model: ChurnModel, state: tuple) -> list[str]:
-    return [text for _, _, text in successors(model, state)]
+    return [text for _, _, text in model.successors(state)]
 
 
 def test_a_newcomers_frames_wait_for_its_join_notice_and_a_leavers_notice_for_its_frames() -> None:
@@ -155,7 +154,7 @@ def test_messages_a_leaver_never_transmitted_are_no_longer_owed() -> None:
     model = build_model(churn("mfss", messages=2))
     state = step(model, model.initial_state, "p2 sends p2#1 to p1")
     state = step(model, state, "p2 sends p2#2 to p1")  # waits for p2#1's ACK in p2's buffer
-    for _, nxt, text in successors(model, state):
+    for _, nxt, text in model.successors(state):
         if text.startswith("p2 leaves"):
             assert "reported undeliverable: p2#2@p1" in text
             state = nxt
@@ -239,7 +238,7 @@ def test_a_send_can_race_the_departure_of_its_destination() -> None:
     assert model.known_members(state[0], p1) == ("p1",) and not state[1]
 
 
-@pytest.mark.parametrize("protocol", ["mfss", pytest.param("cykas", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("protocol", ["mfss", pytest.param("cykas", marks=pytest.mark.long)])
 def test_a_sender_side_module_that_sends_to_a_member_gone_meanwhile_is_caught(
         protocol: str, monkeypatch, tmp_path: Path) -> None:
     """Without the check of a destination when a send reaches the module (the bug a

@@ -189,7 +189,7 @@ def test_replay_reproduces_the_steps() -> None:
 
 
 # -- the real Spark analysis on one counterexample ------------------------------------------------
-@pytest.mark.slow
+@pytest.mark.long
 def test_groupcomm_analyze_confirms_a_counterexample(tmp_path: Path) -> None:
     cex = tmp_path / "cex"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

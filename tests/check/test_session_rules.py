@@ -15,6 +15,9 @@ import pytest
 
 from groupcomm.check.session_rules import SessionCheckConfig, check_session
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 #: a newcomer asks for the state while the server restarts (p2 joins late and asks p1)
 TRANSFER_ACROSS_A_RESTART = dict(late=("p2",), state=True, asking=("p2",), protocol="matrix",
                                  server_restart=True, ticks=1, messages=0)
@@ -45,7 +48,7 @@ TRANSFER_WITH_A_MESSAGE_ON_ITS_WAY = dict(processes=3, late=("p3",), state=True,
           messages=0), 2_527, 16, 58),
     # the server restarts mid-transfer (the request, or the answer, lost inside it):
     # the newcomer asks again once it is back
-    pytest.param(TRANSFER_ACROSS_A_RESTART, 21_056, 170, 160, marks=pytest.mark.slow),
+    (TRANSFER_ACROSS_A_RESTART, 21_056, 170, 160),
 ], ids=["join-leave", "restart-same-name", "false-suspicion", "server-restart",
         "state-transfer", "state-transfer-mfss", "answerer-restarts-mid-transfer",
         "server-restarts-mid-transfer"])

@@ -183,7 +183,7 @@ def _check_in_small_batches(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_search_resumed_in_the_middle_of_a_level_ends_as_an_uninterrupted_one(
         tmp_path) -> None:
     """A checkpoint taken in the middle of a level holds the whole level, how many of its

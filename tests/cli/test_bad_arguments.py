@@ -144,6 +144,7 @@ WHY = {"scalar-id": "global scalar id; wrong with concurrent senders",
        "last-sender": "last-sender stamp; misses all but one cause"}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("command", "module"), [
     ("demo", "scalar-id"), ("stress", "last-sender"), ("text-bench", "scalar-id"),
     ("bench", "last-sender"),

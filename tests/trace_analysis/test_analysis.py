@@ -19,6 +19,9 @@ from trace_analysis import analyze, get_spark
 from trace_analysis.cli import main as analyze_main
 from trace_analysis.reference import check_directory
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def spark():
@@ -97,7 +100,6 @@ def counts(result: dict[str, Any]) -> dict[str, int]:
                                    "duplicates")}
 
 
-@pytest.mark.slow
 def test_crafted_trace_with_known_answers(spark, tmp_path: Path) -> None:
     t = Trace()
     # a violation that appears only through transitivity: a1 -> b1 -> c1, d gets c1 first
@@ -197,7 +199,6 @@ def listed_triples(path: Path) -> list[tuple[str, str, str, bool]]:
             for r in rows if "note" not in r]
 
 
-@pytest.mark.slow
 def test_random_traces_match_a_brute_force_checker(spark, tmp_path: Path) -> None:
     for seed in range(6):
         t = random_trace(seed)

@@ -32,6 +32,9 @@ from trace_analysis.cli import main as analyze_main
 from trace_analysis.cli import watch
 from trace_analysis.synth import SynthSpec, generate
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 #: the traces of one demo run under none (meeting, lunch, shared text), made by
 #: :func:`demo_traces` before the first test of this module (never committed data)
 DEMO = Path()

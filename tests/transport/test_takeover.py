@@ -13,6 +13,9 @@ from groupcomm.tools.procs import PeerProcess, ProcessError, ProcessGroup, Serve
 from groupcomm.transport.keys import write_new_key
 from tests.helpers import wait_until
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 #: long enough that only the takeover, not the heartbeat timeout, can explain a rejoin
 SLOW_TIMEOUT = ["--heartbeat-timeout", "60"]
 
