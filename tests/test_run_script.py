@@ -88,5 +88,4 @@ def test_run_test_says_how_long_the_suite_takes_before_pytest_starts(tmp_path: P
     assert done.returncode == 0
     assert done.stdout == "pytest -q -x\n"
     assert done.stderr.splitlines() == [
-        "running pytest: the whole suite takes about 15 minutes on two cores "
-        "(./run test PATH runs a part)"]
+        "running pytest: about 10 minutes on two cores (./run test PATH runs a part)"]
