@@ -15,6 +15,7 @@ import pytest
 from groupcomm.check import CheckConfig, ConfigError, build_model, check, write_counterexample
 from groupcomm.check.churn import ChurnModel
 from groupcomm.check.notices import notice_text
+from tests.check.helpers import successors
 from trace_analysis.reference import check_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,15 +109,15 @@ def test_groupcomm_analyze_confirms_the_newcomer_counterexample(tmp_path: Path) 
 
 # -- the server's guarantees, as the model encodes them ----------------------------------------
 def step(model: ChurnModel, state: tuple, prefix: str) -> tuple:
-    for _, nxt, text in model.successors(state):
+    for _, nxt, text in successors(model, state):
         if text.startswith(prefix):
             return nxt
-    options = [text for _, _, text in model.successors(state)]
+    options = [text for _, _, text in successors(model, state)]
     raise AssertionError(f"no step {prefix!r} among {options}")
 
 
 def texts(model: ChurnModel, state: tuple) -> list[str]:
-    return [text for _, _, text in model.successors(state)]
+    return [text for _, _, text in successors(model, state)]
 
 
 def test_a_newcomers_frames_wait_for_its_join_notice_and_a_leavers_notice_for_its_frames() -> None:
@@ -154,7 +155,7 @@ def test_messages_a_leaver_never_transmitted_are_no_longer_owed() -> None:
     model = build_model(churn("mfss", messages=2))
     state = step(model, model.initial_state, "p2 sends p2#1 to p1")
     state = step(model, state, "p2 sends p2#2 to p1")  # waits for p2#1's ACK in p2's buffer
-    for _, nxt, text in model.successors(state):
+    for _, nxt, text in successors(model, state):
         if text.startswith("p2 leaves"):
             assert "reported undeliverable: p2#2@p1" in text
             state = nxt
