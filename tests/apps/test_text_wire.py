@@ -10,6 +10,7 @@ import pytest
 from groupcomm.apps import text_wire
 
 
+@pytest.mark.long
 def test_coalesced_typing_converges_and_costs_fewer_bytes_per_keystroke(capsys) -> None:
     assert text_wire.main(["--keys", "15", "--rate", "30", "--causality", "matrix",
                            "--coalesce", "0", "--coalesce", "1000", "--fields",

@@ -11,6 +11,9 @@ import pytest
 from trace_analysis.bench import main
 from trace_analysis.session import get_spark
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def spark():

@@ -21,6 +21,9 @@ from trace_analysis.loaded import (
     scheme_of,
 )
 
+# seconds to minutes a test: outside `./run test`, run by .ci/run (-m 'long and not slow')
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def spark():

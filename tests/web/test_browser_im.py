@@ -61,6 +61,7 @@ def line_with(tab: Tab, text: str, what: str = "") -> str:
                     what or repr(text), 20, text)
 
 
+@pytest.mark.long
 def test_causal_order_marks_held_release_and_the_conversation_so_far(
         gateway: GatewayProcess, session_group: ProcessGroup, tabs: TabOpener) -> None:
     ann = open_chat(tabs, gateway, "ann")
