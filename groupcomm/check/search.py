@@ -24,12 +24,15 @@ from groupcomm.check.state import Violation
 from groupcomm.check.symmetry import Symmetry
 
 
-def check(config: CheckConfig) -> CheckResult:
+def check(config: CheckConfig, keep: list | None = None) -> CheckResult:
     """Explore every interleaving within the bounds of ``config``. With ``reduce`` the
     search keeps no parent links (they would cost more memory than the digests): a
     violation found is searched for again with them, from the warm model (same order,
-    so the same counterexample)."""
+    so the same counterexample). The model and the visited states are appended to
+    ``keep`` if given (a process about to exit need not free them)."""
     model = build_model(config)
+    if keep is not None:
+        keep.append(model)
     # the search allocates millions of long-lived tuples (frontier, memos) and makes no
     # reference cycles: the cyclic collector would only rescan them (measured: up to a
     # third of the CPU time at 3x3; same peak memory without it)
@@ -40,21 +43,27 @@ def check(config: CheckConfig) -> CheckResult:
         # messages, undeliverable reports) is noise repeated for every explored state
         with quiet_module_loggers(config.protocol):
             if not config.reduce:
-                return search(model, config, keep_paths=True)
-            result = search(model, config, keep_paths=False)
+                return search(model, config, keep_paths=True, keep=keep)
+            result = search(model, config, keep_paths=False, keep=keep)
             if result.result == "violation":
                 seconds = result.seconds
-                result = search(model, config, keep_paths=True)
+                result = search(model, config, keep_paths=True, keep=keep)
                 result.seconds += seconds
             return result
     finally:
+        if keep is not None:
+            # what is kept stays: the collector need never scan it again (its first
+            # pass over millions of young tuples would cost seconds)
+            gc.freeze()
         if collecting:
             gc.enable()
 
 
-def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResult:
+def search(model: Model, config: CheckConfig, *, keep_paths: bool,
+           keep: list | None = None) -> CheckResult:
     """The breadth-first (or depth-first) search of :func:`check` on ``model``; without
-    ``keep_paths`` a violation is reported without its counterexample."""
+    ``keep_paths`` a violation is reported without its counterexample; the visited states
+    are appended to ``keep`` if given."""
     result = CheckResult(
         result="ok", protocol=config.protocol, processes=model.n,
         messages=config.messages if config.workload is None else max(
@@ -89,6 +98,8 @@ def search(model: Model, config: CheckConfig, *, keep_paths: bool) -> CheckResul
     seen: set = {hash(first) if reduce else first}
     #: with symmetry: concrete states already generated (their keys are in ``seen``)
     known: set = set()
+    if keep is not None:
+        keep += (seen, known)
     # frontier entries: (state, depth, path) where path is (action, parent path); the
     # step texts are recomputed for the counterexample only (they cost memory)
     frontier: deque[Any] = deque([(initial, 0, None)])

@@ -1,7 +1,5 @@
 """``python -m groupcomm.cli``: the same as the ``groupcomm`` console script."""
 
-import sys
+from groupcomm.cli.main import entry
 
-from groupcomm.cli.main import main
-
-sys.exit(main())
+entry()

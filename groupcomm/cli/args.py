@@ -14,6 +14,11 @@ from typing import Any
 #: where the session server listens unless told
 DEFAULT_SERVER = "tcp://127.0.0.1:5555"
 
+#: set to a list by the ``groupcomm`` process entry (:func:`groupcomm.cli.main.entry`):
+#: what a command appends here is never freed, the process ends without tearing it down;
+#: ``None`` when a command runs inside another program (tests), which must free it
+kept_until_exit: list | None = None
+
 
 class CliError(Exception):
     """A bad command line: printed as one line, exit code 2."""

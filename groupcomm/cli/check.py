@@ -22,6 +22,7 @@ from typing import Any
 
 from groupcomm.check.config import DESTINATION_MODES
 from groupcomm.check.session_config import REGISTRIES, TRANSFERS
+from groupcomm.cli import args as cli_args
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -271,7 +272,7 @@ def _body(args: argparse.Namespace) -> int:
         # the module's own loggers too, a plugin's included (the search quiets the
         # built-in filters' only)
         with quiet_module_loggers(config.protocol):
-            result = check(config)
+            result = check(config, keep=cli_args.kept_until_exit)
     except (ConfigError, ValueError) as error:
         raise CliError(f"groupcomm check: {error}") from None
     written = []

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+from groupcomm.cli import args as cli_args
 
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -51,3 +56,19 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     return int(module.main(rest) or 0)
+
+
+def entry() -> NoReturn:
+    """The ``groupcomm`` process (console script, ``python -m groupcomm.cli``): :func:`main`,
+    then exit. A command that handed objects to :data:`~groupcomm.cli.args.kept_until_exit`
+    (the model checker's visited states and memos) exits without freeing them: freeing
+    millions of small tuples one by one costs a tenth of a search, and the process is
+    ending anyway."""
+    cli_args.kept_until_exit = []
+    code = main()
+    if cli_args.kept_until_exit:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    sys.exit(code)
