@@ -278,23 +278,17 @@ class Membership:
         return self._on_notice(op, notice, now)
 
     def _on_notice(self, op: str, notice: Mapping[str, Any], now: float) -> list[Action]:
-        if op == "pong":
-            return []
-        if op == "probe":
-            # another client asks for this name: the server asks whether we are alive
-            probe = notice.get("probe")
-            if isinstance(probe, bool) or not isinstance(probe, int):
-                return [Reject("malformed", f"probe numbered {probe!r}")]
-            return [SendCommand("heartbeat", {"probe": probe})] if self.joined else []
-        if op == "welcome":
-            return self._on_welcome(notice)
-        if op == "joined":
-            return self._on_joined(notice)
-        if op == "left":
-            return self._on_left(notice, now)
-        if op == "error":
-            return self._on_error(notice, now)
-        return [Reject("malformed", f"unexpected session op {op!r}")]
+        step = _NOTICE_STEPS.get(op)
+        if step is None:
+            return [Reject("malformed", f"unexpected session op {op!r}")]
+        return step(self, notice, now)
+
+    def _on_probe(self, notice: Mapping[str, Any], now: float) -> list[Action]:
+        # another client asks for this name: the server asks whether we are alive
+        probe = notice.get("probe")
+        if isinstance(probe, bool) or not isinstance(probe, int):
+            return [Reject("malformed", f"probe numbered {probe!r}")]
+        return [SendCommand("heartbeat", {"probe": probe})] if self.joined else []
 
     def on_unverifiable_server_frame(self, now: float) -> list[Action]:
         """The server signs with another key: a first join fails; otherwise said once,
@@ -360,7 +354,7 @@ class Membership:
                 actions += self._complete_leave(member)
         return actions
 
-    def _on_welcome(self, notice: Mapping[str, Any]) -> list[Action]:
+    def _on_welcome(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         incarnation = notice.get("incarnation", 1)
         if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
             return [Reject("malformed", f"welcome with incarnation {incarnation!r}")]
@@ -381,7 +375,7 @@ class Membership:
                 self.returned_ids = []
         return actions
 
-    def _on_joined(self, notice: Mapping[str, Any]) -> list[Action]:
+    def _on_joined(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         client = str(notice["client"])
         users = tuple(str(u) for u in notice["all_users"])
         actions: list[Action] = []
@@ -520,3 +514,9 @@ class Membership:
         if ready:
             actions.insert(0, Arrive(tuple(ready)))
         return actions
+
+
+#: what :class:`Membership` does with each session notice (the server's ops)
+_NOTICE_STEPS = {"pong": lambda membership, notice, now: [], "probe": Membership._on_probe,
+                 "welcome": Membership._on_welcome, "joined": Membership._on_joined,
+                 "left": Membership._on_left, "error": Membership._on_error}
