@@ -265,8 +265,8 @@ class Membership:
 
     def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         """A verified session notice from the server."""
-        op = notice["op"]
         self.server_seen = now
+        actions: list[Action] = []
         if self.server_key_mismatch:
             self.server_key_mismatch = False
             log.warning("%s: the session server accepts this client's key again", self.member)
@@ -274,14 +274,11 @@ class Membership:
             self.server_unreachable = False
             log.warning("%s: the session server answers again", self.member,
                         extra=EVENT_EXTRA)
-            return [ServerBack(), *self._on_notice(op, notice, now)]
-        return self._on_notice(op, notice, now)
-
-    def _on_notice(self, op: str, notice: Mapping[str, Any], now: float) -> list[Action]:
-        step = _NOTICE_STEPS.get(op)
+            actions.append(ServerBack())
+        step = _NOTICE_STEPS.get(notice["op"])
         if step is None:
-            return [Reject("malformed", f"unexpected session op {op!r}")]
-        return step(self, notice, now)
+            return [*actions, Reject("malformed", f"unexpected session op {notice['op']!r}")]
+        return [*actions, *step(self, notice, now)]
 
     def _on_probe(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         # another client asks for this name: the server asks whether we are alive
