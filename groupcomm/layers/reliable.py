@@ -211,14 +211,9 @@ class ReliableManager:
 
     def held(self) -> list[GroupMessage]:
         """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
-        out: list[GroupMessage] = []
-        for flight in self.in_flight.values():
-            out.extend(entry.message for entry in flight.values())
-        for queue in self.waiting.values():
-            out.extend(queue)
-        for pending in self.out_of_order.values():
-            out.extend(pending.values())
-        return out
+        return [*(entry.message for flight in self.in_flight.values() for entry in flight.values()),
+                *(m for queue in self.waiting.values() for m in queue),
+                *(m for pending in self.out_of_order.values() for m in pending.values())]
 
 
 class _ReliableFilter(MessageFilter[Any]):

@@ -169,11 +169,8 @@ class ClientProtocol:
         return [*self._undeliverable, *self.node.undeliverable]
 
     def counters(self) -> dict[str, int]:
-        result = dict(self.stats)
-        result.update(self.membership.stats)
-        for reason, count in self.rejects.counts.items():
-            result[f"rejected_{reason}"] = count
-        return result
+        return {**self.stats, **self.membership.stats,
+                **{f"rejected_{reason}": count for reason, count in self.rejects.counts.items()}}
 
     def held(self) -> list[Any]:
         return list(self.node.held())

@@ -21,11 +21,11 @@ from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.client_actions import APPLICATION
 from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
 from groupcomm.protocol.registry import Action, Forward, Notify, Rejected, Return, SessionRegistry
-from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
+from groupcomm.protocol.registry_events import BadCommand
 from groupcomm.wire.envelopes import pack_envelopes
-from groupcomm.wire.frames import NONCE_SIZE, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
-from groupcomm.wire.session import open_session, seal_session
-from groupcomm.wire.streams import StreamEncoder, routed_head
+from groupcomm.wire.frames import NONCE_SIZE, FrameCodec, FrameRejected
+from groupcomm.wire.session import seal_session
+from groupcomm.wire.streams import StreamEncoder
 
 __all__ = ["KEY", "Carrier", "Delivery", "InProcessMember", "InProcessServer",
            "seeded_codec"]
@@ -244,24 +244,11 @@ class InProcessServer:
         """The registry's answer to a frame from ``conn`` (none for a refused frame, which
         is counted by reason)."""
         try:
-            body, nonce, counter = self.codec.open(frame)
-            kind = kind_of(body)
-            if kind == ROUTED:
-                event: Any = routed_input(self.registry.by_conn, conn, now,
-                                          routed_head(body)[0], frame)
-            elif kind == SESSION:
-                event = command_input(open_session(body), conn, now)
-            else:
-                raise FrameRejected("malformed", "the server takes session and routed "
-                                    "frames only")
+            return self.registry.handle_frame(self.codec, conn, frame, now)
         except (FrameRejected, BadCommand) as error:  # a bad command is malformed
             self.rejects[getattr(error, "reason", "malformed")] += 1
             log.warning("in-process server: refused a frame of %s: %s", conn, error)
             return []
-        actions = self.registry.handle(event)
-        if kind == ROUTED and any(type(action) is Return for action in actions):
-            self.codec.forget(nonce, counter)  # its sender sends this very frame again
-        return actions
 
     def notice(self, op: str, **fields: Any) -> Delivery:
         """A notice sealed by this server, as a connection receives it."""

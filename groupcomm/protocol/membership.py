@@ -265,8 +265,8 @@ class Membership:
 
     def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         """A verified session notice from the server."""
-        op = notice["op"]
         self.server_seen = now
+        actions: list[Action] = []
         if self.server_key_mismatch:
             self.server_key_mismatch = False
             log.warning("%s: the session server accepts this client's key again", self.member)
@@ -274,27 +274,18 @@ class Membership:
             self.server_unreachable = False
             log.warning("%s: the session server answers again", self.member,
                         extra=EVENT_EXTRA)
-            return [ServerBack(), *self._on_notice(op, notice, now)]
-        return self._on_notice(op, notice, now)
+            actions.append(ServerBack())
+        step = _NOTICE_STEPS.get(notice["op"])
+        if step is None:
+            return [*actions, Reject("malformed", f"unexpected session op {notice['op']!r}")]
+        return [*actions, *step(self, notice, now)]
 
-    def _on_notice(self, op: str, notice: Mapping[str, Any], now: float) -> list[Action]:
-        if op == "pong":
-            return []
-        if op == "probe":
-            # another client asks for this name: the server asks whether we are alive
-            probe = notice.get("probe")
-            if isinstance(probe, bool) or not isinstance(probe, int):
-                return [Reject("malformed", f"probe numbered {probe!r}")]
-            return [SendCommand("heartbeat", {"probe": probe})] if self.joined else []
-        if op == "welcome":
-            return self._on_welcome(notice)
-        if op == "joined":
-            return self._on_joined(notice)
-        if op == "left":
-            return self._on_left(notice, now)
-        if op == "error":
-            return self._on_error(notice, now)
-        return [Reject("malformed", f"unexpected session op {op!r}")]
+    def _on_probe(self, notice: Mapping[str, Any], now: float) -> list[Action]:
+        # another client asks for this name: the server asks whether we are alive
+        probe = notice.get("probe")
+        if isinstance(probe, bool) or not isinstance(probe, int):
+            return [Reject("malformed", f"probe numbered {probe!r}")]
+        return [SendCommand("heartbeat", {"probe": probe})] if self.joined else []
 
     def on_unverifiable_server_frame(self, now: float) -> list[Action]:
         """The server signs with another key: a first join fails; otherwise said once,
@@ -360,7 +351,7 @@ class Membership:
                 actions += self._complete_leave(member)
         return actions
 
-    def _on_welcome(self, notice: Mapping[str, Any]) -> list[Action]:
+    def _on_welcome(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         incarnation = notice.get("incarnation", 1)
         if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 1:
             return [Reject("malformed", f"welcome with incarnation {incarnation!r}")]
@@ -381,7 +372,7 @@ class Membership:
                 self.returned_ids = []
         return actions
 
-    def _on_joined(self, notice: Mapping[str, Any]) -> list[Action]:
+    def _on_joined(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         client = str(notice["client"])
         users = tuple(str(u) for u in notice["all_users"])
         actions: list[Action] = []
@@ -520,3 +511,9 @@ class Membership:
         if ready:
             actions.insert(0, Arrive(tuple(ready)))
         return actions
+
+
+#: what :class:`Membership` does with each session notice (the server's ops)
+_NOTICE_STEPS = {"pong": lambda membership, notice, now: [], "probe": Membership._on_probe,
+                 "welcome": Membership._on_welcome, "joined": Membership._on_joined,
+                 "left": Membership._on_left, "error": Membership._on_error}

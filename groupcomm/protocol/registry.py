@@ -16,6 +16,7 @@ from typing import Any
 from groupcomm.core.member_ids import member_id, split_member
 from groupcomm.protocol.registry_events import (
     Action,
+    BadCommand,
     Connection,
     Forward,
     Heartbeat,
@@ -27,7 +28,12 @@ from groupcomm.protocol.registry_events import (
     Relay,
     Return,
     Tick,
+    command_input,
+    routed_input,
 )
+from groupcomm.wire.frames import ROUTED, FrameCodec, kind_of
+from groupcomm.wire.session import open_session
+from groupcomm.wire.streams import routed_head
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT", "MAX_PARKED_FRAMES", "MAX_REMEMBERED_NAMES", "PROBE",
@@ -126,6 +132,25 @@ class SessionRegistry:
             raise TypeError(f"not a session registry input: {event!r}")
         step(self, event, out)
         return out
+
+    def handle_frame(self, codec: FrameCodec, conn: Connection, frame: bytes, now: float,
+                     user: str | None = None) -> list[Action]:
+        """:meth:`handle` the input a frame from ``conn`` asks for, verified by ``codec``: a
+        routed frame a relay, a session frame a command (``user``: the name the client's
+        key authenticates). Raises ``FrameRejected``, or :class:`BadCommand` naming the op."""
+        body, nonce, counter = codec.open(frame)
+        if kind_of(body) == ROUTED:
+            actions = self.handle(routed_input(self.by_conn, conn, now, routed_head(body)[0],
+                                               frame))
+            if any(type(action) is Return for action in actions):
+                codec.forget(nonce, counter)  # its sender sends this very frame again
+            return actions
+        command = open_session(body)
+        try:
+            event = command_input(command, conn, now, user=user)
+        except BadCommand as error:
+            raise BadCommand(f"{command.get('op')}: {error}") from None
+        return self.handle(event)
 
     def describe(self, conn: Connection) -> str:
         """Who a connection is, for logs: ``name@session`` or a short connection id."""

@@ -203,9 +203,7 @@ class Communicator:
 
     def to_others(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every other member of the session."""
-        port = self._port
-        me = port.member_id
-        return self._send_all(obj, [m for m in port.members if m != me])[0]
+        return self._send_all(obj, self.others)[0]
 
     def to_all(self, obj: Any) -> SentMessage:
         """Send ``obj`` to every member, this client included."""

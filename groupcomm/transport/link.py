@@ -269,12 +269,8 @@ class MemberLink:
         ready = tuple(d for d in dests if not self.delays.schedule(now, d, envelope))
         if not ready:
             return
-        outbox = self.outbox
-        if self.routing == "relayed":
-            outbox.setdefault(ready, []).append(envelope)
-        else:
-            for dest in ready:
-                outbox.setdefault((dest,), []).append(envelope)
+        for key in [ready] if self.routing == "relayed" else [(dest,) for dest in ready]:
+            self.outbox.setdefault(key, []).append(envelope)
         self.outbox_count += 1
         if self.outbox_count >= MAX_OUTBOX_MESSAGES:
             self.flush_outbox()

@@ -19,27 +19,18 @@ from groupcomm.protocol.registry import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     Action,
     Forward,
-    Input,
     Notify,
     Rejected,
     Return,
     SessionRegistry,
     Tick,
 )
-from groupcomm.protocol.registry_events import BadCommand, command_input, routed_input
+from groupcomm.protocol.registry_events import BadCommand
 from groupcomm.protocol.rejects import RejectLog
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
-from groupcomm.wire.frames import (
-    DEFAULT_MAX_FRAME,
-    FORWARDED,
-    ROUTED,
-    FrameCodec,
-    FrameRejected,
-    kind_of,
-)
-from groupcomm.wire.session import open_session, seal_session
-from groupcomm.wire.streams import routed_head
+from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FORWARDED, FrameCodec, FrameRejected
+from groupcomm.wire.session import seal_session
 
 __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "SessionServer"]
 
@@ -138,29 +129,17 @@ class SessionServer:
                                 "frame travels alone")
             return
         identity, frame = parts
-        command: dict = {}
         try:
-            body, nonce, counter = self.codec.open(frame)
-            kind = kind_of(body)
-            if kind == ROUTED:
-                event: Input = routed_input(self.registry.by_conn, identity,
-                                            time.monotonic(), routed_head(body)[0], frame)
-            else:
-                command = open_session(body)
-                event = command_input(command, identity, time.monotonic(), user=user)
+            actions = self.registry.handle_frame(self.codec, identity, frame,
+                                                 time.monotonic(), user)
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, self.registry.describe(identity))
             if error.reason == "bad_signature":
                 self._tell_key_mismatch(identity)
             return
         except BadCommand as error:
-            self.rejects.reject("malformed", f"{command.get('op')}: {error}",
-                                self.registry.describe(identity))
+            self.rejects.reject("malformed", str(error), self.registry.describe(identity))
             return
-        actions = self.registry.handle(event)
-        if kind == ROUTED and any(isinstance(action, Return) for action in actions):
-            # its sender sends this very frame again once it has joined
-            self.codec.forget(nonce, counter)
         self._carry_out(actions)
 
     def _carry_out(self, actions: list[Action]) -> None:

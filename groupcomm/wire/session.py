@@ -42,10 +42,7 @@ def seal_session(codec: FrameCodec, op: str, **fields: Any) -> bytes:
     :data:`OP_CODES`."""
     if op not in _OP_INDEX:
         raise ValueError(f"unknown session op {op!r}")
-    index = _FIELD_INDEX
-    compact: dict[Any, Any] = {0: _OP_INDEX[op]}
-    for name, value in fields.items():
-        compact[index.get(name, name)] = value
+    compact = {0: _OP_INDEX[op], **{_FIELD_INDEX.get(k, k): v for k, v in fields.items()}}
     return codec.seal(SESSION + msgpack.packb(compact, use_bin_type=True))
 
 
