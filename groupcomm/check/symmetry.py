@@ -81,11 +81,8 @@ class Symmetry:
     def _install(self, perm: tuple[int, ...]) -> int:
         names = self.model.names
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        inverse = [0] * self.n
-        for i, j in enumerate(perm):
-            inverse[j] = i
         self.perms.append(perm)
-        self.inverses.append(tuple(inverse))
+        self.inverses.append(_inverse(perm))
         self._renamings.append(Renaming(mapping, self.order, True, self.headers))
         self._snap_keys.append([{} for _ in range(self.n)])
         self._frames.append({})
@@ -164,9 +161,7 @@ class Symmetry:
         return found
 
     def _rename_truth(self, perm: tuple[int, ...], renaming: Renaming, entry: tuple) -> tuple:
-        inverse = [0] * self.n
-        for i, j in enumerate(perm):
-            inverse[j] = i
+        inverse = _inverse(perm)
         left, vc, sent, delivered = entry
         return (
             left,
@@ -299,3 +294,8 @@ class Symmetry:
         text = (f"{self.size} permutations of the process names" if self.size > 1
                 else "no process symmetry (control-message numbering still abstracted)")
         return text + (f"; {'; '.join(self.notes)}" if self.notes else "")
+
+
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes ``perm``."""
+    return tuple(sorted(range(len(perm)), key=perm.__getitem__))

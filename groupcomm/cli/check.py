@@ -251,8 +251,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _body(args: argparse.Namespace) -> int:
-    from groupcomm.check import ConfigError, build_model, check, write_counterexample
-    from groupcomm.check.config import quiet_module_loggers
+    from groupcomm.check import ConfigError, check, write_counterexample
 
     setup_logging(args.verbose)
     if _given(args, _SESSION_ONLY):
@@ -260,11 +259,7 @@ def _body(args: argparse.Namespace) -> int:
     config = _config(args)
     ensure_trace_dir(args.trace_dir, "groupcomm check")
     try:
-        build_model(config)  # validate before searching (unknown protocol, bounds)
-        # the module's own loggers too, a plugin's included (the search quiets the
-        # built-in filters' only)
-        with quiet_module_loggers(config.protocol):
-            result = check(config)
+        result = check(config)  # (which quiets the module's loggers)
     except (ConfigError, ValueError) as error:
         raise CliError(f"groupcomm check: {error}") from None
     written = []
