@@ -120,12 +120,10 @@ class Symmetry:
         node = model.nodes[self.order[renaming.name(model.names[i])]]
         node.restore((clock, next_id, tuple(model.names), managers))
         if zero_controls or renaming.relabel is not None:
+            count = 0 if zero_controls else renaming.relabel[model.names[i]][0]
             for manager in node._shared.values():
                 if hasattr(manager, "control_count"):
-                    if zero_controls:
-                        manager.control_count = 0
-                    else:
-                        manager.control_count = renaming.relabel[model.names[i]][0]
+                    manager.control_count = count
         return node.snapshot()
 
     def _snap_key(self, index: int, i: int, snap_id: int) -> int:
