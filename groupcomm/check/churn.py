@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Iterable
+from itertools import groupby
 from typing import Any
 
 from groupcomm.check.config import CheckConfig, ConfigError
@@ -222,13 +223,9 @@ class ChurnModel(Model):
         if not frames:
             return network
         forwards: list[tuple[str, str, bytes]] = []
-        k = 0
-        while k < len(frames):  # one relay per message (its frame to each destination)
-            source, _, frame = frames[k]
-            end = k + 1
-            while end < len(frames) and frames[end][0] == source and frames[end][2] == frame:
-                end += 1
-            dests = tuple(d for _, d, _ in frames[k:end])
+        # one relay per message (its frame to each destination)
+        for (source, frame), copies in groupby(frames, key=lambda f: (f[0], f[2])):
+            dests = tuple(d for _, d, _ in copies)
             self._server_now, actions = self.servers.handle(
                 self._server_now, Relay(source, source, APPLICATION, SESSION, NOW, dests, frame))
             for action in actions:
@@ -237,7 +234,6 @@ class ChurnModel(Model):
                 elif isinstance(action, Return):
                     raise Violation("exception", f"the server returned a frame of {source}, "
                                     "which it does not count as a member")
-            k = end
         return self._enter(network, forwards, self._gone_now)
 
     def _enter(self, network: tuple, entries: Iterable[tuple[str, str, bytes]],

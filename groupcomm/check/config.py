@@ -7,6 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,10 +137,14 @@ def quieted_module_loggers(protocol: str) -> list[logging.Logger]:
     return [logging.getLogger(name) for name in sorted(names)]
 
 
-@contextmanager
-def quiet_module_loggers(protocol: str, level: int = logging.ERROR) -> Iterator[None]:
+def quiet_module_loggers(protocol: str, level: int = logging.ERROR) -> ContextManager[None]:
     """:func:`quieted_module_loggers` set to ``level`` at least, for the ``with`` block."""
-    loggers = quieted_module_loggers(protocol)
+    return quiet_loggers(quieted_module_loggers(protocol), level)
+
+
+@contextmanager
+def quiet_loggers(loggers: list[logging.Logger], level: int) -> Iterator[None]:
+    """``loggers`` set to ``level`` at least, for the ``with`` block."""
     levels = [log.level for log in loggers]
     for log in loggers:
         log.setLevel(max(log.level, level))

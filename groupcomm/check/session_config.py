@@ -123,12 +123,10 @@ class SessionCheckConfig:
             raise ValueError("messages and ticks must be >= 0")
         if self.state_timeout is not None and self.state_timeout <= 0:
             raise ValueError("the state timeout must be > 0 seconds")
-        if self.registry not in REGISTRIES:
-            raise ValueError(f"registry {self.registry!r} is not one of "
-                             f"{', '.join(REGISTRIES)}")
-        if self.transfer not in TRANSFERS:
-            raise ValueError(f"state transfer {self.transfer!r} is not one of "
-                             f"{', '.join(TRANSFERS)}")
+        for what, value, known in (("registry", self.registry, REGISTRIES),
+                                   ("state transfer", self.transfer, TRANSFERS)):
+            if value not in known:
+                raise ValueError(f"{what} {value!r} is not one of {', '.join(known)}")
 
 
 @dataclass

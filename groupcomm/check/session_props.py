@@ -31,10 +31,9 @@ class SessionProperties:
 
     _epoch: int
     _owned: set[str]
-
-    def _live(self, world: World, conn: str) -> InProcessMember:
-        """``conn``'s member, set back to its state in ``world``."""
-        raise NotImplementedError
+    #: ``conn``'s member set back to its state in ``world``; what a frame carries, said
+    _live: Callable[[World, str], InProcessMember]
+    _describe: Callable[[bytes], str]
 
     # -- on every step ------------------------------------------------------------------
     def _learn(self, client: Client, change: str) -> None:
@@ -57,9 +56,6 @@ class SessionProperties:
             return
         raise Found("relay-order", f"{self._describe(frame)}, relayed by the server, reached "
                     f"{member.member} before it knew {sender} as a member")
-
-    def _describe(self, frame: bytes) -> str:
-        raise NotImplementedError
 
     def _judge_handed(self, world: World, client: Client, app: App) -> None:
         for message, had in app.handed:

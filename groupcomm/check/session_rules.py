@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcomm.check import client_state
+from groupcomm.check.config import quiet_loggers
 from groupcomm.check.plain_state import clone, freeze
 from groupcomm.check.session_config import (
     REGISTRIES,
@@ -502,12 +503,6 @@ def check_session(config: SessionCheckConfig,
     checker = SessionCheck(config)
     quiet = [logging.getLogger(n) for n in ("groupcomm.core", "groupcomm.protocol",
                                             "groupcomm.filters", "groupcomm.transport")]
-    levels = [q.level for q in quiet]
-    for q in quiet:
-        q.setLevel(logging.CRITICAL)
-    try:
+    with quiet_loggers(quiet, logging.CRITICAL):
         return search(checker, config, progress)
-    finally:
-        for q, level in zip(quiet, levels, strict=True):
-            q.setLevel(level)
 

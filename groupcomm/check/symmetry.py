@@ -81,11 +81,8 @@ class Symmetry:
     def _install(self, perm: tuple[int, ...]) -> int:
         names = self.model.names
         mapping = {names[i]: names[perm[i]] for i in range(self.n)}
-        inverse = [0] * self.n
-        for i, j in enumerate(perm):
-            inverse[j] = i
         self.perms.append(perm)
-        self.inverses.append(tuple(inverse))
+        self.inverses.append(_inverse(perm))
         self._renamings.append(Renaming(mapping, self.order, True, self.headers))
         self._snap_keys.append([{} for _ in range(self.n)])
         self._frames.append({})
@@ -123,12 +120,10 @@ class Symmetry:
         node = model.nodes[self.order[renaming.name(model.names[i])]]
         node.restore((clock, next_id, tuple(model.names), managers))
         if zero_controls or renaming.relabel is not None:
+            count = 0 if zero_controls else renaming.relabel[model.names[i]][0]
             for manager in node._shared.values():
                 if hasattr(manager, "control_count"):
-                    if zero_controls:
-                        manager.control_count = 0
-                    else:
-                        manager.control_count = renaming.relabel[model.names[i]][0]
+                    manager.control_count = count
         return node.snapshot()
 
     def _snap_key(self, index: int, i: int, snap_id: int) -> int:
@@ -164,9 +159,7 @@ class Symmetry:
         return found
 
     def _rename_truth(self, perm: tuple[int, ...], renaming: Renaming, entry: tuple) -> tuple:
-        inverse = [0] * self.n
-        for i, j in enumerate(perm):
-            inverse[j] = i
+        inverse = _inverse(perm)
         left, vc, sent, delivered = entry
         return (
             left,
@@ -299,3 +292,8 @@ class Symmetry:
         text = (f"{self.size} permutations of the process names" if self.size > 1
                 else "no process symmetry (control-message numbering still abstracted)")
         return text + (f"; {'; '.join(self.notes)}" if self.notes else "")
+
+
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes ``perm``."""
+    return tuple(sorted(range(len(perm)), key=perm.__getitem__))

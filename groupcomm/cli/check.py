@@ -26,6 +26,8 @@ from groupcomm.cli import args as cli_args
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
+    add_flags,
+    add_output_arguments,
     checked_module,
     ensure_trace_dir,
     run_main,
@@ -51,25 +53,21 @@ def build_parser() -> ArgumentParser:
                         help="application sends per process, destinations explored "
                         "(default 2); the session model: per start of a client, each to "
                         "every member it knows (default 1)")
-    parser.add_argument("--fifo-network", action="store_true",
-                        help="per-pair FIFO links (default: unordered, non-duplicating)")
-    parser.add_argument("--dfs", action="store_true", help="depth-first (default breadth-first)")
-    parser.add_argument("--reduce", action="store_true",
-                        help="hash compaction: keep 64-bit digests of visited states")
-    parser.add_argument("--symmetry", action="store_true",
-                        help="symmetry reduction: explore states that differ only in process "
-                        "names (and control-message numbering) once")
-    parser.add_argument("--por", action="store_true",
-                        help="partial-order reduction: in each state expand only the "
-                        "transitions of processes that the others can no longer send to, "
-                        "or one arrival of a control the module declares commuting (mfss' "
-                        "ACK; checked with the real filters) (a persistent set; same "
-                        "verdicts and terminal states); combines with --symmetry and --reduce")
-    parser.add_argument("--plain-visited", action="store_true",
-                        help="with --reduce: keep visited digests in a Python set and the "
-                        "frontier as objects (the default, breadth-first on an unordered "
-                        "network, is compact storage: 8-byte fingerprints in NumPy, the "
-                        "frontier packed and spilled to disk past half of --memory-budget)")
+    add_flags(
+        parser,
+        fifo_network="per-pair FIFO links (default: unordered, non-duplicating)",
+        dfs="depth-first (default breadth-first)",
+        reduce="hash compaction: keep 64-bit digests of visited states",
+        symmetry="symmetry reduction: explore states that differ only in process names (and "
+        "control-message numbering) once",
+        por="partial-order reduction: in each state expand only the transitions of processes "
+        "that the others can no longer send to, or one arrival of a control the module "
+        "declares commuting (mfss' ACK; checked with the real filters) (a persistent set; "
+        "same verdicts and terminal states); combines with --symmetry and --reduce",
+        plain_visited="with --reduce: keep visited digests in a Python set and the frontier "
+        "as objects (the default, breadth-first on an unordered network, is compact storage: "
+        "8-byte fingerprints in NumPy, the frontier packed and spilled to disk past half of "
+        "--memory-budget)")
     parser.add_argument("--memory-budget", type=float, default=4.0, metavar="GB",
                         help="compact storage: memory for the frontier before it goes to "
                         "disk is half of this (default 4)")
@@ -120,11 +118,10 @@ def build_parser() -> ArgumentParser:
                          help="seconds that may pass (heartbeat interval 1 s, timeout 1.5 s, "
                          "takeover wait 1 s): 1 lets heartbeats find a restarted server, 2 "
                          "allow false suspicions and takeovers")
-    session.add_argument("--server-restart", action="store_true",
-                         help="the server may restart once (what it had taken and not yet "
-                         "sent is lost)")
-    session.add_argument("--direct", action="store_true",
-                         help="frames go straight to members (they may overtake join notices)")
+    add_flags(session,
+              server_restart="the server may restart once (what it had taken and not yet "
+              "sent is lost)",
+              direct="frames go straight to members (they may overtake join notices)")
     session.add_argument("--registry", default="correct", choices=sorted(REGISTRIES),
                          help="the real registry, or a known-bad variant to catch")
     session.add_argument("--state", nargs="*", metavar="P",
@@ -138,37 +135,33 @@ def build_parser() -> ArgumentParser:
                          help="how long a newcomer waits for one member's snapshot before it "
                          "asks the next (default: longer than any run, so that a snapshot "
                          "that never comes is seen)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_arguments(parser)
     parser.add_argument("--trace-dir", metavar="DIR",
                         help="write the counterexample as <process>.jsonl trace files")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
 
-#: options of the plain model only: (attribute, default, flag)
-_PLAIN_ONLY = (("fifo_network", False, "--fifo-network"), ("dfs", False, "--dfs"),
-               ("reduce", False, "--reduce"), ("symmetry", False, "--symmetry"),
-               ("por", False, "--por"), ("plain_visited", False, "--plain-visited"),
-               ("checkpoint", None, "--checkpoint"), ("spill_dir", None, "--spill-dir"),
-               ("workload", None, "--workload"), ("destinations", "auto", "--destinations"),
-               ("bypass_refusal", False, "--bypass-refusal"), ("trace_dir", None, "--trace-dir"))
+#: options of the plain model only, and of the session model only
+_PLAIN_ONLY = ("fifo_network", "dfs", "reduce", "symmetry", "por", "plain_visited",
+               "checkpoint", "spill_dir", "workload", "destinations", "bypass_refusal",
+               "trace_dir")
+_SESSION_ONLY = ("session", "restart", "senders", "ticks", "server_restart", "direct",
+                 "registry", "state", "transfer", "state_timeout")
 
 
-def _session_model(args: argparse.Namespace) -> bool:
-    """Whether the arguments ask for the session model."""
-    return bool(args.session or args.restart or args.senders or args.ticks
-                or args.server_restart or args.direct or args.registry != "correct"
-                or args.state is not None or args.transfer != "correct"
-                or args.state_timeout is not None)
+def _given(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags of ``names`` given a value other than their default."""
+    defaults = build_parser()
+    return ["--" + name.replace("_", "-") for name in names
+            if getattr(args, name) != defaults.get_default(name)]
 
 
 def _run_session(args: argparse.Namespace) -> int:
     from groupcomm.check.session_rules import SessionCheckConfig, check_session
     from groupcomm.core.registry import get_module
 
-    given = [flag for attribute, default, flag in _PLAIN_ONLY
-             if getattr(args, attribute) != default]
+    given = _given(args, _PLAIN_ONLY)
     if given:
         raise CliError(f"groupcomm check: {', '.join(given)} belong(s) to the plain model; "
                        "the session model explores whole clients without them")
@@ -259,20 +252,15 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _body(args: argparse.Namespace) -> int:
-    from groupcomm.check import ConfigError, build_model, check, write_counterexample
-    from groupcomm.check.config import quiet_module_loggers
+    from groupcomm.check import ConfigError, check, write_counterexample
 
     setup_logging(args.verbose)
-    if _session_model(args):
+    if _given(args, _SESSION_ONLY):
         return _run_session(args)
     config = _config(args)
     ensure_trace_dir(args.trace_dir, "groupcomm check")
     try:
-        build_model(config)  # validate before searching (unknown protocol, bounds)
-        # the module's own loggers too, a plugin's included (the search quiets the
-        # built-in filters' only)
-        with quiet_module_loggers(config.protocol):
-            result = check(config, keep=cli_args.kept_until_exit)
+        result = check(config, keep=cli_args.kept_until_exit)  # (it quiets the module's loggers)
     except (ConfigError, ValueError) as error:
         raise CliError(f"groupcomm check: {error}") from None
     written = []
