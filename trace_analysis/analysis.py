@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -144,45 +145,41 @@ def analyze(trace_dir: str | Path, spark: SparkSession | None = None, master: st
         spark = get_spark(master, ship_packages)
     loaded = load(spark, directory, say=stage, loader=loader)
     seconds: dict[str, float] = {"load": round(loaded.seconds, 2)}
-    try:
+    with contextlib.ExitStack() as cached:  # unpersisted last in, first out
+        cached.callback(loaded.unpersist)
         mark = time.monotonic()
         tables = build_tables(loaded.events, stage, violations_limit, loaded.sends)
-        try:
-            checks = run_checks(tables, violations_limit, stage)
-            seconds["checks"] = round(time.monotonic() - mark, 2)
+        cached.callback(tables.unpersist)
+        checks = run_checks(tables, violations_limit, stage)
+        seconds["checks"] = round(time.monotonic() - mark, 2)
+        mark = time.monotonic()
+        lat = latency(tables.deliveries, checks.deliveries)
+        result = _assemble(directory, loaded, checks, lat, buffering(loaded.events))
+        endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
+        result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,
+                                            checks.undelivered))
+        result["abrupt_endings"] = endings.abrupt
+        result["open_traces"] = endings.open
+        releasing = [p for p, n in result["per_process"].items() if n.get("release")]
+        releases = read_releases(loaded.files, releasing,
+                                 lambda files, needle: _lines_with(spark, files, needle))
+        result["releases"] = len(releases)
+        result["released_deliveries"] = released_deliveries(tables.deliveries, releases)
+        seconds["metrics"] = round(time.monotonic() - mark, 2)
+        stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")
+        if violations_out is not None:
+            result["violations_out"] = str(write_violations(checks, violations_out))
+        if report_dir is not None:
             mark = time.monotonic()
-            lat = latency(tables.deliveries, checks.deliveries)
-            result = _assemble(directory, loaded, checks, lat, buffering(loaded.events))
-            endings = trace_endings(loaded.files, lambda file, size: read_tail(spark, file, size))
-            result.update(undelivered_by_ending(tables.sends, tables.deliveries, endings,
-                                                checks.undelivered))
-            result["abrupt_endings"] = endings.abrupt
-            result["open_traces"] = endings.open
-            releasing = [p for p, n in result["per_process"].items() if n.get("release")]
-            releases = read_releases(loaded.files, releasing,
-                                     lambda files, needle: _lines_with(spark, files, needle))
-            result["releases"] = len(releases)
-            result["released_deliveries"] = released_deliveries(tables.deliveries, releases)
-            seconds["metrics"] = round(time.monotonic() - mark, 2)
-            stage(f"measured latency, buffering and overhead ({seconds['metrics']:.1f} s)")
-            if violations_out is not None:
-                result["violations_out"] = str(write_violations(checks, violations_out))
-            if report_dir is not None:
-                mark = time.monotonic()
-                app_events = sum(p.get("send", 0) + p.get("deliver", 0)
-                                 for p in result["per_process"].values())
-                execution = (collect(loaded.events)
-                             if app_events <= SHIVIZ_MAX_EVENTS else None)
-                samples = _latency_samples(tables.deliveries, checks.deliveries)
-                missing = (undelivered_pairs(execution) if execution is not None
-                           else checks.undelivered_samples)
-                write_report(result, report_dir, samples, execution, missing, checks.triples)
-                seconds["report"] = round(time.monotonic() - mark, 2)
-                stage(f"report written to {report_dir} ({seconds['report']:.1f} s)")
-        finally:
-            tables.unpersist()
-    finally:
-        loaded.unpersist()
+            app_events = sum(p.get("send", 0) + p.get("deliver", 0)
+                             for p in result["per_process"].values())
+            execution = collect(loaded.events) if app_events <= SHIVIZ_MAX_EVENTS else None
+            samples = _latency_samples(tables.deliveries, checks.deliveries)
+            missing = (undelivered_pairs(execution) if execution is not None
+                       else checks.undelivered_samples)
+            write_report(result, report_dir, samples, execution, missing, checks.triples)
+            seconds["report"] = round(time.monotonic() - mark, 2)
+            stage(f"report written to {report_dir} ({seconds['report']:.1f} s)")
     seconds["total"] = round(time.monotonic() - started, 2)
     result["seconds"] = seconds
     if report_dir is not None:

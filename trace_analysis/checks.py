@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from trace_analysis.layout import OUTPUT_DDL as LAYOUT_DDL
 from trace_analysis.layout import SendLookup, lay_out, worker_lookup
 from trace_analysis.send_index import RAW_COLUMNS as RAW_SEND_COLUMNS
-from trace_analysis.send_index import SEND_DDL, index_sends, send_table_bytes
+from trace_analysis.send_index import SEND_DDL, SendIndex, index_sends, send_table_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,13 +27,11 @@ UNDELIVERED_SAMPLES = 20
 class Tables:
     """The DataFrames the checks and the metrics share (cached): ``sends`` (one row per
     message, :data:`SEND_DDL`) and ``deliveries`` (:data:`LAYOUT_DDL`); the send index
-    itself (Arrow) and its counts per protocol (messages, expected deliveries)."""
+    itself, and its table as broadcast to the workers."""
 
     sends: DataFrame
     deliveries: DataFrame
-    duplicate_sends: int
-    send_table: Any
-    send_counts: dict[str | None, tuple[int, int]]
+    index: SendIndex
     shipped: Any
 
     def unpersist(self) -> None:
@@ -65,7 +63,6 @@ class CheckResult:
         return self.per_protocol.setdefault(name, dict.fromkeys(
             ("causal_violations", "fifo_violations", "undelivered", "duplicates", "deliveries",
              "messages"), 0))
-
 
 
 def build_tables(events: DataFrame, say: Callable[[str], None], violations_limit: int,
@@ -101,8 +98,7 @@ def build_tables(events: DataFrame, say: Callable[[str], None], violations_limit
         .persist()
     )
     say(f"indexed {index.table.num_rows:,} sends ({len(index.senders)} senders)")
-    return Tables(sends, deliveries, index.duplicate_sends, index.table, index.per_protocol(),
-                  shipped)
+    return Tables(sends, deliveries, index, shipped)
 
 
 def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
@@ -113,7 +109,7 @@ def _undelivered_samples(tables: Tables) -> list[tuple[str, str]]:
 
     firsts = tables.deliveries.filter("pos = 1").select("p", "missing_msgs").collect()
     pairs = [(msg, row["p"]) for row in firsts for msg in row["missing_msgs"] or []]
-    sends = tables.send_table
+    sends = tables.index.table
     absent = (set(pc.unique(pc.list_flatten(sends.column("dests"))).drop_null().to_pylist())
               - {row["p"] for row in firsts})
     if absent:
@@ -160,9 +156,9 @@ def run_checks(tables: Tables, violations_limit: int, say: Callable[[str], None]
     """Every check over ``tables``; at most ``violations_limit`` triples are listed."""
     from pyspark.sql import functions as F
 
-    result = CheckResult(duplicate_sends=tables.duplicate_sends)
+    result = CheckResult(duplicate_sends=tables.index.duplicate_sends)
     expected: dict[str, int] = {}
-    for name, (messages, wanted) in tables.send_counts.items():
+    for name, (messages, wanted) in tables.index.per_protocol().items():
         result.messages += messages
         result.protocol(name)["messages"] += messages
         expected[name] = wanted

@@ -151,19 +151,18 @@ def _check(args: argparse.Namespace) -> None:
     elif args.trace_dir is None:
         raise cli.CliError(f"{prog}: TRACE_DIR is required (or --serve, --stop-server; "
                        f"see {prog} --help)")
-    if args.warm and args.no_server:
-        raise cli.CliError(f"{prog}: --warm and --no-server exclude each other")
-    if args.idle_timeout is not None:
-        if not (args.serve or args.warm):
-            raise cli.CliError(f"{prog}: --idle-timeout goes with --serve or --warm")
-        if args.idle_timeout < 0:
-            raise cli.CliError(f"{prog}: --idle-timeout must be >= 0 (0: never)")
-    if args.interval <= 0:
-        raise cli.CliError(f"{prog}: --interval must be > 0")
-    if args.violations_limit < 0:
-        raise cli.CliError(f"{prog}: --violations-limit must be >= 0")
-    if args.watch and scheme_of(args.trace_dir) not in (None, "file"):
-        raise cli.CliError(f"{prog}: --watch takes a local directory, not {args.trace_dir}")
+    idle = args.idle_timeout
+    for wrong, problem in (
+            (args.warm and args.no_server, "--warm and --no-server exclude each other"),
+            (idle is not None and not (args.serve or args.warm),
+             "--idle-timeout goes with --serve or --warm"),
+            (idle is not None and idle < 0, "--idle-timeout must be >= 0 (0: never)"),
+            (args.interval <= 0, "--interval must be > 0"),
+            (args.violations_limit < 0, "--violations-limit must be >= 0"),
+            (args.watch and scheme_of(args.trace_dir) not in (None, "file"),
+             f"--watch takes a local directory, not {args.trace_dir}")):
+        if wrong:
+            raise cli.CliError(f"{prog}: {problem}")
 
 
 def _note(message: str) -> None:

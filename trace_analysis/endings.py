@@ -117,28 +117,15 @@ def _writer(path: Path) -> tuple[int, str, float] | None:
     return None
 
 
-def _boot_time() -> float | None:
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def process_running(pid: int, since: float | None = None) -> bool:
     """Whether process ``pid`` of this host runs (not a zombie) and, when ``since`` (a
     wall-clock time) is given and readable, started no later than it (a later process
     that got the id again is not the one meant)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         pass  # someone else's process: it exists
-    except OSError:
+    except OSError:  # ProcessLookupError among them
         return False
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
@@ -147,8 +134,12 @@ def process_running(pid: int, since: float | None = None) -> bool:
         return True  # no /proc: the signal test is all there is
     if fields[0] in ("Z", "X"):
         return False  # killed, not yet reaped
-    boot = _boot_time()
-    if since is None or boot is None:
+    if since is None:
+        return True
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(float(line.split()[1]) for line in handle if line.startswith("btime "))
+    except (OSError, StopIteration):
         return True
     started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     return started <= since + _START_SLACK
@@ -289,11 +280,9 @@ def undelivered_by_ending(sends: Any, deliveries: Any, endings: Endings,
                           undelivered: int) -> dict[str, int]:
     """The ``undelivered`` pairs by :meth:`Endings.classify` (Spark frames: the send
     table and the laid-out deliveries)."""
-    counts = dict.fromkeys(UNDELIVERED_KINDS, 0)
-    counts["undelivered_present"] = undelivered
     opened, gone = sorted(endings.open), sorted(endings.departed())
     if not undelivered or not (opened or gone):
-        return counts
+        return {**dict.fromkeys(UNDELIVERED_KINDS[:3], 0), "undelivered_present": undelivered}
     from pyspark.sql import functions as F
 
     def among(column: str, names: list[str]) -> Any:
@@ -304,17 +293,12 @@ def undelivered_by_ending(sends: Any, deliveries: Any, endings: Endings,
     involved = among("p", opened + gone) | among("sender", opened + gone)
     missing = pairs.filter(involved).distinct().join(reached, ["msg", "p"], "left_anti")
     still = among("p", opened) | among("sender", opened)
-    row = missing.agg(
-        F.sum(still.cast("long")).alias("open"),
-        F.sum((~still & among("p", gone)).cast("long")).alias("to"),
-        F.sum((~still & ~among("p", gone)).cast("long")).alias("from"),
-    ).first()
-    counts["undelivered_open"] = int(row["open"] or 0)
-    counts["undelivered_to_departed"] = int(row["to"] or 0)
-    counts["undelivered_from_departed"] = int(row["from"] or 0)
-    counts["undelivered_present"] = undelivered - sum(
-        counts[k] for k in UNDELIVERED_KINDS[:3])
-    return counts
+    kinds = UNDELIVERED_KINDS[:3]  # open, to departed, from departed
+    parts = (still, ~still & among("p", gone), ~still & ~among("p", gone))
+    row = missing.agg(*[F.sum(part.cast("long")).alias(kind)
+                        for part, kind in zip(parts, kinds, strict=True)]).first()
+    counts = {kind: int(row[kind] or 0) for kind in kinds}
+    return {**counts, "undelivered_present": undelivered - sum(counts.values())}
 
 
 def released_deliveries(deliveries: Any, releases: Sequence[Release]) -> int:

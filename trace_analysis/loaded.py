@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
-TRACE_PATTERNS = tuple(f"*{suffix}" for suffix in TRACE_SUFFIXES)
 #: columns of :attr:`Loaded.events`
 EVENT_COLUMNS = ("file", "blk", "rid") + FIELDS
 #: the events pass 2 keeps (everything else is only counted)
@@ -79,8 +78,8 @@ def list_trace_files(trace_dir: str | Path) -> list[Path]:
 
 
 def trace_files_in(directory: Path) -> list[Path]:
-    return sorted({p for pattern in TRACE_PATTERNS for p in directory.glob(pattern)
-                   if p.is_file()})
+    return sorted(p for p in directory.iterdir() if p.name.endswith(TRACE_SUFFIXES)
+                  and p.is_file())
 
 
 def add_counts(counts: dict[tuple, list[int]], rows: list[Any]) -> None:
@@ -144,10 +143,7 @@ class RemoteFile:
     @property
     def stem(self) -> str:
         """The name without its trace suffix (the process, when nothing else says)."""
-        for suffix in TRACE_SUFFIXES:
-            if self.name.endswith(suffix):
-                return self.name[: -len(suffix)]
-        return self.name
+        return self.name.removesuffix(".gz").removesuffix(".jsonl")
 
 
 def _filesystem(spark: SparkSession, uri: str) -> tuple[Any, Any]:

@@ -100,15 +100,13 @@ def latency(deliveries: DataFrame, expected_rows: int) -> dict[str | None, dict[
         rows = _local_by_protocol(frame, "ms")
     else:
         rows = _by_protocol(frame, "ms", [])
-    out = {key: {**_distribution(row), "deliveries": row["n"],
-                 "before_send": before.get(key, 0) if key is not OVERALL
-                 else sum(before.values())}
+    if before:
+        before[OVERALL] = sum(before.values())
+    out = {key: {**_distribution(row), "deliveries": row["n"], "before_send": before.get(key, 0)}
            for key, row in rows.items()}
     nothing = _distribution({"pct": None, "mean": None, "max": None})
-    for protocol, count in before.items():  # protocols whose every latency was negative
-        out.setdefault(protocol, {**nothing, "deliveries": 0, "before_send": count})
-    if before and OVERALL not in out:
-        out[OVERALL] = {**nothing, "deliveries": 0, "before_send": sum(before.values())}
+    for key, count in before.items():  # protocols whose every latency was negative
+        out.setdefault(key, {**nothing, "deliveries": 0, "before_send": count})
     return out
 
 

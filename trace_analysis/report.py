@@ -68,21 +68,18 @@ def plot_latency(samples: Mapping[str, Sequence[float]], path: Path) -> Path:
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    positive = True
-    for name, values in sorted(samples.items()):
-        if not len(values):
-            continue
-        data = np.sort(np.asarray(values, dtype=float))
-        positive = positive and bool(data[0] > 0)
+    drawn = {name: np.sort(np.asarray(values, dtype=float))
+             for name, values in sorted(samples.items()) if len(values)}
+    for name, data in drawn.items():
         ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post",
                 label=f"{name} (n={len(data):,})")
-    if positive and samples and any(len(v) for v in samples.values()):
+    if drawn and all(data[0] > 0 for data in drawn.values()):
         ax.set_xscale("log")
     ax.set_xlabel("send → deliver latency (ms)")
     ax.set_ylabel("fraction of deliveries")
     ax.set_title("latency distribution per protocol")
     ax.grid(True, alpha=0.3)
-    if any(len(v) for v in samples.values()):
+    if drawn:
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no deliveries", ha="center", transform=ax.transAxes)
@@ -119,9 +116,7 @@ def write_report(result: dict[str, Any], directory: str | Path,
     ``execution`` is None for a run over :data:`SHIVIZ_MAX_EVENTS`."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    files: dict[str, str] = {}
-    for path in write_tables(result, out):
-        files[path.stem] = str(path)
+    files = {path.stem: str(path) for path in write_tables(result, out)}
     files["violations"] = str(_write_csv(
         out / "violations.csv", ["process", "delivered_first", "delivered_second", "fifo"],
         [[t["process"], t["delivered_first"], t["delivered_second"], t["fifo"]]
@@ -201,19 +196,17 @@ def shiviz_lines(execution: Execution) -> list[str]:
     lines: list[str] = []
     remaining = sum(len(q) for q in queues.values())
     while remaining:
-        progressed = False
+        done = remaining
         for process, queue in queues.items():
             while heads[process] < len(queue):
                 event = queue[heads[process]]
-                waiting = (event.event == "deliver" and event.msg in logged_sends
-                           and event.msg not in send_clock)
-                if waiting:
+                if (event.event == "deliver" and event.msg in logged_sends
+                        and event.msg not in send_clock):
                     break
                 _log_event(event, clocks[process], send_clock, lines)
                 heads[process] += 1
                 remaining -= 1
-                progressed = True
-        if not progressed:
+        if remaining == done:
             # a delivery recorded before its send (clock skew in a broken trace): log the
             # earliest blocked delivery without the merge rather than give up
             process = min((p for p in queues if heads[p] < len(queues[p])),

@@ -371,19 +371,15 @@ class AnalysisServer:
             return
         send({"hello": self._hello()})
         op = message.get("op")
-        if op == "ping":
-            return
         if op == "stop":
             send({"stopped": True})
             self.stopping.set()
-            return
-        if op != "analyze":
+        elif op not in ("ping", "analyze"):
             send({"error": f"unknown op {op!r}", "kind": "protocol"})
-            return
-        if message.get("fingerprint") != self.fingerprint:
+        elif op == "analyze" and message.get("fingerprint") != self.fingerprint:
             send({"error": "the server runs other code than the client", "kind": "stale"})
-            return
-        self._run_analysis(message.get("request") or {}, send)
+        elif op == "analyze":
+            self._run_analysis(message.get("request") or {}, send)
 
     def _run_analysis(self, request: dict[str, Any], send: Callable[[dict], None]) -> None:
         lost = threading.Event()

@@ -121,8 +121,15 @@ class _Simulation:
         self.t += self.rng.random() * 0.0001
         return self.t
 
+    def _line(self, p: int, event: str, msg: str, sender: str, rest: str = "",
+              ts: float | None = None) -> None:
+        """Write one line of ``p``'s trace (at the next tick unless ``ts`` is given)."""
+        ts = self._tick() if ts is None else ts
+        self.out.add(p, f'{{"ts":{ts:.7f},{self.head[p]}"{event}",{self.proto},"msg":"{msg}",'
+                        f'"sender":"{sender}"{rest}}}\n')
+
     def send(self, p: int) -> None:
-        rng, n = self.rng, self.n
+        rng, n, names = self.rng, self.n, self.names
         shape = rng.random()
         if shape < 0.5:
             dests = [rng.randrange(n - 1)]
@@ -134,7 +141,7 @@ class _Simulation:
         else:
             dests = [i for i in range(n) if i != p or shape > 0.9]
         self.next_id[p] += 1
-        msg = f"{self.names[p]}#{self.next_id[p]}"
+        msg = f"{names[p]}#{self.next_id[p]}"
         clock = self.vc[p]
         clock[p] += 1
         snapshot = tuple(clock)
@@ -142,42 +149,30 @@ class _Simulation:
         eager = self.spec.protocol == "cykas" and rng.random() < 0.2
         kind = "eager" if eager else "normal"
         size = _meta_bytes(self.spec.protocol, n, eager)
-        sender = self.names[p]
-        names = self.names
         dests_json = ",".join(f'"{names[d]}"' for d in dests)
-        self.out.add(p, (
-            f'{{"ts":{ts:.7f},{self.head[p]}"send",{self.proto},"msg":"{msg}",'
-            f'"sender":"{sender}","dests":[{dests_json}],"vc":{self.vc_format % snapshot}}}\n'))
+        self._line(p, "send", msg, names[p],
+                   f',"dests":[{dests_json}],"vc":{self.vc_format % snapshot}', ts)
         for d in dests:
-            ts = self._tick()
-            self.out.add(p, (
-                f'{{"ts":{ts:.7f},{self.head[p]}"network_send",{self.proto},"msg":"{msg}",'
-                f'"sender":"{sender}","kind":"{kind}","meta_bytes":{size},"to":"{names[d]}"}}\n'))
+            self._line(p, "network_send", msg, names[p],
+                       f',"kind":"{kind}","meta_bytes":{size},"to":"{names[d]}"')
             self.queues[d].append((msg, p, snapshot, kind))
 
     def deliver(self, p: int, message: tuple, twice: bool = False) -> None:
         msg, s, snapshot, kind = message
         rng = self.rng
-        ts = self._tick()
         sender = self.names[s]
-        head = self.head[p]
-        self.out.add(p, (f'{{"ts":{ts:.7f},{head}"receive",{self.proto},"msg":"{msg}",'
-                         f'"sender":"{sender}","kind":"{kind}"}}\n'))
+        self._line(p, "receive", msg, sender, f',"kind":"{kind}"')
         if rng.random() < 0.1:
-            self.out.add(p, (f'{{"ts":{ts:.7f},{head}"buffer",{self.proto},"msg":"{msg}",'
-                             f'"sender":"{sender}"}}\n'))
+            self._line(p, "buffer", msg, sender, ts=self.t)
             self.t += rng.random() * 0.005
-            self.out.add(p, (f'{{"ts":{self._tick():.7f},{head}"unbuffer",{self.proto},'
-                             f'"msg":"{msg}","sender":"{sender}"}}\n'))
+            self._line(p, "unbuffer", msg, sender)
         clock = self.vc[p]
         for _ in range(2 if twice else 1):
             for k, value in enumerate(snapshot):
                 if value > clock[k]:
                     clock[k] = value
             clock[p] += 1
-            self.out.add(p, (
-                f'{{"ts":{self._tick():.7f},{head}"deliver",{self.proto},"msg":"{msg}",'
-                f'"sender":"{sender}","vc":{self.vc_format % tuple(clock)}}}\n'))
+            self._line(p, "deliver", msg, sender, f',"vc":{self.vc_format % tuple(clock)}')
         if self.acks:
             self._control(p, s, "ack", msg)
             if kind == "eager":
@@ -187,13 +182,9 @@ class _Simulation:
         self.next_id[src] += 1
         cid = f"{self.names[src]}#{self.next_id[src]}"
         src_name, dst_name = self.names[src], self.names[dst]
-        self.out.add(src, (
-            f'{{"ts":{self._tick():.7f},{self.head[src]}"control_send",{self.proto},'
-            f'"msg":"{cid}","sender":"{src_name}","kind":"{kind}","meta_bytes":12,'
-            f'"to":"{dst_name}","about":"{about}"}}\n'))
-        self.out.add(dst, (
-            f'{{"ts":{self._tick():.7f},{self.head[dst]}"control_receive",{self.proto},'
-            f'"msg":"{cid}","sender":"{src_name}","kind":"{kind}","about":"{about}"}}\n'))
+        self._line(src, "control_send", cid, src_name,
+                   f',"kind":"{kind}","meta_bytes":12,"to":"{dst_name}","about":"{about}"')
+        self._line(dst, "control_receive", cid, src_name, f',"kind":"{kind}","about":"{about}"')
 
     def _anomaly(self, p: int, which: str) -> bool:
         """Inject one anomaly at ``p`` if its queue allows; True when done."""
