@@ -107,10 +107,10 @@ class Pending:
                 run.tag, run.sum = None, 0
                 if run in dead:
                     candidates.add(run)
-                # a tombstone before it may have been kept for it (as a marker)
-                before = blocks.neighbour(run, -1)
-                if before is not None and before in dead:
-                    candidates.add(before)
+                if dead:  # a tombstone before it may have been kept for it (a marker)
+                    before = blocks.neighbour(run, -1)
+                    if before is not None and before in dead:
+                        candidates.add(before)
             if isinstance(entry, Run):
                 ids.chain(entry, blocks, touched)
         blocks.thin(touched)  # chaining may have emptied blocks
