@@ -141,7 +141,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--causality", action="append", metavar="NAME",
                         help="module(s) for the communicator run (repeatable; default "
                         "matrix and cykas)")
-    parser.add_argument("--collect-every", type=int, default=50, metavar="N")
+    parser.add_argument("--collect-every", type=int, default=None, metavar="N",
+                        help="collect every N edits (default 50; with a concurrent "
+                        "--trace, every N operations each replica applies, default 64, "
+                        "0: never)")
     parser.add_argument("--plot", metavar="PNG", help="draw the characters kept over time")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds for each run (default 120; with --trace, 1800)")
@@ -155,9 +158,12 @@ def build_parser() -> ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
-    if args.edits < 1 or args.local_edits < 100 or args.collect_every < 1:
+    if args.collect_every is None and not args.trace:
+        args.collect_every = 50
+    if args.edits < 1 or args.local_edits < 100 or (
+            args.collect_every is not None and args.collect_every < (0 if args.trace else 1)):
         raise CliError("groupcomm text-bench: --edits >= 1, --local-edits >= 100 and "
-                       "--collect-every >= 1")
+                       "--collect-every >= 1 (>= 0 with --trace)")
     if args.timeout is not None and not args.timeout > 0:
         raise CliError(f"groupcomm text-bench: --timeout is a number of seconds > 0, got "
                        f"{args.timeout:g}")

@@ -30,7 +30,10 @@ TRACE_HELP = (
     "repository (github.com/josephg/editing-traces: {startContent, endContent, txns: "
     "[{patches: [[position, deleted, inserted], ...]}]}, plain or gzip), e.g. "
     "sequential_traces/automerge-paper.json.gz from that repository (nothing is "
-    "downloaded); then only the trace is measured")
+    "downloaded); then only the trace is measured. A trace in its concurrent_traces "
+    "format (txns with parents and agent, e.g. clownschool.json.gz) is replayed into one "
+    "replica per agent, without collection and collecting every --collect-every "
+    "operations (default 64, 0: never), each replica's final text checked")
 #: edits at the start and at the end of a trace whose cost per edit is compared
 WINDOW = 10_000
 AUTHOR = "u"
@@ -66,7 +69,8 @@ class Trace:
             at += inserted
 
 
-def read_trace(path: str) -> Trace:
+def load_trace(path: str) -> Any:
+    """A trace file's JSON (plain or gzip); ``CliError`` saying what is wrong."""
     prog = "groupcomm text-bench"
     try:
         raw = Path(path).read_bytes()
@@ -78,6 +82,13 @@ def read_trace(path: str) -> Trace:
         data = json.loads(raw)
     except (OSError, EOFError, ValueError) as error:
         raise CliError(f"{prog}: {path} is not a (gzipped) JSON trace: {error}") from None
+    return data
+
+
+def read_trace(path: str, data: Any = None) -> Trace:
+    prog = "groupcomm text-bench"
+    if data is None:
+        data = load_trace(path)
     if not isinstance(data, dict) or not {"endContent", "txns"} <= set(data):
         raise CliError(f"{prog}: {path}: expected an object with endContent and txns (the "
                        "sequential_traces format)")
@@ -374,7 +385,12 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    trace = read_trace(args.trace)
+    data = load_trace(args.trace)
+    from groupcomm.apps.text_concurrent import is_concurrent, run_concurrent
+
+    if is_concurrent(data):
+        return run_concurrent(args, data)
+    trace = read_trace(args.trace, data)
     skipped = why_not_pycrdt(trace)
     kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]
     if skipped:

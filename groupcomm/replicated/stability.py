@@ -10,33 +10,44 @@ from groupcomm.core.messages import Tag
 
 class Stability:
     """Per member, the merge of the tags of its operations delivered here; a tag is
-    stable when every current member's entry covers it."""
+    stable when every current member's entry covers it, that is when the *frontier*
+    (per entry, the least any current member's merge holds) covers it."""
 
     def __init__(self, me: str, members: Iterable[str]) -> None:
         self.me = me
         self.members = set(members) | {me}
         self._seen: dict[str, dict[str, int]] = {m: {} for m in self.members}
+        self._frontier: dict[str, int] | None = None  # None: to be worked out again
 
     def delivered(self, sender: str, tag: Tag) -> None:
         """An operation of ``sender`` with ``tag`` took effect here (own ones too)."""
+        clock = tag.clock
         for who in {sender, self.me}:
             seen = self._seen.setdefault(who, {})
-            for k, v in tag.clock.items():
+            for k, v in clock.items():
                 if seen.get(k, 0) < v:
                     seen[k] = v
+                    self._frontier = None
 
     def member_joined(self, member: str) -> None:
         self.members.add(member)
         self._seen.setdefault(member, {})
+        self._frontier = None
 
     def member_left(self, member: str) -> None:
         self.members.discard(member)
         self._seen.pop(member, None)
+        self._frontier = None
+
+    def frontier(self) -> dict[str, int]:
+        """Per entry, the least that every current member's merge covers (kept until a
+        delivery or a membership change moves it)."""
+        if self._frontier is None:
+            seens = [self._seen.get(m, {}) for m in self.members]
+            self._frontier = {k: min(seen.get(k, 0) for seen in seens)
+                              for k in set().union(*seens)}
+        return self._frontier
 
     def is_stable(self, tag: Tag) -> bool:
-        clock = tag.clock
-        for member in self.members:
-            seen = self._seen.get(member, {})
-            if any(seen.get(k, 0) < v for k, v in clock.items()):
-                return False
-        return True
+        frontier = self.frontier()
+        return all(frontier.get(k, 0) >= v for k, v in tag.clock.items())

@@ -9,7 +9,7 @@ from typing import Any
 
 from groupcomm.core.messages import Tag
 from groupcomm.replicated.blocks import BlockList
-from groupcomm.replicated.collection import collect_stable
+from groupcomm.replicated.collection import Pending
 from groupcomm.replicated.ids import IdIndex
 from groupcomm.replicated.runs import STABLE, Run, check_int, op_kind
 from groupcomm.replicated.stability import Stability
@@ -30,9 +30,8 @@ class TextSequence:
     def __init__(self) -> None:
         self._blocks = BlockList()
         self._ids = IdIndex()
-        #: insert id -> tag, for inserts not known to be causally stable yet
-        self._unstable: dict[str, Tag] = {}
-        self._tombs: set[Run] = set()
+        #: the operations and tombstones collection waits for
+        self._pending = Pending()
         self._visible = 0
         self._total = 0
 
@@ -77,6 +76,7 @@ class TextSequence:
         kind = op_kind(op, ("insert", "delete"), 3 if inserting else 2)
         if kind == "delete":
             self._delete(op[1], tag)
+            self._pending.applied(tag.clock, tag, None)
             return
         _, after, text = op
         if not isinstance(text, str) or not text:
@@ -91,7 +91,8 @@ class TextSequence:
             found = ids.locate(after)
             if found is None:
                 raise ValueError(f"insert after {after}, which has not been inserted here")
-        total = sum(tag.clock.values())
+        clock = tag.clock
+        total = sum(clock.values())
         stamp = (total, op_id)
         blocks = self._blocks.blocks
         if found is None:
@@ -121,7 +122,7 @@ class TextSequence:
         self._visible += len(text)
         self._total += len(text)
         ids.ops[op_id] = run
-        self._unstable[op_id] = tag
+        self._pending.applied(clock, tag, op_id)
 
     def _delete(self, target: Any, tag: Tag) -> None:
         ids = (target,) if isinstance(target, str) else target
@@ -159,7 +160,7 @@ class TextSequence:
             if first > run.start:
                 run = self._split(run, first - run.start)
             run.deleted = tag
-            self._tombs.add(run)
+            self._pending.deleted(tag, run)
             self._visible -= len(run.text)
             self._blocks.hidden(run)
 
@@ -173,7 +174,7 @@ class TextSequence:
         runs.insert(runs.index(run) + 1, right)
         self._ids.add_piece(run, right)
         if right.deleted is not None:
-            self._tombs.add(right)
+            self._pending.split(run, right)
         return right
 
     def visible_length(self) -> int:
@@ -250,7 +251,7 @@ class TextSequence:
     def collect(self, stability: Stability) -> int:
         """Forget what causal stability makes useless (docs/replicated.md); returns how
         many tombstones went."""
-        dropped = collect_stable(self._unstable, self._tombs, self._ids, self._blocks, stability)
+        dropped = self._pending.collect(self._ids, self._blocks, stability)
         self._total -= dropped
         return dropped
 
@@ -275,16 +276,19 @@ class TextSequence:
 
     def _load(self, rows: list[RunRow]) -> None:
         built: list[Run] = []
+        unstable: dict[str, Tag] = {}  # an insert's runs share its tag
+        tombs: list[Run] = []
         first = self._blocks.blocks[0]
         for op, start, chars, inserted, deleted, chain in rows:
             total = 0 if inserted is None else sum(inserted.clock.values())
             run = Run(op, start, chars, total, inserted, deleted, first, chain)
             built.append(run)
             if deleted is not None:
-                self._tombs.add(run)
+                tombs.append(run)
             else:
                 self._visible += len(chars)
             self._total += len(chars)
             if inserted is not None and not chain:
-                self._unstable[op] = inserted
+                unstable[op] = inserted
         self._blocks.load(self._ids.load(built))
+        self._pending.load(list(unstable.items()), tombs)
