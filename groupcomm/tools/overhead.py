@@ -172,18 +172,14 @@ def _hand_over(out: list[SentMessage], to: ProtocolNode) -> tuple[float, float]:
     return packed - start, clock() - packed
 
 
+@_paused_gc()
 def measure_pipeline(module: str, messages: int) -> dict[str, float]:
     """``--pipeline``: CPU µs per message of the sending and the receiving side of
     ``module``'s own code: two nodes in one process, batches of :data:`BATCH` packed into
     frame bodies and back, each side's CPU summed apart. Signing, sockets and wake-ups
     are left out for every module alike, so the differences are the modules' own (and
     sender-side modules get each ACK at once: their CPU, not their round trip)."""
-    gc.collect()
-    with _paused_gc():
-        return _measure(module, messages)
-
-
-def _measure(module: str, messages: int) -> dict[str, float]:
+    gc.collect()  # works with the collector paused
     sender, receiver, sender_out, receiver_out, delivered = _pair(module)
     # the join's own control traffic (vector's bases) settles before the clock starts
     while sender_out or receiver_out:
