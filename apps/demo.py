@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
     return found
 
 
+@dataclass
 class Run:
     """One scenario under one module: processes, traces, deliveries."""
 
@@ -93,14 +94,12 @@ class Run:
     delay_ms = DELAY_MS
     quit_line = "/quit"
 
-    def __init__(self, scenario: Scenario, causality: str, workdir: Path, trace_dir: Path,
-                 timeout: float) -> None:
-        self.scenario = scenario
-        self.causality = causality
-        self.workdir = workdir
-        self.trace_dir = trace_dir
-        self.timeout = timeout
-        self.people: dict[str, LineProcess] = {}
+    scenario: Scenario
+    causality: str
+    workdir: Path
+    trace_dir: Path
+    timeout: float
+    people: dict[str, LineProcess] = field(default_factory=dict)
 
     def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
         extra = ["--delay", f"carol={self.delay_ms}"] if name == "alice" else []

@@ -111,11 +111,8 @@ def _run(args: argparse.Namespace) -> int:
         shared.on_change = screen.refresh
         status = StatusLog(screen.refresh)
         screen.status_log = status
-    if args.verbose == 0 and not args.batch:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            root.removeHandler(handler)  # the terminal belongs to the editor
-        root.addHandler(status)
+        if args.verbose == 0:  # the terminal belongs to the editor
+            logging.getLogger().handlers[:] = [status]
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,

@@ -344,9 +344,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
         raise cli.CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
                        "--round-trips >= 1")
-    acknowledged = cli.checked_module(waits_for_acknowledgements, args.causality,
-                                  "groupcomm bench", warn=False)
-    cli.warn_if_known_bad(get_module(args.causality), "groupcomm bench")
+    acknowledged = cli.checked_module(get_module, args.causality,
+                                      "groupcomm bench").acknowledged_sends
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
         raise cli.CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
@@ -369,15 +368,10 @@ def _run(args: argparse.Namespace) -> int:
                                           compress=COMPRESS[args.compress_frames]))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
-
-    def least(runs: list[dict[str, Any]], side: str) -> float:
-        return min(r[f"{side}_cpu_us"] for r in runs)  # the least disturbed run
-
-    cpu = {
-        "baseline": {side: round(least(raw_runs, side), 2) for side in ("sender", "receiver")},
-        "communicator": {side: round(least(comm_runs, side), 2)
-                         for side in ("sender", "receiver")},
-    }
+    # each side's CPU in the least disturbed run
+    cpu = {name: {side: round(min(r[f"{side}_cpu_us"] for r in runs), 2)
+                  for side in ("sender", "receiver")}
+           for name, runs in (("baseline", raw_runs), ("communicator", comm_runs))}
     cpu_ratio = max(cpu["baseline"].values()) / max(max(cpu["communicator"].values()), 1e-9)
     result = {
         "messages": args.messages,
