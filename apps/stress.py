@@ -261,9 +261,9 @@ class StressRun:
             for name, peer in group.peers.items():
                 if name in sent or name in self.killed:
                     continue
-                done = [e for e in list(peer.events) if e.get("event") == "burst_done"]
+                done = next((e for e in list(peer.events) if e.get("event") == "burst_done"), None)
                 if done:
-                    sent[name] = done[0]["sent"]
+                    sent[name] = done["sent"]
             if len(sent) + len(self.killed - set(sent)) >= len(self.names):
                 # kills scheduled after the senders finished still happen
                 pending = [w for n, w in self.args.kill if n not in self.killed]

@@ -197,11 +197,8 @@ class Simulation:
         proc = self.procs[source]
         proc.nic.append(Frame(source, dest, item, size))
         if not proc.nic_busy:
-            self._start_nic(proc)
-
-    def _start_nic(self, proc: _Proc) -> None:
-        proc.nic_busy = True
-        self._push(self.now + proc.nic[0].size / self._byte_rate, _NIC_DONE, proc)
+            proc.nic_busy = True
+            self._push(self.now + size / self._byte_rate, _NIC_DONE, proc)
 
     def delivered(self, name: str, payload: Any) -> None:
         """The application of ``name`` got a message (called by the stack)."""

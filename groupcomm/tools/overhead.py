@@ -369,12 +369,9 @@ def _run(args: argparse.Namespace) -> int:
         cpu = base.get((row["processes"], row["messages_per_process"]))
         row["cpu_extra_us"] = None if cpu is None else round(row["cpu_us_per_message"] - cpu, 1)
     ordered = ["none", *[m for m in modules if m != "none"]]
-    pipeline: list[dict[str, Any]] = []
-    if args.pipeline:
-        pipeline = measure_pipelines(ordered, args.pipeline, args.repeat)
-    throughput: list[dict[str, Any]] = []
-    if args.throughput:
-        throughput = measure_throughput(ordered, args.throughput, args.repeat)
+    pipeline = measure_pipelines(ordered, args.pipeline, args.repeat) if args.pipeline else []
+    throughput = (measure_throughput(ordered, args.throughput, args.repeat)
+                  if args.throughput else [])
     if args.json:
         print(json.dumps({"overhead": rows, "pipeline": pipeline, "throughput": throughput}))
         return 0
