@@ -278,22 +278,16 @@ def run_communicator(count: int, size: int, causality: str = "none",
     with ``timeline``, also where one message's time goes (``critical_path``, see
     :mod:`groupcomm.tools.critical_path`); ``compress``: the communicators'
     ``compress_frames`` (None: their default for the routing)."""
-    from groupcomm.tools.procs import ServerProcess
-    from groupcomm.transport.keys import write_new_key
+    from groupcomm.tools.procs import ProcessGroup
 
-    with tempfile.TemporaryDirectory() as workdir:
-        key_file = Path(workdir) / "bench.key"
-        write_new_key(key_file)
-        server = ServerProcess(key_file)
-        member = (server.address, str(key_file), causality, routing, compress)
+    with tempfile.TemporaryDirectory() as workdir, ProcessGroup(Path(workdir)) as group:
+        assert group.server is not None
+        member = (group.server.address, str(group.key_file), causality, routing, compress)
         ready_q, result_q, cpu_q = _SPAWN.Queue(), _SPAWN.Queue(), _SPAWN.Queue()
-        try:
-            received_at, sent_by = _pair(
-                _comm_receiver, (member, ready_q, result_q, count, timeline), ready_q,
-                _comm_sender, lambda _: (member, count, size, cpu_q, timeline),
-                lambda: (result_q.get(timeout=600), cpu_q.get(timeout=600)), ready_timeout=60)
-        finally:
-            server.terminate()
+        received_at, sent_by = _pair(
+            _comm_receiver, (member, ready_q, result_q, count, timeline), ready_q,
+            _comm_sender, lambda _: (member, count, size, cpu_q, timeline),
+            lambda: (result_q.get(timeout=600), cpu_q.get(timeout=600)), ready_timeout=60)
     first, last, received, receiver_cpu, receiver_timeline = received_at
     sender_cpu, sender_timeline = sent_by
     if received < count:
