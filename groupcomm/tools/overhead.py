@@ -71,9 +71,8 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
                     net.deliver(rng.randrange(len(net.in_flight)))
         net.run(rng)
         cpu = time.process_time() - start
-    app = meta = copies = 0
+    app = meta = copies = control_bytes = 0
     control: Counter[str] = Counter()
-    control_bytes = 0
     for record in net.records:
         event = record["event"]
         if event == "send":

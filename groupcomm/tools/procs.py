@@ -214,8 +214,8 @@ class ProcessGroup:
         assert self.server is not None
         peer = PeerProcess(name, self.server.address, self.key_file, **options)
         self.peers[name] = peer
-        peer.wait_for(lambda e: e.get("event") in ("ready", "bye"), what="ready")
-        if not any(e.get("event") == "ready" for e in peer.events):
+        first = peer.wait_for(lambda e: e.get("event") in ("ready", "bye"), what="ready")
+        if first["event"] != "ready":
             raise ProcessError(f"{name} did not join: {peer.stderr_tail()}")
         return peer
 
