@@ -14,15 +14,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import groupcomm.cli.args as cli
 from groupcomm.core.registry import available_modules, get_module
 from groupcomm.replicated import unsupported_reason
-from groupcomm.tools.procs import LineProcess, ProcessError, ServerProcess
-from groupcomm.transport.keys import write_new_key
+from groupcomm.tools.procs import LineProcess, ProcessError, ProcessGroup
 
 PEOPLE = ("alice", "bob", "carol")
 DELAY_MS = 1000
@@ -85,6 +84,7 @@ def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
     return found
 
 
+@dataclass
 class Run:
     """One scenario under one module: processes, traces, deliveries."""
 
@@ -93,39 +93,35 @@ class Run:
     delay_ms = DELAY_MS
     quit_line = "/quit"
 
-    def __init__(self, scenario: Scenario, causality: str, workdir: Path, trace_dir: Path,
-                 timeout: float) -> None:
-        self.scenario = scenario
-        self.causality = causality
-        self.workdir = workdir
-        self.trace_dir = trace_dir
-        self.timeout = timeout
-        self.people: dict[str, LineProcess] = {}
+    scenario: Scenario
+    causality: str
+    workdir: Path
+    trace_dir: Path
+    timeout: float
+    people: dict[str, LineProcess] = field(default_factory=dict)
 
-    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
+    def _start_person(self, name: str, group: ProcessGroup) -> LineProcess:
+        assert group.server is not None
         extra = ["--delay", f"carol={self.delay_ms}"] if name == "alice" else []
         person = LineProcess(name, [
             sys.executable, "-m", *self.app, "--name", name, "--session", "demo",
-            "--server", server.address, "--key-file", str(key_file), "--causality",
-            self.causality, "--trace-dir", str(self.trace_dir), *extra])
+            "--server", group.server.address, "--key-file", str(group.key_file),
+            "--causality", self.causality, "--trace-dir", str(self.trace_dir), *extra])
         self.people[name] = person
         return person
 
     def execute(self) -> dict[str, Any]:
         """Run the scenario; returns what the table shows of it (:meth:`_outcome`)."""
-        key_file = self.workdir / "session.key"
-        write_new_key(key_file)
-        server = ServerProcess(key_file)
-        try:
-            for name in PEOPLE:
-                self._start_person(name, server, key_file)
-            self._await_members()
-            self._play()
-            self._finish()
-        finally:
-            for person in self.people.values():
-                person.quit(self.quit_line)
-            server.terminate()
+        with ProcessGroup(self.workdir) as group:
+            try:
+                for name in PEOPLE:
+                    self._start_person(name, group)
+                self._await_members()
+                self._play()
+                self._finish()
+            finally:
+                for person in self.people.values():
+                    person.quit(self.quit_line)
         return self._outcome()
 
     def _await_members(self) -> None:
@@ -179,8 +175,8 @@ class TextRun(Run):
     delay_ms = TEXT_DELAY_MS
     quit_line = "quit"
 
-    def _start_person(self, name: str, server: ServerProcess, key_file: Path) -> LineProcess:
-        person = super()._start_person(name, server, key_file)
+    def _start_person(self, name: str, group: ProcessGroup) -> LineProcess:
+        person = super()._start_person(name, group)
         person.wait_line(lambda s: " joined demo with causality" in s, self.timeout,
                          "its join")
         return person
@@ -342,8 +338,7 @@ def _run(args: argparse.Namespace) -> int:
     # removed when the demo succeeds
     spark_log: Path | None = None
     if not args.no_analysis:
-        if keep:
-            base.mkdir(parents=True, exist_ok=True)
+        if keep:  # base exists: ensure_trace_dir made it
             spark_log = base / "spark.log"
         else:
             handle, name = tempfile.mkstemp(prefix="groupcomm-demo-spark-", suffix=".log")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from groupcomm.apps.session_options import add_session_arguments, session_options
@@ -91,10 +91,9 @@ def _run(args: argparse.Namespace) -> int:
                        "--allow-divergence to watch them diverge)")
     warn_if_known_bad(get_module(module), prog)
     seed = None
-    if args.file and os.path.exists(args.file):
+    if args.file and Path(args.file).exists():
         try:
-            with open(args.file, encoding="utf-8") as source:
-                seed = source.read()
+            seed = Path(args.file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise CliError(f"{prog}: cannot read --file {args.file}: {error}") from None
     if not args.batch and (not sys.stdin.isatty() or not sys.stdout.isatty()):
@@ -111,11 +110,8 @@ def _run(args: argparse.Namespace) -> int:
         shared.on_change = screen.refresh
         status = StatusLog(screen.refresh)
         screen.status_log = status
-    if args.verbose == 0 and not args.batch:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            root.removeHandler(handler)  # the terminal belongs to the editor
-        root.addHandler(status)
+        if args.verbose == 0:  # the terminal belongs to the editor
+            logging.getLogger().handlers[:] = [status]
     try:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,

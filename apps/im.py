@@ -429,9 +429,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     screen = ChatScreen(args.name, out)
     root = logging.getLogger()
     if args.verbose == 0:  # warnings as chat lines, not timestamped records among them
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        root.addHandler(ScreenLogHandler(screen))
+        root.handlers[:] = [ScreenLogHandler(screen)]
     elif terminal:
         # the log goes above the input line too
         for handler in root.handlers:

@@ -28,10 +28,7 @@ def is_terminal(stdin: TextIO, stdout: TextIO) -> bool:
 def read_piped(stream: TextIO, handle: LineHandler) -> None:
     """Hand ``handle`` each line of ``stream`` (any length) until it returns False or
     the stream ends."""
-    while True:
-        line = stream.readline()
-        if not line:
-            return
+    for line in iter(stream.readline, ""):
         if not handle(line.rstrip("\r\n")):
             return
 

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from groupcomm.core.causality import CausalityError
@@ -148,8 +149,7 @@ class SharedText:
     def save(self, path: str) -> int:
         """Write the text (the pending run included) to ``path``; returns its length."""
         value = self.view()[0]
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(value)
+        Path(path).write_text(value, encoding="utf-8")
         return len(value)
 
 

@@ -127,7 +127,7 @@ class StressRun:
             self.plan = [(0.5, "join", self.late), (1.0, "leave", leaver),
                          (1.5, "kill", restarted), (2.0, "freeze", frozen),
                          (2.5, "restart", restarted), (3.0, "resume", frozen)]
-        self._broadcast_only = False
+        self._broadcast_only = get_module(args.causality).broadcast_only
 
     def filters(self) -> list[str]:
         specs = []
@@ -142,8 +142,6 @@ class StressRun:
 
     def execute(self) -> dict[str, Any]:
         args = self.args
-
-        self._broadcast_only = get_module(args.causality).broadcast_only
         server_extra = (["--heartbeat-timeout", str(CHURN_HEARTBEAT_TIMEOUT)]
                         if args.churn else [])
         with ProcessGroup(self.workdir, server_extra=server_extra) as group:
@@ -263,9 +261,9 @@ class StressRun:
             for name, peer in group.peers.items():
                 if name in sent or name in self.killed:
                     continue
-                done = [e for e in list(peer.events) if e.get("event") == "burst_done"]
+                done = next((e for e in list(peer.events) if e.get("event") == "burst_done"), None)
                 if done:
-                    sent[name] = done[0]["sent"]
+                    sent[name] = done["sent"]
             if len(sent) + len(self.killed - set(sent)) >= len(self.names):
                 # kills scheduled after the senders finished still happen
                 pending = [w for n, w in self.args.kill if n not in self.killed]
@@ -307,12 +305,10 @@ class StressRun:
     def _stats(self, peers: dict[str, PeerProcess]) -> dict[str, dict[str, Any]]:
         out = {}
         for name, peer in peers.items():
-            if name in self.killed:
-                continue
-            before = len([e for e in peer.events if e.get("event") == "stats"])
-            peer.command(op="stats")
-            event = peer.wait_count("stats", before + 1, timeout=30)[-1]
-            out[name] = event
+            if name not in self.killed:
+                before = sum(e.get("event") == "stats" for e in peer.events)
+                peer.command(op="stats")
+                out[name] = peer.wait_count("stats", before + 1, timeout=30)[-1]
         return out
 
     def _expected(self, sent: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:

@@ -4,6 +4,7 @@ into pycrdt, each in a subprocess of its own (BENCHMARKS.md, "A real editing tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import gzip
@@ -176,12 +177,10 @@ def _reset_peak_memory() -> int:
     the peak so far stays); returns the resident set size now. Peak RSS, as tracemalloc
     would not see pycrdt's Rust allocations."""
     gc.collect()
-    try:
-        # memory freed before goes back to the system, so that neither replay is
-        # measured in pages it found already mapped
+    # memory freed before goes back to the system, so that neither replay is measured in
+    # pages it found already mapped
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
     try:
         Path("/proc/self/clear_refs").write_text("5")
         return _proc_status("VmRSS")

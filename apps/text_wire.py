@@ -101,11 +101,10 @@ def yjs_bytes(logs: Sequence[Sequence[Sequence[Any]]], seed: int) -> dict[str, A
                     if other != who:
                         other_doc.apply_update(update)
     keystrokes = sum(len(log) for log in logs)
-    same = len({str(t) for t in texts}) == 1
     return {"updates": len(sizes), "update_bytes": sum(sizes),
             "bytes_per_keystroke": round(sum(sizes) / max(1, keystrokes), 1),
             "bytes_per_update": round(sum(sizes) / max(1, len(sizes)), 1),
-            "identical": same}
+            "identical": len({str(t) for t in texts}) == 1}
 
 
 def keystroke_times(chars: int, keys: int = 60, window: float = DEFAULT_WINDOW) -> dict[str, float]:

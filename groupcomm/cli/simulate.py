@@ -65,10 +65,9 @@ def _run(args: argparse.Namespace) -> int:
     # (CausalityError, ProtocolViolation: e.g. vector refusing unicasts)
     except (SimulationError, WorkloadError, CausalityError, ProtocolViolation) as error:
         raise CliError(f"{PROG} run: {error}") from None
-    if args.trace_dir:
-        sim.write_traces(args.trace_dir)
     data = result.as_dict()
     if args.trace_dir:
+        sim.write_traces(args.trace_dir)
         data["trace_dir"] = args.trace_dir
     if args.json:
         print(json.dumps(data, sort_keys=True))
@@ -105,10 +104,7 @@ def _figure(args: argparse.Namespace) -> int:
             args.figure, args.out, scale=scale, jobs=args.jobs, spark=args.spark,
             master=args.master, progress=figures.stderr_progress(f"figure {args.figure}"),
         )
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except Exception as error:
+    except Exception as error:  # (Ctrl-C outside the grid: run_main says "interrupted", 130)
         from trace_analysis.session import SparkUnavailableError
 
         if isinstance(error, SparkUnavailableError):

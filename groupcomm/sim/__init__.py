@@ -4,15 +4,7 @@ the matrix protocol for large runs and the paper's figures (``groupcomm simulate
 model: docs/sim_results.md).
 """
 
-from groupcomm.sim.engine import SimConfig, SimResult, Simulation, SimulationError, simulate
-from groupcomm.sim.workload import (
-    PlannedSend,
-    Workload,
-    WorkloadError,
-    load_script,
-    random_workload,
-    script_from_dict,
-)
+from groupcomm.sim.engine import SimConfig, Simulation, SimulationError, simulate
+from groupcomm.sim.workload import script_from_dict
 
-__all__ = ["PlannedSend", "SimConfig", "SimResult", "Simulation", "SimulationError", "Workload",
-           "WorkloadError", "load_script", "random_workload", "script_from_dict", "simulate"]
+__all__ = ["SimConfig", "Simulation", "SimulationError", "script_from_dict", "simulate"]

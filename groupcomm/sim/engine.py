@@ -17,7 +17,6 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -165,7 +164,6 @@ class Simulation:
         self.eager_messages = 0
         self.job_starts: list[float] = []
         self.last_activity = 0.0
-        self.events = 0
         self.engine = self._choose_engine()
         self.stack: Stack = (MatrixModelStack(self) if self.engine == "model"
                              else RealStack(self))
@@ -199,11 +197,8 @@ class Simulation:
         proc = self.procs[source]
         proc.nic.append(Frame(source, dest, item, size))
         if not proc.nic_busy:
-            self._start_nic(proc)
-
-    def _start_nic(self, proc: _Proc) -> None:
-        proc.nic_busy = True
-        self._push(self.now + proc.nic[0].size / self._byte_rate, _NIC_DONE, proc)
+            proc.nic_busy = True
+            self._push(self.now + size / self._byte_rate, _NIC_DONE, proc)
 
     def delivered(self, name: str, payload: Any) -> None:
         """The application of ``name`` got a message (called by the stack)."""
@@ -243,13 +238,8 @@ class Simulation:
             self.stack.app_send(head)
 
     # -- running ----------------------------------------------------------------------------
-    def run(self, *, max_events: int | None = None,
-            progress: Callable[[float, int], None] | None = None) -> SimResult:
-        """Run until nothing is left to happen; returns the measurements.
-
-        ``progress(now, events)`` is called about every 100,000 events. Raises
-        :class:`SimulationError` past ``max_events``.
-        """
+    def run(self) -> SimResult:
+        """Run until nothing is left to happen; returns the measurements."""
         if self._ran:
             raise SimulationError("a Simulation runs once; build a new one")
         self._ran = True
@@ -291,12 +281,6 @@ class Simulation:
                     self._start_job(arg)
                 else:
                     self._wake(arg)
-            if events % 100_000 == 0:
-                if progress is not None:
-                    progress(when, events)
-                if max_events is not None and events >= max_events:
-                    raise SimulationError(f"still running after {events} events")
-        self.events = events
         wall = time.perf_counter() - started
         unsent = sum(len(p.plan) for p in self.procs.values())
         stuck = unsent + self.stack.held()

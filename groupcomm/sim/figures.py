@@ -117,14 +117,9 @@ def grid(figure: int, scale: str = "full") -> list[dict[str, Any]]:
 
 
 # -- running ----------------------------------------------------------------------------------
-def config_of(run: dict[str, Any]) -> SimConfig:
-    """The :class:`SimConfig` a run dict describes (labels ignored)."""
-    return SimConfig(**{k: v for k, v in run.items() if k in _CONFIG_FIELDS})
-
-
 def run_one(run: dict[str, Any]) -> dict[str, Any]:
     """Simulate one run dict; returns it merged with the result (plain data only)."""
-    result, _ = simulate(config_of(run))
+    result, _ = simulate(SimConfig(**{k: v for k, v in run.items() if k in _CONFIG_FIELDS}))
     row = dict(run)
     row.update(result.as_dict())
     row["ratio"] = round(row["processes"] / row["bandwidth_kbps"], 6)

@@ -208,17 +208,12 @@ class MatrixModelStack:
 
     def _drain(self, i: int, name: str, delivered: list[_ModelMessage]) -> None:
         buffer = self.buffers[i]
-        progress = True
-        while progress and buffer:
-            progress = False
-            for index, message in enumerate(buffer):
-                if self._deliverable(i, message):
-                    del buffer[index]
-                    if self.tracing:
-                        self._trace(name, "unbuffer", message)
-                    self._deliver(i, message, delivered)
-                    progress = True
-                    break
+        while (index := next((k for k, m in enumerate(buffer) if self._deliverable(i, m)),
+                             None)) is not None:
+            message = buffer.pop(index)
+            if self.tracing:
+                self._trace(name, "unbuffer", message)
+            self._deliver(i, message, delivered)
 
     def held(self) -> int:
         return sum(len(b) for b in self.buffers)

@@ -14,7 +14,7 @@ import pickle
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,7 @@ def _raw_receiver(address_q: Any, result_q: Any, count: int, key: bytes) -> None
         received += 1
         if received == 1:
             first, cpu_first = time.perf_counter(), time.process_time()
-    result_q.put(("raw", first, time.perf_counter(), received,
-                  time.process_time() - cpu_first))
+    result_q.put((first, time.perf_counter(), received, time.process_time() - cpu_first))
     socket.close(linger=0)
 
 
@@ -74,23 +73,38 @@ def _measured(count: int, first: float, last: float, received: int, receiver_cpu
     }
 
 
+#: the start method of every measured process: a fresh interpreter, nothing inherited
+_SPAWN = mp.get_context("spawn")
+
+
+def _pair(first: Any, first_args: tuple, ready_q: Any, second: Any,
+          second_args: Callable[[Any], tuple], collect: Callable[[], Any],
+          ready_timeout: float = 30) -> Any:
+    """Start ``first``; once it puts what ``second`` needs on ``ready_q``, start
+    ``second`` with ``second_args(that)``; returns ``collect()``. Both are reaped."""
+    one = _SPAWN.Process(target=first, args=first_args)
+    one.start()
+    two = None
+    try:
+        ready = ready_q.get(timeout=ready_timeout)
+        two = _SPAWN.Process(target=second, args=second_args(ready))
+        two.start()
+        return collect()
+    finally:
+        _reap(two, one)
+
+
 def run_raw(count: int, size: int) -> dict[str, float]:
     """Rate and CPU per message of the plain pyzmq baseline."""
-    ctx = mp.get_context("spawn")
     key = os.urandom(32)
-    address_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    receiver = ctx.Process(target=_raw_receiver, args=(address_q, result_q, count, key))
-    receiver.start()
-    sender = None
-    try:
-        address = address_q.get(timeout=30)
-        sender = ctx.Process(target=_raw_sender, args=(address, count, size, key, cpu_q))
-        sender.start()
-        _, first, last, received, receiver_cpu = result_q.get(timeout=300)
-        sender_cpu = cpu_q.get(timeout=60)
-    finally:
-        _reap(sender, receiver)
-    return _measured(count, first, last, received, receiver_cpu, sender_cpu)
+    address_q, result_q, cpu_q = _SPAWN.Queue(), _SPAWN.Queue(), _SPAWN.Queue()
+
+    def collect() -> dict[str, float]:
+        first, last, received, receiver_cpu = result_q.get(timeout=300)
+        return _measured(count, first, last, received, receiver_cpu, cpu_q.get(timeout=60))
+
+    return _pair(_raw_receiver, (address_q, result_q, count, key), address_q, _raw_sender,
+                 lambda address: (address, count, size, key, cpu_q), collect)
 
 
 def _reap(*processes: Any) -> None:
@@ -142,16 +156,22 @@ def _receiver(pull: Any, polled: bool) -> Any:
     return recv
 
 
-def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes, polled: bool) -> None:
+def _ends(ready_q: Any, peer: Callable[[], str], polled: bool) -> tuple[Any, Any, Any]:
+    """A PULL socket bound to a free port (its address put on ``ready_q``), a PUSH
+    connected to ``peer()``, and the PULL's ``recv`` (:func:`_receiver`)."""
     import zmq
 
     context = zmq.Context.instance()
     pull = context.socket(zmq.PULL)
     port = pull.bind_to_random_port("tcp://127.0.0.1")
-    address_q.put(f"tcp://127.0.0.1:{port}")
+    ready_q.put(f"tcp://127.0.0.1:{port}")
     push = context.socket(zmq.PUSH)
-    push.connect(peer_q.get(timeout=30))
-    recv = _receiver(pull, polled)
+    push.connect(peer())
+    return push, pull, _receiver(pull, polled)
+
+
+def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes, polled: bool) -> None:
+    push, pull, recv = _ends(address_q, lambda: peer_q.get(timeout=30), polled)
     for _ in range(exchanges):
         message = _opened(key, recv())
         push.send(_signed(key, {"ack": message["seq"]}))
@@ -161,15 +181,7 @@ def _ponger(address_q: Any, peer_q: Any, exchanges: int, key: bytes, polled: boo
 
 def _pinger(address: str, peer_q: Any, result_q: Any, count: int, size: int,
             key: bytes, polled: bool) -> None:
-    import zmq
-
-    context = zmq.Context.instance()
-    pull = context.socket(zmq.PULL)
-    port = pull.bind_to_random_port("tcp://127.0.0.1")
-    peer_q.put(f"tcp://127.0.0.1:{port}")
-    push = context.socket(zmq.PUSH)
-    push.connect(address)
-    recv = _receiver(pull, polled)
+    push, pull, recv = _ends(peer_q, lambda: address, polled)
     start = 0.0
     for i in range(ROUND_TRIP_WARMUP + count):
         if i == ROUND_TRIP_WARMUP:
@@ -186,21 +198,12 @@ def run_round_trip(count: int, size: int, polled: bool = False) -> float:
     """The mean time, in seconds, of one plain pyzmq request/response between two
     processes (signed pickle each way); ``polled``: each side waits in a ``zmq.Poller``
     instead of a blocking ``recv``."""
-    ctx = mp.get_context("spawn")
     key = os.urandom(32)
-    address_q, peer_q, result_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    exchanges = ROUND_TRIP_WARMUP + count
-    ponger = ctx.Process(target=_ponger, args=(address_q, peer_q, exchanges, key, polled))
-    pinger = None
-    ponger.start()
-    try:
-        address = address_q.get(timeout=30)
-        pinger = ctx.Process(target=_pinger,
-                             args=(address, peer_q, result_q, count, size, key, polled))
-        pinger.start()
-        return float(result_q.get(timeout=300))
-    finally:
-        _reap(pinger, ponger)
+    address_q, peer_q, result_q = _SPAWN.Queue(), _SPAWN.Queue(), _SPAWN.Queue()
+    return _pair(_ponger, (address_q, peer_q, ROUND_TRIP_WARMUP + count, key, polled),
+                 address_q, _pinger,
+                 lambda address: (address, peer_q, result_q, count, size, key, polled),
+                 lambda: float(result_q.get(timeout=300)))
 
 
 def waits_for_acknowledgements(causality: str) -> bool:
@@ -209,12 +212,17 @@ def waits_for_acknowledgements(causality: str) -> bool:
     return get_module(causality).acknowledged_sends
 
 
-def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, count: int,
-                   causality: str, routing: str, timeline: bool = False,
-                   compress: bool | None = None) -> None:
-    import threading
-
+def _member(name: str, server: str, key_file: str, causality: str, routing: str,
+            compress: bool | None) -> Any:
     from groupcomm.transport.communicator import Communicator
+
+    return Communicator(name, "bench", server=server, key_file=key_file, routing=routing,
+                        causality=causality, connection=Connection(compress_frames=compress))
+
+
+def _comm_receiver(member: tuple, ready_q: Any, result_q: Any, count: int,
+                   timeline: bool) -> None:
+    import threading
 
     done = threading.Event()
     state = {"n": 0, "first": 0.0, "last": 0.0, "cpu_first": 0.0, "cpu": 0.0}
@@ -228,9 +236,7 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
             state["cpu"] = time.process_time() - state["cpu_first"]
             done.set()
 
-    with Communicator(
-        "receiver", "bench", server=server, key_file=key_file, routing=routing,
-        causality=causality, connection=Connection(compress_frames=compress)) as comm:
+    with _member("receiver", *member) as comm:
         comm.add_message_listener(on_message)
         if timeline:
             comm.frame_timeline = []
@@ -241,18 +247,12 @@ def _comm_receiver(server: str, key_file: str, ready_q: Any, result_q: Any, coun
         while comm.frame_timeline is not None and time.monotonic() < deadline and not (
                 comm.frame_timeline and comm.frame_timeline[-1][0] == "sent"):
             time.sleep(0.01)
-        result_q.put(("comm", state["first"], state["last"], state["n"], state["cpu"],
+        result_q.put((state["first"], state["last"], state["n"], state["cpu"],
                       list(comm.frame_timeline or ())))
 
 
-def _comm_sender(server: str, key_file: str, count: int, size: int, causality: str,
-                 routing: str, cpu_q: Any, timeline: bool = False,
-                 compress: bool | None = None) -> None:
-    from groupcomm.transport.communicator import Communicator
-
-    with Communicator(
-        "sender", "bench", server=server, key_file=key_file, routing=routing,
-        causality=causality, connection=Connection(compress_frames=compress)) as comm:
+def _comm_sender(member: tuple, count: int, size: int, cpu_q: Any, timeline: bool) -> None:
+    with _member("sender", *member) as comm:
         deadline = time.monotonic() + 30
         while "receiver" not in comm.members and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -278,32 +278,18 @@ def run_communicator(count: int, size: int, causality: str = "none",
     with ``timeline``, also where one message's time goes (``critical_path``, see
     :mod:`groupcomm.tools.critical_path`); ``compress``: the communicators'
     ``compress_frames`` (None: their default for the routing)."""
-    from groupcomm.tools.procs import ServerProcess
-    from groupcomm.transport.keys import write_new_key
+    from groupcomm.tools.procs import ProcessGroup
 
-    ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory() as workdir:
-        key_file = Path(workdir) / "bench.key"
-        write_new_key(key_file)
-        server = ServerProcess(key_file)
-        ready_q, result_q, cpu_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
-        receiver = ctx.Process(target=_comm_receiver, args=(
-            server.address, str(key_file), ready_q, result_q, count, causality, routing,
-            timeline, compress))
-        sender = None
-        try:
-            receiver.start()
-            ready_q.get(timeout=60)
-            sender = ctx.Process(target=_comm_sender, args=(
-                server.address, str(key_file), count, size, causality, routing, cpu_q,
-                timeline, compress))
-            sender.start()
-            _, first, last, received, receiver_cpu, receiver_timeline = result_q.get(
-                timeout=600)
-            sender_cpu, sender_timeline = cpu_q.get(timeout=600)
-        finally:
-            _reap(sender, receiver)
-            server.terminate()
+    with tempfile.TemporaryDirectory() as workdir, ProcessGroup(Path(workdir)) as group:
+        assert group.server is not None
+        member = (group.server.address, str(group.key_file), causality, routing, compress)
+        ready_q, result_q, cpu_q = _SPAWN.Queue(), _SPAWN.Queue(), _SPAWN.Queue()
+        received_at, sent_by = _pair(
+            _comm_receiver, (member, ready_q, result_q, count, timeline), ready_q,
+            _comm_sender, lambda _: (member, count, size, cpu_q, timeline),
+            lambda: (result_q.get(timeout=600), cpu_q.get(timeout=600)), ready_timeout=60)
+    first, last, received, receiver_cpu, receiver_timeline = received_at
+    sender_cpu, sender_timeline = sent_by
     if received < count:
         raise RuntimeError(f"only {received}/{count} messages arrived")
     result: dict[str, Any] = _measured(count, first, last, received, receiver_cpu, sender_cpu)
@@ -352,9 +338,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.messages < 2 or args.repeat < 1 or args.size < 0 or args.round_trips < 1:
         raise cli.CliError("groupcomm bench: --messages >= 2, --repeat >= 1, --size >= 0, "
                        "--round-trips >= 1")
-    acknowledged = cli.checked_module(waits_for_acknowledgements, args.causality,
-                                  "groupcomm bench", warn=False)
-    cli.warn_if_known_bad(get_module(args.causality), "groupcomm bench")
+    acknowledged = cli.checked_module(get_module, args.causality,
+                                      "groupcomm bench").acknowledged_sends
     round_trip = args.round_trip == "yes" or args.round_trip == "auto" and acknowledged
     if args.critical_path and not acknowledged:
         raise cli.CliError(f"groupcomm bench: --critical-path needs a module whose senders wait "
@@ -377,15 +362,10 @@ def _run(args: argparse.Namespace) -> int:
                                           compress=COMPRESS[args.compress_frames]))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
-
-    def least(runs: list[dict[str, Any]], side: str) -> float:
-        return min(r[f"{side}_cpu_us"] for r in runs)  # the least disturbed run
-
-    cpu = {
-        "baseline": {side: round(least(raw_runs, side), 2) for side in ("sender", "receiver")},
-        "communicator": {side: round(least(comm_runs, side), 2)
-                         for side in ("sender", "receiver")},
-    }
+    # each side's CPU in the least disturbed run
+    cpu = {name: {side: round(min(r[f"{side}_cpu_us"] for r in runs), 2)
+                  for side in ("sender", "receiver")}
+           for name, runs in (("baseline", raw_runs), ("communicator", comm_runs))}
     cpu_ratio = max(cpu["baseline"].values()) / max(max(cpu["communicator"].values()), 1e-9)
     result = {
         "messages": args.messages,

@@ -122,7 +122,8 @@ class LocalNetwork:
         def transmit(message: SentMessage, dests: tuple[str, ...]) -> None:
             body = next(pack_envelopes([message], 1 << 24))
             for dest in dests:
-                self._in_flight(source, dest, message, codec.seal(encoder.wrap((dest,), body)))
+                sealed = codec.seal(encoder.wrap((dest,), body))
+                self.in_flight.append(InFlight(source, dest, message, sealed))
 
         return transmit
 
@@ -130,9 +131,6 @@ class LocalNetwork:
         self.deliveries[name].append(message)
         for reaction in self.reactions[name]:
             reaction(self, name, message)
-
-    def _in_flight(self, source: str, dest: str, message: SentMessage, sealed: bytes) -> None:
-        self.in_flight.append(InFlight(source, dest, message, sealed))
 
     # -- the members' carrier -----------------------------------------------------------------
     def command(self, member: InProcessMember, frame: bytes) -> None:
@@ -144,7 +142,7 @@ class LocalNetwork:
 
     def push(self, member: InProcessMember, dest: str, frame: bytes,
              message: SentMessage) -> None:
-        self._in_flight(message.sender, dest, message, frame)
+        self.in_flight.append(InFlight(message.sender, dest, message, frame))
 
     def _pump(self, hold: Iterable[str] = ()) -> None:
         """Carry frames to the server and its answers to the processes until none is
@@ -262,14 +260,10 @@ class LocalNetwork:
         """Indices into :attr:`in_flight` that may arrive next (FIFO links: heads only)."""
         if not self.fifo_links:
             return list(range(len(self.in_flight)))
-        seen: set[tuple[str, str]] = set()
-        heads = []
+        heads: dict[tuple[str, str], int] = {}  # the first frame of each link
         for index, frame in enumerate(self.in_flight):
-            pair = (frame.source, frame.dest)
-            if pair not in seen:
-                seen.add(pair)
-                heads.append(index)
-        return heads
+            heads.setdefault((frame.source, frame.dest), index)
+        return list(heads.values())
 
     def deliver(self, index: int = 0) -> InFlight:
         """Let in-flight frame ``index`` arrive at its destination."""

@@ -71,9 +71,8 @@ def measure_overhead(module: str, processes: int, messages: int, seed: int = 1) 
                     net.deliver(rng.randrange(len(net.in_flight)))
         net.run(rng)
         cpu = time.process_time() - start
-    app = meta = copies = 0
+    app = meta = copies = control_bytes = 0
     control: Counter[str] = Counter()
-    control_bytes = 0
     for record in net.records:
         event = record["event"]
         if event == "send":
@@ -172,18 +171,14 @@ def _hand_over(out: list[SentMessage], to: ProtocolNode) -> tuple[float, float]:
     return packed - start, clock() - packed
 
 
+@_paused_gc()
 def measure_pipeline(module: str, messages: int) -> dict[str, float]:
     """``--pipeline``: CPU µs per message of the sending and the receiving side of
     ``module``'s own code: two nodes in one process, batches of :data:`BATCH` packed into
     frame bodies and back, each side's CPU summed apart. Signing, sockets and wake-ups
     are left out for every module alike, so the differences are the modules' own (and
     sender-side modules get each ACK at once: their CPU, not their round trip)."""
-    gc.collect()
-    with _paused_gc():
-        return _measure(module, messages)
-
-
-def _measure(module: str, messages: int) -> dict[str, float]:
+    gc.collect()  # works with the collector paused
     sender, receiver, sender_out, receiver_out, delivered = _pair(module)
     # the join's own control traffic (vector's bases) settles before the clock starts
     while sender_out or receiver_out:
@@ -373,12 +368,9 @@ def _run(args: argparse.Namespace) -> int:
         cpu = base.get((row["processes"], row["messages_per_process"]))
         row["cpu_extra_us"] = None if cpu is None else round(row["cpu_us_per_message"] - cpu, 1)
     ordered = ["none", *[m for m in modules if m != "none"]]
-    pipeline: list[dict[str, Any]] = []
-    if args.pipeline:
-        pipeline = measure_pipelines(ordered, args.pipeline, args.repeat)
-    throughput: list[dict[str, Any]] = []
-    if args.throughput:
-        throughput = measure_throughput(ordered, args.throughput, args.repeat)
+    pipeline = measure_pipelines(ordered, args.pipeline, args.repeat) if args.pipeline else []
+    throughput = (measure_throughput(ordered, args.throughput, args.repeat)
+                  if args.throughput else [])
     if args.json:
         print(json.dumps({"overhead": rows, "pipeline": pipeline, "throughput": throughput}))
         return 0

@@ -138,16 +138,12 @@ class PeerProcess(_Child):
                  extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> None:
         # wrapper: a command the peer runs under, e.g. ``ip netns exec NS``
         argv = [*wrapper, sys.executable, "-m", "groupcomm.tools.peer", "--name", name,
-                "--server", server, "--key-file", str(key_file), "--session", session]
-        for spec in filters:
-            argv += ["--filter", spec]
-        if causality:
-            argv += ["--causality", causality]
-        if direct:
-            argv.append("--direct")
-        if trace_dir:
-            argv += ["--trace-dir", trace_dir]
-        super().__init__(name, [*argv, *extra])
+                "--server", server, "--key-file", str(key_file), "--session", session,
+                *(arg for spec in filters for arg in ("--filter", spec)),
+                *(["--causality", causality] if causality else []),
+                *(["--direct"] if direct else []),
+                *(["--trace-dir", trace_dir] if trace_dir else []), *extra]
+        super().__init__(name, argv)
         self.events: list[dict[str, Any]] = self._output
 
     def _parse(self, line: str) -> dict[str, Any]:
@@ -218,8 +214,8 @@ class ProcessGroup:
         assert self.server is not None
         peer = PeerProcess(name, self.server.address, self.key_file, **options)
         self.peers[name] = peer
-        peer.wait_for(lambda e: e.get("event") in ("ready", "bye"), what="ready")
-        if not any(e.get("event") == "ready" for e in peer.events):
+        first = peer.wait_for(lambda e: e.get("event") in ("ready", "bye"), what="ready")
+        if first["event"] != "ready":
             raise ProcessError(f"{name} did not join: {peer.stderr_tail()}")
         return peer
 

@@ -337,4 +337,3 @@ class SesForgetsPairsModule(SesModule):
     description = ("KNOWN BAD (example plugin): ses whose receivers do not take on the pairs "
                    "of what they deliver; a reaction overtakes its cause through a third party")
     known_bad = True
-    symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
