@@ -326,6 +326,7 @@ class SesModule(CausalityModule):
     manager_class = SesManager
     description = ("causal unicast/multicast with vector times and (destination, time) "
                    "pairs (Schiper-Eggli-Sandoz; example plugin)")
+    # (flags are read from the class itself: a variant restates what it shares)
     symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
 
 
@@ -337,3 +338,5 @@ class SesForgetsPairsModule(SesModule):
     description = ("KNOWN BAD (example plugin): ses whose receivers do not take on the pairs "
                    "of what they deliver; a reaction overtakes its cause through a third party")
     known_bad = True
+    # (flags are read from the class itself: a variant restates what it shares)
+    symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
