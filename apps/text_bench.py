@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
-from groupcomm.apps.text_trace import TRACE_HELP, run_trace, say
+from groupcomm.apps.text_concurrent import is_concurrent, run_concurrent
+from groupcomm.apps.text_trace import TRACE_HELP, load_trace, run_trace, say
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -171,7 +172,10 @@ def _run(args: argparse.Namespace) -> int:
     for module in modules:
         checked_module(get_module, module, "groupcomm text-bench")
     if args.trace:
-        return run_trace(args)
+        data = load_trace(args.trace)
+        if is_concurrent(data):
+            return run_concurrent(args, data)
+        return run_trace(args, data)
 
     say(f"recording a {args.local_edits}-edit session of three editors, twice...")
     collected = record_session(args.local_edits, args.collect_every)

@@ -383,12 +383,8 @@ def print_trace_table(trace: Trace, results: dict[str, dict[str, Any]],
           f"when every insert of the text is new to it")
 
 
-def run_trace(args: argparse.Namespace) -> int:
-    data = load_trace(args.trace)
-    from groupcomm.apps.text_concurrent import is_concurrent, run_concurrent
-
-    if is_concurrent(data):
-        return run_concurrent(args, data)
+def run_trace(args: argparse.Namespace, data: Any) -> int:
+    """``text-bench --trace`` on a sequential trace (``data``: its JSON)."""
     trace = read_trace(args.trace, data)
     skipped = why_not_pycrdt(trace)
     kinds = ["groupcomm", *(["pycrdt"] if skipped is None else [])]

@@ -326,7 +326,6 @@ class SesModule(CausalityModule):
     manager_class = SesManager
     description = ("causal unicast/multicast with vector times and (destination, time) "
                    "pairs (Schiper-Eggli-Sandoz; example plugin)")
-    # (flags are read from the class itself: a variant restates what it shares)
     symmetry_headers = {TIME: "clock", PAIRS: rename_pairs}
 
 
