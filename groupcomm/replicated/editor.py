@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,9 +207,14 @@ class EditorReplica:
         self._applied(self.me, tag)
         self._changed()
 
-    def check_own(self, op: Any) -> None:
+    def check_own(self, op: Any, seen: Mapping[str, int] | None = None) -> None:
         """``ValueError`` unless ``op`` is a text operation naming only characters that
-        are here (so that a bad one made elsewhere is refused, not sent and failed)."""
+        are here (so that a bad one made elsewhere is refused, not sent and failed).
+        With ``seen``, the clock of what its maker had applied, also unless every named
+        character's insert is in it and a delete names no character whose delete is in
+        it: anything else is concurrent with what it names (it fails at a replica that
+        has not delivered the insert) or names what its maker could not see (a
+        tombstone that replicas may have forgotten)."""
         if not isinstance(op, tuple) or len(op) < 2 or op[0] not in ("insert", "delete"):
             raise ValueError(f"not a text operation: {op!r:.80}")
         if op[0] == "insert":
@@ -217,9 +222,19 @@ class EditorReplica:
         else:
             named = (op[1],) if isinstance(op[1], str) else op[1]
         for ident in named:
-            if self.text.position(ident) is None:
+            tags = self.text.tags_of(ident)
+            if tags is None:
                 raise ValueError(f"the operation names {ident!r:.60}, which is not in "
                                  f"{self.me}'s text")
+            if seen is None:
+                continue
+            inserted, deleted = tags
+            if inserted is not None and not _covers(seen, inserted.clock):
+                raise ValueError(f"the operation names {ident!r:.60}, whose insert the "
+                                 "sender had not applied when it made the operation")
+            if op[0] == "delete" and deleted is not None and _covers(seen, deleted.clock):
+                raise ValueError(f"the delete names {ident!r:.60}, which the sender had "
+                                 "already seen deleted")
 
     def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
                   superseded: bool = False) -> bool:
@@ -330,3 +345,8 @@ class EditorReplica:
         self.version += 1
         if text:
             self._value = None
+
+
+def _covers(clock: Mapping[str, int], other: Mapping[str, int]) -> bool:
+    """Whether vector clock ``clock`` is at or after ``other`` in every entry."""
+    return all(clock.get(member, 0) >= count for member, count in other.items())

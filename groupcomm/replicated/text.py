@@ -240,6 +240,15 @@ class TextSequence:
         run, k = found
         return self._blocks.position_of(run) + (k + 1 if run.deleted is None else 0)
 
+    def tags_of(self, ident: Any) -> tuple[Tag | None, Tag | None] | None:
+        """The tags of the insert of character ``ident`` (None once stable) and of the
+        delete that hid it (None while visible); ``None`` if it is not here."""
+        found = self._ids.locate(ident)
+        if found is None:
+            return None
+        run = found[0]
+        return run.tag, run.deleted
+
     def items(self) -> Iterator[list[Any]]:
         """Every character kept, in document order, as ``[id, timestamp, character,
         delete tag, insert tag]``, for tests."""

@@ -1,4 +1,5 @@
-"""``groupcomm web``, ``groupcomm web user add`` and ``groupcomm web bench`` (docs/web.md)."""
+"""``groupcomm web``, ``groupcomm web user add|remove`` and ``groupcomm web bench``
+(docs/web.md)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,15 @@ def build_user_parser() -> ArgumentParser:
     return parser
 
 
+def build_remove_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=f"{PROG} user remove",
+                            description="Remove a user: its token no longer logs in, and a "
+                            "running gateway closes its open tabs within seconds.")
+    parser.add_argument("name", help="the user's name")
+    parser.add_argument("--users", required=True, metavar="FILE", help="users file")
+    return parser
+
+
 def _host_port(spec: str) -> tuple[str, int]:
     host, colon, port = spec.rpartition(":")
     if not colon or not host or not port.isdigit() or int(port) > 65535:
@@ -87,6 +97,15 @@ def _add_user(args: argparse.Namespace) -> int:
     print(f"added {args.name} to {args.users}; login links (keep them private):")
     print(f"  chat:   {login_link(args.url, args.name, token, 'im')}")
     print(f"  editor: {login_link(args.url, args.name, token, 'edit')}")
+    return 0
+
+
+def _remove_user(args: argparse.Namespace) -> int:
+    try:
+        Users(args.users).remove(args.name)
+    except (UsersError, OSError) as error:
+        raise CliError(f"{PROG} user remove: {error}") from None
+    print(f"removed {args.name} from {args.users}")
     return 0
 
 
@@ -146,9 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_main(bench.build_parser, bench.run, args[1:])
     if args[:2] == ["user", "add"]:
         return run_main(build_user_parser, _add_user, args[2:])
+    if args[:2] == ["user", "remove"]:
+        return run_main(build_remove_parser, _remove_user, args[2:])
     if args[:1] == ["user"]:
-        print(f"{PROG} user: the one user command is: {PROG} user add NAME --users FILE "
-              "--url URL", file=sys.stderr)
+        print(f"{PROG} user: the user commands are: {PROG} user add NAME --users FILE "
+              f"--url URL, and {PROG} user remove NAME --users FILE", file=sys.stderr)
         return 2
     return run_main(build_parser, _serve, args)
 

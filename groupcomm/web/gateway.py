@@ -21,13 +21,16 @@ from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
-from groupcomm.web.members import PAGES, TabClosed, TabMember
+from groupcomm.web.members import PAGES, BadEdit, TabClosed, TabMember
 from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
 
 log = logging.getLogger(__name__)
 
 #: seconds a new WebSocket has to log in
 HELLO_TIMEOUT = 10.0
+#: seconds between checks that the users file changed (each login checks too): how soon
+#: a removed user's open tabs are closed
+USERS_CHECK_EVERY = 2.0
 #: aiohttp closes a connection whose message exceeds this (1009); messages between
 #: MAX_MESSAGE and this get an error and the connection stays
 HARD_LIMIT = 4 * MAX_MESSAGE
@@ -63,7 +66,9 @@ class Gateway:
         self.app.router.add_get("/stats", self.stats)
         for path in PAGE_FILES:
             self.app.router.add_get(path, self.static)
+        self.app.on_startup.append(self._start_users_check)
         self.app.on_shutdown.append(self._shutdown)
+        self._users_check: asyncio.Task | None = None
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
@@ -139,6 +144,7 @@ class Gateway:
             await self._error(ws, str(error), "malformed")
             return None
         user, token = hello.fields["user"], hello.fields["token"]
+        await self._refresh_users()  # a user added or removed a moment ago counts
         if not await loop.run_in_executor(None, self.users.verify, user, token):
             await self._error(ws, "wrong user name or token (ask for a new login link)",
                               "login_failed")
@@ -165,6 +171,38 @@ class Gateway:
         self.counters["logins"] += 1
         await ws.send_json({**member.welcome(), "module": self.module})
         return member
+
+    async def _refresh_users(self) -> None:
+        """Read the users file again if it changed; close the tabs of users no longer
+        in it (docs/web.md, "Security")."""
+        loop = asyncio.get_running_loop()
+        outcome = await loop.run_in_executor(None, self.users.refresh)
+        if outcome is None:
+            return
+        self.counters[f"users_{outcome}"] += 1
+        if outcome != "reloaded":
+            return
+        known = set(self.users.names)
+        for key, member in list(self.tabs.items()):
+            if member.user in known:
+                continue
+            del self.tabs[key]
+            self.counters["tabs_of_removed_users"] += 1
+            log.warning("closing %s's %s tab: no longer in the users file", member.user, key[0])
+            member.push({"type": "fatal", "error": f"{member.user} was removed from this "
+                         "gateway's users"})
+            await loop.run_in_executor(None, member.close)
+
+    async def _start_users_check(self, app: web.Application) -> None:
+        self._users_check = asyncio.create_task(self._check_users())
+
+    async def _check_users(self) -> None:
+        while True:
+            await asyncio.sleep(USERS_CHECK_EVERY)
+            try:
+                await self._refresh_users()
+            except Exception:  # noqa: BLE001 - the check must outlive one bad round
+                log.exception("checking the users file failed")
 
     async def _serve(self, ws: web.WebSocketResponse, kind: str, member: TabMember,
                      queue: asyncio.Queue) -> None:
@@ -219,6 +257,7 @@ class Gateway:
                                     "to": to or None, "destinations": list(first.destinations),
                                     "transmitted": member.transmitted(first.app_message_id)})
             elif request.type == "edit":
+                # checked against the mirror first: a bad edit reaches no one else
                 member.edit(request.applied, fields["op"], fields["local"])  # answers `sent`
             elif request.type == "resync":
                 member.resync()
@@ -238,6 +277,9 @@ class Gateway:
                 raise BadRequest("already logged in")
         except BadRequest as error:
             await self._error(ws, str(error), "malformed")
+        except BadEdit as error:
+            await self._error(ws, f"edit refused, nothing sent: {error}", "bad_edit",
+                              ref=fields.get("local"))
         except (ValueError, UnknownPeerError, CausalityError, CommunicatorError,
                 TabClosed) as error:
             await self._error(ws, str(error), "refused", ref=fields.get("local"))
@@ -248,6 +290,8 @@ class Gateway:
         await asyncio.get_running_loop().run_in_executor(None, member.close)
 
     async def _shutdown(self, app: web.Application) -> None:
+        if self._users_check is not None:
+            self._users_check.cancel()
         members = list(self.tabs.values())
         self.tabs.clear()
         loop = asyncio.get_running_loop()

@@ -91,6 +91,10 @@ class TextMirror(EditorReplica):
         return self.snapshot().state  # the page reads the same format
 
 
+class BadEdit(ValueError):
+    """An edit from a tab that cannot be applied everywhere: it was sent to no one."""
+
+
 class TabClosed(Exception):
     """The tab's member cannot go on (its communicator is closed or it was replaced)."""
 
@@ -276,17 +280,25 @@ class TabMember:
             return app_id not in self._unsent
 
     def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
-        """An own edit of the text (its provisional ids translated here); ``ValueError``,
-        nothing sent, if it names a character not here. A ``sent`` event tells the tab
-        the id and tag it got."""
+        """An own edit of the text (its provisional ids translated here); :class:`BadEdit`,
+        nothing sent, if it cannot be applied everywhere (``check_own``). A ``sent`` event
+        tells the tab the id and tag it got."""
         with self.lock:
             real = self._real
-            if op[0] == "insert":
-                op = ("insert", real(op[1]), op[2])
-            else:
-                op = ("delete", real(op[1]) if isinstance(op[1], str) else tuple(map(real, op[1])))
             assert isinstance(self.mirror, TextMirror)
-            self.mirror.check_own(op)
+            try:
+                if op[0] == "insert":
+                    op = ("insert", real(op[1]), op[2])
+                else:
+                    op = ("delete", real(op[1]) if isinstance(op[1], str)
+                          else tuple(map(real, op[1])))
+                # against what the tab had applied: the mirror may hold deliveries the
+                # tab has not applied yet, and an edit naming one of their characters
+                # would be concurrent with its insert and fail at other replicas
+                self.applied(applied)
+                self.mirror.check_own(op, seen=self.communicator.application_clock)
+            except ValueError as error:
+                raise BadEdit(str(error)) from None
             first = self.send(applied, None, op)
             self.renamed[local] = first.message_id
             if len(self.renamed) > RENAMED_KEPT:

@@ -101,7 +101,13 @@ def _op(op: Any) -> tuple:
         if isinstance(target, list):
             if not target or len(target) > MAX_DELETE:
                 raise BadRequest(f"a delete names 1 to {MAX_DELETE:,} characters")
-            return ("delete", tuple(_ident(t, "deleted id") for t in target))
+            ids = tuple(_ident(t, "deleted id") for t in target)
+            seen: set[str | None] = set()
+            for ident in ids:
+                if ident in seen:
+                    raise BadRequest(f"a delete names {ident!r:.60} twice")
+                seen.add(ident)
+            return ("delete", ids)
         return ("delete", _ident(target, "deleted id"))
     raise BadRequest(f"'op' must be [\"insert\", after, text] or [\"delete\", ids], "
                      f"not {op!r:.60}")

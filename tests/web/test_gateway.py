@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from groupcomm.core.messages import Tag
-from groupcomm.replicated import TextSequence
+from groupcomm.replicated import EditorReplica, TextSequence
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
 from groupcomm.web.cli import main as web_main
@@ -275,6 +275,80 @@ def test_an_edit_tab_names_its_unconfirmed_characters_and_can_start_again(
             await ben.ws.close()
 
     run(scenario())
+
+
+def test_a_bad_edit_is_refused_to_its_sender_and_reaches_no_one(
+        gateway: GatewayProcess) -> None:
+    """An edit the gateway's mirror of the tab cannot apply, or that names what the tab
+    had not applied or had seen deleted, is refused to that tab with the reason and
+    counted; the other tab gets nothing of it, and both end with the same text."""
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
+    before = gateway.stats()["counters"]
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            ann, first, ben = await two_tabs(session, gateway, "edit", "ann", "ben")
+            await ben.ws.send_json({"type": "edit", "applied": 0, "local": "~L1",
+                                    "op": ["insert", None, "hey"]})
+            sent = await ben.next(lambda e: e["type"] == "sent")
+            hey = sent["id"]
+            handed = await ann.next(lambda e: e["type"] == "deliver", "ben's insert")
+            n = handed["n"]
+            refusals: list[str] = []
+
+            async def refused(applied: int, op: list, ref: str | None = "~L9") -> None:
+                await ann.ws.send_json({"type": "edit", "applied": applied, "local": "~L9",
+                                        "op": op})
+                refusal = await ann.next(lambda e: e["type"] == "error", f"refusal of {op}")
+                assert refusal["ref"] == ref  # None: refused before it was read as an edit
+                refusals.append(refusal["error"])
+
+            await refused(0, ["delete", hey])  # handed to the tab, not applied by it
+            await refused(n, ["delete", "nobody#1"])
+            await refused(n, ["delete", [hey, hey]], None)
+            await refused(n, ["insert", f"{first['member']}#~L7", "x"])
+            await ann.ws.send_json({"type": "edit", "applied": n, "local": "~L1",
+                                    "op": ["delete", f"{hey}+1"]})
+            await ann.next(lambda e: e["type"] == "sent", "the good delete")
+            await refused(n, ["delete", f"{hey}+1"])  # seen deleted: invisible to the tab
+            await ann.ws.send_json({"type": "edit", "applied": n, "local": "~L2",
+                                    "op": ["insert", f"{hey}+2", "!"]})
+            await ann.next(lambda e: e["type"] == "sent", "the good insert")
+            # ben gets the two good edits and nothing else, and a replica applies both
+            replica = EditorReplica("observer", None)
+            replica.delivered(hey.partition("#")[0], ("insert", None, "hey"),
+                              Tag(sent["vc"]), hey)
+            deliveries = [await ben.next(lambda e: e["type"] == "deliver") for _ in range(2)]
+            for event in deliveries:
+                replica.delivered(event["sender"], tuple(event["op"]), Tag(event["vc"]),
+                                  event["id"])
+            assert [e["op"][0] for e in deliveries] == ["delete", "insert"]
+            assert replica.failures == 0 and replica.text.value == "hy!"
+            texts = []
+            for tab in (ann, ben):
+                await tab.ws.send_json({"type": "resync"})
+                state = await tab.next(lambda e: e["type"] == "state", "the state")
+                texts.append(TextSequence.from_state(state["state"]["items"]).value)
+            assert texts == ["hy!", "hy!"]
+            assert not [e for e in ben.events if e["type"] in ("deliver", "error")]
+            assert refusals == [
+                f"edit refused, nothing sent: {reason}" if reason else f"a delete names "
+                f"{hey!r} twice" for reason in (
+                    f"the operation names {hey!r}, whose insert the sender had not applied "
+                    "when it made the operation",
+                    f"the operation names 'nobody#1', which is not in {first['member']}'s "
+                    "text",
+                    None,
+                    f"unknown provisional id '{first['member']}#~L7'",
+                    f"the delete names '{hey}+1', which the sender had already seen "
+                    "deleted")]
+            for tab in (ann, ben):
+                await tab.ws.close()
+
+    run(scenario())
+    after = gateway.stats()["counters"]
+    assert after.get("bad_edit", 0) - before.get("bad_edit", 0) == 4
+    assert after.get("malformed", 0) - before.get("malformed", 0) == 1
 
 
 def test_user_add_prints_login_links_and_keeps_only_a_hash(
