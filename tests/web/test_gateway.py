@@ -351,6 +351,61 @@ def test_a_bad_edit_is_refused_to_its_sender_and_reaches_no_one(
     assert after.get("malformed", 0) - before.get("malformed", 0) == 1
 
 
+def _users_cli(*args: str) -> str:
+    """``groupcomm web user ...`` as a person runs it; its output."""
+    done = subprocess.run([sys.executable, "-m", "groupcomm.web.cli", "user", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.long  # about 12 s: a gateway of its own, and the periodic check's wait
+def test_the_users_file_is_read_again_when_it_changes(
+        session_group: ProcessGroup, tmp_path: Path) -> None:
+    """A user added while the gateway runs logs in at once; a removed one cannot, and
+    its open tab is closed; a malformed file keeps the users read before, said once."""
+    gateway = GatewayProcess(session_group, tmp_path, session="users", users=("ann",))
+    users = str(gateway.users_file)
+
+    async def login(session: aiohttp.ClientSession, user: str, token: str) -> dict:
+        tab = await connect(session, gateway, "im", user, token)
+        event = await tab.next(lambda e: e["type"] in ("welcome", "error"), "the answer")
+        await tab.ws.close()
+        return event
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            printed = _users_cli("add", "zoe", "--users", users, "--url", gateway.url)
+            zoe = printed.rpartition("token=")[2].strip()
+            assert (await login(session, "zoe", zoe))["type"] == "welcome"
+            ann = await connect(session, gateway, "im", "ann")
+            await ann.next(lambda e: e["type"] == "welcome")
+            _users_cli("remove", "ann", "--users", users)
+            # the periodic check closes the open tab; a new login is refused
+            fatal = await ann.next(lambda e: e["type"] == "fatal", "ann's tab closed")
+            assert fatal["error"] == "ann was removed from this gateway's users"
+            refused = await login(session, "ann", gateway.tokens["ann"])
+            assert refused["error"] == "wrong user name or token (ask for a new login link)"
+            gateway.users_file.write_text('{"users": {"zoe": ')
+            for _ in range(2):  # the old users stay; the bad version is reported once
+                assert (await login(session, "zoe", zoe))["type"] == "welcome"
+
+    run(scenario())
+    try:
+        counters = gateway.stats()["counters"]
+        assert counters["users_reload_failed"] == 1
+        assert counters["tabs_of_removed_users"] == 1
+        assert counters["users_reloaded"] >= 2
+        warnings = [line for line in gateway.stderr_lines if "users file" in line]
+        assert len(warnings) == 2, warnings
+        assert warnings[0].endswith("closing ann's im tab: no longer in the users file")
+        assert warnings[1].endswith(
+            f"cannot read the users file {users}: Expecting value: line 1 column 19 (char "
+            "18); keeping the 1 user(s) read before")
+    finally:
+        gateway.stop()
+
+
 def test_user_add_prints_login_links_and_keeps_only_a_hash(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     users = tmp_path / "users.json"
@@ -370,6 +425,9 @@ def test_user_add_prints_login_links_and_keeps_only_a_hash(
     assert capsys.readouterr().err.strip() == (
         "groupcomm web user add: user name 'no~pe': use 1 to 40 letters, digits, '_', "
         "'.' or '-'")
+    assert web_main(["user", "remove", "ann", "--users", str(users)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"groupcomm web user remove: no user 'ann' in {users} (users: zoe)")
     assert web_main(["--session", "s", "--users", str(users), "--http", "nowhere"]) == 2
     assert capsys.readouterr().err.strip() == (
         "groupcomm web: --http takes HOST:PORT (port 0 to 65535), got 'nowhere'")
