@@ -201,6 +201,8 @@ def test_random_edits_in_two_tabs_and_a_terminal_at_once_converge(
         wait_until(converged, 60, "the three copies to converge")
         assert ann.js("return editor.replica.failures") == 0 == ben.js(
             "return editor.replica.failures")
+        # the gateway's check of each edit refused none of the tabs' real edits
+        assert "bad_edit" not in gateway.stats()["counters"]
         assert len(ann.js(TEXT)) > 100
     finally:
         if tom is not None:
