@@ -22,7 +22,7 @@ from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
 from groupcomm.web.members import PAGES, BadEdit, TabClosed, TabMember
-from groupcomm.web.requests import MAX_MESSAGE, BadRequest, Request, parse_request
+from groupcomm.web.requests import LIMITS, MAX_MESSAGE, BadRequest, Request, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Gateway:
             return None
         self.tabs[(kind, user)] = member
         self.counters["logins"] += 1
-        await ws.send_json({**member.welcome(), "module": self.module})
+        await ws.send_json({**member.welcome(), "module": self.module, "limits": LIMITS})
         return member
 
     async def _refresh_users(self) -> None:
@@ -218,7 +218,7 @@ class Gateway:
                     request = parse_request(kind, message.data)
                 except BadRequest as error:
                     counter = "oversized" if "bytes; at most" in str(error) else "malformed"
-                    await self._error(ws, str(error), counter)
+                    await self._error(ws, str(error), counter, ref=error.ref)
                     continue
                 await self._act(ws, member, request)
                 if pump.done():

@@ -14,8 +14,18 @@ MAX_TEXT = 16_384  # characters of a chat line or an insert
 MAX_DELETE = 16_384
 
 
+#: what the gateway takes, told to each tab in its welcome (the editor splits a paste
+#: into inserts within them)
+LIMITS = {"message": MAX_MESSAGE, "text": MAX_TEXT, "delete": MAX_DELETE}
+
+
 class BadRequest(ValueError):
-    """A message from a tab that is not one the gateway takes."""
+    """A message from a tab that is not one the gateway takes; ``ref``: the provisional
+    id of the refused edit when the message named one (the tab takes that edit back)."""
+
+    def __init__(self, reason: str, ref: str | None = None) -> None:
+        super().__init__(reason)
+        self.ref = ref
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,11 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
     local = data.get("local")
     if not isinstance(local, str) or not local.startswith("~L") or len(local) > 40:
         raise BadRequest(f"'local' must be a provisional id like '~L1', not {local!r:.40}")
-    return Request("edit", applied, {"op": _op(data.get("op")), "local": local})
+    try:
+        op = _op(data.get("op"))
+    except BadRequest as error:
+        raise BadRequest(str(error), ref=local) from None
+    return Request("edit", applied, {"op": op, "local": local})
 
 
 def _op(op: Any) -> tuple:

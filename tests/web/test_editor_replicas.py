@@ -63,3 +63,13 @@ def test_the_browsers_own_edits_are_confirmed_or_start_it_again() -> None:
     with the expected tag, and say the page must start again when the tag differs;
     nothing is collected while one is unconfirmed (``run_editor_checks.mjs``)."""
     assert node_run("run_editor_checks.mjs").strip() == "ok"
+
+
+@pytest.mark.long
+def test_edits_of_a_mebibyte_work_in_the_javascript_replica() -> None:
+    """A 1 MiB insert delivered, pasted (sent in runs within the limit, confirmed late),
+    installed from a state, drawn while typed and a 200,000-character delete: nothing
+    spreads a run into a call's arguments, which overflows the stack from some 120,000
+    characters on (``run_large_edits.mjs``)."""
+    result = json.loads(node_run("run_large_edits.mjs"))
+    assert result["ok"]

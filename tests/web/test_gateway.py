@@ -19,7 +19,7 @@ from groupcomm.replicated import EditorReplica, TextSequence
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
 from groupcomm.web.cli import main as web_main
-from groupcomm.web.requests import MAX_MESSAGE
+from groupcomm.web.requests import LIMITS, MAX_MESSAGE, MAX_TEXT
 from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess
 
@@ -244,7 +244,7 @@ def test_an_edit_tab_names_its_unconfirmed_characters_and_can_start_again(
         gateway: GatewayProcess) -> None:
     """The editor page's protocol: an edit answered with its id and tag (``sent``), an
     edit naming a provisional id translated, one naming a character that is not there
-    refused with nothing sent, and the tab's member's state on ``resync`` in the one
+    or too long refused (naming it) with nothing sent, and the tab's member's state on ``resync`` in the one
     snapshot format."""
     wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
 
@@ -264,6 +264,14 @@ def test_an_edit_tab_names_its_unconfirmed_characters_and_can_start_again(
                                     "op": ["insert", "nobody#1", "?"]})
             refused = await ann.next(lambda e: e["type"] == "error", "the refusal")
             assert refused["ref"] == "~L3" and "'nobody#1'" in refused["error"]
+            # an insert over the limits the welcome states: refused as it is read, and
+            # the refusal names the edit (the tab takes it back)
+            assert first["limits"] == LIMITS
+            await ann.ws.send_json({"type": "edit", "applied": 0, "local": "~L4",
+                                    "op": ["insert", None, "x" * (MAX_TEXT + 1)]})
+            too_long = await ann.next(lambda e: e["type"] == "error", "the second refusal")
+            assert too_long == {"type": "error", "ref": "~L4", "error": "inserted text has "
+                                f"{MAX_TEXT + 1:,} characters; at most {MAX_TEXT:,}"}
             await ann.ws.send_json({"type": "resync"})
             state = await ann.next(lambda e: e["type"] == "state", "the state")
             assert TextSequence.from_state(state["state"]["items"]).value == "hi!"

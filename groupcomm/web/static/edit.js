@@ -4,19 +4,36 @@
 // expects; the gateway sends the edit and answers with the id and tag it got, which the
 // replica takes (confirmed). If that tag is not the one the tab expected, or the gateway
 // refused an edit, the page starts again from the gateway's state of this member
-// (resync), keys pressed meanwhile waiting for it.
+// (resync), keys pressed meanwhile waiting for it: a refused edit is taken back, its
+// reason shown. A paste goes out as inserts within the limits the gateway's welcome
+// states.
 import { Connection, displayName } from "/static/client.js";
-import { EditorReplica, isPresence, presence } from "/static/editor.js";
+import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
 
 const COLOURS = 6;
 const view = document.getElementById("text");
+// bytes of an edit request besides its text (type, ids, counts), with room to spare
+const REQUEST_OVERHEAD = 1024;
+
+// The longest insert the gateway takes, in code points, as its welcome states: its
+// limit on an insert's characters, and the request's size in bytes even when every
+// character takes the most JSON does (6 bytes: an escaped control character or lone
+// surrogate).
+function runLimit(limits) {
+  if (!limits) return RUN_LIMIT;
+  const bytes = Math.floor((limits.message - REQUEST_OVERHEAD) / 6);
+  return Math.max(1, Math.min(limits.text, bytes));
+}
 
 const editor = {
   replica: null,
   connection: null,
   clock: {},                // this tab's application clock, as the gateway will tag with
   nextLocal: 1,
+  runLimit: RUN_LIMIT,
+  openStatus: null,         // the status line while connected ([text, state])
   resyncing: false,
+  takingBack: false,        // a refused edit's reason shown, its resync not done yet
   resyncs: 0,
   waiting: [],              // keys pressed while resyncing
   colours: {},
@@ -29,16 +46,19 @@ const editor = {
 
   // -- the connection's events --------------------------------------------------------
   start(welcome) {
+    this.runLimit = runLimit(welcome.limits);
     this.startFrom(welcome, welcome.member);
   },
 
   // A welcome, or a state the gateway sent when asked (resync): a fresh replica.
   startFrom(event, me) {
     this.replica = new EditorReplica(me, (payload) => this.send(payload),
-      { members: event.members });
+      { members: event.members, runLimit: this.runLimit });
     this.replica.install(event.state);
     this.clock = { ...event.clock };
+    if (this.resyncing && this.openStatus) this.status(...this.openStatus);
     this.resyncing = false;
+    this.takingBack = false;
     const waiting = this.waiting;
     this.waiting = [];
     for (const act of waiting) act();
@@ -68,9 +88,19 @@ const editor = {
         this.replica.memberLeft(event.member);
         break;
       case "error":
+        if (event.ref || this.replica.unconfirmed.length) {
+          // an own edit was refused (one too large to read names none, hence any error
+          // while edits wait): the text goes back to the gateway's, without it
+          // (the first reason: the edits after a refused one are refused in turn)
+          if (!this.takingBack) this.refusal(`edit refused and taken back: ${event.error}`);
+          this.takingBack = true;
+          this.resync();
+        } else {
+          this.status(`! ${event.error}`, "error");
+        }
+        return;
       case "fatal":
         this.status(`! ${event.error}`, "error");
-        if (event.ref) this.resync();  // an own edit was refused
         return;
       default:
         return;
@@ -125,16 +155,17 @@ const editor = {
     this.render();
   },
 
+  // (an own edit clears the reason a previous one was taken back)
   insert(text) {
-    if (text) this.act((replica) => replica.insert(text));
+    if (text) this.act((replica) => { this.refusal(""); replica.insert(text); });
   },
 
   backspace() {
-    this.act((replica) => replica.backspace());
+    this.act((replica) => { this.refusal(""); replica.backspace(); });
   },
 
   deleteForward() {
-    this.act((replica) => replica.delete());
+    this.act((replica) => { this.refusal(""); replica.delete(); });
   },
 
   moveTo(position) {
@@ -155,8 +186,14 @@ const editor = {
       if (!at.has(position)) at.set(position, []);
       at.get(position).push(member);
     }
+    // the text in one node per stretch between cursors (not a node per character: a
+    // paste of 200 KiB would take seconds to draw)
+    const marks = new Set([...at.keys(), mine].filter((p) => p >= 0 && p <= value.length));
     const parts = document.createDocumentFragment();
-    for (let p = 0; p <= value.length; p += 1) {
+    let from = 0;
+    for (const p of [...marks].sort((a, b) => a - b)) {
+      if (p > from) parts.appendChild(document.createTextNode(value.slice(from, p).join("")));
+      from = p;
       for (const member of at.get(p) || []) {
         const span = document.createElement("span");
         span.className = `cursor ${this.colour(member)}`;
@@ -170,8 +207,8 @@ const editor = {
         caret.dataset.position = p;
         parts.appendChild(caret);
       }
-      if (p < value.length) parts.appendChild(document.createTextNode(value[p]));
     }
+    if (from < value.length) parts.appendChild(document.createTextNode(value.slice(from).join("")));
     view.replaceChildren(parts);
     const members = document.getElementById("members");
     members.replaceChildren(...replica.members.map((m) => {
@@ -192,6 +229,14 @@ const editor = {
     const status = document.getElementById("status");
     status.textContent = text;
     status.className = state;
+    if (state === "open") this.openStatus = [text, state];
+  },
+
+  // Why an own edit was taken back: shown until the next own edit.
+  refusal(text) {
+    const notice = document.getElementById("notice");
+    notice.textContent = text;
+    notice.className = text ? "error" : "";
   },
 };
 

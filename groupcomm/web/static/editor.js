@@ -46,9 +46,12 @@ function length(text) {
 export class EditorReplica {
   // send(payload) -> {id, clock, confirmed}: confirmed false when the id and clock are
   // provisional (see confirmed()); null: a replica that makes no edits of its own.
-  constructor(me, send = null, { members = [], coalesce = false, collect = true } = {}) {
+  // runLimit: the longest insert sent (the page takes it from the gateway's limits).
+  constructor(me, send = null, { members = [], coalesce = false, collect = true,
+    runLimit = RUN_LIMIT } = {}) {
     this.send = send;
     this.coalesce = coalesce;
+    this.runLimit = runLimit;
     this.collect = collect;
     this.text = new TextSequence();
     this.pending = null;      // typed characters not sent yet: {after, text}
@@ -93,13 +96,13 @@ export class EditorReplica {
       }
       this.pending.text += text;
       this._changed(false);
-      if (length(this.pending.text) >= RUN_LIMIT) this.flush();
+      if (length(this.pending.text) >= this.runLimit) this.flush();
       return false;
     }
     this.flush();
     const chars = [...text];
-    for (let start = 0; start < chars.length; start += RUN_LIMIT) {
-      const run = chars.slice(start, start + RUN_LIMIT).join("");
+    for (let start = 0; start < chars.length; start += this.runLimit) {
+      const run = chars.slice(start, start + this.runLimit).join("");
       this._own(this.text.prepareInsert(this.place(this.cursor), run));
     }
     return false;
@@ -309,9 +312,8 @@ export class EditorReplica {
     let shift = 0;
     if (pending !== null) {
       shift = length(pending.text);
-      const chars = [...value];
-      chars.splice(at, 0, ...pending.text);
-      value = chars.join("");
+      const chars = [...value];  // code points (not spread into a call: any length)
+      value = chars.slice(0, at).join("") + pending.text + chars.slice(at).join("");
     }
     const others = {};
     for (const [member, anchor] of Object.entries(this.cursors)) {

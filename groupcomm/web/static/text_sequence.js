@@ -14,6 +14,9 @@
 export const STABLE = [0, ""];
 // the version of the run-length state the Python type's state() writes
 export const STATE_VERSION = 1;
+// the most elements passed as arguments at once (a spread into a call): far below what
+// overflows a browser's stack
+const SPREAD_LIMIT = 8192;
 
 function compareStamps(a, b) {
   if (a[0] !== b[0]) return a[0] < b[0] ? -1 : 1;
@@ -152,7 +155,11 @@ export class TextSequence {
     const run = [...text].map((ch, k) => ({
       id: k === 0 ? opId : `${opId}+${k}`, stamp, ch, deleted: null, inserted: clock,
     }));
-    items.splice(place, 0, ...run);
+    // spread in slices: a spread passes each element as an argument on the stack, and a
+    // run of some 120,000 characters at once overflows it (RangeError)
+    for (let k = 0; k < run.length; k += SPREAD_LIMIT) {
+      items.splice(place + k, 0, ...run.slice(k, k + SPREAD_LIMIT));
+    }
     for (const item of run) this.byId.set(item.id, item);
     return { inserted: run, deleted: [], clock };
   }
