@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from groupcomm.apps.text_trace import say
+from groupcomm.apps.text_trace import check_patch, say
 from groupcomm.cli.args import CliError
 from groupcomm.core.messages import Tag
 from groupcomm.replicated import Stability, TextSequence
@@ -66,13 +66,7 @@ def read_concurrent(data: dict[str, Any], path: str) -> ConcurrentTrace:
             raise CliError(f"{PROG}: {path}: transaction {number}: expected parents (earlier "
                            f"transactions), an agent below numAgents and a list of patches")
         for patch in patches:
-            if (not isinstance(patch, list) or len(patch) != 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                               for v in patch[:2]) or not isinstance(patch[2], str)
-                    or not (patch[1] or patch[2])):
-                raise CliError(f"{PROG}: {path}: transaction {number}: a patch is "
-                               f"[position >= 0, deleted >= 0, inserted text] that changes "
-                               f"something, got {patch!r:.80}")
+            check_patch(PROG, path, number, patch)
         read.append((agent, tuple(parents), [tuple(p) for p in patches]))
     return ConcurrentTrace(Path(path).name, end, agents, read)
 

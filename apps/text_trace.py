@@ -86,6 +86,18 @@ def load_trace(path: str) -> Any:
     return data
 
 
+def check_patch(prog: str, path: str, number: int, patch: object) -> None:
+    """Refuse, in one line, a patch that is not [position, deleted, inserted text]
+    changing something (both trace formats share it)."""
+    if (not isinstance(patch, list) or len(patch) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                       for v in patch[:2]) or not isinstance(patch[2], str)
+            or not (patch[1] or patch[2])):
+        raise CliError(f"{prog}: {path}: transaction {number}: a patch is "
+                       f"[position >= 0, deleted >= 0, inserted text] that changes "
+                       f"something, got {patch!r:.80}")
+
+
 def read_trace(path: str, data: Any = None) -> Trace:
     prog = "groupcomm text-bench"
     if data is None:
@@ -103,13 +115,7 @@ def read_trace(path: str, data: Any = None) -> Trace:
         if not isinstance(patches, list):
             raise CliError(f"{prog}: {path}: transaction {number} has no list of patches")
         for patch in patches:
-            if (not isinstance(patch, list) or len(patch) != 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                               for v in patch[:2]) or not isinstance(patch[2], str)
-                    or not (patch[1] or patch[2])):
-                raise CliError(f"{prog}: {path}: transaction {number}: a patch is "
-                               f"[position >= 0, deleted >= 0, inserted text] that changes "
-                               f"something, got {patch!r:.80}")
+            check_patch(prog, path, number, patch)
             trace.positions.append(patch[0])
             trace.deleted.append(patch[1])
             trace.inserted.append(len(patch[2]))

@@ -59,24 +59,26 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def build_user_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=f"{PROG} user add",
-                            description="Add a user (or give it a new token) and print "
-                            "its login links.")
-    parser.add_argument("name", help="the user's name (its member name in the session)")
+def _user_parser(command: str, description: str, name_help: str) -> ArgumentParser:
+    """The parser of ``user add`` / ``user remove``: a name and the users file."""
+    parser = ArgumentParser(prog=f"{PROG} user {command}", description=description)
+    parser.add_argument("name", help=name_help)
     parser.add_argument("--users", required=True, metavar="FILE", help="users file")
+    return parser
+
+
+def build_user_parser() -> ArgumentParser:
+    parser = _user_parser("add", "Add a user (or give it a new token) and print its login "
+                          "links.", "the user's name (its member name in the session)")
     parser.add_argument("--url", required=True, help="the gateway's address, e.g. "
                         "http://127.0.0.1:8080")
     return parser
 
 
 def build_remove_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=f"{PROG} user remove",
-                            description="Remove a user: its token no longer logs in, and a "
-                            "running gateway closes its open tabs within seconds.")
-    parser.add_argument("name", help="the user's name")
-    parser.add_argument("--users", required=True, metavar="FILE", help="users file")
-    return parser
+    return _user_parser("remove", "Remove a user: its token no longer logs in, and a "
+                        "running gateway closes its open tabs within seconds.",
+                        "the user's name")
 
 
 def _host_port(spec: str) -> tuple[str, int]:
