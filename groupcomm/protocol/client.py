@@ -23,6 +23,7 @@ from groupcomm.core.tracing import EVENT_EXTRA, Tracer
 from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
+from groupcomm.protocol.clock_acks import ClockAcks, ack_message, is_clock_ack, read_ack
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -32,6 +33,7 @@ from groupcomm.protocol.membership import (
     MemberJoined,
     MemberLeft,
     Membership,
+    Phase,
     Reject,
     ResendReturned,
     SendCommand,
@@ -70,7 +72,9 @@ class ClientProtocol:
     ``clock`` stamps trace lines only; ``acknowledged_delivery``, ``post`` and
     ``inbox_changed`` are the port's (:class:`~groupcomm.protocol.port.ApplicationPort`);
     ``sent_listener`` is called with each application message as it leaves; ``attested``:
-    relayed frames come with the sender the server vouches for (per-client keys)."""
+    relayed frames come with the sender the server vouches for (per-client keys);
+    ``clock_acks``: acknowledge the application clock on the heartbeat when it moved and
+    nothing was sent for a heartbeat period (:mod:`groupcomm.protocol.clock_acks`)."""
 
     def __init__(self, name: str, session: str, *, application: str, codec: FrameCodec,
                  out: Out, filter_stacks: FilterStacks, tracer_for: Callable[[str], Tracer],
@@ -82,7 +86,7 @@ class ClientProtocol:
                  post: Callable[[Callable[[], None]], None] | None = None,
                  inbox_changed: Callable[[], None] | None = None,
                  sent_listener: Callable[[SentMessage], None] | None = None,
-                 attested: bool = False) -> None:
+                 attested: bool = False, clock_acks: bool = False) -> None:
         if release_after is not None and release_after < 0:
             raise ValueError("release_after must be >= 0 seconds (or None: hold)")
         self.name = name
@@ -108,6 +112,7 @@ class ClientProtocol:
         self.event_listeners: list[EventListener] = []
         self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
                                       timeout=state_timeout)
+        self.clock_acks: ClockAcks | None = ClockAcks() if clock_acks else None
         # the first node makes the clock lock, and every incarnation's node shares it
         self.lock: AbstractContextManager[Any] | None = None
         self.node = self._make_node(name)
@@ -143,7 +148,7 @@ class ClientProtocol:
             transmit=self.out.transmit, clock=self._clock, send_creators=send_filters,
             receive_creators=receive_filters, tracer=self.tracer, deliver=self._deliverable,
             send_queue=self.inputs, clock_lock=self.lock)
-        node.system_listener = self.transfer.on_system
+        node.system_listener = self._on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable
         return node
@@ -204,6 +209,8 @@ class ClientProtocol:
         if not batch:
             return
         self.stats["app_sends"] += len(batch) - markers
+        if self.clock_acks is not None:
+            self._sent_clock(batch)
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self.report_undeliverable([m.message_id for m in batch if m.sender != name],
@@ -232,6 +239,8 @@ class ClientProtocol:
         if now >= self._next_heartbeat:
             self._apply(membership.heartbeat(now))
             self._next_heartbeat = now + self.heartbeat_interval
+            if self.clock_acks is not None:
+                self._acknowledge_clock()
             # an acknowledgement that raced the deferral did not answer
             self.transfer.answer_deferred()
             # a process killed outright leaves its trace up to the last heartbeat
@@ -404,6 +413,8 @@ class ClientProtocol:
                                            session=self.session, **action.fields))
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
+                if self.clock_acks is not None:
+                    self.clock_acks.peer_joined()
                 if action.member != self.node.name:
                     self.emit(events.PeerJoined(member=self.node.name, peer=action.member,
                                                 members=tuple(self.node.members)))
@@ -503,6 +514,42 @@ class ClientProtocol:
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
         self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
+
+    def _sent_clock(self, batch: list[SentMessage]) -> None:
+        """The application's sends tell the others its clock (a join marker does not:
+        only the session layer reads it)."""
+        sends = [m for m in batch if type(m.user_message) is not JoinMarker]
+        if sends and self.clock_acks is not None:
+            self.clock_acks.own_send(tuple(sorted(sends[-1].vc)))
+
+    def _acknowledge_clock(self) -> None:
+        """The heartbeat's acknowledgement of the application clock, if one is due."""
+        node = self.node
+        acks = self.clock_acks
+        others = tuple(m for m in node.members if m != node.name)
+        if acks is None or not others or self.membership.phase != Phase.JOINED:
+            return
+        clock = acks.beat(tuple(sorted(node.application_clock.items())))
+        if clock is None:
+            return
+        self.stats["clock_acks_sent"] += 1
+        node.queue_sends([ack_message(node, others, clock, acks.count)])
+        self.drain()
+
+    def _on_system(self, message: ReceivedMessage) -> bool:
+        """A system message no filter consumed: a clock acknowledgement (to the
+        application as a ``ClockAcknowledged`` event), else state transfer's."""
+        if not is_clock_ack(message.user_message):
+            return self.transfer.on_system(message)
+        try:
+            clock = read_ack(message.headers)
+        except ValueError as error:
+            self.rejects.reject("malformed", f"{message.sender}: {error}")
+            return True
+        self.stats["clock_acks_received"] += 1
+        self.emit(events.ClockAcknowledged(member=self.node.name, peer=message.sender,
+                                           clock=clock))
+        return True
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
         self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
