@@ -1,0 +1,140 @@
+"""Clock acknowledgements (groupcomm.protocol.clock_acks): when one is due, what a peer's
+bad one gets, and whole ClientProtocols in virtual time under every module the editor
+runs under: a silent member acknowledges at most once a heartbeat, not at all once it
+delivers nothing new, receiving acknowledgements never calls for one, and the trace
+stays valid (docs/replicated.md, "Causal stability")."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from groupcomm.core.messages import ControlMessage
+from groupcomm.core.tracing import MemoryTracer, validate_record
+from groupcomm.protocol.clock_acks import (
+    HEADER,
+    ClockAcks,
+    ack_header,
+    is_clock_ack,
+    read_ack,
+)
+from groupcomm.protocol.session_events import ClockAcknowledged
+from tests.protocol.test_inprocess import Net
+from trace_analysis.reference import check_directory
+
+
+def test_an_acknowledgement_is_due_only_for_something_new_and_no_recent_send() -> None:
+    acks = ClockAcks()
+    assert acks.beat(()) is None  # nothing delivered at all
+    assert acks.beat((("a", 1), ("b", 1))) == (("a", 1), ("b", 1))
+    assert acks.beat((("a", 1), ("b", 1))) is None  # said already
+    acks.own_send((("a", 1), ("b", 3)))
+    assert acks.beat((("a", 2), ("b", 4))) is None  # it sent during this period
+    assert acks.beat((("a", 1), ("b", 3))) is None  # its send said that much
+    assert acks.beat((("a", 2), ("b", 4))) == (("a", 2), ("b", 4))
+    acks.peer_joined()  # the newcomer has heard nothing from it
+    assert acks.beat((("a", 2), ("b", 4))) == (("a", 2), ("b", 4))
+    assert acks.count == 3
+
+
+@given(st.lists(st.sampled_from(["deliver", "send", "beat", "ack_received"]), max_size=60))
+def test_acknowledgements_follow_the_rule(steps: list[str]) -> None:
+    """An acknowledgement comes only at a beat after a period without sends, says a
+    clock that moved since the last send or acknowledgement, and an acknowledgement
+    received (which moves no clock) never calls for one; a clock that moved is said at
+    the first beat after a period without sends."""
+    acks = ClockAcks()
+    clock: dict[str, int] = {}
+    told: tuple = ()
+    sent_in_period = False
+    for step in steps:
+        if step == "deliver":
+            clock["p"] = clock.get("p", 0) + 1
+            clock["me"] = clock.get("me", 0) + 1
+        elif step == "send":
+            clock["me"] = clock.get("me", 0) + 1
+            acks.own_send(tuple(sorted(clock.items())))
+            told, sent_in_period = tuple(sorted(clock.items())), True
+        elif step == "beat":
+            now = tuple(sorted(clock.items()))
+            said = acks.beat(now)
+            if said is not None:
+                assert not sent_in_period and now != told and said == now
+                told = now
+            elif not sent_in_period and now != told:
+                raise AssertionError("a moved clock was not acknowledged")
+            sent_in_period = False
+        # "ack_received": nothing here changes: that is the point
+
+
+@pytest.mark.parametrize("value", [
+    None, ("a", 1), (("a",), (1, 2)), (("a",), (-1,)), (("",), (1,)), ((1,), (1,)),
+    (("a", "a"), (1, 2)), (("a",), (True,)),
+])
+def test_a_malformed_acknowledgement_is_refused(value: object) -> None:
+    with pytest.raises(ValueError, match="clock acknowledgement"):
+        read_ack({HEADER: value})
+
+
+def test_the_header_carries_the_clock() -> None:
+    clock = (("a", 3), ("b", 0), ("c", 12))
+    assert read_ack(ack_header(clock)) == clock
+    assert is_clock_ack(ControlMessage("session", "clock_ack"))
+    assert not is_clock_ack(ControlMessage("matrix", "clock_ack"))
+
+
+EDITOR_MODULES = ["vector", "matrix", "matrix-delta", "ks", "mfss", "cykas", "fifo", "none"]
+
+
+@pytest.mark.parametrize("module", EDITOR_MODULES)
+def test_a_silent_member_acknowledges_once_a_heartbeat_and_then_stops(module: str,
+                                                                      tmp_path) -> None:
+    tracer = MemoryTracer()
+    net = Net(module)
+    events: dict[str, list[ClockAcknowledged]] = {}
+    for name in ("a", "b", "c"):
+        member = net.member(name, clock_acks=True, tracer_for=lambda _m: tracer)
+        events[name] = []
+        member.protocol.add_event_listener(
+            lambda e, name=name: isinstance(e, ClockAcknowledged) and events[name].append(e))
+        member.start()
+        net.run()
+    a, b, c = (net.members[n] for n in "abc")
+    acks_sent = {n: [] for n in "abc"}
+
+    def tick() -> None:
+        net.tick()  # one heartbeat period of every member
+        for name, member in net.members.items():
+            acks_sent[name].append(member.protocol.stats["clock_acks_sent"])
+
+    last = None
+    for k in range(8):  # a sends twice a period; b and c never send
+        for _ in range(2):
+            last = a.send(f"m{k}", ["b", "c"])[-1]
+            net.run()
+        tick()
+    for _ in range(8):  # nobody sends
+        tick()
+    for name in "bc":
+        counts = acks_sent[name]
+        steps = [after - before for before, after in zip([0, *counts], counts, strict=False)]
+        assert max(steps) <= 1, steps  # at most one a heartbeat
+        assert sum(steps[:8]) >= 6, steps  # something new in each period
+        assert steps[-6:] == [0] * 6, steps  # nothing new: nothing (no ping-pong)
+    assert acks_sent["a"][-1] == 0  # its sends said its clock; acknowledgements move none
+    assert net.handed["b"] == [f"m{k}" for k in range(8) for _ in range(2)]
+    # the last acknowledgement a received from each says all it delivered
+    for name in "bc":
+        said = dict(next(e for e in reversed(events["a"]) if e.peer == name).clock)
+        assert said == net.members[name].node.application_clock
+        assert said["a"] >= dict(last.vc)["a"] - 1  # mfss, cykas: a copy to each
+    assert a.node.application_clock == dict(last.vc)  # acknowledgements moved no clock
+    kinds = [r.get("kind") for r in tracer.records if r["event"] == "control_send"]
+    assert kinds.count("clock_ack") == (acks_sent["b"][-1] + acks_sent["c"][-1]) * 2
+    for record in tracer.records:
+        validate_record(record)
+    tracer.write_dir(tmp_path)
+    result = check_directory(tmp_path)
+    assert result.malformed_lines == 0 and result.causal_violations == 0
+    assert result.undelivered == 0 and result.duplicates == 0
