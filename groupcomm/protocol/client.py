@@ -18,12 +18,12 @@ from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
+from groupcomm.core.session_messages import REFLECTED_IDS, ClockAck, JoinMarker
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
 from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
-from groupcomm.protocol.clock_acks import ClockAcks, ack_message, is_clock_ack, read_ack
+from groupcomm.protocol.clock_acks import ClockAcks
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -148,7 +148,7 @@ class ClientProtocol:
             transmit=self.out.transmit, clock=self._clock, send_creators=send_filters,
             receive_creators=receive_filters, tracer=self.tracer, deliver=self._deliverable,
             send_queue=self.inputs, clock_lock=self.lock)
-        node.system_listener = self._on_system
+        node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable
         return node
@@ -210,7 +210,7 @@ class ClientProtocol:
             return
         self.stats["app_sends"] += len(batch) - markers
         if self.clock_acks is not None:
-            self._sent_clock(batch)
+            self._sent_clock(batch, len(batch) > markers)
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self.report_undeliverable([m.message_id for m in batch if m.sender != name],
@@ -515,12 +515,23 @@ class ClientProtocol:
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
         self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
-    def _sent_clock(self, batch: list[SentMessage]) -> None:
-        """The application's sends tell the others its clock (a join marker does not:
-        only the session layer reads it)."""
-        sends = [m for m in batch if type(m.user_message) is not JoinMarker]
-        if sends and self.clock_acks is not None:
-            self.clock_acks.own_send(tuple(sorted(sends[-1].vc)))
+    def _sent_clock(self, batch: list[SentMessage], application: bool) -> None:
+        """What the others learn of this member's clock from ``batch`` (``application``:
+        it holds application sends): the tag of its last send or acknowledgement (a
+        join marker reaches no application)."""
+        acks = self.clock_acks
+        assert acks is not None
+        for message in reversed(batch):
+            kind = type(message.user_message)
+            if kind is ClockAck:
+                acks.acknowledged(tuple(sorted(message.vc)))
+            elif kind is not JoinMarker:
+                acks.own_send(tuple(sorted(message.vc)))
+            else:
+                continue
+            break
+        if application:
+            acks.sent_recently = True
 
     def _acknowledge_clock(self) -> None:
         """The heartbeat's acknowledgement of the application clock, if one is due."""
@@ -529,27 +540,15 @@ class ClientProtocol:
         others = tuple(m for m in node.members if m != node.name)
         if acks is None or not others or self.membership.phase != Phase.JOINED:
             return
-        clock = acks.beat(tuple(sorted(node.application_clock.items())))
-        if clock is None:
+        if not acks.due(tuple(sorted(node.application_clock.items()))):
+            return
+        try:  # tagged behind the sends already queued, like a join marker
+            sent = node.tag_sends(ClockAck(), list(others))
+        except Exception as error:  # noqa: BLE001 - the module cannot carry it: next beat
+            log.debug("%s: no clock acknowledgement this heartbeat (%s)", self.name, error)
             return
         self.stats["clock_acks_sent"] += 1
-        node.queue_sends([ack_message(node, others, clock, acks.count)])
-        self.drain()
-
-    def _on_system(self, message: ReceivedMessage) -> bool:
-        """A system message no filter consumed: a clock acknowledgement (to the
-        application as a ``ClockAcknowledged`` event), else state transfer's."""
-        if not is_clock_ack(message.user_message):
-            return self.transfer.on_system(message)
-        try:
-            clock = read_ack(message.headers)
-        except ValueError as error:
-            self.rejects.reject("malformed", f"{message.sender}: {error}")
-            return True
-        self.stats["clock_acks_received"] += 1
-        self.emit(events.ClockAcknowledged(member=self.node.name, peer=message.sender,
-                                           clock=clock))
-        return True
+        self.take_inputs(markers=len(sent))
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
         self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
@@ -575,6 +574,12 @@ class ClientProtocol:
         user = message.user_message
         if type(user) is JoinMarker:  # the session's, not the application's
             self.transfer.marker(user, message.sender)
+            return
+        if type(user) is ClockAck:  # after all its sender sent before: causal order
+            self.stats["clock_acks_received"] += 1
+            clock = tuple(sorted(message.app_tag.clock.items()))
+            self.emit(events.ClockAcknowledged(member=self.node.name, peer=message.sender,
+                                               clock=clock))
             return
         if type(user) is Withdrawn:  # its payload could not travel
             self.stats["withdrawn"] += 1

@@ -1,44 +1,33 @@
-"""A member's acknowledgements of its application clock, without I/O: when it has sent
+"""When a member acknowledges its application clock, without I/O: when it has sent
 nothing for a heartbeat period but its application took in something new, the member
 tells the others what it has delivered, so that causal stability advances with members
-that never send (docs/replicated.md, "Causal stability").
+that never send (docs/replicated.md, "Members that never send").
 
-An acknowledgement is a :class:`~groupcomm.core.messages.ControlMessage` of the session
-layer (``protocol`` :data:`PROTOCOL`, ``kind`` :data:`KIND`) carrying the clock in the
-:data:`HEADER` header as ``(names, counts)``: it passes every causality module untouched,
-is never handed to the application as a message and does not advance anyone's
-application clock, so taking one in never calls for another.
+The acknowledgement is a :class:`~groupcomm.core.session_messages.ClockAck`, tagged like
+an application send (its tag is the clock) and delivered in causal order, so that it
+reaches a member after everything its sender sent before it: a message concurrent with
+what the clock covers cannot still be on its way. It is consumed by the session layer
+and moves no receiver's application clock, so taking one in never calls for another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+__all__ = ["Clock", "ClockAcks"]
 
-from groupcomm.core.messages import ControlMessage, HeaderValue, SentMessage
-from groupcomm.core.node import ProtocolNode
-
-__all__ = ["HEADER", "KIND", "PROTOCOL", "ClockAcks", "ack_header", "ack_message",
-           "is_clock_ack", "read_ack"]
-
-#: the owner of the acknowledgements: the session layer, not a causality module
-PROTOCOL = "session"
-KIND = "clock_ack"
-HEADER = "clock"
-
+#: an application clock as sorted ``(member, count)`` pairs
 Clock = tuple[tuple[str, int], ...]
 
 
 class ClockAcks:
     """When to acknowledge. :attr:`announced` is the clock the others last learnt from
-    this member (the tag of its last send, or its last acknowledgement); None after a
-    member joined (the newcomer has learnt nothing from it yet)."""
+    this member (the tag of its last send or acknowledgement); None after a member
+    joined (the newcomer has learnt nothing from it yet)."""
 
     def __init__(self) -> None:
         self.announced: Clock | None = ()
-        #: an own send since the last heartbeat
+        #: an application send since the last heartbeat
         self.sent_recently = False
-        #: acknowledgements decided so far
+        #: acknowledgements sent
         self.count = 0
 
     def own_send(self, clock: Clock) -> None:
@@ -46,54 +35,17 @@ class ClockAcks:
         self.announced = clock
         self.sent_recently = True
 
+    def acknowledged(self, clock: Clock) -> None:
+        """An acknowledgement went out tagged ``clock``."""
+        self.announced = clock
+        self.count += 1
+
     def peer_joined(self) -> None:
         self.announced = None
 
-    def beat(self, clock: Clock) -> Clock | None:
-        """A heartbeat, with the application clock now (sorted pairs): the clock to
-        acknowledge, or None (a send since the last beat says it soon enough; nothing
-        new was delivered since the last send or acknowledgement; nothing delivered
-        at all)."""
+    def due(self, clock: Clock) -> bool:
+        """A heartbeat, with the application clock now (sorted pairs): whether to
+        acknowledge (not when a send since the last beat says it soon enough, nothing
+        new was delivered since the last send or acknowledgement, or nothing at all)."""
         recently, self.sent_recently = self.sent_recently, False
-        if recently or not clock or clock == self.announced:
-            return None
-        self.announced = clock
-        self.count += 1
-        return clock
-
-
-def ack_header(clock: Clock) -> dict[str, HeaderValue]:
-    """The header that carries ``clock`` (non-empty, sorted pairs)."""
-    names, counts = zip(*clock, strict=True)
-    return {HEADER: (names, counts)}
-
-
-def ack_message(node: ProtocolNode, destinations: tuple[str, ...], clock: Clock,
-                number: int) -> SentMessage:
-    """``node``'s ``number``-th acknowledgement of ``clock``, to ``destinations``."""
-    return SentMessage(application_name=node.application, session_name=node.session,
-                       user_message=ControlMessage(PROTOCOL, KIND),
-                       message_id=f"{node.name}~{KIND}{number}", sender=node.name,
-                       destinations=destinations, headers=ack_header(clock))
-
-
-def is_clock_ack(user: Any) -> bool:
-    return type(user) is ControlMessage and user.protocol == PROTOCOL and user.kind == KIND
-
-
-def read_ack(headers: Mapping[str, Any]) -> Clock:
-    """The clock an acknowledgement's headers carry; ``ValueError`` naming what is wrong
-    (a peer's bad input)."""
-    value = headers.get(HEADER)
-    if not (type(value) is tuple and len(value) == 2 and type(value[0]) is tuple
-            and type(value[1]) is tuple and len(value[0]) == len(value[1])):
-        raise ValueError(f"a clock acknowledgement needs a {HEADER!r} header of "
-                         f"(names, counts), not {value!r:.80}")
-    names, counts = value
-    for name, count in zip(names, counts, strict=True):
-        if type(name) is not str or not name or type(count) is not int or count < 0:
-            raise ValueError(f"a clock acknowledgement's entry ({name!r:.40}, {count!r:.20}) "
-                             "is not a member name with a count >= 0")
-    if len(set(names)) != len(names):
-        raise ValueError("a clock acknowledgement names a member twice")
-    return tuple(sorted(zip(names, counts, strict=True)))
+        return not recently and bool(clock) and clock != self.announced

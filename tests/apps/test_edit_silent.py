@@ -54,11 +54,12 @@ def silent_member_run(edits: int, module: str = "matrix", timeout: float = 120.0
 
 @pytest.mark.parametrize("module", ["matrix", pytest.param("vector", marks=pytest.mark.long)])
 def test_a_silent_member_does_not_keep_the_typist_from_collecting(module: str) -> None:
-    typist, reader = silent_member_run(3000, module)
+    typist, reader = silent_member_run(2000, module)
     assert typist["text"] == reader["text"] and len(typist["text"]) > 1000
     assert reader["app_sends"] == 0 and reader["clock_acks_sent"] >= 1
     assert typist["clock_acks_received"] == reader["clock_acks_sent"]
-    assert typist["clock_acks_sent"] == 0  # it kept sending: its edits said its clock
+    # it kept sending: its edits said its clock (at most one when the reader joined)
+    assert typist["clock_acks_sent"] <= 1
 
 
 @pytest.mark.long
@@ -73,7 +74,7 @@ def test_a_silent_member_acknowledges_at_most_once_a_heartbeat_and_not_when_idle
     with EditorSession(("typist", "reader"), "matrix", session="acks",
                        timeout=30.0) as editors:
         typist, reader = editors.editors
-        before = reader.state()
+        before, typist_before = reader.state(), typist.state()
         started = time.monotonic()
         # about 4 s of typing at 25 keys a second: the reader delivers something new
         # in every heartbeat period
@@ -84,9 +85,10 @@ def test_a_silent_member_acknowledges_at_most_once_a_heartbeat_and_not_when_idle
         sent = during["clock_acks_sent"] - before["clock_acks_sent"]
         assert 1 <= sent <= elapsed / HEARTBEAT + 1, (sent, elapsed)
         # nothing new delivered: several heartbeats without an acknowledgement, and the
-        # typist, which receives them, does not answer them
+        # typist, which receives them, does not answer them (it acknowledged only once,
+        # if at all, when the reader joined: it had sent nothing the reader had seen)
         reader.ask("quiet 2", ("quiet",), 60.0, "quiet")
         idle = reader.state()
         assert idle["clock_acks_sent"] == during["clock_acks_sent"]
-        assert typist.state()["clock_acks_sent"] == 0
+        assert typist.state()["clock_acks_sent"] == typist_before["clock_acks_sent"] <= 1
         assert idle["applied"] == during["applied"]  # the typist had stopped
