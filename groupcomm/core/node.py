@@ -500,8 +500,9 @@ class ProtocolNode(FilterHost):
                                to=dest)
         if remote:
             self._transmit(message, remote)
-        if self.sent_listener is not None and message.is_user_message():
-            self.sent_listener(message)
+        if (self.sent_listener is not None and message.is_user_message()
+                and type(message.user_message) not in SESSION_TRAFFIC):
+            self.sent_listener(message)  # the application's own messages only
         if remote is not dests:
             # to self: loops back after the current step (never re-enters a filter)
             self._inputs.append(message.received_by(self._name))
