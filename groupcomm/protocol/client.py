@@ -538,7 +538,8 @@ class ClientProtocol:
         node = self.node
         acks = self.clock_acks
         others = tuple(m for m in node.members if m != node.name)
-        if acks is None or not others or self.membership.phase != Phase.JOINED:
+        if (acks is None or not others or self.membership.phase != Phase.JOINED
+                or self.inputs):  # sends are queued (they will say the clock): none now
             return
         if not acks.due(tuple(sorted(node.application_clock.items()))):
             return
