@@ -84,11 +84,14 @@ def test_a_silent_member_acknowledges_at_most_once_a_heartbeat_and_not_when_idle
         during = reader.state()
         sent = during["clock_acks_sent"] - before["clock_acks_sent"]
         assert 1 <= sent <= elapsed / HEARTBEAT + 1, (sent, elapsed)
+        # the reader's frames are its acknowledgements (matrix: one frame each)
+        assert during["frames_sent"] - before["frames_sent"] == sent
         # nothing new delivered: several heartbeats without an acknowledgement, and the
         # typist, which receives them, does not answer them (it acknowledged only once,
         # if at all, when the reader joined: it had sent nothing the reader had seen)
         reader.ask("quiet 2", ("quiet",), 60.0, "quiet")
         idle = reader.state()
         assert idle["clock_acks_sent"] == during["clock_acks_sent"]
+        assert idle["frames_sent"] == during["frames_sent"]
         assert typist.state()["clock_acks_sent"] == typist_before["clock_acks_sent"] <= 1
         assert idle["applied"] == during["applied"]  # the typist had stopped

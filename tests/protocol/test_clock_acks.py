@@ -64,6 +64,8 @@ def test_acknowledgements_follow_the_rule(steps: list[str]) -> None:
         # "ack_received": nothing here changes: that is the point
 
 
+#: modules that stamp each destination's copy of a message differently
+COPY_PER_MEMBER = ("matrix-delta", "ks", "fifo")
 EDITOR_MODULES = ["vector", "matrix", "matrix-delta", "ks", "mfss", "cykas", "fifo", "none"]
 
 
@@ -81,12 +83,24 @@ def test_a_silent_member_acknowledges_once_a_heartbeat_and_then_stops(module: st
         member.start()
         net.run()
     a, b, c = (net.members[n] for n in "abc")
-    acks_sent = {n: [] for n in "abc"}
+    acks_sent: dict[str, list[int]] = {n: [] for n in "abc"}
+    # the frames each member hands the server to relay (b and c send nothing else)
+    relayed = {n: 0 for n in "abc"}
+    relayed_per_tick: dict[str, list[int]] = {n: [] for n in "abc"}
+    carry = net.relay
+
+    def relay(member, frame, dests, message) -> None:
+        relayed[member.name] += 1
+        carry(member, frame, dests, message)
+
+    net.relay = relay  # type: ignore[method-assign]
 
     def tick() -> None:
+        before = dict(relayed)
         net.tick()  # one heartbeat period of every member
         for name, member in net.members.items():
             acks_sent[name].append(member.protocol.stats["clock_acks_sent"])
+            relayed_per_tick[name].append(relayed[name] - before[name])
 
     last = None
     for k in range(8):  # a sends twice a period; b and c never send
@@ -102,6 +116,12 @@ def test_a_silent_member_acknowledges_once_a_heartbeat_and_then_stops(module: st
         assert max(steps) <= 1, steps  # at most one a heartbeat
         assert sum(steps[:8]) >= 6, steps  # something new in each period
         assert steps[-6:] == [0] * 6, steps  # nothing new: nothing (no ping-pong)
+        frames = relayed_per_tick[name]
+        assert frames[-6:] == [0] * 6, frames  # idle: not a frame
+        if module in COPY_PER_MEMBER:  # one copy of the acknowledgement per member
+            assert max(frames) <= 2, frames
+        elif module not in ("mfss", "cykas"):  # (which also acknowledge a's messages)
+            assert max(frames) <= 1, frames  # one frame a heartbeat at most
     assert acks_sent["a"][-1] == 0  # its sends said its clock; acknowledgements move none
     assert net.handed["b"] == [f"m{k}" for k in range(8) for _ in range(2)]
     # the last acknowledgement a received from each says all it delivered (its tag: the
