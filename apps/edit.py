@@ -116,8 +116,10 @@ def _run(args: argparse.Namespace) -> int:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
             state=StateTransfer(provider=shared.snapshot, consumer=shared.install),
-            listeners=Listeners(session=shared, message=shared.on_message),
-            delivery=Delivery(acknowledged=True))
+            listeners=Listeners(session=shared, message=shared.on_message,
+                                event=shared.on_event),
+            # a member that only reads acknowledges what it took in (collection)
+            delivery=Delivery(acknowledged=True, clock_acks=True))
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"{prog}: {error}") from None
     try:

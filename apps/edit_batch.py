@@ -75,7 +75,8 @@ class BatchEditor:
                      "kept": len(replica.text), "applied": replica.applied}
         if shared.communicator is not None:  # what it put on the wire (text-wire)
             counters = shared.communicator.counters()
-            for name in ("frames_sent", "frame_bytes_sent", "app_sends"):
+            for name in ("frames_sent", "frame_bytes_sent", "app_sends", "clock_acks_sent",
+                         "clock_acks_received"):
                 state[name] = counters.get(name, 0)
         return state
 

@@ -16,6 +16,7 @@ from typing import Any
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.messages import ReceivedMessage, Tag
 from groupcomm.core.session_messages import Snapshot
+from groupcomm.protocol.session_events import ClockAcknowledged, SessionEvent
 from groupcomm.replicated import EditorReplica
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,11 @@ class SharedText:
                 # someone edited where this member is typing: the run goes now, from the
                 # flushing thread (the communicator's thread must not send)
                 self._flusher_for().due(0.0)
+
+    def on_event(self, event: SessionEvent) -> None:
+        """A member that sends nothing acknowledged its clock: stability learns it."""
+        if isinstance(event, ClockAcknowledged):
+            self._do(self.replica.acknowledged, event.peer, dict(event.clock))
 
     def snapshot(self) -> Snapshot:
         with self.lock:

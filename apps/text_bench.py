@@ -14,6 +14,7 @@ from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.apps.text_concurrent import is_concurrent, run_concurrent
+from groupcomm.apps.text_silent import run_silent
 from groupcomm.apps.text_trace import TRACE_HELP, load_trace, run_trace, say
 from groupcomm.cli.args import (
     ArgumentParser,
@@ -152,7 +153,17 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--trace", metavar="FILE", help=TRACE_HELP)
     parser.add_argument("--no-collect", action="store_true",
                         help="with --trace: never collect causally stable metadata "
-                        "(keep every tombstone and tag)")
+                        "(keep every tombstone and tag); with --silent, also measure "
+                        "each member without acknowledgements (collecting, but the silent "
+                        "member holds everything unstable)")
+    parser.add_argument("--silent", action="store_true",
+                        help="with a sequential --trace: type it through three members of "
+                        "whom one never types, and compare each member's peak memory "
+                        "with clock acknowledgements on the heartbeat to that with every "
+                        "member's clock known at every delivery")
+    parser.add_argument("--beat-every", type=int, default=100, metavar="EDITS",
+                        help="with --silent: edits typed between two heartbeats "
+                        "(default 100: 200 keys a second against the 0.5 s heartbeat)")
     add_output_arguments(parser)
     return parser
 
@@ -171,8 +182,15 @@ def _run(args: argparse.Namespace) -> int:
     modules = args.causality or ["matrix", "cykas"]
     for module in modules:
         checked_module(get_module, module, "groupcomm text-bench")
+    if args.silent and not args.trace:
+        raise CliError("groupcomm text-bench: --silent replays a --trace FILE")
     if args.trace:
         data = load_trace(args.trace)
+        if args.silent:
+            if is_concurrent(data):
+                raise CliError("groupcomm text-bench: --silent replays a sequential trace "
+                               "(its edits are split between two typists)")
+            return run_silent(args, data)
         if is_concurrent(data):
             return run_concurrent(args, data)
         return run_trace(args, data)

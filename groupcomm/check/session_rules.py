@@ -33,7 +33,7 @@ from groupcomm.core.member_ids import member_id
 from groupcomm.core.messages import ControlMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.registry import get_module
-from groupcomm.core.session_messages import JoinMarker, StateReply, StateRequest
+from groupcomm.core.session_messages import ClockAck, JoinMarker, StateReply, StateRequest
 from groupcomm.protocol.inprocess import (
     InProcessMember,
     InProcessServer,
@@ -455,6 +455,8 @@ class SessionCheck(SessionProperties):
         mid = message.message_id
         if isinstance(user, JoinMarker):
             self._texts[frame] = f"{mid} (join marker for {user.newcomer})"
+        elif isinstance(user, ClockAck):
+            self._texts[frame] = f"{mid} (clock acknowledgement)"
         elif isinstance(user, StateRequest):
             self._texts[frame] = f"{mid} (state request)"
         elif isinstance(user, StateReply):

@@ -37,10 +37,13 @@ from groupcomm.core.messages import (
     SystemMessage,
     sent_unchecked,
 )
-from groupcomm.core.session_messages import SESSION_TRAFFIC
+from groupcomm.core.session_messages import SESSION_TRAFFIC, ClockAck
 from groupcomm.core.tracing import SAID_BY_EVENT, NullTracer, Tracer
 
 log = logging.getLogger(__name__)
+
+#: how a clock acknowledgement's protocol events are recorded
+_ACK_EVENTS = {"network_send": "control_send", "receive": "control_receive"}
 
 
 class UnknownPeerError(LookupError):
@@ -176,7 +179,12 @@ class ProtocolNode(FilterHost):
                 if len(self._session_messages) >= 10_000:
                     self._session_messages.clear()
                 self._session_messages.add(message.message_id)
-                return
+                # a clock acknowledgement is traffic of its own: recorded as it leaves
+                # and arrives (docs/trace_schema.md), never as a send or a delivery
+                if type(user) is not ClockAck or event not in _ACK_EVENTS:
+                    return
+                event = _ACK_EVENTS[event]
+                fields["kind"] = "clock_ack"
             if type(user) is ControlMessage and user.about in self._session_messages:
                 return
         record: dict[str, Any] = {"ts": self.clock(), "process": self._name, "event": event,
@@ -492,8 +500,9 @@ class ProtocolNode(FilterHost):
                                to=dest)
         if remote:
             self._transmit(message, remote)
-        if self.sent_listener is not None and message.is_user_message():
-            self.sent_listener(message)
+        if (self.sent_listener is not None and message.is_user_message()
+                and type(message.user_message) not in SESSION_TRAFFIC):
+            self.sent_listener(message)  # the application's own messages only
         if remote is not dests:
             # to self: loops back after the current step (never re-enters a filter)
             self._inputs.append(message.received_by(self._name))

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 from groupcomm.core.messages import SystemMessage
 
-__all__ = ["REFLECTED_IDS", "SESSION_TRAFFIC", "JoinMarker", "Snapshot", "StateReply", "StateRequest"]
+__all__ = ["REFLECTED_IDS", "SESSION_TRAFFIC", "ClockAck", "JoinMarker", "Snapshot", "StateReply",
+           "StateRequest"]
 
 #: ids of the most recent deliveries a snapshot carries (see
 #: :mod:`groupcomm.protocol.state_transfer`)
@@ -22,6 +23,15 @@ class JoinMarker:
     sent before comes before this (see the module docstring, the cut)."""
 
     newcomer: str
+
+@dataclass(frozen=True)
+class ClockAck:
+    """Sent by a member, to every other member, when it delivered something new and sent
+    nothing for a heartbeat period: its tag is the member's application clock, what it
+    has delivered (:mod:`groupcomm.protocol.clock_acks`). Tagged and delivered in causal
+    order like an application message, so that it reaches a member after every message
+    its sender sent before it; consumed by the session layer, which hands the clock to
+    the application as a ``ClockAcknowledged`` event."""
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -55,4 +65,4 @@ class StateReply(SystemMessage):
 
 #: the payload types of the session layer's own messages, which are neither the
 #: application's nor the protocol's and are not traced (see ProtocolNode.trace)
-SESSION_TRAFFIC: frozenset[type] = frozenset({JoinMarker, StateRequest, StateReply})
+SESSION_TRAFFIC: frozenset[type] = frozenset({JoinMarker, ClockAck, StateRequest, StateReply})

@@ -18,11 +18,12 @@ from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
 from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import REFLECTED_IDS, JoinMarker
+from groupcomm.core.session_messages import REFLECTED_IDS, ClockAck, JoinMarker
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
 from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
+from groupcomm.protocol.clock_acks import ClockAcks
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -32,6 +33,7 @@ from groupcomm.protocol.membership import (
     MemberJoined,
     MemberLeft,
     Membership,
+    Phase,
     Reject,
     ResendReturned,
     SendCommand,
@@ -70,7 +72,9 @@ class ClientProtocol:
     ``clock`` stamps trace lines only; ``acknowledged_delivery``, ``post`` and
     ``inbox_changed`` are the port's (:class:`~groupcomm.protocol.port.ApplicationPort`);
     ``sent_listener`` is called with each application message as it leaves; ``attested``:
-    relayed frames come with the sender the server vouches for (per-client keys)."""
+    relayed frames come with the sender the server vouches for (per-client keys);
+    ``clock_acks``: acknowledge the application clock on the heartbeat when it moved and
+    nothing was sent for a heartbeat period (:mod:`groupcomm.protocol.clock_acks`)."""
 
     def __init__(self, name: str, session: str, *, application: str, codec: FrameCodec,
                  out: Out, filter_stacks: FilterStacks, tracer_for: Callable[[str], Tracer],
@@ -82,7 +86,7 @@ class ClientProtocol:
                  post: Callable[[Callable[[], None]], None] | None = None,
                  inbox_changed: Callable[[], None] | None = None,
                  sent_listener: Callable[[SentMessage], None] | None = None,
-                 attested: bool = False) -> None:
+                 attested: bool = False, clock_acks: bool = False) -> None:
         if release_after is not None and release_after < 0:
             raise ValueError("release_after must be >= 0 seconds (or None: hold)")
         self.name = name
@@ -108,6 +112,7 @@ class ClientProtocol:
         self.event_listeners: list[EventListener] = []
         self.transfer = StateTransfer(self, provider=state_provider, consumer=state_consumer,
                                       timeout=state_timeout)
+        self.clock_acks: ClockAcks | None = ClockAcks() if clock_acks else None
         # the first node makes the clock lock, and every incarnation's node shares it
         self.lock: AbstractContextManager[Any] | None = None
         self.node = self._make_node(name)
@@ -204,6 +209,8 @@ class ClientProtocol:
         if not batch:
             return
         self.stats["app_sends"] += len(batch) - markers
+        if self.clock_acks is not None:
+            self._sent_clock(batch, len(batch) > markers)
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self.report_undeliverable([m.message_id for m in batch if m.sender != name],
@@ -232,6 +239,8 @@ class ClientProtocol:
         if now >= self._next_heartbeat:
             self._apply(membership.heartbeat(now))
             self._next_heartbeat = now + self.heartbeat_interval
+            if self.clock_acks is not None:
+                self._acknowledge_clock()
             # an acknowledgement that raced the deferral did not answer
             self.transfer.answer_deferred()
             # a process killed outright leaves its trace up to the last heartbeat
@@ -404,6 +413,8 @@ class ClientProtocol:
                                            session=self.session, **action.fields))
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
+                if self.clock_acks is not None:
+                    self.clock_acks.peer_joined()
                 if action.member != self.node.name:
                     self.emit(events.PeerJoined(member=self.node.name, peer=action.member,
                                                 members=tuple(self.node.members)))
@@ -504,6 +515,42 @@ class ClientProtocol:
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
         self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
 
+    def _sent_clock(self, batch: list[SentMessage], application: bool) -> None:
+        """What the others learn of this member's clock from ``batch`` (``application``:
+        it holds application sends): the tag of its last send or acknowledgement (a
+        join marker reaches no application)."""
+        acks = self.clock_acks
+        assert acks is not None
+        for message in reversed(batch):
+            kind = type(message.user_message)
+            if kind is ClockAck:
+                acks.acknowledged(tuple(sorted(message.vc)))
+            elif kind is not JoinMarker:
+                acks.own_send(tuple(sorted(message.vc)))
+            else:
+                continue
+            break
+        if application:
+            acks.sent_recently = True
+
+    def _acknowledge_clock(self) -> None:
+        """The heartbeat's acknowledgement of the application clock, if one is due."""
+        node = self.node
+        acks = self.clock_acks
+        others = tuple(m for m in node.members if m != node.name)
+        if (acks is None or not others or self.membership.phase != Phase.JOINED
+                or self.inputs):  # sends are queued (they will say the clock): none now
+            return
+        if not acks.due(tuple(sorted(node.application_clock.items()))):
+            return
+        try:  # tagged behind the sends already queued, like a join marker
+            sent = node.tag_sends(ClockAck(), list(others))
+        except Exception as error:  # noqa: BLE001 - the module cannot carry it: next beat
+            log.debug("%s: no clock acknowledgement this heartbeat (%s)", self.name, error)
+            return
+        self.stats["clock_acks_sent"] += 1
+        self.take_inputs(markers=len(sent))
+
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
         self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
 
@@ -528,6 +575,12 @@ class ClientProtocol:
         user = message.user_message
         if type(user) is JoinMarker:  # the session's, not the application's
             self.transfer.marker(user, message.sender)
+            return
+        if type(user) is ClockAck:  # after all its sender sent before: causal order
+            self.stats["clock_acks_received"] += 1
+            clock = tuple(sorted(message.app_tag.clock.items()))
+            self.emit(events.ClockAcknowledged(member=self.node.name, peer=message.sender,
+                                               clock=clock))
             return
         if type(user) is Withdrawn:  # its payload could not travel
             self.stats["withdrawn"] += 1

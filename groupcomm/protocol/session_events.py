@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HeldReleased", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
+__all__ = ["ClockAcknowledged", "HeldReleased", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
            "ServerAnswers", "ServerSilent", "SessionEvent", "StateInstalled",
            "StateRequested", "StateUnavailable"]
 
@@ -98,3 +98,14 @@ class Removed(SessionEvent):
     """Out of the session for good: ``reason`` is ``left`` or ``replaced``."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClockAcknowledged(SessionEvent):
+    """``peer``'s application had delivered what ``clock`` (its application clock,
+    sorted ``(member, count)`` pairs) covers: an acknowledgement it sends when it has
+    delivered something new and sent nothing for a heartbeat period (causal stability
+    learns from it as from the tags of ``peer``'s messages)."""
+
+    peer: str
+    clock: tuple[tuple[str, int], ...]

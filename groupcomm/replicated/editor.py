@@ -245,6 +245,9 @@ class EditorReplica:
         if sender == self.me:
             return False  # an own operation sent to oneself: applied when it was made
         if is_presence(payload):
+            # its tag says what its sender had delivered, as an edit's does: a member
+            # that only moves its cursor does not hold collection back
+            self.stability.delivered(sender, tag)
             if not superseded:
                 self.cursors[sender] = payload[1]
                 self._changed(text=False)
@@ -274,6 +277,13 @@ class EditorReplica:
         self.stability.delivered(sender, tag)
         self.applied += 1
         if self.collect and self.applied % COLLECT_EVERY == 0:
+            self._collect()
+
+    def acknowledged(self, member: str, clock: Mapping[str, int]) -> None:
+        """``member``, which may send nothing, acknowledged what it has delivered (a
+        ``ClockAcknowledged`` event): stability learns it, and what it settles is
+        collected now, not at the next edit (there may be none)."""
+        if self.stability.acknowledged(member, clock) and self.collect:
             self._collect()
 
     def _collect(self) -> None:

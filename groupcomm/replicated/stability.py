@@ -1,9 +1,10 @@
 """Causal stability: which operations every current member has delivered, learnt from
-the tags of their operations (docs/replicated.md, "Causal stability")."""
+the tags of their operations and from their acknowledgements of their clocks
+(docs/replicated.md, "Causal stability")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from groupcomm.core.messages import Tag
 
@@ -28,6 +29,22 @@ class Stability:
                 if seen.get(k, 0) < v:
                     seen[k] = v
                     self._frontier = None
+
+    def acknowledged(self, member: str, clock: Mapping[str, int]) -> bool:
+        """``member`` said its application had delivered what ``clock`` covers (an
+        acknowledgement, not an operation: it says nothing of what this member has
+        delivered). True when its merge moved; one from a non-member is ignored."""
+        seen = self._seen.get(member)
+        if seen is None or member not in self.members:
+            return False
+        moved = False
+        for k, v in clock.items():
+            if seen.get(k, 0) < v:
+                seen[k] = v
+                moved = True
+        if moved:
+            self._frontier = None
+        return moved
 
     def member_joined(self, member: str) -> None:
         self.members.add(member)

@@ -156,6 +156,7 @@ class Communicator:
             state_provider=state.provider, state_consumer=state.consumer,
             state_timeout=state.timeout, release_after=delivery.release_after,
             acknowledged_delivery=delivery.acknowledged, post=self._loop.call_soon,
+            clock_acks=delivery.clock_acks,
             inbox_changed=self._inbox_changed, sent_listener=listeners.sent,
             attested=curve is not None)
         link.drive(protocol)

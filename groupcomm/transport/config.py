@@ -84,10 +84,14 @@ class Delivery:
     applied (application clock, snapshots) only when the application acknowledges it
     (``Communicator.acknowledge``). ``release_after``: what to do with messages held on
     a member that left: None holds them (``held()``, ``release_waiting_on()``); a number
-    of seconds releases them that long after the departure."""
+    of seconds releases them that long after the departure. ``clock_acks``: when the
+    application has taken in something new and sent nothing for a heartbeat period,
+    tell the others its clock on the heartbeat (they get a ``ClockAcknowledged`` event;
+    causal stability advances with members that never send: docs/replicated.md)."""
 
     acknowledged: bool = False
     release_after: float | None = None
+    clock_acks: bool = False
 
     def __post_init__(self) -> None:
         if self.release_after is not None and not (

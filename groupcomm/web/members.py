@@ -21,6 +21,7 @@ from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.session_messages import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
+from groupcomm.protocol.session_events import ClockAcknowledged, SessionEvent
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.transport.communicator import Communicator
@@ -147,10 +148,13 @@ class TabMember:
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
-            user, session, **kwargs, delivery=Delivery(acknowledged=True),
+            user, session, **kwargs,
+            # the tab that only reads acknowledges what it applied (the text's collection)
+            delivery=Delivery(acknowledged=True, clock_acks=kind == "edit"),
             state=StateTransfer(provider=self._snapshot, consumer=self._install),
             listeners=Listeners(session=self, message=self._on_message,
-                                sent=self._on_transmitted if kind == "im" else None),
+                                sent=self._on_transmitted if kind == "im" else None,
+                                event=self._on_event if kind == "edit" else None),
         )
         try:
             if inject_delays is not None:
@@ -194,6 +198,17 @@ class TabMember:
                        "id": message.app_message_id, "sender": message.sender,
                        "vc": message.app_tag.clock, "superseded": superseded,
                        **payload_for_tab(self.kind, message.user_message)})
+
+    def _on_event(self, event: SessionEvent) -> None:
+        """Another member acknowledged its clock: the mirror's stability and the tab's
+        learn it."""
+        if not isinstance(event, ClockAcknowledged):
+            return
+        with self.lock:
+            assert isinstance(self.mirror, TextMirror)
+            self.mirror.acknowledged(event.peer, dict(event.clock))
+            self.push({"type": "acknowledged", "member": event.peer,
+                       "vc": dict(event.clock)})
 
     def _on_transmitted(self, message: SentMessage) -> None:
         """A copy of an own message left (a module such as mfss holds some back): the

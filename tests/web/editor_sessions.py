@@ -13,7 +13,10 @@ did is recorded as steps:
   ``delete``, ``move_to``, ``flush``) and the ``[id, clock]`` of each send it made;
 - ``["deliver", sender, payload, clock, id, superseded]``;
 - ``["joined", member, members]``, ``["left", member]``;
-- ``["install", state]``: a newcomer's snapshot.
+- ``["install", state]``: a newcomer's snapshot;
+- ``["acknowledged", member, clock]``: ``member``'s clock acknowledgement (as a member
+  that sent nothing for a heartbeat sends one: tagged like a send, delivered in causal
+  order, moving no receiver's clock).
 
 and what the replica looks like at the end (:func:`observe`).
 """
@@ -26,6 +29,9 @@ from typing import Any
 from groupcomm.core.messages import Tag
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence
+
+#: the payload of a clock acknowledgement (the session layer's, not the replica's)
+ACK = ("clock_ack",)
 
 
 def listed(value: Any) -> Any:
@@ -61,6 +67,13 @@ class Member:
                                      coalesce=session.coalesce, collect=session.collect)
 
     def send(self, payload: Any) -> tuple[str, Tag]:
+        op_id, clock = self.tag(payload)
+        self.sends.append([op_id, clock])
+        return op_id, Tag(clock)
+
+    def tag(self, payload: Any) -> tuple[str, dict[str, int]]:
+        """A send event of ``payload`` (the replica's, or a clock acknowledgement) to
+        everyone else."""
         self.sent += 1
         self.clock[self.name] = self.clock.get(self.name, 0) + 1
         clock = dict(self.clock)
@@ -70,8 +83,7 @@ class Member:
             if other != self.name:
                 self.session.members[other].inbox.append(
                     (self.name, payload, clock, op_id, dict(self.seen)))
-        self.sends.append([op_id, clock])
-        return op_id, Tag(clock)
+        return op_id, clock
 
     def ready(self) -> list[int]:
         out = []
@@ -129,6 +141,10 @@ class Session:
             return False
         sender, payload, clock, op_id, deps = member.inbox.pop(self.rng.choice(ready))
         member.seen[sender] = deps[sender]
+        if payload is ACK:  # consumed by the session layer: the clock does not move
+            member.replica.acknowledged(sender, clock)
+            self.record(who, "acknowledged", sender, clock)
+            return True
         for p, v in clock.items():
             member.clock[p] = max(member.clock.get(p, 0), v)
         member.clock[who] = member.clock.get(who, 0) + 1
@@ -178,7 +194,10 @@ class Session:
                 self.join("d", "b", self.newcomer == "recorded")
             if step == actions // 2 and "c" in self.present and self.rng.random() < 0.5:
                 self.leave("c")
-            if self.rng.random() < 0.5:
+            roll = self.rng.random()
+            if roll < 0.05:
+                self.members[self.rng.choice(self.present)].tag(ACK)
+            elif roll < 0.5:
                 self.act(self.rng.choice(self.present))
             else:
                 self.deliver(self.rng.choice(self.present))

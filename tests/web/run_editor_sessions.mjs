@@ -56,6 +56,8 @@ function replay(session, provisional) {
       replica.memberLeft(args[0]);
     } else if (kind === "install") {
       replica.install(args[0]);
+    } else if (kind === "acknowledged") {
+      replica.acknowledged(args[0], args[1]);
     } else {
       throw new Error(`unknown step ${kind}`);
     }

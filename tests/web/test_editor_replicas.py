@@ -3,7 +3,8 @@
 replicas (``editor_sessions.py``), replayed from one member's side into the JavaScript
 class under node, end in the same text, cursors, members and counts — also when the
 browser's own edits get provisional ids and are confirmed later, and when the member
-joined late and started from another's snapshot."""
+joined late and started from another's snapshot, and with other members' clock
+acknowledgements (which may let it collect)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ SESSIONS = [session(seed, 100 + seed % 7 * 60, coalesce=seed % 3 == 0, collect=s
 def test_the_sessions_exercise_what_matters() -> None:
     steps = [step for s in SESSIONS for step in s["steps"]]
     kinds = {step[0] for step in steps}
-    assert kinds == {"act", "deliver", "left", "joined", "install"}
+    assert kinds == {"act", "deliver", "left", "joined", "install", "acknowledged"}
     assert sum(s["expect"]["collected"] for s in SESSIONS) > 0
     assert any(step[0] == "deliver" and step[5] for step in steps)  # superseded cursors
     assert any(s["expect"]["others"] for s in SESSIONS)

@@ -454,3 +454,36 @@ def test_the_bench_measures_terminal_and_gateway_latency() -> None:
     assert 0 < result["terminal_to_terminal"]["p50_ms"] <= result["terminal_to_terminal"]["p99_ms"]
     steps = result["capacity"]["steps"]
     assert [s["tabs"] for s in steps][:1] == [2] and all(s["n"] == 10 for s in steps)
+
+
+def test_a_tab_that_only_reads_acknowledges_what_it_applied(gateway: GatewayProcess) -> None:
+    """A tab that never edits: its member acknowledges its clock on the heartbeat, and
+    that clock moves only when the tab says it applied the deliveries, so the writer's
+    tab learns that the reader holds its edits once the reader applied them, not
+    before (docs/replicated.md, "Members that never send")."""
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            ann, first, ben = await two_tabs(session, gateway, "edit", "ann", "ben")
+            me = first["member"]
+            await ann.ws.send_json({"type": "edit", "applied": 0, "local": "~L1",
+                                    "op": ["insert", None, "hello"]})
+            sent = await ann.next(lambda e: e["type"] == "sent", "the edit's id")
+            mine = sent["vc"][me]
+            delivered = await ben.next(lambda e: e["type"] == "deliver", "the edit")
+            # handed to ben's tab, not applied there: nothing ben acknowledges covers it.
+            # What does not happen is watched for over two heartbeats (0.5 s each): a
+            # span, not an event to wait for
+            await asyncio.sleep(1.2)
+            early = [e for e in ann.events if e["type"] == "acknowledged"]
+            assert all(e["vc"].get(me, 0) < mine for e in early), early
+            await ben.ws.send_json({"type": "applied", "n": delivered["n"]})
+            said = await ann.next(lambda e: e["type"] == "acknowledged"
+                                  and e["member"].startswith("ben")
+                                  and e["vc"].get(me, 0) >= mine, "ben's acknowledgement")
+            assert set(said) == {"type", "member", "vc"}
+            await ann.ws.close()
+            await ben.ws.close()
+
+    run(scenario())

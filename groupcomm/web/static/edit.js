@@ -87,6 +87,9 @@ const editor = {
       case "left":
         this.replica.memberLeft(event.member);
         break;
+      case "acknowledged":
+        if (!this.resyncing) this.replica.acknowledged(event.member, event.vc);
+        return;
       case "error":
         if (event.ref || this.replica.unconfirmed.length) {
           // an own edit was refused (one too large to read names none, hence any error

@@ -222,6 +222,9 @@ export class EditorReplica {
   delivered(sender, payload, clock, messageId, superseded = false) {
     if (sender === this.me) return false;
     if (isPresence(payload)) {
+      // its tag says what its sender had delivered: a member that only moves its cursor
+      // does not hold collection back
+      this.stability.delivered(sender, clock);
       if (!superseded) {
         this.cursors[sender] = payload[1];
         this._changed(false);
@@ -254,6 +257,15 @@ export class EditorReplica {
     this.applied += 1;
     if (this.collect && this.applied % COLLECT_EVERY === 0) this.collectDue = true;
     this._collect();
+  }
+
+  // `member`, which may send nothing, acknowledged what it has delivered: what that
+  // settles is collected now, not at the next edit (there may be none)
+  acknowledged(member, clock) {
+    if (this.stability.acknowledged(member, clock) && this.collect) {
+      this.collectDue = true;
+      this._collect();
+    }
   }
 
   _collect() {

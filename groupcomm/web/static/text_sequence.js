@@ -61,6 +61,21 @@ export class Stability {
     }
   }
 
+  // `member` acknowledged what its application had delivered (it may send nothing):
+  // its merge only, not this member's. True when it moved.
+  acknowledged(member, clock) {
+    const seen = this.seen.get(member);
+    if (seen === undefined || !this.members.has(member)) return false;
+    let moved = false;
+    for (const [k, v] of Object.entries(clock)) {
+      if ((seen[k] || 0) < v) {
+        seen[k] = v;
+        moved = true;
+      }
+    }
+    return moved;
+  }
+
   memberJoined(member) {
     this.members.add(member);
     if (!this.seen.has(member)) this.seen.set(member, {});
