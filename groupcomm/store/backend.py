@@ -36,15 +36,17 @@ class StoreError(Exception):
 @dataclass(frozen=True)
 class StoredMessage:
     """One relayed application message as it travelled: its application-level id, its
-    sender's member id and its payload (``fmt`` and bytes of
-    :mod:`groupcomm.wire.payload`), never decoded by the store. ``seq`` orders a
-    session's messages (the server's arrival order); a backend assigns it on append."""
+    sender's member id, its payload (``fmt`` and bytes of :mod:`groupcomm.wire.payload`,
+    never decoded by the store) and its tag (``vc``, the sender's application clock).
+    ``seq`` orders a session's messages (the server's arrival order); a backend assigns
+    it on append."""
 
     message_id: str
     sender: str
     fmt: int
     payload: bytes
     seq: int = 0
+    vc: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,16 @@ CREATE TABLE snapshots (
 CREATE TABLE messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, application TEXT NOT NULL,
     session TEXT NOT NULL, message_id TEXT NOT NULL, sender TEXT NOT NULL,
-    fmt INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE (application, session, message_id));
+    fmt INTEGER NOT NULL, payload BLOB NOT NULL, vc BLOB NOT NULL, UNIQUE (application, session, message_id));
 """
+
+
+def _pack_clock(clock: Sequence[tuple[str, int]]) -> bytes:
+    return msgpack.packb([list(pair) for pair in clock])
+
+
+def _unpack_clock(data: bytes) -> tuple[tuple[str, int], ...]:
+    return tuple((str(k), int(v)) for k, v in msgpack.unpackb(data))
 
 
 def _one_line(error: BaseException) -> str:
@@ -137,12 +145,13 @@ class SQLiteStore(StoreBackend):
         for message in messages:
             cursor = self._write(
                 "INSERT OR IGNORE INTO messages (application, session, message_id, sender, "
-                "fmt, payload) VALUES (?, ?, ?, ?, ?, ?)",
+                "fmt, payload, vc) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (application, session, message.message_id, message.sender, message.fmt,
-                 message.payload))
+                 message.payload, _pack_clock(message.vc)))
             if cursor.rowcount == 1:
                 added.append(StoredMessage(message.message_id, message.sender, message.fmt,
-                                           message.payload, int(cursor.lastrowid or 0)))
+                                           message.payload, int(cursor.lastrowid or 0),
+                                           message.vc))
         return added
 
     def put_snapshot(self, application: str, session: str, snapshot: StoredSnapshot,
@@ -150,7 +159,7 @@ class SQLiteStore(StoreBackend):
         self._write("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (application, session, snapshot.fmt, snapshot.data,
                      msgpack.packb(list(snapshot.reflected)),
-                     msgpack.packb([list(pair) for pair in snapshot.clock]),
+                     _pack_clock(snapshot.clock),
                      snapshot.taken_at, snapshot.source))
         dropped = 0
         ids = list(covered)
@@ -225,14 +234,19 @@ class SQLiteStore(StoreBackend):
             fmt, data, reflected, clock, taken_at, source = rows[0]
             try:
                 reflected_ids = tuple(msgpack.unpackb(reflected))
-                clock_pairs = tuple((str(k), int(v)) for k, v in msgpack.unpackb(clock))
+                clock_pairs = _unpack_clock(clock)
             except (ValueError, TypeError, msgpack.UnpackException) as error:
                 raise StoreError(f"store {self.location}: the snapshot of {application}/"
                                  f"{session} is damaged ({error})") from None
             snapshot = StoredSnapshot(fmt, bytes(data), reflected_ids, clock_pairs, taken_at,
                                       source)
-        messages = [StoredMessage(message_id, sender, fmt, bytes(payload), seq)
-                    for seq, message_id, sender, fmt, payload in self._read(
-                        "SELECT seq, message_id, sender, fmt, payload FROM messages WHERE "
-                        "application = ? AND session = ? ORDER BY seq", key)]
+        try:
+            messages = [StoredMessage(message_id, sender, fmt, bytes(payload), seq,
+                                      _unpack_clock(vc))
+                        for seq, message_id, sender, fmt, payload, vc in self._read(
+                            "SELECT seq, message_id, sender, fmt, payload, vc FROM messages "
+                            "WHERE application = ? AND session = ? ORDER BY seq", key)]
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
+            raise StoreError(f"store {self.location}: a message of {application}/{session} "
+                             f"is damaged ({error})") from None
         return StoredSession(found[0], snapshot, messages)

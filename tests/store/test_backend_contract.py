@@ -8,7 +8,8 @@ from groupcomm.store.backend import StoredMessage, StoredSnapshot, StoreError, o
 
 
 def _messages(*ids: str) -> list[StoredMessage]:
-    return [StoredMessage(i, i.split("#")[0], 3, i.encode()) for i in ids]
+    return [StoredMessage(i, i.split("#")[0], 3, i.encode(), vc=((i.split("#")[0], 1),))
+            for i in ids]
 
 
 def test_a_new_store_is_empty_and_a_session_starts_empty(store):
@@ -41,6 +42,7 @@ def test_messages_keep_their_order_ids_and_bytes_and_none_is_kept_twice(store):
     assert [m.message_id for m in again] == ["b~1#2"]
     store.commit()
     loaded = store.load("ed", "doc")
+    assert all(m.vc == ((m.sender, 1),) for m in loaded.messages)
     assert [(m.message_id, m.sender, m.fmt, m.payload) for m in loaded.messages] == [
         ("a~1#1", "a~1", 3, b"a~1#1"), ("b~1#1", "b~1", 3, b"b~1#1"),
         ("a~1#2", "a~1", 3, b"a~1#2"), ("b~1#2", "b~1", 3, b"b~1#2")]
