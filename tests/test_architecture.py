@@ -64,7 +64,7 @@ LAYERS = [
                        "groupcomm.protocol", "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
                        "groupcomm.apps", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
-                       "groupcomm.store",
+                       "groupcomm.store", "groupcomm.replicated",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",
                        "groupcomm.cli.args", "groupcomm.conformance"}),
 ]

@@ -14,6 +14,7 @@ from groupcomm.cli import args as cli_args
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("groupcomm.cli.serve", "run a session server"),
+    "store": ("groupcomm.cli.store", "see, export and drop the sessions a server's store keeps"),
     "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
