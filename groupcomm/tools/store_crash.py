@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import sys
@@ -148,6 +149,8 @@ def one_run(workdir: Path, rng: random.Random, messages: int = 300) -> RunCounts
             for thread in typists:
                 thread.join(60)
             _quiet(list(logs.values()))
+            if os.environ.get("GROUPCOMM_STORE_CRASH_DEBUG"):
+                print({n: c.counters() for n, c in comms.items()}, file=sys.stderr)
         finally:
             for comm in comms.values():
                 comm.close()
