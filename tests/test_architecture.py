@@ -54,7 +54,7 @@ LAYERS = [
     ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis",
                        "groupcomm.protocol"}),
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
-                         "groupcomm.protocol",
+                         "groupcomm.protocol", "groupcomm.store",
                          "groupcomm.layers", "groupcomm.cli.args"}),
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
                         "groupcomm.protocol", "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",

@@ -258,9 +258,11 @@ class StoreHost:
         """End this turn's transaction: what it kept is durable when this returns."""
         if self.failed is not None:
             return
+        started = time.perf_counter()
         try:
             self.backend.commit()
             self.stats["commits"] += 1
+            self.stats["commit_us"] += int((time.perf_counter() - started) * 1e6)
         except StoreError as error:
             self._fail(error)
 
