@@ -14,6 +14,9 @@ from groupcomm.cli import args as cli_args
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("groupcomm.cli.serve", "run a session server"),
+    "store": ("groupcomm.cli.store", "see, export and drop the sessions a server's store keeps"),
+    "store-crash": ("groupcomm.tools.store_crash", "kill -9 a server with a store during typing, restart it, count lost and duplicated messages"),
+    "store-bench": ("groupcomm.tools.store_bench", "what the store's commit before forwarding costs in messages per second"),
     "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
