@@ -1,0 +1,1 @@
+"""Durable sessions: the session server's store (docs/storage.md)."""

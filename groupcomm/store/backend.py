@@ -1,0 +1,157 @@
+"""The session store's interface (docs/storage.md): what a backend keeps per session of an
+application (a generation id, the latest snapshot and the relayed messages after it) and
+:func:`open_store`, which picks the backend from a location: a path is SQLite
+(:mod:`groupcomm.store.sqlite`), ``postgresql://...`` the PostgreSQL backend when one is
+installed (a module ``groupcomm.store.postgresql`` with ``open_backend(url)``).
+
+A backend is used from one thread (the session server's). Writes (:meth:`create_session`,
+:meth:`append`, :meth:`put_snapshot`, :meth:`drop`) take effect for readers of other
+connections only at :meth:`commit`; a failure raises :class:`StoreError` and leaves
+what was committed before intact.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "SessionInfo", "StoreBackend", "StoreError",
+           "StoredMessage", "StoredSession", "StoredSnapshot", "open_store"]
+
+#: what a store calls itself, so a foreign database is told apart from ours
+SCHEMA_NAME = "groupcomm-session-store"
+#: the layout this code reads and writes; another one is refused, never converted blindly
+SCHEMA_VERSION = 1
+
+#: URL schemes of the PostgreSQL backend
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+class StoreError(Exception):
+    """The store cannot be opened or written; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One relayed application message as it travelled: its application-level id, its
+    sender's member id, its payload (``fmt`` and bytes of :mod:`groupcomm.wire.payload`,
+    never decoded by the store) and its tag (``vc``, the sender's application clock).
+    ``seq`` orders a session's messages (the server's arrival order); a backend assigns
+    it on append."""
+
+    message_id: str
+    sender: str
+    fmt: int
+    payload: bytes
+    seq: int = 0
+    vc: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """A member's snapshot: the state (``fmt``/``data`` as a payload), the ids of the
+    messages it reflects, the member's application clock, when (``taken_at``, seconds
+    since the epoch) and from whom (``source``, a member id)."""
+
+    fmt: int
+    data: bytes
+    reflected: tuple[str, ...] = ()
+    clock: tuple[tuple[str, int], ...] = ()
+    taken_at: float = 0.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """What :meth:`StoreBackend.sessions` lists about one stored session."""
+
+    application: str
+    session: str
+    generation: str
+    created_at: float
+    snapshot_size: int | None
+    snapshot_at: float | None
+    messages: int
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A stored session in full: the latest snapshot (None before the first one) and the
+    messages after it in arrival order."""
+
+    info: SessionInfo
+    snapshot: StoredSnapshot | None
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+class StoreBackend(ABC):
+    """Where sessions are kept. Sessions are named ``(application, session)``."""
+
+    #: where it is, for messages (a path or a URL without its password)
+    location: str = ""
+
+    @abstractmethod
+    def sessions(self) -> list[SessionInfo]:
+        """Every stored session (committed state), ordered by application then name."""
+
+    @abstractmethod
+    def load(self, application: str, session: str) -> StoredSession | None:
+        """The session in full, or None when it is not stored."""
+
+    @abstractmethod
+    def create_session(self, application: str, session: str, generation: str,
+                       created_at: float) -> None:
+        """Start keeping a session (empty, under ``generation``); :class:`StoreError`
+        if it exists already."""
+
+    @abstractmethod
+    def append(self, application: str, session: str,
+               messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+        """Add relayed messages after the others, in order; returns them with their
+        ``seq``. A message whose id the session has already is left out (and not
+        returned): a message is never kept twice."""
+
+    @abstractmethod
+    def put_snapshot(self, application: str, session: str, snapshot: StoredSnapshot,
+                     covered: Collection[str]) -> int:
+        """Replace the session's snapshot, and drop its messages whose id is in
+        ``covered`` (those the snapshot reflects); returns how many were dropped."""
+
+    @abstractmethod
+    def drop(self, application: str, session: str) -> bool:
+        """Forget a session; False when it was not stored."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Make every write since the last commit durable (one transaction)."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Forget every write since the last commit."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close, without committing."""
+
+
+def open_store(location: str, *, create: bool = True) -> StoreBackend:
+    """The backend for ``location``: a path (SQLite) or a ``postgresql://`` URL.
+    ``create`` False refuses a store that does not exist yet (for reading commands).
+    Raises :class:`StoreError` with one line."""
+    if location.startswith(POSTGRES_SCHEMES):
+        try:
+            module = importlib.import_module("groupcomm.store.postgresql")
+        except ModuleNotFoundError as error:
+            if error.name != "groupcomm.store.postgresql":
+                raise StoreError(f"the PostgreSQL store needs {error.name!r}, which is not "
+                                 "installed") from None
+            raise StoreError("this groupcomm has no PostgreSQL store backend; give --store "
+                             "a file path (SQLite)") from None
+        return module.open_backend(location, create=create)
+    if "://" in location:
+        raise StoreError(f"store {location!r}: not a path, and not a postgresql:// URL")
+    from groupcomm.store.sqlite import SQLiteStore
+
+    return SQLiteStore(location, create=create)
