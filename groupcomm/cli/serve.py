@@ -12,6 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
+from groupcomm.protocol.store_rules import (
+    DEFAULT_SNAPSHOT_EVERY,
+    DEFAULT_SNAPSHOT_SECONDS,
+    StorePolicy,
+)
+from groupcomm.store.backend import StoreError, open_store
 from groupcomm.transport.address import EndpointError, endpoint
 from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
@@ -40,6 +46,16 @@ def build_parser() -> ArgumentParser:
                         help="per-client keys (CurveZMQ): encrypt connections, accept only "
                         "clients whose NAME.key is in DIR, under that name (see groupcomm "
                         "keys); off by default")
+    parser.add_argument("--store", metavar="PATH",
+                        help="keep every session's state in this SQLite file (created if "
+                        "missing; WAL mode), so newcomers get it after every member left "
+                        "or the server restarted (docs/storage.md); refuses direct routing")
+    parser.add_argument("--snapshot-every", type=int, default=DEFAULT_SNAPSHOT_EVERY,
+                        metavar="N", help="with --store: ask a member for a fresh snapshot "
+                        f"every N kept messages (default {DEFAULT_SNAPSHOT_EVERY})")
+    parser.add_argument("--snapshot-seconds", type=float, default=DEFAULT_SNAPSHOT_SECONDS,
+                        metavar="S", help="with --store: ... or S seconds after the last one "
+                        f"when messages were kept since (default {DEFAULT_SNAPSHOT_SECONDS:g})")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log joins and leaves (-v) or everything (-vv)")
     return parser
@@ -74,6 +90,16 @@ def _run(args: argparse.Namespace) -> int:
         bind = endpoint(args.bind, "--bind")
     except EndpointError as error:
         raise CliError(f"groupcomm serve: {error}") from None
+    try:
+        policy = StorePolicy(args.snapshot_every, args.snapshot_seconds)
+    except ValueError as error:
+        raise CliError(f"groupcomm serve: {error}") from None
+    store = None
+    if args.store:
+        try:
+            store = open_store(args.store)
+        except StoreError as error:
+            raise CliError(f"groupcomm serve: --store: {error}") from None
     key_path = args.key_file
     written: Path | None = None  # a key file this run created (removed if it fails)
     if key is None:
@@ -89,20 +115,33 @@ def _run(args: argparse.Namespace) -> int:
             key = write_new_key(key_path)
         except OSError as error:
             _remove(written)
+            if store is not None:
+                store.close()
             raise CliError(f"groupcomm serve: cannot write key file {key_path}: "
                            f"{error.strerror or error}") from None
     try:
         server = SessionServer(key, bind, heartbeat_timeout=args.heartbeat_timeout,
-                               curve=curve)
+                               curve=curve, store=store, store_policy=policy)
+    except StoreError as error:
+        _remove(written)
+        raise CliError(f"groupcomm serve: --store: {error}") from None
     except Exception as error:  # zmq errors: address in use, unknown host
         _remove(written)
+        if store is not None:
+            store.close()
         raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
     print(f"listening on {server.address}", flush=True)
+    if store is not None:
+        print(f"store: {store.location}", flush=True)
     if key_path:
         print(f"key file: {Path(key_path).resolve()}", flush=True)
     server.serve_forever()
+    counts = server.counters()
+    if counts:
+        print("counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())),
+              file=sys.stderr)
     print("server stopped", file=sys.stderr)
     return 0
 

@@ -37,6 +37,9 @@ from groupcomm.protocol.membership import (
     SendCommand,
     ServerBack,
     ServerSilence,
+    SnapshotAsked,
+    StoredState,
+    StoreJoin,
 )
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
@@ -134,6 +137,10 @@ class ClientProtocol:
         self.deadline = now
         self._may_relay = False
         self._addresses: dict[str, str] = {}
+        #: the store's word on the join under way, and the generation of the one before
+        #: (see docs/storage.md)
+        self._store_join: StoreJoin | None = None
+        self._generation_before: str | None = None
         self._update_deadline()
 
     def _make_node(self, member: str) -> ProtocolNode:
@@ -352,6 +359,10 @@ class ClientProtocol:
                                           ids=tuple(released)))
         return released
 
+    def command(self, op: str, fields: dict[str, Any]) -> None:
+        """Send the session command ``op`` to the server."""
+        self._apply([SendCommand(op, fields)])
+
     def add_session_listener(self, listener: SessionMessageListener) -> None:
         self.session_listeners.append(listener)
         self.node.add_session_listener(listener)
@@ -435,6 +446,12 @@ class ClientProtocol:
                 if action.ids:
                     self.report_undeliverable(list(action.ids), "was declared gone before "
                                                "the server relayed them")
+            elif isinstance(action, StoreJoin):
+                self._store_join = action
+            elif isinstance(action, StoredState):
+                self.transfer.stored(action.notice)
+            elif isinstance(action, SnapshotAsked):
+                self.transfer.store_request(action.request)
             elif isinstance(action, ServerSilence):
                 self.emit(events.ServerSilent(member=self.node.name, silent_for=action.silent_for))
             elif isinstance(action, ServerBack):
@@ -456,10 +473,22 @@ class ClientProtocol:
             self._apply([action.joined])
         if action.previous is not None:
             self.emit(events.Rejoined(member=action.member, previous=action.previous))
-        if action.previous is None or action.previous != action.member:
-            self.transfer.joined(action.joined.all_users, self.now)
+        store, self._store_join = self._store_join, None
+        stored = store is not None and store.stored
+        if store is not None and store.changed:
+            # the store was dropped or replaced while this client was away: what it has
+            # is not merged into the session's; it starts over from a fresh transfer
+            self.stats["store_generation_changes"] += 1
+            self.emit(events.StoreGenerationChanged(
+                member=action.member, previous=self._generation_before or "",
+                generation=store.generation))
+            self.transfer.joined(action.joined.all_users, self.now, stored)
+        elif action.previous is None or action.previous != action.member:
+            self.transfer.joined(action.joined.all_users, self.now, stored)
         else:  # back after a server restart: the request, or its answer, may have been
             self.transfer.server_restarted(self.now)  # inside the server
+        self._generation_before = store.generation if store is not None else (
+            self._generation_before)
 
     def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
         """Start the node afresh as ``member``. After the session declared this client

@@ -111,8 +111,34 @@ class LeftSession:
     reason: str = "left"
 
 
+@dataclass(frozen=True)
+class StoreJoin:
+    """The server keeps this session (docs/storage.md): its ``generation``, whether the
+    stored state follows (``stored``), and ``changed``: this client's state is of
+    another generation (it gets a fresh state transfer)."""
+
+    generation: str
+    stored: bool
+    changed: bool
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """The stored state of the session (the ``stored_state`` notice's fields)."""
+
+    notice: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SnapshotAsked:
+    """The server's store asks for a snapshot (answer with the ``snapshot`` command)."""
+
+    request: int
+
+
 Action = (SendCommand | Arrive | Reject | MemberJoined | MemberLeft | Incarnated | JoinDone
-          | ResendReturned | DropReturned | LeftSession | ServerSilence | ServerBack)
+          | ResendReturned | DropReturned | LeftSession | ServerSilence | ServerBack
+          | StoreJoin | StoredState | SnapshotAsked)
 
 
 class Phase(StrEnum):
@@ -187,6 +213,8 @@ class Membership:
         self._previous: str | None = None
         self._address = ""
         self.wants_state = wants_state
+        #: the store generation the server gave on the last join ("" without a store)
+        self.generation = ""
         self.stats: Counter[str] = Counter()
 
     @property
@@ -239,6 +267,8 @@ class Membership:
         fields: dict[str, Any] = {"address": self._address, "incarnation": self.incarnation}
         if self.wants_state:
             fields["wants_state"] = True
+        if self.generation:
+            fields["generation"] = self.generation
         return fields
 
     def heartbeat(self, now: float) -> list[Action]:
@@ -359,6 +389,11 @@ class Membership:
         self._previous = previous
         self.incarnation = incarnation
         actions: list[Action] = []
+        generation = notice.get("generation")
+        if isinstance(generation, str) and generation:
+            self.generation = generation
+            actions.append(StoreJoin(generation, notice.get("stored") is True,
+                                     notice.get("generation_changed") is True))
         self._new_incarnation = previous is not None and previous != self.member
         if self._new_incarnation:
             # we were declared gone while stalled: what the old incarnation relayed and
@@ -513,7 +548,17 @@ class Membership:
         return actions
 
 
+def _on_snapshot_request(membership: Membership, notice: Mapping[str, Any],
+                         now: float) -> list[Action]:
+    request = notice["request"]
+    if isinstance(request, bool) or not isinstance(request, int):
+        return [Reject("malformed", f"snapshot request numbered {request!r}")]
+    return [SnapshotAsked(request)] if membership.joined else []
+
+
 #: what :class:`Membership` does with each session notice (the server's ops)
 _NOTICE_STEPS = {"pong": lambda membership, notice, now: [], "probe": Membership._on_probe,
+                 "stored_state": lambda membership, notice, now: [StoredState(notice)],
+                 "snapshot_request": _on_snapshot_request,
                  "welcome": Membership._on_welcome, "joined": Membership._on_joined,
                  "left": Membership._on_left, "error": Membership._on_error}

@@ -22,11 +22,13 @@ from groupcomm.protocol.registry_events import (
     Heartbeat,
     Input,
     Join,
+    KeepSnapshot,
     Leave,
     Notify,
     Rejected,
     Relay,
     Return,
+    SnapshotGiven,
     Tick,
     command_input,
     routed_input,
@@ -68,6 +70,8 @@ class Member:
     last_seen: float
     incarnation: int = 1
     wants_state: bool = False
+    #: the store generation it named when it joined (for the host's store)
+    generation: str = ""
 
     @property
     def member_id(self) -> str:
@@ -138,19 +142,31 @@ class SessionRegistry:
         """:meth:`handle` the input a frame from ``conn`` asks for, verified by ``codec``: a
         routed frame a relay, a session frame a command (``user``: the name the client's
         key authenticates). Raises ``FrameRejected``, or :class:`BadCommand` naming the op."""
+        event, nonce, counter = self.open_frame(codec, conn, frame, now, user)
+        return self.handle_opened(codec, event, nonce, counter)
+
+    def open_frame(self, codec: FrameCodec, conn: Connection, frame: bytes, now: float,
+                   user: str | None = None) -> tuple[Input, bytes, int]:
+        """The first half of :meth:`handle_frame`: the input, the frame's nonce and
+        counter (a host that looks at the input before the registry handles it)."""
         body, nonce, counter = codec.open(frame)
         if kind_of(body) == ROUTED:
-            actions = self.handle(routed_input(self.by_conn, conn, now, routed_head(body)[0],
-                                               frame))
-            if any(type(action) is Return for action in actions):
-                codec.forget(nonce, counter)  # its sender sends this very frame again
-            return actions
+            return (routed_input(self.by_conn, conn, now, routed_head(body)[0], frame),
+                    nonce, counter)
         command = open_session(body)
         try:
             event = command_input(command, conn, now, user=user)
         except BadCommand as error:
             raise BadCommand(f"{command.get('op')}: {error}") from None
-        return self.handle(event)
+        return event, nonce, counter
+
+    def handle_opened(self, codec: FrameCodec, event: Input, nonce: bytes,
+                      counter: int) -> list[Action]:
+        """The second half of :meth:`handle_frame`."""
+        actions = self.handle(event)
+        if type(event) is Relay and any(type(action) is Return for action in actions):
+            codec.forget(nonce, counter)  # its sender sends this very frame again
+        return actions
 
     def describe(self, conn: Connection) -> str:
         """Who a connection is, for logs: ``name@session`` or a short connection id."""
@@ -194,7 +210,7 @@ class SessionRegistry:
         self.applications.add(app)
         incarnation = self._incarnation_for((app, name, join.client), join.incarnation)
         member = Member(join.client, join.conn, join.address, join.now, incarnation,
-                        join.wants_state)
+                        join.wants_state, join.generation)
         session.members[join.client] = member
         self.by_conn[join.conn] = (app, name, join.client)
         log.info("%s joined %s/%s (%d members)", member.member_id, app, name,
@@ -260,7 +276,8 @@ class SessionRegistry:
                         "name over", holder.member_id, key[0], key[1], self.takeover_wait)
             self._remove(session, holder, "was replaced in", None, out)  # admits pending
 
-    def _member(self, event: Leave | Heartbeat | Relay) -> tuple[Session, Member] | None:
+    def _member(self, event: Leave | Heartbeat | Relay | SnapshotGiven
+                ) -> tuple[Session, Member] | None:
         session = self.sessions.get((event.application, event.session))
         member = session.members.get(event.client) if session else None
         if session is None or member is None or member.conn != event.conn:
@@ -343,6 +360,15 @@ class SessionRegistry:
             self.relayed += 1
             out.append(Forward(target.conn, relay.frame, sender))
 
+    def _snapshot_given(self, given: SnapshotGiven, out: list[Action]) -> None:
+        found = self._member(given)
+        if found is None:
+            out.append(Rejected("unknown_peer", "snapshot from a client that is not a member",
+                                self.describe(given.conn)))
+            return
+        found[1].last_seen = given.now
+        out.append(KeepSnapshot(given, found[1].member_id))
+
     def _park(self, session: Session, dest: str, relay: Relay, sender: str) -> bool:
         """Keep a frame for ``dest`` when this server is new and has never met its name
         (members rejoin one by one after a restart); False when not kept."""
@@ -397,4 +423,5 @@ class SessionRegistry:
 #: the registry's step for each type of input
 _STEPS: dict[type, Callable[[SessionRegistry, Any, list[Action]], None]] = {
     Relay: SessionRegistry._relay, Heartbeat: SessionRegistry._heartbeat,
-    Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick}
+    Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick,
+    SnapshotGiven: SessionRegistry._snapshot_given}

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "Action", "BadCommand", "Connection", "Forward", "Heartbeat", "Input", "Join", "Leave",
-    "Notify", "Rejected", "Relay", "Return", "Tick", "command_input", "routed_input",
+    "Action", "BadCommand", "Connection", "Forward", "Heartbeat", "Input", "Join",
+    "KeepSnapshot", "Leave", "Notify", "Rejected", "Relay", "Return", "SnapshotGiven", "Tick",
+    "command_input", "routed_input",
 ]
 
 Connection = Hashable
@@ -42,6 +43,9 @@ class Join(_FromClient):
     wants_state: bool = False
     #: the name its per-client key authenticates, when keys are in use
     user: str | None = None
+    #: the store generation it was told when it last joined ("" if none; see
+    #: docs/storage.md)
+    generation: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,20 @@ class Relay(_FromClient):
 
 
 @dataclass(frozen=True)
+class SnapshotGiven(_FromClient):
+    """A member answers the store's snapshot request numbered ``request``: the state as
+    a payload (``fmt``, ``data``), the ids it reflects and the member's application
+    clock; ``available`` False: it has none to give."""
+
+    request: int
+    available: bool
+    fmt: int = 0
+    data: bytes = b""
+    reflected: tuple[str, ...] = ()
+    clock: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
     silence is judged against it, not against ``now``, so a host that falls behind under
@@ -78,7 +96,7 @@ class Tick:
     caught_up_at: float
 
 
-Input = Join | Leave | Heartbeat | Relay | Tick
+Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | Tick
 
 
 @dataclass(frozen=True)
@@ -115,7 +133,15 @@ class Rejected:
     peer: str
 
 
-Action = Notify | Forward | Return | Rejected
+@dataclass(frozen=True)
+class KeepSnapshot:
+    """A member's answer to the store's snapshot request, for the host's store."""
+
+    given: SnapshotGiven
+    member: str
+
+
+Action = Notify | Forward | Return | Rejected | KeepSnapshot
 
 
 def _text(command: Mapping[str, Any], key: str) -> str:
@@ -129,8 +155,29 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _snapshot_input(command: Mapping[str, Any], common: dict[str, Any]) -> SnapshotGiven:
+    request, available = command.get("request"), command.get("available")
+    if not _count(request) or not isinstance(available, bool):
+        raise BadCommand("request must be an integer and available a boolean")
+    if not available:
+        return SnapshotGiven(**common, request=request, available=False)
+    fmt, data = command.get("fmt"), command.get("data")
+    reflected, clock = command.get("reflected"), command.get("clock")
+    if not _count(fmt) or not isinstance(data, bytes):
+        raise BadCommand("a snapshot needs fmt (an integer) and data (bytes)")
+    if not isinstance(reflected, list) or not all(isinstance(r, str) for r in reflected):
+        raise BadCommand("reflected must be a list of message ids")
+    if not isinstance(clock, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and _count(p[1])
+            for p in clock):
+        raise BadCommand("clock must be a list of [member, count] pairs")
+    return SnapshotGiven(**common, request=request, available=True, fmt=fmt, data=data,
+                         reflected=tuple(reflected),
+                         clock=tuple((p[0], p[1]) for p in clock))
+
+
 def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
-                  user: str | None = None) -> Join | Leave | Heartbeat:
+                  user: str | None = None) -> Join | Leave | Heartbeat | SnapshotGiven:
     """The typed input for a verified, decoded session command; ``user`` is the name the
     client's key authenticates. Raises :class:`BadCommand` naming the field or op at
     fault."""
@@ -143,9 +190,11 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
         if not isinstance(address, str):
             raise BadCommand(f"address must be a string, not {address!r}")
         incarnation = command.get("incarnation", 0)
+        generation = command.get("generation", "")
         return Join(**common, address=address,
                     incarnation=incarnation if _count(incarnation) else 0,
-                    wants_state=command.get("wants_state") is True, user=user)
+                    wants_state=command.get("wants_state") is True, user=user,
+                    generation=generation if isinstance(generation, str) else "")
     if op == "leave":
         direct = command.get("direct_frames", {})
         valid = isinstance(direct, Mapping) and all(
@@ -154,7 +203,10 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
     if op == "heartbeat":
         probe = command.get("probe")
         return Heartbeat(**common, probe=probe if _count(probe) else None)
-    raise BadCommand(f"op {op!r} is not a client's command (join, leave or heartbeat)")
+    if op == "snapshot":
+        return _snapshot_input(command, common)
+    raise BadCommand(f"op {op!r} is not a client's command (join, leave, heartbeat or "
+                     "snapshot)")
 
 
 def routed_input(by_conn: Mapping[Connection, tuple[str, str, str]], conn: Connection,

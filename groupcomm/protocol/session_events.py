@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 __all__ = ["HeldReleased", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
            "ServerAnswers", "ServerSilent", "SessionEvent", "StateInstalled",
-           "StateRequested", "StateUnavailable"]
+           "StateRequested", "StateUnavailable", "StoreGenerationChanged"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +91,18 @@ class StateInstalled(SessionEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateUnavailable(SessionEvent):
     """No member could give the application state; deliveries go on without it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreGenerationChanged(SessionEvent):
+    """This client came back to a session whose store is of another generation than
+    the one its state came from (the store was dropped or replaced meanwhile): its
+    state is not merged; a fresh state transfer follows (:class:`StateInstalled` or
+    :class:`StateUnavailable`), and what the application had not sent yet is for it to
+    apply again as new operations. See docs/storage.md."""
+
+    previous: str
+    generation: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

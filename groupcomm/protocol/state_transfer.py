@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage, received_unchecked
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import JoinMarker, Snapshot, StateReply, StateRequest
+from groupcomm.core.session_messages import (
+    SESSION_TRAFFIC,
+    JoinMarker,
+    Snapshot,
+    StateReply,
+    StateRequest,
+)
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.session_events import (
@@ -26,6 +32,7 @@ from groupcomm.protocol.session_events import (
     StateRequested,
     StateUnavailable,
 )
+from groupcomm.wire.payload import dump_payload, load_payload
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +100,18 @@ class Ask:
 
 @dataclass
 class Install:
-    """Install ``reply`` (if any), deliver ``release``, mark ``skipped`` as seen."""
+    """Install ``reply`` (if any), deliver ``replay`` (the messages the session's store
+    kept after its snapshot) then ``release``, mark ``skipped`` as seen."""
 
     reply: StateReply | None
     release: list[ReceivedMessage] = field(default_factory=list)
     skipped: list[ReceivedMessage] = field(default_factory=list)
     source: str | None = None
+    replay: list[ReceivedMessage] = field(default_factory=list)
+
+
+#: the source of a state the session server's store gave
+STORE = "store"
 
 
 class NewcomerState:
@@ -114,13 +127,32 @@ class NewcomerState:
         self._deadline = 0.0
         self._held: list[ReceivedMessage] = []
         self._reflected: frozenset[str] = frozenset()
+        #: the store's messages after its snapshot, delivered once it is installed
+        self._replay: list[ReceivedMessage] = []
 
-    def joined(self, me: str, members: Sequence[str], now: float) -> list[Ask | Install]:
+    def joined(self, me: str, members: Sequence[str], now: float,
+               stored: bool = False) -> list[Ask | Install]:
         """This client joined (or came back as a new incarnation): ask the others,
-        longest-standing first."""
+        longest-standing first; ``stored``: alone, the server sends its stored state."""
         self.waiting = True
         self._candidates = [m for m in members if m != me]
+        self._replay = []
+        if stored and not self._candidates:
+            self.asked = STORE
+            self._deadline = now + self.timeout
+            return []
         return self._ask_next(now)
+
+    def stored(self, reply: StateReply, replay: list[ReceivedMessage]) -> list[Install]:
+        """The server's stored state (a snapshot and the messages after it)."""
+        if self.asked != STORE or not self.waiting:
+            return []  # not waited for: this client got, or is getting, a member's
+        if not reply.available:
+            self.asked = None
+            return [self._finish(None)]
+        self._reflected = frozenset((*reply.reflected, *(m.app_message_id for m in replay)))
+        self._replay = replay
+        return [self._finish(reply)]
 
     def deliver(self, message: ReceivedMessage) -> str:
         """``"hold"`` (no snapshot yet), ``"skip"`` (the snapshot reflects it) or
@@ -163,6 +195,8 @@ class NewcomerState:
         return []
 
     def _ask_next(self, now: float) -> list[Ask | Install]:
+        if self.asked == STORE:
+            self.asked = None
         if self.asked in self._candidates:
             self._candidates.remove(self.asked)
         if not self._candidates:
@@ -180,8 +214,9 @@ class NewcomerState:
         self.asked = None
         held, self._held = self._held, []
         reflected = self._reflected
+        replay, self._replay = self._replay, []
         return Install(reply, [m for m in held if m.app_message_id not in reflected],
-                       [m for m in held if m.app_message_id in reflected], source)
+                       [m for m in held if m.app_message_id in reflected], source, replay)
 
 
 class Member(Protocol):
@@ -197,6 +232,8 @@ class Member(Protocol):
     def emit(self, event: SessionEvent) -> None: ...
 
     def drain(self) -> None: ...
+
+    def command(self, op: str, fields: dict[str, Any]) -> None: ...
 
     def take_inputs(self, markers: int = 0) -> None: ...
 
@@ -217,16 +254,27 @@ class StateTransfer:
         #: newcomers whose snapshot waits until the application has caught up
         self.deferred: list[str] = []
         self._system_sent = 0
+        #: the store's snapshot request waiting until the application has caught up
+        self._store_request: int | None = None
 
     @property
     def waiting(self) -> bool:
         return self.gate is not None and self.gate.waiting
 
     # -- as a newcomer -------------------------------------------------------------------------
-    def joined(self, members: Sequence[str], now: float) -> None:
+    def joined(self, members: Sequence[str], now: float, stored: bool = False) -> None:
         if self.gate is not None:
             self._member.out.state_pending()
-            self._carry_out(self.gate.joined(self._member.node.name, members, now))
+            self._carry_out(self.gate.joined(self._member.node.name, members, now, stored))
+
+    def stored(self, notice: Mapping[str, Any]) -> None:
+        """The session server's stored state (the ``stored_state`` notice)."""
+        if self.gate is None or not self.gate.waiting:
+            return
+        reply, replay = stored_reply(notice, self._member.node)
+        if reply.available:
+            self._member.stats["stored_messages_replayed"] += len(replay)
+        self._carry_out(self.gate.stored(reply, replay))
 
     def member_left(self, member: str, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
@@ -268,11 +316,16 @@ class StateTransfer:
                 # what the snapshot holds happened before this member's next sends
                 member.node.merge_application_clock(action.reply.clock)
                 try:
-                    self._consumer(action.reply.state)
+                    if action.reply.state is not None or action.source != STORE:
+                        self._consumer(action.reply.state)
                     member.stats["state_installed"] += 1
                 except Exception:
                     log.exception("%s: the state consumer raised; going on without the "
                                   "snapshot", member.name)
+            for message in action.replay:  # the store's messages after its snapshot
+                member.node.merge_application_clock(message.vc)
+                member.stats["delivered"] += 1
+                member.port.hand_over(message)
             for message in action.skipped:
                 self._seen(message)
             for message in action.release:
@@ -315,9 +368,36 @@ class StateTransfer:
             self.deferred.append(newcomer)
 
     def answer_deferred(self) -> None:
+        if self._store_request is not None and self._member.port.caught_up:
+            self.store_request(self._store_request)
         if self.deferred and self._member.port.caught_up:
             waiting, self.deferred = self.deferred, []
             self.answer(waiting)
+
+    def store_request(self, request: int) -> None:
+        """The server's store asks for a snapshot: the same as a newcomer's, once the
+        application has caught up, sent to the server (docs/storage.md)."""
+        member = self._member
+        if not member.port.caught_up and not self.waiting:
+            self._store_request = request
+            return
+        self._store_request = None
+        reply = (StateReply(available=False) if self.waiting
+                 else self._snapshot("the session store"))
+        fields: dict[str, Any] = {"request": request, "available": reply.available}
+        if reply.available:
+            try:
+                fmt, data = dump_payload(reply.state)
+            except Exception as error:  # the state cannot travel: the store keeps none
+                log.warning("%s: the snapshot for the session store cannot be serialized "
+                            "(%s)", member.name, error)
+                fields["available"] = False
+            else:
+                fields.update(fmt=fmt, data=data, reflected=list(reply.reflected),
+                              clock=[list(pair) for pair in reply.clock])
+        member.stats["store_snapshots_given" if fields["available"]
+                     else "store_snapshots_declined"] += 1
+        member.command("snapshot", fields)
 
     def on_system(self, message: ReceivedMessage) -> bool:
         user = message.user_message
@@ -360,3 +440,32 @@ class StateTransfer:
             user_message=obj, message_id=f"{node.name}~state{self._system_sent}",
             sender=node.name, destinations=(dest,)))
         member.drain()
+
+
+def stored_reply(notice: Mapping[str, Any],
+                 node: ProtocolNode) -> tuple[StateReply, list[ReceivedMessage]]:
+    """The state reply and the messages to replay that a verified ``stored_state``
+    notice carries (the session layer's own messages left out); a malformed one is no
+    state (logged)."""
+    if notice.get("available") is not True:
+        return StateReply(available=False), []
+    try:
+        state = None
+        if "fmt" in notice:
+            state = load_payload(notice["fmt"], notice["data"])
+        replay = []
+        for message_id, sender, fmt, payload, vc in notice.get("messages", []):
+            user = load_payload(fmt, payload)
+            if type(user) in SESSION_TRAFFIC:
+                continue  # a join marker: the session layer's, not the application's
+            replay.append(received_unchecked(
+                node.application, node.session, user, str(message_id), str(sender),
+                tuple((str(k), int(v)) for k, v in vc), "normal", ""))
+        reply = StateReply(available=True, state=state,
+                           reflected=tuple(str(r) for r in notice.get("reflected", [])),
+                           clock=tuple((str(k), int(v)) for k, v in notice.get("clock", [])))
+    except Exception as error:  # the server's bytes, verified, yet not what it should send
+        log.error("%s: the stored state from the server is malformed (%s); going on "
+                  "without it", node.name, error)
+        return StateReply(available=False), []
+    return reply, replay

@@ -25,10 +25,13 @@ from groupcomm.protocol.registry import (
     SessionRegistry,
     Tick,
 )
-from groupcomm.protocol.registry_events import BadCommand
+from groupcomm.protocol.registry_events import BadCommand, KeepSnapshot
 from groupcomm.protocol.rejects import RejectLog
+from groupcomm.protocol.store_rules import StorePolicy
+from groupcomm.store.backend import StoreBackend
 from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
+from groupcomm.transport.store_host import StoreHost
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FORWARDED, FrameCodec, FrameRejected
 from groupcomm.wire.session import seal_session
 
@@ -48,7 +51,8 @@ class SessionServer:
     def __init__(self, key: bytes, bind: str = "tcp://127.0.0.1:0", *,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  max_frame: int = DEFAULT_MAX_FRAME, context: zmq.Context | None = None,
-                 curve: ServerKeys | None = None) -> None:
+                 curve: ServerKeys | None = None, store: StoreBackend | None = None,
+                 store_policy: StorePolicy | None = None) -> None:
         self.codec = FrameCodec(key, max_frame=max_frame)
         self.heartbeat_timeout = heartbeat_timeout
         self._context = context or zmq.Context.instance()
@@ -66,6 +70,12 @@ class SessionServer:
                                         heartbeat_timeout=heartbeat_timeout,
                                         authenticated=curve is not None)
         self.rejects = RejectLog("session server")
+        #: the session store (``--store``); its turn's writes commit before anything of
+        #: the turn is sent (see :meth:`flush`)
+        self.store = (StoreHost(store, self.registry, policy=store_policy,
+                                max_frame=max_frame) if store is not None else None)
+        #: actions of this turn, sent once the store committed (only with a store)
+        self._pending: list[Action] = []
         self._stopping = False
         #: when the server last had no input waiting: everything sent before then has
         #: been read, so silence is judged against this, not against the wall clock
@@ -85,6 +95,10 @@ class SessionServer:
                 takeover = self.registry.next_deadline()
                 if takeover is not None:
                     due = min(due, takeover)
+                if self.store is not None:
+                    answer = self.store.next_due()
+                    if answer is not None:
+                        due = min(due, answer)
                 timeout_ms = max(0.0, (due - time.monotonic()) * 1000)
                 if not poller.poll(timeout_ms):
                     self._caught_up_at = time.monotonic()
@@ -107,7 +121,11 @@ class SessionServer:
                     self.tick(now)
                     if now >= next_check:
                         next_check = now + check_every
+                self.flush()
         finally:
+            self.flush()
+            if self.store is not None:
+                self.store.close()
             self.socket.close(linger=0)
             if self._auth is not None:
                 self._auth.stop()
@@ -119,7 +137,27 @@ class SessionServer:
     def tick(self, now: float | None = None) -> None:
         """Let time pass in the registry: due takeovers, silent clients, parked frames."""
         now = time.monotonic() if now is None else now
-        self._carry_out(self.registry.handle(Tick(now, self._caught_up_at)))
+        event = Tick(now, self._caught_up_at)
+        actions = self.registry.handle(event)
+        if self.store is not None:
+            actions = self.store.after(event, actions) + self.store.tick(now)
+        self._carry_out(actions)
+
+    def flush(self) -> None:
+        """End a turn: commit what the store kept, then send the turn's actions (a
+        relayed message is stored before any member receives it)."""
+        if self.store is None:
+            return
+        for action in self.store.tick(time.monotonic(), force=False):
+            self._pending.append(action)
+        self.store.commit()
+        pending, self._pending = self._pending, []
+        self._send(pending)
+
+    def counters(self) -> dict[str, int]:
+        """Frames refused by reason (``rejected_*``) and the store's counts (``store_*``)."""
+        return {**{f"rejected_{k}": v for k, v in self.rejects.counts.items()},
+                **(self.store.counters() if self.store is not None else {})}
 
     def handle(self, parts: list[bytes], user: str | None = None) -> None:
         """Handle one multipart message from a client: ``[identity, frame]``; ``user``
@@ -130,8 +168,11 @@ class SessionServer:
             return
         identity, frame = parts
         try:
-            actions = self.registry.handle_frame(self.codec, identity, frame,
-                                                 time.monotonic(), user)
+            if self.store is None:
+                actions = self.registry.handle_frame(self.codec, identity, frame,
+                                                     time.monotonic(), user)
+            else:
+                actions = self._handle_stored(identity, frame, user)
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, self.registry.describe(identity))
             if error.reason == "bad_signature":
@@ -142,7 +183,24 @@ class SessionServer:
             return
         self._carry_out(actions)
 
+    def _handle_stored(self, identity: bytes, frame: bytes, user: str | None) -> list[Action]:
+        store = self.store
+        assert store is not None
+        event, nonce, counter = self.registry.open_frame(self.codec, identity, frame,
+                                                         time.monotonic(), user)
+        refused = store.refuse(event)
+        if refused is not None:
+            return refused
+        return store.after(event, self.registry.handle_opened(self.codec, event, nonce,
+                                                              counter))
+
     def _carry_out(self, actions: list[Action]) -> None:
+        if self.store is not None:
+            self._pending += actions  # sent by flush(), after the store's commit
+            return
+        self._send(actions)
+
+    def _send(self, actions: list[Action]) -> None:
         send = self.socket.send_multipart
         for action in actions:
             if isinstance(action, Forward):
@@ -154,6 +212,9 @@ class SessionServer:
                 send([action.conn, seal_session(self.codec, action.op, **action.fields)])
             elif isinstance(action, Rejected):
                 self.rejects.reject(action.reason, action.detail, action.peer)
+            elif isinstance(action, KeepSnapshot):  # a server without a store
+                self.rejects.reject("malformed", "a snapshot, and this server keeps no "
+                                    "store", action.member)
             elif isinstance(action, Return):
                 send([action.conn, seal_session(
                     self.codec, "error", reason="not_a_member",

@@ -23,6 +23,10 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "welcome": ("client", "server_id"),
     "pong": ("server_id",),
     "probe": ("probe",),
+    # the session store (docs/storage.md)
+    "snapshot": ("client", "application", "session", "request", "available"),
+    "snapshot_request": ("request",),
+    "stored_state": ("generation", "available"),
 }
 
 
@@ -32,7 +36,9 @@ OP_CODES: tuple[str, ...] = tuple(SESSION_FIELDS)
 FIELD_CODES: tuple[str, ...] = (
     "op", "client", "application", "session", "address", "is_new_session",
     "is_new_application", "all_users", "addresses", "reason", "detail", "server_id", "probe",
-    "direct_frames", "incarnation", "wants_state", "returned")
+    "direct_frames", "incarnation", "wants_state", "returned", "generation", "request",
+    "available", "fmt", "data", "reflected", "clock", "messages", "stored",
+    "generation_changed")
 _FIELD_INDEX = {name: code for code, name in enumerate(FIELD_CODES)}
 _OP_INDEX = {name: code for code, name in enumerate(OP_CODES)}
 

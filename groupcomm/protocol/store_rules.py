@@ -1,0 +1,263 @@
+"""The session store's rules, without I/O (docs/storage.md): which relayed messages are
+kept, when a member is asked for a fresh snapshot, what a snapshot covers, what a
+member joining gets (the stored state, a new generation), which joins are refused. The
+session server (:mod:`groupcomm.transport.store_host`) feeds it and carries out its
+answers against a backend; randomness (new generation ids) comes from its host.
+
+Why the server's arrival order is a causal order: with relayed routing every message
+reaches its receivers through the server, which forwards in arrival order, so a
+message sent after another was delivered arrived at the server after it. Replaying the
+kept messages in arrival order after the snapshot therefore never delivers an effect
+before its cause. Direct routing would bypass the server, so a store refuses it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["AskSnapshot", "Candidate", "JoinVerdict", "KeptSession", "StorePolicy",
+           "StoreRules"]
+
+#: a session with stored messages asks for a snapshot after this many...
+DEFAULT_SNAPSHOT_EVERY = 500
+#: ...or this many seconds after its last snapshot
+DEFAULT_SNAPSHOT_SECONDS = 30.0
+#: seconds a member has to answer a snapshot request before the next is asked
+SNAPSHOT_ANSWER_TIMEOUT = 10.0
+#: copies of a send split into unicasts waiting for the rest of their destinations
+MAX_PENDING_GROUPS = 4096
+
+
+@dataclass(frozen=True)
+class StorePolicy:
+    """When the store asks for a snapshot: every ``every_messages`` kept messages, or
+    ``every_seconds`` after the last one when messages were kept since."""
+
+    every_messages: int = DEFAULT_SNAPSHOT_EVERY
+    every_seconds: float = DEFAULT_SNAPSHOT_SECONDS
+    answer_timeout: float = SNAPSHOT_ANSWER_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.every_messages < 1:
+            raise ValueError(f"snapshot every {self.every_messages} messages: must be >= 1")
+        if not self.every_seconds > 0:
+            raise ValueError(f"snapshot every {self.every_seconds} s: must be > 0")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A relayed application message as the server decoded it (payload untouched):
+    ``message_id`` its application-level id, ``dests`` this copy's destinations,
+    ``grouped``: a copy of a send split into unicasts."""
+
+    message_id: str
+    sender: str
+    dests: tuple[str, ...]
+    fmt: int
+    payload: bytes
+    vc: tuple[tuple[str, int], ...]
+    grouped: bool = False
+
+
+@dataclass
+class KeptSession:
+    """What the rules remember of one stored session."""
+
+    generation: str
+    #: messages kept after the snapshot
+    since_snapshot: int = 0
+    has_snapshot: bool = False
+    #: when the last snapshot was kept (or the session started to be kept)
+    snapshot_at: float = 0.0
+    #: ids the current snapshot reflects: a late copy of one is not kept again
+    covered: frozenset[str] = frozenset()
+    #: the member asked for a snapshot now, the request's number, when it is due
+    asked: str | None = None
+    request: int = 0
+    due: float = 0.0
+    #: members that had no snapshot to give for the current round
+    declined: set[str] = field(default_factory=set)
+    #: application id -> destinations seen so far, for copies of split sends
+    groups: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+
+    @property
+    def has_content(self) -> bool:
+        return self.has_snapshot or self.since_snapshot > 0
+
+
+@dataclass(frozen=True)
+class JoinVerdict:
+    """What a member admitted to a kept session gets: the ``generation`` (``create``:
+    the session is new to the store, keep it under that id), whether the stored state
+    is sent to it (``send_state``), and whether its state is from another generation
+    (``changed``: it must not merge what it has)."""
+
+    generation: str
+    create: bool = False
+    send_state: bool = False
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class AskSnapshot:
+    """Ask ``member`` (its connection, for the host) for a snapshot, numbered ``request``."""
+
+    application: str
+    session: str
+    member: str
+    request: int
+
+
+class StoreRules:
+    """``new_generation()`` makes a fresh generation id (the host's randomness)."""
+
+    def __init__(self, policy: StorePolicy, new_generation: Callable[[], str]) -> None:
+        self.policy = policy
+        self._new_generation = new_generation
+        self.sessions: dict[tuple[str, str], KeptSession] = {}
+        self._requests = 0
+
+    # -- what is stored --------------------------------------------------------------------
+    def loaded(self, application: str, session: str, generation: str, *, messages: int,
+               has_snapshot: bool, covered: Collection[str], now: float) -> None:
+        """A session found in the store when the host started."""
+        self.sessions[(application, session)] = KeptSession(
+            generation, since_snapshot=messages, has_snapshot=has_snapshot,
+            snapshot_at=now, covered=frozenset(covered))
+
+    def dropped(self, application: str, session: str) -> None:
+        self.sessions.pop((application, session), None)
+
+    # -- joins ---------------------------------------------------------------------------------
+    @staticmethod
+    def refuse_join(address: str) -> str | None:
+        """Why a join is refused (direct routing), or None."""
+        if address:
+            return ("this session server keeps sessions (--store) and relays every message: "
+                    "direct routing is refused; join with relayed routing")
+        return None
+
+    def admitted(self, application: str, session: str, *, alone: bool, wants_state: bool,
+                 incarnation_known: bool, generation: str, now: float) -> JoinVerdict:
+        """A member was admitted. ``alone``: no other member is in the session;
+        ``incarnation_known``: it was a member before (a rejoin); ``generation``: the one
+        it was told then ("" when none)."""
+        kept = self.sessions.get((application, session))
+        if kept is None:
+            kept = KeptSession(self._new_generation(), snapshot_at=now)
+            self.sessions[(application, session)] = kept
+            return JoinVerdict(kept.generation, create=True,
+                               changed=bool(generation) and incarnation_known)
+        changed = bool(generation) and generation != kept.generation
+        fresh = wants_state and (changed or not incarnation_known)
+        return JoinVerdict(kept.generation, send_state=fresh and alone and kept.has_content,
+                           changed=changed)
+
+    # -- relayed messages ------------------------------------------------------------------
+    def keep(self, application: str, session: str, members: Sequence[str],
+             candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Which of a relayed frame's messages are kept: those sent to every other member
+        (for copies of a split send, once their destinations together are), not
+        covered by the snapshot. ``members``: the session's member ids now."""
+        kept = self.sessions.get((application, session))
+        if kept is None:
+            return []
+        out = []
+        for candidate in candidates:
+            if candidate.message_id in kept.covered:
+                continue
+            others = {m for m in members if m != candidate.sender}
+            if not others:
+                continue
+            if candidate.grouped:
+                seen = kept.groups.setdefault(candidate.message_id, set())
+                if seen is _DONE:
+                    continue
+                seen.update(candidate.dests)
+                if not others <= seen:
+                    while len(kept.groups) > MAX_PENDING_GROUPS:
+                        kept.groups.popitem(last=False)
+                    continue
+                kept.groups[candidate.message_id] = _DONE
+                kept.groups.move_to_end(candidate.message_id)
+            elif not others <= set(candidate.dests):
+                continue
+            out.append(candidate)
+        return out
+
+    def stored(self, application: str, session: str, count: int) -> None:
+        """``count`` messages were added to the session."""
+        kept = self.sessions.get((application, session))
+        if kept is not None:
+            kept.since_snapshot += count
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def due(self, now: float,
+            members_of: Callable[[str, str], Sequence[str]]) -> list[AskSnapshot]:
+        """Snapshot requests to send now (``members_of``: member ids in join order)."""
+        asks = []
+        policy = self.policy
+        for (application, session), kept in self.sessions.items():
+            if kept.asked is not None and now < kept.due:
+                continue
+            if kept.asked is not None:  # did not answer in time
+                kept.declined.add(kept.asked)
+                kept.asked = None
+            wanted = (not kept.has_snapshot or kept.since_snapshot >= policy.every_messages
+                      or (kept.since_snapshot > 0
+                          and now - kept.snapshot_at >= policy.every_seconds))
+            if not wanted:
+                continue
+            members = [m for m in members_of(application, session)
+                       if m not in kept.declined]
+            if not members:
+                if kept.declined and not members_of(application, session):
+                    kept.declined.clear()  # everyone left: a new round with new members
+                continue
+            self._requests += 1
+            kept.asked, kept.request = members[0], self._requests
+            kept.due = now + policy.answer_timeout
+            asks.append(AskSnapshot(application, session, members[0], self._requests))
+        return asks
+
+    def next_due(self) -> float | None:
+        """When :meth:`due` next has something to say about an outstanding request."""
+        return min((k.due for k in self.sessions.values() if k.asked is not None),
+                   default=None)
+
+    def answered(self, application: str, session: str, member: str, request: int, *,
+                 available: bool, now: float) -> bool:
+        """A member answered a snapshot request: True when its snapshot is to be kept
+        (then :meth:`snapshot_kept` follows); an unasked or late answer is ignored."""
+        kept = self.sessions.get((application, session))
+        if kept is None or kept.asked != member or kept.request != request:
+            return False
+        kept.asked = None
+        if not available:
+            kept.declined.add(member)
+            kept.due = now
+            return False
+        return True
+
+    def snapshot_kept(self, application: str, session: str, reflected: Collection[str],
+                      dropped: int, now: float) -> None:
+        """The snapshot is stored and ``dropped`` messages it covers were removed."""
+        kept = self.sessions.get((application, session))
+        if kept is None:
+            return
+        kept.has_snapshot = True
+        kept.since_snapshot = max(0, kept.since_snapshot - dropped)
+        kept.snapshot_at = now
+        kept.covered = frozenset(reflected)
+        kept.declined.clear()
+
+    def member_left(self, application: str, session: str, member: str) -> None:
+        kept = self.sessions.get((application, session))
+        if kept is not None and kept.asked == member:
+            kept.asked = None
+
+
+#: the destinations of a split send once it was kept (shared, never changed)
+_DONE: set[str] = set()

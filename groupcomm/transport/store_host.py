@@ -1,0 +1,271 @@
+"""The session server's store (``groupcomm serve --store``, docs/storage.md): it carries
+out :class:`~groupcomm.protocol.store_rules.StoreRules` against a backend. The server
+hands it every input and the actions the registry answered; it keeps the relayed
+messages and snapshots in the backend's open transaction, and :meth:`StoreHost.commit`
+ends the transaction before the server sends anything of that turn (the durability
+point). A store that fails is given up with one line in the log and a counter: the
+server goes on serving without it, and what was committed stays intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+
+from groupcomm.core.member_ids import display_name
+from groupcomm.protocol.registry import SessionRegistry
+from groupcomm.protocol.registry_events import (
+    Action,
+    Input,
+    Join,
+    KeepSnapshot,
+    Notify,
+    Rejected,
+    Relay,
+)
+from groupcomm.protocol.store_rules import StorePolicy, StoreRules
+from groupcomm.store.backend import StoreBackend, StoredMessage, StoredSnapshot, StoreError
+from groupcomm.store.tap import FrameTap
+from groupcomm.wire.frames import NONCE_SIZE, SIGNATURE_SIZE, sealed_body
+
+__all__ = ["StoreHost"]
+
+log = logging.getLogger(__name__)
+
+#: the notices the store looks at
+_WATCHED = ("welcome", "left")
+#: room left in a frame for the stored state's other fields
+_NOTICE_MARGIN = 4096
+
+
+def new_generation() -> str:
+    """A fresh generation id: 64 random bits."""
+    return os.urandom(8).hex()
+
+
+class StoreHost:
+    """``max_frame``: the largest frame a client accepts (the stored state is one)."""
+
+    def __init__(self, backend: StoreBackend, registry: SessionRegistry, *,
+                 policy: StorePolicy | None = None, max_frame: int,
+                 now: float | None = None) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.rules = StoreRules(policy or StorePolicy(), new_generation)
+        self.tap = FrameTap(max_frame)
+        self.max_frame = max_frame
+        self.stats: Counter[str] = Counter()
+        #: why the store was given up (None while it works)
+        self.failed: str | None = None
+        self._check_due = False
+        now = time.monotonic() if now is None else now
+        for info in backend.sessions():
+            stored = backend.load(info.application, info.session)
+            snapshot = stored.snapshot if stored else None
+            self.rules.loaded(info.application, info.session, info.generation,
+                              messages=info.messages, has_snapshot=snapshot is not None,
+                              covered=snapshot.reflected if snapshot else (), now=now)
+
+    @property
+    def working(self) -> bool:
+        return self.failed is None
+
+    def counters(self) -> dict[str, int]:
+        return {**{f"store_{k}": v for k, v in self.stats.items()},
+                **{f"store_unreadable_{k}": v for k, v in self.tap.unreadable.items()}}
+
+    # -- before and after the registry ---------------------------------------------------------
+    def refuse(self, event: Input) -> list[Action] | None:
+        """The actions instead of the registry's for an input the store refuses."""
+        if self.failed is None and type(event) is Join:
+            why = self.rules.refuse_join(event.address)
+            if why is not None:
+                self.stats["refused_direct"] += 1
+                return [Rejected("direct_refused", "a join with direct routing",
+                                 f"{event.client}@{event.session}"),
+                        Notify(event.conn, "error", {"reason": "direct_refused",
+                                                     "detail": why})]
+        return None
+
+    def after(self, event: Input, actions: list[Action]) -> list[Action]:
+        """Keep what ``event`` relayed; complete the registry's ``actions`` (the store's
+        fields in a welcome, the stored state after it); returns the actions to send."""
+        if self.failed is not None:
+            return [a for a in actions if type(a) is not KeepSnapshot]
+        try:
+            if type(event) is Relay and actions and self.registry.by_conn.get(event.conn):
+                self._keep_relayed(event)
+            if any(type(a) is KeepSnapshot or (type(a) is Notify and a.op in _WATCHED)
+                   for a in actions):
+                return self._complete(actions, event)
+        except StoreError as error:
+            self._fail(error)
+            return [a for a in actions if type(a) is not KeepSnapshot]
+        return actions
+
+    def _keep_relayed(self, relay: Relay) -> None:
+        frame = relay.frame
+        start = SIGNATURE_SIZE + 1
+        app, session, candidates = self.tap.read(frame[start:start + NONCE_SIZE],
+                                                 sealed_body(frame))
+        if not candidates:
+            return
+        if (app, session) != (relay.application, relay.session):
+            self.stats["wrong_session"] += 1
+            return
+        kept = self.rules.keep(app, session, self.registry.members_of(app, session),
+                               candidates)
+        if not kept:
+            return
+        added = self.backend.append(app, session, [
+            StoredMessage(c.message_id, c.sender, c.fmt, c.payload, vc=c.vc) for c in kept])
+        self.stats["messages"] += len(added)
+        self.rules.stored(app, session, len(added))
+        if self.rules.sessions[(app, session)].since_snapshot >= (
+                self.rules.policy.every_messages):
+            self._check_due = True
+
+    def _complete(self, actions: list[Action], event: Input) -> list[Action]:
+        out: list[Action] = []
+        welcomes: dict[object, int] = {}
+        for action in actions:
+            if type(action) is KeepSnapshot:
+                self._keep_snapshot(action, event)
+                continue
+            out.append(action)
+            if type(action) is not Notify:
+                continue
+            if action.op == "welcome":
+                welcomes[action.conn] = len(out) - 1
+            elif action.op == "joined" and action.conn in welcomes:
+                fields = action.fields
+                if fields.get("client") != self._member_id(action.conn):
+                    continue
+                out += self._admitted(action, out, welcomes.pop(action.conn))
+            elif action.op == "left":
+                self.rules.member_left(action.fields["application"],
+                                       action.fields["session"], action.fields["client"])
+        return out
+
+    def _member_id(self, conn: object) -> str | None:
+        known = self.registry.by_conn.get(conn)
+        if known is None:
+            return None
+        session = self.registry.sessions.get(known[:2])
+        member = session.members.get(known[2]) if session else None
+        return member.member_id if member else None
+
+    def _admitted(self, joined: Notify, out: list[Action], at: int) -> list[Action]:
+        """The member ``joined`` tells about is admitted: the store's fields in its
+        welcome (``out[at]``), and the stored state after this notice when it gets it."""
+        app, name, client = self.registry.by_conn[joined.conn]
+        member = self.registry.sessions[(app, name)].members[client]
+        verdict = self.rules.admitted(
+            app, name, alone=len(joined.fields["all_users"]) == 1,
+            wants_state=member.wants_state, incarnation_known=member.generation != "" or (
+                member.incarnation > 1), generation=member.generation, now=time.monotonic())
+        if verdict.create:
+            self.backend.create_session(app, name, verdict.generation, time.time())
+            self.stats["sessions_created"] += 1
+        if verdict.changed:
+            self.stats["generation_changes"] += 1
+            log.warning("%s comes back to %s/%s with state of another store generation "
+                        "(%s, now %s): it gets a fresh state transfer", member.member_id,
+                        app, name, member.generation, verdict.generation)
+        welcome = out[at]
+        assert type(welcome) is Notify
+        out[at] = Notify(welcome.conn, "welcome", {
+            **welcome.fields, "generation": verdict.generation, "stored": verdict.send_state,
+            "generation_changed": verdict.changed})
+        if not verdict.send_state:
+            return []
+        return [Notify(joined.conn, "stored_state", self._stored_state(app, name))]
+
+    def _stored_state(self, app: str, name: str) -> dict[str, object]:
+        stored = self.backend.load(app, name)
+        generation = self.rules.sessions[(app, name)].generation
+        if stored is None:
+            return {"generation": generation, "available": False}
+        size = sum(len(m.payload) + len(m.message_id) + 64 for m in stored.messages)
+        fields: dict[str, object] = {
+            "generation": generation, "available": True,
+            "messages": [[m.message_id, m.sender, m.fmt, m.payload, [list(p) for p in m.vc]]
+                         for m in stored.messages]}
+        snapshot = stored.snapshot
+        if snapshot is not None:
+            size += len(snapshot.data) + sum(len(r) + 2 for r in snapshot.reflected)
+            fields.update(fmt=snapshot.fmt, data=snapshot.data,
+                          reflected=list(snapshot.reflected),
+                          clock=[list(p) for p in snapshot.clock])
+        if size > self.max_frame - _NOTICE_MARGIN:
+            self.stats["state_too_large"] += 1
+            log.error("store: the stored state of %s/%s (%d bytes) does not fit in a frame "
+                      "(%d); the newcomer goes on without it", app, name, size,
+                      self.max_frame)
+            return {"generation": generation, "available": False}
+        self.stats["states_sent"] += 1
+        self.stats["messages_sent"] += len(stored.messages)
+        return fields
+
+    def _keep_snapshot(self, keep: KeepSnapshot, event: Input) -> None:
+        given = keep.given
+        now = time.monotonic()
+        if not self.rules.answered(given.application, given.session, keep.member,
+                                   given.request, available=given.available, now=now):
+            if given.available:
+                self.stats["snapshots_ignored"] += 1
+            else:
+                self.stats["snapshots_declined"] += 1
+            return
+        snapshot = StoredSnapshot(given.fmt, given.data, given.reflected, given.clock,
+                                  time.time(), keep.member)
+        dropped = self.backend.put_snapshot(given.application, given.session, snapshot,
+                                            given.reflected)
+        self.stats["snapshots"] += 1
+        self.stats["messages_dropped"] += dropped
+        self.rules.snapshot_kept(given.application, given.session, given.reflected,
+                                 dropped, now)
+
+    # -- time ----------------------------------------------------------------------------------
+    def tick(self, now: float, force: bool = True) -> list[Action]:
+        """Snapshot requests due (``force`` False: only when a session reached its count)."""
+        if self.failed is not None or not (force or self._check_due):
+            return []
+        self._check_due = False
+        out: list[Action] = []
+        for ask in self.rules.due(now, self.registry.members_of):
+            session = self.registry.sessions.get((ask.application, ask.session))
+            member = session.members.get(display_name(ask.member)) if session else None
+            if member is None:
+                continue
+            self.stats["snapshot_requests"] += 1
+            out.append(Notify(member.conn, "snapshot_request", {"request": ask.request}))
+        return out
+
+    def next_due(self) -> float | None:
+        return None if self.failed is not None else self.rules.next_due()
+
+    # -- the durability point ----------------------------------------------------------------
+    def commit(self) -> None:
+        """End this turn's transaction: what it kept is durable when this returns."""
+        if self.failed is not None:
+            return
+        try:
+            self.backend.commit()
+            self.stats["commits"] += 1
+        except StoreError as error:
+            self._fail(error)
+
+    def _fail(self, error: StoreError) -> None:
+        self.stats["failures"] += 1
+        self.failed = str(error)
+        log.error("%s; the server goes on without its store (what was committed is intact)",
+                  error)
+        self.backend.rollback()
+
+    def close(self) -> None:
+        if self.failed is None:
+            self.commit()
+        self.backend.close()
