@@ -68,8 +68,12 @@ CREATE TABLE {s}.messages (
     UNIQUE (application, session, message_id))
 """
 
-#: libpq's wait for a connection unless the URL says (connect_timeout=N)
-DEFAULT_CONNECT_TIMEOUT = 5
+#: libpq settings unless the URL gives them: the wait for a connection (seconds), TCP
+#: keepalives, and the longest wait for the database to acknowledge data (milliseconds)
+DEFAULT_CONNECTION: dict[str, str | int] = {
+    "connect_timeout": 5, "application_name": "groupcomm", "keepalives": 1,
+    "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3,
+    "tcp_user_timeout": 30000}
 
 T = TypeVar("T")
 
@@ -126,8 +130,12 @@ class PostgresStore(StoreBackend):
         except psycopg.ProgrammingError as error:
             raise StoreError(f"store {self.location}: not a usable PostgreSQL URL "
                              f"({_one_line(error)})") from None
-        params.setdefault("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
-        params.setdefault("application_name", "groupcomm")
+        # a database on another machine can vanish without a word (a cable, a firewall):
+        # TCP keepalives find an idle connection dead, and tcp_user_timeout bounds how
+        # long a statement waits for unacknowledged data, so the server's turn is not
+        # held for the kernel's 15-minute default. The URL can say otherwise.
+        for key, value in DEFAULT_CONNECTION.items():
+            params.setdefault(key, value)
         self._params = params
         self._conn: psycopg.Connection[Any] | None = None
         self._dirty = False  # writes since the last commit

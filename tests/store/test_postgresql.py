@@ -205,3 +205,19 @@ def test_without_psycopg_a_postgresql_url_is_one_line() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == ("the PostgreSQL store needs psycopg 3, which is not installed "
                            "(pip install 'groupcomm[postgresql]')\n")
+
+
+def test_a_vanished_database_is_bounded_by_keepalives_unless_the_url_says(
+        postgres_server: TempPostgres) -> None:
+    url = postgres_server.create_database()
+    stores = [open_store(url), open_store(url + "?tcp_user_timeout=5000&keepalives=0")]
+    try:
+        options = [{o.keyword: o.val for o in s._conn.pgconn.info} for s in stores]
+        assert (options[0][b"tcp_user_timeout"], options[0][b"keepalives"]) == (
+            b"30000", b"1")
+        assert options[0][b"keepalives_idle"] == b"30"
+        assert (options[1][b"tcp_user_timeout"], options[1][b"keepalives"]) == (
+            b"5000", b"0")
+    finally:
+        for store in stores:
+            store.close()
