@@ -116,6 +116,10 @@ class ChatScreen:
         of a send split into unicasts counts as the send)."""
         payload = message.user_message
         if isinstance(payload, Private):
+            if not message.receiver:
+                # replayed by the session server's store (docs/storage.md): a note sent
+                # to someone else while the session had two members, not to this person
+                return
             self._show(message.sender, f"{message.sender} -> you", message.app_tag,
                        payload.text)
             return

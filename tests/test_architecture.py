@@ -35,11 +35,14 @@ LAYERS = [
     ("groupcomm.replicated", {"groupcomm.core"}),
     # the client's protocol object verifies and decodes frames (bytes, no sockets)
     ("groupcomm.protocol", {"groupcomm.core", "groupcomm.wire"}),
+    # the session server's store: backends (SQLite, PostgreSQL) and what it reads of frames
+    ("groupcomm.store", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol"}),
     # the built-in plugin imports the module classes and layers it registers; the core
     # owns the plugin manager (the registry) and the hook specs, and imports no plugin
     ("groupcomm.plugins", {"groupcomm.core", "groupcomm.layers", "groupcomm.filters"}),
     ("groupcomm", {"groupcomm.core"}),
-    ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol"}),
+    ("groupcomm.transport", {"groupcomm.core", "groupcomm.wire", "groupcomm.protocol",
+                             "groupcomm.store"}),
     ("trace_analysis", {"groupcomm.core", "groupcomm.cli.args"}),
     ("groupcomm.check", {"groupcomm.core", "groupcomm.wire", "groupcomm.filters",
                          "groupcomm.protocol", "groupcomm.module_kit"}),
@@ -61,6 +64,7 @@ LAYERS = [
                        "groupcomm.protocol", "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
                        "groupcomm.apps", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
+                       "groupcomm.store",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",
                        "groupcomm.cli.args", "groupcomm.conformance"}),
 ]

@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.protocol.store_rules import (
-    DEFAULT_SNAPSHOT_EVERY,
-    DEFAULT_SNAPSHOT_SECONDS,
-    StorePolicy,
-)
 from groupcomm.store.backend import StoreError, open_store
 from groupcomm.transport.address import EndpointError, endpoint
 from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
+from groupcomm.transport.store_host import (
+    DEFAULT_SNAPSHOT_EVERY,
+    DEFAULT_SNAPSHOT_SECONDS,
+    StorePolicy,
+)
 
 
 def build_parser() -> ArgumentParser:

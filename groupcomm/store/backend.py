@@ -142,6 +142,8 @@ def open_store(location: str, *, create: bool = True) -> StoreBackend:
     Raises :class:`StoreError` with one line."""
     if location.startswith(POSTGRES_SCHEMES):
         try:
+            # each backend is a module with open_backend(location, create=); loaded by
+            # name, so that this interface does not depend on its implementations
             module = importlib.import_module("groupcomm.store.postgresql")
         except ModuleNotFoundError as error:
             if error.name != "groupcomm.store.postgresql":
@@ -152,6 +154,5 @@ def open_store(location: str, *, create: bool = True) -> StoreBackend:
         return module.open_backend(location, create=create)
     if "://" in location:
         raise StoreError(f"store {location!r}: not a path, and not a postgresql:// URL")
-    from groupcomm.store.sqlite import SQLiteStore
-
-    return SQLiteStore(location, create=create)
+    return importlib.import_module("groupcomm.store.sqlite").open_backend(  # type: ignore[no-any-return]
+        location, create=create)

@@ -24,7 +24,7 @@ from groupcomm.store.backend import (
     StoreError,
 )
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "open_backend"]
 
 log = logging.getLogger(__name__)
 
@@ -250,3 +250,8 @@ class SQLiteStore(StoreBackend):
             raise StoreError(f"store {self.location}: a message of {application}/{session} "
                              f"is damaged ({error})") from None
         return StoredSession(found[0], snapshot, messages)
+
+
+def open_backend(location: str, *, create: bool = True) -> SQLiteStore:
+    """The SQLite store at the path ``location`` (see :func:`~groupcomm.store.backend.open_store`)."""
+    return SQLiteStore(location, create=create)

@@ -25,12 +25,17 @@ from groupcomm.protocol.registry_events import (
     Rejected,
     Relay,
 )
-from groupcomm.protocol.store_rules import StorePolicy, StoreRules
+from groupcomm.protocol.store_rules import (
+    DEFAULT_SNAPSHOT_EVERY,
+    DEFAULT_SNAPSHOT_SECONDS,
+    StorePolicy,
+    StoreRules,
+)
 from groupcomm.store.backend import StoreBackend, StoredMessage, StoredSnapshot, StoreError
 from groupcomm.store.tap import FrameTap
 from groupcomm.wire.frames import NONCE_SIZE, SIGNATURE_SIZE, sealed_body
 
-__all__ = ["StoreHost"]
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "DEFAULT_SNAPSHOT_SECONDS", "StoreHost", "StorePolicy"]
 
 log = logging.getLogger(__name__)
 
