@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
     "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
     "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
-    "store-bench": ("groupcomm.tools.store_bench", "messages stored per second and restore time: SQLite, PostgreSQL, pycrdt-store"),
+    "store-bench": ("groupcomm.apps.store_bench", "messages stored per second and restore time: SQLite, PostgreSQL, pycrdt-store"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters and "

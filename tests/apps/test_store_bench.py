@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from groupcomm.apps.store_bench import keystroke_messages
 from groupcomm.apps.text_trace import read_trace
 from groupcomm.tools.pgserver import TempPostgres
-from groupcomm.tools.store_bench import keystroke_messages
 from tests.apps.test_text_bench_trace import synthetic_trace
 
 
