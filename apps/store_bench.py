@@ -8,7 +8,9 @@ its message (id, sender, msgpack payload, tag), appended and committed (``--batc
 messages per transaction; 1 is a server relaying keystrokes one at a time). pycrdt-store
 gets the Yjs update of each edit through ``SQLiteYStore.write`` (a transaction each, its
 default checkpoint every 100 updates). Restoring reads everything back into a new text
-and checks it against the trace's.
+and checks it against the trace's; for SQLite and PostgreSQL also from a snapshot of
+the text kept in place of the messages, as the server keeps a session once a member
+answered its snapshot request.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from groupcomm.apps.text_trace import Trace, read_trace, say
 from groupcomm.cli.args import (
     ArgumentParser,
@@ -35,7 +39,13 @@ from groupcomm.cli.args import (
 )
 from groupcomm.core.messages import Tag
 from groupcomm.replicated import TextSequence
-from groupcomm.store.backend import StoreBackend, StoredMessage, StoreError, open_store
+from groupcomm.store.backend import (
+    StoreBackend,
+    StoredMessage,
+    StoredSnapshot,
+    StoreError,
+    open_store,
+)
 from groupcomm.wire.payload import PAYLOAD_MSGPACK, dump_payload, load_plain
 
 __all__ = ["BACKENDS", "main", "keystroke_messages"]
@@ -131,9 +141,10 @@ def _store_messages(store: StoreBackend, messages: Sequence[StoredMessage], batc
     return time.perf_counter() - started
 
 
-def _restore_text(location: str) -> tuple[str, float, float]:
-    """The text rebuilt from the store at ``location`` as a newcomer gets it: the
-    seconds to read the session and the seconds to replay its messages."""
+def _restore_text(location: str) -> tuple[TextSequence, float, float]:
+    """The text rebuilt from the store at ``location`` as a newcomer gets it (the
+    snapshot, then the messages after it): the seconds to read the session and the
+    seconds to rebuild the text."""
     started = time.perf_counter()
     store = open_store(location, create=False)
     try:
@@ -143,29 +154,47 @@ def _restore_text(location: str) -> tuple[str, float, float]:
     read = time.perf_counter() - started
     if stored is None:
         raise CliError(f"{PROG}: the store lost the session")
-    text = TextSequence()
+    text = (TextSequence.from_state(msgpack.unpackb(stored.snapshot.data))
+            if stored.snapshot is not None else TextSequence())
     for message in stored.messages:
         if message.fmt != PAYLOAD_MSGPACK:  # never unpickle what a store hands back
             raise CliError(f"{PROG}: message {message.message_id} is not msgpack")
         text.effect(load_plain(message.payload), Tag(dict(message.vc)), message.message_id)
-    return text.value, read, time.perf_counter() - started - read
+    return text, read, time.perf_counter() - started - read
 
 
 def bench_groupcomm(name: str, location: str, keys: Keystrokes, batch: int
                     ) -> dict[str, Any]:
-    """Store the keystrokes' messages at ``location`` and restore them."""
+    """Store the keystrokes' messages at ``location`` and restore them; then keep the
+    text's snapshot in their place (as the server does when a member answers its
+    snapshot request) and restore from it."""
     store = open_store(location)
     try:
         seconds = _store_messages(store, keys.messages, batch, name)
     finally:
         store.close()
-    say(f"  {name}: restoring")
-    value, read, replay = _restore_text(location)
+    say(f"  {name}: restoring from the messages")
+    text, read, replay = _restore_text(location)
+    store = open_store(location, create=False)
+    try:
+        state = msgpack.packb(text.state())
+        store.put_snapshot(APPLICATION, SESSION, StoredSnapshot(
+            PAYLOAD_MSGPACK, state, tuple(m.message_id for m in keys.messages),
+            ((AUTHOR, len(keys.messages)),), time.time(), AUTHOR),
+            [m.message_id for m in keys.messages])
+        store.commit()
+    finally:
+        store.close()
+    say(f"  {name}: restoring from a snapshot")
+    from_snapshot, snapshot_read, snapshot_rebuild = _restore_text(location)
     return {"backend": name, "messages": len(keys.messages), "batch": batch,
             "store_seconds": round(seconds, 2),
             "messages_per_second": round(len(keys.messages) / seconds),
             "restore_seconds": round(read + replay, 2), "restore_read_seconds": round(read, 2),
-            "restored_exactly": value == keys.text}
+            "restored_exactly": text.value == keys.text,
+            "snapshot_bytes": len(state),
+            "restore_from_snapshot_seconds": round(snapshot_read + snapshot_rebuild, 3),
+            "restored_from_snapshot_exactly": from_snapshot.value == keys.text}
 
 
 def bench_pycrdt_store(path: str, keys: Keystrokes) -> dict[str, Any]:
@@ -263,11 +292,18 @@ def run(trace_path: str, *, limit: int | None, batch: int, backends: Sequence[st
             "results": rows}
 
 
+def _exact(row: dict[str, Any]) -> bool:
+    return row["restored_exactly"] and row.get("restored_from_snapshot_exactly", True)
+
+
 def _print_row(row: dict[str, Any]) -> None:
+    snapshot = (f", from a {row['snapshot_bytes']:,}-byte snapshot in "
+                f"{row['restore_from_snapshot_seconds']:.3f} s"
+                if "snapshot_bytes" in row else "")
     print(f"{row['backend']:>13}: {row['messages']:>7} messages in "
           f"{row['store_seconds']:>7.2f} s = {row['messages_per_second']:>6}/s "
-          f"(batch {row['batch']}); restored in {row['restore_seconds']:.2f} s"
-          f"{'' if row['restored_exactly'] else ' (NOT the same text)'}", flush=True)
+          f"(batch {row['batch']}); restored in {row['restore_seconds']:.2f} s{snapshot}"
+          f"{'' if _exact(row) else ' (NOT the same text)'}", flush=True)
 
 
 def build_parser() -> ArgumentParser:
@@ -310,7 +346,7 @@ def _run(args: argparse.Namespace) -> int:
         import json
 
         print(json.dumps(result))
-    return 0 if all(row["restored_exactly"] for row in result["results"]) else 1
+    return 0 if all(_exact(row) for row in result["results"]) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,6 +45,8 @@ def test_every_store_keeps_the_keystrokes_and_restores_the_exact_text(
         assert row["restored_exactly"] is True, row
         assert row["messages_per_second"] > 0 and row["restore_seconds"] >= 0
     sqlite, postgresql, ystore = result["results"]
+    for row in (sqlite, postgresql):  # and from the snapshot kept in the messages' place
+        assert row["restored_from_snapshot_exactly"] is True and row["snapshot_bytes"] > 0
     # a replacement is two messages (a delete and an insert), one Yjs update
     assert sqlite["messages"] == postgresql["messages"] == len(keys.messages) > 800
     assert ystore["messages"] == 800
@@ -56,6 +58,7 @@ def test_a_prefix_of_the_trace_and_one_line_errors(trace_file: Path,
     done = run("--trace", str(trace_file), "--keystrokes", "50", "--backends", "sqlite")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("\n") == 1 and "restored in" in done.stdout
+    assert "-byte snapshot in" in done.stdout
     bad = run("--trace", str(trace_file), "--backends", "redis")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "groupcomm store-bench: --backends: choose among sqlite, postgresql, pycrdt-store"]
