@@ -1,7 +1,8 @@
 """Durable sessions in PostgreSQL: a real ``groupcomm serve --store postgresql://...``
 process, real communicators and the session's real PostgreSQL server (tests/conftest.py).
 The server is killed (-9) and restarted on the same database; PostgreSQL is restarted
-and stopped under it; bad URLs and a PostgreSQL that is down refuse the start."""
+and stopped under it (those three are ``long``: the same server behaviour runs with
+SQLite in the default suite); bad URLs and a PostgreSQL that is down refuse the start."""
 
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ def _counters(group: ProcessGroup) -> dict[str, int]:
     return {k: int(v) for k, v in (p.split("=") for p in line[10:].split(", "))}
 
 
+@pytest.mark.long
 def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everything(
         stored: ProcessGroup) -> None:
     assert stored.server is not None
@@ -102,6 +104,7 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
     assert sorted(_newcomer(stored)) == sorted(expected)
 
 
+@pytest.mark.long
 def test_postgresql_restarted_under_a_running_server_loses_nothing(
         stored: ProcessGroup, pg: TempPostgres) -> None:
     assert stored.server is not None
@@ -115,6 +118,7 @@ def test_postgresql_restarted_under_a_running_server_loses_nothing(
     assert counts.get("store_failures", 0) == 0 and counts["store_messages"] >= 50
 
 
+@pytest.mark.long
 def test_postgresql_down_under_a_running_server_keeps_the_session_going_without_the_store(
         stored: ProcessGroup, pg: TempPostgres) -> None:
     assert stored.server is not None
