@@ -54,7 +54,7 @@ LAYERS = [
     ("groupcomm.sim", {"groupcomm.core", "groupcomm.wire", "trace_analysis",
                        "groupcomm.protocol"}),
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
-                         "groupcomm.protocol",
+                         "groupcomm.protocol", "groupcomm.store",
                          "groupcomm.layers", "groupcomm.cli.args"}),
     # store-bench stores an editing trace's keystrokes in each store backend, as the
     # server keeps them (wire payloads)
@@ -66,7 +66,7 @@ LAYERS = [
                        "groupcomm.protocol", "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
                        "groupcomm.apps", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
-                       "groupcomm.store",
+                       "groupcomm.store", "groupcomm.replicated",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",
                        "groupcomm.cli.args", "groupcomm.conformance"}),
 ]

@@ -38,6 +38,11 @@ class Out(Protocol):
         """Back after the server lost this client: frames sent meanwhile may be lost, so
         every routed stream starts afresh (:mod:`groupcomm.wire.streams`)."""
 
+    def frames_uncompressed(self) -> None:
+        """The server keeps the session (docs/storage.md): relayed frames travel
+        uncompressed from now on, so that it reads every one, whatever chunks a restart
+        of it lost."""
+
     def join_settled(self, error: str | None) -> None:
         """The first join succeeded (``error`` is None) or was refused."""
 

@@ -448,6 +448,7 @@ class ClientProtocol:
                                                "the server relayed them")
             elif isinstance(action, StoreJoin):
                 self._store_join = action
+                out.frames_uncompressed()
             elif isinstance(action, StoredState):
                 self.transfer.stored(action.notice)
             elif isinstance(action, SnapshotAsked):

@@ -195,6 +195,9 @@ class InProcessMember(Out):
     def state_settled(self) -> None:
         self.state_done = True
 
+    def frames_uncompressed(self) -> None:
+        pass  # this host's frames never are compressed
+
     def relay_allowed(self, allowed: bool) -> None:
         self.may_relay = allowed
 

@@ -71,8 +71,6 @@ class KeptSession:
     has_snapshot: bool = False
     #: when the last snapshot was kept (or the session started to be kept)
     snapshot_at: float = 0.0
-    #: ids the current snapshot reflects: a late copy of one is not kept again
-    covered: frozenset[str] = frozenset()
     #: the member asked for a snapshot now, the request's number, when it is due
     asked: str | None = None
     request: int = 0
@@ -121,11 +119,11 @@ class StoreRules:
 
     # -- what is stored --------------------------------------------------------------------
     def loaded(self, application: str, session: str, generation: str, *, messages: int,
-               has_snapshot: bool, covered: Collection[str], now: float) -> None:
+               has_snapshot: bool, now: float) -> None:
         """A session found in the store when the host started."""
         self.sessions[(application, session)] = KeptSession(
             generation, since_snapshot=messages, has_snapshot=has_snapshot,
-            snapshot_at=now, covered=frozenset(covered))
+            snapshot_at=now)
 
     def dropped(self, application: str, session: str) -> None:
         self.sessions.pop((application, session), None)
@@ -159,15 +157,16 @@ class StoreRules:
     def keep(self, application: str, session: str, members: Sequence[str],
              candidates: Sequence[Candidate]) -> list[Candidate]:
         """Which of a relayed frame's messages are kept: those sent to every other member
-        (for copies of a split send, once their destinations together are), not
-        covered by the snapshot. ``members``: the session's member ids now."""
+        (for copies of a split send, once their destinations together are); one the
+        snapshot reflects is kept too (its sender's own send, applied before it
+        reached the server): a later snapshot may not reflect it, and the replay leaves
+        out what the snapshot it follows reflects (:meth:`replayed`). ``members``: the
+        session's member ids now."""
         kept = self.sessions.get((application, session))
         if kept is None:
             return []
         out = []
         for candidate in candidates:
-            if candidate.message_id in kept.covered:
-                continue
             others = {m for m in members if m != candidate.sender}
             if not others:
                 continue
@@ -186,6 +185,13 @@ class StoreRules:
                 continue
             out.append(candidate)
         return out
+
+    @staticmethod
+    def replayed(reflected: Collection[str], stored: Sequence[str]) -> list[int]:
+        """The indexes of the ``stored`` message ids a newcomer replays after a snapshot
+        that reflects ``reflected``: every one it does not reflect, in arrival order."""
+        covered = set(reflected)
+        return [i for i, message_id in enumerate(stored) if message_id not in covered]
 
     def stored(self, application: str, session: str, count: int) -> None:
         """``count`` messages were added to the session."""
@@ -241,8 +247,8 @@ class StoreRules:
             return False
         return True
 
-    def snapshot_kept(self, application: str, session: str, reflected: Collection[str],
-                      dropped: int, now: float) -> None:
+    def snapshot_kept(self, application: str, session: str, dropped: int,
+                      now: float) -> None:
         """The snapshot is stored and ``dropped`` messages it covers were removed."""
         kept = self.sessions.get((application, session))
         if kept is None:
@@ -250,7 +256,6 @@ class StoreRules:
         kept.has_snapshot = True
         kept.since_snapshot = max(0, kept.since_snapshot - dropped)
         kept.snapshot_at = now
-        kept.covered = frozenset(reflected)
         kept.declined.clear()
 
     def member_left(self, application: str, session: str, member: str) -> None:

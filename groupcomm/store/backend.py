@@ -103,8 +103,9 @@ class StoreBackend(ABC):
     @abstractmethod
     def create_session(self, application: str, session: str, generation: str,
                        created_at: float) -> None:
-        """Start keeping a session (empty, under ``generation``); :class:`StoreError`
-        if it exists already."""
+        """Start keeping a session (empty, under ``generation``: a snapshot or messages
+        left under its name without a session are removed); :class:`StoreError` if it
+        exists already."""
 
     @abstractmethod
     def append(self, application: str, session: str,

@@ -270,6 +270,9 @@ class PostgresStore(StoreBackend):
                         (application, session, generation, created_at), "write")
         except StoreError as error:
             raise StoreError(f"{error} (session {application}/{session})") from None
+        for table in ("snapshots", "messages"):  # left by a server that wrote after a drop
+            self._write(f"DELETE FROM {PG_SCHEMA}.{table} WHERE application = %s AND "
+                        "session = %s", (application, session), "write")
 
     def append(self, application: str, session: str,
                messages: Sequence[StoredMessage]) -> list[StoredMessage]:

@@ -138,6 +138,9 @@ class SQLiteStore(StoreBackend):
                         (application, session, generation, created_at))
         except StoreError as error:
             raise StoreError(f"{error} (session {application}/{session})") from None
+        for table in ("snapshots", "messages"):  # left by a server that wrote after a drop
+            self._write(f"DELETE FROM {table} WHERE application = ? AND session = ?",
+                        (application, session))
 
     def append(self, application: str, session: str,
                messages: Sequence[StoredMessage]) -> list[StoredMessage]:

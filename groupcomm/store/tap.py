@@ -57,10 +57,14 @@ class FrameTap:
                     # numbered "member~stateN"): not the application's
                     continue
                 group = headers.get(GROUP_HEADER) if headers else None
-                app_id = message_id if group is None else f"{sender}#{group[0]}"
+                tag = tuple((str(k), int(v)) for k, v in vc)
+                app_id = message_id
+                if group is not None:  # a copy of a split send: the send's id and tag
+                    # (as ReceivedMessage.app_message_id and app_tag make them)
+                    app_id = f"{sender}#{group[0]}"
+                    tag = tuple((k, int(group[1]) if k == sender else v) for k, v in tag)
                 found.append(Candidate(app_id, sender, tuple(dests), fmt, bytes(payload),
-                                       tuple((str(k), int(v)) for k, v in vc),
-                                       grouped=group is not None))
+                                       tag, grouped=group is not None))
             except (TypeError, ValueError, IndexError, AttributeError):
                 self.unreadable["malformed"] += 1
         return app, session, found

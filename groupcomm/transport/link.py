@@ -321,6 +321,9 @@ class MemberLink:
     def restart_streams(self) -> None:
         self.streams.restart()
 
+    def frames_uncompressed(self) -> None:
+        self.streams.compress = False
+
     def join_settled(self, error: str | None) -> None:
         self.join_error = error
         self.joined.set()

@@ -67,11 +67,9 @@ class StoreHost:
         self._check_due = False
         now = time.monotonic() if now is None else now
         for info in backend.sessions():
-            stored = backend.load(info.application, info.session)
-            snapshot = stored.snapshot if stored else None
             self.rules.loaded(info.application, info.session, info.generation,
-                              messages=info.messages, has_snapshot=snapshot is not None,
-                              covered=snapshot.reflected if snapshot else (), now=now)
+                              messages=info.messages,
+                              has_snapshot=info.snapshot_size is not None, now=now)
 
     @property
     def working(self) -> bool:
@@ -193,12 +191,16 @@ class StoreHost:
         generation = self.rules.sessions[(app, name)].generation
         if stored is None:
             return {"generation": generation, "available": False}
-        size = sum(len(m.payload) + len(m.message_id) + 64 for m in stored.messages)
+        snapshot = stored.snapshot
+        messages = stored.messages
+        if snapshot is not None:
+            messages = [messages[i] for i in self.rules.replayed(
+                snapshot.reflected, [m.message_id for m in messages])]
+        size = sum(len(m.payload) + len(m.message_id) + 64 for m in messages)
         fields: dict[str, object] = {
             "generation": generation, "available": True,
             "messages": [[m.message_id, m.sender, m.fmt, m.payload, [list(p) for p in m.vc]]
-                         for m in stored.messages]}
-        snapshot = stored.snapshot
+                         for m in messages]}
         if snapshot is not None:
             size += len(snapshot.data) + sum(len(r) + 2 for r in snapshot.reflected)
             fields.update(fmt=snapshot.fmt, data=snapshot.data,
@@ -211,7 +213,7 @@ class StoreHost:
                       self.max_frame)
             return {"generation": generation, "available": False}
         self.stats["states_sent"] += 1
-        self.stats["messages_sent"] += len(stored.messages)
+        self.stats["messages_sent"] += len(messages)
         return fields
 
     def _keep_snapshot(self, keep: KeepSnapshot, event: Input) -> None:
@@ -230,8 +232,7 @@ class StoreHost:
                                             given.reflected)
         self.stats["snapshots"] += 1
         self.stats["messages_dropped"] += dropped
-        self.rules.snapshot_kept(given.application, given.session, given.reflected,
-                                 dropped, now)
+        self.rules.snapshot_kept(given.application, given.session, dropped, now)
 
     # -- time ----------------------------------------------------------------------------------
     def tick(self, now: float, force: bool = True) -> list[Action]:
@@ -257,9 +258,11 @@ class StoreHost:
         """End this turn's transaction: what it kept is durable when this returns."""
         if self.failed is not None:
             return
+        started = time.perf_counter()
         try:
             self.backend.commit()
             self.stats["commits"] += 1
+            self.stats["commit_us"] += int((time.perf_counter() - started) * 1e6)
         except StoreError as error:
             self._fail(error)
 

@@ -71,6 +71,11 @@ class StateSettled:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class FramesUncompressed:
+    pass
+
+
 ClientAction = (Transmit | ToServer | Relay | DropPeer | DiscardQueued | RestartStreams
                 | JoinSettled | LeftSession | RelayAllowed | PeerAddresses | StatePending
                 | StateSettled)
@@ -123,3 +128,6 @@ class ActionLog:
 
     def state_settled(self) -> None:
         self.actions.append(StateSettled())
+
+    def frames_uncompressed(self) -> None:
+        self.actions.append(FramesUncompressed())

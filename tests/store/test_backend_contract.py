@@ -129,3 +129,21 @@ def test_what_is_committed_survives_reopening_and_the_rest_does_not(store_locati
         assert loaded.snapshot == StoredSnapshot(3, b"snap", ("x#1",), (("x", 1),), 2.0, "x")
     finally:
         second.close()
+
+
+def test_a_new_session_starts_empty_even_after_writes_to_a_dropped_one(store):
+    """A server that kept writing to a session dropped under it leaves rows behind; the
+    session created again under that name does not inherit them."""
+    store.create_session("ed", "doc", "g1", 0.0)
+    store.commit()
+    store.drop("ed", "doc")
+    store.commit()
+    store.append("ed", "doc", _messages("a#1"))
+    store.put_snapshot("ed", "doc", StoredSnapshot(0, b"old"), [])
+    store.commit()
+    assert store.load("ed", "doc") is None and store.sessions() == []
+    store.create_session("ed", "doc", "g2", 1.0)
+    store.commit()
+    loaded = store.load("ed", "doc")
+    assert loaded.info.generation == "g2" and loaded.snapshot is None
+    assert loaded.messages == []

@@ -3,7 +3,11 @@ process: what a newcomer gets after every member left and after the server was k
 
 from __future__ import annotations
 
+import socket
+import sqlite3
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,14 @@ class Log:
             self.installed.append(list(state))
             self.entries[:0] = [tuple(e) for e in state]
 
+    def on_event(self, event: events.SessionEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, events.StoreGenerationChanged):
+            # this state is of another generation: start over from the transfer that
+            # follows (an editor would apply its unsent edits again afterwards)
+            with self.lock:
+                self.entries.clear()
+
     @property
     def texts(self) -> list[str]:
         with self.lock:
@@ -56,13 +68,13 @@ class Log:
 def _member(server: str, key: Path, name: str, log: Log) -> Communicator:
     comm = Communicator(name, "s", server=server, key_file=str(key),
                         state=StateTransfer(provider=log.provide, consumer=log.consume),
-                        listeners=Listeners(message=log.on_message, event=log.events.append))
+                        listeners=Listeners(message=log.on_message, event=log.on_event))
     log.comm = comm
     return comm
 
 
 @pytest.fixture
-def stored(tmp_path: Path) -> ProcessGroup:
+def stored(tmp_path: Path) -> Iterator[ProcessGroup]:
     store = tmp_path / "sessions.db"
     with ProcessGroup(tmp_path / "run", server_extra=[
             "--heartbeat-timeout", "1.5", "--store", str(store),
@@ -98,5 +110,112 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
         assert len(carol.entries) == len({i for i, _ in carol.entries}) == 60
         [installed] = [e for e in carol.events if isinstance(e, events.StateInstalled)]
         assert installed.source == "store"
+    finally:
+        comm.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_member_back_to_another_store_generation_gets_a_fresh_state_and_an_event(
+        tmp_path: Path) -> None:
+    """The store is replaced while alice is away (the server restarts on another file,
+    whose session carol and dave filled): alice's state is not merged; she is told
+    (StoreGenerationChanged) and gets the new store's state instead."""
+    first, second = str(tmp_path / "first.db"), str(tmp_path / "second.db")
+    extra = ["--heartbeat-timeout", "1.5", "--snapshot-every", "5",
+             "--snapshot-seconds", "0.3"]
+    port = _free_port()
+    # the second store: carol and dave talk in the session, then leave
+    with ProcessGroup(tmp_path / "other", server_extra=[*extra, "--store", second]) as other:
+        assert other.server is not None
+        logs = {n: Log() for n in ("carol", "dave")}
+        comms = {n: _member(other.server.address, other.key_file, n, logs[n]) for n in logs}
+        try:
+            wait_until(lambda: all(len(c.members) == 2 for c in comms.values()))
+            logs["carol"].send("from the other store")
+            wait_until(lambda: len(logs["dave"].entries) == 1, what="dave's line")
+        finally:
+            for comm in comms.values():
+                comm.close()
+    key = tmp_path / "other" / "session.key"
+    with ProcessGroup(tmp_path / "run", server_bind=f"tcp://127.0.0.1:{port}",
+                      server_extra=[*extra, "--store", first]) as group:
+        group.key_file.write_bytes(key.read_bytes())  # the same key for both servers
+        group.stop_server()
+        group.start_server()
+        assert group.server is not None
+        alice, bob = Log(), Log()
+        comms = {"alice": _member(group.server.address, group.key_file, "alice", alice),
+                 "bob": _member(group.server.address, group.key_file, "bob", bob)}
+        try:
+            wait_until(lambda: all(len(c.members) == 2 for c in comms.values()))
+            alice.send("alice's line")
+            wait_until(lambda: len(bob.entries) == 1, what="bob's copy")
+            comms.pop("bob").close()
+            group.stop_server()
+            group.server_extra = [*extra, "--store", second]
+            group.start_server()
+            wait_until(lambda: any(isinstance(e, events.StoreGenerationChanged)
+                                   for e in alice.events), what="the generation change")
+            wait_until(lambda: alice.texts == ["from the other store"],
+                       what="the other store's state at alice")
+            [changed] = [e for e in alice.events
+                         if isinstance(e, events.StoreGenerationChanged)]
+            assert changed.previous and changed.generation != changed.previous
+        finally:
+            for comm in comms.values():
+                comm.close()
+
+
+def test_the_stored_messages_stay_bounded_and_a_newcomer_is_exact_with_snapshots_in_traffic(
+        stored: ProcessGroup, tmp_path: Path) -> None:
+    """Two members type fast while the store asks for a snapshot every 20 messages: the
+    store never holds many messages, and a newcomer after everyone left has every
+    message exactly once."""
+    assert stored.server is not None
+    logs = {name: Log() for name in ("alice", "bob")}
+    comms = {name: _member(stored.server.address, stored.key_file, name, logs[name])
+             for name in logs}
+    store = tmp_path / "sessions.db"
+    counts: list[int] = []
+    total = 2000
+    try:
+        wait_until(lambda: all(len(c.members) == 2 for c in comms.values()), what="joins")
+
+        def type_(name: str) -> None:
+            for i in range(total // 2):
+                logs[name].send(f"{name} {i}")
+                time.sleep(0.002)  # some 400 keys a second from the two
+
+        typists = [threading.Thread(target=type_, args=(n,)) for n in logs]
+        for thread in typists:
+            thread.start()
+        reader = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        while any(t.is_alive() for t in typists) or any(
+                len(lg.entries) < total for lg in logs.values()):
+            counts.append(reader.execute("SELECT count(*) FROM messages").fetchone()[0])
+            time.sleep(0.01)
+            if len(counts) > 6000:
+                break
+        reader.close()
+        for thread in typists:
+            thread.join(30)
+        wait_until(lambda: all(len(lg.entries) == total for lg in logs.values()),
+                   what="every message everywhere")
+    finally:
+        for comm in comms.values():
+            comm.close()
+    print(f"stored messages: at most {max(counts)} of {total} sent ({len(counts)} samples)")
+    assert max(counts) < total / 10, counts
+    carol = Log()
+    comm = _member(stored.server.address, stored.key_file, "carol", carol)
+    try:
+        wait_until(lambda: comm.counters().get("state_installed") == 1, what="the state")
+        assert len(carol.entries) == total
+        assert sorted(carol.texts) == sorted(logs["alice"].texts) == sorted(logs["bob"].texts)
     finally:
         comm.close()

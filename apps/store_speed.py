@@ -1,4 +1,4 @@
-"""``groupcomm store-bench``: how fast the session store keeps the keystrokes of a recorded
+"""``groupcomm store-speed``: how fast the session store keeps the keystrokes of a recorded
 editing session, with SQLite, with PostgreSQL and with pycrdt-store (Yjs updates in its
 SQLite store), in the same run; then how long each takes to restore the document
 (BENCHMARKS.md, "Store speed").
@@ -50,7 +50,7 @@ from groupcomm.wire.payload import PAYLOAD_MSGPACK, dump_payload, load_plain
 
 __all__ = ["BACKENDS", "main", "keystroke_messages"]
 
-PROG = "groupcomm store-bench"
+PROG = "groupcomm store-speed"
 #: the application and session the keystrokes are stored under
 APPLICATION, SESSION = "edit", "paper"
 AUTHOR = "u~1"
@@ -270,7 +270,7 @@ def run(trace_path: str, *, limit: int | None, batch: int, backends: Sequence[st
     keys = keystroke_messages(trace, limit)
     rows = []
     with ExitStack() as stack:
-        scratch = Path(tempfile.mkdtemp(prefix="groupcomm-store-bench-", dir=workdir))
+        scratch = Path(tempfile.mkdtemp(prefix="groupcomm-store-speed-", dir=workdir))
         stack.callback(shutil.rmtree, scratch, True)
         for backend in backends:
             try:

@@ -1,0 +1,120 @@
+"""The session store's rules (groupcomm.protocol.store_rules), without I/O."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from groupcomm.protocol.store_rules import Candidate, StorePolicy, StoreRules
+
+
+def _rules(every: int = 3, seconds: float = 10.0) -> StoreRules:
+    ids = (f"gen{n}" for n in itertools.count(1))
+    return StoreRules(StorePolicy(every, seconds, answer_timeout=5.0), lambda: next(ids))
+
+
+def _msg(mid: str, dests: tuple[str, ...], grouped: bool = False) -> Candidate:
+    return Candidate(mid, mid.split("#")[0], dests, 0, b"", (), grouped)
+
+
+def test_the_policy_refuses_nonsense():
+    with pytest.raises(ValueError):
+        StorePolicy(0, 1.0)
+    with pytest.raises(ValueError):
+        StorePolicy(1, 0.0)
+
+
+def test_a_first_join_creates_a_generation_and_a_newcomer_alone_gets_the_state():
+    rules = _rules()
+    first = rules.admitted("ed", "doc", alone=True, wants_state=True,
+                           incarnation_known=False, generation="", now=0.0)
+    assert first.create and first.generation == "gen1" and not first.send_state
+    rules.stored("ed", "doc", 2)
+    again = rules.admitted("ed", "doc", alone=True, wants_state=True,
+                           incarnation_known=False, generation="", now=1.0)
+    assert (again.create, again.send_state, again.changed) == (False, True, False)
+    with_others = rules.admitted("ed", "doc", alone=False, wants_state=True,
+                                 incarnation_known=False, generation="", now=1.0)
+    assert not with_others.send_state  # the members answer
+
+
+def test_a_rejoin_of_the_same_generation_gets_nothing_and_another_generation_is_told():
+    rules = _rules()
+    rules.loaded("ed", "doc", "stored-gen", messages=4, has_snapshot=True, now=0.0)
+    same = rules.admitted("ed", "doc", alone=True, wants_state=True,
+                          incarnation_known=True, generation="stored-gen", now=1.0)
+    assert (same.send_state, same.changed) == (False, False)
+    other = rules.admitted("ed", "doc", alone=True, wants_state=True,
+                           incarnation_known=True, generation="old-gen", now=1.0)
+    assert (other.generation, other.send_state, other.changed) == ("stored-gen", True, True)
+    # the store was dropped: a new generation, and the member is told its state is
+    # of another one
+    rules.dropped("ed", "doc")
+    fresh = rules.admitted("ed", "doc", alone=True, wants_state=True,
+                           incarnation_known=True, generation="stored-gen", now=2.0)
+    assert fresh.create and fresh.changed and fresh.generation == "gen1"
+
+
+def test_only_messages_to_every_other_member_are_kept():
+    rules = _rules()
+    rules.admitted("im", "o", alone=True, wants_state=True, incarnation_known=False,
+                   generation="", now=0.0)
+    members = ["a", "b", "c"]
+    kept = rules.keep("im", "o", members, [
+        _msg("a#1", ("b", "c")), _msg("a#2", ("b",)), _msg("a#3", ("a", "b", "c"))])
+    assert [c.message_id for c in kept] == ["a#1", "a#3"]
+    assert rules.keep("other", "session", members, [_msg("a#1", ("b", "c"))]) == []
+    assert rules.keep("im", "o", ["a"], [_msg("a#4", ("a",))]) == []  # alone
+
+
+def test_copies_of_a_split_send_are_kept_once_when_they_cover_everyone():
+    rules = _rules()
+    rules.admitted("im", "o", alone=True, wants_state=True, incarnation_known=False,
+                   generation="", now=0.0)
+    members = ["a", "b", "c"]
+    assert rules.keep("im", "o", members, [_msg("a#1", ("b",), grouped=True)]) == []
+    kept = rules.keep("im", "o", members, [_msg("a#1", ("c",), grouped=True)])
+    assert [c.message_id for c in kept] == ["a#1"]
+    assert rules.keep("im", "o", members, [_msg("a#1", ("b",), grouped=True)]) == []
+
+
+def test_snapshots_are_asked_for_at_once_then_by_count_and_time_from_the_next_member():
+    rules = _rules(every=3, seconds=10.0)
+    rules.admitted("ed", "doc", alone=True, wants_state=True, incarnation_known=False,
+                   generation="", now=0.0)
+    members = {("ed", "doc"): ["a~1", "b~1"]}
+
+    def members_of(app, session):
+        return members.get((app, session), [])
+
+    [ask] = rules.due(0.0, members_of)
+    assert (ask.member, ask.request) == ("a~1", 1)
+    assert rules.due(1.0, members_of) == []  # one request at a time
+    assert not rules.answered("ed", "doc", "a~1", 1, available=False, now=1.0)
+    [ask] = rules.due(1.0, members_of)  # a had none: b is asked
+    assert ask.member == "b~1"
+    assert not rules.answered("ed", "doc", "a~1", ask.request, available=True, now=1.5)
+    assert rules.answered("ed", "doc", "b~1", ask.request, available=True, now=1.5)
+    rules.snapshot_kept("ed", "doc", dropped=0, now=1.5)
+    assert rules.due(2.0, members_of) == []
+    rules.stored("ed", "doc", 2)
+    assert rules.due(3.0, members_of) == []
+    rules.stored("ed", "doc", 1)
+    [ask] = rules.due(3.0, members_of)  # three kept since
+    assert ask.member == "a~1"
+    assert rules.due(8.1, members_of)[0].member == "b~1"  # a did not answer in 5 s
+    rules.answered("ed", "doc", "b~1", ask.request + 1, available=True, now=8.2)
+    rules.snapshot_kept("ed", "doc", dropped=3, now=8.2)
+    rules.stored("ed", "doc", 1)
+    assert rules.due(10.0, members_of) == []
+    assert [a.member for a in rules.due(18.3, members_of)] == ["a~1"]  # 10 s later
+
+
+def test_the_replay_leaves_out_what_the_snapshot_reflects_in_arrival_order():
+    assert StoreRules.replayed({"a#1", "b#2"}, ["b#1", "a#1", "b#2", "a#2"]) == [0, 3]
+
+
+def test_direct_routing_is_refused():
+    assert StoreRules.refuse_join("tcp://127.0.0.1:4000") is not None
+    assert StoreRules.refuse_join("") is None

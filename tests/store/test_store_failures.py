@@ -1,0 +1,106 @@
+"""A store that fails: refused at the start in one line; failing while serving (a full
+disk), given up with one line and a counter while the server goes on relaying, and
+what was committed before stays intact."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from groupcomm.cli.main import main
+from groupcomm.store.backend import StoredMessage, StoreError
+from groupcomm.store.sqlite import SQLiteStore
+from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.config import Listeners
+from groupcomm.transport.keys import write_new_key
+from groupcomm.transport.server import SessionServer
+from tests.helpers import wait_until
+
+
+@pytest.mark.parametrize("content", [b"not a database at all" * 100, None],
+                         ids=["not-sqlite", "foreign-sqlite"])
+def test_serve_refuses_a_bad_store_in_one_line(tmp_path: Path, capsys, content) -> None:
+    path = tmp_path / "store.db"
+    if content is None:
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE orders (id INTEGER)")
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes()
+    key = tmp_path / "k"
+    write_new_key(key)
+    assert main(["serve", "--bind", "tcp://127.0.0.1:0", "--key-file", str(key),
+                 "--store", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("groupcomm serve: --store: store ")
+    assert path.read_bytes() == before
+
+
+def test_serve_refuses_a_postgresql_url_without_its_backend(tmp_path: Path, capsys) -> None:
+    try:
+        import groupcomm.store.postgresql  # noqa: F401
+    except ModuleNotFoundError:
+        key = tmp_path / "k"
+        write_new_key(key)
+        assert main(["serve", "--bind", "tcp://127.0.0.1:0", "--key-file", str(key),
+                     "--store", "postgresql://localhost/x"]) == 2
+        assert "no PostgreSQL store backend" in capsys.readouterr().err
+    else:
+        pytest.skip("the PostgreSQL backend is installed")
+
+
+class FullDisk(SQLiteStore):
+    """A SQLite store whose writes fail after ``room`` messages, as on a full disk."""
+
+    room = 30
+
+    def append(self, application, session, messages):
+        if self.room < len(messages):
+            raise StoreError(f"store {self.location}: write failed: database or disk is "
+                             "full")
+        self.room -= len(messages)
+        return super().append(application, session, messages)
+
+
+def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
+        tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    secret = write_new_key(key)
+    path = tmp_path / "store.db"
+    server = SessionServer(secret, store=FullDisk(path))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    got: dict[str, list] = {"alice": [], "bob": []}
+    comms = {n: Communicator(n, "s", server=server.address, key_file=str(key),
+                             listeners=Listeners(
+                                 message=lambda m, n=n: got[n].append(m.user_message)))
+             for n in got}
+    try:
+        wait_until(lambda: all(len(c.members) == 2 for c in comms.values()))
+        for i in range(20):  # kept and committed
+            comms["alice" if i % 2 else "bob"].to_others(i)
+        wait_until(lambda: len(got["alice"]) == len(got["bob"]) == 10, what="20 messages")
+        for i in range(20, 100):  # the disk fills up among these
+            comms["alice" if i % 2 else "bob"].to_others(i)
+        wait_until(lambda: len(got["alice"]) == len(got["bob"]) == 50,
+                   what="every message, the store given up")
+        assert server.counters()["store_failures"] == 1
+        assert server.store is not None and "disk is full" in (server.store.failed or "")
+    finally:
+        for comm in comms.values():
+            comm.close()
+        server.stop()
+        thread.join(10)
+    reader = SQLiteStore(path, create=False)
+    try:
+        [info] = reader.sessions()
+        assert 20 <= info.messages <= 30  # what was committed before the failure
+        assert reader.load(info.application, info.session) is not None
+        reader.append(info.application, info.session,
+                      [StoredMessage("x#1", "x", 0, b"")])  # still writable
+        reader.rollback()
+    finally:
+        reader.close()
