@@ -171,7 +171,7 @@ def test_while_postgresql_is_down_calls_fail_at_once_and_work_again_after(
         store.close()
 
 
-def test_two_servers_share_one_database(postgres_server: TempPostgres) -> None:
+def test_two_connections_write_one_database(postgres_server: TempPostgres) -> None:
     url = postgres_server.create_database()
     first, second = open_store(url), open_store(url)
     try:
