@@ -4,6 +4,7 @@ program, and two stores (two session servers) sharing one database."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -221,3 +222,36 @@ def test_a_vanished_database_is_bounded_by_keepalives_unless_the_url_says(
     finally:
         for store in stores:
             store.close()
+
+
+def test_the_store_command_reads_and_drops_in_postgresql(
+        postgres_server: TempPostgres, capsys: pytest.CaptureFixture[str]) -> None:
+    from groupcomm.cli.main import main
+    from groupcomm.wire.payload import dump_payload
+
+    url = postgres_server.create_database()
+    store = open_store(url)
+    try:
+        store.create_session("im", "office", "g-im", 1.0)
+        fmt, data = dump_payload([("ann", "hello", "ann#1")])
+        store.put_snapshot("im", "office", StoredSnapshot(fmt, data, ("ann#1",), (), 2.0,
+                                                          "ann"), [])
+        store.append("im", "office", [StoredMessage("ben#1", "ben", *dump_payload("hi"),
+                                                    vc=(("ben", 1),))])
+        store.create_session("im", "lobby", "g-2", 1.0)
+        store.commit()
+    finally:
+        store.close()
+    assert main(["store", "ls", "--store", url, "--json"]) == 0
+    assert [(s["session"], s["messages"]) for s in json.loads(capsys.readouterr().out)] == [
+        ("lobby", 0), ("office", 1)]
+    assert main(["store", "export", "im/office", "--store", url]) == 0
+    assert capsys.readouterr().out == "[ann] hello\n[ben] hi\n"
+    assert main(["store", "drop", "im/lobby", "--store", url]) == 0
+    assert "dropped im/lobby" in capsys.readouterr().out
+    assert main(["store", "ls", "--store", url, "--json"]) == 0
+    assert [s["session"] for s in json.loads(capsys.readouterr().out)] == ["office"]
+    # a database without a store: one line, and nothing created in it
+    empty = postgres_server.create_database()
+    assert main(["store", "ls", "--store", empty]) == 2
+    assert capsys.readouterr().err.strip().endswith("no groupcomm store in this database")
