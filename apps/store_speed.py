@@ -38,7 +38,7 @@ from groupcomm.cli.args import (
     setup_logging,
 )
 from groupcomm.core.messages import Tag
-from groupcomm.replicated import TextSequence
+from groupcomm.replicated import Stability, TextSequence
 from groupcomm.store.backend import (
     StoreBackend,
     StoredMessage,
@@ -166,8 +166,8 @@ def _restore_text(location: str) -> tuple[TextSequence, float, float]:
 def bench_groupcomm(name: str, location: str, keys: Keystrokes, batch: int
                     ) -> dict[str, Any]:
     """Store the keystrokes' messages at ``location`` and restore them; then keep the
-    text's snapshot in their place (as the server does when a member answers its
-    snapshot request) and restore from it."""
+    text's snapshot (collected: every operation stable) in their place, as the server
+    does when a member answers its snapshot request, and restore from it."""
     store = open_store(location)
     try:
         seconds = _store_messages(store, keys.messages, batch, name)
@@ -175,6 +175,11 @@ def bench_groupcomm(name: str, location: str, keys: Keystrokes, batch: int
         store.close()
     say(f"  {name}: restoring from the messages")
     text, read, replay = _restore_text(location)
+    # the member's snapshot as the editor takes it: everything delivered is stable (one
+    # author), so collection leaves the text without its deleted characters' history
+    stability = Stability(AUTHOR, [AUTHOR])
+    stability.delivered(AUTHOR, Tag({AUTHOR: len(keys.messages)}))
+    text.collect(stability)
     store = open_store(location, create=False)
     try:
         state = msgpack.packb(text.state())
