@@ -25,10 +25,11 @@ __all__ = ["MEMBER_STATE", "PORT_STATE", "PROTOCOL_STATE", "TRANSFER_STATE", "ca
 #: ClientProtocol attributes that hold state (the node, the codec, the port and state
 #: transfer apart)
 PROTOCOL_STATE = ("membership", "members_at_join", "_release_due", "now",
-                  "_next_heartbeat", "_next_tick", "deadline", "_may_relay", "_addresses")
+                  "_next_heartbeat", "_next_tick", "deadline", "_may_relay", "_addresses",
+                  "_store_join", "_generation_before")
 #: the state of its port (the application's side) and of its two sides of state transfer
 PORT_STATE = ("recent", "member_ids", "handed", "acknowledged", "_unacknowledged", "inbox")
-TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent")
+TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent", "_store_request")
 #: InProcessMember attributes that hold state
 MEMBER_STATE = ("waiting", "direct_sent", "join_error", "joined", "left", "state_done",
                 "may_relay")

@@ -21,7 +21,7 @@ from groupcomm.protocol.client import ClientProtocol, FilterStacks
 from groupcomm.protocol.client_actions import APPLICATION
 from groupcomm.protocol.client_actions import SESSION as SESSION_NAME
 from groupcomm.protocol.registry import Action, Forward, Notify, Rejected, Return, SessionRegistry
-from groupcomm.protocol.registry_events import BadCommand
+from groupcomm.protocol.registry_events import BadCommand, KeepSnapshot
 from groupcomm.wire.envelopes import pack_envelopes
 from groupcomm.wire.frames import NONCE_SIZE, FrameCodec, FrameRejected
 from groupcomm.wire.session import seal_session
@@ -273,4 +273,6 @@ class InProcessServer:
                     returned=list(action.dests)), action.frame)))
             elif kind is Rejected:
                 self.rejects[action.reason] += 1
+            elif kind is KeepSnapshot:  # a snapshot, and this server keeps no store
+                self.rejects["malformed"] += 1
         return out

@@ -15,7 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from groupcomm.core.messages import ReceivedMessage, SentMessage, received_unchecked
+from groupcomm.core.messages import (
+    ReceivedMessage,
+    SentMessage,
+    Withdrawn,
+    received_unchecked,
+)
 from groupcomm.core.node import ProtocolNode
 from groupcomm.core.session_messages import (
     SESSION_TRAFFIC,
@@ -456,8 +461,9 @@ def stored_reply(notice: Mapping[str, Any],
         replay = []
         for message_id, sender, fmt, payload, vc in notice.get("messages", []):
             user = load_payload(fmt, payload)
-            if type(user) in SESSION_TRAFFIC:
-                continue  # a join marker: the session layer's, not the application's
+            if type(user) in SESSION_TRAFFIC or type(user) is Withdrawn:
+                continue  # a join marker (the session layer's), or a payload that could
+                # not travel (its sender's stand-in): not the application's
             replay.append(received_unchecked(
                 node.application, node.session, user, str(message_id), str(sender),
                 tuple((str(k), int(v)) for k, v in vc), "normal", ""))

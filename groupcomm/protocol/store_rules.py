@@ -167,8 +167,10 @@ class StoreRules:
             return []
         out = []
         for candidate in candidates:
+            # right after a restart of the server, the others may not be back yet (their
+            # frames wait for them): judged against those back so far
             others = {m for m in members if m != candidate.sender}
-            if not others:
+            if not candidate.dests or candidate.dests == (candidate.sender,):
                 continue
             if candidate.grouped:
                 seen = kept.groups.setdefault(candidate.message_id, set())

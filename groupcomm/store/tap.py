@@ -12,7 +12,6 @@ import msgpack
 
 from groupcomm.core.messages import GROUP_HEADER
 from groupcomm.protocol.store_rules import Candidate
-from groupcomm.wire.envelopes import NORMAL
 from groupcomm.wire.frames import FrameRejected
 from groupcomm.wire.payload import PAYLOAD_CONTROL
 from groupcomm.wire.streams import StreamDecoder
@@ -51,10 +50,12 @@ class FrameTap:
         found = []
         for fields in entries:
             try:
-                message_id, dests, kind, headers, vc, fmt, payload = fields
-                if kind not in (0, NORMAL) or fmt == PAYLOAD_CONTROL or "#" not in message_id:
-                    # a module's, or the session layer's own (a state request or reply,
-                    # numbered "member~stateN"): not the application's
+                message_id, dests, _kind, headers, vc, fmt, payload = fields
+                if fmt == PAYLOAD_CONTROL or "#" not in message_id:
+                    # a module's own (an acknowledgement), or the session layer's (a
+                    # state request or reply, numbered "member~stateN"): not the
+                    # application's (a module may mark an application message with a
+                    # kind of its own, as cykas's "eager" copies)
                     continue
                 group = headers.get(GROUP_HEADER) if headers else None
                 tag = tuple((str(k), int(v)) for k, v in vc)

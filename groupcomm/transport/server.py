@@ -3,7 +3,9 @@ hands it to :class:`~groupcomm.protocol.registry.SessionRegistry` (every rule) a
 input and carries out the actions it answers with, on one thread, so every member hears
 of joins and leaves in the same order. Bad frames are dropped, counted by reason and
 logged. A connection signing with another session key is told so (at most once a
-second) in a notice it cannot verify: that is how the client knows the keys differ."""
+second) in a notice it cannot verify: that is how the client knows the keys differ.
+With a store (``--store``, docs/storage.md), a turn's actions are sent only after the
+store committed what the turn kept (:meth:`SessionServer.flush`)."""
 
 from __future__ import annotations
 

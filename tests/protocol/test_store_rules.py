@@ -65,7 +65,10 @@ def test_only_messages_to_every_other_member_are_kept():
         _msg("a#1", ("b", "c")), _msg("a#2", ("b",)), _msg("a#3", ("a", "b", "c"))])
     assert [c.message_id for c in kept] == ["a#1", "a#3"]
     assert rules.keep("other", "session", members, [_msg("a#1", ("b", "c"))]) == []
-    assert rules.keep("im", "o", ["a"], [_msg("a#4", ("a",))]) == []  # alone
+    assert rules.keep("im", "o", ["a"], [_msg("a#4", ("a",))]) == []  # to itself
+    # after a server restart, before b is back: its frame waits for it, and is kept
+    assert [c.message_id for c in rules.keep("im", "o", ["a"], [_msg("a#5", ("b",))])] == [
+        "a#5"]
 
 
 def test_copies_of_a_split_send_are_kept_once_when_they_cover_everyone():
