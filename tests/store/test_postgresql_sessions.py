@@ -114,8 +114,11 @@ def test_postgresql_restarted_under_a_running_server_loses_nothing(
     second = _talk(stored, range(30, 50), ("dave", "erin"), restored=True)
     assert sorted(_newcomer(stored)) == sorted(set(first + second))
     counts = _counters(stored)
-    # the store reconnected on its next call, with nothing uncommitted to lose
+    # the store reconnected on its next call, with nothing uncommitted to lose: one line
     assert counts.get("store_failures", 0) == 0 and counts["store_messages"] >= 50
+    assert stored.server is not None
+    [line] = [s for s in stored.server.stderr_lines if "postgresql://" in s]
+    assert line.endswith("connected again")
 
 
 @pytest.mark.long
