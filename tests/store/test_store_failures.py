@@ -13,7 +13,7 @@ import pytest
 from groupcomm.cli.main import main
 from groupcomm.store.backend import StoredMessage, StoreError
 from groupcomm.store.sqlite import SQLiteStore
-from groupcomm.transport.communicator import Communicator
+from groupcomm.transport.communicator import Communicator, JoinError
 from groupcomm.transport.config import Listeners
 from groupcomm.transport.keys import write_new_key
 from groupcomm.transport.server import SessionServer
@@ -104,3 +104,22 @@ def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
         reader.rollback()
     finally:
         reader.close()
+
+
+def test_a_server_with_a_store_refuses_direct_routing_in_one_line(tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    secret = write_new_key(key)
+    server = SessionServer(secret, store=SQLiteStore(tmp_path / "store.db"))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(JoinError, match="direct routing is refused") as refused:
+            Communicator("alice", "s", server=server.address, key_file=str(key),
+                         routing="direct")
+        assert "\n" not in str(refused.value)
+        relayed = Communicator("bob", "s", server=server.address, key_file=str(key))
+        relayed.close()
+        wait_until(lambda: server.counters().get("store_refused_direct") == 1)
+    finally:
+        server.stop()
+        thread.join(10)
