@@ -56,8 +56,10 @@ LAYERS = [
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
                          "groupcomm.protocol", "groupcomm.store",
                          "groupcomm.layers", "groupcomm.cli.args"}),
+    # store-bench stores an editing trace's keystrokes in each store backend, as the
+    # server keeps them (wire payloads)
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
-                        "groupcomm.protocol", "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
+                        "groupcomm.store", "groupcomm.wire", "groupcomm.protocol", "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",
                         "trace_analysis"}),
     # the web gateway: browser tabs as members, next to the terminal apps it mirrors
     ("groupcomm.web", {"groupcomm", "groupcomm.core", "groupcomm.transport",

@@ -1,6 +1,8 @@
 """The ``run`` script, driven in a copy of the project whose ``.venv`` holds stand-ins
 for python and groupcomm: the install step is one line with its log (the log shown only
-when it fails), and ``./run test`` says how long the suite takes before it starts."""
+when it fails), ``./run test`` says how long the suite takes before it starts, and it
+installs PostgreSQL's server programs when they are missing (stand-ins for apt-get and id
+on PATH)."""
 
 from __future__ import annotations
 
@@ -49,9 +51,11 @@ def project(tmp_path: Path) -> Path:
     return copy
 
 
-def run(copy: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    # the copy never installs a browser (./run test would, as root on a machine without)
-    env = {**os.environ, "GROUPCOMM_BROWSER_INSTALL": "0"}
+def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    # the copy never installs a browser or PostgreSQL (./run test would, as root on a
+    # machine without)
+    env = {**os.environ, "GROUPCOMM_BROWSER_INSTALL": "0", "GROUPCOMM_POSTGRES_INSTALL": "0",
+           **extra_env}
     return subprocess.run([str(copy / "run"), *argv], capture_output=True, text=True,
                           timeout=60, cwd=copy, env=env)
 
@@ -89,3 +93,77 @@ def test_run_test_says_how_long_the_suite_takes_before_pytest_starts(tmp_path: P
     assert done.stdout == "pytest -q -x\n"
     assert done.stderr.splitlines() == [
         "running pytest: about 10 minutes on two cores (./run test PATH runs a part)"]
+
+
+#: an apt-get that notes its arguments (and fails when the file APT_FAIL exists)
+FAKE_APT_GET = """#!/usr/bin/env bash
+echo "$*" >>"$(dirname "$0")/apt-get.calls"
+echo "Reading package lists..."
+[ -f "$(dirname "$0")/APT_FAIL" ] && { echo "E: Unable to locate package postgresql"; exit 100; }
+exit 0
+"""
+
+
+def postgres_missing(tmp_path: Path, uid: int = 0) -> tuple[Path, dict[str, str]]:
+    """A copy where PostgreSQL's programs are missing (an empty GROUPCOMM_PG_BIN), apt-get
+    notes its calls and ``id -u`` says ``uid``."""
+    copy = project(tmp_path)
+    run(copy, "groupcomm")  # install the venv first: only the PostgreSQL step is looked at
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    for name, text in (("apt-get", FAKE_APT_GET), ("id", f"#!/bin/sh\necho {uid}\n")):
+        (fake_bin / name).write_text(text)
+        (fake_bin / name).chmod(stat.S_IRWXU)
+    (tmp_path / "no-postgres").mkdir()
+    env = {"GROUPCOMM_POSTGRES_INSTALL": "1", "GROUPCOMM_PG_BIN": str(tmp_path / "no-postgres"),
+           "GROUPCOMM_PG_CREATECLUSTER_D": str(tmp_path / "createcluster.d"),
+           "PATH": f"{fake_bin}:{os.environ['PATH']}"}
+    return copy, env
+
+
+def test_run_test_installs_postgresql_when_its_programs_are_missing(tmp_path: Path) -> None:
+    copy, env = postgres_missing(tmp_path)
+    done = run(copy, "test", "tests/store", **env)
+    assert done.returncode == 0 and done.stdout == "pytest -q tests/store\n"
+    assert done.stderr.splitlines()[0] == (
+        "installing postgresql for the PostgreSQL store's tests (log: "
+        ".venv/apt-postgresql.log)...")
+    calls = (tmp_path / "fakebin" / "apt-get.calls").read_text().splitlines()
+    assert calls == ["update -q", "install -y -q postgresql"]
+    # the package is told not to create (and start) a system-wide cluster
+    setting = tmp_path / "createcluster.d" / "groupcomm.conf"
+    assert setting.read_text() == "create_main_cluster = false\n"
+    assert "Reading package lists" in (copy / ".venv" / "apt-postgresql.log").read_text()
+
+
+def test_a_failed_postgresql_install_shows_the_end_of_its_log(tmp_path: Path) -> None:
+    copy, env = postgres_missing(tmp_path)
+    (tmp_path / "fakebin" / "APT_FAIL").write_text("")
+    done = run(copy, "test", **env)
+    assert done.returncode == 0  # the suite still runs: the PostgreSQL tests skip
+    assert "E: Unable to locate package postgresql" in done.stderr
+    log = copy / ".venv" / "apt-postgresql.log"
+    assert (f"installing postgresql failed (log above, kept in {log}): the PostgreSQL "
+            "tests skip") in done.stderr.splitlines()
+
+
+def test_without_root_or_when_told_not_to_postgresql_is_not_installed(tmp_path: Path) -> None:
+    copy, env = postgres_missing(tmp_path, uid=1000)
+    done = run(copy, "test", **env)
+    assert done.stderr.splitlines()[0] == (
+        "no PostgreSQL server programs here (needs root and apt-get to install them): the "
+        "PostgreSQL tests skip")
+    told = run(copy, "test", **{**env, "GROUPCOMM_POSTGRES_INSTALL": "0"})
+    assert "postgresql" not in told.stderr.lower()
+    assert not (tmp_path / "fakebin" / "apt-get.calls").exists()
+
+
+def test_postgresql_programs_found_are_not_installed_again(tmp_path: Path) -> None:
+    copy, env = postgres_missing(tmp_path)
+    found = tmp_path / "no-postgres"
+    for name in ("initdb", "pg_ctl"):
+        (found / name).write_text("#!/bin/sh\n")
+        (found / name).chmod(stat.S_IRWXU)
+    done = run(copy, "test", **env)
+    assert done.returncode == 0 and "postgresql" not in done.stderr.lower()
+    assert not (tmp_path / "fakebin" / "apt-get.calls").exists()

@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
     "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
     "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
+    "store-speed": ("groupcomm.apps.store_speed", "an editing trace's keystrokes stored per second and restored: SQLite, PostgreSQL, pycrdt-store"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters and "

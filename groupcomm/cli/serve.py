@@ -46,10 +46,12 @@ def build_parser() -> ArgumentParser:
                         help="per-client keys (CurveZMQ): encrypt connections, accept only "
                         "clients whose NAME.key is in DIR, under that name (see groupcomm "
                         "keys); off by default")
-    parser.add_argument("--store", metavar="PATH",
+    parser.add_argument("--store", metavar="PATH|URL",
                         help="keep every session's state in this SQLite file (created if "
-                        "missing; WAL mode), so newcomers get it after every member left "
-                        "or the server restarted (docs/storage.md); refuses direct routing")
+                        "missing; WAL mode), or in the PostgreSQL database at a "
+                        "postgresql:// URL (docs/storage_postgresql.md), so newcomers get "
+                        "it after every member left or the server restarted "
+                        "(docs/storage.md); refuses direct routing")
     parser.add_argument("--snapshot-every", type=int, default=DEFAULT_SNAPSHOT_EVERY,
                         metavar="N", help="with --store: ask a member for a fresh snapshot "
                         f"every N kept messages (default {DEFAULT_SNAPSHOT_EVERY})")

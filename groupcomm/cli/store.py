@@ -31,8 +31,9 @@ def build_parser() -> ArgumentParser:
                         "history, the shared text) or JSON; drop: forget one session")
     parser.add_argument("session", nargs="?", help="SESSION, or APPLICATION/SESSION when "
                         "several applications have a session of that name")
-    parser.add_argument("--store", required=True, metavar="PATH",
-                        help="the store file (as given to groupcomm serve --store)")
+    parser.add_argument("--store", required=True, metavar="PATH|URL",
+                        help="the store file or postgresql:// URL (as given to groupcomm "
+                        "serve --store)")
     parser.add_argument("--json", action="store_true", help="JSON instead of text")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser

@@ -60,7 +60,8 @@ const chat = {
     this.started = true;
     this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${welcome.members_at_join.join(", ")}); /help for commands`, "notice");
     const history = welcome.state.history || [];
-    if (welcome.members_at_join.length > 1) {
+    // alone in the session, the history can only be the store's (groupcomm serve --store)
+    if (welcome.members_at_join.length > 1 || history.length) {
       if (history.length) {
         this.line(`* conversation so far (${history.length} message(s)):`, "notice");
         for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
