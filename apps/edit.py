@@ -116,7 +116,8 @@ def _run(args: argparse.Namespace) -> int:
         communicator = Communicator(
             args.name, args.session, **options.communicator_kwargs,
             state=StateTransfer(provider=shared.snapshot, consumer=shared.install),
-            listeners=Listeners(session=shared, message=shared.on_message),
+            listeners=Listeners(session=shared, message=shared.on_message,
+                                event=shared.on_event),
             delivery=Delivery(acknowledged=True))
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"{prog}: {error}") from None

@@ -261,7 +261,10 @@ class EditorReplica:
             return
         self.text.effect(payload, tag, op_id)
         self.own_ids.append(op_id)
-        self.unconfirmed[op_id] = OwnOperation(op_id, payload, self.me, tag)
+        # the member that sent it, from its id (``ann~2#7``): a send racing a return as
+        # a new member is the new one's
+        maker = op_id.rpartition("#")[0] or self.me
+        self.unconfirmed[op_id] = OwnOperation(op_id, payload, maker, tag)
         self.cursor = self._follow(payload, op_id)
         self._applied(self.me, tag)
         self._changed()
