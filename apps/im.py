@@ -108,9 +108,11 @@ class ChatScreen:
         #: own messages by application id: (line number, payload, destinations by name,
         #: to everyone), to send them again when they reached no one
         self._sends: OrderedDict[str, tuple[int, object, tuple[str, ...], bool]] = OrderedDict()
-        #: application ids of own messages lost with an incarnation the session took
-        #: for gone, to send again once back
-        self._to_resend: list[str] = []
+        #: own messages lost with an incarnation the session took for gone, to send
+        #: again once back: application id -> the copies lost
+        self._to_resend: dict[str, set[str]] = {}
+        #: application id -> the names an own message was sent again to
+        self._resent_to: dict[str, set[str]] = {}
         #: line numbers typed while the server did not answer, said sent once it does
         self._waiting: list[int] = []
         self._silent = False
@@ -229,6 +231,27 @@ class ChatScreen:
                     self.line(f"  [{who if first else display_name(who)}] {text}")
             if first:
                 self.line(f"* up to date ({len(new)} earlier message(s))")
+            elif self._back_as is not None:
+                self._missing_from(history, self._back_as)
+
+    def _missing_from(self, history: list[tuple[str, str, str]], member: str) -> None:
+        """Back as ``member``: the own messages to everyone of earlier incarnations that
+        the conversation handed over lacks (by id) never reached its giver (a frame the
+        old incarnation sent as it resumed can reach the server after the return and be
+        refused at the others as an old incarnation's): they go again, once."""
+        received = {app_id for _, _, app_id in history}
+        mine = [app_id for app_id, entry in self._sends.items() if entry[3]
+                and app_id.rpartition("#")[0] != member
+                and display_name(app_id.rpartition("#")[0]) == self.me]
+        if len(history) >= HISTORY:  # only the latest were handed over
+            held = [k for k, app_id in enumerate(mine) if app_id in received]
+            mine = mine[held[0]:] if held else []
+        missing = [app_id for app_id in mine if app_id not in received
+                   and app_id not in self._resent_to and app_id not in self._to_resend]
+        for app_id in missing:
+            self._to_resend[app_id] = {c for c, own in self._own.items() if own[0] == app_id}
+        if missing:
+            _later(0.0, self.resend_lost, member)
 
     def _remember_shown(self, app_id: str) -> None:
         self._shown_ids[app_id] = None
@@ -293,8 +316,8 @@ class ChatScreen:
                 self.line("* the session took you for gone (no contact for too long); "
                           "you are back")
                 self._back_as = event.member
-                self.resend_lost(event.member)
-                self.report_lost()
+                # from another thread, once the loop has the new member in place
+                _later(0.0, self.resend_lost, event.member)
             self._went()
         elif isinstance(event, MessagesLost):
             with self._lock:
@@ -302,8 +325,8 @@ class ChatScreen:
                     # they reached no one: sent again once back (resend_lost)
                     for copy in event.ids:
                         own = self._own.get(copy)
-                        if own is not None and own[0] not in self._to_resend:
-                            self._to_resend.append(own[0])
+                        if own is not None:
+                            self._to_resend.setdefault(own[0], set()).add(copy)
                     if event.member == self._back_as:  # tagged by the old one, taken after
                         _later(0.0, self.resend_lost, event.member)
                     return
@@ -324,15 +347,25 @@ class ChatScreen:
         once, the own messages its old incarnation had not sent (they reached no one)."""
         comm = self.communicator
         with self._lock:
-            lost, self._to_resend = self._to_resend, []
-            for app_id in lost:
+            lost, self._to_resend = self._to_resend, {}
+            for app_id, copies in lost.items():
                 entry = self._sends.get(app_id)
                 if comm is None or entry is None:
                     continue
                 number, payload, names, to_everyone = entry
                 others = comm.others
-                dests = others if to_everyone else [n for n in names if n in {
-                    display_name(m) for m in others}]
+                every = [c for c, own in self._own.items() if own[0] == app_id]
+                # copies said lost otherwise meanwhile (to a member the old incarnation
+                # saw leave) go again too, if their member is here
+                copies |= {c for c in every if c in self._dropped}
+                if not copies.issuperset(every):
+                    # a send split into unicasts (mfss, cykas): only the copies lost
+                    to_everyone = False
+                    names = tuple(display_name(self._own[c][2]) for c in copies)
+                present = {display_name(m): m for m in others}
+                dests = others if to_everyone else [present[n] for n in names if n in present]
+                self._resent_to.setdefault(app_id, set()).update(
+                    display_name(d) for d in dests)
                 text = payload.text if isinstance(payload, Private) else str(payload)
                 quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
                 if not dests:
@@ -358,6 +391,7 @@ class ChatScreen:
                     self._waiting.remove(number)
                 self.line(f"* #{number} sent again as {member} (it had not left before "
                           "the session took you for gone)")
+        self.report_lost()  # what is still lost
 
     def report_lost(self) -> None:
         """Say which of this person's messages the communicator reported not sent, each
@@ -367,6 +401,10 @@ class ChatScreen:
             new = self._dropped - self._reported_lost
             for copy in [c for c in self._own if c in new]:  # in the order they were sent
                 self._reported_lost.add(copy)
+                app_id, _, dest = self._own[copy]
+                resent = self._resent_to.get(app_id, set())
+                if resent and {display_name(d.strip()) for d in dest.split(",")} <= resent:
+                    continue  # sent again by the new member
                 by_message.setdefault(self._own[copy][0], []).append(copy)
             for app_id, copies in by_message.items():
                 every = [c for c, own in self._own.items() if own[0] == app_id]
