@@ -224,9 +224,9 @@ def reapplied(carried: Rebased) -> str:
              f"({carried.characters} character(s) typed)"]
     if carried.held:
         parts.append(f"{len(carried.held)} had arrived")
-    if carried.cannot:
-        parts.append("not re-applied: " + "; ".join(f"{op_id} ({why})"
-                                                   for op_id, why in carried.cannot[:3]))
+    if carried.void:
+        parts.append(f"{len(carried.void)} had nothing left to do (erased, or deleted "
+                     "by others too)")
     return ", ".join(parts)
 
 

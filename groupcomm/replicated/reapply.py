@@ -1,7 +1,7 @@
 """Own edits the session may not hold, carried onto a text received from another member:
 which ones it already holds (by operation id), which go again as new operations and
-after which character, which cannot apply (docs/replicated.md, "Edits made while cut
-off"). No I/O: the terminal editor and the web gateway's mirror share it."""
+after which character, which have nothing left to do (docs/replicated.md, "Edits made
+while cut off"). No I/O: the terminal editor and the web gateway's mirror share it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class Rebased:
     text, except that an insert's anchor may be the old id of a character an earlier
     insert of the list carries again: the sender replaces it with that character's new
     id (:meth:`moved`). ``sources[i]`` are the old ids of the characters ``ops[i]``
-    carries again (empty for a delete)."""
+    carries again (empty for a delete). Every own operation ends held, carried again or
+    void: in the text an insert always finds a place and a delete is done or moot."""
 
     ops: list[tuple] = field(default_factory=list)
     sources: list[tuple[str, ...]] = field(default_factory=list)
@@ -43,10 +44,8 @@ class Rebased:
     held: list[str] = field(default_factory=list)
     #: ids of own operations with nothing left to do (typed and erased while cut off)
     void: list[str] = field(default_factory=list)
-    #: (operation id, why) of own operations that cannot apply to the received text
-    cannot: list[tuple[str, str]] = field(default_factory=list)
     #: old id of a character absent from the received text -> the old id of the nearest
-    #: character before it that is there or carried again (None: the start)
+    #: character before it that is visible there or carried again (None: the start)
     landing: dict[str, str | None] = field(default_factory=dict)
 
     @property
@@ -109,21 +108,18 @@ def rebase(old: TextSequence, received: TextSequence, own: Iterable[OwnOperation
 
     The rule: an insert the received text does not hold goes again with the characters
     of it still visible in ``old``, in runs after the nearest character before them in
-    ``old`` that the received text has; a delete it does not hold goes again for the
-    characters it named that are visible in the received text; a delete naming only
-    characters the received text never had cannot apply."""
+    ``old`` that is visible in the received text; a delete it does not hold goes again
+    for the characters it named that are visible in the received text (the others are
+    gone there already)."""
     own = list(own)
     result = Rebased()
     resend: set[str] = set()   # own characters to carry again
-    ours: set[str] = set()     # every character of an own insert not held
     deletes: list[OwnOperation] = []
     for operation in own:
         if _held(operation, seen, received):
             result.held.append(operation.op_id)
         elif operation.op[0] == "insert":
-            chars = _chars(operation.op_id, operation.op[2])
-            ours.update(chars)
-            resend.update(chars)
+            resend.update(_chars(operation.op_id, operation.op[2]))
         else:
             deletes.append(operation)
     visible_resent: set[str] = set()
@@ -146,9 +142,13 @@ def rebase(old: TextSequence, received: TextSequence, own: Iterable[OwnOperation
         letters.clear()
 
     for ident, _, letter, deleted, _ in old.items():
-        if received.tags_of(ident) is not None:
-            close()
-            last_present = last_landing = ident
+        tags = received.tags_of(ident)
+        if tags is not None:
+            if tags[1] is None:
+                close()
+                last_present = last_landing = ident
+            # a tombstone there is never named: once its delete is stable the others
+            # may have forgotten it (a run goes after the visible character before)
             continue
         result.landing[ident] = last_landing
         if ident in resend and deleted is None:
@@ -169,21 +169,14 @@ def rebase(old: TextSequence, received: TextSequence, own: Iterable[OwnOperation
     for operation in deletes:
         named = operation.op[1]
         ids = (named,) if isinstance(named, str) else tuple(named)
-        targets = []
-        missing = []
+        targets: list[str] = []
         for ident in ids:
             tags = received.tags_of(ident)
-            if tags is not None:
-                if tags[1] is None and ident not in targets:
-                    targets.append(ident)
-            elif ident not in ours:
-                missing.append(ident)
+            if tags is not None and tags[1] is None and ident not in targets:
+                targets.append(ident)
         if targets:
             result.ops.append(("delete", targets[0] if len(targets) == 1 else tuple(targets)))
             result.sources.append(())
-        elif missing and len(missing) == len(ids):
-            result.cannot.append((operation.op_id, f"it deletes {len(missing)} character(s) "
-                                  "the session's text does not have"))
-        else:
+        else:  # deleted there already, forgotten, or one of its own not carried again
             result.void.append(operation.op_id)
     return result
