@@ -72,7 +72,8 @@ class BatchEditor:
             replica = shared.replica
             state = {"text": replica.text.value, "failures": replica.failures,
                      "last_failure": replica.last_failure, "members": list(replica.members),
-                     "kept": len(replica.text), "applied": replica.applied}
+                     "kept": len(replica.text), "applied": replica.applied,
+                     "notice": shared.notice}
         if shared.communicator is not None:  # what it put on the wire (text-wire)
             counters = shared.communicator.counters()
             for name in ("frames_sent", "frame_bytes_sent", "app_sends", "clock_acks_sent",

@@ -211,7 +211,8 @@ class EditScreen:
         parts += [(3, self.module), (2, f"{length} chars")]
         if remembered:  # each copy collects on its own schedule: this copy's number
             parts.append((5, f"{remembered} deleted chars remembered locally"))
-        latest = self.note or (self.status_log.latest if self.status_log else "")
+        latest = self.note or shared.notice or (
+            self.status_log.latest if self.status_log else "")
         if latest:
             parts.append((1, latest))
         keys = "^S save  ^Q quit" if self.file else "^Q quit"

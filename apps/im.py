@@ -105,6 +105,19 @@ class ChatScreen:
         self._installs = 0
         #: set when this client rejoined (after the server answered again)
         self._rejoined = True
+        #: own messages by application id: (line number, payload, destinations by name,
+        #: to everyone), to send them again when they reached no one
+        self._sends: OrderedDict[str, tuple[int, object, tuple[str, ...], bool]] = OrderedDict()
+        #: own messages lost with an incarnation the session took for gone, to send
+        #: again once back: application id -> the copies lost
+        self._to_resend: dict[str, set[str]] = {}
+        #: application id -> the names an own message was sent again to
+        self._resent_to: dict[str, set[str]] = {}
+        #: line numbers typed while the server did not answer, said sent once it does
+        self._waiting: list[int] = []
+        self._silent = False
+        #: the member id this client came back as after being taken for gone
+        self._back_as: str | None = None
 
     def line(self, text: str) -> None:
         with self._print_lock:
@@ -154,6 +167,17 @@ class ChatScreen:
                 self._own.popitem(last=False)
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
+            number = self.shown[-1][0]
+            self._sends[message.app_message_id] = (
+                number, payload, tuple(display_name(d) for m in messages
+                                       for d in m.destinations if d not in me),
+                to_everyone)
+            while len(self._sends) > REMEMBERED:
+                self._sends.popitem(last=False)
+            if self._silent:
+                self._waiting.append(number)
+                self.line(f"* #{number} waits: the session server does not answer (it goes "
+                          "once it does)")
             copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
                 self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
@@ -211,6 +235,27 @@ class ChatScreen:
                     self.line(f"  [{who if first else display_name(who)}] {text}")
             if first:
                 self.line(f"* up to date ({len(new)} earlier message(s))")
+            elif self._back_as is not None:
+                self._missing_from(history, self._back_as)
+
+    def _missing_from(self, history: list[tuple[str, str, str]], member: str) -> None:
+        """Back as ``member``: the own messages to everyone of earlier incarnations that
+        the conversation handed over lacks (by id) never reached its giver (a frame the
+        old incarnation sent as it resumed can reach the server after the return and be
+        refused at the others as an old incarnation's): they go again, once."""
+        received = {app_id for _, _, app_id in history}
+        mine = [app_id for app_id, entry in self._sends.items() if entry[3]
+                and app_id.rpartition("#")[0] != member
+                and display_name(app_id.rpartition("#")[0]) == self.me]
+        if len(history) >= HISTORY:  # only the latest were handed over
+            held = [k for k, app_id in enumerate(mine) if app_id in received]
+            mine = mine[held[0]:] if held else []
+        missing = [app_id for app_id in mine if app_id not in received
+                   and app_id not in self._resent_to and app_id not in self._to_resend]
+        for app_id in missing:
+            self._to_resend[app_id] = {c for c, own in self._own.items() if own[0] == app_id}
+        if missing:
+            _later(0.0, self.resend_lost, member)
 
     def _remember_shown(self, app_id: str) -> None:
         self._shown_ids[app_id] = None
@@ -260,6 +305,7 @@ class ChatScreen:
         if isinstance(event, ServerSilent):
             comm = self.communicator
             direct = comm is not None and comm.routing == "direct"
+            self._silent = not direct
             self.line("* no answer from the session server; retrying (" + (
                 "messages go on directly)" if direct else "your messages wait for it)"))
         elif isinstance(event, ServerAnswers):
@@ -273,11 +319,83 @@ class ChatScreen:
             else:
                 self.line("* the session took you for gone (no contact for too long); "
                           "you are back")
-                self.report_lost()
+                self._back_as = event.member
+                # from another thread, once the loop has the new member in place
+                _later(0.0, self.resend_lost, event.member)
+            self._went()
         elif isinstance(event, MessagesLost):
             with self._lock:
+                if event.incarnation_gone:
+                    # they reached no one: sent again once back (resend_lost)
+                    for copy in event.ids:
+                        own = self._own.get(copy)
+                        if own is not None:
+                            self._to_resend.setdefault(own[0], set()).add(copy)
+                    if event.member == self._back_as:  # tagged by the old one, taken after
+                        _later(0.0, self.resend_lost, event.member)
+                    return
                 self._dropped.update(event.ids)
             self.report_lost()
+
+    def _went(self) -> None:
+        """The server answers: the lines typed while it did not are on their way."""
+        with self._lock:
+            self._silent = False
+            waiting, self._waiting = self._waiting, []
+        if waiting:
+            self.line(f"* #{', #'.join(map(str, waiting))} sent (typed while the session "
+                      "server did not answer)")
+
+    def resend_lost(self, member: str) -> None:
+        """Back as ``member`` after the session took this client for gone: send again,
+        once, the own messages its old incarnation had not sent (they reached no one)."""
+        comm = self.communicator
+        with self._lock:
+            lost, self._to_resend = self._to_resend, {}
+            for app_id, copies in lost.items():
+                entry = self._sends.get(app_id)
+                if comm is None or entry is None:
+                    continue
+                number, payload, names, to_everyone = entry
+                others = comm.others
+                every = [c for c, own in self._own.items() if own[0] == app_id]
+                # copies said lost otherwise meanwhile (to a member the old incarnation
+                # saw leave) go again too, if their member is here
+                copies |= {c for c in every if c in self._dropped}
+                if not copies.issuperset(every):
+                    # a send split into unicasts (mfss, cykas): only the copies lost
+                    to_everyone = False
+                    names = tuple(display_name(self._own[c][2]) for c in copies)
+                present = {display_name(m): m for m in others}
+                dests = others if to_everyone else [present[n] for n in names if n in present]
+                self._resent_to.setdefault(app_id, set()).update(
+                    display_name(d) for d in dests)
+                text = payload.text if isinstance(payload, Private) else str(payload)
+                quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
+                if not dests:
+                    self.line(f"* your message #{number} '{quoted}' was not sent: "
+                              f"{', '.join(names) or 'nobody'} left meanwhile")
+                    continue
+                try:
+                    messages = comm.send(dests, payload)
+                except (UnknownPeerError, CausalityError, CommunicatorError) as error:
+                    self.line(f"* your message #{number} '{quoted}' was not sent: {error}")
+                    continue
+                new_id = messages[0].app_message_id
+                self._remember_shown(new_id)
+                self._sends[new_id] = (number, payload, names, to_everyone)
+                for copy in messages:
+                    dest = ", ".join(d for d in copy.destinations if d != member)
+                    self._own[copy.message_id] = (new_id, text, dest)
+                if to_everyone:
+                    self.history = deque(
+                        ((member, said, new_id) if mid == app_id else (who, said, mid)
+                         for who, said, mid in self.history), maxlen=HISTORY)
+                if number in self._waiting:
+                    self._waiting.remove(number)
+                self.line(f"* #{number} sent again as {member} (it had not left before "
+                          "the session took you for gone)")
+        self.report_lost()  # what is still lost
 
     def report_lost(self) -> None:
         """Say which of this person's messages the communicator reported not sent, each
@@ -287,6 +405,10 @@ class ChatScreen:
             new = self._dropped - self._reported_lost
             for copy in [c for c in self._own if c in new]:  # in the order they were sent
                 self._reported_lost.add(copy)
+                app_id, _, dest = self._own[copy]
+                resent = self._resent_to.get(app_id, set())
+                if resent and {display_name(d.strip()) for d in dest.split(",")} <= resent:
+                    continue  # sent again by the new member
                 by_message.setdefault(self._own[copy][0], []).append(copy)
             for app_id, copies in by_message.items():
                 every = [c for c, own in self._own.items() if own[0] == app_id]
@@ -303,6 +425,7 @@ class ChatScreen:
             if not self._rejoined:
                 self._rejoined = True
                 self.line("* the session server answers again")
+                self._went()
 
     def held(self, held: list[object], waiting: dict[str, list[str]]) -> None:
         """``/held``: each held message, its sender or destination, text and whom it waits on."""

@@ -14,10 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from groupcomm.core.causality import CausalityError
+from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, Tag
 from groupcomm.core.session_messages import Snapshot
-from groupcomm.protocol.session_events import ClockAcknowledged, SessionEvent
+from groupcomm.protocol.session_events import (
+    ClockAcknowledged,
+    Rejoined,
+    ServerAnswers,
+    ServerSilent,
+    SessionEvent,
+    StateUnavailable,
+)
 from groupcomm.replicated import EditorReplica
+from groupcomm.replicated.reapply import Rebased
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,8 @@ class SharedText:
         self._make_flusher = flusher or RunFlusher
         self._flusher: Any = None
         self.communicator: Any = None
+        #: what happened to this member's edits across a cut, for the status line
+        self.notice = ""
 
     def attach(self, communicator: Any) -> None:
         """Use ``communicator`` (joined) for local edits."""
@@ -138,12 +149,66 @@ class SharedText:
             return self.replica.snapshot()
 
     def install(self, state: Any) -> None:
-        self._do(self.replica.install, state)
+        """Install the text; back as a new member, send at once what the text received
+        does not hold of this member's edits (the communicator's thread may send: the
+        new incarnation is in place)."""
+        with self.lock:
+            self._do(self.replica.install, state)
+            if self.replica.rebased is None:
+                return
+            try:
+                carried = self._do(self.replica.resend)
+            except Exception as error:  # noqa: BLE001 - kept; said; the flusher retries
+                log.warning("the edits made while cut off are not sent yet (retrying in "
+                            "%g s): %s", RETRY, error)
+                self._flusher_for().due(RETRY)
+                return
+        if carried is not None:
+            self._say(reapplied(carried))
+
+    def _say(self, notice: str) -> None:
+        self.notice = notice
+        log.info("%s", notice)
+        self.on_change()
+
+    def on_event(self, event: SessionEvent) -> None:
+        """The communicator's session events, said on the status line."""
+        if isinstance(event, ServerSilent):
+            self._say("no answer from the session server; your edits wait for it")
+        elif isinstance(event, ServerAnswers):
+            self._say("the session server answers again")
+        elif isinstance(event, Rejoined):
+            self._say("session server restarted; reconnected"
+                      if event.server_restarted else
+                      f"the session took you for gone; back as {event.member}, getting "
+                      "the text")
+        elif isinstance(event, StateUnavailable):
+            with self.lock:
+                replica = self.replica
+                if not replica.offline:
+                    return
+                replica.offline = False
+                kept = len(replica.unconfirmed)
+                replica.unconfirmed.clear()
+                others = [m for m in replica.members if m != replica.me]
+            if others and kept:
+                self._say(f"no member could give the text: {kept} edit(s) made while cut "
+                          "off stay only here (save with ^S)")
 
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
                       all_users: Sequence[str]) -> None:
-        self._do(self.replica.member_joined, client_name, list(all_users))
+        with self.lock:
+            replica = self.replica
+            comm = self.communicator
+            if (comm is not None and client_name != replica.me
+                    and display_name(client_name) == display_name(replica.me)
+                    and client_name == comm.member_id):
+                # back as a new member: edits wait here until the text arrives
+                self._do(replica.joined, client_name, list(all_users))
+                replica.offline = True
+                return
+            self._do(replica.member_joined, client_name, list(all_users))
 
     def client_left(self, client_name: str, application_name: str) -> None:
         self._do(self.replica.member_left, client_name)
@@ -157,6 +222,18 @@ class SharedText:
         value = self.view()[0]
         Path(path).write_text(value, encoding="utf-8")
         return len(value)
+
+
+def reapplied(carried: Rebased) -> str:
+    """The status line after a return: how many edits went again, and what could not."""
+    parts = [f"back: {len(carried.ops)} edit(s) made while cut off sent again "
+             f"({carried.characters} character(s) typed)"]
+    if carried.held:
+        parts.append(f"{len(carried.held)} had arrived")
+    if carried.void:
+        parts.append(f"{len(carried.void)} had nothing left to do (erased, or deleted "
+                     "by others too)")
+    return ", ".join(parts)
 
 
 class RunFlusher:

@@ -221,7 +221,8 @@ class ClientProtocol:
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self.report_undeliverable([m.message_id for m in batch if m.sender != name],
-                                       f"came back as {name} before they left")
+                                       f"came back as {name} before they left",
+                                       incarnation_gone=True)
             batch = [m for m in batch if m.sender == name]
         self.node.queue_sends(batch)
         self.drain()
@@ -456,7 +457,8 @@ class ClientProtocol:
                             extra=EVENT_EXTRA)
                 if action.ids:
                     self.report_undeliverable(list(action.ids), "was declared gone before "
-                                               "the server relayed them")
+                                               "the server relayed them",
+                                               incarnation_gone=True)
             elif isinstance(action, StoreJoin):
                 self._store_join = action
                 out.frames_uncompressed()
@@ -511,7 +513,7 @@ class ClientProtocol:
             unsent = [m.message_id for m in old.held() if isinstance(m, SentMessage)]
             lost = [m.message_id for m in old.held() if not isinstance(m, SentMessage)]
             self.report_undeliverable(unsent, "was declared gone and came back as "
-                                       f"{member}")
+                                       f"{member}", incarnation_gone=True)
             if lost:
                 self.stats["lost_on_reincarnation"] += len(lost)
                 log.warning("%s: %d message(s) held for delivery are dropped with the old "
@@ -535,15 +537,18 @@ class ClientProtocol:
             # ends without its own departure: it was declared gone
             old_tracer.close()
 
-    def report_undeliverable(self, ids: list[str], why: str) -> None:
-        """Messages accepted for sending that are not sent; ``why`` says what happened."""
+    def report_undeliverable(self, ids: list[str], why: str, *,
+                             incarnation_gone: bool = False) -> None:
+        """Messages accepted for sending that are not sent; ``why`` says what happened
+        (``incarnation_gone``: this client was declared gone before they left)."""
         if not ids:
             return
         self.stats["undeliverable"] += len(ids)
         self._undeliverable.extend(ids)
         log.warning("%s: %d message(s) accepted for sending are not sent (this client %s): "
                     "%s", self.name, len(ids), why, ", ".join(ids[:10]), extra=EVENT_EXTRA)
-        self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why))
+        self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why,
+                                      incarnation_gone=incarnation_gone))
 
     def _sent_clock(self, batch: list[SentMessage], application: bool) -> None:
         """What the others learn of this member's clock from ``batch`` (``application``:

@@ -60,10 +60,13 @@ class ServerAnswers(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessagesLost(SessionEvent):
-    """Messages accepted for sending that did not go out, and why."""
+    """Messages accepted for sending that did not go out, and why; ``incarnation_gone``
+    when this client was declared gone before they left (they reached no one: sent
+    again by the new member, they arrive once)."""
 
     ids: tuple[str, ...]
     reason: str
+    incarnation_gone: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 from groupcomm.core.messages import Tag
 from groupcomm.core.session_messages import REFLECTED_IDS, Snapshot
+from groupcomm.replicated.reapply import OwnOperation, Rebased, rebase
 from groupcomm.replicated.stability import Stability
 from groupcomm.replicated.text import TextSequence
 
@@ -90,6 +91,21 @@ class EditorReplica:
         self.last_failure = ""
         #: bumped whenever what :meth:`view` returns may have changed (screens cache on it)
         self.version = 0
+        #: own text operations not known to be held by every member, in the order they
+        #: were made: what a return as a new member carries onto the text it receives
+        self.unconfirmed: dict[str, OwnOperation] = {}
+        #: per member, the most of its operations applied here (the text holds them)
+        self.seen: dict[str, int] = {}
+        #: True while own edits cannot go out (back as a new member, the text not in
+        #: yet): they apply here under provisional ids and go once it is installed
+        self.offline = False
+        self._provisional = 0
+        #: what the last :meth:`install` carries again, until :meth:`resend` sent it
+        self.rebased: Rebased | None = None
+        self._resent: list[str] = []
+        self._cursor_before: str | None = None
+        #: the last re-apply once sent (what the screen says)
+        self.last_reapply: Rebased | None = None
         self._value: str | None = None
         self.joined(me, members)
 
@@ -138,8 +154,11 @@ class EditorReplica:
         return False
 
     def flush(self) -> None:
-        """Send the pending run (if any) as one insert. When it cannot be sent it stays
-        pending and the error goes on: what was typed is not lost."""
+        """Send what :meth:`install` carries again, then the pending run (if any) as one
+        insert. When it cannot be sent it stays pending and the error goes on: what was
+        typed is not lost."""
+        if self.rebased is not None:
+            self.resend()
         pending, self.pending = self.pending, None
         if pending is None:
             return
@@ -187,12 +206,51 @@ class EditorReplica:
             self._changed(text=False)
 
     def _own(self, payload: Any) -> str:
+        if self.offline:
+            return self._provisional_op(payload)
         if self.send is None:
             raise RuntimeError(f"{self.me}'s replica sends nothing of its own (it was made "
                                "without a send function)")
         op_id, tag = self.send(payload)
         self.sent(payload, op_id, tag)
         return op_id
+
+    def _provisional_op(self, payload: Any) -> str:
+        """An own edit while cut off: applied here under a provisional id, with a tag
+        after everything applied, kept to go once the text is back (:meth:`install`)."""
+        self._provisional += 1
+        op_id = f"{self.me}@{self._provisional}"
+        if is_presence(payload):
+            self.cursor = payload[1]
+            self._changed(text=False)
+            return op_id
+        self.text.effect(payload, Tag({**self.seen, f"{self.me}@": self._provisional}),
+                         op_id)
+        self.unconfirmed[op_id] = OwnOperation(op_id, payload, self.me, None)
+        self.cursor = self._follow(payload, op_id)
+        self._changed()
+        return op_id
+
+    def resend(self) -> Rebased | None:
+        """Send, as new operations, what the last :meth:`install` carries again (see
+        :func:`~groupcomm.replicated.reapply.rebase`), then put the cursor and the
+        pending run back at their places by character id; returns what was carried once
+        all of it is sent (a send that raises keeps the rest for the next call)."""
+        rebased = self.rebased
+        if rebased is None:
+            return None
+        moved = rebased.moved(self._resent)
+        for op in rebased.ops[len(self._resent):]:
+            op_id = self._own(rebased.resolve(op, moved))
+            self._resent.append(op_id)
+            moved = rebased.moved(self._resent)
+        self.cursor = rebased.place(self._cursor_before, moved)
+        if self.pending is not None:
+            self.pending.after = rebased.place(self.pending.after, moved)
+        self.rebased, self._resent = None, []
+        self.last_reapply = rebased
+        self._changed(text=False)
+        return rebased
 
     def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
         """An own message went out as ``op_id`` with ``tag``: apply it (``ValueError``
@@ -203,6 +261,10 @@ class EditorReplica:
             return
         self.text.effect(payload, tag, op_id)
         self.own_ids.append(op_id)
+        # the member that sent it, from its id (``ann~2#7``): a send racing a return as
+        # a new member is the new one's
+        maker = op_id.rpartition("#")[0] or self.me
+        self.unconfirmed[op_id] = OwnOperation(op_id, payload, maker, tag)
         self.cursor = self._follow(payload, op_id)
         self._applied(self.me, tag)
         self._changed()
@@ -275,9 +337,26 @@ class EditorReplica:
 
     def _applied(self, sender: str, tag: Tag) -> None:
         self.stability.delivered(sender, tag)
+        seen = self.seen
+        for member, count in tag.clock.items():
+            if seen.get(member, 0) < count:
+                seen[member] = count
         self.applied += 1
-        if self.collect and self.applied % COLLECT_EVERY == 0:
-            self._collect()
+        if self.applied % COLLECT_EVERY == 0:
+            self._confirm()
+            if self.collect:
+                self._collect()
+
+    def _confirm(self) -> None:
+        """Forget the own operations every member holds (they become stable in the
+        order they were made); an earlier incarnation's wait for the next install."""
+        unconfirmed = self.unconfirmed
+        while unconfirmed:
+            first = next(iter(unconfirmed.values()))
+            if (first.maker != self.me or first.tag is None
+                    or not self.stability.is_stable(first.tag)):
+                return
+            del unconfirmed[first.op_id]
 
     def acknowledged(self, member: str, clock: Mapping[str, int]) -> None:
         """``member``, which may send nothing, acknowledged what it has delivered (a
@@ -313,22 +392,43 @@ class EditorReplica:
     def snapshot(self) -> Snapshot:
         """The text, every cursor and the own operations it reflects, for a newcomer."""
         return Snapshot({"items": self.text.state(),
-                         "cursors": {**self.cursors, self.me: self.cursor}},
+                         "cursors": {**self.cursors, self.me: self.cursor},
+                         "seen": dict(self.seen)},
                         reflects=tuple(self.own_ids))
 
     def install(self, state: Any) -> bool:
         """Continue from a :meth:`snapshot` state (another member's, or this member's
-        own kept elsewhere: its cursor comes back too); False, logged, when unusable."""
+        own kept elsewhere: its cursor comes back too); False, logged, when unusable.
+        Own operations the state may not hold (:attr:`unconfirmed`: an earlier
+        incarnation's, or made while :attr:`offline`) are carried onto it
+        (:attr:`rebased`), to go as new operations at the next :meth:`resend` or
+        :meth:`flush`; the cursor stays by the character before it."""
         try:
             text = TextSequence.from_state(state["items"])
             cursors = dict(state["cursors"])
-        except (TypeError, KeyError, ValueError) as error:
+            seen = _clock(state.get("seen"))
+        except (TypeError, KeyError, ValueError, AttributeError) as error:
             log.warning("%s: the text received from the session is unusable (%s); "
                         "starting from an empty text", self.me, error)
             return False
+        old, own = self.text, list(self.unconfirmed.values())
         self.text = text
+        self.offline = False
+        if seen is not None:
+            for member, count in seen.items():
+                if self.seen.get(member, 0) < count:
+                    self.seen[member] = count
         self.cursors.update(cursors)
-        self.cursor = self.cursors.pop(self.me, self.cursor)
+        mine = self.cursors.pop(self.me, self.cursor)
+        if own:
+            # the pending run keeps its old anchor until resend() places it
+            self.rebased = rebase(old, text, own, seen)
+            self._resent = []
+            self._cursor_before = self.cursor
+            self.unconfirmed = {}
+            self.cursor = self.rebased.place(self.cursor, {})
+        else:
+            self.cursor = mine
         self._changed()
         return True
 
@@ -355,6 +455,16 @@ class EditorReplica:
         self.version += 1
         if text:
             self._value = None
+
+
+def _clock(value: Any) -> dict[str, int] | None:
+    """A state's ``seen`` clock (absent in states made before it was kept: ``None``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in value.items()):
+        raise ValueError(f"the state's seen clock is not member -> count: {value!r:.80}")
+    return dict(value)
 
 
 def _covers(clock: Mapping[str, int], other: Mapping[str, int]) -> bool:

@@ -90,7 +90,8 @@ class MemberLink:
         self._addresses: dict[str, str] = {}
         self._deadline = 0.0
         #: messages that could not be encoded, reported at the end of the turn
-        self._unsent: list[tuple[str, str]] = []
+        #: (message id, why, lost with an incarnation declared gone) to report
+        self._unsent: list[tuple[str, str, bool]] = []
         #: relayed frame's hash -> its batch (before the stream) and its messages' ids
         self._remembered: dict[int, tuple[bytes, tuple[str, ...]]] = {}
         self._remembered_bytes = 0
@@ -212,8 +213,8 @@ class MemberLink:
             self.flush_outbox()
         if self._unsent:  # what could not be encoded is the protocol's to report
             unsent, self._unsent = self._unsent, []
-            for message_id, why in unsent:
-                self.protocol.report_undeliverable([message_id], why)
+            for message_id, why, gone in unsent:
+                self.protocol.report_undeliverable([message_id], why, incarnation_gone=gone)
 
     def _read(self, socket: zmq.Socket, from_server: bool,
               frames: list[tuple[list[bytes], bool, tuple[str, ...]]]) -> None:
@@ -309,7 +310,7 @@ class MemberLink:
 
     def discard_queued(self) -> None:
         # what the previous incarnation queued cannot leave as the new one's: said lost
-        self._unsent += [(item.message_id, "was declared gone before they left")
+        self._unsent += [(item.message_id, "was declared gone before they left", True)
                          for items in self.outbox.values() for item in items
                          if type(item) is not tuple and item.is_user_message()]
         self.outbox.clear()
@@ -351,7 +352,7 @@ class MemberLink:
         self.stats["unencodable"] += 1
         log.error("%s: message %s cannot be sent (%s); its receivers get a stand-in that "
                   "keeps the causal order", self.name, message.message_id, error)
-        self._unsent.append((message.message_id, f"could not send them: {error}"))
+        self._unsent.append((message.message_id, f"could not send them: {error}", False))
         return message.replace(user_message=Withdrawn(f"{type(error).__name__}: {error}"))
 
     def _pack_one(self, message: SentMessage) -> PackedEnvelope:

@@ -295,3 +295,55 @@ def test_with_acknowledged_delivery_each_message_is_acknowledged_once_applied() 
     # acknowledged after it was applied: what a send of carol's is tagged with
     assert communicator.acknowledged == [1, 2]
     assert seen == ["hi", "hi!"]
+
+
+class CutOffCommunicator:
+    """A communicator whose member id changes as a return after being taken for gone
+    does; every send is recorded (what reaches the others is the test's to say)."""
+
+    acknowledged_delivery = False
+
+    def __init__(self, name: str) -> None:
+        self.name = self.member_id = name
+        self.members = [name, "bob"]
+        self.sent: list[tuple[str, Any]] = []
+        self.clock: dict[str, int] = {"bob": 1}
+
+    @property
+    def others(self) -> list[str]:
+        return [m for m in self.members if m != self.member_id]
+
+    def send(self, destinations: list[str], payload: Any) -> list[Any]:
+        from types import SimpleNamespace
+
+        self.clock[self.member_id] = self.clock.get(self.member_id, 0) + 1
+        message_id = f"{self.member_id}#{self.clock[self.member_id]}"
+        self.sent.append((message_id, payload))
+        return [SimpleNamespace(message_id=message_id, vc=dict(self.clock))]
+
+
+def test_back_as_a_new_member_the_edits_wait_for_the_text_then_go_once_and_are_said() -> None:
+    from groupcomm.core.messages import Tag
+    from groupcomm.replicated import EditorReplica
+
+    bob = EditorReplica("bob", lambda payload: ("bob#1", Tag({"bob": 1})))
+    bob.insert("hi")
+    comm = CutOffCommunicator("alice")
+    alice = SharedText("alice", window=0.0)
+    alice.attach(comm)
+    with alice.lock:
+        alice.replica.delivered("bob", ("insert", None, "hi"), Tag({"bob": 1}), "bob#1")
+    alice.move_to(2, announce=False)
+    alice.insert("X")                       # alice#1: never reaches bob
+    comm.member_id = "alice~2"
+    comm.members = ["bob", "alice~2"]
+    alice.client_joined("alice~2", "default", "s", False, False, ["bob", "alice~2"])
+    assert alice.replica.offline and alice.replica.me == "alice~2"
+    alice.insert("Y")                       # waits for the text
+    assert [payload for _, payload in comm.sent] == [("insert", "bob#1+1", "X")]
+    assert alice.view()[0] == "hiXY"
+    alice.install(bob.snapshot().state)
+    assert comm.sent[1:] == [("alice~2#1", ("insert", "bob#1+1", "XY"))]
+    assert alice.view()[0] == "hiXY" and alice.position == 4 and not alice.replica.offline
+    assert alice.notice.startswith("back: 1 edit(s) made while cut off sent again (2 "
+                                   "character(s) typed)")
