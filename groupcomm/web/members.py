@@ -38,6 +38,20 @@ RENAMED_KEPT = 10_000
 #: marks a provisional id, ``{member}#~L{n}``: the tab's name for its edit's characters
 #: until it learns which message id the edit was sent as
 PROVISIONAL = "#~"
+#: separates a person from the number of one of their tabs in a tab's member name
+#: (``ann:2``; the first tab is plain ``ann``): not a character of user names, nor of
+#: the ids built from member names (``~`` incarnations, ``#`` message ids, ``+`` offsets)
+TAB_SEPARATOR = ":"
+
+
+def tab_member_name(user: str, slot: int) -> str:
+    """The member name of ``user``'s tab number ``slot`` (1: ``ann``, 2: ``ann:2``)."""
+    return user if slot <= 1 else f"{user}{TAB_SEPARATOR}{slot}"
+
+
+def person_of(member: str) -> str:
+    """The person a member id stands for (``ann:2~3`` -> ``ann``)."""
+    return display_name(member).split(TAB_SEPARATOR, 1)[0]
 
 
 class ChatMirror:
@@ -117,18 +131,21 @@ class TabMember:
     def __init__(self, kind: str, user: str, session: str, push: Push, *,
                  communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
                  inject_delays: Callable[[Communicator], None] | None = None,
-                 host: Any = None) -> None:
+                 host: Any = None, name: str | None = None) -> None:
         if kind not in PAGES:
             raise ValueError(f"no page {kind!r} (im or edit)")
         self.kind = kind
         self.user = user
+        #: the member's name in the session: the person's, or with a tab number
+        #: (:func:`tab_member_name`)
+        self.name = name or user
         self.push = push
         #: guards the mirror and sends, and orders what is pushed (see the module doc)
         self.lock = threading.RLock()
         #: provisional id the tab gave an own edit -> the message id it was sent as
         self.renamed: OrderedDict[str, str] = OrderedDict()
         self.mirror: ChatMirror | TextMirror = (
-            ChatMirror(user) if kind == "im" else TextMirror(user))
+            ChatMirror(self.name) if kind == "im" else TextMirror(self.name))
         self.closed = False
         #: the member's id in the session (None until the join is done)
         self.member_id: str | None = None
@@ -147,7 +164,7 @@ class TabMember:
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
-            user, session, **kwargs, delivery=Delivery(acknowledged=True),
+            self.name, session, **kwargs, delivery=Delivery(acknowledged=True),
             state=StateTransfer(provider=self._snapshot, consumer=self._install),
             listeners=Listeners(session=self, message=self._on_message,
                                 sent=self._on_transmitted if kind == "im" else None),
@@ -229,7 +246,7 @@ class TabMember:
         with self.lock:
             self.mirror.member_joined(client_name, list(all_users))
         mine = self.member_id
-        if mine not in (None, client_name) and display_name(client_name) == self.user:
+        if mine not in (None, client_name) and display_name(client_name) == self.name:
             # taken for gone, it came back as a new member: start again, as on reconnecting
             self.push({"type": "fatal", "error": "the session took this tab for gone "
                        "(no contact for too long); reconnecting"})
