@@ -66,6 +66,7 @@ const chat = {
       "A line you send while the connection is down is shown as waiting and sent when " +
       "it is back (also after a reload); closing the tab drops what is not sent yet.");
     this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
+    this.me = welcome.member;
     this.members = welcome.members;
     for (const m of welcome.members) this.known.add(m);
     this.drawMembers();

@@ -18,6 +18,9 @@
 
 const CONTEXT = 8;  // characters before an anchor remembered, to find its place again
 const PROVISIONAL = /^(.*#~L\d+)(\+\d+)?$/;
+// provisional ids remembered with the message id they became (the cursor, and edits
+// made before the answer came, may name one)
+const RENAMED_KEPT = 256;
 
 // The ids of up to CONTEXT characters before `anchor` in `text` (deleted ones too),
 // nearest first: where to put what followed `anchor` if it is gone.
@@ -97,17 +100,19 @@ export class Outbox {
     const at = this.entries.findIndex((e) => e.member === member && e.local === local);
     const found = messageOf(id);
     if (found && found[1] > (this.lastSeq[found[0]] || 0)) this.lastSeq[found[0]] = found[1];
-    if (at < 0) return;
-    this.entries.splice(at, 1);
-    if (this.entries.length) this.renamed[`${member}#${local}`] = id;
-    else this.renamed = {};
+    if (at >= 0) this.entries.splice(at, 1);
+    // the cursor and later edits may still name it by its provisional id
+    this.renamed[`${member}#${local}`] = id;
+    const names = Object.keys(this.renamed);
+    if (names.length > RENAMED_KEPT) {
+      for (const name of names.slice(0, names.length - RENAMED_KEPT)) delete this.renamed[name];
+    }
   }
 
   // A resync of `member`: the gateway's state holds what it sent, and what it refused
   // is taken back; only what never went out stays.
   resynced(member) {
     this.entries = this.entries.filter((e) => e.member !== member || !e.wire);
-    if (!this.entries.length) this.renamed = {};
   }
 
   // Put the entries back on `replica` (which holds the state just received): returns
@@ -118,7 +123,6 @@ export class Outbox {
     this.entries = [];
     const text = replica.text;
     const map = new Map(Object.entries(this.renamed));
-    this.renamed = {};
     const translate = (id) => {
       if (id === null) return null;
       const provisional = PROVISIONAL.exec(id);
