@@ -256,7 +256,11 @@ class TabMember:
     def client_left(self, client_name: str, application_name: str) -> None:
         with self.lock:
             self.mirror.member_left(client_name)
-        comm = self.communicator
+        comm = getattr(self, "communicator", None)
+        if comm is None:
+            # while joining (the member this tab's reload or reconnect replaces leaves
+            # then): the welcome lists the members as they are after the join
+            return
         waiting = sum(client_name in on for on in comm.waiting_for().values())
         self.push({"type": "left", "member": client_name, "members": comm.members,
                    "waiting": waiting})

@@ -69,9 +69,14 @@ def outage(request: pytest.FixtureRequest, session_group: ProcessGroup,
         down.stop()
 
 
-def settled(*tabs: Tab) -> None:
+def settled(*tabs: Tab, gateway: GatewayProcess | None = None) -> None:
     for tab in tabs:
-        tab.wait(SETTLED, f"{tab.name} to be back and settled", 60)
+        try:
+            tab.wait(SETTLED, f"{tab.name} to be back and settled", 60)
+        except AssertionError as error:
+            if gateway is None:
+                raise
+            raise AssertionError(f"{error}; gateway: {gateway.stderr_tail(40)}") from None
 
 
 @pytest.mark.long
@@ -100,10 +105,14 @@ def test_keys_typed_while_the_gateway_is_down_reach_every_screen_once_the_cursor
                  "ann's keys kept")
         assert "kept until the connection is back" in ann.js(
             "return document.getElementById('footer').textContent")
-        outage.restart()
+        gateway = outage.restart()
         expected = "Helloabc there world!"
-        settled(ann, ben)
-        tom.ask(f'wait-text "{expected}"', ("seen",), 30, "the typed keys at the terminal")
+        settled(ann, ben, gateway=gateway)
+        try:
+            tom.ask(f'wait-text "{expected}"', ("seen",), 30, "the typed keys at the terminal")
+        except Exception:
+            print("DEBUG", tom.state(), ann.js(TEXT), ben.js(TEXT), gateway.stderr_tail(40))
+            raise
         for tab in (ann, ben):
             tab.wait(f"return {TEXT_OF} === arguments[0]", f"the keys at {tab.name}", 30,
                      expected)
