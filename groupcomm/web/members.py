@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from groupcomm.core.session_messages import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
+from groupcomm.replicated.stability import Stability
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
 
@@ -98,8 +99,42 @@ class ChatMirror:
         pass
 
 
+class TabStability(Stability):
+    """Causal stability as the tab knows it: the mirror takes each delivery before the
+    tab applies it, but the tab's own entry covers only what the tab had applied (its
+    acknowledgements, the tags of its edits). Counting the mirror's deliveries as the
+    tab's would take an insert for stable (its stamp the smallest) while an edit the
+    tab made without it is on its way, which the mirror then places before it and
+    every other replica after: a newcomer's text would differ."""
+
+    def delivered(self, sender: str, tag: Tag) -> None:
+        if sender == self.me:
+            super().delivered(sender, tag)  # the tab had applied what its edit's tag says
+            return
+        self._merge(sender, tag.clock)
+
+    def tab_applied(self, clock: dict[str, int]) -> None:
+        """The tab has applied the deliveries that make up ``clock``."""
+        self._merge(self.me, clock)
+
+    def _merge(self, who: str, clock: dict[str, int]) -> None:
+        seen = self._seen.setdefault(who, {})
+        for k, v in clock.items():
+            if seen.get(k, 0) < v:
+                seen[k] = v
+                self._frontier = None
+
+
 class TextMirror(EditorReplica):
     """The tab's editor replica, without a send of its own."""
+
+    def joined(self, me: str, members: Iterable[str]) -> None:
+        super().joined(me, members)
+        self.stability = TabStability(me, self.members)
+
+    def tab_applied(self, clock: dict[str, int]) -> None:
+        assert isinstance(self.stability, TabStability)
+        self.stability.tab_applied(clock)
 
     def for_tab(self) -> dict[str, Any]:
         return self.snapshot().state  # the page reads the same format
@@ -194,6 +229,8 @@ class TabMember:
             comm = self.communicator
             handed = self.mirror.deliveries
             comm.acknowledge(handed)
+            if isinstance(self.mirror, TextMirror):
+                self.mirror.tab_applied(dict(comm.application_clock))
             return {"members": comm.members, "clock": comm.application_clock,
                     "handed": handed, "state": self.mirror.for_tab()}
 
@@ -273,6 +310,9 @@ class TabMember:
             raise ValueError(f"applied {count}, but only {handed} deliveries were sent to "
                              "this tab")
         comm.acknowledge(count)
+        if isinstance(self.mirror, TextMirror):
+            with self.lock:
+                self.mirror.tab_applied(dict(comm.application_clock))
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged

@@ -100,13 +100,18 @@ def test_keys_typed_while_the_gateway_is_down_reach_every_screen_once_the_cursor
         for tab in (ann, ben):
             tab.wait(DOWN, f"{tab.name} to see the gateway gone")
         ann.keys("text", " there")
-        ben.keys("text", Keys.END, "!")
+        # ben deletes the last letter and adds a "!"; the terminal, still in the
+        # session, deletes that letter too: ben's delete cannot be sent, and says so
+        ben.keys("text", Keys.END, Keys.BACKSPACE, "!")
+        tom.type("end")
+        tom.type("backspace 1")
+        wait_until(lambda: tom.state()["text"].endswith(" worl"), 20, "the terminal's delete")
         ann.wait("return editor.outbox.entries.filter(e => !e.wire).length >= 6",
                  "ann's keys kept")
         assert "kept until the connection is back" in ann.js(
             "return document.getElementById('footer').textContent")
         gateway = outage.restart()
-        expected = "Helloabc there world!"
+        expected = "Helloabc there worl!"
         settled(ann, ben, gateway=gateway)
         try:
             tom.ask(f'wait-text "{expected}"', ("seen",), 30, "the typed keys at the terminal")
@@ -120,8 +125,10 @@ def test_keys_typed_while_the_gateway_is_down_reach_every_screen_once_the_cursor
         # the cursor stayed at its text: after " there", and the next key goes there
         assert ann.js(CHARS_BEFORE, ann.js(CARET)) == len("Helloabc there")
         ann.keys("text", "X")
-        tom.ask('wait-text "Helloabc thereX world!"', ("seen",), 30, "the next key")
-        assert ben.wait(f"return {TEXT_OF} === 'Helloabc thereX world!'", "the next key")
+        tom.ask('wait-text "Helloabc thereX worl!"', ("seen",), 30, "the next key")
+        assert ben.wait(f"return {TEXT_OF} === 'Helloabc thereX worl!'", "the next key")
+        assert ben.js("return document.getElementById('notice').textContent") == (
+            "not sent: the delete of 'd' (someone deleted it already)")
         assert ann.js("return editor.replica.me") != "ann"  # a new incarnation
         assert ann.js("return document.getElementById('notice').textContent") == ""
         assert "bad_edit" not in outage.gateway.stats()["counters"]

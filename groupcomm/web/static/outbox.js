@@ -152,9 +152,15 @@ export class Outbox {
         continue;
       }
       const ids = (typeof target === "string" ? [target] : target).map(translate);
+      const chars = [...(entry.chars || "")];
       const live = ids.filter((id) => present(id) && id !== null && text.byId.get(id).deleted === null);
-      const gone = [...(entry.chars || "")].filter((_, k) => !present(ids[k]));
+      const gone = chars.filter((_, k) => !present(ids[k]));
+      // deleted in the state: by someone else, unless this delete went out before the
+      // connection dropped (then it may be this one)
+      const taken = entry.wire ? [] : chars.filter((_, k) => present(ids[k]) && ids[k] !== null
+        && text.byId.get(ids[k]).deleted !== null);
       if (gone.length) unsendable.push(`the delete of '${gone.join("")}' (no longer in the text)`);
+      if (taken.length) unsendable.push(`the delete of '${taken.join("")}' (someone deleted it already)`);
       if (live.length) replica._own(["delete", live.length === 1 ? live[0] : live]);
     }
     if (this.cursor) {
