@@ -15,6 +15,8 @@ import { Outbox } from "/static/outbox.js";
 
 const COLOURS = 6;
 const view = document.getElementById("text");
+// milliseconds of drawing above which the text is drawn less often (renderSoon)
+const SLOW_RENDER = 30;
 // bytes of an edit request besides its text (type, ids, counts), with room to spare
 const REQUEST_OVERHEAD = 1024;
 
@@ -44,6 +46,9 @@ const editor = {
   storage: null,            // this tab's key in session storage (claimStorage)
   saveDue: false,
   rebased: 0,               // edits put back after a reconnect or a reload
+  renderDue: false,
+  renderCost: 0,            // how long the last drawing took (ms), and when it ended
+  lastRender: 0,
 
   colour(member) {
     const name = displayName(member);
@@ -154,7 +159,24 @@ const editor = {
       default:
         return;
     }
-    this.render();
+    this.renderSoon();
+  },
+
+  // Draw once when the message from the gateway that brought these events is handled
+  // (a batch of deliveries draws the text once, not once each): a microtask, which a
+  // browser does not slow down in a background tab as it does a timer.
+  // A text that takes long to draw (a paste of a megabyte: some 100 ms) is drawn at
+  // most every few times that long, so that drawing does not hold up taking the rest.
+  renderSoon() {
+    if (this.renderDue) return;
+    this.renderDue = true;
+    const draw = () => {
+      this.renderDue = false;
+      if (this.replica !== null) this.render();
+    };
+    const wait = this.renderCost > SLOW_RENDER ? this.lastRender + 4 * this.renderCost - performance.now() : 0;
+    if (wait > 0) setTimeout(draw, wait);
+    else queueMicrotask(draw);
   },
 
   merge(clock) {
@@ -233,9 +255,20 @@ const editor = {
 
   // -- drawing ---------------------------------------------------------------------------
   render() {
+    const started = performance.now();
+    this.draw();
+    this.lastRender = performance.now();
+    this.renderCost = this.lastRender - started;
+  },
+
+  draw() {
     const replica = this.replica;
     const [text, mine, others] = replica.view();
-    const value = [...text];
+    // positions count code points; a text without surrogate pairs (most) is cut as it
+    // is, others as an array of code points
+    const simple = !/[\uD800-\uDFFF]/.test(text);
+    const value = simple ? text : [...text];
+    const piece = simple ? (a, b) => text.slice(a, b) : (a, b) => value.slice(a, b).join("");
     const at = new Map();  // position -> members whose cursor is there
     for (const [member, position] of Object.entries(others)) {
       if (!at.has(position)) at.set(position, []);
@@ -247,7 +280,7 @@ const editor = {
     const parts = document.createDocumentFragment();
     let from = 0;
     for (const p of [...marks].sort((a, b) => a - b)) {
-      if (p > from) parts.appendChild(document.createTextNode(value.slice(from, p).join("")));
+      if (p > from) parts.appendChild(document.createTextNode(piece(from, p)));
       from = p;
       for (const member of at.get(p) || []) {
         const span = document.createElement("span");
@@ -263,7 +296,7 @@ const editor = {
         parts.appendChild(caret);
       }
     }
-    if (from < value.length) parts.appendChild(document.createTextNode(value.slice(from).join("")));
+    if (from < value.length) parts.appendChild(document.createTextNode(piece(from, value.length)));
     view.replaceChildren(parts);
     const members = document.getElementById("members");
     members.replaceChildren(...replica.members.map((m) => {
