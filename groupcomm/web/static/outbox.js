@@ -169,6 +169,7 @@ export class Outbox {
         if (anchor === null) replica.cursor = null;
         else replica._own(["cursor", anchor]);
       }
+      this.keepCursor(text, anchor);  // by the ids of this state
     }
     return unsendable;
   }
