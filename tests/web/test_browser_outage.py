@@ -261,7 +261,7 @@ def two_tabs_of_one_person_type(outage: Outage, tabs: TabOpener, seconds: float)
 @pytest.mark.parametrize("outage", [("ann",)], indirect=True)
 def test_two_tabs_of_one_person_type_at_once_without_replacing_each_other(
         outage: Outage, tabs: TabOpener) -> None:
-    two_tabs_of_one_person_type(outage, tabs, 2)
+    two_tabs_of_one_person_type(outage, tabs, 1)
 
 
 @pytest.mark.long
