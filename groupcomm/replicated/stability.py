@@ -23,20 +23,22 @@ class Stability:
     def delivered(self, sender: str, tag: Tag) -> None:
         """An operation of ``sender`` with ``tag`` took effect here (own ones too)."""
         clock = tag.clock
-        for who in {sender, self.me}:
-            seen = self._seen.setdefault(who, {})
-            for k, v in clock.items():
-                if seen.get(k, 0) < v:
-                    seen[k] = v
-                    self._frontier = None
+        self.merge(sender, clock)
+        if sender != self.me:
+            self.merge(self.me, clock)
 
     def acknowledged(self, member: str, clock: Mapping[str, int]) -> bool:
         """``member`` said its application had delivered what ``clock`` covers (an
         acknowledgement, not an operation: it says nothing of what this member has
         delivered). True when its merge moved; one from a non-member is ignored."""
-        seen = self._seen.get(member)
-        if seen is None or member not in self.members:
+        if member not in self.members or member not in self._seen:
             return False
+        return self.merge(member, clock)
+
+    def merge(self, who: str, clock: Mapping[str, int]) -> bool:
+        """Merge ``clock`` into what ``who`` is known to have delivered; True when it
+        moved (the frontier is then worked out again)."""
+        seen = self._seen.setdefault(who, {})
         moved = False
         for k, v in clock.items():
             if seen.get(k, 0) < v:

@@ -1,6 +1,6 @@
 """The web gateway: one aiohttp application serving the pages, ``/stats`` and a WebSocket
 per tab, whose first message logs it in as a :class:`~groupcomm.web.members.TabMember`
-(what is refused and counted, reconnection, a second tab: docs/web.md)."""
+(what is refused and counted, reconnection, several tabs of one person: docs/web.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,15 @@ from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
-from groupcomm.web.members import PAGES, BadEdit, TabClosed, TabMember
-from groupcomm.web.requests import LIMITS, MAX_MESSAGE, BadRequest, Request, parse_request
+from groupcomm.web.members import PAGES, BadEdit, TabClosed, TabMember, person_of, tab_member_name
+from groupcomm.web.requests import (
+    LIMITS,
+    MAX_MESSAGE,
+    MAX_TABS,
+    BadRequest,
+    Request,
+    parse_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +65,10 @@ class Gateway:
         self.counters: Counter[str] = Counter()
         #: drives every tab's member on one thread (None: each member its own)
         self.host = Host(name="web-gateway") if share_thread else None
-        #: (page, user) -> its tab's member
+        #: (page, tab member name: ann, ann:2) -> its tab's member
         self.tabs: dict[tuple[str, str], TabMember] = {}
+        #: the same for tabs whose member is joining (their names are taken)
+        self._joining: set[tuple[str, str]] = set()
         self.app = web.Application()
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)
@@ -153,24 +162,44 @@ class Gateway:
             await self._error(ws, f"the editor cannot run here: {self.edit_refusal}",
                               "edit_refused")
             return None
-        previous = self.tabs.pop((kind, user), None)
-        if previous is not None:
-            previous.push({"type": "fatal", "error": "replaced by a newer tab of yours"})
-            await loop.run_in_executor(None, previous.close)
+        slot = self._free_slot(kind, user, hello.fields["tab"])
+        if slot is None:
+            await self._error(ws, f"{user} already has {MAX_TABS} tabs on the {kind} page "
+                              "(close one)", "too_many_tabs")
+            return None
+        # a second tab is a member of its own (ann:2), never a replacement of the first
+        name = tab_member_name(user, slot)
+        self._joining.add((kind, name))
         push = partial(loop.call_soon_threadsafe, queue.put_nowait)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, self.session, push,
                 communicator_kwargs=self.communicator_kwargs,
                 presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host))
+                host=self.host, name=name))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None
-        self.tabs[(kind, user)] = member
+        finally:
+            self._joining.discard((kind, name))
+        self.tabs[(kind, name)] = member
         self.counters["logins"] += 1
-        await ws.send_json({**member.welcome(), "module": self.module, "limits": LIMITS})
+        await ws.send_json({**member.welcome(), "module": self.module, "limits": LIMITS,
+                            "tab": slot, "session": self.session})
         return member
+
+    def _free_slot(self, kind: str, user: str, wanted: int | None) -> int | None:
+        """The tab number a login of ``user`` gets: the one the tab asks for (it had
+        it before a reload or a reconnect) if no open tab has it, else the lowest free
+        one; None when all are taken. A login never takes an open tab's place: two tabs
+        asking for one number (a duplicated tab) get two."""
+        def free(slot: int) -> bool:
+            key = (kind, tab_member_name(user, slot))
+            return key not in self.tabs and key not in self._joining
+
+        if wanted is not None and free(wanted):
+            return wanted
+        return next((slot for slot in range(1, MAX_TABS + 1) if free(slot)), None)
 
     async def _refresh_users(self) -> None:
         """Read the users file again if it changed; close the tabs of users no longer
@@ -251,8 +280,12 @@ class Gateway:
             elif request.type == "say":
                 to = fields["to"]
                 payload: Any = Private(fields["text"]) if to else fields["text"]
-                first = member.send(request.applied, [to] if to else None, payload)
+                # to a person: each of their tabs (a member name reaches that one only)
+                tabs = [m for m in member.communicator.members
+                        if person_of(m) == to and m != member.member_id]
+                first = member.send(request.applied, (tabs or [to]) if to else None, payload)
                 await ws.send_json({"type": "sent", "id": first.app_message_id,
+                                    "local": fields["local"],
                                     "vc": dict(first.vc), "text": fields["text"],
                                     "to": to or None, "destinations": list(first.destinations),
                                     "transmitted": member.transmitted(first.app_message_id)})
@@ -285,8 +318,8 @@ class Gateway:
             await self._error(ws, str(error), "refused", ref=fields.get("local"))
 
     async def _leave(self, kind: str, member: TabMember) -> None:
-        if self.tabs.get((kind, member.user)) is member:
-            del self.tabs[(kind, member.user)]
+        if self.tabs.get((kind, member.name)) is member:
+            del self.tabs[(kind, member.name)]
         await asyncio.get_running_loop().run_in_executor(None, member.close)
 
     async def _shutdown(self, app: web.Application) -> None:

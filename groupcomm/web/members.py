@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from groupcomm.filters.latest_value import LatestValueCreator
 from groupcomm.protocol.session_events import ClockAcknowledged, SessionEvent
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
+from groupcomm.replicated.stability import Stability
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
 
@@ -39,6 +40,20 @@ RENAMED_KEPT = 10_000
 #: marks a provisional id, ``{member}#~L{n}``: the tab's name for its edit's characters
 #: until it learns which message id the edit was sent as
 PROVISIONAL = "#~"
+#: separates a person from the number of one of their tabs in a tab's member name
+#: (``ann:2``; the first tab is plain ``ann``): not a character of user names, nor of
+#: the ids built from member names (``~`` incarnations, ``#`` message ids, ``+`` offsets)
+TAB_SEPARATOR = ":"
+
+
+def tab_member_name(user: str, slot: int) -> str:
+    """The member name of ``user``'s tab number ``slot`` (1: ``ann``, 2: ``ann:2``)."""
+    return user if slot <= 1 else f"{user}{TAB_SEPARATOR}{slot}"
+
+
+def person_of(member: str) -> str:
+    """The person a member id stands for (``ann:2~3`` -> ``ann``)."""
+    return display_name(member).split(TAB_SEPARATOR, 1)[0]
 
 
 class ChatMirror:
@@ -85,8 +100,35 @@ class ChatMirror:
         pass
 
 
+class TabStability(Stability):
+    """Causal stability as the tab knows it: the mirror takes each delivery before the
+    tab applies it, but the tab's own entry covers only what the tab had applied (its
+    acknowledgements, the tags of its edits). Counting the mirror's deliveries as the
+    tab's would take an insert for stable (its stamp the smallest) while an edit the
+    tab made without it is on its way, which the mirror then places before it and
+    every other replica after: a newcomer's text would differ."""
+
+    def delivered(self, sender: str, tag: Tag) -> None:
+        if sender == self.me:
+            super().delivered(sender, tag)  # the tab had applied what its edit's tag says
+            return
+        self.merge(sender, tag.clock)
+
+    def tab_applied(self, clock: dict[str, int]) -> None:
+        """The tab has applied the deliveries that make up ``clock``."""
+        self.merge(self.me, clock)
+
+
 class TextMirror(EditorReplica):
     """The tab's editor replica, without a send of its own."""
+
+    def joined(self, me: str, members: Iterable[str]) -> None:
+        super().joined(me, members)
+        self.stability = TabStability(me, self.members)
+
+    def tab_applied(self, clock: dict[str, int]) -> None:
+        assert isinstance(self.stability, TabStability)
+        self.stability.tab_applied(clock)
 
     def for_tab(self) -> dict[str, Any]:
         return self.snapshot().state  # the page reads the same format
@@ -118,18 +160,21 @@ class TabMember:
     def __init__(self, kind: str, user: str, session: str, push: Push, *,
                  communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
                  inject_delays: Callable[[Communicator], None] | None = None,
-                 host: Any = None) -> None:
+                 host: Any = None, name: str | None = None) -> None:
         if kind not in PAGES:
             raise ValueError(f"no page {kind!r} (im or edit)")
         self.kind = kind
         self.user = user
+        #: the member's name in the session: the person's, or with a tab number
+        #: (:func:`tab_member_name`)
+        self.name = name or user
         self.push = push
         #: guards the mirror and sends, and orders what is pushed (see the module doc)
         self.lock = threading.RLock()
         #: provisional id the tab gave an own edit -> the message id it was sent as
         self.renamed: OrderedDict[str, str] = OrderedDict()
         self.mirror: ChatMirror | TextMirror = (
-            ChatMirror(user) if kind == "im" else TextMirror(user))
+            ChatMirror(self.name) if kind == "im" else TextMirror(self.name))
         self.closed = False
         #: the member's id in the session (None until the join is done)
         self.member_id: str | None = None
@@ -148,7 +193,7 @@ class TabMember:
         self._left_early: deque[str] = deque(maxlen=1024)
         self._unsent: dict[str, set[str]] = {}
         self.communicator = make(
-            user, session, **kwargs,
+            self.name, session, **kwargs,
             # the tab that only reads acknowledges what it applied (the text's collection)
             delivery=Delivery(acknowledged=True, clock_acks=kind == "edit"),
             state=StateTransfer(provider=self._snapshot, consumer=self._install),
@@ -181,6 +226,8 @@ class TabMember:
             comm = self.communicator
             handed = self.mirror.deliveries
             comm.acknowledge(handed)
+            if isinstance(self.mirror, TextMirror):
+                self.mirror.tab_applied(dict(comm.application_clock))
             return {"members": comm.members, "clock": comm.application_clock,
                     "handed": handed, "state": self.mirror.for_tab()}
 
@@ -244,7 +291,7 @@ class TabMember:
         with self.lock:
             self.mirror.member_joined(client_name, list(all_users))
         mine = self.member_id
-        if mine not in (None, client_name) and display_name(client_name) == self.user:
+        if mine not in (None, client_name) and display_name(client_name) == self.name:
             # taken for gone, it came back as a new member: start again, as on reconnecting
             self.push({"type": "fatal", "error": "the session took this tab for gone "
                        "(no contact for too long); reconnecting"})
@@ -254,7 +301,11 @@ class TabMember:
     def client_left(self, client_name: str, application_name: str) -> None:
         with self.lock:
             self.mirror.member_left(client_name)
-        comm = self.communicator
+        comm = getattr(self, "communicator", None)
+        if comm is None:
+            # while joining (the member this tab's reload or reconnect replaces leaves
+            # then): the welcome lists the members as they are after the join
+            return
         waiting = sum(client_name in on for on in comm.waiting_for().values())
         self.push({"type": "left", "member": client_name, "members": comm.members,
                    "waiting": waiting})
@@ -267,6 +318,9 @@ class TabMember:
             raise ValueError(f"applied {count}, but only {handed} deliveries were sent to "
                              "this tab")
         comm.acknowledge(count)
+        if isinstance(self.mirror, TextMirror):
+            with self.lock:
+                self.mirror.tab_applied(dict(comm.application_clock))
 
     def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged

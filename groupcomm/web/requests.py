@@ -12,6 +12,8 @@ from typing import Any
 MAX_MESSAGE = 128 * 1024
 MAX_TEXT = 16_384  # characters of a chat line or an insert
 MAX_DELETE = 16_384
+#: tabs of one person on one page at once (each a member of its own: docs/web.md)
+MAX_TABS = 16
 
 
 #: what the gateway takes, told to each tab in its welcome (the editor splits a paste
@@ -82,7 +84,11 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
     if kind not in TYPES[kind_of]:
         raise BadRequest(f"{kind_of!r} is not taken on the {kind} page")
     if kind_of == "hello":
-        return Request("hello", fields={"user": data.get("user"), "token": data.get("token")})
+        tab = data.get("tab")
+        if tab is not None and (type(tab) is not int or not 1 <= tab <= MAX_TABS):
+            raise BadRequest(f"'tab' must be a tab number from 1 to {MAX_TABS}, not {tab!r:.40}")
+        return Request("hello", fields={"user": data.get("user"), "token": data.get("token"),
+                                        "tab": tab})
     if kind_of in ("held", "resync"):
         return Request(kind_of)
     if kind_of == "release":
@@ -92,7 +98,11 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
         return Request("applied", applied)
     if kind_of == "say":
         to = None if data.get("to") is None else _text(data["to"], "to", 100)
-        return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to})
+        local = data.get("local")  # the tab's name for the line, echoed in `sent`
+        if local is not None and (not isinstance(local, str) or len(local) > 40):
+            raise BadRequest(f"'local' must be a short string, not {local!r:.40}")
+        return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to,
+                                        "local": local})
     if kind_of == "cursor":
         return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
     local = data.get("local")

@@ -21,15 +21,19 @@ class GatewayProcess(LineProcess):
 
     def __init__(self, group: ProcessGroup, workdir: Path, *, causality: str = "matrix",
                  session: str = "s", users: tuple[str, ...] = ("ann", "ben", "cat"),
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), http: str = "127.0.0.1:0",
+                 tokens: dict[str, str] | None = None) -> None:
+        """``http``: where to listen (a restarted gateway on its old port); ``tokens``:
+        the users already in ``workdir``'s users file (a restarted gateway keeps them)."""
         assert group.server is not None
         self.users_file = workdir / "users.json"
-        self.tokens = {name: Users(self.users_file).add(name) for name in users}
+        self.tokens = tokens if tokens is not None else {
+            name: Users(self.users_file).add(name) for name in users}
         self.trace_dir = workdir / "traces"
         super().__init__("gateway", [
             sys.executable, "-m", "groupcomm.web.cli", "--session", session,
             "--server", group.server.address, "--key-file", str(group.key_file),
-            "--users", str(self.users_file), "--http", "127.0.0.1:0",
+            "--users", str(self.users_file), "--http", http,
             "--causality", causality, "--trace-dir", str(self.trace_dir), *extra])
         line = self.wait_line(lambda x: x.startswith("listening on "), what="listening line")
         self.url = line.split()[2]

@@ -199,3 +199,24 @@ def test_an_own_message_a_sender_side_module_holds_is_shown_pending_then_sent(
         if ann is not None:
             tabs.leave(ann)
         gateway.stop()
+
+
+def test_a_line_longer_than_the_gateway_takes_is_refused_with_its_reason_and_kept(
+        gateway: GatewayProcess, tabs: TabOpener) -> None:
+    ann = open_chat(tabs, gateway, "ann")
+    ben = open_chat(tabs, gateway, "ben")
+    try:
+        line_with(ann, f"* {ben.js('return chat.me')} joined")
+        long_line = "x" * 20_000
+        ann.js("document.getElementById('input').value = arguments[0]", long_line)
+        ann.keys("input", Keys.ENTER)
+        line_with(ann, "! not sent: the line has 20,000 characters; at most 16,384 (split it)")
+        # nothing sent, the line still in the box to be split
+        assert ann.js("return document.getElementById('input').value") == long_line
+        assert ann.js("return chat.outbox.length") == 0
+        ann.js("document.getElementById('input').value = ''")
+        say(ann, "short")
+        line_with(ben, "] short")
+        assert not any("xxxx" in x for x in ben.js(LINES))
+    finally:
+        tabs.leave(ann, ben)

@@ -4,6 +4,7 @@ paste the gateway refuses is taken back in the paster's tab, the reason on scree
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -67,18 +68,22 @@ def refusals(gateway: GatewayProcess) -> int:
     return sum(counters.get(c, 0) for c in ("malformed", "oversized", "refused"))
 
 
-@pytest.mark.parametrize("size", [20_400, 200 * 1024])
+@pytest.mark.parametrize("size", [20_400, 200 * 1024, 1024 * 1024])
 def test_a_paste_larger_than_one_insert_reaches_both_tabs(
         gateway: GatewayProcess, two_tabs: tuple[Tab, Tab], size: int) -> None:
     ann, ben = two_tabs
     before, refused = ann.js(TEXT), refusals(gateway)
     pasted = clipboard(size)
     ann.js(AT_END)
+    started = time.monotonic()
     ann.js(PASTE, pasted)
     for tab in (ann, ben):
         tab.wait(f"return {TEXT_OF}.length === arguments[0]", f"the paste at {tab.name}",
-                 60, len((before + pasted).encode("utf-16-le")) // 2)
-        tab.wait(SETTLED, f"{tab.name} to settle", 60)
+                 120, len((before + pasted).encode("utf-16-le")) // 2)
+        tab.wait(SETTLED, f"{tab.name} to settle", 120)
+    # the figure docs/web.md ("Speed") gives (-s shows it; not checked: timing is noisy)
+    print(f"a paste of {size:,} characters: in both tabs, settled, after "
+          f"{time.monotonic() - started:.1f} s")
     assert ann.js(TEXT) == before + pasted == ben.js(TEXT)
     assert ann.js(NOTICE) == "" and refusals(gateway) == refused
     assert ann.js("return editor.replica.failures") == 0 == ben.js(

@@ -14,12 +14,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import Tag
 from groupcomm.replicated import EditorReplica, TextSequence
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.auth import Users
 from groupcomm.web.cli import main as web_main
-from groupcomm.web.requests import LIMITS, MAX_MESSAGE, MAX_TEXT
+from groupcomm.web.requests import LIMITS, MAX_MESSAGE, MAX_TABS, MAX_TEXT
 from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess
 
@@ -487,3 +488,47 @@ def test_a_tab_that_only_reads_acknowledges_what_it_applied(gateway: GatewayProc
             await ben.ws.close()
 
     run(scenario())
+
+
+def test_tabs_of_one_person_are_members_of_their_own_and_never_replace_each_other(
+        gateway: GatewayProcess) -> None:
+    """A second login of a person is ``name:2``; a tab asking for its number again
+    gets it while it is free, and another when an open tab has it; beyond
+    ``MAX_TABS`` a login is refused and counted."""
+    wait_until(lambda: not gateway.stats()["tabs"], 20, "earlier tabs to leave")
+    before = gateway.stats()["counters"]
+
+    async def hello(session: aiohttp.ClientSession, tab: int | None) -> tuple[Tab, dict]:
+        ws = await session.ws_connect(f"ws://{gateway.host_port}/ws/im", origin=gateway.url)
+        await ws.send_json({"type": "hello", "user": "dan", "token": gateway.tokens["dan"],
+                            "tab": tab})
+        opened = Tab(ws)
+        return opened, await opened.next(lambda e: e["type"] in ("welcome", "error"))
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            one, first = await hello(session, None)
+            two, second = await hello(session, 1)  # a duplicated tab asks for 1
+            # (earlier tests' dan was an incarnation before: dan~2, dan:2~2)
+            assert (display_name(first["member"]), first["tab"]) == ("dan", 1)
+            assert (display_name(second["member"]), second["tab"]) == ("dan:2", 2)
+            await one.next(lambda e: e["type"] == "joined" and e["member"] == second["member"])
+            await two.ws.close()  # a reload of tab 2: it asks for 2 and gets it back
+            await one.next(lambda e: e["type"] == "left" and e["member"] == second["member"])
+            two, again = await hello(session, 2)
+            assert (display_name(again["member"]), again["tab"]) == ("dan:2", 2)
+            assert again["member"] != second["member"]  # its next incarnation
+            # tab 1 was never replaced: still there, no new member for it
+            assert first["member"] in again["members"]
+            more = [await hello(session, None) for _ in range(MAX_TABS - 2)]
+            assert {display_name(w["member"]) for _, w in more} == {
+                f"dan:{n}" for n in range(3, MAX_TABS + 1)}
+            refused, error = await hello(session, None)
+            assert error["error"] == f"dan already has {MAX_TABS} tabs on the im page (close one)"
+            for tab in (one, two, refused, *(t for t, _ in more)):
+                await tab.ws.close()
+
+    run(scenario())
+    after = gateway.stats()["counters"]
+    assert after["logins"] - before.get("logins", 0) == 3 + MAX_TABS - 2
+    assert after.get("too_many_tabs", 0) - before.get("too_many_tabs", 0) == 1

@@ -60,3 +60,4 @@ def test_the_javascript_replica_gives_what_the_python_type_gives() -> None:
     # the vectors exercise what matters: concurrent inserts, deletes and collection
     assert any(sum(got["collected"]) for got in results)
     assert sum(len(c["steps"]) for c in CASES) > 300
+

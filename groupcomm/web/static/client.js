@@ -21,6 +21,44 @@ export function credential() {
   return stored ? JSON.parse(stored) : null;
 }
 
+// This tab's number among its person's tabs on a page (the gateway names tab 2's member
+// ann:2), kept in the tab's session storage so a reload or a reconnect asks for the same
+// one; the gateway gives another when an open tab has it (a duplicated tab).
+function tabKey(kind, user) {
+  return `groupcomm-tab:${kind}:${user}`;
+}
+
+// Whether another live page holds this tab's storage (a duplicated tab copies session
+// storage): a page holds a lock named after a random key it keeps there; a reload lets
+// go of it, a duplicate finds it held and takes a new key and an empty outbox. Resolves
+// to the key. Without the Web Locks API (a page not served from a secure origin) there
+// is nothing to ask, and the key is used as it is.
+export async function claimStorage(kind) {
+  const name = `groupcomm-page:${kind}`;
+  const fresh = () => `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
+  let key = sessionStorage.getItem(name);
+  if (!key) {
+    key = fresh();
+    sessionStorage.setItem(name, key);
+  }
+  if (!navigator.locks) return { key, copied: false };
+  const held = (k) => new Promise((resolve) => {
+    navigator.locks.request(`groupcomm-${k}`, { ifAvailable: true }, (lock) => {
+      if (lock === null) {
+        resolve(false);
+        return undefined;
+      }
+      resolve(true);
+      return new Promise(() => {});  // held while the page lives
+    });
+  });
+  if (await held(key)) return { key, copied: false };
+  key = fresh();
+  sessionStorage.setItem(name, key);
+  await held(key);
+  return { key, copied: true };
+}
+
 export class Connection {
   // page: {start(welcome), event(event), status(text, state)}
   constructor(kind, page) {
@@ -47,7 +85,8 @@ export class Connection {
     this.ws = ws;
     this.welcomed = false;
     this.page.status("connecting…", "connecting");
-    ws.onopen = () => ws.send(JSON.stringify({ type: "hello", user: who.user, token: who.token }));
+    const tab = Number(sessionStorage.getItem(tabKey(this.kind, who.user))) || undefined;
+    ws.onopen = () => ws.send(JSON.stringify({ type: "hello", user: who.user, token: who.token, tab }));
     ws.onmessage = (event) => this.receive(JSON.parse(event.data));
     ws.onclose = () => {
       if (this.ws !== ws) return;
@@ -73,6 +112,7 @@ export class Connection {
       }
       if (event.type === "welcome") {
         this.welcomed = true;
+        if (event.tab) sessionStorage.setItem(tabKey(this.kind, event.user), String(event.tab));
         this.retry = 500;
         this.page.start(event);
         this.page.status(`${event.member} in the session (causality ${event.module})`, "open");
@@ -108,6 +148,10 @@ export class Connection {
     return true;
   }
 
+  get isOpen() {
+    return this.welcomed && this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
   close() {
     this.stopped = true;
     if (this.ws) this.ws.close();
@@ -135,7 +179,21 @@ function sorted(clock) {
   return Object.keys(clock).sort().map((k) => [k, clock[k]]).filter(([, v]) => v);
 }
 
-// The member's name without its incarnation (ann~2 -> ann).
+// The member's name without its incarnation (ann~2 -> ann, ann:2~3 -> ann:2).
 export function displayName(member) {
   return member.split("~")[0];
+}
+
+// The person a member stands for (ann:2~3 -> ann): a tab's member name adds the tab's
+// number after a colon.
+export function person(member) {
+  return displayName(member).split(":")[0];
+}
+
+// The visible line that says what this tab is among its person's tabs.
+export function tabLine(welcome, keeps) {
+  const name = displayName(welcome.member);
+  const which = welcome.tab > 1 ? `tab ${welcome.tab} of ${welcome.user}, a member of its own (${name})`
+    : `${welcome.user}'s first tab (${name})`;
+  return `This is ${which}: each tab of yours is a member of its own, none replaces another. ${keeps}`;
 }

@@ -6,12 +6,17 @@
 // refused an edit, the page starts again from the gateway's state of this member
 // (resync), keys pressed meanwhile waiting for it: a refused edit is taken back, its
 // reason shown. A paste goes out as inserts within the limits the gateway's welcome
-// states.
-import { Connection, displayName } from "/static/client.js";
+// states. Edits the gateway has not confirmed (typed while the connection is down, or
+// on their way when it dropped) are kept (outbox.js, also across a reload) and put back
+// on the state the tab gets when it is a member again; the cursor stays at its text.
+import { Connection, claimStorage, displayName, tabLine } from "/static/client.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
+import { Outbox } from "/static/outbox.js";
 
 const COLOURS = 6;
 const view = document.getElementById("text");
+// milliseconds of drawing above which the text is drawn less often (renderSoon)
+const SLOW_RENDER = 30;
 // bytes of an edit request besides its text (type, ids, counts), with room to spare
 const REQUEST_OVERHEAD = 1024;
 
@@ -37,6 +42,13 @@ const editor = {
   resyncs: 0,
   waiting: [],              // keys pressed while resyncing
   colours: {},
+  outbox: new Outbox(),
+  storage: null,            // this tab's key in session storage (claimStorage)
+  saveDue: false,
+  rebased: 0,               // edits put back after a reconnect or a reload
+  renderDue: false,
+  renderCost: 0,            // how long the last drawing took (ms), and when it ended
+  lastRender: 0,
 
   colour(member) {
     const name = displayName(member);
@@ -47,11 +59,47 @@ const editor = {
   // -- the connection's events --------------------------------------------------------
   start(welcome) {
     this.runLimit = runLimit(welcome.limits);
-    this.startFrom(welcome, welcome.member);
+    this.outbox.attach(`groupcomm-outbox:${this.storage}:${welcome.session}:${welcome.user}`);
+    if (this.replica !== null) this.keepCursor();
+    this.resyncing = false;
+    this.startFrom(welcome, welcome.member, () => this.rebase());
+    document.getElementById("tabline").textContent = tabLine(welcome,
+      "What you type while the connection is down is kept in this tab (also across a " +
+      "reload) and sent when it is back; closing the tab drops what is not sent yet.");
+  },
+
+  // Put the kept edits back on the state just received (outbox.js).
+  rebase() {
+    const waiting = this.outbox.entries.length;
+    if (!waiting && !this.outbox.cursor) return;
+    const unsendable = this.outbox.rebase(this.replica);
+    this.rebased += waiting;
+    if (unsendable.length) this.refusal(`not sent: ${unsendable.join("; ")}`);
+    this.save(true);
+  },
+
+  keepCursor() {
+    const replica = this.replica;
+    if (replica.pending !== null) replica.flush();
+    this.outbox.keepCursor(replica.text, replica.cursor);
+  },
+
+  // Keep the outbox in session storage: soon after a change, at once when leaving the
+  // page (and after a rebase).
+  save(now = false) {
+    if (now) {
+      this.saveDue = false;
+      if (this.replica !== null) this.keepCursor();
+      this.outbox.save();
+      return;
+    }
+    if (this.saveDue) return;
+    this.saveDue = true;
+    setTimeout(() => { if (this.saveDue) this.save(true); }, 200);
   },
 
   // A welcome, or a state the gateway sent when asked (resync): a fresh replica.
-  startFrom(event, me) {
+  startFrom(event, me, then = null) {
     this.replica = new EditorReplica(me, (payload) => this.send(payload),
       { members: event.members, runLimit: this.runLimit });
     this.replica.install(event.state);
@@ -59,6 +107,7 @@ const editor = {
     if (this.resyncing && this.openStatus) this.status(...this.openStatus);
     this.resyncing = false;
     this.takingBack = false;
+    if (then) then();
     const waiting = this.waiting;
     this.waiting = [];
     for (const act of waiting) act();
@@ -72,6 +121,8 @@ const editor = {
         if (!this.resyncing) this.delivered(event);  // else the state holds it
         break;
       case "sent":
+        this.outbox.confirmed(this.replica.me, event.local, event.id);
+        this.save();
         if (this.resyncing) return;
         this.merge(event.vc);
         if (!this.replica.confirmed(`${this.replica.me}#${event.local}`, event.id, event.vc)) {
@@ -79,7 +130,10 @@ const editor = {
         }
         break;
       case "state":
-        this.startFrom(event, this.replica.me);
+        // the gateway's state holds what it sent; what it refused is taken back
+        this.outbox.resynced(this.replica.me);
+        this.keepCursor();
+        this.startFrom(event, this.replica.me, () => this.rebase());
         return;
       case "joined":
         this.replica.memberJoined(event.member, event.members);
@@ -108,7 +162,24 @@ const editor = {
       default:
         return;
     }
-    this.render();
+    this.renderSoon();
+  },
+
+  // Draw once when the message from the gateway that brought these events is handled
+  // (a batch of deliveries draws the text once, not once each): a microtask, which a
+  // browser does not slow down in a background tab as it does a timer.
+  // A text that takes long to draw (a paste of a megabyte: some 100 ms) is drawn at
+  // most every few times that long, so that drawing does not hold up taking the rest.
+  renderSoon() {
+    if (this.renderDue) return;
+    this.renderDue = true;
+    const draw = () => {
+      this.renderDue = false;
+      if (this.replica !== null) this.render();
+    };
+    const wait = this.renderCost > SLOW_RENDER ? this.lastRender + 4 * this.renderCost - performance.now() : 0;
+    if (wait > 0) setTimeout(draw, wait);
+    else queueMicrotask(draw);
   },
 
   merge(clock) {
@@ -132,15 +203,21 @@ const editor = {
     const clock = { ...this.clock };
     if (isPresence(payload)) {
       this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      this.save();
       return { id: null, clock };
     }
     const local = `~L${this.nextLocal++}`;
-    this.connection.send({ type: "edit", applied: 0, local, op: payload });
+    // kept until the gateway confirms it: sent now if connected, else after the rebase
+    // on the state the tab gets back
+    const wire = this.connection.isOpen
+      && this.connection.send({ type: "edit", applied: 0, local, op: payload });
+    this.outbox.add(me, local, payload, wire, this.replica.text);
+    this.save();
     return { id: `${me}#${local}`, clock, confirmed: false };
   },
 
   resync() {
-    if (this.resyncing) return;
+    if (this.resyncing || !this.connection.isOpen) return;  // a welcome starts it again
     this.resyncing = true;
     this.resyncs += 1;
     this.status("starting again from the gateway's copy…", "connecting");
@@ -181,9 +258,20 @@ const editor = {
 
   // -- drawing ---------------------------------------------------------------------------
   render() {
+    const started = performance.now();
+    this.draw();
+    this.lastRender = performance.now();
+    this.renderCost = this.lastRender - started;
+  },
+
+  draw() {
     const replica = this.replica;
     const [text, mine, others] = replica.view();
-    const value = [...text];
+    // positions count code points; a text without surrogate pairs (most) is cut as it
+    // is, others as an array of code points
+    const simple = !/[\uD800-\uDFFF]/.test(text);
+    const value = simple ? text : [...text];
+    const piece = simple ? (a, b) => text.slice(a, b) : (a, b) => value.slice(a, b).join("");
     const at = new Map();  // position -> members whose cursor is there
     for (const [member, position] of Object.entries(others)) {
       if (!at.has(position)) at.set(position, []);
@@ -195,7 +283,7 @@ const editor = {
     const parts = document.createDocumentFragment();
     let from = 0;
     for (const p of [...marks].sort((a, b) => a - b)) {
-      if (p > from) parts.appendChild(document.createTextNode(value.slice(from, p).join("")));
+      if (p > from) parts.appendChild(document.createTextNode(piece(from, p)));
       from = p;
       for (const member of at.get(p) || []) {
         const span = document.createElement("span");
@@ -211,7 +299,7 @@ const editor = {
         parts.appendChild(caret);
       }
     }
-    if (from < value.length) parts.appendChild(document.createTextNode(value.slice(from).join("")));
+    if (from < value.length) parts.appendChild(document.createTextNode(piece(from, value.length)));
     view.replaceChildren(parts);
     const members = document.getElementById("members");
     members.replaceChildren(...replica.members.map((m) => {
@@ -221,9 +309,12 @@ const editor = {
       span.dataset.member = m;
       return span;
     }));
+    const unsent = this.outbox.entries.filter((e) => !e.wire).length;
     document.getElementById("footer").textContent =
       `${value.length} characters; ${replica.text.length - value.length} deleted kept; ` +
-      `${replica.unconfirmed.length} unconfirmed; ${replica.failures} failed`;
+      `${replica.unconfirmed.length} unconfirmed` +
+      (unsent ? ` (${unsent} kept until the connection is back)` : "") +
+      `; ${replica.failures} failed`;
     view.dataset.applied = replica.applied;
     view.dataset.unconfirmed = replica.unconfirmed.length;
   },
@@ -286,7 +377,13 @@ view.addEventListener("click", () => {
   editor.moveTo([...before.toString()].length);
 });
 
+// leaving the page (a reload): what is not confirmed is kept for the next page
+window.addEventListener("pagehide", () => editor.save(true));
+
 editor.connection = new Connection("edit", editor);
 window.editor = editor;
-editor.connection.open();
+claimStorage("edit").then(({ key }) => {
+  editor.storage = key;
+  editor.connection.open();
+});
 view.focus();

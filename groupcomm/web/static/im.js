@@ -1,8 +1,12 @@
 // The chat page: what `groupcomm im` shows in a terminal, in a browser tab. Messages are
 // shown in delivery order (the causality module in the gateway holds a reply that
 // overtook its cause), numbered; one concurrent with messages already shown is marked
-// "(concurrent with #N)"; a newcomer first sees the conversation so far.
-import { Connection, concurrent, displayName } from "/static/client.js";
+// "(concurrent with #N)"; a newcomer first sees the conversation so far. A line said
+// while the connection is down (or on its way when it dropped) is shown as waiting to
+// be sent, kept in the tab's session storage (also across a reload) and sent once the
+// tab is a member again, exactly once: one the conversation received already holds is
+// not sent again.
+import { Connection, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
 // an own message still held this long after it was sent is shown as pending
 const PENDING_AFTER = 500;
@@ -19,6 +23,11 @@ const chat = {
   started: false,
   unsent: new Map(),       // own message id -> {number, said} while the module holds it
   transmitted: new Set(),  // own messages that left before their "sent" answer came
+  outbox: [],              // own lines not answered yet: {local, text, to, member, wire}
+  outboxKey: null,
+  storage: null,           // this tab's key in session storage (claimStorage)
+  nextLocal: 1,
+  limits: null,
 
   line(text, cls = "") {
     const div = document.createElement("div");
@@ -52,6 +61,11 @@ const chat = {
   },
 
   start(welcome) {
+    this.limits = welcome.limits || null;
+    document.getElementById("tabline").textContent = tabLine(welcome,
+      "A line you send while the connection is down is shown as waiting and sent when " +
+      "it is back (also after a reload); closing the tab drops what is not sent yet.");
+    this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
     this.me = welcome.member;
     this.members = welcome.members;
     for (const m of welcome.members) this.known.add(m);
@@ -68,6 +82,92 @@ const chat = {
       }
       this.line(`* up to date (${history.length} earlier message(s))`, "notice");
     }
+    this.resend(history);
+  },
+
+  // -- lines waiting to be sent ----------------------------------------------------------
+  attach(key) {
+    if (this.outboxKey === key) return;
+    this.outboxKey = key;
+    let kept = [];
+    try {
+      kept = JSON.parse(sessionStorage.getItem(key) || "[]");
+    } catch (error) {
+      console.warn(`the kept lines are unreadable (${error.message}); starting without`);
+    }
+    for (const entry of Array.isArray(kept) ? kept : []) {
+      entry.local = `c${this.nextLocal++}`;
+      this.outbox.push(entry);
+      this.drawWaiting(entry);
+    }
+  },
+
+  save() {
+    if (this.outboxKey === null) return;
+    const kept = this.outbox.map(({ text, to, member, wire }) => ({ text, to, member, wire }));
+    try {
+      sessionStorage.setItem(this.outboxKey, JSON.stringify(kept));
+    } catch (error) {
+      console.warn(`could not keep the waiting lines: ${error.message}`);
+    }
+  },
+
+  // Say `text` (to `to`, or everyone else): kept and shown as waiting until the gateway
+  // answers that it sent it.
+  say(text, to) {
+    const entry = { local: `c${this.nextLocal++}`, text, to, member: this.me, wire: false };
+    this.outbox.push(entry);
+    this.drawWaiting(entry);
+    this.trySend(entry);
+    this.save();
+  },
+
+  trySend(entry) {
+    if (!connection.isOpen || (entry.to === null && !this.members.some((m) => m !== this.me))) {
+      return;  // sent when the tab is back, or when someone else is here
+    }
+    entry.member = this.me;
+    entry.wire = connection.send({ type: "say", applied: 0, text: entry.text, to: entry.to,
+      local: entry.local });
+  },
+
+  drawWaiting(entry) {
+    const div = document.createElement("div");
+    div.className = "waiting";
+    div.textContent = `(waiting to be sent) ${entry.to ? `/to ${entry.to} ` : ""}${entry.text}`;
+    document.getElementById("waiting").appendChild(div);
+    entry.div = div;
+  },
+
+  // The gateway sent the line `local`.
+  answered(local) {
+    const at = this.outbox.findIndex((e) => e.local === local);
+    if (at < 0) return;
+    const [entry] = this.outbox.splice(at, 1);
+    entry.div.remove();
+    this.save();
+  },
+
+  // A member again (welcome): a line sent before the connection dropped that the
+  // conversation received holds reached the others (only the answer was lost), the
+  // rest go out now, in the order they were said.
+  resend(history) {
+    const used = new Set();
+    for (const entry of [...this.outbox]) {
+      if (entry.wire && entry.to === null) {
+        const at = history.findIndex(([who, text, id]) => !used.has(id)
+          && who === entry.member && text === entry.text);
+        if (at >= 0) {
+          used.add(history[at][2]);
+          this.line(`* sent before the connection dropped: ${entry.text}`, "notice");
+          this.answered(entry.local);
+          continue;
+        }
+      }
+      entry.wire = false;
+      this.trySend(entry);
+    }
+    this.save();
   },
 
   event(event) {
@@ -78,6 +178,7 @@ const chat = {
           event.vc, event.text);
         return;
       case "sent": {
+        if (event.local) this.answered(event.local);
         const others = event.destinations.filter((d) => d !== this.me);
         this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text);
         if (!event.transmitted && !this.transmitted.has(event.id)) {
@@ -106,7 +207,13 @@ const chat = {
       case "joined":
         this.members = event.members;
         this.drawMembers();
+        for (const entry of this.outbox) if (!entry.wire) this.trySend(entry);
         if (displayName(event.member) === displayName(this.me || "")) return;
+        if (person(event.member) === person(this.me || "") && !this.known.has(event.member)) {
+          this.known.add(event.member);
+          this.line(`* ${event.member} joined: another tab of yours`, "notice");
+          return;
+        }
         if (this.known.has(event.member)) return;  // it rejoined a restarted server
         this.known.add(event.member);
         this.joinedAt[event.member] = this.shown.length;
@@ -177,24 +284,40 @@ function handle(line) {
       const [name, ...words] = argument.split(" ");
       const text = words.join(" ").trim();
       if (!name || !text) chat.line("usage: /to NAME text", "notice");
-      else connection.send({ type: "say", applied: 0, text, to: name });
+      else if (fits(text)) chat.say(text, name);
+      else return false;
     } else {
       chat.line(`unknown command ${command}; ${HELP}`, "notice");
     }
     return;
   }
-  if (!chat.members.some((m) => m !== chat.me)) {
+  if (connection.isOpen && !chat.members.some((m) => m !== chat.me)) {
     chat.line("* nobody else is here yet", "notice");
-    return;
+    return true;
   }
-  connection.send({ type: "say", applied: 0, text: line, to: null });
+  if (!fits(line)) return false;
+  chat.say(line, null);
+  return true;
+}
+
+// Whether the gateway takes a line this long; if not, the reason is shown and the line
+// stays in the input box (nothing is sent, nothing lost).
+function fits(text) {
+  const most = chat.limits ? chat.limits.text : 16384;
+  if ([...text].length <= most) return true;  // code points, as the gateway counts
+  chat.line(`! not sent: the line has ${[...text].length.toLocaleString("en")} characters; ` +
+    `at most ${most.toLocaleString("en")} (split it)`, "error");
+  return false;
 }
 
 document.getElementById("say").addEventListener("submit", (event) => {
   event.preventDefault();
-  handle(input.value);
-  input.value = "";
+  if (handle(input.value) !== false) input.value = "";
 });
 window.chat = chat;
 window.connection = connection;
-connection.open();
+window.addEventListener("pagehide", () => chat.save());
+claimStorage("im").then(({ key }) => {
+  chat.storage = key;
+  connection.open();
+});

@@ -97,6 +97,9 @@ export class TextSequence {
     // {id, stamp, ch, deleted: clock|null, inserted: clock|null} in document order
     this.items = [];
     this.byId = new Map();
+    // how many items are deleted: none (a text just pasted or typed) lets positions be
+    // found by the browser's native array search instead of a walk counting visible ones
+    this.hidden = 0;
   }
 
   // A replica continuing from the Python type's state(): {version: 1, runs: [[insert id,
@@ -121,6 +124,7 @@ export class TextSequence {
         if (chain) id = `${chain[0]}${chain[1] + k}`;
         else id = offset === 0 ? op : `${op}+${offset}`;
         const item = { id, stamp, ch, deleted: deleted || null, inserted: inserted || null };
+        if (item.deleted !== null) text.hidden += 1;
         text.items.push(item);
         text.byId.set(id, item);
       });
@@ -192,6 +196,7 @@ export class TextSequence {
       if (item.deleted === null) {  // a character deleted twice keeps its first delete
         item.deleted = clock;
         deleted.push(item);
+        this.hidden += 1;
       }
     }
     return { inserted: [], deleted, clock };
@@ -219,9 +224,7 @@ export class TextSequence {
   }
 
   visibleLength() {
-    let n = 0;
-    for (const i of this.items) if (i.deleted === null) n += 1;
-    return n;
+    return this.items.length - this.hidden;
   }
 
   get value() {
@@ -240,6 +243,7 @@ export class TextSequence {
 
   anchor(position) {
     if (position <= 0) return null;
+    if (!this.hidden && position <= this.items.length) return this.items[position - 1].id;
     let seen = 0;
     for (const item of this.items) {
       if (item.deleted === null) {
@@ -254,6 +258,7 @@ export class TextSequence {
     if (anchor === null || anchor === undefined) return 0;
     const item = this.byId.get(anchor);
     if (item === undefined) return null;
+    if (!this.hidden) return this.items.indexOf(item) + 1;
     let n = 0;
     for (const i of this.items) {
       if (i.deleted === null) n += 1;
@@ -283,6 +288,7 @@ export class TextSequence {
     if (dropped) {
       this.items = keptReversed.reverse();
       this.byId = new Map(this.items.map((i) => [i.id, i]));
+      this.hidden -= dropped;  // only tombstones are dropped
     }
     return dropped;
   }
