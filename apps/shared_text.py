@@ -24,6 +24,7 @@ from groupcomm.protocol.session_events import (
     ServerSilent,
     SessionEvent,
     StateUnavailable,
+    StoreGenerationChanged,
 )
 from groupcomm.replicated import EditorReplica
 from groupcomm.replicated.reapply import Rebased
@@ -139,11 +140,6 @@ class SharedText:
                 # flushing thread (the communicator's thread must not send)
                 self._flusher_for().due(0.0)
 
-    def on_event(self, event: SessionEvent) -> None:
-        """A member that sends nothing acknowledged its clock: stability learns it."""
-        if isinstance(event, ClockAcknowledged):
-            self._do(self.replica.acknowledged, event.peer, dict(event.clock))
-
     def snapshot(self) -> Snapshot:
         with self.lock:
             return self.replica.snapshot()
@@ -172,8 +168,18 @@ class SharedText:
         self.on_change()
 
     def on_event(self, event: SessionEvent) -> None:
-        """The communicator's session events, said on the status line."""
-        if isinstance(event, ServerSilent):
+        """The communicator's session events: a silent member's acknowledgement for
+        stability; the others said on the status line."""
+        if isinstance(event, ClockAcknowledged):
+            self._do(self.replica.acknowledged, event.peer, dict(event.clock))
+        elif isinstance(event, StoreGenerationChanged):
+            # the server's store is another one: a fresh text comes by state transfer;
+            # until then edits wait as this member's own, then go again onto it
+            with self.lock:
+                self.replica.offline = True
+            self._say("the session's store was replaced; getting the text again (your "
+                      "edits are kept and go again onto it)")
+        elif isinstance(event, ServerSilent):
             self._say("no answer from the session server; your edits wait for it")
         elif isinstance(event, ServerAnswers):
             self._say("the session server answers again")

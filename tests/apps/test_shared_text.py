@@ -347,3 +347,29 @@ def test_back_as_a_new_member_the_edits_wait_for_the_text_then_go_once_and_are_s
     assert alice.view()[0] == "hiXY" and alice.position == 4 and not alice.replica.offline
     assert alice.notice.startswith("back: 1 edit(s) made while cut off sent again (2 "
                                    "character(s) typed)")
+
+
+def test_a_store_of_another_generation_gets_the_unconfirmed_edits_again_onto_its_text() -> None:
+    """Back to a session whose store was replaced (another generation): the text comes
+    afresh by state transfer; the edits no one confirmed, and those typed meanwhile,
+    go again onto it as new operations, once (docs/storage.md, "Generations")."""
+    from groupcomm.core.messages import Tag
+    from groupcomm.protocol.session_events import StoreGenerationChanged
+    from groupcomm.replicated import EditorReplica
+
+    bob = EditorReplica("bob", lambda payload: ("bob#1", Tag({"bob": 1})))
+    bob.insert("hi")  # the replaced store's text: bob's "hi" only
+    comm = CutOffCommunicator("alice")
+    alice = SharedText("alice", window=0.0)
+    alice.attach(comm)
+    with alice.lock:
+        alice.replica.delivered("bob", ("insert", None, "hi"), Tag({"bob": 1}), "bob#1")
+    alice.move_to(2, announce=False)
+    alice.insert("X")                       # alice#1: never confirmed by bob
+    alice.on_event(StoreGenerationChanged(member="alice", previous="a1", generation="b2"))
+    assert alice.replica.offline and "store was replaced" in alice.notice
+    alice.insert("Y")                       # waits for the text
+    assert [payload for _, payload in comm.sent] == [("insert", "bob#1+1", "X")]
+    alice.install(bob.snapshot().state)
+    assert comm.sent[1:] == [("alice#2", ("insert", "bob#1+1", "XY"))]
+    assert alice.view()[0] == "hiXY" and alice.position == 4 and not alice.replica.offline
