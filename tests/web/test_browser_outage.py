@@ -198,7 +198,7 @@ def test_a_chat_line_said_while_the_gateway_is_down_waits_then_reaches_everyone_
         for text in ("just before", "said during the outage"):
             assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, tom.lines
             assert sum(x.startswith("#") and x.endswith(f"] {text}")
-                       for x in ben.js(LINES)) == 1
+                       for x in ben.js(LINES)) == 1, (text, ben.js(LINES))
     finally:
         tom.quit()
         tabs.leave(*opened)
