@@ -29,7 +29,10 @@ def _settled(editors: EditorSession, timeout: float) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         states = [typist.state(timeout), reader.state(timeout)]
-        if states[1]["text"] == wanted and all(_within_bound(s) for s in states):
+        # the reader's acknowledgement comes within a heartbeat of its last delivery;
+        # the bound alone can hold before it (few deletes), so both are waited for
+        if (states[1]["text"] == wanted and all(_within_bound(s) for s in states)
+                and states[1]["clock_acks_sent"] >= 1):
             return states
         if time.monotonic() > deadline:
             raise AssertionError(f"not settled in {timeout:g} s: " + "; ".join(
