@@ -53,6 +53,11 @@ def build_parser() -> ArgumentParser:
                         help="send consecutive keystrokes as one edit, at most MS after the "
                         f"first (default {DEFAULT_WINDOW * 1000:g}; 0: every key at once; "
                         "cursor moves are never held)")
+    parser.add_argument("--no-clock-acks", dest="clock_acks", action="store_false",
+                        help="never acknowledge the clock on the heartbeat (a member that "
+                        "only reads then keeps the others from collecting; the demo uses "
+                        "it so that acknowledgements, which count as sends in the clocks, "
+                        "do not change the order of its concurrent inserts)")
     return parser
 
 
@@ -119,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
             listeners=Listeners(session=shared, message=shared.on_message,
                                 event=shared.on_event),
             # a member that only reads acknowledges what it took in (collection)
-            delivery=Delivery(acknowledged=True, clock_acks=True))
+            delivery=Delivery(acknowledged=True, clock_acks=args.clock_acks))
     except (CommunicatorError, OSError, ValueError) as error:
         raise CliError(f"{prog}: {error}") from None
     try:
