@@ -24,6 +24,7 @@ from groupcomm.protocol.registry_events import (
     Notify,
     Rejected,
     Relay,
+    StateHeld,
 )
 from groupcomm.protocol.store_rules import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -100,6 +101,11 @@ class StoreHost:
         try:
             if type(event) is Relay and actions and self.registry.by_conn.get(event.conn):
                 self._keep_relayed(event)
+            elif type(event) is StateHeld:
+                member = self._member_id(event.conn)
+                if member is not None:
+                    self.stats["states_held"] += 1
+                    self.rules.state_held(event.application, event.session, member)
             if any(type(a) is KeepSnapshot or (type(a) is Notify and a.op in _WATCHED)
                    for a in actions):
                 return self._complete(actions, event)
@@ -166,9 +172,10 @@ class StoreHost:
         app, name, client = self.registry.by_conn[joined.conn]
         member = self.registry.sessions[(app, name)].members[client]
         verdict = self.rules.admitted(
-            app, name, alone=len(joined.fields["all_users"]) == 1,
-            wants_state=member.wants_state, incarnation_known=member.generation != "" or (
-                member.incarnation > 1), generation=member.generation, now=time.monotonic())
+            app, name, member.member_id,
+            others=[u for u in joined.fields["all_users"] if u != member.member_id],
+            wants_state=member.wants_state, has_state=member.has_state,
+            generation=member.generation, now=time.monotonic())
         if verdict.create:
             self.backend.create_session(app, name, verdict.generation, time.time())
             self.stats["sessions_created"] += 1
@@ -181,7 +188,8 @@ class StoreHost:
         assert type(welcome) is Notify
         out[at] = Notify(welcome.conn, "welcome", {
             **welcome.fields, "generation": verdict.generation, "stored": verdict.send_state,
-            "generation_changed": verdict.changed})
+            "generation_changed": verdict.changed,
+            "kept": self.rules.sessions[(app, name)].has_content})
         if not verdict.send_state:
             return []
         return [Notify(joined.conn, "stored_state", self._stored_state(app, name))]
