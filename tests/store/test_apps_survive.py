@@ -101,3 +101,28 @@ def test_the_text_and_the_chat_survive_everyone_leaving_and_a_killed_server(
             if person.alive():
                 person.quit("quit")
         chats.close()
+
+
+def test_an_editor_started_again_under_its_name_gets_the_stored_text(
+        stored: ProcessGroup) -> None:
+    """alice types, everyone quits, the server runs on; ``groupcomm edit`` started again
+    as alice is a new process (alice~2 to the server), not alice back with her text:
+    it gets the stored text."""
+    alice, bob = _editor(stored, "alice"), _editor(stored, "bob")
+    editors = [alice, bob]
+    try:
+        alice.type('type "KEPT-BY-THE-STORE"')
+        bob.type('wait-text "KEPT-BY-THE-STORE" 30')
+        bob.wait_line(lambda s: s.startswith(("seen", "error")), 40, "alice's typing")
+        text = _show(bob)["text"]
+        assert "KEPT-BY-THE-STORE" in text
+        for person in (alice, bob):
+            person.quit("quit")
+        again = _editor(stored, "alice")
+        editors.append(again)
+        got = _show(again)
+        assert got["text"] == text and got["failures"] == 0
+    finally:
+        for person in editors:
+            if person.alive():
+                person.quit("quit")
