@@ -77,7 +77,10 @@ class StoreHost:
         return self.failed is None
 
     def counters(self) -> dict[str, int]:
+        """``store_given_up`` is 1 once the store failed: sessions are no longer stored
+        (``store_relays_not_stored`` counts the relayed frames since)."""
         return {**{f"store_{k}": v for k, v in self.stats.items()},
+                "store_given_up": int(self.failed is not None),
                 **{f"store_unreadable_{k}": v for k, v in self.tap.unreadable.items()}}
 
     # -- before and after the registry ---------------------------------------------------------
@@ -97,6 +100,8 @@ class StoreHost:
         """Keep what ``event`` relayed; complete the registry's ``actions`` (the store's
         fields in a welcome, the stored state after it); returns the actions to send."""
         if self.failed is not None:
+            if type(event) is Relay:
+                self.stats["relays_not_stored"] += 1
             return [a for a in actions if type(a) is not KeepSnapshot]
         try:
             if type(event) is Relay and actions and self.registry.by_conn.get(event.conn):
@@ -277,8 +282,8 @@ class StoreHost:
     def _fail(self, error: StoreError) -> None:
         self.stats["failures"] += 1
         self.failed = str(error)
-        log.error("%s; the server goes on without its store (what was committed is intact)",
-                  error)
+        log.error("%s; the server goes on without its store (what was committed is intact): "
+                  "sessions are no longer stored until the server is restarted", error)
         self.backend.rollback()
 
     def close(self) -> None:

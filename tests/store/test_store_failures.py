@@ -65,7 +65,7 @@ class FullDisk(SQLiteStore):
 
 
 def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog) -> None:
     key = tmp_path / "k"
     secret = write_new_key(key)
     path = tmp_path / "store.db"
@@ -86,8 +86,14 @@ def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
             comms["alice" if i % 2 else "bob"].to_others(i)
         wait_until(lambda: len(got["alice"]) == len(got["bob"]) == 50,
                    what="every message, the store given up")
-        assert server.counters()["store_failures"] == 1
+        counters = server.counters()
+        assert counters["store_failures"] == 1 and counters["store_given_up"] == 1
+        # what was relayed since is counted as not stored
+        assert counters["store_relays_not_stored"] > 0
         assert server.store is not None and "disk is full" in (server.store.failed or "")
+        [said] = [r.getMessage() for r in caplog.records
+                  if "goes on without its store" in r.getMessage()]
+        assert said.endswith("sessions are no longer stored until the server is restarted")
     finally:
         for comm in comms.values():
             comm.close()
