@@ -69,6 +69,9 @@ class KeptSession:
     #: messages kept after the snapshot
     since_snapshot: int = 0
     has_snapshot: bool = False
+    #: found in the store at the start: a member back with the state is asked for a
+    #: snapshot at once (what was relayed while no server, or no store, kept it)
+    refresh: bool = False
     #: when the last snapshot was kept (or the session started to be kept)
     snapshot_at: float = 0.0
     #: the member asked for a snapshot now, the request's number, when it is due
@@ -127,7 +130,7 @@ class StoreRules:
         """A session found in the store when the host started."""
         self.sessions[(application, session)] = KeptSession(
             generation, since_snapshot=messages, has_snapshot=has_snapshot,
-            snapshot_at=now)
+            snapshot_at=now, refresh=True)
 
     def dropped(self, application: str, session: str) -> None:
         self.sessions.pop((application, session), None)
@@ -240,7 +243,8 @@ class StoreRules:
             if kept.asked is not None:  # did not answer in time
                 kept.declined.add(kept.asked)
                 kept.asked = None
-            wanted = (not kept.has_snapshot or kept.since_snapshot >= policy.every_messages
+            wanted = (kept.refresh or not kept.has_snapshot
+                      or kept.since_snapshot >= policy.every_messages
                       or (kept.since_snapshot > 0
                           and now - kept.snapshot_at >= policy.every_seconds))
             if not wanted:
@@ -291,6 +295,7 @@ class StoreRules:
         if kept is None:
             return
         kept.has_snapshot = True
+        kept.refresh = False
         kept.since_snapshot = max(0, kept.since_snapshot - dropped)
         kept.snapshot_at = now
         kept.declined.clear()

@@ -187,3 +187,23 @@ def test_the_replay_leaves_out_what_the_snapshot_reflects_in_arrival_order():
 def test_direct_routing_is_refused():
     assert StoreRules.refuse_join("tcp://127.0.0.1:4000") is not None
     assert StoreRules.refuse_join("") is None
+
+
+def test_a_session_found_at_the_start_asks_a_member_back_with_the_state_at_once():
+    """What was relayed while no server (or no store) kept it is in no snapshot: the
+    first member back holding the state gives one, whatever the policy's count."""
+    rules = _rules(every=1000, seconds=1000.0)
+    rules.loaded("ed", "doc", "g", messages=1, has_snapshot=True, now=0.0)
+
+    def members_of(app, session):
+        return ["n~1", "a~1"]
+
+    rules.admitted("ed", "doc", "n~1", others=[], wants_state=False, has_state=False,
+                   generation="", now=0.0)
+    rules.admitted("ed", "doc", "a~1", others=["n~1"], wants_state=True, has_state=True,
+                   generation="g", now=0.0)
+    [ask] = rules.due(1.0, members_of)
+    assert ask.member == "a~1"  # n holds nothing of it
+    assert rules.answered("ed", "doc", "a~1", ask.request, available=True, now=1.0)
+    rules.snapshot_kept("ed", "doc", dropped=1, now=1.0)
+    assert rules.due(2.0, members_of) == []
