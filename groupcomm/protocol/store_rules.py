@@ -162,6 +162,8 @@ class StoreRules:
             return JoinVerdict(kept.generation, create=True,
                                changed=bool(generation) and has_state)
         changed = bool(generation) and generation != kept.generation
+        # one that left when nobody was there to be told is no holder any more
+        kept.holders.intersection_update(others)
         if has_state and not changed:
             kept.holders.add(member)
             return JoinVerdict(kept.generation)

@@ -96,8 +96,11 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
         wait_until(lambda: all(len(c.members) == 3 for c in comms.values()), what="joins")
         for i in range(60):
             logs[names[i % 3]].send(f"line {i}")
-        wait_until(lambda: all(len(lg.entries) == 60 for lg in logs.values()),
-                   what="every line everywhere")
+        try:
+            wait_until(lambda: all(len(lg.entries) == 60 for lg in logs.values()),
+                       what="every line everywhere")
+        except AssertionError as error:
+            raise AssertionError(f"{error}: {_progress(logs, comms)}") from None
     finally:
         for comm in comms.values():
             comm.close()
@@ -116,6 +119,17 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
         assert installed.source == "store"
     finally:
         comm.close()
+
+
+def _progress(logs: dict[str, Log], comms: dict[str, Communicator]) -> str:
+    """What each member has and the counters that say why a message is missing."""
+    keys = ("reincarnations", "undeliverable_frames", "lost_on_reincarnation",
+            "frames_resent", "server_silent", "rejoins")
+    return "; ".join(
+        f"{name}: {len(logs[name].entries)} entries, members {comm.members}, "
+        + ", ".join(f"{k}={v}" for k, v in comm.counters().items()
+                    if k in keys or "gone" in k or "reject" in k)
+        for name, comm in comms.items())
 
 
 def _free_port() -> int:
