@@ -500,7 +500,8 @@ class ClientProtocol:
             self.emit(events.StoreGenerationChanged(
                 member=action.member, previous=self._generation_before or "",
                 generation=store.generation))
-            self.transfer.joined(action.joined.all_users, self.now, stored, **kept)
+            self.transfer.joined(action.joined.all_users, self.now, stored, changed=True,
+                                 **kept)
         elif action.previous is None or action.previous != action.member:
             self.transfer.joined(action.joined.all_users, self.now, stored, **kept)
         else:  # back after a server restart: the request, or its answer, may have been

@@ -278,7 +278,7 @@ class StateTransfer:
         #: this client holds the session's state: it installed it, or there was nothing
         #: to install. In a kept session, one that does not gives no snapshot (it would
         #: replace the kept history with less)
-        self.holds = consumer is None
+        self.holds = False
         #: told whether it holds it (the client says so when it joins again)
         self.on_holds: Callable[[bool], None] = lambda holds: None
 
@@ -292,11 +292,15 @@ class StateTransfer:
 
     # -- as a newcomer -------------------------------------------------------------------------
     def joined(self, members: Sequence[str], now: float, stored: bool = False, *,
-               stored_session: bool = False, kept: bool = False) -> None:
+               stored_session: bool = False, kept: bool = False,
+               changed: bool = False) -> None:
         """This client joined; ``stored_session``: the server keeps the session,
-        ``kept``: it had something of it, ``stored``: it sends that."""
+        ``kept``: it had something of it, ``stored``: it sends that; ``changed``: what
+        this client has is of another store generation."""
         self.stored_session = stored_session
-        self._kept = stored_session and kept
+        # back as a new incarnation, it still has the state it held (the transfer
+        # that follows may find nobody to give one)
+        self._kept = stored_session and kept and not (self.holds and not changed)
         if self.gate is None:
             self._set_holds(not self._kept)
         else:

@@ -97,6 +97,14 @@ def test_newcomers_joining_together_beside_a_member_without_the_state_get_it_all
                    what="the new lines at carol and dan")
         wait_until(lambda: len(watched.entries) == 6, what="the new lines at the watcher")
         expected = logs["carol"].texts
+        # one more newcomer while carol and dan hold the state: it asks the watcher
+        # first (the longest-standing), which says it has none to give
+        fay = Log()
+        comms["fay"] = _newcomer(stored, "fay", fay)
+        [settled] = _installed(fay)
+        assert isinstance(settled, events.StateInstalled)
+        assert settled.source in (comms["carol"].member_id, comms["dan"].member_id)
+        assert sorted(fay.texts) == sorted(expected)
     finally:
         for comm in (*comms.values(), watcher):
             comm.close()
