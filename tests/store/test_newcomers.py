@@ -15,7 +15,7 @@ from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Listeners, StateTransfer
 from tests.helpers import wait_until
-from tests.store.test_durable_sessions import Log, _member
+from tests.store.test_durable_sessions import Log, _member, settled
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def _history(group: ProcessGroup, lines: int) -> list[str]:
              for name, log in logs.items()}
     try:
         wait_until(lambda: all(len(c.members) == 2 for c in comms.values()), what="joins")
+        settled(comms)
         for i in range(lines):
             logs[("alice", "bob")[i % 2]].send(f"line {i}")
         wait_until(lambda: all(len(lg.entries) == lines for lg in logs.values()),
