@@ -126,3 +126,28 @@ def test_an_editor_started_again_under_its_name_gets_the_stored_text(
         for person in editors:
             if person.alive():
                 person.quit("quit")
+
+
+def test_a_chat_opened_again_under_its_name_shows_the_stored_conversation(
+        stored: ProcessGroup) -> None:
+    """ann and ben chat and quit; ``groupcomm im`` started again as ann (ann~2 to the
+    server, which runs on) shows the conversation so far, her own lines included."""
+    chats = people(stored)
+    start = next(chats)
+    try:
+        ann, ben = start("ann"), start("ben")
+        ann.expect_exact("ben joined")
+        ann.sendline("ann says one")
+        read_message(ben, "] ann says one")
+        ben.sendline("ben says two")
+        read_message(ann, "] ben says two")
+        for chat in (ann, ben):
+            chat.sendline("/quit")
+            chat.expect(pexpect.EOF, timeout=10)
+        again = start("ann")  # returns once it joined: the history is shown before
+        drain(again)
+        seen = shown(again)
+        # (the snapshot, or the kept messages after it, as the store had them)
+        assert "ann says one" in seen and "ben says two" in seen, seen
+    finally:
+        chats.close()
