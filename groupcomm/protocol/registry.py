@@ -121,6 +121,10 @@ class SessionRegistry:
         self.by_conn: dict[Connection, tuple[str, str, str]] = {}
         #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        #: the highest incarnation of each name that a session's store has messages of
+        #: (set by the host's store): a new process is numbered above it, so that its
+        #: message ids are not those of a predecessor the stored state holds
+        self.stored_incarnations: dict[tuple[str, str, str], int] = {}
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
         self.parked: dict[tuple[str, str, str], list[tuple[bytes, str]]] = {}
@@ -234,6 +238,8 @@ class SessionRegistry:
         """``proposed`` (the incarnation a client had) when above the last given here
         (this server restarted and forgot it), else the next one (it was removed)."""
         last = self.incarnations.get(key, 0)
+        if proposed == 0:  # a new process: above what the store has of the name too
+            last = max(last, self.stored_incarnations.get(key, 0))
         incarnation = proposed if proposed > last else last + 1
         self.incarnations[key] = incarnation
         self.incarnations.move_to_end(key)

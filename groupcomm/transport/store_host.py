@@ -14,7 +14,7 @@ import os
 import time
 from collections import Counter
 
-from groupcomm.core.member_ids import display_name
+from groupcomm.core.member_ids import display_name, split_member
 from groupcomm.protocol.registry import SessionRegistry
 from groupcomm.protocol.registry_events import (
     Action,
@@ -71,6 +71,24 @@ class StoreHost:
             self.rules.loaded(info.application, info.session, info.generation,
                               messages=info.messages,
                               has_snapshot=info.snapshot_size is not None, now=now)
+            self._learn_incarnations(info.application, info.session)
+
+    def _learn_incarnations(self, app: str, session: str) -> None:
+        """Tell the registry the incarnations the stored session names (senders, the
+        snapshot's clock and reflected ids): after a restart, a new process under one
+        of those names must not send under its predecessor's message ids."""
+        stored = self.backend.load(app, session)
+        if stored is None:
+            return
+        ids = {m.sender for m in stored.messages}
+        if stored.snapshot is not None:
+            ids.update(member for member, _ in stored.snapshot.clock)
+            ids.update(r.rpartition("#")[0] for r in stored.snapshot.reflected)
+        known = self.registry.stored_incarnations
+        for member in ids - {""}:
+            name, incarnation = split_member(member)
+            key = (app, session, name)
+            known[key] = max(known.get(key, 0), incarnation)
 
     @property
     def working(self) -> bool:

@@ -122,8 +122,10 @@ def test_newcomers_joining_together_beside_a_member_without_the_state_get_it_all
 @pytest.mark.parametrize("restart", [False, True])
 def test_a_new_process_under_a_name_the_session_had_gets_the_stored_state(
         stored: ProcessGroup, restart: bool) -> None:
-    """alice left; a fresh process named alice (the server remembers alice~1, and
-    makes it alice~2) holds nothing: it gets the stored state, as anyone new."""
+    """alice left; a fresh process named alice holds nothing: it gets the stored state,
+    as anyone new. It is alice~2 (the server remembers alice, or after a restart its
+    store names her), so that its message ids are not alice's: a newcomer after it,
+    whose state reflects alice's, still gets what the new alice sends."""
     expected = _history(stored, 10)
     assert stored.server is not None
     if restart:
@@ -131,12 +133,18 @@ def test_a_new_process_under_a_name_the_session_had_gets_the_stored_state(
         stored.start_server()
     alice = Log()
     comm = _newcomer(stored, "alice", alice)
+    comms = [comm]
     try:
-        [settled] = _installed(alice)
-        assert isinstance(settled, events.StateInstalled), settled
-        assert settled.source == "store"
+        [settled_] = _installed(alice)
+        assert isinstance(settled_, events.StateInstalled), settled_
+        assert settled_.source == "store"
         assert sorted(alice.texts) == sorted(expected)
-        assert comm.member_id == ("alice" if restart else "alice~2")
+        assert comm.member_id == "alice~2"
+        bob = Log()
+        comms.append(_newcomer(stored, "bob", bob))
+        assert sorted(bob.texts) == sorted(expected)
+        alice.send("from the new alice")
+        wait_until(lambda: "from the new alice" in bob.texts, what="the new alice's line")
     finally:
-        comm.close()
-
+        for each in comms:
+            each.close()
