@@ -29,7 +29,8 @@ PROTOCOL_STATE = ("membership", "members_at_join", "_release_due", "now",
                   "clock_acks", "_store_join", "_generation_before")
 #: the state of its port (the application's side) and of its two sides of state transfer
 PORT_STATE = ("recent", "member_ids", "handed", "acknowledged", "_unacknowledged", "inbox")
-TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent", "_store_request")
+TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent", "_store_request",
+                  "stored_session", "_kept", "holds")
 #: InProcessMember attributes that hold state
 MEMBER_STATE = ("waiting", "direct_sent", "join_error", "joined", "left", "state_done",
                 "may_relay")

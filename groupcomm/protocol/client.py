@@ -126,6 +126,7 @@ class ClientProtocol:
             post=post or (lambda function: function()),
             inbox_changed=inbox_changed or (lambda: None))
         self.port.on_caught_up = self.transfer.answer_deferred
+        self.transfer.on_holds = self._state_held
         #: None holds messages waiting on a member that left; seconds: released that late
         self.release_after = release_after
         #: departed member -> when to release what still waits on it (release_after)
@@ -475,6 +476,9 @@ class ClientProtocol:
                 self.emit(events.Removed(member=self.node.name, reason=action.reason))
         self._publish_status()
 
+    def _state_held(self, holds: bool) -> None:
+        self.membership.has_state = holds
+
     def _incarnated(self, action: Incarnated) -> None:
         if action.previous is not None:
             # back after the server lost us: what was sent meanwhile may be lost, so
@@ -489,6 +493,8 @@ class ClientProtocol:
             self.emit(events.Rejoined(member=action.member, previous=action.previous))
         store, self._store_join = self._store_join, None
         stored = store is not None and store.stored
+        kept = {"stored_session": store is not None,
+                "kept": store is not None and store.kept}
         if store is not None and store.changed:
             # the store was dropped or replaced while this client was away: what it has
             # is not merged into the session's; it starts over from a fresh transfer
@@ -496,11 +502,13 @@ class ClientProtocol:
             self.emit(events.StoreGenerationChanged(
                 member=action.member, previous=self._generation_before or "",
                 generation=store.generation))
-            self.transfer.joined(action.joined.all_users, self.now, stored)
+            self.transfer.joined(action.joined.all_users, self.now, stored, changed=True,
+                                 **kept)
         elif action.previous is None or action.previous != action.member:
-            self.transfer.joined(action.joined.all_users, self.now, stored)
+            self.transfer.joined(action.joined.all_users, self.now, stored, **kept)
         else:  # back after a server restart: the request, or its answer, may have been
-            self.transfer.server_restarted(self.now)  # inside the server
+            # inside the server
+            self.transfer.server_restarted(action.joined.all_users, self.now, stored)
         self._generation_before = store.generation if store is not None else (
             self._generation_before)
 

@@ -120,6 +120,8 @@ class StoreJoin:
     generation: str
     stored: bool
     changed: bool
+    #: the store had something kept of the session when this client joined
+    kept: bool = True
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,9 @@ class Membership:
         self._previous: str | None = None
         self._address = ""
         self.wants_state = wants_state
+        #: this client holds its session's state (set by its state transfer): said when
+        #: it joins again, so that a new process under a known name is not taken for it
+        self.has_state = False
         #: the store generation the server gave on the last join ("" without a store)
         self.generation = ""
         self.stats: Counter[str] = Counter()
@@ -269,6 +274,8 @@ class Membership:
             fields["wants_state"] = True
         if self.generation:
             fields["generation"] = self.generation
+        if self.has_state:
+            fields["has_state"] = True
         return fields
 
     def heartbeat(self, now: float) -> list[Action]:
@@ -393,7 +400,8 @@ class Membership:
         if isinstance(generation, str) and generation:
             self.generation = generation
             actions.append(StoreJoin(generation, notice.get("stored") is True,
-                                     notice.get("generation_changed") is True))
+                                     notice.get("generation_changed") is True,
+                                     notice.get("kept") is not False))
         self._new_incarnation = previous is not None and previous != self.member
         if self._new_incarnation:
             # we were declared gone while stalled: what the old incarnation relayed and

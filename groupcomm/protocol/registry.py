@@ -29,6 +29,7 @@ from groupcomm.protocol.registry_events import (
     Relay,
     Return,
     SnapshotGiven,
+    StateHeld,
     Tick,
     command_input,
     routed_input,
@@ -72,6 +73,8 @@ class Member:
     wants_state: bool = False
     #: the store generation it named when it joined (for the host's store)
     generation: str = ""
+    #: it said it holds the session's state when it joined (for the host's store)
+    has_state: bool = False
 
     @property
     def member_id(self) -> str:
@@ -118,6 +121,10 @@ class SessionRegistry:
         self.by_conn: dict[Connection, tuple[str, str, str]] = {}
         #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        #: the highest incarnation of each name that a session's store has messages of
+        #: (set by the host's store): a new process is numbered above it, so that its
+        #: message ids are not those of a predecessor the stored state holds
+        self.stored_incarnations: dict[tuple[str, str, str], int] = {}
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
         self.parked: dict[tuple[str, str, str], list[tuple[bytes, str]]] = {}
@@ -210,7 +217,7 @@ class SessionRegistry:
         self.applications.add(app)
         incarnation = self._incarnation_for((app, name, join.client), join.incarnation)
         member = Member(join.client, join.conn, join.address, join.now, incarnation,
-                        join.wants_state, join.generation)
+                        join.wants_state, join.generation, join.has_state)
         session.members[join.client] = member
         self.by_conn[join.conn] = (app, name, join.client)
         log.info("%s joined %s/%s (%d members)", member.member_id, app, name,
@@ -231,6 +238,8 @@ class SessionRegistry:
         """``proposed`` (the incarnation a client had) when above the last given here
         (this server restarted and forgot it), else the next one (it was removed)."""
         last = self.incarnations.get(key, 0)
+        if proposed == 0:  # a new process: above what the store has of the name too
+            last = max(last, self.stored_incarnations.get(key, 0))
         incarnation = proposed if proposed > last else last + 1
         self.incarnations[key] = incarnation
         self.incarnations.move_to_end(key)
@@ -276,7 +285,7 @@ class SessionRegistry:
                         "name over", holder.member_id, key[0], key[1], self.takeover_wait)
             self._remove(session, holder, "was replaced in", None, out)  # admits pending
 
-    def _member(self, event: Leave | Heartbeat | Relay | SnapshotGiven
+    def _member(self, event: Leave | Heartbeat | Relay | SnapshotGiven | StateHeld
                 ) -> tuple[Session, Member] | None:
         session = self.sessions.get((event.application, event.session))
         member = session.members.get(event.client) if session else None
@@ -369,6 +378,14 @@ class SessionRegistry:
         found[1].last_seen = given.now
         out.append(KeepSnapshot(given, found[1].member_id))
 
+    def _state_held(self, held: StateHeld, out: list[Action]) -> None:
+        found = self._member(held)
+        if found is None:
+            out.append(Rejected("unknown_peer", "state news from a client that is not a "
+                                "member", self.describe(held.conn)))
+            return
+        found[1].last_seen = held.now
+
     def _park(self, session: Session, dest: str, relay: Relay, sender: str) -> bool:
         """Keep a frame for ``dest`` when this server is new and has never met its name
         (members rejoin one by one after a restart); False when not kept."""
@@ -424,4 +441,4 @@ class SessionRegistry:
 _STEPS: dict[type, Callable[[SessionRegistry, Any, list[Action]], None]] = {
     Relay: SessionRegistry._relay, Heartbeat: SessionRegistry._heartbeat,
     Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick,
-    SnapshotGiven: SessionRegistry._snapshot_given}
+    SnapshotGiven: SessionRegistry._snapshot_given, StateHeld: SessionRegistry._state_held}

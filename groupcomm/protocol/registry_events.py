@@ -12,7 +12,8 @@ from typing import Any
 
 __all__ = [
     "Action", "BadCommand", "Connection", "Forward", "Heartbeat", "Input", "Join",
-    "KeepSnapshot", "Leave", "Notify", "Rejected", "Relay", "Return", "SnapshotGiven", "Tick",
+    "KeepSnapshot", "Leave", "Notify", "Rejected", "Relay", "Return", "SnapshotGiven", "StateHeld",
+    "Tick",
     "command_input", "routed_input",
 ]
 
@@ -46,6 +47,8 @@ class Join(_FromClient):
     #: the store generation it was told when it last joined ("" if none; see
     #: docs/storage.md)
     generation: str = ""
+    #: it holds the session's state (a live client coming back; never a new process)
+    has_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class SnapshotGiven(_FromClient):
 
 
 @dataclass(frozen=True)
+class StateHeld(_FromClient):
+    """A member installed the session's state from another member (for the store:
+    from now on it may be asked for snapshots)."""
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
     silence is judged against it, not against ``now``, so a host that falls behind under
@@ -96,7 +105,7 @@ class Tick:
     caught_up_at: float
 
 
-Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | Tick
+Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | StateHeld | Tick
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,8 @@ def _snapshot_input(command: Mapping[str, Any], common: dict[str, Any]) -> Snaps
 
 
 def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
-                  user: str | None = None) -> Join | Leave | Heartbeat | SnapshotGiven:
+                  user: str | None = None
+                  ) -> Join | Leave | Heartbeat | SnapshotGiven | StateHeld:
     """The typed input for a verified, decoded session command; ``user`` is the name the
     client's key authenticates. Raises :class:`BadCommand` naming the field or op at
     fault."""
@@ -194,7 +204,8 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
         return Join(**common, address=address,
                     incarnation=incarnation if _count(incarnation) else 0,
                     wants_state=command.get("wants_state") is True, user=user,
-                    generation=generation if isinstance(generation, str) else "")
+                    generation=generation if isinstance(generation, str) else "",
+                    has_state=command.get("has_state") is True)
     if op == "leave":
         direct = command.get("direct_frames", {})
         valid = isinstance(direct, Mapping) and all(
@@ -205,8 +216,10 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
         return Heartbeat(**common, probe=probe if _count(probe) else None)
     if op == "snapshot":
         return _snapshot_input(command, common)
-    raise BadCommand(f"op {op!r} is not a client's command (join, leave, heartbeat or "
-                     "snapshot)")
+    if op == "state":
+        return StateHeld(**common)
+    raise BadCommand(f"op {op!r} is not a client's command (join, leave, heartbeat, "
+                     "snapshot or state)")
 
 
 def routed_input(by_conn: Mapping[Connection, tuple[str, str, str]], conn: Connection,

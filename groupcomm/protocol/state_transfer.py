@@ -138,11 +138,13 @@ class NewcomerState:
     def joined(self, me: str, members: Sequence[str], now: float,
                stored: bool = False) -> list[Ask | Install]:
         """This client joined (or came back as a new incarnation): ask the others,
-        longest-standing first; ``stored``: alone, the server sends its stored state."""
+        longest-standing first; ``stored``: the server sends its stored state (no other
+        member holds the session's state: they are newcomers waiting for theirs, or
+        there are none), wait for it."""
         self.waiting = True
         self._candidates = [m for m in members if m != me]
         self._replay = []
-        if stored and not self._candidates:
+        if stored:
             self.asked = STORE
             self._deadline = now + self.timeout
             return []
@@ -184,11 +186,19 @@ class NewcomerState:
             return self._ask_next(now)
         return []
 
-    def server_restarted(self, now: float) -> list[Ask | Install]:
+    def server_restarted(self, me: str, members: Sequence[str], now: float,
+                         stored: bool = False) -> list[Ask | Install]:
         """Back after a server restart, which may have lost the request or its answer:
-        ask the same member again."""
+        ask the same member again; one that waited for the stored state waits for it
+        again when the server sends it (``stored``), else asks the members."""
         if not self.waiting or self.asked is None:
             return []
+        if self.asked == STORE:
+            self._deadline = now + self.timeout
+            if stored:
+                return []
+            self._candidates = [m for m in members if m != me]
+            return self._ask_next(now)
         self._deadline = now + self.timeout
         return [Ask(self.asked)]
 
@@ -261,14 +271,40 @@ class StateTransfer:
         self._system_sent = 0
         #: the store's snapshot request waiting until the application has caught up
         self._store_request: int | None = None
+        #: the session server keeps this session (docs/storage.md)
+        self.stored_session = False
+        #: the store had something of the session when this client joined
+        self._kept = False
+        #: this client holds the session's state: it installed it, or there was nothing
+        #: to install. In a kept session, one that does not gives no snapshot (it would
+        #: replace the kept history with less)
+        self.holds = False
+        #: told whether it holds it (the client says so when it joins again)
+        self.on_holds: Callable[[bool], None] = lambda holds: None
+
+    def _set_holds(self, holds: bool) -> None:
+        self.holds = holds
+        self.on_holds(holds)
 
     @property
     def waiting(self) -> bool:
         return self.gate is not None and self.gate.waiting
 
     # -- as a newcomer -------------------------------------------------------------------------
-    def joined(self, members: Sequence[str], now: float, stored: bool = False) -> None:
-        if self.gate is not None:
+    def joined(self, members: Sequence[str], now: float, stored: bool = False, *,
+               stored_session: bool = False, kept: bool = False,
+               changed: bool = False) -> None:
+        """This client joined; ``stored_session``: the server keeps the session,
+        ``kept``: it had something of it, ``stored``: it sends that; ``changed``: what
+        this client has is of another store generation."""
+        self.stored_session = stored_session
+        # back as a new incarnation, it still has the state it held (the transfer
+        # that follows may find nobody to give one)
+        self._kept = stored_session and kept and not (self.holds and not changed)
+        if self.gate is None:
+            self._set_holds(not self._kept)
+        else:
+            self._set_holds(False)
             self._member.out.state_pending()
             self._carry_out(self.gate.joined(self._member.node.name, members, now, stored))
 
@@ -286,9 +322,11 @@ class StateTransfer:
             self._carry_out(self.gate.member_left(member, now))
         self.answer(self._cuts.member_left(member))
 
-    def server_restarted(self, now: float) -> None:
+    def server_restarted(self, members: Sequence[str], now: float,
+                         stored: bool = False) -> None:
         if self.gate is not None and self.gate.waiting:
-            self._carry_out(self.gate.server_restarted(now))
+            self._carry_out(self.gate.server_restarted(self._member.node.name, members, now,
+                                                       stored))
 
     def tick(self, now: float) -> None:
         if self.gate is not None and self.gate.waiting:
@@ -338,6 +376,11 @@ class StateTransfer:
                 member.port.hand_over(message)
             member.out.state_settled()
             source = action.source
+            self._set_holds(action.reply is not None or not self._kept)
+            if self.stored_session and action.reply is not None and source != STORE:
+                member.command("state", {})  # the store may now ask it for snapshots
+            if self.deferred:
+                self.answer_deferred()
             member.emit(StateInstalled(member=member.node.name, source=source)
                         if source is not None else StateUnavailable(member=member.node.name))
 
@@ -366,7 +409,7 @@ class StateTransfer:
                 self._give_snapshot(newcomer)
 
     def _give_snapshot(self, newcomer: str) -> None:
-        if self._member.port.caught_up:
+        if self._member.port.caught_up and not self.waiting:
             self._send_system(self._snapshot(newcomer), newcomer)
         elif newcomer not in self.deferred:
             self._member.stats["state_answers_deferred"] += 1
@@ -387,8 +430,7 @@ class StateTransfer:
             self._store_request = request
             return
         self._store_request = None
-        reply = (StateReply(available=False) if self.waiting
-                 else self._snapshot("the session store"))
+        reply = self._snapshot("the session store")
         fields: dict[str, Any] = {"request": request, "available": reply.available}
         if reply.available:
             try:
@@ -419,7 +461,11 @@ class StateTransfer:
     def _snapshot(self, newcomer: str) -> StateReply:
         member = self._member
         recent = member.port.recent
-        if self._provider is None or recent is None:
+        if self._provider is None or recent is None or self.waiting:
+            return StateReply(available=False)
+        if self.stored_session and not self.holds:
+            log.info("%s has not the session's state (the store keeps more): %s gets no "
+                     "snapshot from here", member.name, newcomer)
             return StateReply(available=False)
         try:
             value = self._provider()

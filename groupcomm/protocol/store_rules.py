@@ -69,6 +69,9 @@ class KeptSession:
     #: messages kept after the snapshot
     since_snapshot: int = 0
     has_snapshot: bool = False
+    #: found in the store at the start: a member back with the state is asked for a
+    #: snapshot at once (what was relayed while no server, or no store, kept it)
+    refresh: bool = False
     #: when the last snapshot was kept (or the session started to be kept)
     snapshot_at: float = 0.0
     #: the member asked for a snapshot now, the request's number, when it is due
@@ -77,6 +80,10 @@ class KeptSession:
     due: float = 0.0
     #: members that had no snapshot to give for the current round
     declined: set[str] = field(default_factory=set)
+    #: members holding the session's state: they got it (from the store or a member),
+    #: came back with it, or joined when there was nothing to get. Only they are asked
+    #: for snapshots, and only theirs replace what is kept.
+    holders: set[str] = field(default_factory=set)
     #: application id -> destinations seen so far, for copies of split sends
     groups: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
 
@@ -123,7 +130,7 @@ class StoreRules:
         """A session found in the store when the host started."""
         self.sessions[(application, session)] = KeptSession(
             generation, since_snapshot=messages, has_snapshot=has_snapshot,
-            snapshot_at=now)
+            snapshot_at=now, refresh=True)
 
     def dropped(self, application: str, session: str) -> None:
         self.sessions.pop((application, session), None)
@@ -137,21 +144,46 @@ class StoreRules:
                     "direct routing is refused; join with relayed routing")
         return None
 
-    def admitted(self, application: str, session: str, *, alone: bool, wants_state: bool,
-                 incarnation_known: bool, generation: str, now: float) -> JoinVerdict:
-        """A member was admitted. ``alone``: no other member is in the session;
-        ``incarnation_known``: it was a member before (a rejoin); ``generation``: the one
-        it was told then ("" when none)."""
+    def admitted(self, application: str, session: str, member: str, *,
+                 others: Collection[str], wants_state: bool, has_state: bool,
+                 generation: str, now: float) -> JoinVerdict:
+        """``member`` was admitted; ``others``: the session's other member ids;
+        ``has_state``: it says it holds the session's state (a live client coming back,
+        never a new process); ``generation``: the one it was told then ("" when none).
+
+        The stored state goes to it when no other member holds the session's state:
+        members still waiting for theirs (newcomers joining together), or that started
+        without one, cannot give it, and the store can."""
         kept = self.sessions.get((application, session))
         if kept is None:
             kept = KeptSession(self._new_generation(), snapshot_at=now)
             self.sessions[(application, session)] = kept
+            kept.holders.add(member)  # nothing kept before it: its state is the session's
             return JoinVerdict(kept.generation, create=True,
-                               changed=bool(generation) and incarnation_known)
+                               changed=bool(generation) and has_state)
         changed = bool(generation) and generation != kept.generation
-        fresh = wants_state and (changed or not incarnation_known)
-        return JoinVerdict(kept.generation, send_state=fresh and alone and kept.has_content,
-                           changed=changed)
+        # one that left when nobody was there to be told is no holder any more
+        kept.holders.intersection_update(others)
+        if has_state and not changed:
+            kept.holders.add(member)
+            return JoinVerdict(kept.generation)
+        held = any(other in kept.holders for other in others)
+        if held:  # it gets the state from them; it holds it once it says so
+            return JoinVerdict(kept.generation, changed=changed)
+        send = wants_state and kept.has_content
+        if send or not kept.has_content:
+            kept.holders.add(member)
+        return JoinVerdict(kept.generation, send_state=send, changed=changed)
+
+    def state_held(self, application: str, session: str, member: str) -> None:
+        """``member`` installed the session's state from another member."""
+        kept = self.sessions.get((application, session))
+        if kept is not None:
+            kept.holders.add(member)
+
+    def holds(self, application: str, session: str, member: str) -> bool:
+        kept = self.sessions.get((application, session))
+        return kept is not None and member in kept.holders
 
     # -- relayed messages ------------------------------------------------------------------
     def keep(self, application: str, session: str, members: Sequence[str],
@@ -213,13 +245,15 @@ class StoreRules:
             if kept.asked is not None:  # did not answer in time
                 kept.declined.add(kept.asked)
                 kept.asked = None
-            wanted = (not kept.has_snapshot or kept.since_snapshot >= policy.every_messages
+            wanted = (kept.refresh or not kept.has_snapshot
+                      or kept.since_snapshot >= policy.every_messages
                       or (kept.since_snapshot > 0
                           and now - kept.snapshot_at >= policy.every_seconds))
             if not wanted:
                 continue
+            # a member without the session's state would replace it with less
             members = [m for m in members_of(application, session)
-                       if m not in kept.declined]
+                       if m not in kept.declined and m in kept.holders]
             if not members:
                 if kept.declined and not members_of(application, session):
                     kept.declined.clear()  # everyone left: a new round with new members
@@ -238,9 +272,16 @@ class StoreRules:
     def answered(self, application: str, session: str, member: str, request: int, *,
                  available: bool, now: float) -> bool:
         """A member answered a snapshot request: True when its snapshot is to be kept
-        (then :meth:`snapshot_kept` follows); an unasked or late answer is ignored."""
+        (then :meth:`snapshot_kept` follows); an unasked or late answer is ignored, and so
+        is one from a member that does not hold the session's state while something is
+        kept (its snapshot would replace the kept history with less)."""
         kept = self.sessions.get((application, session))
         if kept is None or kept.asked != member or kept.request != request:
+            return False
+        if available and member not in kept.holders and kept.has_content:
+            kept.asked = None
+            kept.declined.add(member)
+            kept.due = now
             return False
         kept.asked = None
         if not available:
@@ -256,13 +297,17 @@ class StoreRules:
         if kept is None:
             return
         kept.has_snapshot = True
+        kept.refresh = False
         kept.since_snapshot = max(0, kept.since_snapshot - dropped)
         kept.snapshot_at = now
         kept.declined.clear()
 
     def member_left(self, application: str, session: str, member: str) -> None:
         kept = self.sessions.get((application, session))
-        if kept is not None and kept.asked == member:
+        if kept is None:
+            return
+        kept.holders.discard(member)
+        if kept.asked == member:
             kept.asked = None
 
 

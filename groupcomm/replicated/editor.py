@@ -304,8 +304,10 @@ class EditorReplica:
         replaced). True when it edits where the pending run is typed: the host flushes
         the run soon."""
         self.deliveries += 1
-        if sender == self.me:
+        if sender == self.me and (is_presence(payload) or message_id in self.own_ids):
             return False  # an own operation sent to oneself: applied when it was made
+        # (by id, not by sender: a new process under a name the session had, alice~2
+        # before it learns its id, is handed alice's operations by the store's replay)
         if is_presence(payload):
             # its tag says what its sender had delivered, as an edit's does: a member
             # that only moves its cursor does not hold collection back

@@ -14,7 +14,7 @@ import os
 import time
 from collections import Counter
 
-from groupcomm.core.member_ids import display_name
+from groupcomm.core.member_ids import display_name, split_member
 from groupcomm.protocol.registry import SessionRegistry
 from groupcomm.protocol.registry_events import (
     Action,
@@ -24,6 +24,7 @@ from groupcomm.protocol.registry_events import (
     Notify,
     Rejected,
     Relay,
+    StateHeld,
 )
 from groupcomm.protocol.store_rules import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -70,13 +71,34 @@ class StoreHost:
             self.rules.loaded(info.application, info.session, info.generation,
                               messages=info.messages,
                               has_snapshot=info.snapshot_size is not None, now=now)
+            self._learn_incarnations(info.application, info.session)
+
+    def _learn_incarnations(self, app: str, session: str) -> None:
+        """Tell the registry the incarnations the stored session names (senders, the
+        snapshot's clock and reflected ids): after a restart, a new process under one
+        of those names must not send under its predecessor's message ids."""
+        stored = self.backend.load(app, session)
+        if stored is None:
+            return
+        ids = {m.sender for m in stored.messages}
+        if stored.snapshot is not None:
+            ids.update(member for member, _ in stored.snapshot.clock)
+            ids.update(r.rpartition("#")[0] for r in stored.snapshot.reflected)
+        known = self.registry.stored_incarnations
+        for member in ids - {""}:
+            name, incarnation = split_member(member)
+            key = (app, session, name)
+            known[key] = max(known.get(key, 0), incarnation)
 
     @property
     def working(self) -> bool:
         return self.failed is None
 
     def counters(self) -> dict[str, int]:
+        """``store_given_up`` is 1 once the store failed: sessions are no longer stored
+        (``store_relays_not_stored`` counts the relayed frames since)."""
         return {**{f"store_{k}": v for k, v in self.stats.items()},
+                "store_given_up": int(self.failed is not None),
                 **{f"store_unreadable_{k}": v for k, v in self.tap.unreadable.items()}}
 
     # -- before and after the registry ---------------------------------------------------------
@@ -96,10 +118,17 @@ class StoreHost:
         """Keep what ``event`` relayed; complete the registry's ``actions`` (the store's
         fields in a welcome, the stored state after it); returns the actions to send."""
         if self.failed is not None:
+            if type(event) is Relay:
+                self.stats["relays_not_stored"] += 1
             return [a for a in actions if type(a) is not KeepSnapshot]
         try:
             if type(event) is Relay and actions and self.registry.by_conn.get(event.conn):
                 self._keep_relayed(event)
+            elif type(event) is StateHeld:
+                member = self._member_id(event.conn)
+                if member is not None:
+                    self.stats["states_held"] += 1
+                    self.rules.state_held(event.application, event.session, member)
             if any(type(a) is KeepSnapshot or (type(a) is Notify and a.op in _WATCHED)
                    for a in actions):
                 return self._complete(actions, event)
@@ -166,9 +195,10 @@ class StoreHost:
         app, name, client = self.registry.by_conn[joined.conn]
         member = self.registry.sessions[(app, name)].members[client]
         verdict = self.rules.admitted(
-            app, name, alone=len(joined.fields["all_users"]) == 1,
-            wants_state=member.wants_state, incarnation_known=member.generation != "" or (
-                member.incarnation > 1), generation=member.generation, now=time.monotonic())
+            app, name, member.member_id,
+            others=[u for u in joined.fields["all_users"] if u != member.member_id],
+            wants_state=member.wants_state, has_state=member.has_state,
+            generation=member.generation, now=time.monotonic())
         if verdict.create:
             self.backend.create_session(app, name, verdict.generation, time.time())
             self.stats["sessions_created"] += 1
@@ -181,7 +211,8 @@ class StoreHost:
         assert type(welcome) is Notify
         out[at] = Notify(welcome.conn, "welcome", {
             **welcome.fields, "generation": verdict.generation, "stored": verdict.send_state,
-            "generation_changed": verdict.changed})
+            "generation_changed": verdict.changed,
+            "kept": self.rules.sessions[(app, name)].has_content})
         if not verdict.send_state:
             return []
         return [Notify(joined.conn, "stored_state", self._stored_state(app, name))]
@@ -269,8 +300,8 @@ class StoreHost:
     def _fail(self, error: StoreError) -> None:
         self.stats["failures"] += 1
         self.failed = str(error)
-        log.error("%s; the server goes on without its store (what was committed is intact)",
-                  error)
+        log.error("%s; the server goes on without its store (what was committed is intact): "
+                  "sessions are no longer stored until the server is restarted", error)
         self.backend.rollback()
 
     def close(self) -> None:

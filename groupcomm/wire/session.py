@@ -27,6 +27,7 @@ SESSION_FIELDS: dict[str, tuple[str, ...]] = {
     "snapshot": ("client", "application", "session", "request", "available"),
     "snapshot_request": ("request",),
     "stored_state": ("generation", "available"),
+    "state": ("client", "application", "session"),
 }
 
 
@@ -38,7 +39,7 @@ FIELD_CODES: tuple[str, ...] = (
     "is_new_application", "all_users", "addresses", "reason", "detail", "server_id", "probe",
     "direct_frames", "incarnation", "wants_state", "returned", "generation", "request",
     "available", "fmt", "data", "reflected", "clock", "messages", "stored",
-    "generation_changed")
+    "generation_changed", "has_state", "kept")
 _FIELD_INDEX = {name: code for code, name in enumerate(FIELD_CODES)}
 _OP_INDEX = {name: code for code, name in enumerate(OP_CODES)}
 

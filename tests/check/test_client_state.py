@@ -19,7 +19,7 @@ PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "
 #: what the port and state transfer hold that is not state (configuration, callbacks)
 PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",
               "listeners", "on_caught_up")
-TRANSFER_FIXED = ("_member", "_provider", "_consumer")
+TRANSFER_FIXED = ("_member", "_provider", "_consumer", "on_holds")
 #: InProcessMember attributes that hold no state
 MEMBER_FIXED = ("name", "carrier", "routing", "codec", "streams", "listeners", "protocol")
 

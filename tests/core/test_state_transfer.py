@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.core.session_messages import StateReply
-from groupcomm.protocol.state_transfer import Ask, Install, NewcomerState
+from groupcomm.protocol.state_transfer import STORE, Ask, Install, NewcomerState
 
 
 def msg(mid: str) -> ReceivedMessage:
@@ -68,3 +68,22 @@ def test_a_newcomer_that_leaves_is_forgotten() -> None:
     assert cuts.request("carol") is False
     assert cuts.member_left("carol") == []
     assert cuts.deferred == []
+
+
+def test_told_the_store_answers_a_newcomer_waits_for_it_beside_other_members() -> None:
+    """The others are newcomers waiting for their own state: asking them would get an
+    empty one; the store's state is awaited instead."""
+    state = NewcomerState(timeout=2.0)
+    assert state.joined("carol", ["dan", "carol"], 0.0, stored=True) == []
+    assert state.waiting and state.asked == STORE
+    [install] = state.stored(StateReply(True, ["x"], ()), [])
+    assert install.source == STORE and install.reply.state == ["x"]
+
+
+def test_after_a_server_restart_the_store_is_awaited_again_or_the_members_asked() -> None:
+    state = NewcomerState(timeout=2.0)
+    state.joined("carol", ["carol"], 0.0, stored=True)
+    assert state.server_restarted("carol", ["carol", "alice"], 1.0, stored=True) == []
+    assert state.asked == STORE  # the new server sends it again
+    # the new server does not send it (a member back holds the state): ask that one
+    assert state.server_restarted("carol", ["alice", "carol"], 2.0) == [Ask("alice")]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from groupcomm.core.messages import SentMessage
+from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.registry import get_module
+from groupcomm.core.session_messages import StateRequest
 from groupcomm.protocol.inprocess import (
     InProcessMember,
     InProcessServer,
@@ -142,3 +143,29 @@ def test_a_newcomer_whose_answer_was_lost_in_a_server_restart_asks_again() -> No
     net.run()
     assert installed == [["what a had"]] and b.state_done
     assert b.protocol.counters()["state_requests"] == 2
+
+
+def test_a_member_waiting_for_its_state_keeps_a_newcomers_request_until_it_has_it() -> None:
+    """Asked while it still waits, it would hand over the empty state it started with:
+    it answers once its own transfer is over."""
+    net = Net()
+    b = net.member("b", state_provider=lambda: ["b's"], state_consumer=lambda s: None)
+    c = net.member("c", state_consumer=lambda s: None)
+    b.start()
+    net.run()
+    c.start()
+    net.run()
+    transfer = b.protocol.transfer
+    assert not transfer.waiting
+    given = b.protocol.counters()["state_given"]  # c's own transfer, at its join
+    transfer.joined(["x", "b"], net.now)  # as if b had just joined, x to ask
+    assert transfer.waiting
+    request = ReceivedMessage(application_name=b.node.application,
+                              session_name=b.node.session, user_message=StateRequest(),
+                              message_id="c~state9", sender="c")
+    assert transfer.on_system(request)
+    assert transfer.deferred == ["c"]
+    assert b.protocol.counters()["state_given"] == given
+    transfer.member_left("x", net.now)  # nobody else to ask: its transfer is over
+    assert not transfer.waiting
+    assert transfer.deferred == [] and b.protocol.counters()["state_given"] == given + 1

@@ -116,7 +116,8 @@ def test_deliveries_move_cursors_and_a_failure_is_counted_and_said(caplog) -> No
     assert a.view() == ("xyz", 0, {"b": 1})
     superseded = a.delivered("b", presence("b#1+2"), Tag({"b": 3}), "b#3", superseded=True)
     assert superseded is False and a.cursors["b"] == "b#1"
-    a.delivered("a", ("insert", None, "?"), Tag({"a": 9}), "a#9")  # an own copy
+    a.own_ids.append("a#9")  # as if a made it (applied then)
+    a.delivered("a", ("insert", None, "?"), Tag({"a": 9}), "a#9")  # its own copy
     assert a.text.value == "xyz"
     with caplog.at_level(logging.WARNING, logger="groupcomm.replicated.editor"):
         a.delivered("b", ("insert", "b#7", "!"), Tag({"b": 4}), "b#4")
@@ -124,6 +125,16 @@ def test_deliveries_move_cursors_and_a_failure_is_counted_and_said(caplog) -> No
     assert a.last_failure == "b#4 from b: insert after b#7, which has not been inserted here"
     assert a.last_failure in caplog.text
     assert a.deliveries == 5 and a.applied == 1
+
+
+def test_an_operation_under_its_own_name_that_it_did_not_make_is_applied() -> None:
+    """A new process started as ``a`` (before it learns it is ``a~2``) is handed by the
+    store the operations ``a`` made before: they are not its own copies."""
+    a, a_sent = editor()
+    a.insert("k")
+    fresh, _ = editor()
+    deliver_all(a_sent, fresh)
+    assert fresh.text.value == "k" and fresh.applied == 1
 
 
 def test_an_edit_at_the_runs_place_asks_for_a_flush() -> None:

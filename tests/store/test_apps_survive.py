@@ -101,3 +101,53 @@ def test_the_text_and_the_chat_survive_everyone_leaving_and_a_killed_server(
             if person.alive():
                 person.quit("quit")
         chats.close()
+
+
+def test_an_editor_started_again_under_its_name_gets_the_stored_text(
+        stored: ProcessGroup) -> None:
+    """alice types, everyone quits, the server runs on; ``groupcomm edit`` started again
+    as alice is a new process (alice~2 to the server), not alice back with her text:
+    it gets the stored text."""
+    alice, bob = _editor(stored, "alice"), _editor(stored, "bob")
+    editors = [alice, bob]
+    try:
+        alice.type('type "KEPT-BY-THE-STORE"')
+        bob.type('wait-text "KEPT-BY-THE-STORE" 30')
+        bob.wait_line(lambda s: s.startswith(("seen", "error")), 40, "alice's typing")
+        text = _show(bob)["text"]
+        assert "KEPT-BY-THE-STORE" in text
+        for person in (alice, bob):
+            person.quit("quit")
+        again = _editor(stored, "alice")
+        editors.append(again)
+        got = _show(again)
+        assert got["text"] == text and got["failures"] == 0
+    finally:
+        for person in editors:
+            if person.alive():
+                person.quit("quit")
+
+
+def test_a_chat_opened_again_under_its_name_shows_the_stored_conversation(
+        stored: ProcessGroup) -> None:
+    """ann and ben chat and quit; ``groupcomm im`` started again as ann (ann~2 to the
+    server, which runs on) shows the conversation so far, her own lines included."""
+    chats = people(stored)
+    start = next(chats)
+    try:
+        ann, ben = start("ann"), start("ben")
+        ann.expect_exact("ben joined")
+        ann.sendline("ann says one")
+        read_message(ben, "] ann says one")
+        ben.sendline("ben says two")
+        read_message(ann, "] ben says two")
+        for chat in (ann, ben):
+            chat.sendline("/quit")
+            chat.expect(pexpect.EOF, timeout=10)
+        again = start("ann")  # returns once it joined: the history is shown before
+        drain(again)
+        seen = shown(again)
+        # (the snapshot, or the kept messages after it, as the store had them)
+        assert "ann says one" in seen and "ben says two" in seen, seen
+    finally:
+        chats.close()

@@ -94,10 +94,14 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
              for name in names}
     try:
         wait_until(lambda: all(len(c.members) == 3 for c in comms.values()), what="joins")
+        settled(comms)
         for i in range(60):
             logs[names[i % 3]].send(f"line {i}")
-        wait_until(lambda: all(len(lg.entries) == 60 for lg in logs.values()),
-                   what="every line everywhere")
+        try:
+            wait_until(lambda: all(len(lg.entries) == 60 for lg in logs.values()),
+                       what="every line everywhere")
+        except AssertionError as error:
+            raise AssertionError(f"{error}: {_progress(logs, comms)}") from None
     finally:
         for comm in comms.values():
             comm.close()
@@ -116,6 +120,25 @@ def test_a_newcomer_after_everyone_left_and_the_server_was_killed_gets_everythin
         assert installed.source == "store"
     finally:
         comm.close()
+
+
+def settled(comms: dict[str, Communicator]) -> None:
+    """Wait until every member's state transfer is over: a line sent before would be in
+    the snapshot it installs as well (Log prepends it), as an app that edits before
+    ``wait_for_state`` loses or doubles its edit."""
+    wait_until(lambda: all(c.wait_for_state(0) for c in comms.values()),
+               what="every state transfer")
+
+
+def _progress(logs: dict[str, Log], comms: dict[str, Communicator]) -> str:
+    """What each member has and the counters that say why a message is missing."""
+    keys = ("reincarnations", "undeliverable_frames", "lost_on_reincarnation",
+            "frames_resent", "server_silent", "rejoins")
+    return "; ".join(
+        f"{name}: {len(logs[name].entries)} entries, members {comm.members}, "
+        + ", ".join(f"{k}={v}" for k, v in comm.counters().items()
+                    if k in keys or "gone" in k or "reject" in k)
+        for name, comm in comms.items())
 
 
 def _free_port() -> int:
@@ -140,6 +163,7 @@ def test_a_member_back_to_another_store_generation_gets_a_fresh_state_and_an_eve
         comms = {n: _member(other.server.address, other.key_file, n, logs[n]) for n in logs}
         try:
             wait_until(lambda: all(len(c.members) == 2 for c in comms.values()))
+            settled(comms)
             logs["carol"].send("from the other store")
             wait_until(lambda: len(logs["dave"].entries) == 1, what="dave's line")
         finally:
@@ -189,6 +213,7 @@ def test_the_stored_messages_stay_bounded_and_a_newcomer_is_exact_with_snapshots
     total = 2000
     try:
         wait_until(lambda: all(len(c.members) == 2 for c in comms.values()), what="joins")
+        settled(comms)
 
         def type_(name: str) -> None:
             for i in range(total // 2):

@@ -29,12 +29,15 @@ def test_a_tab_after_the_gateway_and_the_server_restarted_gets_the_chat(
                     ben = await connect(session, first, "im", "ben")
                     await ben.next(lambda e: e["type"] == "welcome")
                     await ann.next(lambda e: e["type"] == "joined")
-                    for tab, text in ((ann, "hello from ann"), (ben, "hello from ben")):
+                    # ben answers what he got: the order is causal, so the server's
+                    # (and the store's) order too ("sent" only says the tab's member
+                    # took the message, which may leave later)
+                    for tab, other, text in ((ann, ben, "hello from ann"),
+                                             (ben, ann, "hello from ben")):
                         await tab.ws.send_json({"type": "say", "applied": 0, "text": text,
                                                 "to": None})
                         await tab.next(lambda e: e["type"] == "sent")
-                    await ann.next(lambda e: e["type"] == "deliver")
-                    await ben.next(lambda e: e["type"] == "deliver")
+                        await other.next(lambda e: e["type"] == "deliver")
                     await ann.ws.close()
                     await ben.ws.close()
 

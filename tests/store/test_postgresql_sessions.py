@@ -19,7 +19,7 @@ from groupcomm.tools.procs import ProcessGroup
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.keys import write_new_key
 from tests.helpers import wait_until
-from tests.store.test_durable_sessions import Log, _member
+from tests.store.test_durable_sessions import Log, _member, settled
 
 pytest.importorskip("psycopg")
 
@@ -55,6 +55,7 @@ def _talk(group: ProcessGroup, lines: range, names: tuple[str, str] = ("alice", 
     comms[second] = _member(group.server.address, group.key_file, second, logs[second])
     try:
         wait_until(lambda: all(len(c.members) == 2 for c in comms.values()), what="joins")
+        settled(comms)
         before = len(logs[first].entries)
         for i in lines:
             logs[names[i % 2]].send(f"line {i}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,14 +86,14 @@ def test_reading_commands_do_not_create_a_store(tmp_path: Path):
     assert not (tmp_path / "missing.db").exists()
 
 
-def test_a_postgresql_url_fails_in_one_line_until_its_backend_is_installed():
-    try:
-        import groupcomm.store.postgresql  # noqa: F401
-    except ModuleNotFoundError:
-        with pytest.raises(StoreError, match="no PostgreSQL store backend"):
-            open_store("postgresql://localhost/sessions")
-    else:
-        pytest.skip("the PostgreSQL backend is installed: its own tests cover it")
+def test_a_postgresql_url_without_the_backend_module_fails_in_one_line(monkeypatch):
+    # an install whose groupcomm has no PostgreSQL backend module (None in sys.modules
+    # makes its import fail as a missing module does); psycopg itself missing is
+    # test_postgresql.py's test_without_psycopg_a_postgresql_url_is_one_line
+    monkeypatch.setitem(sys.modules, "groupcomm.store.postgresql", None)
+    with pytest.raises(StoreError, match="^this groupcomm has no PostgreSQL store "
+                       "backend; give --store a file path \\(SQLite\\)$"):
+        open_store("postgresql://localhost/sessions")
 
 
 def test_an_unknown_url_scheme_is_refused():
