@@ -77,14 +77,23 @@ def test_a_silent_member_acknowledges_at_most_once_a_heartbeat_and_not_when_idle
     with EditorSession(("typist", "reader"), "matrix", session="acks",
                        timeout=30.0) as editors:
         typist, reader = editors.editors
-        before, typist_before = reader.state(), typist.state()
+        before = reader.state()
         started = time.monotonic()
         # about 4 s of typing at 25 keys a second: the reader delivers something new
         # in every heartbeat period
         typist.ask("typing 100 25 1", ("typed",), 60.0, "the typing")
-        reader.ask("quiet 1", ("quiet",), 60.0, "quiet")  # the last acknowledgement went
-        elapsed = time.monotonic() - started
+        # the typing is over once the reader has applied nothing new and acknowledged
+        # nothing more for a second (two heartbeats); a loaded machine may hand it the
+        # last keys or cursor moves late
         during = reader.state()
+        for _ in range(20):
+            reader.ask("quiet 1", ("quiet",), 60.0, "quiet")
+            settled = reader.state()
+            if (settled["applied"], settled["clock_acks_sent"]) == (
+                    during["applied"], during["clock_acks_sent"]):
+                break
+            during = settled
+        elapsed = time.monotonic() - started
         sent = during["clock_acks_sent"] - before["clock_acks_sent"]
         assert 1 <= sent <= elapsed / HEARTBEAT + 1, (sent, elapsed)
         # the reader's frames are its acknowledgements (matrix: one frame each)
@@ -96,5 +105,6 @@ def test_a_silent_member_acknowledges_at_most_once_a_heartbeat_and_not_when_idle
         idle = reader.state()
         assert idle["clock_acks_sent"] == during["clock_acks_sent"]
         assert idle["frames_sent"] == during["frames_sent"]
-        assert typist.state()["clock_acks_sent"] == typist_before["clock_acks_sent"] <= 1
+        # (that one may come after typist_before was read: the heartbeat after the join)
+        assert typist.state()["clock_acks_sent"] <= 1
         assert idle["applied"] == during["applied"]  # the typist had stopped
