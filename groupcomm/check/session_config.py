@@ -5,6 +5,7 @@ docs/check_results.md), and what it answers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,8 @@ class _CutsAtOnce(Cuts):
 class _AsksOnce(NewcomerState):
     """Known-bad: after a server restart, does not ask again."""
 
-    def server_restarted(self, now: float) -> list[Ask | Install]:
+    def server_restarted(self, me: str, members: Sequence[str], now: float,
+                         stored: bool = False) -> list[Ask | Install]:
         return []
 
 
