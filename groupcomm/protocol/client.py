@@ -218,7 +218,7 @@ class ClientProtocol:
             return
         self.stats["app_sends"] += len(batch) - markers
         if self.clock_acks is not None:
-            self._sent_clock(batch, len(batch) > markers)
+            self.clock_acks.sent(batch, len(batch) > markers)
         name = self.node.name
         if batch[0].sender != name or batch[-1].sender != name:
             self.report_undeliverable([m.message_id for m in batch if m.sender != name],
@@ -558,41 +558,16 @@ class ClientProtocol:
         self.emit(events.MessagesLost(member=self.node.name, ids=tuple(ids), reason=why,
                                       incarnation_gone=incarnation_gone))
 
-    def _sent_clock(self, batch: list[SentMessage], application: bool) -> None:
-        """What the others learn of this member's clock from ``batch`` (``application``:
-        it holds application sends): the tag of its last send or acknowledgement (a
-        join marker reaches no application)."""
-        acks = self.clock_acks
-        assert acks is not None
-        for message in reversed(batch):
-            kind = type(message.user_message)
-            if kind is ClockAck:
-                acks.acknowledged(tuple(sorted(message.vc)))
-            elif kind is not JoinMarker:
-                acks.own_send(tuple(sorted(message.vc)))
-            else:
-                continue
-            break
-        if application:
-            acks.sent_recently = True
-
     def _acknowledge_clock(self) -> None:
-        """The heartbeat's acknowledgement of the application clock, if one is due."""
-        node = self.node
+        """The heartbeat's acknowledgement of the application clock, if one is due (none
+        while sends are queued: they will say the clock)."""
         acks = self.clock_acks
-        others = tuple(m for m in node.members if m != node.name)
-        if (acks is None or not others or self.membership.phase != Phase.JOINED
-                or self.inputs):  # sends are queued (they will say the clock): none now
+        if acks is None or self.membership.phase != Phase.JOINED or self.inputs:
             return
-        if not acks.due(tuple(sorted(node.application_clock.items()))):
-            return
-        try:  # tagged behind the sends already queued, like a join marker
-            sent = node.tag_sends(ClockAck(), list(others))
-        except Exception as error:  # noqa: BLE001 - the module cannot carry it: next beat
-            log.debug("%s: no clock acknowledgement this heartbeat (%s)", self.name, error)
-            return
-        self.stats["clock_acks_sent"] += 1
-        self.take_inputs(markers=len(sent))
+        sent = acks.heartbeat(self.node)
+        if sent:
+            self.stats["clock_acks_sent"] += 1
+            self.take_inputs(markers=len(sent))
 
     def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
         self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))

@@ -12,7 +12,16 @@ and moves no receiver's application clock, so taking one in never calls for anot
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+
+from groupcomm.core.messages import SentMessage
+from groupcomm.core.node import ProtocolNode
+from groupcomm.core.session_messages import ClockAck, JoinMarker
+
 __all__ = ["Clock", "ClockAcks"]
+
+log = logging.getLogger(__name__)
 
 #: an application clock as sorted ``(member, count)`` pairs
 Clock = tuple[tuple[str, int], ...]
@@ -39,6 +48,35 @@ class ClockAcks:
         """An acknowledgement went out tagged ``clock``."""
         self.announced = clock
         self.count += 1
+
+    def sent(self, batch: Sequence[SentMessage], application: bool) -> None:
+        """What the others learn of this member's clock from ``batch`` (``application``:
+        it holds application sends): the tag of its last send or acknowledgement (a
+        join marker reaches no application)."""
+        for message in reversed(batch):
+            kind = type(message.user_message)
+            if kind is ClockAck:
+                self.acknowledged(tuple(sorted(message.vc)))
+            elif kind is not JoinMarker:
+                self.own_send(tuple(sorted(message.vc)))
+            else:
+                continue
+            break
+        if application:
+            self.sent_recently = True
+
+    def heartbeat(self, node: ProtocolNode) -> list[SentMessage]:
+        """A heartbeat of a joined member with no sends queued: the acknowledgement
+        tagged on ``node`` when one is due (behind what is queued, like a join marker),
+        else nothing. A module that cannot carry it leaves it to the next beat."""
+        others = [m for m in node.members if m != node.name]
+        if not others or not self.due(tuple(sorted(node.application_clock.items()))):
+            return []
+        try:
+            return node.tag_sends(ClockAck(), others)
+        except Exception as error:  # noqa: BLE001 - any module error: the next beat
+            log.debug("%s: no clock acknowledgement this heartbeat (%s)", node.name, error)
+            return []
 
     def peer_joined(self) -> None:
         self.announced = None
