@@ -61,7 +61,7 @@ class SilentSession:
                     if theirs.get(k, 0) < v:
                         theirs[k] = v
                 theirs[member] = theirs.get(member, 0) + 1
-        self.text.effect(op, tag, f"{sender}#{clock[sender]}")
+        self.text.effect(op, tag, f"{sender}#{clock[sender]}", sender)
         self.stability.delivered(sender, tag)
         if self.mode == "reference":
             for member in MEMBERS:

@@ -142,7 +142,7 @@ class _GroupcommReplay:
     def _apply(self, op: Any) -> None:
         self.sent += 1
         tag = Tag({AUTHOR: self.sent})
-        self.text.effect(op, tag, f"{AUTHOR}#{self.sent}")
+        self.text.effect(op, tag, f"{AUTHOR}#{self.sent}", AUTHOR)
         self.stability.delivered(AUTHOR, tag)
         if self.collect and self.sent % COLLECT_EVERY == 0:
             self.text.collect(self.stability)
@@ -281,7 +281,7 @@ def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
             sent += 1
             op = fresh.prepare_insert(rng.randint(0, fresh.visible_length()), "x")
             tag = Tag({AUTHOR: sent})
-            fresh.effect(op, tag, f"{AUTHOR}#{sent}")
+            fresh.effect(op, tag, f"{AUTHOR}#{sent}", AUTHOR)
             stability.delivered(AUTHOR, tag)
         started = time.perf_counter()
         fresh.collect(stability)
