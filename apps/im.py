@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from groupcomm.apps.im_input import is_terminal, read_piped, read_terminal, terminal_output
+from groupcomm.apps.im_resend import REMEMBERED, OwnMessages
 from groupcomm.apps.session_options import (
     SessionOptions,
     add_session_arguments,
@@ -47,11 +48,6 @@ HISTORY = 200
 ANSWERS_AGAIN_AFTER = 1.0
 #: the smallest --max-frame taken
 MIN_MAX_FRAME = 4096
-#: own messages (and ids shown) remembered, to tell the person which were lost and to
-#: show nothing twice when the conversation so far is handed over again
-REMEMBERED = 10_000
-#: a quoted message is cut to this many characters in a notice about it
-QUOTE = 60
 #: an own message the module still holds this long after it was typed is shown as
 #: pending (under mfss it waits for the previous message's ACK)
 PENDING_AFTER = 0.5
@@ -73,6 +69,10 @@ class Private:
     text: str
 
 
+def _text_of(payload: object) -> str:
+    return payload.text if isinstance(payload, Private) else str(payload)
+
+
 class ChatScreen:
     """Shows what happens in the session; thread-safe (callbacks run on the I/O thread)."""
 
@@ -90,31 +90,21 @@ class ChatScreen:
         self.communicator: Communicator | None = None
         #: own messages the module has not sent: application id -> [line number, ids of
         #: the copies still held, shown as pending]
-        self._unsent: dict[str, list] = {}
+        self.unsent: dict[str, list] = {}
         #: copies that left before their line was shown (the I/O thread can be first)
         self._gone: deque[str] = deque(maxlen=1024)
         #: member ids known to be in the session (a rejoin after a restart is not news)
         self._known: set[str] = set()
         #: application ids of the messages shown (a bounded ordered set)
         self._shown_ids: OrderedDict[str, None] = OrderedDict()
-        #: this person's messages by copy id: (application id, text, destination)
-        self._own: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
-        #: copies of own messages reported lost, and those the communicator said lost
-        self._reported_lost: set[str] = set()
-        self._dropped: set[str] = set()
+        #: this person's messages, to say which were lost and send again those that
+        #: reached no one
+        self.own = OwnMessages(self, _text_of)
         self._installs = 0
         #: set when this client rejoined (after the server answered again)
         self._rejoined = True
-        #: own messages by application id: (line number, payload, destinations by name,
-        #: to everyone), to send them again when they reached no one
-        self._sends: OrderedDict[str, tuple[int, object, tuple[str, ...], bool]] = OrderedDict()
-        #: own messages lost with an incarnation the session took for gone, to send
-        #: again once back: application id -> the copies lost
-        self._to_resend: dict[str, set[str]] = {}
-        #: application id -> the names an own message was sent again to
-        self._resent_to: dict[str, set[str]] = {}
         #: line numbers typed while the server did not answer, said sent once it does
-        self._waiting: list[int] = []
+        self.waiting: list[int] = []
         self._silent = False
         #: the member id this client came back as after being taken for gone
         self._back_as: str | None = None
@@ -139,7 +129,7 @@ class ChatScreen:
         text = payload if isinstance(payload, str) else repr(payload)
         with self._lock:
             self.history.append((message.sender, text, message.app_message_id))
-            self._remember_shown(message.app_message_id)
+            self.remember_shown(message.app_message_id)
             self._show(message.sender, message.sender, message.app_tag, text)
 
     def send(self, send: Callable[[], list[SentMessage]], to_everyone: bool = False) -> None:
@@ -154,53 +144,44 @@ class ChatScreen:
         message = messages[0]
         me = (self.me, self.me_id())
         others = [d for m in messages for d in m.destinations if d not in me]
-        payload = message.user_message
-        text = payload.text if isinstance(payload, Private) else str(payload)
+        text = _text_of(message.user_message)
         with self._lock:
             if to_everyone:
                 self.history.append((message.sender, text, message.app_message_id))
-            self._remember_shown(message.app_message_id)
-            for copy in messages:
-                dest = ", ".join(d for d in copy.destinations if d not in me) or "yourself"
-                self._own[copy.message_id] = (message.app_message_id, text, dest)
-            while len(self._own) > REMEMBERED:
-                self._own.popitem(last=False)
+            self.remember_shown(message.app_message_id)
             self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
                        Tag(message.vc), text)
             number = self.shown[-1][0]
-            self._sends[message.app_message_id] = (
-                number, payload, tuple(display_name(d) for m in messages
-                                       for d in m.destinations if d not in me),
-                to_everyone)
-            while len(self._sends) > REMEMBERED:
-                self._sends.popitem(last=False)
+            names = tuple(display_name(d) for m in messages for d in m.destinations
+                          if d not in me)
+            self.own.record(messages, text, number, names, to_everyone, me)
             if self._silent:
-                self._waiting.append(number)
+                self.waiting.append(number)
                 self.line(f"* #{number} waits: the session server does not answer (it goes "
                           "once it does)")
             copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
-                self._unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
+                self.unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
                 _later(PENDING_AFTER, self._still_pending, message.app_message_id)
 
     def on_sent(self, message: SentMessage) -> None:
         """The communicator's sent listener: a copy of an own message left (I/O thread)."""
         with self._lock:
-            entry = self._unsent.get(message.app_message_id)
+            entry = self.unsent.get(message.app_message_id)
             if entry is None:
-                if message.message_id not in self._own:
+                if message.message_id not in self.own.copies:
                     self._gone.append(message.message_id)
                 return
             entry[1].discard(message.message_id)
             if entry[1]:
                 return
-            del self._unsent[message.app_message_id]
+            del self.unsent[message.app_message_id]
             if entry[2]:
                 self.line(f"* #{entry[0]} sent")
 
     def _still_pending(self, app_id: str) -> None:
         with self._lock:
-            entry = self._unsent.get(app_id)
+            entry = self.unsent.get(app_id)
             if entry is None or entry[2]:
                 return
             entry[2] = True
@@ -227,7 +208,7 @@ class ChatScreen:
             new = [entry for entry in history if entry[2] not in self._shown_ids]
             self.history.extend(new)
             for _, _, app_id in new:
-                self._remember_shown(app_id)
+                self.remember_shown(app_id)
             if new:
                 title = "conversation so far" if first else "missed while you were away"
                 self.line(f"* {title} ({len(new)} message(s)):")
@@ -244,20 +225,21 @@ class ChatScreen:
         old incarnation sent as it resumed can reach the server after the return and be
         refused at the others as an old incarnation's): they go again, once."""
         received = {app_id for _, _, app_id in history}
-        mine = [app_id for app_id, entry in self._sends.items() if entry[3]
+        own = self.own
+        mine = [app_id for app_id, entry in own.sends.items() if entry[3]
                 and app_id.rpartition("#")[0] != member
                 and display_name(app_id.rpartition("#")[0]) == self.me]
         if len(history) >= HISTORY:  # only the latest were handed over
             held = [k for k, app_id in enumerate(mine) if app_id in received]
             mine = mine[held[0]:] if held else []
         missing = [app_id for app_id in mine if app_id not in received
-                   and app_id not in self._resent_to and app_id not in self._to_resend]
+                   and app_id not in own.resent_to and app_id not in own.to_resend]
         for app_id in missing:
-            self._to_resend[app_id] = {c for c, own in self._own.items() if own[0] == app_id}
+            own.to_resend[app_id] = set(own.copies_of(app_id))
         if missing:
             _later(0.0, self.resend_lost, member)
 
-    def _remember_shown(self, app_id: str) -> None:
+    def remember_shown(self, app_id: str) -> None:
         self._shown_ids[app_id] = None
         if len(self._shown_ids) > REMEMBERED:
             self._shown_ids.popitem(last=False)
@@ -327,21 +309,18 @@ class ChatScreen:
             with self._lock:
                 if event.incarnation_gone:
                     # they reached no one: sent again once back (resend_lost)
-                    for copy in event.ids:
-                        own = self._own.get(copy)
-                        if own is not None:
-                            self._to_resend.setdefault(own[0], set()).add(copy)
+                    self.own.gone_with_incarnation(event.ids)
                     if event.member == self._back_as:  # tagged by the old one, taken after
                         _later(0.0, self.resend_lost, event.member)
                     return
-                self._dropped.update(event.ids)
+                self.own.dropped.update(event.ids)
             self.report_lost()
 
     def _went(self) -> None:
         """The server answers: the lines typed while it did not are on their way."""
         with self._lock:
             self._silent = False
-            waiting, self._waiting = self._waiting, []
+            waiting, self.waiting = self.waiting, []
         if waiting:
             self.line(f"* #{', #'.join(map(str, waiting))} sent (typed while the session "
                       "server did not answer)")
@@ -349,76 +328,15 @@ class ChatScreen:
     def resend_lost(self, member: str) -> None:
         """Back as ``member`` after the session took this client for gone: send again,
         once, the own messages its old incarnation had not sent (they reached no one)."""
-        comm = self.communicator
         with self._lock:
-            lost, self._to_resend = self._to_resend, {}
-            for app_id, copies in lost.items():
-                entry = self._sends.get(app_id)
-                if comm is None or entry is None:
-                    continue
-                number, payload, names, to_everyone = entry
-                others = comm.others
-                every = [c for c, own in self._own.items() if own[0] == app_id]
-                # copies said lost otherwise meanwhile (to a member the old incarnation
-                # saw leave) go again too, if their member is here
-                copies |= {c for c in every if c in self._dropped}
-                if not copies.issuperset(every):
-                    # a send split into unicasts (mfss, cykas): only the copies lost
-                    to_everyone = False
-                    names = tuple(display_name(self._own[c][2]) for c in copies)
-                present = {display_name(m): m for m in others}
-                dests = others if to_everyone else [present[n] for n in names if n in present]
-                self._resent_to.setdefault(app_id, set()).update(
-                    display_name(d) for d in dests)
-                text = payload.text if isinstance(payload, Private) else str(payload)
-                quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
-                if not dests:
-                    self.line(f"* your message #{number} '{quoted}' was not sent: "
-                              f"{', '.join(names) or 'nobody'} left meanwhile")
-                    continue
-                try:
-                    messages = comm.send(dests, payload)
-                except (UnknownPeerError, CausalityError, CommunicatorError) as error:
-                    self.line(f"* your message #{number} '{quoted}' was not sent: {error}")
-                    continue
-                new_id = messages[0].app_message_id
-                self._remember_shown(new_id)
-                self._sends[new_id] = (number, payload, names, to_everyone)
-                for copy in messages:
-                    dest = ", ".join(d for d in copy.destinations if d != member)
-                    self._own[copy.message_id] = (new_id, text, dest)
-                if to_everyone:
-                    self.history = deque(
-                        ((member, said, new_id) if mid == app_id else (who, said, mid)
-                         for who, said, mid in self.history), maxlen=HISTORY)
-                if number in self._waiting:
-                    self._waiting.remove(number)
-                self.line(f"* #{number} sent again as {member} (it had not left before "
-                          "the session took you for gone)")
+            self.own.resend(member)
         self.report_lost()  # what is still lost
 
     def report_lost(self) -> None:
         """Say which of this person's messages the communicator reported not sent, each
         copy once."""
         with self._lock:
-            by_message: dict[str, list[str]] = {}
-            new = self._dropped - self._reported_lost
-            for copy in [c for c in self._own if c in new]:  # in the order they were sent
-                self._reported_lost.add(copy)
-                app_id, _, dest = self._own[copy]
-                resent = self._resent_to.get(app_id, set())
-                if resent and {display_name(d.strip()) for d in dest.split(",")} <= resent:
-                    continue  # sent again by the new member
-                by_message.setdefault(self._own[copy][0], []).append(copy)
-            for app_id, copies in by_message.items():
-                every = [c for c, own in self._own.items() if own[0] == app_id]
-                text = self._own[copies[0]][1]
-                quoted = text if len(text) <= QUOTE else text[:QUOTE - 1] + "…"
-                # the copies of a send split into unicasts may be lost one by one
-                to = ("" if len(copies) == len(every) else
-                      f" to {', '.join(sorted(self._own[c][2] for c in copies))}")
-                self._unsent.pop(app_id, None)
-                self.line(f"* your message '{quoted}' was not sent{to}")
+            self.own.report()
 
     def _server_answers(self) -> None:
         with self._lock:

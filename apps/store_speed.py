@@ -86,7 +86,7 @@ def keystroke_messages(trace: Trace, limit: int | None) -> Keystrokes:
         seq = len(messages) + 1
         fmt, payload = dump_payload(op)
         message_id = f"{AUTHOR}#{seq}"
-        text.effect(op, Tag({AUTHOR: seq}), message_id)
+        text.effect(op, Tag({AUTHOR: seq}), message_id, AUTHOR)
         messages.append(StoredMessage(message_id, AUTHOR, fmt, payload, vc=((AUTHOR, seq),)))
 
     if trace.start:
@@ -159,7 +159,8 @@ def _restore_text(location: str) -> tuple[TextSequence, float, float]:
     for message in stored.messages:
         if message.fmt != PAYLOAD_MSGPACK:  # never unpickle what a store hands back
             raise CliError(f"{PROG}: message {message.message_id} is not msgpack")
-        text.effect(load_plain(message.payload), Tag(dict(message.vc)), message.message_id)
+        text.effect(load_plain(message.payload), Tag(dict(message.vc)), message.message_id,
+                    message.sender)
     return text, read, time.perf_counter() - started - read
 
 

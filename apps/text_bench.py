@@ -35,18 +35,18 @@ NAMES = ("p1", "p2", "p3")
 
 def record_session(edits: int, collect_every: int | None, seed: int = 7,
                    module: str = "matrix") -> dict[str, Any]:
-    """Three editors on the in-process network; returns p1's deliveries (op, tag, id),
-    the final text, its state size and the characters kept every 100 edits."""
+    """Three editors on the in-process network; returns p1's deliveries (op, tag, id,
+    sender), the final text, its state size and the characters kept every 100 edits."""
     net = LocalNetwork(list(NAMES), module, trace=False)
     texts = {n: TextSequence() for n in NAMES}
     stability = {n: Stability(n, NAMES) for n in NAMES}
-    stream: list[tuple[Any, Tag, str]] = []
+    stream: list[tuple[Any, Tag, str, str]] = []
 
     def apply(who: str, op: Any, tag: Tag, op_id: str, sender: str) -> None:
-        texts[who].effect(op, tag, op_id)
+        texts[who].effect(op, tag, op_id, sender)
         stability[who].delivered(sender, tag)
         if who == "p1":
-            stream.append((op, tag, op_id))
+            stream.append((op, tag, op_id, sender))
 
     for name in NAMES:
         net.reactions[name].append(lambda _net, who, m: apply(
@@ -81,14 +81,14 @@ def record_session(edits: int, collect_every: int | None, seed: int = 7,
             "state_bytes": len(pickle.dumps(final.state(), pickle.HIGHEST_PROTOCOL))}
 
 
-def local_rate(stream: list[tuple[Any, Tag, str]], repeat: int = 3) -> float:
+def local_rate(stream: list[tuple[Any, Tag, str, str]], repeat: int = 3) -> float:
     """Edits per second replaying ``stream`` into a fresh text (best of ``repeat``)."""
     best = float("inf")
     for _ in range(repeat):
         text = TextSequence()
         started = time.perf_counter()
-        for op, tag, op_id in stream:
-            text.effect(op, tag, op_id)
+        for op, tag, op_id, sender in stream:
+            text.effect(op, tag, op_id, sender)
         best = min(best, time.perf_counter() - started)
     return len(stream) / best
 

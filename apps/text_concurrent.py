@@ -94,7 +94,7 @@ class _Replicas:
         self.has = [[0] * n for _ in range(n)]
 
     def apply(self, at: int, op: Any, tag: Tag, op_id: str, sender: str) -> None:
-        self.texts[at].effect(op, tag, op_id)
+        self.texts[at].effect(op, tag, op_id, sender)
         self.stability[at].delivered(sender, tag)
         self.applied[at] += 1
         if self.collect_every and self.applied[at] % self.collect_every == 0:

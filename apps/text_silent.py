@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import time
 from typing import Any
 
-from groupcomm.apps.text_trace import Trace, _peak_memory, _reset_peak_memory, read_trace, say
+from groupcomm.apps.text_trace import (
+    Trace,
+    peak_memory,
+    read_trace,
+    reset_peak_memory,
+    run_in_child,
+    say,
+)
 from groupcomm.cli.args import CliError
 from groupcomm.core.messages import Tag
 from groupcomm.protocol.clock_acks import ClockAcks
@@ -55,7 +61,7 @@ class SilentSession:
                     if theirs.get(k, 0) < v:
                         theirs[k] = v
                 theirs[member] = theirs.get(member, 0) + 1
-        self.text.effect(op, tag, f"{sender}#{clock[sender]}")
+        self.text.effect(op, tag, f"{sender}#{clock[sender]}", sender)
         self.stability.delivered(sender, tag)
         if self.mode == "reference":
             for member in MEMBERS:
@@ -87,7 +93,7 @@ def replay_member(trace: Trace, me: str, mode: str, beat_every: int, channel: An
     """A subprocess: the session as ``me`` sees it; the result goes through ``channel``."""
     try:
         session = SilentSession(me, mode)
-        before = _reset_peak_memory()
+        before = reset_peak_memory()
         started = time.process_time()
         if trace.start:
             session.edit("a", session.text.prepare_insert(0, trace.start))
@@ -102,7 +108,7 @@ def replay_member(trace: Trace, me: str, mode: str, beat_every: int, channel: An
                 session.heartbeat()
         session.heartbeat()
         session.heartbeat()  # the last edits' acknowledgements (a silent typist's too)
-        peak = _peak_memory() - before
+        peak = peak_memory() - before
         channel.send(("result", {
             "member": me, "mode": mode, "peak_memory_bytes": peak,
             "cpu_seconds": round(time.process_time() - started, 3),
@@ -111,34 +117,6 @@ def replay_member(trace: Trace, me: str, mode: str, beat_every: int, channel: An
             "acknowledgements_received": session.acknowledgements}))
     except Exception as error:  # noqa: BLE001 - said to the parent, which reports it
         channel.send(("error", f"{type(error).__name__}: {error}"))
-
-
-def _in_child(trace: Trace, me: str, mode: str, beat_every: int,
-              timeout: float) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    receiving, sending = context.Pipe(duplex=False)
-    child = context.Process(target=replay_member, args=(trace, me, mode, beat_every, sending),
-                            daemon=True)
-    child.start()
-    sending.close()
-    try:
-        if not receiving.poll(timeout):
-            raise CliError(f"groupcomm text-bench: {me}'s {mode} replay took more than "
-                           f"{timeout:g} s (--timeout)")
-        try:
-            what, content = receiving.recv()
-        except EOFError:
-            raise CliError(f"groupcomm text-bench: {me}'s {mode} replay ended without a "
-                           f"result (exit code {child.exitcode})") from None
-        if what == "error":
-            raise CliError(f"groupcomm text-bench: {me}'s {mode} replay failed: {content}")
-        return content
-    finally:
-        child.join(5)
-        if child.is_alive():
-            child.kill()
-            child.join()
-        receiving.close()
 
 
 def run_silent(args: argparse.Namespace, data: Any) -> int:
@@ -153,7 +131,8 @@ def run_silent(args: argparse.Namespace, data: Any) -> int:
     for mode in modes:
         for me in MEMBERS:
             say(f"{trace.name}: {me}'s replica, acknowledgements {mode}...")
-            results.setdefault(me, {})[mode] = _in_child(trace, me, mode, beat_every, timeout)
+            results.setdefault(me, {})[mode] = run_in_child(
+                replay_member, (trace, me, mode, beat_every), f"{me}'s {mode} replay", timeout)
     ratios = {me: round(r["heartbeat"]["peak_memory_bytes"]
                         / max(1, r["reference"]["peak_memory_bytes"]), 2)
               for me, r in results.items()}

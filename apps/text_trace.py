@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ class _GroupcommReplay:
     def _apply(self, op: Any) -> None:
         self.sent += 1
         tag = Tag({AUTHOR: self.sent})
-        self.text.effect(op, tag, f"{AUTHOR}#{self.sent}")
+        self.text.effect(op, tag, f"{AUTHOR}#{self.sent}", AUTHOR)
         self.stability.delivered(AUTHOR, tag)
         if self.collect and self.sent % COLLECT_EVERY == 0:
             self.text.collect(self.stability)
@@ -178,7 +179,7 @@ class _PycrdtReplay:
 REPLAYS = {"groupcomm": _GroupcommReplay, "pycrdt": _PycrdtReplay}
 
 
-def _reset_peak_memory() -> int:
+def reset_peak_memory() -> int:
     """Measure the peak resident set size from now (through /proc on Linux; elsewhere
     the peak so far stays); returns the resident set size now. Peak RSS, as tracemalloc
     would not see pycrdt's Rust allocations."""
@@ -191,7 +192,7 @@ def _reset_peak_memory() -> int:
         Path("/proc/self/clear_refs").write_text("5")
         return _proc_status("VmRSS")
     except OSError:
-        return _peak_memory()
+        return peak_memory()
 
 
 def _proc_status(field: str) -> int:
@@ -201,7 +202,8 @@ def _proc_status(field: str) -> int:
     raise OSError(f"no {field} in /proc/self/status")
 
 
-def _peak_memory() -> int:
+def peak_memory() -> int:
+    """The peak resident set size (since :func:`reset_peak_memory` where /proc has it)."""
     try:
         return _proc_status("VmHWM")
     except OSError:
@@ -217,7 +219,7 @@ def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> Non
         window = min(WINDOW, max(1, len(trace) // 4))
         marks: dict[int, float] = {}
         wanted = {window, len(trace) - window}
-        before = _reset_peak_memory()
+        before = reset_peak_memory()
         started = time.process_time()
         for done, (position, deleted, inserted) in enumerate(trace.edits()):
             if done in wanted:
@@ -226,7 +228,7 @@ def replay_in_child(kind: str, trace: Trace, collect: bool, channel: Any) -> Non
             if done % 20_000 == 19_999:
                 channel.send(("progress", done + 1))
         ended = time.process_time()
-        peak = _peak_memory() - before
+        peak = peak_memory() - before
         final = replica.value()
         result = {"edits": len(trace), "cpu_seconds": round(ended - started, 3),
                   "window": window,
@@ -279,7 +281,7 @@ def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
             sent += 1
             op = fresh.prepare_insert(rng.randint(0, fresh.visible_length()), "x")
             tag = Tag({AUTHOR: sent})
-            fresh.effect(op, tag, f"{AUTHOR}#{sent}")
+            fresh.effect(op, tag, f"{AUTHOR}#{sent}", AUTHOR)
             stability.delivered(AUTHOR, tag)
         started = time.perf_counter()
         fresh.collect(stability)
@@ -292,43 +294,50 @@ def _snapshot_figures(text: TextSequence, sent: int) -> dict[str, Any]:
             "kept_characters": len(text)}
 
 
+def run_in_child(target: Callable[..., None], args: tuple[Any, ...], name: str,
+                 timeout: float, progress: Callable[[Any], None] | None = None) -> Any:
+    """Run ``target(*args, channel)`` in a subprocess of its own (spawned, reaped also on
+    failure): ``progress`` hears what it sends as ``("progress", ...)``; returns what it
+    sends as its result. Its error, its end without a result, or no result within
+    ``timeout`` seconds is a :class:`CliError` naming it (``name``: "the pycrdt replay")."""
+    context = multiprocessing.get_context("spawn")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=target, args=(*args, sending), daemon=True)
+    child.start()
+    sending.close()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not receiving.poll(left):
+                raise CliError(f"groupcomm text-bench: {name} took more than {timeout:g} s "
+                               "(--timeout)")
+            try:
+                what, content = receiving.recv()
+            except EOFError:
+                raise CliError(f"groupcomm text-bench: {name} ended without a result (exit "
+                               f"code {child.exitcode})") from None
+            if what == "error":
+                raise CliError(f"groupcomm text-bench: {name} failed: {content}")
+            if what != "progress":
+                return content
+            if progress is not None:
+                progress(content)
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receiving.close()
+
+
 def replay_trace(trace: Trace, kinds: list[str], collect: bool,
                  timeout: float) -> dict[str, dict[str, Any]]:
     """Replay ``trace`` into each of ``kinds``, one subprocess after the other."""
-    results: dict[str, dict[str, Any]] = {}
-    context = multiprocessing.get_context("spawn")
-    for kind in kinds:
-        receiving, sending = context.Pipe(duplex=False)
-        child = context.Process(target=replay_in_child,
-                                args=(kind, trace, collect, sending), daemon=True)
-        child.start()
-        sending.close()
-        deadline = time.monotonic() + timeout
-        try:
-            while kind not in results:
-                left = deadline - time.monotonic()
-                if left <= 0 or not receiving.poll(left):
-                    raise CliError(f"groupcomm text-bench: the {kind} replay took more "
-                                   f"than {timeout:g} s (--timeout)")
-                try:
-                    what, content = receiving.recv()
-                except EOFError:
-                    raise CliError(f"groupcomm text-bench: the {kind} replay ended "
-                                   f"without a result (exit code {child.exitcode})"
-                                   ) from None
-                if what == "error":
-                    raise CliError(f"groupcomm text-bench: the {kind} replay failed: {content}")
-                if what == "progress":
-                    say(f"{kind}: {content:,} of {len(trace):,} edits")
-                else:
-                    results[kind] = content
-        finally:
-            child.join(5)
-            if child.is_alive():
-                child.kill()
-                child.join()
-            receiving.close()
-    return results
+    return {kind: run_in_child(
+        replay_in_child, (kind, trace, collect), f"the {kind} replay", timeout,
+        lambda done, kind=kind: say(f"{kind}: {done:,} of {len(trace):,} edits"))
+        for kind in kinds}
 
 
 def why_not_pycrdt(trace: Trace) -> str | None:

@@ -24,9 +24,9 @@ __all__ = ["MEMBER_STATE", "PORT_STATE", "PROTOCOL_STATE", "TRANSFER_STATE", "ca
 
 #: ClientProtocol attributes that hold state (the node, the codec, the port and state
 #: transfer apart)
-PROTOCOL_STATE = ("membership", "members_at_join", "_release_due", "now",
+PROTOCOL_STATE = ("membership", "members_at_join", "departures", "now",
                   "_next_heartbeat", "_next_tick", "deadline", "_may_relay", "_addresses",
-                  "clock_acks", "_store_join", "_generation_before")
+                  "clock_acks", "store_joins")
 #: the state of its port (the application's side) and of its two sides of state transfer
 PORT_STATE = ("recent", "member_ids", "handed", "acknowledged", "_unacknowledged", "inbox")
 TRANSFER_STATE = ("gate", "_cuts", "deferred", "_system_sent", "_store_request",

@@ -386,7 +386,7 @@ def _play_replicas(module: str, kind: type, seed: int) -> tuple[list[Any], list[
     def apply(_net: LocalNetwork, who: str, message: ReceivedMessage) -> None:
         try:
             replicas[who].effect(message.user_message, message.app_tag,
-                                 message.app_message_id)
+                                 message.app_message_id, message.sender)
         except ValueError as error:  # an operation delivered before one it builds on
             refused.append(f"{who} refused {message.message_id}: {error}")
 
@@ -404,7 +404,7 @@ def _play_replicas(module: str, kind: type, seed: int) -> tuple[list[Any], list[
             op = (replica.prepare_add(rng.randrange(3)) if rng.random() < 0.6
                   else replica.prepare_remove(rng.randrange(3)))
         sent = net.send(name, op, [n for n in names if n != name])
-        replica.effect(op, Tag(sent.vc), sent.message_id)
+        replica.effect(op, Tag(sent.vc), sent.message_id, sent.sender)
         steps.append(f"{name} applies and broadcasts operation {i}")
         for _ in range(rng.randrange(3)):
             candidates = net.arrivable()

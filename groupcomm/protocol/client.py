@@ -24,6 +24,8 @@ from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
 from groupcomm.protocol.client_actions import apply_to_node
 from groupcomm.protocol.clock_acks import ClockAcks
+from groupcomm.protocol.departure import Departures
+from groupcomm.protocol.incarnation import StoreJoins, left_behind, welcome
 from groupcomm.protocol.membership import (
     Action,
     Arrive,
@@ -90,8 +92,8 @@ class ClientProtocol:
                  inbox_changed: Callable[[], None] | None = None,
                  sent_listener: Callable[[SentMessage], None] | None = None,
                  attested: bool = False, clock_acks: bool = False) -> None:
-        if release_after is not None and release_after < 0:
-            raise ValueError("release_after must be >= 0 seconds (or None: hold)")
+        #: the release_after policy: when what waits on a departed member is released
+        self.departures = Departures(release_after)
         self.name = name
         self.session = session
         self.application = application
@@ -127,10 +129,6 @@ class ClientProtocol:
             inbox_changed=inbox_changed or (lambda: None))
         self.port.on_caught_up = self.transfer.answer_deferred
         self.transfer.on_holds = self._state_held
-        #: None holds messages waiting on a member that left; seconds: released that late
-        self.release_after = release_after
-        #: departed member -> when to release what still waits on it (release_after)
-        self._release_due: dict[str, float] = {}
         #: ids of application messages this client accepted but could not send; newest last
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)
         #: the members listed when this client's current incarnation joined
@@ -143,10 +141,8 @@ class ClientProtocol:
         self.deadline = now
         self._may_relay = False
         self._addresses: dict[str, str] = {}
-        #: the store's word on the join under way, and the generation of the one before
-        #: (see docs/storage.md)
-        self._store_join: StoreJoin | None = None
-        self._generation_before: str | None = None
+        #: the store's word on the join under way (see docs/storage.md)
+        self.store_joins = StoreJoins()
         self._update_deadline()
 
     def _make_node(self, member: str) -> ProtocolNode:
@@ -166,7 +162,7 @@ class ClientProtocol:
         if self.node.tickers and self._next_tick < deadline:
             deadline = self._next_tick
         membership = self.membership
-        if membership.early or membership.departing or self._release_due or (
+        if membership.early or membership.departing or self.departures or (
                 self.transfer.waiting):
             deadline = self.now  # something waits on time the timers do not say
         self.deadline = deadline
@@ -239,7 +235,7 @@ class ClientProtocol:
         if membership.early or membership.departing:
             self._apply(membership.tick(now))
         self.transfer.tick(now)
-        if self._release_due:
+        if self.departures:
             self._release_departed(now)
         node = self.node
         if node.tickers and now >= self._next_tick:
@@ -437,8 +433,7 @@ class ClientProtocol:
                 out.drop_peer(action.member)
                 apply_to_node(self.node, action)
                 self.transfer.member_left(action.member, self.now)
-                if self.release_after is not None:
-                    self._release_due[action.member] = self.now + self.release_after
+                self.departures.left(action.member, self.now)
                 waiting = tuple(mid for mid, on in self.node.waiting_for().items()
                                 if action.member in on)
                 self.emit(events.PeerLeft(member=self.node.name, peer=action.member,
@@ -461,7 +456,7 @@ class ClientProtocol:
                                                "the server relayed them",
                                                incarnation_gone=True)
             elif isinstance(action, StoreJoin):
-                self._store_join = action
+                self.store_joins.heard(action)
                 out.frames_uncompressed()
             elif isinstance(action, StoredState):
                 self.transfer.stored(action.notice)
@@ -491,26 +486,13 @@ class ClientProtocol:
             self._apply([action.joined])
         if action.previous is not None:
             self.emit(events.Rejoined(member=action.member, previous=action.previous))
-        store, self._store_join = self._store_join, None
-        stored = store is not None and store.stored
-        kept = {"stored_session": store is not None,
-                "kept": store is not None and store.kept}
-        if store is not None and store.changed:
-            # the store was dropped or replaced while this client was away: what it has
-            # is not merged into the session's; it starts over from a fresh transfer
+        start = self.store_joins.start(action)
+        if start.changed_from is not None:
             self.stats["store_generation_changes"] += 1
             self.emit(events.StoreGenerationChanged(
-                member=action.member, previous=self._generation_before or "",
-                generation=store.generation))
-            self.transfer.joined(action.joined.all_users, self.now, stored, changed=True,
-                                 **kept)
-        elif action.previous is None or action.previous != action.member:
-            self.transfer.joined(action.joined.all_users, self.now, stored, **kept)
-        else:  # back after a server restart: the request, or its answer, may have been
-            # inside the server
-            self.transfer.server_restarted(action.joined.all_users, self.now, stored)
-        self._generation_before = store.generation if store is not None else (
-            self._generation_before)
+                member=action.member, previous=start.changed_from,
+                generation=start.generation or ""))
+        start.begin(self.transfer, action.joined.all_users, self.now)
 
     def _new_node(self, member: str, previous: str | None, joined: MemberJoined) -> None:
         """Start the node afresh as ``member``. After the session declared this client
@@ -518,8 +500,7 @@ class ClientProtocol:
         what it held for delivery is lost; the listeners move to the new node."""
         old = self.node
         if previous is not None:
-            unsent = [m.message_id for m in old.held() if isinstance(m, SentMessage)]
-            lost = [m.message_id for m in old.held() if not isinstance(m, SentMessage)]
+            unsent, lost = left_behind(old)
             self.report_undeliverable(unsent, "was declared gone and came back as "
                                        f"{member}", incarnation_gone=True)
             if lost:
@@ -536,11 +517,7 @@ class ClientProtocol:
         self.node = node
         self.port.node = node
         self._update_deadline()  # the new node's filters may have timers
-        for listener in self.session_listeners:
-            node.add_session_listener(listener)
-            listener.client_joined(joined.member, self.application, self.session,
-                                   joined.is_new_session, joined.is_new_application,
-                                   tuple(joined.all_users))
+        welcome(node, self.session_listeners, joined, self.application, self.session)
         if old_tracer is not self.tracer:
             # ends without its own departure: it was declared gone
             old_tracer.close()
@@ -573,20 +550,15 @@ class ClientProtocol:
         self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
 
     def _release_departed(self, now: float) -> None:
-        """The ``release_after`` policy: deliver what still waits on a member that left
-        that long ago."""
-        for member, due in list(self._release_due.items()):
-            if now < due:
-                continue
-            del self._release_due[member]
-            waiting = [mid for mid, on in self.node.waiting_for().items() if member in on]
-            if not waiting:
+        """Deliver what still waits on a member that left ``release_after`` ago."""
+        for member in self.departures.ready(now):
+            if not any(member in on for on in self.node.waiting_for().values()):
                 continue
             released = self.release_waiting_on(member)
             self.stats["released_after_departure"] += len(released)
             log.warning("%s: %s left %gs ago; released %d held message(s) that waited on "
-                        "it: %s", self.name, member, self.release_after, len(released),
-                        ", ".join(released[:10]))
+                        "it: %s", self.name, member, self.departures.release_after,
+                        len(released), ", ".join(released[:10]))
             self.drain()
 
     def _deliverable(self, message: ReceivedMessage) -> None:

@@ -24,13 +24,13 @@ class Pending:
 
     A sender's operations come in causal order, each tag covering the one before, so
     they become stable in that order: a collect asks about the first of each sender's
-    queue until one is not stable. The sender of an operation is the one entry of its
-    tag beyond everything applied before (causal delivery); an operation without one
-    (applied out of causal order, or loaded from a state) waits in ``loose``, asked
+    queue until one is not stable. The sender of an operation is its message's, given
+    where it is applied (an operation applied before one of its sender's that its tag
+    covers, without causal delivery, only waits for that one to be stable too); an
+    operation loaded from a state, whose sender is not kept, waits in ``loose``, asked
     about at every collect."""
 
     def __init__(self) -> None:
-        self.clock: dict[str, int] = {}
         self.queues: dict[str, deque[Waiting]] = {}
         self.loose: list[Waiting] = []
         #: id of a delete's tag (kept alive by its queue entry) -> the runs it hid
@@ -38,19 +38,12 @@ class Pending:
         #: tombstones whose delete is stable
         self.dead: set[Run] = set()
 
-    def applied(self, clock: dict[str, int], tag: Tag, op: str | None) -> None:
-        """Insert ``op`` (``None``: a delete) with ``tag`` (whose clock is ``clock``)
-        took effect."""
-        ahead = [k for k, v in clock.items() if v > self.clock.get(k, 0)]
-        for k in ahead:
-            self.clock[k] = clock[k]
-        if len(ahead) == 1:
-            queue = self.queues.get(ahead[0])
-            if queue is None:
-                queue = self.queues[ahead[0]] = deque()
-            queue.append((tag, op))
-        else:
-            self.loose.append((tag, op))
+    def applied(self, tag: Tag, op: str | None, sender: str) -> None:
+        """Insert ``op`` (``None``: a delete) of ``sender`` with ``tag`` took effect."""
+        queue = self.queues.get(sender)
+        if queue is None:
+            queue = self.queues[sender] = deque()
+        queue.append((tag, op))
 
     def deleted(self, tag: Tag, run: Run) -> None:
         """``run`` was just hidden by the delete with ``tag``."""
@@ -70,8 +63,6 @@ class Pending:
         """What a state holds that is not stable: inserts with their tags, tombstones."""
         for op, tag in unstable:
             self.loose.append((tag, op))
-            for k, v in tag.clock.items():
-                self.clock[k] = max(self.clock.get(k, 0), v)
         for run in tombs:
             if id(run.deleted) not in self.hidden:
                 self.loose.append((run.deleted, None))

@@ -224,8 +224,9 @@ class EditorReplica:
             self.cursor = payload[1]
             self._changed(text=False)
             return op_id
+        # counted by an entry of its own: provisional edits are a sender of their own
         self.text.effect(payload, Tag({**self.seen, f"{self.me}@": self._provisional}),
-                         op_id)
+                         op_id, f"{self.me}@")
         self.unconfirmed[op_id] = OwnOperation(op_id, payload, self.me, None)
         self.cursor = self._follow(payload, op_id)
         self._changed()
@@ -259,11 +260,11 @@ class EditorReplica:
             self.cursor = payload[1]
             self._changed(text=False)
             return
-        self.text.effect(payload, tag, op_id)
-        self.own_ids.append(op_id)
         # the member that sent it, from its id (``ann~2#7``): a send racing a return as
         # a new member is the new one's
         maker = op_id.rpartition("#")[0] or self.me
+        self.text.effect(payload, tag, op_id, maker)
+        self.own_ids.append(op_id)
         self.unconfirmed[op_id] = OwnOperation(op_id, payload, maker, tag)
         self.cursor = self._follow(payload, op_id)
         self._applied(self.me, tag)
@@ -317,7 +318,7 @@ class EditorReplica:
                 self._changed(text=False)
             return False
         try:
-            self.text.effect(payload, tag, message_id)
+            self.text.effect(payload, tag, message_id, sender)
         except ValueError as error:
             self.failures += 1
             self.last_failure = f"{message_id} from {sender}: {error}"

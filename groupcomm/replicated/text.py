@@ -68,15 +68,15 @@ class TextSequence:
             k = 0
         raise AssertionError("the visible count and the runs disagree")
 
-    def effect(self, op: Any, tag: Tag, op_id: str) -> None:
-        """Apply an operation with the tag and id of its message; ``ValueError`` (and no
-        change) for one of the wrong shape or that names a character not here (without
-        causal delivery)."""
+    def effect(self, op: Any, tag: Tag, op_id: str, sender: str) -> None:
+        """Apply an operation with the tag, id and sender of its message (the member
+        whose entry of the tag counts it); ``ValueError`` (and no change) for one of the
+        wrong shape or that names a character not here (without causal delivery)."""
         inserting = isinstance(op, tuple) and len(op) > 0 and op[0] == "insert"
         kind = op_kind(op, ("insert", "delete"), 3 if inserting else 2)
         if kind == "delete":
             self._delete(op[1], tag)
-            self._pending.applied(tag.clock, tag, None)
+            self._pending.applied(tag, None, sender)
             return
         _, after, text = op
         if not isinstance(text, str) or not text:
@@ -122,7 +122,7 @@ class TextSequence:
         self._visible += len(text)
         self._total += len(text)
         ids.ops[op_id] = run
-        self._pending.applied(clock, tag, op_id)
+        self._pending.applied(tag, op_id, sender)
 
     def _delete(self, target: Any, tag: Tag) -> None:
         ids = (target,) if isinstance(target, str) else target

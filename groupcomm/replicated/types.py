@@ -1,6 +1,6 @@
 """The counter, the add-wins set and the multi-value register. ``prepare_*`` returns the
-operation to broadcast; ``effect`` applies a delivered one with its tag and message id
-(only the text needs the id), ``ValueError`` for one of the wrong shape."""
+operation to broadcast; ``effect`` applies a delivered one with its tag, message id and sender
+(only the text needs the id and the sender), ``ValueError`` for one of the wrong shape."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class Counter:
             raise ValueError(f"a counter adds integers, got {amount!r}")
         return ("add", amount)
 
-    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None,
+               sender: str | None = None) -> None:
         op_kind(op, ("add",), 2)
         self.value += self.prepare_add(op[1])[1]
 
@@ -43,7 +44,8 @@ class AddWinsSet:
     def prepare_remove(element: Hashable) -> tuple[str, Hashable]:
         return ("remove", element)
 
-    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None,
+               sender: str | None = None) -> None:
         kind = op_kind(op, ("add", "remove"), 2)
         element = op[1]
         if kind == "add":
@@ -74,7 +76,8 @@ class MultiValueRegister:
     def prepare_write(value: Any) -> tuple[str, Any]:
         return ("write", value)
 
-    def effect(self, op: Any, tag: Tag, op_id: str | None = None) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str | None = None,
+               sender: str | None = None) -> None:
         op_kind(op, ("write",), 2)
         self._writes = [(v, t) for v, t in self._writes if not t.happened_before(tag)]
         self._writes.append((op[1], tag))

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
 
 __all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "SessionInfo", "StoreBackend", "StoreError",
-           "StoredMessage", "StoredSession", "StoredSnapshot", "open_store"]
+           "StoredMessage", "StoredSession", "StoredSnapshot", "open_store", "unpack_clock"]
 
 #: what a store calls itself, so a foreign database is told apart from ours
 SCHEMA_NAME = "groupcomm-session-store"
@@ -135,6 +138,37 @@ class StoreBackend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close, without committing."""
+
+    def _stored_session(self, info: SessionInfo, snapshot: Sequence[Any] | None,
+                        messages: Iterable[Sequence[Any]]) -> StoredSession:
+        """The session ``info`` as a backend read it: its ``snapshot`` row (fmt, data,
+        reflected, clock, taken_at, source; None without one) and ``messages`` rows (seq,
+        message_id, sender, fmt, payload, vc) in order. Damage raises :class:`StoreError`."""
+        where = f"{info.application}/{info.session}"
+        stored = None
+        if snapshot is not None:
+            fmt, data, reflected, clock, taken_at, source = snapshot
+            try:
+                reflected_ids = tuple(msgpack.unpackb(reflected))
+                clock_pairs = unpack_clock(clock)
+            except (ValueError, TypeError, msgpack.UnpackException) as error:
+                raise StoreError(f"store {self.location}: the snapshot of {where} is "
+                                 f"damaged ({error})") from None
+            stored = StoredSnapshot(fmt, bytes(data), reflected_ids, clock_pairs, taken_at,
+                                    source)
+        try:
+            kept = [StoredMessage(message_id, sender, fmt, bytes(payload), int(seq),
+                                  unpack_clock(vc))
+                    for seq, message_id, sender, fmt, payload, vc in messages]
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
+            raise StoreError(f"store {self.location}: a message of {where} is damaged "
+                             f"({error})") from None
+        return StoredSession(info, stored, kept)
+
+
+def unpack_clock(data: bytes) -> tuple[tuple[str, int], ...]:
+    """A clock as a backend keeps it (msgpack pairs) as sorted ``(member, count)`` pairs."""
+    return tuple((str(k), int(v)) for k, v in msgpack.unpackb(data))
 
 
 def open_store(location: str, *, create: bool = True) -> StoreBackend:

@@ -100,10 +100,6 @@ def _pack_clock(clock: Sequence[tuple[str, int]]) -> bytes:
     return msgpack.packb([list(pair) for pair in clock])
 
 
-def _unpack_clock(data: bytes) -> tuple[tuple[str, int], ...]:
-    return tuple((str(k), int(v)) for k, v in msgpack.unpackb(data))
-
-
 def open_backend(url: str, *, create: bool = True) -> PostgresStore:
     """The store at ``url`` (``postgresql://`` or ``postgres://``); what
     :func:`groupcomm.store.backend.open_store` calls."""
@@ -399,23 +395,4 @@ class PostgresStore(StoreBackend):
         read = self._reading(work)
         if read is None:
             return None
-        info, row, rows = read
-        snapshot = None
-        if row is not None:
-            fmt, data, reflected, clock, taken_at, source = row
-            try:
-                reflected_ids = tuple(msgpack.unpackb(reflected))
-                clock_pairs = _unpack_clock(clock)
-            except (ValueError, TypeError, msgpack.UnpackException) as error:
-                raise StoreError(f"store {self.location}: the snapshot of {application}/"
-                                 f"{session} is damaged ({error})") from None
-            snapshot = StoredSnapshot(fmt, bytes(data), reflected_ids, clock_pairs, taken_at,
-                                      source)
-        try:
-            messages = [StoredMessage(message_id, sender, fmt, bytes(payload), int(seq),
-                                      _unpack_clock(vc))
-                        for seq, message_id, sender, fmt, payload, vc in rows]
-        except (ValueError, TypeError, msgpack.UnpackException) as error:
-            raise StoreError(f"store {self.location}: a message of {application}/{session} "
-                             f"is damaged ({error})") from None
-        return StoredSession(info, snapshot, messages)
+        return self._stored_session(*read)

@@ -48,10 +48,6 @@ def _pack_clock(clock: Sequence[tuple[str, int]]) -> bytes:
     return msgpack.packb([list(pair) for pair in clock])
 
 
-def _unpack_clock(data: bytes) -> tuple[tuple[str, int], ...]:
-    return tuple((str(k), int(v)) for k, v in msgpack.unpackb(data))
-
-
 def _one_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
@@ -232,27 +228,9 @@ class SQLiteStore(StoreBackend):
             return None
         rows = self._read("SELECT fmt, data, reflected, clock, taken_at, source FROM "
                           "snapshots WHERE application = ? AND session = ?", key)
-        snapshot = None
-        if rows:
-            fmt, data, reflected, clock, taken_at, source = rows[0]
-            try:
-                reflected_ids = tuple(msgpack.unpackb(reflected))
-                clock_pairs = _unpack_clock(clock)
-            except (ValueError, TypeError, msgpack.UnpackException) as error:
-                raise StoreError(f"store {self.location}: the snapshot of {application}/"
-                                 f"{session} is damaged ({error})") from None
-            snapshot = StoredSnapshot(fmt, bytes(data), reflected_ids, clock_pairs, taken_at,
-                                      source)
-        try:
-            messages = [StoredMessage(message_id, sender, fmt, bytes(payload), seq,
-                                      _unpack_clock(vc))
-                        for seq, message_id, sender, fmt, payload, vc in self._read(
-                            "SELECT seq, message_id, sender, fmt, payload, vc FROM messages "
-                            "WHERE application = ? AND session = ? ORDER BY seq", key)]
-        except (ValueError, TypeError, msgpack.UnpackException) as error:
-            raise StoreError(f"store {self.location}: a message of {application}/{session} "
-                             f"is damaged ({error})") from None
-        return StoredSession(found[0], snapshot, messages)
+        messages = self._read("SELECT seq, message_id, sender, fmt, payload, vc FROM messages "
+                              "WHERE application = ? AND session = ? ORDER BY seq", key)
+        return self._stored_session(found[0], rows[0] if rows else None, messages)
 
 
 def open_backend(location: str, *, create: bool = True) -> SQLiteStore:

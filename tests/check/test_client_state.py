@@ -14,7 +14,7 @@ from groupcomm.protocol.inprocess import InProcessMember
 PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "attested",
                   "stats", "rejects", "heartbeat_interval", "_filter_stacks", "inputs",
                   "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
-                  "event_listeners", "lock", "node", "port", "transfer", "release_after",
+                  "event_listeners", "lock", "node", "port", "transfer",
                   "_undeliverable")
 #: what the port and state transfer hold that is not state (configuration, callbacks)
 PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",

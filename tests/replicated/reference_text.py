@@ -59,7 +59,7 @@ class ReferenceText:
         ids = tuple(item[0] for item in visible[position:position + count])
         return ("delete", ids[0] if count == 1 else ids)
 
-    def effect(self, op: Any, tag: Tag, op_id: str) -> None:
+    def effect(self, op: Any, tag: Tag, op_id: str, sender: str) -> None:
         inserting = isinstance(op, tuple) and len(op) > 0 and op[0] == "insert"
         kind = _kind(op, ("insert", "delete"), 3 if inserting else 2)
         if kind == "delete":

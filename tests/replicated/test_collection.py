@@ -53,7 +53,7 @@ class Member:
         self.settled: set[str] = set()   # the inserts the first definition settled
 
     def apply(self, op, tag: Tag, op_id: str, sender: str) -> None:
-        self.text.effect(op, tag, op_id)
+        self.text.effect(op, tag, op_id, sender)
         if op[0] == "insert":
             self.tags[op_id] = tag
         self.stability.delivered(sender, tag)
@@ -152,7 +152,7 @@ def test_a_member_that_never_acknowledges_costs_one_question_a_collect_and_leavi
         else:
             op = text.prepare_insert(text.visible_length(), "abc"[n % 3])
         tag = Tag({"p1": sent})
-        text.effect(op, tag, f"p1#{sent}")
+        text.effect(op, tag, f"p1#{sent}", "p1")
         stability.delivered("p1", tag)
         if n % 64 == 63:
             stability.asked = 0
@@ -168,10 +168,35 @@ def test_a_member_that_never_acknowledges_costs_one_question_a_collect_and_leavi
     assert all(row[4] is None for row in text.items())
     # a member joining covers nothing: what comes next waits for it
     stability.member_joined("p3")
-    text.effect(text.prepare_insert(0, "new"), Tag({"p1": sent + 1}), f"p1#{sent + 1}")
+    text.effect(text.prepare_insert(0, "new"), Tag({"p1": sent + 1}), f"p1#{sent + 1}",
+                "p1")
     stability.delivered("p1", Tag({"p1": sent + 1}))
     text.collect(stability)
     assert next(text.items())[4] is not None
     stability.delivered("p3", Tag({"p1": sent + 1, "p3": 1}))
     text.collect(stability)
     assert next(text.items())[4] is None
+
+
+def test_a_senders_operations_queue_under_it_even_when_their_tags_carry_other_news(
+        ) -> None:
+    """Operations whose tags carry what their sender delivered of others that the text
+    never saw (a member's cursor moves) still queue under their sender, given where they
+    are applied: a collect asks about the first of them only."""
+    text = TextSequence()
+    stability = CountingStability("p1", ["p1", "p2", "p3"])
+    for n in range(1, 201):
+        stability.delivered("p3", Tag({"p3": n}))  # p3 moves its cursor; p2 sees it
+        tag = Tag({"p2": n, "p3": n})
+        text.effect(text.prepare_insert(text.visible_length(), "x"), tag, f"p2#{n}", "p2")
+        stability.delivered("p2", tag)
+        if n % 64 == 0:
+            stability.asked = 0
+            text.collect(stability)               # p3 has not acknowledged p2's typing
+            assert stability.asked == 1           # the first of p2's queue only
+            assert all(row[4] is not None for row in text.items())
+    stability.delivered("p3", Tag({"p2": 200, "p3": 201}))
+    stability.asked = 0
+    text.collect(stability)
+    assert stability.asked == 200                 # each operation settled once
+    assert all(row[4] is None for row in text.items())

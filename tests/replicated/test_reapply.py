@@ -173,10 +173,10 @@ def deleted_letters(net: Net, senders: str) -> set[str]:
 
 def test_an_insert_the_received_text_holds_is_not_sent_again() -> None:
     old = TextSequence()
-    old.effect(("insert", None, "ab"), Tag({"A": 1}), "A#1")
-    old.effect(("insert", "A#1+1", "cd"), Tag({"A": 2}), "A#2")
+    old.effect(("insert", None, "ab"), Tag({"A": 1}), "A#1", "A")
+    old.effect(("insert", "A#1+1", "cd"), Tag({"A": 2}), "A#2", "A")
     received = TextSequence.from_state(old.state())
-    received.effect(("delete", "A#2"), Tag({"A": 2, "B": 1}), "B#1")
+    received.effect(("delete", "A#2"), Tag({"A": 2, "B": 1}), "B#1", "B")
     own = [OwnOperation("A#1", ("insert", None, "ab"), "A", Tag({"A": 1})),
            OwnOperation("A#2", ("insert", "A#1+1", "cd"), "A", Tag({"A": 2}))]
     done = rebase(old, received, own, seen={"A": 2, "B": 1})
@@ -187,11 +187,11 @@ def test_an_insert_the_received_text_holds_is_not_sent_again() -> None:
 
 def test_a_lost_run_goes_after_the_nearest_character_the_received_text_has() -> None:
     old = TextSequence()
-    old.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1")
-    old.effect(("insert", "B#1", "123"), Tag({"A": 1, "B": 1}), "A#1")   # x123y
-    old.effect(("delete", "A#1+1"), Tag({"A": 2, "B": 1}), "A#2")        # x13y
+    old.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1", "B")
+    old.effect(("insert", "B#1", "123"), Tag({"A": 1, "B": 1}), "A#1", "A")   # x123y
+    old.effect(("delete", "A#1+1"), Tag({"A": 2, "B": 1}), "A#2", "A")        # x13y
     received = TextSequence()
-    received.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1")
+    received.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1", "B")
     own = [OwnOperation("A#1", ("insert", "B#1", "123"), "A", Tag({"A": 1, "B": 1})),
            OwnOperation("A#2", ("delete", "A#1+1"), "A", Tag({"A": 2, "B": 1}))]
     done = rebase(old, received, own, seen={"B": 1})
@@ -206,12 +206,12 @@ def test_a_lost_run_goes_after_the_nearest_character_the_received_text_has() -> 
 
 def test_a_delete_of_what_the_received_text_no_longer_shows_is_void() -> None:
     old = TextSequence()
-    old.effect(("insert", None, "qr"), Tag({"C": 1}), "C#1")
-    old.effect(("delete", "C#1"), Tag({"A": 1, "C": 1}), "A#1")
-    old.effect(("delete", "C#1+1"), Tag({"A": 2, "C": 1}), "A#2")
+    old.effect(("insert", None, "qr"), Tag({"C": 1}), "C#1", "C")
+    old.effect(("delete", "C#1"), Tag({"A": 1, "C": 1}), "A#1", "A")
+    old.effect(("delete", "C#1+1"), Tag({"A": 2, "C": 1}), "A#2", "A")
     received = TextSequence()  # C's "q" forgotten there, its "r" deleted by B
-    received.effect(("insert", None, "qr"), Tag({"C": 1}), "C#1")
-    received.effect(("delete", ("C#1", "C#1+1")), Tag({"B": 1, "C": 1}), "B#1")
+    received.effect(("insert", None, "qr"), Tag({"C": 1}), "C#1", "C")
+    received.effect(("delete", ("C#1", "C#1+1")), Tag({"B": 1, "C": 1}), "B#1", "B")
     own = [OwnOperation("A#1", ("delete", "C#1"), "A", Tag({"A": 1, "C": 1})),
            OwnOperation("A#2", ("delete", "C#1+1"), "A", Tag({"A": 2, "C": 1}))]
     done = rebase(old, received, own, seen={"B": 1, "C": 1})
@@ -222,13 +222,13 @@ def test_a_run_typed_after_a_tombstone_goes_after_the_visible_character_before()
     """A tombstone whose delete is stable may be forgotten by some members: a new
     operation never names one."""
     old = TextSequence()
-    old.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1")
-    old.effect(("insert", "B#1+1", "!"), Tag({"A": 1, "B": 1}), "A#1")
+    old.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1", "B")
+    old.effect(("insert", "B#1+1", "!"), Tag({"A": 1, "B": 1}), "A#1", "A")
     received = TextSequence.from_state(old.state())
-    received.effect(("delete", "B#1+1"), Tag({"A": 1, "B": 2}), "B#2")
+    received.effect(("delete", "B#1+1"), Tag({"A": 1, "B": 2}), "B#2", "B")
     received = TextSequence()
-    received.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1")
-    received.effect(("delete", "B#1+1"), Tag({"B": 2}), "B#2")
+    received.effect(("insert", None, "xy"), Tag({"B": 1}), "B#1", "B")
+    received.effect(("delete", "B#1+1"), Tag({"B": 2}), "B#2", "B")
     own = [OwnOperation("A#1", ("insert", "B#1+1", "!"), "A", Tag({"A": 1, "B": 1}))]
     done = rebase(old, received, own, seen={"B": 2})
     assert done.ops == [("insert", "B#1", "!")]

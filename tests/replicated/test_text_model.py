@@ -33,7 +33,7 @@ class Replica:
         errors = []
         for replica in (self.text, self.model):
             try:
-                replica.effect(op, tag, op_id)
+                replica.effect(op, tag, op_id, sender)
             except ValueError as error:
                 errors.append(str(error))
         assert len(errors) in (0, 2), errors
@@ -78,7 +78,7 @@ def same_errors(replica: Replica) -> None:
     same_error(replica, "anchor", length + 2)
     for bad in [("insert", "p9#9", "z"), ("delete", ("p9#9",)), ("delete", "p1#1+77"),
                 ("insert", None, ""), ("move", 1), ("delete", ())]:
-        same_error(replica, "effect", bad, Tag({"p9": 1}), "p9#1")
+        same_error(replica, "effect", bad, Tag({"p9": 1}), "p9#1", "p9")
 
 
 @pytest.mark.parametrize("block_limit", [4, 16, blocks_module.BLOCK_LIMIT])
@@ -169,18 +169,18 @@ def _typed(count: int, member: str = "p1") -> TextSequence:
     text = TextSequence()
     for n in range(1, count + 1):
         op = text.prepare_insert(text.visible_length(), "abcdefgh"[n % 8])
-        text.effect(op, Tag({member: n}), f"{member}#{n}")
+        text.effect(op, Tag({member: n}), f"{member}#{n}", member)
     return text
 
 
 def test_a_paste_is_one_run_until_edited_inside_and_a_range_delete_splits_it_once() -> None:
     text = TextSequence()
-    text.effect(text.prepare_insert(0, "x" * 5000), Tag({"p1": 1}), "p1#1")
+    text.effect(text.prepare_insert(0, "x" * 5000), Tag({"p1": 1}), "p1#1", "p1")
     assert len(text.state()["runs"]) == 1
-    text.effect(text.prepare_insert(2500, "!"), Tag({"p1": 2}), "p1#2")
+    text.effect(text.prepare_insert(2500, "!"), Tag({"p1": 2}), "p1#2", "p1")
     delete = text.prepare_delete(100, 2000)
     assert delete[1][0] == "p1#1+100" and len(delete[1]) == 2000
-    text.effect(delete, Tag({"p1": 3}), "p1#3")
+    text.effect(delete, Tag({"p1": 3}), "p1#3", "p1")
     runs = text.state()["runs"]
     assert [(r[0], r[1], len(r[2]), r[4] is not None) for r in runs] == [
         ("p1#1", 0, 100, False), ("p1#1", 100, 2000, True), ("p1#1", 2100, 400, False),
@@ -194,7 +194,7 @@ def test_a_paste_is_one_run_until_edited_inside_and_a_range_delete_splits_it_onc
                                   (None, None, "an insert's id is a non-empty string"),
                                   (None, "p1#2", "p1#2 inserted twice")]:
         with pytest.raises(ValueError, match=message):
-            text.effect(("insert", after, "?"), Tag({"p1": 4}), op_id)
+            text.effect(("insert", after, "?"), Tag({"p1": 4}), op_id, "p1")
     assert text.position(["p1#1"]) is None and "?" not in text.value
     for call, message in [(lambda: text.prepare_insert(1.5, "x"), "a position is an integer"),
                           (lambda: text.prepare_delete(0, True), "a count is an integer"),
@@ -246,9 +246,9 @@ def test_collect_asks_about_what_is_not_stable_yet_not_about_the_whole_text() ->
     text.collect(stability)
     assert stability.asked == 20_000        # every insert was new
     for n in range(20_001, 20_011):         # ten more keystrokes, two backspaces
-        text.effect(text.prepare_insert(5000, "z"), Tag({"p1": n}), f"p1#{n}")
-    text.effect(text.prepare_delete(100), Tag({"p1": 20_011}), "p1#20011")
-    text.effect(text.prepare_delete(100), Tag({"p1": 20_012}), "p1#20012")
+        text.effect(text.prepare_insert(5000, "z"), Tag({"p1": n}), f"p1#{n}", "p1")
+    text.effect(text.prepare_delete(100), Tag({"p1": 20_011}), "p1#20011", "p1")
+    text.effect(text.prepare_delete(100), Tag({"p1": 20_012}), "p1#20012", "p1")
     stability.delivered("p1", Tag({"p1": 20_012}))
     stability.asked = 0
     assert text.collect(stability) == 2
@@ -268,8 +268,8 @@ def test_typing_becomes_one_chain_once_stable_and_stays_one_row_in_the_state(
     [chain] = text.state()["runs"]
     assert chain[0] == "p1#1" and chain[1] == 0 and chain[3:] == [None, None, 3000]
     # an insert inside it and a delete split it; the ids keep counting
-    text.effect(text.prepare_insert(1000, "!"), Tag({"p1": 3001}), "p1#3001")
-    text.effect(text.prepare_delete(2000, 2), Tag({"p1": 3002}), "p1#3002")
+    text.effect(text.prepare_insert(1000, "!"), Tag({"p1": 3001}), "p1#3001", "p1")
+    text.effect(text.prepare_delete(2000, 2), Tag({"p1": 3002}), "p1#3002", "p1")
     assert text.anchor(1000) == "p1#1000" and text.position("p1#2001") == 2000
     assert text.position("p1#2002") == 2001 and text.slice(999, 1002) == text.value[999:1002]
     assert [row[0] for row in text.state()["runs"]] == [

@@ -58,7 +58,8 @@ def play(module: str, kind: str, script: list, processes: int, seed: int) -> lis
     for name in names:
         net.reactions[name].append(
             lambda _net, who, message: replicas[who].effect(
-                message.user_message, message.app_tag, message.app_message_id))
+                message.user_message, message.app_tag, message.app_message_id,
+                message.sender))
     for who, code, element in script:
         if who < 0:
             candidates = net.arrivable()
@@ -70,7 +71,7 @@ def play(module: str, kind: str, script: list, processes: int, seed: int) -> lis
         # the sender applies its operation at once, with its send's tag; the others when
         # they deliver it (the first message of a send split into unicasts stands for all)
         sent = net.send(name, op, [n for n in names if n != name])
-        replicas[name].effect(op, Tag(sent.vc), sent.message_id)
+        replicas[name].effect(op, Tag(sent.vc), sent.message_id, sent.sender)
     net.run(random.Random(seed))
     return [replicas[name].value for name in names]
 
@@ -98,7 +99,7 @@ def play_text(module: str, script: list, processes: int, seed: int,
     stability = {name: Stability(name, names) for name in names}
 
     def apply(who: str, op, tag: Tag, op_id: str, sender: str) -> None:
-        texts[who].effect(op, tag, op_id)
+        texts[who].effect(op, tag, op_id, sender)
         stability[who].delivered(sender, tag)
 
     for name in names:
@@ -197,47 +198,47 @@ def test_concurrent_inserts_at_one_place_keep_one_order_and_deletes_leave_tombst
     a, b = TextSequence(), TextSequence()
     h = ("insert", None, "h")
     for replica in (a, b):
-        replica.effect(h, Tag({"p1": 1}), "p1#1")
+        replica.effect(h, Tag({"p1": 1}), "p1#1", "p1")
     x = a.prepare_insert(1, "x")          # p1 and p2 type after "h" at the same time
     y = b.prepare_insert(1, "y")
-    a.effect(x, Tag({"p1": 2}), "p1#2")
-    a.effect(y, Tag({"p1": 1, "p2": 1}), "p2#1")
-    b.effect(y, Tag({"p1": 1, "p2": 1}), "p2#1")
-    b.effect(x, Tag({"p1": 2}), "p1#2")
+    a.effect(x, Tag({"p1": 2}), "p1#2", "p1")
+    a.effect(y, Tag({"p1": 1, "p2": 1}), "p2#1", "p2")
+    b.effect(y, Tag({"p1": 1, "p2": 1}), "p2#1", "p2")
+    b.effect(x, Tag({"p1": 2}), "p1#2", "p1")
     assert a.value == b.value and sorted(a.value) == ["h", "x", "y"]
     d = a.prepare_delete(0)
-    a.effect(d, Tag({"p1": 3, "p2": 1}), "p1#3")
+    a.effect(d, Tag({"p1": 3, "p2": 1}), "p1#3", "p1")
     assert a.value == b.value.replace("h", "") and a.tombstones == 1
     with pytest.raises(ValueError, match="has not been inserted here"):
-        TextSequence().effect(("insert", "p9#1", "z"), Tag({"p9": 2}), "p9#2")
+        TextSequence().effect(("insert", "p9#1", "z"), Tag({"p9": 2}), "p9#2", "p9")
     with pytest.raises(ValueError, match="outside the text"):
         a.prepare_insert(9, "q")
 
 
 def test_runs_ranges_anchors_and_state_transfer() -> None:
     a = TextSequence()
-    a.effect(a.prepare_insert(0, "hello"), Tag({"p1": 1}), "p1#1")
-    a.effect(a.prepare_insert(5, " world"), Tag({"p1": 2}), "p1#2")
+    a.effect(a.prepare_insert(0, "hello"), Tag({"p1": 1}), "p1#1", "p1")
+    a.effect(a.prepare_insert(5, " world"), Tag({"p1": 2}), "p1#2", "p1")
     assert a.value == "hello world" and len(a) == 11
     cursor = a.anchor(5)                    # just after "hello"
     b = TextSequence.from_state(a.state())  # a newcomer continues from a copy
-    a.effect(a.prepare_insert(0, ">> "), Tag({"p1": 3}), "p1#3")
+    a.effect(a.prepare_insert(0, ">> "), Tag({"p1": 3}), "p1#3", "p1")
     assert a.position(cursor) == 8 and b.position(cursor) == 5
     delete = a.prepare_delete(3, 5)         # "hello", one operation
     assert delete[0] == "delete" and len(delete[1]) == 5
-    a.effect(delete, Tag({"p1": 4}), "p1#4")
+    a.effect(delete, Tag({"p1": 4}), "p1#4", "p1")
     assert a.value == ">>  world" and a.tombstones == 5
     assert a.position(cursor) == 3          # a deleted character still marks its place
-    b.effect(b.prepare_insert(5, "!"), Tag({"p1": 2, "p2": 1}), "p2#1")
+    b.effect(b.prepare_insert(5, "!"), Tag({"p1": 2, "p2": 1}), "p2#1", "p2")
     for op, tag, op_id in [(("insert", None, ">> "), {"p1": 3}, "p1#3"),
                            (delete, {"p1": 4}, "p1#4")]:
-        b.effect(op, Tag(tag), op_id)
-    a.effect(("insert", "p1#1+4", "!"), Tag({"p1": 2, "p2": 1}), "p2#1")
+        b.effect(op, Tag(tag), op_id, "p1")
+    a.effect(("insert", "p1#1+4", "!"), Tag({"p1": 2, "p2": 1}), "p2#1", "p2")
     assert a.value == b.value == ">> ! world"
     for bad in [("delete", ()), ("delete", ("p1#1", 3)), ("delete", "nope"),
                 ("insert", None, ""), ("insert", None, 5)]:
         with pytest.raises(ValueError):
-            a.effect(bad, Tag({"p1": 9}), "p1#9")
+            a.effect(bad, Tag({"p1": 9}), "p1#9", "p1")
     assert a.value == ">> ! world"          # a refused operation changes nothing
     with pytest.raises(ValueError, match="not the state"):
         TextSequence.from_state([["x", (1, "x"), "ab", None, None]])
@@ -264,7 +265,7 @@ def _long_session(seed: int, collect: bool) -> tuple[list[str], int, int]:
     stability = {n: Stability(n, names) for n in names}
 
     def apply(who, op, tag, op_id, sender) -> None:
-        texts[who].effect(op, tag, op_id)
+        texts[who].effect(op, tag, op_id, sender)
         stability[who].delivered(sender, tag)
 
     for name in names:

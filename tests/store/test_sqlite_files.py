@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.store.backend import StoredMessage, StoreError, open_store
+from groupcomm.store.backend import StoredMessage, StoredSnapshot, StoreError, open_store
 from groupcomm.store.sqlite import SQLiteStore
 
 
@@ -78,6 +78,28 @@ def test_a_damaged_file_is_refused(tmp_path: Path):
         store = open_store(str(path))
         store.load("ed", "doc")
     assert "\n" not in str(caught.value)
+
+
+def test_a_damaged_row_is_refused_in_one_line_naming_the_session(tmp_path: Path):
+    path = tmp_path / "s.db"
+    store = open_store(str(path))
+    store.create_session("ed", "doc", "g", 0.0)
+    store.append("ed", "doc", [StoredMessage("a#1", "a", 0, b"x", vc=(("a", 1),))])
+    store.put_snapshot("ed", "doc", StoredSnapshot(0, b"s", ("a#0",), (("a", 0),)), ())
+    store.commit()
+    loaded = store.load("ed", "doc")
+    assert loaded is not None and loaded.messages[0].vc == (("a", 1),)
+    assert loaded.snapshot is not None and loaded.snapshot.reflected == ("a#0",)
+    store.close()
+    for table, column, what in (("messages", "vc", "a message of ed/doc is damaged"),
+                                ("snapshots", "clock", "the snapshot of ed/doc is damaged")):
+        with sqlite3.connect(path) as db:
+            db.execute(f"UPDATE {table} SET {column} = x'c1'")  # not msgpack
+        store = open_store(str(path))
+        with pytest.raises(StoreError, match=what) as caught:
+            store.load("ed", "doc")
+        store.close()
+        assert "\n" not in str(caught.value)
 
 
 def test_reading_commands_do_not_create_a_store(tmp_path: Path):

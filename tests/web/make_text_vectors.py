@@ -56,7 +56,7 @@ def case(seed: int, edits: int, collect_every: int, leave: bool) -> dict[str, An
 
     def apply(at: str, sender: str, op: tuple, clock: dict[str, int], op_id: str) -> None:
         nonlocal applied
-        texts[at].effect(op, Tag(clock), op_id)
+        texts[at].effect(op, Tag(clock), op_id, sender)
         stab[at].delivered(sender, Tag(clock))
         if at == "a":
             record("effect", _listed(op), clock, op_id)

@@ -26,9 +26,13 @@ def test_the_python_type_still_gives_what_the_vectors_record() -> None:
     for case in CASES:
         text = TextSequence()
         stability = Stability(case["me"], case["members"])
-        for kind, *args in case["steps"]:
+        steps = case["steps"]
+        for at, (kind, *args) in enumerate(steps):
             if kind == "effect":
-                text.effect(_tupled(args[0]), Tag(args[1]), args[2])
+                # the sender is the one the "delivered" step right after it names
+                after, sender = steps[at + 1][:2]
+                assert after == "delivered"
+                text.effect(_tupled(args[0]), Tag(args[1]), args[2], sender)
             elif kind == "delivered":
                 stability.delivered(args[0], Tag(args[1]))
             elif kind == "left":
