@@ -81,6 +81,20 @@ class BatchEditor:
                 state[name] = counters.get(name, 0)
         return state
 
+    def _why(self) -> str:
+        """What the communicator counted (held, rejected, lost...), to tell why a wait
+        failed: the counters that are not zero."""
+        communicator = self.shared.communicator
+        if communicator is None:
+            return ""
+        try:
+            counters = communicator.counters()
+        except Exception as error:  # noqa: BLE001 - a diagnosis must not hide the failure
+            return f" (no counters: {error})"
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(counters.items())
+                          if v and k not in ("frames_sent", "frame_bytes_sent"))
+        return f"; members {list(self.shared.replica.members)}; counters: {shown}"
+
     def _wait_text(self, rest: str) -> None:
         wanted, _, timeout = rest.rpartition(" ") if rest.endswith(tuple("0123456789")) \
             else (rest, "", "")
@@ -127,7 +141,8 @@ class BatchEditor:
         wanted = int(count)
         replica = self.shared.replica
         _wait(lambda: replica.applied >= wanted, timeout,
-              lambda: f"{replica.applied} edit(s) applied, not {wanted}", pause=0.001)
+              lambda: f"{replica.applied} edit(s) applied, not {wanted}{self._why()}",
+              pause=0.001)
         self.say(f"applied {replica.applied} at {time.time():.6f}")
 
     def _wait_members(self, rest: str) -> None:
