@@ -62,17 +62,18 @@ const editor = {
     this.outbox.attach(`groupcomm-outbox:${this.storage}:${welcome.session}:${welcome.user}`);
     if (this.replica !== null) this.keepCursor();
     this.resyncing = false;
-    this.startFrom(welcome, welcome.member, () => this.rebase());
+    this.startFrom(welcome, welcome.member, () => this.rebase(welcome.state.seen));
     document.getElementById("tabline").textContent = tabLine(welcome,
       "What you type while the connection is down is kept in this tab (also across a " +
       "reload) and sent when it is back; closing the tab drops what is not sent yet.");
   },
 
-  // Put the kept edits back on the state just received (outbox.js).
-  rebase() {
+  // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
+  // clock of what its maker had applied).
+  rebase(seen) {
     const waiting = this.outbox.entries.length;
     if (!waiting && !this.outbox.cursor) return;
-    const unsendable = this.outbox.rebase(this.replica);
+    const unsendable = this.outbox.rebase(this.replica, seen || null);
     this.rebased += waiting;
     if (unsendable.length) this.refusal(`not sent: ${unsendable.join("; ")}`);
     this.save(true);
@@ -133,7 +134,7 @@ const editor = {
         // the gateway's state holds what it sent; what it refused is taken back
         this.outbox.resynced(this.replica.me);
         this.keepCursor();
-        this.startFrom(event, this.replica.me, () => this.rebase());
+        this.startFrom(event, this.replica.me, () => this.rebase(event.state.seen));
         return;
       case "joined":
         this.replica.memberJoined(event.member, event.members);
@@ -211,7 +212,7 @@ const editor = {
     // on the state the tab gets back
     const wire = this.connection.isOpen
       && this.connection.send({ type: "edit", applied: 0, local, op: payload });
-    this.outbox.add(me, local, payload, wire, this.replica.text);
+    this.outbox.add(me, local, payload, wire, this.replica.text, clock[me]);
     this.save();
     return { id: `${me}#${local}`, clock, confirmed: false };
   },
