@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
@@ -134,6 +134,16 @@ class TextMirror(EditorReplica):
         return self.snapshot().state  # the page reads the same format
 
 
+@dataclass(frozen=True)
+class TabPrivate(Private):
+    """A private line from a browser tab, with the tab's lasting id for it: a line on its
+    way when the gateway died is sent again (nothing tells whether it arrived), and a
+    receiving tab shows a line of an id it has shown once only. A terminal sees a
+    :class:`Private`."""
+
+    line: str = ""
+
+
 class BadEdit(ValueError):
     """An edit from a tab that cannot be applied everywhere: it was sent to no one."""
 
@@ -144,6 +154,8 @@ class TabClosed(Exception):
 
 def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
     if kind == "im":
+        if isinstance(payload, TabPrivate) and payload.line:
+            return {"text": payload.text, "private": True, "line": payload.line}
         if isinstance(payload, Private):
             return {"text": payload.text, "private": True}
         return {"text": payload if isinstance(payload, str) else repr(payload)}
