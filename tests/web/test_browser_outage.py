@@ -18,6 +18,7 @@ from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
 from tests.web.test_browser_edit import CHARS_BEFORE, TEXT, TEXT_OF, open_editor, terminal_editor
 from tests.web.test_browser_im import LINES, TerminalChat, line_with, open_chat, say
+from tests.web.test_browser_paste import PASTE
 
 SETTLED = ("return document.getElementById('status').className === 'open' "
            "&& document.getElementById('text').dataset.unconfirmed === '0' "
@@ -330,4 +331,51 @@ def test_a_private_line_whose_answer_the_dying_gateway_lost_reaches_its_receiver
         counters = outage.gateway.stats()["counters"]
         assert "malformed" not in counters and "refused" not in counters
     finally:
+        tabs.leave(*opened)
+
+
+#: fills the page's session storage up to `arguments[0]` characters short of its quota
+#: (under another key), so that a paste of a few hundred thousand characters, not
+#: megabytes, meets the quota; returns the characters written
+FILL_STORAGE = """
+let low = 0, high = 20e6;
+while (high - low > 1000) {
+  const mid = Math.floor((low + high) / 2);
+  try { sessionStorage.setItem('filler', 'x'.repeat(mid)); low = mid; }
+  catch (error) { high = mid; }
+}
+const size = Math.max(0, low - arguments[0]);
+sessionStorage.setItem('filler', 'x'.repeat(size));
+return size;
+"""
+KEPT = "return document.getElementById('kept').textContent"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("outage", [("ann",)], indirect=True)
+def test_a_paste_the_session_storage_cannot_hold_is_named_on_the_page_then_sent(
+        outage: Outage, tabs: TabOpener) -> None:
+    """A paste while the gateway is down that the tab's session storage cannot hold is
+    kept in memory only, and the page says so in one line; once the gateway is back it
+    goes out and the line goes."""
+    opened: list[Tab] = []
+    try:
+        ann = open_editor(tabs, outage.gateway, "ann", opened)
+        settled(ann)
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        assert ann.js(FILL_STORAGE, 100_000) > 1_000_000
+        paste = "pasted while down\n" * 20_000  # 360,000 characters
+        ann.js(PASTE, paste)
+        line = ann.wait(KEPT, "the line naming what only the tab keeps")
+        assert line == ("360,000 characters are kept in this tab only: a reload would "
+                        "lose them")
+        ann.js("sessionStorage.removeItem('filler')")
+        outage.restart()
+        settled(ann, gateway=outage.gateway)
+        assert ann.js(KEPT) == ""
+        assert ann.js(TEXT) == paste  # (ann alone: the session starts empty again)
+    finally:
+        for tab in opened:
+            tab.js("sessionStorage.removeItem('filler')")
         tabs.leave(*opened)

@@ -91,7 +91,12 @@ const editor = {
     if (now) {
       this.saveDue = false;
       if (this.replica !== null) this.keepCursor();
-      this.outbox.save();
+      const kept = this.outbox.save() ? 0 : this.outbox.characters();
+      // said on the page while the storage cannot hold them (and gone once it can)
+      const line = document.getElementById("kept");
+      line.textContent = kept ? `${kept.toLocaleString("en")} characters are kept in this ` +
+        "tab only: a reload would lose them" : "";
+      line.className = kept ? "error" : "";
       return;
     }
     if (this.saveDue) return;

@@ -87,10 +87,19 @@ export class Outbox {
       sessionStorage.setItem(this.key, JSON.stringify(body));
       return true;
     } catch (error) {
-      // over the storage's quota (a paste of megabytes): kept in memory only
+      // over the storage's quota (a paste of megabytes): kept in memory only, and what
+      // was kept before goes (a reload would send again edits that went out since)
       console.warn(`could not keep the unsent edits in session storage: ${error.message}`);
+      sessionStorage.removeItem(this.key);
       return false;
     }
+  }
+
+  // The characters the entries insert.
+  characters() {
+    let count = 0;
+    for (const entry of this.entries) if (entry.op[0] === "insert") count += [...entry.op[2]].length;
+    return count;
   }
 
   add(member, local, op, wire, text, seq = 0) {
