@@ -379,3 +379,47 @@ def test_a_paste_the_session_storage_cannot_hold_is_named_on_the_page_then_sent(
         for tab in opened:
             tab.js("sessionStorage.removeItem('filler')")
         tabs.leave(*opened)
+
+
+#: the page's resync requests go nowhere: a resync stays under way (as one whose state
+#: was on its way when the connection dropped)
+HOLD_RESYNC = """
+const send = editor.connection.send.bind(editor.connection);
+editor.connection.send = (request) => request.type === 'resync' ? true : send(request);
+editor.resync();
+"""
+
+
+@pytest.mark.long
+def test_keys_pressed_during_a_resync_the_drop_cut_short_are_kept_across_a_reload(
+        outage: Outage, session_group: ProcessGroup, tabs: TabOpener) -> None:
+    """Keys pressed while a resync is under way wait for its state; when the connection
+    drops first, they are applied and kept like keys typed while it is down (the
+    footer counts them), so a reload before the gateway is back keeps them too."""
+    opened: list[Tab] = []
+    # the terminal keeps the session's text while the gateway is down
+    tom = terminal_editor(session_group, "tom", outage.session, "matrix")
+    try:
+        ann = open_editor(tabs, outage.gateway, "ann", opened)
+        tom.wait_members(2)
+        ann.keys("text", "ab")
+        tom.ask('wait-text "ab"', ("seen",), what="the first keys")
+        settled(ann)
+        ann.js(HOLD_RESYNC)
+        ann.keys("text", "cd")
+        assert ann.js("return editor.resyncing && editor.waiting.length") == 2
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        ann.keys("text", "ef")
+        ann.wait("return editor.outbox.entries.filter(e => !e.wire).length === 4",
+                 "the keys kept")
+        assert "(4 kept until the connection is back)" in ann.js(
+            "return document.getElementById('footer').textContent")
+        outage.restart()
+        ann.focus().refresh()  # from the tab's session storage
+        settled(ann, gateway=outage.gateway)
+        tom.ask('wait-text "abcdef"', ("seen",), 30, "the kept keys at the terminal")
+        assert ann.js(TEXT) == "abcdef"
+    finally:
+        tom.quit("quit")
+        tabs.leave(*opened)

@@ -60,7 +60,8 @@ export async function claimStorage(kind) {
 }
 
 export class Connection {
-  // page: {start(welcome), event(event), status(text, state)}
+  // page: {start(welcome), event(event), status(text, state), dropped() (optional: the
+  // connection dropped; a reconnect follows)}
   constructor(kind, page) {
     this.kind = kind;
     this.page = page;
@@ -96,6 +97,7 @@ export class Connection {
         return;
       }
       this.page.status("connection lost; reconnecting…", "connecting");
+      if (this.page.dropped) this.page.dropped();
       setTimeout(() => this.open(), this.retry);
       this.retry = Math.min(this.retry * 2, 5000);
     };

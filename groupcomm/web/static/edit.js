@@ -68,6 +68,21 @@ const editor = {
       "reload) and sent when it is back; closing the tab drops what is not sent yet.");
   },
 
+  // The connection dropped. A resync under way cannot end now (its state will not
+  // come): the keys that waited for it are applied to the text as it is, as keys typed
+  // while the connection is down are (kept in the outbox, also across a reload), and so
+  // are the next ones; the welcome's state takes them all.
+  dropped() {
+    if (!this.resyncing || this.replica === null) return;
+    this.resyncing = false;
+    this.takingBack = false;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const act of waiting) act();
+    this.save(true);
+    this.render();
+  },
+
   // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
   // clock of what its maker had applied).
   rebase(seen) {
