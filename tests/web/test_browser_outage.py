@@ -423,3 +423,81 @@ def test_keys_pressed_during_a_resync_the_drop_cut_short_are_kept_across_a_reloa
     finally:
         tom.quit("quit")
         tabs.leave(*opened)
+
+
+#: the editor page reconnects only once `window.reconnect` is set
+HOLD_EDITOR_RECONNECT = HOLD_RECONNECT.replace("connection", "editor.connection")
+TABLINE = "return document.getElementById('tabline').textContent"
+NO_LOCKS = "Object.defineProperty(Navigator.prototype, 'locks', {get: () => undefined});"
+
+
+def duplicate(tabs: TabOpener, tab: Tab, *, locks: bool = True) -> Tab:
+    """What the browser's "duplicate tab" does: a new tab with a copy of the tab's
+    session storage, opened at its address (without the Web Locks API when ``locks`` is
+    false, as on a page that is not a secure origin)."""
+    storage = tab.js("return JSON.stringify(Object.assign({}, sessionStorage))")
+    url = tab.js("return location.href")
+    driver = tab.driver
+    driver.switch_to.new_window("tab")
+    copy = Tab(driver, driver.current_window_handle, f"{tab.name}'s copy")
+    if not locks:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_LOCKS})
+    driver.get(url.split("/edit")[0] + "/static/style.css")  # the origin, for its storage
+    copy.js("for (const [k, v] of Object.entries(JSON.parse(arguments[0]))) "
+            "sessionStorage.setItem(k, v)", storage)
+    driver.get(url)
+    return copy
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("locks", [True, False], ids=["web-locks", "broadcast-channel"])
+def test_a_duplicated_tab_is_a_member_of_its_own_and_never_sends_the_originals_kept_edits(
+        outage: Outage, session_group: ProcessGroup, tabs: TabOpener, locks: bool) -> None:
+    """The tab is duplicated while keys typed during an outage wait in its session
+    storage (the copy gets them too): the copy finds the original holds them (a Web
+    Lock, or without Web Locks an answer on a BroadcastChannel), starts with nothing
+    kept and says it is a copy; the original sends its keys once; the two are different
+    members, each page says which, and what both type next arrives once."""
+    opened: list[Tab] = []
+    copy: Tab | None = None
+    tom = terminal_editor(session_group, "tom", outage.session, "matrix")
+    try:
+        ann = open_editor(tabs, outage.gateway, "ann", opened)
+        tom.wait_members(2)
+        ann.keys("text", "one ")
+        tom.ask('wait-text "one "', ("seen",), what="the first word")
+        settled(ann)
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        ann.keys("text", "two")
+        ann.wait("return editor.outbox.entries.length === 3", "the keys kept")
+        ann.js(HOLD_EDITOR_RECONNECT)
+        outage.restart()
+        copy = duplicate(tabs, ann, locks=locks)
+        copy.wait("return document.getElementById('status').className === 'open'",
+                  "the copy to join", 30)
+        assert copy.js("return editor.claim.copied") is True
+        assert copy.js("return navigator.locks === undefined") is (not locks)
+        assert "This tab is a copy of another open tab" in copy.js(TABLINE)
+        assert copy.js("return editor.outbox.entries.length") == 0
+        ann.js("window.reconnect = true")
+        settled(ann, copy, gateway=outage.gateway)
+        tom.ask('wait-text "one two"', ("seen",), 30, "the kept keys at the terminal")
+        members = {ann.js("return editor.replica.me"), copy.js("return editor.replica.me")}
+        assert {m.split("~")[0] for m in members} == {"ann", "ann:2"}
+        for tab in (ann, copy):
+            me = tab.js("return editor.replica.me").split("~")[0]
+            assert f"({me})" in tab.js(TABLINE)
+        assert "copy" not in ann.js(TABLINE)
+        ann.js("editor.moveTo(editor.replica.text.visibleLength()); editor.insert('A')")
+        copy.js("editor.moveTo(0); editor.insert('B')")
+        tom.ask('wait-text "Bone twoA"', ("seen",), 30, "what both typed")
+        for tab in (ann, copy):
+            tab.wait(f"return {TEXT_OF} === 'Bone twoA'", f"both keys at {tab.name}")
+        assert "bad_edit" not in outage.gateway.stats()["counters"]
+    finally:
+        tom.quit("quit")
+        if copy is not None:  # not for later tests (its document script stays)
+            copy.focus().close()
+            tabs.driver.switch_to.window(opened[0].handle)
+        tabs.leave(*opened)

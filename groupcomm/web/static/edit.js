@@ -9,7 +9,7 @@
 // states. Edits the gateway has not confirmed (typed while the connection is down, or
 // on their way when it dropped) are kept (outbox.js, also across a reload) and put back
 // on the state the tab gets when it is a member again; the cursor stays at its text.
-import { Connection, claimStorage, displayName, tabLine } from "/static/client.js";
+import { Connection, claimNote, claimStorage, displayName, tabLine } from "/static/client.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
 import { Outbox } from "/static/outbox.js";
 
@@ -44,6 +44,7 @@ const editor = {
   colours: {},
   outbox: new Outbox(),
   storage: null,            // this tab's key in session storage (claimStorage)
+  claim: null,              // what claimStorage found (a copy of another tab?)
   saveDue: false,
   rebased: 0,               // edits put back after a reconnect or a reload
   renderDue: false,
@@ -65,7 +66,8 @@ const editor = {
     this.startFrom(welcome, welcome.member, () => this.rebase(welcome.state.seen));
     document.getElementById("tabline").textContent = tabLine(welcome,
       "What you type while the connection is down is kept in this tab (also across a " +
-      "reload) and sent when it is back; closing the tab drops what is not sent yet.");
+      "reload) and sent when it is back; closing the tab drops what is not sent yet." +
+      claimNote(this.claim));
   },
 
   // The connection dropped. A resync under way cannot end now (its state will not
@@ -403,8 +405,9 @@ window.addEventListener("pagehide", () => editor.save(true));
 
 editor.connection = new Connection("edit", editor);
 window.editor = editor;
-claimStorage("edit").then(({ key }) => {
-  editor.storage = key;
+claimStorage("edit").then((claim) => {
+  editor.storage = claim.key;
+  editor.claim = claim;
   editor.connection.open();
 });
 view.focus();

@@ -7,7 +7,7 @@
 // tab is a member again, exactly once: a public line the conversation received already
 // holds is not sent again; a private line (which no conversation holds) carries an id the
 // tab made for it, and a receiving tab shows a line of one id once.
-import { Connection, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
+import { Connection, claimNote, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
 // an own message still held this long after it was sent is shown as pending
 const PENDING_AFTER = 500;
@@ -36,6 +36,7 @@ const chat = {
   lines: [],               // ids of private lines shown ("sender/line"), newest last
   linesKey: null,
   storage: null,           // this tab's key in session storage (claimStorage)
+  claim: null,             // what claimStorage found (a copy of another tab?)
   nextLocal: 1,
   limits: null,
 
@@ -74,7 +75,8 @@ const chat = {
     this.limits = welcome.limits || null;
     document.getElementById("tabline").textContent = tabLine(welcome,
       "A line you send while the connection is down is shown as waiting and sent when " +
-      "it is back (also after a reload); closing the tab drops what is not sent yet.");
+      "it is back (also after a reload); closing the tab drops what is not sent yet." +
+      claimNote(this.claim));
     this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
     this.attachLines(`groupcomm-chat-lines:${this.storage}:${welcome.session}:${welcome.user}`);
     this.me = welcome.member;
@@ -361,7 +363,8 @@ document.getElementById("say").addEventListener("submit", (event) => {
 window.chat = chat;
 window.connection = connection;
 window.addEventListener("pagehide", () => chat.save());
-claimStorage("im").then(({ key }) => {
-  chat.storage = key;
+claimStorage("im").then((claim) => {
+  chat.storage = claim.key;
+  chat.claim = claim;
   connection.open();
 });
