@@ -38,6 +38,7 @@ const editor = {
   runLimit: RUN_LIMIT,
   openStatus: null,         // the status line while connected ([text, state])
   resyncing: false,
+  replacing: false,         // the session's store was replaced; its fresh state not in yet
   takingBack: false,        // a refused edit's reason shown, its resync not done yet
   resyncs: 0,
   waiting: [],              // keys pressed while resyncing
@@ -83,6 +84,23 @@ const editor = {
     for (const act of waiting) act();
     this.save(true);
     this.render();
+  },
+
+  // The fresh state of a replaced store: the own edits every member may not hold (the
+  // gateway's list), and the unsent ones, are made again onto it as new edits.
+  replaced(event) {
+    const me = this.replica.me;
+    if (this.replica.pending !== null) this.replica.flush();
+    this.outbox.replaced(me, event.replaced.carried || [], this.replica.text);
+    this.replacing = false;
+    this.resyncing = false;
+    this.keepCursor();
+    this.refusal("");
+    this.startFrom(event, me, () => this.rebase(null));
+    const notice = document.getElementById("notice");
+    const unsendable = notice.textContent;  // what rebase() could not make again
+    notice.textContent = "the stored session was replaced; your unsent edits were re-applied" +
+      (unsendable ? ` (${unsendable})` : "");
   },
 
   // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
@@ -152,7 +170,18 @@ const editor = {
           this.resync();
         }
         break;
+      case "generation":
+        // edits wait in the outbox until the fresh state is in (the gateway would not
+        // send them: they name the old text's characters)
+        this.replacing = true;
+        this.refusal("the stored session was replaced; getting the text again (your " +
+          "unsent edits are kept)");
+        return;
       case "state":
+        if (event.replaced) {
+          this.replaced(event);
+          return;
+        }
         // the gateway's state holds what it sent; what it refused is taken back
         this.outbox.resynced(this.replica.me);
         this.keepCursor();
@@ -225,14 +254,14 @@ const editor = {
     this.clock[me] = (this.clock[me] || 0) + 1;
     const clock = { ...this.clock };
     if (isPresence(payload)) {
-      this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      if (!this.replacing) this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
       this.save();
       return { id: null, clock };
     }
     const local = `~L${this.nextLocal++}`;
     // kept until the gateway confirms it: sent now if connected, else after the rebase
     // on the state the tab gets back
-    const wire = this.connection.isOpen
+    const wire = this.connection.isOpen && !this.replacing
       && this.connection.send({ type: "edit", applied: 0, local, op: payload });
     this.outbox.add(me, local, payload, wire, this.replica.text, clock[me]);
     this.save();

@@ -291,6 +291,23 @@ const chat = {
       case "notice":
         this.line(`* ${event.text}`, "notice");
         return;
+      case "generation":
+        this.line("* the stored session was replaced; getting the conversation again", "notice");
+        return;
+      case "state": {
+        // the replaced store's conversation; the lines not answered go (again) into it
+        if (!event.replaced) return;
+        const history = event.state.history || [];
+        this.line(`* the stored session was replaced; your unsent lines were sent again ` +
+          `(conversation so far: ${history.length} message(s))`, "notice");
+        for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
+        for (const entry of this.outbox) {
+          entry.wire = false;
+          this.trySend(entry);
+        }
+        this.save();
+        return;
+      }
       case "error":
       case "fatal":
         this.line(`! ${event.error}`, "error");

@@ -112,6 +112,24 @@ export class Outbox {
     this.entries.push(entry);
   }
 
+  // The session's store was replaced: `carried`, the own edits the gateway sent that
+  // every member may not hold ([message id, op], in the order they were made), come
+  // before the entries, and nothing counts as sent: all are made again, as new edits,
+  // on the fresh state (`text`: the tab's text, which holds them).
+  replaced(member, carried, text) {
+    const before = carried.map(([id, op]) => {
+      const entry = { member, local: null, base: id, op, wire: false, seq: 0, since: 0, before: [] };
+      if (op[0] === "insert") entry.before = context(text, op[1]);
+      else {
+        const ids = typeof op[1] === "string" ? [op[1]] : op[1];
+        entry.chars = ids.map((i) => (text.byId.get(i) || { ch: "" }).ch).join("");
+      }
+      return entry;
+    });
+    for (const entry of this.entries) entry.wire = false;
+    this.entries = before.concat(this.entries);
+  }
+
   // The gateway sent `member`'s edit `local` as message `id`.
   confirmed(member, local, id) {
     const at = this.entries.findIndex((e) => e.member === member && e.local === local);
@@ -142,13 +160,19 @@ export class Outbox {
     const text = replica.text;
     const map = new Map(Object.entries(this.renamed));
     // an id as the state names it: a provisional one by the message id it became, a
-    // character of an edit made again by its new id (undefined: a provisional id whose
-    // message is not known)
+    // character of an edit made again by its new id (a provisional id, then its message
+    // id, then the edit made again; undefined: a provisional id whose message is not
+    // known)
     const translate = (id) => {
       if (id === null) return null;
       const parts = PLUS.exec(id);
-      const moved = map.get(parts[1]);
-      if (moved !== undefined) return moved + (parts[2] || "");
+      let head = parts[1];
+      let moved = false;
+      for (let k = 0; k < 3 && map.has(head); k += 1) {
+        head = map.get(head);
+        moved = true;
+      }
+      if (moved) return head + (parts[2] || "");
       return PROVISIONAL.test(id) ? undefined : id;
     };
     // judged by `seen` (an entry kept by an older page has no seq: by its characters)
@@ -164,7 +188,7 @@ export class Outbox {
     const unsendable = [];
     for (const entry of entries) {
       const [kind, target, inserted] = entry.op;
-      const base = `${entry.member}#${entry.local}`;
+      const base = entry.base || `${entry.member}#${entry.local}`;
       if (held(entry)) {
         // the state holds it, also when its characters are gone (deleted and collected:
         // then what named them goes after the character before them)
