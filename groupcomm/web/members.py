@@ -275,7 +275,7 @@ class TabMember:
         if isinstance(event, StateUnavailable):
             with self.lock:
                 if self._replaced is not None:  # nobody had the fresh state: it is empty
-                    self._install({"items": TextSequence().state(), "cursors": {}}
+                    self._install({"items": TextSequence().state(), "cursors": {}, "seen": {}}
                                   if self.kind == "edit" else [])
             return
         if not isinstance(event, ClockAcknowledged) or self.kind != "edit":
@@ -290,13 +290,16 @@ class TabMember:
         """The member came back to a session whose store is another one: its state is
         not merged, a fresh one follows. The tab is told at once; the editor's own edits
         not known to be held by every member (the old store may have been all that held
-        them) go to the tab with the fresh state, for it to make them again as new
-        operations, with its own unsent ones; edits the tab sends meanwhile are not
-        sent (they name characters of the old text) and stay in the tab's outbox."""
+        them) go to the tab with the fresh state (id, operation, maker, the maker's
+        entry of its tag), for it to put them on that state by reapply.py's rule, with
+        its own unsent ones; edits the tab sends meanwhile are not sent (they name
+        characters of the old text) and stay in the tab's outbox."""
         with self.lock:
             carried = []
             if isinstance(self.mirror, TextMirror):
-                carried = [[own.op_id, list(own.op)] for own in self.mirror.unconfirmed.values()
+                carried = [[own.op_id, list(own.op), own.maker,
+                            own.tag.clock.get(own.maker, 0) if own.tag is not None else 0]
+                           for own in self.mirror.unconfirmed.values()
                            if own.op[0] in ("insert", "delete")]
             self._replaced = {"previous": event.previous, "generation": event.generation,
                               "carried": carried}
@@ -332,6 +335,8 @@ class TabMember:
             replaced = self._replaced
             if replaced is not None and isinstance(self.mirror, ChatMirror):
                 self.mirror.history.clear()  # the old store's conversation is not merged
+            if replaced is not None and isinstance(self.mirror, TextMirror):
+                self.mirror.seen = {}  # what the old text held says nothing of the new one
             self.mirror.install(state)
             if replaced is None:
                 return

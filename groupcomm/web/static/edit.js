@@ -87,19 +87,22 @@ const editor = {
   },
 
   // The fresh state of a replaced store: the own edits every member may not hold (the
-  // gateway's list), and the unsent ones, are made again onto it as new edits.
+  // gateway's list), and the unsent ones, are made again onto it as new edits, unless
+  // its `seen` clock says it holds them.
   replaced(event) {
     const me = this.replica.me;
     if (this.replica.pending !== null) this.replica.flush();
-    this.outbox.replaced(me, event.replaced.carried || [], this.replica.text);
+    this.outbox.replaced(event.replaced.carried || [], this.replica.text);
     this.replacing = false;
     this.resyncing = false;
     this.keepCursor();
     this.refusal("");
-    this.startFrom(event, me, () => this.rebase(null));
+    const kept = this.outbox.entries.length;
+    this.startFrom(event, me, () => this.rebase(event.state.seen));
     const notice = document.getElementById("notice");
     const unsendable = notice.textContent;  // what rebase() could not make again
-    notice.textContent = "the stored session was replaced; your unsent edits were re-applied" +
+    notice.textContent = "the stored session was replaced; " +
+      (kept ? "your unsent edits were re-applied" : "you had no unsent edits") +
       (unsendable ? ` (${unsendable})` : "");
   },
 

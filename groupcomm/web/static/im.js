@@ -37,6 +37,7 @@ const chat = {
   linesKey: null,
   storage: null,           // this tab's key in session storage (claimStorage)
   claim: null,             // what claimStorage found (a copy of another tab?)
+  statusBefore: null,      // the status line while the replaced store's state is awaited
   nextLocal: 1,
   limits: null,
 
@@ -291,20 +292,25 @@ const chat = {
       case "notice":
         this.line(`* ${event.text}`, "notice");
         return;
-      case "generation":
-        this.line("* the stored session was replaced; getting the conversation again", "notice");
+      case "generation": {
+        const status = document.getElementById("status");
+        this.statusBefore = [status.textContent, status.className];
+        this.status("the stored session was replaced; getting the conversation again…",
+          "connecting");
         return;
+      }
       case "state": {
         // the replaced store's conversation; the lines not answered go (again) into it
         if (!event.replaced) return;
+        if (this.statusBefore) this.status(...this.statusBefore);
         const history = event.state.history || [];
-        this.line(`* the stored session was replaced; your unsent lines were sent again ` +
+        this.line(`* the stored session was replaced; ${this.outbox.some((e) => !e.wire)
+          ? "your unsent lines were sent again" : "no line of yours was waiting"} ` +
           `(conversation so far: ${history.length} message(s))`, "notice");
         for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
-        for (const entry of this.outbox) {
-          entry.wire = false;
-          this.trySend(entry);
-        }
+        // (one on its way gets its answer: this connection stayed; the member's queue
+        // carries what it sent into the fresh session)
+        for (const entry of this.outbox) if (!entry.wire) this.trySend(entry);
         this.save();
         return;
       }

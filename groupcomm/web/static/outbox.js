@@ -113,12 +113,14 @@ export class Outbox {
   }
 
   // The session's store was replaced: `carried`, the own edits the gateway sent that
-  // every member may not hold ([message id, op], in the order they were made), come
-  // before the entries, and nothing counts as sent: all are made again, as new edits,
-  // on the fresh state (`text`: the tab's text, which holds them).
-  replaced(member, carried, text) {
-    const before = carried.map(([id, op]) => {
-      const entry = { member, local: null, base: id, op, wire: false, seq: 0, since: 0, before: [] };
+  // every member may not hold ([message id, op, member it was made as, that member's
+  // entry of its tag], in the order they were made), come before the entries, and are
+  // put on the fresh state by the same rule (`seen`); the entries' edits sent since
+  // were not sent (the gateway waited for the fresh state), so they count as unsent.
+  // `text`: the tab's text, which holds them all.
+  replaced(carried, text) {
+    const before = carried.map(([id, op, member, seq]) => {
+      const entry = { member, local: null, base: id, op, wire: seq > 0, seq, since: 0, before: [] };
       if (op[0] === "insert") entry.before = context(text, op[1]);
       else {
         const ids = typeof op[1] === "string" ? [op[1]] : op[1];
