@@ -501,3 +501,54 @@ def test_a_duplicated_tab_is_a_member_of_its_own_and_never_sends_the_originals_k
             copy.focus().close()
             tabs.driver.switch_to.window(opened[0].handle)
         tabs.leave(*opened)
+
+
+@pytest.mark.long
+def test_without_web_locks_a_reload_sends_what_was_kept_and_another_arrival_says_it_did_not(
+        outage: Outage, session_group: ProcessGroup, tabs: TabOpener) -> None:
+    """A page without the Web Locks API (as on plain http to another machine): after a
+    reload, nobody answers for its key and it is a reload, so the keys kept while the
+    gateway was down go once; arriving at the page again by a link (no reload), nobody
+    answers either, but that cannot be told from a copy whose original did not answer:
+    the keys kept are not sent, and the page says so."""
+    tom = terminal_editor(session_group, "tom", outage.session, "matrix")
+    if tabs.driver is None:  # the browser, with a window for later tests
+        tabs.free.append(tabs.open("about:blank", "blank").handle)
+    driver = tabs.driver
+    window = None
+    try:
+        driver.switch_to.new_window("tab")
+        window = driver.current_window_handle
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_LOCKS})
+        driver.get(outage.gateway.link("ann", "edit"))
+        ann = Tab(driver, window, "ann")
+        settled(ann)
+        assert ann.js("return navigator.locks === undefined") is True
+        tom.wait_members(2)
+        ann.keys("text", "one ")
+        tom.ask('wait-text "one "', ("seen",), what="the first word")
+        settled(ann)
+        for word, arrive in (("two", "reload"), (" three", "link")):
+            outage.kill()
+            ann.wait(DOWN, "ann to see the gateway gone")
+            ann.keys("text", word)
+            ann.wait(f"return editor.outbox.entries.length === {len(word)}", "the keys kept")
+            ann.js(HOLD_EDITOR_RECONNECT)
+            outage.restart()
+            if arrive == "reload":
+                ann.focus().refresh()
+            else:
+                driver.get(ann.js("return location.href"))
+            settled(ann, gateway=outage.gateway)
+            tom.ask('wait-text "one two"', ("seen",), 30, "the text at the terminal")
+        assert ann.js(TEXT) == "one two"
+        assert "was not sent again: without Web Locks" in ann.js(TABLINE)
+        assert ann.js("return editor.claim.unsure") is True
+        ann.keys("text", Keys.END, "!")
+        tom.ask('wait-text "one two!"', ("seen",), 30, "the next key")
+    finally:
+        tom.quit("quit")
+        if window is not None:  # not for later tests (its document script stays)
+            driver.switch_to.window(window)
+            driver.close()
+            driver.switch_to.window(driver.window_handles[0])
