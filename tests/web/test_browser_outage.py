@@ -433,15 +433,23 @@ NO_LOCKS = "Object.defineProperty(Navigator.prototype, 'locks', {get: () => unde
 
 def duplicate(tabs: TabOpener, tab: Tab, *, locks: bool = True) -> Tab:
     """What the browser's "duplicate tab" does: a new tab with a copy of the tab's
-    session storage, opened at its address (without the Web Locks API when ``locks`` is
-    false, as on a page that is not a secure origin)."""
+    session storage, opened at its address. With ``locks``, by ``window.open`` from the
+    page (Chromium gives a same-origin window it opens a copy of the opener's session
+    storage); without (as on a page that is not a secure origin), a new window whose
+    pages lack the Web Locks API gets the copy written into it first."""
+    driver = tab.driver
+    if locks:
+        before = set(driver.window_handles)
+        tab.js("window.open(location.href)")
+        wait_until(lambda: len(driver.window_handles) > len(before), 10, "the copy's window")
+        [handle] = set(driver.window_handles) - before
+        driver.switch_to.window(handle)
+        return Tab(driver, handle, f"{tab.name}'s copy")
     storage = tab.js("return JSON.stringify(Object.assign({}, sessionStorage))")
     url = tab.js("return location.href")
-    driver = tab.driver
     driver.switch_to.new_window("tab")
     copy = Tab(driver, driver.current_window_handle, f"{tab.name}'s copy")
-    if not locks:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_LOCKS})
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_LOCKS})
     driver.get(url.split("/edit")[0] + "/static/style.css")  # the origin, for its storage
     copy.js("for (const [k, v] of Object.entries(JSON.parse(arguments[0]))) "
             "sessionStorage.setItem(k, v)", storage)
@@ -497,7 +505,7 @@ def test_a_duplicated_tab_is_a_member_of_its_own_and_never_sends_the_originals_k
         assert "bad_edit" not in outage.gateway.stats()["counters"]
     finally:
         tom.quit("quit")
-        if copy is not None:  # not for later tests (its document script stays)
+        if copy is not None:  # not for later tests (a document script may stay)
             copy.focus().close()
             tabs.driver.switch_to.window(opened[0].handle)
         tabs.leave(*opened)
