@@ -560,3 +560,40 @@ def test_without_web_locks_a_reload_sends_what_was_kept_and_another_arrival_says
             driver.switch_to.window(window)
             driver.close()
             driver.switch_to.window(driver.window_handles[0])
+
+
+#: runs outbox_seen_case.mjs (its source: arguments[0]) on the page's own modules
+SEEN_CASE = """
+const [source, done] = arguments;
+const assert = {
+  equal(a, b) { if (a !== b) throw new Error(`${JSON.stringify(a)} !== ${JSON.stringify(b)}`); },
+  deepEqual(a, b) {
+    if (JSON.stringify(a) !== JSON.stringify(b)) {
+      throw new Error(`${JSON.stringify(a)} differs from ${JSON.stringify(b)}`);
+    }
+  },
+};
+const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+Promise.all([import("/static/outbox.js"), import("/static/editor.js"),
+             import("/static/text_sequence.js"), import(url)])
+  .then(([outbox, editor, text, cases]) => {
+    cases.checkSeenRule({ Outbox: outbox.Outbox, EditorReplica: editor.EditorReplica,
+                          TextSequence: text.TextSequence }, assert);
+    done("ok");
+  })
+  .catch((error) => done(String(error.stack || error)));
+"""
+
+
+@pytest.mark.parametrize("outage", [("ann",)], indirect=True)
+def test_the_tabs_own_modules_judge_an_insert_the_others_collected_as_delivered(
+        outage: Outage, tabs: TabOpener) -> None:
+    """The case of outbox_seen_case.mjs (also run by node) in Chromium, on the modules
+    the gateway serves: an own insert the received state's `seen` clock counts is not
+    made again, though the others deleted and collected its characters."""
+    tab = tabs.open(outage.gateway.url + "/", "a page")
+    try:
+        source = (Path(__file__).parent / "outbox_seen_case.mjs").read_text()
+        assert tab.focus().execute_async_script(SEEN_CASE, source) == "ok"
+    finally:
+        tabs.leave(tab)
