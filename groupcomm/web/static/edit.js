@@ -6,9 +6,12 @@
 // refused an edit, the page starts again from the gateway's state of this member
 // (resync), keys pressed meanwhile waiting for it: a refused edit is taken back, its
 // reason shown. A paste goes out as inserts within the limits the gateway's welcome
-// states. Edits the gateway has not confirmed (typed while the connection is down, or
-// on their way when it dropped) are kept (outbox.js, also across a reload) and put back
-// on the state the tab gets when it is a member again; the cursor stays at its text.
+// states. Edits the gateway has not confirmed (typed while the connection is down, on
+// their way when it dropped, or waiting for a resync the drop cut short) are kept
+// (outbox.js, also across a reload) and put back on the state the tab gets when it is a
+// member again; the cursor stays at its text. When the session's store was replaced
+// (a `generation` event), edits wait in the outbox for the fresh state, onto which
+// they and the own edits the gateway lists go again as new edits.
 import { Connection, claimNote, claimStorage, displayName, tabLine } from "/static/client.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
 import { Outbox } from "/static/outbox.js";
@@ -64,6 +67,7 @@ const editor = {
     this.outbox.attach(`groupcomm-outbox:${this.storage}:${welcome.session}:${welcome.user}`);
     if (this.replica !== null) this.keepCursor();
     this.resyncing = false;
+    this.replacing = false;  // a new member: the gateway sends its edits again
     this.startFrom(welcome, welcome.member, () => this.rebase(welcome.state.seen));
     document.getElementById("tabline").textContent = tabLine(welcome,
       "What you type while the connection is down is kept in this tab (also across a " +
