@@ -3,7 +3,9 @@ started again by the ``outage`` fixture): a paste larger than session storage is
 on the page; keys pressed during a resync the drop cut short are kept; a duplicated tab
 (with Web Locks, and without: a BroadcastChannel) never sends the original's kept
 edits; without Web Locks a reload sends them and another arrival says it did not; the
-tab's own modules judge "already delivered" by the state's ``seen`` clock."""
+tab judges "already delivered" by the state's ``seen`` clock (its own modules on the
+case outbox_seen_case.mjs, and a real tab whose insert the others deleted and
+collected while it was away)."""
 
 from __future__ import annotations
 
@@ -282,3 +284,53 @@ def test_the_tabs_own_modules_judge_an_insert_the_others_collected_as_delivered(
         assert tab.focus().execute_async_script(SEEN_CASE, source) == "ok"
     finally:
         tabs.leave(tab)
+
+
+#: the editor page's next `sent` answer is dropped, as when the gateway dies between
+#: sending an edit and answering the tab
+LOSE_EDIT_ANSWER = """
+const event = editor.event.bind(editor);
+let lost = false;
+editor.event = (e) => { if (!lost && e.type === 'sent') lost = true; else event(e); };
+"""
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("outage", [("ann",)], indirect=True)
+def test_an_insert_the_others_deleted_and_collected_is_not_made_again_after_a_drop(
+        outage: Outage, session_group: ProcessGroup, tabs: TabOpener) -> None:
+    """ann's "x" reached the terminal but its answer never reached the tab; while the
+    gateway is down the terminal deletes the "x" and, alone, collects it (no trace of
+    it in the text). Back, the tab gets a state whose `seen` clock counts the "x": it is
+    not made again, though no character of it is there to match."""
+    opened: list[Tab] = []
+    # (each key one edit: the terminal collects every 64 edits applied)
+    tom = terminal_editor(session_group, "tom", outage.session, "matrix", "--coalesce", "0")
+    try:
+        ann = open_editor(tabs, outage.gateway, "ann", opened)
+        tom.wait_members(2)
+        ann.keys("text", "Hi")
+        tom.ask('wait-text "Hi"', ("seen",), what="the first keys")
+        settled(ann)
+        ann.js(LOSE_EDIT_ANSWER)
+        ann.keys("text", "x")
+        tom.ask('wait-text "Hix"', ("seen",), what="the x")
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        assert ann.js("return editor.outbox.entries.map(e => [e.op[2], e.wire])") == [
+            ["x", True]]
+        tom.type("end")
+        tom.type("backspace 1")
+        wait_until(lambda: tom.state()["members"] == ["tom"], 30, "ann's member gone")
+        for _ in range(64):  # enough edits for the terminal to collect
+            tom.type('type "a"')
+        tom.ask(f'wait-text "Hi{"a" * 64}"', ("seen",), 30, "the terminal's keys")
+        wait_until(lambda: (lambda s: s["kept"] == len(s["text"]))(tom.state()), 30,
+                   "the deleted x collected at the terminal")
+        outage.restart()
+        settled(ann, gateway=outage.gateway)
+        wait_until(lambda: tom.state()["text"] == ann.js(TEXT), 30, "the tab and the terminal")
+        assert "x" not in ann.js(TEXT)
+    finally:
+        tom.quit("quit")
+        tabs.leave(*opened)
