@@ -21,7 +21,15 @@ from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
-from groupcomm.web.members import PAGES, BadEdit, TabClosed, TabMember, person_of, tab_member_name
+from groupcomm.web.members import (
+    PAGES,
+    BadEdit,
+    TabClosed,
+    TabMember,
+    TabPrivate,
+    person_of,
+    tab_member_name,
+)
 from groupcomm.web.requests import (
     LIMITS,
     MAX_MESSAGE,
@@ -279,7 +287,10 @@ class Gateway:
                 member.applied(request.applied)
             elif request.type == "say":
                 to = fields["to"]
-                payload: Any = Private(fields["text"]) if to else fields["text"]
+                payload: Any = fields["text"]
+                if to:
+                    payload = (TabPrivate(fields["text"], fields["line"]) if fields["line"]
+                               else Private(fields["text"]))
                 # to a person: each of their tabs (a member name reaches that one only)
                 tabs = [m for m in member.communicator.members
                         if person_of(m) == to and m != member.member_id]

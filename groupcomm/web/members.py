@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
@@ -21,8 +21,13 @@ from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.session_messages import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
-from groupcomm.protocol.session_events import ClockAcknowledged, SessionEvent
-from groupcomm.replicated import EditorReplica
+from groupcomm.protocol.session_events import (
+    ClockAcknowledged,
+    SessionEvent,
+    StateUnavailable,
+    StoreGenerationChanged,
+)
+from groupcomm.replicated import EditorReplica, TextSequence
 from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.replicated.stability import Stability
 from groupcomm.transport.communicator import Communicator
@@ -134,6 +139,16 @@ class TextMirror(EditorReplica):
         return self.snapshot().state  # the page reads the same format
 
 
+@dataclass(frozen=True)
+class TabPrivate(Private):
+    """A private line from a browser tab, with the tab's lasting id for it: a line on its
+    way when the gateway died is sent again (nothing tells whether it arrived), and a
+    receiving tab shows a line of an id it has shown once only. A terminal sees a
+    :class:`Private`."""
+
+    line: str = ""
+
+
 class BadEdit(ValueError):
     """An edit from a tab that cannot be applied everywhere: it was sent to no one."""
 
@@ -144,6 +159,8 @@ class TabClosed(Exception):
 
 def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
     if kind == "im":
+        if isinstance(payload, TabPrivate) and payload.line:
+            return {"text": payload.text, "private": True, "line": payload.line}
         if isinstance(payload, Private):
             return {"text": payload.text, "private": True}
         return {"text": payload if isinstance(payload, str) else repr(payload)}
@@ -176,6 +193,9 @@ class TabMember:
         self.mirror: ChatMirror | TextMirror = (
             ChatMirror(self.name) if kind == "im" else TextMirror(self.name))
         self.closed = False
+        #: set while the session's store is another one and the fresh state has not come
+        #: (StoreGenerationChanged): the generations and the own edits to carry onto it
+        self._replaced: dict[str, Any] | None = None
         #: the member's id in the session (None until the join is done)
         self.member_id: str | None = None
         kwargs = dict(communicator_kwargs)
@@ -199,7 +219,7 @@ class TabMember:
             state=StateTransfer(provider=self._snapshot, consumer=self._install),
             listeners=Listeners(session=self, message=self._on_message,
                                 sent=self._on_transmitted if kind == "im" else None,
-                                event=self._on_event if kind == "edit" else None),
+                                event=self._on_event),
         )
         try:
             if inject_delays is not None:
@@ -248,14 +268,43 @@ class TabMember:
 
     def _on_event(self, event: SessionEvent) -> None:
         """Another member acknowledged its clock: the mirror's stability and the tab's
-        learn it."""
-        if not isinstance(event, ClockAcknowledged):
+        learn it. The store was replaced: the tab is told, and gets the fresh state."""
+        if isinstance(event, StoreGenerationChanged):
+            self._store_replaced(event)
+            return
+        if isinstance(event, StateUnavailable):
+            with self.lock:
+                if self._replaced is not None:  # nobody had the fresh state: it is empty
+                    self._install({"items": TextSequence().state(), "cursors": {}, "seen": {}}
+                                  if self.kind == "edit" else [])
+            return
+        if not isinstance(event, ClockAcknowledged) or self.kind != "edit":
             return
         with self.lock:
             assert isinstance(self.mirror, TextMirror)
             self.mirror.acknowledged(event.peer, dict(event.clock))
             self.push({"type": "acknowledged", "member": event.peer,
                        "vc": dict(event.clock)})
+
+    def _store_replaced(self, event: StoreGenerationChanged) -> None:
+        """The member came back to a session whose store is another one: its state is
+        not merged, a fresh one follows. The tab is told at once; the editor's own edits
+        not known to be held by every member (the old store may have been all that held
+        them) go to the tab with the fresh state (id, operation, maker, the maker's
+        entry of its tag), for it to put them on that state by reapply.py's rule, with
+        its own unsent ones; edits the tab sends meanwhile are not sent (they name
+        characters of the old text) and stay in the tab's outbox."""
+        with self.lock:
+            carried = []
+            if isinstance(self.mirror, TextMirror):
+                carried = [[own.op_id, list(own.op), own.maker,
+                            own.tag.clock.get(own.maker, 0) if own.tag is not None else 0]
+                           for own in self.mirror.unconfirmed.values()
+                           if own.op[0] in ("insert", "delete")]
+            self._replaced = {"previous": event.previous, "generation": event.generation,
+                              "carried": carried}
+            self.push({"type": "generation", "previous": event.previous,
+                       "generation": event.generation})
 
     def _on_transmitted(self, message: SentMessage) -> None:
         """A copy of an own message left (a module such as mfss holds some back): the
@@ -283,7 +332,18 @@ class TabMember:
 
     def _install(self, state: Any) -> None:
         with self.lock:
+            replaced = self._replaced
+            if replaced is not None and isinstance(self.mirror, ChatMirror):
+                self.mirror.history.clear()  # the old store's conversation is not merged
+            if replaced is not None and isinstance(self.mirror, TextMirror):
+                self.mirror.seen = {}  # what the old text held says nothing of the new one
             self.mirror.install(state)
+            if replaced is None:
+                return
+            self._replaced = None
+            if isinstance(self.mirror, TextMirror):
+                self.mirror.rebased = None  # the tab makes them again, through edit()
+            self.push({"type": "state", "replaced": replaced, **self.state()})
 
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
@@ -348,11 +408,17 @@ class TabMember:
         with self._copies_lock:
             return app_id not in self._unsent
 
-    def edit(self, applied: int, op: tuple, local: str) -> SentMessage:
+    def edit(self, applied: int, op: tuple, local: str) -> SentMessage | None:
         """An own edit of the text (its provisional ids translated here); :class:`BadEdit`,
         nothing sent, if it cannot be applied everywhere (``check_own``). A ``sent`` event
         tells the tab the id and tag it got."""
         with self.lock:
+            if self._replaced is not None:
+                # it names the old text's characters: the tab keeps it and makes it again
+                # on the fresh text (no answer: it stays in the tab's outbox)
+                log.info("%s: an edit while the store's fresh state is awaited is not sent",
+                         self.member_id)
+                return None
             real = self._real
             assert isinstance(self.mirror, TextMirror)
             try:
@@ -376,8 +442,10 @@ class TabMember:
                        "vc": dict(first.vc)})
             return first
 
-    def move_cursor(self, applied: int, anchor: str | None) -> SentMessage:
+    def move_cursor(self, applied: int, anchor: str | None) -> SentMessage | None:
         with self.lock:
+            if self._replaced is not None:
+                return None  # the fresh text comes, with the tab's cursor put back on it
             return self.send(applied, None, presence(self._real(anchor)))
 
     def _real(self, ident: str | None) -> str | None:

@@ -4,6 +4,7 @@ anything acts on it."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,8 @@ MAX_TEXT = 16_384  # characters of a chat line or an insert
 MAX_DELETE = 16_384
 #: tabs of one person on one page at once (each a member of its own: docs/web.md)
 MAX_TABS = 16
+#: a chat line's lasting id, made by the tab
+LINE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 #: what the gateway takes, told to each tab in its welcome (the editor splits a paste
@@ -101,8 +104,14 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
         local = data.get("local")  # the tab's name for the line, echoed in `sent`
         if local is not None and (not isinstance(local, str) or len(local) > 40):
             raise BadRequest(f"'local' must be a short string, not {local!r:.40}")
+        # the tab's lasting name for the line (the same when it is sent again after a
+        # drop): a private line carries it, for its receivers to show it once
+        line = data.get("line")
+        if line is not None and (not isinstance(line, str) or not LINE_ID.fullmatch(line)):
+            raise BadRequest(f"'line' must be up to 64 letters, digits, '-' or '_', not "
+                             f"{line!r:.40}")
         return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to,
-                                        "local": local})
+                                        "local": local, "line": line})
     if kind_of == "cursor":
         return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
     local = data.get("local")

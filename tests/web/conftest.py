@@ -4,8 +4,10 @@ users file, and (for the browser tests) one headless Chromium per module."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +185,46 @@ class TabOpener:
         for tab in tabs:
             tab.focus().get("about:blank")
             self.free.append(tab.handle)
+
+
+class Outage:
+    """A gateway that a test kills and starts again on the same port with the same
+    users (the tabs' login links stay good)."""
+
+    def __init__(self, group: ProcessGroup, workdir: Path, session: str,
+                 users: tuple[str, ...]) -> None:
+        self.group = group
+        self.workdir = workdir
+        self.session = session
+        self.gateway = GatewayProcess(group, workdir, session=session, users=users)
+
+    def kill(self) -> None:
+        self.gateway.kill()  # SIGKILL: no member leaves gracefully
+
+    def restart(self) -> GatewayProcess:
+        old = self.gateway
+        deadline = time.monotonic() + 20
+        while True:  # the port may take a moment to be free again
+            try:
+                self.gateway = GatewayProcess(self.group, self.workdir, session=self.session,
+                                              http=old.host_port, tokens=old.tokens)
+                return self.gateway
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.gateway.stop()
+
+
+@pytest.fixture
+def outage(request: pytest.FixtureRequest, session_group: ProcessGroup,
+           tmp_path: Path) -> Iterator[Outage]:
+    users = getattr(request, "param", ("ann", "ben"))
+    session = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[-40:]
+    down = Outage(session_group, tmp_path, f"outage{session}", users)
+    try:
+        yield down
+    finally:
+        down.stop()

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { EditorReplica } from "../../groupcomm/web/static/editor.js";
 import { Outbox } from "../../groupcomm/web/static/outbox.js";
 import { TextSequence } from "../../groupcomm/web/static/text_sequence.js";
+import { checkSeenRule } from "./outbox_seen_case.mjs";
 
 // a page's send, as edit.js makes it: provisional ids, every edit kept in the outbox
 function page(me, outbox, wire, sent) {
@@ -18,7 +19,7 @@ function page(me, outbox, wire, sent) {
     sent.push(payload);
     if (payload[0] === "cursor") return { id: null, clock: { ...clock } };
     const id = `~L${++local}`;
-    outbox.add(me, id, payload, wire(), replica.text);
+    outbox.add(me, id, payload, wire(), replica.text, clock[me]);
     return { id: `${me}#${id}`, clock: { ...clock }, confirmed: false };
   }, { members: [me, "tom"] });
   return replica;
@@ -79,4 +80,7 @@ outbox.rebase(third);
 assert.equal(third.text.value, "iabcde");
 assert.deepEqual(again, [["insert", "ann~2#1", "d"], ["insert", "ann~3#~L1", "e"]]);
 assert.equal(third.position, 6);
+
+// the state's `seen` clock decides (outbox_seen_case.mjs, also run in Chromium)
+checkSeenRule({ Outbox, EditorReplica, TextSequence }, assert);
 console.log(JSON.stringify({ ok: true }));

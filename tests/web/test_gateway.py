@@ -161,6 +161,8 @@ def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -
             for bad in ("x" * (MAX_MESSAGE + 1), "{not json", "[1, 2]",
                         json.dumps({"type": "say", "applied": -1, "text": "x"}),
                         json.dumps({"type": "say", "applied": 0, "text": ""}),
+                        json.dumps({"type": "say", "applied": 0, "text": "x", "to": "dan",
+                                    "line": "no spaces"}),
                         json.dumps({"type": "edit", "applied": 0}),
                         json.dumps({"type": "applied", "n": 99})):
                 await cat.ws.send_str(bad)
@@ -170,6 +172,11 @@ def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -
                                     "to": None})
             got = await dan.next(lambda e: e["type"] == "deliver")
             assert got["text"] == "still here" and got["n"] == 1
+            # a private line carries the tab's id for it to its receiver
+            await cat.ws.send_json({"type": "say", "applied": 0, "text": "psst", "to": "dan",
+                                    "line": "l1-abc_9"})
+            got = await dan.next(lambda e: e["type"] == "deliver")
+            assert (got["text"], got["private"], got["line"]) == ("psst", True, "l1-abc_9")
             await cat.ws.close()
             await dan.ws.close()
             return reasons
@@ -181,12 +188,13 @@ def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -
         "expected a JSON object, got list",
         "'applied' must be a count (an integer >= 0), not -1",
         "text must be a non-empty string, not ''",
+        "'line' must be up to 64 letters, digits, '-' or '_', not 'no spaces'",
         "'edit' is not taken on the im page",
         "applied 99, but only 0 deliveries were sent to this tab",
     ]
     after = gateway.stats()["counters"]
     assert after.get("oversized", 0) - before.get("oversized", 0) == 1
-    assert after.get("malformed", 0) - before.get("malformed", 0) == 5
+    assert after.get("malformed", 0) - before.get("malformed", 0) == 6
     assert after.get("refused", 0) - before.get("refused", 0) == 1
 
 

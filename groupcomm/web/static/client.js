@@ -30,20 +30,49 @@ function tabKey(kind, user) {
 
 // Whether another live page holds this tab's storage (a duplicated tab copies session
 // storage): a page holds a lock named after a random key it keeps there; a reload lets
-// go of it, a duplicate finds it held and takes a new key and an empty outbox. Resolves
-// to the key. Without the Web Locks API (a page not served from a secure origin) there
-// is nothing to ask, and the key is used as it is.
+// go of it, a duplicate finds it held and takes a new key and an empty outbox. Without
+// the Web Locks API (a page not served from a secure origin: http to another machine)
+// the page asks the other pages of the origin on a BroadcastChannel whether one holds
+// the key (every page answers for its own, whichever way it claimed it): an answer
+// means a copy. With no answer, a reload is the same tab (its old page is gone); any
+// other arrival with a key (a copy whose original did not answer in time, a frozen
+// background tab) cannot be told from a copy, so it does not send what was kept
+// either, and the page says so. Resolves to {key, copied, unsure}.
+const CHANNEL_WAIT = 400;  // ms a page waits for another to say it holds the key
+let channel = null;        // this page's answers on the BroadcastChannel (kept alive)
+
 export async function claimStorage(kind) {
   const name = `groupcomm-page:${kind}`;
   const fresh = () => `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
   let key = sessionStorage.getItem(name);
-  if (!key) {
+  const kept = key !== null;
+  if (!kept) {
     key = fresh();
     sessionStorage.setItem(name, key);
   }
-  if (!navigator.locks) return { key, copied: false };
-  const held = (k) => new Promise((resolve) => {
-    navigator.locks.request(`groupcomm-${k}`, { ifAvailable: true }, (lock) => {
+  let verdict = "mine";
+  if (navigator.locks) {
+    if (!(await holdLock(key))) verdict = "copy";
+  } else if (kept) {
+    verdict = await askOthers(name, key);
+  }
+  if (verdict !== "mine") {
+    const old = key;
+    key = fresh();
+    sessionStorage.setItem(name, key);
+    // what the other page keeps is its own: this copy drops its copy of it
+    for (const stored of Object.keys(sessionStorage)) {
+      if (stored.includes(`:${old}:`)) sessionStorage.removeItem(stored);
+    }
+    if (navigator.locks) await holdLock(key);
+  }
+  answerFor(name, key);
+  return { key, copied: verdict === "copy", unsure: verdict === "unsure" };
+}
+
+function holdLock(key) {
+  return new Promise((resolve) => {
+    navigator.locks.request(`groupcomm-${key}`, { ifAvailable: true }, (lock) => {
       if (lock === null) {
         resolve(false);
         return undefined;
@@ -52,15 +81,55 @@ export async function claimStorage(kind) {
       return new Promise(() => {});  // held while the page lives
     });
   });
-  if (await held(key)) return { key, copied: false };
-  key = fresh();
-  sessionStorage.setItem(name, key);
-  await held(key);
-  return { key, copied: true };
+}
+
+// "copy" when another page answers that it holds `key`; else "mine" for a reload,
+// "unsure" otherwise (see claimStorage).
+function askOthers(name, key) {
+  const reload = performance.getEntriesByType("navigation").some((n) => n.type === "reload");
+  if (typeof BroadcastChannel === "undefined") return Promise.resolve(reload ? "mine" : "unsure");
+  return new Promise((resolve) => {
+    const ask = new BroadcastChannel(name);
+    const done = (verdict) => {
+      ask.close();
+      resolve(verdict);
+    };
+    const timer = setTimeout(() => done(reload ? "mine" : "unsure"), CHANNEL_WAIT);
+    ask.onmessage = (event) => {
+      if (event.data && event.data.mine === key) {
+        clearTimeout(timer);
+        done("copy");
+      }
+    };
+    ask.postMessage({ ask: key });
+  });
+}
+
+function answerFor(name, key) {
+  if (typeof BroadcastChannel === "undefined") return;
+  channel = new BroadcastChannel(name);
+  channel.onmessage = (event) => {
+    if (event.data && event.data.ask === key) channel.postMessage({ mine: key });
+  };
+}
+
+// What the page says about its storage when it is (or may be) a copy of another tab.
+export function claimNote(claim) {
+  if (claim && claim.copied) {
+    return " This tab is a copy of another open tab: what that tab keeps unsent stays " +
+      "with it and is sent by it, not here.";
+  }
+  if (claim && claim.unsure) {
+    return " What an earlier page of this tab kept unsent was not sent again: without Web " +
+      "Locks (not a secure origin) this page cannot tell whether another tab, a copy, " +
+      "sends it.";
+  }
+  return "";
 }
 
 export class Connection {
-  // page: {start(welcome), event(event), status(text, state)}
+  // page: {start(welcome), event(event), status(text, state), dropped() (optional: the
+  // connection dropped; a reconnect follows)}
   constructor(kind, page) {
     this.kind = kind;
     this.page = page;
@@ -96,6 +165,7 @@ export class Connection {
         return;
       }
       this.page.status("connection lost; reconnecting…", "connecting");
+      if (this.page.dropped) this.page.dropped();
       setTimeout(() => this.open(), this.retry);
       this.retry = Math.min(this.retry * 2, 5000);
     };

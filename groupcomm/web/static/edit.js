@@ -6,10 +6,13 @@
 // refused an edit, the page starts again from the gateway's state of this member
 // (resync), keys pressed meanwhile waiting for it: a refused edit is taken back, its
 // reason shown. A paste goes out as inserts within the limits the gateway's welcome
-// states. Edits the gateway has not confirmed (typed while the connection is down, or
-// on their way when it dropped) are kept (outbox.js, also across a reload) and put back
-// on the state the tab gets when it is a member again; the cursor stays at its text.
-import { Connection, claimStorage, displayName, tabLine } from "/static/client.js";
+// states. Edits the gateway has not confirmed (typed while the connection is down, on
+// their way when it dropped, or waiting for a resync the drop cut short) are kept
+// (outbox.js, also across a reload) and put back on the state the tab gets when it is a
+// member again; the cursor stays at its text. When the session's store was replaced
+// (a `generation` event), edits wait in the outbox for the fresh state, onto which
+// they and the own edits the gateway lists go again as new edits.
+import { Connection, claimNote, claimStorage, displayName, tabLine } from "/static/client.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
 import { Outbox } from "/static/outbox.js";
 
@@ -38,12 +41,14 @@ const editor = {
   runLimit: RUN_LIMIT,
   openStatus: null,         // the status line while connected ([text, state])
   resyncing: false,
+  replacing: false,         // the session's store was replaced; its fresh state not in yet
   takingBack: false,        // a refused edit's reason shown, its resync not done yet
   resyncs: 0,
   waiting: [],              // keys pressed while resyncing
   colours: {},
   outbox: new Outbox(),
   storage: null,            // this tab's key in session storage (claimStorage)
+  claim: null,              // what claimStorage found (a copy of another tab?)
   saveDue: false,
   rebased: 0,               // edits put back after a reconnect or a reload
   renderDue: false,
@@ -62,17 +67,55 @@ const editor = {
     this.outbox.attach(`groupcomm-outbox:${this.storage}:${welcome.session}:${welcome.user}`);
     if (this.replica !== null) this.keepCursor();
     this.resyncing = false;
-    this.startFrom(welcome, welcome.member, () => this.rebase());
+    this.replacing = false;  // a new member: the gateway sends its edits again
+    this.startFrom(welcome, welcome.member, () => this.rebase(welcome.state.seen));
     document.getElementById("tabline").textContent = tabLine(welcome,
       "What you type while the connection is down is kept in this tab (also across a " +
-      "reload) and sent when it is back; closing the tab drops what is not sent yet.");
+      "reload) and sent when it is back; closing the tab drops what is not sent yet." +
+      claimNote(this.claim));
   },
 
-  // Put the kept edits back on the state just received (outbox.js).
-  rebase() {
+  // The connection dropped. A resync under way cannot end now (its state will not
+  // come): the keys that waited for it are applied to the text as it is, as keys typed
+  // while the connection is down are (kept in the outbox, also across a reload), and so
+  // are the next ones; the welcome's state takes them all.
+  dropped() {
+    if (!this.resyncing || this.replica === null) return;
+    this.resyncing = false;
+    this.takingBack = false;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const act of waiting) act();
+    this.save(true);
+    this.render();
+  },
+
+  // The fresh state of a replaced store: the own edits every member may not hold (the
+  // gateway's list), and the unsent ones, are made again onto it as new edits, unless
+  // its `seen` clock says it holds them.
+  replaced(event) {
+    const me = this.replica.me;
+    if (this.replica.pending !== null) this.replica.flush();
+    this.outbox.replaced(event.replaced.carried || [], this.replica.text);
+    this.replacing = false;
+    this.resyncing = false;
+    this.keepCursor();
+    this.refusal("");
+    const kept = this.outbox.entries.length;
+    this.startFrom(event, me, () => this.rebase(event.state.seen));
+    const notice = document.getElementById("notice");
+    const unsendable = notice.textContent;  // what rebase() could not make again
+    notice.textContent = "the stored session was replaced; " +
+      (kept ? "your unsent edits were re-applied" : "you had no unsent edits") +
+      (unsendable ? ` (${unsendable})` : "");
+  },
+
+  // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
+  // clock of what its maker had applied).
+  rebase(seen) {
     const waiting = this.outbox.entries.length;
     if (!waiting && !this.outbox.cursor) return;
-    const unsendable = this.outbox.rebase(this.replica);
+    const unsendable = this.outbox.rebase(this.replica, seen || null);
     this.rebased += waiting;
     if (unsendable.length) this.refusal(`not sent: ${unsendable.join("; ")}`);
     this.save(true);
@@ -90,7 +133,12 @@ const editor = {
     if (now) {
       this.saveDue = false;
       if (this.replica !== null) this.keepCursor();
-      this.outbox.save();
+      const kept = this.outbox.save() ? 0 : this.outbox.characters();
+      // said on the page while the storage cannot hold them (and gone once it can)
+      const line = document.getElementById("kept");
+      line.textContent = kept ? `${kept.toLocaleString("en")} characters are kept in this ` +
+        "tab only: a reload would lose them" : "";
+      line.className = kept ? "error" : "";
       return;
     }
     if (this.saveDue) return;
@@ -129,11 +177,22 @@ const editor = {
           this.resync();
         }
         break;
+      case "generation":
+        // edits wait in the outbox until the fresh state is in (the gateway would not
+        // send them: they name the old text's characters)
+        this.replacing = true;
+        this.refusal("the stored session was replaced; getting the text again (your " +
+          "unsent edits are kept)");
+        return;
       case "state":
+        if (event.replaced) {
+          this.replaced(event);
+          return;
+        }
         // the gateway's state holds what it sent; what it refused is taken back
         this.outbox.resynced(this.replica.me);
         this.keepCursor();
-        this.startFrom(event, this.replica.me, () => this.rebase());
+        this.startFrom(event, this.replica.me, () => this.rebase(event.state.seen));
         return;
       case "joined":
         this.replica.memberJoined(event.member, event.members);
@@ -202,16 +261,16 @@ const editor = {
     this.clock[me] = (this.clock[me] || 0) + 1;
     const clock = { ...this.clock };
     if (isPresence(payload)) {
-      this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      if (!this.replacing) this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
       this.save();
       return { id: null, clock };
     }
     const local = `~L${this.nextLocal++}`;
     // kept until the gateway confirms it: sent now if connected, else after the rebase
     // on the state the tab gets back
-    const wire = this.connection.isOpen
+    const wire = this.connection.isOpen && !this.replacing
       && this.connection.send({ type: "edit", applied: 0, local, op: payload });
-    this.outbox.add(me, local, payload, wire, this.replica.text);
+    this.outbox.add(me, local, payload, wire, this.replica.text, clock[me]);
     this.save();
     return { id: `${me}#${local}`, clock, confirmed: false };
   },
@@ -382,8 +441,9 @@ window.addEventListener("pagehide", () => editor.save(true));
 
 editor.connection = new Connection("edit", editor);
 window.editor = editor;
-claimStorage("edit").then(({ key }) => {
-  editor.storage = key;
+claimStorage("edit").then((claim) => {
+  editor.storage = claim.key;
+  editor.claim = claim;
   editor.connection.open();
 });
 view.focus();

@@ -4,14 +4,22 @@
 // "(concurrent with #N)"; a newcomer first sees the conversation so far. A line said
 // while the connection is down (or on its way when it dropped) is shown as waiting to
 // be sent, kept in the tab's session storage (also across a reload) and sent once the
-// tab is a member again, exactly once: one the conversation received already holds is
-// not sent again.
-import { Connection, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
+// tab is a member again, exactly once: a public line the conversation received already
+// holds is not sent again; a private line (which no conversation holds) carries an id the
+// tab made for it, and a receiving tab shows a line of one id once.
+import { Connection, claimNote, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
 // an own message still held this long after it was sent is shown as pending
 const PENDING_AFTER = 500;
 const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
+// ids of private lines shown that a tab remembers (a line sent again comes within seconds)
+const LINES_KEPT = 500;
 const log = document.getElementById("log");
+
+// A lasting id for an own line, the same each time it is sent.
+function lineId() {
+  return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
+}
 const input = document.getElementById("input");
 
 const chat = {
@@ -23,9 +31,13 @@ const chat = {
   started: false,
   unsent: new Map(),       // own message id -> {number, said} while the module holds it
   transmitted: new Set(),  // own messages that left before their "sent" answer came
-  outbox: [],              // own lines not answered yet: {local, text, to, member, wire}
+  outbox: [],              // own lines not answered yet: {local, line, text, to, member, wire}
   outboxKey: null,
+  lines: [],               // ids of private lines shown ("sender/line"), newest last
+  linesKey: null,
   storage: null,           // this tab's key in session storage (claimStorage)
+  claim: null,             // what claimStorage found (a copy of another tab?)
+  statusBefore: null,      // the status line while the replaced store's state is awaited
   nextLocal: 1,
   limits: null,
 
@@ -64,8 +76,10 @@ const chat = {
     this.limits = welcome.limits || null;
     document.getElementById("tabline").textContent = tabLine(welcome,
       "A line you send while the connection is down is shown as waiting and sent when " +
-      "it is back (also after a reload); closing the tab drops what is not sent yet.");
+      "it is back (also after a reload); closing the tab drops what is not sent yet." +
+      claimNote(this.claim));
     this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
+    this.attachLines(`groupcomm-chat-lines:${this.storage}:${welcome.session}:${welcome.user}`);
     this.me = welcome.member;
     this.members = welcome.members;
     for (const m of welcome.members) this.known.add(m);
@@ -97,6 +111,7 @@ const chat = {
     }
     for (const entry of Array.isArray(kept) ? kept : []) {
       entry.local = `c${this.nextLocal++}`;
+      if (!entry.line) entry.line = lineId();
       this.outbox.push(entry);
       this.drawWaiting(entry);
     }
@@ -104,7 +119,7 @@ const chat = {
 
   save() {
     if (this.outboxKey === null) return;
-    const kept = this.outbox.map(({ text, to, member, wire }) => ({ text, to, member, wire }));
+    const kept = this.outbox.map(({ line, text, to, member, wire }) => ({ line, text, to, member, wire }));
     try {
       sessionStorage.setItem(this.outboxKey, JSON.stringify(kept));
     } catch (error) {
@@ -115,7 +130,8 @@ const chat = {
   // Say `text` (to `to`, or everyone else): kept and shown as waiting until the gateway
   // answers that it sent it.
   say(text, to) {
-    const entry = { local: `c${this.nextLocal++}`, text, to, member: this.me, wire: false };
+    const entry = { local: `c${this.nextLocal++}`, line: lineId(), text, to, member: this.me,
+      wire: false };
     this.outbox.push(entry);
     this.drawWaiting(entry);
     this.trySend(entry);
@@ -128,7 +144,7 @@ const chat = {
     }
     entry.member = this.me;
     entry.wire = connection.send({ type: "say", applied: 0, text: entry.text, to: entry.to,
-      local: entry.local });
+      local: entry.local, line: entry.line });
   },
 
   drawWaiting(entry) {
@@ -137,6 +153,36 @@ const chat = {
     div.textContent = `(waiting to be sent) ${entry.to ? `/to ${entry.to} ` : ""}${entry.text}`;
     document.getElementById("waiting").appendChild(div);
     entry.div = div;
+  },
+
+  // The private lines shown, by id, kept with the tab (a reload keeps them): one sent
+  // again after a drop that had arrived the first time is not shown twice.
+  attachLines(key) {
+    if (this.linesKey === key) return;
+    this.linesKey = key;
+    try {
+      const kept = JSON.parse(sessionStorage.getItem(key) || "[]");
+      if (Array.isArray(kept)) this.lines = kept.concat(this.lines).slice(-LINES_KEPT);
+    } catch (error) {
+      console.warn(`the ids of the lines shown are unreadable (${error.message})`);
+    }
+  },
+
+  // Whether the private line `line` of `sender`'s person was shown already (else it is
+  // noted as shown).
+  shownBefore(sender, line) {
+    const key = `${person(sender)}/${line}`;
+    if (this.lines.includes(key)) return true;
+    this.lines.push(key);
+    if (this.lines.length > LINES_KEPT) this.lines.splice(0, this.lines.length - LINES_KEPT);
+    if (this.linesKey !== null) {
+      try {
+        sessionStorage.setItem(this.linesKey, JSON.stringify(this.lines));
+      } catch (error) {
+        console.warn(`could not keep the ids of the lines shown: ${error.message}`);
+      }
+    }
+    return false;
   },
 
   // The gateway sent the line `local`.
@@ -174,6 +220,7 @@ const chat = {
     switch (event.type) {
       case "deliver":
         if (event.sender === this.me) return;
+        if (event.line && this.shownBefore(event.sender, event.line)) return;
         this.show(event.sender, event.private ? `${event.sender} -> you` : event.sender,
           event.vc, event.text);
         return;
@@ -245,6 +292,28 @@ const chat = {
       case "notice":
         this.line(`* ${event.text}`, "notice");
         return;
+      case "generation": {
+        const status = document.getElementById("status");
+        this.statusBefore = [status.textContent, status.className];
+        this.status("the stored session was replaced; getting the conversation again…",
+          "connecting");
+        return;
+      }
+      case "state": {
+        // the replaced store's conversation; the lines not answered go (again) into it
+        if (!event.replaced) return;
+        if (this.statusBefore) this.status(...this.statusBefore);
+        const history = event.state.history || [];
+        this.line(`* the stored session was replaced; ${this.outbox.some((e) => !e.wire)
+          ? "your unsent lines were sent again" : "no line of yours was waiting"} ` +
+          `(conversation so far: ${history.length} message(s))`, "notice");
+        for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
+        // (one on its way gets its answer: this connection stayed; the member's queue
+        // carries what it sent into the fresh session)
+        for (const entry of this.outbox) if (!entry.wire) this.trySend(entry);
+        this.save();
+        return;
+      }
       case "error":
       case "fatal":
         this.line(`! ${event.error}`, "error");
@@ -317,7 +386,8 @@ document.getElementById("say").addEventListener("submit", (event) => {
 window.chat = chat;
 window.connection = connection;
 window.addEventListener("pagehide", () => chat.save());
-claimStorage("im").then(({ key }) => {
-  chat.storage = key;
+claimStorage("im").then((claim) => {
+  chat.storage = claim.key;
+  chat.claim = claim;
   connection.open();
 });

@@ -8,16 +8,22 @@
 // outbox (client.js, claimStorage).
 //
 // rebase() is the one place where an edit made under an old member id is matched with
-// the state: an insert whose message the state already holds (it reached the others
-// before the connection dropped, only the answer was lost) is recognised by its sender
-// (the old member), its number (after the last one confirmed) and its text, and not
-// sent again; every other edit is made again, as a new edit, at the place its
+// the state: an edit whose message the state already holds (it reached the others
+// before the connection dropped, only the answer was lost) is not sent again. The rule
+// is the terminal editor's (groupcomm/replicated/reapply.py): the state's `seen` clock
+// says how many of each member's messages its maker had applied, so an edit sent as
+// its member's n-th message is held when seen[member] >= n, also when the others
+// deleted its characters and forgot them since (collected). A state without `seen`
+// (made by an older version) falls back to the insert's sender (the old member), its
+// number (after the last one confirmed) and its text. Every other edit is made again,
+// as a new edit, at the place its
 // characters name (or, when those characters are gone from the state, after the
 // nearest character before them that is still there); a delete of characters that are
 // already deleted is not sent, and one of characters the state does not hold is named.
 
 const CONTEXT = 8;  // characters before an anchor remembered, to find its place again
 const PROVISIONAL = /^(.*#~L\d+)(\+\d+)?$/;
+const PLUS = /^(.*?)(\+\d+)?$/;  // an id: the insert's, and the character's offset in it
 // provisional ids remembered with the message id they became (the cursor, and edits
 // made before the answer came, may name one)
 const RENAMED_KEPT = 256;
@@ -46,7 +52,9 @@ function messageOf(id) {
 export class Outbox {
   constructor() {
     this.key = null;          // its place in session storage (null: not kept)
-    this.entries = [];        // {member, local, op, wire, since, before, chars}
+    // {member, local, op, wire, seq, since, before, chars}; seq: the own entry of the
+    // clock the edit went out with (what `seen` counts; 0 when not known)
+    this.entries = [];
     this.lastSeq = {};        // member -> the number of its last confirmed edit
     this.renamed = {};        // provisional id -> message id, while entries may name it
     this.cursor = null;       // {anchor, before}: where the cursor was
@@ -79,20 +87,49 @@ export class Outbox {
       sessionStorage.setItem(this.key, JSON.stringify(body));
       return true;
     } catch (error) {
-      // over the storage's quota (a paste of megabytes): kept in memory only
+      // over the storage's quota (a paste of megabytes): kept in memory only, and what
+      // was kept before goes (a reload would send again edits that went out since)
       console.warn(`could not keep the unsent edits in session storage: ${error.message}`);
+      sessionStorage.removeItem(this.key);
       return false;
     }
   }
 
-  add(member, local, op, wire, text) {
-    const entry = { member, local, op, wire, since: this.lastSeq[member] || 0, before: [] };
+  // The characters the entries insert.
+  characters() {
+    let count = 0;
+    for (const entry of this.entries) if (entry.op[0] === "insert") count += [...entry.op[2]].length;
+    return count;
+  }
+
+  add(member, local, op, wire, text, seq = 0) {
+    const entry = { member, local, op, wire, seq, since: this.lastSeq[member] || 0, before: [] };
     if (op[0] === "insert") entry.before = context(text, op[1]);
     else {
       const ids = typeof op[1] === "string" ? [op[1]] : op[1];
       entry.chars = ids.map((i) => (text.byId.get(i) || { ch: "" }).ch).join("");
     }
     this.entries.push(entry);
+  }
+
+  // The session's store was replaced: `carried`, the own edits the gateway sent that
+  // every member may not hold ([message id, op, member it was made as, that member's
+  // entry of its tag], in the order they were made), come before the entries, and are
+  // put on the fresh state by the same rule (`seen`); the entries' edits sent since
+  // were not sent (the gateway waited for the fresh state), so they count as unsent.
+  // `text`: the tab's text, which holds them all.
+  replaced(carried, text) {
+    const before = carried.map(([id, op, member, seq]) => {
+      const entry = { member, local: null, base: id, op, wire: seq > 0, seq, since: 0, before: [] };
+      if (op[0] === "insert") entry.before = context(text, op[1]);
+      else {
+        const ids = typeof op[1] === "string" ? [op[1]] : op[1];
+        entry.chars = ids.map((i) => (text.byId.get(i) || { ch: "" }).ch).join("");
+      }
+      return entry;
+    });
+    for (const entry of this.entries) entry.wire = false;
+    this.entries = before.concat(this.entries);
   }
 
   // The gateway sent `member`'s edit `local` as message `id`.
@@ -115,21 +152,34 @@ export class Outbox {
     this.entries = this.entries.filter((e) => e.member !== member || !e.wire);
   }
 
-  // Put the entries back on `replica` (which holds the state just received): returns
-  // what could not be sent, for the page to name. The replica's own edits go out
-  // through the page (each a new entry); the cursor goes back to its place.
-  rebase(replica) {
+  // Put the entries back on `replica` (which holds the state just received; `seen`: the
+  // state's clock of what its maker had applied, null when it has none): returns what
+  // could not be sent, for the page to name. The replica's own edits go out through
+  // the page (each a new entry); the cursor goes back to its place.
+  rebase(replica, seen = null) {
     const entries = this.entries;
     this.entries = [];
     const text = replica.text;
     const map = new Map(Object.entries(this.renamed));
+    // an id as the state names it: a provisional one by the message id it became, a
+    // character of an edit made again by its new id (a provisional id, then its message
+    // id, then the edit made again; undefined: a provisional id whose message is not
+    // known)
     const translate = (id) => {
       if (id === null) return null;
-      const provisional = PROVISIONAL.exec(id);
-      if (!provisional) return id;
-      const base = map.get(provisional[1]);
-      return base === undefined ? undefined : base + (provisional[2] || "");
+      const parts = PLUS.exec(id);
+      let head = parts[1];
+      let moved = false;
+      for (let k = 0; k < 3 && map.has(head); k += 1) {
+        head = map.get(head);
+        moved = true;
+      }
+      if (moved) return head + (parts[2] || "");
+      return PROVISIONAL.test(id) ? undefined : id;
     };
+    // judged by `seen` (an entry kept by an older page has no seq: by its characters)
+    const bySeen = (entry) => seen !== null && entry.seq > 0;
+    const held = (entry) => entry.wire && bySeen(entry) && (seen[entry.member] || 0) >= entry.seq;
     const present = (id) => id !== undefined && (id === null || text.byId.has(id));
     const place = (anchor, before) => {
       for (const id of [anchor, ...before].map(translate)) if (present(id)) return id;
@@ -140,9 +190,19 @@ export class Outbox {
     const unsendable = [];
     for (const entry of entries) {
       const [kind, target, inserted] = entry.op;
-      const base = `${entry.member}#${entry.local}`;
+      const base = entry.base || `${entry.member}#${entry.local}`;
+      if (held(entry)) {
+        // the state holds it, also when its characters are gone (deleted and collected:
+        // then what named them goes after the character before them)
+        if (kind === "insert") {
+          const found = this.match(text, candidates, entry, lastMatched);
+          if (found) map.set(base, found);
+        }
+        continue;
+      }
       if (kind === "insert") {
-        const found = entry.wire ? this.match(text, candidates, entry, lastMatched) : null;
+        const found = entry.wire && !bySeen(entry)
+          ? this.match(text, candidates, entry, lastMatched) : null;
         if (found) {
           map.set(base, found);
           continue;
