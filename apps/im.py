@@ -123,6 +123,15 @@ class ChatScreen:
                 # replayed by the session server's store (docs/storage.md): a note sent
                 # to someone else while the session had two members, not to this person
                 return
+            line_id = getattr(payload, "line", "")
+            if line_id:
+                # a browser tab's line carries the tab's lasting id: the tab sends it
+                # again when its gateway died before saying it arrived (docs/web.md)
+                key = f"{display_name(message.sender).partition(':')[0]}/{line_id}"
+                with self._lock:
+                    if key in self._shown_ids:
+                        return
+                    self.remember_shown(key)
             self._show(message.sender, f"{message.sender} -> you", message.app_tag,
                        payload.text)
             return

@@ -116,3 +116,29 @@ def test_a_return_after_being_taken_for_gone_names_exactly_what_was_not_sent() -
         "* the session took you for gone (no contact for too long); you are back",
     ]
     assert not any("'first'" in line for line in lines)
+
+
+def test_a_tabs_private_line_sent_again_after_its_gateway_died_is_shown_once() -> None:
+    from groupcomm.web.members import TabPrivate
+
+    out = io.StringIO()
+    screen = ChatScreen("tom", out)
+
+    def private(sender: str, number: int, line: str) -> ReceivedMessage:
+        return ReceivedMessage(application_name="im", session_name="office",
+                               user_message=TabPrivate("meet at 5", line),
+                               message_id=f"{sender}#{number}", sender=sender,
+                               vc=((sender, number),), receiver="tom")
+
+    screen.message(private("ann:2", 1, "k1-abc"))
+    # the tab's next member sends the line again: nothing told it the first arrived
+    screen.message(private("ann:2~2", 1, "k1-abc"))
+    screen.message(private("ann:2~2", 2, "k2-def"))
+    # another person's line of the same id is another line
+    screen.message(private("ben", 1, "k1-abc"))
+    # (the made-up clocks are concurrent: the marks after the text are not the point)
+    assert [line.partition("  (")[0] for line in out.getvalue().splitlines()] == [
+        "#1 [ann:2 -> you] meet at 5",
+        "#2 [ann:2~2 -> you] meet at 5",
+        "#3 [ben -> you] meet at 5",
+    ]
