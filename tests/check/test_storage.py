@@ -226,6 +226,7 @@ def test_a_checkpoint_of_the_first_format_still_loads(tmp_path) -> None:
     assert [key in loaded["visited"] for key in (1, 2, 3, 4)] == [True, True, True, False]
 
 
+@pytest.mark.long  # two full checks, 7-11 s each
 @pytest.mark.parametrize("protocol", ["mfss", "matrix"])
 def test_a_small_memo_limit_changes_time_not_counts(protocol: str) -> None:
     """Memos are pure caches: emptied every few dozen entries, the search finds the same

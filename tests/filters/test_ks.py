@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +87,7 @@ def test_stamps_at_fifty_members_are_a_fraction_of_matrix() -> None:
     assert ks["meta_bytes_per_message"] < 0.45 * matrix["meta_bytes_per_message"]
 
 
+@pytest.mark.long  # a long session replayed: about 10 s
 def test_stamps_stay_small_as_the_session_goes_on() -> None:
     # matrix's stamps fill up with the n x n counters as a session goes on; ks carries
     # only what a destination may still wait for, so its share falls (BENCHMARKS.md)
