@@ -499,6 +499,9 @@ def stored_reply(notice: Mapping[str, Any],
     notice carries (the session layer's own messages left out); a malformed one is no
     state (logged)."""
     if notice.get("available") is not True:
+        refused = notice.get("refused")
+        if isinstance(refused, str):  # the store has the session, and says why not
+            log.warning("%s: no state from the session store: %s", node.name, refused[:300])
         return StateReply(available=False), []
     try:
         state = None
