@@ -79,6 +79,7 @@ class StoreHost:
         #: the next attempt to use the failed store, and the wait after it
         self._retry_at = 0.0
         self._retry_wait = retry_first
+        self._resumed_at = -float("inf")
         self._check_due = False
         now = time.monotonic() if now is None else now
         behind = backend.behind()
@@ -344,8 +345,12 @@ class StoreHost:
         self.stats["failures"] += 1
         self.failed = str(error)
         self.rules.store_down()
-        self._retry_wait = self.retry_first
-        self._retry_at = time.monotonic() + self._retry_wait
+        now = time.monotonic()
+        # a store failing again soon after it resumed (a disk that fills at once) keeps
+        # doubling its wait, so that it is not tried, and logged, every second
+        self._retry_wait = (self.retry_first if now - self._resumed_at > self.retry_max
+                            else min(self._retry_wait * 2, self.retry_max))
+        self._retry_at = now + self._retry_wait
         log.error("%s; the server goes on without its store (what was committed is intact) "
                   "and tries it again in %g s: until then nothing is stored", error,
                   self._retry_wait)
@@ -376,6 +381,7 @@ class StoreHost:
             return False
         rules.store_up(stored, now)
         self.failed = None
+        self._resumed_at = now
         self.stats["resumed"] += 1
         log.warning("store %s works again: %d session(s) behind until a member holding "
                     "the state gives a snapshot", self.backend.location,
