@@ -96,6 +96,15 @@ class StateHeld(_FromClient):
 
 
 @dataclass(frozen=True)
+class PartReceived:
+    """A part of a command larger than a frame came from ``conn``; the command is
+    handled once its last part came (:func:`groupcomm.wire.session.whole_session`)."""
+
+    conn: Connection
+    now: float
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
     silence is judged against it, not against ``now``, so a host that falls behind under
@@ -105,7 +114,7 @@ class Tick:
     caught_up_at: float
 
 
-Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | StateHeld | Tick
+Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | StateHeld | PartReceived | Tick
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from groupcomm.protocol.store_rules import (
 from groupcomm.store.backend import StoreBackend, StoredMessage, StoredSnapshot, StoreError
 from groupcomm.store.tap import FrameTap
 from groupcomm.wire.frames import NONCE_SIZE, SIGNATURE_SIZE, sealed_body
+from groupcomm.wire.parts import DEFAULT_MAX_STATE
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "DEFAULT_SNAPSHOT_SECONDS", "StoreHost", "StorePolicy"]
 
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 
 #: the notices the store looks at
 _WATCHED = ("welcome", "left")
-#: room left in a frame for the stored state's other fields
-_NOTICE_MARGIN = 4096
 #: seconds before the first attempt to use a failed store again, and the longest wait
 RETRY_FIRST = 1.0
 RETRY_MAX = 30.0
@@ -61,17 +60,19 @@ def new_generation() -> str:
 
 
 class StoreHost:
-    """``max_frame``: the largest frame a client accepts (the stored state is one)."""
+    """``max_frame``: the largest frame a client accepts; ``max_state``: the largest
+    stored state handed to a newcomer (it travels in parts of half a frame)."""
 
     def __init__(self, backend: StoreBackend, registry: SessionRegistry, *,
                  policy: StorePolicy | None = None, max_frame: int,
-                 now: float | None = None, retry_first: float = RETRY_FIRST,
+                 max_state: int = DEFAULT_MAX_STATE, now: float | None = None, retry_first: float = RETRY_FIRST,
                  retry_max: float = RETRY_MAX) -> None:
         self.backend = backend
         self.registry = registry
         self.rules = StoreRules(policy or StorePolicy(), new_generation)
         self.tap = FrameTap(max_frame)
         self.max_frame = max_frame
+        self.max_state = max_state
         self.stats: Counter[str] = Counter()
         #: why the store failed (None while it works)
         self.failed: str | None = None
@@ -267,12 +268,14 @@ class StoreHost:
             fields.update(fmt=snapshot.fmt, data=snapshot.data,
                           reflected=list(snapshot.reflected),
                           clock=[list(p) for p in snapshot.clock])
-        if size > self.max_frame - _NOTICE_MARGIN:
+        if size > self.max_state:
             self.stats["state_too_large"] += 1
-            log.error("store: the stored state of %s/%s (%d bytes) does not fit in a frame "
+            log.error("store: the stored state of %s/%s (%d bytes) is larger than max_state "
                       "(%d); the newcomer goes on without it", app, name, size,
-                      self.max_frame)
-            return {"generation": generation, "available": False}
+                      self.max_state)
+            return {"generation": generation, "available": False,
+                    "refused": f"the stored state ({size:,} bytes) is larger than the "
+                               f"server's max_state ({self.max_state:,})"}
         self.stats["states_sent"] += 1
         self.stats["messages_sent"] += len(messages)
         return fields
