@@ -99,6 +99,9 @@ class Reassembler:
     def __init__(self, limit: int = DEFAULT_MAX_STATE) -> None:
         self.limit = limit
         self._building: OrderedDict[Hashable, Assembly] = OrderedDict()
+        #: sender -> the digest of the whole refused last: its other parts are dropped
+        #: without a word (the refusal said it once)
+        self._refused: OrderedDict[Hashable, bytes] = OrderedDict()
 
     def part(self, sender: Hashable, fields: Mapping[str, Any]) -> bytes | None:
         """A part (``part``, ``parts``, ``size``, ``digest``, ``chunk``) from ``sender``:
@@ -111,7 +114,11 @@ class Reassembler:
                 raise PartsError("a part needs part, parts and size (integers), digest "
                                  "and chunk (bytes)")
             assert isinstance(index, int) and isinstance(parts, int) and isinstance(size, int)
+            if index > 0 and sender not in self._building and (
+                    self._refused.get(sender) == expected):
+                return None
             if index == 0:
+                self._refused.pop(sender, None)
                 self._building.pop(sender, None)
                 held = sum(a.size for a in self._building.values())
                 building = Assembly(parts, size, expected, self.limit)
@@ -128,6 +135,10 @@ class Reassembler:
             whole = building.add(index, chunk)
         except PartsError:
             self._building.pop(sender, None)
+            if isinstance(fields.get("digest"), bytes):
+                self._refused[sender] = fields["digest"]
+                while len(self._refused) > MAX_ASSEMBLIES:
+                    self._refused.popitem(last=False)
             raise
         if whole is not None:
             del self._building[sender]

@@ -114,3 +114,13 @@ def test_a_member_state_larger_than_a_part_goes_as_an_announcement_and_parts():
     with pytest.raises(PartsError):
         small.announced("a", header)
     assert not small.expects("a")
+
+
+def test_the_other_parts_of_a_refused_whole_are_dropped_quietly():
+    data = os.urandom(50)
+    parts = Reassembler(limit=40)
+    fields = _fields(data)
+    with pytest.raises(PartsError):
+        parts.part("a", fields[0])
+    assert [parts.part("a", f) for f in fields[1:]] == [None] * (len(fields) - 1)
+    assert parts.part("a", _fields(b"ok")[0]) == b"ok"  # a new whole starts afresh
