@@ -130,6 +130,7 @@ class ClientProtocol:
             inbox_changed=inbox_changed or (lambda: None))
         self.port.on_caught_up = self.transfer.answer_deferred
         self.transfer.on_holds = self._state_held
+        self.membership.known_senders = lambda: self.node.application_clock
         #: None holds messages waiting on a member that left; seconds: released that late
         self.release_after = release_after
         #: departed member -> when to release what still waits on it (release_after)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from groupcomm.core.member_ids import check_client_name, display_name, member_id, split_member
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.core.tracing import EVENT_EXTRA
+from groupcomm.protocol.registry_events import MAX_KNOWN_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,9 @@ class Membership:
         self.has_state = False
         #: the store generation the server gave on the last join ("" without a store)
         self.generation = ""
+        #: member ids whose messages this client has applied (its host's application
+        #: clock): told with the others it knows when it joins again
+        self.known_senders: Callable[[], Iterable[str]] = lambda: ()
         self.stats: Counter[str] = Counter()
 
     @property
@@ -276,7 +280,22 @@ class Membership:
             fields["generation"] = self.generation
         if self.has_state:
             fields["has_state"] = True
+        if self.incarnation:
+            # back (after a restart of the server): the server numbers a new process
+            # under one of these names above what this client has seen of it, whose
+            # message ids it would skip as seen
+            fields["known"] = self.known_incarnations()
         return fields
+
+    def known_incarnations(self) -> dict[str, int]:
+        """The highest incarnation of each name this client knows: members, departed
+        ones, senders it applied, itself (the most recent :data:`MAX_KNOWN_NAMES`)."""
+        known: dict[str, int] = dict(self.retired)
+        for member in (*self.current.values(), *self.known_senders(), self.member):
+            name, incarnation = split_member(member)
+            if incarnation > known.get(name, 0):
+                known[name] = incarnation
+        return dict(list(known.items())[-MAX_KNOWN_NAMES:])
 
     def heartbeat(self, now: float) -> list[Action]:
         """A heartbeat is due: note a silent server, and beat."""

@@ -124,8 +124,9 @@ class SessionRegistry:
         #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         #: the highest incarnation of each name that a session's store has messages of
-        #: (set by the host's store): a new process is numbered above it, so that its
-        #: message ids are not those of a predecessor the stored state holds
+        #: (set by the host's store), or that a member coming back has seen (its join's
+        #: ``known``): a new process is numbered above it, so that its message ids are
+        #: not those of a predecessor that the members or the stored state hold
         self.stored_incarnations: dict[tuple[str, str, str], int] = {}
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
@@ -218,6 +219,11 @@ class SessionRegistry:
 
     def _admit(self, join: Join, out: list[Action]) -> None:
         app, name = join.application, join.session
+        known = self.stored_incarnations
+        for other, incarnation in join.known:  # after a restart of this server
+            key = (app, name, other)
+            if incarnation > known.get(key, 0):
+                known[key] = incarnation
         is_new_application = app not in self.applications
         is_new_session = (app, name) not in self.sessions
         session = self.sessions.setdefault((app, name), Session(app, name))
