@@ -81,6 +81,8 @@ class StoreHost:
         self._retry_at = 0.0
         self._retry_wait = retry_first
         self._resumed_at = -float("inf")
+        #: sessions behind whose snapshot this turn keeps: whole once it commits
+        self._whole: list[tuple[str, str, str]] = []
         self._check_due = False
         now = time.monotonic() if now is None else now
         behind = backend.behind()
@@ -300,9 +302,7 @@ class StoreHost:
         kept = self.rules.sessions[(given.application, given.session)]
         if kept.behind:  # whole again once this transaction commits
             self.backend.set_behind(given.application, given.session, False)
-            self.stats["sessions_whole_again"] += 1
-            log.warning("store: %s/%s is whole again (a snapshot from %s)",
-                        given.application, given.session, keep.member)
+            self._whole.append((given.application, given.session, keep.member))
         self.stats["snapshots"] += 1
         self.stats["messages_dropped"] += dropped
         self.rules.snapshot_kept(given.application, given.session, dropped, now)
@@ -342,9 +342,16 @@ class StoreHost:
             self.stats["commits"] += 1
             self.stats["commit_us"] += int((time.perf_counter() - started) * 1e6)
         except StoreError as error:
+            self._whole.clear()
             self._fail(error)
+            return
+        for app, name, member in self._whole:
+            self.stats["sessions_whole_again"] += 1
+            log.warning("store: %s/%s is whole again (a snapshot from %s)", app, name, member)
+        self._whole.clear()
 
     def _fail(self, error: StoreError) -> None:
+        self._whole.clear()
         self.stats["failures"] += 1
         self.failed = str(error)
         self.rules.store_down()

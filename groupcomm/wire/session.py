@@ -46,7 +46,7 @@ FIELD_CODES: tuple[str, ...] = (
     "direct_frames", "incarnation", "wants_state", "returned", "generation", "request",
     "available", "fmt", "data", "reflected", "clock", "messages", "stored",
     "generation_changed", "has_state", "kept", "of", "part", "parts", "size", "digest",
-    "chunk", "known")
+    "chunk", "known", "refused")
 _FIELD_INDEX = {name: code for code, name in enumerate(FIELD_CODES)}
 _OP_INDEX = {name: code for code, name in enumerate(OP_CODES)}
 
