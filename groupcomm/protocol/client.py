@@ -42,6 +42,7 @@ from groupcomm.protocol.membership import (
     SnapshotAsked,
     StoredState,
     StoreJoin,
+    known_incarnations,
 )
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
@@ -130,7 +131,6 @@ class ClientProtocol:
             inbox_changed=inbox_changed or (lambda: None))
         self.port.on_caught_up = self.transfer.answer_deferred
         self.transfer.on_holds = self._state_held
-        self.membership.known_senders = lambda: self.node.application_clock
         #: None holds messages waiting on a member that left; seconds: released that late
         self.release_after = release_after
         #: departed member -> when to release what still waits on it (release_after)
@@ -427,9 +427,13 @@ class ClientProtocol:
             elif isinstance(action, Reject):
                 self.rejects.reject(action.reason, action.detail)
             elif isinstance(action, SendCommand):
+                fields = action.fields
+                if "known" in fields:  # back after a restart: the senders it applied too
+                    fields = {**fields, "known": known_incarnations(
+                        fields["known"], self.node.application_clock)}
                 for frame in seal_session_parts(self.codec, action.op, client=self.name,
                                                 application=self.application,
-                                                session=self.session, **action.fields):
+                                                session=self.session, **fields):
                     out.to_server(frame)  # one larger than a frame goes in parts
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -174,6 +174,18 @@ TRANSITIONS: dict[Phase, dict[str, Phase]] = {
 }
 
 
+def known_incarnations(known: Mapping[str, int], members: Iterable[str]) -> dict[str, int]:
+    """``known`` (name -> highest incarnation seen) with ``members`` (member ids) added:
+    what a client coming back tells a restarted server of the names it has seen (the
+    most recent :data:`MAX_KNOWN_NAMES`)."""
+    merged = dict(known)
+    for member in members:
+        name, incarnation = split_member(member)
+        if incarnation > merged.get(name, 0):
+            merged[name] = incarnation
+    return dict(list(merged.items())[-MAX_KNOWN_NAMES:])
+
+
 class Membership:
     """The session protocol of one client."""
 
@@ -221,9 +233,6 @@ class Membership:
         self.has_state = False
         #: the store generation the server gave on the last join ("" without a store)
         self.generation = ""
-        #: member ids whose messages this client has applied (its host's application
-        #: clock): told with the others it knows when it joins again
-        self.known_senders: Callable[[], Iterable[str]] = lambda: ()
         self.stats: Counter[str] = Counter()
 
     @property
@@ -284,18 +293,10 @@ class Membership:
             # back (after a restart of the server): the server numbers a new process
             # under one of these names above what this client has seen of it, whose
             # message ids it would skip as seen
-            fields["known"] = self.known_incarnations()
+                # (its host adds the senders its application clock holds: known_incarnations)
+            fields["known"] = known_incarnations(
+                dict(self.retired), (*self.current.values(), self.member))
         return fields
-
-    def known_incarnations(self) -> dict[str, int]:
-        """The highest incarnation of each name this client knows: members, departed
-        ones, senders it applied, itself (the most recent :data:`MAX_KNOWN_NAMES`)."""
-        known: dict[str, int] = dict(self.retired)
-        for member in (*self.current.values(), *self.known_senders(), self.member):
-            name, incarnation = split_member(member)
-            if incarnation > known.get(name, 0):
-                known[name] = incarnation
-        return dict(list(known.items())[-MAX_KNOWN_NAMES:])
 
     def heartbeat(self, now: float) -> list[Action]:
         """A heartbeat is due: note a silent server, and beat."""
