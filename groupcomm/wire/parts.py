@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME
@@ -91,17 +92,18 @@ class Assembly:
         return whole
 
 
+@dataclass
 class Reassembler:
     """Wholes arriving in parts from several senders (one whole at a time each), under
     ``limit`` bytes each and altogether: a sender's parts must not hold memory the
-    others need, nor an abandoned whole stay for ever (the oldest is dropped)."""
+    others need, nor an abandoned whole stay for ever (the oldest is dropped). A
+    dataclass, so that copies of a registry holding one compare by what they hold."""
 
-    def __init__(self, limit: int = DEFAULT_MAX_STATE) -> None:
-        self.limit = limit
-        self._building: OrderedDict[Hashable, Assembly] = OrderedDict()
-        #: sender -> the digest of the whole refused last: its other parts are dropped
-        #: without a word (the refusal said it once)
-        self._refused: OrderedDict[Hashable, bytes] = OrderedDict()
+    limit: int = DEFAULT_MAX_STATE
+    _building: OrderedDict[Hashable, Assembly] = field(default_factory=OrderedDict)
+    #: sender -> the digest of the whole refused last: its other parts are dropped
+    #: without a word (the refusal said it once)
+    _refused: OrderedDict[Hashable, bytes] = field(default_factory=OrderedDict)
 
     def part(self, sender: Hashable, fields: Mapping[str, Any]) -> bytes | None:
         """A part (``part``, ``parts``, ``size``, ``digest``, ``chunk``) from ``sender``:
