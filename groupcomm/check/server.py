@@ -16,7 +16,10 @@ __all__ = ["ServerTable", "registry_state"]
 
 #: registry attributes that count what happened (or when it started), not who is a
 #: member: states that differ only in them are the same server
-_COUNTERS = frozenset({"relayed", "_probes", "started_at"})
+_COUNTERS = frozenset({"relayed", "_probes", "started_at",
+                       # commands arriving in parts: every frame of the model is under
+                       # the frame limit, so none is ever being put back together
+                       "parts"})
 
 
 def registry_state(registry: SessionRegistry) -> Any:

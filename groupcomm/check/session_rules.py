@@ -126,8 +126,9 @@ class SessionCheck(SessionProperties):
         clients = tuple(world.clients[conn].key(self._unkeyed) for conn in sorted(world.clients))
         if world.server_key is None:
             registry = world.server[0]
+            # (no command of the model travels in parts: ``parts`` stays empty)
             world.server_key = freeze({k: v for k, v in vars(registry).items()
-                                       if k not in ("relayed", "_probes")})
+                                       if k not in ("relayed", "_probes", "parts")})
         body = self._body
         up = tuple((conn, tuple([body(f) for f in frames]))
                    for conn, frames in sorted(world.up.items()))

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from groupcomm.core.messages import SystemMessage
 
-__all__ = ["REFLECTED_IDS", "SESSION_TRAFFIC", "ClockAck", "JoinMarker", "Snapshot", "StateReply",
-           "StateRequest"]
+__all__ = ["REFLECTED_IDS", "SESSION_TRAFFIC", "ClockAck", "JoinMarker", "Snapshot", "StatePart",
+           "StateReply", "StateRequest"]
 
 #: ids of the most recent deliveries a snapshot carries (see
 #: :mod:`groupcomm.protocol.state_transfer`)
@@ -60,9 +60,26 @@ class StateReply(SystemMessage):
     #: the provider's application clock at the snapshot: the newcomer merges it, so its
     #: tags say that its sends happened after everything the snapshot holds
     clock: tuple[tuple[str, int], ...] = ()
+    #: a state larger than a frame follows in ``parts`` :class:`StatePart` messages:
+    #: ``size`` bytes of payload format ``fmt`` with BLAKE2b ``digest`` (``state`` None)
+    parts: int = 0
+    fmt: int = 0
+    size: int = 0
+    digest: bytes = b""
     kind: str = "state_reply"
+
+
+@dataclass(frozen=True, slots=True)
+class StatePart(SystemMessage):
+    """Part ``index`` of the serialized state a :class:`StateReply` announced."""
+
+    travels_pickled: ClassVar[bool] = True
+    index: int
+    data: bytes
+    kind: str = "state_part"
 
 
 #: the payload types of the session layer's own messages, which are neither the
 #: application's nor the protocol's and are not traced (see ProtocolNode.trace)
-SESSION_TRAFFIC: frozenset[type] = frozenset({JoinMarker, ClockAck, StateRequest, StateReply})
+SESSION_TRAFFIC: frozenset[type] = frozenset({JoinMarker, ClockAck, StateRequest, StateReply,
+                                              StatePart})

@@ -44,6 +44,7 @@ from groupcomm.protocol.membership import (
     SnapshotAsked,
     StoredState,
     StoreJoin,
+    known_incarnations,
 )
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
@@ -51,7 +52,8 @@ from groupcomm.protocol.rejects import RejectLog
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
 from groupcomm.wire.envelopes import unpack_envelopes
 from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
-from groupcomm.wire.session import open_session, seal_session
+from groupcomm.wire.parts import Reassembler
+from groupcomm.wire.session import open_session, seal_session_parts, whole_session
 from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
@@ -103,6 +105,8 @@ class ClientProtocol:
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
         self.streams = StreamDecoder(max_body=codec.max_frame)
+        #: notices larger than a frame (a stored state) arriving in parts
+        self.notice_parts = Reassembler()
         self.heartbeat_interval = heartbeat_interval
         self.membership = Membership(name, heartbeat_interval=heartbeat_interval, now=now,
                                      wants_state=state_consumer is not None)
@@ -280,11 +284,13 @@ class ClientProtocol:
             body, _, _ = self.codec.open(frame)
             if kind_of(body) != SESSION:
                 raise FrameRejected("malformed", "expected a session frame from the server")
-            notice = open_session(body)
+            notice = whole_session(self.notice_parts, "server", open_session(body))
         except FrameRejected as error:
             self.rejects.reject(error.reason, error.detail, "server")
             if error.reason == "bad_signature":
                 self._apply(self.membership.on_unverifiable_server_frame(now))
+            return
+        if notice is None:  # a part: the notice is handled once its last part came
             return
         if returned is not None and notice["op"] == "error":
             dests = notice.get("returned")
@@ -417,9 +423,14 @@ class ClientProtocol:
             elif isinstance(action, Reject):
                 self.rejects.reject(action.reason, action.detail)
             elif isinstance(action, SendCommand):
-                out.to_server(seal_session(self.codec, action.op, client=self.name,
-                                           application=self.application,
-                                           session=self.session, **action.fields))
+                fields = action.fields
+                if "known" in fields:  # back after a restart: the senders it applied too
+                    fields = {**fields, "known": known_incarnations(
+                        fields["known"], self.node.application_clock)}
+                for frame in seal_session_parts(self.codec, action.op, client=self.name,
+                                                application=self.application,
+                                                session=self.session, **fields):
+                    out.to_server(frame)  # one larger than a frame goes in parts
             elif isinstance(action, MemberJoined):
                 apply_to_node(self.node, action)
                 if self.clock_acks is not None:

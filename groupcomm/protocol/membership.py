@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from groupcomm.core.member_ids import check_client_name, display_name, member_id, split_member
 from groupcomm.core.messages import ReceivedMessage
 from groupcomm.core.tracing import EVENT_EXTRA
+from groupcomm.protocol.registry_events import MAX_KNOWN_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,18 @@ TRANSITIONS: dict[Phase, dict[str, Phase]] = {
 }
 
 
+def known_incarnations(known: Mapping[str, int], members: Iterable[str]) -> dict[str, int]:
+    """``known`` (name -> highest incarnation seen) with ``members`` (member ids) added:
+    what a client coming back tells a restarted server of the names it has seen (the
+    most recent :data:`MAX_KNOWN_NAMES`)."""
+    merged = dict(known)
+    for member in members:
+        name, incarnation = split_member(member)
+        if incarnation > merged.get(name, 0):
+            merged[name] = incarnation
+    return dict(list(merged.items())[-MAX_KNOWN_NAMES:])
+
+
 class Membership:
     """The session protocol of one client."""
 
@@ -276,6 +289,13 @@ class Membership:
             fields["generation"] = self.generation
         if self.has_state:
             fields["has_state"] = True
+        if self.incarnation:
+            # back (after a restart of the server): the server numbers a new process
+            # under one of these names above what this client has seen of it, whose
+            # message ids it would skip as seen
+                # (its host adds the senders its application clock holds: known_incarnations)
+            fields["known"] = known_incarnations(
+                dict(self.retired), (*self.current.values(), self.member))
         return fields
 
     def heartbeat(self, now: float) -> list[Action]:

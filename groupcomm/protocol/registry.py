@@ -25,6 +25,7 @@ from groupcomm.protocol.registry_events import (
     KeepSnapshot,
     Leave,
     Notify,
+    PartReceived,
     Rejected,
     Relay,
     Return,
@@ -35,7 +36,8 @@ from groupcomm.protocol.registry_events import (
     routed_input,
 )
 from groupcomm.wire.frames import ROUTED, FrameCodec, kind_of
-from groupcomm.wire.session import open_session
+from groupcomm.wire.parts import DEFAULT_MAX_STATE, Reassembler
+from groupcomm.wire.session import open_session, whole_session
 from groupcomm.wire.streams import routed_head
 
 __all__ = [
@@ -106,7 +108,7 @@ class SessionRegistry:
     def __init__(self, *, server_id: str, now: float,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  takeover_wait: float | None = None,
-                 authenticated: bool = False) -> None:
+                 authenticated: bool = False, max_state: int = DEFAULT_MAX_STATE) -> None:
         if heartbeat_timeout <= 0:
             raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout!r}")
         self.server_id = server_id
@@ -122,8 +124,9 @@ class SessionRegistry:
         #: the last incarnation given to each name of each session (MAX_REMEMBERED_NAMES)
         self.incarnations: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         #: the highest incarnation of each name that a session's store has messages of
-        #: (set by the host's store): a new process is numbered above it, so that its
-        #: message ids are not those of a predecessor the stored state holds
+        #: (set by the host's store), or that a member coming back has seen (its join's
+        #: ``known``): a new process is numbered above it, so that its message ids are
+        #: not those of a predecessor that the members or the stored state hold
         self.stored_incarnations: dict[tuple[str, str, str], int] = {}
         #: relayed frames for members that have not joined this server yet:
         #: (app, session, member id) -> [(frame, sender)]
@@ -134,6 +137,9 @@ class SessionRegistry:
         self.takeovers: dict[tuple[str, str, str], _Takeover] = {}
         self._probes = 0
         self.relayed = 0
+        #: commands larger than a frame (a snapshot for the store), arriving in parts of
+        #: at most ``max_state`` bytes in all
+        self.parts = Reassembler(max_state)
 
     def handle(self, event: Input) -> list[Action]:
         """Apply one input; return the actions for the host, in the order to carry out."""
@@ -160,7 +166,9 @@ class SessionRegistry:
         if kind_of(body) == ROUTED:
             return (routed_input(self.by_conn, conn, now, routed_head(body)[0], frame),
                     nonce, counter)
-        command = open_session(body)
+        command = whole_session(self.parts, conn, open_session(body))
+        if command is None:
+            return PartReceived(conn, now), nonce, counter
         try:
             event = command_input(command, conn, now, user=user)
         except BadCommand as error:
@@ -211,6 +219,11 @@ class SessionRegistry:
 
     def _admit(self, join: Join, out: list[Action]) -> None:
         app, name = join.application, join.session
+        known = self.stored_incarnations
+        for other, incarnation in join.known:  # after a restart of this server
+            key = (app, name, other)
+            if incarnation > known.get(key, 0):
+                known[key] = incarnation
         is_new_application = app not in self.applications
         is_new_session = (app, name) not in self.sessions
         session = self.sessions.setdefault((app, name), Session(app, name))
@@ -441,4 +454,5 @@ class SessionRegistry:
 _STEPS: dict[type, Callable[[SessionRegistry, Any, list[Action]], None]] = {
     Relay: SessionRegistry._relay, Heartbeat: SessionRegistry._heartbeat,
     Join: SessionRegistry._join, Leave: SessionRegistry._leave, Tick: SessionRegistry._tick,
-    SnapshotGiven: SessionRegistry._snapshot_given, StateHeld: SessionRegistry._state_held}
+    SnapshotGiven: SessionRegistry._snapshot_given, StateHeld: SessionRegistry._state_held,
+    PartReceived: lambda registry, part, out: None}

@@ -49,6 +49,9 @@ class Join(_FromClient):
     generation: str = ""
     #: it holds the session's state (a live client coming back; never a new process)
     has_state: bool = False
+    #: a live client coming back: the highest incarnation of each name of the session
+    #: it has seen, so that a new process under one of them is numbered above it
+    known: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,15 @@ class StateHeld(_FromClient):
 
 
 @dataclass(frozen=True)
+class PartReceived:
+    """A part of a command larger than a frame came from ``conn``; the command is
+    handled once its last part came (:func:`groupcomm.wire.session.whole_session`)."""
+
+    conn: Connection
+    now: float
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed. ``caught_up_at`` is the last moment the host had read all its input:
     silence is judged against it, not against ``now``, so a host that falls behind under
@@ -105,7 +117,7 @@ class Tick:
     caught_up_at: float
 
 
-Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | StateHeld | Tick
+Input = Join | Leave | Heartbeat | Relay | SnapshotGiven | StateHeld | PartReceived | Tick
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,28 @@ def _snapshot_input(command: Mapping[str, Any], common: dict[str, Any]) -> Snaps
                          clock=tuple((p[0], p[1]) for p in clock))
 
 
+#: names a join may tell the incarnations of (the most recent a client saw)
+MAX_KNOWN_NAMES = 4096
+#: the highest incarnation a join may tell (beyond: ignored)
+MAX_KNOWN_INCARNATION = 2**31
+
+
+def _known(value: Any) -> tuple[tuple[str, int], ...]:
+    """A join's ``known`` map (name -> incarnation), checked; BadCommand names the fault."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or len(value) > MAX_KNOWN_NAMES:
+        raise BadCommand(f"known must be a map of at most {MAX_KNOWN_NAMES} names")
+    known = []
+    for name, incarnation in value.items():
+        if not (isinstance(name, str) and name and _count(incarnation)
+                and 1 <= incarnation < MAX_KNOWN_INCARNATION):
+            raise BadCommand(f"known: {name!r} -> {incarnation!r} is not a name and an "
+                             "incarnation")
+        known.append((name, incarnation))
+    return tuple(known)
+
+
 def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
                   user: str | None = None
                   ) -> Join | Leave | Heartbeat | SnapshotGiven | StateHeld:
@@ -205,7 +239,8 @@ def command_input(command: Mapping[str, Any], conn: Connection, now: float, *,
                     incarnation=incarnation if _count(incarnation) else 0,
                     wants_state=command.get("wants_state") is True, user=user,
                     generation=generation if isinstance(generation, str) else "",
-                    has_state=command.get("has_state") is True)
+                    has_state=command.get("has_state") is True,
+                    known=_known(command.get("known")))
     if op == "leave":
         direct = command.get("direct_frames", {})
         valid = isinstance(direct, Mapping) and all(

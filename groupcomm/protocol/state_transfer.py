@@ -26,6 +26,7 @@ from groupcomm.core.session_messages import (
     SESSION_TRAFFIC,
     JoinMarker,
     Snapshot,
+    StatePart,
     StateReply,
     StateRequest,
 )
@@ -37,6 +38,8 @@ from groupcomm.protocol.session_events import (
     StateRequested,
     StateUnavailable,
 )
+from groupcomm.protocol.state_parts import StateParts
+from groupcomm.wire.parts import PartsError
 from groupcomm.wire.payload import dump_payload, load_payload
 
 log = logging.getLogger(__name__)
@@ -180,6 +183,12 @@ class NewcomerState:
         self._reflected = frozenset(reply.reflected)
         return [self._finish(reply)]
 
+    def progress(self, sender: str, now: float) -> None:
+        """Part of ``sender``'s state came: the member asked is answering, its time
+        starts again (a large state takes more than one message)."""
+        if self.waiting and sender == self.asked:
+            self._deadline = now + self.timeout
+
     def member_left(self, member: str, now: float) -> list[Ask | Install]:
         self._candidates = [m for m in self._candidates if m != member]
         if self.waiting and member == self.asked:
@@ -281,6 +290,9 @@ class StateTransfer:
         self.holds = False
         #: told whether it holds it (the client says so when it joins again)
         self.on_holds: Callable[[bool], None] = lambda holds: None
+        #: states larger than a frame, both ways (the communicator sets its part size
+        #: under the frame limit, and its max_state)
+        self.parts = StateParts()
 
     def _set_holds(self, holds: bool) -> None:
         self.holds = holds
@@ -410,7 +422,7 @@ class StateTransfer:
 
     def _give_snapshot(self, newcomer: str) -> None:
         if self._member.port.caught_up and not self.waiting:
-            self._send_system(self._snapshot(newcomer), newcomer)
+            self._send_reply(self._snapshot(newcomer), newcomer)
         elif newcomer not in self.deferred:
             self._member.stats["state_answers_deferred"] += 1
             self.deferred.append(newcomer)
@@ -453,10 +465,60 @@ class StateTransfer:
                 self._give_snapshot(message.sender)
             return True
         if isinstance(user, StateReply):
-            if self.gate is not None:
+            if user.parts:  # the state follows in parts
+                self._announced(message.sender, user)
+            elif self.gate is not None:
                 self._carry_out(self.gate.reply(message.sender, user, self._member.now))
             return True
+        if isinstance(user, StatePart):
+            self._part(message.sender, user)
+            return True
         return False
+
+    # -- a state larger than a frame -------------------------------------------------------
+    def _send_reply(self, reply: StateReply, newcomer: str) -> None:
+        """``reply``, its state in parts when one message could not carry it."""
+        messages = self.parts.outgoing(reply)
+        if len(messages) > 1:
+            self._member.stats["state_parts_sent"] += len(messages) - 1
+        for message in messages:
+            self._send_system(message, newcomer)
+
+    def _announced(self, sender: str, reply: StateReply) -> None:
+        gate = self.gate
+        if gate is None or not gate.waiting or sender != gate.asked:
+            return  # not waited for: its parts are left aside as they come
+        try:
+            self.parts.announced(sender, reply)
+        except PartsError as error:
+            self._unusable(sender, error)
+            return
+        gate.progress(sender, self._member.now)
+
+    def _part(self, sender: str, part: StatePart) -> None:
+        if self.gate is None or not self.parts.expects(sender):
+            return
+        try:
+            whole = self.parts.part(sender, part)
+        except Exception as error:  # noqa: BLE001 - parts that do not make a state
+            self._unusable(sender, error)
+            return
+        self._member.stats["state_parts_received"] += 1
+        if whole is None:
+            self.gate.progress(sender, self._member.now)
+            return
+        self._carry_out(self.gate.reply(sender, whole, self._member.now))
+
+    def _unusable(self, sender: str, error: Exception) -> None:
+        """``sender``'s state in parts cannot be installed: one line, counted, and the
+        next member is asked."""
+        self.parts.forget(sender)
+        member = self._member
+        member.stats["states_refused"] += 1
+        log.error("%s: the state from %s cannot be taken: %s; asking the next member",
+                  member.name, sender, error)
+        if self.gate is not None:
+            self._carry_out(self.gate.reply(sender, StateReply(available=False), member.now))
 
     def _snapshot(self, newcomer: str) -> StateReply:
         member = self._member
@@ -499,6 +561,9 @@ def stored_reply(notice: Mapping[str, Any],
     notice carries (the session layer's own messages left out); a malformed one is no
     state (logged)."""
     if notice.get("available") is not True:
+        refused = notice.get("refused")
+        if isinstance(refused, str):  # the store has the session, and says why not
+            log.warning("%s: no state from the session store: %s", node.name, refused[:300])
         return StateReply(available=False), []
     try:
         state = None

@@ -9,6 +9,12 @@ reaches its receivers through the server, which forwards in arrival order, so a
 message sent after another was delivered arrived at the server after it. Replaying the
 kept messages in arrival order after the snapshot therefore never delivers an effect
 before its cause. Direct routing would bypass the server, so a store refuses it.
+
+Why a session falls "behind": while the store fails, the server goes on relaying, and
+what it relays then is in no snapshot. When the store works again, every session is
+behind until a member holding its whole state gives a snapshot (asked at once); until
+that snapshot is kept, the store hands nothing of it to a newcomer, which would get a
+state with a hole.
 """
 
 from __future__ import annotations
@@ -86,10 +92,18 @@ class KeptSession:
     holders: set[str] = field(default_factory=set)
     #: application id -> destinations seen so far, for copies of split sends
     groups: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+    #: what is kept misses messages relayed while the store failed: nothing of it goes
+    #: to a newcomer until a holder's snapshot is kept
+    behind: bool = False
+    #: the backend has the session (False: made while the store failed, to be created
+    #: when it works again)
+    created: bool = True
 
     @property
     def has_content(self) -> bool:
-        return self.has_snapshot or self.since_snapshot > 0
+        # a session behind had messages the store missed: a member joining it when no
+        # holder is present does not hold its state
+        return self.has_snapshot or self.since_snapshot > 0 or self.behind
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,9 @@ class JoinVerdict:
     create: bool = False
     send_state: bool = False
     changed: bool = False
+    #: the session is behind and no member present holds its state: it wants state
+    #: and gets none (told why), rather than a state with a hole
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,14 +140,48 @@ class StoreRules:
         self._new_generation = new_generation
         self.sessions: dict[tuple[str, str], KeptSession] = {}
         self._requests = 0
+        #: the store fails: nothing is kept, no snapshot asked, every session behind
+        self.down = False
 
     # -- what is stored --------------------------------------------------------------------
     def loaded(self, application: str, session: str, generation: str, *, messages: int,
-               has_snapshot: bool, now: float) -> None:
-        """A session found in the store when the host started."""
+               has_snapshot: bool, now: float, behind: bool = False) -> None:
+        """A session found in the store when the host started (``behind``: marked so)."""
         self.sessions[(application, session)] = KeptSession(
             generation, since_snapshot=messages, has_snapshot=has_snapshot,
-            snapshot_at=now, refresh=True)
+            snapshot_at=now, refresh=True, behind=behind)
+
+    def store_down(self) -> None:
+        """The store failed: from now on what is relayed is not kept, so every session
+        is behind; outstanding snapshot requests are void."""
+        self.down = True
+        for kept in self.sessions.values():
+            kept.behind = True
+            kept.asked = None
+            kept.declined.clear()
+            kept.groups.clear()
+
+    def store_up(self, stored: dict[tuple[str, str], tuple[str, int, bool]],
+                 now: float) -> None:
+        """The store works again; ``stored``: what it has committed per session
+        (generation, messages, has a snapshot). Every session stays behind until a
+        holder's snapshot is kept, and one is asked for at once; the holders known
+        meanwhile are kept (they received everything relayed)."""
+        self.down = False
+        for key, (generation, messages, has_snapshot) in stored.items():
+            kept = self.sessions.get(key)
+            if kept is None:
+                kept = self.sessions[key] = KeptSession(generation, snapshot_at=now)
+            kept.generation = generation
+            kept.since_snapshot = messages
+            kept.has_snapshot = has_snapshot
+        for kept in self.sessions.values():
+            kept.behind = kept.refresh = kept.created = True
+            kept.snapshot_at = now
+
+    def behind(self) -> list[tuple[str, str]]:
+        """The sessions behind (for the host's counters)."""
+        return [key for key, kept in self.sessions.items() if kept.behind]
 
     def dropped(self, application: str, session: str) -> None:
         self.sessions.pop((application, session), None)
@@ -156,10 +207,13 @@ class StoreRules:
         without one, cannot give it, and the store can."""
         kept = self.sessions.get((application, session))
         if kept is None:
-            kept = KeptSession(self._new_generation(), snapshot_at=now)
+            # made while the store fails: created when it works again, and behind until
+            # then (what is relayed meanwhile is not kept)
+            kept = KeptSession(self._new_generation(), snapshot_at=now, behind=self.down,
+                               created=not self.down)
             self.sessions[(application, session)] = kept
             kept.holders.add(member)  # nothing kept before it: its state is the session's
-            return JoinVerdict(kept.generation, create=True,
+            return JoinVerdict(kept.generation, create=kept.created,
                                changed=bool(generation) and has_state)
         changed = bool(generation) and generation != kept.generation
         # one that left when nobody was there to be told is no holder any more
@@ -170,6 +224,8 @@ class StoreRules:
         held = any(other in kept.holders for other in others)
         if held:  # it gets the state from them; it holds it once it says so
             return JoinVerdict(kept.generation, changed=changed)
+        if kept.behind and wants_state:  # what is kept has a hole: nothing to hand out
+            return JoinVerdict(kept.generation, changed=changed, refused=True)
         send = wants_state and kept.has_content
         if send or not kept.has_content:
             kept.holders.add(member)
@@ -237,7 +293,9 @@ class StoreRules:
     def due(self, now: float,
             members_of: Callable[[str, str], Sequence[str]]) -> list[AskSnapshot]:
         """Snapshot requests to send now (``members_of``: member ids in join order)."""
-        asks = []
+        asks: list[AskSnapshot] = []
+        if self.down:
+            return asks
         policy = self.policy
         for (application, session), kept in self.sessions.items():
             if kept.asked is not None and now < kept.due:
@@ -292,10 +350,13 @@ class StoreRules:
 
     def snapshot_kept(self, application: str, session: str, dropped: int,
                       now: float) -> None:
-        """The snapshot is stored and ``dropped`` messages it covers were removed."""
+        """The snapshot is stored and ``dropped`` messages it covers were removed; a
+        session behind is whole again (its host clears the mark in the same
+        transaction: if that fails, the store is down and every session behind)."""
         kept = self.sessions.get((application, session))
         if kept is None:
             return
+        kept.behind = False
         kept.has_snapshot = True
         kept.refresh = False
         kept.since_snapshot = max(0, kept.since_snapshot - dropped)

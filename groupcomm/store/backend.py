@@ -20,13 +20,17 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "SessionInfo", "StoreBackend", "StoreError",
-           "StoredMessage", "StoredSession", "StoredSnapshot", "open_store", "unpack_clock"]
+__all__ = ["SCHEMA_NAME", "SCHEMA_UPGRADABLE", "SCHEMA_VERSION", "SessionInfo",
+           "StoreBackend", "StoreError", "StoredMessage", "StoredSession", "StoredSnapshot",
+           "open_store", "unpack_clock"]
 
 #: what a store calls itself, so a foreign database is told apart from ours
 SCHEMA_NAME = "groupcomm-session-store"
-#: the layout this code reads and writes; another one is refused, never converted blindly
-SCHEMA_VERSION = 1
+#: the layout this code reads and writes; version 1 (without the sessions' "behind"
+#: mark) is converted when opened, any other is refused, never converted blindly
+SCHEMA_VERSION = 2
+#: the layout converted on opening: what version 2 adds to it
+SCHEMA_UPGRADABLE = "1"
 
 #: URL schemes of the PostgreSQL backend
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -122,6 +126,15 @@ class StoreBackend(ABC):
                      covered: Collection[str]) -> int:
         """Replace the session's snapshot, and drop its messages whose id is in
         ``covered`` (those the snapshot reflects); returns how many were dropped."""
+
+    @abstractmethod
+    def behind(self) -> set[tuple[str, str]]:
+        """The sessions marked behind (committed state): their kept history misses
+        what was relayed while the store failed, until a holder's snapshot is kept."""
+
+    @abstractmethod
+    def set_behind(self, application: str, session: str, behind: bool) -> None:
+        """Mark the session behind, or whole again (with the snapshot that makes it so)."""
 
     @abstractmethod
     def drop(self, application: str, session: str) -> bool:

@@ -24,6 +24,7 @@ import msgpack
 
 from groupcomm.store.backend import (
     SCHEMA_NAME,
+    SCHEMA_UPGRADABLE,
     SCHEMA_VERSION,
     SessionInfo,
     StoreBackend,
@@ -55,7 +56,8 @@ _TABLES = """
 CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE {s}.sessions (
     application text NOT NULL, session text NOT NULL, generation text NOT NULL,
-    created_at double precision NOT NULL, PRIMARY KEY (application, session));
+    created_at double precision NOT NULL, behind boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (application, session));
 CREATE TABLE {s}.snapshots (
     application text NOT NULL, session text NOT NULL, fmt integer NOT NULL,
     data bytea NOT NULL, reflected bytea NOT NULL, clock bytea NOT NULL,
@@ -240,6 +242,17 @@ class PostgresStore(StoreBackend):
                 raise StoreError(f"store {self.location}: the schema {PG_SCHEMA!r} holds "
                                  "tables of another program; give --store another database")
             meta = dict(conn.execute(f"SELECT key, value FROM {PG_SCHEMA}.meta").fetchall())
+            if (meta.get("schema") == SCHEMA_NAME
+                    and meta.get("version") == SCHEMA_UPGRADABLE):
+                # version 1 to 2: the sessions' "behind" mark (none is behind), under
+                # the schema lock and in this transaction
+                conn.execute(f"ALTER TABLE {PG_SCHEMA}.sessions ADD COLUMN behind boolean "
+                             "NOT NULL DEFAULT false")
+                conn.execute(f"UPDATE {PG_SCHEMA}.meta SET value = %s WHERE key = 'version'",
+                             (str(SCHEMA_VERSION),))
+                meta["version"] = str(SCHEMA_VERSION)
+                log.warning("store %s: converted from layout version %s to %d",
+                            self.location, SCHEMA_UPGRADABLE, SCHEMA_VERSION)
         if meta.get("schema") != SCHEMA_NAME:
             raise StoreError(f"store {self.location}: the schema {PG_SCHEMA!r} belongs to "
                              f"another program ({meta.get('schema')!r}); give --store "
@@ -262,7 +275,8 @@ class PostgresStore(StoreBackend):
     def create_session(self, application: str, session: str, generation: str,
                        created_at: float) -> None:
         try:
-            self._write(f"INSERT INTO {PG_SCHEMA}.sessions VALUES (%s, %s, %s, %s)",
+            self._write(f"INSERT INTO {PG_SCHEMA}.sessions (application, session, "
+                        "generation, created_at) VALUES (%s, %s, %s, %s)",
                         (application, session, generation, created_at), "write")
         except StoreError as error:
             raise StoreError(f"{error} (session {application}/{session})") from None
@@ -314,6 +328,10 @@ class PostgresStore(StoreBackend):
                     (application, session, list(covered)), "write")
         return self._rowcount
 
+    def set_behind(self, application: str, session: str, behind: bool) -> None:
+        self._write(f"UPDATE {PG_SCHEMA}.sessions SET behind = %s WHERE application = %s "
+                    "AND session = %s", (behind, application, session), "write")
+
     def drop(self, application: str, session: str) -> bool:
         key = (application, session)
         self._write(f"DELETE FROM {PG_SCHEMA}.sessions WHERE application = %s AND "
@@ -361,6 +379,10 @@ class PostgresStore(StoreBackend):
 
     def sessions(self) -> list[SessionInfo]:
         return self._reading(lambda conn: self._infos(conn, "", ()))
+
+    def behind(self) -> set[tuple[str, str]]:
+        return self._reading(lambda conn: {(a, s) for a, s in conn.execute(
+            f"SELECT application, session FROM {PG_SCHEMA}.sessions WHERE behind")})
 
     def _infos(self, conn: psycopg.Connection[Any], where: str, args: Sequence[object]
                ) -> list[SessionInfo]:

@@ -15,6 +15,7 @@ import msgpack
 
 from groupcomm.store.backend import (
     SCHEMA_NAME,
+    SCHEMA_UPGRADABLE,
     SCHEMA_VERSION,
     SessionInfo,
     StoreBackend,
@@ -32,7 +33,8 @@ _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sessions (
     application TEXT NOT NULL, session TEXT NOT NULL, generation TEXT NOT NULL,
-    created_at REAL NOT NULL, PRIMARY KEY (application, session));
+    created_at REAL NOT NULL, behind INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (application, session));
 CREATE TABLE snapshots (
     application TEXT NOT NULL, session TEXT NOT NULL, fmt INTEGER NOT NULL,
     data BLOB NOT NULL, reflected BLOB NOT NULL, clock BLOB NOT NULL,
@@ -103,7 +105,9 @@ class SQLiteStore(StoreBackend):
         if meta.get("schema") != SCHEMA_NAME:
             raise StoreError(f"store {self.location}: a SQLite file of another program "
                              f"(schema {meta.get('schema')!r}); give --store a new path")
-        if meta.get("version") != str(SCHEMA_VERSION):
+        if meta.get("version") == SCHEMA_UPGRADABLE:
+            self._upgrade()
+        elif meta.get("version") != str(SCHEMA_VERSION):
             raise StoreError(f"store {self.location}: layout version {meta.get('version')} "
                              f"(this groupcomm reads version {SCHEMA_VERSION}); refused "
                              "rather than converted")
@@ -114,6 +118,25 @@ class SQLiteStore(StoreBackend):
         problem = db.execute("PRAGMA quick_check").fetchone()[0]
         if problem != "ok":
             raise StoreError(f"store {self.location}: damaged ({problem})")
+
+    def _upgrade(self) -> None:
+        """Version 1 to 2: the sessions' "behind" mark (none is behind), in one
+        transaction, so a failure leaves the file as it was."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("ALTER TABLE sessions ADD COLUMN behind INTEGER NOT NULL DEFAULT 0")
+            db.execute("UPDATE meta SET value = ? WHERE key = 'version'",
+                       (str(SCHEMA_VERSION),))
+            db.execute("COMMIT")
+        except sqlite3.Error as error:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(f"store {self.location}: cannot convert layout version "
+                             f"{SCHEMA_UPGRADABLE} to {SCHEMA_VERSION}: "
+                             f"{_one_line(error)}") from None
+        log.warning("store %s: converted from layout version %s to %d", self.location,
+                    SCHEMA_UPGRADABLE, SCHEMA_VERSION)
 
     # -- writes ----------------------------------------------------------------------------
     def _write(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
@@ -130,7 +153,8 @@ class SQLiteStore(StoreBackend):
     def create_session(self, application: str, session: str, generation: str,
                        created_at: float) -> None:
         try:
-            self._write("INSERT INTO sessions VALUES (?, ?, ?, ?)",
+            self._write("INSERT INTO sessions (application, session, generation, "
+                        "created_at) VALUES (?, ?, ?, ?)",
                         (application, session, generation, created_at))
         except StoreError as error:
             raise StoreError(f"{error} (session {application}/{session})") from None
@@ -169,6 +193,10 @@ class SQLiteStore(StoreBackend):
                 f"IN ({', '.join('?' * len(chunk))})", (application, session, *chunk))
             dropped += cursor.rowcount
         return dropped
+
+    def set_behind(self, application: str, session: str, behind: bool) -> None:
+        self._write("UPDATE sessions SET behind = ? WHERE application = ? AND session = ?",
+                    (int(behind), application, session))
 
     def drop(self, application: str, session: str) -> bool:
         found = self._write("DELETE FROM sessions WHERE application = ? AND session = ?",
@@ -211,6 +239,10 @@ class SQLiteStore(StoreBackend):
 
     def sessions(self) -> list[SessionInfo]:
         return self._infos("", ())
+
+    def behind(self) -> set[tuple[str, str]]:
+        return {(a, s) for a, s in self._read(
+            "SELECT application, session FROM sessions WHERE behind != 0")}
 
     def _infos(self, where: str, args: Sequence[object]) -> list[SessionInfo]:
         rows = self._read(

@@ -24,6 +24,7 @@ from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.protocol.client import ClientProtocol
 from groupcomm.protocol.port import PortError
 from groupcomm.protocol.session_events import ServerAnswers, ServerSilent, SessionEvent
+from groupcomm.protocol.state_parts import StateParts
 from groupcomm.transport.address import endpoint, nobody_listens
 from groupcomm.transport.config import (
     Connection,
@@ -40,6 +41,7 @@ from groupcomm.transport.keys import resolve_key
 from groupcomm.transport.link import MemberLink
 from groupcomm.transport.loop import PollLoop
 from groupcomm.wire.frames import FrameCodec
+from groupcomm.wire.parts import PART_HEADROOM
 
 __all__ = ["Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
            "SendQueueFull"]
@@ -159,6 +161,11 @@ class Communicator:
             clock_acks=delivery.clock_acks,
             inbox_changed=self._inbox_changed, sent_listener=listeners.sent,
             attested=curve is not None)
+        # a state or stored state larger than a frame travels in parts of half a frame
+        protocol.transfer.parts = StateParts(
+            part_size=max(1, connection.max_frame // 2 - PART_HEADROOM),
+            max_state=state.max_state)
+        protocol.notice_parts.limit = state.max_state
         link.drive(protocol)
         self._port = port = protocol.port  # the one part application threads touch
         self._inputs = protocol.inputs

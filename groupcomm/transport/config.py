@@ -26,6 +26,7 @@ from groupcomm.protocol.session_events import SessionEvent
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT
 from groupcomm.transport.curve import ClientKeys, CurveKeyError
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME
+from groupcomm.wire.parts import DEFAULT_MAX_STATE
 
 __all__ = ["ROUTINGS", "Connection", "Delivery", "Limits", "Listeners", "Pipelines",
            "StateTransfer", "check_routing", "client_keys"]
@@ -68,14 +69,18 @@ class StateTransfer:
     """State transfer (see :mod:`groupcomm.protocol.state_transfer`): ``provider`` gives
     a snapshot of the application state to a newcomer, ``consumer`` installs one when
     this member is the newcomer; ``timeout`` seconds for one member's answer before the
-    next is asked."""
+    next is asked (it starts again with each part of a large state); ``max_state``: the
+    most bytes of serialized state this newcomer takes (a larger state travels in parts
+    of half a frame; past the limit it is refused in one line and the next member is
+    asked)."""
 
     provider: Callable[[], Any] | None = None
     consumer: Callable[[Any], None] | None = None
     timeout: float = STATE_TIMEOUT
+    max_state: int = DEFAULT_MAX_STATE
 
     def __post_init__(self) -> None:
-        _positive("StateTransfer", timeout=self.timeout)
+        _positive("StateTransfer", timeout=self.timeout, max_state=self.max_state)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,7 +35,8 @@ from groupcomm.transport.address import endpoint
 from groupcomm.transport.curve import ServerKeys, start_authenticator
 from groupcomm.transport.store_host import StoreHost
 from groupcomm.wire.frames import DEFAULT_MAX_FRAME, FORWARDED, FrameCodec, FrameRejected
-from groupcomm.wire.session import seal_session
+from groupcomm.wire.parts import DEFAULT_MAX_STATE
+from groupcomm.wire.session import seal_session, seal_session_parts
 
 __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT", "SessionServer"]
 
@@ -54,7 +55,10 @@ class SessionServer:
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  max_frame: int = DEFAULT_MAX_FRAME, context: zmq.Context | None = None,
                  curve: ServerKeys | None = None, store: StoreBackend | None = None,
-                 store_policy: StorePolicy | None = None) -> None:
+                 store_policy: StorePolicy | None = None,
+                 max_state: int = DEFAULT_MAX_STATE) -> None:
+        """``max_state``: the most bytes a command arriving in parts (a member's snapshot
+        for the store) or a stored state handed to a newcomer may hold."""
         self.codec = FrameCodec(key, max_frame=max_frame)
         self.heartbeat_timeout = heartbeat_timeout
         self._context = context or zmq.Context.instance()
@@ -70,12 +74,14 @@ class SessionServer:
         self.address: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.registry = SessionRegistry(server_id=os.urandom(4).hex(), now=time.monotonic(),
                                         heartbeat_timeout=heartbeat_timeout,
-                                        authenticated=curve is not None)
+                                        authenticated=curve is not None,
+                                        max_state=max_state)
         self.rejects = RejectLog("session server")
         #: the session store (``--store``); its turn's writes commit before anything of
         #: the turn is sent (see :meth:`flush`)
         self.store = (StoreHost(store, self.registry, policy=store_policy,
-                                max_frame=max_frame) if store is not None else None)
+                                max_frame=max_frame, max_state=max_state)
+                      if store is not None else None)
         #: actions of this turn, sent once the store committed (only with a store)
         self._pending: list[Action] = []
         self._stopping = False
@@ -210,8 +216,9 @@ class SessionServer:
                     send([action.conn, FORWARDED, action.frame])
                 else:  # attest who sent it: the receiver checks the signed sender against it
                     send([action.conn, FORWARDED, action.frame, action.sender.encode()])
-            elif isinstance(action, Notify):
-                send([action.conn, seal_session(self.codec, action.op, **action.fields)])
+            elif isinstance(action, Notify):  # one larger than a frame goes in parts
+                for frame in seal_session_parts(self.codec, action.op, **action.fields):
+                    send([action.conn, frame])
             elif isinstance(action, Rejected):
                 self.rejects.reject(action.reason, action.detail, action.peer)
             elif isinstance(action, KeepSnapshot):  # a server without a store

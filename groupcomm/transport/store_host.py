@@ -3,8 +3,10 @@ out :class:`~groupcomm.protocol.store_rules.StoreRules` against a backend. The s
 hands it every input and the actions the registry answered; it keeps the relayed
 messages and snapshots in the backend's open transaction, and :meth:`StoreHost.commit`
 ends the transaction before the server sends anything of that turn (the durability
-point). A store that fails is given up with one line in the log and a counter: the
-server goes on serving without it, and what was committed stays intact.
+point). A store that fails is set aside with one line in the log and a counter: the
+server goes on serving without it, what was committed stays intact, and it is tried
+again (after 1 s, doubling to 30 s). When it works again every session is marked behind
+in it until a member holding the session's state gives a snapshot (docs/storage.md).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from groupcomm.protocol.store_rules import (
 from groupcomm.store.backend import StoreBackend, StoredMessage, StoredSnapshot, StoreError
 from groupcomm.store.tap import FrameTap
 from groupcomm.wire.frames import NONCE_SIZE, SIGNATURE_SIZE, sealed_body
+from groupcomm.wire.parts import DEFAULT_MAX_STATE
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "DEFAULT_SNAPSHOT_SECONDS", "StoreHost", "StorePolicy"]
 
@@ -42,8 +45,13 @@ log = logging.getLogger(__name__)
 
 #: the notices the store looks at
 _WATCHED = ("welcome", "left")
-#: room left in a frame for the stored state's other fields
-_NOTICE_MARGIN = 4096
+#: seconds before the first attempt to use a failed store again, and the longest wait
+RETRY_FIRST = 1.0
+RETRY_MAX = 30.0
+#: what a newcomer into a session behind, with no member holding its state, is told
+BEHIND_REFUSAL = ("the session server's store missed messages of this session while it "
+                  "failed, and no member present holds its whole state: it gives none "
+                  "rather than one with a hole")
 
 
 def new_generation() -> str:
@@ -52,25 +60,37 @@ def new_generation() -> str:
 
 
 class StoreHost:
-    """``max_frame``: the largest frame a client accepts (the stored state is one)."""
+    """``max_frame``: the largest frame a client accepts; ``max_state``: the largest
+    stored state handed to a newcomer (it travels in parts of half a frame)."""
 
     def __init__(self, backend: StoreBackend, registry: SessionRegistry, *,
                  policy: StorePolicy | None = None, max_frame: int,
-                 now: float | None = None) -> None:
+                 max_state: int = DEFAULT_MAX_STATE, now: float | None = None, retry_first: float = RETRY_FIRST,
+                 retry_max: float = RETRY_MAX) -> None:
         self.backend = backend
         self.registry = registry
         self.rules = StoreRules(policy or StorePolicy(), new_generation)
         self.tap = FrameTap(max_frame)
         self.max_frame = max_frame
+        self.max_state = max_state
         self.stats: Counter[str] = Counter()
-        #: why the store was given up (None while it works)
+        #: why the store failed (None while it works)
         self.failed: str | None = None
+        self.retry_first, self.retry_max = retry_first, retry_max
+        #: the next attempt to use the failed store, and the wait after it
+        self._retry_at = 0.0
+        self._retry_wait = retry_first
+        self._resumed_at = -float("inf")
+        #: sessions behind whose snapshot this turn keeps: whole once it commits
+        self._whole: list[tuple[str, str, str]] = []
         self._check_due = False
         now = time.monotonic() if now is None else now
+        behind = backend.behind()
         for info in backend.sessions():
-            self.rules.loaded(info.application, info.session, info.generation,
-                              messages=info.messages,
-                              has_snapshot=info.snapshot_size is not None, now=now)
+            key = (info.application, info.session)
+            self.rules.loaded(*key, info.generation, messages=info.messages,
+                              has_snapshot=info.snapshot_size is not None, now=now,
+                              behind=key in behind)
             self._learn_incarnations(info.application, info.session)
 
     def _learn_incarnations(self, app: str, session: str) -> None:
@@ -95,16 +115,18 @@ class StoreHost:
         return self.failed is None
 
     def counters(self) -> dict[str, int]:
-        """``store_given_up`` is 1 once the store failed: sessions are no longer stored
-        (``store_relays_not_stored`` counts the relayed frames since)."""
+        """``store_down`` is 1 while the store fails (``store_relays_not_stored`` counts
+        the relayed frames not kept meanwhile), ``store_sessions_behind`` the sessions
+        whose kept history has a hole until a holder's snapshot is kept."""
         return {**{f"store_{k}": v for k, v in self.stats.items()},
-                "store_given_up": int(self.failed is not None),
+                "store_down": int(self.failed is not None),
+                "store_sessions_behind": len(self.rules.behind()),
                 **{f"store_unreadable_{k}": v for k, v in self.tap.unreadable.items()}}
 
     # -- before and after the registry ---------------------------------------------------------
     def refuse(self, event: Input) -> list[Action] | None:
         """The actions instead of the registry's for an input the store refuses."""
-        if self.failed is None and type(event) is Join:
+        if type(event) is Join:
             why = self.rules.refuse_join(event.address)
             if why is not None:
                 self.stats["refused_direct"] += 1
@@ -116,11 +138,9 @@ class StoreHost:
 
     def after(self, event: Input, actions: list[Action]) -> list[Action]:
         """Keep what ``event`` relayed; complete the registry's ``actions`` (the store's
-        fields in a welcome, the stored state after it); returns the actions to send."""
-        if self.failed is not None:
-            if type(event) is Relay:
-                self.stats["relays_not_stored"] += 1
-            return [a for a in actions if type(a) is not KeepSnapshot]
+        fields in a welcome, the stored state after it); returns the actions to send.
+        While the store fails, the rules go on following members and holders (who
+        can give the snapshot that makes a session whole again), and nothing is kept."""
         try:
             if type(event) is Relay and actions and self.registry.by_conn.get(event.conn):
                 self._keep_relayed(event)
@@ -138,6 +158,9 @@ class StoreHost:
         return actions
 
     def _keep_relayed(self, relay: Relay) -> None:
+        if self.failed is not None:
+            self.stats["relays_not_stored"] += 1
+            return
         frame = relay.frame
         start = SIGNATURE_SIZE + 1
         app, session, candidates = self.tap.read(frame[start:start + NONCE_SIZE],
@@ -202,6 +225,10 @@ class StoreHost:
         if verdict.create:
             self.backend.create_session(app, name, verdict.generation, time.time())
             self.stats["sessions_created"] += 1
+        if verdict.refused:
+            self.stats["newcomers_refused"] += 1
+            log.warning("store: %s joins %s/%s, which is behind with no member holding its "
+                        "state: no state from the store", member.member_id, app, name)
         if verdict.changed:
             self.stats["generation_changes"] += 1
             log.warning("%s comes back to %s/%s with state of another store generation "
@@ -210,9 +237,15 @@ class StoreHost:
         welcome = out[at]
         assert type(welcome) is Notify
         out[at] = Notify(welcome.conn, "welcome", {
-            **welcome.fields, "generation": verdict.generation, "stored": verdict.send_state,
+            **welcome.fields, "generation": verdict.generation,
+            # refused: it waits for the store's answer, which says why there is none
+            "stored": verdict.send_state or verdict.refused,
             "generation_changed": verdict.changed,
             "kept": self.rules.sessions[(app, name)].has_content})
+        if verdict.refused:
+            return [Notify(joined.conn, "stored_state", {
+                "generation": verdict.generation, "available": False,
+                "refused": BEHIND_REFUSAL})]
         if not verdict.send_state:
             return []
         return [Notify(joined.conn, "stored_state", self._stored_state(app, name))]
@@ -237,17 +270,22 @@ class StoreHost:
             fields.update(fmt=snapshot.fmt, data=snapshot.data,
                           reflected=list(snapshot.reflected),
                           clock=[list(p) for p in snapshot.clock])
-        if size > self.max_frame - _NOTICE_MARGIN:
+        if size > self.max_state:
             self.stats["state_too_large"] += 1
-            log.error("store: the stored state of %s/%s (%d bytes) does not fit in a frame "
+            log.error("store: the stored state of %s/%s (%d bytes) is larger than max_state "
                       "(%d); the newcomer goes on without it", app, name, size,
-                      self.max_frame)
-            return {"generation": generation, "available": False}
+                      self.max_state)
+            return {"generation": generation, "available": False,
+                    "refused": f"the stored state ({size:,} bytes) is larger than the "
+                               f"server's max_state ({self.max_state:,})"}
         self.stats["states_sent"] += 1
         self.stats["messages_sent"] += len(messages)
         return fields
 
     def _keep_snapshot(self, keep: KeepSnapshot, event: Input) -> None:
+        if self.failed is not None:  # asked before the failure: what it covers is lost
+            self.stats["snapshots_ignored"] += 1
+            return
         given = keep.given
         now = time.monotonic()
         if not self.rules.answered(given.application, given.session, keep.member,
@@ -261,14 +299,23 @@ class StoreHost:
                                   time.time(), keep.member)
         dropped = self.backend.put_snapshot(given.application, given.session, snapshot,
                                             given.reflected)
+        kept = self.rules.sessions[(given.application, given.session)]
+        if kept.behind:  # whole again once this transaction commits
+            self.backend.set_behind(given.application, given.session, False)
+            self._whole.append((given.application, given.session, keep.member))
         self.stats["snapshots"] += 1
         self.stats["messages_dropped"] += dropped
         self.rules.snapshot_kept(given.application, given.session, dropped, now)
 
     # -- time ----------------------------------------------------------------------------------
     def tick(self, now: float, force: bool = True) -> list[Action]:
-        """Snapshot requests due (``force`` False: only when a session reached its count)."""
-        if self.failed is not None or not (force or self._check_due):
+        """Snapshot requests due (``force`` False: only when a session reached its count);
+        a failed store is tried again when its time came."""
+        if self.failed is not None:
+            if now < self._retry_at or not self._resume(now):
+                return []
+            force = True  # the sessions behind ask their holders at once
+        if not (force or self._check_due):
             return []
         self._check_due = False
         out: list[Action] = []
@@ -282,7 +329,7 @@ class StoreHost:
         return out
 
     def next_due(self) -> float | None:
-        return None if self.failed is not None else self.rules.next_due()
+        return self._retry_at if self.failed is not None else self.rules.next_due()
 
     # -- the durability point ----------------------------------------------------------------
     def commit(self) -> None:
@@ -295,14 +342,61 @@ class StoreHost:
             self.stats["commits"] += 1
             self.stats["commit_us"] += int((time.perf_counter() - started) * 1e6)
         except StoreError as error:
+            self._whole.clear()
             self._fail(error)
+            return
+        for app, name, member in self._whole:
+            self.stats["sessions_whole_again"] += 1
+            log.warning("store: %s/%s is whole again (a snapshot from %s)", app, name, member)
+        self._whole.clear()
 
     def _fail(self, error: StoreError) -> None:
+        self._whole.clear()
         self.stats["failures"] += 1
         self.failed = str(error)
-        log.error("%s; the server goes on without its store (what was committed is intact): "
-                  "sessions are no longer stored until the server is restarted", error)
+        self.rules.store_down()
+        now = time.monotonic()
+        # a store failing again soon after it resumed (a disk that fills at once) keeps
+        # doubling its wait, so that it is not tried, and logged, every second
+        self._retry_wait = (self.retry_first if now - self._resumed_at > self.retry_max
+                            else min(self._retry_wait * 2, self.retry_max))
+        self._retry_at = now + self._retry_wait
+        log.error("%s; the server goes on without its store (what was committed is intact) "
+                  "and tries it again in %g s: until then nothing is stored", error,
+                  self._retry_wait)
         self.backend.rollback()
+
+    def _resume(self, now: float) -> bool:
+        """Try the failed store: mark every session behind in it (creating those made
+        meanwhile) and commit. True when it works again; else the next attempt waits
+        twice as long (up to ``retry_max``)."""
+        rules = self.rules
+        try:
+            self.backend.rollback()
+            stored = {(i.application, i.session): (i.generation, i.messages,
+                                                   i.snapshot_size is not None)
+                      for i in self.backend.sessions()}
+            for key, kept in rules.sessions.items():
+                if key not in stored:
+                    self.backend.create_session(*key, kept.generation, time.time())
+                    stored[key] = (kept.generation, 0, False)
+                self.backend.set_behind(*key, True)
+            self.backend.commit()
+        except StoreError as error:
+            self.backend.rollback()
+            self._retry_wait = min(self._retry_wait * 2, self.retry_max)
+            self._retry_at = now + self._retry_wait
+            self.stats["retries_failed"] += 1
+            log.info("%s; the store is tried again in %g s", error, self._retry_wait)
+            return False
+        rules.store_up(stored, now)
+        self.failed = None
+        self._resumed_at = now
+        self.stats["resumed"] += 1
+        log.warning("store %s works again: %d session(s) behind until a member holding "
+                    "the state gives a snapshot", self.backend.location,
+                    len(rules.sessions))
+        return True
 
     def close(self) -> None:
         if self.failed is None:

@@ -15,11 +15,14 @@ PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "
                   "stats", "rejects", "heartbeat_interval", "_filter_stacks", "inputs",
                   "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
                   "event_listeners", "lock", "node", "port", "transfer",
-                  "_undeliverable")
+                  "_undeliverable",
+                  # notices in parts: every frame of the model is under the frame limit
+                  "notice_parts")
 #: what the port and state transfer hold that is not state (configuration, callbacks)
 PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",
               "listeners", "on_caught_up")
-TRANSFER_FIXED = ("_member", "_provider", "_consumer", "on_holds")
+#: (``parts``: states in parts, which the model's small states never are)
+TRANSFER_FIXED = ("_member", "_provider", "_consumer", "on_holds", "parts")
 #: InProcessMember attributes that hold no state
 MEMBER_FIXED = ("name", "carrier", "routing", "codec", "streams", "listeners", "protocol")
 

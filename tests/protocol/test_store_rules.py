@@ -207,3 +207,49 @@ def test_a_session_found_at_the_start_asks_a_member_back_with_the_state_at_once(
     assert rules.answered("ed", "doc", "a~1", ask.request, available=True, now=1.0)
     rules.snapshot_kept("ed", "doc", dropped=1, now=1.0)
     assert rules.due(2.0, members_of) == []
+
+
+def test_a_store_that_failed_leaves_every_session_behind_until_a_holder_snapshot():
+    """While the store fails nothing is asked; holders are still followed; once it works
+    again each session asks a holder at once, a newcomer with no holder present is
+    refused, and the kept snapshot makes the session whole."""
+    rules = _rules(every=1000, seconds=1000.0)
+    present = {("ed", "doc"): ["a~1"], ("im", "new"): []}
+
+    def members_of(app, session):
+        return present[(app, session)]
+
+    rules.admitted("ed", "doc", "a~1", others=[], wants_state=True, has_state=False,
+                   generation="", now=0.0)
+    rules.stored("ed", "doc", 3)
+    rules.store_down()
+    assert rules.due(100.0, members_of) == [] and rules.behind() == [("ed", "doc")]
+    # b joins while the store fails, a present: it asks a, and holds once it says so
+    present[("ed", "doc")] = ["a~1", "b~1"]
+    assert not rules.admitted("ed", "doc", "b~1", others=["a~1"], wants_state=True,
+                              has_state=False, generation="", now=1.0).refused
+    rules.state_held("ed", "doc", "b~1")
+    # a session begun meanwhile is made in the store later, and is behind from its start
+    born = rules.admitted("im", "new", "z~1", others=[], wants_state=True,
+                          has_state=False, generation="", now=1.0)
+    assert not born.create and not rules.sessions[("im", "new")].created
+    rules.member_left("im", "new", "z~1")
+    rules.member_left("ed", "doc", "a~1")
+    present[("ed", "doc")] = ["b~1"]
+    rules.store_up({("ed", "doc"): ("gen1", 3, False), ("im", "new"): (born.generation, 0,
+                                                                        False)}, now=2.0)
+    assert sorted(rules.behind()) == [("ed", "doc"), ("im", "new")]
+    # nobody in im/new holds its state: a newcomer gets nothing rather than a hole
+    refused = rules.admitted("im", "new", "y~1", others=[], wants_state=True,
+                             has_state=False, generation="", now=2.0)
+    assert refused.refused and not refused.send_state
+    assert not rules.holds("im", "new", "y~1")
+    [ask] = rules.due(2.0, members_of)
+    assert (ask.session, ask.member) == ("doc", "b~1")  # at once, from a holder
+    assert rules.answered("ed", "doc", "b~1", ask.request, available=True, now=2.5)
+    rules.snapshot_kept("ed", "doc", dropped=3, now=2.5)
+    assert rules.behind() == [("im", "new")]
+    rules.member_left("ed", "doc", "b~1")
+    whole = rules.admitted("ed", "doc", "c~1", others=[], wants_state=True,
+                           has_state=False, generation="", now=3.0)
+    assert whole.send_state and not whole.refused

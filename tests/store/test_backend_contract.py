@@ -147,3 +147,28 @@ def test_a_new_session_starts_empty_even_after_writes_to_a_dropped_one(store):
     loaded = store.load("ed", "doc")
     assert loaded.info.generation == "g2" and loaded.snapshot is None
     assert loaded.messages == []
+
+
+def test_a_session_is_marked_behind_and_whole_again_at_commit(store_location):
+    first = open_store(store_location)
+    try:
+        first.create_session("ed", "doc", "g", 0.0)
+        first.create_session("im", "room", "g2", 0.0)
+        first.commit()
+        assert first.behind() == set()
+        first.set_behind("ed", "doc", True)
+        first.commit()
+        first.set_behind("im", "room", True)
+        first.rollback()  # not committed: not behind
+        assert first.behind() == {("ed", "doc")}
+    finally:
+        first.close()
+    second = open_store(store_location, create=False)
+    try:
+        assert second.behind() == {("ed", "doc")}  # the mark outlives the server
+        second.put_snapshot("ed", "doc", StoredSnapshot(3, b"s"), [])
+        second.set_behind("ed", "doc", False)
+        second.commit()
+        assert second.behind() == set()
+    finally:
+        second.close()

@@ -89,6 +89,29 @@ def test_reading_commands_refuse_a_database_without_a_store(
                             "schema_name = 'groupcomm'").fetchone() == (0,)
 
 
+def test_a_store_of_layout_version_1_is_converted_and_keeps_its_sessions(
+        postgres_server: TempPostgres, caplog) -> None:
+    url = postgres_server.create_database()
+    store = open_store(url)
+    store.create_session("ed", "doc", "g", 0.0)
+    store.append("ed", "doc", _messages("a#1"))
+    store.commit()
+    store.close()
+    with psycopg.connect(url) as conn:  # as version 1 made it: no "behind" column
+        conn.execute("ALTER TABLE groupcomm.sessions DROP COLUMN behind")
+        conn.execute("UPDATE groupcomm.meta SET value = '1' WHERE key = 'version'")
+    store = open_store(url)
+    try:
+        assert "converted from layout version 1 to 2" in caplog.text
+        assert store.behind() == set()
+        assert [m.message_id for m in store.load("ed", "doc").messages] == ["a#1"]
+        store.set_behind("ed", "doc", True)
+        store.commit()
+        assert store.behind() == {("ed", "doc")}
+    finally:
+        store.close()
+
+
 def test_tables_of_another_program_and_another_layout_are_refused_untouched(
         postgres_server: TempPostgres) -> None:
     url = postgres_server.create_database()

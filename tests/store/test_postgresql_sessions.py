@@ -1,7 +1,7 @@
 """Durable sessions in PostgreSQL: a real ``groupcomm serve --store postgresql://...``
 process, real communicators and the session's real PostgreSQL server (tests/conftest.py).
 The server is killed (-9) and restarted on the same database; PostgreSQL is restarted
-and stopped under it (those three are ``long``: the same server behaviour runs with
+and stopped under it while members type (those three are ``long``: the same server behaviour runs with
 SQLite in the default suite); bad URLs and a PostgreSQL that is down refuse the start."""
 
 from __future__ import annotations
@@ -123,21 +123,49 @@ def test_postgresql_restarted_under_a_running_server_loses_nothing(
 
 
 @pytest.mark.long
-def test_postgresql_down_under_a_running_server_keeps_the_session_going_without_the_store(
+def test_postgresql_down_while_two_members_type_the_store_resumes_and_loses_nothing(
         stored: ProcessGroup, pg: TempPostgres) -> None:
-    assert stored.server is not None
-    first = _talk(stored, range(20))
-    pg.stop()
-    # the members go on talking: the server serves without its store
-    during = _talk(stored, range(20, 30), ("dave", "erin"))
-    assert {f"line {i}" for i in range(20, 30)} <= set(during)
-    failures = [s for s in stored.server.stderr_lines if "goes on without its store" in s]
-    assert len(failures) == 1 and "cannot connect" in failures[0]
-    assert _counters(stored)["store_failures"] == 1
-    # PostgreSQL back, the server restarted on it: what was committed before is intact
-    pg.start_again()
-    stored.start_server()
-    assert sorted(_newcomer(stored)) == sorted(first)
+    """PostgreSQL stops while alice and bob type: the server relays without its store,
+    takes it up again once PostgreSQL is back, marks the session behind, gets a
+    snapshot from a member holding the state, and a newcomer after everyone left gets
+    every line once."""
+    server = stored.server
+    assert server is not None
+    logs = {name: Log() for name in ("alice", "bob")}
+    comms = {name: _member(server.address, stored.key_file, name, logs[name])
+             for name in logs}
+
+    def typed(lines: range) -> None:
+        for i in lines:
+            logs[("alice", "bob")[i % 2]].send(f"line {i}")
+        wait_until(lambda: all(len(lg.entries) == lines.stop for lg in logs.values()),
+                   what=f"{lines.stop} lines everywhere")
+
+    def logged(text: str) -> bool:
+        return any(text in line for line in server.stderr_lines)
+
+    try:
+        wait_until(lambda: all(len(c.members) == 2 for c in comms.values()), what="joins")
+        settled(comms)
+        typed(range(20))
+        pg.stop()
+        typed(range(20, 50))  # relayed, not stored
+        wait_until(lambda: logged("goes on without its store"), what="the failure's line")
+        pg.start_again()
+        typed(range(50, 60))
+        wait_until(lambda: logged("works again"), what="the store taken up again")
+        wait_until(lambda: logged("is whole again"), what="a holder's snapshot kept")
+        typed(range(60, 70))
+    finally:
+        for comm in comms.values():
+            comm.close()
+    expected = logs["alice"].texts
+    assert sorted(expected) == sorted(logs["bob"].texts) == sorted(
+        f"line {i}" for i in range(70))
+    assert sorted(_newcomer(stored)) == sorted(expected)
+    counts = _counters(stored)
+    assert counts["store_failures"] >= 1 and counts["store_resumed"] >= 1
+    assert counts["store_relays_not_stored"] > 0 and counts["store_sessions_behind"] == 0
 
 
 def _serve(store: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

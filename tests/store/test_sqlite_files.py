@@ -63,6 +63,31 @@ def test_another_layout_version_is_refused_not_converted(tmp_path: Path):
         assert db.execute("SELECT generation FROM sessions").fetchall() == [("g",)]
 
 
+def test_a_file_of_layout_version_1_is_converted_and_keeps_its_sessions(tmp_path: Path,
+                                                                         caplog):
+    path = tmp_path / "s.db"
+    store = open_store(str(path))
+    store.create_session("ed", "doc", "g", 0.0)
+    store.append("ed", "doc", [StoredMessage("a#1", "a", 0, b"x")])
+    store.commit()
+    store.close()
+    with sqlite3.connect(path) as db:  # as version 1 made it: no "behind" column
+        db.execute("ALTER TABLE sessions DROP COLUMN behind")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
+    store = open_store(str(path))
+    try:
+        assert "converted from layout version 1 to 2" in caplog.text
+        assert store.behind() == set()
+        assert [m.message_id for m in store.load("ed", "doc").messages] == ["a#1"]
+        store.set_behind("ed", "doc", True)
+        store.commit()
+        assert store.behind() == {("ed", "doc")}
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("2",)
+
+
 def test_a_damaged_file_is_refused(tmp_path: Path):
     path = tmp_path / "s.db"
     store = open_store(str(path))

@@ -1,6 +1,6 @@
 """A store that fails: refused at the start in one line; failing while serving (a full
-disk), given up with one line and a counter while the server goes on relaying, and
-what was committed before stays intact."""
+disk), set aside with one line and a counter while the server goes on relaying and
+tries it again, and what was committed before stays intact."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from groupcomm.cli.main import main
-from groupcomm.store.backend import StoredMessage, StoreError
+from groupcomm.store.backend import StoredMessage
 from groupcomm.store.sqlite import SQLiteStore
 from groupcomm.transport.communicator import Communicator, JoinError
 from groupcomm.transport.config import Listeners
 from groupcomm.transport.keys import write_new_key
 from groupcomm.transport.server import SessionServer
 from tests.helpers import wait_until
+from tests.store.test_store_resumes import FillingDisk
 
 
 @pytest.mark.parametrize("content", [b"not a database at all" * 100, None],
@@ -51,25 +52,12 @@ def test_serve_refuses_a_postgresql_url_without_its_backend(tmp_path: Path, caps
     assert "no PostgreSQL store backend" in capsys.readouterr().err
 
 
-class FullDisk(SQLiteStore):
-    """A SQLite store whose writes fail after ``room`` messages, as on a full disk."""
-
-    room = 30
-
-    def append(self, application, session, messages):
-        if self.room < len(messages):
-            raise StoreError(f"store {self.location}: write failed: database or disk is "
-                             "full")
-        self.room -= len(messages)
-        return super().append(application, session, messages)
-
-
-def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
+def test_a_store_that_fails_while_serving_is_set_aside_and_the_session_goes_on(
         tmp_path: Path, caplog) -> None:
     key = tmp_path / "k"
     secret = write_new_key(key)
     path = tmp_path / "store.db"
-    server = SessionServer(secret, store=FullDisk(path))
+    server = SessionServer(secret, store=FillingDisk(path))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     got: dict[str, list] = {"alice": [], "bob": []}
@@ -85,15 +73,18 @@ def test_a_store_that_fails_while_serving_is_given_up_and_the_session_goes_on(
         for i in range(20, 100):  # the disk fills up among these
             comms["alice" if i % 2 else "bob"].to_others(i)
         wait_until(lambda: len(got["alice"]) == len(got["bob"]) == 50,
-                   what="every message, the store given up")
+                   what="every message, the store set aside")
         counters = server.counters()
-        assert counters["store_failures"] == 1 and counters["store_given_up"] == 1
+        assert counters["store_failures"] == 1 and counters["store_down"] == 1
         # what was relayed since is counted as not stored
         assert counters["store_relays_not_stored"] > 0
         assert server.store is not None and "disk is full" in (server.store.failed or "")
         [said] = [r.getMessage() for r in caplog.records
                   if "goes on without its store" in r.getMessage()]
-        assert said.endswith("sessions are no longer stored until the server is restarted")
+        assert said.endswith("tries it again in 1 s: until then nothing is stored")
+        # the disk stays full: each attempt fails, and the next waits longer
+        wait_until(lambda: server.counters().get("store_retries_failed", 0) >= 1,
+                   what="a failed attempt")
     finally:
         for comm in comms.values():
             comm.close()

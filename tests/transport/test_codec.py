@@ -331,10 +331,10 @@ HEARTBEAT = OP_CODES.index("heartbeat")
 
 @pytest.mark.parametrize("value, reason", [
     ({0: HEARTBEAT, 99: "x"}, "unknown session field code 99"),
-    ({0: 42}, "session op must be one of the 13 op codes, not 42"),
+    ({0: 42}, "session op must be one of the 14 op codes, not 42"),
     ({0: HEARTBEAT, 1: "a", 2: "a", 3: "s", 13: {1: "x"}}, "map keys must be strings"),
     ({0: HEARTBEAT, 1.5: "x"}, "names must be strings or codes"),
-    ({1: "alice"}, "session op must be one of the 13 op codes, not None"),
+    ({1: "alice"}, "session op must be one of the 14 op codes, not None"),
     ({0: HEARTBEAT, 1: "a"}, "lacks application, session"),
 ])
 def test_malformed_compact_session_frames_are_refused_precisely(value: dict,
