@@ -68,11 +68,13 @@ def _ls(store: StoreBackend, as_json: bool) -> None:
         print(f"no sessions in {store.location}")
         return
     print(f"{'APPLICATION/SESSION':30} {'GENERATION':16} {'SNAPSHOT':>10} {'AGE':>6} "
-          f"{'MESSAGES':>8}")
+          f"{'MESSAGES':>8} STATE")
     for i in infos:
         size = "-" if i.snapshot_size is None else f"{i.snapshot_size:,}"
+        # behind: a store failure left a gap, until a member holding the state gives a
+        # snapshot (docs/storage.md)
         print(f"{i.application + '/' + i.session:30} {i.generation:16} {size:>10} "
-              f"{_age(i.snapshot_at):>6} {i.messages:>8}")
+              f"{_age(i.snapshot_at):>6} {i.messages:>8} {'behind' if i.behind else 'whole'}")
 
 
 def _decoded(stored: StoredSession) -> tuple[Any, list[tuple[str, str, Any, tuple]]]:

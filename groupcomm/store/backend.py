@@ -81,6 +81,9 @@ class SessionInfo:
     snapshot_size: int | None
     snapshot_at: float | None
     messages: int
+    #: marked after a store failure until a snapshot of a member holding the state is
+    #: kept: what it holds has a gap, and it is handed to no newcomer meanwhile
+    behind: bool = False
 
 
 @dataclass(frozen=True)

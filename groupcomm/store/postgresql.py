@@ -390,14 +390,14 @@ class PostgresStore(StoreBackend):
             "SELECT s.application, s.session, s.generation, s.created_at, "
             "octet_length(p.data), p.taken_at, (SELECT count(*) FROM "
             f"{PG_SCHEMA}.messages m WHERE m.application = s.application AND m.session = "
-            f"s.session) FROM {PG_SCHEMA}.sessions s LEFT JOIN {PG_SCHEMA}.snapshots p ON "
+            f"s.session), s.behind FROM {PG_SCHEMA}.sessions s LEFT JOIN {PG_SCHEMA}.snapshots p ON "
             f"p.application = s.application AND p.session = s.session {where} "
             # byte order, as SQLite sorts, whatever the database's collation
             'ORDER BY s.application COLLATE "C", s.session COLLATE "C"', args).fetchall()
         return [SessionInfo(application, session, generation, created_at, size, taken_at,
-                            int(count))
-                for application, session, generation, created_at, size, taken_at, count
-                in rows]
+                            int(count), bool(behind))
+                for application, session, generation, created_at, size, taken_at, count,
+                behind in rows]
 
     def load(self, application: str, session: str) -> StoredSession | None:
         key = (application, session)

@@ -248,10 +248,11 @@ class SQLiteStore(StoreBackend):
         rows = self._read(
             "SELECT s.application, s.session, s.generation, s.created_at, length(p.data), "
             "p.taken_at, (SELECT count(*) FROM messages m WHERE m.application = "
-            "s.application AND m.session = s.session) FROM sessions s LEFT JOIN snapshots p "
+            "s.application AND m.session = s.session), s.behind != 0 FROM sessions s LEFT JOIN "
+            "snapshots p "
             f"ON p.application = s.application AND p.session = s.session {where} "
             "ORDER BY s.application, s.session", args)
-        return [SessionInfo(*row) for row in rows]
+        return [SessionInfo(*row[:7], behind=bool(row[7])) for row in rows]
 
     def load(self, application: str, session: str) -> StoredSession | None:
         key = (application, session)

@@ -11,6 +11,7 @@ from groupcomm.cli.main import main
 from groupcomm.core.messages import Tag
 from groupcomm.replicated.editor import EditorReplica
 from groupcomm.store.backend import StoredMessage, StoredSnapshot, open_store
+from groupcomm.store.sqlite import SQLiteStore
 from groupcomm.wire.payload import dump_payload
 
 
@@ -65,14 +66,27 @@ def test_ls_lists_every_session(store_path: str, capsys) -> None:
     assert main(["store", "ls", "--store", store_path]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["APPLICATION/SESSION", "GENERATION", "SNAPSHOT", "AGE",
-                              "MESSAGES"]
+                              "MESSAGES", "STATE"]
     assert [line.split()[0] for line in out[1:]] == ["edit/paper", "im/office"]
-    assert out[2].split()[1] == "g-im" and out[2].split()[-1] == "1"  # ann's message
+    assert out[2].split()[1] == "g-im" and out[2].split()[-2:] == ["1", "whole"]
     assert main(["store", "ls", "--store", store_path, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(s["application"], s["generation"]) for s in listed] == [
         ("edit", "g-ed"), ("im", "g-im")]
     assert listed[0]["messages"] >= 1 and listed[1]["messages"] == 1
+    assert [s["behind"] for s in listed] == [False, False]
+
+
+def test_ls_says_which_sessions_a_store_failure_left_behind(store_path: str, capsys) -> None:
+    store = SQLiteStore(store_path)
+    store.set_behind("im", "office", True)
+    store.commit()
+    store.close()
+    assert main(["store", "ls", "--store", store_path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[-1] for line in out[1:]] == ["whole", "behind"]
+    assert main(["store", "ls", "--store", store_path, "--json"]) == 0
+    assert [s["behind"] for s in json.loads(capsys.readouterr().out)] == [False, True]
 
 
 def test_export_gives_the_chat_and_the_text(store_path: str, capsys) -> None:
