@@ -114,7 +114,7 @@ def test_a_member_back_after_being_taken_for_gone_sees_only_what_it_missed(chat)
     carol.expect_exact("* the session took you for gone (no contact for too long); "
                        "you are back")
     # the conversation is handed over again: only what she missed is shown
-    carol.expect(r"bob·2 \d\d:\d\d \[bob\] said while carol was gone")
+    carol.expect(r"bob·1 \d\d:\d\d \[bob\] said while carol was gone")
     carol.expect_exact("* 1 missed message(s) added")
     for person in (alice, bob):  # by her name: she was said to have left
         person.expect(r"\* carol joined")
