@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from groupcomm.apps.im_commands import ChatApp, ScreenLogHandler
+from groupcomm.apps.im_held import HeldWatch, causes
 from groupcomm.apps.im_input import is_terminal, read_piped, read_terminal, terminal_output
 from groupcomm.apps.im_lines import (
     ChatLine,
@@ -41,12 +43,9 @@ from groupcomm.apps.session_options import (
     session_options,
 )
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.core.causality import CausalityError
 from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
-from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.session_messages import Snapshot
-from groupcomm.core.tracing import SAID_BY_EVENT
 from groupcomm.protocol.session_events import (
     MessagesLost,
     Rejoined,
@@ -66,8 +65,6 @@ MIN_MAX_FRAME = 4096
 #: an own message the module still holds this long after it was typed is shown as
 #: pending (under mfss it waits for the previous message's ACK)
 PENDING_AFTER = 0.5
-HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
-        "/release NAME, /quit, /help")
 
 
 def _later(delay: float, function: Callable[..., None], *args: object) -> None:
@@ -85,6 +82,7 @@ class Private:
     text: str
     said: float = 0.0
     n: int = 0
+    seen: tuple[tuple[str, int], ...] = ()
 
 
 def _text_of(payload: object) -> str:
@@ -107,6 +105,11 @@ class ChatScreen:
         self.shown: list[tuple[str, str, Tag]] = []
         #: this person's own count of its lines (the ``n`` of ``ann·n``)
         self.said = 0
+        #: person -> the count of their latest line to everyone shown here (what an own
+        #: line says it has seen)
+        self.latest: dict[str, int] = {}
+        #: held lines shown as waiting: application id -> what they wait for
+        self.waiting_lines: dict[str, list[str]] = {}
         #: member -> how many messages were shown when its join was seen here
         self._joined_at: dict[str, int] = {}
         self.communicator: Communicator | None = None
@@ -149,7 +152,8 @@ class ChatScreen:
                 return
             self._show(message.sender, f"{person(message.sender)} -> you", message.app_tag,
                        payload.text, identity(message.sender, payload,
-                                              message.app_message_id), said_of(payload))
+                                              message.app_message_id), said_of(payload),
+                       self._released(message.app_message_id))
             return
         text = _text_of(payload) if isinstance(payload, ChatLine) else (
             payload if isinstance(payload, str) else repr(payload))
@@ -159,9 +163,35 @@ class ChatScreen:
             self.history.append((message.sender, text, message.app_message_id,
                                  said_of(payload), count_of(payload)))
             self.remember_shown(message.app_message_id)
+            self._note_latest(message.sender, count_of(payload))
             self._show(message.sender, person(message.sender), message.app_tag, text,
                        identity(message.sender, payload, message.app_message_id),
-                       said_of(payload))
+                       said_of(payload), self._released(message.app_message_id))
+
+    def _note_latest(self, sender: str, n: int) -> None:
+        if n:
+            self.latest[person(sender)] = max(self.latest.get(person(sender), 0), n)
+
+    def _released(self, app_id: str) -> str:
+        """The mark of a line shown waiting before, now delivered ('' if it was not)."""
+        with self._lock:
+            waited = self.waiting_lines.pop(app_id, None)
+        return f"was waiting for {', '.join(waited)}; released" if waited else ""
+
+    def on_held(self, message: object, waits_on: list[str]) -> None:
+        """The module holds a received line (:class:`~groupcomm.apps.im_held.HeldWatch`):
+        shown as waiting, with what it waits for; marked released once delivered."""
+        payload = getattr(message, "user_message", None)
+        sender = str(getattr(message, "sender", ""))
+        app_id = str(getattr(message, "app_message_id", ""))
+        with self._lock:
+            if app_id in self._shown_ids:
+                return
+            on = causes(payload, lambda ident: ident in self._shown_ids, waits_on)
+            self.waiting_lines[app_id] = on
+        who = f"{person(sender)} -> you" if isinstance(payload, Private) else person(sender)
+        self.line(f"{identity(sender, payload, app_id)} {clock(said_of(payload))} "
+                  f"[{who}, held] {_text_of(payload)}  (waiting for {', '.join(on)})")
 
     def _shown_before(self, sender: str, payload: object) -> bool:
         """A browser tab's line carries the tab's lasting id: the tab sends it again when
@@ -185,7 +215,9 @@ class ChatScreen:
         oneself before its line nor take a snapshot that has one without the other."""
         with self._lock:
             n, said = self.said + 1, time.time()
-            payload = ChatLine(text, said, n) if to_everyone else Private(text, said, n)
+            seen = tuple(sorted((p, k) for p, k in self.latest.items() if p != self.me))
+            payload = (ChatLine(text, said, n, seen=seen) if to_everyone
+                       else Private(text, said, n, seen))
             messages = send(payload)
             self.said = n
             self.sent(messages, to_everyone)
@@ -201,6 +233,7 @@ class ChatScreen:
             if to_everyone:
                 self.history.append((message.sender, text, message.app_message_id,
                                      said_of(payload), count_of(payload)))
+                self._note_latest(message.sender, count_of(payload))
             self.remember_shown(message.app_message_id)
             number = identity(self.me, payload, message.app_message_id)
             self._show(self.me, f"you -> {', '.join(map(person, others)) or 'yourself'}",
@@ -273,6 +306,7 @@ class ChatScreen:
                 who, text, _, said, n = item
                 if person(who) == self.me:  # an earlier run's lines: counting goes on
                     self.said = max(self.said, n)
+                self._note_latest(who, n)
                 self.line(f"{entry_identity(item)} {clock(said)} [{person(who)}] {text}")
             if first:
                 self.line(f"* up to date ({len(new)} earlier message(s))")
@@ -307,9 +341,10 @@ class ChatScreen:
             self._shown_ids.popitem(last=False)
 
     def _show(self, sender: str, who: str, tag: Tag, text: str, ident: str,
-              said: float) -> None:
+              said: float, released: str = "") -> None:
         """One line: ``ann·3 14:02 [ann] text``, marked with the shown lines it is
-        concurrent with (by their identities)."""
+        concurrent with (by their identities), and as released when it was shown
+        waiting."""
         with self._lock:
             since = self._joined_at.get(sender, 0)
             concurrent = [other_id for other_id, other_sender, other in self.shown[since:]
@@ -317,6 +352,7 @@ class ChatScreen:
             self.shown.append((ident, sender, tag))
             self.remember_shown(ident)
         mark = f"  (concurrent with {', '.join(concurrent)})" if concurrent else ""
+        mark += f"  ({released})" if released else ""
         self.line(f"{ident} {clock(said or time.time())} [{who}] {text}{mark}")
 
     # session listener
@@ -441,88 +477,6 @@ def _people(members: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(map(person, members)))
 
 
-class ScreenLogHandler(logging.Handler):
-    """Shows the framework's warnings as chat lines (``! ...``), but those a session event
-    already says in chat words (marked ``said_by_event``)."""
-
-    def __init__(self, screen: ChatScreen) -> None:
-        super().__init__(logging.WARNING)
-        self.screen = screen
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if not getattr(record, SAID_BY_EVENT, False):
-                self.screen.line(f"! {record.getMessage()}")
-        except Exception:  # noqa: BLE001 - logging must never raise into the caller
-            self.handleError(record)
-
-
-class ChatApp:
-    """Reads commands, sends through the communicator."""
-
-    def __init__(self, communicator: Communicator, screen: ChatScreen) -> None:
-        self.communicator = communicator
-        self.screen = screen
-
-    def handle(self, line: str) -> bool:
-        """Act on one typed line; False when the user quits."""
-        line = line.rstrip("\n")
-        if not line.strip():
-            return True
-        comm = self.communicator
-        try:
-            if line.startswith("/"):
-                command, _, rest = line.partition(" ")
-                if command == "/quit":
-                    return False
-                if command == "/who":
-                    self.screen.line(f"* members: {', '.join(comm.members)}")
-                elif command == "/help":
-                    self.screen.line(HELP)
-                elif command == "/held":
-                    self.screen.held(comm.held(), comm.waiting_for())
-                elif command == "/release":
-                    name = rest.strip()
-                    if not name:
-                        self.screen.line("usage: /release NAME")
-                    elif name in comm.members:
-                        self.screen.line(f"* {name} is still here; /release is for members "
-                                         "who left")
-                    else:
-                        released = comm.release_waiting_on(name)
-                        self.screen.line(f"* released {len(released)} message(s) that "
-                                         f"waited on {name}")
-                elif command == "/to":
-                    name, _, text = rest.strip().partition(" ")
-                    if not name or not text.strip():
-                        self.screen.line("usage: /to NAME text")
-                    elif self._fits(text.strip()):
-                        self.screen.send(lambda payload: comm.send([name], payload),
-                                         text.strip())
-                else:
-                    self.screen.line(f"unknown command {command}; {HELP}")
-            else:
-                others = [m for m in comm.members if m != comm.name]
-                if not others:
-                    self.screen.line("* nobody else is here yet")
-                elif self._fits(line):
-                    self.screen.send(lambda payload: comm.send(comm.others, payload), line,
-                                     to_everyone=True)
-        except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
-            self.screen.line(f"! {error}")
-        return True
-
-    def _fits(self, text: str) -> bool:
-        """True when ``text`` fits in a frame; else the person is told, nothing sent."""
-        size = len(text.encode("utf-8", "surrogatepass"))
-        limit = self.communicator.payload_limit
-        if size <= limit:
-            return True
-        self.screen.line(f"! not sent: {size:,} bytes, the limit is {limit:,} "
-                         "(split it into smaller messages)")
-        return False
-
-
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="groupcomm im",
@@ -573,6 +527,8 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         communicator.close()
         raise CliError(f"groupcomm im: {error}") from None
     screen.communicator = communicator
+    watch = HeldWatch(communicator, screen.on_held)
+    watch.start()
     app = ChatApp(communicator, screen)
     screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
@@ -584,6 +540,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     except KeyboardInterrupt:
         pass
     finally:
+        watch.stop()
         communicator.close()
         screen.line("* bye")
     return 0

@@ -29,12 +29,15 @@ class ChatLine:
     """A line to everyone: ``said`` is the sender's clock (seconds since the epoch) when
     it was said, ``n`` the sender's own count of its lines (its identity ``person·n``),
     ``line`` the sender's lasting id for it (a tab sends a line again after a drop under
-    the same id, and it is shown once)."""
+    the same id, and it is shown once), ``seen`` the latest line to everyone of each
+    other person the sender had shown, as (person, n): a receiver whose module holds
+    this line names what it waits for (:func:`groupcomm.apps.im_held.causes`)."""
 
     text: str
     said: float = 0.0
     n: int = 0
     line: str = ""
+    seen: tuple[tuple[str, int], ...] = ()
 
 
 def person(member: str) -> str:

@@ -158,3 +158,33 @@ def test_a_tabs_private_line_sent_again_after_its_gateway_died_is_shown_once() -
         "ann:2~2#2 HH:MM [ann -> you] meet at 5",
         "ben#1 HH:MM [ben -> you] meet at 5",
     ]
+
+
+def test_a_held_line_is_shown_waiting_for_its_cause_then_marked_released() -> None:
+    from groupcomm.apps.im_lines import ChatLine
+
+    out = io.StringIO()
+    screen = ChatScreen("ann", out)
+    said = time.mktime((2026, 5, 4, 14, 2, 0, 0, 0, -1))
+
+    def line(sender: str, number: int, text: str, n: int, vc: dict[str, int],
+             seen: tuple[tuple[str, int], ...] = ()) -> ReceivedMessage:
+        return ReceivedMessage(application_name="im", session_name="office",
+                               user_message=ChatLine(text, said, n, seen=seen),
+                               message_id=f"{sender}#{number}", sender=sender,
+                               vc=tuple(vc.items()), receiver="ann")
+
+    question = line("tom", 1, "question?", 1, {"tom": 1})
+    answer = line("ben~2", 1, "answer!", 1, {"tom": 1, "ben~2": 1}, seen=(("tom", 1),))
+    # ann's module holds ben's answer: it overtook tom's question
+    screen.on_held(answer, ["tom"])
+    screen.message(question)
+    screen.message(answer)
+    # an older peer's held line names no line: the member it waits on stands in
+    screen.on_held(line("dan", 1, "old", 0, {"tom": 2, "dan": 1}), ["tom"])
+    assert out.getvalue().splitlines() == [
+        "ben·1 14:02 [ben, held] answer!  (waiting for tom·1)",
+        "tom·1 14:02 [tom] question?",
+        "ben·1 14:02 [ben] answer!  (was waiting for tom·1; released)",
+        "dan#1 14:02 [dan, held] old  (waiting for a line of tom's)",
+    ]
