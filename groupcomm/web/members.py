@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
+from groupcomm.apps.im_held import HeldWatch
 from groupcomm.apps.im_lines import (
     ChatLine,
     Entry,
@@ -82,6 +83,8 @@ class ChatMirror:
         #: the highest count of this tab's person's lines seen (the next own line is
         #: counted after it: ``ann·n`` names one line of the person's)
         self.counted = 0
+        #: person -> the count of their latest line to everyone (an own line's ``seen``)
+        self.latest: dict[str, int] = {}
 
     def joined(self, me: str, members: Sequence[str]) -> None:
         self.me = me
@@ -89,7 +92,7 @@ class ChatMirror:
     def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
                   superseded: bool = False) -> None:
         self.deliveries += 1
-        self._count(sender, count_of(payload))
+        self._count(sender, count_of(payload), not isinstance(payload, Private))
         if not isinstance(payload, Private):
             self.history.append((sender, text_of(payload), message_id, said_of(payload),
                                  count_of(payload)))
@@ -100,9 +103,15 @@ class ChatMirror:
             self.history.append((self.me, text_of(payload), op_id, said_of(payload),
                                  count_of(payload)))
 
-    def _count(self, sender: str, n: int) -> None:
+    def _count(self, sender: str, n: int, public: bool = False) -> None:
         if person(sender) == person(self.me):
             self.counted = max(self.counted, n)
+        if public and n:
+            self.latest[person(sender)] = max(self.latest.get(person(sender), 0), n)
+
+    def seen(self) -> tuple[tuple[str, int], ...]:
+        """The latest line to everyone of each other person, as an own line carries it."""
+        return tuple(sorted((p, n) for p, n in self.latest.items() if p != person(self.me)))
 
     def snapshot(self) -> Snapshot:
         own = tuple(item[2] for item in self.history if item[0] == self.me)
@@ -116,7 +125,7 @@ class ChatMirror:
             return
         self.history.extend(entries)
         for item in entries:
-            self._count(item[0], item[4])
+            self._count(item[0], item[4], True)
 
     def for_tab(self) -> dict[str, Any]:
         return {"history": [list(entry) for entry in self.history]}
@@ -247,6 +256,8 @@ class TabMember:
                                 sent=self._on_transmitted if kind == "im" else None,
                                 event=self._on_event),
         )
+        #: a line the module holds is shown waiting in the tab (``holding``)
+        self._held_watch = HeldWatch(self.communicator, self._on_held) if kind == "im" else None
         try:
             if inject_delays is not None:
                 inject_delays(self.communicator)
@@ -257,6 +268,8 @@ class TabMember:
         except BaseException:
             self.communicator.close()
             raise
+        if self._held_watch is not None:
+            self._held_watch.start()
 
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, its :meth:`state`."""
@@ -435,10 +448,10 @@ class TabMember:
         counted after every line of this person seen; the payload sent comes back too."""
         with self.lock:
             assert isinstance(self.mirror, ChatMirror)
-            n = self.mirror.counted + 1
-            payload: Any = (TabPrivate(text, said, n, line or "") if private and line
-                            else Private(text, said, n) if private
-                            else ChatLine(text, said, n, line or ""))
+            n, seen = self.mirror.counted + 1, self.mirror.seen()
+            payload: Any = (TabPrivate(text, said, n, seen, line or "") if private and line
+                            else Private(text, said, n, seen) if private
+                            else ChatLine(text, said, n, line or "", seen))
             first = self.send(applied, destinations, payload)
             return first, payload
 
@@ -514,6 +527,18 @@ class TabMember:
                          "waits": waiting.get(message.message_id, [])})
         return rows
 
+    def _on_held(self, message: Any, waits_on: list[str]) -> None:
+        """The module holds a received line: the tab shows it waiting, for the lines its
+        sender had seen that the tab has not shown (``seen``), else for ``waits``."""
+        payload = message.user_message
+        seen = getattr(payload, "seen", ())
+        self.push({"type": "holding", "id": message.app_message_id, "sender": message.sender,
+                   "waits": waits_on,
+                   "seen": [[p, n] for p, n in seen] if isinstance(seen, tuple) else [],
+                   **payload_for_tab("im", payload, message.sender, message.app_message_id)})
+
     def close(self) -> None:
         self.closed = True
+        if self._held_watch is not None:
+            self._held_watch.stop()
         self.communicator.close()

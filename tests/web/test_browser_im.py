@@ -22,7 +22,8 @@ LINES = """return [...document.querySelectorAll('#log > div')].map(d => {
   const part = (c) => { const e = d.querySelector('.' + c); return e ? e.textContent : ''; };
   return `${d.dataset.ident} [${part('who')}] ${part('text')}` +
     (part('concurrent') ? `  (${part('concurrent')})` : '') +
-    (part('waiting-for') ? `  (${part('waiting-for')})` : '');
+    (part('waiting-for') ? `  (${part('waiting-for')})` : '') +
+    (part('released') ? `  (${part('released')})` : '');
 })"""
 #: the messages shown: [identity, who, time, text, classes]
 MESSAGES = """return [...document.querySelectorAll('#log > div.message')].map(d => [
@@ -89,13 +90,19 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
         line_with(ben, "[tom] question?")
         say(ben, "answer!")
         line_with(ben, "[you -> ann, tom] answer!")
+        # shown at once as waiting, for tom's question (by its identity at every viewer)
+        waiting = line_with(ann, "[ben] answer!  (waiting for ", "the answer waiting")
+        question = line_with(ben, "[tom] question?").split(" ")[0]
+        assert waiting.endswith(f"(waiting for {question})"), waiting
         say(ann, "/held")
-        held = line_with(ann, "answer!", "the held answer in /held")
+        held = line_with(ann, "from ben: 'answer!'", "the held answer in /held")
         assert held.endswith("from ben: 'answer!' (waits on tom)")
-        line_with(ann, "[ben] answer!")
+        released = line_with(ann, f"(was waiting for {question}; released)")
         lines = [x for x in ann.js(LINES) if "] " in x and not x.startswith(("*", " "))]
-        assert [x.split("] ", 1)[1] for x in lines[-2:]] == ["question?", "answer!"]
-        assert "concurrent" not in lines[-1]
+        assert [x.split("] ", 1)[1].partition("  (")[0] for x in lines[-2:]] == [
+            "question?", "answer!"]
+        assert lines[-1] == released and "concurrent" not in released
+        assert not any("(waiting for" in x for x in ann.js(LINES))  # it moved, released
 
         # ann speaks before tom's next message reaches her: concurrent at ben
         tom.type("tom speaks")

@@ -45,6 +45,7 @@ const chat = {
   members: [],
   shown: [],          // [identity, sender, clock] of the lines shown live
   divs: new Map(),    // message id or identity -> the line shown for it
+  held: new Map(),    // message id -> {div, on} of a line shown waiting (held by the module)
   joinedAt: {},       // member -> shown.length when its join was seen
   known: new Set(),
   leftAt: new Map(),  // display name -> when its member left (a return soon after is not news)
@@ -71,7 +72,7 @@ const chat = {
   },
 
   // A line of the conversation: who said it, when, its identity, its text (`where`:
-  // the line it goes after, or {before: line}; else at the end).
+  // {after: line} or {before: line}; else at the end).
   message(who, said, ident, text, ids, where = null) {
     const div = document.createElement("div");
     div.className = "message";
@@ -93,14 +94,14 @@ const chat = {
     body.textContent = text;
     div.append(head, body);
     if (where && where.before) where.before.before(div);
-    else if (where) where.after(div);
+    else if (where && where.after) where.after.after(div);
     else log.appendChild(div);
     for (const key of ids) if (key) this.divs.set(key, div);
     div.scrollIntoView({ block: "end" });
     return div;
   },
 
-  show(sender, who, clock, text, ident, said, id) {
+  show(sender, who, clock, text, ident, said, id, released = "") {
     const since = this.joinedAt[sender] || 0;
     const marks = this.shown.slice(since)
       .filter(([, other, otherClock]) => other !== sender && concurrent(clock, otherClock))
@@ -114,6 +115,37 @@ const chat = {
       mark.textContent = `concurrent with ${marks.join(", ")}`;
       div.appendChild(mark);
     }
+    if (released) {
+      const mark = document.createElement("div");
+      mark.className = "released";
+      mark.textContent = released;
+      div.appendChild(mark);
+    }
+  },
+
+  // The module holds a line (it overtook its cause): shown at once as waiting, for the
+  // lines its sender had seen that are not shown here (else a line of whom it waits on).
+  holding(event) {
+    if (this.divs.has(event.id) || this.held.has(event.id)) return;
+    let on = (event.seen || []).map(([p, n]) => `${p}·${n}`).filter((i) => !this.divs.has(i));
+    if (!on.length) on = event.waits.map((m) => `a line of ${person(m)}'s`);
+    const div = this.message(event.private ? `${person(event.sender)} -> you` : person(event.sender),
+      event.said, event.ident, event.text, []);
+    div.classList.add("held");
+    const mark = document.createElement("div");
+    mark.className = "waiting-for";
+    mark.textContent = `waiting for ${on.join(", ")}`;
+    div.appendChild(mark);
+    this.held.set(event.id, { div, on });
+  },
+
+  // The released mark of a line shown waiting, now delivered ("" if it was not).
+  released(id) {
+    const held = this.held.get(id);
+    if (!held) return "";
+    this.held.delete(id);
+    held.div.remove();
+    return `was waiting for ${held.on.join(", ")}; released`;
   },
 
   // The lines of `history` (the conversation so far) not shown yet, each in its place:
@@ -132,7 +164,7 @@ const chat = {
       const next = entries.slice(at + 1).map((x) => this.divs.get(x.id) || this.divs.get(x.ident))
         .find((d) => d);
       const div = this.message(person(e.who), e.said, e.ident, e.text, [e.id, e.ident],
-        after || (next ? { before: next } : null));
+        after ? { after } : (next ? { before: next } : null));
       div.classList.add("history");
       after = div;
       added += 1;
@@ -299,7 +331,11 @@ const chat = {
         if (event.line && this.shownBefore(event.sender, event.line)) return;
         if (this.divs.has(event.id)) return;  // a line of the conversation handed over
         this.show(event.sender, event.private ? `${person(event.sender)} -> you`
-          : person(event.sender), event.vc, event.text, event.ident, event.said, event.id);
+          : person(event.sender), event.vc, event.text, event.ident, event.said, event.id,
+        this.released(event.id));
+        return;
+      case "holding":
+        this.holding(event);
         return;
       case "sent": {
         if (event.local) this.answered(event.local);
