@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from groupcomm.apps.im_lines import person
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.tracing import SAID_BY_EVENT
@@ -65,7 +66,8 @@ class ChatApp:
                 if command == "/quit":
                     return False
                 if command == "/who":
-                    self.screen.line(f"* members: {', '.join(comm.members)}")
+                    people = dict.fromkeys(person(m) for m in comm.members)
+                    self.screen.line(f"* members: {', '.join(people)}")
                 elif command == "/help":
                     self.screen.line(HELP)
                 elif command == "/held":

@@ -173,7 +173,7 @@ const chat = {
   },
 
   drawMembers() {
-    document.getElementById("members").textContent = this.members.join(", ");
+    document.getElementById("members").textContent = people(this.members).join(", ");
   },
 
   start(welcome) {
@@ -191,7 +191,7 @@ const chat = {
     if (this.started) this.line("* reconnected", "notice");
     const back = this.started;
     this.started = true;
-    if (!back) this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${welcome.members_at_join.join(", ")}); /help for commands`, "notice");
+    if (!back) this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${people(welcome.members_at_join).join(", ")}); /help for commands`, "notice");
     const history = welcome.state.history || [];
     // back after a drop: only the lines not shown yet, in their place
     const first = !this.shownHistory;
@@ -475,7 +475,7 @@ function handle(line) {
       connection.close();
       chat.line("* bye", "notice");
     } else if (command === "/who") {
-      chat.line(`* members: ${chat.members.join(", ")}`, "notice");
+      chat.line(`* members: ${people(chat.members).join(", ")}`, "notice");
     } else if (command === "/help") {
       chat.line(HELP, "notice");
     } else if (command === "/held") {
