@@ -6,6 +6,7 @@ a dropped connection."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 
@@ -195,6 +196,48 @@ def test_a_dropped_connection_comes_back_as_the_next_incarnation_with_the_conver
         assert not any("ann~" in x for x in ben.js(LINES)), ben.js(LINES)
     finally:
         tabs.leave(ann, ben)
+
+
+#: the tab reconnects only once ``window.reconnect`` is set
+HOLD_RECONNECT = """
+const open = connection.open.bind(connection);
+connection.open = () => {
+  if (window.reconnect) open(); else setTimeout(() => connection.open(), 50);
+};
+"""
+
+
+@pytest.mark.long
+def test_a_reconnect_adds_only_the_missed_lines_in_their_place(
+        gateway: GatewayProcess, tabs: TabOpener) -> None:
+    """ann's connection drops; ben says a line while she is away. Back, ann's tab adds
+    that line only (the conversation handed over holds the earlier ones too), under
+    the identity ben's tab gave it, after the line before it."""
+    ann = open_chat(tabs, gateway, "ann")
+    ben = open_chat(tabs, gateway, "ben")
+    cat = open_chat(tabs, gateway, "cat")  # someone for ben to talk to meanwhile
+    try:
+        line_with(ann, "* cat joined")
+        say(ben, "before the drop")
+        line_with(ann, "[ben] before the drop")
+        first = ann.js("return chat.me")
+        ann.js(HOLD_RECONNECT)
+        ann.js("connection.ws.close()")
+        ben.wait(f"return !chat.members.includes({first!r})", "ann's member gone", 30)
+        say(ben, "while you were away")
+        said = line_with(ben, "] while you were away").split(" ")[0]
+        ann.js("window.reconnect = true")
+        line_with(ann, "* 1 missed message(s) added", "the missed line added")
+        lines = [x for x in ann.js(LINES) if "] " in x and not x.startswith(("*", " "))]
+        assert [x.split("] ", 1)[1] for x in lines[-2:]] == [
+            "before the drop", "while you were away"], lines
+        assert lines[-1].split(" ")[0] == said
+        assert sum("before the drop" in x for x in ann.js(LINES)) == 1
+        # its time, as said by ben's clock, in ann's local time
+        [[_, who, time, _, _]] = [m for m in ann.js(MESSAGES) if m[3] == "while you were away"]
+        assert who == "ben" and re.fullmatch(r"\d\d:\d\d", time), time
+    finally:
+        tabs.leave(ann, ben, cat)
 
 
 def test_an_own_message_a_sender_side_module_holds_is_shown_pending_then_sent(
