@@ -158,3 +158,21 @@ def test_a_message_the_module_holds_back_is_shown_pending_then_sent(chat) -> Non
         carol.expect(r"alice·2 \d\d:\d\d \[alice -> you\] bob is quiet")
     finally:
         bob.kill(signal.SIGCONT)
+
+
+def test_a_reply_that_overtakes_its_cause_is_shown_waiting_for_it_then_released(chat) -> None:
+    """carol's question reaches alice 2 s late; bob's answer, sent once he saw it,
+    overtakes it: alice's module holds the answer. Her screen shows it at once as
+    waiting for carol·1 (the same identity bob shows), then the question, then the
+    answer marked released."""
+    alice = chat("alice", "--causality", "matrix")
+    bob = chat("bob", "--causality", "matrix")
+    carol = chat("carol", "--causality", "matrix", "--delay", "alice=2000")
+    for person in (alice, bob):
+        person.expect(r"\* carol joined")
+    carol.sendline("question?")
+    bob.expect(r"(carol·1) \d\d:\d\d \[carol\] question\?")
+    bob.sendline("answer!")
+    alice.expect(r"bob·1 \d\d:\d\d \[bob, held\] answer!  \(waiting for carol·1\)")
+    alice.expect(r"carol·1 \d\d:\d\d \[carol\] question\?")
+    alice.expect(r"bob·1 \d\d:\d\d \[bob\] answer!  \(was waiting for carol·1; released\)")
