@@ -65,7 +65,8 @@ class HeldWatch:
             except CommunicatorError:
                 return  # closed
             except Exception:  # noqa: BLE001 - a display aid must not end the chat
-                log.exception("looking at the held messages failed")
+                if not self._stop.is_set():  # (a look cut short by the close is not news)
+                    log.exception("looking at the held messages failed")
                 return
 
     def check(self) -> None:
