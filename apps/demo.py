@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -68,6 +69,10 @@ def plan_runs(causality: str) -> list[tuple[Scenario, str]]:
     return runs
 
 
+#: a delivered message's line: ``bob·2 14:02 [bob] text`` (not "[you -> ...]", not held)
+DELIVERED = re.compile(r"\S+ (\d\d:\d\d|--:--) \[(?!you\b)[^\],]*\] ")
+
+
 def _shown(line: str, sender: str, text: str) -> bool:
     # a message to everyone shows as [alice], a private one as [alice -> you]
     return f"] {text}" in line and (f"[{sender}]" in line or f"[{sender} -> you]" in line)
@@ -76,8 +81,9 @@ def _shown(line: str, sender: str, text: str) -> bool:
 def _labels(screen: Sequence[str], scenario: Scenario) -> list[str]:
     found = []
     for line in screen:
-        if not line.startswith("#") or "] " not in line or "[you" in line:
-            continue  # not a delivered message (own sends are shown as "[you -> ...]")
+        if not DELIVERED.match(line):
+            continue  # not a delivered message (own sends are shown as "[you -> ...]",
+            # a held one as "[alice, held]")
         for label, text in scenario.texts.items():
             if line.split("] ", 1)[-1].startswith(text):
                 found.append(label)

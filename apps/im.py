@@ -1,6 +1,9 @@
 """``groupcomm im``: a terminal instant messenger for one participant (docs/commands.md).
 
-A message concurrent with one already shown is marked ``(concurrent with #N)``; messages
+Each line shows its identity, the same for every viewer (``ann·3``: the sender's own count
+of its lines, :mod:`groupcomm.apps.im_lines`), the time it was said (the sender's clock, in
+this viewer's local time) and the person who said it (``ann``, not the member id ``ann~2``).
+A message concurrent with one already shown is marked ``(concurrent with bob·2)``; messages
 shown before its sender joined are not compared (the newcomer could not have seen them).
 What happens in the session is said in chat words from the communicator's typed events
 (:meth:`ChatScreen.on_event`), never read from the log."""
@@ -13,12 +16,26 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from groupcomm.apps.im_commands import ChatApp, ScreenLogHandler
+from groupcomm.apps.im_held import HeldWatch, causes
 from groupcomm.apps.im_input import is_terminal, read_piped, read_terminal, terminal_output
+from groupcomm.apps.im_lines import (
+    ChatLine,
+    Entry,
+    clock,
+    count_of,
+    entry,
+    entry_identity,
+    identity,
+    person,
+    said_of,
+)
 from groupcomm.apps.im_resend import REMEMBERED, OwnMessages
 from groupcomm.apps.session_options import (
     SessionOptions,
@@ -26,12 +43,9 @@ from groupcomm.apps.session_options import (
     session_options,
 )
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
-from groupcomm.core.causality import CausalityError
 from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
-from groupcomm.core.node import UnknownPeerError
 from groupcomm.core.session_messages import Snapshot
-from groupcomm.core.tracing import SAID_BY_EVENT
 from groupcomm.protocol.session_events import (
     MessagesLost,
     Rejoined,
@@ -51,8 +65,6 @@ MIN_MAX_FRAME = 4096
 #: an own message the module still holds this long after it was typed is shown as
 #: pending (under mfss it waits for the previous message's ACK)
 PENDING_AFTER = 0.5
-HELP = ("commands: plain text = to everyone else, /to NAME text, /who, /held, "
-        "/release NAME, /quit, /help")
 
 
 def _later(delay: float, function: Callable[..., None], *args: object) -> None:
@@ -64,13 +76,17 @@ def _later(delay: float, function: Callable[..., None], *args: object) -> None:
 @dataclass(frozen=True)
 class Private:
     """The payload of ``/to``: shown as meant for its receiver alone, never handed on to
-    a newcomer."""
+    a newcomer. ``said`` and ``n`` as in :class:`~groupcomm.apps.im_lines.ChatLine` (an
+    older peer's has neither: the class defaults stand in)."""
 
     text: str
+    said: float = 0.0
+    n: int = 0
+    seen: tuple[tuple[str, int], ...] = ()
 
 
 def _text_of(payload: object) -> str:
-    return payload.text if isinstance(payload, Private) else str(payload)
+    return payload.text if isinstance(payload, (Private, ChatLine)) else str(payload)
 
 
 class ChatScreen:
@@ -82,13 +98,22 @@ class ChatScreen:
         # reentrant: a send and its line are recorded under it, and showing takes it too
         self._lock = threading.RLock()
         self._print_lock = threading.Lock()
-        #: (who, text, application-level id) of the latest messages to everyone
-        self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
-        self.shown: list[tuple[int, str, Tag]] = []
+        #: (who, text, application-level id, said at, count) of the latest messages to
+        #: everyone (:data:`~groupcomm.apps.im_lines.Entry`)
+        self.history: deque[Entry] = deque(maxlen=HISTORY)
+        #: (identity, sender, tag) of each message shown live, to mark concurrent ones
+        self.shown: list[tuple[str, str, Tag]] = []
+        #: this person's own count of its lines (the ``n`` of ``ann·n``)
+        self.said = 0
+        #: person -> the count of their latest line to everyone shown here (what an own
+        #: line says it has seen)
+        self.latest: dict[str, int] = {}
+        #: held lines shown as waiting: application id -> what they wait for
+        self.waiting_lines: dict[str, list[str]] = {}
         #: member -> how many messages were shown when its join was seen here
         self._joined_at: dict[str, int] = {}
         self.communicator: Communicator | None = None
-        #: own messages the module has not sent: application id -> [line number, ids of
+        #: own messages the module has not sent: application id -> [identity, ids of
         #: the copies still held, shown as pending]
         self.unsent: dict[str, list] = {}
         #: copies that left before their line was shown (the I/O thread can be first)
@@ -103,8 +128,8 @@ class ChatScreen:
         self._installs = 0
         #: set when this client rejoined (after the server answered again)
         self._rejoined = True
-        #: line numbers typed while the server did not answer, said sent once it does
-        self.waiting: list[int] = []
+        #: identities of lines typed while the server did not answer, said sent once it does
+        self.waiting: list[str] = []
         self._silent = False
         #: the member id this client came back as after being taken for gone
         self._back_as: str | None = None
@@ -123,54 +148,106 @@ class ChatScreen:
                 # replayed by the session server's store (docs/storage.md): a note sent
                 # to someone else while the session had two members, not to this person
                 return
-            line_id = getattr(payload, "line", "")
-            if line_id:
-                # a browser tab's line carries the tab's lasting id: the tab sends it
-                # again when its gateway died before saying it arrived (docs/web.md)
-                key = f"{display_name(message.sender).partition(':')[0]}/{line_id}"
-                with self._lock:
-                    if key in self._shown_ids:
-                        return
-                    self.remember_shown(key)
-            self._show(message.sender, f"{message.sender} -> you", message.app_tag,
-                       payload.text)
+            if self._shown_before(message.sender, payload):
+                return
+            self._show(message.sender, f"{person(message.sender)} -> you", message.app_tag,
+                       payload.text, identity(message.sender, payload,
+                                              message.app_message_id), said_of(payload),
+                       self._released(message.app_message_id))
             return
-        text = payload if isinstance(payload, str) else repr(payload)
+        text = _text_of(payload) if isinstance(payload, ChatLine) else (
+            payload if isinstance(payload, str) else repr(payload))
         with self._lock:
-            self.history.append((message.sender, text, message.app_message_id))
+            if self._shown_before(message.sender, payload):
+                return
+            self.history.append((message.sender, text, message.app_message_id,
+                                 said_of(payload), count_of(payload)))
             self.remember_shown(message.app_message_id)
-            self._show(message.sender, message.sender, message.app_tag, text)
+            self._note_latest(message.sender, count_of(payload))
+            self._show(message.sender, person(message.sender), message.app_tag, text,
+                       identity(message.sender, payload, message.app_message_id),
+                       said_of(payload), self._released(message.app_message_id))
 
-    def send(self, send: Callable[[], list[SentMessage]], to_everyone: bool = False) -> None:
-        """Send and show it in one step under the screen's lock, so that the I/O thread
-        can neither deliver a note to oneself before its line nor take a snapshot that
-        has one without the other."""
+    def _note_latest(self, sender: str, n: int) -> None:
+        if n:
+            self.latest[person(sender)] = max(self.latest.get(person(sender), 0), n)
+
+    def _released(self, app_id: str) -> str:
+        """The mark of a line shown waiting before, now delivered ('' if it was not)."""
         with self._lock:
-            self.sent(send(), to_everyone)
+            waited = self.waiting_lines.pop(app_id, None)
+        return f"was waiting for {', '.join(waited)}; released" if waited else ""
+
+    def on_held(self, message: object, waits_on: list[str]) -> None:
+        """The module holds a received line (:class:`~groupcomm.apps.im_held.HeldWatch`):
+        shown as waiting, with what it waits for; marked released once delivered."""
+        payload = getattr(message, "user_message", None)
+        sender = str(getattr(message, "sender", ""))
+        app_id = str(getattr(message, "app_message_id", ""))
+        with self._lock:
+            if app_id in self._shown_ids:
+                return
+            on = causes(payload, lambda ident: ident in self._shown_ids, waits_on)
+            self.waiting_lines[app_id] = on
+        who = f"{person(sender)} -> you" if isinstance(payload, Private) else person(sender)
+        self.line(f"{identity(sender, payload, app_id)} {clock(said_of(payload))} "
+                  f"[{who}, held] {_text_of(payload)}  (waiting for {', '.join(on)})")
+
+    def _shown_before(self, sender: str, payload: object) -> bool:
+        """A browser tab's line carries the tab's lasting id: the tab sends it again when
+        its gateway died before saying it arrived (docs/web.md); shown once. Else noted
+        as shown."""
+        line_id = getattr(payload, "line", "")
+        if not line_id:
+            return False
+        key = f"{person(sender)}/{line_id}"
+        with self._lock:
+            if key in self._shown_ids:
+                return True
+            self.remember_shown(key)
+        return False
+
+    def send(self, send: Callable[[object], list[SentMessage]], text: str,
+             to_everyone: bool = False) -> None:
+        """Send ``text`` (``send`` sends the payload made of it: a :class:`ChatLine` to
+        everyone, else a :class:`Private`, counted and timed) and show it in one step
+        under the screen's lock, so that the I/O thread can neither deliver a note to
+        oneself before its line nor take a snapshot that has one without the other."""
+        with self._lock:
+            n, said = self.said + 1, time.time()
+            seen = tuple(sorted((p, k) for p, k in self.latest.items() if p != self.me))
+            payload = (ChatLine(text, said, n, seen=seen) if to_everyone
+                       else Private(text, said, n, seen))
+            messages = send(payload)
+            self.said = n
+            self.sent(messages, to_everyone)
 
     def sent(self, messages: list[SentMessage], to_everyone: bool = False) -> None:
         """Show what this person sent, numbered; a send split into unicasts is shown once."""
         message = messages[0]
         me = (self.me, self.me_id())
         others = [d for m in messages for d in m.destinations if d not in me]
-        text = _text_of(message.user_message)
+        payload = message.user_message
+        text = _text_of(payload)
         with self._lock:
             if to_everyone:
-                self.history.append((message.sender, text, message.app_message_id))
+                self.history.append((message.sender, text, message.app_message_id,
+                                     said_of(payload), count_of(payload)))
+                self._note_latest(message.sender, count_of(payload))
             self.remember_shown(message.app_message_id)
-            self._show(self.me, f"you -> {', '.join(others) or 'yourself'}",
-                       Tag(message.vc), text)
-            number = self.shown[-1][0]
+            number = identity(self.me, payload, message.app_message_id)
+            self._show(self.me, f"you -> {', '.join(map(person, others)) or 'yourself'}",
+                       Tag(message.vc), text, number, said_of(payload))
             names = tuple(display_name(d) for m in messages for d in m.destinations
                           if d not in me)
             self.own.record(messages, text, number, names, to_everyone, me)
             if self._silent:
                 self.waiting.append(number)
-                self.line(f"* #{number} waits: the session server does not answer (it goes "
+                self.line(f"* {number} waits: the session server does not answer (it goes "
                           "once it does)")
             copies = {m.message_id for m in messages} - set(self._gone)
             if copies:
-                self.unsent[message.app_message_id] = [self.shown[-1][0], copies, False]
+                self.unsent[message.app_message_id] = [number, copies, False]
                 _later(PENDING_AFTER, self._still_pending, message.app_message_id)
 
     def on_sent(self, message: SentMessage) -> None:
@@ -186,7 +263,7 @@ class ChatScreen:
                 return
             del self.unsent[message.app_message_id]
             if entry[2]:
-                self.line(f"* #{entry[0]} sent")
+                self.line(f"* {entry[0]} sent")
 
     def _still_pending(self, app_id: str) -> None:
         with self._lock:
@@ -194,46 +271,56 @@ class ChatScreen:
             if entry is None or entry[2]:
                 return
             entry[2] = True
-            self.line(f"* #{entry[0]} pending: the causality module has not sent it yet "
+            self.line(f"* {entry[0]} pending: the causality module has not sent it yet "
                       "(it waits for an earlier message's acknowledgement)")
 
     # state transfer (see groupcomm.protocol.state_transfer)
     def snapshot(self) -> Snapshot:
         """The conversation so far, for a newcomer, naming this person's own messages in it."""
         with self._lock:
-            own = tuple(mid for who, _, mid in self.history if who == self.me_id())
+            own = tuple(item[2] for item in self.history if item[0] == self.me_id())
             return Snapshot(list(self.history), reflects=own)
 
     def me_id(self) -> str:
         comm = self.communicator
         return comm.member_id if comm is not None else self.me
 
-    def install(self, history: list[tuple[str, str, str]]) -> None:
-        """Show the conversation so far (this person is the newcomer); handed over again
-        (back after the session took it for gone), only what was not shown yet."""
+    def install(self, state: list[object]) -> None:
+        """Show the conversation so far (this person is the newcomer), line by line as
+        live lines show; handed over again (back after the session took it for gone, or
+        a restarted server), only the lines not shown yet (by id), in their order."""
+        try:
+            history = [entry(raw) for raw in state]
+        except (TypeError, ValueError) as error:
+            self.line(f"! the conversation received is unusable ({error}); starting without")
+            history = []
         with self._lock:
             self._installs += 1
             first = self._installs == 1
-            new = [entry for entry in history if entry[2] not in self._shown_ids]
+            new = [item for item in history if item[2] not in self._shown_ids
+                   and entry_identity(item) not in self._shown_ids]
             self.history.extend(new)
-            for _, _, app_id in new:
-                self.remember_shown(app_id)
-            if new:
-                title = "conversation so far" if first else "missed while you were away"
-                self.line(f"* {title} ({len(new)} message(s)):")
-                for who, text, _ in new:
-                    self.line(f"  [{who if first else display_name(who)}] {text}")
+            for item in new:
+                self.remember_shown(item[2])
+                self.remember_shown(entry_identity(item))
+                who, text, _, said, n = item
+                if person(who) == self.me:  # an earlier run's lines: counting goes on
+                    self.said = max(self.said, n)
+                self._note_latest(who, n)
+                self.line(f"{entry_identity(item)} {clock(said)} [{person(who)}] {text}")
             if first:
                 self.line(f"* up to date ({len(new)} earlier message(s))")
-            elif self._back_as is not None:
+            elif new:
+                self.line(f"* {len(new)} missed message(s) added")
+            if not first and self._back_as is not None:
                 self._missing_from(history, self._back_as)
 
-    def _missing_from(self, history: list[tuple[str, str, str]], member: str) -> None:
+    def _missing_from(self, history: list[Entry], member: str) -> None:
         """Back as ``member``: the own messages to everyone of earlier incarnations that
         the conversation handed over lacks (by id) never reached its giver (a frame the
         old incarnation sent as it resumed can reach the server after the return and be
         refused at the others as an old incarnation's): they go again, once."""
-        received = {app_id for _, _, app_id in history}
+        received = {item[2] for item in history}
         own = self.own
         mine = [app_id for app_id, entry in own.sends.items() if entry[3]
                 and app_id.rpartition("#")[0] != member
@@ -253,15 +340,20 @@ class ChatScreen:
         if len(self._shown_ids) > REMEMBERED:
             self._shown_ids.popitem(last=False)
 
-    def _show(self, sender: str, who: str, tag: Tag, text: str) -> None:
+    def _show(self, sender: str, who: str, tag: Tag, text: str, ident: str,
+              said: float, released: str = "") -> None:
+        """One line: ``ann·3 14:02 [ann] text``, marked with the shown lines it is
+        concurrent with (by their identities), and as released when it was shown
+        waiting."""
         with self._lock:
             since = self._joined_at.get(sender, 0)
-            concurrent = [number for number, other_sender, other in self.shown[since:]
+            concurrent = [other_id for other_id, other_sender, other in self.shown[since:]
                           if other_sender != sender and tag.concurrent_with(other)]
-            number = len(self.shown) + 1
-            self.shown.append((number, sender, tag))
-        mark = f"  (concurrent with #{', #'.join(map(str, concurrent))})" if concurrent else ""
-        self.line(f"#{number} [{who}] {text}{mark}")
+            self.shown.append((ident, sender, tag))
+            self.remember_shown(ident)
+        mark = f"  (concurrent with {', '.join(concurrent)})" if concurrent else ""
+        mark += f"  ({released})" if released else ""
+        self.line(f"{ident} {clock(said or time.time())} [{who}] {text}{mark}")
 
     # session listener
     def client_joined(self, client_name: str, application_name: str, session_name: str,
@@ -270,17 +362,22 @@ class ChatScreen:
         with self._lock:
             # this person's own join is said by the app (a rejoin by on_event); a known
             # member rejoined a restarted server: it never left
-            known = client_name in self._known or display_name(client_name) == self.me
+            # another incarnation (or tab) of a person still here is not news either
+            known = (client_name in self._known or display_name(client_name) == self.me
+                     or person(client_name) in {person(m) for m in self._known})
             self._known.update((*all_users, client_name))
+            self._joined_at[client_name] = len(self.shown)
             if known:
                 return
-            self._joined_at[client_name] = len(self.shown)
-        self.line(f"* {client_name} joined ({', '.join(all_users)})")
+        self.line(f"* {person(client_name)} joined ({', '.join(_people(all_users))})")
 
     def client_left(self, client_name: str, application_name: str) -> None:
         with self._lock:
             self._known.discard(client_name)
-        self.line(f"* {client_name} left")
+            # an old incarnation leaving after its person came back is not news
+            back = person(client_name) in {person(m) for m in self._known}
+        if not back:
+            self.line(f"* {person(client_name)} left")
         comm = self.communicator
         if comm is None:
             return
@@ -331,7 +428,7 @@ class ChatScreen:
             self._silent = False
             waiting, self.waiting = self.waiting, []
         if waiting:
-            self.line(f"* #{', #'.join(map(str, waiting))} sent (typed while the session "
+            self.line(f"* {', '.join(waiting)} sent (typed while the session "
                       "server did not answer)")
 
     def resend_lost(self, member: str) -> None:
@@ -361,96 +458,23 @@ class ChatScreen:
             return
         self.line(f"* held: {len(held)}")
         for message in held:
-            text = getattr(message, "user_message", None)
-            text = text.text if isinstance(text, Private) else text
-            text = text if isinstance(text, str) else repr(text)
+            payload = getattr(message, "user_message", None)
+            text = _text_of(payload) if isinstance(payload, (str, Private, ChatLine)) else (
+                repr(payload))
+            sender = getattr(message, "sender", "")
             if isinstance(message, SentMessage):
-                who = f"to {', '.join(message.destinations)}, not sent yet"
+                who = f"to {', '.join(_people(message.destinations))}, not sent yet"
             else:
-                who = f"from {message.sender}"  # type: ignore[attr-defined]
+                who = f"from {person(sender)}"
+            ident = identity(sender, payload, message.app_message_id)  # type: ignore[attr-defined]
             on = waiting.get(message.message_id, [])  # type: ignore[attr-defined]
             why = f"waits on {', '.join(on)}" if on else "waits behind earlier messages"
-            self.line(f"  {message.message_id} {who}: {text!r} ({why})")  # type: ignore[attr-defined]
+            self.line(f"  {ident} {who}: {text!r} ({why})")
 
 
-class ScreenLogHandler(logging.Handler):
-    """Shows the framework's warnings as chat lines (``! ...``), but those a session event
-    already says in chat words (marked ``said_by_event``)."""
-
-    def __init__(self, screen: ChatScreen) -> None:
-        super().__init__(logging.WARNING)
-        self.screen = screen
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if not getattr(record, SAID_BY_EVENT, False):
-                self.screen.line(f"! {record.getMessage()}")
-        except Exception:  # noqa: BLE001 - logging must never raise into the caller
-            self.handleError(record)
-
-
-class ChatApp:
-    """Reads commands, sends through the communicator."""
-
-    def __init__(self, communicator: Communicator, screen: ChatScreen) -> None:
-        self.communicator = communicator
-        self.screen = screen
-
-    def handle(self, line: str) -> bool:
-        """Act on one typed line; False when the user quits."""
-        line = line.rstrip("\n")
-        if not line.strip():
-            return True
-        comm = self.communicator
-        try:
-            if line.startswith("/"):
-                command, _, rest = line.partition(" ")
-                if command == "/quit":
-                    return False
-                if command == "/who":
-                    self.screen.line(f"* members: {', '.join(comm.members)}")
-                elif command == "/help":
-                    self.screen.line(HELP)
-                elif command == "/held":
-                    self.screen.held(comm.held(), comm.waiting_for())
-                elif command == "/release":
-                    name = rest.strip()
-                    if not name:
-                        self.screen.line("usage: /release NAME")
-                    elif name in comm.members:
-                        self.screen.line(f"* {name} is still here; /release is for members "
-                                         "who left")
-                    else:
-                        released = comm.release_waiting_on(name)
-                        self.screen.line(f"* released {len(released)} message(s) that "
-                                         f"waited on {name}")
-                elif command == "/to":
-                    name, _, text = rest.strip().partition(" ")
-                    if not name or not text.strip():
-                        self.screen.line("usage: /to NAME text")
-                    elif self._fits(text.strip()):
-                        self.screen.send(lambda: comm.send([name], Private(text.strip())))
-                else:
-                    self.screen.line(f"unknown command {command}; {HELP}")
-            else:
-                others = [m for m in comm.members if m != comm.name]
-                if not others:
-                    self.screen.line("* nobody else is here yet")
-                elif self._fits(line):
-                    self.screen.send(lambda: comm.send(comm.others, line), to_everyone=True)
-        except (UnknownPeerError, CausalityError, CommunicatorError, ValueError) as error:
-            self.screen.line(f"! {error}")
-        return True
-
-    def _fits(self, text: str) -> bool:
-        """True when ``text`` fits in a frame; else the person is told, nothing sent."""
-        size = len(text.encode("utf-8", "surrogatepass"))
-        limit = self.communicator.payload_limit
-        if size <= limit:
-            return True
-        self.screen.line(f"! not sent: {size:,} bytes, the limit is {limit:,} "
-                         "(split it into smaller messages)")
-        return False
+def _people(members: Sequence[str]) -> list[str]:
+    """The persons ``members`` stand for, each once, in order."""
+    return list(dict.fromkeys(map(person, members)))
 
 
 def build_parser() -> ArgumentParser:
@@ -503,6 +527,8 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         communicator.close()
         raise CliError(f"groupcomm im: {error}") from None
     screen.communicator = communicator
+    watch = HeldWatch(communicator, screen.on_held)
+    watch.start()
     app = ChatApp(communicator, screen)
     screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
                 f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
@@ -514,6 +540,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
     except KeyboardInterrupt:
         pass
     finally:
+        watch.stop()
         communicator.close()
         screen.line("* bye")
     return 0

@@ -33,12 +33,12 @@ def quoted(text: str) -> str:
 class Screen(Protocol):
     """What resending uses of its chat screen."""
 
-    #: (who, text, application-level id) of the latest messages to everyone
-    history: deque[tuple[str, str, str]]
+    #: (who, text, application-level id, said at, count) of the latest messages to everyone
+    history: deque[tuple[str, str, str, float, int]]
     communicator: Communicator | None
-    #: line numbers typed while the server did not answer
-    waiting: list[int]
-    #: own messages the module has not sent: application id -> [line number, ...]
+    #: identities (``ann·3``) of lines typed while the server did not answer
+    waiting: list[str]
+    #: own messages the module has not sent: application id -> [identity, ...]
     unsent: dict[str, list]
 
     def line(self, text: str) -> None: ...
@@ -55,9 +55,9 @@ class OwnMessages:
         self._text_of = text_of
         #: this person's messages by copy id: (application id, text, destination)
         self.copies: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
-        #: own messages by application id: (line number, payload, destinations by name,
+        #: own messages by application id: (identity, payload, destinations by name,
         #: to everyone), to send them again when they reached no one
-        self.sends: OrderedDict[str, tuple[int, object, tuple[str, ...], bool]] = (
+        self.sends: OrderedDict[str, tuple[str, object, tuple[str, ...], bool]] = (
             OrderedDict())
         #: own messages lost with an incarnation the session took for gone, to send
         #: again once back: application id -> the copies lost
@@ -68,10 +68,10 @@ class OwnMessages:
         self.reported: set[str] = set()
         self.dropped: set[str] = set()
 
-    def record(self, messages: Sequence[SentMessage], text: str, number: int,
+    def record(self, messages: Sequence[SentMessage], text: str, number: str,
                names: tuple[str, ...], to_everyone: bool, me: tuple[str, ...]) -> None:
         """This person sent ``messages`` (the copies of one send), shown as line
-        ``number``; ``names``: its destinations by name, ``me``: this person's names."""
+        ``number`` (its identity, ``ann·3``); ``names``: its destinations by name, ``me``: this person's names."""
         message = messages[0]
         for copy in messages:
             dest = ", ".join(d for d in copy.destinations if d not in me) or "yourself"
@@ -120,13 +120,13 @@ class OwnMessages:
             self.resent_to.setdefault(app_id, set()).update(display_name(d) for d in dests)
             text = self._text_of(payload)
             if not dests:
-                screen.line(f"* your message #{number} '{quoted(text)}' was not sent: "
+                screen.line(f"* your message {number} '{quoted(text)}' was not sent: "
                             f"{', '.join(names) or 'nobody'} left meanwhile")
                 continue
             try:
                 messages = comm.send(dests, payload)
             except (UnknownPeerError, CausalityError, CommunicatorError) as error:
-                screen.line(f"* your message #{number} '{quoted(text)}' was not sent: "
+                screen.line(f"* your message {number} '{quoted(text)}' was not sent: "
                             f"{error}")
                 continue
             new_id = messages[0].app_message_id
@@ -137,11 +137,11 @@ class OwnMessages:
                 self.copies[copy.message_id] = (new_id, text, dest)
             if to_everyone:
                 screen.history = deque(
-                    ((member, said, new_id) if mid == app_id else (who, said, mid)
-                     for who, said, mid in screen.history), maxlen=screen.history.maxlen)
+                    ((member, item[1], new_id, *item[3:]) if item[2] == app_id else item
+                     for item in screen.history), maxlen=screen.history.maxlen)
             if number in screen.waiting:
                 screen.waiting.remove(number)
-            screen.line(f"* #{number} sent again as {member} (it had not left before the "
+            screen.line(f"* {number} sent again (it had not left before the "
                         "session took you for gone)")
 
     def report(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -15,7 +16,6 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from groupcomm.apps.im import Private
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
@@ -26,7 +26,7 @@ from groupcomm.web.members import (
     BadEdit,
     TabClosed,
     TabMember,
-    TabPrivate,
+    payload_for_tab,
     person_of,
     tab_member_name,
 )
@@ -287,16 +287,16 @@ class Gateway:
                 member.applied(request.applied)
             elif request.type == "say":
                 to = fields["to"]
-                payload: Any = fields["text"]
-                if to:
-                    payload = (TabPrivate(fields["text"], fields["line"]) if fields["line"]
-                               else Private(fields["text"]))
                 # to a person: each of their tabs (a member name reaches that one only)
                 tabs = [m for m in member.communicator.members
                         if person_of(m) == to and m != member.member_id]
-                first = member.send(request.applied, (tabs or [to]) if to else None, payload)
+                first, payload = member.say(
+                    request.applied, (tabs or [to]) if to else None, fields["text"],
+                    private=bool(to), line=fields["line"], said=fields["said"] or time.time())
                 await ws.send_json({"type": "sent", "id": first.app_message_id,
                                     "local": fields["local"],
+                                    **payload_for_tab("im", payload, first.sender,
+                                                      first.app_message_id),
                                     "vc": dict(first.vc), "text": fields["text"],
                                     "to": to or None, "destinations": list(first.destinations),
                                     "transmitted": member.transmitted(first.app_message_id)})

@@ -17,6 +17,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from groupcomm.apps.im import HISTORY, Private
+from groupcomm.apps.im_held import HeldWatch
+from groupcomm.apps.im_lines import (
+    ChatLine,
+    Entry,
+    count_of,
+    entry,
+    identity,
+    person,
+    said_of,
+    text_of,
+)
 from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
 from groupcomm.core.session_messages import Snapshot
@@ -62,12 +73,18 @@ def person_of(member: str) -> str:
 
 
 class ChatMirror:
-    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id)."""
+    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id, said
+    at, count)."""
 
     def __init__(self, me: str) -> None:
         self.me = me
-        self.history: deque[tuple[str, str, str]] = deque(maxlen=HISTORY)
+        self.history: deque[Entry] = deque(maxlen=HISTORY)
         self.deliveries = 0
+        #: the highest count of this tab's person's lines seen (the next own line is
+        #: counted after it: ``ann·n`` names one line of the person's)
+        self.counted = 0
+        #: person -> the count of their latest line to everyone (an own line's ``seen``)
+        self.latest: dict[str, int] = {}
 
     def joined(self, me: str, members: Sequence[str]) -> None:
         self.me = me
@@ -75,25 +92,40 @@ class ChatMirror:
     def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
                   superseded: bool = False) -> None:
         self.deliveries += 1
+        self._count(sender, count_of(payload), not isinstance(payload, Private))
         if not isinstance(payload, Private):
-            text = payload if isinstance(payload, str) else repr(payload)
-            self.history.append((sender, text, message_id))
+            self.history.append((sender, text_of(payload), message_id, said_of(payload),
+                                 count_of(payload)))
 
     def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
-        if isinstance(payload, str):
-            self.history.append((self.me, payload, op_id))
+        self._count(self.me, count_of(payload))
+        if isinstance(payload, (str, ChatLine)):
+            self.history.append((self.me, text_of(payload), op_id, said_of(payload),
+                                 count_of(payload)))
+
+    def _count(self, sender: str, n: int, public: bool = False) -> None:
+        if person(sender) == person(self.me):
+            self.counted = max(self.counted, n)
+        if public and n:
+            self.latest[person(sender)] = max(self.latest.get(person(sender), 0), n)
+
+    def seen(self) -> tuple[tuple[str, int], ...]:
+        """The latest line to everyone of each other person, as an own line carries it."""
+        return tuple(sorted((p, n) for p, n in self.latest.items() if p != person(self.me)))
 
     def snapshot(self) -> Snapshot:
-        own = tuple(mid for who, _, mid in self.history if who == self.me)
+        own = tuple(item[2] for item in self.history if item[0] == self.me)
         return Snapshot(list(self.history), reflects=own)
 
     def install(self, state: Any) -> None:
         try:
-            entries = [(str(w), str(t), str(i)) for w, t, i in state]
+            entries = [entry(raw) for raw in state]
         except (TypeError, ValueError) as error:
             log.warning("the conversation received from the session is unusable (%s)", error)
             return
         self.history.extend(entries)
+        for item in entries:
+            self._count(item[0], item[4], True)
 
     def for_tab(self) -> dict[str, Any]:
         return {"history": [list(entry) for entry in self.history]}
@@ -157,13 +189,16 @@ class TabClosed(Exception):
     """The tab's member cannot go on (its communicator is closed or it was replaced)."""
 
 
-def payload_for_tab(kind: str, payload: Any) -> dict[str, Any]:
+def payload_for_tab(kind: str, payload: Any, sender: str = "",
+                    message_id: str = "") -> dict[str, Any]:
     if kind == "im":
+        # the line's identity (the same at every viewer) and when its sender said it
+        said = {"ident": identity(sender, payload, message_id), "said": said_of(payload)}
         if isinstance(payload, TabPrivate) and payload.line:
-            return {"text": payload.text, "private": True, "line": payload.line}
+            return {"text": payload.text, "private": True, "line": payload.line, **said}
         if isinstance(payload, Private):
-            return {"text": payload.text, "private": True}
-        return {"text": payload if isinstance(payload, str) else repr(payload)}
+            return {"text": payload.text, "private": True, **said}
+        return {"text": text_of(payload), **said}
     if is_presence(payload):
         return {"cursor": payload[1]}
     if isinstance(payload, tuple):
@@ -221,6 +256,8 @@ class TabMember:
                                 sent=self._on_transmitted if kind == "im" else None,
                                 event=self._on_event),
         )
+        #: a line the module holds is shown waiting in the tab (``holding``)
+        self._held_watch = HeldWatch(self.communicator, self._on_held) if kind == "im" else None
         try:
             if inject_delays is not None:
                 inject_delays(self.communicator)
@@ -231,6 +268,8 @@ class TabMember:
         except BaseException:
             self.communicator.close()
             raise
+        if self._held_watch is not None:
+            self._held_watch.start()
 
     def welcome(self) -> dict[str, Any]:
         """The first event of the tab: who it is, who is here, its :meth:`state`."""
@@ -264,7 +303,8 @@ class TabMember:
             self.push({"type": "deliver", "n": self.mirror.deliveries,
                        "id": message.app_message_id, "sender": message.sender,
                        "vc": message.app_tag.clock, "superseded": superseded,
-                       **payload_for_tab(self.kind, message.user_message)})
+                       **payload_for_tab(self.kind, message.user_message, message.sender,
+                                         message.app_message_id)})
 
     def _on_event(self, event: SessionEvent) -> None:
         """Another member acknowledged its clock: the mirror's stability and the tab's
@@ -402,6 +442,19 @@ class TabMember:
             self.mirror.sent(payload, first.message_id, Tag(first.vc))
             return first
 
+    def say(self, applied: int, destinations: Sequence[str] | None, text: str,
+            private: bool, line: str | None, said: float) -> tuple[SentMessage, Any]:
+        """Send the chat line ``text`` (``said``: when the tab's clock says it was said),
+        counted after every line of this person seen; the payload sent comes back too."""
+        with self.lock:
+            assert isinstance(self.mirror, ChatMirror)
+            n, seen = self.mirror.counted + 1, self.mirror.seen()
+            payload: Any = (TabPrivate(text, said, n, seen, line or "") if private and line
+                            else Private(text, said, n, seen) if private
+                            else ChatLine(text, said, n, line or "", seen))
+            first = self.send(applied, destinations, payload)
+            return first, payload
+
     def transmitted(self, app_id: str) -> bool:
         """Whether every copy of ``app_id`` has left (else a ``transmitted`` event
         says when)."""
@@ -467,13 +520,25 @@ class TabMember:
         rows = []
         for message in comm.held():
             payload = message.user_message
-            text = payload.text if isinstance(payload, Private) else payload
             to = list(message.destinations) if isinstance(message, SentMessage) else None
             rows.append({"id": message.message_id, "from": message.sender, "to": to,
-                         "text": text if isinstance(text, str) else repr(text)[:200],
+                         "ident": identity(message.sender, payload, message.app_message_id),
+                         "text": text_of(payload)[:200],
                          "waits": waiting.get(message.message_id, [])})
         return rows
 
+    def _on_held(self, message: Any, waits_on: list[str]) -> None:
+        """The module holds a received line: the tab shows it waiting, for the lines its
+        sender had seen that the tab has not shown (``seen``), else for ``waits``."""
+        payload = message.user_message
+        seen = getattr(payload, "seen", ())
+        self.push({"type": "holding", "id": message.app_message_id, "sender": message.sender,
+                   "waits": waits_on,
+                   "seen": [[p, n] for p, n in seen] if isinstance(seen, tuple) else [],
+                   **payload_for_tab("im", payload, message.sender, message.app_message_id)})
+
     def close(self) -> None:
         self.closed = True
+        if self._held_watch is not None:
+            self._held_watch.stop()
         self.communicator.close()

@@ -110,8 +110,14 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
         if line is not None and (not isinstance(line, str) or not LINE_ID.fullmatch(line)):
             raise BadRequest(f"'line' must be up to 64 letters, digits, '-' or '_', not "
                              f"{line!r:.40}")
+        # when the tab's clock says the line was said (seconds since the epoch); absent:
+        # the gateway's clock when it sends it
+        said = data.get("said")
+        if said is not None and (type(said) not in (int, float) or not 0 < said < 1e11):
+            raise BadRequest(f"'said' must be seconds since the epoch, not {said!r:.40}")
         return Request("say", applied, {"text": _text(data.get("text"), "text"), "to": to,
-                                        "local": local, "line": line})
+                                        "local": local, "line": line,
+                                        "said": float(said) if said else None})
     if kind_of == "cursor":
         return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
     local = data.get("local")

@@ -3,38 +3,44 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
+import time
 
 from groupcomm.apps.im import ChatScreen, Private
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.protocol.session_events import MessagesLost, Rejoined
 
+#: a line's time (HH:MM)
+TIME = r"(?<= )\d\d:\d\d(?= \[)"
+
 
 def test_a_note_to_oneself_delivered_during_the_send_is_shown_after_its_line() -> None:
     out = io.StringIO()
     screen = ChatScreen("alice", out)
-    note = Private("remember the milk")
     vc = (("alice", 1),)
-    sent = SentMessage(application_name="im", session_name="office", user_message=note,
-                       message_id="alice#1", sender="alice", vc=vc,
-                       destinations=("alice",))
-    received = ReceivedMessage(application_name="im", session_name="office",
-                               user_message=note, message_id="alice#1", sender="alice",
-                               vc=vc, receiver="alice")
-    io_thread = threading.Thread(target=screen.message, args=(received,))
+    threads: list[threading.Thread] = []
 
-    def send() -> list[SentMessage]:
+    def send(note: object) -> list[SentMessage]:
+        assert isinstance(note, Private) and note.n == 1 and note.said > 0
+        sent = SentMessage(application_name="im", session_name="office", user_message=note,
+                           message_id="alice#1", sender="alice", vc=vc,
+                           destinations=("alice",))
+        received = ReceivedMessage(application_name="im", session_name="office",
+                                   user_message=note, message_id="alice#1", sender="alice",
+                                   vc=vc, receiver="alice")
         # the I/O thread delivers the note while the application is still in the send
-        io_thread.start()
-        io_thread.join(timeout=0.3)
+        threads.append(threading.Thread(target=screen.message, args=(received,)))
+        threads[0].start()
+        threads[0].join(timeout=0.3)
         return [sent]
 
-    screen.send(send)
-    io_thread.join(timeout=10)
-    assert not io_thread.is_alive()
-    assert out.getvalue().splitlines() == [
-        "#1 [you -> yourself] remember the milk",
-        "#2 [alice -> you] remember the milk",
+    screen.send(send, "remember the milk")
+    threads[0].join(timeout=10)
+    assert not threads[0].is_alive()
+    assert [re.sub(TIME, "HH:MM", line) for line in out.getvalue().splitlines()] == [
+        "alice·1 HH:MM [you -> yourself] remember the milk",
+        "alice·1 HH:MM [alice -> you] remember the milk",
     ]
 
 
@@ -47,28 +53,36 @@ def test_a_member_rejoining_a_restarted_server_is_not_news() -> None:
     screen.client_joined("bob", "im", "office", True, True, ("bob",))
     screen.client_joined("alice", "im", "office", False, False, ("bob", "alice"))
     screen.on_event(Rejoined(member="alice", previous="alice"))
+    # bob's next incarnation joins before the session drops the old one: not news
+    screen.client_joined("bob~2", "im", "office", False, False, ("alice", "bob", "bob~2"))
     screen.client_left("bob", "im")
-    screen.client_joined("bob~2", "im", "office", False, False, ("alice", "bob~2"))
+    # bob leaves, and comes back later: news, under his name without the suffix
+    screen.client_left("bob~2", "im")
+    screen.client_joined("bob~3", "im", "office", False, False, ("alice", "bob~3"))
     assert out.getvalue().splitlines() == [
         "* bob joined (alice, bob)",
         "* session server restarted; reconnected",
         "* bob left",
-        "* bob~2 joined (alice, bob~2)",
+        "* bob joined (alice, bob)",
     ]
 
 
 def test_the_conversation_handed_over_again_shows_only_what_was_not_shown() -> None:
     out = io.StringIO()
     screen = ChatScreen("carol", out)
-    screen.install([("alice", "hello", "alice#1")])
-    screen.install([("alice", "hello", "alice#1"), ("bob~2", "while you were away", "bob~2#1")])
-    screen.install([("alice", "hello", "alice#1")])
+    said = time.mktime((2026, 5, 4, 14, 2, 0, 0, 0, -1))  # 14:02 here
+    hello = ("alice", "hello", "alice#1", said, 1)
+    screen.install([hello])
+    # an older peer's entry (three fields): no time, its message id for identity
+    screen.install([hello, ("bob~2", "while you were away", "bob~2#1", said, 4),
+                    ("dan", "old peer", "dan#1")])
+    screen.install([hello])
     assert out.getvalue().splitlines() == [
-        "* conversation so far (1 message(s)):",
-        "  [alice] hello",
+        "alice·1 14:02 [alice] hello",
         "* up to date (1 earlier message(s))",
-        "* missed while you were away (1 message(s)):",
-        "  [bob] while you were away",
+        "bob·4 14:02 [bob] while you were away",
+        "dan#1 --:-- [dan] old peer",
+        "* 2 missed message(s) added",
     ]
 
 
@@ -126,7 +140,7 @@ def test_a_tabs_private_line_sent_again_after_its_gateway_died_is_shown_once() -
 
     def private(sender: str, number: int, line: str) -> ReceivedMessage:
         return ReceivedMessage(application_name="im", session_name="office",
-                               user_message=TabPrivate("meet at 5", line),
+                               user_message=TabPrivate("meet at 5", line=line),
                                message_id=f"{sender}#{number}", sender=sender,
                                vc=((sender, number),), receiver="tom")
 
@@ -137,8 +151,40 @@ def test_a_tabs_private_line_sent_again_after_its_gateway_died_is_shown_once() -
     # another person's line of the same id is another line
     screen.message(private("ben", 1, "k1-abc"))
     # (the made-up clocks are concurrent: the marks after the text are not the point)
-    assert [line.partition("  (")[0] for line in out.getvalue().splitlines()] == [
-        "#1 [ann:2 -> you] meet at 5",
-        "#2 [ann:2~2 -> you] meet at 5",
-        "#3 [ben -> you] meet at 5",
+    # (an older gateway's line is not counted: its message id names it)
+    assert [re.sub(TIME, "HH:MM", line.partition("  (")[0])
+            for line in out.getvalue().splitlines()] == [
+        "ann:2#1 HH:MM [ann -> you] meet at 5",
+        "ann:2~2#2 HH:MM [ann -> you] meet at 5",
+        "ben#1 HH:MM [ben -> you] meet at 5",
+    ]
+
+
+def test_a_held_line_is_shown_waiting_for_its_cause_then_marked_released() -> None:
+    from groupcomm.apps.im_lines import ChatLine
+
+    out = io.StringIO()
+    screen = ChatScreen("ann", out)
+    said = time.mktime((2026, 5, 4, 14, 2, 0, 0, 0, -1))
+
+    def line(sender: str, number: int, text: str, n: int, vc: dict[str, int],
+             seen: tuple[tuple[str, int], ...] = ()) -> ReceivedMessage:
+        return ReceivedMessage(application_name="im", session_name="office",
+                               user_message=ChatLine(text, said, n, seen=seen),
+                               message_id=f"{sender}#{number}", sender=sender,
+                               vc=tuple(vc.items()), receiver="ann")
+
+    question = line("tom", 1, "question?", 1, {"tom": 1})
+    answer = line("ben~2", 1, "answer!", 1, {"tom": 1, "ben~2": 1}, seen=(("tom", 1),))
+    # ann's module holds ben's answer: it overtook tom's question
+    screen.on_held(answer, ["tom"])
+    screen.message(question)
+    screen.message(answer)
+    # an older peer's held line names no line: the member it waits on stands in
+    screen.on_held(line("dan", 1, "old", 0, {"tom": 2, "dan": 1}), ["tom"])
+    assert out.getvalue().splitlines() == [
+        "ben·1 14:02 [ben, held] answer!  (waiting for tom·1)",
+        "tom·1 14:02 [tom] question?",
+        "ben·1 14:02 [ben] answer!  (was waiting for tom·1; released)",
+        "dan#1 14:02 [dan, held] old  (waiting for a line of tom's)",
     ]

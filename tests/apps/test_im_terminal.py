@@ -6,6 +6,7 @@ once. Piped input (scripted use) reads lines of any length too."""
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import string
 import subprocess
@@ -38,14 +39,14 @@ def test_a_long_typed_line_and_a_long_paste_arrive_whole(chat) -> None:
     typed = words(12_000, 1)  # a terminal's own line editing would stop at 4,095
     type_text(alice, typed)
     alice.send("\r")
-    assert read_message(bob, "#1 [alice] ") == typed
-    assert read_message(alice, "#1 [you -> bob] ") == typed
+    assert read_message(bob, "[alice] ") == typed
+    assert read_message(alice, "[you -> bob] ") == typed
 
     pasted = words(200_000, 2)
     paste_text(alice, pasted)
     alice.send("\r")
-    assert read_message(bob, "#2 [alice] ") == pasted
-    assert read_message(alice, "#2 [you -> bob] ") == pasted
+    assert read_message(bob, "[alice] ") == pasted
+    assert read_message(alice, "[you -> bob] ") == pasted
 
 
 def test_a_line_larger_than_a_frame_is_not_sent_and_the_sender_is_told(chat) -> None:
@@ -61,8 +62,8 @@ def test_a_line_larger_than_a_frame_is_not_sent_and_the_sender_is_told(chat) -> 
     alice.expect_exact("! not sent: 46,081 bytes, the limit is 46,080", timeout=60)
     alice.sendline("small enough")
     # the first message bob sees is the small one: nothing of the large ones left
-    bob.expect(r"#(\d+) \[alice\] small enough")
-    assert bob.match.group(1) == "1"
+    bob.expect(r"(alice·\d+) \d\d:\d\d \[alice\] small enough")
+    assert bob.match.group(1) == "alice·1"
     assert "[you ->" not in shown(alice).split("small enough")[0]
 
 
@@ -73,14 +74,14 @@ def test_what_arrives_while_typing_goes_above_the_line_being_typed(chat) -> None
     alice.expect_exact("alice>")  # the prompt
     type_text(alice, "half-a-sen")
     bob.sendline("interrupting you")
-    alice.expect(r"#1 \[bob\] interrupting you\r?\n")
+    alice.expect(r"\S+ \d\d:\d\d \[bob\] interrupting you\r?\n")
     # the input line comes back below it, with what was typed so far
     alice.expect_exact("alice>")
     alice.expect_exact("half-a-sen")
     type_text(alice, "tence")
     alice.send("\r")
-    bob.expect(r"#2 \[alice\] half-a-sentence\r?\n")
-    alice.expect(r"#2 \[you -> bob\] half-a-sentence")
+    bob.expect(r"\S+ \d\d:\d\d \[alice\] half-a-sentence\r?\n")
+    alice.expect(r"\S+ \d\d:\d\d \[you -> bob\] half-a-sentence")
 
 
 def test_piped_input_reads_lines_of_any_length(group: ProcessGroup, chat) -> None:
@@ -96,9 +97,9 @@ def test_piped_input_reads_lines_of_any_length(group: ProcessGroup, chat) -> Non
         bob.expect(r"\* alice joined")
         long_line = words(100_000, 3)
         alice.type(long_line)
-        assert read_message(bob, "#1 [alice] ") == long_line
-        alice.wait_line(lambda s: s.startswith("#1 [you -> bob] "), what="its own line")
-        assert all(long_line not in line for line in alice.lines if not line.startswith("#1"))
+        assert read_message(bob, "[alice] ") == long_line
+        alice.wait_line(lambda s: s.startswith("alice·1 "), what="its own line")
+        assert all(long_line not in line for line in alice.lines if not line.startswith("alice·1 "))
     finally:
         alice.quit()
 
@@ -151,14 +152,15 @@ def test_the_screen_shows_a_sent_line_once_above_a_prompt(group: ProcessGroup, c
         bob.expect(r"\* alice joined")
         tmux.run("send-keys", "-t", "alice:0", "-l", "hello bob")
         tmux.run("send-keys", "-t", "alice:0", "Enter")
-        bob.expect(r"#1 \[alice\] hello bob")
+        bob.expect(r"\S+ \d\d:\d\d \[alice\] hello bob")
         tmux.run("send-keys", "-t", "alice:0", "-l", "half typed")
         bob.sendline("and hello alice")
         lines = tmux.wait("bob's answer above the input line",
                           lambda lines: any("[bob] and hello alice" in line for line in lines))
         text = [line for line in lines if line]
-        assert [line for line in text if "hello bob" in line] == ["#1 [you -> bob] hello bob"]
+        assert [re.sub(r" \d\d:\d\d ", " HH:MM ", line) for line in text
+                if "hello bob" in line] == ["alice·1 HH:MM [you -> bob] hello bob"]
         assert text[-1] == "alice> half typed"
-        assert text[-2] == "#2 [bob] and hello alice"
+        assert re.sub(r" \d\d:\d\d ", " HH:MM ", text[-2]) == "bob·1 HH:MM [bob] and hello alice"
     finally:
         tmux.close()

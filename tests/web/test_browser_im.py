@@ -6,6 +6,7 @@ a dropped connection."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 
@@ -15,7 +16,20 @@ from selenium.webdriver.common.keys import Keys
 from groupcomm.tools.procs import LineProcess, ProcessGroup
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
 
-LINES = "return [...document.querySelectorAll('#log div')].map(d => d.textContent)"
+#: the log's lines as text: a message as "ann·3 [ann] text  (concurrent with bob·1)" (its
+#: identity, who, its text, its marks; the time is in MESSAGES), a notice as it reads
+LINES = """return [...document.querySelectorAll('#log > div')].map(d => {
+  if (!d.classList.contains('message')) return d.textContent;
+  const part = (c) => { const e = d.querySelector('.' + c); return e ? e.textContent : ''; };
+  return `${d.dataset.ident} [${part('who')}] ${part('text')}` +
+    (part('concurrent') ? `  (${part('concurrent')})` : '') +
+    (part('waiting-for') ? `  (${part('waiting-for')})` : '') +
+    (part('released') ? `  (${part('released')})` : '');
+})"""
+#: the messages shown: [identity, who, time, text, classes]
+MESSAGES = """return [...document.querySelectorAll('#log > div.message')].map(d => [
+  d.dataset.ident, d.querySelector('.who').textContent, d.querySelector('time').textContent,
+  d.querySelector('.text').textContent, d.className])"""
 READY = "return document.getElementById('status').className === 'open'"
 
 
@@ -77,13 +91,19 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
         line_with(ben, "[tom] question?")
         say(ben, "answer!")
         line_with(ben, "[you -> ann, tom] answer!")
+        # shown at once as waiting, for tom's question (by its identity at every viewer)
+        waiting = line_with(ann, "[ben] answer!  (waiting for ", "the answer waiting")
+        question = line_with(ben, "[tom] question?").split(" ")[0]
+        assert waiting.endswith(f"(waiting for {question})"), waiting
         say(ann, "/held")
-        held = line_with(ann, "answer!", "the held answer in /held")
+        held = line_with(ann, "from ben: 'answer!'", "the held answer in /held")
         assert held.endswith("from ben: 'answer!' (waits on tom)")
-        line_with(ann, "[ben] answer!")
-        lines = [x for x in ann.js(LINES) if x.startswith("#")]
-        assert [x.split("] ", 1)[1] for x in lines[-2:]] == ["question?", "answer!"]
-        assert "concurrent" not in lines[-1]
+        released = line_with(ann, f"(was waiting for {question}; released)")
+        lines = [x for x in ann.js(LINES) if "] " in x and not x.startswith(("*", " "))]
+        assert [x.split("] ", 1)[1].partition("  (")[0] for x in lines[-2:]] == [
+            "question?", "answer!"]
+        assert lines[-1] == released and "concurrent" not in released
+        assert not any("(waiting for" in x for x in ann.js(LINES))  # it moved, released
 
         # ann speaks before tom's next message reaches her: concurrent at ben
         tom.type("tom speaks")
@@ -112,14 +132,15 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
         line_with(ann, "* released 1 message(s) that waited on uma")
         line_with(ann, "[ben] re uma")
 
-        # a newcomer sees the conversation so far
+        # a newcomer sees the conversation so far, each line named as the others name it
         cat = open_chat(tabs, gateway, "cat")
-        line_with(cat, "* conversation so far")
-        history = [x for x in cat.js(LINES) if x.startswith("  [")]
-        for expected in ("  [tom] question?", "  [ben] answer!", "  [ann] ann speaks",
-                         "  [ben] re uma"):
-            assert expected in history
         line_with(cat, "* up to date")
+        history = cat.js(LINES)
+        for expected, viewer in (("[tom] question?", ben), ("[ben] answer!", ann),
+                                 ("[ann] ann speaks", ben), ("[ben] re uma", ann)):
+            [at_cat] = [x for x in history if x.endswith(expected)]
+            [there] = [x for x in viewer.js(LINES) if expected in x and "(waiting for" not in x]
+            assert at_cat.split(" ")[0] == there.split(" ")[0], (at_cat, there)
         tabs.leave(cat)
     finally:
         tom.quit()
@@ -159,19 +180,64 @@ def test_a_dropped_connection_comes_back_as_the_next_incarnation_with_the_conver
     ann = open_chat(tabs, gateway, "ann")
     ben = open_chat(tabs, gateway, "ben")
     try:
-        line_with(ann, f"* {ben.js('return chat.me')} joined")
+        line_with(ann, "* ben joined")
         say(ben, "before the drop")
         line_with(ann, "before the drop")
         first = ann.js("return chat.me")
         ann.js("connection.ws.close()")  # the connection drops (not a /quit)
-        line_with(ben, f"* {first} left")
-        back = line_with(ann, "* reconnected as ")
-        assert back != f"* reconnected as {first}"
-        assert f"  [{ben.js('return chat.me')}] before the drop" in ann.js(LINES)
+        line_with(ann, "* reconnected")
+        ann.wait(f"return chat.me && chat.me !== {first!r}", "ann's next member", 20)
+        # the conversation handed over again adds nothing: the line was shown already
+        assert sum("] before the drop" in x for x in ann.js(LINES)) == 1, ann.js(LINES)
         say(ann, "after the drop")
         line_with(ben, "] after the drop")
+        # ben's tab names ann's next member ann (no incarnation suffix anywhere)
+        assert "[ann] after the drop" in line_with(ben, "] after the drop")
+        assert not any("ann~" in x for x in ben.js(LINES)), ben.js(LINES)
     finally:
         tabs.leave(ann, ben)
+
+
+#: the tab reconnects only once ``window.reconnect`` is set
+HOLD_RECONNECT = """
+const open = connection.open.bind(connection);
+connection.open = () => {
+  if (window.reconnect) open(); else setTimeout(() => connection.open(), 50);
+};
+"""
+
+
+@pytest.mark.long
+def test_a_reconnect_adds_only_the_missed_lines_in_their_place(
+        gateway: GatewayProcess, tabs: TabOpener) -> None:
+    """ann's connection drops; ben says a line while she is away. Back, ann's tab adds
+    that line only (the conversation handed over holds the earlier ones too), under
+    the identity ben's tab gave it, after the line before it."""
+    ann = open_chat(tabs, gateway, "ann")
+    ben = open_chat(tabs, gateway, "ben")
+    cat = open_chat(tabs, gateway, "cat")  # someone for ben to talk to meanwhile
+    try:
+        line_with(ann, "* cat joined")
+        say(ben, "before the drop")
+        line_with(ann, "[ben] before the drop")
+        first = ann.js("return chat.me")
+        ann.js(HOLD_RECONNECT)
+        ann.js("connection.ws.close()")
+        ben.wait(f"return !chat.members.includes({first!r})", "ann's member gone", 30)
+        say(ben, "while you were away")
+        said = line_with(ben, "] while you were away").split(" ")[0]
+        ann.js("window.reconnect = true")
+        line_with(ann, "* 1 missed message(s) added", "the missed line added")
+        lines = [x for x in ann.js(LINES) if "] " in x and not x.startswith(("*", " "))]
+        assert [x.split("] ", 1)[1] for x in lines[-2:]] == [
+            "before the drop", "while you were away"], lines
+        assert lines[-1].split(" ")[0] == said
+        assert sum("before the drop" in x for x in ann.js(LINES)) == 1
+        # its time, as said by ben's clock, in ann's local time
+        [[_, who, time, _, _]] = [m for m in ann.js(MESSAGES) if m[3] == "while you were away"]
+        assert who == "ben" and re.fullmatch(r"\d\d:\d\d", time), time
+    finally:
+        tabs.leave(ann, ben, cat)
 
 
 def test_an_own_message_a_sender_side_module_holds_is_shown_pending_then_sent(
@@ -188,12 +254,14 @@ def test_an_own_message_a_sender_side_module_holds_is_shown_pending_then_sent(
         ann = open_chat(tabs, gateway, "ann")
         assert "tom" in ann.js("return chat.members")
         say(ann, "one")
-        line_with(ann, "#1 [you -> tom] one")
+        line_with(ann, "ann·1 [you -> tom] one")
         say(ann, "two")
-        line_with(ann, "* #2 pending: the causality module has not sent it yet")
-        line_with(ann, "* #2 sent")
-        tom.wait_line(lambda line: line.endswith("[ann] two"), what="the second message")
-        assert not any(x.startswith("* #1 pending") for x in ann.js(LINES))
+        line_with(ann, "* ann·2 pending: the causality module has not sent it yet")
+        line_with(ann, "* ann·2 sent")
+        # the same identity at the terminal
+        tom.wait_line(lambda line: line.startswith("ann·2 ") and line.endswith("[ann] two"),
+                      what="the second message")
+        assert not any(x.startswith("* ann·1 pending") for x in ann.js(LINES))
     finally:
         tom.quit()
         if ann is not None:
@@ -206,7 +274,7 @@ def test_a_line_longer_than_the_gateway_takes_is_refused_with_its_reason_and_kep
     ann = open_chat(tabs, gateway, "ann")
     ben = open_chat(tabs, gateway, "ben")
     try:
-        line_with(ann, f"* {ben.js('return chat.me')} joined")
+        line_with(ann, "* ben joined")
         long_line = "x" * 20_000
         ann.js("document.getElementById('input').value = arguments[0]", long_line)
         ann.keys("input", Keys.ENTER)

@@ -68,10 +68,12 @@ def test_new_tabs_get_the_text_and_the_chat_after_a_killed_server_with_postgresq
         # alone in the chat: the conversation so far is the store's
         dan = open_chat(tabs, gateway, "dan")
         opened.append(dan)
-        line_with(dan, "* conversation so far (6 message(s)):", "the stored conversation")
+        line_with(dan, "* up to date (6 earlier message(s))", "the stored conversation")
         shown = dan.js(LINES)
-        assert [s.strip() for s in shown if "] line " in s] == [
-            f"[{line.rsplit(' ', 1)[1]}] {line}" for line in lines], shown
+        # each line under its identity: its sender and their own count
+        assert [s for s in shown if "] line " in s] == [
+            f"{who}·{i // 2 + 1} [{who}] {line}"
+            for i, line in enumerate(lines) for who in [line.rsplit(' ', 1)[1]]], shown
     finally:
         tabs.leave(*opened)
         gateway.stop()

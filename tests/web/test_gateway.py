@@ -163,15 +163,18 @@ def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -
                         json.dumps({"type": "say", "applied": 0, "text": ""}),
                         json.dumps({"type": "say", "applied": 0, "text": "x", "to": "dan",
                                     "line": "no spaces"}),
+                        json.dumps({"type": "say", "applied": 0, "text": "x", "said": "noon"}),
                         json.dumps({"type": "edit", "applied": 0}),
                         json.dumps({"type": "applied", "n": 99})):
                 await cat.ws.send_str(bad)
                 reasons.append((await cat.next(lambda e: e["type"] == "error"))["error"])
             # the connection and the member are still there, and nothing was sent
             await cat.ws.send_json({"type": "say", "applied": 0, "text": "still here",
-                                    "to": None})
+                                    "to": None, "said": 1_700_000_000.5})
             got = await dan.next(lambda e: e["type"] == "deliver")
             assert got["text"] == "still here" and got["n"] == 1
+            # the time the tab said it, and the identity every viewer gives the line
+            assert (got["said"], got["ident"]) == (1_700_000_000.5, "cat·1")
             # a private line carries the tab's id for it to its receiver
             await cat.ws.send_json({"type": "say", "applied": 0, "text": "psst", "to": "dan",
                                     "line": "l1-abc_9"})
@@ -189,12 +192,13 @@ def test_bad_messages_get_a_reason_and_change_nothing(gateway: GatewayProcess) -
         "'applied' must be a count (an integer >= 0), not -1",
         "text must be a non-empty string, not ''",
         "'line' must be up to 64 letters, digits, '-' or '_', not 'no spaces'",
+        "'said' must be seconds since the epoch, not 'noon'",
         "'edit' is not taken on the im page",
         "applied 99, but only 0 deliveries were sent to this tab",
     ]
     after = gateway.stats()["counters"]
     assert after.get("oversized", 0) - before.get("oversized", 0) == 1
-    assert after.get("malformed", 0) - before.get("malformed", 0) == 6
+    assert after.get("malformed", 0) - before.get("malformed", 0) == 7
     assert after.get("refused", 0) - before.get("refused", 0) == 1
 
 

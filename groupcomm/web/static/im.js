@@ -1,7 +1,11 @@
 // The chat page: what `groupcomm im` shows in a terminal, in a browser tab. Messages are
 // shown in delivery order (the causality module in the gateway holds a reply that
-// overtook its cause), numbered; one concurrent with messages already shown is marked
-// "(concurrent with #N)"; a newcomer first sees the conversation so far. A line said
+// overtook its cause), each with its sender (the person: no incarnation or tab suffix),
+// the time it was said (the sender's clock, in this viewer's local time) and its
+// identity, the same for every viewer (ann·3: the sender's own count of its lines); one
+// concurrent with messages already shown is marked "concurrent with bob·2"; a newcomer
+// first sees the conversation so far, and a tab back after a drop adds only the lines
+// it had not shown, in their place. A line said
 // while the connection is down (or on its way when it dropped) is shown as waiting to
 // be sent, kept in the tab's session storage (also across a reload) and sent once the
 // tab is a member again, exactly once: a public line the conversation received already
@@ -9,12 +13,26 @@
 // tab made for it, and a receiving tab shows a line of one id once.
 import { Connection, claimNote, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
+// a member that leaves is said to have left after this long, unless it is back
+const LEFT_GRACE = 3000;
 // an own message still held this long after it was sent is shown as pending
 const PENDING_AFTER = 500;
 const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
 // ids of private lines shown that a tab remembers (a line sent again comes within seconds)
 const LINES_KEPT = 500;
 const log = document.getElementById("log");
+
+// The persons members stand for, each once.
+function people(members) {
+  return [...new Set(members.map(person))];
+}
+
+// HH:MM of `said` (seconds since the epoch) in this viewer's local time.
+function clock(said) {
+  if (!said) return "--:--";
+  const at = new Date(said * 1000);
+  return `${String(at.getHours()).padStart(2, "0")}:${String(at.getMinutes()).padStart(2, "0")}`;
+}
 
 // A lasting id for an own line, the same each time it is sent.
 function lineId() {
@@ -25,9 +43,12 @@ const input = document.getElementById("input");
 const chat = {
   me: null,
   members: [],
-  shown: [],          // [number, sender, clock]
+  shown: [],          // [identity, sender, clock] of the lines shown live
+  divs: new Map(),    // message id or identity -> the line shown for it
+  held: new Map(),    // message id -> {div, on} of a line shown waiting (held by the module)
   joinedAt: {},       // member -> shown.length when its join was seen
   known: new Set(),
+  leftAt: new Map(),  // display name -> when its member left (a return soon after is not news)
   started: false,
   unsent: new Map(),       // own message id -> {number, said} while the module holds it
   transmitted: new Set(),  // own messages that left before their "sent" answer came
@@ -50,26 +71,109 @@ const chat = {
     return div;
   },
 
-  show(sender, who, clock, text) {
+  // A line of the conversation: who said it, when, its identity, its text (`where`:
+  // {after: line} or {before: line}; else at the end).
+  message(who, said, ident, text, ids, where = null) {
+    const div = document.createElement("div");
+    div.className = "message";
+    div.dataset.ident = ident;
+    const head = document.createElement("div");
+    head.className = "head";
+    const name = document.createElement("span");
+    name.className = "who";
+    name.textContent = who;
+    const time = document.createElement("time");
+    time.textContent = clock(said);
+    if (said) time.dateTime = new Date(said * 1000).toISOString();
+    const id = document.createElement("span");
+    id.className = "ident";
+    id.textContent = ident;
+    head.append(name, " ", time, " ", id);
+    const body = document.createElement("div");
+    body.className = "text";
+    body.textContent = text;
+    div.append(head, body);
+    if (where && where.before) where.before.before(div);
+    else if (where && where.after) where.after.after(div);
+    else log.appendChild(div);
+    for (const key of ids) if (key) this.divs.set(key, div);
+    div.scrollIntoView({ block: "end" });
+    return div;
+  },
+
+  show(sender, who, clock, text, ident, said, id, released = "") {
     const since = this.joinedAt[sender] || 0;
     const marks = this.shown.slice(since)
       .filter(([, other, otherClock]) => other !== sender && concurrent(clock, otherClock))
-      .map(([number]) => number);
-    const number = this.shown.length + 1;
-    this.shown.push([number, sender, clock]);
-    const div = this.line(`#${number} [${who}] ${text}`, "message");
-    div.dataset.number = number;
+      .map(([other]) => other);
+    this.shown.push([ident, sender, clock]);
+    const div = this.message(who, said, ident, text, [id, ident]);
     div.dataset.sender = sender;
     if (marks.length) {
-      const mark = document.createElement("span");
+      const mark = document.createElement("div");
       mark.className = "concurrent";
-      mark.textContent = `  (concurrent with #${marks.join(", #")})`;
+      mark.textContent = `concurrent with ${marks.join(", ")}`;
+      div.appendChild(mark);
+    }
+    if (released) {
+      const mark = document.createElement("div");
+      mark.className = "released";
+      mark.textContent = released;
       div.appendChild(mark);
     }
   },
 
+  // The module holds a line (it overtook its cause): shown at once as waiting, for the
+  // lines its sender had seen that are not shown here (else a line of whom it waits on).
+  holding(event) {
+    if (this.divs.has(event.id) || this.held.has(event.id)) return;
+    let on = (event.seen || []).map(([p, n]) => `${p}·${n}`).filter((i) => !this.divs.has(i));
+    if (!on.length) on = event.waits.map((m) => `a line of ${person(m)}'s`);
+    const div = this.message(event.private ? `${person(event.sender)} -> you` : person(event.sender),
+      event.said, event.ident, event.text, []);
+    div.classList.add("held");
+    const mark = document.createElement("div");
+    mark.className = "waiting-for";
+    mark.textContent = `waiting for ${on.join(", ")}`;
+    div.appendChild(mark);
+    this.held.set(event.id, { div, on });
+  },
+
+  // The released mark of a line shown waiting, now delivered ("" if it was not).
+  released(id) {
+    const held = this.held.get(id);
+    if (!held) return "";
+    this.held.delete(id);
+    held.div.remove();
+    return `was waiting for ${held.on.join(", ")}; released`;
+  },
+
+  // The lines of `history` (the conversation so far) not shown yet, each in its place:
+  // after the line before it that is shown, else before the next one shown. How many.
+  addHistory(history) {
+    const entries = history.map(([who, text, id, said, n]) =>
+      ({ who, text, id, said: said || 0, ident: n > 0 ? `${person(who)}·${n}` : id }));
+    let after = null;
+    let added = 0;
+    entries.forEach((e, at) => {
+      const shown = this.divs.get(e.id) || this.divs.get(e.ident);
+      if (shown) {
+        after = shown;
+        return;
+      }
+      const next = entries.slice(at + 1).map((x) => this.divs.get(x.id) || this.divs.get(x.ident))
+        .find((d) => d);
+      const div = this.message(person(e.who), e.said, e.ident, e.text, [e.id, e.ident],
+        after ? { after } : (next ? { before: next } : null));
+      div.classList.add("history");
+      after = div;
+      added += 1;
+    });
+    return added;
+  },
+
   drawMembers() {
-    document.getElementById("members").textContent = this.members.join(", ");
+    document.getElementById("members").textContent = people(this.members).join(", ");
   },
 
   start(welcome) {
@@ -84,17 +188,20 @@ const chat = {
     this.members = welcome.members;
     for (const m of welcome.members) this.known.add(m);
     this.drawMembers();
-    if (this.started) this.line(`* reconnected as ${welcome.member}`, "notice");
+    if (this.started) this.line("* reconnected", "notice");
+    const back = this.started;
     this.started = true;
-    this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${welcome.members_at_join.join(", ")}); /help for commands`, "notice");
+    if (!back) this.line(`* ${welcome.user} joined with causality ${welcome.module} (members: ${people(welcome.members_at_join).join(", ")}); /help for commands`, "notice");
     const history = welcome.state.history || [];
+    // back after a drop: only the lines not shown yet, in their place
+    const first = !this.shownHistory;
+    this.shownHistory = true;
+    const added = this.addHistory(history);
     // alone in the session, the history can only be the store's (groupcomm serve --store)
-    if (welcome.members_at_join.length > 1 || history.length) {
-      if (history.length) {
-        this.line(`* conversation so far (${history.length} message(s)):`, "notice");
-        for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
-      }
+    if (first && (welcome.members_at_join.length > 1 || history.length)) {
       this.line(`* up to date (${history.length} earlier message(s))`, "notice");
+    } else if (!first && added) {
+      this.line(`* ${added} missed message(s) added`, "notice");
     }
     this.resend(history);
   },
@@ -119,7 +226,8 @@ const chat = {
 
   save() {
     if (this.outboxKey === null) return;
-    const kept = this.outbox.map(({ line, text, to, member, wire }) => ({ line, text, to, member, wire }));
+    const kept = this.outbox.map(({ line, text, to, member, wire, said }) =>
+      ({ line, text, to, member, wire, said }));
     try {
       sessionStorage.setItem(this.outboxKey, JSON.stringify(kept));
     } catch (error) {
@@ -131,7 +239,7 @@ const chat = {
   // answers that it sent it.
   say(text, to) {
     const entry = { local: `c${this.nextLocal++}`, line: lineId(), text, to, member: this.me,
-      wire: false };
+      wire: false, said: Date.now() / 1000 };
     this.outbox.push(entry);
     this.drawWaiting(entry);
     this.trySend(entry);
@@ -144,7 +252,7 @@ const chat = {
     }
     entry.member = this.me;
     entry.wire = connection.send({ type: "say", applied: 0, text: entry.text, to: entry.to,
-      local: entry.local, line: entry.line });
+      local: entry.local, line: entry.line, said: entry.said });
   },
 
   drawWaiting(entry) {
@@ -221,21 +329,27 @@ const chat = {
       case "deliver":
         if (event.sender === this.me) return;
         if (event.line && this.shownBefore(event.sender, event.line)) return;
-        this.show(event.sender, event.private ? `${event.sender} -> you` : event.sender,
-          event.vc, event.text);
+        if (this.divs.has(event.id)) return;  // a line of the conversation handed over
+        this.show(event.sender, event.private ? `${person(event.sender)} -> you`
+          : person(event.sender), event.vc, event.text, event.ident, event.said, event.id,
+        this.released(event.id));
+        return;
+      case "holding":
+        this.holding(event);
         return;
       case "sent": {
         if (event.local) this.answered(event.local);
-        const others = event.destinations.filter((d) => d !== this.me);
-        this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text);
+        const others = people(event.destinations.filter((d) => d !== this.me));
+        this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text,
+          event.ident, event.said, event.id);
         if (!event.transmitted && !this.transmitted.has(event.id)) {
           // a sender-side module (mfss) holds it until an earlier one is acknowledged
-          const entry = { number: this.shown.length, said: false };
+          const entry = { number: event.ident, said: false };
           this.unsent.set(event.id, entry);
           setTimeout(() => {
             if (this.unsent.get(event.id) !== entry) return;
             entry.said = true;
-            this.line(`* #${entry.number} pending: the causality module has not sent it yet ` +
+            this.line(`* ${entry.number} pending: the causality module has not sent it yet ` +
               "(it waits for an earlier message's acknowledgement)", "notice");
           }, PENDING_AFTER);
         }
@@ -248,7 +362,7 @@ const chat = {
           return;
         }
         this.unsent.delete(event.id);
-        if (entry.said) this.line(`* #${entry.number} sent`, "notice");
+        if (entry.said) this.line(`* ${entry.number} sent`, "notice");
         return;
       }
       case "joined":
@@ -256,26 +370,45 @@ const chat = {
         this.drawMembers();
         for (const entry of this.outbox) if (!entry.wire) this.trySend(entry);
         if (displayName(event.member) === displayName(this.me || "")) return;
-        if (person(event.member) === person(this.me || "") && !this.known.has(event.member)) {
+        if (this.known.has(event.member)) return;  // it rejoined a restarted server
+        if ([...this.known].some((m) => displayName(m) === displayName(event.member))) {
+          // the next incarnation of a member still listed: not news
           this.known.add(event.member);
-          this.line(`* ${event.member} joined: another tab of yours`, "notice");
+          this.joinedAt[event.member] = this.shown.length;
           return;
         }
-        if (this.known.has(event.member)) return;  // it rejoined a restarted server
+        if (person(event.member) === person(this.me || "")) {
+          this.known.add(event.member);
+          this.line("* another tab of yours joined", "notice");
+          return;
+        }
         this.known.add(event.member);
         this.joinedAt[event.member] = this.shown.length;
-        this.line(`* ${event.member} joined (${event.members.join(", ")})`, "notice");
+        if (Date.now() - (this.leftAt.get(displayName(event.member)) || -Infinity) < LEFT_GRACE) {
+          return;  // back within LEFT_GRACE: its leaving was not said either
+        }
+        this.line(`* ${person(event.member)} joined (${people(event.members).join(", ")})`,
+          "notice");
         return;
       case "left":
         this.members = event.members;
         this.known.delete(event.member);
+        this.leftAt.set(displayName(event.member), Date.now());
         this.drawMembers();
-        this.line(`* ${event.member} left`, "notice");
         if (event.waiting) {
           const who = event.member;
+          this.line(`* ${person(who)} left`, "notice");
           this.line(`* ${event.waiting} held message(s) wait on ${who}; /release ${who} delivers ` +
             `them anyway (out of order if ${who}'s messages are still on their way)`, "notice");
+          return;
         }
+        // a member back within LEFT_GRACE (a dropped connection, a reload) did not
+        // leave: an old incarnation leaving is not news once its next one is here
+        setTimeout(() => {
+          if (![...this.known].some((m) => displayName(m) === displayName(event.member))) {
+            this.line(`* ${person(event.member)} left`, "notice");
+          }
+        }, LEFT_GRACE);
         return;
       case "held":
         if (!event.held.length) {
@@ -284,9 +417,9 @@ const chat = {
         }
         this.line(`* held: ${event.held.length}`, "notice");
         for (const h of event.held) {
-          const who = h.to ? `to ${h.to.join(", ")}, not sent yet` : `from ${h.from}`;
+          const who = h.to ? `to ${people(h.to).join(", ")}, not sent yet` : `from ${person(h.from)}`;
           const why = h.waits.length ? `waits on ${h.waits.join(", ")}` : "waits behind earlier messages";
-          this.line(`  ${h.id} ${who}: '${h.text}' (${why})`, "held");
+          this.line(`  ${h.ident || h.id} ${who}: '${h.text}' (${why})`, "held");
         }
         return;
       case "notice":
@@ -304,10 +437,11 @@ const chat = {
         if (!event.replaced) return;
         if (this.statusBefore) this.status(...this.statusBefore);
         const history = event.state.history || [];
+        const added = this.addHistory(history);
         this.line(`* the stored session was replaced; ${this.outbox.some((e) => !e.wire)
           ? "your unsent lines were sent again" : "no line of yours was waiting"} ` +
-          `(conversation so far: ${history.length} message(s))`, "notice");
-        for (const [who, text] of history) this.line(`  [${who}] ${text}`, "history");
+          `(conversation so far: ${history.length} message(s), ${added} not shown before)`,
+          "notice");
         // (one on its way gets its answer: this connection stayed; the member's queue
         // carries what it sent into the fresh session)
         for (const entry of this.outbox) if (!entry.wire) this.trySend(entry);
@@ -341,7 +475,7 @@ function handle(line) {
       connection.close();
       chat.line("* bye", "notice");
     } else if (command === "/who") {
-      chat.line(`* members: ${chat.members.join(", ")}`, "notice");
+      chat.line(`* members: ${people(chat.members).join(", ")}`, "notice");
     } else if (command === "/help") {
       chat.line(HELP, "notice");
     } else if (command === "/held") {
