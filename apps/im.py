@@ -297,8 +297,9 @@ class ChatScreen:
         with self._lock:
             self._installs += 1
             first = self._installs == 1
-            new = [item for item in history if item[2] not in self._shown_ids
-                   and entry_identity(item) not in self._shown_ids]
+            # by message id only: two tabs of one person saying a line at once give
+            # both the same identity, and neither may hide the other
+            new = [item for item in history if item[2] not in self._shown_ids]
             self.history.extend(new)
             for item in new:
                 self.remember_shown(item[2])

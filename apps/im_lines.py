@@ -15,7 +15,7 @@ from typing import Any
 
 from groupcomm.core.member_ids import display_name
 
-__all__ = ["ChatLine", "Entry", "clock", "count_of", "entry", "entry_identity", "identity",
+__all__ = ["ChatLine", "Entry", "clock", "conversation_text", "count_of", "entry", "entry_identity", "identity",
            "person", "said_of", "text_of"]
 
 #: separates a person from their own count of lines in a line's identity (``ann·3``)
@@ -92,3 +92,15 @@ def entry_identity(item: Entry) -> str:
     """The identity of a line of the conversation so far (as :func:`identity`)."""
     who, _, message_id, _, n = item
     return f"{person(who)}{IDENTITY_SEPARATOR}{n}" if n > 0 else message_id
+
+
+def conversation_text(state: Any, messages: list[tuple[str, Any]]) -> str:
+    """The conversation a store keeps as text, one ``[person] text`` a line: the lines
+    of the handed-over ``state``, then the ``(sender, payload)`` messages after it that
+    went to everyone (a private line is not the conversation's).
+    ``TypeError``/``ValueError`` when ``state`` is no conversation."""
+    history = [entry(raw) for raw in (state or [])]
+    lines = [f"[{person(who)}] {text}" for who, text, *_ in history]
+    lines += [f"[{person(sender)}] {text_of(payload)}" for sender, payload in messages
+              if isinstance(payload, (str, ChatLine))]
+    return "\n".join(lines)

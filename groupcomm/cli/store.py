@@ -7,6 +7,7 @@ trust, as you trust the server that wrote it."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -93,11 +94,14 @@ def _decoded(stored: StoredSession) -> tuple[Any, list[tuple[str, str, Any, tupl
 
 
 def _im_text(state: Any, messages: list[tuple[str, str, Any, tuple]]) -> str:
-    lines = [f"[{who}] {text}" for who, text, _ in (state or [])]
-    for _, sender, payload, _ in messages:
-        if isinstance(payload, str):  # a private note is not the conversation's
-            lines.append(f"[{sender}] {payload}")
-    return "\n".join(lines)
+    # the chat's own rule for its conversation, looked up by name as the command table
+    # does: the applications sit above the command line's modules
+    conversation_text = importlib.import_module("groupcomm.apps.im_lines").conversation_text
+    try:
+        return conversation_text(state, [(sender, payload) for _, sender, payload, _ in messages])
+    except (TypeError, ValueError) as error:
+        raise CliError(f"groupcomm store: the stored conversation is not the chat's "
+                       f"({error})") from None
 
 
 def _edit_text(state: Any, messages: list[tuple[str, str, Any, tuple]]) -> str:

@@ -116,3 +116,30 @@ def test_mistakes_are_one_line(store_path: str, tmp_path: Path, capsys) -> None:
     assert len(errors) == 3
     assert "no session 'nowhere'" in errors[0] and "name the session" in errors[1]
     assert "no such file" in errors[2]
+
+
+def test_export_reads_the_chats_lines_with_their_times_and_counts(tmp_path: Path,
+                                                                   capsys) -> None:
+    from groupcomm.apps.im import Private
+    from groupcomm.apps.im_lines import ChatLine
+
+    path = str(tmp_path / "chat.db")
+    store = open_store(path)
+    store.create_session("im", "team", "g-1", 1.0)
+    # the conversation as the chat hands it over: (member, text, id, said, count)
+    fmt, data = dump_payload([("ann~2", "hello", "ann~2#1", 5.0, 1),
+                              ("ben:2", "hi ann", "ben:2#1", 6.0, 1)])
+    store.put_snapshot("im", "team", StoredSnapshot(fmt, data, ("ann~2#1", "ben:2#1"), (),
+                                                    7.0, "ann~2"), [])
+    store.append("im", "team", [
+        StoredMessage("ann~2#2", "ann~2", *dump_payload(ChatLine("how are you", 8.0, 2)),
+                      vc=(("ann~2", 2),)),
+        StoredMessage("ann~2#3", "ann~2", *dump_payload(Private("psst", 9.0, 3)),
+                      vc=(("ann~2", 3),)),
+        StoredMessage("ben#1", "ben", *dump_payload("an older peer's line"),
+                      vc=(("ben", 1),))])
+    store.commit()
+    store.close()
+    assert main(["store", "export", "team", "--store", path]) == 0
+    assert capsys.readouterr().out == ("[ann] hello\n[ben] hi ann\n[ann] how are you\n"
+                                       "[ben] an older peer's line\n")

@@ -156,12 +156,14 @@ const chat = {
     let after = null;
     let added = 0;
     entries.forEach((e, at) => {
-      const shown = this.divs.get(e.id) || this.divs.get(e.ident);
+      // by message id only: two tabs of one person saying a line at once give both the
+      // same identity, and neither may hide the other
+      const shown = this.divs.get(e.id);
       if (shown) {
         after = shown;
         return;
       }
-      const next = entries.slice(at + 1).map((x) => this.divs.get(x.id) || this.divs.get(x.ident))
+      const next = entries.slice(at + 1).map((x) => this.divs.get(x.id))
         .find((d) => d);
       const div = this.message(person(e.who), e.said, e.ident, e.text, [e.id, e.ident],
         after ? { after } : (next ? { before: next } : null));
