@@ -116,13 +116,10 @@ def parse_filter_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def with_reliable(specs: Sequence[str]) -> list[str]:
-    """``specs`` with the ``reliable`` layer in it once: kept where the user listed it,
-    else put first, nearest the causality module, so that it sits above every other
-    filter (a fault filter listed before it would drop or duplicate frames the layer
-    never numbered, and nothing would repair them)."""
-    if any(parse_filter_spec(spec)[0] == RELIABLE for spec in specs):
-        return list(specs)
-    return [RELIABLE, *specs]
+    """``specs`` with the ``reliable`` layer in it once and first, nearest the causality
+    module, above every other filter: a fault filter listed before it would drop or
+    duplicate frames the layer never numbered, and nothing would repair them."""
+    return [RELIABLE, *without_reliable(specs)]
 
 
 def without_reliable(specs: Sequence[str]) -> list[str]:

@@ -6,7 +6,8 @@ it); the server is killed and restarted once during the typing and once after bo
 then ``carol`` joins alone and gets the stored state.
 
 Counted per run, end to end: messages typed, refused (the send call failed: never sent),
-reached (got by the other member in the end, after the restart and any retransmission),
+reached (got by the other member in the end, after the restart and any retransmission,
+delivered or in the state it installed on joining),
 lost (typed, never reached the other member), duplicated (handed to it more than once),
 died in the server (whose first copy never came out of a server: with the layer they
 had to be retransmitted, without it they are lost); then what the newcomer restored:
@@ -92,6 +93,7 @@ class Probe:
         self.transmissions: Counter[tuple[str, int]] = Counter()  # (peer, seq) -> copies sent
         #: (sender, seq) -> (message id, the transmissions that arrived)
         self.arrived: dict[tuple[str, int], tuple[str, set[int]]] = {}
+        self.host: FilterHost | None = None  # for the reliable layer's counters
 
     def stamp(self, message: GroupMessage) -> GroupMessage:
         seq = message.headers.get(SEQ)
@@ -132,6 +134,7 @@ class _ProbeCreator(MessageFilterCreator[Any]):
         self.probe, self.side = probe, side
 
     def get_message_filter(self, host: FilterHost) -> MessageFilter[Any]:
+        self.probe.host = host
         return _ProbeFilter(self.probe, self.side)
 
 
@@ -197,10 +200,23 @@ def _all_reached(sent: dict[str, list[str]], logs: dict[str, Log], timeout: floa
     off to seconds apart), or ``timeout``: what is missing then is counted lost."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(set(sent[other]) <= set(list(logs[name].received))
+        if all(set(sent[other]) <= set(list(logs[name].entries))
                for name in logs for other in logs if other != name):
             return
         time.sleep(0.05)
+
+
+def _debug(comms: dict[str, Communicator], probes: dict[str, Probe],
+           sent: dict[str, list[str]], logs: dict[str, Log]) -> None:
+    """What each member counted, and what did not reach it (``GROUPCOMM_STORE_CRASH_DEBUG``)."""
+    for name, comm in comms.items():
+        host = probes[name].host
+        layer = host.shared.get(RELIABLE) if host is not None else None
+        missing = [i for other in sent if other != name for i in sent[other]
+                   if i not in set(logs[name].entries)]
+        print(name, comm.counters(), "reliable:", getattr(layer, "stats", None),
+              "undeliverable:", comm.undeliverable(), "missing here:", missing,
+              file=sys.stderr)
 
 
 def one_run(workdir: Path, rng: random.Random, messages: int = 300,
@@ -242,7 +258,7 @@ def one_run(workdir: Path, rng: random.Random, messages: int = 300,
                 _all_reached(sent, logs, 30.0)
             _quiet(list(logs.values()))
             if os.environ.get("GROUPCOMM_STORE_CRASH_DEBUG"):
-                print({n: c.counters() for n, c in comms.items()}, file=sys.stderr)
+                _debug(comms, probes, sent, logs)
         finally:
             for comm in comms.values():
                 comm.close()
@@ -260,8 +276,14 @@ def one_run(workdir: Path, rng: random.Random, messages: int = 300,
 def _counts(sent: dict[str, list[str]], logs: dict[str, Log], probes: dict[str, Probe],
             carol: Log, refused: int, reliable: bool) -> RunCounts:
     everything = {i for ids in sent.values() for i in ids}
-    deliveries: Counter[str] = Counter(i for log in logs.values() for i in log.received)
-    reached = set(deliveries) & everything
+    # what each member holds of the other's messages: delivered, or in the state it
+    # installed when it joined (a message the sender's snapshot reflects is not
+    # delivered again)
+    held: Counter[str] = Counter()
+    for name, log in logs.items():
+        theirs = {i for other, ids in sent.items() if other != name for i in ids}
+        held.update(i for i in list(log.entries) if i in theirs)
+    reached = set(held)
     if reliable:
         died = set().union(*(probe.first_copy_lost() for probe in probes.values()))
     else:
@@ -270,7 +292,7 @@ def _counts(sent: dict[str, list[str]], logs: dict[str, Log], probes: dict[str, 
     return RunCounts(
         typed=len(everything) + refused, refused=refused, reached=len(reached),
         lost=len(everything - reached),
-        duplicated=sum(n - 1 for i, n in deliveries.items() if n > 1),
+        duplicated=sum(n - 1 for n in held.values() if n > 1),
         died_in_server=len(died & everything), restored=len(restored),
         store_lost=len(reached - set(restored)),
         store_duplicated=len(restored) - len(set(restored)),
