@@ -4,6 +4,11 @@ JGroups' UNICAST3. Per ordered pair of processes it numbers frames (header ``~r`
 acknowledges them cumulatively and selectively (header ``~a``), retransmits with an
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
+
+An acknowledgement waits up to :data:`ACK_DELAY` (as TCP's delayed ACK): frames from
+the same peer meanwhile share it, and a frame going back to that peer meanwhile carries
+it (header ``~a`` on a numbered frame) instead of a frame of its own. A duplicate is
+acknowledged at the next tick: the sender is retransmitting.
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessag
 PROTOCOL = "reliable"
 SEQ = "~r"
 ACK = "~a"
-INITIAL_RTO = 0.2
+#: how long an acknowledgement waits for company (more frames from the peer to cover, a
+#: frame back to it to ride on); a lost frame is resent after the timeout, never sooner
+ACK_DELAY = 0.1
+INITIAL_RTO = 0.5
 MAX_RTO = 3.0
-#: floor of the adaptive timeout (a local link's round trip is well under a millisecond,
-#: but the peer's I/O thread may be busy for a few)
-MIN_RTO = 0.03
+#: floor of the adaptive timeout: above ACK_DELAY, so that a delayed acknowledgement
+#: is not taken for a loss when the round trips measured so far rode on quick replies
+MIN_RTO = 0.25
 WINDOW = 4096
 MAX_SACK = 64
 #: Frames further ahead than this of the next expected one are dropped (and resent).
@@ -53,9 +61,14 @@ class ReliableManager:
         self.waiting: dict[str, deque[SentMessage]] = {}
         self.next_expected: dict[str, int] = {}
         self.out_of_order: dict[str, dict[int, ReceivedMessage]] = {}
+        #: per peer: when its acknowledgement is due, and its frames' application and
+        #: session (the acknowledgement's own)
+        self.ack_due: dict[str, float] = {}
+        self.ack_names: dict[str, tuple[str, str]] = {}
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
+                      "acks_carried": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
@@ -86,7 +99,8 @@ class ReliableManager:
                 ids, f"to {client_name} were not acknowledged before it left (they may "
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
-                      self.out_of_order, self.srtt, self.rttvar):
+                      self.out_of_order, self.srtt, self.rttvar, self.ack_due,
+                      self.ack_names):
             table.pop(client_name, None)
         self.departed[client_name] = None
         if len(self.departed) > DEPARTED_KEPT:
@@ -111,7 +125,12 @@ class ReliableManager:
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq
-            stamped = message.to((dest,)).with_headers(**{SEQ: seq})
+            headers: dict[str, Any] = {SEQ: seq}
+            if dest in self.ack_due:  # the acknowledgement waiting for dest rides along
+                headers[ACK] = self._ack_value(dest)
+                del self.ack_due[dest]
+                self.stats["acks_carried"] += 1
+            stamped = message.to((dest,)).with_headers(**headers)
             assert isinstance(stamped, SentMessage)
             flight = self.in_flight.setdefault(dest, OrderedDict())
             if len(flight) >= WINDOW:
@@ -159,8 +178,11 @@ class ReliableManager:
             self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
 
     def tick(self, now: float) -> None:
-        """Resend what is overdue, doubling its timeout (up to :data:`MAX_RTO`)."""
+        """Send the acknowledgements due; resend what is overdue, doubling its timeout (up
+        to :data:`MAX_RTO`)."""
         assert self.send_filter is not None
+        for peer in [p for p, due in self.ack_due.items() if due <= now]:
+            self._send_ack(peer)
         for flight in self.in_flight.values():
             for entry in flight.values():
                 if entry.due <= now:
@@ -179,7 +201,8 @@ class ReliableManager:
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         expected = self.next_expected.get(peer, 1)
         pending = self.out_of_order.setdefault(peer, {})
-        if seq < expected or seq in pending:
+        duplicate = seq < expected or seq in pending
+        if duplicate:
             self.stats["duplicates_dropped"] += 1
         elif seq >= expected + RECEIVE_WINDOW:
             self.stats["too_far_ahead"] += 1
@@ -189,22 +212,29 @@ class ReliableManager:
                 ready = pending.pop(expected)
                 expected += 1
                 self.next_expected[peer] = expected
-                self.receive_filter.forward(ready.without_headers(SEQ))  # type: ignore[arg-type]
-        self._send_ack(message)
+                self.receive_filter.forward(
+                    ready.without_headers(SEQ, ACK))  # type: ignore[arg-type]
+        # a duplicate means the sender is retransmitting: its acknowledgement goes at the
+        # next tick; otherwise it waits for company, up to ACK_DELAY
+        due = self.host.now() + (0.0 if duplicate else ACK_DELAY)
+        self.ack_names[peer] = (message.application_name, message.session_name)
+        self.ack_due[peer] = min(due, self.ack_due.get(peer, due))
 
-    def _send_ack(self, about: ReceivedMessage) -> None:
-        peer = about.sender
+    def _ack_value(self, peer: str) -> tuple[int, tuple[int, ...]]:
+        """What ``peer``'s frames are acknowledged with: cumulative, selective."""
+        return (self.next_expected.get(peer, 1) - 1,
+                tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK]))
+
+    def _send_ack(self, peer: str) -> None:
         assert self.send_filter is not None
-        if peer not in self.next_expected and peer not in self.out_of_order:
-            return  # the peer left meanwhile
-        cumulative = self.next_expected.get(peer, 1) - 1
-        selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
+        del self.ack_due[peer]
+        application, session = self.ack_names[peer]
         self._ack_ids += 1
         ack = SentMessage(
-            application_name=about.application_name, session_name=about.session_name,
+            application_name=application, session_name=session,
             user_message=ControlMessage(PROTOCOL, "rack"),
             message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
-            headers={ACK: (cumulative, selective)}, destinations=(peer,),
+            headers={ACK: self._ack_value(peer)}, destinations=(peer,),
         )
         self.stats["acks_sent"] += 1
         self.send_filter.forward(ack)
@@ -237,17 +267,24 @@ class ReliableReceiveFilter(_ReliableFilter):
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if message.is_control_for(PROTOCOL):
-            value = message.headers.get(ACK)
-            if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
-                    and isinstance(value[1], tuple)
-                    and all(isinstance(s, int) for s in value[1])):
-                self.manager.acknowledged(message.sender, value[0], value[1])
-                return
-            raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
+            self._acknowledged(message)
+            return
         if SEQ in message.headers:
+            if ACK in message.headers:  # an acknowledgement riding on a frame
+                self._acknowledged(message)
             self.manager.receive(message)
         else:
             self.forward(message)  # looped back locally, or a peer without the layer
+
+
+    def _acknowledged(self, message: ReceivedMessage) -> None:
+        value = message.headers.get(ACK)
+        if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
+                and isinstance(value[1], tuple)
+                and all(isinstance(s, int) for s in value[1])):
+            self.manager.acknowledged(message.sender, value[0], value[1])
+            return
+        raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):

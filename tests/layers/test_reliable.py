@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcomm.core.selection import filter_creators
-from groupcomm.layers.reliable import DEPARTED_KEPT, MAX_RTO
+from groupcomm.layers.reliable import ACK_DELAY, DEPARTED_KEPT, MAX_RTO
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c"]
@@ -113,3 +113,29 @@ def test_loopback_copies_bypass_the_layer() -> None:
     settle_with_retransmissions(net, random.Random(0))
     assert net.delivered_payloads("a") == ["me too"]
     assert net.delivered_payloads("b") == ["me too"]
+
+
+def test_acknowledgements_wait_for_company_and_ride_on_frames_back() -> None:
+    rng = random.Random(0)
+    net = lossy_network("none", 0.0, 0.0, 1)
+    a, b = (net.nodes[n].shared["reliable"] for n in ("a", "b"))
+    for i in range(10):
+        net.send("a", i, ["b"])
+    net.run(rng)
+    assert net.delivered_payloads("b") == list(range(10))
+    assert b.stats["acks_sent"] == 0 and a.held()  # the acknowledgement waits
+    # a frame back to a carries it: a holds nothing more, and no ack frame was sent
+    net.send("b", "reply", ["a"])
+    net.run(rng)
+    assert b.stats["acks_carried"] == 1 and b.stats["acks_sent"] == 0
+    assert not a.in_flight["b"] and net.delivered_payloads("a") == ["reply"]
+    # a's acknowledgement of the reply has no frame to ride on: one frame, once due
+    for node in net.nodes.values():
+        node.tick()
+    assert a.stats["acks_sent"] == 0
+    net.now += ACK_DELAY  # type: ignore[attr-defined]
+    for node in net.nodes.values():
+        node.tick()
+    net.run(rng)
+    assert a.stats["acks_sent"] == 1 and not b.held()
+    assert a.stats["retransmissions"] == b.stats["retransmissions"] == 0
