@@ -9,6 +9,13 @@ An acknowledgement waits up to :data:`ACK_DELAY` (as TCP's delayed ACK): frames 
 the same peer meanwhile share it, and a frame going back to that peer meanwhile carries
 it (header ``~a`` on a numbered frame) instead of a frame of its own. A duplicate is
 acknowledged at the next tick: the sender is retransmitting.
+
+A peer that acknowledged nothing for a whole timeout may be out of reach (the session
+server restarting, when frames are relayed, holds every copy until it is back): then
+only its oldest overdue frame is resent, as a probe, as TCP does after a timeout; once
+it answers, the others are resent unless acknowledged within a timeout. Without this,
+each frame waiting through an outage would be queued again every :data:`MAX_RTO` and
+arrive that many times.
 """
 
 from __future__ import annotations
@@ -65,10 +72,13 @@ class ReliableManager:
         #: session (the acknowledgement's own)
         self.ack_due: dict[str, float] = {}
         self.ack_names: dict[str, tuple[str, str]] = {}
+        #: per peer: when it last acknowledged anything; the peers being probed
+        self.heard: dict[str, float] = {}
+        self.probing: set[str] = set()
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
-                      "acks_carried": 0,
+                      "acks_carried": 0, "probes": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
@@ -100,8 +110,9 @@ class ReliableManager:
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar, self.ack_due,
-                      self.ack_names):
+                      self.ack_names, self.heard):
             table.pop(client_name, None)
+        self.probing.discard(client_name)
         self.departed[client_name] = None
         if len(self.departed) > DEPARTED_KEPT:
             self.departed.popitem(last=False)
@@ -163,7 +174,17 @@ class ReliableManager:
 
     def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int]) -> None:
         """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers."""
+        now = self.host.now()
+        self.heard[peer] = now
         flight = self.in_flight.get(peer)
+        if peer in self.probing:
+            # it answers again: what waited behind the probe is resent unless it is
+            # acknowledged within a round trip (the copies a relaying client held
+            # through a server's outage arrive right after the probe)
+            self.probing.discard(peer)
+            due = now + self.rto(peer)
+            for entry in (flight or {}).values():
+                entry.due = min(entry.due, due)
         if not flight:
             return
         acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
@@ -171,7 +192,7 @@ class ReliableManager:
         # Karn's rule: only frames sent once give an unambiguous round trip
         once = [e for e in acked if e.attempts == 1]
         if once:
-            self._sample_rtt(peer, max(0.0, self.host.now() - max(e.sent_at for e in once)))
+            self._sample_rtt(peer, max(0.0, now - max(e.sent_at for e in once)))
         queue = self.waiting.get(peer)
         while queue and len(flight) < WINDOW:
             stamped = queue.popleft()
@@ -183,14 +204,28 @@ class ReliableManager:
         assert self.send_filter is not None
         for peer in [p for p, due in self.ack_due.items() if due <= now]:
             self._send_ack(peer)
-        for flight in self.in_flight.values():
-            for entry in flight.values():
-                if entry.due <= now:
-                    entry.attempts += 1
-                    entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
-                    entry.due = now + entry.rto
-                    self.stats["retransmissions"] += 1
-                    self.send_filter.forward(entry.message)
+        for peer, flight in self.in_flight.items():
+            overdue = [entry for entry in flight.values() if entry.due <= now]
+            if not overdue:
+                continue
+            oldest = next(iter(flight.values()))
+            if now - self.heard.get(peer, -MAX_RTO) > oldest.rto:
+                # nothing from the peer for a whole timeout: the oldest frame alone is
+                # resent, when due; the others wait for its answer or its next turn
+                self.probing.add(peer)
+                later = [entry for entry in overdue if entry is not oldest]
+                overdue = overdue[:1] if overdue[0] is oldest else []
+                self.stats["probes"] += len(overdue)
+            else:
+                later = []
+            for entry in overdue:
+                entry.attempts += 1
+                entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
+                entry.due = now + entry.rto
+                self.stats["retransmissions"] += 1
+                self.send_filter.forward(entry.message)
+            for entry in later:
+                entry.due = max(oldest.due, now + MIN_RTO)
 
     def receive(self, message: ReceivedMessage) -> None:
         """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""

@@ -139,3 +139,28 @@ def test_acknowledgements_wait_for_company_and_ride_on_frames_back() -> None:
     net.run(rng)
     assert a.stats["acks_sent"] == 1 and not b.held()
     assert a.stats["retransmissions"] == b.stats["retransmissions"] == 0
+
+
+def test_a_peer_out_of_reach_is_probed_with_the_oldest_frame_only() -> None:
+    """Frames held on the way (a relaying client waiting for a restarted server) are not
+    queued again every timeout: one probe a timeout, and none resent once the held
+    copies arrive and are acknowledged."""
+    rng = random.Random(0)
+    net = lossy_network("none", 0.0, 0.0, 1)
+    a = net.nodes["a"].shared["reliable"]
+    for i in range(20):
+        net.send("a", i, ["b"])
+    timeouts = 0
+    for _ in range(8):  # nothing arrives for eight timeouts and more
+        net.now += MAX_RTO  # type: ignore[attr-defined]
+        net.nodes["a"].tick()
+        timeouts += 1
+    assert a.stats["retransmissions"] == a.stats["probes"] <= timeouts
+    assert "b" in a.probing
+    net.run(rng)  # the way is back: the held copies and the probes arrive
+    assert net.delivered_payloads("b") == list(range(20))
+    net.now += ACK_DELAY  # type: ignore[attr-defined]
+    net.nodes["b"].tick()
+    net.run(rng)
+    assert not a.held() and "b" not in a.probing
+    assert a.stats["retransmissions"] == a.stats["probes"]
