@@ -16,6 +16,13 @@ only its oldest overdue frame is resent, as a probe, as TCP does after a timeout
 it answers, the others are resent unless acknowledged within a timeout. Without this,
 each frame waiting through an outage would be queued again every :data:`MAX_RTO` and
 arrive that many times.
+
+A frame from a peer that carries no sequence number says that peer runs without the
+layer (``--no-reliable``, or a program that did not ask for it): it would never
+acknowledge, and every copy resent would reach its application again, so what is held
+for it is let go and frames to it go unnumbered from then on. A peer without the layer
+that never sends gets a probe a timeout, each a duplicate there: every member of a
+session should run the layer, or none.
 """
 
 from __future__ import annotations
@@ -75,10 +82,12 @@ class ReliableManager:
         #: per peer: when it last acknowledged anything; the peers being probed
         self.heard: dict[str, float] = {}
         self.probing: set[str] = set()
+        #: peers seen sending without the layer
+        self.without_layer: set[str] = set()
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
-                      "acks_carried": 0, "probes": 0,
+                      "acks_carried": 0, "probes": 0, "peers_without_layer": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
@@ -113,6 +122,7 @@ class ReliableManager:
                       self.ack_names, self.heard):
             table.pop(client_name, None)
         self.probing.discard(client_name)
+        self.without_layer.discard(client_name)
         self.departed[client_name] = None
         if len(self.departed) > DEPARTED_KEPT:
             self.departed.popitem(last=False)
@@ -133,6 +143,9 @@ class ReliableManager:
                 if message.is_user_message():
                     self.host.report_undeliverable(
                         [message.message_id], f"to {dest} were not sent: it left")
+                continue
+            if dest in self.without_layer:
+                self.send_filter.forward(message.to((dest,)))
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq
@@ -274,6 +287,19 @@ class ReliableManager:
         self.stats["acks_sent"] += 1
         self.send_filter.forward(ack)
 
+    def peer_without_layer(self, peer: str) -> None:
+        """``peer`` sent a frame without a sequence number: it runs without the layer."""
+        if peer == self.host.name or peer in self.without_layer:
+            return
+        self.without_layer.add(peer)
+        self.stats["peers_without_layer"] += 1
+        # what it got once it keeps; nothing would ever be acknowledged
+        for table in (self.in_flight, self.waiting, self.probing):
+            if isinstance(table, set):
+                table.discard(peer)
+            else:
+                table.pop(peer, None)
+
     def held(self) -> list[GroupMessage]:
         """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
         return [*(entry.message for flight in self.in_flight.values() for entry in flight.values()),
@@ -308,8 +334,9 @@ class ReliableReceiveFilter(_ReliableFilter):
             if ACK in message.headers:  # an acknowledgement riding on a frame
                 self._acknowledged(message)
             self.manager.receive(message)
-        else:
-            self.forward(message)  # looped back locally, or a peer without the layer
+        else:  # looped back locally, or a peer without the layer
+            self.manager.peer_without_layer(message.sender)
+            self.forward(message)
 
 
     def _acknowledged(self, message: ReceivedMessage) -> None:

@@ -99,3 +99,25 @@ def test_without_the_layer_the_lines_inside_the_killed_server_are_lost(
     wait_all(alice, "bob", later_b, 60)
     assert not set(inside[0]) & set(received(bob, "alice"))
     assert not set(inside[1]) & set(received(alice, "bob"))
+
+
+@pytest.mark.long
+def test_a_member_without_the_layer_gets_each_line_once_from_one_with_it(
+        chat: Start) -> None:
+    """Mixed options: alice's layer learns from bob's first frame that he runs without
+    it, and neither holds nor resends anything for him."""
+    alice = chat("alice", "--causality", "matrix")
+    bob = chat("bob", "--causality", "matrix", "--no-reliable")
+    alice.expect(r"\* bob joined")
+    bob.expect_exact("* up to date")
+    typed_a = type_lines(alice, "a", 0, 3)
+    wait_all(bob, "alice", typed_a, 20)
+    typed_b = type_lines(bob, "b", 0, 3)
+    wait_all(alice, "bob", typed_b, 20)
+    typed_a += type_lines(alice, "a", 3, 3)
+    wait_all(bob, "alice", typed_a, 20)
+    time.sleep(2.0)  # several of the layer's timeouts: nothing may come again
+    drain(bob)
+    drain(alice)
+    assert received(bob, "alice") == typed_a
+    assert received(alice, "bob") == typed_b
