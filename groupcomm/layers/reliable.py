@@ -42,12 +42,12 @@ SEQ = "~r"
 ACK = "~a"
 #: how long an acknowledgement waits for company (more frames from the peer to cover, a
 #: frame back to it to ride on); a lost frame is resent after the timeout, never sooner
-ACK_DELAY = 0.1
-INITIAL_RTO = 0.5
+ACK_DELAY = 0.04
+INITIAL_RTO = 0.2
 MAX_RTO = 3.0
 #: floor of the adaptive timeout: above ACK_DELAY, so that a delayed acknowledgement
 #: is not taken for a loss when the round trips measured so far rode on quick replies
-MIN_RTO = 0.25
+MIN_RTO = ACK_DELAY + 0.04
 WINDOW = 4096
 MAX_SACK = 64
 #: Frames further ahead than this of the next expected one are dropped (and resent).
