@@ -5,23 +5,11 @@ acknowledges them cumulatively and selectively (header ``~a``), retransmits with
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
 
-An acknowledgement waits up to :data:`ACK_DELAY` (as TCP's delayed ACK): frames from
-the same peer meanwhile share it, and a frame going back to that peer meanwhile carries
-it (header ``~a`` on a numbered frame) instead of a frame of its own. A duplicate is
-acknowledged at the next tick: the sender is retransmitting.
-
-A peer that acknowledged nothing for a whole timeout may be out of reach (the session
-server restarting, when frames are relayed, holds every copy until it is back): then
-only its oldest overdue frame is resent, as a probe, as TCP does after a timeout; once
-it answers, the others are resent unless acknowledged within a timeout. Without this,
-each frame waiting through an outage would be queued again every :data:`MAX_RTO` and
-arrive that many times.
-
 A frame from a peer that carries no sequence number says that peer runs without the
 layer (``--no-reliable``, or a program that did not ask for it): it would never
 acknowledge, and every copy resent would reach its application again, so what is held
 for it is let go and frames to it go unnumbered from then on. A peer without the layer
-that never sends gets a probe a timeout, each a duplicate there: every member of a
+that never sends gets a copy each timeout, each a duplicate there: every member of a
 session should run the layer, or none.
 """
 
@@ -40,14 +28,11 @@ from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessag
 PROTOCOL = "reliable"
 SEQ = "~r"
 ACK = "~a"
-#: how long an acknowledgement waits for company (more frames from the peer to cover, a
-#: frame back to it to ride on); a lost frame is resent after the timeout, never sooner
-ACK_DELAY = 0.04
 INITIAL_RTO = 0.2
 MAX_RTO = 3.0
-#: floor of the adaptive timeout: above ACK_DELAY, so that a delayed acknowledgement
-#: is not taken for a loss when the round trips measured so far rode on quick replies
-MIN_RTO = ACK_DELAY + 0.04
+#: floor of the adaptive timeout (a local link's round trip is well under a millisecond,
+#: but the peer's I/O thread may be busy for a few)
+MIN_RTO = 0.03
 WINDOW = 4096
 MAX_SACK = 64
 #: Frames further ahead than this of the next expected one are dropped (and resent).
@@ -75,20 +60,13 @@ class ReliableManager:
         self.waiting: dict[str, deque[SentMessage]] = {}
         self.next_expected: dict[str, int] = {}
         self.out_of_order: dict[str, dict[int, ReceivedMessage]] = {}
-        #: per peer: when its acknowledgement is due, and its frames' application and
-        #: session (the acknowledgement's own)
-        self.ack_due: dict[str, float] = {}
-        self.ack_names: dict[str, tuple[str, str]] = {}
-        #: per peer: when it last acknowledged anything; the peers being probed
-        self.heard: dict[str, float] = {}
-        self.probing: set[str] = set()
-        #: peers seen sending without the layer
-        self.without_layer: set[str] = set()
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
+        #: peers seen sending without the layer
+        self.without_layer: set[str] = set()
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
-                      "acks_carried": 0, "probes": 0, "peers_without_layer": 0,
-                      "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
+                      "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0,
+                      "peers_without_layer": 0}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
         #: (a returning member is NAME~2), so a frame still addressed to one (tagged
@@ -118,10 +96,8 @@ class ReliableManager:
                 ids, f"to {client_name} were not acknowledged before it left (they may "
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
-                      self.out_of_order, self.srtt, self.rttvar, self.ack_due,
-                      self.ack_names, self.heard):
+                      self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)
-        self.probing.discard(client_name)
         self.without_layer.discard(client_name)
         self.departed[client_name] = None
         if len(self.departed) > DEPARTED_KEPT:
@@ -149,12 +125,7 @@ class ReliableManager:
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq
-            headers: dict[str, Any] = {SEQ: seq}
-            if dest in self.ack_due:  # the acknowledgement waiting for dest rides along
-                headers[ACK] = self._ack_value(dest)
-                del self.ack_due[dest]
-                self.stats["acks_carried"] += 1
-            stamped = message.to((dest,)).with_headers(**headers)
+            stamped = message.to((dest,)).with_headers(**{SEQ: seq})
             assert isinstance(stamped, SentMessage)
             flight = self.in_flight.setdefault(dest, OrderedDict())
             if len(flight) >= WINDOW:
@@ -187,17 +158,7 @@ class ReliableManager:
 
     def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int]) -> None:
         """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers."""
-        now = self.host.now()
-        self.heard[peer] = now
         flight = self.in_flight.get(peer)
-        if peer in self.probing:
-            # it answers again: what waited behind the probe is resent unless it is
-            # acknowledged within a round trip (the copies a relaying client held
-            # through a server's outage arrive right after the probe)
-            self.probing.discard(peer)
-            due = now + self.rto(peer)
-            for entry in (flight or {}).values():
-                entry.due = min(entry.due, due)
         if not flight:
             return
         acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
@@ -205,40 +166,23 @@ class ReliableManager:
         # Karn's rule: only frames sent once give an unambiguous round trip
         once = [e for e in acked if e.attempts == 1]
         if once:
-            self._sample_rtt(peer, max(0.0, now - max(e.sent_at for e in once)))
+            self._sample_rtt(peer, max(0.0, self.host.now() - max(e.sent_at for e in once)))
         queue = self.waiting.get(peer)
         while queue and len(flight) < WINDOW:
             stamped = queue.popleft()
             self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
 
     def tick(self, now: float) -> None:
-        """Send the acknowledgements due; resend what is overdue, doubling its timeout (up
-        to :data:`MAX_RTO`)."""
+        """Resend what is overdue, doubling its timeout (up to :data:`MAX_RTO`)."""
         assert self.send_filter is not None
-        for peer in [p for p, due in self.ack_due.items() if due <= now]:
-            self._send_ack(peer)
-        for peer, flight in self.in_flight.items():
-            overdue = [entry for entry in flight.values() if entry.due <= now]
-            if not overdue:
-                continue
-            oldest = next(iter(flight.values()))
-            if now - self.heard.get(peer, -MAX_RTO) > oldest.rto:
-                # nothing from the peer for a whole timeout: the oldest frame alone is
-                # resent, when due; the others wait for its answer or its next turn
-                self.probing.add(peer)
-                later = [entry for entry in overdue if entry is not oldest]
-                overdue = overdue[:1] if overdue[0] is oldest else []
-                self.stats["probes"] += len(overdue)
-            else:
-                later = []
-            for entry in overdue:
-                entry.attempts += 1
-                entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
-                entry.due = now + entry.rto
-                self.stats["retransmissions"] += 1
-                self.send_filter.forward(entry.message)
-            for entry in later:
-                entry.due = max(oldest.due, now + MIN_RTO)
+        for flight in self.in_flight.values():
+            for entry in flight.values():
+                if entry.due <= now:
+                    entry.attempts += 1
+                    entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
+                    entry.due = now + entry.rto
+                    self.stats["retransmissions"] += 1
+                    self.send_filter.forward(entry.message)
 
     def receive(self, message: ReceivedMessage) -> None:
         """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""
@@ -249,8 +193,7 @@ class ReliableManager:
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         expected = self.next_expected.get(peer, 1)
         pending = self.out_of_order.setdefault(peer, {})
-        duplicate = seq < expected or seq in pending
-        if duplicate:
+        if seq < expected or seq in pending:
             self.stats["duplicates_dropped"] += 1
         elif seq >= expected + RECEIVE_WINDOW:
             self.stats["too_far_ahead"] += 1
@@ -260,29 +203,22 @@ class ReliableManager:
                 ready = pending.pop(expected)
                 expected += 1
                 self.next_expected[peer] = expected
-                self.receive_filter.forward(
-                    ready.without_headers(SEQ, ACK))  # type: ignore[arg-type]
-        # a duplicate means the sender is retransmitting: its acknowledgement goes at the
-        # next tick; otherwise it waits for company, up to ACK_DELAY
-        due = self.host.now() + (0.0 if duplicate else ACK_DELAY)
-        self.ack_names[peer] = (message.application_name, message.session_name)
-        self.ack_due[peer] = min(due, self.ack_due.get(peer, due))
+                self.receive_filter.forward(ready.without_headers(SEQ))  # type: ignore[arg-type]
+        self._send_ack(message)
 
-    def _ack_value(self, peer: str) -> tuple[int, tuple[int, ...]]:
-        """What ``peer``'s frames are acknowledged with: cumulative, selective."""
-        return (self.next_expected.get(peer, 1) - 1,
-                tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK]))
-
-    def _send_ack(self, peer: str) -> None:
+    def _send_ack(self, about: ReceivedMessage) -> None:
+        peer = about.sender
         assert self.send_filter is not None
-        del self.ack_due[peer]
-        application, session = self.ack_names[peer]
+        if peer not in self.next_expected and peer not in self.out_of_order:
+            return  # the peer left meanwhile
+        cumulative = self.next_expected.get(peer, 1) - 1
+        selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
         self._ack_ids += 1
         ack = SentMessage(
-            application_name=application, session_name=session,
+            application_name=about.application_name, session_name=about.session_name,
             user_message=ControlMessage(PROTOCOL, "rack"),
             message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
-            headers={ACK: self._ack_value(peer)}, destinations=(peer,),
+            headers={ACK: (cumulative, selective)}, destinations=(peer,),
         )
         self.stats["acks_sent"] += 1
         self.send_filter.forward(ack)
@@ -294,11 +230,8 @@ class ReliableManager:
         self.without_layer.add(peer)
         self.stats["peers_without_layer"] += 1
         # what it got once it keeps; nothing would ever be acknowledged
-        for table in (self.in_flight, self.waiting, self.probing):
-            if isinstance(table, set):
-                table.discard(peer)
-            else:
-                table.pop(peer, None)
+        self.in_flight.pop(peer, None)
+        self.waiting.pop(peer, None)
 
     def held(self) -> list[GroupMessage]:
         """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
@@ -328,25 +261,18 @@ class ReliableReceiveFilter(_ReliableFilter):
 
     def filter_message(self, message: ReceivedMessage) -> None:
         if message.is_control_for(PROTOCOL):
-            self._acknowledged(message)
-            return
+            value = message.headers.get(ACK)
+            if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
+                    and isinstance(value[1], tuple)
+                    and all(isinstance(s, int) for s in value[1])):
+                self.manager.acknowledged(message.sender, value[0], value[1])
+                return
+            raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
         if SEQ in message.headers:
-            if ACK in message.headers:  # an acknowledgement riding on a frame
-                self._acknowledged(message)
             self.manager.receive(message)
         else:  # looped back locally, or a peer without the layer
             self.manager.peer_without_layer(message.sender)
             self.forward(message)
-
-
-    def _acknowledged(self, message: ReceivedMessage) -> None:
-        value = message.headers.get(ACK)
-        if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
-                and isinstance(value[1], tuple)
-                and all(isinstance(s, int) for s in value[1])):
-            self.manager.acknowledged(message.sender, value[0], value[1])
-            return
-        raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):

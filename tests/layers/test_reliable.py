@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcomm.core.selection import filter_creators
-from groupcomm.layers.reliable import ACK_DELAY, DEPARTED_KEPT, MAX_RTO
+from groupcomm.layers.reliable import DEPARTED_KEPT, MAX_RTO
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c"]
@@ -113,57 +113,6 @@ def test_loopback_copies_bypass_the_layer() -> None:
     settle_with_retransmissions(net, random.Random(0))
     assert net.delivered_payloads("a") == ["me too"]
     assert net.delivered_payloads("b") == ["me too"]
-
-
-def test_acknowledgements_wait_for_company_and_ride_on_frames_back() -> None:
-    rng = random.Random(0)
-    net = lossy_network("none", 0.0, 0.0, 1)
-    a, b = (net.nodes[n].shared["reliable"] for n in ("a", "b"))
-    for i in range(10):
-        net.send("a", i, ["b"])
-    net.run(rng)
-    assert net.delivered_payloads("b") == list(range(10))
-    assert b.stats["acks_sent"] == 0 and a.held()  # the acknowledgement waits
-    # a frame back to a carries it: a holds nothing more, and no ack frame was sent
-    net.send("b", "reply", ["a"])
-    net.run(rng)
-    assert b.stats["acks_carried"] == 1 and b.stats["acks_sent"] == 0
-    assert not a.in_flight["b"] and net.delivered_payloads("a") == ["reply"]
-    # a's acknowledgement of the reply has no frame to ride on: one frame, once due
-    for node in net.nodes.values():
-        node.tick()
-    assert a.stats["acks_sent"] == 0
-    net.now += ACK_DELAY  # type: ignore[attr-defined]
-    for node in net.nodes.values():
-        node.tick()
-    net.run(rng)
-    assert a.stats["acks_sent"] == 1 and not b.held()
-    assert a.stats["retransmissions"] == b.stats["retransmissions"] == 0
-
-
-def test_a_peer_out_of_reach_is_probed_with_the_oldest_frame_only() -> None:
-    """Frames held on the way (a relaying client waiting for a restarted server) are not
-    queued again every timeout: one probe a timeout, and none resent once the held
-    copies arrive and are acknowledged."""
-    rng = random.Random(0)
-    net = lossy_network("none", 0.0, 0.0, 1)
-    a = net.nodes["a"].shared["reliable"]
-    for i in range(20):
-        net.send("a", i, ["b"])
-    timeouts = 0
-    for _ in range(8):  # nothing arrives for eight timeouts and more
-        net.now += MAX_RTO  # type: ignore[attr-defined]
-        net.nodes["a"].tick()
-        timeouts += 1
-    assert a.stats["retransmissions"] == a.stats["probes"] <= timeouts
-    assert "b" in a.probing
-    net.run(rng)  # the way is back: the held copies and the probes arrive
-    assert net.delivered_payloads("b") == list(range(20))
-    net.now += ACK_DELAY  # type: ignore[attr-defined]
-    net.nodes["b"].tick()
-    net.run(rng)
-    assert not a.held() and "b" not in a.probing
-    assert a.stats["retransmissions"] == a.stats["probes"]
 
 
 def test_a_peer_sending_without_the_layer_is_let_go_and_sent_to_unnumbered() -> None:
