@@ -8,7 +8,16 @@ from typing import Any
 
 import groupcomm.cli.args as cli
 from groupcomm.core.registry import get_module
-from groupcomm.core.selection import Selection, SelectionError, filter_creators, resolve
+from groupcomm.core.selection import (
+    RELIABLE,
+    Selection,
+    SelectionError,
+    filter_creators,
+    parse_filter_spec,
+    resolve,
+    with_reliable,
+    without_reliable,
+)
 from groupcomm.transport.config import Connection, Pipelines
 from groupcomm.transport.delays import check_delay_ms, self_delay_error
 
@@ -20,6 +29,7 @@ def add_session_arguments(parser: cli.ArgumentParser, application: str) -> None:
     parser.add_argument("--application", default=application,
                         help=f"application name (default {application})")
     cli.add_module_arguments(parser)
+    add_reliable_argument(parser)
     cli.add_address_arguments(parser)
     parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
                         help="minimum delay for messages to PEER (testing; repeatable)")
@@ -27,6 +37,27 @@ def add_session_arguments(parser: cli.ArgumentParser, application: str) -> None:
                         help="random extra delay per message, per-peer order kept")
     parser.add_argument("--trace-dir", help="write a trace of this run here")
     parser.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def add_reliable_argument(parser: cli.ArgumentParser) -> None:
+    """``--no-reliable``: the apps run the ``reliable`` layer under their module unless
+    given this (:func:`session_options` adds it)."""
+    parser.add_argument("--no-reliable", action="store_true",
+                        help="do not put the reliable layer (retransmission, acks) under "
+                        "the module: frames inside a server that dies are then lost")
+
+
+def app_filters(selection: Selection, no_reliable: bool, prog: str) -> list[str]:
+    """The filters the apps run: the selection's, with the ``reliable`` layer once and
+    first unless ``no_reliable`` (which also takes it out of an environment's or config
+    file's list; given on the command line together with it, it is an error)."""
+    if not no_reliable:
+        return with_reliable(selection.filters)
+    if selection.filters_source == "command line" and any(
+            parse_filter_spec(spec)[0] == RELIABLE for spec in selection.filters):
+        raise cli.CliError(f"{prog}: --no-reliable and --filter {RELIABLE} contradict "
+                           "each other; give one")
+    return without_reliable(selection.filters)
 
 
 def parse_delay(spec: str, prog: str, me: str | None = None) -> tuple[str, float]:
@@ -78,6 +109,7 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
     jitter = parse_jitter(args.jitter, prog)
     try:
         selection = resolve(args.causality, args.filter, args.config)
+        selection.filters = app_filters(selection, args.no_reliable, prog)
         extra_send, extra_rcv = filter_creators(selection.filters)
     except SelectionError as error:
         raise cli.CliError(f"{prog}: {error}") from None

@@ -1,4 +1,4 @@
-"""``groupcomm store-speed``: how fast the session store keeps the keystrokes of a recorded
+"""``groupcomm store speed``: how fast the session store keeps the keystrokes of a recorded
 editing session, with SQLite, with PostgreSQL and with pycrdt-store (Yjs updates in its
 SQLite store), in the same run; then how long each takes to restore the document
 (BENCHMARKS.md, "Store speed").
@@ -50,7 +50,7 @@ from groupcomm.wire.payload import PAYLOAD_MSGPACK, dump_payload, load_plain
 
 __all__ = ["BACKENDS", "main", "keystroke_messages"]
 
-PROG = "groupcomm store-speed"
+PROG = "groupcomm store speed"
 #: the application and session the keystrokes are stored under
 APPLICATION, SESSION = "edit", "paper"
 AUTHOR = "u~1"

@@ -95,7 +95,9 @@ def local_rate(stream: list[tuple[Any, Tag, str, str]], repeat: int = 3) -> floa
 
 def through_communicator(module: str, edits: int, timeout: float) -> dict[str, Any]:
     """Three batch editors making ``edits`` random edits each at once."""
-    with EditorSession(NAMES, module, "--allow-divergence", session="bench",
+    # without the reliable layer: this measures the module and the text type (the
+    # layer's cost is text-wire's and web bench's to show)
+    with EditorSession(NAMES, module, "--allow-divergence", "--no-reliable", session="bench",
                        timeout=timeout) as editors:
         started = time.time()
         total = edits * len(NAMES)

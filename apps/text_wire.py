@@ -31,11 +31,13 @@ SESSION = "wire"
 
 
 def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int,
-                timeout: float) -> dict[str, Any]:
-    """Three editors typing at once under ``module``, coalescing ``window_ms``;
+                timeout: float, reliable: bool = True) -> dict[str, Any]:
+    """Three editors typing at once under ``module``, coalescing ``window_ms``, with the
+    reliable layer as ``groupcomm edit`` runs by default unless not ``reliable``;
     ``ProcessError`` when a process fails."""
-    with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", session=SESSION,
-                       timeout=timeout) as editors:
+    options = () if reliable else ("--no-reliable",)
+    with EditorSession(NAMES, module, "--coalesce", f"{window_ms:g}", *options,
+                       session=SESSION, timeout=timeout) as editors:
         started = time.monotonic()
         logs = [json.loads(line[5:]) for line in editors.ask_all(
             [f"typing {keys} {rate:g} {seed + k}" for k in range(len(NAMES))], ("keys ",),
@@ -49,7 +51,8 @@ def run_editors(module: str, window_ms: float, keys: int, rate: float, seed: int
     frames = sum(s["frames_sent"] for s in states)
     wire = sum(s["frame_bytes_sent"] for s in states)
     result: dict[str, Any] = {
-        "module": module, "coalesce_ms": window_ms, "keystrokes": keystrokes,
+        "module": module, "coalesce_ms": window_ms, "reliable": reliable,
+        "keystrokes": keystrokes,
         "operations": sum(s.get("app_sends", 0) for s in states),
         "typing_seconds": round(typed, 2), "settled_seconds": round(settled, 2),
         "keystrokes_per_second": round(keystrokes / typed, 1),
@@ -190,6 +193,9 @@ def build_parser() -> ArgumentParser:
                         help="also break one keystroke's frame down field by field")
     parser.add_argument("--screen", type=int, metavar="CHARS",
                         help="also time a key and a move, screen drawn, at CHARS characters")
+    parser.add_argument("--no-reliable", action="store_true",
+                        help="editors without the reliable layer (its numbering and "
+                        "acknowledgements are then not on the wire)")
     parser.add_argument("--timeout", type=float, default=60.0)
     add_output_arguments(parser)
     return parser
@@ -215,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
             say(f"three editors typing {args.keys} keystrokes each at {args.rate:g}/s under "
                 f"{module}, coalescing {window:g} ms...")
             try:
-                run = run_editors(module, window, args.keys, args.rate, args.seed, args.timeout)
+                run = run_editors(module, window, args.keys, args.rate, args.seed, args.timeout,
+                                  reliable=not args.no_reliable)
             except ProcessError as error:
                 raise CliError(f"{prog}: {error}") from None
             run["yjs"] = yjs_bytes(run.pop("keys"), args.seed)
@@ -230,7 +237,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     for run in runs:
-        line = (f"{run['module']}, coalescing {run['coalesce_ms']:g} ms: "
+        line = (f"{run['module']}{'' if run['reliable'] else ' (no reliable layer)'}, "
+                f"coalescing {run['coalesce_ms']:g} ms: "
                 f"{run['keystrokes']} keystrokes, {run['operations']} messages, "
                 f"{run['keystrokes_per_second']} keystrokes/s, copies "
                 f"{'identical' if run['identical'] else 'DIFFERENT'}; "

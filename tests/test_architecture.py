@@ -56,7 +56,7 @@ LAYERS = [
     ("groupcomm.tools", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
                          "groupcomm.protocol", "groupcomm.store",
                          "groupcomm.layers", "groupcomm.cli.args"}),
-    # store-bench stores an editing trace's keystrokes in each store backend, as the
+    # store speed (groupcomm store speed) stores an editing trace's keystrokes in each store backend, as the
     # server keeps them (wire payloads)
     ("groupcomm.apps", {"groupcomm", "groupcomm.core", "groupcomm.transport", "groupcomm.tools",
                         "groupcomm.store", "groupcomm.wire", "groupcomm.protocol", "groupcomm.filters", "groupcomm.replicated", "groupcomm.cli.args",

@@ -14,9 +14,7 @@ from groupcomm.cli import args as cli_args
 #: subcommand -> (module exposing ``main(argv) -> int``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("groupcomm.cli.serve", "run a session server"),
-    "store": ("groupcomm.cli.store", "see, export and drop the sessions a server's store keeps"),
-    "store-crash": ("groupcomm.tools.store_crash", "kill -9 a server with a store during typing, restart it, count lost and duplicated messages"),
-    "store-bench": ("groupcomm.tools.store_bench", "what the store's commit before forwarding costs in messages per second"),
+    "store": ("groupcomm.cli.store", "see, export and drop the sessions a server's store keeps; store crash|bench|speed measure it"),
     "keys": ("groupcomm.cli.keys", "create CurveZMQ key pairs for per-client authentication"),
     "demo": ("groupcomm.apps.demo", "run the end-to-end demonstration (server, alice, bob, carol, Spark)"),
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
@@ -29,7 +27,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
     "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
     "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
-    "store-speed": ("groupcomm.apps.store_speed", "an editing trace's keystrokes stored per second and restored: SQLite, PostgreSQL, pycrdt-store"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),
     "simulate": ("groupcomm.cli.simulate", "discrete-event simulation of the protocols"),
     "check": ("groupcomm.cli.check", "bounded model checking of the protocol filters and "

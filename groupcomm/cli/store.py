@@ -1,5 +1,6 @@
 """``groupcomm store ls | export SESSION | drop SESSION --store PATH``: what the session
-server's store keeps (docs/storage.md). ``export`` gives the IM history or the shared
+server's store keeps; ``groupcomm store crash | bench | speed``: the store measured
+(their modules are named in :data:`MEASUREMENTS`) (docs/storage.md). ``export`` gives the IM history or the shared
 text of the built-in apps as text (``--json``: the snapshot and messages as JSON); it
 reads the payloads the server stored (pickles among them), so run it on a store you
 trust, as you trust the server that wrote it."""
@@ -21,6 +22,13 @@ from groupcomm.replicated.editor import EditorReplica
 from groupcomm.store.backend import StoreBackend, StoredSession, StoreError, open_store
 from groupcomm.wire.payload import load_payload
 
+#: ``groupcomm store WORD``: the measurements, each a module with ``main(argv) -> int``
+MEASUREMENTS: dict[str, str] = {
+    "crash": "groupcomm.tools.store_crash",
+    "bench": "groupcomm.tools.store_bench",
+    "speed": "groupcomm.apps.store_speed",
+}
+
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
@@ -29,7 +37,10 @@ def build_parser() -> ArgumentParser:
                     "(groupcomm serve --store PATH).")
     parser.add_argument("action", choices=("ls", "export", "drop"),
                         help="ls: the kept sessions; export: one session as text (the IM "
-                        "history, the shared text) or JSON; drop: forget one session")
+                        "history, the shared text) or JSON; drop: forget one session "
+                        "(and groupcomm store crash|bench|speed --help: the store "
+                        "under kill -9, the cost of its commit, its speed on an editing "
+                        "trace)")
     parser.add_argument("session", nargs="?", help="SESSION, or APPLICATION/SESSION when "
                         "several applications have a session of that name")
     parser.add_argument("--store", required=True, metavar="PATH|URL",
@@ -182,7 +193,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(build_parser, _run, argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] and args[0] in MEASUREMENTS:
+        module = importlib.import_module(MEASUREMENTS[args[0]])
+        return int(module.main(args[1:]) or 0)
+    return run_main(build_parser, _run, args)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ CAUSALITY_ENV = "GROUPCOMM_CAUSALITY"
 FILTERS_ENV = "GROUPCOMM_FILTERS"
 CONFIG_ENV = "GROUPCOMM_CONFIG"
 DEFAULT_CONFIG = "groupcomm.toml"
+#: the layer the interactive apps put under their module unless told not to
+RELIABLE = "reliable"
 
 
 class SelectionError(ValueError):
@@ -111,6 +113,18 @@ def parse_filter_spec(spec: str) -> tuple[str, dict[str, str]]:
             raise SelectionError(f"filter option {item!r} in {spec!r} must be key=value")
         options[key.strip()] = value.strip()
     return name, options
+
+
+def with_reliable(specs: Sequence[str]) -> list[str]:
+    """``specs`` with the ``reliable`` layer in it once and first, nearest the causality
+    module, above every other filter: a fault filter listed before it would drop or
+    duplicate frames the layer never numbered, and nothing would repair them."""
+    return [RELIABLE, *without_reliable(specs)]
+
+
+def without_reliable(specs: Sequence[str]) -> list[str]:
+    """``specs`` without the ``reliable`` layer (the apps' ``--no-reliable``)."""
+    return [spec for spec in specs if parse_filter_spec(spec)[0] != RELIABLE]
 
 
 def filter_creators(

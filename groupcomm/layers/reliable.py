@@ -4,6 +4,13 @@ JGroups' UNICAST3. Per ordered pair of processes it numbers frames (header ``~r`
 acknowledges them cumulatively and selectively (header ``~a``), retransmits with an
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
+
+A frame from a peer that carries no sequence number says that peer runs without the
+layer (``--no-reliable``, or a program that did not ask for it): it would never
+acknowledge, and every copy resent would reach its application again, so what is held
+for it is let go and frames to it go unnumbered from then on. A peer without the layer
+that never sends gets a copy each timeout, each a duplicate there: every member of a
+session should run the layer, or none.
 """
 
 from __future__ import annotations
@@ -55,8 +62,11 @@ class ReliableManager:
         self.out_of_order: dict[str, dict[int, ReceivedMessage]] = {}
         self.send_filter: ReliableSendFilter | None = None
         self.receive_filter: ReliableReceiveFilter | None = None
+        #: peers seen sending without the layer
+        self.without_layer: set[str] = set()
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
-                      "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0}
+                      "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0,
+                      "peers_without_layer": 0}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
         #: (a returning member is NAME~2), so a frame still addressed to one (tagged
@@ -88,6 +98,7 @@ class ReliableManager:
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar):
             table.pop(client_name, None)
+        self.without_layer.discard(client_name)
         self.departed[client_name] = None
         if len(self.departed) > DEPARTED_KEPT:
             self.departed.popitem(last=False)
@@ -108,6 +119,9 @@ class ReliableManager:
                 if message.is_user_message():
                     self.host.report_undeliverable(
                         [message.message_id], f"to {dest} were not sent: it left")
+                continue
+            if dest in self.without_layer:
+                self.send_filter.forward(message.to((dest,)))
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq
@@ -209,6 +223,16 @@ class ReliableManager:
         self.stats["acks_sent"] += 1
         self.send_filter.forward(ack)
 
+    def peer_without_layer(self, peer: str) -> None:
+        """``peer`` sent a frame without a sequence number: it runs without the layer."""
+        if peer == self.host.name or peer in self.without_layer:
+            return
+        self.without_layer.add(peer)
+        self.stats["peers_without_layer"] += 1
+        # what it got once it keeps; nothing would ever be acknowledged
+        self.in_flight.pop(peer, None)
+        self.waiting.pop(peer, None)
+
     def held(self) -> list[GroupMessage]:
         """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
         return [*(entry.message for flight in self.in_flight.values() for entry in flight.values()),
@@ -246,8 +270,9 @@ class ReliableReceiveFilter(_ReliableFilter):
             raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
         if SEQ in message.headers:
             self.manager.receive(message)
-        else:
-            self.forward(message)  # looped back locally, or a peer without the layer
+        else:  # looped back locally, or a peer without the layer
+            self.manager.peer_without_layer(message.sender)
+            self.forward(message)
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):

@@ -1,4 +1,4 @@
-"""``groupcomm store-bench``: what the session store's durability point costs. One
+"""``groupcomm store bench``: what the session store's durability point costs. One
 member sends small messages to another through a session server (in this process, on
 its own thread) without a store, and with a SQLite store committing once per turn of
 the server's loop before it forwards (``synchronous`` FULL, then NORMAL); prints
@@ -67,7 +67,7 @@ def one(workdir: Path, messages: int, store: str | None, pace: float) -> dict[st
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="groupcomm store-bench", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="groupcomm store bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--pace", type=float, default=0.0,
                         help="seconds between sends (0: as fast as they go)")

@@ -32,6 +32,8 @@ def build_parser() -> ArgumentParser:
                         help="the most tabs the capacity run tries (doubling from 2)")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["browser", "terminal", "capacity"], help="leave a part out")
+    parser.add_argument("--no-reliable", action="store_true",
+                        help="gateway and terminal editors without the reliable layer")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
 
@@ -48,8 +50,10 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 class Setup(EditorSession):
     """A session server and a gateway with ``users``; a context manager."""
 
-    def __init__(self, causality: str, users: list[str]) -> None:
+    def __init__(self, causality: str, users: list[str], *options: str) -> None:
         super().__init__((), causality)
+        #: the apps' options every member here runs with (``--no-reliable``)
+        self.options = options
         try:
             users_file = self.folder / "users.json"
             store = Users(users_file)
@@ -58,7 +62,7 @@ class Setup(EditorSession):
                 sys.executable, "-m", "groupcomm.web.cli", "--session", "bench",
                 "--server", self.server.address, "--key-file", str(self.key_file),
                 "--users", str(users_file), "--http", "127.0.0.1:0", "--causality",
-                causality])
+                causality, *options])
             line = self.gateway.wait_line(lambda x: x.startswith("listening on "),
                                           what="the gateway")
         except BaseException:
@@ -73,8 +77,8 @@ class Setup(EditorSession):
 
 def terminal_latency(setup: Setup, keys: int, interval: float) -> list[float]:
     """``type`` at one terminal editor until the other says it applied it."""
-    writer = setup.editor("tw", "bench-terminal", "--coalesce", "0")
-    reader = setup.editor("tr", "bench-terminal", "--coalesce", "0")
+    writer = setup.editor("tw", "bench-terminal", "--coalesce", "0", *setup.options)
+    reader = setup.editor("tr", "bench-terminal", "--coalesce", "0", *setup.options)
     try:
         writer.wait_members(2)
         samples = []
@@ -246,9 +250,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("groupcomm web bench: --keys >= 1, --interval >= 0, --rate > 0, "
                        "--max-tabs >= 2")
     result: dict[str, Any] = {"causality": args.causality, "keys": args.keys,
-                              "interval_ms": args.interval}
+                              "interval_ms": args.interval, "reliable": not args.no_reliable}
     users = ["bw", "br", *[f"t{k}" for k in range(args.max_tabs)]]
-    with Setup(args.causality, users) as setup:
+    with Setup(args.causality, users, *(["--no-reliable"] if args.no_reliable else [])) as setup:
         if "terminal" not in args.skip:
             result["terminal_to_terminal"] = percentiles(
                 terminal_latency(setup, args.keys, args.interval))
@@ -261,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"causality {args.causality}; {args.keys} keystrokes {args.interval:g} ms apart")
+    print(f"causality {args.causality}{'' if args.no_reliable else ' over the reliable layer'}; "
+          f"{args.keys} keystrokes {args.interval:g} ms apart")
     for key in ("terminal_to_terminal", "browser_to_browser"):
         if key in result:
             row = result[key]

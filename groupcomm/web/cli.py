@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from groupcomm.apps.session_options import session_options
+from groupcomm.apps.session_options import add_reliable_argument, session_options
 from groupcomm.cli.args import (
     ArgumentParser,
     CliError,
@@ -44,6 +44,7 @@ def build_parser() -> ArgumentParser:
                         help="another origin allowed to open WebSockets (e.g. behind a "
                         "proxy: https://chat.example.org); repeatable")
     add_module_arguments(parser)
+    add_reliable_argument(parser)
     parser.add_argument("--delay", action="append", default=[], metavar="PEER=MS",
                         help="minimum delay for every tab's messages to PEER (testing)")
     parser.add_argument("--jitter", type=float, default=0.0, metavar="MS",

@@ -120,9 +120,10 @@ def test_a_frozen_editor_comes_back_as_a_new_member_and_sends_what_it_typed_once
 def test_editors_typing_through_a_killed_and_restarted_server_lose_nothing(
         fixed_port_group: ProcessGroup, terminals: Terminals, tmp_path: Path,
         frozen_first: bool) -> None:
-    """Under the reliable layer; frozen first, the server dies holding frames it was
-    sent (without the layer those are lost: docs/sessions.md)."""
-    start_two(terminals, "--filter", "reliable", width=250)
+    """With the editors' default options (the reliable layer under the module); frozen
+    first, the server dies holding frames it was sent, which the layer retransmits
+    (with --no-reliable those are lost: docs/sessions.md)."""
+    start_two(terminals, width=250)
     typed: list[str] = []
     # alice types on the second line, bob at the start of the first, a token at a time,
     # before, during and after the outage

@@ -1,4 +1,4 @@
-"""``groupcomm store-speed``: the keystrokes of a synthetic editing trace stored with
+"""``groupcomm store speed``: the keystrokes of a synthetic editing trace stored with
 SQLite, with PostgreSQL (the session's real server) and with pycrdt-store, each restored
 to the exact text."""
 
@@ -19,7 +19,7 @@ from tests.apps.test_text_bench_trace import synthetic_trace
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "groupcomm.cli", "store-speed", *args],
+    return subprocess.run([sys.executable, "-m", "groupcomm.cli", "store", "speed", *args],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -61,10 +61,10 @@ def test_a_prefix_of_the_trace_and_one_line_errors(trace_file: Path,
     assert "-byte snapshot in" in done.stdout
     bad = run("--trace", str(trace_file), "--backends", "redis")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "groupcomm store-speed: --backends: choose among sqlite, postgresql, pycrdt-store"]
+        "groupcomm store speed: --backends: choose among sqlite, postgresql, pycrdt-store"]
     refused = run("--trace", str(trace_file), "--backends", "postgresql", "--postgres",
                   postgres_server.url(password="wrong"))
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].startswith(
-        "groupcomm store-speed: --postgres: connection failed")
+        "groupcomm store speed: --postgres: connection failed")
     assert "password authentication failed" in refused.stderr

@@ -113,3 +113,22 @@ def test_loopback_copies_bypass_the_layer() -> None:
     settle_with_retransmissions(net, random.Random(0))
     assert net.delivered_payloads("a") == ["me too"]
     assert net.delivered_payloads("b") == ["me too"]
+
+
+def test_a_peer_sending_without_the_layer_is_let_go_and_sent_to_unnumbered() -> None:
+    """A member that runs without the layer never acknowledges and keeps every copy it
+    gets: once a frame without a sequence number comes from it, nothing is held for it
+    and nothing more to it is numbered."""
+    net = lossy_network("none", 0.0, 0.0, 1)
+    a = net.nodes["a"].shared["reliable"]
+    net.send("a", "first", ["b"])
+    assert a.held()
+    a.peer_without_layer("b")
+    assert not a.held() and a.stats["peers_without_layer"] == 1
+    net.send("a", "second", ["b"])
+    assert "~r" not in net.in_flight[-1].message.headers
+    net.now += MAX_RTO * 4  # type: ignore[attr-defined]
+    net.nodes["a"].tick()
+    assert a.stats["retransmissions"] == 0
+    a.peer_without_layer("a")  # its own looped-back copies say nothing
+    assert "a" not in a.without_layer

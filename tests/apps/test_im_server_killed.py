@@ -1,0 +1,123 @@
+"""Two people chatting with ``groupcomm im``'s default options while the session server
+is stopped (lines reach its socket and stay there), killed with SIGKILL and started
+again: every line typed reaches the other person exactly once, the ones that died inside
+the killed server included (the reliable layer, on by default, retransmits them).
+With ``--no-reliable`` those lines are lost (docs/sessions.md, "Faults")."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Iterator
+
+import pexpect
+import pytest
+
+from groupcomm.tools.procs import ProcessGroup
+from tests.apps.im_harness import Start, drain, fixed_port_group, people, shown
+
+__all__ = ["fixed_port_group"]  # a fixture, used by name
+
+
+@pytest.fixture
+def chat(fixed_port_group: ProcessGroup) -> Iterator[Start]:
+    yield from people(fixed_port_group)
+
+
+def type_lines(person: pexpect.spawn, prefix: str, first: int, count: int) -> list[str]:
+    lines = [f"<{prefix}{k:03d}>" for k in range(first, first + count)]
+    for line in lines:
+        person.sendline(line)
+        drain(person)
+    return lines
+
+
+def received(person: pexpect.spawn, sender: str) -> list[str]:
+    """The tokens ``person`` was shown from ``sender``, in order, repeats included."""
+    return re.findall(rf"\[{sender}\] (<[ab]\d+>)", shown(person))
+
+
+def wait_all(person: pexpect.spawn, sender: str, wanted: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not set(wanted) <= set(received(person, sender)):
+        if time.monotonic() > deadline:
+            missing = sorted(set(wanted) - set(received(person, sender)))
+            raise AssertionError(f"never shown {missing} from {sender}")
+        drain(person)
+        time.sleep(0.05)
+
+
+def outage(group: ProcessGroup, alice: pexpect.spawn, bob: pexpect.spawn
+           ) -> tuple[list[str], list[str], tuple[list[str], list[str]]]:
+    """Lines before, into a stopped server, during the outage and after the restart:
+    (alice's, bob's, the ones typed into the stopped server)."""
+    assert group.server is not None
+    typed_a, typed_b = type_lines(alice, "a", 0, 5), type_lines(bob, "b", 0, 5)
+    wait_all(bob, "alice", typed_a, 20)
+    group.server.process.send_signal(signal.SIGSTOP)
+    inside = (type_lines(alice, "a", 5, 5), type_lines(bob, "b", 5, 5))
+    time.sleep(0.3)  # for the lines to reach the stopped server's socket
+    group.server.kill()  # SIGKILL: what its socket held dies with it
+    typed_a += inside[0] + type_lines(alice, "a", 10, 5)
+    typed_b += inside[1] + type_lines(bob, "b", 10, 5)
+    group.start_server()
+    typed_a += type_lines(alice, "a", 15, 5)
+    typed_b += type_lines(bob, "b", 15, 5)
+    return typed_a, typed_b, inside
+
+
+@pytest.mark.long
+def test_lines_typed_through_a_killed_server_arrive_once_with_the_default_options(
+        fixed_port_group: ProcessGroup, chat: Start) -> None:
+    alice = chat("alice", "--causality", "matrix")
+    bob = chat("bob", "--causality", "matrix")
+    alice.expect(r"\* bob joined")
+    bob.expect_exact("* up to date")
+    typed_a, typed_b, _ = outage(fixed_port_group, alice, bob)
+    wait_all(bob, "alice", typed_a, 60)
+    wait_all(alice, "bob", typed_b, 60)
+    for person, sender, typed in ((bob, "alice", typed_a), (alice, "bob", typed_b)):
+        drain(person)
+        got = received(person, sender)
+        assert sorted(got) == sorted(typed), got  # each exactly once
+        assert got == typed  # and, under matrix, in the order typed
+        assert "your message '" not in shown(alice) + shown(bob)  # nothing said lost
+
+
+@pytest.mark.long
+def test_without_the_layer_the_lines_inside_the_killed_server_are_lost(
+        fixed_port_group: ProcessGroup, chat: Start) -> None:
+    # causality none: the later lines are not held behind the lost ones
+    alice = chat("alice", "--causality", "none", "--no-reliable")
+    bob = chat("bob", "--causality", "none", "--no-reliable")
+    alice.expect(r"\* bob joined")
+    bob.expect_exact("* up to date")
+    typed_a, typed_b, inside = outage(fixed_port_group, alice, bob)
+    later_a, later_b = typed_a[15:], typed_b[15:]
+    wait_all(bob, "alice", later_a, 60)
+    wait_all(alice, "bob", later_b, 60)
+    assert not set(inside[0]) & set(received(bob, "alice"))
+    assert not set(inside[1]) & set(received(alice, "bob"))
+
+
+@pytest.mark.long
+def test_a_member_without_the_layer_gets_each_line_once_from_one_with_it(
+        chat: Start) -> None:
+    """Mixed options: alice's layer learns from bob's first frame that he runs without
+    it, and neither holds nor resends anything for him."""
+    alice = chat("alice", "--causality", "matrix")
+    bob = chat("bob", "--causality", "matrix", "--no-reliable")
+    alice.expect(r"\* bob joined")
+    bob.expect_exact("* up to date")
+    typed_a = type_lines(alice, "a", 0, 3)
+    wait_all(bob, "alice", typed_a, 20)
+    typed_b = type_lines(bob, "b", 0, 3)
+    wait_all(alice, "bob", typed_b, 20)
+    typed_a += type_lines(alice, "a", 3, 3)
+    wait_all(bob, "alice", typed_a, 20)
+    time.sleep(2.0)  # several of the layer's timeouts: nothing may come again
+    drain(bob)
+    drain(alice)
+    assert received(bob, "alice") == typed_a
+    assert received(alice, "bob") == typed_b
