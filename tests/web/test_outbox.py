@@ -25,13 +25,13 @@ def test_the_terminals_rule_judges_the_collected_insert_as_the_tab_does() -> Non
     state's ``seen`` clock; only the insert that never went out goes again, after the
     "i"; the delete that went out is held too."""
     old = TextSequence()
-    old.effect(("insert", None, "Hi"), Tag({"tom": 1}), "tom#1")
-    old.effect(("delete", "tom#1"), Tag({"tom": 1, "ann": 1}), "ann#1")
-    old.effect(("insert", "tom#1+1", "x"), Tag({"tom": 1, "ann": 2}), "ann#2")
-    old.effect(("insert", "ann#2", "y"), Tag({"tom": 1, "ann": 3}), "ann#3")
+    old.effect(("insert", None, "Hi"), Tag({"tom": 1}), "tom#1", "tom")
+    old.effect(("delete", "tom#1"), Tag({"tom": 1, "ann": 1}), "ann#1", "ann")
+    old.effect(("insert", "tom#1+1", "x"), Tag({"tom": 1, "ann": 2}), "ann#2", "ann")
+    old.effect(("insert", "ann#2", "y"), Tag({"tom": 1, "ann": 3}), "ann#3", "ann")
     received = TextSequence()
-    received.effect(("insert", None, "Hi"), Tag({"tom": 1}), "tom#1")
-    received.effect(("delete", "tom#1"), Tag({"tom": 1, "ann": 1}), "ann#1")
+    received.effect(("insert", None, "Hi"), Tag({"tom": 1}), "tom#1", "tom")
+    received.effect(("delete", "tom#1"), Tag({"tom": 1, "ann": 1}), "ann#1", "ann")
     own = [OwnOperation("ann#1", ("delete", "tom#1"), "ann", Tag({"tom": 1, "ann": 1})),
            OwnOperation("ann#2", ("insert", "tom#1+1", "x"), "ann", Tag({"tom": 1, "ann": 2})),
            OwnOperation("ann#3", ("insert", "ann#2", "y"), "ann", Tag({"tom": 1, "ann": 3}))]
