@@ -17,7 +17,9 @@ def chat(group: ProcessGroup) -> Iterator[Start]:
     yield from people(group)
 
 
-@pytest.mark.parametrize("causality", ["none", "matrix", "cykas"])
+# matrix in the default suite; the others with the long tests (8 s each)
+@pytest.mark.parametrize("causality", [pytest.param("none", marks=pytest.mark.long), "matrix",
+                                       pytest.param("cykas", marks=pytest.mark.long)])
 def test_three_people_chat_through_terminals(chat, causality: str) -> None:
     # alice's messages to bob are delayed, so bob can answer before seeing hers
     alice = chat("alice", "--causality", causality, "--delay", "bob=1500")

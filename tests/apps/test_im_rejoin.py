@@ -131,7 +131,7 @@ def test_a_member_back_after_being_taken_for_gone_sees_only_what_it_missed(chat)
     assert not [noise for noise in NOISE if noise in screen], screen
 
 
-@pytest.mark.parametrize("causality", ["matrix", "mfss"])
+@pytest.mark.parametrize("causality", ["matrix", pytest.param("mfss", marks=pytest.mark.long)])
 def test_a_line_typed_while_taken_for_gone_is_delivered_once(chat, causality: str) -> None:
     """What carol types while her process is stalled goes out when it resumes, from the
     gone incarnation (the server refuses it: it reached no one) and then again, once,

@@ -31,6 +31,7 @@ def words(length: int, seed: int) -> str:
     return "".join(rng.choice(string.ascii_letters + "    ") for _ in range(length)).strip()
 
 
+@pytest.mark.long  # 6 s of typing into a terminal
 def test_a_long_typed_line_and_a_long_paste_arrive_whole(chat) -> None:
     alice = chat("alice", "--causality", "matrix")
     bob = chat("bob", "--causality", "matrix")

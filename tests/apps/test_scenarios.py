@@ -81,6 +81,7 @@ def test_vector_refuses_a_unicast_from_a_real_client(group: ProcessGroup,
     assert group.peers["bob"].wait_count("deliver", 1)[0]["label"] == "b"
 
 
+@pytest.mark.long  # 7 s of real processes
 def test_held_messages_are_visible_from_a_real_client(group: ProcessGroup,
                                                       tmp_path: Path) -> None:
     start(group, "matrix", tmp_path / "traces")

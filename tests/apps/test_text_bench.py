@@ -6,12 +6,15 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "groupcomm.cli", "text-bench", *args],
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long  # three editor processes: 5 s
 def test_text_bench_measures_the_type_the_metadata_and_three_editor_processes(tmp_path) -> None:
     plot = tmp_path / "kept.png"
     done = run("--local-edits", "600", "--edits", "100", "--causality", "matrix",

@@ -94,10 +94,11 @@ def test_serve_generates_a_private_key_file_and_never_prints_the_key(tmp_path) -
         process.wait(10)
 
 
+# one routing of each kind in the default suite, the other two with the long tests
 @pytest.mark.parametrize("routing, extra, compressed", [
     ("direct", [], False), ("relayed", [], True),
-    ("relayed", ["--compress-frames", "off"], False),
-    ("direct", ["--compress-frames", "on"], True)])
+    pytest.param("relayed", ["--compress-frames", "off"], False, marks=pytest.mark.long),
+    pytest.param("direct", ["--compress-frames", "on"], True, marks=pytest.mark.long)])
 def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str],
                                               compressed: bool) -> None:
     """The real bench, small: both rates, their ratio and CPU per message per side."""

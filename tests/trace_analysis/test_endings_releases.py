@@ -62,6 +62,7 @@ def test_the_first_line_a_file_writer_writes_names_its_process(tmp_path: Path) -
     assert "pid" not in second and "host" not in second
 
 
+@pytest.mark.long  # 15 s
 def test_a_trace_whose_writer_runs_is_open_not_ended(spark, tmp_path: Path) -> None:
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

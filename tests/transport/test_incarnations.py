@@ -37,7 +37,9 @@ def _held(peer: PeerProcess) -> list[str]:
     return peer.wait_count("held", seen + 1)[-1]["ids"]
 
 
-@pytest.mark.parametrize("module", CAUSAL)
+# matrix in the default suite, every other causal module with the long tests
+@pytest.mark.parametrize("module", [m if m == "matrix" else pytest.param(m, marks=pytest.mark.long)
+                                    for m in CAUSAL])
 def test_a_client_killed_and_restarted_under_its_name_is_a_new_member(
     quick_group: ProcessGroup, module: str
 ) -> None:
