@@ -26,8 +26,10 @@ def test_ten_kill_9_runs_with_the_default_layer_lose_and_duplicate_nothing(capsy
     counts = totals(out)
     assert counts["typed"] == 10 * 2 * 150 and counts["refused"] == 0, out
     assert counts["reached"] == counts["typed"], out
-    # the kills did catch frames inside the server: those were retransmitted
-    assert counts["died_in_server"] > 0, out
+    # whether a kill catches frames inside the server depends on the machine's timing
+    # (on an idle machine none may be): those it catches are retransmitted and counted
+    # in "reached"; tests/apps/test_im_server_killed.py stops the server first, so that
+    # lines are certainly inside it when it is killed
     assert [counts[k] for k in ("lost", "duplicated", "store_lost", "store_duplicated",
                                 "unknown")] == [0, 0, 0, 0, 0], out
     assert code == 0
