@@ -119,7 +119,10 @@ def with_reliable(specs: Sequence[str]) -> list[str]:
     """``specs`` with the ``reliable`` layer in it once and first, nearest the causality
     module, above every other filter: a fault filter listed before it would drop or
     duplicate frames the layer never numbered, and nothing would repair them."""
-    return [RELIABLE, *without_reliable(specs)]
+    given = [spec for spec in specs if parse_filter_spec(spec)[0] == RELIABLE]
+    # the user's own spelling stays, so that options it should not have are refused
+    # by the layer rather than dropped here
+    return [given[0] if given else RELIABLE, *without_reliable(specs)]
 
 
 def without_reliable(specs: Sequence[str]) -> list[str]:

@@ -40,6 +40,7 @@ def test_reliable_comes_once_and_before_the_fault_filters() -> None:
     assert filters("--filter", "duplicate:p=0.1", "--filter", "reliable") == [
         "reliable", "duplicate:p=0.1"]
     assert with_reliable(["reliable", "drop:p=0.1", "reliable"]) == ["reliable", "drop:p=0.1"]
+    assert with_reliable(["drop:p=0.1", "reliable:x=1"]) == ["reliable:x=1", "drop:p=0.1"]
 
 
 def test_the_filters_built_are_the_layer_nearest_the_module() -> None:
