@@ -130,13 +130,37 @@ class ChatScreen:
         self._rejoined = True
         #: identities of lines typed while the server did not answer, said sent once it does
         self.waiting: list[str] = []
+        #: lines shown before the opening line (the conversation handed over as the
+        #: communicator joins comes on its I/O thread, before the constructor returns);
+        #: None when not waited for (:meth:`hold_until_opening`) or once shown
+        self._before_opening: list[str] | None = None
         self._silent = False
         #: the member id this client came back as after being taken for gone
         self._back_as: str | None = None
 
-    def line(self, text: str) -> None:
+    def line(self, text: str, *, at_once: bool = False) -> None:
+        """Show ``text``; ``at_once`` also before the opening line (a warning while the
+        join goes on)."""
         with self._print_lock:
+            if self._before_opening is not None and not at_once:
+                self._before_opening.append(text)
+                return
             self.out.write(text + "\n")
+            self.out.flush()
+
+    def hold_until_opening(self) -> None:
+        """Keep the lines shown from now until :meth:`opening`, shown after it."""
+        with self._print_lock:
+            self._before_opening = []
+
+    def opening(self, text: str | None) -> None:
+        """Show ``text`` (the line saying who joined what), then the lines that came
+        before it: a newcomer reads that it joined before what it was handed. ``None``
+        (the join failed) shows those lines alone."""
+        with self._print_lock:
+            earlier, self._before_opening = self._before_opening or [], None
+            for line in ([text] if text is not None else []) + earlier:
+                self.out.write(line + "\n")
             self.out.flush()
 
     def message(self, message: ReceivedMessage) -> None:
@@ -506,6 +530,7 @@ def _run(args: argparse.Namespace) -> int:
 def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
           terminal: bool) -> int:
     screen = ChatScreen(args.name, out)
+    screen.hold_until_opening()
     root = logging.getLogger()
     if args.verbose == 0:  # warnings as chat lines, not timestamped records among them
         root.handlers[:] = [ScreenLogHandler(screen)]
@@ -521,18 +546,21 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
             listeners=Listeners(session=screen, message=screen.message,
                                 event=screen.on_event, sent=screen.on_sent))
     except (CommunicatorError, OSError, ValueError) as error:
+        screen.opening(None)  # what was said before the failure, then the error
         raise CliError(f"groupcomm im: {error}") from None
     try:  # checked against --name already; the member id may differ (alice~2)
         options.inject_delays(communicator)
     except ValueError as error:
         communicator.close()
+        screen.opening(None)
         raise CliError(f"groupcomm im: {error}") from None
     screen.communicator = communicator
     watch = HeldWatch(communicator, screen.on_held)
     watch.start()
     app = ChatApp(communicator, screen)
-    screen.line(f"* {args.name} joined {args.session} with causality {options.selection.causality} "
-                f"(members: {', '.join(communicator.members_at_join)}); /help for commands")
+    screen.opening(f"* {args.name} joined {args.session} with causality "
+                   f"{options.selection.causality} (members: "
+                   f"{', '.join(communicator.members_at_join)}); /help for commands")
     try:
         if terminal:
             read_terminal(f"{args.name}> ", app.handle)

@@ -18,7 +18,7 @@ from groupcomm.transport.communicator import Communicator, CommunicatorError
 class ChatScreen(Protocol):
     """What the commands use of the chat screen (:class:`groupcomm.apps.im.ChatScreen`)."""
 
-    def line(self, text: str) -> None: ...
+    def line(self, text: str, *, at_once: bool = False) -> None: ...
 
     def held(self, held: list[object], waiting: dict[str, list[str]]) -> None: ...
 
@@ -42,7 +42,7 @@ class ScreenLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if not getattr(record, SAID_BY_EVENT, False):
-                self.screen.line(f"! {record.getMessage()}")
+                self.screen.line(f"! {record.getMessage()}", at_once=True)
         except Exception:  # noqa: BLE001 - logging must never raise into the caller
             self.handleError(record)
 

@@ -10,6 +10,11 @@ import msgpack
 
 from groupcomm.core.messages import ControlMessage, HeaderValue, MessageError, SentMessage
 
+#: on a copy sent again (the reliable layer's retransmission): the transport starts its
+#: compressed stream to the copy's destinations afresh with it, since the copy before
+#: may have been lost in a stream the receiver can no longer decode
+RESENT = "~rs"
+
 
 def encode_headers(headers: Mapping[str, HeaderValue]) -> bytes:
     """Compact encoding of protocol metadata (empty headers encode to nothing)."""

@@ -5,6 +5,14 @@ acknowledges them cumulatively and selectively (header ``~a``), retransmits with
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
 
+Retransmission is paced per peer, as TCP paces it, so that a peer that does not answer
+(a server down, a member busy) is not flooded: when the oldest frame's timeout expires,
+at most :data:`BURST` overdue frames go again and the peer's timeout doubles (up to
+:data:`MAX_RTO`); the rest follow as acknowledgements come back, two for each frame
+acknowledged. A copy sent again carries the header ``~rs``, which tells the transport to
+start its compressed stream to that destination afresh: the copy before may have been
+lost in a stream the receiver can no longer decode.
+
 A frame from a peer that carries no sequence number says that peer runs without the
 layer (``--no-reliable``, or a program that did not ask for it): it would never
 acknowledge, and every copy resent would reach its application again, so what is held
@@ -23,6 +31,7 @@ from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import FilterHost, MessageFilter, MessageFilterCreator
+from groupcomm.core.headers import RESENT
 from groupcomm.core.messages import ControlMessage, GroupMessage, ReceivedMessage, SentMessage
 
 PROTOCOL = "reliable"
@@ -39,6 +48,10 @@ MAX_SACK = 64
 RECEIVE_WINDOW = 8192
 #: departed members remembered (see ReliableManager.departed)
 DEPARTED_KEPT = 4096
+#: most frames sent again to one peer when its timeout expires
+BURST = 32
+#: frames sent again for each one newly acknowledged, while overdue ones remain
+ACK_CLOCKED = 2
 
 
 @dataclass
@@ -75,6 +88,11 @@ class ReliableManager:
         #: per peer: smoothed round trip and its variation (RFC 6298), from frames sent once
         self.srtt: dict[str, float] = {}
         self.rttvar: dict[str, float] = {}
+        #: per peer: the multiplier of its timeout after timeouts without an answer
+        #: (doubles at each, back to 1 with a round trip measured)
+        self.backoff: dict[str, float] = {}
+        #: per peer: when its next timeout-driven burst may go
+        self.next_burst: dict[str, float] = {}
         host.add_session_listener(self)
         host.add_ticker(self.tick)
 
@@ -96,7 +114,8 @@ class ReliableManager:
                 ids, f"to {client_name} were not acknowledged before it left (they may "
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
-                      self.out_of_order, self.srtt, self.rttvar):
+                      self.out_of_order, self.srtt, self.rttvar, self.backoff,
+                      self.next_burst):
             table.pop(client_name, None)
         self.without_layer.discard(client_name)
         self.departed[client_name] = None
@@ -142,11 +161,11 @@ class ReliableManager:
         self.send_filter.forward(stamped)
 
     def rto(self, peer: str) -> float:
-        """The retransmission timeout for ``peer``: SRTT + 4 RTTVAR, within bounds."""
+        """The retransmission timeout for ``peer``: SRTT + 4 RTTVAR, within bounds,
+        times its backoff."""
         srtt = self.srtt.get(peer)
-        if srtt is None:
-            return INITIAL_RTO
-        return min(MAX_RTO, max(MIN_RTO, srtt + 4 * self.rttvar[peer]))
+        base = INITIAL_RTO if srtt is None else srtt + 4 * self.rttvar[peer]
+        return min(MAX_RTO, max(MIN_RTO, base) * self.backoff.get(peer, 1.0))
 
     def _sample_rtt(self, peer: str, sample: float) -> None:
         srtt = self.srtt.get(peer)
@@ -163,26 +182,52 @@ class ReliableManager:
             return
         acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
         acked += [e for e in (flight.pop(s, None) for s in selective) if e is not None]
+        now = self.host.now()
         # Karn's rule: only frames sent once give an unambiguous round trip
         once = [e for e in acked if e.attempts == 1]
         if once:
-            self._sample_rtt(peer, max(0.0, self.host.now() - max(e.sent_at for e in once)))
+            self._sample_rtt(peer, max(0.0, now - max(e.sent_at for e in once)))
+            self.backoff.pop(peer, None)
+        if acked and flight:
+            # the peer answers again: what is overdue follows, clocked by its answers
+            self._resend(peer, flight, now, ACK_CLOCKED * len(acked))
         queue = self.waiting.get(peer)
         while queue and len(flight) < WINDOW:
             stamped = queue.popleft()
             self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
 
     def tick(self, now: float) -> None:
-        """Resend what is overdue, doubling its timeout (up to :data:`MAX_RTO`)."""
+        """For each peer whose oldest frame is overdue: send again at most :data:`BURST`
+        overdue frames and double the peer's timeout (up to :data:`MAX_RTO`)."""
+        for peer, flight in self.in_flight.items():
+            if not flight or now < self.next_burst.get(peer, 0.0):
+                continue
+            if next(iter(flight.values())).due > now:
+                continue
+            if self._resend(peer, flight, now, BURST):
+                self.backoff[peer] = min(self.backoff.get(peer, 1.0) * 2,
+                                         MAX_RTO / MIN_RTO)
+                self.next_burst[peer] = now + self.rto(peer)
+
+    def _resend(self, peer: str, flight: OrderedDict[int, _InFlight], now: float,
+                most: int) -> int:
+        """Send again up to ``most`` of ``peer``'s overdue frames, oldest first; how many."""
         assert self.send_filter is not None
-        for flight in self.in_flight.values():
-            for entry in flight.values():
-                if entry.due <= now:
-                    entry.attempts += 1
-                    entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
-                    entry.due = now + entry.rto
-                    self.stats["retransmissions"] += 1
-                    self.send_filter.forward(entry.message)
+        sent = 0
+        for entry in flight.values():
+            if sent >= most:
+                break
+            if entry.due > now:
+                continue
+            entry.attempts += 1
+            entry.rto = min(max(entry.rto, MIN_RTO) * 2, MAX_RTO)
+            entry.due = now + entry.rto
+            sent += 1
+            self.stats["retransmissions"] += 1
+            again = entry.message.with_headers(**{RESENT: True})
+            assert isinstance(again, SentMessage)
+            self.send_filter.forward(again)
+        return sent
 
     def receive(self, message: ReceivedMessage) -> None:
         """Deduplicate and reorder a numbered frame, pass on what is in order, ack."""
@@ -203,7 +248,8 @@ class ReliableManager:
                 ready = pending.pop(expected)
                 expected += 1
                 self.next_expected[peer] = expected
-                self.receive_filter.forward(ready.without_headers(SEQ))  # type: ignore[arg-type]
+                self.receive_filter.forward(
+                    ready.without_headers(SEQ, RESENT))  # type: ignore[arg-type]
         self._send_ack(message)
 
     def _send_ack(self, about: ReceivedMessage) -> None:

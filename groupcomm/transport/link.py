@@ -14,6 +14,7 @@ from typing import Any
 
 import zmq
 
+from groupcomm.core.headers import RESENT
 from groupcomm.core.messages import SentMessage, Withdrawn
 from groupcomm.protocol.client import ClientProtocol
 from groupcomm.transport.curve import ClientKeys
@@ -287,6 +288,9 @@ class MemberLink:
         fresh stream of its destinations, as a new frame, when it is remembered."""
         kept = self._remembered.pop(hash(frame), None)
         if kept is not None:
+            # the returned frame never reached its destinations, so any later chunk of
+            # its stream is a gap there: the batch starts the stream afresh
+            self.streams.restart_for(dests)
             frame = self.codec.seal(self.streams.wrap(tuple(dests), kept[0]))
             self._remember(frame, kept[0], kept[1])
         self._send_relayed(frame)
@@ -376,6 +380,9 @@ class MemberLink:
         seal = self.codec.seal
         wrap = self.streams.wrap
         for dests, items in outbox.items():
+            if any(type(m) is not tuple and RESENT in m.headers for m in items):
+                # a copy sent again: the receiver may have lost the stream's chunk before
+                self.streams.restart_for(dests)
             bodies = list(pack_envelopes(items, self._batch_budget, self._unencodable,
                                          self.frame_limit))
             for body in bodies:

@@ -89,6 +89,10 @@ class StreamEncoder:
         """Every stream starts afresh with its next frame."""
         self._streams.clear()
 
+    def restart_for(self, dests: Sequence[str]) -> None:
+        """The stream to ``dests`` starts afresh with its next frame."""
+        self._streams.pop(tuple(dests), None)
+
 
 class _Incoming:
     __slots__ = ("decompressor", "last", "previous")

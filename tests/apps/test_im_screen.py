@@ -188,3 +188,19 @@ def test_a_held_line_is_shown_waiting_for_its_cause_then_marked_released() -> No
         "ben·1 14:02 [ben] answer!  (was waiting for tom·1; released)",
         "dan#1 14:02 [dan, held] old  (waiting for a line of tom's)",
     ]
+
+
+def test_the_conversation_handed_over_during_the_join_shows_after_the_opening_line() -> None:
+    # the communicator installs the conversation on its I/O thread before its
+    # constructor returns; the newcomer reads that it joined first, warnings at once
+    out = io.StringIO()
+    screen = ChatScreen("bob", out)
+    screen.hold_until_opening()
+    screen.install([])
+    screen.line("! the server is slow", at_once=True)
+    assert out.getvalue() == "! the server is slow\n"
+    screen.opening("* bob joined office")
+    assert out.getvalue().splitlines() == [
+        "! the server is slow", "* bob joined office", "* up to date (0 earlier message(s))"]
+    screen.line("after")
+    assert out.getvalue().splitlines()[-1] == "after"

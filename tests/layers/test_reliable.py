@@ -8,8 +8,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groupcomm.core.headers import RESENT
 from groupcomm.core.selection import filter_creators
-from groupcomm.layers.reliable import DEPARTED_KEPT, MAX_RTO
+from groupcomm.layers.reliable import BURST, DEPARTED_KEPT, MAX_RTO
 from groupcomm.tools.localnet import LocalNetwork
 
 NAMES = ["a", "b", "c"]
@@ -132,3 +133,34 @@ def test_a_peer_sending_without_the_layer_is_let_go_and_sent_to_unnumbered() -> 
     assert a.stats["retransmissions"] == 0
     a.peer_without_layer("a")  # its own looped-back copies say nothing
     assert "a" not in a.without_layer
+
+
+def test_a_peer_that_does_not_answer_gets_a_paced_burst_not_every_frame_each_timeout() -> None:
+    """2,000 frames to a peer that answers nothing for a minute: each timeout sends at
+    most BURST of them again and the peer's timeout doubles, so the retransmissions stay
+    within a few bursts per MAX_RTO rather than 2,000 each timeout; once the peer answers,
+    the rest follow clocked by its acknowledgements and everything arrives once, in
+    order, with the resent copies' mark removed."""
+    net = lossy_network("none", 0.0, 0.0, 1)
+    a = net.nodes["a"].shared["reliable"]
+    for i in range(2000):
+        net.send("a", i, ["b"])
+    lost = len(net.in_flight)
+    net.in_flight.clear()  # the first copies die (inside a server that was killed)
+    for _ in range(6000):  # a minute of ticks every 10 ms
+        net.now += 0.01  # type: ignore[attr-defined]
+        net.nodes["a"].tick()
+    resent = a.stats["retransmissions"]
+    assert lost == 2000
+    assert BURST <= resent <= BURST * (60 / MAX_RTO + 8), resent
+    assert all(RESENT in f.message.headers for f in net.in_flight)
+    rng, timeouts = random.Random(0), 0
+    while a.held():  # the peer answers again: deliver all, then one timeout
+        net.run(rng)
+        net.now += MAX_RTO  # type: ignore[attr-defined]
+        net.nodes["a"].tick()
+        timeouts += 1
+    assert net.delivered_payloads("b") == list(range(2000))
+    assert not any(RESENT in m.headers for m in net.deliveries["b"])
+    # the rest followed the acknowledgements: not one timeout per burst (2,000 / BURST)
+    assert timeouts <= 3, timeouts

@@ -403,3 +403,26 @@ def test_a_returned_frame_goes_again_in_a_fresh_stream_past_a_chunk_the_server_l
     link.restart_streams()  # alice is back: her frames start afresh ...
     link.relay(sent[2], DESTS)  # ... and the returned chunk 3 goes again
     assert ids(sent[3]) == ["alice#3"]
+
+
+def test_a_stream_restarted_for_its_destinations_heals_a_gap_and_leaves_the_others() -> None:
+    """A chunk lost (inside a server that was killed): the receiver refuses every later
+    chunk of that stream, retransmissions included, until the sender starts the stream
+    to those destinations afresh (what a copy marked as resent does); the stream to
+    other destinations goes on."""
+    encoder, decoder = StreamEncoder(), StreamDecoder(max_body=1 << 20)
+    other = ("carol",)
+    for k in range(1, 4):
+        decoder.unwrap(b"alice", encoder.wrap(DESTS, body_of(keystroke(k))))
+        decoder.unwrap(b"alice", encoder.wrap(other, body_of(keystroke(k))))
+    encoder.wrap(DESTS, body_of(keystroke(4)))  # lost
+    for k in (5, 6):
+        with pytest.raises(FrameRejected) as refused:
+            decoder.unwrap(b"alice", encoder.wrap(DESTS, body_of(keystroke(k))))
+        assert refused.value.reason == "stream_gap"
+    encoder.restart_for(DESTS)
+    again = encoder.wrap(DESTS, body_of(keystroke(4)))
+    assert routed_head(again)[1] == 1
+    _, _, _, messages, _ = unpack_envelopes(decoder.unwrap(b"alice", again), "bob")
+    assert [m.message_id for m in messages] == ["alice#4"]
+    assert routed_head(encoder.wrap(other, body_of(keystroke(4))))[1] == 4
