@@ -236,7 +236,11 @@ class ChatScreen:
         """Send ``text`` (``send`` sends the payload made of it: a :class:`ChatLine` to
         everyone, else a :class:`Private`, counted and timed) and show it in one step
         under the screen's lock, so that the I/O thread can neither deliver a note to
-        oneself before its line nor take a snapshot that has one without the other."""
+        oneself before its line nor take a snapshot that has one without the other. Room
+        in the communicator's queue is waited for before the lock (a send waiting under
+        it would wait for the I/O thread, which waits for the lock to deliver)."""
+        if self.communicator is not None:
+            self.communicator.wait_for_room(len(self.communicator.members))
         with self._lock:
             n, said = self.said + 1, time.time()
             seen = tuple(sorted((p, k) for p, k in self.latest.items() if p != self.me))

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: seconds before a run that could not be sent is tried again
 RETRY = 1.0
+#: sends waited room for before a local edit takes the lock: an edit sends a few (a
+#: run and a cursor), the flushing thread one run
+ROOM = 16
 #: the default coalescing window for typing, in seconds: at 8 keys a second, runs of
 #: about two keys (half the bytes per keystroke: ``groupcomm text-wire``), and the
 #: others see the typing within a tenth of a second
@@ -82,6 +85,14 @@ class SharedText:
             first = comm.send(comm.others or [comm.name], payload)[0]
         return first.message_id, Tag(first.vc)
 
+    def _room(self) -> None:
+        """Wait, before taking the lock, until this edit's sends fit in the
+        communicator's queue: a send waiting under the lock would wait for the
+        communicator's thread, which waits for the lock to deliver."""
+        wait = getattr(self.communicator, "wait_for_room", None)
+        if wait is not None:
+            wait(ROOM)
+
     def _do(self, action: Callable[..., Any], *args: Any) -> Any:
         """Run a replica method under the lock; ``on_change`` if the view changed."""
         with self.lock:
@@ -97,20 +108,26 @@ class SharedText:
             return self.replica.position
 
     def insert(self, text: str) -> None:
+        self._room()
         with self.lock:
             if self._do(self.replica.insert, text):
                 self._flusher_for().due(self.window)
 
     def flush(self) -> None:
+        self._room()
         self._do(self.replica.flush)
 
     def backspace(self) -> None:
+        self._room()
         self._do(self.replica.backspace)
 
     def delete(self) -> None:
+        self._room()
         self._do(self.replica.delete)
 
     def move_to(self, position: int, announce: bool = True) -> None:
+        if announce:
+            self._room()
         self._do(self.replica.move_to, position, announce)
 
     def close(self) -> None:

@@ -38,7 +38,7 @@ from groupcomm.transport.config import (
 )
 from groupcomm.transport.delays import self_delay_error
 from groupcomm.transport.keys import resolve_key
-from groupcomm.transport.link import MemberLink
+from groupcomm.transport.link import MAX_ROOM_ASKED, MemberLink
 from groupcomm.transport.loop import PollLoop
 from groupcomm.wire.frames import FrameCodec
 from groupcomm.wire.parts import PART_HEADROOM
@@ -281,14 +281,23 @@ class Communicator:
                 f"{limit:,} bytes of payload with max_frame={self.codec.max_frame:,}): "
                 "nothing was sent; split it, or raise max_frame on every member")
 
-    def _wait_for_room(self) -> None:
+    def wait_for_room(self, sends: int = 1) -> None:
+        """Block until ``sends`` more sends fit in the queue to the network (the limit and
+        timeout of a send: :class:`SendQueueFull` after ``send_timeout``). An
+        application that sends while holding a lock its listeners also take calls this
+        before taking the lock: a send that waited for room under it would wait for a
+        loop thread waiting for the lock."""
+        self._wait_for_room(max(1, min(sends, MAX_ROOM_ASKED, self.max_pending)))
+
+    def _wait_for_room(self, sends: int = 1) -> None:
         if threading.get_ident() == self._loop.ident:
             return  # the loop takes them as this send returns
         deadline = time.monotonic() + self.send_timeout
         inputs = self._inputs
         room = self._link.room
+        limit = self.max_pending - sends + 1
         with room:
-            while len(inputs) >= self.max_pending:
+            while len(inputs) >= limit:
                 self._loop.wakeup.wake()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.closed:

@@ -39,6 +39,9 @@ MAX_OUTBOX_MESSAGES = 4096
 FRAME_HEADROOM = 4096
 #: frames waiting for slow sockets before the member stops taking new sends
 MAX_BACKLOG_FRAMES = 10_000
+#: the most room a sender waits for (Communicator.wait_for_room): the loop wakes senders
+#: once the queue was within this of its limit
+MAX_ROOM_ASKED = 256
 #: seconds before a full socket or a paused inbox is looked at again
 BACKLOG_RETRY = 0.01
 #: longest stretch (s) a socket is read before heartbeats, timers and sends: a flood of
@@ -195,13 +198,15 @@ class MemberLink:
             if pull is not None and pull in ready:
                 self._read(pull, False, frames)
         inputs = self._inputs
-        waking = len(inputs) >= self.max_pending  # a sender may be waiting for room
+        # a sender may be waiting for room
+        len_before = len(inputs)
+        waking = len_before >= self.max_pending - MAX_ROOM_ASKED
         # backpressure: take no new sends while a slow peer's frames pile up
         take = (self.backlog_frames < MAX_BACKLOG_FRAMES
                 and self.outbox_count < MAX_BACKLOG_FRAMES)
         now = time.monotonic()
         self._deadline = self.protocol.step(now, frames, take_sends=take)
-        if waking and len(inputs) < self.max_pending:
+        if waking and len(inputs) < len_before:
             with self.room:
                 self.room.notify_all()
         if self.outbox:

@@ -86,3 +86,38 @@ def test_a_late_joiners_edit_waits_for_what_its_snapshot_holds(editors) -> None:
     assert list(d.replica.text.items())[3][1] > tag_of_z  # tagged after the snapshot
     settle([a, b, c, d])
     assert c.replica.text.value == "xyz!" and c.replica.failures == 0
+
+
+def test_a_typist_filling_its_send_queue_beside_an_editor_never_blocks_its_deliveries(
+        group: ProcessGroup, tmp_path) -> None:
+    """Two editors typing as fast as they can with a send queue of 20: a delivery to the
+    typist needs the text's lock, which the typing thread takes for each edit. The
+    typing thread waits for room before the lock, never under it, so the two never wait
+    for each other, and both texts converge."""
+    from groupcomm.transport.config import Limits
+
+    texts, comms = [], []
+    try:
+        for name in ("fast", "other"):
+            shared = SharedText(name)
+            comm = Communicator(
+                name, "queue", server=group.server.address, key_file=str(group.key_file),
+                causality="matrix", limits=Limits(max_pending=20, send_timeout=20.0),
+                state=StateTransfer(provider=shared.snapshot, consumer=shared.install),
+                listeners=Listeners(session=shared, message=shared.on_message))
+            comms.append(comm)
+            assert comm.wait_for_state(30)
+            shared.attach(comm)
+            texts.append(shared)
+        rng = random.Random(3)
+        for k in range(3000):
+            shared = texts[k % 7 == 0]  # the other types too, so deliveries keep coming
+            with shared.lock:
+                length = shared.replica.text.visible_length()
+            shared.move_to(rng.randint(0, length), announce=False)
+            shared.insert("ab"[k % 2])
+        settle(texts, expected_applied=sum(len(s.replica.own_ids) for s in texts), timeout=60)
+        assert len(texts[0].replica.text.value) == 3000
+    finally:
+        for comm in comms:
+            comm.close()
