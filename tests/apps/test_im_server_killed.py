@@ -10,6 +10,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -48,16 +49,60 @@ def wait_all(person: pexpect.spawn, sender: str, wanted: list[str], timeout: flo
         time.sleep(0.05)
 
 
-def outage(group: ProcessGroup, alice: pexpect.spawn, bob: pexpect.spawn
-           ) -> tuple[list[str], list[str], tuple[list[str], list[str]]]:
+def unsent_to(port: int) -> int:
+    """Bytes the local TCP connections to ``port`` have not yet handed to the other end
+    (their send queues, from /proc/net/tcp)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port:
+                total += int(fields[4].split(":")[0], 16)
+    return total
+
+
+def sent_lines(trace_dir: Path, name: str) -> int:
+    """How many of ``name``'s lines left its send pipeline (its trace's network sends)."""
+    path = trace_dir / f"{name}.jsonl"
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines()
+               if '"event":"network_send"' in line.replace(" ", "") and '"kind":"rack"' not in line)
+
+
+def wait_inside(group: ProcessGroup, trace_dir: Path, expected: dict[str, int],
+                timeout: float = 20.0) -> None:
+    """Wait until every line typed left its sender's pipeline (the trace says so) and
+    the connections to the stopped server have nothing left to send: the lines are in
+    the server's socket."""
+    assert group.server is not None
+    port = int(group.server.address.rsplit(":", 1)[1])
+    deadline = time.monotonic() + timeout
+    while not (all(sent_lines(trace_dir, n) >= k for n, k in expected.items())
+               and unsent_to(port) == 0):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"the lines did not reach the stopped server: sent "
+                f"{ {n: sent_lines(trace_dir, n) for n in expected} } of {expected}, "
+                f"{unsent_to(port)} bytes unsent")
+        time.sleep(0.02)
+
+
+def outage(group: ProcessGroup, alice: pexpect.spawn, bob: pexpect.spawn,
+           trace_dir: Path) -> tuple[list[str], list[str], tuple[list[str], list[str]]]:
     """Lines before, into a stopped server, during the outage and after the restart:
     (alice's, bob's, the ones typed into the stopped server)."""
     assert group.server is not None
     typed_a, typed_b = type_lines(alice, "a", 0, 5), type_lines(bob, "b", 0, 5)
     wait_all(bob, "alice", typed_a, 20)
+    wait_all(alice, "bob", typed_b, 20)
     group.server.process.send_signal(signal.SIGSTOP)
     inside = (type_lines(alice, "a", 5, 5), type_lines(bob, "b", 5, 5))
-    time.sleep(0.3)  # for the lines to reach the stopped server's socket
+    wait_inside(group, trace_dir, {"alice": 10, "bob": 10})
     group.server.kill()  # SIGKILL: what its socket held dies with it
     typed_a += inside[0] + type_lines(alice, "a", 10, 5)
     typed_b += inside[1] + type_lines(bob, "b", 10, 5)
@@ -69,12 +114,13 @@ def outage(group: ProcessGroup, alice: pexpect.spawn, bob: pexpect.spawn
 
 @pytest.mark.long
 def test_lines_typed_through_a_killed_server_arrive_once_with_the_default_options(
-        fixed_port_group: ProcessGroup, chat: Start) -> None:
-    alice = chat("alice", "--causality", "matrix")
-    bob = chat("bob", "--causality", "matrix")
+        fixed_port_group: ProcessGroup, chat: Start, tmp_path: Path) -> None:
+    traces = ("--trace-dir", str(tmp_path))
+    alice = chat("alice", "--causality", "matrix", *traces)
+    bob = chat("bob", "--causality", "matrix", *traces)
     alice.expect(r"\* bob joined")
     bob.expect_exact("* up to date")
-    typed_a, typed_b, _ = outage(fixed_port_group, alice, bob)
+    typed_a, typed_b, _ = outage(fixed_port_group, alice, bob, tmp_path)
     wait_all(bob, "alice", typed_a, 60)
     wait_all(alice, "bob", typed_b, 60)
     for person, sender, typed in ((bob, "alice", typed_a), (alice, "bob", typed_b)):
@@ -87,13 +133,14 @@ def test_lines_typed_through_a_killed_server_arrive_once_with_the_default_option
 
 @pytest.mark.long
 def test_without_the_layer_the_lines_inside_the_killed_server_are_lost(
-        fixed_port_group: ProcessGroup, chat: Start) -> None:
+        fixed_port_group: ProcessGroup, chat: Start, tmp_path: Path) -> None:
     # causality none: the later lines are not held behind the lost ones
-    alice = chat("alice", "--causality", "none", "--no-reliable")
-    bob = chat("bob", "--causality", "none", "--no-reliable")
+    traces = ("--trace-dir", str(tmp_path))
+    alice = chat("alice", "--causality", "none", "--no-reliable", *traces)
+    bob = chat("bob", "--causality", "none", "--no-reliable", *traces)
     alice.expect(r"\* bob joined")
     bob.expect_exact("* up to date")
-    typed_a, typed_b, inside = outage(fixed_port_group, alice, bob)
+    typed_a, typed_b, inside = outage(fixed_port_group, alice, bob, tmp_path)
     later_a, later_b = typed_a[15:], typed_b[15:]
     wait_all(bob, "alice", later_a, 60)
     wait_all(alice, "bob", later_b, 60)
