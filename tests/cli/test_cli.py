@@ -122,6 +122,7 @@ def test_bench_measures_both_sides_end_to_end(routing: str, extra: list[str],
     assert figures["cpu_ratio"] > 0
 
 
+@pytest.mark.long  # real processes and seconds of work: CI runs it
 def test_bench_measures_the_round_trip_bound_for_acknowledged_sends() -> None:
     """mfss waits for an ACK per message: the bench measures the plain pyzmq round trip
     in the same run and reports mfss's rate as a fraction of one message per round trip."""

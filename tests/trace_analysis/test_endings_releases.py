@@ -100,6 +100,7 @@ def test_a_trace_whose_writer_runs_is_open_not_ended(spark, tmp_path: Path) -> N
         running.wait()
 
 
+@pytest.mark.long  # real processes and seconds of work: CI runs it
 def test_real_processes_running_killed_and_gone(spark, tmp_path: Path,
                                                 group: ProcessGroup) -> None:
     traces = tmp_path / "traces"
@@ -121,6 +122,7 @@ def test_real_processes_running_killed_and_gone(spark, tmp_path: Path,
     assert f"alice (pid {alice.process.pid} alive)" in _table(result)
 
 
+@pytest.mark.long  # real processes and seconds of work: CI runs it
 def test_a_delivery_released_without_its_cause_is_reported(spark, tmp_path: Path,
                                                            group: ProcessGroup) -> None:
     """carol's message to bob is delayed past her departure; alice's answer to carol's

@@ -12,6 +12,7 @@ from tests.web.conftest import GatewayProcess, Tab, TabOpener
 from tests.web.test_browser_edit import TEXT, open_editor, terminal_editor
 
 
+@pytest.mark.long  # real processes and seconds of work: CI runs it
 def test_a_reading_tab_lets_the_terminal_collect(
         session_group: ProcessGroup, tabs: TabOpener,
         tmp_path_factory: pytest.TempPathFactory) -> None:
