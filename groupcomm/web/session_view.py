@@ -253,9 +253,9 @@ class SessionView:
     def _on_leave(self, member: Member, record: Mapping[str, Any],
                   out: list[dict[str, Any]]) -> None:
         client = str(record.get("client") or "")
-        if not client or client not in self.members:
+        if not client:
             return
-        gone = self.members[client]
+        gone = self._member(client)
         if gone.present:
             gone.present = False
             self._step(out, gone, record["ts"], "leave", client=client, seen_by=member.name)

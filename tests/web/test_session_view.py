@@ -1,0 +1,154 @@
+"""The live session view's derivation (groupcomm.web.session_view) and the trace tail of
+``groupcomm watch`` (groupcomm.web.trace_tail), on records written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from groupcomm.web.session_view import SessionView, concurrent, view_records
+from groupcomm.web.trace_tail import TraceTail
+
+
+def rec(ts: float, process: str, event: str, **fields) -> dict:
+    return {"ts": ts, "process": process, "event": event, "protocol": "matrix", **fields}
+
+
+def question_and_answer() -> list[dict]:
+    """bob asks (bob#1), alice answers (alice#1) after seeing it; carol gets the answer
+    first and holds it until the question comes."""
+    everyone = ["alice", "bob", "carol"]
+    return [
+        rec(1.0, "bob", "send", msg="bob#1", sender="bob", dests=everyone, vc={"bob": 1}),
+        rec(1.1, "alice", "deliver", msg="bob#1", sender="bob", vc={"alice": 1, "bob": 1}),
+        rec(1.2, "alice", "send", msg="alice#2", sender="alice", dests=everyone,
+            vc={"alice": 2, "bob": 1}),
+        rec(1.3, "carol", "buffer", msg="alice#2", sender="alice", waiting_for=["bob"],
+            send_vc={"alice": 2, "bob": 1}),
+        rec(1.4, "bob", "deliver", msg="alice#2", sender="alice", vc={"alice": 2, "bob": 2}),
+        rec(2.0, "carol", "deliver", msg="bob#1", sender="bob", vc={"bob": 1, "carol": 1}),
+        rec(2.0, "carol", "unbuffer", msg="alice#2", sender="alice"),
+        rec(2.0, "carol", "deliver", msg="alice#2", sender="alice",
+            vc={"alice": 2, "bob": 1, "carol": 2}),
+    ]
+
+
+def state_at(view: SessionView, member: str, before: int) -> dict:
+    """``member``'s state as of step ``before`` (the page's replay)."""
+    return [s for s in view.steps if s["process"] == member and s["i"] <= before][-1]["state"]
+
+
+def test_held_message_names_its_missing_cause_and_clocks() -> None:
+    records = question_and_answer()
+    view = view_records(records[:4])
+    held = view.snapshot()["steps"][-1]["state"]["held"]
+    assert [h["msg"] for h in held] == ["alice#2"]
+    assert held[0]["causes"] == [{"sender": "bob", "msg": "bob#1", "needs": 1, "has": 0}]
+    assert held[0]["text"] == ("carol holds alice#2: waits for bob#1 — alice#2's clock "
+                               "[alice:2, bob:1] needs bob ≥ 1; carol has bob:0")
+
+
+def test_release_of_the_held_message_and_replay() -> None:
+    view = view_records(question_and_answer())
+    hold = next(s for s in view.steps if s["kind"] == "hold")
+    assert state_at(view, "carol", hold["i"])["held"]
+    final = view.members["carol"]
+    assert not final.held and final.delivered == ["bob#1", "alice#2"]
+    assert final.clock == {"alice": 2, "bob": 1, "carol": 2}
+    delivers = [s for s in view.steps if s["kind"] == "deliver"]
+    assert all(not s["marks"] for s in delivers)  # causal order kept: nothing marked
+    assert state_at(view, "carol", view.next_index)["held"] == []
+
+
+def test_cause_known_only_from_the_hold_when_the_sender_trace_is_missing() -> None:
+    # carol's trace alone: bob's send record is not there; the module named bob
+    records = [r for r in question_and_answer() if r["process"] == "carol"]
+    view = view_records(records[:1])
+    text = view.snapshot()["steps"][-1]["state"]["held"][0]["text"]
+    assert text == ("carol holds alice#2: waits for a message from bob — alice#2's clock "
+                    "[alice:2, bob:1] needs bob ≥ 1; carol has bob:0")
+
+
+def test_cause_learnt_later_refreshes_the_holder() -> None:
+    records = question_and_answer()
+    # carol's hold is read before bob's send (another file, read later)
+    view = view_records([records[3], records[0]])
+    assert view.steps[-1]["kind"] == "state" and view.steps[-1]["process"] == "carol"
+    assert "waits for bob#1" in view.steps[-1]["state"]["held"][0]["text"]
+
+
+def test_violation_marks_late_and_early_deliveries() -> None:
+    # a module that does not wait (none): dave gets the answer before the question
+    records = question_and_answer()[:3] + [
+        rec(1.5, "dave", "deliver", msg="alice#2", sender="alice", vc={"alice": 2, "bob": 1, "dave": 1}),
+        rec(1.6, "dave", "deliver", msg="bob#1", sender="bob", vc={"alice": 2, "bob": 1, "dave": 2}),
+        rec(1.7, "dave", "deliver", msg="bob#1", sender="bob", vc={"alice": 2, "bob": 1, "dave": 3}),
+    ]
+    view = view_records(records)
+    late = [s for s in view.steps if s["kind"] == "deliver" and "violation" in s["marks"]]
+    assert [(s["process"], s["msg"], s["overtaken_by"]) for s in late] == [
+        ("dave", "bob#1", ["alice#2"])]
+    early_target = next(s for s in view.steps if s["kind"] == "deliver"
+                        and s["process"] == "dave" and s["msg"] == "alice#2")["i"]
+    assert [(s["target"], s["mark"]) for s in view.steps if s["kind"] == "mark"] == [
+        (early_target, "early")]
+    assert "duplicate" in view.steps[-1]["marks"]
+
+
+def test_concurrent_deliveries_and_release_marks() -> None:
+    records = [
+        rec(1.0, "alice", "send", msg="alice#1", sender="alice", dests=["carol"], vc={"alice": 1}),
+        rec(1.0, "bob", "send", msg="bob#1", sender="bob", dests=["carol"], vc={"bob": 1}),
+        rec(1.1, "carol", "deliver", msg="alice#1", sender="alice", vc={"alice": 1, "carol": 1}),
+        rec(1.2, "carol", "deliver", msg="bob#1", sender="bob", vc={"alice": 1, "bob": 1, "carol": 2}),
+        rec(1.3, "carol", "deliver", msg="dan#4", sender="dan", vc={"alice": 1, "bob": 1, "carol": 3, "dan": 4}),
+        rec(1.3, "carol", "release", client="eve", msgs=["dan#4", "dan#5"]),
+        rec(1.4, "carol", "deliver", msg="dan#5", sender="dan", vc={"alice": 1, "bob": 1, "carol": 4, "dan": 5}),
+        rec(1.5, "carol", "leave", client="dan"),
+    ]
+    view = view_records(records)
+    by_msg = {s["msg"]: s for s in view.steps if s["kind"] == "deliver"}
+    assert by_msg["bob#1"]["marks"] == ["concurrent"]
+    assert by_msg["bob#1"]["concurrent_with"] == "alice#1"
+    assert by_msg["dan#5"]["marks"] == ["released"]
+    assert [(s["target"], s["mark"]) for s in view.steps if s["kind"] == "mark"] == [
+        (by_msg["dan#4"]["i"], "released")]
+    assert view.members["dan"].present is False
+    assert concurrent({"a": 1}, {"b": 1}) and not concurrent({"a": 1}, {"a": 2, "b": 1})
+
+
+def test_events_the_view_does_not_read_make_no_steps() -> None:
+    view = SessionView()
+    assert view.add(rec(1.0, "a", "network_send", msg="a#1", kind="normal", meta_bytes=3)) == []
+    assert view.records == 0 and view.snapshot()["steps"] == []
+
+
+def test_kept_steps_are_bounded() -> None:
+    view = SessionView(max_steps=10)
+    for n in range(1, 31):
+        view.add(rec(n, "a", "send", msg=f"a#{n}", sender="a", dests=["b"], vc={"a": n}))
+    snapshot = view.snapshot()
+    assert len(snapshot["steps"]) == 10 and snapshot["dropped"] == 20
+
+
+def test_tail_reads_appended_lines_and_skips_bad_ones(tmp_path: Path, caplog) -> None:
+    lines = [json.dumps(r) for r in question_and_answer()]
+    (tmp_path / "gateway").mkdir()
+    alice = tmp_path / "alice.jsonl"
+    alice.write_text(lines[0] + "\n" + "{not json\n" + lines[1][:20], encoding="utf-8")
+    (tmp_path / "gateway" / "ann.jsonl").write_text(
+        json.dumps({"ts": 1, "process": "ann", "event": "send", "protocol": "x"}) + "\n\n", encoding="utf-8")
+    tail = TraceTail(tmp_path)
+    first = tail.poll()
+    assert [r["msg"] for r in first.records["."]] == ["bob#1"]
+    assert first.records["gateway"] == [] and first.bad == 2
+    assert tail.bad == {"not JSON (Expecting property name enclosed in double quotes)": 1,
+                        "send without 'msg'": 1}
+    assert "alice.jsonl:2: bad trace line skipped (not JSON" in caplog.text
+    assert "ann.jsonl:1: bad trace line skipped (send without 'msg'" in caplog.text
+    # the cut line is completed by the writer: read whole, once
+    with open(alice, "a", encoding="utf-8") as handle:
+        handle.write(lines[1][20:] + "\n" + lines[2] + "\n")
+    second = tail.poll()
+    assert [r["msg"] for r in second.records["."]] == ["bob#1", "alice#2"]
+    assert second.bad == 0 and tail.poll().records["."] == []
