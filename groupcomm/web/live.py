@@ -239,9 +239,9 @@ class LiveViews:
                 return None
         name = hello.get("view")
         if not isinstance(name, str) or not name:
-            # the busiest view (a gateway's chat rather than its idle editor)
-            name = max(sorted(self.views), key=lambda v: self.views[v].next_index,
-                       default=".")
+            # the busiest view (a gateway's chat rather than its idle editor); the
+            # first made (the chat) when none has steps yet
+            name = max(self.views, key=lambda v: self.views[v].next_index, default=".")
         if name not in self.views:
             await ws.send_json({"type": "error", "error": f"no view {name!r}; views: "
                                 f"{', '.join(sorted(self.views)) or 'none yet'}"})
