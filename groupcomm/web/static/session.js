@@ -35,7 +35,8 @@ function connect() {
   ws.onopen = () => ws.send(JSON.stringify({ type: "hello", view, user: who.user, token: who.token }));
   ws.onmessage = (e) => {
     const message = JSON.parse(e.data);
-    if (message.type === "error") { status.textContent = message.error; return; }
+    // a refusal (a wrong credential, no such view) stays on screen: no reconnection
+    if (message.type === "error") { status.textContent = message.error; ws.refused = true; return; }
     if (message.type === "snapshot") {
       steps.length = 0;
       dropped = message.dropped;
@@ -51,6 +52,7 @@ function connect() {
     }
   };
   ws.onclose = () => {
+    if (ws.refused) return;
     status.textContent = "disconnected; reconnecting…";
     setTimeout(connect, 1000);
   };
