@@ -156,6 +156,8 @@ function renderDiagram(shown, members) {
   }
   let drawn = shown.filter((s) => DRAWN.has(s.kind));
   drawn = drawn.slice(Math.max(0, drawn.length - WINDOW));
+  // columns in trace time: files read by groupcomm watch arrive in any order
+  drawn.sort((a, b) => a.ts - b.ts || a.i - b.i);
   for (const s of drawn) if (!members.includes(s.process)) members.push(s.process);
   const row = new Map(members.map((m, k) => [m, TOP + k * ROW]));
   const column = new Map(drawn.map((s, k) => [s.i, LEFT + 20 + k * COLUMN]));
