@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
     "edit": ("groupcomm.apps.edit", "terminal editor: edit one text together (one participant)"),
     "web": ("groupcomm.web.cli", "web gateway: the IM and the shared editor in browsers"),
-    "watch": ("groupcomm.cli.watch", "live session view (clocks, held messages, diagram) "
+    "watch": ("groupcomm.web.watch", "live session view (clocks, held messages, diagram) "
               "of a trace directory, in a browser"),
     "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),

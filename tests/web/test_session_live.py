@@ -30,7 +30,7 @@ class Watch(LineProcess):
     """``groupcomm watch`` on a free port."""
 
     def __init__(self, trace_dir: Path) -> None:
-        super().__init__("watch", [sys.executable, "-m", "groupcomm.cli.watch",
+        super().__init__("watch", [sys.executable, "-m", "groupcomm.web.watch",
                                    "--trace-dir", str(trace_dir), "--port", "0"])
         line = self.wait_line(lambda x: x.startswith("watching "), what="the URL")
         self.url = line.split()[-1]
