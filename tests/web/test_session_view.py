@@ -152,3 +152,23 @@ def test_tail_reads_appended_lines_and_skips_bad_ones(tmp_path: Path, caplog) ->
     second = tail.poll()
     assert [r["msg"] for r in second.records["."]] == ["bob#1", "alice#2"]
     assert second.bad == 0 and tail.poll().records["."] == []
+
+
+def test_tap_tracer_hands_on_view_events_and_writes_each_member_id_file(tmp_path: Path) -> None:
+    from groupcomm.core.tracing import trace_file_stem
+    from groupcomm.web.live import LiveViews, TapTracer
+
+    live = LiveViews(("im",))
+    got: list[dict] = []
+    tracer = TapTracer(got.append, tmp_path)
+    records = question_and_answer()
+    network = rec(1.05, "bob", "network_send", msg="bob#1", kind="normal", meta_bytes=9)
+    for record in [records[0], network, {**records[1], "process": "alice~2"}]:
+        tracer.emit(record)
+    tracer.close()
+    assert [r["event"] for r in got] == ["send", "deliver"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{trace_file_stem('alice~2')}.jsonl", "bob.jsonl"]
+    assert len((tmp_path / "bob.jsonl").read_text().splitlines()) == 2
+    live.feed("im", got)
+    live.feed("edit", [])
+    assert live.views["im"].next_index == 2 and sorted(live.views) == ["edit", "im"]
