@@ -37,6 +37,9 @@ class Sent:
     vc: dict[str, int]
     dests: tuple[str, ...] = ()
     step: int | None = None
+    #: known only from a delivery (the sender writes no trace here): ``vc`` holds the
+    #: sender's own entry alone, enough to name the message as a cause, not to order it
+    inferred: bool = False
 
 
 @dataclass
@@ -68,6 +71,20 @@ class Member:
     released: set[str] = field(default_factory=set)
     present: bool = True
     protocol: str = ""
+
+    def delivered_now(self, msg: str, step: int) -> None:
+        """Remember a first delivery; past :data:`MAX_SENDS` the oldest half is
+        forgotten (a gateway runs for days: a duplicate of a message that old, or a
+        violation against it, goes unmarked)."""
+        self.delivered.append(msg)
+        self.delivered_set.add(msg)
+        self.delivery_steps[msg] = step
+        if len(self.delivered) > MAX_SENDS:
+            half = MAX_SENDS // 2
+            for old in self.delivered[:half]:
+                self.delivered_set.discard(old)
+                self.delivery_steps.pop(old, None)
+            del self.delivered[:half]
 
 
 def clock_text(clock: Mapping[str, int]) -> str:
@@ -170,6 +187,12 @@ class SessionView:
         marks: list[str] = []
         fields: dict[str, Any] = {}
         sent = self.sends.get(msg)
+        if sent is None and sender in member.clock:
+            # under causal delivery the receiver's entry of the sender is the message's
+            s_vc = {sender: member.clock[sender]}
+            self._remember_send(msg, Sent(sender, s_vc, (), inferred=True))
+        elif sent is not None and sent.inferred:
+            sent = None
         if msg in member.delivered_set:
             marks.append("duplicate")
         elif sent is not None:
@@ -189,17 +212,14 @@ class SessionView:
             member.released.discard(msg)
             marks.append("released")
         first = msg not in member.delivered_set
-        if first:
-            member.delivered.append(msg)
-            member.delivered_set.add(msg)
-            if sent is not None:
-                for k, v in sent.vc.items():
-                    if v > member.maxima.get(k, 0):
-                        member.maxima[k] = v
+        if first and sent is not None:
+            for k, v in sent.vc.items():
+                if v > member.maxima.get(k, 0):
+                    member.maxima[k] = v
         step = self._step(out, member, ts, "deliver", msg=msg, sender=sender, marks=marks,
                           **fields)
         if first:
-            member.delivery_steps[msg] = step["i"]
+            member.delivered_now(msg, step["i"])
         for early in fields.get("overtaken_by", ()):
             target = member.delivery_steps.get(early)
             if target is not None:

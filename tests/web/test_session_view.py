@@ -172,3 +172,25 @@ def test_tap_tracer_hands_on_view_events_and_writes_each_member_id_file(tmp_path
     live.feed("im", got)
     live.feed("edit", [])
     assert live.views["im"].next_index == 2 and sorted(live.views) == ["edit", "im"]
+
+
+def test_cause_named_from_another_member_delivery_when_the_sender_writes_no_trace() -> None:
+    # a gateway's view: bob is a terminal member, only the tabs alice and carol are traced
+    records = [r for r in question_and_answer() if r["process"] != "bob"]
+    view = view_records(records[:3])
+    text = view.snapshot()["steps"][-1]["state"]["held"][0]["text"]
+    assert text.startswith("carol holds alice#2: waits for bob#1 — "), text
+    view = view_records(records)
+    assert all(not s.get("marks") for s in view.steps)  # an inferred clock orders nothing
+
+
+def test_a_member_forgets_its_oldest_deliveries_past_the_bound(monkeypatch) -> None:
+    from groupcomm.web import session_view
+
+    monkeypatch.setattr(session_view, "MAX_SENDS", 10)
+    view = SessionView()
+    for n in range(1, 26):
+        view.add(rec(n, "b", "deliver", msg=f"a#{n}", sender="a", vc={"a": n, "b": n}))
+    member = view.members["b"]
+    assert len(member.delivered) <= 10 and member.delivered[-1] == "a#25"
+    assert set(member.delivered) == member.delivered_set == set(member.delivery_steps)

@@ -76,7 +76,16 @@ function add(more) {
   slider.min = String(steps.length ? steps[0].i : 0);
   slider.max = String(last);
   if (live) slider.value = String(last);
-  render();
+  scheduleRender();
+}
+
+// a busy session (an editor's keystrokes) sends steps faster than a diagram is worth
+// drawing: draw at most once a frame
+let renderPending = false;
+function scheduleRender() {
+  if (renderPending) return;
+  renderPending = true;
+  requestAnimationFrame(() => { renderPending = false; render(); });
 }
 
 slider.addEventListener("input", () => { live = Number(slider.value) >= Number(slider.max); render(); });
