@@ -80,12 +80,13 @@ function add(more) {
 }
 
 // a busy session (an editor's keystrokes) sends steps faster than a diagram is worth
-// drawing: draw at most once a frame
+// drawing: draw at most every 50 ms (a timer, not an animation frame, which a
+// background tab never gets: its view is current when it is looked at)
 let renderPending = false;
 function scheduleRender() {
   if (renderPending) return;
   renderPending = true;
-  requestAnimationFrame(() => { renderPending = false; render(); });
+  setTimeout(() => { renderPending = false; render(); }, 50);
 }
 
 slider.addEventListener("input", () => { live = Number(slider.value) >= Number(slider.max); render(); });
