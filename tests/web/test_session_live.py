@@ -17,6 +17,7 @@ from selenium.webdriver.common.keys import Keys
 
 from groupcomm.tools.procs import LineProcess, ProcessGroup
 from tests.web.conftest import BrowserFactory, GatewayProcess, Tab, TabOpener
+from tests.web.test_browser_im import TerminalChat
 
 HELD = """[...document.querySelectorAll('li.held')].map(
   l => [l.closest('tr').dataset.member, l.dataset.msg, l.textContent])"""
@@ -111,7 +112,7 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
 def gateway(session_group: ProcessGroup, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[GatewayProcess]:
     process = GatewayProcess(session_group, tmp_path_factory.mktemp("live"),
-                             session="live", users=("ann", "ben"))
+                             session="live", users=("ann", "ben", "cat"))
     try:
         yield process
     finally:
@@ -140,3 +141,45 @@ def test_gateway_session_view_in_two_tabs_follows_the_chat(
         assert view.js("return document.getElementById('views').value") == "im"
     assert gateway.stats()["session_view"]["pages"] >= 2
     tabs.leave(*views, *chats.values(), refused)
+
+
+@pytest.mark.long
+def test_gateway_session_view_names_what_a_tab_waits_for_from_a_terminal_member(
+        session_group: ProcessGroup, tabs: TabOpener, tmp_path: Path) -> None:
+    """bob is a terminal chat (no trace at the gateway) whose lines reach cat's tab 4 s
+    late: ann's answer waits at cat for bob's question, named from ann's delivery."""
+    gateway = GatewayProcess(session_group, tmp_path, session="held", users=("ann", "cat"))
+    try:
+        watch_held_at_a_tab(gateway, session_group, tabs)
+    finally:
+        gateway.stop()
+
+
+def watch_held_at_a_tab(gateway: GatewayProcess, session_group: ProcessGroup,
+                        tabs: TabOpener) -> None:
+    view = tabs.open(gateway.link("ann", "session"), "ann's view")
+    view.focus().set_window_size(1000, 560)
+    chats = {}
+    for user in ("ann", "cat"):
+        chats[user] = tabs.open(gateway.link(user, "im"), user)
+        chats[user].wait("return document.getElementById('status').className === 'open'",
+                         f"{user}'s chat")
+    bob = TerminalChat(session_group, "bob", "--delay", "cat=4000", session="held")
+    try:
+        bob.type("a question?")
+        chats["ann"].wait("return document.getElementById('log').textContent"
+                          ".includes('a question?')", "bob's question at ann")
+        chats["ann"].keys("input", "an answer", Keys.ENTER)
+        held = view.wait(f"return {HELD}.filter(h => h[0] === 'cat' && "
+                         "h[2].includes('waits for bob#'))", "cat's held answer")
+        assert held[0][1].startswith("ann") and "needs bob ≥" in held[0][2], held
+        screenshot(view, "session_view_gateway.png")
+        # bob's send is not in the gateway's records: his line's deliveries are marks
+        # without an arrow
+        view.wait(f"return {HELD}.length === 0 && [...document.querySelectorAll("
+                  "'circle.orphan')].some(c => c.dataset.to === 'cat' && "
+                  "c.dataset.msg.startsWith('bob#'))", "the release at cat")
+        assert any(a[1] == "cat" and a[0] == held[0][1] for a in view.js("return " + ARROWS))
+    finally:
+        bob.quit()
+        tabs.leave(view, *chats.values())

@@ -169,6 +169,12 @@ function renderDiagram(shown, members) {
   // columns in trace time: files read by groupcomm watch arrive in any order
   drawn.sort((a, b) => a.ts - b.ts || a.i - b.i);
   for (const s of drawn) if (!members.includes(s.process)) members.push(s.process);
+  // senders whose trace is not here (a gateway's terminal members): a line of their
+  // own, without sends on it
+  const untraced = new Set();
+  for (const s of drawn) {
+    if (s.kind === "deliver" && !members.includes(s.sender)) { members.push(s.sender); untraced.add(s.sender); }
+  }
   const row = new Map(members.map((m, k) => [m, TOP + k * ROW]));
   const column = new Map(drawn.map((s, k) => [s.i, LEFT + 20 + k * COLUMN]));
   const width = LEFT + 60 + drawn.length * COLUMN;
@@ -184,6 +190,7 @@ function renderDiagram(shown, members) {
     const y = row.get(m);
     svg.append(el("line", { x1: LEFT, y1: y, x2: width - 10, y2: y, stroke: "#bbb" }));
     svg.append(el("text", { x: 6, y: y + 4, class: "member" }, m));
+    if (untraced.has(m)) svg.append(el("text", { x: 6, y: y + 16, fill: "#888" }, "(no trace here)"));
   }
   const sends = new Map();
   const holds = new Map(); // process/msg -> x of the hold
