@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from groupcomm.web.session_view import SessionView, concurrent, view_records
+from groupcomm.web.session_view import SessionView, clock_text, concurrent, view_records
 from groupcomm.web.trace_tail import TraceTail
 
 
@@ -194,3 +194,34 @@ def test_a_member_forgets_its_oldest_deliveries_past_the_bound(monkeypatch) -> N
     member = view.members["b"]
     assert len(member.delivered) <= 10 and member.delivered[-1] == "a#25"
     assert set(member.delivered) == member.delivered_set == set(member.delivery_steps)
+
+
+def test_the_records_of_real_filters_explain_the_worked_example() -> None:
+    """The worked example of the matrix module (tests/filters/test_modules.py) over the
+    in-process network: P3 holds P2's question until P1's message to it arrives."""
+    from groupcomm.tools.localnet import LocalNetwork
+
+    net = LocalNetwork(["P1", "P2", "P3"], "matrix")
+    m1 = net.send("P1", "Let's meet at 3pm", ["P3"])
+    m2 = net.send("P1", "Can you join the meeting at 3pm?", ["P2"])
+
+    def deliver(mid: str, dest: str) -> None:
+        net.deliver(next(i for i, f in enumerate(net.in_flight)
+                         if f.message_id == mid and f.dest == dest))
+
+    deliver(m2.message_id, "P2")
+    m3 = net.send("P2", "What is the meeting about?", ["P3"])
+    deliver(m3.message_id, "P3")
+    buffer = next(r for r in net.records if r["event"] == "buffer")
+    assert buffer["send_vc"] == dict(m3.vc) and buffer["waiting_for"] == ["P1"]
+    view = view_records(net.records)
+    held = view.members["P3"].held[m3.message_id]
+    own = m1.vc[0][1]
+    assert view.explain(view.members["P3"], held) == (
+        f"P3 holds {m3.message_id}: waits for {m1.message_id} — {m3.message_id}'s clock "
+        f"{clock_text(dict(m3.vc))} needs P1 ≥ {own}; P3 has P1:0")
+    deliver(m1.message_id, "P3")
+    view = view_records(net.records)
+    assert not view.members["P3"].held
+    assert view.members["P3"].delivered == [m1.message_id, m3.message_id]
+    assert not any(s.get("marks") for s in view.steps)
