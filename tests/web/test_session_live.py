@@ -76,6 +76,10 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
             text = held[0][2]
             assert text.startswith(f"carol holds {answer}: waits for {question}"), text
             assert "needs bob ≥" in text and "carol has bob:" in text, text
+            assert page.js("return [...document.querySelectorAll('line.waits-for')].map("
+                           "l => [l.dataset.msg, l.dataset.cause])") == [[answer, question]]
+            assert page.js("return [...document.querySelectorAll('line.arrival')].map("
+                           "l => [l.dataset.msg, l.dataset.to])") == [[answer, "carol"]]
             screenshot(page, "session_view_held.png")
             peers["carol"].wait_for(lambda e: e.get("event") == "deliver"
                                     and e.get("id") == answer, 20, "the released answer")

@@ -110,7 +110,7 @@ function render() {
   const states = new Map();
   for (const step of shown) if (step.state) states.set(step.process, step.state);
   renderMembers(states);
-  renderDiagram(shown, [...states.keys()].sort());
+  renderDiagram(shown, [...states.keys()].sort(), states);
 }
 
 function clockText(clock) {
@@ -159,7 +159,7 @@ function el(name, attrs, text) {
   return node;
 }
 
-function renderDiagram(shown, members) {
+function renderDiagram(shown, members, states) {
   const marks = new Map(); // step index -> extra marks from mark steps
   for (const step of shown) {
     if (step.kind === "mark") (marks.get(step.target) || marks.set(step.target, []).get(step.target)).push(step.mark);
@@ -181,7 +181,7 @@ function renderDiagram(shown, members) {
   const height = TOP + members.length * ROW;
   const svg = el("svg", { width, height, viewBox: `0 0 ${width} ${height}` });
   svg.append(el("defs", {}));
-  for (const [color, id] of [["#1f77b4", "normal"], ["#d62728", "violation"], ["#ff7f0e", "early"], ["#9467bd", "released"]]) {
+  for (const [color, id] of [["#1f77b4", "normal"], ["#d62728", "violation"], ["#ff7f0e", "early"], ["#9467bd", "released"], ["#e0a100", "held"]]) {
     const marker = el("marker", { id: `head-${id}`, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
     marker.append(el("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: color }));
     svg.firstChild.append(marker);
@@ -224,6 +224,27 @@ function renderDiagram(shown, members) {
   for (const [key, x] of holds) {
     const y = row.get(key.split("\u0000")[0]);
     svg.append(el("line", { x1: x, y1: y, x2: width - 10, y2: y, stroke: "#e0a100", "stroke-width": 5, opacity: 0.6, class: "held-span open" }));
+  }
+  // what each message held now waits for: a dashed line from the hold back to the
+  // missing message's send (when it is drawn)
+  for (const [name, state] of states) {
+    for (const h of state.held) {
+      const x = holds.get(`${name}\u0000${h.msg}`);
+      if (x === undefined) continue;
+      const own = sends.get(h.msg);
+      if (own && own.process !== name) { // arrived, not delivered: an arrow to the hold
+        const arrived = el("line", { x1: column.get(own.i), y1: row.get(own.process), x2: x, y2: row.get(name), stroke: "#e0a100", "stroke-width": 1.4, "marker-end": "url(#head-held)", class: "arrival", "data-msg": h.msg, "data-to": name });
+        arrived.append(el("title", {}, `${h.msg} arrived at ${name} and is held`));
+        svg.append(arrived);
+      }
+      for (const cause of h.causes) {
+        const send = cause.msg && sends.get(cause.msg);
+        if (!send) continue;
+        const line = el("line", { x1: x, y1: row.get(name), x2: column.get(send.i), y2: row.get(send.process), stroke: "#e0a100", "stroke-width": 1.2, "stroke-dasharray": "4 3", class: "waits-for", "data-msg": h.msg, "data-cause": cause.msg });
+        line.append(el("title", {}, h.text));
+        svg.append(line);
+      }
+    }
   }
   for (const s of drawn) {
     if (s.kind !== "deliver") continue;
