@@ -27,6 +27,9 @@ MAX_STEPS = 5000
 MAX_SENDS = 20_000
 #: sends of one sender looked at, newest first, for the cause of a held message
 SCAN = 64
+#: the modules that keep a matrix of messages sent (docs/protocols.md): their members
+#: are shown with it
+MATRIX_MODULES = frozenset({"matrix", "matrix-delta", "ks"})
 
 
 @dataclass
@@ -71,6 +74,9 @@ class Member:
     released: set[str] = field(default_factory=set)
     present: bool = True
     protocol: str = ""
+    #: per sender k: (k's own entry counted up to, messages of k known here per
+    #: destination): the matrix the matrix modules keep, as the trace tells it
+    sent_known: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
 
     def delivered_now(self, msg: str, step: int) -> None:
         """Remember a first delivery; past :data:`MAX_SENDS` the oldest half is
@@ -157,9 +163,12 @@ class SessionView:
         self._step(out, member, ts, "mark", target=target, mark=mark, **fields)
 
     def _remember_send(self, msg: str, sent: Sent) -> None:
-        if len(self.sends) >= MAX_SENDS:
+        known = msg in self.sends
+        if not known and len(self.sends) >= MAX_SENDS:
             self.sends.pop(next(iter(self.sends)))
         self.sends[msg] = sent
+        if known:  # the send record after a hold or a delivery told of it: once only
+            return
         own = sent.vc.get(sent.sender, 0)
         column = self._by_sender.setdefault(sent.sender, [])
         if len(column) >= MAX_SENDS:
@@ -175,9 +184,11 @@ class SessionView:
         vc = dict(record["vc"])
         member.clock = vc
         dests = tuple(record.get("dests") or ())
+        sent = Sent(member.name, vc, dests)
+        self._remember_send(msg, sent)  # first: the state shown counts it
         step = self._step(out, member, record["ts"], "send", msg=msg, sender=member.name,
                           dests=list(dests), vc=vc)
-        self._remember_send(msg, Sent(member.name, vc, dests, step["i"]))
+        sent.step = step["i"]
 
     def _on_deliver(self, member: Member, record: Mapping[str, Any],
                     out: list[dict[str, Any]]) -> None:
@@ -340,10 +351,36 @@ class SessionView:
         clock = f" — {held.msg}'s clock {clock_text(sent.vc)} {needs}" if sent and needs else ""
         return f"{head}: waits for {names}{clock}; {member.name} has {has}"
 
+    def sent_matrix(self, member: Member) -> dict[str, dict[str, int]]:
+        """What ``member`` knows of the messages each member sent to each other one:
+        row k, column j counts k's sends to j in ``member``'s causal past (a send of k
+        is in it when its entry for k is at most ``member``'s clock's), the SENT matrix
+        of Raynal, Schiper and Toueg as the trace tells it (a module also counts its own
+        join markers, which the trace leaves out). Kept up to date as the clock grows:
+        each send is counted once."""
+        for k, column in self._by_sender.items():
+            bound = member.clock.get(k, 0)
+            done, counts = member.sent_known.get(k, (0, {}))
+            if bound <= done:
+                continue
+            at = bisect.bisect_right(column, (done, "\uffff"))
+            for own, msg in column[at:]:
+                if own > bound:
+                    break
+                sent = self.sends.get(msg)
+                if sent is None or sent.inferred:
+                    continue
+                for dest in set(sent.dests):
+                    counts[dest] = counts.get(dest, 0) + 1
+            member.sent_known[k] = (bound, counts)
+        return {k: dict(counts) for k, (_, counts) in sorted(member.sent_known.items())
+                if counts}
+
     def member_state(self, member: Member) -> dict[str, Any]:
         """A member as the page shows it."""
+        matrix = (self.sent_matrix(member) if member.protocol in MATRIX_MODULES else None)
         return {"clock": dict(member.clock), "present": member.present,
-                "protocol": member.protocol,
+                "protocol": member.protocol, "sent_matrix": matrix,
                 "held": [{"msg": h.msg, "sender": h.sender, "since": h.since,
                           "waiting_for": list(h.waiting_for),
                           "causes": self.causes(member, h), "text": self.explain(member, h)}

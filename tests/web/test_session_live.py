@@ -57,7 +57,7 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
                      for name in ("alice", "bob", "carol")}
             group.wait_members(list(peers))
             driver = browser.open(watch.url)
-            driver.set_window_size(1100, 640)
+            driver.set_window_size(1100, 760)
             page = Tab(driver, driver.current_window_handle, "session view")
             page.wait("return document.getElementById('status').textContent.startsWith('live')",
                       "the page to connect")
@@ -76,10 +76,16 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
             text = held[0][2]
             assert text.startswith(f"carol holds {answer}: waits for {question}"), text
             assert "needs bob ≥" in text and "carol has bob:" in text, text
-            assert page.js("return [...document.querySelectorAll('line.waits-for')].map("
-                           "l => [l.dataset.msg, l.dataset.cause])") == [[answer, question]]
-            assert page.js("return [...document.querySelectorAll('line.arrival')].map("
-                           "l => [l.dataset.msg, l.dataset.to])") == [[answer, "carol"]]
+            # the dashed line needs bob's send drawn: his file may be read after alice's
+            # delivery of his question named it
+            waits = page.wait("const w = [...document.querySelectorAll('line.waits-for')]"
+                              ".map(l => [l.dataset.msg, l.dataset.cause]); "
+                              "return w.length ? w : null", "the waits-for line")
+            assert waits == [[answer, question]]
+            arrivals = page.wait("const a = [...document.querySelectorAll('line.arrival')]"
+                                 ".map(l => [l.dataset.msg, l.dataset.to]); "
+                                 "return a.length ? a : null", "the held answer's arrival")
+            assert arrivals == [[answer, "carol"]]
             screenshot(page, "session_view_held.png")
             peers["carol"].wait_for(lambda e: e.get("event") == "deliver"
                                     and e.get("id") == answer, 20, "the released answer")
@@ -92,6 +98,10 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
                 (question, "alice"), (question, "carol"), (answer, "bob"), (answer, "carol")}
             assert page.js("return document.querySelectorAll('line.held-span').length") >= 1
             assert page.js(CLOCK, "carol").startswith("[alice:")
+            # the matrix module's SENT as carol knows it: bob's question and alice's answer
+            matrix = page.js("return [...document.querySelectorAll("
+                             "'tr[data-member=carol] table.matrix tr')].map(r => r.textContent)")
+            assert matrix == ["sent→alicebobcarol", "alice011", "bob101"], matrix
             screenshot(page, "session_view_released.png")
             # the slider back to the hold: carol holds the answer again, as then
             hold_step = page.js("return [...document.querySelectorAll('circle.hold')].length")

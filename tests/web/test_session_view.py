@@ -225,3 +225,24 @@ def test_the_records_of_real_filters_explain_the_worked_example() -> None:
     assert not view.members["P3"].held
     assert view.members["P3"].delivered == [m1.message_id, m3.message_id]
     assert not any(s.get("marks") for s in view.steps)
+
+
+def test_matrix_members_show_the_sends_they_know_of_per_destination() -> None:
+    records = question_and_answer()
+    view = view_records(records)
+    assert view.member_state(view.members["carol"])["sent_matrix"] == {
+        "alice": {"alice": 1, "bob": 1, "carol": 1}, "bob": {"alice": 1, "bob": 1, "carol": 1}}
+    # bob has not seen alice's answer when he asks: only his own question
+    at_send = view.steps[0]["state"]
+    assert at_send["sent_matrix"] == {"bob": {"alice": 1, "bob": 1, "carol": 1}}
+    vector = view_records([{**r, "protocol": "vector"} for r in records])
+    assert vector.member_state(vector.members["carol"])["sent_matrix"] is None
+
+
+def test_a_send_told_of_by_a_hold_first_is_counted_once() -> None:
+    records = question_and_answer()
+    # carol's hold of alice#2 is read before alice's send record (another file)
+    view = view_records(records[:2] + [records[3], records[2]] + records[4:])
+    assert view.member_state(view.members["carol"])["sent_matrix"]["alice"] == {
+        "alice": 1, "bob": 1, "carol": 1}
+    assert [m for _, m in view._by_sender["alice"]] == ["alice#2"]

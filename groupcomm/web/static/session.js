@@ -131,6 +131,7 @@ function renderMembers(states) {
     clock.className = "clock";
     clock.textContent = clockText(state.clock);
     clock.title = `application vector clock (${state.protocol || "no module"})`;
+    if (state.sent_matrix && Object.keys(state.sent_matrix).length) clock.append(matrixTable(state.sent_matrix));
     const held = document.createElement("td");
     if (state.held.length) {
       const list = document.createElement("ul");
@@ -150,6 +151,26 @@ function renderMembers(states) {
     row.append(who, clock, held);
     return row;
   }));
+}
+
+// the messages each member sent to each other one, as this member knows of them (the
+// SENT matrix of the matrix modules)
+function matrixTable(matrix) {
+  const rows = Object.keys(matrix).sort();
+  const columns = [...new Set(rows.flatMap((r) => Object.keys(matrix[r])))].sort();
+  const table = document.createElement("table");
+  table.className = "matrix";
+  table.title = "messages sent (row) to (column), as this member knows of them";
+  const head = table.createTHead().insertRow();
+  head.append(Object.assign(document.createElement("th"), { textContent: "sent→" }));
+  for (const c of columns) head.append(Object.assign(document.createElement("th"), { textContent: c }));
+  const body = table.createTBody();
+  for (const r of rows) {
+    const row = body.insertRow();
+    row.append(Object.assign(document.createElement("th"), { textContent: r }));
+    for (const c of columns) row.insertCell().textContent = String(matrix[r][c] || 0);
+  }
+  return table;
 }
 
 function el(name, attrs, text) {
