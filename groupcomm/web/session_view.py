@@ -118,10 +118,14 @@ class SessionView:
         self._by_sender: dict[str, list[tuple[int, str]]] = {}
         #: each member's state as last shown (a state step only when it changed)
         self._shown: dict[str, dict[str, Any]] = {}
+        #: each member's state as of the last step no longer kept
+        self._base: dict[str, dict[str, Any]] = {}
         self.steps: deque[dict[str, Any]] = deque(maxlen=max_steps)
         self.next_index = 0
-        #: records read, and records left out (not an event the view reads)
+        #: records the view read (the events it shows)
         self.records = 0
+        #: set when a record told of a send (a cause others may be waiting for)
+        self._learnt = False
 
     # -- input ---------------------------------------------------------------------------
     def add(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -135,10 +139,12 @@ class SessionView:
         member = self._member(process)
         member.protocol = str(record.get("protocol") or member.protocol)
         out: list[dict[str, Any]] = []
+        self._learnt = False
         handler = getattr(self, f"_on_{event}")
         handler(member, record, out)
-        # a send or a held message's record may name causes of messages others hold
-        if event in ("send", "buffer"):
+        # a send learnt (from its record, a hold's clock, a delivery) may be the cause of
+        # a message another member holds
+        if self._learnt:
             self._refresh_waiting(member, out)
         return out
 
@@ -154,6 +160,11 @@ class SessionView:
                 **fields, "state": self.member_state(member)}
         self.next_index += 1
         self._shown[member.name] = step["state"]
+        if len(self.steps) == self.steps.maxlen:
+            # the oldest step goes: its member's state is where a replay of the kept
+            # steps starts for that member
+            oldest = self.steps[0]
+            self._base[oldest["process"]] = oldest["state"]
         self.steps.append(step)
         out.append(step)
         return step
@@ -164,6 +175,7 @@ class SessionView:
 
     def _remember_send(self, msg: str, sent: Sent) -> None:
         known = msg in self.sends
+        self._learnt = True
         if not known and len(self.sends) >= MAX_SENDS:
             self.sends.pop(next(iter(self.sends)))
         self.sends[msg] = sent
@@ -387,10 +399,10 @@ class SessionView:
                          for h in member.held.values()]}
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything a page that opens now needs: the kept steps, and how many earlier
-        ones were dropped."""
+        """Everything a page that opens now needs: the kept steps, how many earlier
+        ones were dropped, and each member's state before the kept steps (``base``)."""
         steps = list(self.steps)
-        return {"view": self.name, "steps": steps,
+        return {"view": self.name, "steps": steps, "base": dict(self._base),
                 "dropped": steps[0]["i"] if steps else self.next_index,
                 "members": sorted(self.members)}
 

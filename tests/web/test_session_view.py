@@ -127,8 +127,11 @@ def test_kept_steps_are_bounded() -> None:
     view = SessionView(max_steps=10)
     for n in range(1, 31):
         view.add(rec(n, "a", "send", msg=f"a#{n}", sender="a", dests=["b"], vc={"a": n}))
+    view.add(rec(31, "b", "join", client="b"))
     snapshot = view.snapshot()
-    assert len(snapshot["steps"]) == 10 and snapshot["dropped"] == 20
+    assert len(snapshot["steps"]) == 10 and snapshot["dropped"] == 21
+    # a's state before the kept steps starts the replay
+    assert snapshot["base"]["a"]["clock"] == {"a": 21}
 
 
 def test_tail_reads_appended_lines_and_skips_bad_ones(tmp_path: Path, caplog) -> None:
@@ -246,3 +249,12 @@ def test_a_send_told_of_by_a_hold_first_is_counted_once() -> None:
     assert view.member_state(view.members["carol"])["sent_matrix"]["alice"] == {
         "alice": 1, "bob": 1, "carol": 1}
     assert [m for _, m in view._by_sender["alice"]] == ["alice#2"]
+
+
+def test_a_cause_learnt_from_a_later_delivery_refreshes_the_holder() -> None:
+    # a gateway: bob writes no trace; carol's hold is recorded before alice's delivery
+    # of bob's question tells its clock
+    records = [r for r in question_and_answer() if r["process"] != "bob"]
+    view = view_records([records[2], records[0]])
+    assert [s["kind"] for s in view.steps] == ["hold", "deliver", "state"]
+    assert "waits for bob#1" in view.steps[-1]["state"]["held"][0]["text"]

@@ -24,7 +24,10 @@ function credential() {
 
 const view = new URLSearchParams(location.search).get("view") || "";
 const steps = [];       // in index order
+// the most steps a page keeps (an open page follows a busy session for hours)
+const KEPT = 20000;
 let dropped = 0;
+let base = {};          // each member's state before the first kept step
 let live = true;
 const slider = document.getElementById("slider");
 const status = document.getElementById("status");
@@ -40,6 +43,7 @@ function connect() {
     if (message.type === "snapshot") {
       steps.length = 0;
       dropped = message.dropped;
+      base = message.base || {};
       document.getElementById("title").textContent = message.title || "";
       showViews(message.views, message.view);
       add(message.steps);
@@ -72,6 +76,10 @@ function showViews(names, current) {
 
 function add(more) {
   for (const step of more) steps.push(step);
+  if (steps.length > KEPT) {
+    for (const step of steps.splice(0, steps.length - KEPT)) if (step.state) base[step.process] = step.state;
+    dropped = steps[0].i;
+  }
   const last = steps.length ? steps[steps.length - 1].i : 0;
   slider.min = String(steps.length ? steps[0].i : 0);
   slider.max = String(last);
@@ -107,7 +115,7 @@ function render() {
     ? `step ${at.i} of ${slider.max}${live ? " (live)" : ""}${dropped ? `; ${dropped} earlier steps not kept` : ""}`
     : "no steps yet";
   document.body.dataset.at = String(at ? at.i : -1);
-  const states = new Map();
+  const states = new Map(Object.entries(base));
   for (const step of shown) if (step.state) states.set(step.process, step.state);
   renderMembers(states);
   renderDiagram(shown, [...states.keys()].sort(), states);
