@@ -111,8 +111,9 @@ function render() {
   const t = Number(slider.value);
   const shown = upTo(t);
   const at = shown.length ? shown[shown.length - 1] : null;
+  const since = at && steps.length ? ` at +${(at.ts - steps[0].ts).toFixed(3)} s` : "";
   document.getElementById("at").textContent = at
-    ? `step ${at.i} of ${slider.max}${live ? " (live)" : ""}${dropped ? `; ${dropped} earlier steps not kept` : ""}`
+    ? `step ${at.i} of ${slider.max}${since}${live ? " (live)" : ""}${dropped ? `; ${dropped} earlier steps not kept` : ""}`
     : "no steps yet";
   document.body.dataset.at = String(at ? at.i : -1);
   const states = new Map(Object.entries(base));
@@ -227,7 +228,9 @@ function renderDiagram(shown, members, states) {
     const x = column.get(s.i), y = row.get(s.process);
     if (s.kind === "send") {
       sends.set(s.msg, s);
-      svg.append(el("circle", { cx: x, cy: y, r: 3, fill: "#000", class: "send", "data-msg": s.msg }));
+      const dot = el("circle", { cx: x, cy: y, r: 3, fill: "#000", class: "send", "data-msg": s.msg });
+      dot.append(el("title", {}, `${s.msg} sent by ${s.process} to ${(s.dests || []).join(", ")}, clock ${clockText(s.vc)}`));
+      svg.append(dot);
       svg.append(el("text", { x: x + 2, y: y - 6 }, s.msg));
     } else if (s.kind === "hold") {
       holds.set(`${s.process}\u0000${s.msg}`, x);
