@@ -122,6 +122,41 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
         assert "stray.jsonl:1: bad trace line skipped (not JSON" in watch.stderr_tail(40)
 
 
+@pytest.mark.long
+def test_watch_marks_the_violation_of_a_session_without_causal_order(
+        tmp_path: Path, browser: BrowserFactory) -> None:
+    """The same exchange under ``none``: carol shows the answer before the question, and
+    the diagram marks the question's arrow as the violation, the answer's as early."""
+    traces = tmp_path / "traces"
+    with ProcessGroup(tmp_path / "run") as group:
+        watch = Watch(traces.parent)
+        try:
+            peers = {name: group.start_peer(name, causality="none", trace_dir=str(traces))
+                     for name in ("alice", "bob", "carol")}
+            group.wait_members(list(peers))
+            peers["bob"].command(op="delay", peer="carol", ms=1500)
+            peers["bob"].command(op="send", to="others", payload="question", label="q")
+            question = peers["bob"].wait_for(lambda e: e.get("event") == "sent")["id"]
+            peers["alice"].wait_for(lambda e: e.get("event") == "deliver"
+                                    and e.get("id") == question, what="the question")
+            peers["alice"].command(op="send", to="others", payload="answer", label="a")
+            answer = peers["alice"].wait_for(lambda e: e.get("event") == "sent")["id"]
+            peers["carol"].wait_for(lambda e: e.get("event") == "deliver"
+                                    and e.get("id") == question, 20, "the late question")
+            driver = browser.open(watch.url + "?view=traces")
+            driver.set_window_size(1100, 560)
+            page = Tab(driver, driver.current_window_handle, "session view")
+            marks = page.wait(f"return {ARROWS}.filter(a => a[1] === 'carol' && a[2])"
+                              f".length === 2 && {ARROWS}.filter(a => a[1] === 'carol')",
+                              "the marks at carol")
+            assert sorted((m, mark) for m, _, mark in marks) == [
+                (answer, "early"), (question, "violation")]
+            assert page.js("return " + HELD) == []  # none holds nothing
+            screenshot(page, "session_view_violation.png")
+        finally:
+            watch.terminate()
+
+
 @pytest.fixture(scope="module")
 def gateway(session_group: ProcessGroup, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[GatewayProcess]:

@@ -212,7 +212,7 @@ function renderDiagram(shown, members, states) {
   const svg = el("svg", { width, height, viewBox: `0 0 ${width} ${height}` });
   svg.append(el("defs", {}));
   for (const [color, id] of [["#1f77b4", "normal"], ["#d62728", "violation"], ["#ff7f0e", "early"], ["#9467bd", "released"], ["#e0a100", "held"]]) {
-    const marker = el("marker", { id: `head-${id}`, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+    const marker = el("marker", { id: `head-${id}`, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" });
     marker.append(el("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: color }));
     svg.firstChild.append(marker);
   }
