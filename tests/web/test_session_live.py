@@ -1,9 +1,9 @@
 """The live session view in a real headless Chromium: ``groupcomm watch`` following the
 trace directory of a real session of three processes in which one message is held (a
 delay injected from bob to carol), and ``/session`` on a gateway open in two tabs while
-people chat. With ``GROUPCOMM_SCREENSHOTS=DIR`` the first test saves the pictures of
+people chat. With ``GROUPCOMM_SCREENSHOTS=DIR`` the tests save the pictures of
 docs/web.md there (``GROUPCOMM_SCREENSHOTS=docs/images .venv/bin/python -m pytest -m long
-tests/web/test_session_live.py -k watch``)."""
+tests/web/test_session_live.py``)."""
 
 from __future__ import annotations
 
