@@ -33,7 +33,11 @@ class Watch(LineProcess):
     def __init__(self, trace_dir: Path) -> None:
         super().__init__("watch", [sys.executable, "-m", "groupcomm.web.watch",
                                    "--trace-dir", str(trace_dir), "--port", "0"])
-        line = self.wait_line(lambda x: x.startswith("watching "), what="the URL")
+        try:
+            line = self.wait_line(lambda x: x.startswith("watching "), what="the URL")
+        except BaseException:
+            self.kill()  # reaped also when it never came up
+            raise
         self.url = line.split()[-1]
 
 
