@@ -20,6 +20,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "im": ("groupcomm.apps.im", "terminal instant messenger (one participant)"),
     "edit": ("groupcomm.apps.edit", "terminal editor: edit one text together (one participant)"),
     "web": ("groupcomm.web.cli", "web gateway: the IM and the shared editor in browsers"),
+    "watch": ("groupcomm.web.watch", "live session view (clocks, held messages, diagram) "
+              "of a trace directory, in a browser"),
     "filters": ("groupcomm.cli.filters", "list installed causality modules and filters"),
     "analyze": ("trace_analysis.cli", "check and measure traces with PySpark"),
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),

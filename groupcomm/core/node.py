@@ -192,6 +192,10 @@ class ProtocolNode(FilterHost):
         if message is not None:
             record["msg"] = message.message_id
             record.setdefault("sender", message.sender)
+            if event == "buffer" and message.vc:
+                # what the held message's sender had seen: the live view tells from it
+                # which messages it waits for, also without the sender's trace
+                record["send_vc"] = dict(message.vc)
         record.update(fields)
         self.tracer.emit(record)
 

@@ -100,6 +100,7 @@ def _add_user(args: argparse.Namespace) -> int:
     print(f"added {args.name} to {args.users}; login links (keep them private):")
     print(f"  chat:   {login_link(args.url, args.name, token, 'im')}")
     print(f"  editor: {login_link(args.url, args.name, token, 'edit')}")
+    print(f"  session view: {login_link(args.url, args.name, token, 'session')}")
     return 0
 
 

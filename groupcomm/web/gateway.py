@@ -21,6 +21,7 @@ from groupcomm.core.node import UnknownPeerError
 from groupcomm.transport.communicator import Communicator, CommunicatorError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
+from groupcomm.web.live import LiveViews
 from groupcomm.web.members import (
     PAGES,
     BadEdit,
@@ -49,9 +50,23 @@ USERS_CHECK_EVERY = 2.0
 #: aiohttp closes a connection whose message exceeds this (1009); messages between
 #: MAX_MESSAGE and this get an error and the connection stays
 HARD_LIMIT = 4 * MAX_MESSAGE
-PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html"}
+PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html",
+              "/session": "session.html"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".png": "image/png"}
+
+
+def static_file(name: str) -> web.Response:
+    """A file of ``static/`` (HTTP 404 for a name that is not one)."""
+    suffix = name[name.rfind("."):] if "." in name else ""
+    if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
+        raise web.HTTPNotFound()
+    try:
+        body = resources.files("groupcomm.web").joinpath("static", name).read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        raise web.HTTPNotFound() from None
+    return web.Response(body=body, content_type=STATIC_TYPES[suffix],
+                        headers={"Cache-Control": "no-store"})
 
 
 class Gateway:
@@ -78,6 +93,11 @@ class Gateway:
         #: the same for tabs whose member is joining (their names are taken)
         self._joining: set[tuple[str, str]] = set()
         self.app = web.Application()
+        #: the live session view (/session): one view per page's application, fed by
+        #: the tab members' trace records
+        self.live = LiveViews(PAGES, authorize=self._authorize,
+                              title=f"session {session} (gateway)")
+        self.live.add_routes(self.app)
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)
         self.app.router.add_get("/stats", self.stats)
@@ -89,16 +109,13 @@ class Gateway:
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
-        name = PAGE_FILES.get(request.path) or request.match_info["name"]
-        suffix = name[name.rfind("."):] if "." in name else ""
-        if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
-            raise web.HTTPNotFound()
-        try:
-            body = resources.files("groupcomm.web").joinpath("static", name).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            raise web.HTTPNotFound() from None
-        return web.Response(body=body, content_type=STATIC_TYPES[suffix],
-                            headers={"Cache-Control": "no-store"})
+        return static_file(PAGE_FILES.get(request.path) or request.match_info["name"])
+
+    async def _authorize(self, user: str, token: str) -> bool:
+        """A session view page is let in with a user's login token."""
+        await self._refresh_users()
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self.users.verify, user, token)
 
     async def stats(self, request: web.Request) -> web.Response:
         """Counters and the tabs' member ids, for this machine only (who is logged in is
@@ -106,6 +123,7 @@ class Gateway:
         if request.remote not in ("127.0.0.1", "::1"):
             raise web.HTTPForbidden(text="/stats answers requests from this machine only")
         body = {"counters": dict(self.counters), "module": self.module,
+                "session_view": dict(self.live.counters),
                 "shared_thread": self.host is not None,
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "tabs": sorted(f"{page}/{member.member_id}"
@@ -184,7 +202,7 @@ class Gateway:
                 kind, user, self.session, push,
                 communicator_kwargs=self.communicator_kwargs,
                 presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host, name=name))
+                host=self.host, name=name, tap=self.live.sink(kind)))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None

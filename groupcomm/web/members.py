@@ -43,6 +43,7 @@ from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.replicated.stability import Stability
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
+from groupcomm.web.live import tap_tracer
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,10 @@ class TabMember:
     def __init__(self, kind: str, user: str, session: str, push: Push, *,
                  communicator_kwargs: dict[str, Any], presence_hold: float = 0.1,
                  inject_delays: Callable[[Communicator], None] | None = None,
-                 host: Any = None, name: str | None = None) -> None:
+                 host: Any = None, name: str | None = None,
+                 tap: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """``tap``: called with each trace record the live session view reads (the
+        trace files are written as without it)."""
         if kind not in PAGES:
             raise ValueError(f"no page {kind!r} (im or edit)")
         self.kind = kind
@@ -236,6 +240,8 @@ class TabMember:
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):  # the pages' members share names: a folder each
             kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
+        if tap is not None:
+            kwargs["tracer"] = tap_tracer(tap, kwargs.pop("trace_dir", None))
         if kind == "edit":
             pipelines = kwargs.get("pipelines", Pipelines())
             kwargs["pipelines"] = replace(pipelines, extra_receive=[
