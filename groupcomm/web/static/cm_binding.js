@@ -147,7 +147,9 @@ export class Binding {
           for (const op of deleteOps(ids, this.host.deleteLimit, this.host.deleteBytes)) {
             replica._own(op);
           }
-          actions.push({ kind: "deleted", items, before: itemsIn(replica.text, from, from).before });
+          const around = itemsIn(replica.text, from, from + 1);
+          actions.push({ kind: "deleted", items, offset: from, before: around.before,
+            after: around.items.length ? around.items[0] : null });
         }
       }
       if (text) {
@@ -205,7 +207,10 @@ export class Binding {
     while (from.length) {
       const step = from.pop();
       const inverse = [];
-      for (const action of [...step.actions].reverse()) this.invert(action, inverse);
+      // a character the step deleted and this replay made again, by its new one: a later
+      // delete of the step is placed after it
+      const remade = new Map();
+      for (const action of [...step.actions].reverse()) this.invert(action, inverse, remade);
       this.lastStep = 0;
       if (inverse.length) {
         to.push({ actions: inverse, typing: false });
@@ -216,37 +221,55 @@ export class Binding {
     return false;
   }
 
-  invert(action, into) {
+  invert(action, into, remade) {
     const text = this.host.replica.text;
-    const view = this.view;
+    const here = (item) => {
+      if (item === null) return null;
+      const found = remade.get(item) || item;
+      return text.byId.get(found.id) === found ? found : undefined;
+    };
     let changes;
     if (action.kind === "inserted") {
       const ranges = rangesOfItems(text, new Set(action.items.filter(visible)));
       changes = ranges.map(([from, to]) => ({ from, to }));
     } else {
-      // where the deleted characters stand as tombstones, else after the one before them
-      const items = action.items.filter((i) => text.byId.get(i.id) === i);
-      let at = items.length ? offsetsOf(text, new Set(items.slice(0, 1))).get(items[0]) : undefined;
-      if (at === undefined && action.before !== null && text.byId.get(action.before.id) === action.before) {
-        at = offsetsOf(text, new Set([action.before])).get(action.before)
-          + (visible(action.before) ? action.before.ch.length : 0);
-      }
-      if (at === undefined) at = action.before === null ? 0 : null;
-      if (at === null) return;
+      // where the deleted characters stand as tombstones (until collected), else after
+      // the character that was before them, else before the one that was after them,
+      // else at the offset they had
+      const tombstone = action.items.find((i) => text.byId.get(i.id) === i);
+      const before = here(action.before);
+      const after = here(action.after);
+      let at;
+      if (tombstone !== undefined) at = offsetsOf(text, new Set([tombstone])).get(tombstone);
+      else if (action.before === null) at = 0;
+      else if (before !== undefined) {
+        at = offsetsOf(text, new Set([before])).get(before) + (visible(before) ? before.ch.length : 0);
+      } else if (after) at = offsetsOf(text, new Set([after])).get(after);
+      if (at === undefined) at = Math.min(action.offset, this.view.state.doc.length);
       changes = [{ from: at, insert: action.items.map((i) => i.ch).join("") }];
     }
     if (!changes.length) return;
-    view.dispatch({ changes, annotations: undoing.of(into), userEvent: "undo", scrollIntoView: true });
+    const made = into.length;
+    this.view.dispatch({ changes, annotations: undoing.of(into), userEvent: "undo", scrollIntoView: true });
+    if (action.kind === "deleted" && into.length > made && into[made].kind === "inserted") {
+      action.items.forEach((item, k) => remade.set(item, into[made].items[k]));
+    }
   }
 
-  // The replica was replaced (a resync): the steps' characters by their ids in it.
-  rebind(text) {
+  // The replica was replaced (a resync): the steps' characters by their ids in it
+  // (`realId`: a provisional id by the one the gateway confirmed).
+  rebind(text, realId = (id) => id) {
+    const find = (item) => text.byId.get(realId(item.id));
     const translate = (steps) => steps.map((step) => ({
       typing: false,
       actions: step.actions.map((a) => ({
         kind: a.kind,
-        before: a.before ? text.byId.get(a.before.id) || null : null,
-        items: a.items.map((i) => text.byId.get(i.id)).filter((i) => i !== undefined),
+        offset: a.offset,
+        // one not in the new text stays as it was (found nowhere, its character kept)
+        before: a.before && (find(a.before) || a.before),
+        after: a.after && (find(a.after) || a.after),
+        items: a.kind === "deleted" ? a.items.map((i) => find(i) || i)
+          : a.items.map(find).filter((i) => i !== undefined),
       })).filter((a) => a.items.length),
     })).filter((s) => s.actions.length);
     this.undoStack = translate(this.undoStack);

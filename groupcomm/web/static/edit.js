@@ -22,6 +22,7 @@ import { makeView, setCursors } from "/static/edit_view.js";
 import { Outbox } from "/static/outbox.js";
 
 const box = document.getElementById("text");
+const PROVISIONAL_ID = /^(.*#~L\d+)(\+\d+)?$/;
 // bytes of an edit request besides its text (type, ids, counts), with room to spare
 const REQUEST_OVERHEAD = 1024;
 
@@ -120,6 +121,14 @@ const editor = {
       (unsendable ? ` (${unsendable})` : "");
   },
 
+  // An id the tab gave (provisional) by the message id the gateway confirmed it as,
+  // when it did (a confirmation that came during a resync did not rename the characters).
+  realId(id) {
+    const parts = PROVISIONAL_ID.exec(id);
+    const real = parts && this.outbox.renamed[parts[1]];
+    return real ? real + (parts[2] || "") : id;
+  },
+
   // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
   // clock of what its maker had applied).
   rebase(seen) {
@@ -162,7 +171,7 @@ const editor = {
       { members: event.members, runLimit: this.runLimit });
     this.replica.install(event.state);
     this.binding.pending = [];  // the state holds what they would change
-    this.binding.rebind(this.replica.text);
+    this.binding.rebind(this.replica.text, (id) => this.realId(id));
     this.stale = true;
     this.clock = { ...event.clock };
     if (this.resyncing && this.openStatus) this.status(...this.openStatus);
