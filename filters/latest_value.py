@@ -59,7 +59,9 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
             self.forward(message)
             return
         older = self._latest.get(key)
-        if older is not None and not older[2]:
+        # a copy of the value held (a resend the reliable layer has not yet dropped as a
+        # duplicate) replaces nothing: marking the held one would hide the value itself
+        if older is not None and not older[2] and older[1].message_id != message.message_id:
             older[2] = True
             self.superseded += 1
         entry = [self.host.now() + self.hold, message, False]

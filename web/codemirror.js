@@ -2,7 +2,7 @@
 // esbuild into groupcomm/web/static/codemirror.js, one ES module the page imports.
 export {
   Annotation, ChangeSet, EditorSelection, EditorState, StateEffect, StateField, Transaction,
-  RangeSetBuilder,
+  RangeSetBuilder, findClusterBreak,
 } from "@codemirror/state";
 export {
   Decoration, EditorView, WidgetType, drawSelection, keymap, lineNumbers, highlightSpecialChars,

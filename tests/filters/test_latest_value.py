@@ -91,3 +91,21 @@ def test_a_faulty_slot_function_loses_nothing_and_a_negative_hold_is_refused() -
     assert len(out) == 1
     with pytest.raises(ValueError, match="hold"):
         LatestValueCreator(lambda p: None, hold=-1)
+
+
+def test_a_copy_of_a_held_value_does_not_supersede_it() -> None:
+    """A resend arriving before the receiver's duplicate check (which comes after this
+    filter) is the same value: the one held is handed on unmarked (the copy after it,
+    to be dropped as a duplicate)."""
+    host, stage, out = build()
+    stage.filter_message(message("bob", 1, Cursor(3)))
+    stage.filter_message(message("bob", 1, Cursor(3)))
+    host.advance(0.06)
+    assert [m.message_id for m in out] == ["bob#1", "bob#1"]
+    assert SUPERSEDED not in out[0].headers
+    assert stage.superseded == 0
+    # a newer value still supersedes it
+    stage.filter_message(message("bob", 2, Cursor(4)))
+    stage.filter_message(message("bob", 3, Cursor(5)))
+    host.advance(0.06)
+    assert out[2].headers.get(SUPERSEDED) is True and SUPERSEDED not in out[3].headers

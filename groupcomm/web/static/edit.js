@@ -15,10 +15,10 @@
 // they and the own edits the gateway lists go again as new edits.
 import { Connection, claimNote, claimStorage, displayName, tabLine } from "/static/client.js";
 import { Binding, itemsIn, offsetAfter, rangesOf, remote } from "/static/cm_binding.js";
-import { deleteCharBackward, deleteCharForward } from "/static/codemirror.js";
+import { deleteCharForward } from "/static/codemirror.js";
 import { colourSlot } from "/static/colours.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
-import { makeView, setCursors } from "/static/edit_view.js";
+import { deleteClusterBackward, makeView, setCursors } from "/static/edit_view.js";
 import { Outbox } from "/static/outbox.js";
 
 const box = document.getElementById("text");
@@ -411,7 +411,7 @@ const editor = {
   },
 
   backspace() {
-    this.act((view) => deleteCharBackward(view));
+    this.act((view) => deleteClusterBackward(view));
   },
 
   deleteForward() {

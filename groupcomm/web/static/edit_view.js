@@ -6,8 +6,25 @@
 // the page, which sends the person's edits before the view takes them.
 import {
   Decoration, EditorState, EditorView, StateEffect, StateField, WidgetType, defaultKeymap,
-  drawSelection, highlightSpecialChars, keymap, lineNumbers,
+  deleteCharBackward, drawSelection, findClusterBreak, highlightSpecialChars, keymap,
+  lineNumbers,
 } from "/static/codemirror.js";
+
+// Backspace at a cursor takes the whole grapheme cluster before it (an emoji with its
+// skin tone, a letter with its combining accents, a flag): CodeMirror's own takes its
+// last code point only. At the start of a line, and with a selection, CodeMirror's.
+export function deleteClusterBackward(view) {
+  const { state } = view;
+  const range = state.selection.main;
+  const line = state.doc.lineAt(range.head);
+  if (!range.empty || state.selection.ranges.length > 1 || range.head === line.from) {
+    return deleteCharBackward(view);
+  }
+  const from = line.from + findClusterBreak(line.text, range.head - line.from, false, true);
+  view.dispatch({ changes: { from, to: range.head }, selection: { anchor: from },
+    userEvent: "delete.backward", scrollIntoView: true });
+  return true;
+}
 
 // the others' cursors: [[offset, [[member, colour class], ...]], ...]
 export const setCursors = StateEffect.define();
@@ -87,6 +104,7 @@ export function makeView(parent, { dispatch, undo, redo }) {
           { key: "Mod-z", run: undo, preventDefault: true },
           { key: "Mod-Shift-z", run: redo, preventDefault: true },
           { key: "Mod-y", run: redo, preventDefault: true },
+          { key: "Backspace", run: deleteClusterBackward, shift: deleteClusterBackward },
           ...defaultKeymap,
         ]),
       ],
