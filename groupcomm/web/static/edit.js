@@ -47,6 +47,7 @@ const editor = {
   view: null,               // CodeMirror's
   binding: null,
   stale: true,              // the view may not show the replica's text (a new replica)
+  held: null,               // the edits made while resyncing (a change set: later())
   deleteLimit: RUN_LIMIT,
   deleteBytes: 64 * 1024,
   connection: null,
@@ -325,7 +326,7 @@ const editor = {
     const replica = this.replica;
     if (replica === null) return false;
     if (this.resyncing) {
-      this.waiting.push(this.later(tr));
+      this.later(tr);
       return false;
     }
     this.refusal("");  // an own edit clears the reason a previous one was taken back
@@ -333,26 +334,41 @@ const editor = {
     return true;
   },
 
-  // A transaction made while resyncing, as a function that makes it again on the text to
-  // come: each change by the ids it deletes and the character it inserts after.
+  // The edits made while resyncing, as a function that makes them again on the text to
+  // come. The view does not take them meanwhile, so each one is in the offsets of the
+  // text before them all: they are gathered in one change set (a later one mapped after
+  // the earlier ones: keys typed one after the other stay in their order), and made
+  // again by the ids of the characters they delete and insert after, the cursor after
+  // the last insert.
   later(tr) {
+    if (this.held !== null) {
+      this.held = this.held.compose(tr.changes.map(this.held));
+      return;
+    }
+    this.held = tr.changes;
     const text = this.replica.text;
-    const changes = [];
-    tr.changes.iterChanges((fromA, toA, _fromB, _toB, inserted) => {
-      const { before, items } = itemsIn(text, fromA, toA);
-      changes.push({ ids: items.map((i) => i.id), after: before === null ? null : before.id,
-        insert: inserted.toString() });
-    });
-    return () => {
-      for (const change of changes.reverse()) {
+    this.waiting.push(() => {
+      const changes = [];
+      this.held.iterChanges((fromA, toA, _fromB, _toB, inserted) => {
+        const { before, items } = itemsIn(text, fromA, toA);
+        changes.push({ ids: items.map((i) => i.id), after: before === null ? null : before.id,
+          insert: inserted.toString() });
+      });
+      this.held = null;
+      for (const change of changes) {
         const now = this.replica.text;
-        const ranges = rangesOf(now, change.ids).map(([from, to]) => ({ from, to }));
+        const parts = rangesOf(now, change.ids).map(([from, to]) => ({ from, to }));
         const at = offsetAfter(now, change.after);
-        const parts = [...ranges];
-        if (change.insert && at !== null) parts.push({ from: at, insert: change.insert });
-        if (parts.length) this.view.dispatch({ changes: parts, userEvent: "input" });
+        const spec = { userEvent: "input" };
+        if (change.insert && at !== null) {
+          parts.push({ from: at, insert: change.insert });
+          spec.selection = { anchor: at + change.insert.length };
+          // (the deletes before it in this change shift it back)
+          for (const { from, to } of parts) if (to !== undefined && to <= at) spec.selection.anchor -= to - from;
+        }
+        if (parts.length) this.view.dispatch({ ...spec, changes: parts });
       }
-    };
+    });
   },
 
   // Tell the others where the own cursor is (after the character before it), when it moved.
