@@ -93,19 +93,22 @@ def test_a_faulty_slot_function_loses_nothing_and_a_negative_hold_is_refused() -
         LatestValueCreator(lambda p: None, hold=-1)
 
 
-def test_a_copy_of_a_held_value_does_not_supersede_it() -> None:
-    """A resend arriving before the receiver's duplicate check (which comes after this
-    filter) is the same value: the one held is handed on unmarked (the copy after it,
-    to be dropped as a duplicate)."""
+def test_copies_of_values_do_not_supersede_the_newest() -> None:
+    """Resent copies arriving before the receiver's duplicate check (which comes after
+    this filter) are not new values: the newest value is handed on unmarked, each copy
+    after its value, marked."""
     host, stage, out = build()
-    stage.filter_message(message("bob", 1, Cursor(3)))
-    stage.filter_message(message("bob", 1, Cursor(3)))
+    for number in (1, 2, 3):
+        stage.filter_message(message("bob", number, Cursor(number)))
+    for number in (1, 2, 3):
+        stage.filter_message(message("bob", number, Cursor(number)))
     host.advance(0.06)
-    assert [m.message_id for m in out] == ["bob#1", "bob#1"]
-    assert SUPERSEDED not in out[0].headers
-    assert stage.superseded == 0
-    # a newer value still supersedes it
-    stage.filter_message(message("bob", 2, Cursor(4)))
-    stage.filter_message(message("bob", 3, Cursor(5)))
+    assert [m.message_id for m in out] == ["bob#1", "bob#2", "bob#3"] * 2
+    assert [m.headers.get(SUPERSEDED, False) for m in out] == [True, True, False] + [True] * 3
+    assert stage.superseded == 2
+    # a copy of a value already handed on leaves a newer one held unmarked
+    stage.filter_message(message("bob", 4, Cursor(4)))
+    stage.filter_message(message("bob", 3, Cursor(3)))
     host.advance(0.06)
-    assert out[2].headers.get(SUPERSEDED) is True and SUPERSEDED not in out[3].headers
+    assert [(m.message_id, m.headers.get(SUPERSEDED, False)) for m in out[6:]] == [
+        ("bob#4", False), ("bob#3", True)]
