@@ -323,7 +323,8 @@ class Gateway:
             elif request.type == "resync":
                 member.resync()
             elif request.type == "cursor":
-                member.move_cursor(request.applied, fields["anchor"])
+                member.move_cursor(request.applied, fields["anchor"], fields["other"],
+                                   fields["selection"])
             elif request.type == "held":
                 await ws.send_json({"type": "held",
                                     "held": await loop.run_in_executor(None, member.held)})

@@ -3,7 +3,8 @@ a click puts the cursor where it lands, Shift+arrows and a mouse drag select and
 replaces the selection, undo and redo take back one's own edits only (another tab's
 edits in between stay), an input method's composition and `Input.insertText` insert,
 an emoji with a skin tone goes with one Backspace, CJK text, a paste of 100,000
-characters, others' cursors with their names (one label for cursors at one place), and
+characters, others' cursors and selections with their names (one label for cursors at
+one place), and
 in the end every tab and a terminal editor hold the same text."""
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from groupcomm.apps.batch_editors import EditorProcess
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.web.colours import colour_slot
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
-from tests.web.test_browser_edit import TEXT, TEXT_OF, open_editor, terminal_editor
+from tests.web.test_browser_edit import (
+    CHARS_BEFORE,
+    REMOTE_CURSOR,
+    TEXT,
+    TEXT_OF,
+    open_editor,
+    terminal_editor,
+)
 from tests.web.test_browser_paste import PASTE, SETTLED
 
 pytestmark = pytest.mark.long
@@ -244,7 +252,7 @@ def test_a_paste_of_100000_characters_converges_while_the_other_types(
         tabs.leave(*opened)
 
 
-def test_others_cursors_show_their_names_in_their_colours_without_overprinting(
+def test_others_cursors_and_selections_show_their_names_in_their_colours_without_overprinting(
         gateway: GatewayProcess, tabs: TabOpener) -> None:
     opened: list[Tab] = []
     try:
@@ -282,5 +290,18 @@ def test_others_cursors_show_their_names_in_their_colours_without_overprinting(
         cat.keys("text", Keys.END)
         ben.wait(f"{widget}.length === 2", "two widgets")
         assert sorted(m for m, _ in ben.js(widget)) == ["ann", "cat"]
+        # ann selects "two" (Shift+End from after "one "): ben sees it in her colour
+        # with her name, and her cursor at its end
+        click_at(ann, 4)
+        ann.keys("text", Keys.SHIFT, Keys.END, Keys.NULL)
+        assert ann.js(SELECTION) == [4, 7]
+        shown = ("return [...document.querySelectorAll('#text .cm-remote-selection')]"
+                 ".map(m => [m.dataset.member, m.textContent, m.className])")
+        ben.wait(f"{shown}.length > 0", "ann's selection at ben")
+        assert ben.js(shown) == [["ann", "two", f"cm-remote-selection c{colour_slot('ann')}"]]
+        assert ben.js(CHARS_BEFORE, ben.js(REMOTE_CURSOR.format("ann"))) == 7
+        # a click ends the selection: gone at ben
+        click_at(ann, 2)
+        ben.wait(f"{shown}.length === 0", "ann's selection gone at ben")
     finally:
         tabs.leave(*opened)

@@ -48,6 +48,7 @@ const editor = {
   binding: null,
   stale: true,              // the view may not show the replica's text (a new replica)
   held: null,               // the edits made while resyncing (a change set: later())
+  selectionEnd: undefined,  // the own selection's other end as last told (undefined: none)
   deleteLimit: RUN_LIMIT,
   deleteBytes: 64 * 1024,
   connection: null,
@@ -271,7 +272,7 @@ const editor = {
     this.merge(event.vc);
     this.clock[me] = (this.clock[me] || 0) + 1;
     let payload = event.other;
-    if ("cursor" in event) payload = presence(event.cursor);
+    if ("cursor" in event) payload = presence(event.cursor, event.other);
     else if ("op" in event) payload = event.op;
     const replica = this.replica;
     const failures = replica.failures;
@@ -286,7 +287,9 @@ const editor = {
     this.clock[me] = (this.clock[me] || 0) + 1;
     const clock = { ...this.clock };
     if (isPresence(payload)) {
-      if (!this.replacing) this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      const request = { type: "cursor", applied: 0, anchor: payload[1] };
+      if (payload.length === 3) request.other = payload[2];  // a selection's other end
+      if (!this.replacing) this.connection.send(request);
       this.save();
       return { id: null, clock };
     }
@@ -371,14 +374,21 @@ const editor = {
     });
   },
 
-  // Tell the others where the own cursor is (after the character before it), when it moved.
+  // Tell the others where the own cursor is (after the character before it) and the
+  // other end of the own selection, when either moved.
   announce() {
     const replica = this.replica;
     if (replica === null || this.resyncing) return;
-    const head = this.view.state.selection.main.head;
-    const { before } = itemsIn(replica.text, head, head);
-    const anchor = before === null ? null : before.id;
-    if (anchor !== replica.cursor) replica._own(presence(anchor));
+    const { head, anchor: end, empty } = this.view.state.selection.main;
+    const idBefore = (at) => {
+      const { before } = itemsIn(replica.text, at, at);
+      return before === null ? null : before.id;
+    };
+    const anchor = idBefore(head);
+    const other = empty ? undefined : idBefore(end);
+    if (anchor === replica.cursor && other === this.selectionEnd) return;
+    this.selectionEnd = other;
+    replica._own(presence(anchor, other));
   },
 
   // The view as the replica's text, by one change between what differs (a new replica:
@@ -486,7 +496,16 @@ const editor = {
     }
     const length = this.view.state.doc.length;
     const cursors = [...at.entries()].filter(([p]) => p <= length).sort((a, b) => a[0] - b[0]);
-    this.view.dispatch({ effects: setCursors.of(cursors), annotations: remote.of(true) });
+    // their selections, from the cursor to the other end
+    const selections = [];
+    for (const [member, other] of Object.entries(replica.selections)) {
+      if (!replica.members.includes(member) || !(member in replica.cursors)) continue;
+      const ends = [offsetAfter(text, replica.cursors[member]), offsetAfter(text, other)];
+      if (ends.includes(null) || ends[0] === ends[1] || Math.max(...ends) > length) continue;
+      selections.push([Math.min(...ends), Math.max(...ends), member, this.colour(member)]);
+    }
+    this.view.dispatch({ effects: setCursors.of({ cursors, selections }),
+      annotations: remote.of(true) });
     const members = document.getElementById("members");
     members.replaceChildren(...replica.members.map((m) => {
       const span = document.createElement("span");

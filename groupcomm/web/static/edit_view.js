@@ -26,7 +26,8 @@ export function deleteClusterBackward(view) {
   return true;
 }
 
-// the others' cursors: [[offset, [[member, colour class], ...]], ...]
+// the others' cursors and selections: {cursors: [[offset, [[member, colour class], ...]],
+// ...], selections: [[from, to, member, colour class], ...]}
 export const setCursors = StateEffect.define();
 
 class CursorsWidget extends WidgetType {
@@ -73,9 +74,15 @@ const cursorsField = StateField.define({
     let next = cursors.map(tr.changes);
     for (const effect of tr.effects) {
       if (effect.is(setCursors)) {
-        next = Decoration.set(effect.value.map(([at, members]) => Decoration.widget({
-          widget: new CursorsWidget(members), side: 1,
-        }).range(at)), true);
+        const { cursors: carets, selections } = effect.value;
+        next = Decoration.set([
+          ...selections.map(([from, to, member, colour]) => Decoration.mark({
+            class: `cm-remote-selection ${colour}`, attributes: { "data-member": member, title: member },
+          }).range(from, to)),
+          ...carets.map(([at, members]) => Decoration.widget({
+            widget: new CursorsWidget(members), side: 1,
+          }).range(at)),
+        ], true);
       }
     }
     return next;
