@@ -10,6 +10,7 @@ in the end every tab and a terminal editor hold the same text."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,6 +69,14 @@ def gateway(session_group: ProcessGroup, tmp_path: Path,
         yield process
     finally:
         process.stop()
+
+
+def screenshot(tab: Tab, name: str) -> None:
+    """The tab as a PNG in the directory $GROUPCOMM_SCREENSHOTS names, when it names one
+    (docs/figures/web_editor.png is made so)."""
+    where = os.environ.get("GROUPCOMM_SCREENSHOTS")
+    if where:
+        tab.focus().save_screenshot(str(Path(where) / name))
 
 
 def content(tab: Tab):
@@ -300,6 +309,10 @@ def test_others_cursors_and_selections_show_their_names_in_their_colours_without
         ben.wait(f"{shown}.length > 0", "ann's selection at ben")
         assert ben.js(shown) == [["ann", "two", f"cm-remote-selection c{colour_slot('ann')}"]]
         assert ben.js(CHARS_BEFORE, ben.js(REMOTE_CURSOR.format("ann"))) == 7
+        if os.environ.get("GROUPCOMM_SCREENSHOTS"):
+            ActionChains(ben.focus()).move_to_element(ben.focus().find_element(
+                By.CSS_SELECTOR, "#text .cm-remote[data-members~='cat']")).perform()
+            screenshot(ben, "web_editor.png")
         # a click ends the selection: gone at ben
         click_at(ann, 2)
         ben.wait(f"{shown}.length === 0", "ann's selection gone at ben")

@@ -94,7 +94,8 @@ const theme = EditorView.theme({
   "&": { height: "100%", border: "1px solid #ccc" },
   "&.cm-focused": { outline: "none", borderColor: "#48c" },
   ".cm-scroller": { fontFamily: "ui-monospace, monospace", lineHeight: "1.5" },
-  ".cm-content": { padding: "0.4em 0" },
+  // room above the first line for a cursor's label
+  ".cm-content": { padding: "1.1em 0 0.4em" },
 });
 
 // keys: undo/redo (the person's own edits) before CodeMirror's defaults
