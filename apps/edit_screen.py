@@ -23,10 +23,10 @@ from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.styles import Style
 
+from groupcomm.apps.colours import SLOTS, colour_slot
 from groupcomm.apps.shared_text import SharedText
-from groupcomm.web.colours import SLOTS, colour_slot
 
-#: the palette, slot by slot as the web page's (groupcomm.web.colours: a person has the
+#: the palette, slot by slot as the web page's (groupcomm.apps.colours: a person has the
 #: same colour here and in every browser tab)
 COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiyellow")
 assert len(COLOURS) == SLOTS

@@ -21,8 +21,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from groupcomm.apps.batch_editors import EditorProcess
+from groupcomm.apps.colours import colour_slot
 from groupcomm.tools.procs import ProcessGroup
-from groupcomm.web.colours import colour_slot
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
 from tests.web.test_browser_edit import (
     CHARS_BEFORE,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.edit_screen import COLOURS
-from groupcomm.web.colours import SLOTS, colour_slot, person
+from groupcomm.apps.colours import SLOTS, colour_slot, person
+from groupcomm.apps.edit_screen import COLOURS
 
 STATIC = Path(__file__).resolve().parents[2] / "groupcomm" / "web" / "static"
 NAMES = ["ann", "ben", "cat", "ted", "tom", "uli", "ann:2", "ben~3", "ann:2~4", "zoë", "李雷",

@@ -1,5 +1,5 @@
 // One colour per person, the same in every tab and in the terminal editor: the Python
-// function groupcomm.web.colours.colour_slot in JavaScript (a test checks they agree).
+// function groupcomm.apps.colours.colour_slot in JavaScript (a test checks they agree).
 // FNV-1a (32 bits) of the person's name in UTF-8, modulo the palette's six slots.
 export const SLOTS = 6;
 
