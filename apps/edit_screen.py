@@ -23,9 +23,13 @@ from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.styles import Style
 
+from groupcomm.apps.colours import SLOTS, colour_slot
 from groupcomm.apps.shared_text import SharedText
 
+#: the palette, slot by slot as the web page's (groupcomm.apps.colours: a person has the
+#: same colour here and in every browser tab)
 COLOURS = ("ansired", "ansigreen", "ansiblue", "ansimagenta", "ansicyan", "ansiyellow")
+assert len(COLOURS) == SLOTS
 
 
 def default_save_path(session: str) -> str:
@@ -139,7 +143,7 @@ class EditScreen:
             self.app.invalidate()
 
     def _colour_of(self, member: str) -> str:
-        return self._colour.setdefault(member, f"class:c{len(self._colour) % len(COLOURS)}")
+        return self._colour.setdefault(member, f"class:c{colour_slot(member)}")
 
     def _title(self) -> StyleAndTextTuples:
         shared = self.shared

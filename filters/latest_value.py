@@ -18,7 +18,7 @@ host's clock and ticker: no I/O here.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -31,6 +31,8 @@ from groupcomm.module_kit import (
 
 #: the header a replaced value is handed on with
 SUPERSEDED = "superseded"
+#: how many volatile values' ids are remembered to know a resent copy of one
+SEEN_KEPT = 1024
 #: seconds a volatile value is held by default (a few ticks of the I/O loop)
 DEFAULT_HOLD = 0.06
 
@@ -50,6 +52,8 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
         self._latest: dict[tuple[str, Hashable], list[Any]] = {}
         #: how many held values a newer one replaced
         self.superseded = 0
+        #: the ids of the latest volatile values (a copy of one is not a new value)
+        self._seen: OrderedDict[str, None] = OrderedDict()
         host.add_ticker(self._tick)
 
     def filter_message(self, message: ReceivedMessage) -> None:
@@ -58,6 +62,15 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
             self.release_all()
             self.forward(message)
             return
+        if message.message_id in self._seen:
+            # a copy of a value seen (a resend the receiver's duplicate check, after this
+            # filter, drops): it replaces nothing, or an older value's copy would hide
+            # the newest; it goes on marked, after the value itself
+            self._queue.append([self.host.now() + self.hold, message, True])
+            return
+        self._seen[message.message_id] = None
+        if len(self._seen) > SEEN_KEPT:
+            self._seen.popitem(last=False)
         older = self._latest.get(key)
         if older is not None and not older[2]:
             older[2] = True

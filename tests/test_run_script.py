@@ -53,9 +53,9 @@ def project(tmp_path: Path) -> Path:
 
 def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     # the copy never installs a browser or PostgreSQL (./run test would, as root on a
-    # machine without)
+    # machine without) and builds no CodeMirror bundle (it has no web/)
     env = {**os.environ, "GROUPCOMM_BROWSER_INSTALL": "0", "GROUPCOMM_POSTGRES_INSTALL": "0",
-           **extra_env}
+           "GROUPCOMM_BUNDLE_BUILD": "0", **extra_env}
     return subprocess.run([str(copy / "run"), *argv], capture_output=True, text=True,
                           timeout=60, cwd=copy, env=env)
 
@@ -167,3 +167,60 @@ def test_postgresql_programs_found_are_not_installed_again(tmp_path: Path) -> No
     done = run(copy, "test", **env)
     assert done.returncode == 0 and "postgresql" not in done.stderr.lower()
     assert not (tmp_path / "fakebin" / "apt-get.calls").exists()
+
+
+#: an npm that notes its arguments and, for `run build`, writes the bundle (and fails
+#: when the file NPM_FAIL exists)
+FAKE_NPM = """#!/usr/bin/env bash
+echo "$PWD: $*" >>"$(dirname "$0")/npm.calls"
+[ -f "$(dirname "$0")/NPM_FAIL" ] && { echo "npm error 404 @codemirror/view"; exit 1; }
+[ "$*" = "run build" ] && echo "export { EditorView };" >../groupcomm/web/static/codemirror.js
+exit 0
+"""
+
+
+def bundle_project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy with the repository's web/ and a stand-in npm on PATH."""
+    copy = project(tmp_path)
+    run(copy, "groupcomm")  # install the venv first
+    shutil.copytree(ROOT / "web", copy / "web", ignore=shutil.ignore_patterns("node_modules"))
+    (copy / "web" / "node_modules").mkdir()  # what npm ci would make
+    (copy / "groupcomm" / "web" / "static").mkdir(parents=True)
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    (fake_bin / "npm").write_text(FAKE_NPM)
+    (fake_bin / "npm").chmod(stat.S_IRWXU)
+    return copy, {"GROUPCOMM_BUNDLE_BUILD": "1", "PATH": f"{fake_bin}:{os.environ['PATH']}"}
+
+
+def test_the_editor_bundle_is_built_at_set_up_and_again_only_when_web_changes(
+        tmp_path: Path) -> None:
+    copy, env = bundle_project(tmp_path)
+    calls = tmp_path / "fakebin" / "npm.calls"
+    done = run(copy, "groupcomm", "--help", **env)
+    assert done.returncode == 0 and done.stdout == "groupcomm --help\n"
+    assert done.stderr.splitlines() == [
+        "building the editor page's CodeMirror bundle with npm and esbuild (log: "
+        ".venv/npm-build.log)..."]
+    web = copy / "web"
+    assert calls.read_text().splitlines() == [f"{web}: ci --no-audit --no-fund",
+                                              f"{web}: run build"]
+    assert (copy / "groupcomm" / "web" / "static" / "codemirror.js").is_file()
+    # built: not again, until web/'s lock file changes
+    assert run(copy, "test", **env).stderr.count("bundle") == 0
+    assert len(calls.read_text().splitlines()) == 2
+    lock = web / "package-lock.json"
+    lock.write_text(lock.read_text() + "\n")
+    run(copy, "test", **env)
+    assert len(calls.read_text().splitlines()) == 4
+
+
+def test_a_failed_bundle_build_shows_its_log_and_stops(tmp_path: Path) -> None:
+    copy, env = bundle_project(tmp_path)
+    (tmp_path / "fakebin" / "NPM_FAIL").write_text("")
+    done = run(copy, "test", **env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "npm error 404 @codemirror/view" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "building the CodeMirror bundle failed (log above, kept in "
+        f"{copy / '.venv' / 'npm-build.log'})")

@@ -22,8 +22,9 @@ COLLECT_EVERY = 64
 #: the most characters one insert carries (a longer paste is sent as several, within the
 #: communicator's payload limit)
 RUN_LIMIT = 16_384
-#: a presence message is ``("cursor", anchor)``: a plain tuple, so that it travels in the
-#: compact payload encoding, not as a pickled class
+#: a presence message is ``("cursor", anchor)``, or ``("cursor", anchor, other)`` for a
+#: selection (``other``: the id before its other end): a plain tuple, so that it travels
+#: in the compact payload encoding, not as a pickled class
 PRESENCE = "cursor"
 
 #: the host's send: the payload in, the message id and the tag of the send out (raises
@@ -31,13 +32,16 @@ PRESENCE = "cursor"
 Send = Callable[[Any], tuple[str, Tag]]
 
 
-def presence(anchor: str | None) -> tuple[str, str | None]:
-    return (PRESENCE, anchor)
+def presence(anchor: str | None, other: str | None = None,
+             selection: bool = False) -> tuple[str | None, ...]:
+    """A cursor after ``anchor``; with ``selection``, a selection from there to after
+    ``other``."""
+    return (PRESENCE, anchor, other) if selection else (PRESENCE, anchor)
 
 
 def is_presence(payload: Any) -> bool:
-    return (type(payload) is tuple and len(payload) == 2 and payload[0] == PRESENCE
-            and (payload[1] is None or type(payload[1]) is str))
+    return (type(payload) is tuple and len(payload) in (2, 3) and payload[0] == PRESENCE
+            and all(p is None or type(p) is str for p in payload[1:]))
 
 
 def presence_slot(payload: Any) -> str | None:

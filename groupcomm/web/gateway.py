@@ -54,16 +54,34 @@ PAGE_FILES = {"/": "index.html", "/im": "im.html", "/edit": "edit.html",
               "/session": "session.html"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".png": "image/png"}
+#: the editor page's CodeMirror, bundled from the repository's web/ by ./run (not committed)
+BUNDLE = "codemirror.js"
+BUNDLE_MISSING = (
+    "The editor page needs its CodeMirror bundle (groupcomm/web/static/codemirror.js), which "
+    "is not built. In the repository, `./run groupcomm --help` builds it (it installs node "
+    "and npm from Debian when missing and it can), or by hand: `cd web && npm ci && npm run "
+    "build`; then reload this page.")
+
+
+def _static(name: str) -> Any:
+    """A file of the package's ``static/`` (a Traversable)."""
+    return resources.files("groupcomm.web").joinpath("static", name)
 
 
 def static_file(name: str) -> web.Response:
-    """A file of ``static/`` (HTTP 404 for a name that is not one)."""
+    """A file of ``static/`` (HTTP 404 for a name that is not one; 503 saying how to
+    build it for the editor page without its bundle)."""
     suffix = name[name.rfind("."):] if "." in name else ""
     if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
         raise web.HTTPNotFound()
+    if name == "edit.html" and not _static(BUNDLE).is_file():
+        log.warning("the editor page was asked for without its bundle: %s", BUNDLE_MISSING)
+        return web.Response(status=503, text=BUNDLE_MISSING)
     try:
-        body = resources.files("groupcomm.web").joinpath("static", name).read_bytes()
+        body = _static(name).read_bytes()
     except (FileNotFoundError, IsADirectoryError):
+        if name == BUNDLE:
+            return web.Response(status=503, text=BUNDLE_MISSING)
         raise web.HTTPNotFound() from None
     return web.Response(body=body, content_type=STATIC_TYPES[suffix],
                         headers={"Cache-Control": "no-store"})
@@ -324,7 +342,8 @@ class Gateway:
             elif request.type == "resync":
                 member.resync()
             elif request.type == "cursor":
-                member.move_cursor(request.applied, fields["anchor"])
+                member.move_cursor(request.applied, fields["anchor"], fields["other"],
+                                   fields["selection"])
             elif request.type == "held":
                 await ws.send_json({"type": "held",
                                     "held": await loop.run_in_executor(None, member.held)})

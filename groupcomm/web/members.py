@@ -201,7 +201,8 @@ def payload_for_tab(kind: str, payload: Any, sender: str = "",
             return {"text": payload.text, "private": True, **said}
         return {"text": text_of(payload), **said}
     if is_presence(payload):
-        return {"cursor": payload[1]}
+        # a selection's other end too
+        return {"cursor": payload[1], **({"other": payload[2]} if len(payload) == 3 else {})}
     if isinstance(payload, tuple):
         return {"op": payload}  # JSON arrays, nested tuples too
     return {"other": repr(payload)[:200]}
@@ -501,11 +502,15 @@ class TabMember:
                        "vc": dict(first.vc)})
             return first
 
-    def move_cursor(self, applied: int, anchor: str | None) -> SentMessage | None:
+    def move_cursor(self, applied: int, anchor: str | None, other: str | None = None,
+                    selection: bool = False) -> SentMessage | None:
+        """The tab's cursor is after ``anchor`` (with ``selection``: it selects from
+        there to after ``other``)."""
         with self.lock:
             if self._replaced is not None:
                 return None  # the fresh text comes, with the tab's cursor put back on it
-            return self.send(applied, None, presence(self._real(anchor)))
+            return self.send(applied, None, presence(self._real(anchor), self._real(other),
+                                                     selection))
 
     def _real(self, ident: str | None) -> str | None:
         """A provisional id (``ann#~L3``, ``ann#~L3+2``) as the message id it became."""

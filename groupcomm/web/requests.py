@@ -119,7 +119,10 @@ def parse_request(kind: str, raw: str | bytes) -> Request:
                                         "local": local, "line": line,
                                         "said": float(said) if said else None})
     if kind_of == "cursor":
-        return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True)})
+        # "other": a selection's other end (absent: a cursor only)
+        return Request("cursor", applied, {"anchor": _ident(data.get("anchor"), "anchor", True),
+                                           "selection": "other" in data,
+                                           "other": _ident(data.get("other"), "other", True)})
     local = data.get("local")
     if not isinstance(local, str) or not local.startswith("~L") or len(local) > 40:
         raise BadRequest(f"'local' must be a provisional id like '~L1', not {local!r:.40}")

@@ -91,3 +91,24 @@ def test_a_faulty_slot_function_loses_nothing_and_a_negative_hold_is_refused() -
     assert len(out) == 1
     with pytest.raises(ValueError, match="hold"):
         LatestValueCreator(lambda p: None, hold=-1)
+
+
+def test_copies_of_values_do_not_supersede_the_newest() -> None:
+    """Resent copies arriving before the receiver's duplicate check (which comes after
+    this filter) are not new values: the newest value is handed on unmarked, each copy
+    after its value, marked."""
+    host, stage, out = build()
+    for number in (1, 2, 3):
+        stage.filter_message(message("bob", number, Cursor(number)))
+    for number in (1, 2, 3):
+        stage.filter_message(message("bob", number, Cursor(number)))
+    host.advance(0.06)
+    assert [m.message_id for m in out] == ["bob#1", "bob#2", "bob#3"] * 2
+    assert [m.headers.get(SUPERSEDED, False) for m in out] == [True, True, False] + [True] * 3
+    assert stage.superseded == 2
+    # a copy of a value already handed on leaves a newer one held unmarked
+    stage.filter_message(message("bob", 4, Cursor(4)))
+    stage.filter_message(message("bob", 3, Cursor(3)))
+    host.advance(0.06)
+    assert [(m.message_id, m.headers.get(SUPERSEDED, False)) for m in out[6:]] == [
+        ("bob#4", False), ("bob#3", True)]

@@ -207,3 +207,20 @@ def test_a_replica_without_send_refuses_own_edits_and_members_come_and_go() -> N
     assert is_presence(("cursor", None)) and not is_presence(("cursor", 3))
     assert presence_slot(("cursor", "x")) == "cursor" and presence_slot(("insert",)) is None
     assert isinstance(mirror.text, TextSequence)
+
+
+def test_a_selection_travels_as_presence_and_moves_the_cursor_only() -> None:
+    """A browser tab's selection: ``("cursor", anchor, other)``; a terminal editor takes
+    it as a cursor (the text is untouched, nothing fails) and it is volatile."""
+    a, _ = editor()
+    b, b_sent = editor("b")
+    b.insert("xyz")
+    deliver_all(b_sent, a)
+    selection = presence("b#1", "b#1+2", selection=True)
+    assert selection == ("cursor", "b#1", "b#1+2") and is_presence(selection)
+    assert presence("b#1") == ("cursor", "b#1") and presence(None, None, True) == (
+        "cursor", None, None)
+    assert not is_presence(("cursor", "b#1", 3)) and not is_presence(("cursor",))
+    assert presence_slot(selection) == "cursor"
+    a.delivered("b", selection, Tag({"b": 2}), "b#2")
+    assert a.cursors["b"] == "b#1" and a.text.value == "xyz" and a.failures == 0

@@ -148,7 +148,10 @@ class Tab:
     def keys(self, element_id: str, *keys: str) -> None:
         from selenium.webdriver.common.by import By
 
-        self.focus().find_element(By.ID, element_id).send_keys(*keys)
+        element = self.focus().find_element(By.ID, element_id)
+        # the editor's text is CodeMirror's: the keys go to its content, as a person's
+        editable = element.find_elements(By.CSS_SELECTOR, ".cm-content")
+        (editable[0] if editable else element).send_keys(*keys)
 
 
 @pytest.fixture(scope="module")

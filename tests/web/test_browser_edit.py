@@ -17,17 +17,18 @@ from tests.helpers import wait_until
 from tests.web.conftest import GatewayProcess, Tab, TabOpener
 from trace_analysis.reference import check_directory
 
-TEXT_OF = "document.getElementById('text').textContent"
+#: the text CodeMirror shows (its document: the page draws only the lines in sight)
+TEXT_OF = "editor.text()"
 TEXT = f"return {TEXT_OF}"
 READY = "return document.getElementById('status').className === 'open'"
-#: the number of text characters before the element (the drawn position of a cursor)
+#: the number of text characters (code points) before a drawn cursor: where CodeMirror
+#: put the element
 CHARS_BEFORE = """
-const target = arguments[0];
-const range = document.createRange();
-range.selectNodeContents(document.getElementById('text'));
-range.setEndBefore(target);
-return [...range.toString()].length;
+const offset = editor.view.posAtDOM(arguments[0].closest('.cm-remote'));
+return [...editor.view.state.doc.sliceString(0, offset)].length;
 """
+#: another person's cursor as drawn
+REMOTE_CURSOR = "return document.querySelector('#text .cm-remote .cursor[data-member=\"{}\"]')"
 
 
 def terminal_editor(group: ProcessGroup, name: str, session: str, causality: str,
@@ -116,14 +117,11 @@ def test_two_tabs_and_a_terminal_type_at_one_place_at_once_and_converge(
 
         # others' cursors are drawn at their characters: ben's after his "BBB"
         where = final.index("BBB") + 3
-        ben_caret = ben.js("return document.querySelector('#text .caret')")
-        assert ben.js(CHARS_BEFORE, ben_caret) == where
+        assert ben.js("return editor.position") == where
         for tab in (ann, cat):
-            cursor = tab.wait("return document.querySelector('#text .cursor[data-member=\"ben\"]')",
-                              "ben's cursor")
+            cursor = tab.wait(REMOTE_CURSOR.format("ben"), "ben's cursor")
             assert tab.js(CHARS_BEFORE, cursor) == where
-        cat_cursor = ann.wait(
-            "return document.querySelector('#text .cursor[data-member=\"cat\"]')", "cat's cursor")
+        cat_cursor = ann.wait(REMOTE_CURSOR.format("cat"), "cat's cursor")
         assert ann.js(CHARS_BEFORE, cat_cursor) == len(final) + 1
         # the members line shows each in a colour of its own
         colours = ann.js("return [...document.querySelectorAll('#members span')]"

@@ -16,11 +16,12 @@ from tests.web.test_browser_edit import TEXT, TEXT_OF, open_editor
 
 pytestmark = pytest.mark.long
 
-#: a paste as the browser makes one: a `paste` event carrying the clipboard's text
+#: a paste as the browser makes one: a `paste` event carrying the clipboard's text, on
+#: CodeMirror's content
 PASTE = """
 const data = new DataTransfer();
 data.setData('text/plain', arguments[0]);
-document.getElementById('text').dispatchEvent(
+document.querySelector('#text .cm-content').dispatchEvent(
   new ClipboardEvent('paste', {clipboardData: data, bubbles: true, cancelable: true}));
 """
 SETTLED = ("return document.getElementById('text').dataset.unconfirmed === '0' "

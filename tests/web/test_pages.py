@@ -7,8 +7,10 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+import groupcomm.web.gateway as gateway_module
 from groupcomm.web.auth import Users
 from groupcomm.web.gateway import Gateway
 
@@ -28,12 +30,27 @@ def run_with_client(tmp_path: Path, check, **options) -> None:
 def test_pages_and_static_files_are_served_and_nothing_else(tmp_path: Path) -> None:
     async def check(client: TestClient, gateway: Gateway, token: str) -> None:
         for path, needle in (("/", "login link"), ("/im", "im.js"), ("/edit", "edit.js"),
-                             ("/static/text_sequence.js", "export class TextSequence")):
+                             ("/static/text_sequence.js", "export class TextSequence"),
+                             ("/static/codemirror.js", "EditorView")):
             answer = await client.get(path)
             assert answer.status == 200 and needle in await answer.text()
         for path in ("/static/..%2Fgateway.py", "/static/gateway.py", "/static/.hidden.js",
                      "/static/missing.js", "/ws/other"):
             assert (await client.get(path)).status == 404, path
+
+    run_with_client(tmp_path, check)
+
+
+def test_without_its_codemirror_bundle_the_editor_page_says_how_to_build_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gateway_module, "BUNDLE", "codemirror-not-built.js")
+
+    async def check(client: TestClient, gateway: Gateway, token: str) -> None:
+        for path in ("/edit", "/static/codemirror-not-built.js"):
+            answer = await client.get(path)
+            assert answer.status == 503
+            assert "npm ci && npm run build" in await answer.text()
+        assert (await client.get("/im")).status == 200  # the other pages need no bundle
 
     run_with_client(tmp_path, check)
 

@@ -1,6 +1,7 @@
 // The editor page: the tab's editor replica (editor.js, the Python EditorReplica in
-// JavaScript) on the gateway's WebSocket, drawn with the others' cursors in their
-// colours. Typing is applied at once, with a provisional id and the clock the tab
+// JavaScript) on the gateway's WebSocket, shown and edited in CodeMirror 6 (edit_view.js,
+// bound to the replica by cm_binding.js) with the others' cursors in their person's
+// colour (colours.js: the same in every tab and in the terminal). Typing is applied at once, with a provisional id and the clock the tab
 // expects; the gateway sends the edit and answers with the id and tag it got, which the
 // replica takes (confirmed). If that tag is not the one the tab expected, or the gateway
 // refused an edit, the page starts again from the gateway's state of this member
@@ -13,13 +14,15 @@
 // (a `generation` event), edits wait in the outbox for the fresh state, onto which
 // they and the own edits the gateway lists go again as new edits.
 import { Connection, claimNote, claimStorage, displayName, tabLine } from "/static/client.js";
+import { Binding, itemsIn, offsetAfter, rangesOf, remote } from "/static/cm_binding.js";
+import { deleteCharForward } from "/static/codemirror.js";
+import { colourSlot } from "/static/colours.js";
 import { EditorReplica, RUN_LIMIT, isPresence, presence } from "/static/editor.js";
+import { deleteClusterBackward, makeView, setCursors } from "/static/edit_view.js";
 import { Outbox } from "/static/outbox.js";
 
-const COLOURS = 6;
-const view = document.getElementById("text");
-// milliseconds of drawing above which the text is drawn less often (renderSoon)
-const SLOW_RENDER = 30;
+const box = document.getElementById("text");
+const PROVISIONAL_ID = /^(.*#~L\d+)(\+\d+)?$/;
 // bytes of an edit request besides its text (type, ids, counts), with room to spare
 const REQUEST_OVERHEAD = 1024;
 
@@ -33,8 +36,21 @@ function runLimit(limits) {
   return Math.max(1, Math.min(limits.text, bytes));
 }
 
+// The most ids of a delete the gateway takes, and its bytes of ids.
+function deleteLimits(limits) {
+  if (!limits) return [RUN_LIMIT, 64 * 1024];
+  return [limits.delete, limits.message - REQUEST_OVERHEAD];
+}
+
 const editor = {
   replica: null,
+  view: null,               // CodeMirror's
+  binding: null,
+  stale: true,              // the view may not show the replica's text (a new replica)
+  held: null,               // the edits made while resyncing (a change set: later())
+  selectionEnd: undefined,  // the own selection's other end as last told (undefined: none)
+  deleteLimit: RUN_LIMIT,
+  deleteBytes: 64 * 1024,
   connection: null,
   clock: {},                // this tab's application clock, as the gateway will tag with
   nextLocal: 1,
@@ -52,18 +68,15 @@ const editor = {
   saveDue: false,
   rebased: 0,               // edits put back after a reconnect or a reload
   renderDue: false,
-  renderCost: 0,            // how long the last drawing took (ms), and when it ended
-  lastRender: 0,
 
   colour(member) {
-    const name = displayName(member);
-    if (!(name in this.colours)) this.colours[name] = `c${Object.keys(this.colours).length % COLOURS}`;
-    return this.colours[name];
+    return `c${colourSlot(displayName(member))}`;
   },
 
   // -- the connection's events --------------------------------------------------------
   start(welcome) {
     this.runLimit = runLimit(welcome.limits);
+    [this.deleteLimit, this.deleteBytes] = deleteLimits(welcome.limits);
     this.outbox.attach(`groupcomm-outbox:${this.storage}:${welcome.session}:${welcome.user}`);
     if (this.replica !== null) this.keepCursor();
     this.resyncing = false;
@@ -110,6 +123,14 @@ const editor = {
       (unsendable ? ` (${unsendable})` : "");
   },
 
+  // An id the tab gave (provisional) by the message id the gateway confirmed it as,
+  // when it did (a confirmation that came during a resync did not rename the characters).
+  realId(id) {
+    const parts = PROVISIONAL_ID.exec(id);
+    const real = parts && this.outbox.renamed[parts[1]];
+    return real ? real + (parts[2] || "") : id;
+  },
+
   // Put the kept edits back on the state just received (outbox.js; `seen`: the state's
   // clock of what its maker had applied).
   rebase(seen) {
@@ -151,6 +172,9 @@ const editor = {
     this.replica = new EditorReplica(me, (payload) => this.send(payload),
       { members: event.members, runLimit: this.runLimit });
     this.replica.install(event.state);
+    this.binding.pending = [];  // the state holds what they would change
+    this.binding.rebind(this.replica.text, (id) => this.realId(id));
+    this.stale = true;
     this.clock = { ...event.clock };
     if (this.resyncing && this.openStatus) this.status(...this.openStatus);
     this.resyncing = false;
@@ -158,6 +182,7 @@ const editor = {
     if (then) then();
     const waiting = this.waiting;
     this.waiting = [];
+    this.syncView(true);
     for (const act of waiting) act();
     this.render();
   },
@@ -225,20 +250,17 @@ const editor = {
   },
 
   // Draw once when the message from the gateway that brought these events is handled
-  // (a batch of deliveries draws the text once, not once each): a microtask, which a
-  // browser does not slow down in a background tab as it does a timer.
-  // A text that takes long to draw (a paste of a megabyte: some 100 ms) is drawn at
-  // most every few times that long, so that drawing does not hold up taking the rest.
+  // (a batch of deliveries is one CodeMirror transaction, not one each): a microtask,
+  // which a browser does not slow down in a background tab as it does a timer, and
+  // which runs before the next key: the view shows the replica's text whenever the
+  // person's next transaction is made.
   renderSoon() {
     if (this.renderDue) return;
     this.renderDue = true;
-    const draw = () => {
+    queueMicrotask(() => {
       this.renderDue = false;
       if (this.replica !== null) this.render();
-    };
-    const wait = this.renderCost > SLOW_RENDER ? this.lastRender + 4 * this.renderCost - performance.now() : 0;
-    if (wait > 0) setTimeout(draw, wait);
-    else queueMicrotask(draw);
+    });
   },
 
   merge(clock) {
@@ -250,9 +272,13 @@ const editor = {
     this.merge(event.vc);
     this.clock[me] = (this.clock[me] || 0) + 1;
     let payload = event.other;
-    if ("cursor" in event) payload = presence(event.cursor);
+    if ("cursor" in event) payload = presence(event.cursor, event.other);
     else if ("op" in event) payload = event.op;
-    this.replica.delivered(event.sender, payload, event.vc, event.id, event.superseded);
+    const replica = this.replica;
+    const failures = replica.failures;
+    const after = event.sender === me ? null : this.binding.delivering(payload, event.id);
+    replica.delivered(event.sender, payload, event.vc, event.id, event.superseded);
+    if (after !== null) after(replica.failures === failures);
   },
 
   // The replica's send: through the gateway, with a provisional id for an edit.
@@ -261,7 +287,9 @@ const editor = {
     this.clock[me] = (this.clock[me] || 0) + 1;
     const clock = { ...this.clock };
     if (isPresence(payload)) {
-      if (!this.replacing) this.connection.send({ type: "cursor", applied: 0, anchor: payload[1] });
+      const request = { type: "cursor", applied: 0, anchor: payload[1] };
+      if (payload.length === 3) request.other = payload[2];  // a selection's other end
+      if (!this.replacing) this.connection.send(request);
       this.save();
       return { id: null, clock };
     }
@@ -283,83 +311,201 @@ const editor = {
     this.connection.send({ type: "resync" });
   },
 
-  // -- own edits (keys, and the tests) ----------------------------------------------------
+  // -- the view's transactions ----------------------------------------------------------
+  // Every CodeMirror transaction: the person's edits are sent (the replica applies them
+  // with provisional ids) before the view takes them; the replica's own changes (marked
+  // remote) are only shown. While the page starts again from the gateway's state
+  // (resync), an edit waits for it, held by the ids of the characters it names.
+  dispatch(trs, view) {
+    for (const tr of trs) {
+      if (tr.docChanged && !tr.annotation(remote) && !this.local(tr)) return;
+      view.update([tr]);
+      if (!tr.annotation(remote) && (tr.selection || tr.docChanged)) this.announce();
+    }
+    if (trs.some((tr) => tr.docChanged && !tr.annotation(remote))) this.renderSoon();
+  },
+
+  local(tr) {
+    const replica = this.replica;
+    if (replica === null) return false;
+    if (this.resyncing) {
+      this.later(tr);
+      return false;
+    }
+    this.refusal("");  // an own edit clears the reason a previous one was taken back
+    this.binding.record(this.binding.send(tr), tr);
+    return true;
+  },
+
+  // The edits made while resyncing, as a function that makes them again on the text to
+  // come. The view does not take them meanwhile, so each one is in the offsets of the
+  // text before them all: they are gathered in one change set (a later one mapped after
+  // the earlier ones: keys typed one after the other stay in their order), and made
+  // again by the ids of the characters they delete and insert after, the cursor after
+  // the last insert.
+  later(tr) {
+    if (this.held !== null) {
+      this.held = this.held.compose(tr.changes.map(this.held));
+      return;
+    }
+    this.held = tr.changes;
+    const text = this.replica.text;
+    this.waiting.push(() => {
+      const changes = [];
+      this.held.iterChanges((fromA, toA, _fromB, _toB, inserted) => {
+        const { before, items } = itemsIn(text, fromA, toA);
+        changes.push({ ids: items.map((i) => i.id), after: before === null ? null : before.id,
+          insert: inserted.toString() });
+      });
+      this.held = null;
+      for (const change of changes) {
+        const now = this.replica.text;
+        const parts = rangesOf(now, change.ids).map(([from, to]) => ({ from, to }));
+        const at = offsetAfter(now, change.after);
+        const spec = { userEvent: "input" };
+        if (change.insert && at !== null) {
+          parts.push({ from: at, insert: change.insert });
+          spec.selection = { anchor: at + change.insert.length };
+          // (the deletes before it in this change shift it back)
+          for (const { from, to } of parts) if (to !== undefined && to <= at) spec.selection.anchor -= to - from;
+        }
+        if (parts.length) this.view.dispatch({ ...spec, changes: parts });
+      }
+    });
+  },
+
+  // Tell the others where the own cursor is (after the character before it) and the
+  // other end of the own selection, when either moved.
+  announce() {
+    const replica = this.replica;
+    if (replica === null || this.resyncing) return;
+    const { head, anchor: end, empty } = this.view.state.selection.main;
+    const idBefore = (at) => {
+      const { before } = itemsIn(replica.text, at, at);
+      return before === null ? null : before.id;
+    };
+    const anchor = idBefore(head);
+    const other = empty ? undefined : idBefore(end);
+    if (anchor === replica.cursor && other === this.selectionEnd) return;
+    this.selectionEnd = other;
+    replica._own(presence(anchor, other));
+  },
+
+  // The view as the replica's text, by one change between what differs (a new replica:
+  // a resync, a reload's kept edits put back), the own cursor where the replica has it
+  // when `cursor`.
+  syncView(cursor = false) {
+    const view = this.view;
+    const doc = view.state.doc.toString();
+    const value = this.replica.text.value;
+    this.stale = false;
+    const spec = { annotations: remote.of(true) };
+    if (doc !== value) {
+      let from = 0;
+      const most = Math.min(doc.length, value.length);
+      while (from < most && doc.charCodeAt(from) === value.charCodeAt(from)) from += 1;
+      let tail = 0;
+      while (tail < most - from
+             && doc.charCodeAt(doc.length - 1 - tail) === value.charCodeAt(value.length - 1 - tail)) {
+        tail += 1;
+      }
+      // never between the two halves of a surrogate pair
+      if (from > 0 && /[\uD800-\uDBFF]/.test(doc[from - 1])) from -= 1;
+      if (tail > 0 && /[\uDC00-\uDFFF]/.test(doc[doc.length - tail])) tail -= 1;
+      spec.changes = { from, to: doc.length - tail, insert: value.slice(from, value.length - tail) };
+    }
+    if (cursor) {
+      const at = offsetAfter(this.replica.text, this.replica.cursor);
+      spec.selection = { anchor: Math.min(at === null ? 0 : at, value.length) };
+    }
+    if (spec.changes || spec.selection) view.dispatch(spec);
+  },
+
+  // -- own edits as a person makes them (the tests and the benchmark) --------------------
   act(change) {
     if (this.replica === null) return;
     if (this.resyncing) {
       this.waiting.push(() => this.act(change));
       return;
     }
-    change(this.replica);
-    this.render();
+    this.binding.flush();
+    change(this.view);
   },
 
-  // (an own edit clears the reason a previous one was taken back)
   insert(text) {
-    if (text) this.act((replica) => { this.refusal(""); replica.insert(text); });
+    if (text) this.act((view) => view.dispatch(view.state.replaceSelection(text), { userEvent: "input.type" }));
   },
 
   backspace() {
-    this.act((replica) => { this.refusal(""); replica.backspace(); });
+    this.act((view) => deleteClusterBackward(view));
   },
 
   deleteForward() {
-    this.act((replica) => { this.refusal(""); replica.delete(); });
+    this.act((view) => deleteCharForward(view));
   },
 
+  // Put the cursor before the character at `position` (code points, as the replica counts).
   moveTo(position) {
-    this.act((replica) => replica.moveTo(position));
+    this.act((view) => {
+      const clamped = Math.max(0, Math.min(position, this.replica.text.visibleLength()));
+      const at = offsetAfter(this.replica.text, this.replica.text.anchor(clamped));
+      view.dispatch({ selection: { anchor: at }, scrollIntoView: true, userEvent: "select" });
+    });
+  },
+
+  // The own cursor's place in code points.
+  get position() {
+    const head = this.view.state.selection.main.head;
+    return [...this.view.state.doc.sliceString(0, head)].length;
   },
 
   move(step) {
-    this.act((replica) => replica.moveTo(replica.position + step));
+    this.moveTo(this.position + step);
+  },
+
+  text() {
+    return this.view.state.doc.toString();
+  },
+
+  undo() {
+    return this.replica !== null && !this.resyncing && this.binding.undo();
+  },
+
+  redo() {
+    return this.replica !== null && !this.resyncing && this.binding.redo();
   },
 
   // -- drawing ---------------------------------------------------------------------------
   render() {
-    const started = performance.now();
+    this.binding.flush();
+    if (this.stale) this.syncView();
     this.draw();
-    this.lastRender = performance.now();
-    this.renderCost = this.lastRender - started;
   },
 
   draw() {
     const replica = this.replica;
-    const [text, mine, others] = replica.view();
-    // positions count code points; a text without surrogate pairs (most) is cut as it
-    // is, others as an array of code points
-    const simple = !/[\uD800-\uDFFF]/.test(text);
-    const value = simple ? text : [...text];
-    const piece = simple ? (a, b) => text.slice(a, b) : (a, b) => value.slice(a, b).join("");
-    const at = new Map();  // position -> members whose cursor is there
-    for (const [member, position] of Object.entries(others)) {
-      if (!at.has(position)) at.set(position, []);
-      at.get(position).push(member);
+    const text = replica.text;
+    // the others' cursors, one widget per place (their names never overprint)
+    const at = new Map();
+    for (const [member, anchor] of Object.entries(replica.cursors)) {
+      if (!replica.members.includes(member)) continue;
+      const offset = offsetAfter(text, anchor);
+      if (offset === null) continue;
+      if (!at.has(offset)) at.set(offset, []);
+      at.get(offset).push([member, this.colour(member)]);
     }
-    // the text in one node per stretch between cursors (not a node per character: a
-    // paste of 200 KiB would take seconds to draw)
-    const marks = new Set([...at.keys(), mine].filter((p) => p >= 0 && p <= value.length));
-    const parts = document.createDocumentFragment();
-    let from = 0;
-    for (const p of [...marks].sort((a, b) => a - b)) {
-      if (p > from) parts.appendChild(document.createTextNode(piece(from, p)));
-      from = p;
-      for (const member of at.get(p) || []) {
-        const span = document.createElement("span");
-        span.className = `cursor ${this.colour(member)}`;
-        span.dataset.member = member;
-        span.dataset.position = p;
-        parts.appendChild(span);
-      }
-      if (p === mine) {
-        const caret = document.createElement("span");
-        caret.className = "caret";
-        caret.dataset.position = p;
-        parts.appendChild(caret);
-      }
+    const length = this.view.state.doc.length;
+    const cursors = [...at.entries()].filter(([p]) => p <= length).sort((a, b) => a[0] - b[0]);
+    // their selections, from the cursor to the other end
+    const selections = [];
+    for (const [member, other] of Object.entries(replica.selections)) {
+      if (!replica.members.includes(member) || !(member in replica.cursors)) continue;
+      const ends = [offsetAfter(text, replica.cursors[member]), offsetAfter(text, other)];
+      if (ends.includes(null) || ends[0] === ends[1] || Math.max(...ends) > length) continue;
+      selections.push([Math.min(...ends), Math.max(...ends), member, this.colour(member)]);
     }
-    if (from < value.length) parts.appendChild(document.createTextNode(piece(from, value.length)));
-    view.replaceChildren(parts);
+    this.view.dispatch({ effects: setCursors.of({ cursors, selections }),
+      annotations: remote.of(true) });
     const members = document.getElementById("members");
     members.replaceChildren(...replica.members.map((m) => {
       const span = document.createElement("span");
@@ -369,13 +515,14 @@ const editor = {
       return span;
     }));
     const unsent = this.outbox.entries.filter((e) => !e.wire).length;
-    document.getElementById("footer").textContent =
-      `${value.length} characters; ${replica.text.length - value.length} deleted kept; ` +
+    const shown = text.visibleLength();
+    document.getElementById("counters").textContent =
+      `${shown} characters; ${text.length - shown} deleted kept; ` +
       `${replica.unconfirmed.length} unconfirmed` +
       (unsent ? ` (${unsent} kept until the connection is back)` : "") +
       `; ${replica.failures} failed`;
-    view.dataset.applied = replica.applied;
-    view.dataset.unconfirmed = replica.unconfirmed.length;
+    box.dataset.applied = replica.applied;
+    box.dataset.unconfirmed = replica.unconfirmed.length;
   },
 
   status(text, state) {
@@ -393,48 +540,13 @@ const editor = {
   },
 };
 
-// Where the cursor's line starts and ends (in code points, as positions count).
-function lineStart(replica) {
-  const at = replica.position;
-  return at ? [...replica.text.value].lastIndexOf("\n", at - 1) + 1 : 0;
-}
-
-function lineEnd(replica) {
-  const value = [...replica.text.value];
-  const k = value.indexOf("\n", replica.position);
-  return k < 0 ? value.length : k;
-}
-
-view.addEventListener("keydown", (event) => {
-  if (!editor.replica || event.ctrlKey || event.metaKey || event.altKey) return;
-  let handled = true;
-  if (event.key === "Enter") editor.insert("\n");
-  else if (event.key === "Backspace") editor.backspace();
-  else if (event.key === "Delete") editor.deleteForward();
-  else if (event.key === "ArrowLeft") editor.move(-1);
-  else if (event.key === "ArrowRight") editor.move(1);
-  else if (event.key === "Home") editor.act((replica) => replica.moveTo(lineStart(replica)));
-  else if (event.key === "End") editor.act((replica) => replica.moveTo(lineEnd(replica)));
-  else if ([...event.key].length === 1) editor.insert(event.key);
-  else handled = false;
-  if (handled) event.preventDefault();
+editor.binding = new Binding(editor);
+editor.view = makeView(box, {
+  dispatch: (trs, view) => editor.dispatch(trs, view),
+  undo: () => editor.undo(),
+  redo: () => editor.redo(),
 });
-
-view.addEventListener("paste", (event) => {
-  event.preventDefault();
-  editor.insert(event.clipboardData.getData("text/plain"));
-});
-
-view.addEventListener("click", () => {
-  // put the cursor where the click landed (the character offset in the view)
-  const selection = window.getSelection();
-  if (!selection.rangeCount || !editor.replica) return;
-  const range = selection.getRangeAt(0);
-  const before = document.createRange();
-  before.selectNodeContents(view);
-  before.setEnd(range.startContainer, range.startOffset);
-  editor.moveTo([...before.toString()].length);
-});
+editor.binding.view = editor.view;
 
 // leaving the page (a reload): what is not confirmed is kept for the next page
 window.addEventListener("pagehide", () => editor.save(true));
@@ -446,4 +558,4 @@ claimStorage("edit").then((claim) => {
   editor.claim = claim;
   editor.connection.open();
 });
-view.focus();
+editor.view.focus();

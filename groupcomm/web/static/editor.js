@@ -21,13 +21,15 @@ export const COLLECT_EVERY = 64;
 export const RUN_LIMIT = 16384;
 export const PRESENCE = "cursor";
 
-export function presence(anchor) {
-  return [PRESENCE, anchor];
+// A cursor after `anchor`; with a selection, one from there to after `other`.
+export function presence(anchor, other = undefined) {
+  return other === undefined ? [PRESENCE, anchor] : [PRESENCE, anchor, other];
 }
 
 export function isPresence(payload) {
-  return Array.isArray(payload) && payload.length === 2 && payload[0] === PRESENCE
-    && (payload[1] === null || typeof payload[1] === "string");
+  return Array.isArray(payload) && (payload.length === 2 || payload.length === 3)
+    && payload[0] === PRESENCE
+    && payload.slice(1).every((p) => p === null || typeof p === "string");
 }
 
 export function lastId(opId, length) {
@@ -57,6 +59,7 @@ export class EditorReplica {
     this.pending = null;      // typed characters not sent yet: {after, text}
     this.cursor = null;
     this.cursors = {};        // member -> anchor
+    this.selections = {};     // member -> the anchor of its selection's other end
     this.applied = 0;
     this.collected = 0;
     this.failures = 0;
@@ -227,6 +230,8 @@ export class EditorReplica {
       this.stability.delivered(sender, clock);
       if (!superseded) {
         this.cursors[sender] = payload[1];
+        if (payload.length === 3) this.selections[sender] = payload[2];
+        else delete this.selections[sender];
         this._changed(false);
       }
       return false;
@@ -241,6 +246,7 @@ export class EditorReplica {
       return false;
     }
     this.cursors[sender] = this._follow(payload, messageId);
+    delete this.selections[sender];  // an edit leaves its maker's cursor, no selection
     this._applied(sender, clock);
     this._changed();
     return this.pending !== null && touches(payload, this.pending.after);
@@ -277,6 +283,9 @@ export class EditorReplica {
     for (const member of Object.keys(this.cursors)) {
       this.cursors[member] = this.text.anchor(this.place(this.cursors[member]));
     }
+    for (const member of Object.keys(this.selections)) {
+      this.selections[member] = this.text.anchor(this.place(this.selections[member]));
+    }
     this.collected += this.text.collect(this.stability);
   }
 
@@ -291,6 +300,7 @@ export class EditorReplica {
   memberLeft(member) {
     this.members = this.members.filter((m) => m !== member);
     delete this.cursors[member];
+    delete this.selections[member];
     this.stability.memberLeft(member);
     this._changed(false);
   }
