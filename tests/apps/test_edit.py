@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from groupcomm.apps.colours import colour_slot
+from groupcomm.apps.edit_screen import COLOURS
 from groupcomm.tools.procs import ProcessGroup
 from trace_analysis.reference import check_directory
+
+#: the ANSI background code of each prompt_toolkit colour the screen uses
+BACKGROUNDS = {"ansired": 41, "ansigreen": 42, "ansiyellow": 43, "ansiblue": 44,
+               "ansimagenta": 45, "ansicyan": 46}
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
@@ -141,10 +147,11 @@ def test_three_editors_type_at_one_place_and_converge_and_a_late_joiner_sees_the
     assert all(f"{x}1 {x}2" in text for x in "ABC")
 
     # presence: bob moves to the start of the text without editing; carol sees his
-    # cursor there, in his colour (the second member she sees: green)
+    # cursor there, in his colour (by his name: the same in every tab and terminal)
     terminals.keys("bob", "Up", "Home")
+    background = BACKGROUNDS[COLOURS[colour_slot("bob")]]
     wait_for("bob's cursor on carol's screen",
-             lambda: re.search(r"\x1b\[30m\x1b\[42mD", "\n".join(
+             lambda: re.search(rf"\x1b\[30m\x1b\[{background}mD", "\n".join(
                  terminals.screen("carol", escapes=True))) is not None, terminals, "carol")
 
     # a late joiner gets the current text and takes part
