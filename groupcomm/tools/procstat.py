@@ -1,0 +1,43 @@
+"""CPU time and resident memory of a process, from ``/proc`` (Linux): what a benchmark
+reports for the processes it started."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """A process's CPU seconds (user + system) and resident memory at one moment."""
+
+    pid: int
+    at: float  # time.perf_counter()
+    cpu_seconds: float
+    rss_mb: float
+
+    @classmethod
+    def take(cls, pid: int) -> ProcessSample:
+        """Read ``/proc/PID``; OSError if the process is gone."""
+        with open(f"/proc/{pid}/stat") as f:
+            # the command name, in parentheses, may hold spaces: fields count after it
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+        rss_kb = 0
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss_kb = int(line.split()[1])
+                    break
+        return cls(pid, time.perf_counter(), cpu, rss_kb / 1024)
+
+    def since(self, start: ProcessSample, base: ProcessSample | None = None) -> dict[str, float]:
+        """CPU use between ``start`` and this sample (percent of one core), the memory
+        now, and how much it grew since ``base`` (``start`` if None)."""
+        wall = max(self.at - start.at, 1e-9)
+        return {"cpu_percent": 100 * (self.cpu_seconds - start.cpu_seconds) / wall,
+                "rss_mb": self.rss_mb,
+                "rss_grown_mb": self.rss_mb - (base or start).rss_mb}
