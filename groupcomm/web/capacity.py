@@ -239,6 +239,11 @@ class _Tab:
             await asyncio.sleep(max(0.0, delay))
 
 
+async def _join_each(join: Callable[[_Tab], Any], tabs: list[_Tab]) -> None:
+    for tab in tabs:
+        await join(tab)
+
+
 async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[str]],
                    rate: float, seconds: float, pids: dict[str, int],
                    stats: Callable[[], dict[str, Any]], progress: Progress) -> Step:
@@ -250,20 +255,25 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
     tabs = [_Tab(session, user, tokens[user])
             for session, users in users_of.items() for user in users]
     loop = asyncio.get_running_loop()
-    before: dict[str, ProcessSample] = {}
     async with aiohttp.ClientSession() as http:
         readers: list[asyncio.Task] = []
         try:
-            for tab in tabs:  # one at a time: the joins are not what is measured
+            async def join(tab: _Tab) -> None:
                 await tab.open(http, url)
                 readers.append(asyncio.create_task(tab.read()))
                 await asyncio.wait_for(tab.welcomed.wait(), JOIN_TIMEOUT)
-                if tab.error:
-                    step.error = f"{tab.user} could not log in: {tab.error}"
-                    return step
-                if not before:  # after the first login: its scrypt check's memory is
-                    # the process's, not a tab's
-                    before = {who: ProcessSample.take(pid) for who, pid in pids.items()}
+
+            await join(tabs[0])
+            # after the first login: its scrypt check's memory is the process's, not a tab's
+            before = {who: ProcessSample.take(pid) for who, pid in pids.items()}
+            # the sessions' tabs join side by side, each session's one at a time (the
+            # joins are not what is measured)
+            await asyncio.gather(*(_join_each(join, [t for t in tabs[1:] if t.session == s])
+                                   for s in users_of))
+            failed = next((t for t in tabs if t.error), None)
+            if failed is not None:
+                step.error = f"{failed.user} could not log in: {failed.error}"
+                return step
             progress(f"{step.tabs} tabs joined; typing {rate:g} keys/s each for {seconds:g} s")
             joined = {who: ProcessSample.take(pid) for who, pid in pids.items()}
             counted_from = time.perf_counter() + WARM_UP * seconds
