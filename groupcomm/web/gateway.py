@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -54,6 +55,40 @@ STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/htm
                 ".png": "image/png"}
 
 
+class Handoff:
+    """Events for the tabs, from the poll thread (or the event loop) to the tabs' queues on
+    the event loop: one wake-up of the loop for all the events pushed meanwhile, not one
+    each (with hundreds of tabs a keystroke is pushed to each of its session's tabs).
+    Each queue gets its events in the order they were pushed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[tuple[asyncio.Queue, dict[str, Any]]] = []
+        self._scheduled = False
+
+    def push(self, queue: asyncio.Queue, event: dict[str, Any]) -> None:
+        """Thread-safe; RuntimeError once the event loop is closed."""
+        with self._lock:
+            self._pending.append((queue, event))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            with self._lock:
+                self._scheduled = False
+            raise
+
+    def _deliver(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._scheduled = False
+        for queue, event in pending:
+            queue.put_nowait(event)
+
+
 class Gateway:
 
     def __init__(self, users: Users, session: str | Sequence[str], *,
@@ -93,6 +128,8 @@ class Gateway:
         self.app.on_startup.append(self._start_users_check)
         self.app.on_shutdown.append(self._shutdown)
         self._users_check: asyncio.Task | None = None
+        #: what the poll thread pushes to the tabs' queues (made on the event loop)
+        self._handoff: Handoff | None = None
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
@@ -196,7 +233,9 @@ class Gateway:
         # a second tab is a member of its own (ann:2), never a replacement of the first
         name = tab_member_name(user, slot)
         self._joining.add((session, kind, name))
-        push = partial(loop.call_soon_threadsafe, queue.put_nowait)
+        if self._handoff is None:
+            self._handoff = Handoff(loop)
+        push = partial(self._handoff.push, queue)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, session, push,
