@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from importlib import resources
 from typing import Any
@@ -128,6 +129,10 @@ class Gateway:
         self.app.on_startup.append(self._start_users_check)
         self.app.on_shutdown.append(self._shutdown)
         self._users_check: asyncio.Task | None = None
+        #: the login checks' thread: scrypt takes 16 MiB a check, which each thread's
+        #: malloc arena keeps once freed (a pool of threads would keep it per thread, a
+        #: burst of logins at once); logins are checked one at a time
+        self._checks = ThreadPoolExecutor(1, thread_name_prefix="login-check")
         #: what the poll thread pushes to the tabs' queues (made on the event loop)
         self._handoff: Handoff | None = None
 
@@ -217,7 +222,7 @@ class Gateway:
             return None
         user, token = hello.fields["user"], hello.fields["token"]
         await self._refresh_users()  # a user added or removed a moment ago counts
-        if not await loop.run_in_executor(None, self.users.verify, user, token):
+        if not await loop.run_in_executor(self._checks, self.users.verify, user, token):
             await self._error(ws, "wrong user name or token (ask for a new login link)",
                               "login_failed")
             return None
@@ -403,3 +408,4 @@ class Gateway:
         await asyncio.gather(*(loop.run_in_executor(None, m.close) for m in members))
         if self.host is not None:
             await loop.run_in_executor(None, self.host.close)
+        self._checks.shutdown(wait=False)
