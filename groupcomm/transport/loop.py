@@ -37,6 +37,9 @@ class PollLoop:
         self._calls: deque[tuple[Callable[[], None], MemberLink | None]] = deque()
         #: a call for no member in particular ran: every member gets a turn
         self._sweep = False
+        #: run on the thread after each round of turns (e.g. hand what the members'
+        #: listeners produced to another thread in one go)
+        self.after_turns: list[Callable[[], None]] = []
         self._poller = zmq.Poller()
         self._poller.register(self.wakeup.fileno, zmq.POLLIN)
         self._stop = False
@@ -166,6 +169,11 @@ class PollLoop:
                         link.step(ready)
                     except Exception as error:
                         self._failed(link, error)
+                for function in self.after_turns:
+                    try:
+                        function()
+                    except Exception:
+                        log.exception("error after the members' turns")
         except Exception:
             log.exception("I/O loop failed")
         finally:

@@ -60,13 +60,18 @@ class Handoff:
     """Events for the tabs, from the poll thread (or the event loop) to the tabs' queues on
     the event loop: one wake-up of the loop for all the events pushed meanwhile, not one
     each (with hundreds of tabs a keystroke is pushed to each of its session's tabs).
-    Each queue gets its events in the order they were pushed."""
+    What the shared poll thread pushes waits for the end of its round of turns
+    (:meth:`flush`). Each queue gets its events in the order they were pushed."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, host: Host | None = None) -> None:
         self.loop = loop
+        self.host = host
         self._lock = threading.Lock()
         self._pending: list[tuple[asyncio.Queue, dict[str, Any]]] = []
         self._scheduled = False
+        self._loop_thread = threading.get_ident()  # made on the event loop's thread
+        if host is not None:
+            host.after_turns(self.flush)
 
     def push(self, queue: asyncio.Queue, event: dict[str, Any]) -> None:
         """Thread-safe; RuntimeError once the event loop is closed."""
@@ -74,13 +79,31 @@ class Handoff:
             self._pending.append((queue, event))
             if self._scheduled:
                 return
+            if threading.get_ident() == self._loop_thread:
+                self._scheduled = True
+                self.loop.call_soon(self._deliver)
+                return
+            if self.host is not None and self.host.on_thread():
+                return  # flush() wakes the event loop after this round of turns
             self._scheduled = True
+        self._wake()
+
+    def flush(self) -> None:
+        """Wake the event loop for what was pushed and is not on its way (poll thread)."""
+        with self._lock:
+            if not self._pending or self._scheduled:
+                return
+            self._scheduled = True
+        self._wake()
+
+    def _wake(self) -> None:
         try:
             self.loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:
             with self._lock:
                 self._scheduled = False
-            raise
+            if self.host is None or not self.host.on_thread():
+                raise
 
     def _deliver(self) -> None:
         with self._lock:
@@ -239,7 +262,7 @@ class Gateway:
         name = tab_member_name(user, slot)
         self._joining.add((session, kind, name))
         if self._handoff is None:
-            self._handoff = Handoff(loop)
+            self._handoff = Handoff(loop, self.host)
         push = partial(self._handoff.push, queue)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
