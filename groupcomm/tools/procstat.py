@@ -39,5 +39,6 @@ class ProcessSample:
         now, and how much it grew since ``base`` (``start`` if None)."""
         wall = max(self.at - start.at, 1e-9)
         return {"cpu_percent": 100 * (self.cpu_seconds - start.cpu_seconds) / wall,
+                "cpu_seconds": self.cpu_seconds - start.cpu_seconds,
                 "rss_mb": self.rss_mb,
                 "rss_grown_mb": self.rss_mb - (base or start).rss_mb}

@@ -57,6 +57,8 @@ class Step:
     gateway: dict[str, float] = field(default_factory=dict)  # cpu_percent, rss_mb
     server: dict[str, float] = field(default_factory=dict)
     queued_max: int = 0
+    #: deliveries (keystroke, receiving tab) of the keys typed while CPU was measured
+    deliveries: int = 0
     error: str | None = None
 
     @property
@@ -77,6 +79,9 @@ class Step:
             if sample:
                 row[f"{who}_cpu_percent"] = round(sample["cpu_percent"], 1)
                 row[f"{who}_rss_mb"] = round(sample["rss_mb"], 1)
+                if self.deliveries:  # what contention on a shared machine hardly changes
+                    row[f"{who}_cpu_us_per_delivery"] = round(
+                        1e6 * sample["cpu_seconds"] / self.deliveries, 1)
                 # grown since the first tab logged in, over the other tabs
                 row[f"{who}_mb_per_tab"] = round(sample["rss_grown_mb"]
                                                  / max(1, self.tabs - 1), 3)
@@ -284,14 +289,16 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
                 step.queued_max = max(step.queued_max,
                                       (await loop.run_in_executor(None, stats))["queued_max"])
             await asyncio.gather(*typers)
-            typed = {who: ProcessSample.take(pid) for who, pid in pids.items()}
-            for who in pids:
-                step.__dict__[who] = typed[who].since(joined[who], before[who])
             step.expected = sum(t.typed for t in tabs) * (tabs_per_session - 1)
+            step.deliveries = step.expected
             deadline = time.perf_counter() + DRAIN_TIMEOUT
             while (sum(len(t.arrivals) for t in tabs) < step.expected
                    and time.perf_counter() < deadline):
                 await asyncio.sleep(0.05)
+            # from the first key to the last delivery: the CPU all the typing cost
+            typed = {who: ProcessSample.take(pid) for who, pid in pids.items()}
+            for who in pids:
+                step.__dict__[who] = typed[who].since(joined[who], before[who])
             failed = next((t for t in tabs if t.error), None)
             if failed is not None:
                 step.error = f"{failed.user} was refused: {failed.error}"
