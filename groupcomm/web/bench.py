@@ -51,7 +51,9 @@ def build_parser() -> ArgumentParser:
                           help="... or the gateway's memory per tab above this (default none)")
     capacity.add_argument("--plot", metavar="PNG", help="write p99 against tabs here")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["browser", "terminal", "capacity"], help="leave a part out")
+                        choices=["browser", "terminal", "capacity", "peer"],
+                        help="leave a part out (peer: the capacity load against "
+                        "pycrdt-websocket's server)")
     parser.add_argument("--no-reliable", action="store_true",
                         help="gateway and terminal editors without the reliable layer")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -212,18 +214,39 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
             reason = capacity_run.verdict(row, limits)
             if reason:
                 break
-    if reason is None:
-        reason = (f"held at every step up to {rows[-1]['tabs']} tabs (p99 within "
-                  f"{limits.p99_ms:g} ms; raise --max-tabs to find the limit)")
     result = {"rate_per_tab": args.rate, "tabs_per_session": args.tabs_per_session,
               "seconds": args.seconds, "p99_limit_ms": args.p99_limit, "steps": rows,
-              "stopped": reason}
+              "stopped": reason or _held(rows, limits)}
+    if "peer" not in args.skip:
+        result["peer"] = _peer(args, plan, limits, progress)
     if args.plot:
         capacity_run.plot(rows, Path(args.plot), f"{args.tabs_per_session} tabs per "
                           f"session, {args.rate:g} keys/s each; {args.causality}",
-                          args.p99_limit)
+                          args.p99_limit, result.get("peer", {}).get("steps", []))
         result["plot"] = args.plot
     return result
+
+
+def _held(rows: list[dict[str, Any]], limits: capacity_run.Limits) -> str:
+    return (f"held at every step up to {rows[-1]['tabs']} tabs (p99 within "
+            f"{limits.p99_ms:g} ms; raise --max-tabs to find the limit)")
+
+
+def _peer(args: argparse.Namespace, plan: list[int], limits: capacity_run.Limits,
+          progress: capacity_run.Progress) -> dict[str, Any]:
+    """The same steps against pycrdt-websocket's server, if it is installed."""
+    try:
+        import pycrdt.websocket  # noqa: F401
+    except ImportError:
+        return {"stopped": "not run: pycrdt-websocket is not installed (pip install "
+                "pycrdt-websocket, or --skip peer)", "steps": []}
+    from groupcomm.web import crdt_peer
+
+    rows, reason = crdt_peer.peer_steps(plan, args.tabs_per_session, args.rate,
+                                        args.seconds,
+                                        lambda row: capacity_run.verdict(row, limits),
+                                        progress)
+    return {"steps": rows, "stopped": reason or _held(rows, limits)}
 
 
 def _options(args: argparse.Namespace) -> list[str]:
@@ -282,6 +305,12 @@ def run(args: argparse.Namespace) -> int:
         for line in capacity_run.table(found["steps"]):
             print(f"  {line}")
         print(f"  {found['stopped']}")
+        if "peer" in found:
+            print("  the same load against pycrdt-websocket (its server, one process; "
+                  "scripted Yjs clients):")
+            for line in capacity_run.table(found["peer"]["steps"], "peer"):
+                print(f"  {line}")
+            print(f"  {found['peer']['stopped']}")
         if "plot" in found:
             print(f"  plot: {found['plot']}")
     return 0

@@ -140,17 +140,20 @@ def verdict(row: dict[str, Any], limits: Limits) -> str | None:
     return None
 
 
-def table(rows: list[dict[str, Any]]) -> list[str]:
-    """The steps as a text table."""
-    lines = ["  sessions × tabs  tabs  keys/s   p50 ms   p99 ms  gateway CPU  RSS MB  MB/tab"
-             "  server CPU  RSS MB"]
+def table(rows: list[dict[str, Any]], gateway: str = "gateway") -> list[str]:
+    """The steps as a text table (``gateway``: what the tabs connect to)."""
+    lines = [f"  sessions × tabs  tabs  keys/s   p50 ms   p99 ms  {gateway + ' CPU':>11}  RSS MB"
+             "  MB/tab  server CPU  RSS MB  CPU µs/delivery"]
     for row in rows:
         lines.append(
             f"  {row['sessions']:8} × {row['tabs_per_session']:<4} {row['tabs']:5}  "
             f"{row['rate']:6g} {_num(row.get('p50_ms')):>8} {_num(row.get('p99_ms')):>8}  "
             f"{_num(row.get('gateway_cpu_percent'), '%'):>11} "
             f"{_num(row.get('gateway_rss_mb')):>7} {_num(row.get('gateway_mb_per_tab')):>7}  "
-            f"{_num(row.get('server_cpu_percent'), '%'):>10} {_num(row.get('server_rss_mb')):>7}")
+            f"{_num(row.get('server_cpu_percent'), '%'):>10} {_num(row.get('server_rss_mb')):>7}"
+            f"  {_num(row.get('gateway_cpu_us_per_delivery'))}"
+            + (f" + {row['server_cpu_us_per_delivery']:g}"
+               if "server_cpu_us_per_delivery" in row else ""))
     return lines
 
 
@@ -158,8 +161,9 @@ def _num(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 
-def plot(rows: list[dict[str, Any]], path: Path, title: str, limit_ms: float) -> None:
-    """p99 (and p50) against tabs, as a PNG."""
+def plot(rows: list[dict[str, Any]], path: Path, title: str, limit_ms: float,
+         peer: list[dict[str, Any]] = ()) -> None:
+    """p99 (and p50) against tabs, as a PNG; ``peer``: pycrdt-websocket's steps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,6 +175,10 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str, limit_ms: float) ->
               label="p99")
     axes.plot([r["tabs"] for r in measured], [r["p50_ms"] for r in measured], "s--",
               label="p50")
+    peer = [r for r in peer if "p99_ms" in r]
+    if peer:
+        axes.plot([r["tabs"] for r in peer], [r["p99_ms"] for r in peer], "^-",
+                  label="p99, pycrdt-websocket")
     axes.axhline(limit_ms, color="grey", linestyle=":", label=f"limit {limit_ms:g} ms")
     axes.set_xlabel("tabs on one gateway process")
     axes.set_ylabel("keystroke to screen (ms)")
