@@ -268,7 +268,8 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
     tabs = [_Tab(session, user, tokens[user])
             for session, users in users_of.items() for user in users]
     loop = asyncio.get_running_loop()
-    async with aiohttp.ClientSession() as http:
+    # no limit on connections (aiohttp allows 100 by default): one a tab
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         readers: list[asyncio.Task] = []
         try:
             async def join(tab: _Tab) -> None:

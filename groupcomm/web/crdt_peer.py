@@ -165,7 +165,8 @@ async def run_step(url: str, sessions: int, tabs_per_session: int, rate: float,
     sent_at: dict[str, float] = {}
     clients = [_YClient(f"cap{s}", s * tabs_per_session + k, sent_at)
                for s in range(sessions) for k in range(tabs_per_session)]
-    async with aiohttp.ClientSession() as http:
+    # no limit on connections (aiohttp allows 100 by default): one a tab
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         readers: list[asyncio.Task] = []
         try:
             before = None
