@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -200,7 +201,7 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                         for s in range(sessions)}
             with Setup(args.causality, [], *_options(args), sessions=list(users_of),
                        users_file=users_file) as setup:
-                pids = {"gateway": setup.gateway.process.pid,
+                pids = {"gateway": setup.gateway.process.pid, "load": os.getpid(),
                         "server": setup.server.process.pid}
                 step = asyncio.run(capacity_run.run_step(
                     setup.url, tokens, users_of, args.rate, args.seconds, pids,
@@ -210,7 +211,8 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
             progress(f"  {row['tabs']} tabs: p50 {row.get('p50_ms')} ms, p99 "
                      f"{row.get('p99_ms')} ms, gateway CPU "
                      f"{row.get('gateway_cpu_percent')}%, "
-                     f"{row.get('gateway_mb_per_tab')} MB per tab")
+                     f"{row.get('gateway_mb_per_tab')} MB per tab, load generator CPU "
+                     f"{row.get('load_cpu_percent')}%")
             reason = capacity_run.verdict(row, limits)
             if reason:
                 break

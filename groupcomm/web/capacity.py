@@ -56,6 +56,7 @@ class Step:
     expected: int = 0  # (keystroke, receiving tab) pairs that should have arrived
     gateway: dict[str, float] = field(default_factory=dict)  # cpu_percent, rss_mb
     server: dict[str, float] = field(default_factory=dict)
+    load: dict[str, float] = field(default_factory=dict)  # the load generator's
     queued_max: int = 0
     #: deliveries (keystroke, receiving tab) of the keys typed while CPU was measured
     deliveries: int = 0
@@ -75,6 +76,8 @@ class Step:
                                self.tabs_per_session, "tabs": self.tabs, "rate": self.rate,
                                **percentiles(self.samples), "undelivered": self.undelivered,
                                "queued_max": self.queued_max}
+        if self.load:  # the load generator's own CPU: on this machine too
+            row["load_cpu_percent"] = round(self.load["cpu_percent"], 1)
         for who, sample in (("gateway", self.gateway), ("server", self.server)):
             if sample:
                 row[f"{who}_cpu_percent"] = round(sample["cpu_percent"], 1)
