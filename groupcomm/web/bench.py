@@ -211,7 +211,8 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
             progress(f"  {row['tabs']} tabs: p50 {row.get('p50_ms')} ms, p99 "
                      f"{row.get('p99_ms')} ms, gateway CPU "
                      f"{row.get('gateway_cpu_percent')}%, "
-                     f"{row.get('gateway_mb_per_tab')} MB per tab, load generator CPU "
+                     f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
+                     f"{row.get('gateway_waited_percent')}%, load generator CPU "
                      f"{row.get('load_cpu_percent')}%")
             reason = capacity_run.verdict(row, limits)
             if reason:

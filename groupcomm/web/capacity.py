@@ -81,6 +81,8 @@ class Step:
         for who, sample in (("gateway", self.gateway), ("server", self.server)):
             if sample:
                 row[f"{who}_cpu_percent"] = round(sample["cpu_percent"], 1)
+                # percent of the time its threads waited for a core (others held it)
+                row[f"{who}_waited_percent"] = round(sample.get("waited_percent", 0.0), 1)
                 row[f"{who}_rss_mb"] = round(sample["rss_mb"], 1)
                 if self.deliveries:  # what contention on a shared machine hardly changes
                     row[f"{who}_cpu_us_per_delivery"] = round(
