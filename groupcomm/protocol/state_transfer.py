@@ -433,9 +433,8 @@ class StateTransfer:
         return bool(self.deferred) or self._store_request is not None
 
     def _caught_up_meanwhile(self) -> None:
-        """After deferring: an acknowledgement on the application's thread may have caught
-        up between the check and the deferral, and seen nothing deferred (it posts only
-        when something is): answer now. One of the two sees the other's write."""
+        """After deferring: an acknowledgement that caught up meanwhile saw nothing
+        deferred and posted nothing (the two writes race; each side checks the other's)."""
         if self._member.port.caught_up and not self.waiting:
             self.answer_deferred()
 
