@@ -132,6 +132,7 @@ class ClientProtocol:
             post=post or (lambda function: function()),
             inbox_changed=inbox_changed or (lambda: None))
         self.port.on_caught_up = self.transfer.answer_deferred
+        self.port.caught_up_wanted = self.transfer.awaits_catching_up
         self.transfer.on_holds = self._state_held
         #: ids of application messages this client accepted but could not send; newest last
         self._undeliverable: deque[str] = deque(maxlen=MAX_UNDELIVERABLE_IDS)

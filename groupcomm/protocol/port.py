@@ -59,6 +59,10 @@ class ApplicationPort:
         self.acknowledged = 0
         #: called when the application has caught up with what it was handed
         self.on_caught_up: Callable[[], None] = lambda: None
+        #: whether :attr:`on_caught_up` has anything to do (read on the application's
+        #: thread): an acknowledgement posts no call to the owner's thread without it,
+        #: for a gateway acknowledges each tab's every batch of deliveries
+        self.caught_up_wanted: Callable[[], bool] = lambda: True
 
     # -- any thread ---------------------------------------------------------------------------
     @property
@@ -116,7 +120,7 @@ class ApplicationPort:
             self.acknowledged = max(self.acknowledged, count)
             self._apply_locked(taken)
             caught_up = self.acknowledged == self.handed
-        if caught_up:
+        if caught_up and self.caught_up_wanted():
             self.post(self.on_caught_up)
 
     def _apply_locked(self, messages: Iterable[ReceivedMessage]) -> None:

@@ -426,6 +426,17 @@ class StateTransfer:
         elif newcomer not in self.deferred:
             self._member.stats["state_answers_deferred"] += 1
             self.deferred.append(newcomer)
+            self._caught_up_meanwhile()
+
+    def awaits_catching_up(self) -> bool:
+        """Whether a snapshot waits for the application to catch up (any thread)."""
+        return bool(self.deferred) or self._store_request is not None
+
+    def _caught_up_meanwhile(self) -> None:
+        """After deferring: an acknowledgement that caught up meanwhile saw nothing
+        deferred and posted nothing (the two writes race; each side checks the other's)."""
+        if self._member.port.caught_up and not self.waiting:
+            self.answer_deferred()
 
     def answer_deferred(self) -> None:
         if self._store_request is not None and self._member.port.caught_up:
@@ -440,6 +451,7 @@ class StateTransfer:
         member = self._member
         if not member.port.caught_up and not self.waiting:
             self._store_request = request
+            self._caught_up_meanwhile()
             return
         self._store_request = None
         reply = self._snapshot("the session store")

@@ -157,7 +157,8 @@ class Communicator:
             heartbeat_interval=connection.heartbeat_interval,
             state_provider=state.provider, state_consumer=state.consumer,
             state_timeout=state.timeout, release_after=delivery.release_after,
-            acknowledged_delivery=delivery.acknowledged, post=self._loop.call_soon,
+            acknowledged_delivery=delivery.acknowledged,
+            post=lambda function: self._loop.call_soon(function, link),
             clock_acks=delivery.clock_acks,
             inbox_changed=self._inbox_changed, sent_listener=listeners.sent,
             attested=curve is not None)

@@ -4,6 +4,7 @@ every member of the host."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -34,6 +35,15 @@ class Host:
         member = Communicator(name, session, loop=self._loop, **options)
         self._members.append(member)
         return member
+
+    def after_turns(self, function: Callable[[], None]) -> None:
+        """Run ``function`` on the host's thread after each round of the members' turns
+        (their listeners' work of one round can then leave in one go)."""
+        self._loop.after_turns.append(function)
+
+    def on_thread(self) -> bool:
+        """Whether this is the host's thread (where the members' listeners run)."""
+        return self._loop.on_thread()
 
     @property
     def members(self) -> list[Communicator]:

@@ -93,6 +93,8 @@ class MemberLink:
         self._may_relay = False
         self._addresses: dict[str, str] = {}
         self._deadline = 0.0
+        #: a call handed to the loop for this member ran: its next turn is not skipped
+        self.poked = True
         #: messages that could not be encoded, reported at the end of the turn
         #: (message id, why, lost with an incarnation declared gone) to report
         self._unsent: list[tuple[str, str, bool]] = []
@@ -183,10 +185,26 @@ class MemberLink:
             deadline = min(deadline, now + BACKLOG_RETRY)
         return deadline
 
+    def wants_turn(self, ready: Any, now: float) -> bool:
+        """Whether :meth:`step` has anything to do: a socket of its is ready, the
+        application queued sends, a timer or delay is due, frames wait to leave, or a
+        call for it ran. A loop driving hundreds of members gives a turn to these only:
+        the others' turns would find nothing (and cost a protocol step each)."""
+        if self.poked or self.backlog_frames or self._inputs or self.outbox or self._unsent:
+            return True
+        if now >= self._deadline:
+            return True
+        if self.reading and (self._dealer in ready or (
+                self._pull is not None and self._pull in ready)):
+            return True
+        waiting = self.delays.waiting
+        return bool(waiting) and now >= waiting[0].due
+
     def step(self, ready: Any) -> None:
         """One turn: read the sockets ``ready`` holds (the poller's answer), hand what
         came in to the protocol (which also takes the application's sends and runs its
         timers), then flush frames and run due delays."""
+        self.poked = False
         if self.backlog_frames:
             self.flush_backlogs()
         frames: list[tuple[list[bytes], bool, tuple[str, ...]]] = []

@@ -33,7 +33,13 @@ class PollLoop:
         self.context = context or zmq.Context()
         self.wakeup = WakeSignal()
         self._links: list[MemberLink] = []
-        self._calls: deque[Callable[[], None]] = deque()
+        #: calls to run on the thread, each with the member it is for (None: any)
+        self._calls: deque[tuple[Callable[[], None], MemberLink | None]] = deque()
+        #: a call for no member in particular ran: every member gets a turn
+        self._sweep = False
+        #: run on the thread after each round of turns (e.g. hand what the members'
+        #: listeners produced to another thread in one go)
+        self.after_turns: list[Callable[[], None]] = []
         self._poller = zmq.Poller()
         self._poller.register(self.wakeup.fileno, zmq.POLLIN)
         self._stop = False
@@ -86,13 +92,21 @@ class PollLoop:
     def on_thread(self) -> bool:
         return threading.get_ident() == self.ident
 
-    def call_soon(self, function: Callable[[], None]) -> None:
-        """Run ``function`` on the loop thread (now, when called there)."""
+    def call_soon(self, function: Callable[[], None], link: MemberLink | None = None) -> None:
+        """Run ``function`` on the loop thread (now, when called there); ``link``: the
+        member it is for, whose turn comes after it (None: every member's)."""
         if self.on_thread():
             function()
+            self._touched(link)
             return
-        self._calls.append(function)
+        self._calls.append((function, link))
         self.wakeup.wake()
+
+    def _touched(self, link: MemberLink | None) -> None:
+        if link is None:
+            self._sweep = True
+        else:
+            link.poked = True
 
     def call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Run ``function`` on the loop thread and return its result (or raise its
@@ -107,7 +121,7 @@ class PollLoop:
             except BaseException as error:  # handed back to the caller
                 future.set_exception(error)
 
-        self._calls.append(run)
+        self._calls.append((run, None))
         self.wakeup.wake()
         return future.result(timeout)
 
@@ -146,11 +160,20 @@ class PollLoop:
                     self.wakeup.clear()  # before taking the work it announced
                 if self._calls:
                     self._run_calls()
+                now = time.monotonic()
+                sweep, self._sweep = self._sweep, False
                 for link in (links if len(links) == 1 else list(links)):
+                    if not sweep and not link.wants_turn(ready, now):
+                        continue
                     try:
                         link.step(ready)
                     except Exception as error:
                         self._failed(link, error)
+                for function in self.after_turns:
+                    try:
+                        function()
+                    except Exception:
+                        log.exception("error after the members' turns")
         except Exception:
             log.exception("I/O loop failed")
         finally:
@@ -184,7 +207,8 @@ class PollLoop:
     def _run_calls(self) -> None:
         calls = self._calls
         while calls:
-            function = calls.popleft()
+            function, link = calls.popleft()
+            self._touched(link)
             try:
                 function()
             except ProtocolViolation as error:

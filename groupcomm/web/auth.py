@@ -151,9 +151,12 @@ class Users:
         return hmac.compare_digest(_hash(token, salt), expected) and entry is not None
 
 
-def login_link(url: str, name: str, token: str, page: str = "edit") -> str:
-    """The link that logs ``name`` in on ``page`` (``im`` or ``edit``): the credential
-    rides in the fragment, which browsers never send to a server."""
+def login_link(url: str, name: str, token: str, page: str = "edit",
+               session: str | None = None) -> str:
+    """The link that logs ``name`` in on ``page`` (``im`` or ``edit``), in ``session``
+    (None: the gateway's first): the credential rides in the fragment, which browsers
+    never send to a server."""
     from urllib.parse import urlencode
 
-    return f"{url.rstrip('/')}/{page}#{urlencode({'user': name, 'token': token})}"
+    query = f"?{urlencode({'session': session})}" if session else ""
+    return f"{url.rstrip('/')}/{page}{query}#{urlencode({'user': name, 'token': token})}"

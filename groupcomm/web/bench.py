@@ -1,23 +1,29 @@
 """``groupcomm web bench``: how long a keystroke takes to reach another person's screen.
 
-Browser to browser, terminal to terminal, and how many typing tabs one gateway holds
-until that doubles (BENCHMARKS.md, "Web gateway")."""
+Browser to browser, terminal to terminal, and how many typing tabs one gateway process
+holds (sessions × tabs per session × typing rate, until a limit is crossed: capacity.py;
+BENCHMARKS.md, "Web gateway")."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import shutil
-import statistics
 import sys
+import tempfile
 import time
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 from groupcomm.apps.batch_editors import EditorSession
 from groupcomm.cli.args import ArgumentParser, CliError
 from groupcomm.tools.procs import LineProcess
+from groupcomm.web import capacity as capacity_run
 from groupcomm.web.auth import Users, login_link
+from groupcomm.web.capacity import percentiles
 
 
 def build_parser() -> ArgumentParser:
@@ -26,40 +32,51 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--keys", type=int, default=200, help="keystrokes measured per pair")
     parser.add_argument("--interval", type=float, default=20.0, metavar="MS",
                         help="time between keystrokes (default 20 ms)")
-    parser.add_argument("--rate", type=float, default=5.0, metavar="KEYS/S",
-                        help="each load tab's typing rate in the capacity run (default 5)")
-    parser.add_argument("--max-tabs", type=int, default=64,
-                        help="the most tabs the capacity run tries (doubling from 2)")
+    capacity = parser.add_argument_group("capacity (scripted WebSocket tabs on one gateway)")
+    capacity.add_argument("--rate", type=float, default=2.0, metavar="KEYS/S",
+                          help="each tab's typing rate (default 2)")
+    capacity.add_argument("--tabs-per-session", type=int, default=10, metavar="N",
+                          help="tabs in each session (default 10)")
+    capacity.add_argument("--sessions", type=int, metavar="N",
+                          help="run this many sessions only (default: 1, 2, 4, ... sessions "
+                          "up to --max-tabs, stopping at the first step over a limit)")
+    capacity.add_argument("--max-tabs", type=int, default=200,
+                          help="the most tabs the run tries (default 200)")
+    capacity.add_argument("--seconds", type=float, default=10.0,
+                          help="how long each step types (default 10)")
+    capacity.add_argument("--p99-limit", type=float, default=50.0, metavar="MS",
+                          help="a step whose p99 is above this saturates (default 50 ms)")
+    capacity.add_argument("--queue-limit", type=int, default=1000, metavar="EVENTS",
+                          help="... or a tab's queue at the gateway longer than this")
+    capacity.add_argument("--mb-per-tab", type=float, metavar="MB",
+                          help="... or the gateway's memory per tab above this (default none)")
+    capacity.add_argument("--plot", metavar="PNG", help="write p99 against tabs here")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["browser", "terminal", "capacity"], help="leave a part out")
+                        choices=["browser", "terminal", "capacity", "peer"],
+                        help="leave a part out (peer: the capacity load against "
+                        "pycrdt-websocket's server)")
     parser.add_argument("--no-reliable", action="store_true",
                         help="gateway and terminal editors without the reliable layer")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
 
 
-def percentiles(samples: list[float]) -> dict[str, float]:
-    if not samples:
-        return {"n": 0}
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 2),
-            "p99_ms": round(p99, 2)}
-
-
 class Setup(EditorSession):
-    """A session server and a gateway with ``users``; a context manager."""
+    """A session server and a gateway with ``users`` (added to ``users_file``, a new one
+    if None) serving ``sessions``; a context manager."""
 
-    def __init__(self, causality: str, users: list[str], *options: str) -> None:
+    def __init__(self, causality: str, users: list[str], *options: str,
+                 sessions: list[str] | None = None, users_file: Path | None = None) -> None:
         super().__init__((), causality)
         #: the apps' options every member here runs with (``--no-reliable``)
         self.options = options
         try:
-            users_file = self.folder / "users.json"
+            users_file = users_file or self.folder / "users.json"
             store = Users(users_file)
             self.tokens = {name: store.add(name) for name in users}
+            names = [arg for name in sessions or ["bench"] for arg in ("--session", name)]
             self.gateway = LineProcess("gateway", [
-                sys.executable, "-m", "groupcomm.web.cli", "--session", "bench",
+                sys.executable, "-m", "groupcomm.web.cli", *names,
                 "--server", self.server.address, "--key-file", str(self.key_file),
                 "--users", str(users_file), "--http", "127.0.0.1:0", "--causality",
                 causality, *options])
@@ -69,6 +86,11 @@ class Setup(EditorSession):
             super().close()
             raise
         self.url = line.split()[2]
+
+    def stats(self) -> dict[str, Any]:
+        """The gateway's ``/stats``."""
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as answer:
+            return json.loads(answer.read())
 
     def close(self) -> None:
         self.gateway.terminate()
@@ -158,110 +180,116 @@ def _wait(predicate, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-async def _capacity_step(setup: Setup, tabs: int, rate: float, probes: int,
-                         interval: float) -> list[float]:
-    """``tabs`` WebSocket tabs, all but two typing at ``rate``; the two measure a
-    keystroke's latency from one to the other (sent to applied)."""
-    import aiohttp
-
-    host = setup.url.split("//", 1)[1]
-    names = [f"t{k}" for k in range(tabs)]
-    stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        sockets = {}
-        for name in names:
-            ws = await session.ws_connect(f"ws://{host}/ws/edit", origin=setup.url, max_msg_size=0)
-            await ws.send_json({"type": "hello", "user": name, "token": setup.tokens[name]})
-            sockets[name] = ws
-        arrivals: dict[str, float] = {}
-        applied = dict.fromkeys(names, 0)
-        welcomed = {name: asyncio.Event() for name in names}
-        member_of: dict[str, str] = {}
-
-        async def read(name: str) -> None:
-            ws = sockets[name]
-            async for message in ws:
-                data = json.loads(message.data)
-                for event in data if isinstance(data, list) else [data]:
-                    if event["type"] == "welcome":
-                        member_of[name] = event["member"]
-                        welcomed[name].set()
-                    elif event["type"] == "deliver":
-                        applied[name] = event["n"]
-                        if name == names[1]:
-                            arrivals[event["id"]] = time.time()
-                await ws.send_json({"type": "applied", "n": applied[name]})
-
-        readers = [asyncio.create_task(read(n)) for n in names]
-        for event in welcomed.values():
-            await asyncio.wait_for(event.wait(), 60)
-        local = 0
-
-        async def type_steadily(name: str) -> None:
-            nonlocal local
-            while not stop.is_set():
-                local += 1
-                await sockets[name].send_json({"type": "edit", "applied": applied[name],
-                                               "local": f"~L{local}",
-                                               "op": ["insert", None, "y"]})
-                await asyncio.sleep(1 / rate)
-
-        loaders = [asyncio.create_task(type_steadily(n)) for n in names[2:]]
-        probe, samples = sockets[names[0]], []
-        prefix = f"{member_of[names[0]]}#"
-        for k in range(probes):
-            sent = time.time()
-            await probe.send_json({"type": "edit", "applied": applied[names[0]],
-                                   "local": f"~L{k + 1}", "op": ["insert", None, "p"]})
-            deadline = time.monotonic() + 20
-            while (not any(mid.startswith(prefix) for mid in arrivals)
-                   and time.monotonic() <= deadline):
-                await asyncio.sleep(0.0005)
-            found = [at for mid, at in arrivals.items() if mid.startswith(prefix)]
-            if found:
-                samples.append((max(found) - sent) * 1000)
-            arrivals.clear()
-            await asyncio.sleep(interval / 1000)
-        stop.set()
-        for task in loaders + readers:
-            task.cancel()
-        for ws in sockets.values():
-            await ws.close()
-    return samples
+def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[str, Any]:
+    """The capacity steps, each with a fresh server and gateway, until one crosses a
+    limit; the rows, the reason it stopped and the plot's path."""
+    plan = capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
+    limits = capacity_run.Limits(args.p99_limit, args.queue_limit, args.mb_per_tab)
+    most = plan[-1] * args.tabs_per_session
+    progress(f"capacity: {len(plan)} step(s) up to {most} tabs; making {most} users")
+    users = [f"t{k}" for k in range(most)]
+    with tempfile.TemporaryDirectory(prefix="groupcomm-capacity-") as folder:
+        users_file = Path(folder) / "users.json"
+        store = Users(users_file)
+        tokens = {name: store.add(name) for name in users}
+        rows, reason = [], None
+        for number, sessions in enumerate(plan, 1):
+            progress(f"step {number}/{len(plan)}: {sessions} session(s) × "
+                     f"{args.tabs_per_session} tabs, {args.rate:g} keys/s each")
+            users_of = {f"cap{s}": users[s * args.tabs_per_session:
+                                         (s + 1) * args.tabs_per_session]
+                        for s in range(sessions)}
+            with Setup(args.causality, [], *_options(args), sessions=list(users_of),
+                       users_file=users_file) as setup:
+                pids = {"gateway": setup.gateway.process.pid, "load": os.getpid(),
+                        "server": setup.server.process.pid}
+                step = asyncio.run(capacity_run.run_step(
+                    setup.url, tokens, users_of, args.rate, args.seconds, pids,
+                    setup.stats, progress))
+            row = step.row()
+            rows.append(row)
+            progress(f"  {row['tabs']} tabs: p50 {row.get('p50_ms')} ms, p99 "
+                     f"{row.get('p99_ms')} ms, gateway CPU "
+                     f"{row.get('gateway_cpu_percent')}%, "
+                     f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
+                     f"{row.get('gateway_waited_percent')}%, load generator CPU "
+                     f"{row.get('load_cpu_percent')}%")
+            reason = capacity_run.verdict(row, limits)
+            if reason:
+                break
+    result = {"rate_per_tab": args.rate, "tabs_per_session": args.tabs_per_session,
+              "seconds": args.seconds, "p99_limit_ms": args.p99_limit, "steps": rows,
+              "stopped": reason or _held(rows, limits)}
+    if "peer" not in args.skip:
+        result["peer"] = _peer(args, plan, limits, progress)
+    if args.plot:
+        capacity_run.plot(rows, Path(args.plot), f"{args.tabs_per_session} tabs per "
+                          f"session, {args.rate:g} keys/s each; {args.causality}",
+                          args.p99_limit, result.get("peer", {}).get("steps", []))
+        result["plot"] = args.plot
+    return result
 
 
-def capacity(setup: Setup, rate: float, max_tabs: int, probes: int,
-             interval: float) -> list[dict[str, Any]]:
-    steps, baseline, tabs = [], None, 2
-    while tabs <= max_tabs:
-        samples = asyncio.run(_capacity_step(setup, tabs, rate, probes, interval))
-        row = {"tabs": tabs, **percentiles(samples)}
-        steps.append(row)
-        if baseline is None:
-            baseline = row.get("p50_ms")
-        elif row.get("p50_ms", float("inf")) >= 2 * baseline:
-            break
-        tabs *= 2
-    return steps
+def _held(rows: list[dict[str, Any]], limits: capacity_run.Limits) -> str:
+    return (f"held at every step up to {rows[-1]['tabs']} tabs (p99 within "
+            f"{limits.p99_ms:g} ms; raise --max-tabs to find the limit)")
+
+
+def _peer(args: argparse.Namespace, plan: list[int], limits: capacity_run.Limits,
+          progress: capacity_run.Progress) -> dict[str, Any]:
+    """The same steps against pycrdt-websocket's server, if it is installed."""
+    try:
+        import pycrdt.websocket  # noqa: F401
+    except ImportError:
+        return {"stopped": "not run: pycrdt-websocket is not installed (pip install "
+                "pycrdt-websocket, or --skip peer)", "steps": []}
+    from groupcomm.web import crdt_peer
+
+    rows, reason = crdt_peer.peer_steps(plan, args.tabs_per_session, args.rate,
+                                        args.seconds,
+                                        lambda row: capacity_run.verdict(row, limits),
+                                        progress)
+    return {"steps": rows, "stopped": reason or _held(rows, limits)}
+
+
+def _options(args: argparse.Namespace) -> list[str]:
+    return ["--no-reliable"] if args.no_reliable else []
+
+
+def check(args: argparse.Namespace) -> None:
+    """A clear error for arguments no run can take."""
+    if args.keys < 1 or args.interval < 0 or args.rate <= 0 or args.seconds <= 0:
+        raise CliError("groupcomm web bench: --keys >= 1, --interval >= 0, --rate > 0, "
+                       "--seconds > 0")
+    if args.p99_limit <= 0 or args.queue_limit < 1 or (args.mb_per_tab or 1) <= 0:
+        raise CliError("groupcomm web bench: --p99-limit > 0, --queue-limit >= 1, "
+                       "--mb-per-tab > 0")
+    try:
+        capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
+    except ValueError as error:
+        raise CliError(f"groupcomm web bench: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.keys < 1 or args.interval < 0 or args.rate <= 0 or args.max_tabs < 2:
-        raise CliError("groupcomm web bench: --keys >= 1, --interval >= 0, --rate > 0, "
-                       "--max-tabs >= 2")
+    check(args)
     result: dict[str, Any] = {"causality": args.causality, "keys": args.keys,
                               "interval_ms": args.interval, "reliable": not args.no_reliable}
-    users = ["bw", "br", *[f"t{k}" for k in range(args.max_tabs)]]
-    with Setup(args.causality, users, *(["--no-reliable"] if args.no_reliable else [])) as setup:
-        if "terminal" not in args.skip:
-            result["terminal_to_terminal"] = percentiles(
-                terminal_latency(setup, args.keys, args.interval))
-        if "browser" not in args.skip:
-            result["browser_to_browser"] = percentiles(
-                browser_latency(setup, args.keys, args.interval))
-        if "capacity" not in args.skip:
-            result["capacity"] = {"rate_per_tab": args.rate, "steps": capacity(
-                setup, args.rate, args.max_tabs, min(args.keys, 100), args.interval)}
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if "terminal" not in args.skip or "browser" not in args.skip:
+        with Setup(args.causality, ["bw", "br"], *_options(args)) as setup:
+            if "terminal" not in args.skip:
+                progress("terminal to terminal ...")
+                result["terminal_to_terminal"] = percentiles(
+                    terminal_latency(setup, args.keys, args.interval))
+            if "browser" not in args.skip:
+                progress("browser to browser ...")
+                result["browser_to_browser"] = percentiles(
+                    browser_latency(setup, args.keys, args.interval))
+    if "capacity" not in args.skip:
+        result["capacity"] = capacity(args, progress)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -273,8 +301,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {key.replace('_', ' '):22} p50 {row.get('p50_ms')} ms  "
                   f"p99 {row.get('p99_ms')} ms  (n={row['n']})")
     if "capacity" in result:
-        print(f"  capacity: tabs typing {args.rate:g} keys/s each; latency between two")
-        for row in result["capacity"]["steps"]:
-            print(f"    {row['tabs']:4} tabs: p50 {row.get('p50_ms')} ms  "
-                  f"p99 {row.get('p99_ms')} ms")
+        found = result["capacity"]
+        print(f"  capacity of one gateway process: {found['tabs_per_session']} tabs per "
+              f"session, each typing {args.rate:g} keys/s for {args.seconds:g} s; keystroke "
+              "to every other tab of its session")
+        for line in capacity_run.table(found["steps"]):
+            print(f"  {line}")
+        print(f"  {found['stopped']}")
+        if "peer" in found:
+            print("  the same load against pycrdt-websocket (its server, one process; "
+                  "scripted Yjs clients):")
+            for line in capacity_run.table(found["peer"]["steps"], "peer"):
+                print(f"  {line}")
+            print(f"  {found['peer']['stopped']}")
+        if "plot" in found:
+            print(f"  plot: {found['plot']}")
     return 0

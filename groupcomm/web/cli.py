@@ -34,7 +34,9 @@ def build_parser() -> ArgumentParser:
         description="Serve the IM and the shared editor to browsers: each logged-in tab is "
         "a member of the session. Add people with: groupcomm web user add NAME --users "
         "FILE --url http://HOST:PORT")
-    parser.add_argument("--session", required=True, help="session to join")
+    parser.add_argument("--session", required=True, action="append", metavar="NAME",
+                        help="session the tabs join; repeatable: a tab names one with "
+                        "?session=NAME on its page's address (the first without it)")
     parser.add_argument("--users", required=True, metavar="FILE",
                         help="users file (groupcomm web user add creates it)")
     parser.add_argument("--http", default="127.0.0.1:8080", metavar="HOST:PORT",
@@ -148,7 +150,7 @@ async def _run(gateway: Gateway, sock: socket.socket) -> None:
     await runner.setup()
     await web.SockSite(runner, sock).start()
     host, port = sock.getsockname()[:2]
-    print(f"listening on http://{host}:{port} (session {gateway.session}, causality "
+    print(f"listening on http://{host}:{port} (session {', '.join(gateway.sessions)}, causality "
           f"{gateway.module})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

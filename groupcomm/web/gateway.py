@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from importlib import resources
 from typing import Any
@@ -87,16 +89,78 @@ def static_file(name: str) -> web.Response:
                         headers={"Cache-Control": "no-store"})
 
 
+class Handoff:
+    """Events for the tabs, from the poll thread (or the event loop) to the tabs' queues on
+    the event loop: one wake-up of the loop for all the events pushed meanwhile, not one
+    each (with hundreds of tabs a keystroke is pushed to each of its session's tabs).
+    What the shared poll thread pushes waits for the end of its round of turns
+    (:meth:`flush`). Each queue gets its events in the order they were pushed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, host: Host | None = None) -> None:
+        self.loop = loop
+        self.host = host
+        self._lock = threading.Lock()
+        self._pending: list[tuple[asyncio.Queue, dict[str, Any]]] = []
+        self._scheduled = False
+        self._loop_thread = threading.get_ident()  # made on the event loop's thread
+        if host is not None:
+            host.after_turns(self.flush)
+
+    def push(self, queue: asyncio.Queue, event: dict[str, Any]) -> None:
+        """Thread-safe; RuntimeError once the event loop is closed."""
+        with self._lock:
+            self._pending.append((queue, event))
+            if self._scheduled:
+                return
+            if threading.get_ident() == self._loop_thread:
+                self._scheduled = True
+                self.loop.call_soon(self._deliver)
+                return
+            if self.host is not None and self.host.on_thread():
+                return  # flush() wakes the event loop after this round of turns
+            self._scheduled = True
+        self._wake()
+
+    def flush(self) -> None:
+        """Wake the event loop for what was pushed and is not on its way (poll thread)."""
+        with self._lock:
+            if not self._pending or self._scheduled:
+                return
+            self._scheduled = True
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            with self._lock:
+                self._scheduled = False
+            if self.host is None or not self.host.on_thread():
+                raise
+
+    def _deliver(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._scheduled = False
+        for queue, event in pending:
+            queue.put_nowait(event)
+
+
 class Gateway:
 
-    def __init__(self, users: Users, session: str, *,
+    def __init__(self, users: Users, session: str | Sequence[str], *,
                  communicator_kwargs: dict[str, Any],
                  inject_delays: Callable[[Communicator], None] | None = None,
                  presence_hold: float = 0.1, edit_refusal: str | None = None,
                  module: str = "none", allowed_origins: tuple[str, ...] = (),
                  share_thread: bool = True) -> None:
         self.users = users
-        self.session = session
+        #: the sessions this gateway's tabs can join (a tab names one in the WebSocket's
+        #: ``?session=``; without it, the first)
+        self.sessions = (session,) if isinstance(session, str) else tuple(session)
+        if not self.sessions:
+            raise ValueError("a gateway needs at least one session")
+        self.session = self.sessions[0]
         self.communicator_kwargs = communicator_kwargs
         self.inject_delays = inject_delays
         self.presence_hold = presence_hold
@@ -106,10 +170,12 @@ class Gateway:
         self.counters: Counter[str] = Counter()
         #: drives every tab's member on one thread (None: each member its own)
         self.host = Host(name="web-gateway") if share_thread else None
-        #: (page, tab member name: ann, ann:2) -> its tab's member
-        self.tabs: dict[tuple[str, str], TabMember] = {}
+        #: (session, page, tab member name: ann, ann:2) -> its tab's member
+        self.tabs: dict[tuple[str, str, str], TabMember] = {}
         #: the same for tabs whose member is joining (their names are taken)
-        self._joining: set[tuple[str, str]] = set()
+        self._joining: set[tuple[str, str, str]] = set()
+        #: the events waiting to be sent to each tab (``/stats``: a tab that falls behind)
+        self._queues: dict[tuple[str, str, str], asyncio.Queue] = {}
         self.app = web.Application()
         #: the live session view (/session): one view per page's application, fed by
         #: the tab members' trace records
@@ -124,6 +190,12 @@ class Gateway:
         self.app.on_startup.append(self._start_users_check)
         self.app.on_shutdown.append(self._shutdown)
         self._users_check: asyncio.Task | None = None
+        #: the login checks' thread: scrypt takes 16 MiB a check, which each thread's
+        #: malloc arena keeps once freed (a pool of threads would keep it per thread, a
+        #: burst of logins at once); logins are checked one at a time
+        self._checks = ThreadPoolExecutor(1, thread_name_prefix="login-check")
+        #: what the poll thread pushes to the tabs' queues (made on the event loop)
+        self._handoff: Handoff | None = None
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
@@ -144,14 +216,25 @@ class Gateway:
                 "session_view": dict(self.live.counters),
                 "shared_thread": self.host is not None,
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
-                "tabs": sorted(f"{page}/{member.member_id}"
-                               for (page, _), member in self.tabs.items())}
+                "queued_max": max((q.qsize() for q in self._queues.values()), default=0),
+                "tabs": sorted(self._tab_label(key, member) for key, member in self.tabs.items())}
         return web.json_response(body)
+
+    def _tab_label(self, key: tuple[str, str, str], member: TabMember) -> str:
+        """``page/member id``; with several sessions ``session/page/member id`` (one
+        person's member ids in two sessions can be the same)."""
+        session, page, _ = key
+        label = f"{page}/{member.member_id}"
+        return label if len(self.sessions) == 1 else f"{session}/{label}"
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         kind = request.match_info["kind"]
         if kind not in PAGES:
             raise web.HTTPNotFound()
+        session = request.query.get("session", self.session)
+        if session not in self.sessions:
+            self.counters["unknown_session"] += 1
+            raise web.HTTPNotFound(text=f"this gateway serves no session {session!r}")
         origin = request.headers.get("Origin")  # none: not a browser, still logs in
         if origin not in (None, f"{request.scheme}://{request.host}", *self.allowed_origins):
             self.counters["refused_origin"] += 1
@@ -162,12 +245,12 @@ class Gateway:
         queue: asyncio.Queue = asyncio.Queue()
         member = None
         try:
-            member = await self._login(ws, kind, queue)
+            member = await self._login(ws, session, kind, queue)
             if member is not None:
                 await self._serve(ws, kind, member, queue)
         finally:
             if member is not None:
-                await self._leave(kind, member)
+                await self._leave(session, kind, member)
             if not ws.closed:
                 await ws.close()
         return ws
@@ -179,7 +262,7 @@ class Gateway:
         if not ws.closed:
             await ws.send_json({"type": "error", "error": reason, "ref": ref})
 
-    async def _login(self, ws: web.WebSocketResponse, kind: str,
+    async def _login(self, ws: web.WebSocketResponse, session: str, kind: str,
                      queue: asyncio.Queue) -> TabMember | None:
         loop = asyncio.get_running_loop()
         try:
@@ -198,7 +281,7 @@ class Gateway:
             return None
         user, token = hello.fields["user"], hello.fields["token"]
         await self._refresh_users()  # a user added or removed a moment ago counts
-        if not await loop.run_in_executor(None, self.users.verify, user, token):
+        if not await loop.run_in_executor(self._checks, self.users.verify, user, token):
             await self._error(ws, "wrong user name or token (ask for a new login link)",
                               "login_failed")
             return None
@@ -206,18 +289,20 @@ class Gateway:
             await self._error(ws, f"the editor cannot run here: {self.edit_refusal}",
                               "edit_refused")
             return None
-        slot = self._free_slot(kind, user, hello.fields["tab"])
+        slot = self._free_slot(session, kind, user, hello.fields["tab"])
         if slot is None:
             await self._error(ws, f"{user} already has {MAX_TABS} tabs on the {kind} page "
                               "(close one)", "too_many_tabs")
             return None
         # a second tab is a member of its own (ann:2), never a replacement of the first
         name = tab_member_name(user, slot)
-        self._joining.add((kind, name))
-        push = partial(loop.call_soon_threadsafe, queue.put_nowait)
+        self._joining.add((session, kind, name))
+        if self._handoff is None:
+            self._handoff = Handoff(loop, self.host)
+        push = partial(self._handoff.push, queue)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
-                kind, user, self.session, push,
+                kind, user, session, push,
                 communicator_kwargs=self.communicator_kwargs,
                 presence_hold=self.presence_hold, inject_delays=self.inject_delays,
                 host=self.host, name=name, tap=self.live.sink(kind)))
@@ -225,20 +310,22 @@ class Gateway:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None
         finally:
-            self._joining.discard((kind, name))
-        self.tabs[(kind, name)] = member
+            self._joining.discard((session, kind, name))
+        self.tabs[(session, kind, name)] = member
+        self._queues[(session, kind, name)] = queue
         self.counters["logins"] += 1
         await ws.send_json({**member.welcome(), "module": self.module, "limits": LIMITS,
-                            "tab": slot, "session": self.session})
+                            "tab": slot, "session": session})
         return member
 
-    def _free_slot(self, kind: str, user: str, wanted: int | None) -> int | None:
+    def _free_slot(self, session: str, kind: str, user: str,
+                   wanted: int | None) -> int | None:
         """The tab number a login of ``user`` gets: the one the tab asks for (it had
         it before a reload or a reconnect) if no open tab has it, else the lowest free
         one; None when all are taken. A login never takes an open tab's place: two tabs
         asking for one number (a duplicated tab) get two."""
         def free(slot: int) -> bool:
-            key = (kind, tab_member_name(user, slot))
+            key = (session, kind, tab_member_name(user, slot))
             return key not in self.tabs and key not in self._joining
 
         if wanted is not None and free(wanted):
@@ -260,8 +347,9 @@ class Gateway:
             if member.user in known:
                 continue
             del self.tabs[key]
+            self._queues.pop(key, None)
             self.counters["tabs_of_removed_users"] += 1
-            log.warning("closing %s's %s tab: no longer in the users file", member.user, key[0])
+            log.warning("closing %s's %s tab: no longer in the users file", member.user, key[1])
             member.push({"type": "fatal", "error": f"{member.user} was removed from this "
                          "gateway's users"})
             await loop.run_in_executor(None, member.close)
@@ -365,9 +453,10 @@ class Gateway:
                 TabClosed) as error:
             await self._error(ws, str(error), "refused", ref=fields.get("local"))
 
-    async def _leave(self, kind: str, member: TabMember) -> None:
-        if self.tabs.get((kind, member.name)) is member:
-            del self.tabs[(kind, member.name)]
+    async def _leave(self, session: str, kind: str, member: TabMember) -> None:
+        if self.tabs.get((session, kind, member.name)) is member:
+            del self.tabs[(session, kind, member.name)]
+            del self._queues[(session, kind, member.name)]
         await asyncio.get_running_loop().run_in_executor(None, member.close)
 
     async def _shutdown(self, app: web.Application) -> None:
@@ -379,3 +468,4 @@ class Gateway:
         await asyncio.gather(*(loop.run_in_executor(None, m.close) for m in members))
         if self.host is not None:
             await loop.run_in_executor(None, self.host.close)
+        self._checks.shutdown(wait=False)

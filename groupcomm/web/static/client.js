@@ -150,7 +150,8 @@ export class Connection {
       return;
     }
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}/ws/${this.kind}`);
+    // ?session=NAME on the page's address picks one of the gateway's sessions
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/${this.kind}${location.search}`);
     this.ws = ws;
     this.welcomed = false;
     this.page.status("connecting…", "connecting");
