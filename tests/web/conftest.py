@@ -4,6 +4,7 @@ users file, and (for the browser tests) one headless Chromium per module."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -144,6 +145,14 @@ class Tab:
                 raise AssertionError(f"{self.name}: timed out waiting for {what}; page log: "
                                      f"{self.js('return document.body.innerText')[-800:]!r}")
             time.sleep(0.05)
+
+    def screenshot(self, name: str) -> None:
+        """This tab as ``name`` (a PNG) in the directory ``$GROUPCOMM_SCREENSHOTS`` names,
+        when it names one: the pictures of docs/web.md are taken so."""
+        where = os.environ.get("GROUPCOMM_SCREENSHOTS")
+        if where:
+            Path(where).mkdir(parents=True, exist_ok=True)
+            self.focus().save_screenshot(str(Path(where) / name))
 
     def keys(self, element_id: str, *keys: str) -> None:
         from selenium.webdriver.common.by import By

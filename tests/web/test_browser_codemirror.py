@@ -71,12 +71,6 @@ def gateway(session_group: ProcessGroup, tmp_path: Path,
         process.stop()
 
 
-def screenshot(tab: Tab, name: str) -> None:
-    """The tab as a PNG in the directory $GROUPCOMM_SCREENSHOTS names, when it names one
-    (docs/figures/web_editor.png is made so)."""
-    where = os.environ.get("GROUPCOMM_SCREENSHOTS")
-    if where:
-        tab.focus().save_screenshot(str(Path(where) / name))
 
 
 def content(tab: Tab):
@@ -312,7 +306,7 @@ def test_others_cursors_and_selections_show_their_names_in_their_colours_without
         if os.environ.get("GROUPCOMM_SCREENSHOTS"):
             ActionChains(ben.focus()).move_to_element(ben.focus().find_element(
                 By.CSS_SELECTOR, "#text .cm-remote[data-members~='cat']")).perform()
-            screenshot(ben, "web_editor.png")
+            ben.screenshot("web_editor.png")
         # a click ends the selection: gone at ben
         click_at(ann, 2)
         ben.wait(f"{shown}.length === 0", "ann's selection gone at ben")

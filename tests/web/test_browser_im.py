@@ -95,6 +95,7 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
         waiting = line_with(ann, "[ben] answer!  (waiting for ", "the answer waiting")
         question = line_with(ben, "[tom] question?").split(" ")[0]
         assert waiting.endswith(f"(waiting for {question})"), waiting
+        ann.screenshot("chat_held.png")
         say(ann, "/held")
         held = line_with(ann, "from ben: 'answer!'", "the held answer in /held")
         assert held.endswith("from ben: 'answer!' (waits on tom)")
@@ -104,6 +105,7 @@ def test_causal_order_marks_held_release_and_the_conversation_so_far(
             "question?", "answer!"]
         assert lines[-1] == released and "concurrent" not in released
         assert not any("(waiting for" in x for x in ann.js(LINES))  # it moved, released
+        ann.screenshot("chat_released.png")
 
         # ann speaks before tom's next message reaches her: concurrent at ben
         tom.type("tom speaks")

@@ -7,7 +7,6 @@ tests/web/test_session_live.py``)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,11 +40,6 @@ class Watch(LineProcess):
         self.url = line.split()[-1]
 
 
-def screenshot(tab: Tab, name: str) -> None:
-    where = os.environ.get("GROUPCOMM_SCREENSHOTS")
-    if where:
-        Path(where).mkdir(parents=True, exist_ok=True)
-        tab.focus().save_screenshot(str(Path(where) / name))
 
 
 @pytest.mark.long
@@ -90,7 +84,7 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
                                  ".map(l => [l.dataset.msg, l.dataset.to]); "
                                  "return a.length ? a : null", "the held answer's arrival")
             assert arrivals == [[answer, "carol"]]
-            screenshot(page, "session_view_held.png")
+            page.screenshot("session_view_held.png")
             peers["carol"].wait_for(lambda e: e.get("event") == "deliver"
                                     and e.get("id") == answer, 20, "the released answer")
             page.wait(f"return {HELD}.length === 0", "the hold to end")
@@ -106,7 +100,7 @@ def test_watch_shows_the_held_message_its_cause_and_its_release(
             matrix = page.js("return [...document.querySelectorAll("
                              "'tr[data-member=carol] table.matrix tr')].map(r => r.textContent)")
             assert matrix == ["sent→alicebobcarol", "alice011", "bob101"], matrix
-            screenshot(page, "session_view_released.png")
+            page.screenshot("session_view_released.png")
             # the slider back to the hold: carol holds the answer again, as then
             hold_step = page.js("return [...document.querySelectorAll('circle.hold')].length")
             assert hold_step == 1
@@ -156,7 +150,7 @@ def test_watch_marks_the_violation_of_a_session_without_causal_order(
             assert sorted((m, mark) for m, _, mark in marks) == [
                 (answer, "early"), (question, "violation")]
             assert page.js("return " + HELD) == []  # none holds nothing
-            screenshot(page, "session_view_violation.png")
+            page.screenshot("session_view_violation.png")
         finally:
             watch.terminate()
 
@@ -226,7 +220,7 @@ def watch_held_at_a_tab(gateway: GatewayProcess, session_group: ProcessGroup,
         held = view.wait(f"return {HELD}.filter(h => h[0] === 'cat' && "
                          "h[2].includes('waits for bob#'))", "cat's held answer")
         assert held[0][1].startswith("ann") and "needs bob ≥" in held[0][2], held
-        screenshot(view, "session_view_gateway.png")
+        view.screenshot("session_view_gateway.png")
         # bob's send is not in the gateway's records: his line's deliveries are marks
         # without an arrow
         view.wait(f"return {HELD}.length === 0 && [...document.querySelectorAll("
