@@ -220,6 +220,8 @@ class Membership:
         self.returned_ids: list[str] = []
         self.server_seen = now
         self.server_unreachable = False
+        #: a silence is reported once per server until it answers (or another is used)
+        self._silence_armed = True
         #: the server answers with frames this client cannot verify (another key)
         self.server_key_mismatch = False
         self._last_rejoin = -float("inf")
@@ -305,7 +307,8 @@ class Membership:
         silent = now - self.server_seen
         actions: list[Action] = []
         if (silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval
-                and not self.server_unreachable and not self.server_key_mismatch):
+                and self._silence_armed and not self.server_key_mismatch):
+            self._silence_armed = False
             self.server_unreachable = True
             self.stats["server_outages"] += 1
             log.warning("%s: no answer from the session server for %.1fs; retrying (direct "
@@ -315,6 +318,15 @@ class Membership:
         actions.append(SendCommand("heartbeat"))
         return actions
 
+    def server_changed(self, now: float) -> list[Action]:
+        """Another server is in use (failover): join it as a restarted one (docs/deploy.md)."""
+        self.server_seen, self._silence_armed = now, True
+        self.stats["server_moves"] += 1
+        if self.phase == Phase.JOINING:  # the first join went to a server that is gone
+            return [SendCommand("join", self._join_fields())]
+        self._last_rejoin = -float("inf")
+        return self._rejoin(now)
+
     def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
         """Leave, with the frames pushed to each peer; :class:`PhaseError` when out already."""
         self._move("leave")
@@ -323,6 +335,7 @@ class Membership:
     def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         """A verified session notice from the server."""
         self.server_seen = now
+        self._silence_armed = True
         actions: list[Action] = []
         if self.server_key_mismatch:
             self.server_key_mismatch = False
