@@ -25,6 +25,14 @@ START_TIMEOUT = 20.0
 #: a worker that ended on its own is started again after this many seconds (at the
 #: same address, so its sessions come back to it: clients ask it again)
 RESTART_AFTER = 1.0
+#: one line at a time on stdout: the workers' echo threads and the main thread write
+_PRINT = threading.Lock()
+
+
+def _say(line: str, stream=sys.stdout) -> None:
+    with _PRINT:
+        stream.write(line + "\n")
+        stream.flush()
 
 
 def worker_binds(bind: str, workers: int) -> list[str]:
@@ -73,7 +81,7 @@ class _Worker:
             if line.startswith("listening on "):
                 self.address = line.split("listening on ", 1)[1].strip()
                 self.listening.set()
-            print(f"worker {self.number} (pid {self.process.pid}): {line}", flush=True)
+            _say(f"worker {self.number} (pid {self.process.pid}): {line}")
 
 
 def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
@@ -96,7 +104,7 @@ def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
             raise CliError(f"groupcomm serve: cannot write key file {path}: "
                            f"{error.strerror or error}") from None
         key_args = ["--key-file", path]
-        print(f"key file: {Path(path).resolve()}", flush=True)
+        _say(f"key file: {Path(path).resolve()}")
     base = [sys.executable, "-m", "groupcomm.cli.serve", *argv_rest, *key_args]
     workers: list[_Worker] = []
     stopping = threading.Event()
@@ -117,12 +125,12 @@ def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
                                    f"{binds[worker.number]} did not start")
         # a restarted worker binds where the first one listened (its port, not 0)
         binds = [worker.address for worker in workers]
-        print("servers: " + ",".join(binds), flush=True)
+        _say("servers: " + ",".join(binds))
         while not stopping.wait(0.2):
             for i, worker in enumerate(workers):
                 if worker.process.poll() is not None and not stopping.is_set():
-                    print(f"worker {i} at {binds[i]} ended (exit {worker.process.returncode}); "
-                          f"starting it again", file=sys.stderr, flush=True)
+                    _say(f"worker {i} at {binds[i]} ended (exit {worker.process.returncode}); "
+                         "starting it again", sys.stderr)
                     time.sleep(RESTART_AFTER)
                     workers[i] = _Worker(i, [*base, "--bind", binds[i]])
         return 0
@@ -137,4 +145,4 @@ def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
                 worker.process.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     worker.process.wait(5)
-        print("workers stopped", file=sys.stderr, flush=True)
+        _say("workers stopped", sys.stderr)
