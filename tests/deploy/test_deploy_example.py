@@ -4,11 +4,14 @@ Debian's nginx started with the page's configuration (routing each browser to it
 session's gateway by host name, WebSockets passed through), and scripted browser tabs
 (WebSockets through nginx) typing in both sessions. The first session's worker is
 killed with SIGKILL mid-typing: the second session's gateway never hears of it, and
-every tab of both sessions ends with every line of the others exactly once."""
+every tab of both sessions ends with every line of the others exactly once. The servers
+share a PostgreSQL store: once the tabs have left, a terminal chat joining the first
+session gets its whole conversation."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -21,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from groupcomm.protocol.placement import session_home
@@ -91,9 +95,10 @@ def wait_port(port: int, process: subprocess.Popen, timeout: float = 20.0) -> No
 
 
 @pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[dict]:
+def deployment(tmp_path: Path, postgres_server) -> Iterator[dict]:
     if NGINX is None:
         pytest.skip("nginx is not installed (./run test installs Debian's nginx)")
+    store = postgres_server.create_database()
     key = tmp_path / "session.key"
     write_new_key(key)
     started: list[LineProcess] = []
@@ -101,7 +106,8 @@ def deployment(tmp_path: Path) -> Iterator[dict]:
     try:
         workers = LineProcess("workers", [
             sys.executable, "-m", "groupcomm.cli.serve", "--workers", "2", "--bind",
-            "tcp://127.0.0.1:0", "--key-file", str(key), "--heartbeat-timeout", "1.5"])
+            "tcp://127.0.0.1:0", "--key-file", str(key), "--heartbeat-timeout", "1.5",
+            "--store", store, "--snapshot-every", "20", "--snapshot-seconds", "1"])
         started.append(workers)
         servers = workers.wait_line(lambda s: s.startswith("servers: "), 30).split(
             ": ", 1)[1].split(",")
@@ -132,7 +138,7 @@ def deployment(tmp_path: Path) -> Iterator[dict]:
         wait_port(port, nginx)
         yield {"port": port, "sessions": sessions, "tokens": tokens, "servers": servers,
                "pids": pids, "gateways": started[1:], "workers": workers,
-               "supervisor": workers.process.pid}
+               "supervisor": workers.process.pid, "key": key}
     finally:
         if nginx is not None:
             nginx.send_signal(signal.SIGQUIT)
@@ -177,6 +183,12 @@ async def run_tabs(setup: dict) -> dict[str, list[str]]:
                         applied[name] = event["n"]
                         if event.get("text", "").startswith("<"):
                             got[name].append(event["text"])
+                    elif event["type"] == "state":
+                        # the tab starts again from the gateway's state (a member told
+                        # that the store's generation changed gets a fresh one): its
+                        # view is that history, then what is delivered after it
+                        applied[name] = event["handed"]
+                        got[name] = re.findall(r"<[a-z]+\d{3}>", json.dumps(event["state"]))
                     elif event["type"] == "error":
                         raise AssertionError(f"{name}: {event}")
                 await sockets[name].send_json({"type": "applied", "n": applied[name]})
@@ -206,7 +218,6 @@ async def run_tabs(setup: dict) -> dict[str, list[str]]:
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)  # a late repeat would show
-        os.kill(setup["supervisor"], signal.SIGCONT)
         for reader in readers:
             reader.cancel()
         for ws in sockets.values():
@@ -228,6 +239,28 @@ def test_the_worked_example_runs_behind_nginx_and_survives_a_killed_worker(
     assert "moving from session server" in moved
     assert "no answer from the session server" not in still
     assert "moving from session server" not in still
+    # everyone left: a terminal chat joining the first session now gets the whole
+    # conversation from the shared store, through whichever server the session is on
+    cara = pexpect.spawn(
+        sys.executable, ["-m", "groupcomm.apps.im", "--name", "cara", "--session",
+                         deployment["sessions"][0], "--servers",
+                         ",".join(deployment["servers"]), "--key-file",
+                         str(deployment["key"]), "--causality", "matrix"],
+        encoding="utf-8", timeout=30, dimensions=(40, 160),
+        env={**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1"})
+    cara.logfile_read = io.StringIO()
+    try:
+        cara.expect("cara joined")
+        # the history is shown before "up to date", which may come after the join line
+        if "* up to date (" not in cara.logfile_read.getvalue():
+            cara.expect_exact("* up to date (")
+        history = cara.logfile_read.getvalue()
+        for name in ("ann", "amy"):
+            said = re.findall(rf"\[{name}\] (<{name}\d+>)", history)
+            assert said == [f"<{name}{k:03d}>" for k in range(LINES)], (name, history)
+    finally:
+        cara.close(force=True)
+        os.kill(deployment["supervisor"], signal.SIGCONT)
     # the killed worker is started again at its address once its supervisor runs
     workers = deployment["workers"]
     deadline = time.monotonic() + 20
