@@ -88,6 +88,11 @@ def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
     """Start the workers (``argv_rest``: the options each takes as given), print the
     ``--servers`` list, and keep them running until SIGTERM/SIGINT."""
     binds = worker_binds(args.bind, args.workers)
+    if args.store and len(binds) > 1 and not args.store.startswith(
+            ("postgresql://", "postgres://")):
+        raise CliError("groupcomm serve: --workers shares the store between servers, "
+                       "which needs PostgreSQL (--store postgresql://...); a SQLite file "
+                       "is written by one server")
     try:
         key = resolve_key(args.key_file)
     except SessionKeyError as error:

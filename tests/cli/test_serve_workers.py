@@ -46,6 +46,14 @@ def test_serve_refuses_a_bad_worker_count(capsys: pytest.CaptureFixture[str]) ->
     assert "--workers must be at least 1" in capsys.readouterr().err
 
 
+def test_workers_refuse_a_sqlite_store(capsys: pytest.CaptureFixture[str],
+                                       tmp_path: Path) -> None:
+    assert serve_main(["--workers", "2", "--bind", "127.0.0.1:0", "--store",
+                       str(tmp_path / "s.db")]) == 2
+    assert "needs PostgreSQL" in capsys.readouterr().err
+    assert not (tmp_path / "s.db").exists()
+
+
 @pytest.mark.long
 def test_workers_serve_sessions_and_one_killed_comes_back(tmp_path: Path) -> None:
     key = tmp_path / "session.key"
