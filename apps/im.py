@@ -128,6 +128,8 @@ class ChatScreen:
         self._installs = 0
         #: set when this client rejoined (after the server answered again)
         self._rejoined = True
+        #: the session server last joined (with --servers, a rejoin may be at another)
+        self.server_at = ""
         #: identities of lines typed while the server did not answer, said sent once it does
         self.waiting: list[str] = []
         #: lines shown before the opening line (the conversation handed over as the
@@ -431,7 +433,13 @@ class ChatScreen:
             _later(ANSWERS_AGAIN_AFTER, self._server_answers)
         elif isinstance(event, Rejoined):
             self._rejoined = True  # says that the server answers
-            if event.server_restarted:
+            comm = self.communicator
+            at = comm.server_address if comm is not None else ""
+            moved, self.server_at = bool(self.server_at) and at != self.server_at, at
+            if moved and event.server_restarted:
+                self.line(f"* the session moved to server {at} (the one before does not "
+                          "answer); reconnected")
+            elif event.server_restarted:
                 self.line("* session server restarted; reconnected")
             else:
                 self.line("* the session took you for gone (no contact for too long); "
@@ -559,6 +567,7 @@ def _chat(args: argparse.Namespace, options: SessionOptions, out: TextIO,
         screen.opening(None)
         raise CliError(f"groupcomm im: {error}") from None
     screen.communicator = communicator
+    screen.server_at = communicator.server_address
     watch = HeldWatch(communicator, screen.on_held)
     watch.start()
     app = ChatApp(communicator, screen)

@@ -18,6 +18,7 @@ from groupcomm.core.selection import (
     with_reliable,
     without_reliable,
 )
+from groupcomm.transport.address import EndpointError, endpoint
 from groupcomm.transport.config import Connection, Pipelines
 from groupcomm.transport.delays import check_delay_ms, self_delay_error
 
@@ -100,6 +101,18 @@ class SessionOptions:
             communicator.set_delay_variation(self.jitter)
 
 
+def servers_list(text: str, prog: str) -> tuple[str, ...]:
+    """``--servers``' comma-separated addresses, each checked (one ``CliError`` line)."""
+    try:
+        servers = tuple(endpoint(item, "--servers address")
+                        for item in text.split(",") if item.strip())
+    except EndpointError as error:
+        raise cli.CliError(f"{prog}: {error}") from None
+    if not servers:
+        raise cli.CliError(f"{prog}: --servers lists no address")
+    return servers
+
+
 def session_options(args: argparse.Namespace, prog: str, extra_receive: list | None = None,
                     *, warn_known_bad: bool = True, **connection: Any) -> SessionOptions:
     """Check the shared options (every problem one ``CliError`` line; a known-bad module
@@ -116,8 +129,11 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
     cli.ensure_trace_dir(args.trace_dir, prog)
     if warn_known_bad and selection.causality:
         cli.warn_if_known_bad(get_module(selection.causality), prog)
+    where: dict[str, Any] = {"server": args.server}
+    if getattr(args, "servers", None):
+        where = {"servers": servers_list(args.servers, prog)}
     kwargs = dict(
-        server=args.server, application=args.application, key_file=args.key_file,
+        **where, application=args.application, key_file=args.key_file,
         causality=selection.causality,
         pipelines=Pipelines(extra_send=extra_send,
                             extra_receive=[*(extra_receive or []), *extra_rcv]),

@@ -52,10 +52,10 @@ def project(tmp_path: Path) -> Path:
 
 
 def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    # the copy never installs a browser or PostgreSQL (./run test would, as root on a
-    # machine without) and builds no CodeMirror bundle (it has no web/)
+    # the copy never installs a browser, PostgreSQL or nginx (./run test would, as root
+    # on a machine without) and builds no CodeMirror bundle (it has no web/)
     env = {**os.environ, "GROUPCOMM_BROWSER_INSTALL": "0", "GROUPCOMM_POSTGRES_INSTALL": "0",
-           "GROUPCOMM_BUNDLE_BUILD": "0", **extra_env}
+           "GROUPCOMM_NGINX_INSTALL": "0", "GROUPCOMM_BUNDLE_BUILD": "0", **extra_env}
     return subprocess.run([str(copy / "run"), *argv], capture_output=True, text=True,
                           timeout=60, cwd=copy, env=env)
 

@@ -58,10 +58,15 @@ def add_output_arguments(parser: Any, json_help: str = "print one JSON object") 
 
 
 def add_module_arguments(parser: Any) -> None:
-    """Where the session is and which modules run: ``--server``, ``--key-file``,
-    ``--causality``, ``--filter``, ``--config``, ``--direct``."""
-    parser.add_argument("--server", default=DEFAULT_SERVER,
-                        help=f"session server address (default {DEFAULT_SERVER})")
+    """Where the session is and which modules run: ``--server`` or ``--servers``,
+    ``--key-file``, ``--causality``, ``--filter``, ``--config``, ``--direct``."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--server", default=DEFAULT_SERVER,
+                       help=f"session server address (default {DEFAULT_SERVER})")
+    where.add_argument("--servers", metavar="ADDR,ADDR,...",
+                       help="several session servers (comma-separated, the same list for "
+                       "every member): the session meets at the first of them in its "
+                       "rendezvous order that answers (docs/deploy.md)")
     parser.add_argument("--key-file", help="session key file (default $GROUPCOMM_KEY_FILE)")
     parser.add_argument("--causality", help="causality module (see groupcomm filters); "
                         "default $GROUPCOMM_CAUSALITY, the config file, else none")

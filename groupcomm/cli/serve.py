@@ -34,7 +34,11 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--bind", default="tcp://127.0.0.1:5555",
                         help="ZeroMQ address to bind; port 0 picks a free port "
-                        "(default tcp://127.0.0.1:5555)")
+                        "(default tcp://127.0.0.1:5555); with --workers, the first of "
+                        "consecutive ports, or a comma-separated list")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="run N servers, one process each (ports PORT..PORT+N-1), and "
+                        "print the --servers list clients take (docs/deploy.md)")
     parser.add_argument("--key-file", help="file holding the session key (hex); default: "
                         "$GROUPCOMM_KEY / $GROUPCOMM_KEY_FILE, else a new key is generated")
     parser.add_argument("--new-key-file", help="where to write a generated key "
@@ -70,8 +74,26 @@ def _remove(path: Path | None) -> None:
             path.unlink(missing_ok=True)
 
 
+def _worker_options(args: argparse.Namespace) -> list[str]:
+    """The options every worker takes as this command got them (the key file aside)."""
+    options = ["--heartbeat-timeout", str(args.heartbeat_timeout),
+               "--snapshot-every", str(args.snapshot_every),
+               "--snapshot-seconds", str(args.snapshot_seconds)]
+    for flag, value in (("--key-file", args.key_file), ("--curve-dir", args.curve_dir),
+                        ("--store", args.store)):
+        if value:
+            options += [flag, value]
+    return options + ["-v"] * args.verbose
+
+
 def _run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
+    if args.workers != 1 or "," in args.bind:
+        if args.heartbeat_timeout <= 0:
+            raise CliError("groupcomm serve: --heartbeat-timeout must be positive")
+        from groupcomm.cli.workers import run_workers
+
+        return run_workers(args, _worker_options(args))
     # every argument is checked before anything is written: a refused command line
     # leaves no key file behind
     if args.heartbeat_timeout <= 0:

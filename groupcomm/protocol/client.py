@@ -229,6 +229,11 @@ class ClientProtocol:
         self.node.queue_sends(batch)
         self.drain()
 
+    def server_changed(self, now: float) -> None:
+        """The host moved to another session server (:meth:`Membership.server_changed`)."""
+        self.now = now
+        self._apply(self.membership.server_changed(now))
+
     def leave(self, direct_frames: dict[str, int]) -> None:
         """Leave gracefully, with the frames pushed to each peer."""
         self._apply(self.membership.leave(direct_frames))

@@ -220,6 +220,7 @@ class Membership:
         self.returned_ids: list[str] = []
         self.server_seen = now
         self.server_unreachable = False
+        self._silence_armed = True  # a silence is said once, until a server answers
         #: the server answers with frames this client cannot verify (another key)
         self.server_key_mismatch = False
         self._last_rejoin = -float("inf")
@@ -290,10 +291,9 @@ class Membership:
         if self.has_state:
             fields["has_state"] = True
         if self.incarnation:
-            # back (after a restart of the server): the server numbers a new process
-            # under one of these names above what this client has seen of it, whose
-            # message ids it would skip as seen
-                # (its host adds the senders its application clock holds: known_incarnations)
+            # back (a restarted or another server): it numbers a new process under one of
+            # these names above what this client saw (whose ids it would skip as seen);
+            # the host adds the senders its application clock holds (known_incarnations)
             fields["known"] = known_incarnations(
                 dict(self.retired), (*self.current.values(), self.member))
         return fields
@@ -305,8 +305,8 @@ class Membership:
         silent = now - self.server_seen
         actions: list[Action] = []
         if (silent > SERVER_SILENCE_HEARTBEATS * self.heartbeat_interval
-                and not self.server_unreachable and not self.server_key_mismatch):
-            self.server_unreachable = True
+                and self._silence_armed and not self.server_key_mismatch):
+            self._silence_armed, self.server_unreachable = False, True
             self.stats["server_outages"] += 1
             log.warning("%s: no answer from the session server for %.1fs; retrying (direct "
                         "traffic goes on; relayed frames wait)", self.member, silent,
@@ -315,6 +315,14 @@ class Membership:
         actions.append(SendCommand("heartbeat"))
         return actions
 
+    def server_changed(self, now: float) -> list[Action]:
+        """Another server is in use (failover): join it as a restarted one (docs/deploy.md)."""
+        self.server_seen, self._silence_armed = now, True
+        if self.phase == Phase.JOINING:  # the first join went to a server that is gone
+            return [SendCommand("join", self._join_fields())]
+        self._last_rejoin = -float("inf")
+        return self._rejoin(now)
+
     def leave(self, direct_frames: Mapping[str, int]) -> list[Action]:
         """Leave, with the frames pushed to each peer; :class:`PhaseError` when out already."""
         self._move("leave")
@@ -322,7 +330,7 @@ class Membership:
 
     def on_notice(self, notice: Mapping[str, Any], now: float) -> list[Action]:
         """A verified session notice from the server."""
-        self.server_seen = now
+        self.server_seen, self._silence_armed = now, True
         actions: list[Action] = []
         if self.server_key_mismatch:
             self.server_key_mismatch = False

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from groupcomm.core.causality import CausalityModule
@@ -22,6 +22,7 @@ from groupcomm.core.member_ids import check_client_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage
 from groupcomm.core.tracing import Tracer, tracer_for
 from groupcomm.protocol.client import ClientProtocol
+from groupcomm.protocol.placement import rendezvous_order
 from groupcomm.protocol.port import PortError
 from groupcomm.protocol.session_events import ServerAnswers, ServerSilent, SessionEvent
 from groupcomm.protocol.state_parts import StateParts
@@ -86,6 +87,10 @@ class Communicator:
     (or ``tracer`` takes every line). ``loop`` is :meth:`~groupcomm.transport.host.Host.join`'s;
     without it the communicator runs a loop of its own. Raises :class:`JoinError` when the
     join fails, ``ValueError`` for a bad option.
+
+    ``server`` is the session server's address; or ``servers`` lists several, and the
+    session meets at the first of them in its rendezvous order that answers, moving
+    along that order when it falls silent (docs/deploy.md).
     """
 
     def __init__(
@@ -93,7 +98,8 @@ class Communicator:
         name: str,
         session: str,
         *,
-        server: str,
+        server: str = "",
+        servers: Sequence[str] = (),
         key: bytes | None = None,
         key_file: str | None = None,
         application: str = "default",
@@ -126,7 +132,13 @@ class Communicator:
         self.session = session
         self.application = application
         self.routing = routing
-        self.server_address = endpoint(server, "server address")
+        if bool(server) == bool(servers):
+            raise ValueError("give the session server's address (server) or a list of "
+                             "servers (servers), not both and not neither")
+        #: the session's servers in rendezvous order (one: ``server``)
+        self.servers = (rendezvous_order(session, [endpoint(s, "server address")
+                                                   for s in servers])
+                        if servers else (endpoint(server, "server address"),))
         self.codec = FrameCodec(resolved, max_frame=connection.max_frame)
         self.max_pending = limits.max_pending
         self.send_timeout = limits.send_timeout
@@ -140,7 +152,8 @@ class Communicator:
                                                             name=name)
         compress = connection.compress_frames
         self._link = link = MemberLink(
-            name=name, server_address=self.server_address, routing=routing,
+            name=name, server_address=self.servers[0], routing=routing,
+            servers=self.servers, probe_every=connection.probe_every,
             codec=self.codec, curve=curve, bind_host=connection.bind_host,
             advertise_host=connection.advertise_host or connection.bind_host,
             max_pending=limits.max_pending, max_inbox=limits.max_inbox,
@@ -196,6 +209,11 @@ class Communicator:
     def application_clock(self) -> dict[str, int]:
         """A copy of the application-boundary vector clock (what the next send's tag says)."""
         return self._port.node.application_clock
+
+    @property
+    def server_address(self) -> str:
+        """The session server this member talks to now."""
+        return self._link.server_address
 
     @property
     def direct_address(self) -> str:
@@ -446,22 +464,36 @@ class Communicator:
                                         **self._link.stats, **self._protocol.counters()})
 
     def _await_join(self, join_timeout: float) -> None:
-        """Wait until the server accepted the join; else close and raise :class:`JoinError`."""
+        """Wait until the server accepted the join; else close and raise :class:`JoinError`.
+        With several servers, one where nothing listens hands the join to the next."""
         failed = f"{self.name!r} could not join session {self.session!r}"
         joined = self._link.joined
         error = None
-        if not joined.wait(min(join_timeout, LISTENER_PROBE_AFTER)):
-            # not joined yet: if nothing listens there, say so now rather than at the
-            # timeout; if something does, the likely cause is a key the server cannot
-            # verify (it drops such frames without reading them, so it cannot answer)
-            nobody = nobody_listens(self.server_address)
+        deadline = time.monotonic() + join_timeout
+        tried = 0
+        while not joined.wait(min(max(0.0, deadline - time.monotonic()),
+                                  LISTENER_PROBE_AFTER)):
+            # not joined yet: if nothing listens at the address, say so now rather than
+            # at the timeout (or try the next server); if something does, the likely
+            # cause is a key the server cannot verify (it drops such frames without
+            # reading them, so it cannot answer)
+            address = self.server_address
+            nobody = nobody_listens(address)
+            if nobody is not None and tried + 1 < len(self.servers):
+                tried += 1
+                following = self.servers[(self.servers.index(address) + 1)
+                                         % len(self.servers)]
+                log.warning("%s: %s; joining at %s", self.name, nobody, following)
+                self._loop.call(lambda to=following: self._link.move_to(to))
+                continue
             if nobody is not None:
                 error = f"{failed}: {nobody}; is the session server running at that address?"
-            elif not joined.wait(max(0.0, join_timeout - LISTENER_PROBE_AFTER)):
-                error = (f"{failed}: the server at {self.server_address} accepts connections "
+            elif not joined.wait(max(0.0, deadline - time.monotonic())):
+                error = (f"{failed}: the server at {address} accepts connections "
                          f"but did not answer within {join_timeout:g}s; is the session key "
                          "the server's? (it drops frames signed with another key without "
                          "reading them)")
+            break
         error = error or self._link.join_error
         if error is not None:
             self.close()

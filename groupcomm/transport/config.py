@@ -22,6 +22,7 @@ from groupcomm.core.filtering import (
     SessionMessageListener,
 )
 from groupcomm.core.messages import ReceivedMessage, SentMessage
+from groupcomm.protocol.placement import DEFAULT_PROBE_EVERY
 from groupcomm.protocol.session_events import SessionEvent
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT
 from groupcomm.transport.curve import ClientKeys, CurveKeyError
@@ -113,7 +114,8 @@ class Connection:
     trade-off is in docs/security.md); ``bind_host`` / ``advertise_host``: where direct
     routing takes frames and the address peers are told; ``curve_dir``: per-client keys
     (relayed routing only); ``context``: the ZeroMQ context of a communicator that runs
-    a loop of its own."""
+    a loop of its own; ``probe_every`` (s): with several servers, how often a member
+    that moved off its session's first server asks the ones ranked before (docs/deploy.md)."""
 
     heartbeat_interval: float = 0.5
     join_timeout: float = 10.0
@@ -123,10 +125,12 @@ class Connection:
     advertise_host: str | None = None
     curve_dir: str | os.PathLike[str] | None = None
     context: zmq.Context | None = None
+    probe_every: float = DEFAULT_PROBE_EVERY
 
     def __post_init__(self) -> None:
         _positive("Connection", heartbeat_interval=self.heartbeat_interval,
-                  join_timeout=self.join_timeout, max_frame=self.max_frame)
+                  join_timeout=self.join_timeout, max_frame=self.max_frame,
+                  probe_every=self.probe_every)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,8 @@ import zmq
 from groupcomm.core.headers import RESENT
 from groupcomm.core.messages import SentMessage, Withdrawn
 from groupcomm.protocol.client import ClientProtocol
+from groupcomm.protocol.placement import DEFAULT_PROBE_EVERY, Failover
+from groupcomm.protocol.session_events import ServerSilent, SessionEvent
 from groupcomm.transport.curve import ClientKeys
 from groupcomm.transport.delays import DelayPlan
 from groupcomm.wire.envelopes import (
@@ -25,7 +27,8 @@ from groupcomm.wire.envelopes import (
     pack_envelope,
     pack_envelopes,
 )
-from groupcomm.wire.frames import FORWARDED, FrameCodec
+from groupcomm.wire.frames import FORWARDED, FrameCodec, FrameRejected
+from groupcomm.wire.session import seal_session
 from groupcomm.wire.streams import StreamEncoder
 
 log = logging.getLogger(__name__)
@@ -63,9 +66,21 @@ class MemberLink:
 
     def __init__(self, *, name: str, server_address: str, routing: str, codec: FrameCodec,
                  curve: ClientKeys | None, bind_host: str, advertise_host: str,
-                 max_pending: int, max_inbox: int, compress: bool = True) -> None:
+                 max_pending: int, max_inbox: int, compress: bool = True,
+                 servers: tuple[str, ...] = (),
+                 probe_every: float = DEFAULT_PROBE_EVERY) -> None:
         self.name = name
         self.server_address = server_address
+        #: the session's servers in rendezvous order, when more than one (docs/deploy.md):
+        #: a silent server makes the member move along it, and come back to the first
+        #: that answers
+        self.failover = (Failover(servers, probe_every=probe_every, now=time.monotonic())
+                         if len(servers) > 1 else None)
+        if self.failover is not None:
+            self.failover.index = servers.index(server_address)
+        self._move_to: str | None = None
+        #: a DEALER per server asked whether it answers (see Failover.probes_due)
+        self._probes: dict[str, zmq.Socket] = {}
         self.routing = routing
         self.codec = codec
         self._curve = curve
@@ -131,6 +146,77 @@ class MemberLink:
         self.protocol = protocol
         self._inputs = protocol.inputs
         self._inbox = protocol.port.inbox
+        if self.failover is not None:
+            protocol.add_event_listener(self._on_event)
+
+    # -- failover between the session's servers (docs/deploy.md) ----------------------------
+    def _on_event(self, event: SessionEvent) -> None:
+        # on the loop thread, inside the protocol's turn: the move waits for its end
+        if isinstance(event, ServerSilent) and self.failover is not None:
+            self._move_to = self.failover.silent(time.monotonic())
+
+    def move_to(self, address: str) -> None:
+        """Talk to the session server at ``address`` from now on, and join it as a
+        restarted server is joined (loop thread)."""
+        dealer = self._dealer
+        if dealer is None or address == self.server_address:
+            return
+        log.warning("%s: moving from session server %s to %s", self.name,
+                    self.server_address, address)
+        try:
+            dealer.disconnect(self.server_address)
+        except zmq.ZMQError:  # never connected (the join moved before it could)
+            pass
+        dealer.connect(address)
+        self.server_address = address
+        if self.failover is not None and address in self.failover.order:
+            self.failover.index = self.failover.order.index(address)
+        self.stats["server_moves"] += 1
+        self.protocol.server_changed(time.monotonic())
+
+    def _probe(self, now: float) -> None:
+        """Ask the servers ranked before the one in use whether they answer, and move
+        to one that does."""
+        failover = self.failover
+        assert failover is not None
+        for address, socket in list(self._probes.items()):
+            answered = False
+            while True:
+                try:
+                    parts = socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                try:  # a frame signed with the session key: that server is alive
+                    self.codec.open(parts[0])
+                    answered = True
+                except FrameRejected:
+                    self.stats["probe_answers_rejected"] += 1
+            if answered and failover.answered(address) is not None:
+                self._close_probes()
+                self.move_to(address)
+                return
+        for address in failover.probes_due(now):
+            socket = self._probes.get(address)
+            if socket is None:
+                socket = self._context.socket(zmq.DEALER)
+                socket.setsockopt(zmq.LINGER, 0)
+                if self._curve is not None:
+                    self._curve.apply(socket)
+                socket.connect(address)
+                self._probes[address] = socket
+            # the server answers a heartbeat of a client it does not know (not_a_member)
+            self._send_parts(socket, [seal_session(
+                self.codec, "heartbeat", client=self.name,
+                application=self.protocol.application, session=self.protocol.session)])
+        if failover.index == 0 and self._probes:
+            self._close_probes()
+
+    def _close_probes(self) -> None:
+        for socket in self._probes.values():
+            self._backlogs.pop(socket, None)
+            socket.close(linger=0)
+        self._probes.clear()
+        self.backlog_frames = sum(len(b) for b in self._backlogs.values())
 
     # -- opened and closed on the loop thread ------------------------------------------------
     def open(self, context: zmq.Context, now: float) -> None:
@@ -168,6 +254,7 @@ class MemberLink:
         for push in self._pushes.values():
             push.close(linger=self.push_linger_ms)
         self._pushes.clear()
+        self._close_probes()
         self._backlogs.clear()
         self.backlog_frames = 0
         self.closed.set()
@@ -235,6 +322,12 @@ class MemberLink:
             for peer, envelope in self.delays.pop_due(now):
                 outbox.setdefault((peer,), []).append(envelope)
             self.flush_outbox()
+        if self.failover is not None:
+            if self._move_to is not None:
+                address, self._move_to = self._move_to, None
+                self.move_to(address)
+            if self.failover.index or self._probes:
+                self._probe(now)
         if self._unsent:  # what could not be encoded is the protocol's to report
             unsent, self._unsent = self._unsent, []
             for message_id, why, gone in unsent:

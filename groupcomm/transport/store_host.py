@@ -110,6 +110,25 @@ class StoreHost:
             key = (app, session, name)
             known[key] = max(known.get(key, 0), incarnation)
 
+    def _look_up(self, app: str, session: str) -> None:
+        """A join to a session this server does not follow: another server sharing the
+        store may have kept it since this one started (it was that session's server and
+        died, docs/deploy.md): follow it from the store, its generation kept."""
+        if (app, session) in self.rules.sessions or self.failed is not None:
+            return
+        try:
+            stored = self.backend.load(app, session)
+            if stored is None:
+                return
+            info = stored.info
+            self.rules.loaded(app, session, info.generation, messages=info.messages,
+                              has_snapshot=info.snapshot_size is not None,
+                              now=time.monotonic(), behind=info.behind)
+            self._learn_incarnations(app, session)
+            self.stats["sessions_taken_over"] += 1
+        except StoreError as error:
+            self._fail(error)
+
     @property
     def working(self) -> bool:
         return self.failed is None
@@ -127,6 +146,7 @@ class StoreHost:
     def refuse(self, event: Input) -> list[Action] | None:
         """The actions instead of the registry's for an input the store refuses."""
         if type(event) is Join:
+            self._look_up(event.application, event.session)
             why = self.rules.refuse_join(event.address)
             if why is not None:
                 self.stats["refused_direct"] += 1

@@ -74,3 +74,29 @@ def test_the_web_gateway_has_the_opt_out() -> None:
     args = web_parser().parse_args(["--session", "s", "--users", "u.json", "--no-reliable"])
     assert args.no_reliable is True
     assert web_parser().parse_args(["--session", "s", "--users", "u.json"]).no_reliable is False
+
+
+def _kwargs(*argv: str) -> dict:
+    parser = ArgumentParser(prog="test")
+    add_session_arguments(parser, "test")
+    args = parser.parse_args(["--name", "a", "--session", "s", *argv])
+    return session_options(args, "test").communicator_kwargs
+
+
+def test_servers_lists_several_session_servers() -> None:
+    kwargs = _kwargs("--servers", "127.0.0.1:7001, tcp://127.0.0.1:7002")
+    assert kwargs["servers"] == ("tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002")
+    assert "server" not in kwargs
+    assert _kwargs("--server", "127.0.0.1:7001")["server"] == "127.0.0.1:7001"
+    web = web_parser().parse_args(["--users", "u", "--session", "s",
+                                   "--servers", "tcp://127.0.0.1:1,tcp://127.0.0.1:2"])
+    assert web.servers == "tcp://127.0.0.1:1,tcp://127.0.0.1:2"
+
+
+def test_bad_servers_are_one_line_errors() -> None:
+    with pytest.raises(CliError, match="--servers address 'nowhere'"):
+        _kwargs("--servers", "127.0.0.1:7001,nowhere")
+    with pytest.raises(CliError, match="lists no address"):
+        _kwargs("--servers", " , ")
+    with pytest.raises(CliError, match="--servers: not allowed with argument --server"):
+        _kwargs("--server", "127.0.0.1:1", "--servers", "127.0.0.1:2")

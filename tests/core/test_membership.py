@@ -186,6 +186,28 @@ def test_a_silent_server_is_reported_once() -> None:
     assert not m.server_unreachable
 
 
+def test_another_server_is_joined_as_a_restarted_one_and_its_silence_measured_anew(
+        ) -> None:
+    m = started()
+    assert m.heartbeat(3.0)[0] == ServerSilence(3.0)
+    actions = m.server_changed(3.1)  # failover: the next server in the session's order
+    assert actions == [SendCommand("join", {"address": "", "incarnation": 1,
+                                            "known": {"alice": 1, "bob": 1, "carol": 1}})]
+    assert m.phase is Phase.REJOINING and not m.may_relay
+    assert m.heartbeat(4.0) == [SendCommand("heartbeat")]  # measured from the move
+    assert m.heartbeat(5.2) == [ServerSilence(2.1), SendCommand("heartbeat")]  # it too
+    assert m.server_changed(5.3)[0].op == "join"  # a second move rejoins at once
+    assert m.on_notice(joined("carol", ["alice", "bob", "carol"]), 5.5)[0] == ServerBack()
+    assert m.phase is Phase.JOINED
+
+
+def test_a_first_join_to_a_server_that_is_gone_goes_to_the_next() -> None:
+    m = Membership("carol", heartbeat_interval=0.5, now=0.0)
+    m.start("")
+    assert m.server_changed(0.5) == [SendCommand("join", {"address": "", "incarnation": 0})]
+    assert m.phase is Phase.JOINING
+
+
 def test_the_phases_move_by_the_table_and_refuse_what_does_not_fit() -> None:
     m = started()
     assert m.phase is Phase.JOINED and m.may_relay
