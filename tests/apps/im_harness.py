@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -60,14 +62,45 @@ def people(group: ProcessGroup, session: str = "office") -> Iterator[Start]:
     try:
         yield start
     finally:
-        for child in started:
-            if child.isalive():
-                try:
-                    child.sendline("/quit")
-                    child.expect(pexpect.EOF, timeout=5)
-                except (pexpect.ExceptionPexpect, OSError):
-                    pass
-            child.close(force=True)
+        end_chats(started)
+
+
+def end_chats(children: list[pexpect.spawn]) -> None:
+    """End each chat (``/quit``, then killed if it does not)."""
+    for child in children:
+        if child.isalive():
+            try:
+                child.sendline("/quit")
+                child.expect(pexpect.EOF, timeout=5)
+            except (pexpect.ExceptionPexpect, OSError):
+                pass
+        child.close(force=True)
+
+
+def type_lines(person: pexpect.spawn, prefix: str, first: int, count: int) -> list[str]:
+    """Type ``count`` numbered lines (``<a005>``...); the lines typed."""
+    lines = [f"<{prefix}{k:03d}>" for k in range(first, first + count)]
+    for line in lines:
+        person.sendline(line)
+        drain(person)
+    return lines
+
+
+def received(person: pexpect.spawn, sender: str) -> list[str]:
+    """The numbered lines ``person`` was shown from ``sender``, in order, repeats
+    included."""
+    return re.findall(rf"\[{sender}\] (<\w\d+>)", shown(person))
+
+
+def wait_all(person: pexpect.spawn, sender: str, wanted: list[str], timeout: float) -> None:
+    """Wait until ``person`` was shown every line of ``wanted`` from ``sender``."""
+    deadline = time.monotonic() + timeout
+    while not set(wanted) <= set(received(person, sender)):
+        if time.monotonic() > deadline:
+            missing = sorted(set(wanted) - set(received(person, sender)))
+            raise AssertionError(f"never shown {missing} from {sender}")
+        drain(person)
+        time.sleep(0.05)
 
 
 def shown(child: pexpect.spawn) -> str:

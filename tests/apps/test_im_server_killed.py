@@ -6,7 +6,6 @@ With ``--no-reliable`` those lines are lost (docs/sessions.md, "Faults")."""
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from collections.abc import Iterator
@@ -16,7 +15,16 @@ import pexpect
 import pytest
 
 from groupcomm.tools.procs import ProcessGroup
-from tests.apps.im_harness import Start, drain, fixed_port_group, people, shown
+from tests.apps.im_harness import (
+    Start,
+    drain,
+    fixed_port_group,
+    people,
+    received,
+    shown,
+    type_lines,
+    wait_all,
+)
 
 __all__ = ["fixed_port_group"]  # a fixture, used by name
 
@@ -24,29 +32,6 @@ __all__ = ["fixed_port_group"]  # a fixture, used by name
 @pytest.fixture
 def chat(fixed_port_group: ProcessGroup) -> Iterator[Start]:
     yield from people(fixed_port_group)
-
-
-def type_lines(person: pexpect.spawn, prefix: str, first: int, count: int) -> list[str]:
-    lines = [f"<{prefix}{k:03d}>" for k in range(first, first + count)]
-    for line in lines:
-        person.sendline(line)
-        drain(person)
-    return lines
-
-
-def received(person: pexpect.spawn, sender: str) -> list[str]:
-    """The tokens ``person`` was shown from ``sender``, in order, repeats included."""
-    return re.findall(rf"\[{sender}\] (<[ab]\d+>)", shown(person))
-
-
-def wait_all(person: pexpect.spawn, sender: str, wanted: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not set(wanted) <= set(received(person, sender)):
-        if time.monotonic() > deadline:
-            missing = sorted(set(wanted) - set(received(person, sender)))
-            raise AssertionError(f"never shown {missing} from {sender}")
-        drain(person)
-        time.sleep(0.05)
 
 
 def unsent_to(port: int) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 from groupcomm.protocol.placement import session_home
 from groupcomm.tools.procs import ServerProcess
 from groupcomm.transport.keys import write_new_key
-from tests.apps.im_harness import drain, shown
+from tests.apps.im_harness import drain, end_chats, received, shown, type_lines, wait_all
 
 
 def sessions_on(servers: list[str]) -> tuple[str, str]:
@@ -58,28 +57,6 @@ def chat(name: str, session: str, addresses: str, key: Path,
     started.append(child)
     child.expect(f"{name} joined {session} with causality")
     return child
-
-
-def received(person: pexpect.spawn, sender: str) -> list[str]:
-    return re.findall(rf"\[{sender}\] (<\w\d+>)", shown(person))
-
-
-def type_lines(person: pexpect.spawn, prefix: str, first: int, count: int) -> list[str]:
-    lines = [f"<{prefix}{k:03d}>" for k in range(first, first + count)]
-    for line in lines:
-        person.sendline(line)
-        drain(person)
-    return lines
-
-
-def wait_all(person: pexpect.spawn, sender: str, wanted: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not set(wanted) <= set(received(person, sender)):
-        if time.monotonic() > deadline:
-            missing = sorted(set(wanted) - set(received(person, sender)))
-            raise AssertionError(f"never shown {missing} from {sender}")
-        drain(person)
-        time.sleep(0.05)
 
 
 @pytest.mark.long
@@ -127,11 +104,4 @@ def test_a_killed_servers_session_moves_and_the_other_is_undisturbed(servers) ->
         for person in (alice, bob, carol, dave):
             assert "your message '" not in shown(person)  # nothing said lost
     finally:
-        for child in people:
-            if child.isalive():
-                try:
-                    child.sendline("/quit")
-                    child.expect(pexpect.EOF, timeout=5)
-                except (pexpect.ExceptionPexpect, OSError):
-                    pass
-            child.close(force=True)
+        end_chats(people)

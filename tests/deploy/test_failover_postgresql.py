@@ -15,8 +15,8 @@ from groupcomm.protocol.placement import session_home
 from groupcomm.tools.pgserver import TempPostgres
 from groupcomm.tools.procs import ServerProcess
 from groupcomm.transport.keys import write_new_key
-from tests.apps.im_harness import drain, shown
-from tests.deploy.test_failover import chat, received, type_lines, wait_all
+from tests.apps.im_harness import drain, end_chats, received, shown, type_lines, wait_all
+from tests.deploy.test_failover import chat
 
 pytest.importorskip("psycopg")
 
@@ -81,11 +81,4 @@ def test_a_newcomer_after_the_move_gets_the_stored_conversation(stored_servers) 
         assert sorted(received(cleo, "alice")) == sorted(typed["alice"]), shown(cleo)
         assert sorted(received(cleo, "bob")) == sorted(typed["bob"]), shown(cleo)
     finally:
-        for child in people:
-            if child.isalive():
-                try:
-                    child.sendline("/quit")
-                    child.expect(pexpect.EOF, timeout=5)
-                except (pexpect.ExceptionPexpect, OSError):
-                    pass
-            child.close(force=True)
+        end_chats(people)
