@@ -20,7 +20,7 @@ PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "
                   "notice_parts")
 #: what the port and state transfer hold that is not state (configuration, callbacks)
 PORT_FIXED = ("node", "lock", "inputs", "acknowledged_delivery", "post", "inbox_changed",
-              "listeners", "on_caught_up")
+              "listeners", "on_caught_up", "caught_up_wanted")
 #: (``parts``: states in parts, which the model's small states never are)
 TRANSFER_FIXED = ("_member", "_provider", "_consumer", "on_holds", "parts")
 #: InProcessMember attributes that hold no state
