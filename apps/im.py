@@ -36,6 +36,7 @@ from groupcomm.apps.im_lines import (
     person,
     said_of,
 )
+from groupcomm.apps.im_output import ChatOutput
 from groupcomm.apps.im_resend import REMEMBERED, OwnMessages
 from groupcomm.apps.session_options import (
     SessionOptions,
@@ -89,15 +90,14 @@ def _text_of(payload: object) -> str:
     return payload.text if isinstance(payload, (Private, ChatLine)) else str(payload)
 
 
-class ChatScreen:
+class ChatScreen(ChatOutput):
     """Shows what happens in the session; thread-safe (callbacks run on the I/O thread)."""
 
     def __init__(self, me: str, out: TextIO) -> None:
+        super().__init__(out)
         self.me = me
-        self.out = out
         # reentrant: a send and its line are recorded under it, and showing takes it too
         self._lock = threading.RLock()
-        self._print_lock = threading.Lock()
         #: (who, text, application-level id, said at, count) of the latest messages to
         #: everyone (:data:`~groupcomm.apps.im_lines.Entry`)
         self.history: deque[Entry] = deque(maxlen=HISTORY)
@@ -132,38 +132,9 @@ class ChatScreen:
         self.server_at = ""
         #: identities of lines typed while the server did not answer, said sent once it does
         self.waiting: list[str] = []
-        #: lines shown before the opening line (the conversation handed over as the
-        #: communicator joins comes on its I/O thread, before the constructor returns);
-        #: None when not waited for (:meth:`hold_until_opening`) or once shown
-        self._before_opening: list[str] | None = None
         self._silent = False
         #: the member id this client came back as after being taken for gone
         self._back_as: str | None = None
-
-    def line(self, text: str, *, at_once: bool = False) -> None:
-        """Show ``text``; ``at_once`` also before the opening line (a warning while the
-        join goes on)."""
-        with self._print_lock:
-            if self._before_opening is not None and not at_once:
-                self._before_opening.append(text)
-                return
-            self.out.write(text + "\n")
-            self.out.flush()
-
-    def hold_until_opening(self) -> None:
-        """Keep the lines shown from now until :meth:`opening`, shown after it."""
-        with self._print_lock:
-            self._before_opening = []
-
-    def opening(self, text: str | None) -> None:
-        """Show ``text`` (the line saying who joined what), then the lines that came
-        before it: a newcomer reads that it joined before what it was handed. ``None``
-        (the join failed) shows those lines alone."""
-        with self._print_lock:
-            earlier, self._before_opening = self._before_opening or [], None
-            for line in ([text] if text is not None else []) + earlier:
-                self.out.write(line + "\n")
-            self.out.flush()
 
     def message(self, message: ReceivedMessage) -> None:
         """Show a delivered message, marking the shown ones it was concurrent with (a copy

@@ -16,9 +16,9 @@ from typing import Any
 
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.core.filtering import MessageFilterCreator, SessionMessageListener
-from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage, Withdrawn
+from groupcomm.core.messages import MessageError, ReceivedMessage, SentMessage
 from groupcomm.core.node import ProtocolNode
-from groupcomm.core.session_messages import REFLECTED_IDS, ClockAck, JoinMarker
+from groupcomm.core.session_messages import REFLECTED_IDS
 from groupcomm.core.tracing import EVENT_EXTRA, Tracer
 from groupcomm.protocol import session_events as events
 from groupcomm.protocol.actions import Out
@@ -49,6 +49,7 @@ from groupcomm.protocol.membership import (
 from groupcomm.protocol.membership import LeftSession as SessionLeft
 from groupcomm.protocol.port import ApplicationPort
 from groupcomm.protocol.rejects import RejectLog
+from groupcomm.protocol.session_traffic import SESSION_KINDS, take_session_message
 from groupcomm.protocol.state_transfer import STATE_TIMEOUT, StateTransfer
 from groupcomm.wire.envelopes import unpack_envelopes
 from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
@@ -579,21 +580,9 @@ class ClientProtocol:
             self.drain()
 
     def _deliverable(self, message: ReceivedMessage) -> None:
-        user = message.user_message
-        if type(user) is JoinMarker:  # the session's, not the application's
-            self.transfer.marker(user, message.sender)
-            return
-        if type(user) is ClockAck:  # after all its sender sent before: causal order
-            self.stats["clock_acks_received"] += 1
-            clock = tuple(sorted(message.app_tag.clock.items()))
-            self.emit(events.ClockAcknowledged(member=self.node.name, peer=message.sender,
-                                               clock=clock))
-            return
-        if type(user) is Withdrawn:  # its payload could not travel
-            self.stats["withdrawn"] += 1
-            log.warning("%s: message %s from %s never reaches the application: its sender "
-                        "could not send it (%s)", self.name, message.message_id,
-                        message.sender, user.reason)
+        if type(message.user_message) in SESSION_KINDS and take_session_message(
+                message, me=self.node.name, transfer=self.transfer, stats=self.stats,
+                emit=self.emit):
             return
         if self.transfer.gate is not None and self.transfer.deliver(message):
             return  # a newcomer installing a snapshot: held, or seen through it
