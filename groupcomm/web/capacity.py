@@ -260,6 +260,15 @@ class _Tab:
             await asyncio.sleep(max(0.0, delay))
 
 
+
+async def close_all(readers: list[Any], sockets: list[Any]) -> None:
+    """Cancel the reading tasks and close the WebSockets of a step (those opened)."""
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    await asyncio.gather(*(ws.close() for ws in sockets if ws is not None),
+                         return_exceptions=True)
+
 async def _join_each(join: Callable[[_Tab], Any], tabs: list[_Tab]) -> None:
     for tab in tabs:
         await join(tab)
@@ -323,11 +332,7 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
             step.error = f"a tab was not welcomed within {JOIN_TIMEOUT:g} s"
             return step
         finally:
-            for task in readers:
-                task.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-            await asyncio.gather(*(t.ws.close() for t in tabs if t.ws is not None),
-                                 return_exceptions=True)
+            await close_all(readers, [t.ws for t in tabs])
     sent = {mid: at for t in tabs for mid, at in t.sent_ids.items()}
     step.expected = sum(1 for at in sent.values() if at >= counted_from) * (tabs_per_session - 1)
     step.samples = [(at - sent[mid]) * 1000 for t in tabs for mid, at in t.arrivals

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcomm.tools.procstat import ProcessSample
-from groupcomm.web.capacity import DRAIN_TIMEOUT, JOIN_TIMEOUT, WARM_UP, Progress, Step
+from groupcomm.web.capacity import (
+    DRAIN_TIMEOUT,
+    JOIN_TIMEOUT,
+    WARM_UP,
+    Progress,
+    Step,
+    close_all,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,11 +201,7 @@ async def run_step(url: str, sessions: int, tabs_per_session: int, rate: float,
             step.error = f"a Yjs client was not synced within {JOIN_TIMEOUT:g} s"
             return step
         finally:
-            for task in readers:
-                task.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-            await asyncio.gather(*(c.ws.close() for c in clients if c.ws is not None),
-                                 return_exceptions=True)
+            await close_all(readers, [c.ws for c in clients])
     step.expected = sum(1 for at in sent_at.values() if at >= counted_from) * (
         tabs_per_session - 1)
     step.samples = [(at - sent_at[key]) * 1000 for c in clients for key, at in c.arrivals
