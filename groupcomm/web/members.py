@@ -245,8 +245,10 @@ class TabMember:
             kwargs["tracer"] = tap_tracer(tap, kwargs.pop("trace_dir", None))
         if kind == "edit":
             pipelines = kwargs.get("pipelines", Pipelines())
+            # above the reliable layer (which is nearest the network on receive), so the
+            # values it holds come once each and in their sender's order
             kwargs["pipelines"] = replace(pipelines, extra_receive=[
-                LatestValueCreator(presence_slot, presence_hold), *pipelines.extra_receive])
+                *pipelines.extra_receive, LatestValueCreator(presence_slot, presence_hold)])
         kwargs["application"] = kind
         make = host.join if host is not None else Communicator
         #: copies of own messages that left before their send returned, and the copies
