@@ -161,6 +161,8 @@ class ClientProtocol:
         node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable
+        node.held_listener = lambda message, waiting_on: self.emit(events.MessageHeld(
+            member=node.name, message=message, waiting_on=waiting_on))
         return node
 
     def _update_deadline(self) -> None:
