@@ -15,10 +15,7 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,78 +28,30 @@ from groupcomm.protocol.placement import session_home
 from groupcomm.tools.procs import LineProcess
 from groupcomm.transport.keys import write_new_key
 from groupcomm.web.auth import Users
+from tests.deploy.harness import gateway_port, nginx_block
 
 aiohttp = pytest.importorskip("aiohttp")
-ROOT = Path(__file__).resolve().parents[2]
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists()
-                                  else None)
 LINES = 30  # per tab; the kill comes after a third of them
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def nginx_block() -> str:
-    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```nginx\n(.*?)```", text, re.DOTALL)
-    assert len(blocks) == 1, "docs/deploy.md has one nginx configuration"
-    return blocks[0]
-
-
-def nginx_conf(folder: Path, port: int, gateways: dict[str, int]) -> Path:
-    """The page's configuration, its example host names and ports swapped for the test's,
-    inside the http block a whole nginx.conf needs (paths in the test's folder)."""
-    block = nginx_block()
+def host_routing(gateways: dict[str, int]) -> str:
+    """The page's host-name configuration, its example host names and gateway ports
+    swapped for the test's sessions and gateways."""
+    block = nginx_block("map $host $gateway")
     names = iter(gateways.items())
     for example in ("room-a", "room-b"):
-        session, gateway_port = next(names)
+        session, port = next(names)
         block = re.sub(rf"{example}\.localhost 127\.0\.0\.1:\d+;",
-                       f"{session}.localhost 127.0.0.1:{gateway_port};", block)
-    block = block.replace("listen 127.0.0.1:8080;", f"listen 127.0.0.1:{port};")
-    temp = folder / "temp"
-    temp.mkdir()
-    temp.chmod(0o777)  # nginx's workers run as nobody when the test runs as root
-    paths = "\n".join(f"    {kind}_temp_path {temp}/{kind};"
-                      for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    conf = folder / "nginx.conf"
-    conf.write_text(f"""worker_processes 1;
-daemon off;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log {folder}/access.log;
-{paths}
-{block}
-}}
-""", encoding="utf-8")
-    return conf
-
-
-def wait_port(port: int, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"nothing listens at {port}") from None
-            time.sleep(0.05)
+                       f"{session}.localhost 127.0.0.1:{port};", block)
+    return block
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, postgres_server) -> Iterator[dict]:
-    if NGINX is None:
-        pytest.skip("nginx is not installed (./run test installs Debian's nginx)")
+def deployment(tmp_path: Path, postgres_server, nginx) -> Iterator[dict]:
     store = postgres_server.create_database()
     key = tmp_path / "session.key"
     write_new_key(key)
     started: list[LineProcess] = []
-    nginx = None
     try:
         workers = LineProcess("workers", [
             sys.executable, "-m", "groupcomm.cli.serve", "--workers", "2", "--bind",
@@ -129,24 +78,12 @@ def deployment(tmp_path: Path, postgres_server) -> Iterator[dict]:
                 "--servers", ",".join(servers), "--key-file", str(key),
                 "--causality", "matrix"])
             started.append(gateway)
-            line = gateway.wait_line(lambda s: s.startswith("listening on "), 30)
-            gateways[session] = int(re.search(r":(\d+) ", line)[1])
-        port = free_port()
-        conf = nginx_conf(tmp_path, port, gateways)
-        nginx = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(conf)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_port(port, nginx)
+            gateways[session] = gateway_port(gateway)
+        port = nginx(host_routing(gateways))
         yield {"port": port, "sessions": sessions, "tokens": tokens, "servers": servers,
                "pids": pids, "gateways": started[1:], "workers": workers,
                "supervisor": workers.process.pid, "key": key}
     finally:
-        if nginx is not None:
-            nginx.send_signal(signal.SIGQUIT)
-            try:
-                nginx.wait(10)
-            except subprocess.TimeoutExpired:
-                nginx.kill()
-                nginx.wait(5)
         for process in reversed(started):
             if process.alive():
                 process.process.send_signal(signal.SIGCONT)
