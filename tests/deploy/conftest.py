@@ -14,6 +14,7 @@ from groupcomm.tools.pgserver import TempPostgres
 from groupcomm.tools.procs import ServerProcess
 from groupcomm.transport.keys import write_new_key
 from tests.deploy.harness import NGINX, free_port, listening_on, nginx_conf, wait_port
+from tests.web.conftest import BrowserFactory, chromium_paths
 
 
 @pytest.fixture
@@ -69,3 +70,17 @@ def nginx(tmp_path: Path) -> Iterator[Callable[[str], int]]:
                 process.wait(5)
             if process.stderr is not None:
                 process.stderr.close()
+
+
+@pytest.fixture
+def chromium() -> Iterator[BrowserFactory]:
+    """Headless Chromium through Selenium (as tests/web uses it), closed at the end;
+    skips when Chromium or its driver is missing."""
+    paths = chromium_paths()
+    if paths is None:
+        pytest.skip("no chromium and chromedriver here (./run test installs them)")
+    factory = BrowserFactory(*paths)
+    try:
+        yield factory
+    finally:
+        factory.quit()

@@ -3,7 +3,8 @@ on several gateways"): Debian's nginx balances every request round-robin over tw
 ``groupcomm web`` gateways that both serve sessions A and B, placed on different session
 servers of two sharing the test's PostgreSQL store. A's tabs (two of one person among
 them) land on both gateways, the page of one on the other gateway than its WebSocket; a
-terminal chat is in A too. Everyone types; A's server is killed with SIGKILL a third of
+real Chromium tab reads A through nginx (its page, scripts and WebSocket going round the
+gateways); a terminal chat is in A too. Everyone types; A's server is killed with SIGKILL a third of
 the way through. B's tabs keep receiving without a gap as long as the members' silence
 limit and their members never move; A's tabs on both gateways and the terminal move to
 the other server and end with every line of the others exactly once (by text and by
@@ -26,7 +27,7 @@ import pexpect
 import pytest
 
 from groupcomm.tools.procs import LineProcess
-from groupcomm.web.auth import Users
+from groupcomm.web.auth import Users, login_link
 from tests.apps.im_harness import drain, end_chats, shown
 from tests.deploy.harness import gateway_stats, nginx_block, start_gateway
 from tests.deploy.test_failover import sessions_on
@@ -51,12 +52,12 @@ def round_robin(gateways: list[int]) -> str:
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, stored_servers, nginx) -> Iterator[dict]:
+def deployment(tmp_path: Path, stored_servers, nginx, chromium) -> Iterator[dict]:
     key, servers = stored_servers
     addresses = [server.address for server in servers]
     a, b = sessions_on(addresses)
     users = Users(tmp_path / "users.json")
-    tokens = {user: users.add(user) for user in ("ann", "amy", "ben", "bea")}
+    tokens = {user: users.add(user) for user in ("ann", "amy", "ben", "bea", "cat")}
     gateways: list[LineProcess] = []
     try:
         ports = []
@@ -67,7 +68,7 @@ def deployment(tmp_path: Path, stored_servers, nginx) -> Iterator[dict]:
             ports.append(port)
         yield {"port": nginx(round_robin(ports)), "sessions": {"A": a, "B": b},
                "tokens": tokens, "servers": servers, "addresses": addresses, "key": key,
-               "gateways": gateways, "gateway_ports": ports}
+               "gateways": gateways, "gateway_ports": ports, "chromium": chromium}
     finally:
         for gateway in gateways:
             gateway.terminate()
@@ -140,6 +141,16 @@ def cara_lines(cara: pexpect.spawn) -> list[str]:
     return re.findall(r"\[[a-z0-9:~]+\] (<[a-z0-9]+\d{3}>)", shown(cara))
 
 
+#: the numbered lines the chat page shows, in order ("[who] <ann1004>" per message)
+PAGE_LINES = """return [...document.querySelectorAll('#log > div.message .text')]
+  .map(e => e.textContent)"""
+
+
+def page_lines(page) -> list[str]:
+    """The numbered lines a Chromium chat page shows, in order, repeats included."""
+    return [text for text in page.execute_script(PAGE_LINES) if re.fullmatch(r"<.+\d{3}>", text)]
+
+
 def largest_gap(times: list[float], start: float, end: float) -> float:
     """The longest time without a delivery between ``start`` and ``end``."""
     inside = [start, *(t for t in times if start <= t <= end), end]
@@ -164,12 +175,17 @@ async def run(setup: dict, cara: pexpect.spawn) -> dict:
             # one at a time: ann's second tab asks for a name while her first holds it
             await asyncio.wait_for(tab.welcomed.wait(), 60)
         assert {tab.member for tab in tabs} == {"ann", "ann:2", "amy", "ben", "bea"}
+        # cat reads A in Chromium: its page, scripts and WebSocket go round the gateways
+        page = await asyncio.to_thread(
+            setup["chromium"].open, login_link(f"http://127.0.0.1:{port}", "cat",
+                                               setup["tokens"]["cat"], "im",
+                                               setup["sessions"]["A"]))
         # everyone sees everyone of their session before anyone types (a line goes to
         # the members its sender knows)
-        everyone = {"A": {"ann", "ann:2", "amy", "cara"}, "B": {"ben", "bea"}}
+        everyone = {"A": {"ann", "ann:2", "amy", "cara", "cat"}, "B": {"ben", "bea"}}
         deadline = time.monotonic() + 30
         while not (all(tab.members >= everyone[tab.session] for tab in tabs)
-                   and all(f"* {m} joined" in shown(cara) for m in ("ann", "amy"))):
+                   and all(f"* {m} joined" in shown(cara) for m in ("ann", "amy", "cat"))):
             # (cara's chat shows a person's first tab joining, not her second)
             assert time.monotonic() < deadline, ([(t.label, t.members) for t in tabs],
                                                  shown(cara))
@@ -210,7 +226,8 @@ async def run(setup: dict, cara: pexpect.spawn) -> dict:
                 if len(set(tab.texts)) < LINES * len(peers):
                     return False
             drain(cara)
-            return len(set(cara_lines(cara))) >= LINES * 3
+            return (len(set(cara_lines(cara))) >= LINES * 3
+                    and len(set(page_lines(page))) >= LINES * 4)
 
         deadline = time.monotonic() + 60
         while not complete() and time.monotonic() < deadline:
@@ -221,12 +238,13 @@ async def run(setup: dict, cara: pexpect.spawn) -> dict:
             drain(cara)
             await asyncio.sleep(0.1)
         landed = [gateway_stats(p) for p in setup["gateway_ports"]]
+        cat_shown = page_lines(page)
         for reader in readers:
             reader.cancel()
         for tab in tabs:
             assert tab.ws is not None
             await tab.ws.close()
-    return {"tabs": tabs, "killed_at": killed_at[0], "started": started,
+    return {"tabs": tabs, "killed_at": killed_at[0], "started": started, "cat": cat_shown,
             "typed_until": typed_until, "landed": landed}
 
 
@@ -243,7 +261,7 @@ def test_a_sessions_tabs_on_two_gateways_converge_and_move_together(deployment: 
     # A's tabs really are on both gateways (each gateway's /stats: session/page/member)
     on_a = [{label.split("/")[-1] for label in stats["tabs"] if label.startswith(f"{a}/")}
             for stats in outcome["landed"]]
-    assert all(on_a) and set.union(*on_a) == {"ann", "ann:2", "amy"}, outcome["landed"]
+    assert all(on_a) and set.union(*on_a) == {"ann", "ann:2", "amy", "cat"}, outcome["landed"]
     # ann's two tabs are on different gateways (round-robin alternates): the second
     # asked for the name "ann", which the session refused (held by the first), and
     # took the next
@@ -262,6 +280,9 @@ def test_a_sessions_tabs_on_two_gateways_converge_and_move_together(deployment: 
     for label in ("ann1", "ann2", "amy"):
         mine = [text for text in cara_shown if text.startswith(f"<{label}")]
         assert sorted(mine) == [f"<{label}{k:03d}>" for k in range(LINES)], (label, mine)
+    for label in ("ann1", "ann2", "amy", "cara"):  # the Chromium tab: each once, in order
+        mine = [text for text in outcome["cat"] if text.startswith(f"<{label}")]
+        assert mine == [f"<{label}{k:03d}>" for k in range(LINES)], (label, mine)
     # A's members on both gateways moved; B's members never heard of the failure
     for gateway in deployment["gateways"]:
         log = gateway.stderr_tail(2000)
