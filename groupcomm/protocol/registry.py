@@ -217,6 +217,12 @@ class SessionRegistry:
         if existing is not None:
             if existing.conn == join.conn:
                 return  # a retried join from the same connection: already a member
+            if self._back_after_stall(join, existing):
+                # it moved away while this server was stalled and is back already: the
+                # same member on a new connection, taken back under its id
+                self._forget(session, existing)
+                self._admit(join, out)
+                return
             self._ask_holder(join, existing, out)
             return
         previous = self.by_conn.get(join.conn)
@@ -467,20 +473,36 @@ class SessionRegistry:
         for key, session in list(self.sessions.items()):
             if any(m.last_seen > attached_after for m in session.members.values()):
                 continue
-            for member in session.members.values():
-                self.by_conn.pop(member.conn, None)
-                name = (*key, member.name)
-                self.takeovers.pop(name, None)
-                # a new process under the name is still numbered above it
-                self.incarnations.pop(name, None)
-                self.stored_incarnations[name] = max(self.stored_incarnations.get(name, 0),
-                                                     member.incarnation)
-            del self.sessions[key]
+            count = len(session.members)
+            for member in list(session.members.values()):
+                self._forget(session, member)
             self.stepped_aside += 1
             log.warning("%s/%s: none of its %d member(s) was heard since this server "
                         "resumed after a stall (they moved to another server, or are "
                         "gone); forgetting the session as a restart would, so that they "
-                        "come back under their ids", key[0], key[1], len(session.members))
+                        "come back under their ids", key[0], key[1], count)
+
+    def _back_after_stall(self, join: Join, holder: Member) -> bool:
+        """``join`` is ``holder`` itself (its incarnation), back from another server
+        while this one holds its timeouts after a stall, its old connection silent."""
+        stall = self.stall
+        return (stall is not None and stall.resumed_at is not None
+                and 0 < join.incarnation == holder.incarnation
+                and holder.last_seen <= stall.attached_after())
+
+    def _forget(self, session: Session, member: Member) -> None:
+        """Drop ``member`` without a departure notice, as a restart forgets it: it may
+        come back under its incarnation; a new process under its name is numbered
+        above it."""
+        del session.members[member.name]
+        self.by_conn.pop(member.conn, None)
+        name = (session.application, session.name, member.name)
+        self.takeovers.pop(name, None)
+        self.incarnations.pop(name, None)
+        self.stored_incarnations[name] = max(self.stored_incarnations.get(name, 0),
+                                             member.incarnation)
+        if not session.members:
+            del self.sessions[(session.application, session.name)]
 
     def next_deadline(self) -> float | None:
         """The first due takeover: hosts tick at least that soon."""

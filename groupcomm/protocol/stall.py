@@ -14,7 +14,9 @@ arrives at once on the resumption is what waited in the connections during the s
 not proof that its sender is still attached) is forgotten as a restarted server forgets it: no departure notices (nobody here would receive them), and
 the names' incarnations are kept only as a floor for new processes, so that the members
 that moved come back under their ids. A session with a member heard since the
-resumption goes on by the usual rules (its silent members time out)."""
+resumption goes on by the usual rules (its silent members time out). A member that comes
+back during the hold, under its incarnation, while its old connection is silent, is
+taken back under its id at once (the registry's ``_back_after_stall``)."""
 
 from __future__ import annotations
 

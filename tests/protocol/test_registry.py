@@ -236,3 +236,27 @@ def test_without_notice_of_stalls_a_late_tick_times_members_out() -> None:
     r.handle(Tick(0.25, 0.25))
     r.handle(Tick(5.0, 5.0))
     assert r.members_of(APP, SESSION) == []
+
+
+def test_a_member_back_during_the_wait_after_a_stall_keeps_its_id() -> None:
+    r = stalling_registry()
+    r.handle(join("a1", "alice"))
+    r.handle(join("b1", "bob"))
+    ticks(r, 0.25, 0.5)
+    r.handle(Tick(4.0, 4.0))  # stopped for 3.5 s; bob's probe brings him back at once
+    actions = r.handle(join("b2", "bob", now=4.1, incarnation=1))
+    assert notices(actions, "welcome")[0][1]["incarnation"] == 1
+    assert notices(actions, "left") == [] and r.members_of(APP, SESSION) == ["alice", "bob"]
+    # bob's new connection is the member now and goes on; alice stays silent
+    left: list = []
+    now = 4.25
+    while now <= 6.0:
+        r.handle(Heartbeat("b2", "bob", APP, SESSION, now))
+        left += r.handle(Tick(now, now))
+        now += 0.25
+    # once the wait is over, the session has bob: alice is reported gone to him
+    assert [(a.conn, a.op, a.fields["client"]) for a in left
+            if isinstance(a, Notify)] == [("b2", "left", "alice")]
+    # outside the wait, the same incarnation from a new connection asks the holder
+    assert r.handle(join("b3", "bob", now=6.1, incarnation=1)) == [
+        Notify("b2", PROBE, {"probe": 1})]
