@@ -1,8 +1,9 @@
 """Two gateways serving one session (docs/deploy.md, "Tabs of one session on several
 gateways"): a person's tabs on both get distinct member names (the second gateway is
 refused the first's name by the session and takes the next; later it skips the names
-its own members see), a login token works on either, and what a tab says on one
-gateway reaches the tabs on the other."""
+its own members see), a login token works on either, what a tab says on one gateway
+reaches the tabs on the other, and a tab joining through the other gateway gets the
+conversation so far."""
 
 from __future__ import annotations
 
@@ -73,7 +74,14 @@ def test_a_persons_tabs_on_two_gateways_are_distinct_members_of_one_session(
             for tab in (one, two, three):
                 got = await tab.next(lambda e: e["type"] == "deliver", "ben's line")
                 assert got["text"] == "across" and got["sender"] == ben_id
-            for tab in (one, two, three, ben):
+                # what a tab applied is what its member hands a newcomer
+                await tab.ws.send_json({"type": "applied", "n": got["n"]})
+            # a tab joining through the other gateway gets the conversation so far
+            late = await connect(client, second, "im", "ben")
+            got = await welcome(late)
+            assert display_name(got["member"]) == "ben:2", got
+            assert [entry[1] for entry in got["state"]["history"]] == ["across"], got
+            for tab in (one, two, three, ben, late):
                 await tab.ws.close()
 
     run(scenario())
