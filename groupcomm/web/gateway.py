@@ -348,8 +348,11 @@ class Gateway:
         asking for one number (a duplicated tab) get two, and a name this gateway's
         members see in the session (a tab on another gateway) is skipped, as are the
         numbers in ``tried``."""
-        in_use = names_in_use(m.communicator.members for (s, k, _), m in self.tabs.items()
-                              if (s, k) == (session, kind))
+        # one member's view of the session is enough (they all see the same members),
+        # and costs a login one list, not one per open tab
+        viewer = next((m for (s, k, _), m in self.tabs.items() if (s, k) == (session, kind)),
+                      None)
+        in_use = names_in_use([viewer.communicator.members]) if viewer is not None else set()
 
         def free(slot: int) -> bool:
             key = (session, kind, tab_member_name(user, slot))
