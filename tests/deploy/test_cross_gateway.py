@@ -2,7 +2,7 @@
 on several gateways"): Debian's nginx balances every request round-robin over two
 ``groupcomm web`` gateways that both serve sessions A and B, placed on different session
 servers of two sharing the test's PostgreSQL store. A's tabs (two of one person among
-them) land on both gateways, the page of one on the other gateway than its WebSocket; a
+them) land on both gateways (their logins checked by whichever gateway nginx picks); a
 real Chromium tab reads A through nginx (its page, scripts and WebSocket going round the
 gateways); a terminal chat is in A too. Everyone types; A's server is killed with SIGKILL a third of
 the way through. B's tabs keep receiving without a gap as long as the members' silence
@@ -115,8 +115,8 @@ class Tab:
 
 
 def load_page(port: int, session: str) -> None:
-    """A browser loading the chat page of ``session`` (through nginx: it goes to the
-    next gateway in the round, the tab's WebSocket to another)."""
+    """A browser loading the chat page of ``session`` through nginx (from the next
+    gateway in the round; the tab's WebSocket goes to the one after)."""
     url = f"http://127.0.0.1:{port}/im?session={session}"
     with urllib.request.urlopen(url, timeout=10) as answer:
         assert answer.status == 200 and b"<html" in answer.read().lower()
@@ -193,13 +193,11 @@ async def run(setup: dict, cara: pexpect.spawn) -> dict:
             await asyncio.sleep(0.05)
 
         killed_at: list[float] = []
-        cara_typed: list[str] = []
 
         def cara_types() -> None:
             for k in range(LINES):
                 line = f"<cara{k:03d}>"
                 cara.sendline(line)
-                cara_typed.append(line)
                 drain(cara)
                 time.sleep(0.1)
 
