@@ -303,3 +303,78 @@ def test_a_sessions_tabs_on_two_gateways_converge_and_move_together(deployment: 
               f"after {after:.2f} s (kill at {killed - outcome['started']:.2f} s, typing "
               f"until {until - outcome['started']:.2f} s)")
         assert after < SILENCE_LIMIT, (tab.label, before, after)
+
+
+READY = "return document.getElementById('status').className === 'open'"
+
+
+def wait_page(page, script: str, what: str, timeout: float = 30.0):
+    """Wait until ``script`` returns something truthy in the Chromium page."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = page.execute_script(script)
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.05)
+
+
+def page_says(page, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    page.find_element(By.ID, "input").send_keys(text, Keys.ENTER)
+
+
+@pytest.mark.long
+def test_a_tab_whose_gateway_dies_goes_on_through_the_other(deployment: dict) -> None:
+    """cat's Chromium tab in A, through nginx; the gateway holding its WebSocket is
+    killed with SIGKILL while cat types: the page reconnects through nginx, which
+    takes it to the other gateway, and every line cat typed reaches amy (a tab on the
+    other gateway) exactly once, in order; amy's line reaches the page once."""
+    a = deployment["sessions"]["A"]
+    port = deployment["port"]
+    page = deployment["chromium"].open(login_link(
+        f"http://127.0.0.1:{port}", "cat", deployment["tokens"]["cat"], "im", a))
+    wait_page(page, READY, "cat's chat to join")
+    ports = deployment["gateway_ports"]
+    holding = next(k for k, p in enumerate(ports)
+                   if f"{a}/im/cat" in gateway_stats(p)["tabs"])
+    other = 1 - holding
+    typed = [f"<cat{k:03d}>" for k in range(12)]
+
+    async def scenario() -> Tab:
+        amy = Tab("amy", "amy", "A")
+        async with aiohttp.ClientSession() as client:
+            host = f"127.0.0.1:{ports[other]}"  # straight to the gateway that stays
+            amy.ws = await client.ws_connect(f"http://{host}/ws/im?session={a}",
+                                             origin=f"http://{host}")
+            await amy.ws.send_json({"type": "hello", "user": "amy",
+                                    "token": deployment["tokens"]["amy"]})
+            reader = asyncio.create_task(amy.read())
+            await asyncio.wait_for(amy.welcomed.wait(), 60)
+            wait_page(page, "return document.body.textContent.includes('amy joined')",
+                      "amy's join shown at cat")
+            for k, line in enumerate(typed):
+                page_says(page, line)
+                if k == 4:
+                    deployment["gateways"][holding].process.kill()
+                await asyncio.sleep(0.2)
+            deadline = time.monotonic() + 60
+            while len(set(amy.texts)) < len(typed):
+                assert time.monotonic() < deadline, amy.texts
+                await asyncio.sleep(0.1)
+            await amy.ws.send_json({"type": "say", "applied": amy.applied,
+                                    "text": "<amy000>"})
+            wait_page(page, f"{PAGE_LINES}.includes('<amy000>')", "amy's line at cat")
+            await asyncio.sleep(1.0)  # a late repeat would show
+            reader.cancel()
+            await amy.ws.close()
+        return amy
+
+    amy = asyncio.run(scenario())
+    assert amy.texts == typed, amy.texts  # each once, in the order typed
+    assert page_lines(page).count("<amy000>") == 1
+    # cat's tab is on the other gateway now, under another tab number while the dead
+    # gateway's member of it is still listed in the session
+    assert any(label.startswith(f"{a}/im/cat") for label in gateway_stats(ports[other])["tabs"])
