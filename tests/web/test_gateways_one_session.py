@@ -87,3 +87,26 @@ def test_a_persons_tabs_on_two_gateways_are_distinct_members_of_one_session(
     run(scenario())
     assert second.stats()["counters"].get("tab_name_taken") == 1
     assert not first.stats()["counters"].get("tab_name_taken")
+
+
+def test_a_cursor_on_one_gateway_is_shown_at_a_tab_on_the_other(
+        two_gateways: tuple[GatewayProcess, GatewayProcess]) -> None:
+    """Presence (the editor's cursors) is a session message like any other: a cursor
+    moved in a tab on one gateway reaches a tab on the other."""
+    first, second = two_gateways
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as client:
+            ann = await connect(client, first, "edit", "ann")
+            ann_id = (await ann.next(lambda e: e["type"] == "welcome", "welcome"))["member"]
+            ben = await connect(client, second, "edit", "ben")
+            await ben.next(lambda e: e["type"] == "welcome", "welcome")
+            await ann.next(lambda e: e["type"] == "joined", "ben joined")
+            await ann.ws.send_json({"type": "cursor", "applied": 0, "anchor": None})
+            got = await ben.next(lambda e: e["type"] == "deliver" and "cursor" in e,
+                                 "ann's cursor")
+            assert got["sender"] == ann_id and got["cursor"] is None
+            for tab in (ann, ben):
+                await tab.ws.close()
+
+    run(scenario())
