@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from importlib import resources
@@ -20,7 +20,7 @@ from aiohttp import WSMsgType, web
 
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
-from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.communicator import Communicator, CommunicatorError, JoinError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
 from groupcomm.web.live import LiveViews
@@ -41,6 +41,7 @@ from groupcomm.web.requests import (
     Request,
     parse_request,
 )
+from groupcomm.web.tab_names import is_name_taken, names_in_use
 
 log = logging.getLogger(__name__)
 
@@ -294,23 +295,15 @@ class Gateway:
             await self._error(ws, f"{user} already has {MAX_TABS} tabs on the {kind} page "
                               "(close one)", "too_many_tabs")
             return None
-        # a second tab is a member of its own (ann:2), never a replacement of the first
-        name = tab_member_name(user, slot)
-        self._joining.add((session, kind, name))
         if self._handoff is None:
             self._handoff = Handoff(loop, self.host)
-        push = partial(self._handoff.push, queue)
         try:
-            member = await loop.run_in_executor(None, lambda: TabMember(
-                kind, user, session, push,
-                communicator_kwargs=self.communicator_kwargs,
-                presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host, name=name, tap=self.live.sink(kind)))
+            slot, member = await self._join_tab(session, kind, user, slot,
+                                                partial(self._handoff.push, queue))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None
-        finally:
-            self._joining.discard((session, kind, name))
+        name = member.name
         self.tabs[(session, kind, name)] = member
         self._queues[(session, kind, name)] = queue
         self.counters["logins"] += 1
@@ -318,15 +311,53 @@ class Gateway:
                             "tab": slot, "session": session})
         return member
 
+    async def _join_tab(self, session: str, kind: str, user: str, slot: int,
+                        push: Callable[[dict[str, Any]], None]) -> tuple[int, TabMember]:
+        """The tab's member, joined under tab number ``slot``'s name (a second tab is a
+        member of its own, ``ann:2``, never a replacement of the first) or, while the
+        session says that name is held (a tab on another gateway of the session has it:
+        docs/deploy.md), the next free number's."""
+        loop = asyncio.get_running_loop()
+        tried: set[int] = set()
+        while True:
+            name = tab_member_name(user, slot)
+            self._joining.add((session, kind, name))
+            try:
+                return slot, await loop.run_in_executor(None, lambda name=name: TabMember(
+                    kind, user, session, push,
+                    communicator_kwargs=self.communicator_kwargs,
+                    presence_hold=self.presence_hold, inject_delays=self.inject_delays,
+                    host=self.host, name=name, tap=self.live.sink(kind)))
+            except JoinError as error:
+                if not is_name_taken(error):
+                    raise
+                self.counters["tab_name_taken"] += 1
+                tried.add(slot)
+                following = self._free_slot(session, kind, user, None, tried)
+                if following is None:
+                    raise
+                slot = following
+            finally:
+                self._joining.discard((session, kind, name))
+
     def _free_slot(self, session: str, kind: str, user: str,
-                   wanted: int | None) -> int | None:
+                   wanted: int | None, tried: Set[int] = frozenset()) -> int | None:
         """The tab number a login of ``user`` gets: the one the tab asks for (it had
         it before a reload or a reconnect) if no open tab has it, else the lowest free
         one; None when all are taken. A login never takes an open tab's place: two tabs
-        asking for one number (a duplicated tab) get two."""
+        asking for one number (a duplicated tab) get two, and a name this gateway's
+        members see in the session (a tab on another gateway) is skipped, as are the
+        numbers in ``tried``."""
+        # one member's view of the session is enough (they all see the same members),
+        # and costs a login one list, not one per open tab
+        viewer = next((m for (s, k, _), m in self.tabs.items() if (s, k) == (session, kind)),
+                      None)
+        in_use = names_in_use([viewer.communicator.members]) if viewer is not None else set()
+
         def free(slot: int) -> bool:
             key = (session, kind, tab_member_name(user, slot))
-            return key not in self.tabs and key not in self._joining
+            return (key not in self.tabs and key not in self._joining
+                    and key[2] not in in_use and slot not in tried)
 
         if wanted is not None and free(wanted):
             return wanted
