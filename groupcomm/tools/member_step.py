@@ -115,7 +115,8 @@ def _measure(load: Load, server: ServerProcess, key_file: Path, loads: list[Line
         if line.startswith("error"):
             raise StepError(f"{process.name}: {line}")
     _ask_all(loads, f"ready {load.per_session} {JOIN_TIMEOUT:g}", "ready", JOIN_TIMEOUT + 10)
-    progress(f"{load.members} members joined ({len(loads)} load processes); typing "
+    processes = f"{len(loads)} load process{'es' if len(loads) > 1 else ''}"
+    progress(f"{load.members} members joined ({processes}); typing "
              f"{load.rate:g} keys/s each for {load.seconds:g} s")
     pids = {"server": server.process.pid, **{p.name: p.process.pid for p in loads}}
     joined = {who: ProcessSample.take(pid) for who, pid in pids.items()}
