@@ -89,11 +89,13 @@ def test_peer_rows_in_this_bench_s_names() -> None:
 def test_one_step_of_terminal_members_through_a_server() -> None:
     """Two members of one session in one load process, through a real server: every
     keystroke reaches the other, with its latency, the server's CPU and memory."""
-    row = run_step(Load(sessions=1, per_session=2, rate=10.0, seconds=1.0, per_process=2),
-                   lambda line: None)
+    said: list[str] = []
+    row = run_step(Load(sessions=1, per_session=2, rate=20.0, seconds=0.5, per_process=2),
+                   said.append)
     assert "error" not in row, row
     assert row["members"] == 2 and row["load_processes"] == 1
     assert row["undelivered"] == 0 and row["n"] >= 10  # 2 × 10 keys, 20% warm-up
+    assert said == ["2 members joined (1 load process); typing 20 keys/s each for 0.5 s"]
     assert 0 < row["p50_ms"] <= row["p99_ms"] < 10_000
     assert row["server_rss_mb"] > 1 and row["server_cpu_percent"] >= 0
     assert row["load_cpu_percent"] > 0 and row["held_max"] >= 0
