@@ -51,8 +51,8 @@ class Load:
 
 @dataclass(frozen=True)
 class Limits:
-    """Where the run stops: p99 above ``p99_ms`` (or the load processes that far behind
-    their typing schedule), one member's module holding more than ``queue`` messages,
+    """Where the run stops: p99 above ``p99_ms`` (or the p99 of how late the load
+    processes typed the keys), one member's module holding more than ``queue`` messages,
     the server growing more than ``mb_per_member`` per member (None: no limit)."""
 
     p99_ms: float = 50.0
@@ -145,7 +145,8 @@ def _measure(load: Load, server: ServerProcess, key_file: Path, loads: list[Line
     return {
         **percentiles(samples), "undelivered": max(0, expected - len(samples)),
         "held_max": max(r["held_max"] for r in results),
-        "lag_max_ms": max(r["lag_max_ms"] for r in results),
+        # the most late typing of one load process: 1% of its keys were later than this
+        "lag_p99_ms": max(r["lag_p99_ms"] for r in results),
         "server_cpu_percent": round(server_use["cpu_percent"], 1),
         # percent of the time its threads waited for a core (others held it)
         "server_waited_percent": round(server_use["waited_percent"], 1),
@@ -172,10 +173,10 @@ def verdict(row: dict[str, Any], limits: Limits) -> str | None:
     if row.get("held_max", 0) > limits.queue:
         return (f"stopped at {members} members: a member's module held {row['held_max']} "
                 f"messages (limit {limits.queue})")
-    if row.get("lag_max_ms", 0) > limits.p99_ms:
-        return (f"stopped at {members} members: the load processes fell "
-                f"{row['lag_max_ms']:g} ms behind their typing schedule (> {limits.p99_ms:g} "
-                "ms): they, not the server, are the limit here")
+    if row.get("lag_p99_ms", 0) > limits.p99_ms:
+        return (f"stopped at {members} members: 1% of the keys were typed more than "
+                f"{row['lag_p99_ms']:g} ms behind the schedule (> {limits.p99_ms:g} ms): "
+                "the load processes, not the server, are the limit here")
     if row.get("p99_ms", 0) > limits.p99_ms:
         return (f"stopped at {members} members: p99 {row['p99_ms']:g} ms > "
                 f"{limits.p99_ms:g} ms limit")
