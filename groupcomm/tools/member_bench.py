@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from groupcomm.cli.args import ArgumentParser, CliError, run_main
+from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main
+from groupcomm.core.registry import get_module
+from groupcomm.replicated import supported_modules, unsupported_reason
 from groupcomm.tools import member_step
 from groupcomm.tools.member_step import Limits, from_peer, verdict
 from groupcomm.web import bench as web_bench
@@ -65,9 +67,14 @@ _WORDS = (("groupcomm web bench", PROG), ("--keys >= 1, --interval >= 0, ", ""),
 
 def check(args: argparse.Namespace) -> list[int]:
     """The steps' numbers of sessions; a clear error for arguments no run can take (the
-    web capacity bench's checks, in this command's words)."""
+    web capacity bench's checks, in this command's words; the module as ``edit``'s)."""
     if args.members_per_process < 1:
         raise CliError(f"{PROG}: --members-per-process must be at least 1")
+    # the members run the shared text: a module it cannot run on is refused, as by edit
+    reason = unsupported_reason(checked_module(get_module, args.causality, PROG, warn=False))
+    if reason:
+        raise CliError(f"{PROG}: refusing {reason} (the shared text runs on "
+                       f"{', '.join(supported_modules())})")
     same = argparse.Namespace(
         keys=1, interval=0.0, rate=args.rate, seconds=args.seconds,
         p99_limit=args.p99_limit, queue_limit=args.queue_limit, mb_per_tab=args.mb_per_member,

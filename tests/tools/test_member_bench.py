@@ -26,6 +26,9 @@ from groupcomm.tools.member_step import Limits, Load, from_peer, run_step, verdi
     (["--mb-per-member", "-1"], "--mb-per-member > 0"),
     (["--members-per-process", "0"], "--members-per-process must be at least 1"),
     (["--skip", "browser"], "invalid choice: 'browser'"),
+    (["--causality", "bogus"], "unknown causality module 'bogus'"),
+    (["--causality", "fifo"], "refusing fifo: it orders each sender's messages"),
+    (["--causality", "scalar-id"], "refusing scalar-id: a known-bad module"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], says: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
