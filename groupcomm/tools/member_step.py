@@ -88,16 +88,18 @@ def run_step(load: Load, progress: Progress) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="groupcomm-member-bench-") as folder:
         key_file = Path(folder) / "session.key"
         write_new_key(key_file)
-        server = ServerProcess(key_file)
+        server: ServerProcess | None = None
         loads: list[LineProcess] = []
         try:
+            server = ServerProcess(key_file)
             row.update(_measure(load, server, key_file, loads, progress))
         except (StepError, ProcessError, OSError) as error:
             row["error"] = str(error).splitlines()[0][:300]
         finally:
             for process in loads:
                 process.quit("quit", timeout=10)
-            server.terminate()
+            if server is not None:
+                server.terminate()
     return row
 
 

@@ -154,3 +154,13 @@ def test_a_tiny_limit_stops_at_the_first_step_with_its_reason() -> None:
     assert step["members"] == 3 and step["n"] > 0
     assert result["stopped"].startswith("stopped at 3 members: ")
     assert "0.001 ms" in result["stopped"]  # the p99 limit, or the typing schedule's
+
+
+def test_a_step_whose_members_cannot_join_stops_with_the_reason() -> None:
+    """A load process that cannot join its members says why; the step's row carries it
+    and the run stops there (the processes are reaped)."""
+    row = run_step(Load(sessions=1, per_session=2, rate=2.0, seconds=1.0, per_process=2,
+                        causality="no-such-module"), lambda line: None)
+    assert row["error"].startswith("load0: error join: ")
+    assert "no-such-module" in row["error"] and "p99_ms" not in row
+    assert verdict(row, Limits()).startswith("stopped at 2 members: load0: error join: ")
