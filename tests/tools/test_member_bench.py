@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from groupcomm.tools import member_bench
-from groupcomm.tools.member_step import Limits, Load, from_peer, run_step, verdict
+from groupcomm.tools.members import bench as member_bench
+from groupcomm.tools.members.step import Limits, Load, from_peer, run_step, verdict
 
 
 @pytest.mark.parametrize(("argv", "says"), [

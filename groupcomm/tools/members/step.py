@@ -1,5 +1,5 @@
 """One step of ``groupcomm member-bench``: a fresh ``groupcomm serve`` and the load
-processes (:mod:`groupcomm.tools.member_load`) holding ``sessions`` × ``members``
+processes (:mod:`groupcomm.tools.members.load`) holding ``sessions`` × ``members``
 terminal members, each typing at ``rate``; the step's row and why it saturated.
 
 A keystroke's latency runs from the moment its member typed it to the moment each other
@@ -108,7 +108,7 @@ def _measure(load: Load, server: ServerProcess, key_file: Path, loads: list[Line
     empty = ProcessSample.take(server.process.pid)
     for number, specs in enumerate(load.placement()):
         loads.append(LineProcess(f"load{number}", [
-            sys.executable, "-m", "groupcomm.tools.member_load", "--server", server.address,
+            sys.executable, "-m", "groupcomm.tools.members.load", "--server", server.address,
             "--key-file", str(key_file), "--causality", load.causality,
             *([] if load.reliable else ["--no-reliable"]), *specs]))
     for process in loads:  # they join side by side

@@ -5,7 +5,7 @@ with its own ZeroMQ sockets to the session server and a
 it), all on one poll thread (:class:`~groupcomm.transport.host.Host`, as the web
 gateway holds its tabs): the server sees one member each.
 
-``python -m groupcomm.tools.member_load --server ADDR --key-file F NAME@SESSION ...``
+``python -m groupcomm.tools.members.load --server ADDR --key-file F NAME@SESSION ...``
 joins them, says ``joined N``, then reads commands on stdin, one answer line each:
 
 - ``ready MEMBERS TIMEOUT``: wait until each member sees its session's MEMBERS members
@@ -200,7 +200,7 @@ def serve(load: Load, lines: Any, out: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m groupcomm.tools.member_load",
+    parser = argparse.ArgumentParser(prog="python -m groupcomm.tools.members.load",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", required=True)
     parser.add_argument("--key-file", required=True)

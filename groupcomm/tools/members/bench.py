@@ -18,8 +18,8 @@ from typing import Any
 from groupcomm.cli.args import ArgumentParser, CliError, checked_module, run_main
 from groupcomm.core.registry import get_module
 from groupcomm.replicated import supported_modules, unsupported_reason
-from groupcomm.tools import member_step
-from groupcomm.tools.member_step import Limits, from_peer, verdict
+from groupcomm.tools.members import step as member_step
+from groupcomm.tools.members.step import Limits, from_peer, verdict
 from groupcomm.web import bench as web_bench
 from groupcomm.web import capacity as web_capacity
 
