@@ -103,6 +103,7 @@ def test_one_step_of_terminal_members_through_a_server() -> None:
     assert 0 < row["p50_ms"] <= row["p99_ms"] < 10_000
     assert row["server_rss_mb"] > 1 and row["server_cpu_percent"] >= 0
     assert row["load_cpu_percent"] > 0 and row["held_max"] >= 0
+    assert row["server_cpu_percent_per_member"] >= 0 and row["load_mb_per_member"] > 1
     assert verdict(row, Limits(p99_ms=1e6)) is None
 
 

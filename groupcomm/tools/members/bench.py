@@ -105,7 +105,8 @@ def capacity(args: argparse.Namespace, plan: list[int],
         row = member_step.run_step(load, progress)
         rows.append(row)
         progress(f"  {row['members']} members: p50 {row.get('p50_ms')} ms, p99 "
-                 f"{row.get('p99_ms')} ms, server CPU {row.get('server_cpu_percent')}%, "
+                 f"{row.get('p99_ms')} ms, server CPU {row.get('server_cpu_percent')}% "
+                 f"({row.get('server_cpu_percent_per_member')}% per member), "
                  f"{row.get('server_mb_per_member')} MB per member, waiting for a core "
                  f"{row.get('server_waited_percent')}%, load processes' CPU "
                  f"{row.get('load_cpu_percent')}%"

@@ -157,9 +157,13 @@ def _measure(load: Load, server: ServerProcess, key_file: Path, loads: list[Line
         "server_mb_per_member": round(server_use["rss_grown_mb"] / load.members, 3),
         "server_cpu_us_per_delivery": round(1e6 * server_use["cpu_seconds"]
                                             / max(1, deliveries), 1),
+        # percent of one core each member costs the server while typing
+        "server_cpu_percent_per_member": round(server_use["cpu_percent"] / load.members, 3),
         "load_processes": len(loads),
         "load_cpu_percent": round(sum(u["cpu_percent"] for u in load_use), 1),
         "load_rss_mb": round(sum(u["rss_mb"] for u in load_use), 1),
+        # a member's own memory: what a terminal editor's process holds for it
+        "load_mb_per_member": round(sum(u["rss_mb"] for u in load_use) / load.members, 2),
         "load_cpu_us_per_delivery": round(1e6 * load_cpu / max(1, deliveries), 1),
     }
 
