@@ -11,6 +11,7 @@ import zmq
 
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.loop import PollLoop
+from groupcomm.wire.streams import SharedStreams
 
 __all__ = ["Host"]
 
@@ -20,6 +21,8 @@ class Host:
 
     def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
         self._loop = PollLoop(context=context, name=name)
+        # its members receive the same chunks of each stream: inflated once
+        self._loop.shared_streams = SharedStreams()
         self._members: list[Communicator] = []
         self._closed = False
 
