@@ -185,6 +185,7 @@ class Communicator:
             protocol.streams = StreamDecoder(max_body=protocol.streams.max_body,
                                              shared=self._loop.shared_streams,
                                              scope=(session, application))
+            protocol.batches = self._loop.shared_batches
         link.drive(protocol)
         self._port = port = protocol.port  # the one part application threads touch
         self._inputs = protocol.inputs

@@ -11,6 +11,7 @@ import zmq
 
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.loop import PollLoop
+from groupcomm.wire.shared_batches import SharedBatches
 from groupcomm.wire.streams import SharedStreams
 
 __all__ = ["Host"]
@@ -21,8 +22,10 @@ class Host:
 
     def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
         self._loop = PollLoop(context=context, name=name)
-        # its members receive the same chunks of each stream: inflated once
+        # its members receive the same chunks of each stream and the same batches:
+        # inflated and unpacked once
         self._loop.shared_streams = SharedStreams()
+        self._loop.shared_batches = SharedBatches()
         self._members: list[Communicator] = []
         self._closed = False
 

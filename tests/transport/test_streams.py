@@ -498,3 +498,33 @@ def test_a_shared_chunk_that_does_not_inflate_is_refused_to_every_member() -> No
         with pytest.raises(FrameRejected) as refused:
             member.unwrap(b"n" * 8, broken)
         assert refused.value.reason == "malformed"
+
+
+def test_members_on_one_thread_unpack_a_batch_once_each_with_its_own_messages() -> None:
+    from groupcomm.wire.shared_batches import SharedBatches
+
+    shared = SharedBatches()
+    body = body_of(keystroke(1), keystroke(2))
+    for receiver in ("bob", "carol", "dave"):
+        assert shared.unpack(body, receiver)[:3] == unpack_envelopes(body, receiver)[:3]
+        got, alone = shared.unpack(body, receiver)[3:], unpack_envelopes(body, receiver)[3:]
+        assert got[1] == alone[1]  # dave: not addressed to him, both times
+        assert [(m.message_id, m.receiver, m.user_message, m.headers, m.vc)
+                for m in got[0]] == [(m.message_id, m.receiver, m.user_message, m.headers,
+                                      m.vc) for m in alone[0]]
+    bob, carol = shared.unpack(body, "bob")[3], shared.unpack(body, "carol")[3]
+    assert bob[0].headers is not carol[0].headers  # a dict each
+    assert bob[0].user_message is carol[0].user_message  # a tuple: decoded once
+    assert (shared.unpacked, shared.reused) == (1, 7)
+
+
+def test_a_payload_that_can_change_is_decoded_for_each_member() -> None:
+    from groupcomm.wire.shared_batches import SharedBatches
+
+    message = SentMessage(application_name="edit", session_name="paper",
+                          user_message={"list": [1, 2]}, message_id="alice#1",
+                          sender="alice", destinations=DESTS, vc=(("alice", 1),))
+    shared, body = SharedBatches(), body_of(message)
+    bob, carol = shared.unpack(body, "bob")[3][0], shared.unpack(body, "carol")[3][0]
+    assert bob.user_message == carol.user_message == {"list": [1, 2]}
+    assert bob.user_message is not carol.user_message
