@@ -177,10 +177,12 @@ class Gateway:
         #: the events waiting to be sent to each tab (``/stats``: a tab that falls behind)
         self._queues: dict[tuple[str, str, str], asyncio.Queue] = {}
         self.app = web.Application()
-        #: the live session view (/session): one view per page's application, fed by
-        #: the tab members' trace records
-        self.live = LiveViews(PAGES, authorize=self._authorize,
-                              title=f"session {session} (gateway)")
+        #: the live session view (/session): one view per page's application (and per
+        #: session, with several: a view is one session's members), fed by the tab
+        #: members' trace records
+        self.live = LiveViews([self.view_name(s, page) for s in self.sessions for page in PAGES],
+                              authorize=self._authorize,
+                              title=f"session {', '.join(self.sessions)} (gateway)")
         self.live.add_routes(self.app)
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)
@@ -196,6 +198,11 @@ class Gateway:
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="login-check")
         #: what the poll thread pushes to the tabs' queues (made on the event loop)
         self._handoff: Handoff | None = None
+
+    def view_name(self, session: str, kind: str) -> str:
+        """The session view of ``session``'s ``kind`` page: ``edit``; with several
+        sessions ``session/edit``."""
+        return kind if len(self.sessions) == 1 else f"{session}/{kind}"
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
@@ -305,7 +312,7 @@ class Gateway:
                 kind, user, session, push,
                 communicator_kwargs=self.communicator_kwargs,
                 presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host, name=name, tap=self.live.sink(kind)))
+                host=self.host, name=name, tap=self.live.sink(self.view_name(session, kind))))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None

@@ -165,7 +165,7 @@ def two_sessions(session_group: ProcessGroup, tmp_path: Path) -> Iterator[Gatewa
 
 def test_gateway_serves_several_sessions(two_sessions: GatewayProcess) -> None:
     """A tab names its session with ?session=; without it, the first; an unknown one is
-    refused (404) and counted."""
+    refused (404) and counted; the session view has a view per session and page."""
     url = two_sessions.url
     host = url.split("//", 1)[1]
 
@@ -178,14 +178,23 @@ def test_gateway_serves_several_sessions(two_sessions: GatewayProcess) -> None:
                 if isinstance(event, dict) and event["type"] in ("welcome", "error"):
                     return event
 
-    async def run() -> tuple[dict, dict, int]:
+    async def views(http: aiohttp.ClientSession) -> dict:
+        async with http.ws_connect(f"ws://{host}/session/ws") as ws:
+            await ws.send_json({"type": "hello", "view": "second/edit", "user": "ann",
+                                "token": two_sessions.tokens["ann"]})
+            return json.loads((await ws.receive(timeout=20)).data)
+
+    async def run() -> tuple[dict, dict, int, dict]:
         async with aiohttp.ClientSession() as http:
             first = await welcome(http, "ann", "")
             second = await welcome(http, "ben", "?session=second")
             async with http.get(f"{url}/ws/edit?session=third") as answer:
-                return first, second, answer.status
+                return first, second, answer.status, await views(http)
 
-    first, second, status = asyncio.run(run())
+    first, second, status, snapshot = asyncio.run(run())
+    # a session view per session and page: one session's members in each
+    assert snapshot["type"] == "snapshot" and snapshot["view"] == "second/edit"
+    assert snapshot["views"] == ["first/edit", "first/im", "second/edit", "second/im"]
     assert first["type"] == "welcome" and first["session"] == "first"
     assert second["type"] == "welcome" and second["session"] == "second"
     assert second["members"] == [second["member"]]  # alone in its session
