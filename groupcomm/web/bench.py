@@ -54,6 +54,13 @@ def build_parser() -> ArgumentParser:
                           help="... or a tab's queue at the gateway longer than this")
     capacity.add_argument("--mb-per-tab", type=float, metavar="MB",
                           help="... or the gateway's memory per tab above this (default none)")
+    capacity.add_argument("--keep-going", action="store_true",
+                          help="run every step, also past the first over a limit (the "
+                          "ceiling and the reason are reported all the same)")
+    capacity.add_argument("--profile", metavar="DIR",
+                          help="sample the first gateway process with py-spy while each "
+                          "step types (pip install py-spy); raw samples in DIR, the top "
+                          "functions in the report")
     capacity.add_argument("--plot", metavar="PNG", help="write p99 against tabs here")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["browser", "terminal", "capacity", "peer"],
@@ -254,7 +261,7 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                         for s in range(sessions)}
             for count in counts:
                 run = series[count]
-                if run["stopped"]:
+                if run["stopped"] and not args.keep_going:
                     continue
                 progress(f"step {number}/{len(plan)}: {sessions} session(s) × "
                          f"{args.tabs_per_session} tabs, {args.rate:g} keys/s each, "
@@ -264,7 +271,7 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                     step = asyncio.run(capacity_run.run_step(
                         setup.url_of(), tokens, users_of, args.rate, args.seconds,
                         {**setup.pids(), "load": os.getpid()}, setup.stats, progress,
-                        setup.gateway_of))
+                        setup.gateway_of, _profile_file(args, count, sessions)))
                 row = step.row()
                 run["steps"].append(row)
                 progress(f"  {row['tabs']} tabs on {row['gateways']} process(es): p50 "
@@ -274,7 +281,7 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                          f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
                          f"{row.get('gateway_waited_percent')}%, load generator CPU "
                          f"{row.get('load_cpu_percent')}%")
-                run["stopped"] = capacity_run.verdict(row, limits)
+                run["stopped"] = run["stopped"] or capacity_run.verdict(row, limits)
     for run in series.values():
         run["stopped"] = run["stopped"] or _held(run["steps"], limits)
         run["ceiling"] = _ceiling(run["steps"], limits)
@@ -293,6 +300,14 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                           result.get("peer", {}).get("steps", []))
         result["plot"] = args.plot
     return result
+
+
+def _profile_file(args: argparse.Namespace, count: int, sessions: int) -> Path | None:
+    if not args.profile:
+        return None
+    folder = Path(args.profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"gateways{count}-tabs{sessions * args.tabs_per_session}.raw"
 
 
 def _ceiling(rows: list[dict[str, Any]], limits: capacity_run.Limits) -> int | None:
@@ -336,6 +351,11 @@ def check(args: argparse.Namespace) -> None:
         raise CliError("groupcomm web bench: --p99-limit > 0, --queue-limit >= 1, "
                        "--mb-per-tab > 0")
     gateway_counts(args)
+    if args.profile:
+        from groupcomm.web.profile_step import py_spy
+
+        if py_spy() is None:
+            raise CliError("groupcomm web bench: --profile needs py-spy (pip install py-spy)")
     try:
         capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
     except ValueError as error:

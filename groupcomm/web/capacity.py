@@ -66,6 +66,8 @@ class Step:
     #: each gateway process's own figures (with several): tabs, cpu_percent, cpu_seconds,
     #: rss_mb, rss_grown_mb, deliveries
     per_gateway: list[dict[str, float]] = field(default_factory=list)
+    #: where the first gateway process's time went while the step typed (py-spy)
+    profile: dict[str, Any] | None = None
 
     @property
     def tabs(self) -> int:
@@ -98,6 +100,8 @@ class Step:
         row["gateways"] = max(1, len(self.per_gateway))
         if len(self.per_gateway) > 1:
             row["per_gateway"] = [_own_row(g) for g in self.per_gateway]
+        if self.profile is not None:
+            row["profile"] = self.profile
         if self.error:
             row["error"] = self.error
         return row
@@ -201,6 +205,14 @@ def table(rows: list[dict[str, Any]], gateway: str = "gateway") -> list[str]:
                 f"{g['tabs']} tabs {_num(g['cpu_percent'], '%')} {_num(g['rss_mb'])} MB "
                 f"{_num(g['mb_per_tab'])} MB/tab {_num(g.get('cpu_us_per_delivery'))} µs"
                 for g in row["per_gateway"]))
+        found = row.get("profile")
+        if found and "error" in found:
+            lines.append(f"      profile: {found['error']}")
+        elif found:
+            lines.append(f"      where the first gateway process's time went "
+                         f"({found['samples']} samples, self time):")
+            lines += [f"        {item['percent']:5.1f}%  {item['function']}"
+                      for item in found["top"]]
     return lines
 
 
@@ -326,10 +338,12 @@ async def _join_each(join: Callable[[_Tab], Any], tabs: list[_Tab]) -> None:
 async def run_step(url_of: dict[str, str], tokens: dict[str, str],
                    users_of: dict[str, list[str]], rate: float, seconds: float,
                    pids: dict[str, int], stats: Callable[[], dict[str, Any]],
-                   progress: Progress, gateway_of: dict[str, int] | None = None) -> Step:
+                   progress: Progress, gateway_of: dict[str, int] | None = None,
+                   profile_to: Path | None = None) -> Step:
     """One load: ``users_of`` maps each session to its tabs' users, ``url_of`` to the
     gateway its tabs connect to, ``gateway_of`` to that gateway's number (``gatewayK``
-    in ``pids``, with ``server`` and ``load``; all on gateway 0 if None)."""
+    in ``pids``, with ``server`` and ``load``; all on gateway 0 if None). With
+    ``profile_to``, py-spy samples gateway 0 while the tabs type, into that file."""
     import aiohttp
 
     gateway_of = gateway_of or {session: 0 for session in users_of}
@@ -340,6 +354,7 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
     # each gateway's first tab: its login's scrypt memory is the process's, not a tab's
     firsts = list({gateway_of[t.session]: t for t in reversed(tabs)}.values())
     loop = asyncio.get_running_loop()
+    profiler = None
     # no limit on connections (aiohttp allows 100 by default): one a tab
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         readers: list[asyncio.Task] = []
@@ -365,6 +380,8 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
             counted_from = time.perf_counter() + WARM_UP * seconds
             until = time.perf_counter() + seconds
             typers = [asyncio.create_task(tab.type(rate, until)) for tab in tabs]
+            if profile_to is not None:
+                profiler = _profile(pids["gateway0"], seconds, profile_to, step)
             while time.perf_counter() < until:
                 await asyncio.sleep(min(1.0, max(0.0, until - time.perf_counter())))
                 step.queued_max = max(step.queued_max,
@@ -380,6 +397,9 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
             typed = {who: ProcessSample.take(pid) for who, pid in pids.items()}
             _measured(step, {who: typed[who].since(joined[who], before[who]) for who in pids},
                       tabs, gateway_of)
+            if profiler is not None:
+                step.profile = await loop.run_in_executor(None, profiler.finish)
+                profiler = None
             failed = next((t for t in tabs if t.error), None)
             if failed is not None:
                 step.error = f"{failed.user} was refused: {failed.error}"
@@ -387,12 +407,25 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
             step.error = f"a tab was not welcomed within {JOIN_TIMEOUT:g} s"
             return step
         finally:
+            if profiler is not None:
+                profiler.stop()
             await close_all(readers, [t.ws for t in tabs])
     sent = {mid: at for t in tabs for mid, at in t.sent_ids.items()}
     step.expected = sum(1 for at in sent.values() if at >= counted_from) * (tabs_per_session - 1)
     step.samples = [(at - sent[mid]) * 1000 for t in tabs for mid, at in t.arrivals
                     if sent.get(mid, 0) >= counted_from]
     return step
+
+
+def _profile(pid: int, seconds: float, raw: Path, step: Step) -> Any:
+    """py-spy on ``pid`` for the typing; None (and the step says why) without it."""
+    from groupcomm.web.profile_step import StepProfile
+
+    try:
+        return StepProfile(pid, seconds, raw)
+    except OSError as error:
+        step.profile = {"error": str(error)}
+        return None
 
 
 def _measured(step: Step, samples: dict[str, dict[str, float]], tabs: list[_Tab],
