@@ -41,6 +41,7 @@ from groupcomm.web.requests import (
     Request,
     parse_request,
 )
+from groupcomm.web.session_view import MAX_STEPS, SessionView
 
 log = logging.getLogger(__name__)
 
@@ -180,9 +181,13 @@ class Gateway:
         #: the live session view (/session): one view per page's application (and per
         #: session, with several: a view is one session's members), fed by the tab
         #: members' trace records
-        self.live = LiveViews([self.view_name(s, page) for s in self.sessions for page in PAGES],
-                              authorize=self._authorize,
+        self.live = LiveViews((), authorize=self._authorize,
                               title=f"session {', '.join(self.sessions)} (gateway)")
+        names = [self.view_name(s, page) for s in self.sessions for page in PAGES]
+        # the steps kept are shared out among the sessions' views: the gateway's memory
+        # for them is what one session's took
+        kept = max(100, MAX_STEPS * len(PAGES) // len(names))
+        self.live.views.update({name: SessionView(name, kept) for name in names})
         self.live.add_routes(self.app)
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)

@@ -277,8 +277,9 @@ class StreamDecoder:
             streams = self._streams
             stream = streams.get(key)
             if seq == 1:
-                stream = streams[key] = _Incoming() if self.shared is None else \
-                    _Follower(self.shared.start((self.scope, *key), bytes(data)))
+                # a stream to one member has no other reader to share it with
+                stream = streams[key] = _Incoming() if self.shared is None or len(dests) < 2 \
+                    else _Follower(self.shared.start((self.scope, *key), bytes(data)))
                 if len(streams) > self.max_streams:
                     streams.popitem(last=False)
             elif stream is None or stream.last != seq - 1:

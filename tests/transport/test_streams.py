@@ -528,3 +528,13 @@ def test_a_payload_that_can_change_is_decoded_for_each_member() -> None:
     bob, carol = shared.unpack(body, "bob")[3][0], shared.unpack(body, "carol")[3][0]
     assert bob.user_message == carol.user_message == {"list": [1, 2]}
     assert bob.user_message is not carol.user_message
+
+
+def test_a_stream_to_one_member_is_not_shared() -> None:
+    """Its one reader inflates it alone: nothing of it is kept in common."""
+    shared = SharedStreams()
+    encoder, (member,) = StreamEncoder(), _members(1, shared)
+    for k in range(1, 4):
+        body = body_of(keystroke(k))
+        assert member.unwrap(b"n" * 8, encoder.wrap(("bob",), body)) == body
+    assert (shared.inflated, shared.reused) == (0, 0)
