@@ -101,13 +101,14 @@ class Handoff:
         self.loop = loop
         self.host = host
         self._lock = threading.Lock()
-        self._pending: list[tuple[asyncio.Queue, dict[str, Any]]] = []
+        #: (a tab's queue or a view's feed, the event)
+        self._pending: list[tuple[asyncio.Queue | ViewFeed, dict[str, Any]]] = []
         self._scheduled = False
         self._loop_thread = threading.get_ident()  # made on the event loop's thread
         if host is not None:
             host.after_turns(self.flush)
 
-    def push(self, queue: asyncio.Queue, event: dict[str, Any]) -> None:
+    def push(self, queue: asyncio.Queue | ViewFeed, event: dict[str, Any]) -> None:
         """Thread-safe; RuntimeError once the event loop is closed."""
         with self._lock:
             self._pending.append((queue, event))
@@ -145,6 +146,35 @@ class Handoff:
             self._scheduled = False
         for queue, event in pending:
             queue.put_nowait(event)
+
+
+class ViewFeed:
+    """A session view's trace records, taken on the event loop from a :class:`Handoff`
+    (as a tab's queue is) and fed to the view in one batch per wake-up: the records of a
+    round of turns reach the view with the same wake-up of the loop as the tabs' events."""
+
+    def __init__(self, live: LiveViews, name: str, handoff: Handoff) -> None:
+        self.live = live
+        self.name = name
+        self.handoff = handoff
+        self._records: list[dict[str, Any]] = []
+
+    def tap(self, record: dict[str, Any]) -> None:
+        """A member's record, from any thread (the members' tracers call it)."""
+        try:
+            self.handoff.push(self, record)
+        except RuntimeError:  # the event loop is closed: the view went with it
+            pass
+
+    def put_nowait(self, record: dict[str, Any]) -> None:
+        """On the event loop only (what :class:`Handoff` calls)."""
+        if not self._records:
+            self.handoff.loop.call_soon(self._feed)
+        self._records.append(record)
+
+    def _feed(self) -> None:
+        records, self._records = self._records, []
+        self.live.feed(self.name, records)
 
 
 class Gateway:
@@ -203,6 +233,8 @@ class Gateway:
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="login-check")
         #: what the poll thread pushes to the tabs' queues (made on the event loop)
         self._handoff: Handoff | None = None
+        #: each session view's feed through the handoff
+        self._feeds: dict[str, ViewFeed] = {}
 
     def view_name(self, session: str, kind: str) -> str:
         """The session view of ``session``'s ``kind`` page: ``edit``; with several
@@ -312,12 +344,16 @@ class Gateway:
         if self._handoff is None:
             self._handoff = Handoff(loop, self.host)
         push = partial(self._handoff.push, queue)
+        view = self.view_name(session, kind)
+        feed = self._feeds.get(view)
+        if feed is None:
+            feed = self._feeds[view] = ViewFeed(self.live, view, self._handoff)
         try:
             member = await loop.run_in_executor(None, lambda: TabMember(
                 kind, user, session, push,
                 communicator_kwargs=self.communicator_kwargs,
                 presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host, name=name, tap=self.live.sink(self.view_name(session, kind))))
+                host=self.host, name=name, tap=feed.tap))
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None
