@@ -29,6 +29,15 @@ class Host:
         self._members: list[Communicator] = []
         self._closed = False
 
+    @property
+    def sharing(self) -> dict[str, int]:
+        """What its members did once for all: chunks inflated and batches unpacked, and
+        how often a member took one already done (``/stats`` of a gateway)."""
+        streams, batches = self._loop.shared_streams, self._loop.shared_batches
+        assert streams is not None and batches is not None
+        return {"chunks_inflated": streams.inflated, "chunks_reused": streams.reused,
+                "batches_unpacked": batches.unpacked, "batches_reused": batches.reused}
+
     def join(self, name: str, session: str, **options: Any) -> Communicator:
         """A member ``name`` of ``session`` on this host's thread: ``options`` are
         :class:`Communicator`'s, but ``context`` and ``loop`` (the host's). Raises what

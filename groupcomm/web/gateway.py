@@ -259,6 +259,7 @@ class Gateway:
         body = {"counters": dict(self.counters), "module": self.module,
                 "session_view": dict(self.live.counters),
                 "shared_thread": self.host is not None,
+                "shared": self.host.sharing if self.host is not None else {},
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "queued_max": max((q.qsize() for q in self._queues.values()), default=0),
                 "tabs": sorted(self._tab_label(key, member) for key, member in self.tabs.items())}
