@@ -406,7 +406,8 @@ def _print_capacity(found: dict[str, Any], args: argparse.Namespace) -> None:
         for line in capacity_run.table(run["steps"]):
             print(f"  {line}")
         print(f"  {run['stopped']}")
-        print(f"  ceiling: {run['ceiling'] or 'none'} tabs within the limits")
+        print(f"  ceiling: {run['ceiling']} tabs within the limits" if run["ceiling"]
+              else "  ceiling: no step within the limits")
     if "peer" in found:
         print("  the same load against pycrdt-websocket (its server, one process; "
               "scripted Yjs clients):")
