@@ -306,12 +306,13 @@ class TabMember:
 
     def _on_message(self, message: ReceivedMessage) -> None:
         superseded = bool(message.headers.get("superseded"))
+        tag = message.app_tag  # a property that builds a Tag: once
         with self.lock:
-            self.mirror.delivered(message.sender, message.user_message, message.app_tag,
+            self.mirror.delivered(message.sender, message.user_message, tag,
                                   message.app_message_id, superseded)
             self.push({"type": "deliver", "n": self.mirror.deliveries,
                        "id": message.app_message_id, "sender": message.sender,
-                       "vc": message.app_tag.clock, "superseded": superseded,
+                       "vc": tag.clock, "superseded": superseded,
                        **payload_for_tab(self.kind, message.user_message, message.sender,
                                          message.app_message_id)})
 
