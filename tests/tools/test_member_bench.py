@@ -157,6 +157,7 @@ def test_a_tiny_limit_stops_at_the_first_step_with_its_reason() -> None:
     assert "0.001 ms" in result["stopped"]  # the p99 limit, or the typing schedule's
 
 
+@pytest.mark.long
 def test_a_step_whose_members_cannot_join_stops_with_the_reason() -> None:
     """A load process that cannot join its members says why; the step's row carries it
     and the run stops there (the processes are reaped)."""
