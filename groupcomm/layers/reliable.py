@@ -68,8 +68,8 @@ ACK_CLOCKED = 2
 #: first frame it owes came, it goes; the host's tick (every 20 ms in the communicator,
 #: TICK_INTERVAL) sends whatever is owed. Senders allow it in their timeout.
 ACK_DELAY = 0.02
-#: frames from one peer after which its acknowledgement goes at the end of the batch
-#: however young (keeps the sender's window and ack-clocked resends moving)
+#: frames from one peer after which its acknowledgement goes at once, within the batch
+#: (keeps the sender's window and ack-clocked resends moving)
 ACK_EVERY = 64
 
 
@@ -324,18 +324,21 @@ class ReliableManager:
         owed.frames += 1
         owed.latest = now
         owed.urgent = owed.urgent or urgent
+        if owed.frames >= ACK_EVERY:
+            # a long batch (thousands of frames in one read) must not starve the
+            # sender's window and its ack-clocked resends until the batch ends
+            self._send_ack(peer, self.owed.pop(peer), now)
 
     def end_of_batch(self) -> None:
-        """A batch of input is done: send what is owed and should not wait (urgent, many
-        frames, or held :data:`ACK_DELAY` already); the rest waits for the next tick or a
-        frame of ours to that peer."""
+        """A batch of input is done: send what is owed and should not wait (urgent, or
+        held :data:`ACK_DELAY` already); the rest waits for the next tick or a frame of
+        ours to that peer."""
         if self.owed:
             self._send_owed(self.host.now(), everything=False)
 
     def _send_owed(self, now: float, everything: bool) -> None:
         due = [peer for peer, owed in self.owed.items()
-               if everything or owed.urgent or owed.frames >= ACK_EVERY
-               or now - owed.since >= ACK_DELAY]
+               if everything or owed.urgent or now - owed.since >= ACK_DELAY]
         for peer in due:
             self._send_ack(peer, self.owed.pop(peer), now)
 
