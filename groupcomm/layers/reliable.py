@@ -186,7 +186,7 @@ class ReliableManager:
             stamped = message.to((dest,)).with_headers(**{SEQ: seq})
             assert isinstance(stamped, SentMessage)
             flight = self.in_flight.setdefault(dest, OrderedDict())
-            if len(flight) >= WINDOW:
+            if len(flight) >= WINDOW or self.waiting.get(dest):  # in number order
                 self.waiting.setdefault(dest, deque()).append(stamped)
                 continue
             self._transmit(dest, seq, stamped)
@@ -229,7 +229,14 @@ class ReliableManager:
         flight = self.in_flight.get(peer)
         if not flight:
             return
-        acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
+        # the frames in flight are in the order of their numbers: the cumulative part is
+        # a prefix, taken without walking the rest (up to WINDOW frames) at every ack
+        acked = []
+        while flight:
+            first = next(iter(flight))
+            if first > cumulative:
+                break
+            acked.append(flight.pop(first))
         acked += [e for e in (flight.pop(s, None) for s in selective) if e is not None]
         now = self.host.now()
         # Karn's rule: only frames sent once give an unambiguous round trip
