@@ -211,3 +211,24 @@ def test_acknowledgements_of_a_burst_between_processes_are_grouped(group: Proces
     assert received >= count
     # per frame this was one acknowledgement each; grouped, one covers many
     assert 0 < sent <= received / 4, counters
+
+
+@pytest.mark.long  # real processes and seconds of work: CI runs it
+def test_bench_over_the_reliable_layer_reports_frames_per_acknowledgement() -> None:
+    """``groupcomm bench --reliable``: a burst between two processes, and the receiver's
+    layer acknowledging it in groups."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcomm.cli", "bench", "--reliable", "--messages", "3000",
+         "--repeat", "1", "--round-trip", "no", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["reliable"] is True and figures["communicator_msgs_per_s"] > 0
+    (layer,) = figures["receiver_reliable_runs"]
+    assert layer["reliable_frames_received"] >= 3000
+    assert 0 < layer["reliable_acks_sent"] <= layer["reliable_frames_received"] / 4
+    assert figures["frames_per_ack"][0] >= 4
