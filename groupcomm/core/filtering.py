@@ -73,6 +73,13 @@ class FilterHost(Protocol):
         """Application messages accepted for sending that will not reach (or are not
         known to have reached) a destination: the application is told."""
 
+    def add_batch_listener(self, listener: Callable[[], None]) -> None:
+        """Have ``listener()`` called at the end of each batch of input: after the host
+        has run every frame it took in one turn (one read of its sockets, or one arrival
+        in an in-process host) through the receive pipeline, and the application's sends
+        of that turn through the send pipeline. The reliable layer acknowledges there,
+        once per peer heard from in the batch."""
+
 
 class MessageFilter(ABC, Generic[M]):
     """A pipeline stage that may forward, stamp, buffer, reorder or hold messages."""

@@ -85,6 +85,7 @@ class ProtocolNode(FilterHost):
         self.tracer: Tracer = tracer or NullTracer()
         self._shared: dict[str, Any] = {}
         self.tickers: list[Callable[[float], None]] = []
+        self.batch_listeners: list[Callable[[], None]] = []
         self._session_listeners: list[SessionMessageListener] = []
         self.members: list[str] = []
         self.member_set: frozenset[str] = frozenset()
@@ -149,6 +150,16 @@ class ProtocolNode(FilterHost):
 
     def add_ticker(self, ticker: Callable[[float], None]) -> None:
         self.tickers.append(ticker)
+
+    def add_batch_listener(self, listener: Callable[[], None]) -> None:
+        self.batch_listeners.append(listener)
+
+    def end_batch(self) -> None:
+        """A batch of input is done (see :meth:`FilterHost.add_batch_listener`): tell the
+        filters that wait for it, then run what they queued."""
+        for listener in self.batch_listeners:
+            listener()
+        self.drain()
 
     def report_undeliverable(self, message_ids: Sequence[str], why: str) -> None:
         if not message_ids:
@@ -380,9 +391,11 @@ class ProtocolNode(FilterHost):
 
     # -- network side -------------------------------------------------------------------
     def receive(self, message: ReceivedMessage) -> None:
-        """A message arrived from the network (owner thread)."""
+        """A message arrived from the network (owner thread): a batch of its own."""
         self.arrived(message)
         self.drain()
+        if self.batch_listeners:
+            self.end_batch()
 
     def arrived(self, message: ReceivedMessage) -> None:
         """Queue a message that arrived, without processing it yet (see :meth:`drain`)."""

@@ -5,6 +5,18 @@ acknowledges them cumulatively and selectively (header ``~a``), retransmits with
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
 
+Acknowledgements are grouped and delayed, as TCP's delayed ACK and UNICAST3's ack batching
+are: one acknowledgement per peer covers every frame that came from it in one batch of
+input (what the host read in one turn, see :meth:`FilterHost.add_batch_listener`), and
+is held until the host's next tick (at most :data:`ACK_DELAY` after the frame came when
+batches come more often than ticks) in case more come, or a frame of our own to that
+peer leaves first and carries it (the header ``~a`` on a numbered frame). It is not
+held when the batch brought a frame out of order, filled a gap or repeated one (the
+sender may be retransmitting: it hears the selective part at once), nor after
+:data:`ACK_EVERY` frames. Each acknowledgement says how long it was held, and the sender
+takes that out of its round-trip sample and allows :data:`ACK_DELAY` in its timeout, so
+the delay is never taken for network time nor makes a timeout fire early.
+
 Retransmission is paced per peer, as TCP paces it, so that a peer that does not answer
 (a server down, a member busy) is not flooded: when the oldest frame's timeout expires,
 at most :data:`BURST` overdue frames go again and the peer's timeout doubles (up to
@@ -52,6 +64,28 @@ DEPARTED_KEPT = 4096
 BURST = 32
 #: frames sent again for each one newly acknowledged, while overdue ones remain
 ACK_CLOCKED = 2
+#: longest an acknowledgement is held, in seconds: when a batch ends this long after the
+#: first frame it owes came, it goes; the host's tick (every 20 ms in the communicator,
+#: TICK_INTERVAL) sends whatever is owed. Senders allow it in their timeout.
+ACK_DELAY = 0.02
+#: frames from one peer after which its acknowledgement goes at once, within the batch
+#: (keeps the sender's window and ack-clocked resends moving)
+ACK_EVERY = 64
+
+
+@dataclass
+class _Owed:
+    """An acknowledgement owed to one peer (see the module's docstring)."""
+
+    application_name: str
+    session_name: str
+    #: when the first frame it covers came
+    since: float
+    #: when the latest frame it covers came (its hold is measured from there)
+    latest: float
+    frames: int = 1
+    #: out of order, a gap filled or a duplicate: goes at the end of the batch
+    urgent: bool = False
 
 
 @dataclass
@@ -78,8 +112,12 @@ class ReliableManager:
         #: peers seen sending without the layer
         self.without_layer: set[str] = set()
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
+                      "acks_piggybacked": 0, "frames_received": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0,
                       "peers_without_layer": 0}
+        #: per peer: the acknowledgement owed to it, not sent yet (insertion order: the
+        #: order the peers were heard from)
+        self.owed: dict[str, _Owed] = {}
         self._ack_ids = 0
         #: members that left, the latest DEPARTED_KEPT of them: a name never comes back
         #: (a returning member is NAME~2), so a frame still addressed to one (tagged
@@ -95,6 +133,7 @@ class ReliableManager:
         self.next_burst: dict[str, float] = {}
         host.add_session_listener(self)
         host.add_ticker(self.tick)
+        host.add_batch_listener(self.end_of_batch)
 
     def client_joined(self, client_name: str, application_name: str, session_name: str,
                       is_new_session: bool, is_new_application: bool,
@@ -115,7 +154,7 @@ class ReliableManager:
                 "not have reached it)")
         for table in (self.next_seq, self.in_flight, self.waiting, self.next_expected,
                       self.out_of_order, self.srtt, self.rttvar, self.backoff,
-                      self.next_burst):
+                      self.next_burst, self.owed):
             table.pop(client_name, None)
         self.without_layer.discard(client_name)
         self.departed[client_name] = None
@@ -147,7 +186,7 @@ class ReliableManager:
             stamped = message.to((dest,)).with_headers(**{SEQ: seq})
             assert isinstance(stamped, SentMessage)
             flight = self.in_flight.setdefault(dest, OrderedDict())
-            if len(flight) >= WINDOW:
+            if len(flight) >= WINDOW or self.waiting.get(dest):  # in number order
                 self.waiting.setdefault(dest, deque()).append(stamped)
                 continue
             self._transmit(dest, seq, stamped)
@@ -158,6 +197,13 @@ class ReliableManager:
         rto = self.rto(dest)
         self.in_flight.setdefault(dest, OrderedDict())[seq] = _InFlight(
             stamped, now + rto, rto, sent_at=now)
+        owed = self.owed.pop(dest, None) if self.owed else None
+        if owed is not None:
+            # the acknowledgement owed to dest rides on this frame (only this copy: one
+            # sent again later would carry a stale one, and a wrong hold)
+            self.stats["acks_piggybacked"] += 1
+            stamped = stamped.with_headers(  # type: ignore[assignment]
+                **{ACK: self._ack_value(dest, owed, now)})
         self.send_filter.forward(stamped)
 
     def rto(self, peer: str) -> float:
@@ -165,7 +211,8 @@ class ReliableManager:
         times its backoff."""
         srtt = self.srtt.get(peer)
         base = INITIAL_RTO if srtt is None else srtt + 4 * self.rttvar[peer]
-        return min(MAX_RTO, max(MIN_RTO, base) * self.backoff.get(peer, 1.0))
+        # the peer may hold its acknowledgement ACK_DELAY: not network time, but waited for
+        return min(MAX_RTO, (max(MIN_RTO, base) + ACK_DELAY) * self.backoff.get(peer, 1.0))
 
     def _sample_rtt(self, peer: str, sample: float) -> None:
         srtt = self.srtt.get(peer)
@@ -175,18 +222,27 @@ class ReliableManager:
         self.rttvar[peer] = 0.75 * self.rttvar[peer] + 0.25 * abs(srtt - sample)
         self.srtt[peer] = 0.875 * srtt + 0.125 * sample
 
-    def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int]) -> None:
-        """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers."""
+    def acknowledged(self, peer: str, cumulative: int, selective: Sequence[int],
+                     held: float = 0.0) -> None:
+        """``peer`` has everything up to ``cumulative`` and the ``selective`` numbers; it
+        held this acknowledgement ``held`` seconds after the latest frame it covers."""
         flight = self.in_flight.get(peer)
         if not flight:
             return
-        acked = [flight.pop(s) for s in [s for s in flight if s <= cumulative]]
+        # the frames in flight are in the order of their numbers: the cumulative part is
+        # a prefix, taken without walking the rest (up to WINDOW frames) at every ack
+        acked = []
+        while flight:
+            first = next(iter(flight))
+            if first > cumulative:
+                break
+            acked.append(flight.pop(first))
         acked += [e for e in (flight.pop(s, None) for s in selective) if e is not None]
         now = self.host.now()
         # Karn's rule: only frames sent once give an unambiguous round trip
         once = [e for e in acked if e.attempts == 1]
         if once:
-            self._sample_rtt(peer, max(0.0, now - max(e.sent_at for e in once)))
+            self._sample_rtt(peer, max(0.0, now - max(e.sent_at for e in once) - held))
             self.backoff.pop(peer, None)
         if acked and flight:
             # the peer answers again: what is overdue follows, clocked by its answers
@@ -197,8 +253,11 @@ class ReliableManager:
             self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
 
     def tick(self, now: float) -> None:
-        """For each peer whose oldest frame is overdue: send again at most :data:`BURST`
-        overdue frames and double the peer's timeout (up to :data:`MAX_RTO`)."""
+        """Send the acknowledgements owed. For each peer whose oldest frame is overdue:
+        send again at most :data:`BURST` overdue frames and double the peer's timeout (up
+        to :data:`MAX_RTO`)."""
+        if self.owed:
+            self._send_owed(now, everything=True)
         for peer, flight in self.in_flight.items():
             if not flight or now < self.next_burst.get(peer, 0.0):
                 continue
@@ -236,12 +295,17 @@ class ReliableManager:
         seq = message.headers.get(SEQ)
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
+        self.stats["frames_received"] += 1
         expected = self.next_expected.get(peer, 1)
         pending = self.out_of_order.setdefault(peer, {})
+        # TCP's rule: what is not the next frame in a clean stream is acknowledged at once
+        urgent = bool(pending)
         if seq < expected or seq in pending:
             self.stats["duplicates_dropped"] += 1
+            urgent = True
         elif seq >= expected + RECEIVE_WINDOW:
             self.stats["too_far_ahead"] += 1
+            urgent = True
         else:
             pending[seq] = message
             while expected in pending:
@@ -249,22 +313,56 @@ class ReliableManager:
                 expected += 1
                 self.next_expected[peer] = expected
                 self.receive_filter.forward(
-                    ready.without_headers(SEQ, RESENT))  # type: ignore[arg-type]
-        self._send_ack(message)
+                    ready.without_headers(SEQ, RESENT, ACK))  # type: ignore[arg-type]
+            urgent = urgent or bool(pending)
+        self._owe(message, urgent)
 
-    def _send_ack(self, about: ReceivedMessage) -> None:
+    def _owe(self, about: ReceivedMessage, urgent: bool) -> None:
+        """Note that ``about``'s sender is owed an acknowledgement."""
         peer = about.sender
-        assert self.send_filter is not None
         if peer not in self.next_expected and peer not in self.out_of_order:
             return  # the peer left meanwhile
+        now = self.host.now()
+        owed = self.owed.get(peer)
+        if owed is None:
+            self.owed[peer] = _Owed(about.application_name, about.session_name, now, now,
+                                    urgent=urgent)
+            return
+        owed.frames += 1
+        owed.latest = now
+        owed.urgent = owed.urgent or urgent
+        if owed.frames >= ACK_EVERY:
+            # a long batch (thousands of frames in one read) must not starve the
+            # sender's window and its ack-clocked resends until the batch ends
+            self._send_ack(peer, self.owed.pop(peer), now)
+
+    def end_of_batch(self) -> None:
+        """A batch of input is done: send what is owed and should not wait (urgent, or
+        held :data:`ACK_DELAY` already); the rest waits for the next tick or a frame of
+        ours to that peer."""
+        if self.owed:
+            self._send_owed(self.host.now(), everything=False)
+
+    def _send_owed(self, now: float, everything: bool) -> None:
+        due = [peer for peer, owed in self.owed.items()
+               if everything or owed.urgent or now - owed.since >= ACK_DELAY]
+        for peer in due:
+            self._send_ack(peer, self.owed.pop(peer), now)
+
+    def _ack_value(self, peer: str, owed: _Owed, now: float) -> tuple[int, tuple[int, ...], int]:
+        """The ``~a`` header: cumulative, selective, and the hold in microseconds."""
         cumulative = self.next_expected.get(peer, 1) - 1
         selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
+        return cumulative, selective, max(0, round((now - owed.latest) * 1e6))
+
+    def _send_ack(self, peer: str, owed: _Owed, now: float) -> None:
+        assert self.send_filter is not None
         self._ack_ids += 1
         ack = SentMessage(
-            application_name=about.application_name, session_name=about.session_name,
+            application_name=owed.application_name, session_name=owed.session_name,
             user_message=ControlMessage(PROTOCOL, "rack"),
             message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
-            headers={ACK: (cumulative, selective)}, destinations=(peer,),
+            headers={ACK: self._ack_value(peer, owed, now)}, destinations=(peer,),
         )
         self.stats["acks_sent"] += 1
         self.send_filter.forward(ack)
@@ -306,19 +404,32 @@ class ReliableReceiveFilter(_ReliableFilter):
     """Consumes acknowledgements; deduplicates and orders numbered frames."""
 
     def filter_message(self, message: ReceivedMessage) -> None:
+        headers = message.headers
         if message.is_control_for(PROTOCOL):
-            value = message.headers.get(ACK)
-            if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int)
-                    and isinstance(value[1], tuple)
-                    and all(isinstance(s, int) for s in value[1])):
-                self.manager.acknowledged(message.sender, value[0], value[1])
-                return
-            raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
-        if SEQ in message.headers:
+            self._acknowledgement(message.sender, headers.get(ACK))
+            return
+        if SEQ in headers:
+            if ACK in headers:  # an acknowledgement riding on a frame
+                self._acknowledgement(message.sender, headers[ACK])
             self.manager.receive(message)
         else:  # looped back locally, or a peer without the layer
             self.manager.peer_without_layer(message.sender)
             self.forward(message)
+
+
+    def _acknowledgement(self, peer: str, value: Any) -> None:
+        """Check the ``~a`` header ``value`` and take it in (a hold is optional)."""
+        if (isinstance(value, tuple) and len(value) in (2, 3) and _is_int(value[0])
+                and isinstance(value[1], tuple) and all(_is_int(s) for s in value[1])
+                and (len(value) == 2 or (_is_int(value[2]) and value[2] >= 0))):
+            held = value[2] / 1e6 if len(value) == 3 else 0.0
+            self.manager.acknowledged(peer, value[0], value[1], held)
+            return
+        raise ProtocolViolation(f"reliable: malformed acknowledgement {value!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):

@@ -211,6 +211,8 @@ class ClientProtocol:
             self._on_parts(parts, from_server, now, returned_ids)
         if take_sends and self.inputs:
             self.take_inputs()
+        if frames:
+            self.end_batch()
         self._update_deadline()  # arrivals may have started something that waits on time
         if now >= self.deadline:
             self.timer(now)
@@ -366,6 +368,13 @@ class ClientProtocol:
             for message in messages:
                 self._apply(self.membership.admit(message, now))
         self.drain()
+
+    def end_batch(self) -> None:
+        """A turn's frames and sends are through: batch listeners run (reliable acks)."""
+        if self.node.batch_listeners:
+            for listener in self.node.batch_listeners:
+                listener()
+            self.drain()
 
     def drain(self) -> None:
         """Run the node's queued work; a peer's bad message is counted and skipped."""

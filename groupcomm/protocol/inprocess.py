@@ -129,16 +129,19 @@ class InProcessMember(Out):
 
     def message_frame(self, frame: bytes, now: float, direct: bool = False) -> None:
         self.protocol.on_message_frame(frame, None, direct, now)
+        self.protocol.end_batch()  # each arrival here is a batch of its own
         self._flush()
 
     def messages(self, messages: list[ReceivedMessage], now: float) -> None:
         self.protocol.on_messages(messages, now)
+        self.protocol.end_batch()
         self._flush()
 
     def take(self, delivery: Delivery, now: float) -> None:
         """What :class:`InProcessServer` handed this member's connection."""
         if delivery[0] == "message":
             self.protocol.on_message_frame(delivery[1], None, False, now)
+            self.protocol.end_batch()
         else:
             self.protocol.on_session_frame(delivery[1], delivery[2], now)
         self._flush()

@@ -213,11 +213,15 @@ def waits_for_acknowledgements(causality: str) -> bool:
 
 
 def _member(name: str, server: str, key_file: str, causality: str, routing: str,
-            compress: bool | None) -> Any:
+            compress: bool | None, reliable: bool = False) -> Any:
+    from groupcomm.core.selection import RELIABLE, filter_creators
     from groupcomm.transport.communicator import Communicator
+    from groupcomm.transport.config import Pipelines
 
+    send, receive = filter_creators([RELIABLE] if reliable else [])
     return Communicator(name, "bench", server=server, key_file=key_file, routing=routing,
-                        causality=causality, connection=Connection(compress_frames=compress))
+                        causality=causality, connection=Connection(compress_frames=compress),
+                        pipelines=Pipelines(extra_send=send, extra_receive=receive))
 
 
 def _comm_receiver(member: tuple, ready_q: Any, result_q: Any, count: int,
@@ -247,8 +251,11 @@ def _comm_receiver(member: tuple, ready_q: Any, result_q: Any, count: int,
         while comm.frame_timeline is not None and time.monotonic() < deadline and not (
                 comm.frame_timeline and comm.frame_timeline[-1][0] == "sent"):
             time.sleep(0.01)
+        counters = comm.counters()
         result_q.put((state["first"], state["last"], state["n"], state["cpu"],
-                      list(comm.frame_timeline or ())))
+                      list(comm.frame_timeline or ()),
+                      {key: value for key, value in counters.items()
+                       if key.startswith("reliable_")}))
 
 
 def _comm_sender(member: tuple, count: int, size: int, cpu_q: Any, timeline: bool) -> None:
@@ -273,28 +280,33 @@ COMPRESS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 def run_communicator(count: int, size: int, causality: str = "none",
                      routing: str = "direct", timeline: bool = False,
-                     compress: bool | None = None) -> dict[str, Any]:
+                     compress: bool | None = None, reliable: bool = False) -> dict[str, Any]:
     """Rate and CPU per message through two communicators with forwarding pipelines;
     with ``timeline``, also where one message's time goes (``critical_path``, see
     :mod:`groupcomm.tools.critical_path`); ``compress``: the communicators'
-    ``compress_frames`` (None: their default for the routing)."""
+    ``compress_frames`` (None: their default for the routing); ``reliable``: with the
+    reliable layer under the module, and the receiver's counts of it
+    (``reliable_frames_received``, ``reliable_acks_sent``, ...) in the result."""
     from groupcomm.tools.procs import ProcessGroup
 
     with tempfile.TemporaryDirectory() as workdir, ProcessGroup(Path(workdir)) as group:
         assert group.server is not None
-        member = (group.server.address, str(group.key_file), causality, routing, compress)
+        member = (group.server.address, str(group.key_file), causality, routing, compress,
+                  reliable)
         ready_q, result_q, cpu_q = _SPAWN.Queue(), _SPAWN.Queue(), _SPAWN.Queue()
         received_at, sent_by = _pair(
             _comm_receiver, (member, ready_q, result_q, count, timeline), ready_q,
             _comm_sender, lambda _: (member, count, size, cpu_q, timeline),
             lambda: (result_q.get(timeout=600), cpu_q.get(timeout=600)), ready_timeout=60)
-    first, last, received, receiver_cpu, receiver_timeline = received_at
+    first, last, received, receiver_cpu, receiver_timeline, layer = received_at
     sender_cpu, sender_timeline = sent_by
     if received < count:
         raise RuntimeError(f"only {received}/{count} messages arrived")
     result: dict[str, Any] = _measured(count, first, last, received, receiver_cpu, sender_cpu)
     if timeline:
         result["critical_path"] = summarize(sender_timeline, receiver_timeline)
+    if reliable:
+        result["receiver_reliable"] = layer
     return result
 
 
@@ -312,6 +324,9 @@ def build_parser() -> cli.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; best is kept")
     parser.add_argument("--causality", default="none",
                         help="module for the communicator run (default none)")
+    parser.add_argument("--reliable", action="store_true",
+                        help="the communicators with the reliable layer under the module "
+                             "(the apps' default); prints the receiver's acknowledgements")
     parser.add_argument("--routing", choices=("direct", "relayed"), default="direct",
                         help="communicator routing: peer to peer (default) or through the "
                              "session server")
@@ -359,7 +374,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run {run + 1}/{args.repeat}: communicator...", file=sys.stderr, flush=True)
         comm_runs.append(run_communicator(args.messages, args.size, args.causality,
                                           args.routing, timeline=args.critical_path,
-                                          compress=COMPRESS[args.compress_frames]))
+                                          compress=COMPRESS[args.compress_frames],
+                                          reliable=args.reliable))
     raw = max(r["rate"] for r in raw_runs)
     comm = max(r["rate"] for r in comm_runs)
     # each side's CPU in the least disturbed run
@@ -379,6 +395,7 @@ def _run(args: argparse.Namespace) -> int:
         "ratio": round(comm / raw, 3),
         "baseline_runs": [round(r["rate"]) for r in raw_runs],
         "communicator_runs": [round(r["rate"]) for r in comm_runs],
+        "reliable": args.reliable,
         "cpu_us_per_msg": cpu,
         "cpu_ratio": round(cpu_ratio, 3),
     }
@@ -393,6 +410,13 @@ def _run(args: argparse.Namespace) -> int:
             "polled_round_trip_us": round(min(polled_trips) * 1e6, 1),
             "polled_fraction_of_round_trip_bound": round(rtt / min(polled_trips), 3),
         })
+    if args.reliable:
+        # the receiver's layer in each run: frames it took in, acknowledgements it sent
+        result["receiver_reliable_runs"] = [r["receiver_reliable"] for r in comm_runs]
+        result["frames_per_ack"] = [
+            round(r["receiver_reliable"].get("reliable_frames_received", 0)
+                  / max(1, r["receiver_reliable"].get("reliable_acks_sent", 0)), 1)
+            for r in comm_runs]
     if args.critical_path:  # that of the fastest run
         path = max(comm_runs, key=lambda r: r["rate"])["critical_path"]
         result["critical_path"] = path
@@ -403,7 +427,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(f"baseline (raw pyzmq, signed pickle): {result['baseline_msgs_per_s']:>9,} msg/s")
-        print(f"communicator ({args.causality} filters, {args.routing}"
+        print(f"communicator ({args.causality} filters"
+              f"{' over the reliable layer' if args.reliable else ''}, {args.routing}"
               f"{', frames compressed' if result['compress_frames'] else ''}): "
               f"{result['communicator_msgs_per_s']:>9,} msg/s")
         print(f"ratio: {result['ratio']:.2f}")
@@ -411,6 +436,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"CPU per message, {name}: sender {sides['sender']:.1f} us, "
                   f"receiver {sides['receiver']:.1f} us")
         print(f"CPU ratio (busier side, baseline / communicator): {result['cpu_ratio']:.2f}")
+        if args.reliable:
+            print("receiver's reliable layer, frames received per acknowledgement, each run: "
+                  + ", ".join(f"{ratio:g}" for ratio in result["frames_per_ack"]))
         if round_trips:
             print(f"round trip (plain pyzmq ping-pong): {result['round_trip_us']:.1f} us, "
                   f"bound {result['round_trip_bound_msgs_per_s']:,} msg/s; "

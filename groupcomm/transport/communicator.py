@@ -464,10 +464,16 @@ class Communicator:
         return self._loop.call(lambda: self._protocol.release_waiting_on(name))
 
     def counters(self) -> dict[str, int]:
-        """Send/receive counts, rejected frames by reason, and the message frames this
-        client put on the wire (``frames_sent``, ``frame_bytes_sent``)."""
-        return self._loop.call(lambda: {"frames_sent": 0, "frame_bytes_sent": 0,
-                                        **self._link.stats, **self._protocol.counters()})
+        """Send/receive counts, rejected frames by reason, the message frames this
+        client put on the wire (``frames_sent``, ``frame_bytes_sent``), and with the
+        reliable layer its counts prefixed ``reliable_`` (``reliable_acks_sent``, ...)."""
+        def read() -> dict[str, int]:
+            layer = self._protocol.node.shared.get("reliable")
+            return {"frames_sent": 0, "frame_bytes_sent": 0, **self._link.stats,
+                    **self._protocol.counters(),
+                    **{f"reliable_{key}": value
+                       for key, value in getattr(layer, "stats", {}).items()}}
+        return self._loop.call(read)
 
     def _await_join(self, join_timeout: float) -> None:
         """Wait until the server accepted the join; else close and raise :class:`JoinError`.
