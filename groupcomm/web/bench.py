@@ -344,22 +344,18 @@ def _options(args: argparse.Namespace) -> list[str]:
 
 def check(args: argparse.Namespace) -> None:
     """A clear error for arguments no run can take."""
-    if args.keys < 1 or args.interval < 0 or args.rate <= 0 or args.seconds <= 0:
-        raise CliError("groupcomm web bench: --keys >= 1, --interval >= 0, --rate > 0, "
-                       "--seconds > 0")
-    if args.p99_limit <= 0 or args.queue_limit < 1 or (args.mb_per_tab or 1) <= 0:
-        raise CliError("groupcomm web bench: --p99-limit > 0, --queue-limit >= 1, "
-                       "--mb-per-tab > 0")
+    if args.keys < 1 or args.interval < 0:
+        raise CliError("groupcomm web bench: --keys >= 1, --interval >= 0")
+    capacity_run.check_load(
+        "groupcomm web bench", rate=args.rate, seconds=args.seconds,
+        p99_limit=args.p99_limit, queue_limit=args.queue_limit, mb_limit=args.mb_per_tab,
+        per_session=args.tabs_per_session, most_total=args.max_tabs, sessions=args.sessions)
     gateway_counts(args)
     if args.profile:
         from groupcomm.web.profile_step import py_spy
 
         if py_spy() is None:
             raise CliError("groupcomm web bench: --profile needs py-spy (pip install py-spy)")
-    try:
-        capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
-    except ValueError as error:
-        raise CliError(f"groupcomm web bench: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -145,24 +145,44 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "p99_ms": round(p99, 2)}
 
 
-def plan(tabs_per_session: int, max_tabs: int, sessions: int | None = None) -> list[int]:
+def plan(per_session: int, most_total: int, sessions: int | None = None,
+         noun: str = "tabs") -> list[int]:
     """The numbers of sessions the steps run: ``sessions`` alone if given, else doubling
-    from one while the tabs fit in ``max_tabs``, the last step at ``max_tabs``' sessions."""
-    if tabs_per_session < 2:
-        raise ValueError("a session needs at least 2 tabs (one types, the others read)")
+    from one while the ``noun`` (tabs, members) fit in ``most_total``, the last step at
+    ``most_total``'s sessions."""
+    if per_session < 2:
+        raise ValueError(f"a session needs at least 2 {noun} (one types, the others read)")
     if sessions is not None:
         if sessions < 1:
             raise ValueError("--sessions must be at least 1")
         return [sessions]
-    most = max_tabs // tabs_per_session
+    most = most_total // per_session
     if most < 1:
-        raise ValueError(f"--max-tabs {max_tabs} is fewer than one session of "
-                         f"{tabs_per_session} tabs")
+        raise ValueError(f"--max-{noun} {most_total} is fewer than one session of "
+                         f"{per_session} {noun}")
     steps, count = [], 1
     while count < most:
         steps.append(count)
         count *= 2
     return [*steps, most]
+
+
+def check_load(prog: str, *, rate: float, seconds: float, p99_limit: float,
+               queue_limit: int, mb_limit: float | None, per_session: int, most_total: int,
+               sessions: int | None, noun: str = "tabs") -> list[int]:
+    """The load's numbers checked (one ``CliError`` line naming ``prog``'s options, whose
+    names end in ``noun``: ``--max-tabs``, ``--mb-per-tab``); the plan's sessions."""
+    from groupcomm.cli.args import CliError
+
+    one = noun[:-1]
+    if rate <= 0 or seconds <= 0:
+        raise CliError(f"{prog}: --rate > 0, --seconds > 0")
+    if p99_limit <= 0 or queue_limit < 1 or (mb_limit is not None and mb_limit <= 0):
+        raise CliError(f"{prog}: --p99-limit > 0, --queue-limit >= 1, --mb-per-{one} > 0")
+    try:
+        return plan(per_session, most_total, sessions, noun)
+    except ValueError as error:
+        raise CliError(f"{prog}: {error}") from None
 
 
 def verdict(row: dict[str, Any], limits: Limits) -> str | None:

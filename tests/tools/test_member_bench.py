@@ -24,6 +24,7 @@ from groupcomm.tools.members.step import Limits, Load, from_peer, run_step, verd
     (["--seconds", "-1"], "--rate > 0, --seconds > 0"),
     (["--p99-limit", "0"], "--p99-limit > 0"),
     (["--mb-per-member", "-1"], "--mb-per-member > 0"),
+    (["--mb-per-member", "0"], "--mb-per-member > 0"),
     (["--members-per-process", "0"], "--members-per-process must be at least 1"),
     (["--skip", "browser"], "invalid choice: 'browser'"),
     (["--causality", "bogus"], "unknown causality module 'bogus'"),

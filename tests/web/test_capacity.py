@@ -101,6 +101,8 @@ def test_arguments_defaults_and_refusals() -> None:
                           (("--max-tabs", "4"), "fewer than one session"),
                           (("--rate", "0"), "--rate > 0"),
                           (("--p99-limit", "0"), "--p99-limit > 0"),
+                          (("--mb-per-tab", "0"), "--mb-per-tab > 0"),
+                          (("--keys", "0"), "--keys >= 1"),
                           (("--sessions", "0"), "at least 1"),
                           (("--gateways", "0"), "at least 1"),
                           (("--gateways", "1,two"), "takes numbers")]:

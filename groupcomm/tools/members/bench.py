@@ -20,7 +20,6 @@ from groupcomm.core.registry import get_module
 from groupcomm.replicated import supported_modules, unsupported_reason
 from groupcomm.tools.members import step as member_step
 from groupcomm.tools.members.step import Limits, from_peer, verdict
-from groupcomm.web import bench as web_bench
 from groupcomm.web import capacity as web_capacity
 
 PROG = "groupcomm member-bench"
@@ -59,12 +58,6 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-#: the web bench's words for what this bench calls otherwise, in its checks' messages
-_WORDS = (("groupcomm web bench", PROG), ("--keys >= 1, --interval >= 0, ", ""),
-          ("--max-tabs", "--max-members"), ("--mb-per-tab", "--mb-per-member"),
-          ("tabs", "members"))
-
-
 def check(args: argparse.Namespace) -> list[int]:
     """The steps' numbers of sessions; a clear error for arguments no run can take (the
     web capacity bench's checks, in this command's words; the module as ``edit``'s)."""
@@ -75,19 +68,11 @@ def check(args: argparse.Namespace) -> list[int]:
     if reason:
         raise CliError(f"{PROG}: refusing {reason} (the shared text runs on "
                        f"{', '.join(supported_modules())})")
-    same = argparse.Namespace(
-        keys=1, interval=0.0, rate=args.rate, seconds=args.seconds,
-        p99_limit=args.p99_limit, queue_limit=args.queue_limit, mb_per_tab=args.mb_per_member,
-        tabs_per_session=args.members_per_session, max_tabs=args.max_members,
-        sessions=args.sessions)
-    try:
-        web_bench.check(same)
-    except CliError as error:
-        message = str(error)
-        for theirs, ours in _WORDS:
-            message = message.replace(theirs, ours)
-        raise CliError(message) from None
-    return web_capacity.plan(args.members_per_session, args.max_members, args.sessions)
+    return web_capacity.check_load(
+        PROG, rate=args.rate, seconds=args.seconds, p99_limit=args.p99_limit,
+        queue_limit=args.queue_limit, mb_limit=args.mb_per_member,
+        per_session=args.members_per_session, most_total=args.max_members,
+        sessions=args.sessions, noun="members")
 
 
 def capacity(args: argparse.Namespace, plan: list[int],
