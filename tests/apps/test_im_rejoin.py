@@ -69,6 +69,7 @@ def test_a_server_restart_is_one_line_and_the_chat_goes_on(
         assert not [noise for noise in NOISE if noise in after], after
 
 
+@pytest.mark.long
 def test_a_long_server_outage_is_two_lines_and_what_was_typed_meanwhile_arrives(
     fixed_port_group: ProcessGroup, chat: Start,
 ) -> None:

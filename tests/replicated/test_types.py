@@ -138,7 +138,8 @@ def test_collecting_at_any_moment_changes_no_text(module: str, script: list, pro
 @pytest.mark.parametrize(("module", "kind"), [
     ("none", "set"), ("none", "register"), ("none", "text"),
     # causal per unicast copy, not per multicast operation (see unsupported_reason)
-    pytest.param("mfss", "register", marks=pytest.mark.long), ("cykas", "register"),
+    pytest.param("mfss", "register", marks=pytest.mark.long),
+    pytest.param("cykas", "register", marks=pytest.mark.long),
 ])
 def test_without_causal_delivery_of_operations_hypothesis_finds_diverging_replicas(
         module: str, kind: str) -> None:

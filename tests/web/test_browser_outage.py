@@ -213,6 +213,7 @@ def two_tabs_of_one_person_type(outage: Outage, tabs: TabOpener, seconds: float)
         tabs.leave(*opened)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("outage", [("ann",)], indirect=True)
 def test_two_tabs_of_one_person_type_at_once_without_replacing_each_other(
         outage: Outage, tabs: TabOpener) -> None:
