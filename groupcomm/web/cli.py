@@ -75,6 +75,9 @@ def build_user_parser() -> ArgumentParser:
                           "links.", "the user's name (its member name in the session)")
     parser.add_argument("--url", required=True, help="the gateway's address, e.g. "
                         "http://127.0.0.1:8080")
+    parser.add_argument("--session", action="append", default=[], metavar="NAME",
+                        help="print the links into this session of a gateway serving "
+                        "several (repeatable; default: the gateway's first session)")
     return parser
 
 
@@ -100,9 +103,11 @@ def _add_user(args: argparse.Namespace) -> int:
     except (UsersError, OSError) as error:
         raise CliError(f"{PROG} user add: {error}") from None
     print(f"added {args.name} to {args.users}; login links (keep them private):")
-    print(f"  chat:   {login_link(args.url, args.name, token, 'im')}")
-    print(f"  editor: {login_link(args.url, args.name, token, 'edit')}")
-    print(f"  session view: {login_link(args.url, args.name, token, 'session')}")
+    for session in args.session or [None]:
+        if session is not None:
+            print(f"  in session {session}:")
+        for label, page in (("chat:  ", "im"), ("editor:", "edit"), ("session view:", "session")):
+            print(f"  {label} {login_link(args.url, args.name, token, page, session)}")
     return 0
 
 

@@ -442,6 +442,13 @@ def test_user_add_prints_login_links_and_keeps_only_a_hash(
     assert Users(users).verify("zoe", token)
     # one character changed (to one it is not: a token ends in "x" one time in 64)
     assert not Users(users).verify("zoe", token[:-1] + ("y" if token.endswith("x") else "x"))
+    # links into named sessions of a gateway serving several
+    assert web_main(["user", "add", "zoe", "--users", str(users), "--url",
+                     "http://127.0.0.1:8080", "--session", "room a", "--session", "b"]) == 0
+    links = [line.split()[-1] for line in capsys.readouterr().out.splitlines()
+             if "editor:" in line]
+    assert [link.partition("#")[0] for link in links] == [
+        "http://127.0.0.1:8080/edit?session=room+a", "http://127.0.0.1:8080/edit?session=b"]
     assert web_main(["user", "add", "no~pe", "--users", str(users), "--url",
                      "http://h:1"]) == 2
     assert capsys.readouterr().err.strip() == (
