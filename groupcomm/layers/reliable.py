@@ -120,7 +120,10 @@ class ReliableManager:
         self.receive_filter: ReliableReceiveFilter | None = None
         #: peers seen sending without the layer
         self.without_layer: set[str] = set()
+        #: acks_sent counts acknowledgements (one per peer), ack_frames_sent the frames
+        #: that carried them alone (one to several peers at once)
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
+                      "ack_frames_sent": 0,
                       "acks_piggybacked": 0, "frames_received": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0,
                       "peers_without_layer": 0}
@@ -384,10 +387,24 @@ class ReliableManager:
             self._send_owed(self.host.now(), everything=False)
 
     def _send_owed(self, now: float, everything: bool) -> None:
-        due = [peer for peer, owed in self.owed.items()
-               if everything or owed.urgent or now - owed.since >= ACK_DELAY]
-        for peer in due:
-            self._send_ack(peer, self.owed.pop(peer), now)
+        """Send the acknowledgements due: one frame to all the peers of one session owed
+        one (``~a`` {peer: acknowledgement}), rather than one frame each."""
+        groups: dict[tuple[str, str], list[tuple[str, _Owed]]] = {}
+        for peer, owed in self.owed.items():
+            if everything or owed.urgent or now - owed.since >= ACK_DELAY:
+                groups.setdefault((owed.application_name, owed.session_name), []).append(
+                    (peer, owed))
+        for (application, session), due in groups.items():
+            for peer, _ in due:
+                del self.owed[peer]
+            if len(due) == 1:
+                self._send_ack(due[0][0], due[0][1], now)
+                continue
+            self.stats["acks_sent"] += len(due)
+            self.stats["ack_frames_sent"] += 1
+            self.send_filter.forward(self._ack_frame(  # type: ignore[union-attr]
+                application, session, tuple(peer for peer, _ in due),
+                tuple((peer, self._ack_value(peer, owed, now)) for peer, owed in due)))
 
     def _ack_value(self, peer: str, owed: _Owed, now: float) -> tuple[int, tuple[int, ...], int]:
         """The ``~a`` header: cumulative, selective, and the hold in microseconds."""
@@ -395,17 +412,23 @@ class ReliableManager:
         selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
         return cumulative, selective, max(0, round((now - owed.latest) * 1e6))
 
-    def _send_ack(self, peer: str, owed: _Owed, now: float) -> None:
-        assert self.send_filter is not None
+    def _ack_frame(self, application: str, session: str, peers: tuple[str, ...],
+                   value: Any) -> SentMessage:
         self._ack_ids += 1
-        ack = SentMessage(
-            application_name=owed.application_name, session_name=owed.session_name,
+        return SentMessage(
+            application_name=application, session_name=session,
             user_message=ControlMessage(PROTOCOL, "rack"),
             message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
-            headers={ACK: self._ack_value(peer, owed, now)}, destinations=(peer,),
+            headers={ACK: value}, destinations=peers,
         )
+
+    def _send_ack(self, peer: str, owed: _Owed, now: float) -> None:
+        assert self.send_filter is not None
         self.stats["acks_sent"] += 1
-        self.send_filter.forward(ack)
+        self.stats["ack_frames_sent"] += 1
+        self.send_filter.forward(self._ack_frame(
+            owed.application_name, owed.session_name, (peer,),
+            self._ack_value(peer, owed, now)))
 
     def peer_without_layer(self, peer: str) -> None:
         """``peer`` sent a frame without a sequence number: it runs without the layer."""

@@ -151,3 +151,25 @@ def test_an_acknowledgement_frame_without_an_entry_for_the_receiver_is_refused()
         b.receive_filter.filter_message(ack)
     with pytest.raises(ProtocolViolation, match="malformed acknowledgement"):
         b.receive_filter.filter_message(received(**{SEQ: 1, ACK: (("b", (1, "x")),)}))
+
+
+def test_acknowledgements_owed_to_several_peers_leave_in_one_frame_each_takes_its_own() -> None:
+    b_host, b, b_sent, _ = layer("b")
+    senders = {name: layer(name) for name in ("a", "c", "d")}
+    for name, (_, manager, sent, _) in senders.items():
+        manager.send_filter.filter_message(message(1, "b", sender=name))
+        manager.send_filter.filter_message(message(2, "b", sender=name))
+        if name != "d":  # d's second frame is lost: b acknowledges a gap at once
+            b.receive_filter.filter_message(sent.messages[0].received_by("b"))
+        b.receive_filter.filter_message(sent.messages[1].received_by("b"))
+    b_host.end_batch()
+    (urgent,) = b_sent.messages
+    assert urgent.destinations == ("d",) and urgent.headers[ACK] == (0, (2,), 0)
+    b_host.tick()
+    (_, grouped) = b_sent.messages
+    assert grouped.destinations == ("a", "c")
+    assert grouped.headers[ACK] == (("a", (2, (), 0)), ("c", (2, (), 0)))
+    assert b.stats["acks_sent"] == 3 and b.stats["ack_frames_sent"] == 2
+    for name in ("a", "c"):
+        senders[name][1].receive_filter.filter_message(grouped.received_by(name))
+        assert not senders[name][1].in_flight["b"]
