@@ -117,7 +117,9 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
                     *, warn_known_bad: bool = True, **connection: Any) -> SessionOptions:
     """Check the shared options (every problem one ``CliError`` line; a known-bad module
     gets one warning line unless not ``warn_known_bad``). ``connection`` adds fields of
-    the communicator's :class:`~groupcomm.transport.config.Connection`."""
+    the communicator's :class:`~groupcomm.transport.config.Connection`. ``extra_receive``
+    goes above the ``--filter`` ones (the reliable layer stays nearest the network), just
+    below the causality module."""
     delays = [parse_delay(spec, prog, args.name) for spec in args.delay]
     jitter = parse_jitter(args.jitter, prog)
     try:
@@ -136,7 +138,7 @@ def session_options(args: argparse.Namespace, prog: str, extra_receive: list | N
         **where, application=args.application, key_file=args.key_file,
         causality=selection.causality,
         pipelines=Pipelines(extra_send=extra_send,
-                            extra_receive=[*(extra_receive or []), *extra_rcv]),
+                            extra_receive=[*extra_rcv, *(extra_receive or [])]),
         routing="direct" if args.direct else "relayed", trace_dir=args.trace_dir,
         connection=Connection(bind_host=args.bind_host, advertise_host=args.advertise_host,
                               curve_dir=args.curve_dir, **connection),

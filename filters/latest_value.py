@@ -63,9 +63,10 @@ class LatestValueFilter(MessageFilter[ReceivedMessage]):
             self.forward(message)
             return
         if message.message_id in self._seen:
-            # a copy of a value seen (a resend the receiver's duplicate check, after this
-            # filter, drops): it replaces nothing, or an older value's copy would hide
-            # the newest; it goes on marked, after the value itself
+            # a copy of a value seen: under the reliable layer none comes (the layer, below
+            # this filter, drops them), but without it a duplicated frame does; it
+            # replaces nothing, or an older value's copy would hide the newest, and goes
+            # on marked, after the value itself (the receiver's duplicate check drops it)
             self._queue.append([self.host.now() + self.hold, message, True])
             return
         self._seen[message.message_id] = None

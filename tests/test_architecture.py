@@ -65,6 +65,12 @@ LAYERS = [
     ("groupcomm.web", {"groupcomm", "groupcomm.core", "groupcomm.transport",
                        "groupcomm.protocol", "groupcomm.tools", "groupcomm.filters", "groupcomm.replicated",
                        "groupcomm.apps", "groupcomm.cli.args"}),
+    # groupcomm member-bench: terminal editors' members (the apps' shared text, with the
+    # edit app's filters) through one server, with the web capacity bench's steps, limits,
+    # argument checks and pycrdt-websocket peer; nothing imports it but by name
+    ("groupcomm.tools.members", {"groupcomm.core", "groupcomm.transport", "groupcomm.tools",
+                                 "groupcomm.filters", "groupcomm.replicated", "groupcomm.apps",
+                                 "groupcomm.web", "groupcomm.cli.args"}),
     ("groupcomm.cli", {"groupcomm.core", "groupcomm.wire", "groupcomm.transport",
                        "groupcomm.store", "groupcomm.replicated",
                        "groupcomm.tools", "groupcomm.check", "groupcomm.sim", "trace_analysis",

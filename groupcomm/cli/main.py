@@ -27,6 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "overhead": ("groupcomm.tools.overhead", "metadata, control traffic and throughput per module"),
     "analyze-bench": ("trace_analysis.bench", "time the Spark analysis against plain Python"),
     "bench": ("groupcomm.tools.bench", "measure the communicator against raw pyzmq"),
+    "member-bench": ("groupcomm.tools.members.bench", "how many terminal editors one session "
+                     "server holds (sessions × members × rate), against pycrdt-websocket"),
     "text-bench": ("groupcomm.apps.text_bench", "edits per second and metadata of the shared text"),
     "text-wire": ("groupcomm.apps.text_wire", "bytes on the wire per keystroke of the shared editor, against Yjs"),
     "stress": ("groupcomm.apps.stress", "many real processes, random traffic and injected faults"),

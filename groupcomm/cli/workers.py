@@ -22,9 +22,14 @@ from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 
 #: seconds a worker has to say where it listens
 START_TIMEOUT = 20.0
-#: a worker that ended on its own is started again after this many seconds (at the
-#: same address, so its sessions come back to it: clients ask it again)
-RESTART_AFTER = 1.0
+#: a worker that ended on its own is started again after this many seconds, at the
+#: same address, so its sessions come back to it (clients ask it again). Its members
+#: move to their next server after 2 s of silence (SERVER_SILENCE_HEARTBEATS heartbeats);
+#: a worker back sooner would race that limit, some members rejoining it and others
+#: moving on, the session split until the movers ask it again. Back later than the
+#: limit with a margin (a heartbeat, a busy machine), it always finds them moved, and
+#: they come back together (docs/deploy.md)
+RESTART_AFTER = 3.0
 #: one line at a time on stdout: the workers' echo threads and the main thread write
 _PRINT = threading.Lock()
 
@@ -136,7 +141,8 @@ def run_workers(args: argparse.Namespace, argv_rest: Sequence[str]) -> int:
                 if worker.process.poll() is not None and not stopping.is_set():
                     _say(f"worker {i} at {binds[i]} ended (exit {worker.process.returncode}); "
                          "starting it again", sys.stderr)
-                    time.sleep(RESTART_AFTER)
+                    if stopping.wait(RESTART_AFTER):  # stopped meanwhile: not again
+                        break
                     workers[i] = _Worker(i, [*base, "--bind", binds[i]])
         return 0
     finally:

@@ -130,6 +130,8 @@ class ProtocolNode(FilterHost):
         self.sent_listener: Callable[[SentMessage], None] | None = None
         #: the ids and the reason of messages reported undeliverable
         self.undeliverable_listener: Callable[[tuple[str, ...], str], None] | None = None
+        #: each received application message the module holds, and whom it waits on
+        self.held_listener: Callable[[ReceivedMessage, tuple[str, ...]], None] | None = None
 
     # -- FilterHost ------------------------------------------------------------------------
     @property
@@ -179,6 +181,10 @@ class ProtocolNode(FilterHost):
         self.drain()
 
     def trace(self, event: str, message: Any = None, **fields: Any) -> None:
+        if (event == "buffer" and self.held_listener is not None and message is not None
+                and fields.get("side") != "send" and message.is_user_message()):
+            # the modules say so by tracing it: a chat shows the line as waiting from now
+            self.held_listener(message, tuple(fields.get("waiting_for", ())))
         if not self.tracer.enabled:
             return
         if message is not None:

@@ -55,6 +55,7 @@ from groupcomm.wire.envelopes import unpack_envelopes
 from groupcomm.wire.frames import FORWARDED, ROUTED, SESSION, FrameCodec, FrameRejected, kind_of
 from groupcomm.wire.parts import Reassembler
 from groupcomm.wire.session import open_session, seal_session_parts, whole_session
+from groupcomm.wire.shared_batches import SharedBatches
 from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
@@ -106,6 +107,8 @@ class ClientProtocol:
         self.stats: Counter[str] = Counter()
         self.rejects = RejectLog(f"communicator {name}")
         self.streams = StreamDecoder(max_body=codec.max_frame)
+        #: the batches unpacked once with the other members on this thread (a Host's)
+        self.batches: SharedBatches | None = None
         #: notices larger than a frame (a stored state) arriving in parts
         self.notice_parts = Reassembler()
         self.heartbeat_interval = heartbeat_interval
@@ -161,6 +164,8 @@ class ClientProtocol:
         node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
         node.undeliverable_listener = self._filter_undeliverable
+        node.held_listener = lambda message, waiting_on: self.emit(events.MessageHeld(
+            member=node.name, message=message, waiting_on=waiting_on))
         return node
 
     def _update_deadline(self) -> None:
@@ -332,7 +337,8 @@ class ClientProtocol:
             body = self.streams.unwrap(nonce, body)
             self.stats["frames_received"] += 1
             try:
-                app, session, sender, messages, errors = unpack_envelopes(body, self.node.name)
+                unpack = unpack_envelopes if self.batches is None else self.batches.unpack
+                app, session, sender, messages, errors = unpack(body, self.node.name)
             except MessageError as error:
                 raise FrameRejected("malformed", str(error)) from None
         except FrameRejected as error:

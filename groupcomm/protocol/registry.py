@@ -35,6 +35,7 @@ from groupcomm.protocol.registry_events import (
     command_input,
     routed_input,
 )
+from groupcomm.protocol.stall import StallWatch
 from groupcomm.wire.frames import ROUTED, FrameCodec, kind_of
 from groupcomm.wire.parts import DEFAULT_MAX_STATE, Reassembler
 from groupcomm.wire.session import open_session, whole_session
@@ -108,7 +109,11 @@ class SessionRegistry:
     def __init__(self, *, server_id: str, now: float,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
                  takeover_wait: float | None = None,
-                 authenticated: bool = False, max_state: int = DEFAULT_MAX_STATE) -> None:
+                 authenticated: bool = False, max_state: int = DEFAULT_MAX_STATE,
+                 notice_stalls: bool = False) -> None:
+        """``notice_stalls``: the host ticks at least every quarter of
+        ``heartbeat_timeout`` while it runs, so a longer gap is a stall of the host
+        (:mod:`groupcomm.protocol.stall`)."""
         if heartbeat_timeout <= 0:
             raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout!r}")
         self.server_id = server_id
@@ -140,6 +145,10 @@ class SessionRegistry:
         #: commands larger than a frame (a snapshot for the store), arriving in parts of
         #: at most ``max_state`` bytes in all
         self.parts = Reassembler(max_state)
+        #: the host's stalls, noticed from its ticks (None: the host does not say)
+        self.stall = StallWatch(heartbeat_timeout) if notice_stalls else None
+        #: sessions forgotten after a stall because all their members had moved on
+        self.stepped_aside = 0
 
     def handle(self, event: Input) -> list[Action]:
         """Apply one input; return the actions for the host, in the order to carry out."""
@@ -208,6 +217,12 @@ class SessionRegistry:
         if existing is not None:
             if existing.conn == join.conn:
                 return  # a retried join from the same connection: already a member
+            if self._back_after_stall(join, existing):
+                # it moved away while this server was stalled and is back already: the
+                # same member on a new connection, taken back under its id
+                self._forget(session, existing)
+                self._admit(join, out)
+                return
             self._ask_holder(join, existing, out)
             return
         previous = self.by_conn.get(join.conn)
@@ -437,6 +452,13 @@ class SessionRegistry:
             self.parked.clear()
         if self.takeovers:
             self._takeovers_due(tick.now, out)
+        if self.stall is not None:
+            phase = self.stall.tick(tick.now)
+            if phase == "holding":
+                return
+            if phase == "decide":
+                self._step_aside(self.stall.attached_after())
+                self.stall.decided()
         deadline = tick.caught_up_at - self.heartbeat_timeout
         for session in list(self.sessions.values()):
             for member in list(session.members.values()):
@@ -444,6 +466,43 @@ class SessionRegistry:
                     log.warning("%s in %s/%s stopped sending heartbeats; reporting it as left",
                                 member.member_id, session.application, session.name)
                     self._remove(session, member, "timed out of", None, out)
+
+    def _step_aside(self, attached_after: float) -> None:
+        """After a stall: forget, as a restart would, each session none of whose members
+        was heard after ``attached_after`` (they moved to another server, or are gone)."""
+        for key, session in list(self.sessions.items()):
+            if any(m.last_seen > attached_after for m in session.members.values()):
+                continue
+            count = len(session.members)
+            for member in list(session.members.values()):
+                self._forget(session, member)
+            self.stepped_aside += 1
+            log.warning("%s/%s: none of its %d member(s) was heard since this server "
+                        "resumed after a stall (they moved to another server, or are "
+                        "gone); forgetting the session as a restart would, so that they "
+                        "come back under their ids", key[0], key[1], count)
+
+    def _back_after_stall(self, join: Join, holder: Member) -> bool:
+        """``join`` is ``holder`` itself (its incarnation), back from another server
+        while this one holds its timeouts after a stall, its old connection silent."""
+        stall = self.stall
+        return (stall is not None and stall.resumed_at is not None
+                and 0 < join.incarnation == holder.incarnation
+                and holder.last_seen <= stall.attached_after())
+
+    def _forget(self, session: Session, member: Member) -> None:
+        """Drop ``member`` without a departure notice, as a restart forgets it: it may
+        come back under its incarnation; a new process under its name is numbered
+        above it."""
+        del session.members[member.name]
+        self.by_conn.pop(member.conn, None)
+        name = (session.application, session.name, member.name)
+        self.takeovers.pop(name, None)
+        self.incarnations.pop(name, None)
+        self.stored_incarnations[name] = max(self.stored_incarnations.get(name, 0),
+                                             member.incarnation)
+        if not session.members:
+            del self.sessions[(session.application, session.name)]
 
     def next_deadline(self) -> float | None:
         """The first due takeover: hosts tick at least that soon."""

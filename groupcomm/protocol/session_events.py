@@ -6,8 +6,9 @@ this client's member id when it happened.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ClockAcknowledged", "HeldReleased", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
+__all__ = ["ClockAcknowledged", "HeldReleased", "MessageHeld", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
            "ServerAnswers", "ServerSilent", "SessionEvent", "StateInstalled",
            "StateRequested", "StateUnavailable", "StoreGenerationChanged"]
 
@@ -67,6 +68,16 @@ class MessagesLost(SessionEvent):
     ids: tuple[str, ...]
     reason: str
     incarnation_gone: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageHeld(SessionEvent):
+    """The causality module holds ``message`` (received, an application's), which
+    overtook what it waits for: a message of each of ``waiting_on`` (as the module saw
+    it when it held it). Its delivery, when it comes, is the release."""
+
+    message: Any
+    waiting_on: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

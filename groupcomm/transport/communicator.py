@@ -43,6 +43,7 @@ from groupcomm.transport.link import MAX_ROOM_ASKED, MemberLink
 from groupcomm.transport.loop import PollLoop
 from groupcomm.wire.frames import FrameCodec
 from groupcomm.wire.parts import PART_HEADROOM
+from groupcomm.wire.streams import StreamDecoder
 
 __all__ = ["Communicator", "CommunicatorError", "JoinError", "MessageTooLarge",
            "SendQueueFull"]
@@ -180,6 +181,11 @@ class Communicator:
             part_size=max(1, connection.max_frame // 2 - PART_HEADROOM),
             max_state=state.max_state)
         protocol.notice_parts.limit = state.max_state
+        if self._loop.shared_streams is not None:  # a host's: with its other members
+            protocol.streams = StreamDecoder(max_body=protocol.streams.max_body,
+                                             shared=self._loop.shared_streams,
+                                             scope=(session, application))
+            protocol.batches = self._loop.shared_batches
         link.drive(protocol)
         self._port = port = protocol.port  # the one part application threads touch
         self._inputs = protocol.inputs

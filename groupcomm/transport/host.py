@@ -11,6 +11,8 @@ import zmq
 
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.loop import PollLoop
+from groupcomm.wire.shared_batches import SharedBatches
+from groupcomm.wire.streams import SharedStreams
 
 __all__ = ["Host"]
 
@@ -20,8 +22,21 @@ class Host:
 
     def __init__(self, *, context: zmq.Context | None = None, name: str = "host") -> None:
         self._loop = PollLoop(context=context, name=name)
+        # its members receive the same chunks of each stream and the same batches:
+        # inflated and unpacked once
+        self._loop.shared_streams = SharedStreams()
+        self._loop.shared_batches = SharedBatches()
         self._members: list[Communicator] = []
         self._closed = False
+
+    @property
+    def sharing(self) -> dict[str, int]:
+        """What its members did once for all: chunks inflated and batches unpacked, and
+        how often a member took one already done (``/stats`` of a gateway)."""
+        streams, batches = self._loop.shared_streams, self._loop.shared_batches
+        assert streams is not None and batches is not None
+        return {"chunks_inflated": streams.inflated, "chunks_reused": streams.reused,
+                "batches_unpacked": batches.unpacked, "batches_reused": batches.reused}
 
     def join(self, name: str, session: str, **options: Any) -> Communicator:
         """A member ``name`` of ``session`` on this host's thread: ``options`` are

@@ -17,6 +17,8 @@ import zmq
 from groupcomm.core.causality import ProtocolViolation
 from groupcomm.transport.link import MemberLink
 from groupcomm.transport.wakeup import WakeSignal
+from groupcomm.wire.shared_batches import SharedBatches
+from groupcomm.wire.streams import SharedStreams
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,9 @@ class PollLoop:
         self._own_context = context is None
         self.context = context or zmq.Context()
         self.wakeup = WakeSignal()
+        #: the frame streams the members on this thread inflate once for all (a Host's)
+        self.shared_streams: SharedStreams | None = None
+        self.shared_batches: SharedBatches | None = None
         self._links: list[MemberLink] = []
         #: calls to run on the thread, each with the member it is for (None: any)
         self._calls: deque[tuple[Callable[[], None], MemberLink | None]] = deque()

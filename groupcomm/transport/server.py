@@ -75,7 +75,7 @@ class SessionServer:
         self.registry = SessionRegistry(server_id=os.urandom(4).hex(), now=time.monotonic(),
                                         heartbeat_timeout=heartbeat_timeout,
                                         authenticated=curve is not None,
-                                        max_state=max_state)
+                                        max_state=max_state, notice_stalls=True)
         self.rejects = RejectLog("session server")
         #: the session store (``--store``); its turn's writes commit before anything of
         #: the turn is sent (see :meth:`flush`)

@@ -1,8 +1,8 @@
 """``groupcomm web bench``: how long a keystroke takes to reach another person's screen.
 
-Browser to browser, terminal to terminal, and how many typing tabs one gateway process
-holds (sessions × tabs per session × typing rate, until a limit is crossed: capacity.py;
-BENCHMARKS.md, "Web gateway")."""
+Browser to browser, terminal to terminal, and how many typing tabs one gateway process,
+or several, hold (sessions × tabs per session × typing rate, until a limit is crossed:
+capacity.py; BENCHMARKS.md, "Web gateway")."""
 
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--keys", type=int, default=200, help="keystrokes measured per pair")
     parser.add_argument("--interval", type=float, default=20.0, metavar="MS",
                         help="time between keystrokes (default 20 ms)")
-    capacity = parser.add_argument_group("capacity (scripted WebSocket tabs on one gateway)")
+    capacity = parser.add_argument_group("capacity (scripted WebSocket tabs on gateways)")
+    capacity.add_argument("--gateways", action="append", metavar="N[,N...]",
+                          help="gateway processes the sessions are spread over, round-robin "
+                          "as a static nginx map would route them (default 1; several, "
+                          "as 1,2 or repeated: each step runs with each, alternating)")
     capacity.add_argument("--rate", type=float, default=2.0, metavar="KEYS/S",
                           help="each tab's typing rate (default 2)")
     capacity.add_argument("--tabs-per-session", type=int, default=10, metavar="N",
@@ -50,6 +54,13 @@ def build_parser() -> ArgumentParser:
                           help="... or a tab's queue at the gateway longer than this")
     capacity.add_argument("--mb-per-tab", type=float, metavar="MB",
                           help="... or the gateway's memory per tab above this (default none)")
+    capacity.add_argument("--keep-going", action="store_true",
+                          help="run every step, also past the first over a limit (the "
+                          "ceiling and the reason are reported all the same)")
+    capacity.add_argument("--profile", metavar="DIR",
+                          help="sample the first gateway process with py-spy while each "
+                          "step types (pip install py-spy); raw samples in DIR, the top "
+                          "functions in the report")
     capacity.add_argument("--plot", metavar="PNG", help="write p99 against tabs here")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["browser", "terminal", "capacity", "peer"],
@@ -62,38 +73,68 @@ def build_parser() -> ArgumentParser:
 
 
 class Setup(EditorSession):
-    """A session server and a gateway with ``users`` (added to ``users_file``, a new one
-    if None) serving ``sessions``; a context manager."""
+    """A session server and ``gateways`` gateway processes with ``users`` (added to
+    ``users_file``, a new one if None) serving ``sessions``, each session on one of them
+    (:func:`capacity.placement`; fewer processes than asked when there are fewer
+    sessions); a context manager."""
 
     def __init__(self, causality: str, users: list[str], *options: str,
-                 sessions: list[str] | None = None, users_file: Path | None = None) -> None:
+                 sessions: list[str] | None = None, users_file: Path | None = None,
+                 gateways: int = 1) -> None:
         super().__init__((), causality)
         #: the apps' options every member here runs with (``--no-reliable``)
         self.options = options
+        sessions = sessions or ["bench"]
+        #: session -> the number of the gateway process serving it
+        self.gateway_of = capacity_run.placement(sessions, min(gateways, len(sessions)))
+        self.gateways: list[LineProcess] = []
+        self.urls: list[str] = []
         try:
             users_file = users_file or self.folder / "users.json"
             store = Users(users_file)
             self.tokens = {name: store.add(name) for name in users}
-            names = [arg for name in sessions or ["bench"] for arg in ("--session", name)]
-            self.gateway = LineProcess("gateway", [
-                sys.executable, "-m", "groupcomm.web.cli", *names,
-                "--server", self.server.address, "--key-file", str(self.key_file),
-                "--users", str(users_file), "--http", "127.0.0.1:0", "--causality",
-                causality, *options])
-            line = self.gateway.wait_line(lambda x: x.startswith("listening on "),
-                                          what="the gateway")
+            for number in range(min(gateways, len(sessions))):
+                names = [arg for name in sessions if self.gateway_of[name] == number
+                         for arg in ("--session", name)]
+                self.gateways.append(LineProcess(f"gateway{number}", [
+                    sys.executable, "-m", "groupcomm.web.cli", *names,
+                    "--server", self.server.address, "--key-file", str(self.key_file),
+                    "--users", str(users_file), "--http", "127.0.0.1:0", "--causality",
+                    causality, *options]))
+            for gateway in self.gateways:  # they start side by side
+                line = gateway.wait_line(lambda x: x.startswith("listening on "),
+                                         what=f"the gateway {gateway.name}")
+                self.urls.append(line.split()[2])
         except BaseException:
-            super().close()
+            self.close()
             raise
-        self.url = line.split()[2]
+        #: the first gateway's address (the only one with one process)
+        self.url = self.urls[0]
+
+    @property
+    def gateway(self) -> LineProcess:
+        return self.gateways[0]
+
+    def url_of(self) -> dict[str, str]:
+        """Each session's gateway's address."""
+        return {session: self.urls[n] for session, n in self.gateway_of.items()}
+
+    def pids(self) -> dict[str, int]:
+        """The processes a step measures: ``gateway0``, ``gateway1``, ..., the server."""
+        return {**{f"gateway{n}": g.process.pid for n, g in enumerate(self.gateways)},
+                "server": self.server.process.pid}
 
     def stats(self) -> dict[str, Any]:
-        """The gateway's ``/stats``."""
-        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as answer:
-            return json.loads(answer.read())
+        """The gateways' ``/stats``: each one's, and the longest queue of any tab."""
+        each = []
+        for url in self.urls:
+            with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
+                each.append(json.loads(answer.read()))
+        return {"queued_max": max(s["queued_max"] for s in each), "gateways": each}
 
     def close(self) -> None:
-        self.gateway.terminate()
+        for gateway in self.gateways:
+            gateway.terminate()
         super().close()
 
 
@@ -180,54 +221,99 @@ def _wait(predicate, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+def gateway_counts(args: argparse.Namespace) -> list[int]:
+    """The numbers of gateway processes asked for (``--gateways 1,2`` or repeated), in
+    the order given, each once; [1] by default."""
+    counts: list[int] = []
+    for spec in args.gateways or ["1"]:
+        for part in spec.split(","):
+            try:
+                count = int(part)
+            except ValueError:
+                raise CliError(f"groupcomm web bench: --gateways takes numbers, not "
+                               f"{part!r}") from None
+            if count < 1:
+                raise CliError("groupcomm web bench: --gateways must be at least 1")
+            if count not in counts:
+                counts.append(count)
+    return counts
+
+
 def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[str, Any]:
-    """The capacity steps, each with a fresh server and gateway, until one crosses a
-    limit; the rows, the reason it stopped and the plot's path."""
+    """The capacity steps, each with a fresh server and gateways, with each number of
+    gateway processes in turn (alternating, so that their ratio is of one sitting),
+    until a step crosses a limit for that number; the series, and the plot's path."""
     plan = capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
     limits = capacity_run.Limits(args.p99_limit, args.queue_limit, args.mb_per_tab)
+    counts = gateway_counts(args)
     most = plan[-1] * args.tabs_per_session
-    progress(f"capacity: {len(plan)} step(s) up to {most} tabs; making {most} users")
+    progress(f"capacity: {len(plan)} step(s) up to {most} tabs on "
+             f"{' and '.join(map(str, counts))} gateway process(es); making {most} users")
     users = [f"t{k}" for k in range(most)]
+    series = {count: {"gateways": count, "steps": [], "stopped": None} for count in counts}
     with tempfile.TemporaryDirectory(prefix="groupcomm-capacity-") as folder:
         users_file = Path(folder) / "users.json"
         store = Users(users_file)
         tokens = {name: store.add(name) for name in users}
-        rows, reason = [], None
         for number, sessions in enumerate(plan, 1):
-            progress(f"step {number}/{len(plan)}: {sessions} session(s) × "
-                     f"{args.tabs_per_session} tabs, {args.rate:g} keys/s each")
             users_of = {f"cap{s}": users[s * args.tabs_per_session:
                                          (s + 1) * args.tabs_per_session]
                         for s in range(sessions)}
-            with Setup(args.causality, [], *_options(args), sessions=list(users_of),
-                       users_file=users_file) as setup:
-                pids = {"gateway": setup.gateway.process.pid, "load": os.getpid(),
-                        "server": setup.server.process.pid}
-                step = asyncio.run(capacity_run.run_step(
-                    setup.url, tokens, users_of, args.rate, args.seconds, pids,
-                    setup.stats, progress))
-            row = step.row()
-            rows.append(row)
-            progress(f"  {row['tabs']} tabs: p50 {row.get('p50_ms')} ms, p99 "
-                     f"{row.get('p99_ms')} ms, gateway CPU "
-                     f"{row.get('gateway_cpu_percent')}%, "
-                     f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
-                     f"{row.get('gateway_waited_percent')}%, load generator CPU "
-                     f"{row.get('load_cpu_percent')}%")
-            reason = capacity_run.verdict(row, limits)
-            if reason:
-                break
+            for count in counts:
+                run = series[count]
+                if run["stopped"] and not args.keep_going:
+                    continue
+                progress(f"step {number}/{len(plan)}: {sessions} session(s) × "
+                         f"{args.tabs_per_session} tabs, {args.rate:g} keys/s each, "
+                         f"{count} gateway process(es)")
+                with Setup(args.causality, [], *_options(args), sessions=list(users_of),
+                           users_file=users_file, gateways=count) as setup:
+                    step = asyncio.run(capacity_run.run_step(
+                        setup.url_of(), tokens, users_of, args.rate, args.seconds,
+                        {**setup.pids(), "load": os.getpid()}, setup.stats, progress,
+                        setup.gateway_of, _profile_file(args, count, sessions)))
+                row = step.row()
+                run["steps"].append(row)
+                progress(f"  {row['tabs']} tabs on {row['gateways']} process(es): p50 "
+                         f"{row.get('p50_ms')} ms, p99 {row.get('p99_ms')} ms, gateway CPU "
+                         f"{row.get('gateway_cpu_percent')}%, "
+                         f"{row.get('gateway_cpu_us_per_delivery')} µs per delivery, "
+                         f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
+                         f"{row.get('gateway_waited_percent')}%, load generator CPU "
+                         f"{row.get('load_cpu_percent')}%")
+                run["stopped"] = run["stopped"] or capacity_run.verdict(row, limits)
+    for run in series.values():
+        run["stopped"] = run["stopped"] or _held(run["steps"], limits)
+        run["ceiling"] = _ceiling(run["steps"], limits)
+    first = series[counts[0]]
     result = {"rate_per_tab": args.rate, "tabs_per_session": args.tabs_per_session,
-              "seconds": args.seconds, "p99_limit_ms": args.p99_limit, "steps": rows,
-              "stopped": reason or _held(rows, limits)}
+              "seconds": args.seconds, "p99_limit_ms": args.p99_limit,
+              "series": list(series.values()),
+              # the first number's, as with one gateway process
+              "steps": first["steps"], "stopped": first["stopped"]}
     if "peer" not in args.skip:
         result["peer"] = _peer(args, plan, limits, progress)
     if args.plot:
-        capacity_run.plot(rows, Path(args.plot), f"{args.tabs_per_session} tabs per "
-                          f"session, {args.rate:g} keys/s each; {args.causality}",
-                          args.p99_limit, result.get("peer", {}).get("steps", []))
+        capacity_run.plot({count: run["steps"] for count, run in series.items()},
+                          Path(args.plot), f"sessions of {args.tabs_per_session} tabs, "
+                          f"{args.rate:g} keys/s each; {args.causality}", args.p99_limit,
+                          result.get("peer", {}).get("steps", []))
         result["plot"] = args.plot
     return result
+
+
+def _profile_file(args: argparse.Namespace, count: int, sessions: int) -> Path | None:
+    if not args.profile:
+        return None
+    folder = Path(args.profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"gateways{count}-tabs{sessions * args.tabs_per_session}.raw"
+
+
+def _ceiling(rows: list[dict[str, Any]], limits: capacity_run.Limits) -> int | None:
+    """The most tabs of a step within every limit (None: no step was)."""
+    held = [row["tabs"] for row in rows if capacity_run.verdict(row, limits) is None]
+    return max(held, default=None)
 
 
 def _held(rows: list[dict[str, Any]], limits: capacity_run.Limits) -> str:
@@ -264,6 +350,12 @@ def check(args: argparse.Namespace) -> None:
     if args.p99_limit <= 0 or args.queue_limit < 1 or (args.mb_per_tab or 1) <= 0:
         raise CliError("groupcomm web bench: --p99-limit > 0, --queue-limit >= 1, "
                        "--mb-per-tab > 0")
+    gateway_counts(args)
+    if args.profile:
+        from groupcomm.web.profile_step import py_spy
+
+        if py_spy() is None:
+            raise CliError("groupcomm web bench: --profile needs py-spy (pip install py-spy)")
     try:
         capacity_run.plan(args.tabs_per_session, args.max_tabs, args.sessions)
     except ValueError as error:
@@ -301,19 +393,26 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {key.replace('_', ' '):22} p50 {row.get('p50_ms')} ms  "
                   f"p99 {row.get('p99_ms')} ms  (n={row['n']})")
     if "capacity" in result:
-        found = result["capacity"]
-        print(f"  capacity of one gateway process: {found['tabs_per_session']} tabs per "
-              f"session, each typing {args.rate:g} keys/s for {args.seconds:g} s; keystroke "
-              "to every other tab of its session")
-        for line in capacity_run.table(found["steps"]):
-            print(f"  {line}")
-        print(f"  {found['stopped']}")
-        if "peer" in found:
-            print("  the same load against pycrdt-websocket (its server, one process; "
-                  "scripted Yjs clients):")
-            for line in capacity_run.table(found["peer"]["steps"], "peer"):
-                print(f"  {line}")
-            print(f"  {found['peer']['stopped']}")
-        if "plot" in found:
-            print(f"  plot: {found['plot']}")
+        _print_capacity(result["capacity"], args)
     return 0
+
+
+def _print_capacity(found: dict[str, Any], args: argparse.Namespace) -> None:
+    for run in found["series"]:
+        count = run["gateways"]
+        print(f"  capacity of {'one gateway process' if count == 1 else f'{count} gateway processes'}: "
+              f"{found['tabs_per_session']} tabs per session, each typing {args.rate:g} keys/s "
+              f"for {args.seconds:g} s; keystroke to every other tab of its session")
+        for line in capacity_run.table(run["steps"]):
+            print(f"  {line}")
+        print(f"  {run['stopped']}")
+        print(f"  ceiling: {run['ceiling']} tabs within the limits" if run["ceiling"]
+              else "  ceiling: no step within the limits")
+    if "peer" in found:
+        print("  the same load against pycrdt-websocket (its server, one process; "
+              "scripted Yjs clients):")
+        for line in capacity_run.table(found["peer"]["steps"], "peer"):
+            print(f"  {line}")
+        print(f"  {found['peer']['stopped']}")
+    if "plot" in found:
+        print(f"  plot: {found['plot']}")

@@ -1,8 +1,10 @@
 """The capacity part of ``groupcomm web bench``: sessions × tabs per session × typing rate,
-scripted WebSocket tabs (the page's protocol, not browsers) against one gateway process,
-growing until a limit is crossed, with the reason it stopped (BENCHMARKS.md, "Capacity").
+scripted WebSocket tabs (the page's protocol, not browsers) against one or more gateway
+processes, growing until a limit is crossed, with the reason it stopped (BENCHMARKS.md,
+"Capacity of the gateway").
 
-Each step starts a fresh server and gateway, opens every tab, has each type at the rate
+Each step starts a fresh server and gateways (each session on one of them, :func:`placement`),
+opens every tab, has each type at the rate
 (phases spread over a keystroke's interval), then waits for every keystroke to reach
 every other tab of its session. A keystroke's latency runs from the moment its tab sent
 it to the moment each other tab of the session has read it from its socket; the load
@@ -61,6 +63,11 @@ class Step:
     #: deliveries (keystroke, receiving tab) of the keys typed while CPU was measured
     deliveries: int = 0
     error: str | None = None
+    #: each gateway process's own figures (with several): tabs, cpu_percent, cpu_seconds,
+    #: rss_mb, rss_grown_mb, deliveries
+    per_gateway: list[dict[str, float]] = field(default_factory=list)
+    #: where the first gateway process's time went while the step typed (py-spy)
+    profile: dict[str, Any] | None = None
 
     @property
     def tabs(self) -> int:
@@ -87,12 +94,45 @@ class Step:
                 if self.deliveries:  # what contention on a shared machine hardly changes
                     row[f"{who}_cpu_us_per_delivery"] = round(
                         1e6 * sample["cpu_seconds"] / self.deliveries, 1)
-                # grown since the first tab logged in, over the other tabs
-                row[f"{who}_mb_per_tab"] = round(sample["rss_grown_mb"]
-                                                 / max(1, self.tabs - 1), 3)
+                # grown since each process's first tab logged in, over the other tabs
+                row[f"{who}_mb_per_tab"] = round(sample["rss_grown_mb"] / max(
+                    1, self.tabs - max(1, len(self.per_gateway))), 3)
+        row["gateways"] = max(1, len(self.per_gateway))
+        if len(self.per_gateway) > 1:
+            row["per_gateway"] = [_own_row(g) for g in self.per_gateway]
+        if self.profile is not None:
+            row["profile"] = self.profile
         if self.error:
             row["error"] = self.error
         return row
+
+
+def _own_row(sample: dict[str, float]) -> dict[str, Any]:
+    """One gateway process's figures in a row."""
+    tabs = int(sample["tabs"])
+    own: dict[str, Any] = {"tabs": tabs, "cpu_percent": round(sample["cpu_percent"], 1),
+                           "rss_mb": round(sample["rss_mb"], 1),
+                           "mb_per_tab": round(sample["rss_grown_mb"] / max(1, tabs - 1), 3)}
+    if sample.get("deliveries"):
+        own["cpu_us_per_delivery"] = round(1e6 * sample["cpu_seconds"]
+                                           / sample["deliveries"], 1)
+    return own
+
+
+def combine(samples: list[dict[str, float]]) -> dict[str, float]:
+    """Several processes' :meth:`ProcessSample.since` figures as one: CPU and memory
+    summed (CPU percent of one core, so two busy processes can pass 100)."""
+    keys = ("cpu_percent", "cpu_seconds", "waited_percent", "rss_mb", "rss_grown_mb")
+    return {key: sum(s.get(key, 0.0) for s in samples) for key in keys}
+
+
+def placement(sessions: list[str], gateways: int) -> dict[str, int]:
+    """Which gateway process (0 .. ``gateways``-1) serves each session: round-robin in
+    the sessions' order, as a static nginx map of sessions to gateways (docs/deploy.md)
+    routes them, so that the processes hold sessions evenly (one more at most)."""
+    if gateways < 1:
+        raise ValueError("--gateways must be at least 1")
+    return {session: k % gateways for k, session in enumerate(sessions)}
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -148,7 +188,7 @@ def verdict(row: dict[str, Any], limits: Limits) -> str | None:
 def table(rows: list[dict[str, Any]], gateway: str = "gateway") -> list[str]:
     """The steps as a text table (``gateway``: what the tabs connect to)."""
     lines = [f"  sessions × tabs  tabs  keys/s   p50 ms   p99 ms  {gateway + ' CPU':>11}  RSS MB"
-             "  MB/tab  server CPU  RSS MB  CPU µs/delivery"]
+             "  MB/tab  server CPU  RSS MB  MB/member  CPU µs/delivery"]
     for row in rows:
         lines.append(
             f"  {row['sessions']:8} × {row['tabs_per_session']:<4} {row['tabs']:5}  "
@@ -156,9 +196,23 @@ def table(rows: list[dict[str, Any]], gateway: str = "gateway") -> list[str]:
             f"{_num(row.get('gateway_cpu_percent'), '%'):>11} "
             f"{_num(row.get('gateway_rss_mb')):>7} {_num(row.get('gateway_mb_per_tab')):>7}  "
             f"{_num(row.get('server_cpu_percent'), '%'):>10} {_num(row.get('server_rss_mb')):>7}"
+            f"  {_num(row.get('server_mb_per_tab')):>9}"
             f"  {_num(row.get('gateway_cpu_us_per_delivery'))}"
             + (f" + {row['server_cpu_us_per_delivery']:g}"
                if "server_cpu_us_per_delivery" in row else ""))
+        if row.get("per_gateway"):
+            lines.append("      each process: " + "; ".join(
+                f"{g['tabs']} tabs {_num(g['cpu_percent'], '%')} {_num(g['rss_mb'])} MB "
+                f"{_num(g['mb_per_tab'])} MB/tab {_num(g.get('cpu_us_per_delivery'))} µs"
+                for g in row["per_gateway"]))
+        found = row.get("profile")
+        if found and "error" in found:
+            lines.append(f"      profile: {found['error']}")
+        elif found:
+            lines.append(f"      where the first gateway process's time went "
+                         f"({found['samples']} samples, self time):")
+            lines += [f"        {item['percent']:5.1f}%  {item['function']}"
+                      for item in found["top"]]
     return lines
 
 
@@ -166,32 +220,39 @@ def _num(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 
-def plot(rows: list[dict[str, Any]], path: Path, title: str, limit_ms: float,
+def plot(series: dict[int, list[dict[str, Any]]], path: Path, title: str, limit_ms: float,
          peer: list[dict[str, Any]] = ()) -> None:
-    """p99 (and p50) against tabs, as a PNG; ``peer``: pycrdt-websocket's steps."""
+    """p99 against tabs for each number of gateway processes (``series``), and p50 for
+    one alone, as a PNG; ``peer``: pycrdt-websocket's steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    measured = [r for r in rows if "p99_ms" in r]
-    figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot([r["tabs"] for r in measured], [r["p99_ms"] for r in measured], "o-",
-              label="p99")
-    axes.plot([r["tabs"] for r in measured], [r["p50_ms"] for r in measured], "s--",
-              label="p50")
+    figure, axes = plt.subplots(figsize=(6.4, 4.2))
+    every: list[float] = []
+    for count, rows in sorted(series.items()):
+        measured = [r for r in rows if "p99_ms" in r]
+        every += [r["p99_ms"] for r in measured]
+        label = f"p99, {count} gateway process{'es' if count > 1 else ''}"
+        axes.plot([r["tabs"] for r in measured], [r["p99_ms"] for r in measured], "o-",
+                  label=label)
+        if len(series) == 1:
+            axes.plot([r["tabs"] for r in measured], [r["p50_ms"] for r in measured], "s--",
+                      label="p50")
     peer = [r for r in peer if "p99_ms" in r]
     if peer:
+        every += [r["p99_ms"] for r in peer]
         axes.plot([r["tabs"] for r in peer], [r["p99_ms"] for r in peer], "^-",
-                  label="p99, pycrdt-websocket")
-    highest = max([r["p99_ms"] for r in measured + peer] or [limit_ms])
+                  label="p99, pycrdt-websocket (one process)")
+    highest = max(every or [limit_ms])
     if limit_ms <= 10 * highest:  # a limit far above every step would flatten the curves
         axes.axhline(limit_ms, color="grey", linestyle=":", label=f"limit {limit_ms:g} ms")
     axes.set_yscale("log")  # from milliseconds to seconds
-    axes.set_xlabel("tabs on one gateway process")
+    axes.set_xlabel("typing tabs")
     axes.set_ylabel("keystroke to screen (ms)")
     axes.set_title(title, fontsize=9)
-    axes.legend()
+    axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -274,32 +335,41 @@ async def _join_each(join: Callable[[_Tab], Any], tabs: list[_Tab]) -> None:
         await join(tab)
 
 
-async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[str]],
-                   rate: float, seconds: float, pids: dict[str, int],
-                   stats: Callable[[], dict[str, Any]], progress: Progress) -> Step:
-    """One load: ``users_of`` maps each session to its tabs' users."""
+async def run_step(url_of: dict[str, str], tokens: dict[str, str],
+                   users_of: dict[str, list[str]], rate: float, seconds: float,
+                   pids: dict[str, int], stats: Callable[[], dict[str, Any]],
+                   progress: Progress, gateway_of: dict[str, int] | None = None,
+                   profile_to: Path | None = None) -> Step:
+    """One load: ``users_of`` maps each session to its tabs' users, ``url_of`` to the
+    gateway its tabs connect to, ``gateway_of`` to that gateway's number (``gatewayK``
+    in ``pids``, with ``server`` and ``load``; all on gateway 0 if None). With
+    ``profile_to``, py-spy samples gateway 0 while the tabs type, into that file."""
     import aiohttp
 
+    gateway_of = gateway_of or {session: 0 for session in users_of}
     tabs_per_session = len(next(iter(users_of.values())))
     step = Step(len(users_of), tabs_per_session, rate)
     tabs = [_Tab(session, user, tokens[user])
             for session, users in users_of.items() for user in users]
+    # each gateway's first tab: its login's scrypt memory is the process's, not a tab's
+    firsts = list({gateway_of[t.session]: t for t in reversed(tabs)}.values())
     loop = asyncio.get_running_loop()
+    profiler = None
     # no limit on connections (aiohttp allows 100 by default): one a tab
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         readers: list[asyncio.Task] = []
         try:
             async def join(tab: _Tab) -> None:
-                await tab.open(http, url)
+                await tab.open(http, url_of[tab.session])
                 readers.append(asyncio.create_task(tab.read()))
                 await asyncio.wait_for(tab.welcomed.wait(), JOIN_TIMEOUT)
 
-            await join(tabs[0])
-            # after the first login: its scrypt check's memory is the process's, not a tab's
+            await _join_each(join, firsts)
             before = {who: ProcessSample.take(pid) for who, pid in pids.items()}
             # the sessions' tabs join side by side, each session's one at a time (the
             # joins are not what is measured)
-            await asyncio.gather(*(_join_each(join, [t for t in tabs[1:] if t.session == s])
+            await asyncio.gather(*(_join_each(join, [t for t in tabs if t.session == s
+                                                     and t not in firsts])
                                    for s in users_of))
             failed = next((t for t in tabs if t.error), None)
             if failed is not None:
@@ -310,6 +380,8 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
             counted_from = time.perf_counter() + WARM_UP * seconds
             until = time.perf_counter() + seconds
             typers = [asyncio.create_task(tab.type(rate, until)) for tab in tabs]
+            if profile_to is not None:
+                profiler = _profile(pids["gateway0"], seconds, profile_to, step)
             while time.perf_counter() < until:
                 await asyncio.sleep(min(1.0, max(0.0, until - time.perf_counter())))
                 step.queued_max = max(step.queued_max,
@@ -323,8 +395,11 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
                 await asyncio.sleep(0.05)
             # from the first key to the last delivery: the CPU all the typing cost
             typed = {who: ProcessSample.take(pid) for who, pid in pids.items()}
-            for who in pids:
-                step.__dict__[who] = typed[who].since(joined[who], before[who])
+            _measured(step, {who: typed[who].since(joined[who], before[who]) for who in pids},
+                      tabs, gateway_of)
+            if profiler is not None:
+                step.profile = await loop.run_in_executor(None, profiler.finish)
+                profiler = None
             failed = next((t for t in tabs if t.error), None)
             if failed is not None:
                 step.error = f"{failed.user} was refused: {failed.error}"
@@ -332,9 +407,35 @@ async def run_step(url: str, tokens: dict[str, str], users_of: dict[str, list[st
             step.error = f"a tab was not welcomed within {JOIN_TIMEOUT:g} s"
             return step
         finally:
+            if profiler is not None:
+                profiler.stop()
             await close_all(readers, [t.ws for t in tabs])
     sent = {mid: at for t in tabs for mid, at in t.sent_ids.items()}
     step.expected = sum(1 for at in sent.values() if at >= counted_from) * (tabs_per_session - 1)
     step.samples = [(at - sent[mid]) * 1000 for t in tabs for mid, at in t.arrivals
                     if sent.get(mid, 0) >= counted_from]
     return step
+
+
+def _profile(pid: int, seconds: float, raw: Path, step: Step) -> Any:
+    """py-spy on ``pid`` for the typing; None (and the step says why) without it."""
+    from groupcomm.web.profile_step import StepProfile
+
+    try:
+        return StepProfile(pid, seconds, raw)
+    except OSError as error:
+        step.profile = {"error": str(error)}
+        return None
+
+
+def _measured(step: Step, samples: dict[str, dict[str, float]], tabs: list[_Tab],
+              gateway_of: dict[str, int]) -> None:
+    """The processes' figures into ``step``: the gateways' summed, and each one's with
+    its tabs and deliveries."""
+    step.server, step.load = samples["server"], samples["load"]
+    others = step.tabs_per_session - 1
+    for number in range(len([who for who in samples if who.startswith("gateway")])):
+        mine = [t for t in tabs if gateway_of[t.session] == number]
+        step.per_gateway.append({**samples[f"gateway{number}"], "tabs": len(mine),
+                                 "deliveries": sum(t.typed for t in mine) * others})
+    step.gateway = combine(step.per_gateway)

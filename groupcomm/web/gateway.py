@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from importlib import resources
@@ -20,7 +20,7 @@ from aiohttp import WSMsgType, web
 
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
-from groupcomm.transport.communicator import Communicator, CommunicatorError
+from groupcomm.transport.communicator import Communicator, CommunicatorError, JoinError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
 from groupcomm.web.live import LiveViews
@@ -41,6 +41,8 @@ from groupcomm.web.requests import (
     Request,
     parse_request,
 )
+from groupcomm.web.session_view import MAX_STEPS, SessionView
+from groupcomm.web.tab_names import is_name_taken, names_in_use
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +102,14 @@ class Handoff:
         self.loop = loop
         self.host = host
         self._lock = threading.Lock()
-        self._pending: list[tuple[asyncio.Queue, dict[str, Any]]] = []
+        #: (a tab's queue or a view's feed, the event)
+        self._pending: list[tuple[asyncio.Queue | ViewFeed, dict[str, Any]]] = []
         self._scheduled = False
         self._loop_thread = threading.get_ident()  # made on the event loop's thread
         if host is not None:
             host.after_turns(self.flush)
 
-    def push(self, queue: asyncio.Queue, event: dict[str, Any]) -> None:
+    def push(self, queue: asyncio.Queue | ViewFeed, event: dict[str, Any]) -> None:
         """Thread-safe; RuntimeError once the event loop is closed."""
         with self._lock:
             self._pending.append((queue, event))
@@ -146,6 +149,35 @@ class Handoff:
             queue.put_nowait(event)
 
 
+class ViewFeed:
+    """A session view's trace records, taken on the event loop from a :class:`Handoff`
+    (as a tab's queue is) and fed to the view in one batch per wake-up: the records of a
+    round of turns reach the view with the same wake-up of the loop as the tabs' events."""
+
+    def __init__(self, live: LiveViews, name: str, handoff: Handoff) -> None:
+        self.live = live
+        self.name = name
+        self.handoff = handoff
+        self._records: list[dict[str, Any]] = []
+
+    def tap(self, record: dict[str, Any]) -> None:
+        """A member's record, from any thread (the members' tracers call it)."""
+        try:
+            self.handoff.push(self, record)
+        except RuntimeError:  # the event loop is closed: the view went with it
+            pass
+
+    def put_nowait(self, record: dict[str, Any]) -> None:
+        """On the event loop only (what :class:`Handoff` calls)."""
+        if not self._records:
+            self.handoff.loop.call_soon(self._feed)
+        self._records.append(record)
+
+    def _feed(self) -> None:
+        records, self._records = self._records, []
+        self.live.feed(self.name, records)
+
+
 class Gateway:
 
     def __init__(self, users: Users, session: str | Sequence[str], *,
@@ -177,10 +209,16 @@ class Gateway:
         #: the events waiting to be sent to each tab (``/stats``: a tab that falls behind)
         self._queues: dict[tuple[str, str, str], asyncio.Queue] = {}
         self.app = web.Application()
-        #: the live session view (/session): one view per page's application, fed by
-        #: the tab members' trace records
-        self.live = LiveViews(PAGES, authorize=self._authorize,
-                              title=f"session {session} (gateway)")
+        #: the live session view (/session): one view per page's application (and per
+        #: session, with several: a view is one session's members), fed by the tab
+        #: members' trace records
+        self.live = LiveViews((), authorize=self._authorize,
+                              title=f"session {', '.join(self.sessions)} (gateway)")
+        names = [self.view_name(s, page) for s in self.sessions for page in PAGES]
+        # the steps kept are shared out among the sessions' views: the gateway's memory
+        # for them is what one session's took
+        kept = max(100, MAX_STEPS * len(PAGES) // len(names))
+        self.live.views.update({name: SessionView(name, kept) for name in names})
         self.live.add_routes(self.app)
         self.app.router.add_get("/ws/{kind}", self.websocket)
         self.app.router.add_get("/static/{name}", self.static)
@@ -196,6 +234,13 @@ class Gateway:
         self._checks = ThreadPoolExecutor(1, thread_name_prefix="login-check")
         #: what the poll thread pushes to the tabs' queues (made on the event loop)
         self._handoff: Handoff | None = None
+        #: each session view's feed through the handoff
+        self._feeds: dict[str, ViewFeed] = {}
+
+    def view_name(self, session: str, kind: str) -> str:
+        """The session view of ``session``'s ``kind`` page: ``edit``; with several
+        sessions ``session/edit``."""
+        return kind if len(self.sessions) == 1 else f"{session}/{kind}"
 
     async def static(self, request: web.Request) -> web.Response:
         """A page or a file of ``static/``."""
@@ -215,6 +260,7 @@ class Gateway:
         body = {"counters": dict(self.counters), "module": self.module,
                 "session_view": dict(self.live.counters),
                 "shared_thread": self.host is not None,
+                "shared": self.host.sharing if self.host is not None else {},
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "queued_max": max((q.qsize() for q in self._queues.values()), default=0),
                 "tabs": sorted(self._tab_label(key, member) for key, member in self.tabs.items())}
@@ -294,23 +340,19 @@ class Gateway:
             await self._error(ws, f"{user} already has {MAX_TABS} tabs on the {kind} page "
                               "(close one)", "too_many_tabs")
             return None
-        # a second tab is a member of its own (ann:2), never a replacement of the first
-        name = tab_member_name(user, slot)
-        self._joining.add((session, kind, name))
         if self._handoff is None:
             self._handoff = Handoff(loop, self.host)
-        push = partial(self._handoff.push, queue)
+        view = self.view_name(session, kind)
+        feed = self._feeds.get(view)
+        if feed is None:
+            feed = self._feeds[view] = ViewFeed(self.live, view, self._handoff)
         try:
-            member = await loop.run_in_executor(None, lambda: TabMember(
-                kind, user, session, push,
-                communicator_kwargs=self.communicator_kwargs,
-                presence_hold=self.presence_hold, inject_delays=self.inject_delays,
-                host=self.host, name=name, tap=self.live.sink(kind)))
+            slot, member = await self._join_tab(session, kind, user, slot,
+                                                partial(self._handoff.push, queue), feed.tap)
         except (CommunicatorError, OSError, ValueError) as error:
             await self._error(ws, f"cannot join the session: {error}", "join_failed")
             return None
-        finally:
-            self._joining.discard((session, kind, name))
+        name = member.name
         self.tabs[(session, kind, name)] = member
         self._queues[(session, kind, name)] = queue
         self.counters["logins"] += 1
@@ -318,15 +360,54 @@ class Gateway:
                             "tab": slot, "session": session})
         return member
 
+    async def _join_tab(self, session: str, kind: str, user: str, slot: int,
+                        push: Callable[[dict[str, Any]], None],
+                        tap: Callable[[dict[str, Any]], None]) -> tuple[int, TabMember]:
+        """The tab's member, joined under tab number ``slot``'s name (a second tab is a
+        member of its own, ``ann:2``, never a replacement of the first) or, while the
+        session says that name is held (a tab on another gateway of the session has it:
+        docs/deploy.md), the next free number's."""
+        loop = asyncio.get_running_loop()
+        tried: set[int] = set()
+        while True:
+            name = tab_member_name(user, slot)
+            self._joining.add((session, kind, name))
+            try:
+                return slot, await loop.run_in_executor(None, lambda name=name: TabMember(
+                    kind, user, session, push,
+                    communicator_kwargs=self.communicator_kwargs,
+                    presence_hold=self.presence_hold, inject_delays=self.inject_delays,
+                    host=self.host, name=name, tap=tap))
+            except JoinError as error:
+                if not is_name_taken(error):
+                    raise
+                self.counters["tab_name_taken"] += 1
+                tried.add(slot)
+                following = self._free_slot(session, kind, user, None, tried)
+                if following is None:
+                    raise
+                slot = following
+            finally:
+                self._joining.discard((session, kind, name))
+
     def _free_slot(self, session: str, kind: str, user: str,
-                   wanted: int | None) -> int | None:
+                   wanted: int | None, tried: Set[int] = frozenset()) -> int | None:
         """The tab number a login of ``user`` gets: the one the tab asks for (it had
         it before a reload or a reconnect) if no open tab has it, else the lowest free
         one; None when all are taken. A login never takes an open tab's place: two tabs
-        asking for one number (a duplicated tab) get two."""
+        asking for one number (a duplicated tab) get two, and a name this gateway's
+        members see in the session (a tab on another gateway) is skipped, as are the
+        numbers in ``tried``."""
+        # one member's view of the session is enough (they all see the same members),
+        # and costs a login one list, not one per open tab
+        viewer = next((m for (s, k, _), m in self.tabs.items() if (s, k) == (session, kind)),
+                      None)
+        in_use = names_in_use([viewer.communicator.members]) if viewer is not None else set()
+
         def free(slot: int) -> bool:
             key = (session, kind, tab_member_name(user, slot))
-            return key not in self.tabs and key not in self._joining
+            return (key not in self.tabs and key not in self._joining
+                    and key[2] not in in_use and slot not in tried)
 
         if wanted is not None and free(wanted):
             return wanted

@@ -245,8 +245,10 @@ class TabMember:
             kwargs["tracer"] = tap_tracer(tap, kwargs.pop("trace_dir", None))
         if kind == "edit":
             pipelines = kwargs.get("pipelines", Pipelines())
+            # above the reliable layer (which is nearest the network on receive), so the
+            # values it holds come once each and in their sender's order
             kwargs["pipelines"] = replace(pipelines, extra_receive=[
-                LatestValueCreator(presence_slot, presence_hold), *pipelines.extra_receive])
+                *pipelines.extra_receive, LatestValueCreator(presence_slot, presence_hold)])
         kwargs["application"] = kind
         make = host.join if host is not None else Communicator
         #: copies of own messages that left before their send returned, and the copies
@@ -304,12 +306,13 @@ class TabMember:
 
     def _on_message(self, message: ReceivedMessage) -> None:
         superseded = bool(message.headers.get("superseded"))
+        tag = message.app_tag  # a property that builds a Tag: once
         with self.lock:
-            self.mirror.delivered(message.sender, message.user_message, message.app_tag,
+            self.mirror.delivered(message.sender, message.user_message, tag,
                                   message.app_message_id, superseded)
             self.push({"type": "deliver", "n": self.mirror.deliveries,
                        "id": message.app_message_id, "sender": message.sender,
-                       "vc": message.app_tag.clock, "superseded": superseded,
+                       "vc": tag.clock, "superseded": superseded,
                        **payload_for_tab(self.kind, message.user_message, message.sender,
                                          message.app_message_id)})
 

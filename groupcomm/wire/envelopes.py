@@ -253,6 +253,38 @@ def unpack_envelopes(body: bytes,
     """``(application, session, sender, messages, errors)`` of a verified packed batch for
     ``receiver``: a bad message, or one not addressed to it, is left out and described
     in ``errors``. Raises ``MessageError`` when the body as a whole is malformed."""
+    app, session, sender, entries = batch_fields(body)
+    messages: list[ReceivedMessage] = []
+    errors: list[str] = []
+    for fields in entries:
+        entry = checked_entry(fields)
+        if type(entry) is str:
+            errors.append(entry)
+            continue
+        message_id, dests, kind, headers, vc, fmt, payload = entry
+        if receiver not in dests:  # before deserializing anything of it
+            errors.append(f"{message_id!r} is not addressed to {receiver!r}")
+            continue
+        try:
+            user = decode_payload(fmt, payload)
+        except Exception as error:
+            errors.append(f"payload of {message_id!r} does not decode: {error!r}")
+            continue
+        if not headers:  # the common case: every field is checked above
+            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
+                                               kind, receiver))
+            continue
+        try:
+            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
+                                               kind, receiver, checked_headers(headers)))
+        except Exception as error:
+            errors.append(f"headers of {message_id!r} malformed: {error}")
+    return app, session, sender, messages, errors
+
+
+def batch_fields(body: bytes) -> tuple[str, str, str, tuple]:
+    """``(application, session, sender, entries)`` of a verified packed batch, the
+    entries unchecked; ``MessageError`` when the body as a whole is malformed."""
     try:
         value = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=False,
                                 strict_map_key=True)
@@ -267,55 +299,37 @@ def unpack_envelopes(body: bytes,
         raise MessageError("sender must be a non-empty string")
     if type(entries) is not tuple:
         raise MessageError("batch messages must be an array")
-    messages: list[ReceivedMessage] = []
-    errors: list[str] = []
-    loads = pickle.loads  # looked up per batch, not per message (and not at import)
-    for fields in entries:
-        if type(fields) is not tuple or len(fields) != 7:
-            errors.append("a packed message must be a 7-element array")
-            continue
-        message_id, dests, kind, headers, vc, fmt, payload = fields
-        if kind == 0 and type(kind) is int:
-            kind = NORMAL
-        if (type(message_id) is not str or not message_id or type(kind) is not str
-                or type(headers) is not dict
-                or type(payload) is not bytes
-                or type(dests) is not tuple or type(vc) is not tuple):
-            errors.append(_shape_error(message_id, kind, headers, payload, dests))
-            continue
-        for pair in vc:  # a loop, not all(<generator>): this runs for every message
-            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or (
-                type(pair[1]) is not int
-            ):
-                break
-        else:
-            pair = None
-        if pair is not None:
-            errors.append("envelope vector clock must be (name, int) pairs")
-            continue
-        if receiver not in dests:  # before deserializing anything of it
-            errors.append(f"{message_id!r} is not addressed to {receiver!r}")
-            continue
-        try:
-            if fmt == PAYLOAD_PICKLE:
-                user = loads(payload)
-            elif fmt == PAYLOAD_MSGPACK:
-                user = load_plain(payload)
-            else:
-                user = _load(fmt, payload)
-        except Exception as error:
-            errors.append(f"payload of {message_id!r} does not decode: {error!r}")
-            continue
-        if not headers:  # the common case: every field is checked above
-            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
-                                               kind, receiver))
-            continue
-        try:
-            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
-                                               kind, receiver, checked_headers(headers)))
-        except Exception as error:
-            errors.append(f"headers of {message_id!r} malformed: {error}")
-    return app, session, sender, messages, errors
+    return app, session, sender, entries
+
+
+def checked_entry(fields: Any) -> tuple | str:
+    """A batch entry's ``(message_id, dests, kind, headers, vc, fmt, payload)`` with
+    every field but the headers and payload checked, or what is wrong with it."""
+    if type(fields) is not tuple or len(fields) != 7:
+        return "a packed message must be a 7-element array"
+    message_id, dests, kind, headers, vc, fmt, payload = fields
+    if kind == 0 and type(kind) is int:
+        kind = NORMAL
+    if (type(message_id) is not str or not message_id or type(kind) is not str
+            or type(headers) is not dict
+            or type(payload) is not bytes
+            or type(dests) is not tuple or type(vc) is not tuple):
+        return _shape_error(message_id, kind, headers, payload, dests)
+    for pair in vc:  # a loop, not all(<generator>): this runs for every message
+        if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or (
+            type(pair[1]) is not int
+        ):
+            return "envelope vector clock must be (name, int) pairs"
+    return message_id, dests, kind, headers, vc, fmt, payload
+
+
+def decode_payload(fmt: Any, payload: bytes) -> Any:
+    """An entry's payload (of a verified batch: pickles too)."""
+    if fmt == PAYLOAD_PICKLE:
+        return pickle.loads(payload)
+    if fmt == PAYLOAD_MSGPACK:
+        return load_plain(payload)
+    return _load(fmt, payload)
 
 
 def _shape_error(message_id: Any, kind: Any, headers: Any, payload: Any, dests: Any) -> str:

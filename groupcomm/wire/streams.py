@@ -6,6 +6,10 @@ batch as is; 1: it starts a stream afresh; k > 1: the stream's k-th raw-deflate 
 k - 1 was the last decoded. In a stream a batch goes as its difference from the one
 before (:mod:`groupcomm.wire.deltas`) or, when fewer than half its bytes agree, as it
 is; the first byte tells them apart (``P`` starts a batch, 0 a difference).
+
+The members of one process that share a poll thread (a web gateway's tabs) receive the
+same chunks of each stream, one copy each: :class:`SharedStreams` lets their decoders
+inflate each chunk once (each member still checks its own order of chunks).
 """
 
 from __future__ import annotations
@@ -35,6 +39,12 @@ RESTART_EVERY = 256
 MAX_SENDER_STREAMS = 32
 #: streams a receiver keeps (least recently used are dropped)
 MAX_RECEIVER_STREAMS = 1024
+#: streams the decoders of one :class:`SharedStreams` have in common (least recently
+#: started are dropped: their members go on with them, a newcomer starts its own)
+MAX_SHARED_STREAMS = 4096
+#: the last batches of a shared stream kept for the members that have not read them yet
+#: (one further behind inflates its own copy of the stream from the kept chunks)
+SHARED_KEPT = 64
 _TAIL = b"\x00\x00\xff\xff"
 
 
@@ -102,6 +112,93 @@ class _Incoming:
         self.previous = b""  # the last batch decoded in this stream
         self.last = 0
 
+    def take(self, data: bytes, max_body: int) -> bytes:
+        """The batch of the stream's next chunk ``data``; :class:`FrameRejected` when it
+        does not inflate (the stream is unusable after)."""
+        try:
+            inner = self.decompressor.decompress(data + _TAIL, max_body)
+        except zlib.error as error:
+            raise FrameRejected("malformed", f"routed frame does not inflate: {error}") \
+                from None
+        if self.decompressor.unconsumed_tail:
+            raise FrameRejected("oversized", f"routed frame inflates to more than "
+                                f"{max_body} bytes")
+        self.last += 1
+        if inner[:1] != PACKED:  # a difference from the batch before
+            inner = restore(inner, self.previous)
+        self.previous = inner
+        return inner
+
+
+class _Common:
+    """A stream as the members sharing it received it: its chunks so far, inflated once."""
+
+    __slots__ = ("batches", "broken", "chunks", "stream")
+
+    def __init__(self) -> None:
+        self.stream = _Incoming()
+        self.chunks: list[bytes] = []  # chunk k is chunks[k - 1]
+        self.batches: dict[int, bytes] = {}  # chunk number -> its batch, the last few
+        self.broken = False  # a chunk did not inflate: the members go on alone
+
+    def batch(self, seq: int, data: bytes, max_body: int) -> bytes | None:
+        """Chunk ``seq``'s batch for a member that read chunks 1 .. seq - 1 of this
+        stream; None when it is not kept or ``data`` is not this stream's chunk."""
+        if seq == len(self.chunks) + 1 and not self.broken:
+            try:
+                inner = self.stream.take(data, max_body)
+            except FrameRejected:
+                self.broken = True
+                return None  # the member's own copy says why
+            self.chunks.append(data)
+            self.batches[seq] = inner
+            self.batches.pop(seq - SHARED_KEPT, None)
+            return inner
+        if seq <= len(self.chunks) and self.chunks[seq - 1] == data:
+            return self.batches.get(seq)
+        return None
+
+    def replay(self, upto: int, max_body: int) -> _Incoming:
+        """A stream of the member's own that read chunks 1 .. ``upto``."""
+        own = _Incoming()
+        for data in self.chunks[:upto]:
+            own.take(data, max_body)
+        return own
+
+
+class _Follower:
+    """A member's place in a shared stream."""
+
+    __slots__ = ("common", "last")
+
+    def __init__(self, common: _Common) -> None:
+        self.common = common
+        self.last = 0
+
+
+class SharedStreams:
+    """The streams that the decoders of the members on one thread have in common, by
+    scope (the session and application: the members that verify with the same key),
+    sender and destinations. Not thread-safe: the decoders using it run on one thread."""
+
+    def __init__(self, max_streams: int = MAX_SHARED_STREAMS) -> None:
+        self.max_streams = max_streams
+        self._common: OrderedDict[tuple, _Common] = OrderedDict()
+        #: chunks inflated, and chunks a member took already inflated
+        self.inflated = 0
+        self.reused = 0
+
+    def start(self, key: tuple, first: bytes) -> _Common:
+        """The stream whose first chunk is ``first``: the one in common if its first
+        chunk is the same, else a new one."""
+        common = self._common.get(key)
+        if common is None or common.chunks[:1] != [first]:
+            common = self._common[key] = _Common()
+            self._common.move_to_end(key)
+            if len(self._common) > self.max_streams:
+                self._common.popitem(last=False)
+        return common
+
 
 def _short_head(body: bytes) -> tuple[tuple[str, ...], int, int] | None:
     """:func:`routed_head` for the usual head (up to 15 short destinations, a chunk number
@@ -156,10 +253,16 @@ def routed_head(body: bytes) -> tuple[tuple[str, ...], int, int]:
 class StreamDecoder:
     """The receiving side: the packed batch inside a verified routed body."""
 
-    def __init__(self, *, max_body: int, max_streams: int = MAX_RECEIVER_STREAMS) -> None:
+    def __init__(self, *, max_body: int, max_streams: int = MAX_RECEIVER_STREAMS,
+                 shared: SharedStreams | None = None, scope: tuple = ()) -> None:
+        """``shared``: inflate each chunk once with the other decoders of ``scope``
+        there (members verifying with the same key)."""
         self.max_body = max_body
         self.max_streams = max_streams
-        self._streams: OrderedDict[tuple[bytes, tuple[str, ...]], _Incoming] = OrderedDict()
+        self.shared = shared
+        self.scope = scope
+        self._streams: OrderedDict[tuple[bytes, tuple[str, ...]],
+                                   _Incoming | _Follower] = OrderedDict()
 
     def unwrap(self, nonce: bytes, body: bytes) -> bytes:
         """The packed batch of a routed ``body`` from the sender of ``nonce``. Raises
@@ -174,7 +277,9 @@ class StreamDecoder:
             streams = self._streams
             stream = streams.get(key)
             if seq == 1:
-                stream = streams[key] = _Incoming()
+                # a stream to one member has no other reader to share it with
+                stream = streams[key] = _Incoming() if self.shared is None or len(dests) < 2 \
+                    else _Follower(self.shared.start((self.scope, *key), bytes(data)))
                 if len(streams) > self.max_streams:
                     streams.popitem(last=False)
             elif stream is None or stream.last != seq - 1:
@@ -184,19 +289,29 @@ class StreamDecoder:
             else:
                 streams.move_to_end(key)
             try:
-                inner = stream.decompressor.decompress(bytes(data) + _TAIL, self.max_body)
-            except zlib.error as error:
+                inner = self._take(key, stream, seq, bytes(data))
+            except FrameRejected:
                 del streams[key]
-                raise FrameRejected("malformed", f"routed frame does not inflate: {error}") \
-                    from None
-            if stream.decompressor.unconsumed_tail:
-                del streams[key]
-                raise FrameRejected("oversized", f"routed frame inflates to more than "
-                                    f"{self.max_body} bytes")
-            stream.last = seq
-            if inner[:1] != PACKED:  # a difference from the batch before
-                inner = restore(inner, stream.previous)
-            stream.previous = inner
+                raise
         if inner[:1] != PACKED:
             raise FrameRejected("malformed", "a routed frame must carry a packed batch")
         return inner
+
+    def _take(self, key: tuple, stream: _Incoming | _Follower, seq: int, data: bytes) -> bytes:
+        """Chunk ``seq``'s batch: from the shared stream when it has it, else inflated
+        by the member's own copy of the stream (made from the shared one's chunks when
+        the member falls too far behind or the chunk is not the shared stream's)."""
+        if isinstance(stream, _Follower):
+            assert self.shared is not None
+            common = stream.common
+            fresh = seq == len(common.chunks) + 1
+            inner = common.batch(seq, data, self.max_body)
+            if inner is not None:
+                stream.last = seq
+                if fresh:
+                    self.shared.inflated += 1
+                else:
+                    self.shared.reused += 1
+                return inner
+            stream = self._streams[key] = common.replay(seq - 1, self.max_body)
+        return stream.take(data, self.max_body)

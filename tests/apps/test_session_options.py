@@ -56,6 +56,21 @@ def test_the_filters_built_are_the_layer_nearest_the_module() -> None:
     assert send[0].side == "send" and receive[-1].side == "receive"
 
 
+def test_an_apps_own_receive_filters_sit_above_the_layer() -> None:
+    """The editor's jitter buffer for cursors (``latest_value``) goes between the layer
+    and the module: the layer below it drops resent copies and puts each sender's
+    values in order before the buffer decides which one is the newest."""
+    from groupcomm.filters.latest_value import LatestValueCreator
+
+    parser = ArgumentParser(prog="test")
+    add_session_arguments(parser, "test")
+    args = parser.parse_args(["--name", "a", "--session", "s", "--filter", "reorder:p=0.1"])
+    own = LatestValueCreator(lambda payload: None)
+    receive = session_options(args, "test", extra_receive=[own]).communicator_kwargs[
+        "pipelines"].extra_receive
+    assert [type(c) for c in receive] == [FaultCreator, _ReliableCreator, LatestValueCreator]
+
+
 def test_no_reliable_opts_out(monkeypatch: pytest.MonkeyPatch) -> None:
     assert filters("--no-reliable") == []
     assert filters("--no-reliable", "--filter", "drop:p=0.1") == ["drop:p=0.1"]

@@ -16,6 +16,8 @@ PROTOCOL_FIXED = ("name", "session", "application", "codec", "streams", "out", "
                   "_tracer_for", "_clock", "_sent_listener", "tracer", "session_listeners",
                   "event_listeners", "lock", "node", "port", "transfer",
                   "_undeliverable",
+                  # a cache the host's members share (unpacked batches), no member's state
+                  "batches",
                   # notices in parts: every frame of the model is under the frame limit
                   "notice_parts")
 #: what the port and state transfer hold that is not state (configuration, callbacks)

@@ -92,6 +92,7 @@ def test_workers_serve_sessions_and_one_killed_comes_back(tmp_path: Path) -> Non
         assert len(servers) == 2 and len(set(servers)) == 2
         with Communicator("ann", "notes", servers=servers, key_file=str(key)) as ann:
             assert ann.server_address in servers
+            home = ann.server_address
             # "worker N (pid P): listening on ADDRESS"
             mine = next(x for x in lines if x.endswith(f"listening on {ann.server_address}"))
             os.kill(int(mine.split("(pid ", 1)[1].split(")", 1)[0]), signal.SIGKILL)
@@ -100,9 +101,11 @@ def test_workers_serve_sessions_and_one_killed_comes_back(tmp_path: Path) -> Non
             while sum(x.endswith(f"listening on {ann.server_address}") for x in lines) < 2:
                 assert time.monotonic() < deadline, lines
                 time.sleep(0.1)
-            # the member rejoins the restarted worker, at the same address
-            deadline = time.monotonic() + 20
-            while ann.server_unreachable or ann.counters().get("rejoins", 0) < 1:
+            # the worker comes back after the member's silence limit: the member moved
+            # to the other worker meanwhile, and returns to the restarted one
+            deadline = time.monotonic() + 30
+            while (ann.server_unreachable or ann.server_address != home
+                   or ann.counters().get("server_moves", 0) < 2):
                 assert time.monotonic() < deadline, ann.counters()
                 time.sleep(0.1)
     finally:

@@ -3,8 +3,11 @@
 Debian's nginx started with the page's configuration (routing each browser to its
 session's gateway by host name, WebSockets passed through), and scripted browser tabs
 (WebSockets through nginx) typing in both sessions. The first session's worker is
-killed with SIGKILL mid-typing: the second session's gateway never hears of it, and
-every tab of both sessions ends with every line of the others exactly once. The servers
+killed with SIGKILL mid-typing and its supervisor starts it again (nothing holds the
+supervisor back): the first session's tabs move to the other worker and come back to the
+restarted one, where the last third of the lines is typed; the second session's gateway
+never hears of it, and every tab of both sessions ends with every line of the others
+exactly once, under the member ids it joined with. The servers
 share a PostgreSQL store: once the tabs have left, a terminal chat joining the first
 session gets its whole conversation."""
 
@@ -15,10 +18,7 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,78 +31,30 @@ from groupcomm.protocol.placement import session_home
 from groupcomm.tools.procs import LineProcess
 from groupcomm.transport.keys import write_new_key
 from groupcomm.web.auth import Users
+from tests.deploy.harness import gateway_port, nginx_block
 
 aiohttp = pytest.importorskip("aiohttp")
-ROOT = Path(__file__).resolve().parents[2]
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists()
-                                  else None)
 LINES = 30  # per tab; the kill comes after a third of them
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def nginx_block() -> str:
-    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```nginx\n(.*?)```", text, re.DOTALL)
-    assert len(blocks) == 1, "docs/deploy.md has one nginx configuration"
-    return blocks[0]
-
-
-def nginx_conf(folder: Path, port: int, gateways: dict[str, int]) -> Path:
-    """The page's configuration, its example host names and ports swapped for the test's,
-    inside the http block a whole nginx.conf needs (paths in the test's folder)."""
-    block = nginx_block()
+def host_routing(gateways: dict[str, int]) -> str:
+    """The page's host-name configuration, its example host names and gateway ports
+    swapped for the test's sessions and gateways."""
+    block = nginx_block("map $host $gateway")
     names = iter(gateways.items())
     for example in ("room-a", "room-b"):
-        session, gateway_port = next(names)
+        session, port = next(names)
         block = re.sub(rf"{example}\.localhost 127\.0\.0\.1:\d+;",
-                       f"{session}.localhost 127.0.0.1:{gateway_port};", block)
-    block = block.replace("listen 127.0.0.1:8080;", f"listen 127.0.0.1:{port};")
-    temp = folder / "temp"
-    temp.mkdir()
-    temp.chmod(0o777)  # nginx's workers run as nobody when the test runs as root
-    paths = "\n".join(f"    {kind}_temp_path {temp}/{kind};"
-                      for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    conf = folder / "nginx.conf"
-    conf.write_text(f"""worker_processes 1;
-daemon off;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log {folder}/access.log;
-{paths}
-{block}
-}}
-""", encoding="utf-8")
-    return conf
-
-
-def wait_port(port: int, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"nothing listens at {port}") from None
-            time.sleep(0.05)
+                       f"{session}.localhost 127.0.0.1:{port};", block)
+    return block
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, postgres_server) -> Iterator[dict]:
-    if NGINX is None:
-        pytest.skip("nginx is not installed (./run test installs Debian's nginx)")
+def deployment(tmp_path: Path, postgres_server, nginx) -> Iterator[dict]:
     store = postgres_server.create_database()
     key = tmp_path / "session.key"
     write_new_key(key)
     started: list[LineProcess] = []
-    nginx = None
     try:
         workers = LineProcess("workers", [
             sys.executable, "-m", "groupcomm.cli.serve", "--workers", "2", "--bind",
@@ -129,24 +81,12 @@ def deployment(tmp_path: Path, postgres_server) -> Iterator[dict]:
                 "--servers", ",".join(servers), "--key-file", str(key),
                 "--causality", "matrix"])
             started.append(gateway)
-            line = gateway.wait_line(lambda s: s.startswith("listening on "), 30)
-            gateways[session] = int(re.search(r":(\d+) ", line)[1])
-        port = free_port()
-        conf = nginx_conf(tmp_path, port, gateways)
-        nginx = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(conf)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_port(port, nginx)
+            gateways[session] = gateway_port(gateway)
+        port = nginx(host_routing(gateways))
         yield {"port": port, "sessions": sessions, "tokens": tokens, "servers": servers,
                "pids": pids, "gateways": started[1:], "workers": workers,
                "supervisor": workers.process.pid, "key": key}
     finally:
-        if nginx is not None:
-            nginx.send_signal(signal.SIGQUIT)
-            try:
-                nginx.wait(10)
-            except subprocess.TimeoutExpired:
-                nginx.kill()
-                nginx.wait(5)
         for process in reversed(started):
             if process.alive():
                 process.process.send_signal(signal.SIGCONT)
@@ -198,19 +138,31 @@ async def run_tabs(setup: dict) -> dict[str, list[str]]:
             await asyncio.wait_for(event.wait(), 60)
         await asyncio.sleep(1.0)  # each tab's member sees the other join
 
+        home, following = setup["servers"]
+        returned = asyncio.Event()
+
+        async def watch_return() -> None:
+            # the first session's two tabs move back once the supervisor started the
+            # killed worker again (after the members' silence limit, so they all moved)
+            back = f"moving from session server {following} to {home}"
+            deadline = time.monotonic() + 60
+            while sum(back in line for line in setup["gateways"][0].stderr_lines) < 2:
+                assert time.monotonic() < deadline, setup["gateways"][0].stderr_tail(40)
+                await asyncio.sleep(0.1)
+            returned.set()
+
         async def type_lines(name: str) -> None:
             for k in range(LINES):
+                if k == 2 * LINES // 3:
+                    await returned.wait()  # the last third after the return home
                 await sockets[name].send_json({"type": "say", "applied": applied[name],
                                                "text": f"<{name}{k:03d}>"})
                 if name == "ann" and k == LINES // 3:
-                    # the supervisor would start the worker again within a second,
-                    # sooner than the members' silence limit: held back, so that the
-                    # session moves (and comes back once it runs again)
-                    os.kill(setup["supervisor"], signal.SIGSTOP)
-                    os.kill(setup["pids"][setup["servers"][0]], signal.SIGKILL)
+                    # the supervisor starts it again, as it would any worker that died
+                    os.kill(setup["pids"][home], signal.SIGKILL)
                 await asyncio.sleep(0.1)
 
-        await asyncio.gather(*(type_lines(name) for name in tabs))
+        await asyncio.gather(watch_return(), *(type_lines(name) for name in tabs))
         others = {"ann": "amy", "amy": "ann", "ben": "bea", "bea": "ben"}
         deadline = time.monotonic() + 60
         while any(len(set(got[n])) < LINES for n in tabs):
@@ -236,7 +188,11 @@ def test_the_worked_example_runs_behind_nginx_and_survives_a_killed_worker(
         mine = [text for text in got[name] if text.startswith(f"<{other}")]
         assert mine == wanted, (name, mine)  # each once, in the order typed
     moved, still = (gateway.stderr_tail(400) for gateway in deployment["gateways"])
-    assert "moving from session server" in moved
+    home, following = deployment["servers"]
+    for member in ("ann", "amy"):  # away from the killed worker, and back once restarted
+        assert f"{member}: moving from session server {home} to {following}" in moved
+        assert f"{member}: moving from session server {following} to {home}" in moved
+    assert "back as a new member" not in moved  # the same member ids throughout
     assert "no answer from the session server" not in still
     assert "moving from session server" not in still
     # everyone left: a terminal chat joining the first session now gets the whole
@@ -261,10 +217,5 @@ def test_the_worked_example_runs_behind_nginx_and_survives_a_killed_worker(
             assert sorted(said) == [f"<{name}{k:03d}>" for k in range(LINES)], (name, history)
     finally:
         cara.close(force=True)
-        os.kill(deployment["supervisor"], signal.SIGCONT)
-    # the killed worker is started again at its address once its supervisor runs
     workers = deployment["workers"]
-    deadline = time.monotonic() + 20
-    while not any("starting it again" in line for line in workers.stderr_lines):
-        assert time.monotonic() < deadline, workers.stderr_lines
-        time.sleep(0.1)
+    assert any("starting it again" in line for line in workers.stderr_lines)

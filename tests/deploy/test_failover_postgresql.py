@@ -5,38 +5,14 @@ stored conversation from the new server once everyone has left (docs/deploy.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pexpect
 import pytest
 
 from groupcomm.protocol.placement import session_home
-from groupcomm.tools.pgserver import TempPostgres
-from groupcomm.tools.procs import ServerProcess
-from groupcomm.transport.keys import write_new_key
 from tests.apps.im_harness import drain, end_chats, received, shown, type_lines, wait_all
 from tests.deploy.test_failover import chat
 
 pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def stored_servers(tmp_path: Path, postgres_server: TempPostgres
-                   ) -> Iterator[tuple[Path, list[ServerProcess]]]:
-    key = tmp_path / "session.key"
-    write_new_key(key)
-    url = postgres_server.create_database()
-    started: list[ServerProcess] = []
-    try:
-        for _ in range(2):
-            started.append(ServerProcess(key, extra=[
-                "--heartbeat-timeout", "1.5", "--store", url, "--snapshot-every", "20",
-                "--snapshot-seconds", "1"]))
-        yield key, started
-    finally:
-        for server in started:
-            server.kill()
 
 
 @pytest.mark.long

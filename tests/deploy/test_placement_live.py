@@ -79,8 +79,8 @@ def test_members_move_off_a_silent_server_and_come_back_when_it_answers_again(tw
                    "both joined there")
         alice.to_others("moved")
         assert receive_all(bob, 1) == ["moved"]
-        # a stalled server that resumes still lists them and declares them gone after
-        # its heartbeat timeout (they would come back as new incarnations): this one died
+        # this one dies while stopped and is started again at its address (one that
+        # resumes instead: tests/deploy/test_failover_stall.py)
         stopped.kill()
         servers.append(ServerProcess(key, bind=order[0], extra=["--heartbeat-timeout", "1.5"]))
         wait_until(lambda: alice.server_address == bob.server_address == order[0], 20,

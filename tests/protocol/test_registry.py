@@ -170,3 +170,93 @@ def test_a_join_under_another_keys_name_is_refused_with_keys() -> None:
     actions = r.handle(join("c", "alice", user="mallory"))
     assert [a.reason for a in actions if isinstance(a, Rejected)] == ["name_not_authenticated"]
     assert r.members_of(APP, SESSION) == []
+
+
+def stalling_registry() -> SessionRegistry:
+    """A registry whose host ticks every 0.25 s while it runs (timeout 1 s)."""
+    return SessionRegistry(server_id="test", now=0.0, heartbeat_timeout=1.0,
+                           notice_stalls=True)
+
+
+def ticks(r: SessionRegistry, start: float, end: float) -> list:
+    """The host ticking every 0.25 s from ``start`` to ``end``; the actions."""
+    out: list = []
+    now = start
+    while now <= end + 1e-9:
+        out += r.handle(Tick(now, now))
+        now += 0.25
+    return out
+
+
+def test_a_resumed_server_whose_members_moved_on_forgets_the_session_quietly() -> None:
+    r = stalling_registry()
+    r.handle(join("a1", "alice"))
+    r.handle(join("b1", "bob"))
+    r.handle(Leave("b1", "bob", APP, SESSION, 0.1))
+    r.handle(join("b2", "bob", now=0.2))  # bob~2: a name that comes back is numbered on
+    ticks(r, 0.25, 0.75)
+    # stopped for 5 s; what waited in the connections arrives at once on resuming
+    r.handle(Heartbeat("a1", "alice", APP, SESSION, 5.8))
+    held = ticks(r, 5.75, 6.5)  # silence does not count for a timeout after the stall
+    assert r.members_of(APP, SESSION) == ["alice", "bob~2"] and held == []
+    decided = ticks(r, 6.75, 7.0)
+    # nobody kept sending: the session is forgotten without a departure notice
+    assert decided == [] and r.members_of(APP, SESSION) == [] and r.stepped_aside == 1
+    # the members that moved come back under their ids, from new connections
+    assert notices(r.handle(join("a2", "alice", now=8.0, incarnation=1)), "welcome")[0][1][
+        "incarnation"] == 1
+    assert notices(r.handle(join("b3", "bob", now=8.0, incarnation=2)), "welcome")[0][1][
+        "incarnation"] == 2
+    assert r.members_of(APP, SESSION) == ["alice", "bob~2"]
+    # a new process under a name it had is still numbered above it
+    r.handle(Leave("a2", "alice", APP, SESSION, 8.1))
+    assert notices(r.handle(join("a3", "alice", now=8.2)), "welcome")[0][1][
+        "incarnation"] == 2
+
+
+def test_a_resumed_server_keeps_a_session_whose_members_are_still_attached() -> None:
+    r = stalling_registry()
+    r.handle(join("a1", "alice"))
+    r.handle(join("b1", "bob"))
+    ticks(r, 0.25, 0.5)
+    now = 3.0  # after a stall of 2.5 s, alice's heartbeats go on; bob's stopped
+    actions: list = []
+    while now <= 6.0:
+        r.handle(Heartbeat("a1", "alice", APP, SESSION, now))
+        actions += r.handle(Tick(now, now))
+        now += 0.25
+    assert r.stepped_aside == 0 and r.members_of(APP, SESSION) == ["alice"]
+    assert [(a.conn, a.op, a.fields["client"]) for a in actions
+            if isinstance(a, Notify)] == [("a1", "left", "bob")]
+
+
+def test_without_notice_of_stalls_a_late_tick_times_members_out() -> None:
+    r = SessionRegistry(server_id="test", now=0.0, heartbeat_timeout=1.0)
+    r.handle(join("a1", "alice"))
+    r.handle(Tick(0.25, 0.25))
+    r.handle(Tick(5.0, 5.0))
+    assert r.members_of(APP, SESSION) == []
+
+
+def test_a_member_back_during_the_wait_after_a_stall_keeps_its_id() -> None:
+    r = stalling_registry()
+    r.handle(join("a1", "alice"))
+    r.handle(join("b1", "bob"))
+    ticks(r, 0.25, 0.5)
+    r.handle(Tick(4.0, 4.0))  # stopped for 3.5 s; bob's probe brings him back at once
+    actions = r.handle(join("b2", "bob", now=4.1, incarnation=1))
+    assert notices(actions, "welcome")[0][1]["incarnation"] == 1
+    assert notices(actions, "left") == [] and r.members_of(APP, SESSION) == ["alice", "bob"]
+    # bob's new connection is the member now and goes on; alice stays silent
+    left: list = []
+    now = 4.25
+    while now <= 6.0:
+        r.handle(Heartbeat("b2", "bob", APP, SESSION, now))
+        left += r.handle(Tick(now, now))
+        now += 0.25
+    # once the wait is over, the session has bob: alice is reported gone to him
+    assert [(a.conn, a.op, a.fields["client"]) for a in left
+            if isinstance(a, Notify)] == [("b2", "left", "alice")]
+    # outside the wait, the same incarnation from a new connection asks the holder
+    assert r.handle(join("b3", "bob", now=6.1, incarnation=1)) == [
+        Notify("b2", PROBE, {"probe": 1})]

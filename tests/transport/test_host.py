@@ -93,3 +93,28 @@ def test_a_host_refuses_a_context_or_loop_of_the_member(host: Host) -> None:
         host.join(
             "a", "s", server="127.0.0.1:1", key=b"k" * 32,
             connection=Connection(context=object()))
+
+
+def test_hosted_members_open_a_frame_to_several_of_them_once(group: ProcessGroup,
+                                                            host: Host) -> None:
+    """A frame from an ordinary member to two hosted ones and itself: the host inflates
+    and unpacks it once for both, and each gets every message, in order."""
+    assert group.server is not None
+    common = dict(server=group.server.address, key_file=str(group.key_file),
+                  causality="vector")
+    inboxes = {name: Inbox() for name in ("b", "c")}
+    b = host.join("b", "s", **common, listeners=Listeners(message=inboxes["b"]))
+    c = host.join("c", "s", **common, listeners=Listeners(message=inboxes["c"]))
+    with Communicator("a", "s", **common) as a:
+        wait_until(lambda: all(set(m.members) == {"a", "b", "c"} for m in (a, b, c)),
+                   what="everyone sees everyone")
+        sent = [f"m{k}" for k in range(20)]
+        for payload in sent:
+            a.to_others(payload)
+        for name in ("b", "c"):
+            wait_until(lambda name=name: inboxes[name].payloads() == sent,
+                       what=f"every message at {name}")
+    shared = host.sharing
+    # each chunk and batch of a's stream to b and c was opened once, taken twice
+    assert shared["chunks_reused"] >= 1 and shared["batches_reused"] >= 1
+    assert shared["chunks_inflated"] <= shared["chunks_reused"] + 1

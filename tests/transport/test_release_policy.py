@@ -15,7 +15,7 @@ from tests.helpers import wait_until
 
 
 def _scenario(group: ProcessGroup, release_after: float | None,
-              ) -> tuple[Communicator, list, Communicator]:
+              before_traffic: Any = None) -> tuple[Communicator, list, Communicator]:
     """carol's message to bob is delayed for a minute; alice answers carol's message to
     her in one to bob, which depends on it; carol leaves before hers reaches bob."""
     assert group.server is not None
@@ -32,6 +32,8 @@ def _scenario(group: ProcessGroup, release_after: float | None,
     bob = Communicator(
         "bob", "s", **common, delivery=Delivery(release_after=release_after))
     bob.add_message_listener(record)
+    if before_traffic is not None:
+        before_traffic(bob)
     carol = Communicator("carol", "s", **common)
     answered = threading.Event()
     alice.add_message_listener(lambda m: (alice.to_user("bob", "carol asks about lunch"),
@@ -75,3 +77,30 @@ def test_release_after_must_not_be_negative(group: ProcessGroup) -> None:
         Communicator(
             "bob", "s", server=group.server.address, key_file=str(group.key_file),
             delivery=Delivery(release_after=-1))
+
+
+def test_a_held_message_is_told_as_an_event_with_whom_it_waits_on(group: ProcessGroup) -> None:
+    """``MessageHeld`` comes on bob's thread when his module holds alice's answer, with
+    the member it waits on; the release is its delivery."""
+    from groupcomm.protocol.session_events import MessageHeld
+
+    events: list[MessageHeld] = []
+    bob_events = threading.Event()
+
+    def listen(bob: Communicator) -> None:
+        def on_event(event: Any) -> None:
+            if isinstance(event, MessageHeld):
+                events.append(event)
+                bob_events.set()
+        bob.add_event_listener(on_event)
+
+    bob, got, alice = _scenario(group, None, before_traffic=listen)
+    try:
+        assert bob_events.wait(10)
+        [held] = events
+        assert held.message.user_message == "carol asks about lunch"
+        assert held.message.sender == "alice" and held.waiting_on == ("carol",)
+        assert held.member == bob.member_id
+    finally:
+        bob.close()
+        alice.close()

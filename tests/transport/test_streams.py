@@ -27,6 +27,8 @@ from groupcomm.wire.frames import (
 )
 from groupcomm.wire.streams import (
     COMPRESS_LIMIT,
+    SHARED_KEPT,
+    SharedStreams,
     StreamDecoder,
     StreamEncoder,
     routed_head,
@@ -426,3 +428,113 @@ def test_a_stream_restarted_for_its_destinations_heals_a_gap_and_leaves_the_othe
     _, _, _, messages, _ = unpack_envelopes(decoder.unwrap(b"alice", again), "bob")
     assert [m.message_id for m in messages] == ["alice#4"]
     assert routed_head(encoder.wrap(other, body_of(keystroke(4))))[1] == 4
+
+
+def _members(count: int, shared: SharedStreams, scope: tuple = ("paper", "edit")
+             ) -> list[StreamDecoder]:
+    return [StreamDecoder(max_body=1 << 20, shared=shared, scope=scope) for _ in range(count)]
+
+
+def test_members_on_one_thread_inflate_each_chunk_once() -> None:
+    """Three members read the same stream: each gets every batch, one inflates it."""
+    shared = SharedStreams()
+    encoder, members = StreamEncoder(), _members(3, shared)
+    for k in range(1, 41):
+        body = body_of(keystroke(k))
+        routed = encoder.wrap(DESTS, body)
+        assert [m.unwrap(b"n" * 8, routed) for m in members] == [body] * 3
+    assert (shared.inflated, shared.reused) == (40, 80)
+
+
+def test_a_member_far_behind_the_others_inflates_its_own_copy() -> None:
+    shared = SharedStreams()
+    encoder, (ahead, behind) = StreamEncoder(), _members(2, shared)
+    frames = [(body_of(keystroke(k)), None) for k in range(1, SHARED_KEPT + 20)]
+    frames = [(body, encoder.wrap(DESTS, body)) for body, _ in frames]
+    for body, routed in frames:
+        assert ahead.unwrap(b"n" * 8, routed) == body
+    # the batches of the first chunks are no longer kept: made again from the chunks
+    assert [behind.unwrap(b"n" * 8, routed) for _, routed in frames] == \
+        [body for body, _ in frames]
+
+
+def test_shared_streams_still_tell_each_member_of_its_own_gap() -> None:
+    shared = SharedStreams()
+    encoder, (whole, lossy) = StreamEncoder(), _members(2, shared)
+    routed = [encoder.wrap(DESTS, body_of(keystroke(k))) for k in range(1, 4)]
+    for frame in routed:
+        whole.unwrap(b"n" * 8, frame)
+    lossy.unwrap(b"n" * 8, routed[0])
+    with pytest.raises(FrameRejected) as lost:
+        lossy.unwrap(b"n" * 8, routed[2])  # its chunk 2 never came
+    assert lost.value.reason == "stream_gap"
+
+
+def test_another_stream_under_the_same_names_is_not_taken_for_the_shared_one() -> None:
+    """Two senders' streams with the same nonce and destinations (only a forger would):
+    each member gets its own stream's batches."""
+    shared = SharedStreams()
+    first, second = StreamEncoder(), StreamEncoder()
+    (one, other) = _members(2, shared)
+    assert one.unwrap(b"n" * 8, first.wrap(DESTS, body_of(keystroke(1)))) == \
+        body_of(keystroke(1))
+    assert other.unwrap(b"n" * 8, second.wrap(DESTS, body_of(keystroke(1, text="x")))) == \
+        body_of(keystroke(1, text="x"))
+    both = body_of(keystroke(2)), body_of(keystroke(2, text="y"))
+    assert one.unwrap(b"n" * 8, first.wrap(DESTS, both[0])) == both[0]
+    assert other.unwrap(b"n" * 8, second.wrap(DESTS, both[1])) == both[1]
+
+
+def test_a_shared_chunk_that_does_not_inflate_is_refused_to_every_member() -> None:
+    shared = SharedStreams()
+    encoder, members = StreamEncoder(), _members(2, shared)
+    good = encoder.wrap(DESTS, body_of(keystroke(1)))
+    for member in members:
+        member.unwrap(b"n" * 8, good)
+    head = encoder.wrap(DESTS, body_of(keystroke(2)))
+    _, _, offset = routed_head(head)
+    broken = head[:offset] + b"\xff" * 12
+    for member in members:
+        with pytest.raises(FrameRejected) as refused:
+            member.unwrap(b"n" * 8, broken)
+        assert refused.value.reason == "malformed"
+
+
+def test_members_on_one_thread_unpack_a_batch_once_each_with_its_own_messages() -> None:
+    from groupcomm.wire.shared_batches import SharedBatches
+
+    shared = SharedBatches()
+    body = body_of(keystroke(1), keystroke(2))
+    for receiver in ("bob", "carol", "dave"):
+        assert shared.unpack(body, receiver)[:3] == unpack_envelopes(body, receiver)[:3]
+        got, alone = shared.unpack(body, receiver)[3:], unpack_envelopes(body, receiver)[3:]
+        assert got[1] == alone[1]  # dave: not addressed to him, both times
+        assert [(m.message_id, m.receiver, m.user_message, m.headers, m.vc)
+                for m in got[0]] == [(m.message_id, m.receiver, m.user_message, m.headers,
+                                      m.vc) for m in alone[0]]
+    bob, carol = shared.unpack(body, "bob")[3], shared.unpack(body, "carol")[3]
+    assert bob[0].headers is not carol[0].headers  # a dict each
+    assert bob[0].user_message is carol[0].user_message  # a tuple: decoded once
+    assert (shared.unpacked, shared.reused) == (1, 7)
+
+
+def test_a_payload_that_can_change_is_decoded_for_each_member() -> None:
+    from groupcomm.wire.shared_batches import SharedBatches
+
+    message = SentMessage(application_name="edit", session_name="paper",
+                          user_message={"list": [1, 2]}, message_id="alice#1",
+                          sender="alice", destinations=DESTS, vc=(("alice", 1),))
+    shared, body = SharedBatches(), body_of(message)
+    bob, carol = shared.unpack(body, "bob")[3][0], shared.unpack(body, "carol")[3][0]
+    assert bob.user_message == carol.user_message == {"list": [1, 2]}
+    assert bob.user_message is not carol.user_message
+
+
+def test_a_stream_to_one_member_is_not_shared() -> None:
+    """Its one reader inflates it alone: nothing of it is kept in common."""
+    shared = SharedStreams()
+    encoder, (member,) = StreamEncoder(), _members(1, shared)
+    for k in range(1, 4):
+        body = body_of(keystroke(k))
+        assert member.unwrap(b"n" * 8, encoder.wrap(("bob",), body)) == body
+    assert (shared.inflated, shared.reused) == (0, 0)

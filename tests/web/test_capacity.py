@@ -1,10 +1,12 @@
 """``groupcomm web bench``'s capacity part: its arguments, its steps, the reason it gives
-for stopping (unit), a gateway serving several sessions, and a small real run (long)."""
+for stopping, the placement of sessions on gateway processes (unit), a gateway serving
+several sessions, two gateway processes sharing a load, and a small real run (long)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,8 +18,18 @@ import pytest
 from groupcomm.cli.args import CliError
 from groupcomm.tools.procs import ProcessGroup
 from groupcomm.tools.procstat import ProcessSample
-from groupcomm.web import bench
-from groupcomm.web.capacity import Limits, Step, percentiles, plan, table, verdict
+from groupcomm.web import bench, capacity
+from groupcomm.web.auth import Users
+from groupcomm.web.capacity import (
+    Limits,
+    Step,
+    combine,
+    percentiles,
+    placement,
+    plan,
+    table,
+    verdict,
+)
 from tests.web.conftest import GatewayProcess
 
 
@@ -89,9 +101,43 @@ def test_arguments_defaults_and_refusals() -> None:
                           (("--max-tabs", "4"), "fewer than one session"),
                           (("--rate", "0"), "--rate > 0"),
                           (("--p99-limit", "0"), "--p99-limit > 0"),
-                          (("--sessions", "0"), "at least 1")]:
+                          (("--sessions", "0"), "at least 1"),
+                          (("--gateways", "0"), "at least 1"),
+                          (("--gateways", "1,two"), "takes numbers")]:
         with pytest.raises(CliError, match=message):
             bench.check(_args(*argv))
+
+
+def test_gateway_counts_in_the_order_given_each_once() -> None:
+    assert bench.gateway_counts(_args()) == [1]
+    assert bench.gateway_counts(_args("--gateways", "1,2")) == [1, 2]
+    assert bench.gateway_counts(_args("--gateways", "2", "--gateways", "1,2")) == [2, 1]
+
+
+def test_placement_spreads_sessions_round_robin() -> None:
+    sessions = [f"cap{k}" for k in range(5)]
+    assert placement(sessions, 2) == {"cap0": 0, "cap1": 1, "cap2": 0, "cap3": 1, "cap4": 0}
+    assert set(placement(sessions, 1).values()) == {0}
+    with pytest.raises(ValueError, match="at least 1"):
+        placement(sessions, 0)
+
+
+def test_several_gateways_summed_and_each_shown() -> None:
+    each = [{"cpu_percent": 60.0, "cpu_seconds": 6.0, "rss_mb": 100.0, "rss_grown_mb": 9.0,
+             "waited_percent": 5.0, "tabs": 10, "deliveries": 20_000},
+            {"cpu_percent": 40.0, "cpu_seconds": 4.0, "rss_mb": 90.0, "rss_grown_mb": 9.0,
+             "waited_percent": 1.0, "tabs": 10, "deliveries": 10_000}]
+    step = Step(2, 10, 2.0, samples=[5.0] * 10, expected=10, gateway=combine(each),
+                deliveries=30_000, per_gateway=each)
+    row = step.row()
+    assert row["gateways"] == 2 and row["gateway_cpu_percent"] == 100.0
+    assert row["gateway_cpu_us_per_delivery"] == round(1e6 * 10 / 30_000, 1)
+    assert row["gateway_mb_per_tab"] == 1.0  # 18 MB grown over 18 tabs (a first each)
+    assert [g["cpu_us_per_delivery"] for g in row["per_gateway"]] == [300.0, 400.0]
+    assert [g["mb_per_tab"] for g in row["per_gateway"]] == [1.0, 1.0]
+    assert "each process: 10 tabs 60% 100 MB 1 MB/tab 300 µs; 10 tabs 40%" in \
+        "\n".join(table([row]))
+    assert "per_gateway" not in Step(1, 10, 2.0, per_gateway=each[:1]).row()
 
 
 def test_process_sample_reads_this_process() -> None:
@@ -119,7 +165,7 @@ def two_sessions(session_group: ProcessGroup, tmp_path: Path) -> Iterator[Gatewa
 
 def test_gateway_serves_several_sessions(two_sessions: GatewayProcess) -> None:
     """A tab names its session with ?session=; without it, the first; an unknown one is
-    refused (404) and counted."""
+    refused (404) and counted; the session view has a view per session and page."""
     url = two_sessions.url
     host = url.split("//", 1)[1]
 
@@ -132,14 +178,23 @@ def test_gateway_serves_several_sessions(two_sessions: GatewayProcess) -> None:
                 if isinstance(event, dict) and event["type"] in ("welcome", "error"):
                     return event
 
-    async def run() -> tuple[dict, dict, int]:
+    async def views(http: aiohttp.ClientSession) -> dict:
+        async with http.ws_connect(f"ws://{host}/session/ws") as ws:
+            await ws.send_json({"type": "hello", "view": "second/edit", "user": "ann",
+                                "token": two_sessions.tokens["ann"]})
+            return json.loads((await ws.receive(timeout=20)).data)
+
+    async def run() -> tuple[dict, dict, int, dict]:
         async with aiohttp.ClientSession() as http:
             first = await welcome(http, "ann", "")
             second = await welcome(http, "ben", "?session=second")
             async with http.get(f"{url}/ws/edit?session=third") as answer:
-                return first, second, answer.status
+                return first, second, answer.status, await views(http)
 
-    first, second, status = asyncio.run(run())
+    first, second, status, snapshot = asyncio.run(run())
+    # a session view per session and page: one session's members in each
+    assert snapshot["type"] == "snapshot" and snapshot["view"] == "second/edit"
+    assert snapshot["views"] == ["first/edit", "first/im", "second/edit", "second/im"]
     assert first["type"] == "welcome" and first["session"] == "first"
     assert second["type"] == "welcome" and second["session"] == "second"
     assert second["members"] == [second["member"]]  # alone in its session
@@ -174,3 +229,42 @@ def test_small_capacity_run_prints_table_and_reason(tmp_path: Path) -> None:
     assert peer_rows and peer_rows[0][:4] == ["1", "×", "3", "3"] and peer_rows[0][5] != "-"
     assert any(line.strip().startswith(("stopped at", "held at every step"))
                for line in peer.splitlines())
+
+
+@pytest.mark.long
+def test_two_gateway_processes_share_the_sessions_and_every_keystroke_arrives(
+        tmp_path: Path) -> None:
+    """``--gateways 2``: two gateway processes, each serving its sessions only (its
+    ``/stats`` lists their tabs), and every keystroke reaches every other tab of its
+    session."""
+    users_file = tmp_path / "users.json"
+    store = Users(users_file)
+    users_of = {f"cap{s}": [f"t{s}{k}" for k in range(3)] for s in range(4)}
+    tokens = {user: store.add(user) for users in users_of.values() for user in users}
+    seen: list[dict] = []
+    with bench.Setup("matrix", [], sessions=list(users_of), users_file=users_file,
+                     gateways=2) as setup:
+        pids = setup.pids()
+        assert len(setup.gateways) == 2 and pids["gateway0"] != pids["gateway1"]
+        assert setup.gateway_of == {"cap0": 0, "cap1": 1, "cap2": 0, "cap3": 1}
+
+        def stats() -> dict:
+            found = setup.stats()
+            seen.append(found)
+            return found
+
+        step = asyncio.run(capacity.run_step(
+            setup.url_of(), tokens, users_of, 4.0, 2.0, {**pids, "load": os.getpid()},
+            stats, lambda line: None, setup.gateway_of))
+        for gateway in setup.gateways:
+            assert gateway.process.poll() is None  # both still running
+    assert step.error is None
+    assert step.expected > 0 and step.undelivered == 0 and len(step.samples) == step.expected
+    row = step.row()
+    assert row["gateways"] == 2 and [g["tabs"] for g in row["per_gateway"]] == [6, 6]
+    assert all(g["cpu_percent"] > 0 for g in row["per_gateway"])
+    # while typing: each process held the tabs of its own two sessions, six each
+    tabs = [sorted(g["tabs"]) for g in seen[-1]["gateways"]]
+    assert [len(t) for t in tabs] == [6, 6]
+    assert all(t.startswith(("cap0/", "cap2/")) for t in tabs[0])
+    assert all(t.startswith(("cap1/", "cap3/")) for t in tabs[1])

@@ -459,14 +459,15 @@ def test_user_add_prints_login_links_and_keeps_only_a_hash(
 def test_the_bench_measures_terminal_and_gateway_latency() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "groupcomm.web.cli", "bench", "--keys", "10", "--skip",
-         "browser", "--max-tabs", "4", "--json"],
+         "browser", "--skip", "peer", "--tabs-per-session", "2", "--max-tabs", "4",
+         "--seconds", "2", "--json"],
         capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["terminal_to_terminal"]["n"] == 10
     assert 0 < result["terminal_to_terminal"]["p50_ms"] <= result["terminal_to_terminal"]["p99_ms"]
     steps = result["capacity"]["steps"]
-    assert [s["tabs"] for s in steps][:1] == [2] and all(s["n"] == 10 for s in steps)
+    assert [s["tabs"] for s in steps][:1] == [2] and all(s["n"] > 0 for s in steps)
 
 
 def test_a_tab_that_only_reads_acknowledges_what_it_applied(gateway: GatewayProcess) -> None:
