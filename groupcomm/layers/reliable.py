@@ -5,6 +5,21 @@ acknowledges them cumulatively and selectively (header ``~a``), retransmits with
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
 
+A send to several members leaves as one frame to all of them, numbered for each: ``~r``
+is then the mapping {destination: number} (as ``((name, number), ...)``: headers hold no
+dicts; a frame to one destination keeps the bare number), and each receiver takes its
+own entry. The transport signs and deflates that frame once, the server fans it out,
+and the members of one gateway inflate it once (:class:`~groupcomm.wire.streams.SharedStreams`).
+Each destination keeps its own entry in flight, and only a destination that lacks a
+frame gets it again, alone (its copy is built then, not at send). A destination whose
+window is full, or that has frames queued already, gets its own copy in its queue, so
+that each destination's numbers leave in order. Acknowledgements go the same way: those
+owed to several peers at the same moment (end of batch, tick) leave as one frame to
+all, and a frame to several destinations carries those owed to any of them; ``~a`` is
+then the mapping {peer: (cumulative, selective, hold)}. A frame numbered without an
+entry for its receiver, an acknowledgement frame without one, or a malformed mapping is
+a :class:`ProtocolViolation`.
+
 Acknowledgements are grouped and delayed, as TCP's delayed ACK and UNICAST3's ack batching
 are: one acknowledgement per peer covers every frame that came from it in one batch of
 input (what the host read in one turn, see :meth:`FilterHost.add_batch_listener`), and
@@ -22,8 +37,8 @@ Retransmission is paced per peer, as TCP paces it, so that a peer that does not 
 at most :data:`BURST` overdue frames go again and the peer's timeout doubles (up to
 :data:`MAX_RTO`); the rest follow as acknowledgements come back, two for each frame
 acknowledged. A copy sent again carries the header ``~rs``, which tells the transport to
-start its compressed stream to that destination afresh: the copy before may have been
-lost in a stream the receiver can no longer decode.
+start every compressed stream to that destination (alone or with others) afresh: the
+copy before may have been lost in a stream the receiver can no longer decode.
 
 A frame from a peer that carries no sequence number says that peer runs without the
 layer (``--no-reliable``, or a program that did not ask for it): it would never
