@@ -5,6 +5,21 @@ acknowledges them cumulatively and selectively (header ``~a``), retransmits with
 adaptive timeout on the host's ticker, and drops duplicates. Its own acknowledgements
 are not retransmitted: a lost one is repaired by the retransmission it provokes.
 
+A send to several members leaves as one frame to all of them, numbered for each: ``~r``
+is then the mapping {destination: number} (as ``((name, number), ...)``: headers hold no
+dicts; a frame to one destination keeps the bare number), and each receiver takes its
+own entry. The transport signs and deflates that frame once, the server fans it out,
+and the members of one gateway inflate it once (:class:`~groupcomm.wire.streams.SharedStreams`).
+Each destination keeps its own entry in flight, and only a destination that lacks a
+frame gets it again, alone (its copy is built then, not at send). A destination whose
+window is full, or that has frames queued already, gets its own copy in its queue, so
+that each destination's numbers leave in order. Acknowledgements go the same way: those
+owed to several peers at the same moment (end of batch, tick) leave as one frame to
+all, and a frame to several destinations carries those owed to any of them; ``~a`` is
+then the mapping {peer: (cumulative, selective, hold)}. A frame numbered without an
+entry for its receiver, an acknowledgement frame without one, or a malformed mapping is
+a :class:`ProtocolViolation`.
+
 Acknowledgements are grouped and delayed, as TCP's delayed ACK and UNICAST3's ack batching
 are: one acknowledgement per peer covers every frame that came from it in one batch of
 input (what the host read in one turn, see :meth:`FilterHost.add_batch_listener`), and
@@ -22,8 +37,8 @@ Retransmission is paced per peer, as TCP paces it, so that a peer that does not 
 at most :data:`BURST` overdue frames go again and the peer's timeout doubles (up to
 :data:`MAX_RTO`); the rest follow as acknowledgements come back, two for each frame
 acknowledged. A copy sent again carries the header ``~rs``, which tells the transport to
-start its compressed stream to that destination afresh: the copy before may have been
-lost in a stream the receiver can no longer decode.
+start every compressed stream to that destination (alone or with others) afresh: the
+copy before may have been lost in a stream the receiver can no longer decode.
 
 A frame from a peer that carries no sequence number says that peer runs without the
 layer (``--no-reliable``, or a program that did not ask for it): it would never
@@ -90,11 +105,20 @@ class _Owed:
 
 @dataclass
 class _InFlight:
+    #: the frame as it left: possibly to several destinations, numbered for each (the
+    #: copy to this peer alone is built only if it has to go again, see :meth:`single`)
     message: SentMessage
+    seq: int
     due: float
     rto: float
     sent_at: float = 0.0
     attempts: int = 1
+
+    def single(self, peer: str) -> SentMessage:
+        """The frame to ``peer`` alone, with its own number."""
+        copy = self.message.to((peer,)).with_header(SEQ, self.seq)
+        assert isinstance(copy, SentMessage)
+        return copy
 
 
 class ReliableManager:
@@ -111,7 +135,10 @@ class ReliableManager:
         self.receive_filter: ReliableReceiveFilter | None = None
         #: peers seen sending without the layer
         self.without_layer: set[str] = set()
+        #: acks_sent counts acknowledgements (one per peer), ack_frames_sent the frames
+        #: that carried them alone (one to several peers at once)
         self.stats = {"retransmissions": 0, "duplicates_dropped": 0, "acks_sent": 0,
+                      "ack_frames_sent": 0,
                       "acks_piggybacked": 0, "frames_received": 0,
                       "too_far_ahead": 0, "to_departed": 0, "unacknowledged_at_departure": 0,
                       "peers_without_layer": 0}
@@ -162,11 +189,14 @@ class ReliableManager:
             self.departed.popitem(last=False)
 
     def send(self, message: SentMessage) -> None:
-        """Number and send ``message`` to each remote destination."""
+        """Number ``message`` for each remote destination and send it, once, to all those
+        it may go to now (the others queue their own copy, in number order)."""
         assert self.send_filter is not None
         me = self.host.name
         if me in message.destinations:
             self.send_filter.forward(message.to((me,)))  # loops back locally, no link
+        now_going: list[tuple[str, int]] = []
+        unnumbered: list[str] = []
         for dest in message.destinations:
             if dest == me:
                 continue
@@ -179,32 +209,54 @@ class ReliableManager:
                         [message.message_id], f"to {dest} were not sent: it left")
                 continue
             if dest in self.without_layer:
-                self.send_filter.forward(message.to((dest,)))
+                unnumbered.append(dest)
                 continue
             seq = self.next_seq.get(dest, 0) + 1
             self.next_seq[dest] = seq
-            stamped = message.to((dest,)).with_headers(**{SEQ: seq})
-            assert isinstance(stamped, SentMessage)
-            flight = self.in_flight.setdefault(dest, OrderedDict())
-            if len(flight) >= WINDOW or self.waiting.get(dest):  # in number order
+            if len(self.in_flight.get(dest, ())) >= WINDOW or self.waiting.get(dest):
+                stamped = message.to((dest,)).with_header(SEQ, seq)  # in number order
+                assert isinstance(stamped, SentMessage)
                 self.waiting.setdefault(dest, deque()).append(stamped)
                 continue
-            self._transmit(dest, seq, stamped)
+            now_going.append((dest, seq))
+        if unnumbered:
+            self.send_filter.forward(message.to(tuple(unnumbered)))
+        if now_going:
+            self._transmit(now_going, message)
 
-    def _transmit(self, dest: str, seq: int, stamped: SentMessage) -> None:
+    def _transmit(self, going: list[tuple[str, int]], message: SentMessage) -> None:
+        """Send ``message`` once to the destinations of ``going``, numbered (``~r``) for
+        each, carrying the acknowledgements owed to any of them."""
         assert self.send_filter is not None
         now = self.host.now()
-        rto = self.rto(dest)
-        self.in_flight.setdefault(dest, OrderedDict())[seq] = _InFlight(
-            stamped, now + rto, rto, sent_at=now)
-        owed = self.owed.pop(dest, None) if self.owed else None
-        if owed is not None:
-            # the acknowledgement owed to dest rides on this frame (only this copy: one
-            # sent again later would carry a stale one, and a wrong hold)
-            self.stats["acks_piggybacked"] += 1
-            stamped = stamped.with_headers(  # type: ignore[assignment]
-                **{ACK: self._ack_value(dest, owed, now)})
-        self.send_filter.forward(stamped)
+        for dest, seq in going:
+            rto = self.rto(dest)
+            self.in_flight.setdefault(dest, OrderedDict())[seq] = _InFlight(
+                message, seq, now + rto, rto, sent_at=now)
+        headers: dict[str, Any]
+        if len(going) == 1:
+            dest, seq = going[0]
+            headers = {SEQ: seq}
+            owed = self.owed.pop(dest, None) if self.owed else None
+            if owed is not None:
+                # the acknowledgement owed to dest rides on this frame (only this copy: one
+                # sent again later would carry a stale one, and a wrong hold)
+                self.stats["acks_piggybacked"] += 1
+                headers[ACK] = self._ack_value(dest, owed, now)
+        else:
+            headers = {SEQ: tuple(going)}
+            acks = []
+            if self.owed:
+                for dest, _ in going:
+                    owed = self.owed.pop(dest, None)
+                    if owed is not None:
+                        acks.append((dest, self._ack_value(dest, owed, now)))
+            if acks:
+                self.stats["acks_piggybacked"] += len(acks)
+                headers[ACK] = tuple(acks)
+        dests = tuple(dest for dest, _ in going)
+        frame = message if message.destinations == dests else message.to(dests)
+        self.send_filter.forward(frame.with_headers(**headers))
 
     def rto(self, peer: str) -> float:
         """The retransmission timeout for ``peer``: SRTT + 4 RTTVAR, within bounds,
@@ -250,7 +302,7 @@ class ReliableManager:
         queue = self.waiting.get(peer)
         while queue and len(flight) < WINDOW:
             stamped = queue.popleft()
-            self._transmit(peer, int(stamped.headers[SEQ]), stamped)  # type: ignore[arg-type]
+            self._transmit([(peer, int(stamped.headers[SEQ]))], stamped)  # type: ignore[arg-type]
 
     def tick(self, now: float) -> None:
         """Send the acknowledgements owed. For each peer whose oldest frame is overdue:
@@ -283,9 +335,8 @@ class ReliableManager:
             entry.due = now + entry.rto
             sent += 1
             self.stats["retransmissions"] += 1
-            again = entry.message.with_headers(**{RESENT: True})
-            assert isinstance(again, SentMessage)
-            self.send_filter.forward(again)
+            # to this peer alone: the others may have had it
+            self.send_filter.forward(entry.single(peer).with_header(RESENT, True))
         return sent
 
     def receive(self, message: ReceivedMessage) -> None:
@@ -293,6 +344,13 @@ class ReliableManager:
         assert self.receive_filter is not None
         peer = message.sender
         seq = message.headers.get(SEQ)
+        if type(seq) is tuple:  # a frame to several: {destination: number}
+            seq = own_entry(seq, self.host.name, f"sequence numbers from {peer}")
+            if seq is None:
+                raise ProtocolViolation(
+                    f"reliable: frame from {peer} numbered for "
+                    f"{', '.join(d for d, _ in message.headers[SEQ])} but not for "  # type: ignore[union-attr]
+                    f"{self.host.name}")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             raise ProtocolViolation(f"reliable: bad sequence number {seq!r} from {peer}")
         self.stats["frames_received"] += 1
@@ -344,10 +402,24 @@ class ReliableManager:
             self._send_owed(self.host.now(), everything=False)
 
     def _send_owed(self, now: float, everything: bool) -> None:
-        due = [peer for peer, owed in self.owed.items()
-               if everything or owed.urgent or now - owed.since >= ACK_DELAY]
-        for peer in due:
-            self._send_ack(peer, self.owed.pop(peer), now)
+        """Send the acknowledgements due: one frame to all the peers of one session owed
+        one (``~a`` {peer: acknowledgement}), rather than one frame each."""
+        groups: dict[tuple[str, str], list[tuple[str, _Owed]]] = {}
+        for peer, owed in self.owed.items():
+            if everything or owed.urgent or now - owed.since >= ACK_DELAY:
+                groups.setdefault((owed.application_name, owed.session_name), []).append(
+                    (peer, owed))
+        for (application, session), due in groups.items():
+            for peer, _ in due:
+                del self.owed[peer]
+            if len(due) == 1:
+                self._send_ack(due[0][0], due[0][1], now)
+                continue
+            self.stats["acks_sent"] += len(due)
+            self.stats["ack_frames_sent"] += 1
+            self.send_filter.forward(self._ack_frame(  # type: ignore[union-attr]
+                application, session, tuple(peer for peer, _ in due),
+                tuple((peer, self._ack_value(peer, owed, now)) for peer, owed in due)))
 
     def _ack_value(self, peer: str, owed: _Owed, now: float) -> tuple[int, tuple[int, ...], int]:
         """The ``~a`` header: cumulative, selective, and the hold in microseconds."""
@@ -355,17 +427,23 @@ class ReliableManager:
         selective = tuple(sorted(self.out_of_order.get(peer, {}))[:MAX_SACK])
         return cumulative, selective, max(0, round((now - owed.latest) * 1e6))
 
-    def _send_ack(self, peer: str, owed: _Owed, now: float) -> None:
-        assert self.send_filter is not None
+    def _ack_frame(self, application: str, session: str, peers: tuple[str, ...],
+                   value: Any) -> SentMessage:
         self._ack_ids += 1
-        ack = SentMessage(
-            application_name=owed.application_name, session_name=owed.session_name,
+        return SentMessage(
+            application_name=application, session_name=session,
             user_message=ControlMessage(PROTOCOL, "rack"),
             message_id=f"{self.host.name}~rack{self._ack_ids}", sender=self.host.name,
-            headers={ACK: self._ack_value(peer, owed, now)}, destinations=(peer,),
+            headers={ACK: value}, destinations=peers,
         )
+
+    def _send_ack(self, peer: str, owed: _Owed, now: float) -> None:
+        assert self.send_filter is not None
         self.stats["acks_sent"] += 1
-        self.send_filter.forward(ack)
+        self.stats["ack_frames_sent"] += 1
+        self.send_filter.forward(self._ack_frame(
+            owed.application_name, owed.session_name, (peer,),
+            self._ack_value(peer, owed, now)))
 
     def peer_without_layer(self, peer: str) -> None:
         """``peer`` sent a frame without a sequence number: it runs without the layer."""
@@ -379,7 +457,8 @@ class ReliableManager:
 
     def held(self) -> list[GroupMessage]:
         """Frames not yet acknowledged or waiting for the window, and out-of-order ones."""
-        return [*(entry.message for flight in self.in_flight.values() for entry in flight.values()),
+        return [*(entry.single(peer) for peer, flight in self.in_flight.items()
+                  for entry in flight.values()),
                 *(m for queue in self.waiting.values() for m in queue),
                 *(m for pending in self.out_of_order.values() for m in pending.values())]
 
@@ -406,19 +485,32 @@ class ReliableReceiveFilter(_ReliableFilter):
     def filter_message(self, message: ReceivedMessage) -> None:
         headers = message.headers
         if message.is_control_for(PROTOCOL):
-            self._acknowledgement(message.sender, headers.get(ACK))
+            self._acknowledgement(message.sender, headers.get(ACK), required=True)
             return
         if SEQ in headers:
-            if ACK in headers:  # an acknowledgement riding on a frame
-                self._acknowledgement(message.sender, headers[ACK])
+            if ACK in headers:  # acknowledgements riding on a frame
+                self._acknowledgement(message.sender, headers[ACK], required=False)
             self.manager.receive(message)
         else:  # looped back locally, or a peer without the layer
             self.manager.peer_without_layer(message.sender)
             self.forward(message)
 
 
-    def _acknowledgement(self, peer: str, value: Any) -> None:
-        """Check the ``~a`` header ``value`` and take it in (a hold is optional)."""
+    def _acknowledgement(self, peer: str, value: Any, required: bool) -> None:
+        """Check the ``~a`` header ``value`` and take in this member's acknowledgement (a
+        hold is optional). In the mapping form (to several), this member's entry; it
+        must have one when ``required`` (an acknowledgement frame, sent only to those
+        with one), and may not on a data frame (acknowledging some of its destinations)."""
+        if type(value) is tuple and value and type(value[0]) is tuple:
+            me = self.manager.host.name
+            own = own_entry(value, me, f"acknowledgements from {peer}")
+            if own is None:
+                if required:
+                    raise ProtocolViolation(
+                        f"reliable: acknowledgement from {peer} for "
+                        f"{', '.join(p for p, _ in value)} but not for {me}")
+                return
+            value = own
         if (isinstance(value, tuple) and len(value) in (2, 3) and _is_int(value[0])
                 and isinstance(value[1], tuple) and all(_is_int(s) for s in value[1])
                 and (len(value) == 2 or (_is_int(value[2]) and value[2] >= 0))):
@@ -430,6 +522,22 @@ class ReliableReceiveFilter(_ReliableFilter):
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def own_entry(mapping: tuple[Any, ...], me: str, what: str) -> Any:
+    """The value for ``me`` in ``mapping``, a header's ``((name, value), ...)`` form of
+    {name: value} (headers hold no dicts), or None; ProtocolViolation naming ``what``
+    if it is not that form."""
+    own = None
+    for pair in mapping:
+        if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+            raise ProtocolViolation(
+                f"reliable: malformed {what}: {pair!r} is not a (member, value) pair")
+        if pair[0] == me:
+            own = pair[1]
+    if not mapping:
+        raise ProtocolViolation(f"reliable: malformed {what}: empty")
+    return own
 
 
 class _ReliableCreator(MessageFilterCreator[Any]):

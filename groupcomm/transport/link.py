@@ -497,8 +497,9 @@ class MemberLink:
         wrap = self.streams.wrap
         for dests, items in outbox.items():
             if any(type(m) is not tuple and RESENT in m.headers for m in items):
-                # a copy sent again: the receiver may have lost the stream's chunk before
-                self.streams.restart_for(dests)
+                # a copy sent again: the receiver may have lost a chunk of its stream, or
+                # of one to it and others (a frame to several, sent again to it alone)
+                self.streams.restart_with(dests)
             bodies = list(pack_envelopes(items, self._batch_budget, self._unencodable,
                                          self.frame_limit))
             for body in bodies:

@@ -103,6 +103,14 @@ class StreamEncoder:
         """The stream to ``dests`` starts afresh with its next frame."""
         self._streams.pop(tuple(dests), None)
 
+    def restart_with(self, members: Sequence[str]) -> None:
+        """Every stream to any of ``members`` (alone or with others) starts afresh with
+        its next frame: a copy resent to one member says it may have lost a chunk of any
+        of them, and would refuse every later chunk of that stream."""
+        names = set(members)
+        for key in [key for key in self._streams if not names.isdisjoint(key)]:
+            del self._streams[key]
+
 
 class _Incoming:
     __slots__ = ("decompressor", "last", "previous")

@@ -86,8 +86,15 @@ def frame(seq: int, sender: str = "a", **headers: Any) -> ReceivedMessage:
 
 
 def acks(sent: Collect) -> list[tuple[str, Any]]:
-    return [(m.destinations[0], m.headers[ACK]) for m in sent.messages
-            if m.is_control_for("reliable")]
+    """The acknowledgements sent, one (peer, value) each: an acknowledgement frame to
+    several peers carries the mapping form ((peer, value), ...)."""
+    found = []
+    for m in sent.messages:
+        if m.is_control_for("reliable"):
+            value = m.headers[ACK]
+            found += (list(value) if isinstance(value[0], tuple)
+                      else [(m.destinations[0], value)])
+    return found
 
 
 def test_a_batch_of_frames_from_one_peer_gets_one_acknowledgement() -> None:
@@ -106,6 +113,8 @@ def test_a_batch_of_frames_from_one_peer_gets_one_acknowledgement() -> None:
     assert [m.user_message for m in up.messages] == [*range(1, 21), 1, 2, 3]
     assert all(SEQ not in m.headers and ACK not in m.headers for m in up.messages)
     assert manager.stats["acks_sent"] == 2 and manager.stats["frames_received"] == 23
+    (ack_frame,) = sent.messages  # both in one frame, to both
+    assert ack_frame.destinations == ("a", "c") and manager.stats["ack_frames_sent"] == 1
     host.tick()
     assert manager.stats["acks_sent"] == 2  # nothing owed, nothing sent
 

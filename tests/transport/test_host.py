@@ -118,3 +118,40 @@ def test_hosted_members_open_a_frame_to_several_of_them_once(group: ProcessGroup
     # each chunk and batch of a's stream to b and c was opened once, taken twice
     assert shared["chunks_reused"] >= 1 and shared["batches_reused"] >= 1
     assert shared["chunks_inflated"] <= shared["chunks_reused"] + 1
+
+
+@pytest.mark.parametrize("routing", ["relayed", "direct"])
+def test_over_the_reliable_layer_a_send_to_several_hosted_members_is_opened_once(
+    group: ProcessGroup, host: Host, routing: str,
+) -> None:
+    """The reliable layer numbers a send to b and c for each, in one frame: it reaches
+    the host once per member (through the server, or pushed to each) and the host still
+    inflates and unpacks it once for both; the acknowledgements b and c send back let
+    nothing be held."""
+    from groupcomm.core.selection import RELIABLE, filter_creators
+    from groupcomm.transport.config import Pipelines
+
+    assert group.server is not None
+    send, receive = filter_creators([RELIABLE])
+    common = dict(server=group.server.address, key_file=str(group.key_file),
+                  causality="vector", routing=routing,
+                  pipelines=Pipelines(extra_send=send, extra_receive=receive))
+    inboxes = {name: Inbox() for name in ("b", "c")}
+    b = host.join("b", "s", **common, listeners=Listeners(message=inboxes["b"]))
+    c = host.join("c", "s", **common, listeners=Listeners(message=inboxes["c"]))
+    with Communicator("a", "s", **common) as a:
+        wait_until(lambda: all(set(m.members) == {"a", "b", "c"} for m in (a, b, c)),
+                   what="everyone sees everyone")
+        sent = [f"m{k}" for k in range(20)]
+        for payload in sent:
+            a.to_others(payload)
+        for name in ("b", "c"):
+            wait_until(lambda name=name: inboxes[name].payloads() == sent,
+                       what=f"every message at {name}")
+        wait_until(lambda: not a.held(), what="a's frames acknowledged")
+        assert a.counters()["reliable_retransmissions"] == 0
+    shared = host.sharing
+    assert shared["batches_reused"] >= 1
+    if routing == "relayed":  # direct frames go uncompressed by default: no chunks
+        assert shared["chunks_reused"] >= 1
+        assert shared["chunks_inflated"] <= shared["chunks_reused"] + 1

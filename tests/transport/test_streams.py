@@ -538,3 +538,23 @@ def test_a_stream_to_one_member_is_not_shared() -> None:
         body = body_of(keystroke(k))
         assert member.unwrap(b"n" * 8, encoder.wrap(("bob",), body)) == body
     assert (shared.inflated, shared.reused) == (0, 0)
+
+
+def test_a_copy_resent_to_one_member_restarts_every_stream_to_it() -> None:
+    """A frame to bob and carol lost for carol only: carol refuses every later chunk of
+    that stream, so the copy the reliable layer resends to her alone restarts her own
+    stream and the one to both (bob's loses nothing by it); the others go on."""
+    encoder = StreamEncoder()
+    carol = StreamDecoder(max_body=1 << 20)
+    for k in range(1, 4):
+        carol.unwrap(b"alice", encoder.wrap(DESTS, body_of(keystroke(k))))
+        encoder.wrap(("bob",), body_of(keystroke(k)))
+    encoder.wrap(DESTS, body_of(keystroke(4)))  # lost for carol
+    encoder.restart_with(("carol",))
+    again = encoder.wrap(("carol",), body_of(keystroke(4)))
+    assert routed_head(again)[1] == 1
+    after = encoder.wrap(DESTS, body_of(keystroke(5)))
+    assert routed_head(after)[1] == 1  # a fresh stream carol can read
+    _, _, _, messages, _ = unpack_envelopes(carol.unwrap(b"alice", after), "carol")
+    assert [m.message_id for m in messages] == ["alice#5"]
+    assert routed_head(encoder.wrap(("bob",), body_of(keystroke(4))))[1] == 4
