@@ -163,9 +163,7 @@ class ClientProtocol:
             send_queue=self.inputs, clock_lock=self.lock)
         node.system_listener = self.transfer.on_system
         node.sent_listener = self._sent_listener
-        node.undeliverable_listener = self._filter_undeliverable
-        node.held_listener = lambda message, waiting_on: self.emit(events.MessageHeld(
-            member=node.name, message=message, waiting_on=waiting_on))
+        events.told_by(node, self.emit)
         return node
 
     def _update_deadline(self) -> None:
@@ -578,9 +576,6 @@ class ClientProtocol:
         if sent:
             self.stats["clock_acks_sent"] += 1
             self.take_inputs(markers=len(sent))
-
-    def _filter_undeliverable(self, ids: tuple[str, ...], why: str) -> None:
-        self.emit(events.MessagesLost(member=self.node.name, ids=ids, reason=why))
 
     def _release_departed(self, now: float) -> None:
         """Deliver what still waits on a member that left ``release_after`` ago."""

@@ -5,12 +5,14 @@ this client's member id when it happened.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ClockAcknowledged", "HeldReleased", "MessageHeld", "MessagesLost", "PeerJoined", "PeerLeft", "Rejoined", "Removed",
-           "ServerAnswers", "ServerSilent", "SessionEvent", "StateInstalled",
-           "StateRequested", "StateUnavailable", "StoreGenerationChanged"]
+__all__ = ["ClockAcknowledged", "HeldReleased", "MessageHeld", "MessagesLost",
+           "PeerJoined", "PeerLeft", "Rejoined", "Removed", "ServerAnswers",
+           "ServerSilent", "SessionEvent", "StateInstalled", "StateRequested",
+           "StateUnavailable", "StoreGenerationChanged", "told_by"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,3 +137,13 @@ class ClockAcknowledged(SessionEvent):
 
     peer: str
     clock: tuple[tuple[str, int], ...]
+
+
+def told_by(node: Any, emit: Callable[[SessionEvent], None]) -> None:
+    """Have ``node`` (a :class:`~groupcomm.core.node.ProtocolNode`) tell ``emit``, as it
+    happens, what its filters report: messages that will not be sent (:class:`MessagesLost`)
+    and received ones its causality module holds (:class:`MessageHeld`)."""
+    node.undeliverable_listener = lambda ids, why: emit(
+        MessagesLost(member=node.name, ids=ids, reason=why))
+    node.held_listener = lambda message, waiting_on: emit(
+        MessageHeld(member=node.name, message=message, waiting_on=waiting_on))
