@@ -37,23 +37,9 @@ def build_parser() -> ArgumentParser:
                           help="gateway processes the sessions are spread over, round-robin "
                           "as a static nginx map would route them (default 1; several, "
                           "as 1,2 or repeated: each step runs with each, alternating)")
-    capacity.add_argument("--rate", type=float, default=2.0, metavar="KEYS/S",
-                          help="each tab's typing rate (default 2)")
-    capacity.add_argument("--tabs-per-session", type=int, default=10, metavar="N",
-                          help="tabs in each session (default 10)")
-    capacity.add_argument("--sessions", type=int, metavar="N",
-                          help="run this many sessions only (default: 1, 2, 4, ... sessions "
-                          "up to --max-tabs, stopping at the first step over a limit)")
-    capacity.add_argument("--max-tabs", type=int, default=200,
-                          help="the most tabs the run tries (default 200)")
-    capacity.add_argument("--seconds", type=float, default=10.0,
-                          help="how long each step types (default 10)")
-    capacity.add_argument("--p99-limit", type=float, default=50.0, metavar="MS",
-                          help="a step whose p99 is above this saturates (default 50 ms)")
-    capacity.add_argument("--queue-limit", type=int, default=1000, metavar="EVENTS",
-                          help="... or a tab's queue at the gateway longer than this")
-    capacity.add_argument("--mb-per-tab", type=float, metavar="MB",
-                          help="... or the gateway's memory per tab above this (default none)")
+    capacity_run.add_load_arguments(
+        capacity, "tabs", queue_help="... or a tab's queue at the gateway longer than this",
+        queue_unit="EVENTS", memory_of="the gateway")
     capacity.add_argument("--keep-going", action="store_true",
                           help="run every step, also past the first over a limit (the "
                           "ceiling and the reason are reported all the same)")

@@ -167,6 +167,33 @@ def plan(per_session: int, most_total: int, sessions: int | None = None,
     return [*steps, most]
 
 
+def add_load_arguments(group: Any, noun: str, *, queue_help: str, queue_unit: str,
+                       memory_of: str) -> None:
+    """The load's options a capacity bench shares: ``--{noun}-per-session``, ``--rate``,
+    ``--sessions``, ``--max-{noun}``, ``--seconds`` and the limits (``--p99-limit``,
+    ``--queue-limit``, ``--mb-per-{one}``), named after ``noun`` (tabs, members);
+    :func:`check_load` checks them."""
+    one = noun[:-1]
+    group.add_argument(f"--{noun}-per-session", type=int, default=10, metavar="N",
+                       help=f"{noun} in each session (default 10)")
+    group.add_argument("--rate", type=float, default=2.0, metavar="KEYS/S",
+                       help=f"each {one}'s typing rate (default 2)")
+    group.add_argument("--sessions", type=int, metavar="N",
+                       help="run this many sessions only (default: 1, 2, 4, ... sessions "
+                       f"up to --max-{noun}, stopping at the first step over a limit)")
+    group.add_argument(f"--max-{noun}", type=int, default=200,
+                       help=f"the most {noun} the run tries (default 200)")
+    group.add_argument("--seconds", type=float, default=10.0,
+                       help="how long each step types (default 10)")
+    group.add_argument("--p99-limit", type=float, default=50.0, metavar="MS",
+                       help="a step whose p99 is above this saturates (default 50 ms)")
+    group.add_argument("--queue-limit", type=int, default=1000, metavar=queue_unit,
+                       help=queue_help)
+    group.add_argument(f"--mb-per-{one}", type=float, metavar="MB",
+                       help=f"... or {memory_of}'s memory per {one} above this "
+                       "(default none)")
+
+
 def check_load(prog: str, *, rate: float, seconds: float, p99_limit: float,
                queue_limit: int, mb_limit: float | None, per_session: int, most_total: int,
                sessions: int | None, noun: str = "tabs") -> list[int]:

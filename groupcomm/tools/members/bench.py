@@ -30,26 +30,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--causality", default="matrix", help="causality module (default matrix)")
     parser.add_argument("--no-reliable", action="store_true",
                         help="members without the reliable layer under the module")
-    parser.add_argument("--members-per-session", type=int, default=10, metavar="N",
-                        help="members in each session (default 10)")
-    parser.add_argument("--rate", type=float, default=2.0, metavar="KEYS/S",
-                        help="each member's typing rate (default 2)")
-    parser.add_argument("--sessions", type=int, metavar="N",
-                        help="run this many sessions only (default: 1, 2, 4, ... sessions up "
-                        "to --max-members, stopping at the first step over a limit)")
-    parser.add_argument("--max-members", type=int, default=200,
-                        help="the most members the run tries (default 200)")
+    web_capacity.add_load_arguments(
+        parser, "members", queue_help="... or a member's module holding more messages "
+        "than this", queue_unit="MESSAGES", memory_of="the server")
     parser.add_argument("--members-per-process", type=int, default=20, metavar="N",
                         help="members in each load process, each with its own connection "
                         "to the server (default 20)")
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="how long each step types (default 10)")
-    parser.add_argument("--p99-limit", type=float, default=50.0, metavar="MS",
-                        help="a step whose p99 is above this saturates (default 50 ms)")
-    parser.add_argument("--queue-limit", type=int, default=1000, metavar="MESSAGES",
-                        help="... or a member's module holding more messages than this")
-    parser.add_argument("--mb-per-member", type=float, metavar="MB",
-                        help="... or the server's memory per member above this (default none)")
     parser.add_argument("--plot", metavar="PNG", help="write p99 against members here, "
                         "with the peer's")
     parser.add_argument("--skip", action="append", default=[], choices=["peer"],
