@@ -100,3 +100,24 @@ def gateway_stats(port: int) -> dict[str, Any]:
     loopback only)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as answer:
         return json.load(answer)
+
+
+def chatting_at_home(servers: Sequence[Any], key: Any, people: list[Any]
+                     ) -> tuple[str, str, Any, Any, dict[str, list[str]]]:
+    """alice and bob chatting in a session whose home is ``servers[0]`` (all listed,
+    in that order), each having typed five lines the other has: (the session, the
+    ``--servers`` list, alice, bob, what each typed). Their chats go into ``people``."""
+    from groupcomm.protocol.placement import session_home
+    from tests.apps.im_harness import type_lines, wait_all
+    from tests.deploy.test_failover import chat
+
+    addresses = [server.address for server in servers]
+    session = next(n for n in (f"room-{i}" for i in range(1000))
+                   if session_home(n, addresses) == addresses[0])
+    listed = ",".join(addresses)
+    alice = chat("alice", session, listed, key, people)
+    bob = chat("bob", session, listed, key, people)
+    alice.expect(r"\* bob joined")
+    typed = {"alice": type_lines(alice, "a", 0, 5), "bob": type_lines(bob, "b", 0, 5)}
+    wait_all(bob, "alice", typed["alice"], 20)
+    return session, listed, alice, bob, typed

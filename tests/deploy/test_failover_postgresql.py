@@ -8,8 +8,8 @@ from __future__ import annotations
 import pexpect
 import pytest
 
-from groupcomm.protocol.placement import session_home
 from tests.apps.im_harness import drain, end_chats, received, shown, type_lines, wait_all
+from tests.deploy.harness import chatting_at_home
 from tests.deploy.test_failover import chat
 
 pytest.importorskip("psycopg")
@@ -18,17 +18,9 @@ pytest.importorskip("psycopg")
 @pytest.mark.long
 def test_a_newcomer_after_the_move_gets_the_stored_conversation(stored_servers) -> None:
     key, (first, second) = stored_servers
-    addresses = [first.address, second.address]
-    session = next(n for n in (f"room-{i}" for i in range(1000))
-                   if session_home(n, addresses) == first.address)
-    listed = ",".join(addresses)
     people: list[pexpect.spawn] = []
     try:
-        alice = chat("alice", session, listed, key, people)
-        bob = chat("bob", session, listed, key, people)
-        alice.expect(r"\* bob joined")
-        typed = {"alice": type_lines(alice, "a", 0, 5), "bob": type_lines(bob, "b", 0, 5)}
-        wait_all(bob, "alice", typed["alice"], 20)
+        session, listed, alice, bob, typed = chatting_at_home((first, second), key, people)
         typed["alice"] += type_lines(alice, "a", 5, 3)
         typed["bob"] += type_lines(bob, "b", 5, 3)
         first.kill()

@@ -13,9 +13,8 @@ import time
 import pexpect
 import pytest
 
-from groupcomm.protocol.placement import session_home
 from tests.apps.im_harness import drain, end_chats, received, shown, type_lines, wait_all
-from tests.deploy.test_failover import chat
+from tests.deploy.harness import chatting_at_home
 
 
 def wait_shown(person: pexpect.spawn, text: str, count: int, timeout: float) -> None:
@@ -31,17 +30,9 @@ def wait_shown(person: pexpect.spawn, text: str, count: int, timeout: float) -> 
 def test_members_come_back_under_their_ids_to_a_server_resumed_after_a_stall(
         stored_servers) -> None:
     key, (first, second) = stored_servers
-    addresses = [first.address, second.address]
-    session = next(n for n in (f"room-{i}" for i in range(1000))
-                   if session_home(n, addresses) == first.address)
-    listed = ",".join(addresses)
     people: list[pexpect.spawn] = []
     try:
-        alice = chat("alice", session, listed, key, people)
-        bob = chat("bob", session, listed, key, people)
-        alice.expect(r"\* bob joined")
-        typed = {"alice": type_lines(alice, "a", 0, 5), "bob": type_lines(bob, "b", 0, 5)}
-        wait_all(bob, "alice", typed["alice"], 20)
+        session, listed, alice, bob, typed = chatting_at_home((first, second), key, people)
         first.process.send_signal(signal.SIGSTOP)  # it accepts connections, answers none
         typed["alice"] += type_lines(alice, "a", 5, 3)
         typed["bob"] += type_lines(bob, "b", 5, 3)
