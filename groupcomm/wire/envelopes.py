@@ -6,6 +6,7 @@ send inside routed frames; a single message's envelope (:func:`encode_message`,
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import threading
 from collections.abc import Iterable, Iterator
@@ -33,6 +34,8 @@ from groupcomm.wire.payload import (
 )
 
 _local = threading.local()
+_NOT_YET = object()
+_ATOMS = (str, bytes, int, float, bool, type(None))
 
 
 def _packer() -> msgpack.Packer:
@@ -253,33 +256,92 @@ def unpack_envelopes(body: bytes,
     """``(application, session, sender, messages, errors)`` of a verified packed batch for
     ``receiver``: a bad message, or one not addressed to it, is left out and described
     in ``errors``. Raises ``MessageError`` when the body as a whole is malformed."""
-    app, session, sender, entries = batch_fields(body)
+    return messages_for(read_batch(body), receiver, share=False)
+
+
+class BatchEntry:
+    """One message of a batch: its checked fields (or what is wrong with them), and its
+    headers and payload once checked or decoded (or why they could not be), kept for
+    the next receiver of the same batch."""
+
+    __slots__ = ("fields", "headers", "user")
+
+    def __init__(self, fields: tuple | str) -> None:
+        self.fields = fields
+        self.headers: Any = _NOT_YET  # checked dict, or the error's text
+        self.user: Any = _NOT_YET  # a payload every receiver may share
+
+
+#: a batch read once: ``(application, session, sender, entries)``
+Batch = tuple[str, str, str, list[BatchEntry]]
+
+
+def read_batch(body: bytes) -> Batch:
+    """A verified packed batch's fields, each entry's checked; ``MessageError`` when the
+    body as a whole is malformed."""
+    app, session, sender, raw = batch_fields(body)
+    return app, session, sender, [BatchEntry(checked_entry(fields)) for fields in raw]
+
+
+def messages_for(batch: Batch, receiver: str,
+                 share: bool) -> tuple[str, str, str, list[ReceivedMessage], list[str]]:
+    """:func:`unpack_envelopes`' answer for ``receiver`` from a batch read once. With
+    ``share``, a payload that cannot change is kept in its entry for the next receiver;
+    any other is decoded for each, so that one receiver's change of it is no other's.
+    Each receiver gets headers of its own (a copy of the checked ones)."""
+    app, session, sender, entries = batch
     messages: list[ReceivedMessage] = []
     errors: list[str] = []
-    for fields in entries:
-        entry = checked_entry(fields)
-        if type(entry) is str:
-            errors.append(entry)
+    for entry in entries:
+        fields = entry.fields
+        if type(fields) is str:
+            errors.append(fields)
             continue
-        message_id, dests, kind, headers, vc, fmt, payload = entry
+        message_id, dests, kind, headers, vc, fmt, payload = fields
         if receiver not in dests:  # before deserializing anything of it
             errors.append(f"{message_id!r} is not addressed to {receiver!r}")
             continue
-        try:
-            user = decode_payload(fmt, payload)
-        except Exception as error:
-            errors.append(f"payload of {message_id!r} does not decode: {error!r}")
-            continue
+        user = entry.user
+        if user is _NOT_YET:
+            try:
+                user = decode_payload(fmt, payload)
+            except Exception as error:
+                errors.append(f"payload of {message_id!r} does not decode: {error!r}")
+                continue
+            if share and _immutable(user):
+                entry.user = user
         if not headers:  # the common case: every field is checked above
             messages.append(received_unchecked(app, session, user, message_id, sender, vc,
                                                kind, receiver))
             continue
-        try:
-            messages.append(received_unchecked(app, session, user, message_id, sender, vc,
-                                               kind, receiver, checked_headers(headers)))
-        except Exception as error:
-            errors.append(f"headers of {message_id!r} malformed: {error}")
+        if entry.headers is _NOT_YET:
+            try:
+                entry.headers = checked_headers(headers)
+            except Exception as error:
+                entry.headers = f"headers of {message_id!r} malformed: {error}"
+        if type(entry.headers) is str:
+            errors.append(entry.headers)
+            continue
+        own = dict(entry.headers) if share else entry.headers
+        messages.append(received_unchecked(app, session, user, message_id, sender, vc,
+                                           kind, receiver, own))
     return app, session, sender, messages, errors
+
+
+def _immutable(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` cannot change: atoms, tuples of such and frozen dataclasses of
+    such (a few levels deep; deeper is taken as changeable)."""
+    if type(value) in _ATOMS:
+        return True
+    if depth > 4:
+        return False
+    if type(value) is tuple:
+        return all(_immutable(item, depth + 1) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        params = getattr(type(value), "__dataclass_params__", None)
+        return bool(params is not None and params.frozen) and all(
+            _immutable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
+    return False
 
 
 def batch_fields(body: bytes) -> tuple[str, str, str, tuple]:

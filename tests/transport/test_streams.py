@@ -558,3 +558,35 @@ def test_a_copy_resent_to_one_member_restarts_every_stream_to_it() -> None:
     _, _, _, messages, _ = unpack_envelopes(carol.unwrap(b"alice", after), "carol")
     assert [m.message_id for m in messages] == ["alice#5"]
     assert routed_head(encoder.wrap(("bob",), body_of(keystroke(4))))[1] == 4
+
+
+def test_bad_entries_of_a_shared_batch_are_told_to_each_member_as_unshared() -> None:
+    """A batch whose entries are malformed, of bad headers, of a payload that does not
+    decode or not addressed to the receiver: each member is told the same errors, and
+    gets the same good messages, whether the batch was unpacked for it or shared."""
+    from groupcomm.wire.envelopes import PACKED
+    from groupcomm.wire.shared_batches import SharedBatches
+
+    good = msgpack.unpackb(body_of(keystroke(1))[1:], raw=False, use_list=False)[3][0]
+    message_id, dests, kind, headers, vc, fmt, payload = good
+    entries = [
+        good,
+        ("short",),
+        ("alice#2", dests, kind, {"x": {"y": 1}}, vc, fmt, payload),  # no maps inside
+        ("alice#3", dests, kind, headers, vc, fmt, b"\xc1"),  # not msgpack
+        ("alice#4", ("carol",), kind, headers, vc, fmt, payload),
+    ]
+    body = PACKED + msgpack.packb(("edit", "paper", "alice", entries), use_bin_type=True)
+    shared = SharedBatches()
+    for _ in range(2):  # unpacked, then reused
+        for receiver in ("bob", "carol"):
+            alone = unpack_envelopes(body, receiver)
+            got = shared.unpack(body, receiver)
+            assert got[4] == alone[4]
+            assert [m.message_id for m in got[3]] == [m.message_id for m in alone[3]]
+    errors = unpack_envelopes(body, "bob")[4]
+    assert errors[0] == "a packed message must be a 7-element array"
+    assert errors[1].startswith("headers of 'alice#2' malformed")
+    assert errors[2].startswith("payload of 'alice#3' does not decode")
+    assert errors[3] == "'alice#4' is not addressed to 'bob'"
+    assert (shared.unpacked, shared.reused) == (1, 3)
