@@ -77,6 +77,9 @@ class Member:
     #: per sender k: (k's own entry counted up to, messages of k known here per
     #: destination): the matrix the matrix modules keep, as the trace tells it
     sent_known: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
+    #: per sender, the row as last shown: a copy made when the row changed, shared by
+    #: the steps shown since (a delivery changes one row, not the matrix)
+    sent_rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def delivered_now(self, msg: str, step: int) -> None:
         """Remember a first delivery; past :data:`MAX_SENDS` the oldest half is
@@ -369,7 +372,8 @@ class SessionView:
         is in it when its entry for k is at most ``member``'s clock's), the SENT matrix
         of Raynal, Schiper and Toueg as the trace tells it (a module also counts its own
         join markers, which the trace leaves out). Kept up to date as the clock grows:
-        each send is counted once."""
+        each send is counted once. The rows are shared with earlier answers: read them,
+        never change them."""
         for k, column in self._by_sender.items():
             bound = member.clock.get(k, 0)
             done, counts = member.sent_known.get(k, (0, {}))
@@ -385,8 +389,9 @@ class SessionView:
                 for dest in set(sent.dests):
                     counts[dest] = counts.get(dest, 0) + 1
             member.sent_known[k] = (bound, counts)
-        return {k: dict(counts) for k, (_, counts) in sorted(member.sent_known.items())
-                if counts}
+            if counts:
+                member.sent_rows[k] = dict(counts)
+        return {k: member.sent_rows[k] for k in sorted(member.sent_rows)}
 
     def member_state(self, member: Member) -> dict[str, Any]:
         """A member as the page shows it."""

@@ -242,6 +242,23 @@ def test_matrix_members_show_the_sends_they_know_of_per_destination() -> None:
     assert vector.member_state(vector.members["carol"])["sent_matrix"] is None
 
 
+def test_a_step_shown_earlier_keeps_its_matrix_when_a_row_grows_later() -> None:
+    """Rows are shared between the steps shown while they did not change; a row that
+    grows is a new copy, so what an earlier step showed stays as it was."""
+    view = view_records(question_and_answer())
+    matrices = [s["state"]["sent_matrix"] for s in view.steps
+                if s["process"] == "carol" and s["state"]["sent_matrix"]]
+    firsts = [dict(m) for m in matrices]
+    view.add({"event": "send", "process": "bob", "ts": 99.0, "msg": "bob#9",
+              "vc": {"bob": 9, "alice": 2}, "dests": ["alice", "carol"]})
+    view.add({"event": "deliver", "process": "carol", "ts": 99.5, "msg": "bob#9",
+              "sender": "bob", "vc": {"bob": 9, "alice": 2}})
+    assert [dict(m) for m in matrices] == firsts
+    now = view.member_state(view.members["carol"])["sent_matrix"]
+    assert now["bob"]["carol"] == matrices[-1]["bob"]["carol"] + 1
+    assert now["alice"] is matrices[-1]["alice"]  # the row that did not grow: shared
+
+
 def test_a_send_told_of_by_a_hold_first_is_counted_once() -> None:
     records = question_and_answer()
     # carol's hold of alice#2 is read before alice's send record (another file)
