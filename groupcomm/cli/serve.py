@@ -13,6 +13,7 @@ from pathlib import Path
 
 from groupcomm.cli.args import ArgumentParser, CliError, run_main, setup_logging
 from groupcomm.store.backend import StoreError, open_store
+from groupcomm.transport import collector
 from groupcomm.transport.address import EndpointError, endpoint
 from groupcomm.transport.keys import SessionKeyError, resolve_key, write_new_key
 from groupcomm.transport.server import DEFAULT_HEARTBEAT_TIMEOUT, SessionServer
@@ -156,6 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"groupcomm serve: cannot bind {args.bind}: {error}") from None
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
+    collector.settle()
     print(f"listening on {server.address}", flush=True)
     if store is not None:
         print(f"store: {store.location}", flush=True)

@@ -266,7 +266,10 @@ def capacity(args: argparse.Namespace, progress: capacity_run.Progress) -> dict[
                          f"{row.get('gateway_cpu_us_per_delivery')} µs per delivery, "
                          f"{row.get('gateway_mb_per_tab')} MB per tab, waiting for a core "
                          f"{row.get('gateway_waited_percent')}%, load generator CPU "
-                         f"{row.get('load_cpu_percent')}%")
+                         f"{row.get('load_cpu_percent')}%, "
+                         f"{row.get('gateway_full_collections')} full garbage collection(s) "
+                         f"stopping the gateway {row.get('gateway_full_collection_ms')} ms "
+                         f"({row.get('gateway_collection_ms')} ms with the young ones)")
                 run["stopped"] = run["stopped"] or capacity_run.verdict(row, limits)
     for run in series.values():
         run["stopped"] = run["stopped"] or _held(run["steps"], limits)

@@ -68,6 +68,9 @@ class Step:
     per_gateway: list[dict[str, float]] = field(default_factory=list)
     #: where the first gateway process's time went while the step typed (py-spy)
     profile: dict[str, Any] | None = None
+    #: the gateways' garbage collections while the step typed: full ones, the time
+    #: they stopped the process, and every collection's time (:func:`collections`)
+    collections: tuple[int, float, float] | None = None
 
     @property
     def tabs(self) -> int:
@@ -100,6 +103,11 @@ class Step:
         row["gateways"] = max(1, len(self.per_gateway))
         if len(self.per_gateway) > 1:
             row["per_gateway"] = [_own_row(g) for g in self.per_gateway]
+        if self.collections is not None:
+            full, full_ms, every_ms = self.collections
+            row["gateway_full_collections"] = full
+            row["gateway_full_collection_ms"] = round(full_ms, 1)
+            row["gateway_collection_ms"] = round(every_ms, 1)
         if self.profile is not None:
             row["profile"] = self.profile
         if self.error:
@@ -424,6 +432,7 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
                 return step
             progress(f"{step.tabs} tabs joined; typing {rate:g} keys/s each for {seconds:g} s")
             joined = {who: ProcessSample.take(pid) for who, pid in pids.items()}
+            collected = collections(await loop.run_in_executor(None, stats))
             counted_from = time.perf_counter() + WARM_UP * seconds
             until = time.perf_counter() + seconds
             typers = [asyncio.create_task(tab.type(rate, until)) for tab in tabs]
@@ -442,6 +451,9 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
                 await asyncio.sleep(0.05)
             # from the first key to the last delivery: the CPU all the typing cost
             typed = {who: ProcessSample.take(pid) for who, pid in pids.items()}
+            after = collections(await loop.run_in_executor(None, stats))
+            step.collections = (after[0] - collected[0], after[1] - collected[1],
+                                after[2] - collected[2])
             _measured(step, {who: typed[who].since(joined[who], before[who]) for who in pids},
                       tabs, gateway_of)
             if profiler is not None:
@@ -462,6 +474,20 @@ async def run_step(url_of: dict[str, str], tokens: dict[str, str],
     step.samples = [(at - sent[mid]) * 1000 for t in tabs for mid, at in t.arrivals
                     if sent.get(mid, 0) >= counted_from]
     return step
+
+
+def collections(stats: dict[str, Any]) -> tuple[int, float, float]:
+    """From the gateways' ``/stats`` (``gateways``: each one's): full collections so far,
+    the milliseconds they stopped their process, and every collection's milliseconds,
+    summed over the gateways."""
+    full, full_ms, every_ms = 0, 0.0, 0.0
+    for each in stats.get("gateways", [stats]):
+        generations = each.get("collector", {}).get("generations") or []
+        if generations:
+            full += generations[-1]["collections"]
+            full_ms += generations[-1]["paused_ms"]
+            every_ms += sum(g["paused_ms"] for g in generations)
+    return full, full_ms, every_ms
 
 
 def _profile(pid: int, seconds: float, raw: Path, step: Step) -> Any:

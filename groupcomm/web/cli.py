@@ -22,6 +22,7 @@ from groupcomm.cli.args import (
 )
 from groupcomm.filters.latest_value import DEFAULT_HOLD
 from groupcomm.replicated import unsupported_reason
+from groupcomm.transport import collector
 from groupcomm.web.auth import Users, UsersError, login_link
 from groupcomm.web.gateway import Gateway
 
@@ -155,6 +156,7 @@ async def _run(gateway: Gateway, sock: socket.socket) -> None:
     await runner.setup()
     await web.SockSite(runner, sock).start()
     host, port = sock.getsockname()[:2]
+    collector.settle()
     print(f"listening on http://{host}:{port} (session {', '.join(gateway.sessions)}, causality "
           f"{gateway.module})", flush=True)
     stop = asyncio.Event()

@@ -20,6 +20,7 @@ from aiohttp import WSMsgType, web
 
 from groupcomm.core.causality import CausalityError
 from groupcomm.core.node import UnknownPeerError
+from groupcomm.transport import collector
 from groupcomm.transport.communicator import Communicator, CommunicatorError, JoinError
 from groupcomm.transport.host import Host
 from groupcomm.web.auth import Users
@@ -261,6 +262,7 @@ class Gateway:
                 "session_view": dict(self.live.counters),
                 "shared_thread": self.host is not None,
                 "shared": self.host.sharing if self.host is not None else {},
+                "collector": collector.report(),
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "queued_max": max((q.qsize() for q in self._queues.values()), default=0),
                 "tabs": sorted(self._tab_label(key, member) for key, member in self.tabs.items())}

@@ -142,6 +142,19 @@ def test_several_gateways_summed_and_each_shown() -> None:
     assert "per_gateway" not in Step(1, 10, 2.0, per_gateway=each[:1]).row()
 
 
+def test_collections_are_summed_over_the_gateways_full_ones_apart() -> None:
+    def gateway(young: float, full: float, fulls: int) -> dict:
+        return {"collector": {"generations": [
+            {"collections": 9, "paused_ms": young, "longest_ms": 1.0},
+            {"collections": 2, "paused_ms": 1.0, "longest_ms": 1.0},
+            {"collections": fulls, "paused_ms": full, "longest_ms": full}]}}
+
+    stats = {"gateways": [gateway(3.0, 40.0, 1), gateway(2.0, 0.0, 0)]}
+    assert capacity.collections(stats) == (1, 40.0, 47.0)
+    # a gateway that does not tell (an older one) counts as none
+    assert capacity.collections({"gateways": [{"queued_max": 0}]}) == (0, 0.0, 0.0)
+
+
 def test_process_sample_reads_this_process() -> None:
     import os
 
@@ -203,6 +216,10 @@ def test_gateway_serves_several_sessions(two_sessions: GatewayProcess) -> None:
     assert status == 404
     stats = two_sessions.stats()
     assert stats["counters"]["unknown_session"] == 1 and "queued_max" in stats
+    # the startup's objects left out of collections, and the collections timed
+    collector = stats["collector"]
+    assert collector["frozen"] > 10_000 and len(collector["generations"]) == 3
+    assert collector["generations"][0]["collections"] > 0
 
 
 @pytest.mark.long
@@ -270,3 +287,7 @@ def test_two_gateway_processes_share_the_sessions_and_every_keystroke_arrives(
     assert [len(t) for t in tabs] == [6, 6]
     assert all(t.startswith(("cap0/", "cap2/")) for t in tabs[0])
     assert all(t.startswith(("cap1/", "cap3/")) for t in tabs[1])
+    # the gateways' collections while the tabs typed, both processes' summed
+    young = sum(g["collector"]["generations"][0]["collections"] for g in seen[-1]["gateways"])
+    assert young > 0 and row["gateway_collection_ms"] > 0
+    assert row["gateway_full_collections"] >= 0 and row["gateway_full_collection_ms"] >= 0
