@@ -10,7 +10,11 @@
 // be sent, kept in the tab's session storage (also across a reload) and sent once the
 // tab is a member again, exactly once: a public line the conversation received already
 // holds is not sent again; a private line (which no conversation holds) carries an id the
-// tab made for it, and a receiving tab shows a line of one id once.
+// tab made for it, and a receiving tab shows a line of one id once. A line the gateway
+// answered as sent is kept too (not shown as waiting) until the gateway says every
+// receiver's process has it (`stable`): a gateway killed before the line left it would
+// lose it. Back as a member, the tab sends again those the conversation it gets does not
+// hold, under their lasting ids (receivers show a line of one id once).
 import { Connection, claimNote, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
 // a member that leaves is said to have left after this long, unless it is back
@@ -20,6 +24,8 @@ const PENDING_AFTER = 500;
 const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
 // ids of private lines shown that a tab remembers (a line sent again comes within seconds)
 const LINES_KEPT = 500;
+// answered lines kept until they are stable; the oldest beyond this go (counted)
+const ANSWERED_KEPT = 500;
 const log = document.getElementById("log");
 
 // The persons members stand for, each once.
@@ -54,6 +60,10 @@ const chat = {
   transmitted: new Set(),  // own messages that left before their "sent" answer came
   outbox: [],              // own lines not answered yet: {local, line, text, to, member, wire}
   outboxKey: null,
+  kept: [],                // own lines answered, not known to be stable: {..., id}
+  keptKey: null,
+  keptDropped: 0,          // kept lines dropped past ANSWERED_KEPT
+  stableEarly: new Set(),  // ids said stable before their answer came
   lines: [],               // ids of private lines shown ("sender/line"), newest last
   linesKey: null,
   storage: null,           // this tab's key in session storage (claimStorage)
@@ -185,6 +195,7 @@ const chat = {
       "it is back (also after a reload); closing the tab drops what is not sent yet." +
       claimNote(this.claim));
     this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
+    this.attachKept(`groupcomm-chat-kept:${this.storage}:${welcome.session}:${welcome.user}`);
     this.attachLines(`groupcomm-chat-lines:${this.storage}:${welcome.session}:${welcome.user}`);
     this.me = welcome.member;
     this.members = welcome.members;
@@ -226,14 +237,29 @@ const chat = {
     }
   },
 
-  save() {
-    if (this.outboxKey === null) return;
-    const kept = this.outbox.map(({ line, text, to, member, wire, said }) =>
-      ({ line, text, to, member, wire, said }));
+  // The answered lines kept (a reload keeps them, as it keeps the waiting ones).
+  attachKept(key) {
+    if (this.keptKey === key) return;
+    this.keptKey = key;
     try {
-      sessionStorage.setItem(this.outboxKey, JSON.stringify(kept));
+      const kept = JSON.parse(sessionStorage.getItem(key) || "[]");
+      if (Array.isArray(kept)) this.kept = kept.filter((e) => e && e.id).concat(this.kept);
     } catch (error) {
-      console.warn(`could not keep the waiting lines: ${error.message}`);
+      console.warn(`the answered lines kept are unreadable (${error.message}); starting without`);
+    }
+  },
+
+  save() {
+    const fields = ({ line, text, to, member, wire, said, id }) =>
+      ({ line, text, to, member, wire, said, id });
+    for (const [key, entries, what] of [[this.outboxKey, this.outbox, "waiting"],
+      [this.keptKey, this.kept, "answered"]]) {
+      if (key === null) continue;
+      try {
+        sessionStorage.setItem(key, JSON.stringify(entries.map(fields)));
+      } catch (error) {
+        console.warn(`could not keep the ${what} lines: ${error.message}`);
+      }
     }
   },
 
@@ -295,12 +321,41 @@ const chat = {
     return false;
   },
 
-  // The gateway sent the line `local`.
-  answered(local) {
+  // The gateway sent the line `local` as message `id` (null: it reached the others
+  // before, only the answer was lost): no longer waiting, but kept until it is stable.
+  // The entry, or null.
+  answered(local, id = null) {
     const at = this.outbox.findIndex((e) => e.local === local);
-    if (at < 0) return;
+    if (at < 0) return null;
     const [entry] = this.outbox.splice(at, 1);
-    entry.div.remove();
+    if (entry.div) entry.div.remove();
+    entry.div = null;
+    if (id !== null && !this.stableEarly.delete(id)) {
+      entry.id = id;
+      entry.wire = true;
+      this.kept.push(entry);
+      if (this.kept.length > ANSWERED_KEPT) {
+        const gone = this.kept.splice(0, this.kept.length - ANSWERED_KEPT);
+        this.keptDropped += gone.length;
+        console.warn(`${gone.length} answered line(s) no longer kept (${this.keptDropped} in all)`);
+      }
+    }
+    this.save();
+    return entry;
+  },
+
+  // Every receiver's process has the lines `ids` (the gateway's word): no longer kept.
+  stable(ids) {
+    const known = new Set(this.kept.map((e) => e.id));
+    for (const id of ids) {
+      if (known.has(id)) continue;
+      this.stableEarly.add(id);  // its answer is still on its way
+      if (this.stableEarly.size > ANSWERED_KEPT) {
+        this.stableEarly.delete(this.stableEarly.values().next().value);
+      }
+    }
+    const gone = new Set(ids);
+    this.kept = this.kept.filter((e) => !gone.has(e.id));
     this.save();
   },
 
@@ -308,6 +363,18 @@ const chat = {
   // conversation received holds reached the others (only the answer was lost), the
   // rest go out now, in the order they were said.
   resend(history) {
+    // an answered line is kept in case its gateway died before it left: one the
+    // conversation holds arrived; the others go again, first (they were said first),
+    // under their lasting ids
+    const held = new Set(history.map((h) => h[2]));
+    const again = this.kept.filter((e) => e.to !== null || !held.has(e.id));
+    for (const entry of again) {
+      entry.local = `c${this.nextLocal++}`;
+      entry.wire = false;
+      entry.shown = this.divs.has(entry.id);  // its answer does not show it twice
+    }
+    this.kept = [];
+    this.outbox = again.concat(this.outbox);
     const used = new Set();
     for (const entry of [...this.outbox]) {
       if (entry.wire && entry.to === null) {
@@ -329,7 +396,7 @@ const chat = {
   event(event) {
     switch (event.type) {
       case "deliver":
-        if (event.sender === this.me) return;
+        if (event.sender === this.me || event.repeat) return;  // repeat: a line sent again
         if (event.line && this.shownBefore(event.sender, event.line)) return;
         if (this.divs.has(event.id)) return;  // a line of the conversation handed over
         this.show(event.sender, event.private ? `${person(event.sender)} -> you`
@@ -339,8 +406,12 @@ const chat = {
       case "holding":
         this.holding(event);
         return;
+      case "stable":
+        this.stable(event.ids);
+        return;
       case "sent": {
-        if (event.local) this.answered(event.local);
+        const entry = event.local ? this.answered(event.local, event.id) : null;
+        if (entry && entry.shown) return;  // sent again after a drop: shown already
         const others = people(event.destinations.filter((d) => d !== this.me));
         this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text,
           event.ident, event.said, event.id);
