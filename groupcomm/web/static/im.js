@@ -371,7 +371,7 @@ const chat = {
     for (const entry of again) {
       entry.local = `c${this.nextLocal++}`;
       entry.wire = false;
-      entry.shown = this.divs.has(entry.id);  // its answer does not show it twice
+      entry.shown = this.divs.has(entry.id) ? [entry.id, entry.member] : null;
     }
     this.kept = [];
     this.outbox = again.concat(this.outbox);
@@ -411,7 +411,16 @@ const chat = {
         return;
       case "sent": {
         const entry = event.local ? this.answered(event.local, event.id) : null;
-        if (entry && entry.shown) return;  // sent again after a drop: shown already
+        if (entry && entry.shown) {
+          // sent again after a drop, shown already: the line shown is this message now
+          const [was, by] = entry.shown;
+          const div = this.divs.get(was);
+          this.divs.set(event.id, div);
+          const mine = this.shown.find(([ident, sender]) => ident === div.dataset.ident
+            && sender === by);
+          if (mine) mine.splice(1, 2, this.me, event.vc);
+          return;
+        }
         const others = people(event.destinations.filter((d) => d !== this.me));
         this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text,
           event.ident, event.said, event.id);

@@ -1,0 +1,72 @@
+"""A chat line the gateway answered as sent is not lost when the gateway dies before the
+line left it (docs/web.md, "Nothing typed is lost"), in real headless Chromium through
+a real gateway killed with SIGKILL: the gateway holds every tab's frames to tom 3 s
+(``--delay tom=3000``), so the moment between the answer and the frame leaving lasts
+long enough to kill the gateway in it, every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groupcomm.tools.procs import ProcessGroup
+from tests.web.conftest import Outage, Tab, TabOpener
+from tests.web.test_browser_im import LINES, TerminalChat, open_chat, say
+from tests.web.test_browser_outage import DOWN
+
+#: the page does not hear the gateway's `stable` events (as when the gateway dies
+#: before it can tell them): what it keeps, it keeps until it is a member again
+DEAF_TO_STABLE = """
+const event = chat.event;
+chat.event = function (e) { if (e.type !== 'stable') event.call(chat, e); };
+window.hearStable = () => { chat.event = event; };
+"""
+KEPT = "return chat.kept.map(e => e.text).join('|')"
+
+
+def shown_at(tab: Tab, text: str) -> int:
+    return sum(line.endswith(f"] {text}") for line in tab.js(LINES))
+
+
+@pytest.mark.long
+def test_a_line_answered_just_before_the_gateway_dies_reaches_everyone_once(
+        session_group: ProcessGroup, tmp_path: Path, tabs: TabOpener) -> None:
+    """ann says two lines: the first reaches tom (the page is not told it is stable),
+    the second is answered, still held in the gateway, when the gateway is killed. Back
+    through the restarted gateway, the tab sends the second again (the conversation it
+    gets does not hold it) and not the first (it does); tom and ann's page show each
+    once, and once stable the page keeps nothing."""
+    outage = Outage(session_group, tmp_path, "answered", ("ann",),
+                    extra=("--delay", "tom=3000"))
+    tom = TerminalChat(session_group, "tom", session=outage.session)
+    opened: list[Tab] = []
+    try:
+        ann = open_chat(tabs, outage.gateway, "ann")
+        opened.append(ann)
+        ann.wait("return chat.members.includes('tom')", "tom among ann's members")
+        ann.js(DEAF_TO_STABLE)
+        say(ann, "reached tom")
+        tom.wait_line(lambda x: x.endswith("] reached tom"), 30, "the first line at tom")
+        say(ann, "answered then lost")
+        # answered (no longer waiting), kept, and held 3 s in the gateway: killed now
+        assert ann.wait(f"return chat.outbox.length === 0 && {KEPT[7:]}",
+                        "the second line answered") == "reached tom|answered then lost"
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        assert not any(x.endswith("] answered then lost") for x in tom.lines)
+        ann.js("window.hearStable()")
+        outage.restart()
+        tom.wait_line(lambda x: x.endswith("] answered then lost"), 30,
+                      "the lost line at tom, sent again")
+        ann.wait("return chat.kept.length === 0 && chat.outbox.length === 0",
+                 "nothing kept once tom has it", 30)
+        say(ann, "after")
+        tom.wait_line(lambda x: x.endswith("] after"), 30, "the next line at tom")
+        for text in ("reached tom", "answered then lost", "after"):
+            assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, (text, tom.lines)
+            assert shown_at(ann, text) == 1, (text, ann.js(LINES))
+    finally:
+        tom.quit()
+        tabs.leave(*opened)
+        outage.stop()
