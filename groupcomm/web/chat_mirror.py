@@ -1,7 +1,7 @@
 """A chat tab's mirror at the gateway: the conversation so far as ``groupcomm im`` keeps
 it, handed to newcomers as the tab's state, and the lasting ids of the tab lines
-delivered, so that a line sent again reaches the tab once (docs/web.md, "Nothing typed
-is lost")."""
+delivered, so that a line sent again reaches the tab once (docs/web.md, "Kept until the
+session has it")."""
 
 from __future__ import annotations
 

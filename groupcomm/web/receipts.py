@@ -1,5 +1,5 @@
 """Which of a tab's own messages every destination's process has received (docs/web.md,
-"Nothing typed is lost").
+"Kept until the session has it").
 
 The gateway answers a tab's line or edit as sent once the tab's member has taken it;
 the frame leaves the gateway process a moment later. A gateway killed in between takes

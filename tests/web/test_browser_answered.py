@@ -1,7 +1,7 @@
 """A chat line the gateway answered as sent is not lost when the gateway dies before the
-line left it (docs/web.md, "Nothing typed is lost"), in real headless Chromium through
-a real gateway killed with SIGKILL: the gateway holds every tab's frames to tom 3 s
-(``--delay tom=3000``), so the moment between the answer and the frame leaving lasts
+line left it (docs/web.md, "Kept until the session has it"), in real headless Chromium
+through a real gateway killed with SIGKILL: the gateway holds every tab's frames to tom
+3 s (``--delay tom=3000``), so the moment between the answer and the frame leaving lasts
 long enough to kill the gateway in it, every time."""
 
 from __future__ import annotations

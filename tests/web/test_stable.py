@@ -1,5 +1,5 @@
 """A tab keeps what the gateway answered as sent until every receiver's process has it
-(docs/web.md, "Nothing typed is lost"): the bookkeeping (``Receipts``), and the
+(docs/web.md, "Kept until the session has it"): the bookkeeping (``Receipts``), and the
 gateway's ``stable`` events and repeated lines, with a WebSocket client playing the tab."""
 
 from __future__ import annotations
