@@ -12,6 +12,7 @@ import pytest
 
 from groupcomm.tools.procs import ProcessGroup
 from tests.web.conftest import Outage, Tab, TabOpener
+from tests.web.test_browser_edit import TEXT_OF, open_editor, terminal_editor
 from tests.web.test_browser_im import LINES, TerminalChat, open_chat, say
 from tests.web.test_browser_outage import DOWN
 
@@ -68,5 +69,42 @@ def test_a_line_answered_just_before_the_gateway_dies_reaches_everyone_once(
             assert shown_at(ann, text) == 1, (text, ann.js(LINES))
     finally:
         tom.quit()
+        tabs.leave(*opened)
+        outage.stop()
+
+
+@pytest.mark.long
+def test_edits_confirmed_just_before_the_gateway_dies_reach_the_text_once(
+        session_group: ProcessGroup, tmp_path: Path, tabs: TabOpener) -> None:
+    """The editor page: ann's keys are confirmed (the gateway answered each) while their
+    frames wait 3 s inside the gateway for tom's terminal editor; the gateway is killed
+    then. Back through the restarted gateway, the page puts its kept edits back on the
+    state it gets (tom's, without them): tom's text has each key once, as ann's has."""
+    outage = Outage(session_group, tmp_path, "confirmed", ("ann",),
+                    extra=("--delay", "tom=3000"))
+    tom = terminal_editor(session_group, "tom", outage.session, "matrix")
+    opened: list[Tab] = []
+    try:
+        ann = open_editor(tabs, outage.gateway, "ann", opened)
+        tom.wait_members(2)
+        ann.keys("text", "seed")
+        tom.ask('wait-text "seed"', ("seen",), 30, "the seed text at tom")
+        ann.wait("return editor.outbox.kept.length === 0", "the seed stable", 30)
+        ann.keys("text", "abc")
+        ann.wait("return editor.replica.unconfirmed.length === 0 && "
+                 "editor.outbox.entries.length === 0 && editor.outbox.kept.length === 3",
+                 "the keys confirmed and kept")
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        assert tom.state()["text"] == "seed"
+        outage.restart()
+        tom.ask('wait-text "seedabc"', ("seen",), 30, "the keys at tom, made again")
+        ann.wait(f"return {TEXT_OF} === 'seedabc' && editor.outbox.kept.length === 0",
+                 "ann's text, nothing kept", 30)
+        ann.keys("text", "!")
+        tom.ask('wait-text "seedabc!"', ("seen",), 30, "the next key")
+        assert tom.state()["text"] == "seedabc!"
+    finally:
+        tom.quit("quit")
         tabs.leave(*opened)
         outage.stop()
