@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-#: own messages followed per tab; the oldest beyond this is forgotten (counted), and the
-#: tab's own cap (im.js, outbox.js) drops it there
-RECEIPTS_KEPT = 2000
+#: own messages followed per tab, as many as a page keeps (im.js, outbox.js): the oldest
+#: beyond this is forgotten (counted). It bounds the memory a tab's member spends on
+#: them when no acknowledgement comes (``--no-reliable``)
+RECEIPTS_KEPT = 500
 
 
 class Receipts:
