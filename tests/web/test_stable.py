@@ -104,3 +104,24 @@ def test_a_line_sent_again_under_its_lasting_id_reaches_a_tab_once(
                 await tab.ws.close()
 
     run(scenario())
+
+
+def test_a_gateways_delay_to_a_person_skips_that_persons_own_tab() -> None:
+    """``groupcomm web --delay amy=MS`` delays every tab's frames to amy; amy's own tab
+    on that gateway has none to delay (and must still join)."""
+    from apps.session_options import SessionOptions
+
+    class Member:
+        def __init__(self, name: str) -> None:
+            self.name, self.member_id, self.delays = name, f"{name}~2", []
+
+        def set_minimum_delay_to_peer(self, peer: str, ms: float) -> None:
+            self.delays.append((peer, ms))
+
+    options = SessionOptions(selection=None, communicator_kwargs={},  # type: ignore[arg-type]
+                             delays=[("amy", 1500.0), ("amy~2", 10.0)], jitter=0.0)
+    cat, amy = Member("cat"), Member("amy")
+    options.inject_delays(cat)
+    options.inject_delays(amy)
+    assert cat.delays == [("amy", 1500.0), ("amy~2", 10.0)]
+    assert amy.delays == []
