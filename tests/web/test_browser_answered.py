@@ -1,8 +1,8 @@
-"""A chat line the gateway answered as sent is not lost when the gateway dies before the
-line left it (docs/web.md, "Kept until the session has it"), in real headless Chromium
-through a real gateway killed with SIGKILL: the gateway holds every tab's frames to tom
-3 s (``--delay tom=3000``), so the moment between the answer and the frame leaving lasts
-long enough to kill the gateway in it, every time."""
+"""A chat line or an edit the gateway answered as sent is not lost when the gateway dies
+before it left (docs/web.md, "Kept until the session has it"), also across a reload, in
+real headless Chromium through a real gateway killed with SIGKILL: the gateway holds
+every tab's frames to tom 3 s (``--delay tom=3000``), so the moment between the answer
+and the frame leaving lasts long enough to kill the gateway in it, every time."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from groupcomm.tools.procs import ProcessGroup
 from tests.web.conftest import Outage, Tab, TabOpener
 from tests.web.test_browser_edit import TEXT_OF, open_editor, terminal_editor
-from tests.web.test_browser_im import LINES, TerminalChat, open_chat, say
-from tests.web.test_browser_outage import DOWN
+from tests.web.test_browser_im import LINES, READY, TerminalChat, open_chat, say
+from tests.web.test_browser_outage import DOWN, HOLD_RECONNECT
 
 #: the page does not hear the gateway's `stable` events (as when the gateway dies
 #: before it can tell them): what it keeps, it keeps until it is a member again
@@ -106,5 +106,40 @@ def test_edits_confirmed_just_before_the_gateway_dies_reach_the_text_once(
         assert tom.state()["text"] == "seedabc!"
     finally:
         tom.quit("quit")
+        tabs.leave(*opened)
+        outage.stop()
+
+
+@pytest.mark.long
+def test_a_reload_keeps_a_line_answered_just_before_the_gateway_died(
+        session_group: ProcessGroup, tmp_path: Path, tabs: TabOpener) -> None:
+    """The answered line held in the killed gateway is kept in the tab's session
+    storage: the page reloaded before it reconnects sends it from there, once."""
+    outage = Outage(session_group, tmp_path, "reloaded", ("ann",),
+                    extra=("--delay", "tom=3000"))
+    tom = TerminalChat(session_group, "tom", session=outage.session)
+    opened: list[Tab] = []
+    try:
+        ann = open_chat(tabs, outage.gateway, "ann")
+        opened.append(ann)
+        ann.wait("return chat.members.includes('tom')", "tom among ann's members")
+        say(ann, "kept across a reload")
+        ann.wait(f"return chat.outbox.length === 0 && {KEPT[7:]}", "the line answered")
+        ann.js(HOLD_RECONNECT)  # this page never reconnects: the reloaded one does
+        outage.kill()
+        ann.wait(DOWN, "ann to see the gateway gone")
+        outage.restart()
+        ann.focus().refresh()
+        ann.wait(READY, "the reloaded page in the session", 30)
+        tom.wait_line(lambda x: x.endswith("] kept across a reload"), 30,
+                      "the line at tom, sent by the reloaded page")
+        ann.wait("return chat.kept.length === 0", "nothing kept once tom has it", 30)
+        say(ann, "after")
+        tom.wait_line(lambda x: x.endswith("] after"), 30, "the next line at tom")
+        for text in ("kept across a reload", "after"):
+            assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, (text, tom.lines)
+            assert shown_at(ann, text) == 1, (text, ann.js(LINES))
+    finally:
+        tom.quit()
         tabs.leave(*opened)
         outage.stop()
