@@ -278,8 +278,14 @@ const chat = {
   event(event) {
     switch (event.type) {
       case "deliver":
-        if (event.sender === this.me || event.repeat) return;  // repeat: a line sent again
-        if (event.line && this.shownBefore(event.sender, event.line)) return;
+        if (event.sender === this.me) return;
+        if (event.repeat || (event.line && this.shownBefore(event.sender, event.line))) {
+          // a line sent again, shown already (if it is also shown waiting, that goes)
+          const held = this.held.get(event.id);
+          if (held) held.div.remove();
+          this.held.delete(event.id);
+          return;
+        }
         if (this.divs.has(event.id)) return;  // a line of the conversation handed over
         this.show(event.sender, event.private ? `${person(event.sender)} -> you`
           : person(event.sender), event.vc, event.text, event.ident, event.said, event.id,
