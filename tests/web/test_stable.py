@@ -74,6 +74,7 @@ def test_lines_and_edits_are_said_stable_once_the_others_have_them(
             sent = await cat.next(lambda e: e["type"] == "sent", "the edit's answer")
             stable = await cat.next(lambda e: e["type"] == "stable", "the edit stable")
             assert stable["ids"] == [sent["id"]]
+            assert gateway.stats()["receipts"] == {"waiting": 0, "forgotten": 0}
             for tab in (ann, ben, cat, dan):
                 await tab.ws.close()
 
