@@ -96,7 +96,10 @@ class SessionOptions:
 
     def inject_delays(self, communicator: Any) -> None:
         for peer, ms in self.delays:
-            communicator.set_minimum_delay_to_peer(peer, ms)
+            # a gateway's delays are for every tab's messages to PEER: PEER's own tab
+            # sends none to itself (a terminal app refuses its own name as it parses)
+            if peer not in (communicator.name, communicator.member_id):
+                communicator.set_minimum_delay_to_peer(peer, ms)
         if self.jitter:
             communicator.set_delay_variation(self.jitter)
 

@@ -73,6 +73,11 @@ class FilterHost(Protocol):
         """Application messages accepted for sending that will not reach (or are not
         known to have reached) a destination: the application is told."""
 
+    def report_acknowledged(self, peer: str, message_ids: Sequence[str]) -> None:
+        """``peer``'s process acknowledged receiving these application messages (the
+        reliable layer): what its sender holds of them may go (docs/web.md, "Nothing
+        typed is lost")."""
+
     def add_batch_listener(self, listener: Callable[[], None]) -> None:
         """Have ``listener()`` called at the end of each batch of input: after the host
         has run every frame it took in one turn (one read of its sockets, or one arrival

@@ -130,6 +130,8 @@ class ProtocolNode(FilterHost):
         self.sent_listener: Callable[[SentMessage], None] | None = None
         #: the ids and the reason of messages reported undeliverable
         self.undeliverable_listener: Callable[[tuple[str, ...], str], None] | None = None
+        #: a peer and the ids of own application messages its process acknowledged
+        self.acknowledged_listener: Callable[[str, tuple[str, ...]], None] | None = None
         #: each received application message the module holds, and whom it waits on
         self.held_listener: Callable[[ReceivedMessage, tuple[str, ...]], None] | None = None
 
@@ -170,6 +172,10 @@ class ProtocolNode(FilterHost):
                     extra={SAID_BY_EVENT: self.undeliverable_listener is not None})
         if self.undeliverable_listener is not None:
             self.undeliverable_listener(tuple(message_ids), why)
+
+    def report_acknowledged(self, peer: str, message_ids: Sequence[str]) -> None:
+        if message_ids and self.acknowledged_listener is not None:
+            self.acknowledged_listener(peer, tuple(message_ids))
 
     def tick(self) -> None:
         """Run the periodic callbacks of filters that keep timers, then the queued work."""

@@ -290,6 +290,9 @@ class ReliableManager:
                 break
             acked.append(flight.pop(first))
         acked += [e for e in (flight.pop(s, None) for s in selective) if e is not None]
+        if acked:  # the application may let go of what it kept in case the process died
+            self.host.report_acknowledged(
+                peer, [e.message.message_id for e in acked if e.message.is_user_message()])
         now = self.host.now()
         # Karn's rule: only frames sent once give an unambiguous round trip
         once = [e for e in acked if e.attempts == 1]

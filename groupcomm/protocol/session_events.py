@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ClockAcknowledged", "HeldReleased", "MessageHeld", "MessagesLost",
+__all__ = ["ClockAcknowledged", "HeldReleased", "MessageHeld", "MessagesAcknowledged", "MessagesLost",
            "PeerJoined", "PeerLeft", "Rejoined", "Removed", "ServerAnswers",
            "ServerSilent", "SessionEvent", "StateInstalled", "StateRequested",
            "StateUnavailable", "StoreGenerationChanged", "told_by"]
@@ -139,11 +139,24 @@ class ClockAcknowledged(SessionEvent):
     clock: tuple[tuple[str, int], ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessagesAcknowledged(SessionEvent):
+    """``peer``'s process acknowledged receiving the own application messages ``ids``
+    (the reliable layer's acknowledgements; none come without the layer): a copy kept
+    in case this process died before they left is no longer needed for ``peer``."""
+
+    peer: str
+    ids: tuple[str, ...]
+
+
 def told_by(node: Any, emit: Callable[[SessionEvent], None]) -> None:
     """Have ``node`` (a :class:`~groupcomm.core.node.ProtocolNode`) tell ``emit``, as it
     happens, what its filters report: messages that will not be sent (:class:`MessagesLost`)
-    and received ones its causality module holds (:class:`MessageHeld`)."""
+    received ones its causality module holds (:class:`MessageHeld`), and own ones a peer
+    acknowledged (:class:`MessagesAcknowledged`)."""
     node.undeliverable_listener = lambda ids, why: emit(
         MessagesLost(member=node.name, ids=ids, reason=why))
     node.held_listener = lambda message, waiting_on: emit(
         MessageHeld(member=node.name, message=message, waiting_on=waiting_on))
+    node.acknowledged_listener = lambda peer, ids: emit(
+        MessagesAcknowledged(member=node.name, peer=peer, ids=ids))

@@ -265,6 +265,9 @@ class Gateway:
                 "collector": collector.report(),
                 "snapshots_waiting": sum(m.snapshot_waits for m in self.tabs.values()),
                 "queued_max": max((q.qsize() for q in self._queues.values()), default=0),
+                # own messages not yet at every receiver, and those forgotten past the cap
+                "receipts": {"waiting": sum(len(m.receipts) for m in self.tabs.values()),
+                             "forgotten": sum(m.receipts.forgotten for m in self.tabs.values())},
                 "tabs": sorted(self._tab_label(key, member) for key, member in self.tabs.items())}
         return web.json_response(body)
 

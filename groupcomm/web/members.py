@@ -16,24 +16,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from groupcomm.apps.im import HISTORY, Private
+from groupcomm.apps.im import Private
 from groupcomm.apps.im_held import HeldWatch
 from groupcomm.apps.im_lines import (
     ChatLine,
-    Entry,
-    count_of,
-    entry,
     identity,
-    person,
     said_of,
     text_of,
 )
 from groupcomm.core.member_ids import display_name
 from groupcomm.core.messages import ReceivedMessage, SentMessage, Tag
-from groupcomm.core.session_messages import Snapshot
 from groupcomm.filters.latest_value import LatestValueCreator
 from groupcomm.protocol.session_events import (
     ClockAcknowledged,
+    MessagesAcknowledged,
     SessionEvent,
     StateUnavailable,
     StoreGenerationChanged,
@@ -43,7 +39,9 @@ from groupcomm.replicated.editor import is_presence, presence, presence_slot
 from groupcomm.replicated.stability import Stability
 from groupcomm.transport.communicator import Communicator
 from groupcomm.transport.config import Delivery, Listeners, Pipelines, StateTransfer
+from groupcomm.web.chat_mirror import ChatMirror
 from groupcomm.web.live import tap_tracer
+from groupcomm.web.receipts import Receipts
 
 log = logging.getLogger(__name__)
 
@@ -71,71 +69,6 @@ def tab_member_name(user: str, slot: int) -> str:
 def person_of(member: str) -> str:
     """The person a member id stands for (``ann:2~3`` -> ``ann``)."""
     return display_name(member).split(TAB_SEPARATOR, 1)[0]
-
-
-class ChatMirror:
-    """The conversation so far, as ``groupcomm im`` keeps it: (sender, text, id, said
-    at, count)."""
-
-    def __init__(self, me: str) -> None:
-        self.me = me
-        self.history: deque[Entry] = deque(maxlen=HISTORY)
-        self.deliveries = 0
-        #: the highest count of this tab's person's lines seen (the next own line is
-        #: counted after it: ``ann·n`` names one line of the person's)
-        self.counted = 0
-        #: person -> the count of their latest line to everyone (an own line's ``seen``)
-        self.latest: dict[str, int] = {}
-
-    def joined(self, me: str, members: Sequence[str]) -> None:
-        self.me = me
-
-    def delivered(self, sender: str, payload: Any, tag: Tag, message_id: str,
-                  superseded: bool = False) -> None:
-        self.deliveries += 1
-        self._count(sender, count_of(payload), not isinstance(payload, Private))
-        if not isinstance(payload, Private):
-            self.history.append((sender, text_of(payload), message_id, said_of(payload),
-                                 count_of(payload)))
-
-    def sent(self, payload: Any, op_id: str, tag: Tag) -> None:
-        self._count(self.me, count_of(payload))
-        if isinstance(payload, (str, ChatLine)):
-            self.history.append((self.me, text_of(payload), op_id, said_of(payload),
-                                 count_of(payload)))
-
-    def _count(self, sender: str, n: int, public: bool = False) -> None:
-        if person(sender) == person(self.me):
-            self.counted = max(self.counted, n)
-        if public and n:
-            self.latest[person(sender)] = max(self.latest.get(person(sender), 0), n)
-
-    def seen(self) -> tuple[tuple[str, int], ...]:
-        """The latest line to everyone of each other person, as an own line carries it."""
-        return tuple(sorted((p, n) for p, n in self.latest.items() if p != person(self.me)))
-
-    def snapshot(self) -> Snapshot:
-        own = tuple(item[2] for item in self.history if item[0] == self.me)
-        return Snapshot(list(self.history), reflects=own)
-
-    def install(self, state: Any) -> None:
-        try:
-            entries = [entry(raw) for raw in state]
-        except (TypeError, ValueError) as error:
-            log.warning("the conversation received from the session is unusable (%s)", error)
-            return
-        self.history.extend(entries)
-        for item in entries:
-            self._count(item[0], item[4], True)
-
-    def for_tab(self) -> dict[str, Any]:
-        return {"history": [list(entry) for entry in self.history]}
-
-    def member_joined(self, member: str, members: Sequence[str]) -> None:
-        """The conversation does not depend on who is here."""
-
-    def member_left(self, member: str) -> None:
-        pass
 
 
 class TabStability(Stability):
@@ -197,6 +130,8 @@ def payload_for_tab(kind: str, payload: Any, sender: str = "",
         said = {"ident": identity(sender, payload, message_id), "said": said_of(payload)}
         if isinstance(payload, TabPrivate) and payload.line:
             return {"text": payload.text, "private": True, "line": payload.line, **said}
+        if isinstance(payload, ChatLine) and payload.line:
+            return {"text": payload.text, "line": payload.line, **said}
         if isinstance(payload, Private):
             return {"text": payload.text, "private": True, **said}
         return {"text": text_of(payload), **said}
@@ -238,6 +173,9 @@ class TabMember:
         self._replaced: dict[str, Any] | None = None
         #: the member's id in the session (None until the join is done)
         self.member_id: str | None = None
+        #: own lines and edits not yet received by every destination: the tab keeps
+        #: them until a ``stable`` event names them (receipts.py)
+        self.receipts = Receipts(self.name)
         kwargs = dict(communicator_kwargs)
         if kwargs.get("trace_dir"):  # the pages' members share names: a folder each
             kwargs["trace_dir"] = os.path.join(kwargs["trace_dir"], kind)
@@ -273,6 +211,7 @@ class TabMember:
             self.communicator.wait_for_state()
             self.member_id = self.communicator.member_id
             with self.lock:
+                self.receipts.me = self.member_id
                 self.mirror.joined(self.member_id, self.communicator.members)
         except BaseException:
             self.communicator.close()
@@ -308,6 +247,15 @@ class TabMember:
         superseded = bool(message.headers.get("superseded"))
         tag = message.app_tag  # a property that builds a Tag: once
         with self.lock:
+            mirror = self.mirror
+            if isinstance(mirror, ChatMirror) and mirror.repeated(message.sender,
+                                                                   message.user_message):
+                # a line sent again (its sender's gateway died before saying it was
+                # sent): counted, for the tab to acknowledge, and shown no more
+                mirror.deliveries += 1
+                self.push({"type": "deliver", "n": mirror.deliveries, "repeat": True,
+                           "id": message.app_message_id, "sender": message.sender})
+                return
             self.mirror.delivered(message.sender, message.user_message, tag,
                                   message.app_message_id, superseded)
             self.push({"type": "deliver", "n": self.mirror.deliveries,
@@ -321,6 +269,10 @@ class TabMember:
         learn it. The store was replaced: the tab is told, and gets the fresh state."""
         if isinstance(event, StoreGenerationChanged):
             self._store_replaced(event)
+            return
+        if isinstance(event, MessagesAcknowledged):
+            with self.lock:
+                self._stable(self.receipts.acknowledged(event.peer, event.ids))
             return
         if isinstance(event, StateUnavailable):
             with self.lock:
@@ -408,9 +360,15 @@ class TabMember:
             return
         self.push({"type": "joined", "member": client_name, "members": list(all_users)})
 
+    def _stable(self, names: list[str]) -> None:
+        """Every destination of these own messages has them: the tab lets them go."""
+        if names:
+            self.push({"type": "stable", "ids": names})
+
     def client_left(self, client_name: str, application_name: str) -> None:
         with self.lock:
             self.mirror.member_left(client_name)
+            self._stable(self.receipts.left(client_name))
         comm = getattr(self, "communicator", None)
         if comm is None:
             # while joining (the member this tab's reload or reconnect replaces leaves
@@ -432,9 +390,11 @@ class TabMember:
             with self.lock:
                 self.mirror.tab_applied(dict(comm.application_clock))
 
-    def send(self, applied: int, destinations: Sequence[str] | None, payload: Any) -> SentMessage:
+    def send(self, applied: int, destinations: Sequence[str] | None, payload: Any,
+             kept: bool = False) -> SentMessage:
         """Send ``payload`` (to everyone else when ``destinations`` is None) tagged
-        with the first ``applied`` deliveries; the mirror takes it too."""
+        with the first ``applied`` deliveries; the mirror takes it too. ``kept``: the tab
+        keeps it until a ``stable`` event names it (its ``sent`` answer's ``id``)."""
         if self.closed:
             raise TabClosed("this tab's member has left the session")
         with self.lock:
@@ -450,6 +410,10 @@ class TabMember:
                     if waiting:
                         self._unsent[first.app_message_id] = waiting
             self.mirror.sent(payload, first.message_id, Tag(first.vc))
+            if kept:
+                name = first.app_message_id if self.kind == "im" else first.message_id
+                if self.receipts.sent(name, [(c.message_id, c.destinations) for c in copies]):
+                    self._stable([name])
             return first
 
     def say(self, applied: int, destinations: Sequence[str] | None, text: str,
@@ -462,7 +426,7 @@ class TabMember:
             payload: Any = (TabPrivate(text, said, n, seen, line or "") if private and line
                             else Private(text, said, n, seen) if private
                             else ChatLine(text, said, n, line or "", seen))
-            first = self.send(applied, destinations, payload)
+            first = self.send(applied, destinations, payload, kept=True)
             return first, payload
 
     def transmitted(self, app_id: str) -> bool:
@@ -497,7 +461,7 @@ class TabMember:
                 self.mirror.check_own(op, seen=self.communicator.application_clock)
             except ValueError as error:
                 raise BadEdit(str(error)) from None
-            first = self.send(applied, None, op)
+            first = self.send(applied, None, op, kept=True)
             self.renamed[local] = first.message_id
             if len(self.renamed) > RENAMED_KEPT:
                 self.renamed.popitem(last=False)

@@ -52,7 +52,10 @@ def round_robin(gateways: list[int]) -> str:
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, stored_servers, nginx, chromium) -> Iterator[dict]:
+def deployment(request: pytest.FixtureRequest, tmp_path: Path, stored_servers, nginx,
+               chromium) -> Iterator[dict]:
+    """``request.param``: more options of both gateways (indirect parametrization)."""
+    extra = getattr(request, "param", ())
     key, servers = stored_servers
     addresses = [server.address for server in servers]
     a, b = sessions_on(addresses)
@@ -63,7 +66,7 @@ def deployment(tmp_path: Path, stored_servers, nginx, chromium) -> Iterator[dict
         ports = []
         for number in (1, 2):
             gateway, port = start_gateway(f"gateway{number}", [a, b], users.path, addresses,
-                                          key)
+                                          key, extra)
             gateways.append(gateway)
             ports.append(port)
         yield {"port": nginx(round_robin(ports)), "sessions": {"A": a, "B": b},
@@ -327,16 +330,16 @@ def page_says(page, text: str) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.xfail(strict=False, reason=(
-    "known loss: the gateway answers a chat line 'sent' as soon as its member takes it, "
-    "so the page drops it from its outbox; a line answered in the moment before the "
-    "gateway is killed, not yet out of the process, is lost (seen once in a clean run: "
-    "cat004). The fix: the page keeps an answered line until the session has it."))
+@pytest.mark.parametrize("deployment", [(), ("--delay", "amy=1500")], indirect=True,
+                         ids=["as-is", "lines-held-in-the-gateway"])
 def test_a_tab_whose_gateway_dies_goes_on_through_the_other(deployment: dict) -> None:
     """cat's Chromium tab in A, through nginx; the gateway holding its WebSocket is
     killed with SIGKILL while cat types: the page reconnects through nginx, which
     takes it to the other gateway, and every line cat typed reaches amy (a tab on the
-    other gateway) exactly once, in order; amy's line reaches the page once."""
+    other gateway) exactly once, in order; amy's line reaches the page once. The page
+    keeps each line the gateway answered until the gateway says amy's process has it:
+    with ``--delay amy=1500`` every line cat typed before the kill was answered and
+    was still inside the killed gateway, so each of them is sent again."""
     a = deployment["sessions"]["A"]
     port = deployment["port"]
     page = deployment["chromium"].open(login_link(

@@ -50,6 +50,9 @@ class FakeHost:
     def report_undeliverable(self, message_ids: Any, why: str) -> None:
         pass
 
+    def report_acknowledged(self, peer: str, message_ids: Any) -> None:
+        pass
+
     def end_batch(self) -> None:
         for listener in self.batch_listeners:
             listener()

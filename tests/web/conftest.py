@@ -204,11 +204,14 @@ class Outage:
     users (the tabs' login links stay good)."""
 
     def __init__(self, group: ProcessGroup, workdir: Path, session: str,
-                 users: tuple[str, ...]) -> None:
+                 users: tuple[str, ...], extra: tuple[str, ...] = ()) -> None:
+        """``extra``: more options of the gateway, each time it starts."""
         self.group = group
         self.workdir = workdir
         self.session = session
-        self.gateway = GatewayProcess(group, workdir, session=session, users=users)
+        self.extra = extra
+        self.gateway = GatewayProcess(group, workdir, session=session, users=users,
+                                      extra=extra)
 
     def kill(self) -> None:
         self.gateway.kill()  # SIGKILL: no member leaves gracefully
@@ -219,7 +222,8 @@ class Outage:
         while True:  # the port may take a moment to be free again
             try:
                 self.gateway = GatewayProcess(self.group, self.workdir, session=self.session,
-                                              http=old.host_port, tokens=old.tokens)
+                                              http=old.host_port, tokens=old.tokens,
+                                              extra=self.extra)
                 return self.gateway
             except Exception:
                 if time.monotonic() > deadline:

@@ -38,3 +38,11 @@ def test_the_terminals_rule_judges_the_collected_insert_as_the_tab_does() -> Non
     result = rebase(old, received, own, {"tom": 2, "ann": 2})
     assert result.held == ["ann#1", "ann#2"]
     assert result.ops == [("insert", "tom#1+1", "y")]
+
+
+def test_the_editor_tab_keeps_confirmed_edits_until_they_are_stable() -> None:
+    """An edit the gateway confirmed stays kept until the gateway says it is stable (a
+    word that may come before the confirmation); put back on a received state, one
+    the state's ``seen`` counts is not made again, one that never left the killed
+    gateway is, at its place; a resync drops them; at most 500 are kept."""
+    assert json.loads(node_run("run_outbox_kept.mjs")) == {"ok": True}

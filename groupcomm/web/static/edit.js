@@ -202,6 +202,10 @@ const editor = {
           this.resync();
         }
         break;
+      case "stable":
+        this.outbox.stable(event.ids);
+        this.save();
+        return;
       case "generation":
         // edits wait in the outbox until the fresh state is in (the gateway would not
         // send them: they name the old text's characters)

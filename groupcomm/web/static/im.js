@@ -10,7 +10,12 @@
 // be sent, kept in the tab's session storage (also across a reload) and sent once the
 // tab is a member again, exactly once: a public line the conversation received already
 // holds is not sent again; a private line (which no conversation holds) carries an id the
-// tab made for it, and a receiving tab shows a line of one id once.
+// tab made for it, and a receiving tab shows a line of one id once. A line the gateway
+// answered as sent is kept too (not shown as waiting) until the gateway says every
+// receiver's process has it (`stable`): a gateway killed before the line left it would
+// lose it. Back as a member, the tab sends again those the conversation it gets does not
+// hold, under their lasting ids (receivers show a line of one id once).
+import { keeping, lineId } from "/static/chat_kept.js";
 import { Connection, claimNote, claimStorage, concurrent, displayName, person, tabLine } from "/static/client.js";
 
 // a member that leaves is said to have left after this long, unless it is back
@@ -18,8 +23,6 @@ const LEFT_GRACE = 3000;
 // an own message still held this long after it was sent is shown as pending
 const PENDING_AFTER = 500;
 const HELP = "commands: plain text = to everyone else, /to NAME text, /who, /held, /release NAME, /quit, /help";
-// ids of private lines shown that a tab remembers (a line sent again comes within seconds)
-const LINES_KEPT = 500;
 const log = document.getElementById("log");
 
 // The persons members stand for, each once.
@@ -34,10 +37,6 @@ function clock(said) {
   return `${String(at.getHours()).padStart(2, "0")}:${String(at.getMinutes()).padStart(2, "0")}`;
 }
 
-// A lasting id for an own line, the same each time it is sent.
-function lineId() {
-  return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
-}
 const input = document.getElementById("input");
 
 const chat = {
@@ -54,6 +53,10 @@ const chat = {
   transmitted: new Set(),  // own messages that left before their "sent" answer came
   outbox: [],              // own lines not answered yet: {local, line, text, to, member, wire}
   outboxKey: null,
+  kept: [],                // own lines answered, not known to be stable: {..., id}
+  keptKey: null,
+  keptDropped: 0,          // kept lines dropped past the cap (chat_kept.js)
+  stableEarly: new Set(),  // ids said stable before their answer came
   lines: [],               // ids of private lines shown ("sender/line"), newest last
   linesKey: null,
   storage: null,           // this tab's key in session storage (claimStorage)
@@ -185,6 +188,7 @@ const chat = {
       "it is back (also after a reload); closing the tab drops what is not sent yet." +
       claimNote(this.claim));
     this.attach(`groupcomm-chat:${this.storage}:${welcome.session}:${welcome.user}`);
+    this.attachKept(`groupcomm-chat-kept:${this.storage}:${welcome.session}:${welcome.user}`);
     this.attachLines(`groupcomm-chat-lines:${this.storage}:${welcome.session}:${welcome.user}`);
     this.me = welcome.member;
     this.members = welcome.members;
@@ -208,35 +212,7 @@ const chat = {
     this.resend(history);
   },
 
-  // -- lines waiting to be sent ----------------------------------------------------------
-  attach(key) {
-    if (this.outboxKey === key) return;
-    this.outboxKey = key;
-    let kept = [];
-    try {
-      kept = JSON.parse(sessionStorage.getItem(key) || "[]");
-    } catch (error) {
-      console.warn(`the kept lines are unreadable (${error.message}); starting without`);
-    }
-    for (const entry of Array.isArray(kept) ? kept : []) {
-      entry.local = `c${this.nextLocal++}`;
-      if (!entry.line) entry.line = lineId();
-      this.outbox.push(entry);
-      this.drawWaiting(entry);
-    }
-  },
-
-  save() {
-    if (this.outboxKey === null) return;
-    const kept = this.outbox.map(({ line, text, to, member, wire, said }) =>
-      ({ line, text, to, member, wire, said }));
-    try {
-      sessionStorage.setItem(this.outboxKey, JSON.stringify(kept));
-    } catch (error) {
-      console.warn(`could not keep the waiting lines: ${error.message}`);
-    }
-  },
-
+  // -- lines waiting to be sent (what is kept: chat_kept.js) ---------------------------
   // Say `text` (to `to`, or everyone else): kept and shown as waiting until the gateway
   // answers that it sent it.
   say(text, to) {
@@ -265,49 +241,22 @@ const chat = {
     entry.div = div;
   },
 
-  // The private lines shown, by id, kept with the tab (a reload keeps them): one sent
-  // again after a drop that had arrived the first time is not shown twice.
-  attachLines(key) {
-    if (this.linesKey === key) return;
-    this.linesKey = key;
-    try {
-      const kept = JSON.parse(sessionStorage.getItem(key) || "[]");
-      if (Array.isArray(kept)) this.lines = kept.concat(this.lines).slice(-LINES_KEPT);
-    } catch (error) {
-      console.warn(`the ids of the lines shown are unreadable (${error.message})`);
-    }
-  },
-
-  // Whether the private line `line` of `sender`'s person was shown already (else it is
-  // noted as shown).
-  shownBefore(sender, line) {
-    const key = `${person(sender)}/${line}`;
-    if (this.lines.includes(key)) return true;
-    this.lines.push(key);
-    if (this.lines.length > LINES_KEPT) this.lines.splice(0, this.lines.length - LINES_KEPT);
-    if (this.linesKey !== null) {
-      try {
-        sessionStorage.setItem(this.linesKey, JSON.stringify(this.lines));
-      } catch (error) {
-        console.warn(`could not keep the ids of the lines shown: ${error.message}`);
-      }
-    }
-    return false;
-  },
-
-  // The gateway sent the line `local`.
-  answered(local) {
-    const at = this.outbox.findIndex((e) => e.local === local);
-    if (at < 0) return;
-    const [entry] = this.outbox.splice(at, 1);
-    entry.div.remove();
-    this.save();
-  },
-
   // A member again (welcome): a line sent before the connection dropped that the
   // conversation received holds reached the others (only the answer was lost), the
   // rest go out now, in the order they were said.
   resend(history) {
+    // an answered line is kept in case its gateway died before it left: one the
+    // conversation holds arrived; the others go again, first (they were said first),
+    // under their lasting ids
+    const held = new Set(history.map((h) => h[2]));
+    const again = this.kept.filter((e) => e.to !== null || !held.has(e.id));
+    for (const entry of again) {
+      entry.local = `c${this.nextLocal++}`;
+      entry.wire = false;
+      entry.shown = this.divs.has(entry.id) ? [entry.id, entry.member] : null;
+    }
+    this.kept = [];
+    this.outbox = again.concat(this.outbox);
     const used = new Set();
     for (const entry of [...this.outbox]) {
       if (entry.wire && entry.to === null) {
@@ -330,7 +279,13 @@ const chat = {
     switch (event.type) {
       case "deliver":
         if (event.sender === this.me) return;
-        if (event.line && this.shownBefore(event.sender, event.line)) return;
+        if (event.repeat || (event.line && this.shownBefore(event.sender, event.line))) {
+          // a line sent again, shown already (if it is also shown waiting, that goes)
+          const held = this.held.get(event.id);
+          if (held) held.div.remove();
+          this.held.delete(event.id);
+          return;
+        }
         if (this.divs.has(event.id)) return;  // a line of the conversation handed over
         this.show(event.sender, event.private ? `${person(event.sender)} -> you`
           : person(event.sender), event.vc, event.text, event.ident, event.said, event.id,
@@ -339,8 +294,21 @@ const chat = {
       case "holding":
         this.holding(event);
         return;
+      case "stable":
+        this.stable(event.ids);
+        return;
       case "sent": {
-        if (event.local) this.answered(event.local);
+        const entry = event.local ? this.answered(event.local, event.id) : null;
+        if (entry && entry.shown) {
+          // sent again after a drop, shown already: the line shown is this message now
+          const [was, by] = entry.shown;
+          const div = this.divs.get(was);
+          this.divs.set(event.id, div);
+          const mine = this.shown.find(([ident, sender]) => ident === div.dataset.ident
+            && sender === by);
+          if (mine) mine.splice(1, 2, this.me, event.vc);
+          return;
+        }
         const others = people(event.destinations.filter((d) => d !== this.me));
         this.show(this.me, `you -> ${others.join(", ") || "yourself"}`, event.vc, event.text,
           event.ident, event.said, event.id);
@@ -466,6 +434,7 @@ const chat = {
   },
 };
 
+Object.assign(chat, keeping);  // what the tab keeps in its session storage
 const connection = new Connection("im", chat);
 
 function handle(line) {

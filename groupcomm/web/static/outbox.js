@@ -20,6 +20,11 @@
 // characters name (or, when those characters are gone from the state, after the
 // nearest character before them that is still there); a delete of characters that are
 // already deleted is not sent, and one of characters the state does not hold is named.
+//
+// An edit the gateway confirmed is kept too (`kept`), until the gateway says every
+// other member's process has it (`stable`): a gateway killed before the edit left it
+// would lose it. rebase() judges it like the others (by `seen`), so one that did reach
+// the session is not made again.
 
 const CONTEXT = 8;  // characters before an anchor remembered, to find its place again
 const PROVISIONAL = /^(.*#~L\d+)(\+\d+)?$/;
@@ -27,6 +32,8 @@ const PLUS = /^(.*?)(\+\d+)?$/;  // an id: the insert's, and the character's off
 // provisional ids remembered with the message id they became (the cursor, and edits
 // made before the answer came, may name one)
 const RENAMED_KEPT = 256;
+// confirmed edits kept until they are stable; the oldest beyond this go (counted)
+const CONFIRMED_KEPT = 500;
 
 // The ids of up to CONTEXT characters before `anchor` in `text` (deleted ones too),
 // nearest first: where to put what followed `anchor` if it is gone.
@@ -58,6 +65,9 @@ export class Outbox {
     this.lastSeq = {};        // member -> the number of its last confirmed edit
     this.renamed = {};        // provisional id -> message id, while entries may name it
     this.cursor = null;       // {anchor, before}: where the cursor was
+    this.kept = [];           // confirmed entries not known to be stable, with their id
+    this.keptDropped = 0;     // kept entries dropped past CONFIRMED_KEPT
+    this.stableEarly = new Set();  // ids said stable before their confirmation came
   }
 
   // Keep it under `key` (session, page, person: a login of someone else in this tab
@@ -75,6 +85,7 @@ export class Outbox {
       this.entries = kept.entries.concat(this.entries);
       Object.assign(this.lastSeq, kept.lastSeq || {});
       Object.assign(this.renamed, kept.renamed || {});
+      if (Array.isArray(kept.kept)) this.kept = kept.kept.concat(this.kept);
       if (!this.cursor) this.cursor = kept.cursor || null;
     }
   }
@@ -82,7 +93,7 @@ export class Outbox {
   save() {
     if (this.key === null) return true;
     const body = { entries: this.entries, lastSeq: this.lastSeq, renamed: this.renamed,
-      cursor: this.cursor };
+      cursor: this.cursor, kept: this.kept };
     try {
       sessionStorage.setItem(this.key, JSON.stringify(body));
       return true;
@@ -130,6 +141,7 @@ export class Outbox {
     });
     for (const entry of this.entries) entry.wire = false;
     this.entries = before.concat(this.entries);
+    this.kept = [];  // the gateway's list holds them (its member is alive)
   }
 
   // The gateway sent `member`'s edit `local` as message `id`.
@@ -137,7 +149,20 @@ export class Outbox {
     const at = this.entries.findIndex((e) => e.member === member && e.local === local);
     const found = messageOf(id);
     if (found && found[1] > (this.lastSeq[found[0]] || 0)) this.lastSeq[found[0]] = found[1];
-    if (at >= 0) this.entries.splice(at, 1);
+    if (at >= 0) {
+      const [entry] = this.entries.splice(at, 1);
+      if (!this.stableEarly.delete(id)) {
+        // its characters are named by the message id now
+        entry.base = id;
+        entry.confirmed = true;
+        this.kept.push(entry);
+        if (this.kept.length > CONFIRMED_KEPT) {
+          const gone = this.kept.splice(0, this.kept.length - CONFIRMED_KEPT);
+          this.keptDropped += gone.length;
+          console.warn(`${gone.length} confirmed edit(s) no longer kept (${this.keptDropped} in all)`);
+        }
+      }
+    }
     // the cursor and later edits may still name it by its provisional id
     this.renamed[`${member}#${local}`] = id;
     const names = Object.keys(this.renamed);
@@ -146,10 +171,25 @@ export class Outbox {
     }
   }
 
+  // Every other member's process has the edits `ids` (the gateway's word).
+  stable(ids) {
+    const known = new Set(this.kept.map((e) => e.base));
+    for (const id of ids) {
+      if (known.has(id)) continue;
+      this.stableEarly.add(id);  // its confirmation is still on its way
+      if (this.stableEarly.size > CONFIRMED_KEPT) {
+        this.stableEarly.delete(this.stableEarly.values().next().value);
+      }
+    }
+    const gone = new Set(ids);
+    this.kept = this.kept.filter((e) => !gone.has(e.base));
+  }
+
   // A resync of `member`: the gateway's state holds what it sent, and what it refused
   // is taken back; only what never went out stays.
   resynced(member) {
     this.entries = this.entries.filter((e) => e.member !== member || !e.wire);
+    this.kept = this.kept.filter((e) => e.member !== member);
   }
 
   // Put the entries back on `replica` (which holds the state just received; `seen`: the
@@ -157,7 +197,9 @@ export class Outbox {
   // could not be sent, for the page to name. The replica's own edits go out through
   // the page (each a new entry); the cursor goes back to its place.
   rebase(replica, seen = null) {
-    const entries = this.entries;
+    // the confirmed ones kept were made before any entry still waiting for its answer
+    const entries = this.kept.concat(this.entries);
+    this.kept = [];
     this.entries = [];
     const text = replica.text;
     const map = new Map(Object.entries(this.renamed));
@@ -194,7 +236,7 @@ export class Outbox {
       if (held(entry)) {
         // the state holds it, also when its characters are gone (deleted and collected:
         // then what named them goes after the character before them)
-        if (kind === "insert") {
+        if (kind === "insert" && !entry.confirmed) {  // (a confirmed one has its id)
           const found = this.match(text, candidates, entry, lastMatched);
           if (found) map.set(base, found);
         }
