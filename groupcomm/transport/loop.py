@@ -146,7 +146,11 @@ class PollLoop:
         self._signalled.append(link)
 
     def _owe(self, link: MemberLink) -> None:
-        self._owed[link] = None
+        if threading.get_ident() == self.ident:
+            self._owed[link] = None
+        else:  # Out's calls run on this thread; were one not to, its turn still comes
+            self._calls.append((lambda: None, link))
+            self.wakeup.wake()
 
     def _touched(self, link: MemberLink | None) -> None:
         if link is None:
