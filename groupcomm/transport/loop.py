@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
@@ -235,28 +235,28 @@ class PollLoop:
     def _prepare(self, now: float) -> float:
         """Before the poll: read or not, and the next deadline, of the members that had
         a turn and of the watched ones; returns when the poll must return."""
-        watched = self._watched
-        for link in (*self._unprepared, *watched):
-            self._timers.set(link, link.prepare())
+        watched, unprepared, timers = self._watched, self._unprepared, self._timers
+        for link in (*unprepared, *watched) if watched else unprepared:
+            timers.set(link, link.prepare())
             if link.want_read != link.reading:
                 self._set_reading(link, link.want_read)
             if link.has_work() or not link.want_read:
                 watched[link] = None
-            else:
+            elif watched:
                 watched.pop(link, None)
-        self._unprepared.clear()
+        unprepared.clear()
         if self._owed or self._sweep:
             return now
         deadline = now + IDLE_POLL
-        earliest = self._timers.earliest()
+        earliest = timers.earliest()
         if earliest is not None and earliest < deadline:
             deadline = earliest
         # a full socket or a paused inbox is looked at again soon: nothing announces room
-        if any(link.backlog_frames or not link.want_read for link in watched):
+        if watched and any(link.backlog_frames or not link.want_read for link in watched):
             deadline = min(deadline, now + BACKLOG_RETRY)
         return deadline
 
-    def _turns(self, ready: dict[Any, int], now: float) -> Any:
+    def _turns(self, ready: dict[Any, int], now: float) -> Iterable[MemberLink]:
         """The members that get a turn this round: every one after a call for none in
         particular; else those owed one, signalled, with a ready socket, due, or watched
         with work waiting."""
