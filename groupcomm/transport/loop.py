@@ -164,7 +164,13 @@ class PollLoop:
         exception); runs it here when the loop thread is this one or gone. ``link``:
         the only member whose state it may change, which gets a turn after it (None:
         every member gets one)."""
-        if self.on_thread() or not self._thread.is_alive():
+        if self.on_thread():
+            try:
+                return function()
+            finally:
+                if link is not None:  # e.g. a listener releasing what another member holds
+                    link.owe_turn()
+        if not self._thread.is_alive():
             return function()
         future: Future[Any] = Future()
 

@@ -217,6 +217,10 @@ def test_work_queued_for_a_link_during_another_ones_turn_gives_it_a_turn(
     sender.on_step = lambda link: loop.call_soon(lambda: None, idle)  # type: ignore[arg-type]
     loop.call_soon(lambda: None, sender)
     wait_until(lambda: idle.steps == 2, what="the turn after an on-thread call")
+    # a call run at once on the loop thread (a listener asking another member)
+    sender.on_step = lambda link: loop.call(lambda: None, link=idle)  # type: ignore[arg-type]
+    loop.call_soon(lambda: None, sender)
+    wait_until(lambda: idle.steps == 3, what="the turn after a call run on the loop thread")
 
 
 def test_a_link_with_work_waiting_gets_a_turn_at_every_wake_up(loop: PollLoop) -> None:
