@@ -16,6 +16,7 @@ are watched at every wake-up, as every member once was."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -209,7 +210,9 @@ class PollLoop:
             while not self._stop:
                 now = time.monotonic()
                 wait = self._prepare(now) - now
-                ready = dict(poller.poll(max(0.0, wait * 1000)))
+                # whole ms, rounded up: pyzmq truncates, and a poll that returns before
+                # the deadline finds nothing due and polls again at once until it comes
+                ready = dict(poller.poll(math.ceil(wait * 1000) if wait > 0 else 0))
                 if wake_fd in ready:
                     self.wakeup.clear()  # before taking the work it announced
                 if self._calls:

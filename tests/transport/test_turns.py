@@ -290,3 +290,26 @@ def test_a_removed_link_gets_no_more_turns(loop: PollLoop) -> None:
     loop.call(lambda: None, link=other)
     wait_until(lambda: other.deadline == math.inf, what="the other link's turn at its deadline")
     assert link.steps == 2
+
+
+def test_the_poll_waits_for_a_deadline_rather_than_spinning_up_to_it(loop: PollLoop) -> None:
+    link, = added(loop, 1)
+    wakeups = [0]
+    prepare = loop._prepare
+
+    def counted(now: float) -> float:
+        wakeups[0] += 1
+        return prepare(now)
+
+    def once(link: FakeLink) -> None:
+        if time.monotonic() >= link.deadline:
+            link.deadline = math.inf
+
+    link.on_step = once
+    loop.call(lambda: setattr(loop, "_prepare", counted), link=link)
+    # 10.5 ms ahead: a poll of 10 ms (pyzmq truncates) would return 0.5 ms early and
+    # then spin with a timeout of 0 until the deadline
+    link.deadline = time.monotonic() + 0.0105
+    loop.call_soon(lambda: None, link)
+    wait_until(lambda: link.deadline == math.inf, what="the turn at the deadline")
+    assert wakeups[0] <= 5
