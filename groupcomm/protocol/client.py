@@ -62,7 +62,8 @@ __all__ = ["MAX_UNDELIVERABLE_IDS", "TICK_INTERVAL", "ClientProtocol", "Frames"]
 
 log = logging.getLogger(__name__)
 
-#: How often filters with timers (the reliable layer) are ticked, in seconds.
+#: How often filters with timers (the reliable layer) are ticked, in seconds: on a grid
+#: of that step every member of a process shares, so one wake-up of its loop ticks all.
 TICK_INTERVAL = 0.02
 #: ids of messages reported undeliverable, kept for :meth:`ClientProtocol.undeliverable`
 MAX_UNDELIVERABLE_IDS = 10_000
@@ -171,8 +172,7 @@ class ClientProtocol:
         if self.node.tickers and self._next_tick < deadline:
             deadline = self._next_tick
         membership = self.membership
-        if membership.early or membership.departing or self.departures or (
-                self.transfer.waiting):
+        if membership.early or membership.departing or self.departures or self.transfer.waiting:
             deadline = self.now  # something waits on time the timers do not say
         self.deadline = deadline
 
@@ -256,7 +256,7 @@ class ClientProtocol:
         node = self.node
         if node.tickers and now >= self._next_tick:
             node.tick()
-            self._next_tick = now + TICK_INTERVAL
+            self._next_tick = (now // TICK_INTERVAL + 1) * TICK_INTERVAL  # see TICK_INTERVAL
         if now >= self._next_heartbeat:
             self._apply(membership.heartbeat(now))
             self._next_heartbeat = now + self.heartbeat_interval

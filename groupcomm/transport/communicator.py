@@ -255,9 +255,14 @@ class Communicator:
             self._wait_for_room()
         # tagged and queued for the loop as one step, under the member's clock lock
         message = port.send_one(obj, port.member_ids.get(name, name))
+        link = self._link
         if threading.get_ident() == self._loop.ident:
             self._protocol.take_inputs()  # a listener replying: sent before the next one
+            link.owe_turn()  # through another member than its own: that one's turn
             return message
+        # the loop gives turns only to members that name themselves (see PollLoop)
+        if not link.signalled:
+            self._loop.signal(link)
         wakeup = self._wakeup
         if not wakeup.pending:
             wakeup.wake()
@@ -285,9 +290,13 @@ class Communicator:
         if len(inputs) >= self.max_pending:
             self._wait_for_room()
         messages = self._port.send(obj, dests)  # and queued (see to_user)
+        link = self._link
         if threading.get_ident() == self._loop.ident:
             self._protocol.take_inputs()
+            link.owe_turn()
             return messages
+        if not link.signalled:
+            self._loop.signal(link)
         wakeup = self._wakeup
         if not wakeup.pending:
             wakeup.wake()
@@ -336,16 +345,17 @@ class Communicator:
     def add_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Deliver messages by calling ``callback(message)`` on the loop thread (the
         callback model). Messages already waiting for :meth:`receive` go to it first."""
-        self._loop.call(lambda: self._port.add_listener(callback))
+        self._loop.call(lambda: self._port.add_listener(callback), link=self._link)
 
     def remove_message_listener(self, callback: Callable[[ReceivedMessage], Any]) -> None:
         """Stop calling ``callback``."""
-        self._loop.call(lambda: self._port.remove_listener(callback))
+        self._loop.call(lambda: self._port.remove_listener(callback), link=self._link)
 
     def add_event_listener(self, callback: Callable[[SessionEvent], Any]) -> None:
         """Be told, on the loop thread, what happens in the session, as typed events
         (:mod:`groupcomm.protocol.session_events`)."""
-        self._loop.call(lambda: self._protocol.add_event_listener(callback))
+        self._loop.call(lambda: self._protocol.add_event_listener(callback),
+                        link=self._link)
 
     def receive(self, timeout: float | None = None) -> ReceivedMessage | None:
         """Pull model: the next delivered message, or ``None`` after ``timeout`` seconds.
@@ -398,7 +408,8 @@ class Communicator:
 
     def add_session_message_listener(self, listener: SessionMessageListener) -> None:
         """Be told of joins and leaves, by member id, on the loop thread."""
-        self._loop.call(lambda: self._protocol.add_session_listener(listener))
+        self._loop.call(lambda: self._protocol.add_session_listener(listener),
+                        link=self._link)
 
     def set_minimum_delay_to_peer(self, name: str, ms: float) -> None:
         """Frames to ``name`` wait at least ``ms`` ms before they leave (testing).
@@ -448,20 +459,21 @@ class Communicator:
     def undeliverable(self) -> list[str]:
         """Ids of messages accepted for sending but not sent (an incarnation declared
         gone, a destination that left first), newest last (docs/sessions.md)."""
-        return self._loop.call(self._protocol.undeliverable)
+        return self._loop.call(self._protocol.undeliverable, link=self._link)
 
     def held(self) -> list[Any]:
         """Messages the causality module still holds (buffered or unsent)."""
-        return self._loop.call(self._protocol.held)
+        return self._loop.call(self._protocol.held, link=self._link)
 
     def waiting_for(self) -> dict[str, list[str]]:
         """Held message id -> the members it waits on."""
-        return self._loop.call(self._protocol.waiting_for)
+        return self._loop.call(self._protocol.waiting_for, link=self._link)
 
     def release_waiting_on(self, name: str) -> list[str]:
         """Stop waiting for what ``name`` (gone) never sent; returns the released ids.
         See :meth:`groupcomm.core.causality.CausalityManager.release_waiting_on`."""
-        return self._loop.call(lambda: self._protocol.release_waiting_on(name))
+        return self._loop.call(lambda: self._protocol.release_waiting_on(name),
+                               link=self._link)
 
     def counters(self) -> dict[str, int]:
         """Send/receive counts, rejected frames by reason, the message frames this
@@ -473,7 +485,7 @@ class Communicator:
                     **self._protocol.counters(),
                     **{f"reliable_{key}": value
                        for key, value in getattr(layer, "stats", {}).items()}}
-        return self._loop.call(read)
+        return self._loop.call(read, link=self._link)
 
     def _await_join(self, join_timeout: float) -> None:
         """Wait until the server accepted the join; else close and raise :class:`JoinError`.
@@ -496,7 +508,7 @@ class Communicator:
                 following = self.servers[(self.servers.index(address) + 1)
                                          % len(self.servers)]
                 log.warning("%s: %s; joining at %s", self.name, nobody, following)
-                self._loop.call(lambda to=following: self._link.move_to(to))
+                self._loop.call(lambda to=following: self._link.move_to(to), link=self._link)
                 continue
             if nobody is not None:
                 error = f"{failed}: {nobody}; is the session server running at that address?"
@@ -522,7 +534,8 @@ class Communicator:
                 return True
             try:
                 busy = self._loop.call(lambda: protocol.busy or link.busy(),
-                                       timeout=max(0.1, deadline - time.monotonic()))
+                                       timeout=max(0.1, deadline - time.monotonic()),
+                                       link=link)
             except Exception:  # the loop stopped or did not answer in time
                 return not self._inputs
             if not busy:
@@ -545,7 +558,7 @@ class Communicator:
         self.closed = True
         if running:
             if joined:
-                self._loop.call_soon(self._send_leave)
+                self._loop.call_soon(self._send_leave, link)
                 link.left.wait(timeout)
             link.push_linger_ms = int(timeout * 1000)
             self._loop.remove(link, timeout)

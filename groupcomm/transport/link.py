@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
@@ -108,8 +108,13 @@ class MemberLink:
         self._may_relay = False
         self._addresses: dict[str, str] = {}
         self._deadline = 0.0
-        #: a call handed to the loop for this member ran: its next turn is not skipped
-        self.poked = True
+        #: set by the loop: asks it for a turn of this member (see :meth:`owe_turn`)
+        self.turn_owed: Callable[[MemberLink], None] = lambda link: None
+        #: this member's turn is running (loop thread)
+        self.in_turn = False
+        #: the application queued sends that the loop has not looked at (any thread;
+        #: see PollLoop.signal)
+        self.signalled = False
         #: messages that could not be encoded, reported at the end of the turn
         #: (message id, why, lost with an incarnation declared gone) to report
         self._unsent: list[tuple[str, str, bool]] = []
@@ -260,38 +265,35 @@ class MemberLink:
         self.closed.set()
 
     # -- a turn of the loop (loop thread) -------------------------------------------------
-    def prepare(self, now: float) -> float:
-        """Before the poll: whether to read (:attr:`want_read`: not while the inbox is
-        full) and when this link next needs a turn without input."""
-        self.want_read = want_read = len(self._inbox) < self.max_inbox
+    def prepare(self) -> float:
+        """After a turn (or a call for it): whether to read (:attr:`want_read`: not while
+        the inbox is full) and when this link next needs a turn without input (its
+        protocol's timers, the first delayed frame)."""
+        self.want_read = len(self._inbox) < self.max_inbox
         deadline = self._deadline
         waiting = self.delays.waiting
         if waiting and waiting[0].due < deadline:
             deadline = waiting[0].due
-        if self.backlog_frames or not want_read:
-            deadline = min(deadline, now + BACKLOG_RETRY)
         return deadline
 
-    def wants_turn(self, ready: Any, now: float) -> bool:
-        """Whether :meth:`step` has anything to do: a socket of its is ready, the
-        application queued sends, a timer or delay is due, frames wait to leave, or a
-        call for it ran. A loop driving hundreds of members gives a turn to these only:
-        the others' turns would find nothing (and cost a protocol step each)."""
-        if self.poked or self.backlog_frames or self._inputs or self.outbox or self._unsent:
-            return True
-        if now >= self._deadline:
-            return True
-        if self.reading and (self._dealer in ready or (
-                self._pull is not None and self._pull in ready)):
-            return True
-        waiting = self.delays.waiting
-        return bool(waiting) and now >= waiting[0].due
+    def has_work(self) -> bool:
+        """Whether work waits that no timer or socket will announce: frames a socket
+        could not take, sends not taken yet (back-pressure), messages queued (the server
+        does not know this member yet), failures to report. The loop gives such a link a
+        turn at every wake-up."""
+        return bool(self.backlog_frames or self._inputs or self.outbox or self._unsent)
+
+    def owe_turn(self) -> None:
+        """Work was queued for this member outside its turn (loop thread: a listener of
+        another member sending through it, a call run for it): the loop, which looks only
+        at members with something to do, must give it one."""
+        if not self.in_turn:
+            self.turn_owed(self)
 
     def step(self, ready: Any) -> None:
         """One turn: read the sockets ``ready`` holds (the poller's answer), hand what
         came in to the protocol (which also takes the application's sends and runs its
         timers), then flush frames and run due delays."""
-        self.poked = False
         if self.backlog_frames:
             self.flush_backlogs()
         frames: list[tuple[list[bytes], bool, tuple[str, ...]]] = []
@@ -362,6 +364,8 @@ class MemberLink:
         # queued as is: flush_outbox encodes the whole batch in one call (this runs for
         # every message sent)
         self.stats["messages_sent"] += len(dests)
+        if not self.in_turn:
+            self.turn_owed(self)  # owe_turn() inlined: the end of the turn sends it
         if self.delays.active:
             self._transmit_delayed(message, dests)
             return
@@ -395,6 +399,7 @@ class MemberLink:
 
     def to_server(self, command: bytes) -> None:
         assert self._dealer is not None
+        self.owe_turn()  # a backlog, if the socket cannot take it, needs turns
         self._send_parts(self._dealer, [command])
 
     def relay(self, frame: bytes, dests: Sequence[str]) -> None:
@@ -402,6 +407,7 @@ class MemberLink:
         chunk inside a server that died, and the streams start afresh once the server
         knows this client again (``restart_streams``): the frame's batch goes in the
         fresh stream of its destinations, as a new frame, when it is remembered."""
+        self.owe_turn()
         kept = self._remembered.pop(hash(frame), None)
         if kept is not None:
             # the returned frame never reached its destinations, so any later chunk of
@@ -429,6 +435,7 @@ class MemberLink:
             push.close(linger=0)
 
     def discard_queued(self) -> None:
+        self.owe_turn()  # the turn reports what is discarded
         # what the previous incarnation queued cannot leave as the new one's: said lost
         self._unsent += [(item.message_id, "was declared gone before they left", True)
                          for items in self.outbox.values() for item in items

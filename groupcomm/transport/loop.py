@@ -1,21 +1,34 @@
 """The poll loop: one thread that owns the ZeroMQ sockets of any number of members
 (:class:`~groupcomm.transport.link.MemberLink`), waits until the earliest member's
-deadline, runs the calls other threads hand over and gives every member its turn."""
+deadline, runs the calls other threads hand over and gives a turn to the members that
+have something to do.
+
+A wake-up costs what its work costs, not a look at every member: a ready socket names its
+member (:attr:`PollLoop._owners`), deadlines wait in a heap
+(:class:`~groupcomm.transport.timers.TurnTimers`), and whatever else can make a member
+need a turn names it when it happens: a call handed over for it, sends queued by its
+application (:meth:`PollLoop.signal`), work queued for it outside its turn
+(:meth:`MemberLink.owe_turn <groupcomm.transport.link.MemberLink.owe_turn>`). Only the
+members that had a turn are prepared again (reading or not, next deadline); the few in a
+state no event announces (frames waiting for a socket, an inbox full, sends not taken)
+are watched at every wake-up, as every member once was."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
 import zmq
 
 from groupcomm.core.causality import ProtocolViolation
-from groupcomm.transport.link import MemberLink
+from groupcomm.transport.link import BACKLOG_RETRY, MemberLink
+from groupcomm.transport.timers import TurnTimers
 from groupcomm.transport.wakeup import WakeSignal
 from groupcomm.wire.shared_batches import SharedBatches
 from groupcomm.wire.streams import SharedStreams
@@ -37,11 +50,27 @@ class PollLoop:
         #: the frame streams the members on this thread inflate once for all (a Host's)
         self.shared_streams: SharedStreams | None = None
         self.shared_batches: SharedBatches | None = None
-        self._links: list[MemberLink] = []
+        #: the members, in the order they were added (a dict: dropped in O(1))
+        self._links: dict[MemberLink, None] = {}
         #: calls to run on the thread, each with the member it is for (None: any)
         self._calls: deque[tuple[Callable[[], None], MemberLink | None]] = deque()
         #: a call for no member in particular ran: every member gets a turn
         self._sweep = False
+        # -- which members need a turn (see the module docstring)
+        #: when each member's next turn is due without input
+        self._timers = TurnTimers()
+        #: the member each polled socket belongs to
+        self._owners: dict[zmq.Socket, MemberLink] = {}
+        #: members owed a turn in the next round (loop thread: a call for them ran, or
+        #: work was queued for them outside their turn); the poll does not wait for them
+        self._owed: dict[MemberLink, None] = {}
+        #: members whose application queued sends (appended by other threads)
+        self._signalled: deque[MemberLink] = deque()
+        #: members to prepare before the next poll: they had a turn, or just came
+        self._unprepared: dict[MemberLink, None] = {}
+        #: members in a state no event announces, prepared and looked at every wake-up
+        #: (MemberLink.has_work, or an inbox full)
+        self._watched: dict[MemberLink, None] = {}
         #: run on the thread after each round of turns (e.g. hand what the members'
         #: listeners produced to another thread in one go)
         self.after_turns: list[Callable[[], None]] = []
@@ -66,13 +95,15 @@ class PollLoop:
         """Open ``link``'s sockets on the loop thread and start driving it; its join is
         on its way when this returns. Raises what opening raised."""
         def add() -> None:
+            link.turn_owed = self._owe
             link.open(self.context, time.monotonic())
-            self._links.append(link)
+            self._links[link] = None
+            self._owed[link] = None  # its first turn sends the join
 
         try:
-            self.call(add, timeout)
+            self.call(add, timeout, link)
         except BaseException:
-            self.call(lambda: self._drop(link), timeout)
+            self.call(lambda: self._drop(link), timeout, link)
             raise
 
     def remove(self, link: MemberLink, timeout: float = 10.0) -> None:
@@ -80,17 +111,18 @@ class PollLoop:
         if link.closed.is_set():
             return
         try:
-            self.call(lambda: self._drop(link), timeout)
+            self.call(lambda: self._drop(link), timeout, link)
         except Exception:  # the loop did not answer: it is stopping or stopped
             log.warning("%s: the I/O loop did not close the sockets in time", link.name)
 
     def _drop(self, link: MemberLink) -> None:
-        if link in self._links:
-            self._links.remove(link)
+        self._links.pop(link, None)
         if link.reading:
-            for socket in link.sockets:
-                self._poller.unregister(socket)
-            link.reading = False
+            self._set_reading(link, False, paused=False)
+        self._timers.cancel(link)
+        for pending in (self._owed, self._unprepared, self._watched):
+            pending.pop(link, None)
+        link.turn_owed = lambda link: None
         link.close_sockets()
 
     # -- handing work to the loop thread -------------------------------------------------------
@@ -107,16 +139,39 @@ class PollLoop:
         self._calls.append((function, link))
         self.wakeup.wake()
 
+    def signal(self, link: MemberLink) -> None:
+        """``link``'s application queued sends (any thread; the caller then wakes the
+        loop). Flag first, then queue; the loop lowers the flag before the turn that
+        takes the sends: a send that finds the flag up was queued before that turn."""
+        link.signalled = True
+        self._signalled.append(link)
+
+    def _owe(self, link: MemberLink) -> None:
+        if threading.get_ident() == self.ident:
+            self._owed[link] = None
+        else:  # Out's calls run on this thread; were one not to, its turn still comes
+            self._calls.append((lambda: None, link))
+            self.wakeup.wake()
+
     def _touched(self, link: MemberLink | None) -> None:
         if link is None:
             self._sweep = True
         else:
-            link.poked = True
+            self._owed[link] = None
 
-    def call(self, function: Callable[[], Any], timeout: float = 10.0) -> Any:
+    def call(self, function: Callable[[], Any], timeout: float = 10.0,
+             link: MemberLink | None = None) -> Any:
         """Run ``function`` on the loop thread and return its result (or raise its
-        exception); runs it here when the loop thread is this one or gone."""
-        if self.on_thread() or not self._thread.is_alive():
+        exception); runs it here when the loop thread is this one or gone. ``link``:
+        the only member whose state it may change, which gets a turn after it (None:
+        every member gets one)."""
+        if self.on_thread():
+            try:
+                return function()
+            finally:
+                if link is not None:  # e.g. a listener releasing what another member holds
+                    link.owe_turn()
+        if not self._thread.is_alive():
             return function()
         future: Future[Any] = Future()
 
@@ -126,7 +181,7 @@ class PollLoop:
             except BaseException as error:  # handed back to the caller
                 future.set_exception(error)
 
-        self._calls.append((run, None))
+        self._calls.append((run, link))
         self.wakeup.wake()
         return future.result(timeout)
 
@@ -150,30 +205,30 @@ class PollLoop:
         poller = self._poller
         wake_fd = self.wakeup.fileno
         links = self._links
+        unprepared = self._unprepared
         try:
             while not self._stop:
                 now = time.monotonic()
-                deadline = now + IDLE_POLL
-                for link in links:
-                    due = link.prepare(now)
-                    if due < deadline:
-                        deadline = due
-                    if link.want_read != link.reading:
-                        self._set_reading(link, link.want_read)
-                ready = dict(poller.poll(max(0.0, (deadline - now) * 1000)))
+                wait = self._prepare(now) - now
+                # whole ms, rounded up: pyzmq truncates, and a poll that returns before
+                # the deadline finds nothing due and polls again at once until it comes
+                ready = dict(poller.poll(math.ceil(wait * 1000) if wait > 0 else 0))
                 if wake_fd in ready:
                     self.wakeup.clear()  # before taking the work it announced
                 if self._calls:
                     self._run_calls()
-                now = time.monotonic()
-                sweep, self._sweep = self._sweep, False
-                for link in (links if len(links) == 1 else list(links)):
-                    if not sweep and not link.wants_turn(ready, now):
-                        continue
+                for link in self._turns(ready, time.monotonic()):
+                    if link not in links:
+                        continue  # dropped by a call or by an earlier turn that failed
+                    link.in_turn = True
                     try:
                         link.step(ready)
                     except Exception as error:
                         self._failed(link, error)
+                    finally:
+                        link.in_turn = False
+                    if link in links:
+                        unprepared[link] = None
                 for function in self.after_turns:
                     try:
                         function()
@@ -186,15 +241,73 @@ class PollLoop:
             for link in list(links):
                 self._drop(link)
 
-    def _set_reading(self, link: MemberLink, reading: bool) -> None:
-        """Poll ``link``'s sockets, or stop (back-pressure: its inbox is full)."""
+    def _prepare(self, now: float) -> float:
+        """Before the poll: read or not, and the next deadline, of the members that had
+        a turn and of the watched ones; returns when the poll must return."""
+        watched, unprepared, timers = self._watched, self._unprepared, self._timers
+        for link in (*unprepared, *watched) if watched else unprepared:
+            timers.set(link, link.prepare())
+            if link.want_read != link.reading:
+                self._set_reading(link, link.want_read)
+            if link.has_work() or not link.want_read:
+                watched[link] = None
+            elif watched:
+                watched.pop(link, None)
+        unprepared.clear()
+        if self._owed or self._sweep:
+            return now
+        deadline = now + IDLE_POLL
+        earliest = timers.earliest()
+        if earliest is not None and earliest < deadline:
+            deadline = earliest
+        # a full socket or a paused inbox is looked at again soon: nothing announces room
+        if watched and any(link.backlog_frames or not link.want_read for link in watched):
+            deadline = min(deadline, now + BACKLOG_RETRY)
+        return deadline
+
+    def _turns(self, ready: dict[Any, int], now: float) -> Iterable[MemberLink]:
+        """The members that get a turn this round: every one after a call for none in
+        particular; else those owed one, signalled, with a ready socket, due, or watched
+        with work waiting."""
+        if self._sweep:
+            self._sweep = False
+            self._owed.clear()
+            self._take_signalled()
+            return list(self._links)
+        turns, self._owed = self._owed, {}  # turns owed during this round: the next one
+        self._take_signalled(turns)
+        owners = self._owners
+        for socket in ready:
+            link = owners.get(socket)
+            if link is not None:
+                turns[link] = None
+        for link in self._timers.pop_due(now):
+            turns[link] = None
+        for link in self._watched:
+            if link.has_work():
+                turns[link] = None
+        return turns
+
+    def _take_signalled(self, turns: dict[MemberLink, None] | None = None) -> None:
+        signalled = self._signalled
+        while signalled:
+            link = signalled.popleft()
+            link.signalled = False  # before its turn takes the sends (see signal())
+            if turns is not None:
+                turns[link] = None
+
+    def _set_reading(self, link: MemberLink, reading: bool, paused: bool = True) -> None:
+        """Poll ``link``'s sockets, or stop (back-pressure: its inbox is full; or it
+        is dropped)."""
         for socket in link.sockets:
             if reading:
                 self._poller.register(socket, zmq.POLLIN)
+                self._owners[socket] = link
             else:
                 self._poller.unregister(socket)
+                self._owners.pop(socket, None)
         link.reading = reading
-        if not reading:
+        if not reading and paused:
             link.stats["inbox_full_pauses"] += 1
 
     def _failed(self, link: MemberLink, error: Exception) -> None:

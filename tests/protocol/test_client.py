@@ -263,3 +263,27 @@ def test_an_acknowledged_delivery_waits_for_the_acknowledgement() -> None:
     assert bob.node.application_clock["alice"] == 1
     with pytest.raises(ValueError, match="only 2 were handed"):
         bob.port.acknowledge(3, "bob")
+
+
+def test_members_started_at_different_moments_tick_at_the_same_instants() -> None:
+    """Filters with timers (here the reliable layer's) are ticked on a grid of
+    TICK_INTERVAL every member shares: a loop hosting hundreds of members wakes once
+    to tick them all, not once for each member's own phase."""
+    from groupcomm.core.registry import get_module
+    from groupcomm.core.selection import filter_creators
+
+    module = get_module("vector")
+    send, receive = filter_creators(["reliable"])
+    next_ticks = []
+    for i, start in enumerate((0.0013, 0.0071, 0.0189)):
+        client = ClientProtocol(
+            f"m{i}", "s", application="app", codec=FrameCodec(KEY), out=ActionLog(),
+            filter_stacks=([module.send_creator(), *send], [*receive, module.receive_creator()]),
+            tracer_for=lambda member: NullTracer(), clock=lambda: 0.0, now=start,
+            heartbeat_interval=1.0)
+        assert client.node.tickers
+        first = start + TICK_INTERVAL
+        client.timer(first)  # its first tick, in its own phase
+        next_ticks.append(client._next_tick)
+        assert first < client._next_tick <= first + TICK_INTERVAL
+    assert next_ticks == [pytest.approx(2 * TICK_INTERVAL)] * 3
