@@ -50,21 +50,23 @@ class CollectionClock:
 
 
 _clock: CollectionClock | None = None
+#: objects frozen by settle (counting them walks the frozen list: not at every report)
+_frozen = 0
 
 
 def settle() -> int:
     """Once the process is ready, before it serves anyone: collect once, move everything
     tracked so far out of later collections (it lives as long as the process), and
     start timing collections. Returns how many objects were frozen."""
-    global _clock
+    global _clock, _frozen
     gc.collect()
     gc.freeze()
     if _clock is None:
         _clock = CollectionClock()
         gc.callbacks.append(_clock)
-    frozen = gc.get_freeze_count()
-    log.debug("%d objects of startup left out of garbage collections", frozen)
-    return frozen
+    _frozen = gc.get_freeze_count()
+    log.debug("%d objects of startup left out of garbage collections", _frozen)
+    return _frozen
 
 
 def report() -> dict[str, Any]:
@@ -72,4 +74,4 @@ def report() -> dict[str, Any]:
     last is a full collection), ``collections``, ``paused_ms`` and ``longest_ms``
     since :func:`settle` (zeros before it)."""
     clock = _clock if _clock is not None else CollectionClock()
-    return {"frozen": gc.get_freeze_count(), "generations": clock.report()}
+    return {"frozen": _frozen, "generations": clock.report()}
