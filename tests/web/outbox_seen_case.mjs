@@ -4,7 +4,7 @@
 // run the same case.
 
 // a page's send, as edit.js makes it: provisional ids, every edit in the outbox, sent
-function page(EditorReplica, me, outbox, sent) {
+export function page(EditorReplica, me, outbox, sent) {
   let local = 0;
   const clock = {};
   const replica = new EditorReplica(me, (payload) => {

@@ -7,21 +7,10 @@ import assert from "node:assert/strict";
 import { EditorReplica } from "../../groupcomm/web/static/editor.js";
 import { Outbox } from "../../groupcomm/web/static/outbox.js";
 import { TextSequence } from "../../groupcomm/web/static/text_sequence.js";
+import { page as pageOf } from "./outbox_seen_case.mjs";
 
-// a page's send, as edit.js makes it (provisional ids, every edit kept in the outbox)
-function page(me, outbox, sent) {
-  let local = 0;
-  const clock = {};
-  const replica = new EditorReplica(me, (payload) => {
-    clock[me] = (clock[me] || 0) + 1;
-    sent.push(payload);
-    if (payload[0] === "cursor") return { id: null, clock: { ...clock } };
-    const id = `~L${++local}`;
-    outbox.add(me, id, payload, true, replica.text, clock[me]);
-    return { id: `${me}#${id}`, clock: { ...clock }, confirmed: false };
-  }, { members: [me, "tom"] });
-  return replica;
-}
+// a page's send, as edit.js makes it (the seen rule's case has it)
+const page = (me, outbox, sent) => pageOf(EditorReplica, me, outbox, sent);
 
 const outbox = new Outbox();
 const ann = page("ann", outbox, []);

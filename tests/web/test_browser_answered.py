@@ -6,6 +6,8 @@ and the frame leaving lasts long enough to kill the gateway in it, every time.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,35 @@ window.hearStable = () => { chat.event = event; };
 KEPT = "return chat.kept.map(e => e.text).join('|')"
 
 
+@contextmanager
+def ann_chatting_with_tom(session_group: ProcessGroup, tmp_path: Path, tabs: TabOpener,
+                          name: str) -> Iterator[tuple[Outage, TerminalChat, Tab]]:
+    """ann's chat tab on a gateway of her own that holds her frames to tom (a terminal
+    chat) 3 s, once tom is among her members; everything stopped after, also on failure."""
+    outage = Outage(session_group, tmp_path, name, ("ann",), extra=("--delay", "tom=3000"))
+    tom = TerminalChat(session_group, "tom", session=outage.session)
+    opened: list[Tab] = []
+    try:
+        ann = open_chat(tabs, outage.gateway, "ann")
+        opened.append(ann)
+        ann.wait("return chat.members.includes('tom')", "tom among ann's members")
+        yield outage, tom, ann
+    finally:
+        tom.quit()
+        tabs.leave(*opened)
+        outage.stop()
+
+
+def each_once_after(ann: Tab, tom: TerminalChat, texts: tuple[str, ...]) -> None:
+    """ann says one more line; once tom has it, tom and ann's page show each of
+    ``texts`` and that line exactly once."""
+    say(ann, "after")
+    tom.wait_line(lambda x: x.endswith("] after"), 30, "the next line at tom")
+    for text in (*texts, "after"):
+        assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, (text, tom.lines)
+        assert shown_at(ann, text) == 1, (text, ann.js(LINES))
+
+
 def shown_at(tab: Tab, text: str) -> int:
     return sum(line.endswith(f"] {text}") for line in tab.js(LINES))
 
@@ -38,14 +69,7 @@ def test_a_line_answered_just_before_the_gateway_dies_reaches_everyone_once(
     through the restarted gateway, the tab sends the second again (the conversation it
     gets does not hold it) and not the first (it does); tom and ann's page show each
     once, and once stable the page keeps nothing."""
-    outage = Outage(session_group, tmp_path, "answered", ("ann",),
-                    extra=("--delay", "tom=3000"))
-    tom = TerminalChat(session_group, "tom", session=outage.session)
-    opened: list[Tab] = []
-    try:
-        ann = open_chat(tabs, outage.gateway, "ann")
-        opened.append(ann)
-        ann.wait("return chat.members.includes('tom')", "tom among ann's members")
+    with ann_chatting_with_tom(session_group, tmp_path, tabs, "answered") as (outage, tom, ann):
         ann.js(DEAF_TO_STABLE)
         say(ann, "reached tom")
         tom.wait_line(lambda x: x.endswith("] reached tom"), 30, "the first line at tom")
@@ -62,15 +86,7 @@ def test_a_line_answered_just_before_the_gateway_dies_reaches_everyone_once(
                       "the lost line at tom, sent again")
         ann.wait("return chat.kept.length === 0 && chat.outbox.length === 0",
                  "nothing kept once tom has it", 30)
-        say(ann, "after")
-        tom.wait_line(lambda x: x.endswith("] after"), 30, "the next line at tom")
-        for text in ("reached tom", "answered then lost", "after"):
-            assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, (text, tom.lines)
-            assert shown_at(ann, text) == 1, (text, ann.js(LINES))
-    finally:
-        tom.quit()
-        tabs.leave(*opened)
-        outage.stop()
+        each_once_after(ann, tom, ("reached tom", "answered then lost"))
 
 
 @pytest.mark.long
@@ -115,14 +131,7 @@ def test_a_reload_keeps_a_line_answered_just_before_the_gateway_died(
         session_group: ProcessGroup, tmp_path: Path, tabs: TabOpener) -> None:
     """The answered line held in the killed gateway is kept in the tab's session
     storage: the page reloaded before it reconnects sends it from there, once."""
-    outage = Outage(session_group, tmp_path, "reloaded", ("ann",),
-                    extra=("--delay", "tom=3000"))
-    tom = TerminalChat(session_group, "tom", session=outage.session)
-    opened: list[Tab] = []
-    try:
-        ann = open_chat(tabs, outage.gateway, "ann")
-        opened.append(ann)
-        ann.wait("return chat.members.includes('tom')", "tom among ann's members")
+    with ann_chatting_with_tom(session_group, tmp_path, tabs, "reloaded") as (outage, tom, ann):
         say(ann, "kept across a reload")
         ann.wait(f"return chat.outbox.length === 0 && {KEPT[7:]}", "the line answered")
         ann.js(HOLD_RECONNECT)  # this page never reconnects: the reloaded one does
@@ -134,12 +143,4 @@ def test_a_reload_keeps_a_line_answered_just_before_the_gateway_died(
         tom.wait_line(lambda x: x.endswith("] kept across a reload"), 30,
                       "the line at tom, sent by the reloaded page")
         ann.wait("return chat.kept.length === 0", "nothing kept once tom has it", 30)
-        say(ann, "after")
-        tom.wait_line(lambda x: x.endswith("] after"), 30, "the next line at tom")
-        for text in ("kept across a reload", "after"):
-            assert sum(x.endswith(f"] {text}") for x in tom.lines) == 1, (text, tom.lines)
-            assert shown_at(ann, text) == 1, (text, ann.js(LINES))
-    finally:
-        tom.quit()
-        tabs.leave(*opened)
-        outage.stop()
+        each_once_after(ann, tom, ("kept across a reload",))
