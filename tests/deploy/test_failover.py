@@ -51,7 +51,9 @@ def chat(name: str, session: str, addresses: str, key: Path,
         sys.executable,
         ["-m", "groupcomm.apps.im", "--name", name, "--session", session, "--servers",
          addresses, "--key-file", str(key), "--causality", "matrix"],
-        encoding="utf-8", timeout=20, dimensions=(40, 160),
+        # the terminal's echo of typed keys can land inside a character the app
+        # writes (a long line's middle dot): one odd character, not a failure
+        encoding="utf-8", codec_errors="replace", timeout=20, dimensions=(40, 160),
         env={**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1"})
     child.logfile_read = io.StringIO()
     started.append(child)
